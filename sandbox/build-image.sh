@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Builds the sandbox/molecule base image without any registry: debootstrap + docker import.
+# Cached: rebuilt only when this script changes (its hash is an image label).
+set -euo pipefail
+IMAGE=${RLINFRA_IMAGE:-rlinfra/debian-systemd:bookworm}
+PKGS=python3,python3-venv,python3-apt,systemd,systemd-sysv,dbus,sudo,iproute2,procps,openssh-server,lvm2,nfs-common,e2fsprogs,xfsprogs,util-linux,fdisk,ca-certificates,curl,less,kmod
+want=$(sha256sum "$0" | cut -c1-16)
+have=$(docker image inspect -f '{{ index .Config.Labels "rlinfra.pkgs" }}' "$IMAGE" 2>/dev/null || true)
+[ "$want" = "$have" ] && exit 0
+
+echo "[image] building $IMAGE (debootstrap, about a minute)"
+rootfs=$(mktemp -d /var/tmp/rlinfra-rootfs.XXXX)
+trap 'rm -rf "$rootfs"' EXIT
+debootstrap --variant=minbase --include="$PKGS" bookworm "$rootfs" http://deb.debian.org/debian >/var/tmp/rlinfra-debootstrap.log 2>&1 \
+  || { tail -20 /var/tmp/rlinfra-debootstrap.log >&2; exit 1; }
+# Trim what a container never needs and what would slow every boot.
+chroot "$rootfs" systemctl mask systemd-logind.service getty.target console-getty.service \
+  systemd-udevd.service systemd-udev-trigger.service systemd-remount-fs.service \
+  run-rpc_pipefs.mount rpc-gssd.service rpc-svcgssd.service >/dev/null 2>&1 || true
+chroot "$rootfs" systemctl enable ssh.service >/dev/null 2>&1 || true
+# Host keys are made per container at first boot, never baked into the image.
+rm -f "$rootfs"/etc/ssh/ssh_host_*
+cat > "$rootfs/etc/systemd/system/ssh-hostkeys.service" <<'UNIT'
+[Unit]
+Description=Generate SSH host keys
+Before=ssh.service
+[Service]
+Type=oneshot
+ExecStart=/usr/bin/ssh-keygen -A
+[Install]
+WantedBy=multi-user.target
+UNIT
+chroot "$rootfs" systemctl enable ssh-hostkeys.service >/dev/null 2>&1
+printf 'PermitRootLogin prohibit-password\nPasswordAuthentication no\nUseDNS no\n' > "$rootfs/etc/ssh/sshd_config.d/rlinfra.conf"
+rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
+tar -C "$rootfs" -c . | docker import -c 'CMD ["/lib/systemd/systemd"]' -c 'ENV container=docker' \
+  -c "LABEL rlinfra.pkgs=$want" - "$IMAGE" >/dev/null
+echo "[image] $IMAGE ready"
