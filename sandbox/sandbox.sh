@@ -14,7 +14,7 @@ PREFIX=${SANDBOX_PREFIX:-rlinfra-sbx}
 NET=$PREFIX-net
 VOL=$PREFIX-data
 IMAGE=${RLINFRA_IMAGE:-rlinfra/debian-systemd:bookworm}
-WHEELHOUSE=$STATE/wheelhouse
+WHEELHOUSE=${SANDBOX_WHEELHOUSE:-$ROOT/.sandbox/wheelhouse}
 NODE_REQS=${SANDBOX_REQUIREMENTS:-$ROOT/sandbox/node-requirements.txt}
 PRIVILEGED=${SANDBOX_PRIVILEGED:-false}
 log() { printf '[sandbox] %s\n' "$*" >&2; }
@@ -78,7 +78,7 @@ up() {
   [[ $count =~ ^[1-9][0-9]?$ ]] || die "node count must be 1-99, got '$count'"
   docker info >/dev/null 2>&1 || die "no Docker engine: run scripts/bootstrap.sh first (installs and starts it)"
   "$ROOT/sandbox/build-image.sh"
-  mkdir -p "$STATE"; chmod 700 "$STATE"
+  mkdir -p "$STATE" "$WHEELHOUSE"; chmod 700 "$STATE"
   [ -f "$STATE/id_ed25519" ] || ssh-keygen -q -t ed25519 -N '' -C rlinfra-sandbox -f "$STATE/id_ed25519"
   fill_wheelhouse
   docker network inspect "$NET" >/dev/null 2>&1 || docker network create --internal --label "rlinfra.sandbox=$PREFIX" "$NET" >/dev/null

@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 scripts/bootstrap.sh
 sandbox/sandbox.sh wheelhouse
-export PATH=$ROOT/.venv/bin:$PATH
+# shellcheck disable=SC1091
+source .venv/bin/activate
 stages=("$@"); ((${#stages[@]})) || stages=(gates unit molecule)
 declare -A took
 t0=$(date +%s)
