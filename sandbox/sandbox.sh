@@ -45,7 +45,6 @@ write_inventory() {
     echo "    ansible_python_interpreter: /usr/bin/python3"
     echo "    python_env_offline: true"
     echo "    python_env_wheelhouse: /data/wheelhouse"
-    echo "    ray_cluster: sandbox"
     echo "  children:"
     for grp in ray_head ray_workers; do
       echo "    $grp:"
