@@ -30,7 +30,7 @@ fill_wheelhouse() {
   log "filling the wheelhouse for the nodes (once)"
   mkdir -p "$WHEELHOUSE"
   # The nodes run the same CPython (3.11, x86-64 glibc) as this host, so the host resolves for them.
-  "$ROOT/.venv/bin/python" -m pip download -q --no-warn-script-location -d "$WHEELHOUSE" -r "$NODE_REQS" uv pip setuptools wheel
+  "$ROOT/.venv/bin/python" -m pip download -q -d "$WHEELHOUSE" -r "$NODE_REQS" uv pip setuptools wheel
   echo "$want" >"$stamp"
 }
 

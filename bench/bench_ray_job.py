@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Benchmark: submit + wait for a trivial Ray job, the collection's client vs the ``ray job`` CLI.
+
+Starts one Ray head on 127.0.0.1 with token auth (the same helper as the unit tests' ``ray_head``
+fixture), then runs ``--rounds`` rounds, alternating the two ways so that load drift hits both:
+
+* ``module``: a fresh ``python`` process that imports ``plugins/module_utils/ray_client.py`` (what
+  ``rlinfra.verl.ray_job`` runs), submits ``echo hi`` and polls every ``--poll`` seconds until it ends;
+* ``cli``: ``ray job submit --address URL --submission-id ID -- echo hi`` (it waits by default).
+
+Both read the token from RAY_AUTH_TOKEN_PATH (never from argv). Each round's job must SUCCEED.
+``ray-side`` is Ray's own start-to-end time of the job (the same work for both), so
+``overhead`` = wall time - ray-side is what each client adds; ``client CPU`` is the user+sys time
+of the client process itself (steadier than wall time on a shared machine).
+
+Prints a table and rewrites the ``<!-- bench:ray_job -->`` section of docs/BENCHMARKS.md.
+Run from the repository root:  .venv/bin/python bench/bench_ray_job.py [--rounds 5] [--no-write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "collections"))
+sys.path.insert(0, str(ROOT / "tests" / "unit"))
+
+from conftest import kill_session, start_ray_head  # noqa: E402  (the unit tests' head helper)
+
+BENCH_MD = ROOT / "docs" / "BENCHMARKS.md"
+MODULE_CODE = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayClient, resolve_token
+client = RayClient(sys.argv[2], token=resolve_token())
+client.submit_job(sys.argv[3], "echo hi")
+job, timed_out = client.wait_for_job(sys.argv[3], timeout=300, poll_interval=float(sys.argv[4]))
+sys.exit(0 if job["status"] == "SUCCEEDED" and not timed_out else 1)
+"""
+
+
+def _children_cpu():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_timed(cmd, env):
+    """Wall time and CPU time (user+sys) of the client process."""
+    cpu0, t0 = _children_cpu(), time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    wall, cpu = time.perf_counter() - t0, _children_cpu() - cpu0
+    if proc.returncode != 0:
+        raise SystemExit("failed: %s\n%s" % (" ".join(cmd[:3]), (proc.stdout + proc.stderr)[-2000:]))
+    return wall, cpu
+
+
+def stats(values):
+    return statistics.median(values), min(values), max(values)
+
+
+def render(results, rounds, poll, load):
+    m_med = stats(results["module"]["wall"])[0]
+    c_med = stats(results["cli"]["wall"])[0]
+    lines = [
+        "Submit + wait of `echo hi` on a one-node Ray 2.60 head on 127.0.0.1 with token auth, "
+        "%d rounds each, alternating (%s, %s CPUs, Python %s, %s)."
+        % (rounds, platform.machine(), os.cpu_count(), platform.python_version(),
+           datetime.date.today().isoformat()),
+        "`module`: fresh `python` process, `ray_client.RayClient` submit + poll every %ss; "
+        "`cli`: `ray job submit --address ... -- echo hi`. Times in seconds. Load average (1 min) at "
+        "start/end: %.1f / %.1f (the machine is shared; Ray's own job time grows with load)." % ((poll,) + load),
+        "",
+        "| method | median | min | max | median ray-side job time | median overhead | median client CPU |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name in ("module", "cli"):
+        wall, ray_side = results[name]["wall"], results[name]["ray"]
+        med, lo, hi = stats(wall)
+        overhead = statistics.median(w - r for w, r in zip(wall, ray_side))
+        lines.append("| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |"
+                     % (name, med, lo, hi, statistics.median(ray_side), overhead,
+                        statistics.median(results[name]["cpu"])))
+    m_cpu, c_cpu = (statistics.median(results[n]["cpu"]) for n in ("module", "cli"))
+    lines += ["", "Ratio module/CLI (medians): **%.2f** wall, **%.2f** client CPU" % (m_med / c_med, m_cpu / c_cpu)]
+    return "\n".join(lines)
+
+
+def write_section(body):
+    start, end = "<!-- bench:ray_job -->", "<!-- /bench:ray_job -->"
+    section = "%s\n## rlinfra.verl.ray_job: submit + wait\n\n%s\n%s" % (start, body, end)
+    text = BENCH_MD.read_text() if BENCH_MD.exists() else "# Benchmarks\n"
+    pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.DOTALL)
+    if pattern.search(text):
+        text = pattern.sub(lambda m: section, text)
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    BENCH_MD.write_text(text)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--poll", type=float, default=0.25, help="module poll interval, seconds")
+    parser.add_argument("--no-write", action="store_true", help="do not rewrite docs/BENCHMARKS.md")
+    args = parser.parse_args()
+
+    print("starting a Ray head on 127.0.0.1 ...", flush=True)
+    load_start = os.getloadavg()[0]
+    head, sid, base = start_ray_head()
+    try:
+        env = head.env()
+        client = head.client()
+        ray_cli = str(Path(sys.executable).with_name("ray"))
+        results = {name: {"wall": [], "ray": [], "cpu": []} for name in ("module", "cli")}
+        # One untimed job first: the first job on a fresh head pays for starting worker processes.
+        warm = "warmup-" + uuid.uuid4().hex[:6]
+        client.submit_job(warm, "echo hi")
+        client.wait_for_job(warm, timeout=300, poll_interval=0.5)
+        for i in range(args.rounds):
+            for name in ("module", "cli") if i % 2 == 0 else ("cli", "module"):
+                job_id = "bench-%s-%d-%s" % (name, i, uuid.uuid4().hex[:6])
+                if name == "module":
+                    cmd = [sys.executable, "-c", MODULE_CODE, str(ROOT / "collections"), head.address, job_id,
+                           str(args.poll)]
+                else:
+                    cmd = [ray_cli, "job", "submit", "--address", head.address, "--submission-id", job_id,
+                           "--", "echo", "hi"]
+                wall, cpu = run_timed(cmd, env)
+                job = client.get_job(job_id)
+                assert job["status"] == "SUCCEEDED", job
+                results[name]["wall"].append(wall)
+                results[name]["cpu"].append(cpu)
+                results[name]["ray"].append((job["end_time"] - job["start_time"]) / 1000.0)
+                print("round %d %-6s %.2fs" % (i + 1, name, wall), flush=True)
+    finally:
+        kill_session(sid)
+        shutil.rmtree(base, ignore_errors=True)
+
+    table = render(results, args.rounds, args.poll, (load_start, os.getloadavg()[0]))
+    print()
+    print(table)
+    if not args.no_write:
+        write_section(table)
+        print("\nwrote %s" % BENCH_MD.relative_to(ROOT))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,236 @@
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Controller-side action ``rlinfra.verl.verl_experiment``: load, validate, render and preflight an
+experiment file. Documentation: plugins/modules/verl_experiment.py. It never contacts a host nor
+the Ray cluster, and never sees a secret's value (only which names are available)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+from ansible.errors import AnsibleError
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E
+from ansible_collections.rlinfra.verl.plugins.module_utils import verl_preflight as P
+
+COLLECTION_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+ARGUMENT_SPEC = dict(
+    name=dict(type="str", required=True),
+    experiments_dir=dict(type="str", default=""),
+    cluster=dict(type="str", default=""),
+    run=dict(type="str", default=""),
+    params=dict(type="dict", default={}),
+    stage=dict(type="str", default="render", choices=["validate", "render"]),
+    nodes=dict(type="list", elements="dict"),
+    default_gpus_per_node=dict(type="int", default=8),
+    checkpoint_root=dict(type="str", default=E.DEFAULT_CHECKPOINT_ROOT),
+    venv=dict(type="str", default=""),
+    secret_vars=dict(type="list", elements="str", default=[]),
+    preflight=dict(type="bool", default=True),
+    fail_on_preflight=dict(type="bool", default=True),
+    verl_config_check=dict(type="str", default="auto", choices=["auto", "required", "skip"]),
+    package_dir=dict(type="str", default=""),
+    wait=dict(type="bool"),
+    wait_timeout=dict(type="int"),
+    progress_interval=dict(type="int"),
+    poll_interval=dict(type="float"),
+    stop_on_timeout=dict(type="bool"),
+)
+
+
+def _text(value):
+    return "" if value is None else str(value)
+
+
+def _int(value):
+    try:
+        return int(str(value).strip())
+    except (TypeError, ValueError):
+        return None
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        result["changed"] = False
+        validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        try:
+            result.update(self._run(args, task_vars))
+        except E.ExperimentError as e:
+            result.update(failed=True, msg=str(e), errors=e.errors)
+        return result
+
+    # ----------------------------------------------------------------------------------------
+
+    def _experiments_dir(self, args, task_vars):
+        if args["experiments_dir"]:
+            return os.path.abspath(os.path.expanduser(args["experiments_dir"]))
+        # Where ansible-playbook was started, then next to the playbook (or above it, for the
+        # collection's playbooks/), then the collection's own experiments.
+        candidates = [os.path.join(os.getcwd(), "experiments")]
+        playbook_dir = task_vars.get("playbook_dir")
+        if playbook_dir:
+            candidates.append(os.path.join(_text(playbook_dir), "experiments"))
+            candidates.append(os.path.join(os.path.dirname(_text(playbook_dir)), "experiments"))
+        candidates.append(os.path.join(COLLECTION_ROOT, "experiments"))
+        seen = set()
+        candidates = [d for d in (os.path.realpath(c) for c in candidates) if not (d in seen or seen.add(d))]
+        for directory in candidates:
+            for ext in E.EXTENSIONS:
+                if os.path.isfile(os.path.join(directory, args["name"] + ext)):
+                    return directory
+        return next((d for d in candidates if os.path.isdir(d)), candidates[0])
+
+    def _hostvar(self, task_vars, host, name, default=None):
+        try:
+            value = task_vars["hostvars"][host].get(name, default)
+        except (KeyError, AnsibleError):
+            return default
+        return default if value is None else value
+
+    def _inventory(self, task_vars, cluster):
+        groups = task_vars.get("groups") or {}
+        members = {}
+        for group in ("ray_head", "ray_workers"):
+            for host in groups.get(group, []):
+                if (_text(self._hostvar(task_vars, host, "ray_cluster")) or E.DEFAULT_CLUSTER) == cluster:
+                    members.setdefault(host, group == "ray_head")
+        heads = [h for h, is_head in members.items() if is_head]
+        clusters = sorted({_text(self._hostvar(task_vars, h, "ray_cluster")) or E.DEFAULT_CLUSTER
+                           for h in groups.get("ray_head", [])})
+        return heads, list(members), clusters
+
+    def _inventory_nodes(self, task_vars, hosts, heads, default_gpus):
+        nodes = []
+        for host in hosts:
+            # ray_num_gpus may be 'auto' (counted on the node at install time): unknown here.
+            gpus = _int(self._hostvar(task_vars, host, "ray_num_gpus"))
+            if gpus is None:
+                gpus = _int(self._hostvar(task_vars, host, "hyperbolic_gpu_count"))
+            if gpus is None:
+                gpus = default_gpus
+            cpus = _int(self._hostvar(task_vars, host, "ray_num_cpus"))
+            resources = {"GPU": gpus}
+            if cpus is not None:
+                resources["CPU"] = cpus
+            ip = self._hostvar(task_vars, host, "ray_private_ip") or self._hostvar(task_vars, host, "ansible_host") or host
+            nodes.append(dict(node_ip=_text(ip), node_name=host, is_head=host in heads, resources=resources))
+        return nodes
+
+    def _run(self, args, task_vars):
+        name = E.validate_name(args["name"])
+        experiments_dir = self._experiments_dir(args, task_vars)
+        exp = E.load_experiment(name, experiments_dir, extra_params=args["params"] or None)
+        cluster = args["cluster"] or exp.cluster
+        E.validate_name(cluster, "cluster")
+        sid = E.submission_id(exp.name, cluster, args["run"] or None)
+        heads, hosts, clusters = self._inventory(task_vars, cluster)
+
+        out = dict(experiment=exp.summary(), experiments_dir=experiments_dir, cluster=cluster, submission_id=sid,
+                   head_host=heads[0] if len(heads) == 1 else None, cluster_hosts=hosts, launch_dir=os.getcwd())
+        wait = dict(exp.wait)
+        for key, arg in (("enabled", "wait"), ("timeout", "wait_timeout"), ("progress_interval", "progress_interval"),
+                         ("poll_interval", "poll_interval"), ("stop_on_timeout", "stop_on_timeout")):
+            if args[arg] is not None:
+                wait[key] = args[arg]
+        out["wait"] = wait
+        if args["stage"] == "validate":
+            if not heads:
+                raise E.ExperimentError(
+                    "no host of group ray_head belongs to Ray cluster '%s' (experiment %s, ray_cluster); clusters "
+                    "with a head in this inventory: %s" % (cluster, exp.label, ", ".join(clusters) or "none"))
+            if len(heads) > 1:
+                raise E.ExperimentError("Ray cluster '%s' has %d heads in group ray_head (%s); exactly one is allowed"
+                                        % (cluster, len(heads), ", ".join(heads)))
+            return out
+
+        # Secrets: names only. Values are added later by a no_log task, from verl_job_secrets or
+        # the controller environment (the same precedence is applied there).
+        from_vars = [n for n in exp.secrets + exp.optional_secrets if n in args["secret_vars"]]
+        from_env = [n for n in exp.secrets + exp.optional_secrets if n not in from_vars and os.environ.get(n)]
+        present = from_vars + from_env
+        missing = [n for n in exp.secrets if n not in present]
+        out["secrets"] = dict(required=exp.secrets, optional=exp.optional_secrets, present=present,
+                              from_vars=from_vars, from_env=from_env, missing=missing,
+                              missing_optional=[n for n in exp.optional_secrets if n not in present])
+
+        if args["nodes"] is not None:
+            nodes, source = args["nodes"], "cluster"
+        else:
+            nodes, source = self._inventory_nodes(task_vars, hosts, heads, args["default_gpus_per_node"]), "inventory"
+        rendered = E.render(exp, nodes, cluster=cluster, run=args["run"] or None,
+                            checkpoint_root=args["checkpoint_root"], venv=args["venv"] or None,
+                            secret_names_present=present)
+        out.update(rendered)
+        out["nodes_source"] = source
+        out["nodes"] = nodes
+
+        checks = []
+        if args["preflight"]:
+            checks.append(self._check_secrets(exp, present, missing))
+            if exp.framework == "verl":
+                checks.append(self._check_verl(args["verl_config_check"], rendered["overrides"],
+                                               exp.entrypoint.get("config") or E.VERL_DEFAULTS["config"]))
+            checks.append(P.check_resources(exp.framework, exp.conventions, rendered["nnodes"],
+                                            rendered["gpus_per_node"], nodes, cluster, rendered["resources"]))
+        package = None
+        if exp.working_dir:
+            wd_check, package = self._package(exp, args["package_dir"])
+            checks.append(wd_check)
+            if package:
+                out["runtime_env"]["working_dir"] = package["uri"]
+                out["runtime_env_display"]["working_dir"] = "%s (%s)" % (package["uri"], exp.working_dir_path)
+        out["package"] = package
+        out["preflight"] = P.summarize(checks)
+        if args["fail_on_preflight"] and not out["preflight"]["ok"]:
+            out["failed"] = True
+            out["msg"] = "\n".join("preflight: %s" % m for m in out["preflight"]["failed"])
+        return out
+
+    def _check_secrets(self, exp, present, missing):
+        if missing:
+            return P.check("secrets", "failed", "; ".join(
+                "secret %s is required by %s but is set neither in the controller's environment nor in "
+                "verl_job_secrets (export %s=... or put it in verl_job_secrets, e.g. from Ansible Vault)"
+                % (n, exp.label, n) for n in missing))
+        names = exp.secrets + exp.optional_secrets
+        if not names:
+            return P.check("secrets", "passed", "no secrets")
+        return P.check("secrets", "passed", "secrets passed to the job (runtime_env.env_vars only): %s%s" % (
+            ", ".join(present) or "none",
+            "; optional and not set: %s" % ", ".join(n for n in exp.optional_secrets if n not in present)
+            if any(n not in present for n in exp.optional_secrets) else ""))
+
+    def _check_verl(self, mode, overrides, config_name):
+        if mode == "skip":
+            return P.check("verl_config", "skipped", "verl config check skipped (verl_job_verl_config_check=skip)")
+        result = P.check_verl_config(overrides, config_name)
+        if mode == "required" and result["status"] == "skipped":
+            result["status"] = "failed"
+        return result
+
+    def _package(self, exp, package_dir):
+        if not package_dir:
+            wd = P.check_working_dir(exp.working_dir_path, exp.excludes)
+            return wd, wd.get("package")
+        os.makedirs(package_dir, mode=0o700, exist_ok=True)
+        fd, tmp_path = tempfile.mkstemp(prefix=".pkg-", suffix=".zip", dir=package_dir)
+        os.close(fd)
+        wd = P.check_working_dir(exp.working_dir_path, exp.excludes, dest=tmp_path)
+        pkg = wd.get("package")
+        if not pkg:
+            if os.path.exists(tmp_path):
+                os.unlink(tmp_path)
+            return wd, None
+        final = os.path.join(package_dir, pkg["uri"].split("://", 1)[1])
+        os.replace(tmp_path, final)
+        pkg["path"] = final
+        return wd, pkg

@@ -1,0 +1,308 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""The one client for the Ray dashboard: Jobs REST API and State API (nodes).
+
+Plain HTTP through ``ansible.module_utils.urls.open_url`` so that it runs on any host with
+only the Python standard library (no ``requests``, no ``import ray``). Checked against Ray 2.60.
+"""
+
+from __future__ import annotations
+
+import datetime
+import http.client
+import json
+import os
+import socket
+import ssl
+import time
+from urllib.error import HTTPError, URLError
+from urllib.parse import quote
+
+from ansible.module_utils.urls import ConnectionError as UrlsConnectionError, SSLValidationError, open_url
+
+TERMINAL_STATUSES = frozenset(("SUCCEEDED", "FAILED", "STOPPED"))
+# Ray answers a re-used submission_id with HTTP 500 and a traceback ending in this sentence.
+EXISTS_MARKER = "Please use a different submission_id"
+TOKEN_HINT = "pass the cluster's token as auth_token or set RAY_AUTH_TOKEN"
+
+
+class RayError(Exception):
+    """Any failure talking to the Ray dashboard; ``str()`` is one line fit for ``fail_json``."""
+
+    def __init__(self, msg, status=None, body=None):
+        super().__init__(msg)
+        self.status = status
+        self.body = body
+
+    def details(self):
+        out = {}
+        if self.status is not None:
+            out["http_status"] = self.status
+        if self.body:
+            out["http_body"] = self.body[-4000:]
+        return out
+
+
+class RayAuthError(RayError):
+    """HTTP 401/403: the token is missing or wrong."""
+
+
+class RayUnreachableError(RayError):
+    """Connection refused, timed out or reset: nothing answered at the address."""
+
+
+class RayHTTPError(RayError):
+    """Any other HTTP error status."""
+
+
+def normalize_address(address):
+    address = (address or "").strip().rstrip("/")
+    if not address:
+        raise RayError("address is empty: give the Ray dashboard URL, e.g. http://10.0.0.5:8265")
+    return address if "://" in address else "http://" + address
+
+
+def resolve_token(explicit=None):
+    """Token from the argument, else RAY_AUTH_TOKEN, else the file named by RAY_AUTH_TOKEN_PATH."""
+    if explicit:
+        return explicit.strip()
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        return os.environ["RAY_AUTH_TOKEN"].strip()
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH")
+    if path and os.path.isfile(path):
+        with open(path) as f:
+            return f.read().strip() or None
+    return None
+
+
+def ms_to_iso(ms):
+    if ms is None:
+        return None
+    stamp = datetime.datetime.fromtimestamp(ms / 1000.0, datetime.timezone.utc)
+    return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _summarize(body):
+    """One line out of an error body; Ray's 500s are whole Python tracebacks."""
+    lines = [ln.strip() for ln in (body or "").splitlines() if ln.strip() not in ("", ".")]
+    if not lines:
+        return "(empty body)"
+    if lines[0].startswith("Traceback"):
+        # The last "SomeError: text" line says what went wrong; nested tracebacks repeat it.
+        errors = [ln for ln in lines if ":" in ln and ln.split(":", 1)[0].rsplit(".", 1)[-1].endswith(("Error", "Exception"))]
+        return (errors[-1] if errors else lines[-1])[:500]
+    return " ".join(lines)[:1000]
+
+
+class RayClient:
+    """Ray dashboard client. GETs are retried with exponential backoff on connection errors
+    and 5xx; POST and DELETE are sent once because they change state."""
+
+    def __init__(self, address, token=None, validate_certs=True, timeout=30, retries=3, backoff=0.5, sleep=time.sleep):
+        self.address = normalize_address(address)
+        self._token = token or None
+        self.validate_certs = validate_certs
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self._sleep = sleep
+
+    def _redact(self, text):
+        text = text if isinstance(text, str) else str(text)
+        return text.replace(self._token, "********") if self._token else text
+
+    def _fail(self, cls, msg, status=None, body=None):
+        return cls(self._redact(msg), status=status, body=self._redact(body) if body else body)
+
+    def request(self, method, path, payload=None):
+        """Send one request and return the decoded JSON (or text when the body is not JSON)."""
+        url = self.address + path
+        headers = {"Accept": "application/json"}
+        if self._token:
+            headers["Authorization"] = "Bearer " + self._token
+        data = None
+        if payload is not None:
+            data = json.dumps(payload)
+            headers["Content-Type"] = "application/json"
+        attempts = 1 + (self.retries if method == "GET" else 0)
+        for attempt in range(attempts):
+            retry = attempt + 1 < attempts
+            try:
+                resp = open_url(url, data=data, headers=headers, method=method, timeout=self.timeout,
+                                validate_certs=self.validate_certs, use_netrc=False, follow_redirects="none")
+                raw = resp.read().decode("utf-8", "replace")
+                break
+            except HTTPError as e:
+                try:
+                    body = e.read().decode("utf-8", "replace")
+                except Exception:
+                    body = ""
+                if e.code in (401, 403):
+                    what = "rejected the auth token" if self._token else "requires an auth token and none was given"
+                    raise self._fail(RayAuthError, "Ray dashboard at %s %s (HTTP %d: %s); %s"
+                                     % (self.address, what, e.code, _summarize(body), TOKEN_HINT), e.code, body)
+                if e.code >= 500 and retry:
+                    self._sleep(self.backoff * 2 ** attempt)
+                    continue
+                raise self._fail(RayHTTPError, "Ray dashboard %s %s failed: HTTP %d: %s"
+                                 % (method, path, e.code, _summarize(body)), e.code, body)
+            except (URLError, OSError, http.client.HTTPException, UrlsConnectionError) as e:
+                reason = getattr(e, "reason", e)
+                if isinstance(reason, (ssl.SSLError, SSLValidationError)):
+                    raise self._fail(RayError, "TLS error talking to the Ray dashboard at %s: %s "
+                                     "(set validate_certs: false for a self-signed certificate)" % (self.address, reason))
+                if retry:
+                    self._sleep(self.backoff * 2 ** attempt)
+                    continue
+                if isinstance(reason, (socket.timeout, TimeoutError)):
+                    reason = "timed out after %ss" % self.timeout
+                raise self._fail(RayUnreachableError, "Ray dashboard at %s is unreachable (%s); check the address "
+                                 "and that the head node's dashboard is up and reachable from here"
+                                 % (self.address, reason))
+        try:
+            return json.loads(raw) if raw else None
+        except ValueError:
+            return raw
+
+    # Jobs API -------------------------------------------------------------------------------
+
+    def version(self):
+        return self.request("GET", "/api/version")
+
+    def list_jobs(self):
+        return self.request("GET", "/api/jobs/") or []
+
+    def get_job(self, submission_id):
+        """Job details dict, or None when Ray does not know the id."""
+        try:
+            return self.request("GET", "/api/jobs/" + quote(submission_id, safe=""))
+        except RayHTTPError as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def submit_job(self, submission_id, entrypoint, runtime_env=None, metadata=None, entrypoint_num_cpus=None,
+                   entrypoint_num_gpus=None, entrypoint_memory=None, entrypoint_resources=None):
+        """Create the job; True if created, False if a job with that id already exists."""
+        payload = dict(submission_id=submission_id, entrypoint=entrypoint, runtime_env=runtime_env,
+                       metadata=metadata, entrypoint_num_cpus=entrypoint_num_cpus,
+                       entrypoint_num_gpus=entrypoint_num_gpus, entrypoint_memory=entrypoint_memory,
+                       entrypoint_resources=entrypoint_resources)
+        try:
+            self.request("POST", "/api/jobs/", {k: v for k, v in payload.items() if v is not None})
+        except RayHTTPError as e:
+            if EXISTS_MARKER in (e.body or ""):
+                return False
+            raise
+        return True
+
+    def stop_job(self, submission_id):
+        """Ask Ray to stop the job; True if a stop was sent to a running job."""
+        try:
+            resp = self.request("POST", "/api/jobs/%s/stop" % quote(submission_id, safe=""))
+        except RayHTTPError as e:
+            if e.status == 404:
+                return False
+            raise
+        return bool(isinstance(resp, dict) and resp.get("stopped"))
+
+    def delete_job(self, submission_id, settle=1.5, rounds=3):
+        """Delete a finished job's record; True if deleted, False if it did not exist.
+
+        Ray's job monitor can write a record back (as FAILED, "Job supervisor actor died") when the
+        job is deleted just after it ended, so the deletion is checked after ``settle`` seconds,
+        longer than the monitor's 1 s loop, and repeated if the record came back.
+        """
+        deleted = False
+        for dummy in range(rounds):
+            try:
+                resp = self.request("DELETE", "/api/jobs/" + quote(submission_id, safe=""))
+            except RayHTTPError as e:
+                if e.status == 404:
+                    return deleted
+                raise
+            if not (isinstance(resp, dict) and resp.get("deleted")):
+                return deleted
+            deleted = True
+            if not settle:
+                break
+            self._sleep(settle)
+            if self.get_job(submission_id) is None:
+                break
+        return deleted
+
+    def get_logs(self, submission_id):
+        """The job's whole driver log ('' before it starts or when the job is unknown)."""
+        try:
+            resp = self.request("GET", "/api/jobs/%s/logs" % quote(submission_id, safe=""))
+        except RayHTTPError as e:
+            if e.status == 404:
+                return ""
+            raise
+        if isinstance(resp, dict):
+            return resp.get("logs") or ""
+        return str(resp or "")
+
+    def wait_for_job(self, submission_id, timeout, poll_interval=5.0, on_poll=None, outage_grace=120.0,
+                     clock=time.monotonic):
+        """Poll until the job reaches a terminal status or ``timeout`` seconds pass.
+
+        Returns ``(job, timed_out)``. ``on_poll(job)`` is called after every poll. A dashboard
+        that goes away for less than ``outage_grace`` seconds (a head restart under systemd)
+        does not end the wait.
+        """
+        deadline = clock() + timeout
+        outage_since = None
+        job = None
+        while True:
+            try:
+                job = self.get_job(submission_id)
+                outage_since = None
+            except (RayUnreachableError, RayHTTPError) as e:
+                if isinstance(e, RayHTTPError) and (e.status or 0) < 500:
+                    raise
+                outage_since = outage_since if outage_since is not None else clock()
+                if clock() - outage_since > outage_grace or clock() >= deadline:
+                    raise
+                self._sleep(poll_interval)
+                continue
+            if job is None:
+                raise self._fail(RayError, "Ray job %s disappeared while waiting for it (deleted?)" % submission_id)
+            if on_poll:
+                on_poll(job)
+            if job.get("status") in TERMINAL_STATUSES:
+                return job, False
+            remaining = deadline - clock()
+            if remaining <= 0:
+                return job, True
+            self._sleep(min(poll_interval, remaining))
+
+    def job_url(self, submission_id):
+        return "%s/#/jobs/%s" % (self.address, quote(submission_id, safe=""))
+
+    # State API ------------------------------------------------------------------------------
+
+    def list_nodes(self):
+        """Every node the GCS knows, dead ones included, normalized to
+        ``{node_id, node_ip, node_name, is_head, state, resources}``."""
+        resp = self.request("GET", "/api/v0/nodes?limit=10000")
+        if not isinstance(resp, dict) or not resp.get("result", False):
+            msg = resp.get("msg") if isinstance(resp, dict) else resp
+            raise self._fail(RayError, "Ray State API /api/v0/nodes failed: %s" % (msg or "unexpected answer"))
+        rows = ((resp.get("data") or {}).get("result") or {}).get("result") or []
+        return [dict(node_id=r.get("node_id"), node_ip=r.get("node_ip"), node_name=r.get("node_name"),
+                     is_head=bool(r.get("is_head_node")), state=r.get("state"),
+                     resources=_clean_numbers(r.get("resources_total") or {}))
+                for r in rows]
+
+
+def _clean_numbers(resources):
+    # Ray reports every resource as a float; 8 GPUs should read 8, not 8.0, e.g. in Hydra overrides.
+    return {k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in resources.items()}
+
+
+def tail_lines(text, n):
+    if not text or n <= 0:
+        return ""
+    return "\n".join(text.splitlines()[-n:])

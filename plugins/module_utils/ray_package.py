@@ -1,0 +1,274 @@
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Ship a local ``working_dir`` to a Ray cluster the way ``ray job submit`` does, without ``import ray``.
+
+* :func:`build_package` zips a directory deterministically (sorted entries, fixed timestamps and
+  permissions), leaving out excluded paths (checkpoints and ``*.safetensors`` always), and stops
+  as soon as the zip grows past the size Ray accepts.
+* :func:`package_uri` names the zip by content, ``gcs://_ray_pkg_<sha1>.zip`` (the scheme Ray's
+  ``get_uri_for_package`` uses), so the same files always give the same URI.
+* :func:`ensure_package` uploads it through the dashboard's package API
+  (``GET /api/packages/gcs/<name>``: 200 when present, 404 when absent; ``PUT`` the zip bytes),
+  given any callable that does the HTTP, so that it works from a module with
+  ``ansible.module_utils.urls`` as well as from tests.
+
+Standard library only (``ansible.module_utils.urls`` is imported lazily by :func:`dashboard_http`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import io
+import os
+import re
+import stat
+import zipfile
+
+# Ray 2.60, ray/_private/runtime_env/packaging.py: GCS_STORAGE_MAX_SIZE is the gRPC message limit,
+# GRPC_CPP_MAX_MESSAGE_SIZE = 512 MiB (packages of that size or more are refused).
+GCS_STORAGE_MAX_SIZE = 512 * 1024 * 1024
+# Ray 2.60, ray/_private/ray_constants.py: DASHBOARD_CLIENT_MAX_SIZE = 100 MiB is aiohttp's
+# client_max_size for the dashboard; the package PUT (the path `ray job submit` uses too) is refused
+# above it, so this is the limit that applies to a working_dir uploaded through the dashboard.
+DASHBOARD_CLIENT_MAX_SIZE = 100 * 1024 * 1024
+RAY_PACKAGE_MAX_BYTES = min(GCS_STORAGE_MAX_SIZE - 1, DASHBOARD_CLIENT_MAX_SIZE)
+
+RAY_PKG_PREFIX = "_ray_pkg_"
+# Always left out of a working_dir: checkpoints and model weights belong on the shared volume.
+ALWAYS_EXCLUDED = ("checkpoints/", "*.safetensors")
+DEFAULT_EXCLUDES = ALWAYS_EXCLUDED + (".git/", "__pycache__/", "*.pyc", ".venv/", ".pytest_cache/")
+
+_ZIP_DATE = (1980, 1, 1, 0, 0, 0)  # the earliest date a zip can hold: timestamps never change the hash
+_URI = re.compile(r"^gcs://(%s[0-9a-f]{40}\.zip)$" % RAY_PKG_PREFIX)
+
+
+class PackageError(Exception):
+    """A working_dir that cannot be packaged or uploaded; ``str()`` is one line."""
+
+
+class PackageTooLarge(PackageError):
+    def __init__(self, msg, size):
+        super().__init__(msg)
+        self.size = size
+
+
+def mib(n):
+    return "%.1f MiB" % (n / 1024.0 / 1024.0)
+
+
+def _matches(pattern, rel, name, is_dir):
+    """gitignore-like matching of one pattern against a path relative to the root."""
+    pattern = pattern.strip()
+    if not pattern:
+        return False
+    dir_only = pattern.endswith("/")
+    pattern = pattern.rstrip("/")
+    if dir_only and not is_dir:
+        return False
+    if "/" in pattern:  # anchored at the root of the working_dir
+        return fnmatch.fnmatchcase(rel, pattern.lstrip("/"))
+    return fnmatch.fnmatchcase(name, pattern)
+
+
+def is_excluded(rel, is_dir, excludes):
+    name = rel.rsplit("/", 1)[-1]
+    return any(_matches(p, rel, name, is_dir) for p in excludes)
+
+
+def iter_entries(root, excludes=DEFAULT_EXCLUDES):
+    """Yield ``(relative posix path, absolute path, is_dir)`` in a stable order.
+
+    Directories are yielded only when empty (as Ray does); excluded directories are not entered;
+    symlinks to files are followed, symlinks to directories are not entered.
+    """
+    root = os.path.abspath(root)
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
+        rel_dir = "" if rel_dir == "." else rel_dir + "/"
+        kept = []
+        for d in sorted(dirnames):
+            full = os.path.join(dirpath, d)
+            if os.path.islink(full) or is_excluded(rel_dir + d, True, excludes):
+                continue
+            kept.append(d)
+        dirnames[:] = kept
+        files = [f for f in sorted(filenames) if not is_excluded(rel_dir + f, False, excludes)]
+        files = [f for f in files if os.path.isfile(os.path.join(dirpath, f))]  # skips broken links, fifos
+        if rel_dir and not kept and not files and not filenames:
+            yield rel_dir, dirpath, True
+        for f in files:
+            yield rel_dir + f, os.path.join(dirpath, f), False
+
+
+class _Counter(io.RawIOBase):
+    """Write-only sink that hashes and counts what the zip writer produces."""
+
+    def __init__(self, limit, sink=None):
+        self.size = 0
+        self.limit = limit
+        self.sha1 = hashlib.sha1()
+        self.sink = sink
+
+    def writable(self):
+        return True
+
+    def write(self, b):
+        b = bytes(b)
+        self.size += len(b)
+        if self.limit is not None and self.size > self.limit:
+            raise PackageTooLarge("", self.size)
+        self.sha1.update(b)
+        if self.sink is not None:
+            self.sink.write(b)
+        return len(b)
+
+
+def build_package(root, excludes=None, max_bytes=RAY_PACKAGE_MAX_BYTES, dest=None):
+    """Zip ``root`` deterministically.
+
+    ``excludes`` are added to :data:`DEFAULT_EXCLUDES`. Writes the zip to ``dest`` (a path) when
+    given, else keeps it in memory. Returns a dict: ``uri``, ``size``, ``files``, ``sha1``, and
+    ``data`` (bytes, only without ``dest``). Raises :class:`PackageTooLarge` past ``max_bytes``.
+    """
+    if not os.path.isdir(root):
+        raise PackageError("working_dir %s is not a directory" % root)
+    patterns = tuple(DEFAULT_EXCLUDES) + tuple(excludes or ())
+    sink = io.BytesIO() if dest is None else open(dest + ".part", "wb")
+    counter = _Counter(max_bytes, sink)
+    files = 0
+    try:
+        with zipfile.ZipFile(counter, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6) as zf:
+            for rel, full, is_dir in iter_entries(root, patterns):
+                info = zipfile.ZipInfo(rel, date_time=_ZIP_DATE)
+                info.create_system = 3  # unix, so that the permission bits below are honoured
+                if is_dir:
+                    info.external_attr = (stat.S_IFDIR | 0o755) << 16 | 0x10
+                    zf.writestr(info, b"")
+                    continue
+                mode = 0o755 if os.stat(full).st_mode & 0o111 else 0o644
+                info.external_attr = (stat.S_IFREG | mode) << 16
+                info.compress_type = zipfile.ZIP_DEFLATED
+                info.file_size = os.path.getsize(full)
+                with open(full, "rb") as src, zf.open(info, "w") as out:
+                    while True:
+                        chunk = src.read(1 << 20)
+                        if not chunk:
+                            break
+                        out.write(chunk)
+                files += 1
+    except PackageTooLarge as e:
+        if dest is not None:
+            sink.close()
+            os.unlink(dest + ".part")
+        raise PackageTooLarge("working_dir %s zips to more than %s, over Ray's limit for a working_dir "
+                              "uploaded through the dashboard (%s); move large files to the shared volume or "
+                              "add them to excludes" % (root, mib(max_bytes), mib(RAY_PACKAGE_MAX_BYTES)), e.size)
+    except BaseException:
+        if dest is not None:
+            sink.close()
+            if os.path.exists(dest + ".part"):
+                os.unlink(dest + ".part")
+        raise
+    digest = counter.sha1.hexdigest()
+    out = dict(uri="gcs://%s%s.zip" % (RAY_PKG_PREFIX, digest), size=counter.size, files=files, sha1=digest)
+    if dest is None:
+        out["data"] = sink.getvalue()
+    else:
+        sink.close()
+        os.chmod(dest + ".part", 0o600)
+        os.replace(dest + ".part", dest)
+    return out
+
+
+def package_uri(data):
+    """Content-addressed URI of zip bytes (Ray's ``get_uri_for_package`` naming)."""
+    return "gcs://%s%s.zip" % (RAY_PKG_PREFIX, hashlib.sha1(data).hexdigest())
+
+
+def package_name(uri):
+    match = _URI.match(uri or "")
+    if not match:
+        raise PackageError("not a package URI made by rlinfra: %r (expected gcs://_ray_pkg_<sha1>.zip)" % uri)
+    return match.group(1)
+
+
+def package_api_path(uri):
+    return "/api/packages/gcs/" + package_name(uri)
+
+
+def ensure_package(http, uri, data):
+    """Upload ``data`` as ``uri`` unless the cluster has it. Returns True when it was uploaded.
+
+    ``http(method, path, body)`` sends one request to the dashboard and returns
+    ``(status, text)``; it must not raise on HTTP error statuses.
+    """
+    if package_uri(data) != uri:
+        raise PackageError("package bytes do not match %s (sha1 %s): the zip changed in transit"
+                           % (uri, hashlib.sha1(data).hexdigest()))
+    path = package_api_path(uri)
+    status, body = http("GET", path, None)  # also pins the URI for a few minutes, as the Ray SDK relies on
+    if status == 200:
+        return False
+    if status != 404:
+        raise PackageError("Ray dashboard GET %s answered HTTP %s: %s" % (path, status, _one_line(body)))
+    if len(data) > RAY_PACKAGE_MAX_BYTES:
+        raise PackageTooLarge("package %s is %s, over Ray's %s limit" % (uri, mib(len(data)), mib(RAY_PACKAGE_MAX_BYTES)),
+                              len(data))
+    status, body = http("PUT", path, data)
+    if status != 200:
+        raise PackageError("Ray dashboard refused the upload of %s (%s): HTTP %s: %s"
+                           % (uri, mib(len(data)), status, _one_line(body)))
+    status, body = http("GET", path, None)
+    if status != 200:
+        raise PackageError("package %s is still missing after its upload: HTTP %s: %s" % (uri, status, _one_line(body)))
+    return True
+
+
+def _one_line(text):
+    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
+    return (lines[-1] if lines else "(empty body)")[:500]
+
+
+def dashboard_http(address, token=None, validate_certs=True, timeout=300):
+    """An ``http(method, path, body) -> (status, text)`` callable for :func:`ensure_package`.
+
+    Uses ``ansible.module_utils.urls.open_url`` (standard library underneath) with the same
+    Bearer-token header as the shared Ray client. Connection errors raise :class:`PackageError`
+    with the token never in the message.
+    """
+    from urllib.error import HTTPError, URLError
+
+    from ansible.module_utils.urls import open_url
+
+    base = (address or "").strip().rstrip("/")
+    if "://" not in base:
+        base = "http://" + base
+
+    def http(method, path, body):
+        headers = {"Accept": "application/json"}
+        if token:
+            headers["Authorization"] = "Bearer " + token
+        if body is not None:
+            headers["Content-Type"] = "application/octet-stream"
+        try:
+            resp = open_url(base + path, data=body, headers=headers, method=method, timeout=timeout,
+                            validate_certs=validate_certs, use_netrc=False, follow_redirects="none")
+            return resp.getcode(), resp.read().decode("utf-8", "replace")
+        except HTTPError as e:
+            try:
+                text = e.read().decode("utf-8", "replace")
+            except Exception:
+                text = ""
+            if e.code in (401, 403):
+                raise PackageError("Ray dashboard at %s %s (HTTP %d)" % (
+                    base, "rejected the auth token" if token else "requires an auth token", e.code))
+            return e.code, text
+        except (URLError, OSError) as e:
+            reason = str(getattr(e, "reason", e))
+            if token:
+                reason = reason.replace(token, "********")
+            raise PackageError("Ray dashboard at %s is unreachable: %s" % (base, reason))
+
+    return http

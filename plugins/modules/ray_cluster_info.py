@@ -1,0 +1,236 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: ray_cluster_info
+short_description: Alive nodes and resources of a Ray cluster, optionally waiting for N nodes
+version_added: 0.1.0
+description:
+  - Reads the nodes of a Ray cluster from the State API of the head's dashboard over plain HTTP(S);
+    needs only the Python standard library (no C(ray) package) on the host that runs it.
+  - With O(wait_for_nodes) and/or O(expected_hosts) it polls until the cluster has that many alive
+    nodes (and every expected host has joined), and fails naming the missing hosts when O(timeout) passes.
+author:
+  - rlinfra maintainers (@rlinfra)
+options:
+  address:
+    description:
+      - URL of the Ray dashboard on the head node, for example C(http://10.0.0.5:8265).
+      - C(http://) is assumed when no scheme is given.
+    type: str
+    required: true
+  auth_token:
+    description:
+      - Ray token (clusters started with C(RAY_AUTH_MODE=token)), sent in the C(Authorization) header as a Bearer token.
+      - When not set, the E(RAY_AUTH_TOKEN) environment variable is used, then the file named by
+        E(RAY_AUTH_TOKEN_PATH).
+      - Never logged nor returned.
+    type: str
+  wait_for_nodes:
+    description:
+      - Wait until at least this many nodes (head included) are alive.
+    type: int
+  expected_hosts:
+    description:
+      - IP addresses or host names of the nodes that should be in the cluster.
+      - A host counts as present when it equals a node's IP or name, or resolves to a node's IP.
+      - When set, the module also waits until all of them are alive, and returns RV(missing_hosts).
+    type: list
+    elements: str
+  timeout:
+    description:
+      - Seconds to wait for O(wait_for_nodes) / O(expected_hosts). While waiting, a dashboard that
+        does not answer yet (a head still starting) is retried until then.
+    type: int
+    default: 300
+  validate_certs:
+    description:
+      - Verify the dashboard's TLS certificate when O(address) is C(https://).
+    type: bool
+    default: true
+attributes:
+  check_mode:
+    support: full
+    description: The module only reads; it behaves the same in check mode.
+  diff_mode:
+    support: none
+    description: Nothing to diff; the module reports the job or cluster state instead.
+seealso:
+  - module: rlinfra.verl.ray_job
+"""
+
+EXAMPLES = r"""
+- name: Wait until every host of the inventory has joined the cluster
+  rlinfra.verl.ray_cluster_info:
+    address: "http://{{ ray_private_ip }}:8265"
+    auth_token: "{{ ray_auth_token }}"
+    wait_for_nodes: "{{ groups['ray_head'] | length + groups['ray_workers'] | length }}"
+    expected_hosts: "{{ (groups['ray_head'] + groups['ray_workers']) | map('extract', hostvars, 'ray_private_ip') | list }}"
+    timeout: 600
+  register: cluster
+
+- name: Show the GPUs available to verl
+  ansible.builtin.debug:
+    msg: "{{ cluster.alive_nodes }} nodes, {{ cluster.total_gpus }} GPUs, {{ cluster.total_cpus }} CPUs"
+"""
+
+RETURN = r"""
+alive_nodes:
+  description: Number of alive nodes, head included.
+  returned: always
+  type: int
+  sample: 2
+nodes:
+  description: The alive nodes.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    node_id:
+      description: Ray node id.
+      type: str
+      sample: 43fa3f0fa9f28e996660f8f2542a02f128a948666c4c1cdfb0536e5b
+    node_ip:
+      description: IP address the node registered with.
+      type: str
+      sample: 10.0.0.5
+    node_name:
+      description: Node name Ray reports (usually the IP).
+      type: str
+      sample: 10.0.0.5
+    is_head:
+      description: Whether this is the head node.
+      type: bool
+      sample: true
+    state:
+      description: Ray node state.
+      type: str
+      sample: ALIVE
+    resources:
+      description: Total resources of the node; whole numbers are integers.
+      type: dict
+      sample: {"CPU": 32, "GPU": 8, "memory": 17293080986}
+total_gpus:
+  description: Sum of C(GPU) over the alive nodes (an integer when whole).
+  returned: always
+  type: float
+  sample: 16
+total_cpus:
+  description: Sum of C(CPU) over the alive nodes (an integer when whole).
+  returned: always
+  type: float
+  sample: 64
+missing_hosts:
+  description: Entries of O(expected_hosts) that are not alive in the cluster.
+  returned: when expected_hosts is set
+  type: list
+  elements: str
+  sample: [10.0.0.7]
+"""
+
+import socket
+import time
+
+from ansible.module_utils.basic import AnsibleModule, env_fallback
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import (
+    RayAuthError, RayClient, RayError, RayHTTPError, RayUnreachableError, resolve_token)
+
+ARGUMENT_SPEC = dict(
+    address=dict(type="str", required=True),
+    auth_token=dict(type="str", no_log=True, fallback=(env_fallback, ["RAY_AUTH_TOKEN"])),
+    wait_for_nodes=dict(type="int"),
+    expected_hosts=dict(type="list", elements="str"),
+    timeout=dict(type="int", default=300),
+    validate_certs=dict(type="bool", default=True),
+)
+POLL_INTERVAL = 2.0
+
+
+def _addresses(host):
+    try:
+        return {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except (socket.gaierror, UnicodeError, OSError):
+        return set()
+
+
+def missing_hosts(expected, nodes, resolved):
+    present = set()
+    for node in nodes:
+        present.update(x for x in (node.get("node_ip"), node.get("node_name")) if x)
+    return [h for h in expected if h not in present and not (resolved.get(h, set()) & present)]
+
+
+def _number(x):
+    return int(x) if float(x).is_integer() else x
+
+
+def summarize(nodes, expected, resolved):
+    alive = [n for n in nodes if n.get("state") == "ALIVE"]
+    out = dict(alive_nodes=len(alive), nodes=alive,
+               total_gpus=_number(sum(n["resources"].get("GPU", 0) for n in alive)),
+               total_cpus=_number(sum(n["resources"].get("CPU", 0) for n in alive)))
+    if expected is not None:
+        out["missing_hosts"] = missing_hosts(expected, alive, resolved)
+    return out
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    p = module.params
+    token = resolve_token(p["auth_token"])
+    if token:
+        module.no_log_values.add(token)
+    expected = p["expected_hosts"]
+    want = p["wait_for_nodes"] or 0
+    waiting = bool(want) or bool(expected)
+    # Names are resolved once; a name that does not resolve can still match a node name.
+    resolved = {h: _addresses(h) for h in expected or []}
+    try:
+        client = RayClient(p["address"], token=token, validate_certs=p["validate_certs"],
+                           retries=0 if waiting else 3)
+    except RayError as e:
+        module.fail_json(msg=str(e))
+    deadline = time.monotonic() + p["timeout"]
+    all_nodes, last_error = [], None
+    while True:
+        try:
+            all_nodes, last_error = client.list_nodes(), None
+        except RayAuthError as e:
+            module.fail_json(msg=str(e), **e.details())
+        except (RayUnreachableError, RayHTTPError) as e:
+            # A head that is still starting refuses connections or answers 5xx for a while.
+            if not waiting or isinstance(e, RayHTTPError) and (e.status or 0) < 500:
+                module.fail_json(msg=str(e), **e.details())
+            last_error = e
+        except RayError as e:
+            module.fail_json(msg=str(e), **e.details())
+        result = summarize(all_nodes, expected, resolved)
+        done = last_error is None and result["alive_nodes"] >= want and not result.get("missing_hosts")
+        if not waiting or done:
+            module.exit_json(changed=False, **result)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        time.sleep(min(POLL_INTERVAL, remaining))
+
+    if last_error is not None:
+        module.fail_json(msg="gave up after %ss waiting for the Ray cluster: %s" % (p["timeout"], last_error),
+                         changed=False, **result)
+    msg = "Ray cluster at %s has %d alive node(s) after %ss, expected %s" % (
+        client.address, result["alive_nodes"], p["timeout"], max(want, len(expected or [])))
+    if result.get("missing_hosts"):
+        msg += "; missing: " + ", ".join(result["missing_hosts"])
+    else:
+        alive_ips = {n.get("node_ip") for n in result["nodes"]}
+        dead = sorted({n.get("node_ip") or n.get("node_id") for n in all_nodes if n.get("state") != "ALIVE"} - alive_ips)
+        msg += "; nodes Ray knows as dead: " + ", ".join(dead) if dead else \
+            "; pass expected_hosts to have the missing hosts named"
+    module.fail_json(msg=msg, changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()

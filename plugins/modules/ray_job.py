@@ -1,0 +1,432 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: ray_job
+short_description: Submit, wait for, stop or delete a Ray job
+version_added: 0.1.0
+description:
+  - Talks to the Ray Jobs REST API of a Ray head's dashboard over plain HTTP(S); needs only the
+    Python standard library (no C(ray) package) on the host that runs it.
+  - The O(submission_id) is the idempotency key. Submitting an id that already exists reports the
+    existing job and changes nothing, including when another client wins a submit race.
+  - With O(state=finished) the task fails when the job ends C(FAILED) or C(STOPPED), and the tail of
+    its log is in the result. The newest verl progress line (C(step:N - key:value - ...)) found in the
+    log is returned as RV(last_step) and RV(last_metrics).
+author:
+  - rlinfra maintainers (@rlinfra)
+options:
+  address:
+    description:
+      - URL of the Ray dashboard on the head node, for example C(http://10.0.0.5:8265).
+      - C(http://) is assumed when no scheme is given.
+    type: str
+    required: true
+  auth_token:
+    description:
+      - Ray token (clusters started with C(RAY_AUTH_MODE=token)), sent in the C(Authorization) header as a Bearer token.
+      - When not set, the E(RAY_AUTH_TOKEN) environment variable is used, then the file named by
+        E(RAY_AUTH_TOKEN_PATH).
+      - Never logged nor returned.
+    type: str
+  submission_id:
+    description:
+      - Unique id of the job; the idempotency key.
+    type: str
+    required: true
+  entrypoint:
+    description:
+      - Shell command that runs the job's driver.
+      - Required to create a job; not needed to wait for, stop or delete an existing one.
+    type: str
+  runtime_env:
+    description:
+      - Ray runtime environment of the job (C(working_dir), C(env_vars), C(pip), ...).
+      - Values of C(env_vars) in O(runtime_env) whose names look secret (containing C(TOKEN), C(KEY),
+        C(SECRET), C(PASSWORD), C(CREDENTIAL) or C(AUTH)) are masked in the module's output.
+    type: dict
+  metadata:
+    description:
+      - String key/value pairs attached to the job; values are converted to strings.
+    type: dict
+  entrypoint_num_cpus:
+    description:
+      - CPUs reserved for the driver (entrypoint) process.
+    type: float
+  entrypoint_num_gpus:
+    description:
+      - GPUs reserved for the driver (entrypoint) process.
+    type: float
+  entrypoint_memory:
+    description:
+      - Memory in bytes reserved for the driver (entrypoint) process.
+    type: int
+  entrypoint_resources:
+    description:
+      - Custom resources reserved for the driver (entrypoint) process.
+    type: dict
+  state:
+    description:
+      - V(submitted) creates the job when that id does not exist yet, without waiting.
+      - V(finished) does the same, then waits until the job is C(SUCCEEDED), C(FAILED) or C(STOPPED);
+        the last two fail the task.
+      - V(stopped) stops the job if it is pending or running and waits until it has ended.
+      - V(absent) deletes the job's record; a job that is still running is stopped first.
+    type: str
+    choices: [submitted, finished, stopped, absent]
+    default: submitted
+  wait_timeout:
+    description:
+      - Seconds to wait for the job to end with O(state=finished), or to stop with O(state=stopped)
+        and O(state=absent).
+    type: int
+    default: 3600
+  stop_on_timeout:
+    description:
+      - With O(state=finished), stop the job when O(wait_timeout) passes; the task fails either way.
+    type: bool
+    default: true
+  poll_interval:
+    description:
+      - Seconds between two status polls while waiting.
+    type: float
+    default: 5
+  logs_tail_lines:
+    description:
+      - Number of lines at the end of the job's log returned in RV(logs_tail); V(0) skips fetching logs.
+    type: int
+    default: 50
+  validate_certs:
+    description:
+      - Verify the dashboard's TLS certificate when O(address) is C(https://).
+    type: bool
+    default: true
+attributes:
+  check_mode:
+    support: full
+    description: Reports what would change; never submits, stops, deletes nor waits.
+  diff_mode:
+    support: none
+    description: Nothing to diff; the module reports the job or cluster state instead.
+notes:
+  - Module-side connection errors and HTTP 5xx on reads are retried with backoff; a dashboard that is
+    away for less than two minutes while waiting (for example a restarting head) does not fail the task.
+  - An HTTP 401 or 403 from the dashboard fails at once with a message saying the token was rejected.
+seealso:
+  - module: rlinfra.verl.ray_cluster_info
+  - name: Ray Jobs REST API
+    description: The API this module speaks.
+    link: https://docs.ray.io/en/latest/cluster/running-applications/job-submission/rest.html
+"""
+
+EXAMPLES = r"""
+- name: Submit a verl run and wait up to 6 hours for it
+  rlinfra.verl.ray_job:
+    address: "http://{{ ray_private_ip }}:8265"
+    auth_token: "{{ ray_auth_token }}"
+    submission_id: gsm8k-ppo-default
+    entrypoint: python3 -m verl.trainer.main_ppo trainer.total_epochs=15
+    runtime_env:
+      working_dir: /data/code/verl-recipes
+      env_vars:
+        WANDB_API_KEY: "{{ wandb_api_key }}"
+    entrypoint_num_cpus: 1
+    state: finished
+    wait_timeout: 21600
+    poll_interval: 30
+  register: run
+
+- name: Show how far it got
+  ansible.builtin.debug:
+    msg: "step {{ run.last_step }}, score {{ run.last_metrics['critic/score/mean'] | default('n/a') }}"
+
+- name: Submit without waiting (token from RAY_AUTH_TOKEN)
+  rlinfra.verl.ray_job:
+    address: http://10.0.0.5:8265
+    submission_id: smoke-test
+    entrypoint: python -c "import ray; ray.init(); print(ray.cluster_resources())"
+
+- name: Stop a job
+  rlinfra.verl.ray_job:
+    address: http://10.0.0.5:8265
+    submission_id: gsm8k-ppo-default
+    state: stopped
+
+- name: Forget a finished job so that its id can be submitted again
+  rlinfra.verl.ray_job:
+    address: http://10.0.0.5:8265
+    submission_id: gsm8k-ppo-default
+    state: absent
+"""
+
+RETURN = r"""
+submission_id:
+  description: The job's submission id.
+  returned: always
+  type: str
+  sample: gsm8k-ppo-default
+status:
+  description:
+    - Ray job status (C(PENDING), C(RUNNING), C(SUCCEEDED), C(FAILED), C(STOPPED)).
+    - V(null) when the job does not exist (or would only be created, in check mode).
+  returned: always
+  type: str
+  sample: SUCCEEDED
+message:
+  description: Ray's message about the job status.
+  returned: always
+  type: str
+  sample: Job finished successfully.
+start_time:
+  description: When the job started, ISO 8601 in UTC.
+  returned: always
+  type: str
+  sample: "2026-11-21T13:07:59.122Z"
+end_time:
+  description: When the job ended, ISO 8601 in UTC; V(null) while it runs.
+  returned: always
+  type: str
+  sample: "2026-11-21T13:08:04.647Z"
+duration_s:
+  description: Seconds from start to end (or to now while the job runs).
+  returned: always
+  type: float
+  sample: 5.525
+driver_exit_code:
+  description: Exit code of the entrypoint process once it has ended, else V(null).
+  returned: always
+  type: int
+  sample: 0
+logs_tail:
+  description: The last O(logs_tail_lines) lines of the job's driver log, newline separated.
+  returned: always
+  type: str
+  sample: "Running entrypoint for job smoke-test: echo hi\nhi"
+last_step:
+  description: Step number of the newest verl progress line in the log, V(null) if none.
+  returned: always
+  type: int
+  sample: 120
+last_metrics:
+  description: Metrics on that progress line, as floats.
+  returned: always
+  type: dict
+  sample: {"actor/pg_loss": -0.012, "critic/score/mean": 0.61}
+dashboard_url:
+  description: Link to the job's page in the Ray dashboard.
+  returned: always
+  type: str
+  sample: http://10.0.0.5:8265/#/jobs/gsm8k-ppo-default
+timed_out:
+  description: True when O(wait_timeout) passed before the job ended.
+  returned: when state is finished
+  type: bool
+  sample: false
+"""
+
+import re
+import time
+
+from ansible.module_utils.basic import AnsibleModule, env_fallback
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import (
+    TERMINAL_STATUSES, RayClient, RayError, ms_to_iso, resolve_token, tail_lines)
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl_log import last_progress
+
+SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
+# Full logs can be large; while waiting they are only re-read this often (seconds).
+PROGRESS_REFRESH = 60.0
+
+ARGUMENT_SPEC = dict(
+    address=dict(type="str", required=True),
+    auth_token=dict(type="str", no_log=True, fallback=(env_fallback, ["RAY_AUTH_TOKEN"])),
+    submission_id=dict(type="str", required=True),
+    entrypoint=dict(type="str"),
+    runtime_env=dict(type="dict"),
+    metadata=dict(type="dict"),
+    entrypoint_num_cpus=dict(type="float"),
+    entrypoint_num_gpus=dict(type="float"),
+    entrypoint_memory=dict(type="int"),
+    entrypoint_resources=dict(type="dict"),
+    state=dict(type="str", default="submitted", choices=["submitted", "finished", "stopped", "absent"]),
+    wait_timeout=dict(type="int", default=3600),
+    stop_on_timeout=dict(type="bool", default=True),
+    poll_interval=dict(type="float", default=5.0),
+    logs_tail_lines=dict(type="int", default=50),
+    validate_certs=dict(type="bool", default=True),
+)
+
+
+class JobTask:
+    def __init__(self, module, client):
+        self.module = module
+        self.client = client
+        self.p = module.params
+        self.sid = self.p["submission_id"]
+        self.changed = False
+        self.progress = (None, {})
+        self._progress_at = None
+
+    def result(self, job, logs=None, **extra):
+        job = job or {}
+        start, end = job.get("start_time"), job.get("end_time")
+        duration = None
+        if start:
+            duration = round(((end or time.time() * 1000) - start) / 1000.0, 3)
+        if logs is None:
+            logs = self.logs(job)
+        if logs:
+            self.progress = last_progress(logs)
+        out = dict(changed=self.changed, submission_id=self.sid, status=job.get("status"),
+                   message=job.get("message"), start_time=ms_to_iso(start), end_time=ms_to_iso(end),
+                   duration_s=duration, driver_exit_code=job.get("driver_exit_code"),
+                   logs_tail=tail_lines(logs, self.p["logs_tail_lines"]), last_step=self.progress[0],
+                   last_metrics=self.progress[1], dashboard_url=self.client.job_url(self.sid))
+        out.update(extra)
+        return out
+
+    def logs(self, job):
+        if not job or self.p["logs_tail_lines"] <= 0:
+            return ""
+        try:
+            return self.client.get_logs(self.sid)
+        except RayError as e:
+            # The status is what the task is about; missing logs only deserve a warning.
+            self.module.warn("could not read the logs of Ray job %s: %s" % (self.sid, e))
+            return ""
+
+    def on_poll(self, job):
+        """Keep the newest verl progress while waiting, so a timeout or a lost head still reports it."""
+        now = time.monotonic()
+        if job.get("status") in TERMINAL_STATUSES or self.p["logs_tail_lines"] <= 0:
+            return  # the final result reads the logs anyway
+        if self._progress_at is None or now - self._progress_at >= PROGRESS_REFRESH:
+            self._progress_at = now
+            step, metrics = last_progress(self.logs(job))
+            if step is not None:
+                self.progress = (step, metrics)
+
+    def wait(self, timeout, on_poll=None):
+        return self.client.wait_for_job(self.sid, timeout, self.p["poll_interval"], on_poll=on_poll)
+
+    def ensure_submitted(self, job):
+        if job is not None:
+            wanted = self.p["entrypoint"]
+            if wanted and job.get("entrypoint") != wanted:
+                self.module.warn("Ray job %s already exists with a different entrypoint; it was left as is "
+                                 "(use a new submission_id to run the new command)" % self.sid)
+            return job
+        if not self.p["entrypoint"]:
+            self.module.fail_json(msg="Ray job %s does not exist and no entrypoint was given to create it" % self.sid,
+                                  **self.result(None, logs=""))
+        self.changed = True
+        if self.module.check_mode:
+            return None
+        metadata = self.p["metadata"]
+        created = self.client.submit_job(
+            self.sid, self.p["entrypoint"], runtime_env=self.p["runtime_env"],
+            metadata={str(k): str(v) for k, v in metadata.items()} if metadata else None,
+            entrypoint_num_cpus=self.p["entrypoint_num_cpus"], entrypoint_num_gpus=self.p["entrypoint_num_gpus"],
+            entrypoint_memory=self.p["entrypoint_memory"], entrypoint_resources=self.p["entrypoint_resources"])
+        # False means another client submitted the same id between our GET and POST.
+        self.changed = created
+        return self.client.get_job(self.sid)
+
+    def stop_and_wait(self, job, timeout):
+        if job.get("status") in TERMINAL_STATUSES:
+            return job
+        self.changed = True
+        if self.module.check_mode:
+            return job
+        self.client.stop_job(self.sid)
+        job, timed_out = self.wait(timeout)
+        if timed_out:
+            self.module.fail_json(msg="Ray job %s was asked to stop but is still %s after %ss"
+                                  % (self.sid, job.get("status"), timeout), **self.result(job))
+        return job
+
+    def run(self):
+        state = self.p["state"]
+        job = self.client.get_job(self.sid)
+        if state == "absent":
+            if job is None:
+                self.module.exit_json(**self.result(None, logs=""))
+            job = self.stop_and_wait(job, self.p["wait_timeout"])
+            self.changed = True
+            if not self.module.check_mode:
+                self.client.delete_job(self.sid)
+            self.module.exit_json(**self.result(job, logs=""))
+        if state == "stopped":
+            if job is not None:
+                job = self.stop_and_wait(job, self.p["wait_timeout"])
+            self.module.exit_json(**self.result(job))
+
+        job = self.ensure_submitted(job)
+        if state == "submitted" or job is None:
+            self.module.exit_json(**self.result(job))
+
+        status = job.get("status")
+        if status not in TERMINAL_STATUSES:
+            if self.module.check_mode:
+                self.module.exit_json(**self.result(job, timed_out=False))
+            job, timed_out = self.wait(self.p["wait_timeout"], on_poll=self.on_poll)
+            if timed_out:
+                self.on_timeout(job)
+        status = job.get("status")
+        if status != "SUCCEEDED":
+            res = self.result(job, timed_out=False)
+            msg = "Ray job %s ended %s%s: %s" % (self.sid, status, self.step_note(), first_line(job.get("message")))
+            self.module.fail_json(msg=msg, **res)
+        self.module.exit_json(**self.result(job, timed_out=False))
+
+    def step_note(self):
+        return " at verl step %s" % self.progress[0] if self.progress[0] is not None else ""
+
+    def on_timeout(self, job):
+        if self.p["stop_on_timeout"]:
+            self.client.stop_job(self.sid)
+            self.changed = True
+            # Ray sends SIGTERM, then SIGKILL after RAY_JOB_STOP_WAIT_TIME_S (3 s by default).
+            job, still = self.wait(max(60.0, 10 * self.p["poll_interval"]))
+            action = ("asked Ray to stop it but it is still %s" % job.get("status") if still
+                      else "stopped it (now %s) as stop_on_timeout is true" % job.get("status"))
+        else:
+            action = "left it running as stop_on_timeout is false"
+        res = self.result(job, timed_out=True)
+        self.module.fail_json(msg="Ray job %s did not finish within %ss%s; %s"
+                              % (self.sid, self.p["wait_timeout"], self.step_note(), action), **res)
+
+
+def first_line(text):
+    lines = [ln for ln in (text or "").splitlines() if ln.strip()]
+    return lines[0].strip() if lines else ""
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    p = module.params
+    token = resolve_token(p["auth_token"])
+    if token:
+        module.no_log_values.add(token)
+    env_vars = (p["runtime_env"] or {}).get("env_vars") or {}
+    if isinstance(env_vars, dict):
+        module.no_log_values.update(str(v) for k, v in env_vars.items() if SECRET_NAME.search(str(k)) and v)
+    for name in ("wait_timeout", "logs_tail_lines"):
+        if p[name] < 0:
+            module.fail_json(msg="%s must not be negative" % name)
+    if p["poll_interval"] <= 0:
+        module.fail_json(msg="poll_interval must be positive")
+    task = None
+    try:
+        task = JobTask(module, RayClient(p["address"], token=token, validate_certs=p["validate_certs"]))
+        task.run()
+    except RayError as e:
+        module.fail_json(msg=str(e), submission_id=p["submission_id"], changed=bool(task and task.changed),
+                         **e.details())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: ray_package
+short_description: Upload a working_dir zip to a Ray cluster through the dashboard's package API
+version_added: 0.1.0
+description:
+  - Makes a zip (built by M(rlinfra.verl.verl_experiment) on the controller and copied to the head)
+    available to Ray jobs as C(runtime_env.working_dir: gcs://_ray_pkg_<sha1>.zip), the way
+    C(ray job submit --working-dir) does, over plain HTTP (no C(ray) package needed).
+  - C(GET /api/packages/gcs/<name>) tells whether the cluster has it (200) or not (404); when absent
+    the zip bytes are sent with C(PUT). Present packages are not sent again (not changed).
+  - Ray accepts at most 100 MiB through the dashboard (its aiohttp C(client_max_size)).
+author:
+  - rlinfra maintainers
+options:
+  address:
+    description:
+      - URL of the Ray dashboard on the head node, for example C(http://10.0.0.5:8265).
+    type: str
+    required: true
+  auth_token:
+    description:
+      - Ray token, sent as a Bearer token. Defaults to E(RAY_AUTH_TOKEN). Never logged nor returned.
+    type: str
+  uri:
+    description:
+      - The package URI, C(gcs://_ray_pkg_<sha1 of the zip>.zip).
+    type: str
+    required: true
+  src:
+    description:
+      - Path of the zip on the host that runs the module. Its sha1 must match O(uri).
+      - Only read when the cluster does not have the package yet.
+    type: path
+    required: true
+  validate_certs:
+    description:
+      - Verify the dashboard's TLS certificate when O(address) is C(https://).
+    type: bool
+    default: true
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+seealso:
+  - module: rlinfra.verl.ray_job
+  - module: rlinfra.verl.verl_experiment
+"""
+
+EXAMPLES = r"""
+- name: Make the experiment's working_dir available to Ray jobs
+  rlinfra.verl.ray_package:
+    address: http://10.0.0.5:8265
+    auth_token: "{{ ray_auth_token }}"
+    uri: gcs://_ray_pkg_858e70ffff9ae01c139ecdb576950ab8dec0e371.zip
+    src: /tmp/_ray_pkg_858e70ffff9ae01c139ecdb576950ab8dec0e371.zip
+"""
+
+RETURN = r"""
+uri:
+  description: The package URI, to use as C(runtime_env.working_dir).
+  returned: always
+  type: str
+  sample: gcs://_ray_pkg_858e70ffff9ae01c139ecdb576950ab8dec0e371.zip
+uploaded:
+  description: Whether the zip was sent (false when the cluster had it already).
+  returned: always
+  type: bool
+size:
+  description: Size of the zip in bytes, when it was read.
+  returned: when uploaded
+  type: int
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule, env_fallback
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray_package import (
+    PackageError, dashboard_http, ensure_package, package_api_path)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            address=dict(type="str", required=True),
+            auth_token=dict(type="str", no_log=True, fallback=(env_fallback, ["RAY_AUTH_TOKEN"])),
+            uri=dict(type="str", required=True),
+            src=dict(type="path", required=True),
+            validate_certs=dict(type="bool", default=True),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        path = package_api_path(p["uri"])
+        http = dashboard_http(p["address"], p["auth_token"], p["validate_certs"])
+        if module.check_mode:
+            status, body = http("GET", path, None)
+            module.exit_json(changed=status != 200, uri=p["uri"], uploaded=False)
+        if not os.path.isfile(p["src"]):
+            status, body = http("GET", path, None)
+            if status == 200:
+                module.exit_json(changed=False, uri=p["uri"], uploaded=False)
+            module.fail_json(msg="%s is not on the cluster and src %s does not exist" % (p["uri"], p["src"]))
+        with open(p["src"], "rb") as f:
+            data = f.read()
+        uploaded = ensure_package(http, p["uri"], data)
+    except PackageError as e:
+        module.fail_json(msg=str(e), uri=p["uri"])
+    module.exit_json(changed=uploaded, uri=p["uri"], uploaded=uploaded, size=len(data))
+
+
+if __name__ == "__main__":
+    main()

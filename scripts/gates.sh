@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Quality gates: ansible-lint (production profile), ansible-test sanity + units from an
+# ansible_collections/rlinfra/verl layout, Galaxy build + install into an empty path with ansible-doc and a
+# syntax check against the installed copy, and the changelog. Fails on the first gate that fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+export PATH=$ROOT/.venv/bin:$PATH
+WORK=${GATES_WORK:-$ROOT/.cache/gates}
+PY=${GATES_PYTHON:-3.11}
+gate() { printf '\n--- gate: %s\n' "$*"; }
+
+gate "ansible-lint --profile production"
+ansible-lint --profile production --offline
+
+gate "ansible-test sanity"
+rm -rf "$WORK/tree"; mkdir -p "$WORK/tree/ansible_collections/rlinfra"
+COLL=$WORK/tree/ansible_collections/rlinfra/verl
+# Only what git tracks (plus new, unignored files): the collection as it would be committed.
+mkdir -p "$COLL"
+git ls-files -z --cached --others --exclude-standard | grep -zv '^collections/' \
+  | xargs -0 -I{} cp --parents -P {} "$COLL/" 2>/dev/null || true
+( cd "$COLL" && git init -q && git add -A >/dev/null 2>&1 )
+( cd "$COLL" && ansible-test sanity --python "$PY" --requirements --color no \
+    --exclude tests/fake_hyperbolic/ --exclude bench/ --exclude sandbox/ --exclude scripts/ --exclude tests/vm/ \
+    --exclude molecule/ --exclude tests/integration/ --exclude tests/unit/ --exclude tests/conftest.py --exclude tests/__init__.py )
+
+gate "galaxy build + install + ansible-doc + syntax check on the installed copy"
+rm -rf "$WORK/build" "$WORK/installed"; mkdir -p "$WORK/build" "$WORK/installed"
+ansible-galaxy collection build --output-path "$WORK/build" --force >/dev/null
+tarball=$(ls "$WORK"/build/rlinfra-verl-*.tar.gz)
+echo "tarball: $(basename "$tarball") $(du -k "$tarball" | cut -f1) KiB, $(tar -tzf "$tarball" | wc -l) entries"
+if tar -tzf "$tarball" | grep -E '^(tests|bench|sandbox|molecule|\.sandbox|\.venv|collections)/' ; then
+  echo "the tarball carries development files (see build_ignore in galaxy.yml)" >&2; exit 1
+fi
+ansible-galaxy collection install --offline -p "$WORK/installed" "$tarball" >/dev/null
+(
+  cd "$WORK/installed"  # away from the checkout's ansible.cfg
+  export ANSIBLE_COLLECTIONS_PATH=$WORK/installed ANSIBLE_CONFIG=/dev/null
+  for m in $(ls "$WORK"/installed/ansible_collections/rlinfra/verl/plugins/modules/ | sed -n 's/\.py$//p'); do
+    ansible-doc "rlinfra.verl.$m" >/dev/null
+  done
+  ansible-doc -t inventory rlinfra.verl.hyperbolic >/dev/null
+  for f in $(ls "$WORK"/installed/ansible_collections/rlinfra/verl/plugins/filter/*.yml | xargs -n1 basename | sed 's/\.yml$//'); do
+    ansible-doc -t filter "rlinfra.verl.$f" >/dev/null
+  done
+  printf 'all:\n  children:\n    ray_head: {hosts: {h1: {}}}\n    ray_workers: {hosts: {h2: {}}}\n' > inv.yml
+  for pb in site submit stop status; do
+    ansible-playbook -i inv.yml --syntax-check "rlinfra.verl.$pb" >/dev/null
+  done
+  echo "ansible-doc and syntax checks passed against the installed collection"
+)
+
+gate "changelog"
+antsibull-changelog lint
+antsibull-changelog generate >/dev/null
+git diff --quiet -- CHANGELOG.rst || echo "(CHANGELOG.rst regenerated; commit it)"
+echo "all gates passed"

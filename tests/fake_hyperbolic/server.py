@@ -1,0 +1,461 @@
+"""A faithful fake of the two Hyperbolic API endpoints the inventory plugin reads.
+
+Serves (Bearer key required):
+
+* ``GET /v2/on-demand/virtual-machine-rentals`` -> JSON array of rentals
+  (id, status, label, gpuType, gpuCount, region, providerData.sshNetworking[{host,port,user}])
+* ``GET /v1/marketplace/instances`` -> ``{"instances": [...]}`` (id, sshCommand,
+  instance.status, instance.gpu_count, instance.hardware.gpus[].model, ...)
+
+Faults it can inject: 401/403 (with the API's JSON ``detail`` message), 404 per source, the
+next N requests answered 429 (with ``Retry-After``) or 5xx, slow answers, and fleets of
+thousands of instances. It counts requests so tests can assert a cache hit made none.
+
+Loopback only (127.0.0.1), random port by default. Library use::
+
+    with FakeHyperbolic(api_key="k") as fake:
+        fake.set_fleet(100, clusters=["a", "b"])
+        fake.fail_next(2, status=500)
+        ... fake.url ... fake.request_count ...
+
+CLI (from the repository root)::
+
+    python -m tests.fake_hyperbolic.server --port 8765 --fleet 1000
+    python -m tests.fake_hyperbolic.server --from-sandbox .sandbox/state.json \
+        --write-inventory .sandbox/sandbox.hyperbolic.yml
+
+Control endpoints for a server run as a separate process (no key needed, loopback only):
+``GET /_fake/stats``, ``POST /_fake/reset``, ``POST /_fake/config`` (JSON: ``fail_next``,
+``fail_status``, ``retry_after``, ``delay``, ``auth_status``, ``source_status``, ``fleet``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+ON_DEMAND_PATH = "/v2/on-demand/virtual-machine-rentals"
+MARKETPLACE_PATH = "/v1/marketplace/instances"
+PATHS = {ON_DEMAND_PATH: "on_demand", MARKETPLACE_PATH: "marketplace"}
+DEFAULT_KEY = "fake-hyperbolic-key"
+
+_REASONS = {
+    401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 429: "Too Many Requests",
+    500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable",
+    504: "Gateway Timeout",
+}
+
+
+# --------------------------------------------------------------------------------------
+# Payload builders (the documented shapes)
+# --------------------------------------------------------------------------------------
+def on_demand_rental(ident, label, host, port=22, user="ubuntu", status="running",
+                     gpu_type="H100-SXM5-80GB", gpu_count=8, region="us-east-1"):
+    """One on-demand rental, as ``GET /v2/on-demand/virtual-machine-rentals`` lists it."""
+    return {
+        "id": ident,
+        "status": status,
+        "label": label,
+        "gpuType": gpu_type,
+        "gpuCount": gpu_count,
+        "region": region,
+        "created": "2025-06-01T12:00:00Z",
+        "pricePerHour": 1.99 * (gpu_count or 1),
+        "providerData": {
+            "sshNetworking": [{"host": host, "port": port, "user": user}],
+        },
+    }
+
+
+def marketplace_instance(ident, host, port=22, user="ubuntu", status="online",
+                         gpu_model="NVIDIA-H100-80GB-HBM3", gpu_count=8, region="us-central-1",
+                         port_first=False, label=None):
+    """One marketplace instance, as ``GET /v1/marketplace/instances`` lists it."""
+    if port_first:
+        command = "ssh -p %d %s@%s" % (port, user, host)
+    else:
+        command = "ssh %s@%s -p %d" % (user, host, port)
+    item = {
+        "id": ident,
+        "start": "2025-06-01T12:00:00Z",
+        "end": None,
+        "created": "2025-06-01T11:59:00Z",
+        "sshCommand": command,
+        "instance": {
+            "id": "node-" + ident,
+            "status": status,
+            "gpu_count": gpu_count,
+            "gpus_total": gpu_count,
+            "hardware": {
+                "gpus": [{"model": gpu_model, "ram": 81559} for _ in range(gpu_count or 0)],
+                "cpus": [{"model": "AMD EPYC 9654", "virtual_cores": 16 * (gpu_count or 1)}],
+                "ram": [{"capacity": 128 * 1024 * (gpu_count or 1)}],
+            },
+            "location": {"region": region},
+            "pricing": {"price": {"amount": 1.49, "period": "hourly"}},
+        },
+    }
+    if label is not None:
+        item["label"] = label
+    return item
+
+
+def make_fleet(n, clusters=("default",), prefix="verl"):
+    """A deterministic fleet of ``n`` running instances, alternating between the two sources.
+
+    Even indexes are on-demand rentals labelled ``<prefix>-<cluster>-<i>``; odd ones are
+    marketplace instances (no label, the same text as id) whose ``sshCommand`` alternates
+    between ``ssh user@h -p P`` and ``ssh -p P user@h``. Ports vary (non-default ones included).
+    """
+    clusters = list(clusters) or ["default"]
+    on_demand, marketplace = [], []
+    for i in range(n):
+        cluster = clusters[i % len(clusters)]
+        name = "%s-%s-%05d" % (prefix, cluster, i)
+        host = "10.%d.%d.%d" % ((i >> 16) & 255, (i >> 8) & 255, i & 255)
+        port = 22 if i % 3 == 0 else 20000 + i % 10000
+        if i % 2 == 0:
+            on_demand.append(on_demand_rental("vm-%06d" % i, name, host, port=port))
+        else:
+            marketplace.append(marketplace_instance(name, host, port=port, port_first=(i % 4 == 3)))
+    return on_demand, marketplace
+
+
+def fleet_from_sandbox(state):
+    """Instances for the sandbox's nodes: half on-demand rentals, half marketplace instances.
+
+    ``state`` is the sandbox's ``state.json`` content:
+    ``{"nodes": [{"name", "ip", "ssh_port", "user", "role"}, ...], "ssh_key": "/abs/key"}``.
+    Node names become labels (on-demand) or ids (marketplace), so host names match the sandbox.
+    """
+    on_demand, marketplace = [], []
+    for i, node in enumerate(state.get("nodes") or []):
+        name = node["name"]
+        host = node.get("ip") or node.get("host")
+        port = int(node.get("ssh_port") or 22)
+        user = node.get("user") or "ubuntu"
+        if i % 2 == 0:
+            on_demand.append(on_demand_rental("vm-sbx-%03d" % i, name, host, port=port, user=user,
+                                              gpu_type="CPU-ONLY", gpu_count=0, region="sandbox"))
+        else:
+            marketplace.append(marketplace_instance(name, host, port=port, user=user, gpu_model=None,
+                                                    gpu_count=0, region="sandbox", port_first=(i % 4 == 3)))
+    return on_demand, marketplace
+
+
+def sandbox_inventory_yaml(state, url):
+    """A ready ``*.hyperbolic.yml`` for the sandbox (the key still comes from the environment)."""
+    nodes = state.get("nodes") or []
+    heads = [n["name"] for n in nodes if n.get("role") == "head"]
+    lines = [
+        "# Generated by tests/fake_hyperbolic/server.py --from-sandbox; key from HYPERBOLIC_API_KEY",
+        "plugin: rlinfra.verl.hyperbolic",
+        "api_url: %s" % json.dumps(url),
+        "retries: 1",
+        "retry_backoff: 0.1",
+    ]
+    if heads:
+        lines.append("head_selector: %s" % json.dumps(heads[0]))
+    if state.get("ssh_key"):
+        lines += ["compose:", "  ansible_ssh_private_key_file: %s" % json.dumps(repr(str(state["ssh_key"])))]
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------------------
+# State and server
+# --------------------------------------------------------------------------------------
+class FakeHyperbolic:
+    """The fake API: state, fault injection, request counting, and the HTTP server."""
+
+    def __init__(self, api_key=DEFAULT_KEY, host="127.0.0.1", port=0):
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            raise ValueError("the fake Hyperbolic API binds loopback only")
+        self.api_key = api_key
+        self.host = host
+        self.port = port
+        self._lock = threading.Lock()
+        self._server = None
+        self._thread = None
+        self.auth_message = "Invalid API key"
+        self.reset()
+
+    # ---------------------------------------------------------------- state
+    def reset(self):
+        """Empty fleet, no faults, counters at zero."""
+        with self._lock:
+            self.on_demand = []
+            self.marketplace = []
+            self._bodies = {}
+            self.source_status = {}      # source -> forced HTTP status (e.g. 404)
+            self.auth_status = None      # 401/403 for every request, whatever the key
+            self._fail_queue = []        # [(status, retry_after)] for the next requests
+            self.delay = 0.0             # seconds before every answer
+            self._delay_count = None     # only the next N answers are slow (None = all)
+            self._reset_counters()
+
+    def _reset_counters(self):
+        self.request_count = 0
+        self.requests = []               # [(method, path, status, authorization_ok)]
+
+    def reset_stats(self):
+        with self._lock:
+            self._reset_counters()
+
+    def set_instances(self, on_demand=None, marketplace=None):
+        with self._lock:
+            if on_demand is not None:
+                self.on_demand = list(on_demand)
+            if marketplace is not None:
+                self.marketplace = list(marketplace)
+            self._bodies = {}
+
+    def set_fleet(self, n, clusters=("default",), prefix="verl"):
+        self.set_instances(*make_fleet(n, clusters=clusters, prefix=prefix))
+
+    def load_sandbox(self, state):
+        self.set_instances(*fleet_from_sandbox(state))
+
+    def fail_next(self, n, status=500, retry_after=None):
+        """Answer the next ``n`` API requests with ``status`` (429 gets ``Retry-After``)."""
+        with self._lock:
+            self._fail_queue.extend([(int(status), retry_after)] * int(n))
+
+    def set_delay(self, seconds, count=None):
+        """Delay answers by ``seconds``; only the next ``count`` ones when given."""
+        with self._lock:
+            self.delay = float(seconds)
+            self._delay_count = count
+
+    def set_source_status(self, source, status):
+        """Force a status (e.g. 404) for one source; ``None`` restores it."""
+        with self._lock:
+            if status is None:
+                self.source_status.pop(source, None)
+            else:
+                self.source_status[source] = int(status)
+
+    def stats(self):
+        with self._lock:
+            by_path = {}
+            for _method, path, _status, _ok in self.requests:
+                by_path[path] = by_path.get(path, 0) + 1
+            return {"requests": self.request_count, "by_path": by_path,
+                    "on_demand": len(self.on_demand), "marketplace": len(self.marketplace)}
+
+    def _body(self, source):
+        body = self._bodies.get(source)
+        if body is None:
+            payload = self.on_demand if source == "on_demand" else {"instances": self.marketplace}
+            body = json.dumps(payload).encode()
+            self._bodies[source] = body
+        return body
+
+    # ---------------------------------------------------------------- request handling
+    def handle(self, method, path, authorization):
+        """Decide an answer: ``(status, headers, body_bytes, delay_seconds)``."""
+        path = path.split("?", 1)[0]
+        if path.startswith("/_fake/"):
+            return None
+        with self._lock:
+            self.request_count += 1
+            delay = 0.0
+            if self.delay and (self._delay_count is None or self._delay_count > 0):
+                delay = self.delay
+                if self._delay_count is not None:
+                    self._delay_count -= 1
+            status, headers, payload = self._decide(method, path, authorization)
+            body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+            self.requests.append((method, path, status, authorization == "Bearer " + self.api_key))
+        return status, headers, body, delay
+
+    def _decide(self, method, path, authorization):
+        if self._fail_queue:
+            status, retry_after = self._fail_queue.pop(0)
+            headers = {}
+            if status == 429:
+                headers["Retry-After"] = str(1 if retry_after is None else retry_after)
+                return status, headers, {"detail": "Rate limit exceeded, slow down"}
+            return status, headers, {"detail": "upstream error (injected %d)" % status}
+        if self.auth_status in (401, 403):
+            return self.auth_status, {}, {"detail": self.auth_message}
+        if not authorization or not authorization.startswith("Bearer "):
+            return 401, {"WWW-Authenticate": "Bearer"}, {"detail": "Not authenticated"}
+        if authorization != "Bearer " + self.api_key:
+            return 401, {"WWW-Authenticate": "Bearer"}, {"detail": self.auth_message}
+        source = PATHS.get(path)
+        if source is None:
+            return 404, {}, {"detail": "Not Found"}
+        if method != "GET":
+            return 405, {"Allow": "GET"}, {"detail": "Method Not Allowed"}
+        forced = self.source_status.get(source)
+        if forced:
+            return forced, {}, {"detail": "Not Found" if forced == 404 else "forced %d" % forced}
+        return 200, {}, self._body(source)
+
+    def control(self, method, path, body):
+        """The ``/_fake/*`` endpoints."""
+        if path == "/_fake/stats" and method == "GET":
+            return 200, self.stats()
+        if path == "/_fake/reset" and method == "POST":
+            self.reset_stats()
+            return 200, {"ok": True}
+        if path == "/_fake/config" and method == "POST":
+            try:
+                conf = json.loads(body or b"{}")
+            except ValueError:
+                return 400, {"detail": "bad JSON"}
+            if "fleet" in conf:
+                self.set_fleet(int(conf["fleet"]), clusters=conf.get("clusters") or ["default"])
+            if "fail_next" in conf:
+                self.fail_next(conf["fail_next"], conf.get("fail_status", 500), conf.get("retry_after"))
+            if "delay" in conf:
+                self.set_delay(conf["delay"], conf.get("delay_count"))
+            if "auth_status" in conf:
+                with self._lock:
+                    self.auth_status = conf["auth_status"]
+            for source, status in (conf.get("source_status") or {}).items():
+                self.set_source_status(source, status)
+            return 200, {"ok": True}
+        return 404, {"detail": "Not Found"}
+
+    # ---------------------------------------------------------------- server
+    @property
+    def url(self):
+        return "http://%s:%d" % (self.host, self.port)
+
+    def start(self):
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            server_version = "FakeHyperbolic/1.0"
+
+            def log_message(self, fmt, *args):  # quiet; never log headers (the key)
+                pass
+
+            def _send(self, status, headers, body):
+                try:
+                    self.send_response(status, _REASONS.get(status))
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    for key, value in headers.items():
+                        self.send_header(key, value)
+                    self.end_headers()
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def _serve(self, method):
+                length = int(self.headers.get("Content-Length") or 0)
+                payload = self.rfile.read(length) if length else b""
+                decided = fake.handle(method, self.path, self.headers.get("Authorization"))
+                if decided is None:
+                    status, data = fake.control(method, self.path.split("?", 1)[0], payload)
+                    self._send(status, {}, json.dumps(data).encode())
+                    return
+                status, headers, body, delay = decided
+                if delay:
+                    time.sleep(delay)
+                self._send(status, headers, body)
+
+            def do_GET(self):  # noqa: N802
+                self._serve("GET")
+
+            def do_POST(self):  # noqa: N802
+                self._serve("POST")
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+            block_on_close = False
+            allow_reuse_address = True
+
+            def handle_error(self, request, client_address):  # clients that gave up
+                pass
+
+        self._server = Server((self.host, self.port), Handler)
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-hyperbolic", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self):
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def serve_forever(self):
+        if self._server is None:
+            self.start()
+        try:
+            while self._thread.is_alive():
+                self._thread.join(0.5)
+        finally:
+            self.stop()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m tests.fake_hyperbolic.server",
+                                     description="Fake Hyperbolic API on 127.0.0.1 for tests.")
+    parser.add_argument("--port", type=int, default=0, help="port (default: a random free one)")
+    parser.add_argument("--api-key", default=os.environ.get("HYPERBOLIC_API_KEY") or DEFAULT_KEY,
+                        help="Bearer key to accept (default: $HYPERBOLIC_API_KEY or %s)" % DEFAULT_KEY)
+    parser.add_argument("--fleet", type=int, default=0, help="generate N running instances")
+    parser.add_argument("--clusters", default="default", help="comma-separated cluster names for --fleet")
+    parser.add_argument("--from-sandbox", metavar="STATE_JSON", help="list the sandbox's nodes as instances")
+    parser.add_argument("--write-inventory", metavar="PATH",
+                        help="with --from-sandbox: write a ready *.hyperbolic.yml pointing at this server")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds before each answer")
+    parser.add_argument("--fail-first", type=int, default=0, help="answer the first N requests with --fail-status")
+    parser.add_argument("--fail-status", type=int, default=500)
+    parser.add_argument("--source-404", action="append", default=[], choices=sorted(set(PATHS.values())),
+                        help="answer 404 for this source (repeatable)")
+    args = parser.parse_args(argv)
+
+    fake = FakeHyperbolic(api_key=args.api_key, port=args.port)
+    state = None
+    if args.from_sandbox:
+        with open(args.from_sandbox) as handle:
+            state = json.load(handle)
+        fake.load_sandbox(state)
+    if args.fleet:
+        fake.set_fleet(args.fleet, clusters=[c for c in args.clusters.split(",") if c])
+    if args.delay:
+        fake.set_delay(args.delay)
+    if args.fail_first:
+        fake.fail_next(args.fail_first, args.fail_status)
+    for source in args.source_404:
+        fake.set_source_status(source, 404)
+
+    fake.start()
+    if args.write_inventory:
+        if state is None:
+            parser.error("--write-inventory needs --from-sandbox")
+        with open(args.write_inventory, "w") as handle:
+            handle.write(sandbox_inventory_yaml(state, fake.url))
+    signal.signal(signal.SIGTERM, lambda *_: fake._server and threading.Thread(target=fake.stop).start())
+    sys.stdout.write("FAKE_HYPERBOLIC_URL=%s\n" % fake.url)
+    sys.stdout.flush()
+    try:
+        fake.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        fake.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""Helpers for tests that drive the Ansible CLIs against the fake Hyperbolic API."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+HYPERBOLIC_TEST_KEY = "sk-hyperbolic-TEST-6f1d0c9a7b2e4d3f"
+
+
+def venv_bin(name):
+    path = ROOT / ".venv" / "bin" / name
+    return str(path) if path.exists() else name
+
+
+def ansible_env(tmp_path, **extra):
+    """Environment for Ansible CLIs run from the repository root (its ansible.cfg applies).
+
+    ``extra`` values of None remove a variable.
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HYPERBOLIC_", "ANSIBLE_"))}
+    env.update({
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        "ANSIBLE_LOCAL_TEMP": str(Path(tmp_path) / "ansible-tmp"),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+        "HYPERBOLIC_API_KEY": HYPERBOLIC_TEST_KEY,
+    })
+    for key, value in extra.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = str(value)
+    return env
+
+
+def unwrap(value):
+    """Turn the ``{"__ansible_unsafe": "..."}`` markers of ``ansible-inventory --list`` into text."""
+    if isinstance(value, dict):
+        if set(value) == {"__ansible_unsafe"}:
+            return value["__ansible_unsafe"]
+        return {k: unwrap(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unwrap(v) for v in value]
+    return value
+
+
+class Result:
+    def __init__(self, proc, elapsed):
+        self.rc = proc.returncode
+        self.stdout = proc.stdout
+        self.stderr = proc.stderr
+        self.elapsed = elapsed
+
+    @property
+    def data(self):
+        """The ``--list`` JSON (after any -v banner lines), unsafe markers unwrapped."""
+        text = self.stdout
+        if not text.startswith("{"):
+            start = text.find("\n{\n")
+            text = text[start + 1:] if start >= 0 else text
+        return unwrap(json.loads(text))
+
+
+def run(argv, env, timeout=180):
+    start = time.monotonic()
+    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    return Result(proc, time.monotonic() - start)

@@ -1,0 +1,57 @@
+"""Fixtures for the integration tests: the fake Hyperbolic API and an ansible-inventory runner."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+for _p in (str(ROOT / "collections"), str(ROOT)):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+from tests.fake_hyperbolic.server import FakeHyperbolic  # noqa: E402
+from tests.fake_hyperbolic.testing import HYPERBOLIC_TEST_KEY, ansible_env, run, venv_bin  # noqa: E402
+
+
+@pytest.fixture
+def fake_hyperbolic():
+    """A fresh fake Hyperbolic API on 127.0.0.1 (random port) for one test."""
+    with FakeHyperbolic(api_key=HYPERBOLIC_TEST_KEY) as fake:
+        yield fake
+
+
+@pytest.fixture
+def inventory_file(tmp_path, fake_hyperbolic):
+    """Returns a writer of ``<tmp>/x.hyperbolic.yml`` files pointing at the fake API."""
+
+    def write(options=None, name="x.hyperbolic.yml", api_url=None):
+        import yaml
+
+        config = {
+            "plugin": "rlinfra.verl.hyperbolic",
+            "api_url": api_url or fake_hyperbolic.url,
+            "retries": 2,
+            "retry_backoff": 0.05,
+            "retry_max_wait": 2,
+            "timeout": 5,
+        }
+        config.update(options or {})
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        return path
+
+    return write
+
+
+@pytest.fixture
+def ansible_inventory(tmp_path):
+    """Run ``ansible-inventory -i PATH --list [args]`` from the repository root."""
+
+    def invoke(path, *args, env=None, **env_extra):
+        argv = [venv_bin("ansible-inventory"), "-i", str(path), "--list", *args]
+        return run(argv, env or ansible_env(tmp_path, **env_extra))
+
+    return invoke

@@ -1,0 +1,162 @@
+"""Bad experiment files: each gives exactly one clear line, and nothing is ever submitted.
+
+Checked three ways: the pure-Python loader (exact text of the line); the real
+``rlinfra.verl.verl_experiment`` action in one ansible-playbook run over every bad file; and the
+real ``submit.yml`` against the loopback Ray head (the run fails with that line and the head's job
+list does not change).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "experiments_bad")
+ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+
+ALLOWED = ("description, framework, cluster, project, conventions, entrypoint, params, env, secrets, "
+           "optional_secrets, working_dir, excludes, resources, wait")
+EXPECTED = {
+    "unknown_key": "unknown_key.yml: unknown top-level key 'paramz' (did you mean 'params'?); allowed: " + ALLOWED,
+    "bad_framework": "bad_framework.yml: framework: 'verll' is not one of verl, nemo_rl, custom (did you mean 'verl'?)",
+    "missing_model": "missing_model.yml: params.actor_rollout_ref.model.path is required for framework verl "
+                     "(the model to train: a Hugging Face id or a path on the shared volume)",
+    "missing_val_files": "missing_val_files.yml: params.data.val_files is required for framework verl "
+                         "(validation parquet file(s), e.g. /data/datasets/gsm8k/test.parquet)",
+    "params_list": "params_list.yml: params: expected a mapping, got a list (['trainer.total_epochs=1'])",
+    "env_bool": 'env_bool.yml: env.DEBUG: expected a string or a number, got a boolean (quote it: DEBUG: "...")',
+    "secret_in_env": "secret_in_env.yml: secrets: HF_TOKEN is also set in env; a secret's value must never be "
+                     "written in the experiment file",
+    "secret_bad_name": "secret_bad_name.yml: secrets: 'hf-token' is not an environment variable name",
+    "not_yaml": "not_yaml.yml: not valid YAML (line 3, column 7): expected ',' or '}', but got ':'",
+    "duplicate_key": "duplicate_key.yml: not valid YAML (line 5, column 1): duplicate key 'params' (also on line 3)",
+    "missing_working_dir": "missing_working_dir.yml: working_dir: 'no_such_dir' does not exist (resolved to "
+                           + os.path.join(BAD, "no_such_dir") + ", relative to the experiments directory)",
+    "custom_no_command": "custom_no_command.yml: entrypoint.command is required for framework custom "
+                         "(the shell command that starts the driver)",
+    "bad_cluster": "bad_cluster.yml: cluster: 'gpu cluster 1' is not a valid cluster name (letters, digits, '_', '-', '.')",
+    "wait_typo": "wait_typo.yml: wait: unknown key 'timout' (did you mean 'timeout'?); allowed: enabled, timeout, "
+                 "progress_interval, poll_interval, stop_on_timeout",
+    "wrong_type_wait": "wrong_type_wait.yml: wait.timeout: expected an integer, got a string ('an hour')",
+    "nemo_relative_repo": "nemo_relative_repo.yml: entrypoint.repo_dir: 'code/RL' must be an absolute path on the cluster",
+    "top_level_list": "top_level_list.yml: expected a mapping of keys (framework, params, env, ...), got a list",
+    "empty": "empty.yml: the file is empty; an experiment needs at least params (see docs/EXPERIMENTS.md)",
+    "bad_param_key": "bad_param_key.yml: params.trainer: 'total epochs' is not a valid Hydra key "
+                     "(dotted names of letters, digits, '_', '-')",
+    "unknown_entrypoint_key": "unknown_entrypoint_key.yml: entrypoint: unknown key 'modul' (did you mean 'module'?); "
+                              "allowed: module, config, python",
+}
+NOT_FOUND = ("experiment 'gsm8k_grp' not found in %s (did you mean 'gsm8k_grpo_qwen05b'?); available: "
+             "gsm8k_grpo_qwen05b, gsm8k_ppo_qwen05b, math_grpo_qwen14b, nemo_rl_grpo_math, smoke"
+             % os.path.join(REPO, "experiments"))
+BAD_NAME = ("invalid experiment name '../etc/passwd': use 1-80 letters, digits, '_', '-' or '.', starting with a "
+            "letter or digit (e.g. gsm8k_grpo_qwen05b)")
+
+
+def test_every_bad_file_has_an_expected_message():
+    assert sorted(EXPECTED) == E.experiment_names(BAD)
+    assert len(EXPECTED) >= 10
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_one_clear_line(name):
+    with pytest.raises(E.ExperimentError) as err:
+        E.load_experiment(name, BAD)
+    assert err.value.errors == [EXPECTED[name]]
+    assert str(err.value) == EXPECTED[name] and "\n" not in str(err.value)
+
+
+def test_not_found_lists_the_available_experiments():
+    with pytest.raises(E.ExperimentError) as err:
+        E.load_experiment("gsm8k_grp", os.path.join(REPO, "experiments"))
+    assert str(err.value) == NOT_FOUND
+
+
+def test_bad_experiment_name():
+    with pytest.raises(E.ExperimentError) as err:
+        E.load_experiment("../etc/passwd", os.path.join(REPO, "experiments"))
+    assert str(err.value) == BAD_NAME
+
+
+def test_several_problems_give_one_line_each(tmp_path):
+    (tmp_path / "multi.yml").write_text("framework: custom\nentrypoint: {command: x}\nenv: {A: true}\nsecrets: [b-c]\n"
+                                        "wait: {timeout: -1}\n")
+    with pytest.raises(E.ExperimentError) as err:
+        E.load_experiment("multi", str(tmp_path))
+    assert err.value.errors == [
+        "multi.yml: wait.timeout: must be positive, got -1",
+        'multi.yml: env.A: expected a string or a number, got a boolean (quote it: A: "...")',
+        "multi.yml: secrets: 'b-c' is not an environment variable name",
+    ]
+
+
+def test_extra_params_are_validated_too():
+    with pytest.raises(E.ExperimentError) as err:
+        E.load_experiment("smoke", os.path.join(REPO, "experiments"), extra_params={"bad key": 1})
+    assert str(err.value) == ("smoke.yml: extra params (verl_job_params): params: 'bad key' is not a valid Hydra key "
+                              "(dotted names of letters, digits, '_', '-')")
+
+
+def _inventory(tmp_path):
+    inv = tmp_path / "inventory.yml"
+    inv.write_text(json.dumps({"all": {"children": {"ray_head": {"hosts": {"localhost": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}}}}))
+    return str(inv)
+
+
+def _run(args, tmp_path, env=None):
+    full_env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_LOCAL_TEMP=str(tmp_path / "atmp"),
+                    **(env or {}))
+    return subprocess.run([ANSIBLE_PLAYBOOK] + args, cwd=REPO, env=full_env, capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_action_plugin_reports_each_line(tmp_path):
+    """The real action, run by ansible-playbook over every bad file (plus an unknown and a bad name)."""
+    names = sorted(EXPECTED) + ["gsm8k_grp", "../etc/passwd"]
+    out = tmp_path / "results.json"
+    playbook = tmp_path / "validate.yml"
+    playbook.write_text(json.dumps([{
+        "name": "Validate bad experiments", "hosts": "localhost", "gather_facts": False,
+        "tasks": [
+            {"name": "Render", "rlinfra.verl.verl_experiment": {
+                "name": "{{ item }}", "experiments_dir": "{{ '%s' if item != 'gsm8k_grp' and '/' not in item else '' }}" % BAD,
+                "nodes": []},
+             "loop": names, "register": "results", "ignore_errors": True},
+            {"name": "Save", "ansible.builtin.copy": {"content": "{{ results.results | to_json }}", "dest": str(out),
+                                                      "mode": "0600"}},
+        ]}]))
+    proc = _run(["-i", _inventory(tmp_path), str(playbook)], tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    results = {r["item"]: r for r in json.loads(out.read_text())}
+    for name in sorted(EXPECTED):
+        assert results[name]["failed"] is True
+        assert results[name]["msg"] == EXPECTED[name]
+        assert results[name]["errors"] == [EXPECTED[name]]
+    assert results["gsm8k_grp"]["msg"] == NOT_FOUND
+    assert results["../etc/passwd"]["msg"] == BAD_NAME
+
+
+@pytest.mark.parametrize("name", ["unknown_key", "missing_model", "secret_in_env", "not_yaml"])
+def test_submit_playbook_fails_with_the_line_and_submits_nothing(ray_head, tmp_path, name):
+    client = ray_head.client()
+    before = {j["submission_id"] for j in client.list_jobs()}
+    proc = _run(["-i", _inventory(tmp_path), "submit.yml", "-e", "exp=" + name,
+                 "-e", "verl_job_experiments_dir=" + BAD, "-e", "verl_job_address=" + ray_head.address,
+                 "-e", "verl_job_token_path=" + ray_head.token_path, "-e", "verl_job_become=false",
+                 "-e", "verl_job_artifacts_dir=" + str(tmp_path / "artifacts")], tmp_path)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert text.count("[ERROR]: Task failed: Action failed: " + EXPECTED[name] + "\n") == 1, text[-3000:]
+    assert "failed=1" in proc.stdout
+    after = {j["submission_id"] for j in client.list_jobs()}
+    assert after == before
+    assert not any(sid.startswith("rlinfra-" + name) for sid in after)
+    assert not (tmp_path / "artifacts").exists()

@@ -1,0 +1,152 @@
+"""Parsing of both Hyperbolic API shapes (plugins/module_utils/hyperbolic.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest_hyperbolic import load_fixture
+
+from ansible_collections.rlinfra.verl.plugins.module_utils import hyperbolic as hb
+
+
+# ----------------------------------------------------------------------------- ssh commands
+@pytest.mark.parametrize("command, expected", [
+    ("ssh ubuntu@ssh.hyperbolic.xyz -p 31065", ("ssh.hyperbolic.xyz", 31065, "ubuntu")),
+    ("ssh -p 31065 ubuntu@ssh.hyperbolic.xyz", ("ssh.hyperbolic.xyz", 31065, "ubuntu")),
+    ("ssh -p22 root@10.0.0.1", ("10.0.0.1", 22, "root")),
+    ("ssh root@10.0.0.1", ("10.0.0.1", 22, "root")),
+    ("ssh 10.0.0.1", ("10.0.0.1", 22, "ubuntu")),
+    ("ssh -l admin -p 2200 host.example", ("host.example", 2200, "admin")),
+    ("ssh -o Port=2201 -o User=bob host.example", ("host.example", 2201, "bob")),
+    ("ssh -i ~/.ssh/id_ed25519 -o StrictHostKeyChecking=no -p2200 ubuntu@192.0.2.53",
+     ("192.0.2.53", 2200, "ubuntu")),
+    ("ssh -A -t ubuntu@h.example -p 40000", ("h.example", 40000, "ubuntu")),
+    ("/usr/bin/ssh ubuntu@h.example -p 40000", ("h.example", 40000, "ubuntu")),
+    ("ssh ubuntu@[2001:db8::1] -p 2222", ("2001:db8::1", 2222, "ubuntu")),
+    ("ssh ssh://bob@h.example:2022", ("h.example", 2022, "bob")),
+    ("ssh -i '/path with space/key' ubuntu@h.example -p 2022", ("h.example", 2022, "ubuntu")),
+    ("ssh ubuntu@h.example -p 2022 nvidia-smi", ("h.example", 2022, "ubuntu")),
+])
+def test_parse_ssh_command(command, expected):
+    got = hb.parse_ssh_command(command)
+    assert (got["host"], got["port"], got["user"]) == expected
+
+
+def test_parse_ssh_command_default_user_and_bad_input():
+    assert hb.parse_ssh_command("ssh h.example", default_user="root")["user"] == "root"
+    for bad in (None, "", "ssh", "ssh -p 22", 42):
+        assert hb.parse_ssh_command(bad) is None
+    # an invalid port falls back to 22 rather than inventing one
+    assert hb.parse_ssh_command("ssh -p 99999 u@h")["port"] == 22
+
+
+# ----------------------------------------------------------------------------- on_demand
+def _by_id(records):
+    return {r["id"]: r for r in records}
+
+
+def test_normalize_on_demand_fixture():
+    records = _by_id(hb.normalize_instances("on_demand", load_fixture("on_demand_rentals.json")))
+    first = records["vm-7f3a2c"]
+    assert first == {
+        "source": "on_demand", "id": "vm-7f3a2c", "label": "exp-a-0", "status": "running",
+        "gpu_type": "H100-SXM5-80GB", "gpu_count": 8, "region": "us-east-1",
+        "ssh": {"host": "203.0.113.10", "port": 22, "user": "ubuntu"},
+    }
+    # port given as a string, non-default user
+    assert records["vm-7f3a2d"]["ssh"] == {"host": "203.0.113.11", "port": 30022, "user": "root"}
+    # no user in sshNetworking -> default user
+    assert records["vm-7f3a2e"]["ssh"] == {"host": "gpu-b0.example.net", "port": 2201, "user": "ubuntu"}
+    # not running yet / no networking -> no ssh details, but still parsed
+    assert records["vm-boot01"]["ssh"] is None
+    assert records["vm-dead01"]["ssh"] is None
+    # sshNetworking given as a single object
+    assert records["vm-space01"]["ssh"]["port"] == 2222
+    # API text is kept verbatim (marking it unsafe is the plugin's job)
+    assert records["vm-jinja01"]["label"] == "{{ lookup('pipe', 'id') }}"
+
+
+def test_normalize_on_demand_accepts_sshcommand_shape():
+    item = {"id": "x", "status": "running", "sshCommand": "ssh -p 2022 root@h.example"}
+    assert hb.normalize_on_demand(item)["ssh"] == {"host": "h.example", "port": 2022, "user": "root"}
+
+
+# ----------------------------------------------------------------------------- marketplace
+def test_normalize_marketplace_fixture():
+    items = load_fixture("marketplace_instances.json")["instances"]
+    records = _by_id(hb.normalize_instances("marketplace", items))
+    otter = records["brave-otter-cat"]
+    assert otter == {
+        "source": "marketplace", "id": "brave-otter-cat", "label": None, "status": "online",
+        "gpu_type": "NVIDIA-H100-80GB-HBM3", "gpu_count": 2, "region": "us-central-1",
+        "ssh": {"host": "ssh.hyperbolic.example", "port": 31065, "user": "ubuntu"},
+    }
+    heron = records["calm-heron-fox"]
+    assert heron["ssh"] == {"host": "192.0.2.50", "port": 2222, "user": "root"}
+    assert heron["gpu_count"] == 3  # no gpu_count: counted from hardware.gpus
+    assert heron["status"] == "ONLINE"
+    assert records["quiet-lynx-owl"]["ssh"] == {"host": "192.0.2.51", "port": 22, "user": "ubuntu"}
+    assert records["quiet-lynx-owl"]["region"] is None
+    assert records["tidy-crane-yak"]["label"] == "exp-b-1"
+    assert records["tidy-crane-yak"]["ssh"]["port"] == 2200
+
+
+def test_normalize_marketplace_accepts_ssh_networking_shape():
+    item = {"id": "m1", "instance": {"status": "online"},
+            "providerData": {"sshNetworking": [{"host": "h", "port": 2000, "user": "u"}]}}
+    assert hb.normalize_marketplace(item)["ssh"] == {"host": "h", "port": 2000, "user": "u"}
+
+
+# ----------------------------------------------------------------------------- shapes and errors
+def test_extract_items_shapes():
+    assert hb.extract_items("on_demand", [{"id": 1}]) == [{"id": 1}]
+    assert hb.extract_items("on_demand", {"rentals": [{"id": 1}]}) == [{"id": 1}]
+    assert hb.extract_items("marketplace", {"instances": [{"id": 1}]}) == [{"id": 1}]
+    assert hb.extract_items("marketplace", {"instances": None}) == []
+    for source, bad in (("on_demand", {"x": 1}), ("on_demand", "nope"), ("marketplace", {"instances": [1]}),
+                        ("marketplace", 3)):
+        with pytest.raises(hb.HyperbolicResponseError):
+            hb.extract_items(source, bad)
+
+
+def test_item_without_id_fails_whole_source():
+    with pytest.raises(hb.HyperbolicResponseError, match="no id"):
+        hb.normalize_instances("on_demand", [{"id": "ok", "status": "running"}, {"status": "running"}])
+
+
+def test_numeric_ids_become_text():
+    record = hb.normalize_on_demand({"id": 12345, "status": "running", "gpuCount": "2"})
+    assert record["id"] == "12345" and record["gpu_count"] == 2
+
+
+@pytest.mark.parametrize("status, wanted, keep", [
+    ("running", {"running", "online"}, True),
+    ("Running", {"running", "online"}, True),
+    ("ONLINE", {"running", "online"}, True),
+    ("terminated", {"running", "online"}, False),
+    ("", {"running"}, False),
+    ("starting", set(), True),
+    ("starting", {"*"}, True),
+    ("starting", {"all"}, True),
+])
+def test_status_filter(status, wanted, keep):
+    assert hb.status_is_wanted(status, wanted) is keep
+
+
+@pytest.mark.parametrize("body, message", [
+    (b'{"detail": "Invalid API key"}', "Invalid API key"),
+    (b'{"message": "Forbidden:  no\\naccess"}', "Forbidden: no access"),
+    (b'{"error": {"message": "quota"}}', "quota"),
+    (b"<html>Bad Gateway</html>", "<html>Bad Gateway</html>"),
+    (b"", ""),
+])
+def test_api_message(body, message):
+    assert hb.api_message(body) == message
+
+
+def test_retry_after_parsing():
+    assert hb._retry_after_seconds("3") == 3.0
+    assert hb._retry_after_seconds("0.5") == 0.5
+    assert hb._retry_after_seconds(None) is None
+    assert hb._retry_after_seconds("soon") is None
+    assert hb._retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412470.0) == pytest.approx(10.0)

@@ -1,0 +1,229 @@
+"""Preflight checks: verl's real Hydra config (verl 0.9.1 installed with --no-deps), cluster
+resources, and the working_dir package (size limit, excludes, determinism, upload)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import io
+import json
+import os
+import zipfile
+
+import pytest
+
+from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E
+from ansible_collections.rlinfra.verl.plugins.module_utils import ray_package as R
+from ansible_collections.rlinfra.verl.plugins.module_utils import verl_preflight as P
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXPERIMENTS = os.path.join(REPO, "experiments")
+
+
+def nodes(n, gpus=8, cpus=96):
+    return [{"node_ip": "10.0.0.%d" % i, "is_head": i == 0, "resources": {"CPU": cpus, "GPU": gpus}} for i in range(n)]
+
+
+def rendered(name, cluster=None, **extra):
+    exp = E.load_experiment(name, EXPERIMENTS, extra_params=extra or None)
+    return exp, E.render(exp, cluster if cluster is not None else nodes(4))
+
+
+def test_verl_is_really_there_and_not_imported():
+    config_dir = P.verl_config_dir()
+    assert config_dir and os.path.isfile(os.path.join(config_dir, "ppo_trainer.yaml"))
+    assert importlib.util.find_spec("verl").origin.endswith("verl/__init__.py")
+    import sys
+    assert "verl" not in sys.modules  # find_spec only; verl's __init__ would pull torch
+
+
+@pytest.mark.parametrize("name", ["gsm8k_ppo_qwen05b", "gsm8k_grpo_qwen05b", "math_grpo_qwen14b"])
+def test_shipped_verl_experiments_compose(name):
+    _, r = rendered(name)
+    result = P.check_verl_config(r["overrides"])
+    assert result["status"] == "passed", result["message"]
+    assert "verl 0.9.1" in result["message"]
+
+
+def test_misspelt_key_fails_naming_it():
+    _, r = rendered("gsm8k_ppo_qwen05b", trainer={"nnodez": 2})
+    result = P.check_verl_config(r["overrides"])
+    assert result["status"] == "failed"
+    assert "Could not override 'trainer.nnodez'" in result["message"]
+    assert "Did you mean 'trainer.nnodes'?" in result["message"]
+    assert "\n" not in result["message"]
+
+
+def test_wrong_type_fails_naming_key_and_type():
+    _, r = rendered("gsm8k_ppo_qwen05b", trainer={"total_epochs": "fifteen"})
+    result = P.check_verl_config(r["overrides"])
+    assert result["status"] == "failed"
+    assert "trainer.total_epochs='fifteen': verl expects an integer here (its default is 30)" in result["message"]
+
+
+def test_mandatory_rollout_name_is_required():
+    exp = E.validate("norollout", os.path.join(EXPERIMENTS, "norollout.yml"), {"params": {
+        "data": {"train_files": "/d/t.parquet", "val_files": "/d/v.parquet"},
+        "actor_rollout_ref": {"model": {"path": "Qwen/Qwen2.5-0.5B-Instruct"}}}})
+    result = P.check_verl_config(E.render(exp, nodes(1))["overrides"])
+    assert result["status"] == "failed"
+    assert "leaves actor_rollout_ref.rollout.name unset" in result["message"]
+    assert "reward.reward_model" not in result["message"]  # disabled section (enable: false)
+
+
+def test_skipped_with_reason_when_verl_is_missing(monkeypatch):
+    monkeypatch.setattr(P.importlib.util, "find_spec", lambda name: None)
+    result = P.check_verl_config(["trainer.nnodes=1"])
+    assert result["status"] == "skipped"
+    assert "verl is not installed in the controller's Python" in result["message"]
+    assert "pip install --no-deps verl==0.9.1" in result["message"]
+
+
+# Resources -----------------------------------------------------------------------------------
+
+def test_gpu_shortage_fails():
+    exp, r = rendered("math_grpo_qwen14b", cluster=nodes(2))
+    result = P.check_resources(exp.framework, exp.conventions, r["nnodes"], r["gpus_per_node"], nodes(2), "math14b")
+    assert result["status"] == "failed"
+    assert result["message"] == (
+        "not enough GPUs: trainer.nnodes=4 x trainer.n_gpus_per_node=8 needs 4 node(s) with 8 GPU(s) each (32 GPUs), "
+        "but cluster 'math14b' has 2 such node(s) and 16 GPU(s) in all (2 node(s), GPUs per node [8, 8], "
+        "CPUs per node [96, 96])")
+
+
+def test_cpu_rule_three_per_gpu():
+    exp, r = rendered("math_grpo_qwen14b")
+    small = nodes(4, gpus=8, cpus=16)
+    result = P.check_resources(exp.framework, exp.conventions, r["nnodes"], r["gpus_per_node"], small, "math14b")
+    assert result["status"] == "failed"
+    assert "verl reserves 3 CPUs per GPU, so each of the 4 node(s) needs 24 CPUs for 8 GPUs" in result["message"]
+    # Exactly 24 CPUs per node leave nothing for the TaskRunner and the driver (entrypoint_num_cpus: 1).
+    tight = nodes(4, gpus=8, cpus=24)
+    result = P.check_resources(exp.framework, exp.conventions, 4, 8, tight, "math14b", r["resources"])
+    assert result["status"] == "failed" and "TaskRunner plus the entrypoint need 2 more" in result["message"]
+    ok = nodes(3, gpus=8, cpus=24) + nodes(1, gpus=8, cpus=26)
+    assert P.check_resources(exp.framework, exp.conventions, 4, 8, ok, "math14b", r["resources"])["status"] == "passed"
+
+
+def test_no_gpu_at_all_and_cpu_only_custom():
+    exp, r = rendered("gsm8k_grpo_qwen05b", cluster=nodes(3, gpus=0, cpus=2))
+    result = P.check_resources("verl", "verl", r["nnodes"], r["gpus_per_node"], nodes(3, gpus=0, cpus=2))
+    assert result["status"] == "failed"
+    assert "verl needs GPUs but the job asks for trainer.nnodes=3 x trainer.n_gpus_per_node=0" in result["message"]
+    smoke, rs = rendered("smoke", cluster=nodes(3, gpus=0, cpus=2))
+    assert P.check_resources("custom", "verl", rs["nnodes"], rs["gpus_per_node"], nodes(3, gpus=0, cpus=2))["status"] \
+        == "passed"
+    too_big = P.check_resources("custom", "none", 0, 0, nodes(3, gpus=0, cpus=2), "default", {"entrypoint_num_gpus": 1})
+    assert too_big["status"] == "failed" and "can hold the entrypoint" in too_big["message"]
+
+
+def test_nemo_rl_gpu_check():
+    exp, r = rendered("nemo_rl_grpo_math")
+    assert P.check_resources("nemo_rl", "nemo_rl", 4, 8, nodes(4))["status"] == "passed"
+    result = P.check_resources("nemo_rl", "nemo_rl", 4, 8, nodes(3))
+    assert result["status"] == "failed" and "cluster.num_nodes=4 x cluster.gpus_per_node=8" in result["message"]
+
+
+# working_dir -----------------------------------------------------------------------------------
+
+def test_oversized_working_dir_fails_at_rays_real_limit(tmp_path):
+    assert R.RAY_PACKAGE_MAX_BYTES == 100 * 1024 * 1024  # Ray 2.60: the dashboard's client_max_size
+    big = tmp_path / "wd"
+    big.mkdir()
+    with open(big / "data.bin", "wb") as f:  # incompressible, just over the limit
+        for _ in range(101):
+            f.write(os.urandom(1024 * 1024))
+    result = P.check_working_dir(str(big))
+    assert result["status"] == "failed"
+    assert "zips to more than 100.0 MiB, over Ray's limit" in result["message"]
+    assert not list(big.glob("*.part"))
+
+
+def test_checkpoints_and_safetensors_are_excluded(tmp_path):
+    wd = tmp_path / "wd"
+    (wd / "checkpoints" / "global_step_1").mkdir(parents=True)
+    (wd / "pkg").mkdir()
+    (wd / "train.py").write_text("print('hi')\n")
+    (wd / "pkg" / "util.py").write_text("X = 1\n")
+    (wd / "pkg" / "__pycache__").mkdir()
+    (wd / "pkg" / "__pycache__" / "util.cpython-311.pyc").write_bytes(b"x")
+    (wd / "empty").mkdir()
+    with open(wd / "model.safetensors", "wb") as f:
+        f.truncate(300 * 1024 * 1024)  # sparse: big on paper, but excluded anyway
+    (wd / "checkpoints" / "global_step_1" / "model.pt").write_bytes(os.urandom(1024))
+    (wd / "notes.tmp").write_text("x")
+    result = P.check_working_dir(str(wd), excludes=["*.tmp"])
+    assert result["status"] == "passed", result["message"]
+    pkg = R.build_package(str(wd), ["*.tmp"])
+    names = zipfile.ZipFile(io.BytesIO(pkg["data"])).namelist()
+    assert names == ["train.py", "empty/", "pkg/util.py"]  # top-down, sorted at each level
+
+
+def test_package_is_deterministic_and_content_addressed(tmp_path):
+    wd = tmp_path / "wd"
+    wd.mkdir()
+    (wd / "a.py").write_text("A = 1\n")
+    (wd / "run.sh").write_text("#!/bin/sh\n")
+    os.chmod(wd / "run.sh", 0o755)
+    first = R.build_package(str(wd))
+    os.utime(wd / "a.py", (1, 1))  # timestamps do not matter
+    second = R.build_package(str(wd), dest=str(tmp_path / "pkg.zip"))
+    assert first["data"] == (tmp_path / "pkg.zip").read_bytes()
+    assert first["uri"] == second["uri"] == R.package_uri(first["data"])
+    assert first["uri"] == "gcs://_ray_pkg_%s.zip" % hashlib.sha1(first["data"]).hexdigest()
+    assert oct(os.stat(tmp_path / "pkg.zip").st_mode & 0o777) == "0o600"
+    info = {i.filename: i for i in zipfile.ZipFile(io.BytesIO(first["data"])).infolist()}
+    assert (info["run.sh"].external_attr >> 16) & 0o777 == 0o755
+    (wd / "a.py").write_text("A = 2\n")
+    assert R.build_package(str(wd))["uri"] != first["uri"]
+
+
+def test_ensure_package_protocol_with_a_fake_dashboard():
+    store, calls = {}, []
+
+    def http(method, path, body):
+        calls.append((method, path))
+        if method == "GET":
+            return (200, "") if path in store else (404, "Package does not exist")
+        store[path] = body
+        return 200, ""
+
+    data = R.build_package(os.path.join(EXPERIMENTS, "smoke"))["data"]
+    uri = R.package_uri(data)
+    assert R.ensure_package(http, uri, data) is True
+    assert R.ensure_package(http, uri, data) is False
+    path = "/api/packages/gcs/" + uri.split("://")[1]
+    assert calls == [("GET", path), ("PUT", path), ("GET", path), ("GET", path)]
+    with pytest.raises(R.PackageError, match="do not match"):
+        R.ensure_package(http, uri, data + b"x")
+
+
+def test_upload_to_the_real_head(ray_head):
+    data = R.build_package(os.path.join(EXPERIMENTS, "smoke"))["data"]
+    uri = R.package_uri(data)
+    http = R.dashboard_http(ray_head.address, ray_head.token)
+    R.ensure_package(http, uri, data)  # uploaded, or already there from another test
+    assert http("GET", R.package_api_path(uri), None)[0] == 200
+    assert R.ensure_package(http, uri, data) is False
+    with pytest.raises(R.PackageError, match="rejected the auth token"):
+        R.dashboard_http(ray_head.address, "wrong")("GET", R.package_api_path(uri), None)
+
+
+def test_ray_package_module_uploads_once(ray_head, module_runner, tmp_path):
+    from ansible_collections.rlinfra.verl.plugins.modules import ray_package as mod
+
+    wd = tmp_path / "wd"
+    wd.mkdir()
+    (wd / "unique.txt").write_text(str(tmp_path))  # content (so the URI) unique to this test run
+    pkg = R.build_package(str(wd), dest=str(tmp_path / "pkg.zip"))
+    args = dict(address=ray_head.address, auth_token=ray_head.token, uri=pkg["uri"], src=str(tmp_path / "pkg.zip"))
+    assert module_runner(mod.main, args, check_mode=True)["changed"] is True
+    first = module_runner(mod.main, args)
+    assert (first["changed"], first["uploaded"], first["size"]) == (True, True, pkg["size"])
+    second = module_runner(mod.main, args)
+    assert (second["changed"], second["uploaded"]) == (False, False)
+    assert ray_head.token not in json.dumps(first)
+    bad = module_runner(mod.main, dict(args, uri="gcs://_ray_pkg_%s.zip" % ("0" * 40)))
+    assert bad["failed"] and "do not match" in bad["msg"]
+    wrong = module_runner(mod.main, dict(args, auth_token="not-the-token"))
+    assert wrong["failed"] and "rejected the auth token" in wrong["msg"]
