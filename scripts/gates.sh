@@ -14,6 +14,21 @@ gate "ansible-lint --profile production"
 ansible-lint --profile production --offline
 
 gate "ansible-test sanity"
+# ansible-test bootstraps pip in its sanity venvs with a get-pip script from ci-files.testing.ansible.com,
+# which this test bed cannot reach; a stand-in in its cache does the same from ensurepip + PyPI.
+for v in $(sed -n "s/^ *pip='\([0-9.]*\)',.*/\1/p" "$ROOT"/.venv/lib/python*/site-packages/ansible_test/_internal/python_requirements.py); do
+  stub=$HOME/.ansible/test/cache/get_pip_${v//./_}.py
+  [ -s "$stub" ] && continue
+  mkdir -p "$(dirname "$stub")"
+  cat >"$stub" <<'PY'
+"""Stand-in for get-pip.py (ci-files.testing.ansible.com is unreachable here): ensurepip, then pip from PyPI."""
+import subprocess
+import sys
+args = [a for a in sys.argv[1:] if a not in ("--no-setuptools", "--no-wheel")]
+subprocess.check_call([sys.executable, "-m", "ensurepip", "--upgrade", "--default-pip"], stdout=subprocess.DEVNULL)
+subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", *args])
+PY
+done
 rm -rf "$WORK/tree"; mkdir -p "$WORK/tree/ansible_collections/rlinfra"
 COLL=$WORK/tree/ansible_collections/rlinfra/verl
 # Only what git tracks (plus new, unignored files): the collection as it would be committed.

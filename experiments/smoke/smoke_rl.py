@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """CPU-only distributed RL smoke test for a Ray cluster: standard library + ray, nothing else.
@@ -128,8 +127,8 @@ def make_bandit(num_contexts, num_actions, seed):
     """Success probability of each action in each context; one clearly best action per context."""
     rng = random.Random(seed * 7919 + 17)
     probs = []
-    for _ in range(num_contexts):
-        row = [rng.uniform(0.05, 0.55) for _ in range(num_actions)]
+    for dummy in range(num_contexts):
+        row = [rng.uniform(0.05, 0.55) for dummy in range(num_actions)]
         row[rng.randrange(num_actions)] = rng.uniform(0.75, 0.95)
         probs.append(row)
     return probs
@@ -166,12 +165,12 @@ class Rollout:
         rng = random.Random(hash((seed, step, self.index)) & 0xFFFFFFFF)
         n_ctx, n_act = len(logits), len(logits[0])
         policy = [softmax(row) for row in logits]
-        grad = [[0.0] * n_act for _ in range(n_ctx)]
+        grad = [[0.0] * n_act for dummy in range(n_ctx)]
         reward_sum = reward_ctx = loss = 0.0
         ctx_reward = [0.0] * n_ctx
         ctx_count = [0] * n_ctx
         started = time.time()
-        for _ in range(episodes):
+        for dummy in range(episodes):
             c = rng.randrange(n_ctx)
             pi = policy[c]
             a = rng.choices(range(n_act), weights=pi)[0]
@@ -306,10 +305,10 @@ def main(argv):
     n_ctx, n_act = cfg["data.num_contexts"], cfg["data.num_actions"]
     probs = make_bandit(n_ctx, n_act, seed)
     eval_rng = random.Random(seed * 104729 + 3)
-    eval_contexts = [eval_rng.randrange(n_ctx) for _ in range(int(cfg["data.eval_contexts"]))]
+    eval_contexts = [eval_rng.randrange(n_ctx) for dummy in range(int(cfg["data.eval_contexts"]))]
     best = sum(max(probs[c]) for c in eval_contexts) / len(eval_contexts)
 
-    logits = [[0.0] * n_act for _ in range(n_ctx)]
+    logits = [[0.0] * n_act for dummy in range(n_ctx)]
     baseline = [0.5] * n_ctx
     start_step = 0
     resumed_from = None
@@ -337,7 +336,7 @@ def main(argv):
     else:
         print("smoke_rl: starting from scratch; checkpoints go to %s" % ckpt_dir, flush=True)
 
-    initial = evaluate([[0.0] * n_act for _ in range(n_ctx)], probs, eval_contexts)
+    initial = evaluate([[0.0] * n_act for dummy in range(n_ctx)], probs, eval_contexts)
     reward_before = evaluate(logits, probs, eval_contexts)
     print("smoke_rl: eval reward before: %.4f (uniform policy %.4f, best possible %.4f)"
           % (reward_before, initial, best), flush=True)

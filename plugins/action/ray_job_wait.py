@@ -47,7 +47,7 @@ def hms(seconds):
 
 def fmt_metric(value):
     if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
+        if math.isnan(value) or math.isinf(value):
             return str(value)
         return ("%.4g" % value) if abs(value) < 1e5 else ("%.3e" % value)
     return str(value)

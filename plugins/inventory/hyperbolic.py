@@ -9,7 +9,7 @@ name: hyperbolic
 short_description: Ray cluster inventory from Hyperbolic GPU instances
 version_added: 0.1.0
 author:
-  - rlinfra maintainers
+  - rlinfra maintainers (@rlinfra)
 description:
   - Lists the GPU instances of a Hyperbolic account (on-demand virtual machine rentals and
     marketplace instances) and turns them into an inventory for Ray clusters.

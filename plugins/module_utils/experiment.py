@@ -220,7 +220,7 @@ if yaml is not None:
     def _construct_mapping(loader, node, deep=False):
         loader.flatten_mapping(node)
         seen = {}
-        for key_node, _ in node.value:
+        for key_node, dummy in node.value:
             key = loader.construct_object(key_node, deep=deep)
             if key in seen:
                 raise yaml.constructor.ConstructorError(
@@ -302,7 +302,7 @@ class Experiment:
         return default
 
     def has_param(self, key):
-        return any(k.lstrip("+") == key for k, _ in self.params)
+        return any(k.lstrip("+") == key for k, dummy in self.params)
 
     def summary(self):
         return dict(name=self.name, path=self.path, description=self.description, framework=self.framework,
@@ -534,7 +534,7 @@ def _flatten_params(params, err, prefix="", out=None, top=True):
         if not _check_value(value, where, err):
             continue
         full = prefix + key
-        if any(k.lstrip("+~") == full.lstrip("+~") for k, _ in out):
+        if any(k.lstrip("+~") == full.lstrip("+~") for k, dummy in out):
             err("%s is set twice" % where)
             continue
         out.append((full, value))
@@ -546,7 +546,7 @@ def merge_params(base, extra):
     merged = list(base)
     for key, value in extra:
         bare = key.lstrip("+~")
-        for i, (k, _) in enumerate(merged):
+        for i, (k, dummy) in enumerate(merged):
             if k.lstrip("+~") == bare:
                 merged[i] = (k if k.startswith(("+", "~")) and not key.startswith(("+", "~")) else key, value)
                 break

@@ -404,7 +404,7 @@ def parse_ssh_command(command, default_user=DEFAULT_SSH_USER):
                     elif flag == "l":
                         opt_user = val
                     elif flag == "o":
-                        key, _, oval = val.replace("=", " ", 1).partition(" ")
+                        key, dummy, oval = val.replace("=", " ", 1).partition(" ")
                         key = key.strip().lower()
                         if key == "port":
                             opt_port = opt_port or _port(oval)
@@ -428,7 +428,7 @@ def parse_ssh_command(command, default_user=DEFAULT_SSH_USER):
         if "@" in rest:
             user, rest = rest.rsplit("@", 1)
         if rest.startswith("["):
-            rest_host, _, tail = rest[1:].partition("]")
+            rest_host, dummy, tail = rest[1:].partition("]")
             if tail.startswith(":"):
                 port = _port(tail[1:])
         elif rest.count(":") == 1:

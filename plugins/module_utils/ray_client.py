@@ -207,7 +207,7 @@ class RayClient:
             raise
         return bool(isinstance(resp, dict) and resp.get("stopped"))
 
-    def delete_job(self, submission_id, settle=1.5, rounds=3):
+    def delete_job(self, submission_id, settle=2.0, rounds=4):
         """Delete a finished job's record; True if deleted, False if it did not exist.
 
         Ray's job monitor can write a record back (as FAILED, "Job supervisor actor died") when the

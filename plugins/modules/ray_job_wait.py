@@ -20,7 +20,7 @@ description:
   - Fails when the job ends C(FAILED) or C(STOPPED), or is still running after O(timeout) (it is then left
     running unless O(stop_on_timeout)); the result carries the last status, step, metrics and log tail either way.
 author:
-  - rlinfra maintainers
+  - rlinfra maintainers (@rlinfra)
 options:
   address:
     description: URL of the Ray dashboard, as seen from the target host.
@@ -81,8 +81,10 @@ attributes:
     description: One status read, no waiting.
   diff_mode:
     support: none
+    description: Nothing to diff.
   action:
     support: full
+    description: Runs as an action plugin on the controller, which calls modules on the target as needed.
 seealso:
   - module: rlinfra.verl.ray_job
 """

@@ -10,14 +10,14 @@ module: ray_package
 short_description: Upload a working_dir zip to a Ray cluster through the dashboard's package API
 version_added: 0.1.0
 description:
-  - Makes a zip (built by M(rlinfra.verl.verl_experiment) on the controller and copied to the head)
+  - "Makes a zip (built by M(rlinfra.verl.verl_experiment) on the controller and copied to the head)
     available to Ray jobs as C(runtime_env.working_dir: gcs://_ray_pkg_<sha1>.zip), the way
-    C(ray job submit --working-dir) does, over plain HTTP (no C(ray) package needed).
+    C(ray job submit --working-dir) does, over plain HTTP (no C(ray) package needed)."
   - C(GET /api/packages/gcs/<name>) tells whether the cluster has it (200) or not (404); when absent
     the zip bytes are sent with C(PUT). Present packages are not sent again (not changed).
   - Ray accepts at most 100 MiB through the dashboard (its aiohttp C(client_max_size)).
 author:
-  - rlinfra maintainers
+  - rlinfra maintainers (@rlinfra)
 options:
   address:
     description:
@@ -47,8 +47,10 @@ options:
 attributes:
   check_mode:
     support: full
+    description: Reports whether the package would be uploaded; uploads nothing.
   diff_mode:
     support: none
+    description: Nothing to diff.
 seealso:
   - module: rlinfra.verl.ray_job
   - module: rlinfra.verl.verl_experiment

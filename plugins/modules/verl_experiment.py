@@ -25,7 +25,7 @@ description:
   - Runs on the controller only (an action plugin); it never contacts a host nor the cluster, and it never
     sees a secret's value, only whether each secret name is available.
 author:
-  - rlinfra maintainers
+  - rlinfra maintainers (@rlinfra)
 options:
   name:
     description: Experiment name, the file name without C(.yml).
@@ -60,7 +60,7 @@ options:
     default: render
   nodes:
     description:
-      - Alive nodes of the cluster, as returned by M(rlinfra.verl.ray_cluster_info) (RV(nodes)).
+      - Alive nodes of the cluster, as returned by M(rlinfra.verl.ray_cluster_info) (its C(nodes) return value).
       - When omitted (dry run) they are derived from the inventory - the C(ray_head) and C(ray_workers)
         hosts of the cluster, GPUs from C(ray_num_gpus), C(hyperbolic_gpu_count) or O(default_gpus_per_node),
         CPUs from C(ray_num_cpus) when set.
@@ -125,8 +125,10 @@ attributes:
     description: Nothing is changed in either mode (the zip is a cache named by its content).
   diff_mode:
     support: none
+    description: Nothing to diff.
   action:
     support: full
+    description: Runs as an action plugin on the controller, which calls modules on the target as needed.
 notes:
   - Secrets are listed by name in the experiment; their values are added to C(runtime_env.env_vars) by a
     C(no_log) task of the M(rlinfra.verl.verl_job) role, from C(verl_job_secrets) or the controller's environment.

@@ -162,8 +162,14 @@ def sandbox_inventory_yaml(state, url):
     ]
     if heads:
         lines.append("head_selector: %s" % json.dumps(heads[0]))
+    # What the sandbox's static inventory sets for all hosts: its nodes have no network, so they
+    # install from the wheelhouse on /data only.
+    lines += ["compose:",
+              "  ansible_python_interpreter: \"'/usr/bin/python3'\"",
+              "  python_env_offline: \"true\"",
+              "  python_env_wheelhouse: \"'/data/wheelhouse'\""]
     if state.get("ssh_key"):
-        lines += ["compose:", "  ansible_ssh_private_key_file: %s" % json.dumps(repr(str(state["ssh_key"])))]
+        lines.append("  ansible_ssh_private_key_file: %s" % json.dumps(repr(str(state["ssh_key"]))))
     return "\n".join(lines) + "\n"
 
 

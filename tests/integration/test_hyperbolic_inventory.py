@@ -345,6 +345,7 @@ def test_cli_server_from_sandbox_end_to_end(tmp_path):
             assert (hv["ansible_host"], hv["ansible_port"], hv["ansible_user"]) == (
                 node["ip"], node["ssh_port"], node["user"])
             assert hv["ansible_ssh_private_key_file"] == str(key_file)
+            assert (hv["python_env_offline"], hv["python_env_wheelhouse"]) == (True, "/data/wheelhouse")
         assert groups_of(data)["ray_head"] == ["rlinfra-sbx-1"]
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -102,7 +102,7 @@ def main():
             for pv, size in (params.get("planned") or {}).items():
                 if pv not in free:
                     free[pv] = max(int(size) // EXTENT - 1, 1)
-        for _ in range(len(free) + 2):
+        for dummy in range(len(free) + 2):
             argv, left = next_step(params, exists, free)
             if argv is None:
                 break

@@ -133,7 +133,7 @@ def read_mounts():
     """[(majmin, mount point, fstype, source)] from /proc/self/mountinfo."""
     mounts = []
     for line in read("/proc/self/mountinfo").splitlines():
-        left, _, right = line.partition(" - ")
+        left, dummy, right = line.partition(" - ")
         fields, rest = left.split(), right.split()
         if len(fields) < 5 or len(rest) < 2:
             continue
@@ -157,7 +157,7 @@ def read_fstab(path="/etc/fstab"):
 def signatures(devnode):
     """Every signature libblkid sees on the device: filesystems, RAID/LVM members, partition tables."""
     found = []
-    rc, out, _ = run(["wipefs", "--json", devnode])  # list mode: reads only
+    rc, out, dummy = run(["wipefs", "--json", devnode])  # list mode: reads only
     if rc == 0 and out.strip():
         try:
             for sig in json.loads(out).get("signatures", []):
@@ -165,7 +165,7 @@ def signatures(devnode):
                               "uuid": sig.get("uuid") or "", "offset": sig.get("offset") or ""})
         except ValueError:
             pass
-    rc, out, _ = run(["blkid", "-p", "-o", "export", devnode])  # low-level probe, no cache
+    rc, out, dummy = run(["blkid", "-p", "-o", "export", devnode])  # low-level probe, no cache
     if rc in (0, 8):  # 8: several signatures ("ambivalent result")
         info = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
         known = {s["type"] for s in found}
@@ -227,7 +227,7 @@ def device_mapper_available():
 
 def lvm_pvs():
     """{device name: vg name} of every LVM physical volume, when LVM is installed."""
-    rc, out, _ = run(["pvs", "--reportformat", "json", "-o", "pv_name,vg_name"])
+    rc, out, dummy = run(["pvs", "--reportformat", "json", "-o", "pv_name,vg_name"])
     result = {}
     if rc != 0 or not out.strip():
         return result
