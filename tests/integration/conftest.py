@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -55,3 +57,37 @@ def ansible_inventory(tmp_path):
         return run(argv, env or ansible_env(tmp_path, **env_extra))
 
     return invoke
+
+
+SANDBOX = ROOT / ".sandbox"
+SANDBOX_INVENTORY = SANDBOX / "inventory.yml"
+SANDBOX_STATE = SANDBOX / "state.json"
+
+
+def sandbox_nodes():
+    """The sandbox's nodes from its state.json: [{"name", "ip", "role", ...}], [] when it has none."""
+    if not (SANDBOX_INVENTORY.is_file() and SANDBOX_STATE.is_file() and (SANDBOX / "id_ed25519").is_file()):
+        return []
+    return json.loads(SANDBOX_STATE.read_text()).get("nodes", [])
+
+
+def _sandbox_is_up():
+    names = [n["name"] for n in sandbox_nodes()]
+    if not names:
+        return False
+    proc = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}}", *names],
+                          capture_output=True, text=True, check=False)
+    return proc.returncode == 0 and proc.stdout.split() == ["true"] * len(names)
+
+
+@pytest.fixture(scope="session")
+def sandbox():
+    """The sandbox's inventory; `sandbox/sandbox.sh up` (idempotent) when it is not running."""
+    import yaml
+
+    if not _sandbox_is_up():
+        proc = subprocess.run([str(ROOT / "sandbox" / "sandbox.sh"), "up"], cwd=ROOT, capture_output=True,
+                              text=True, timeout=1800, check=False)
+        assert proc.returncode == 0, "sandbox/sandbox.sh up failed:\n%s\n%s" % (proc.stdout[-3000:], proc.stderr[-3000:])
+        assert _sandbox_is_up(), "the sandbox is still not up after sandbox/sandbox.sh up"
+    return yaml.safe_load(SANDBOX_INVENTORY.read_text())

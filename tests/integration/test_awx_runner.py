@@ -48,10 +48,7 @@ ansible_runner = pytest.importorskip("ansible_runner")
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = ROOT / ".venv" / "bin"
-SANDBOX = ROOT / ".sandbox"
-SANDBOX_INVENTORY = SANDBOX / "inventory.yml"
-SANDBOX_STATE = SANDBOX / "state.json"
-SANDBOX_KEY = SANDBOX / "id_ed25519"
+SANDBOX_KEY = ROOT / ".sandbox" / "id_ed25519"
 
 # Fake, recognizable credential values, unique to this test session: finding one anywhere means
 # this run leaked it.
@@ -76,28 +73,6 @@ PROJECT_IGNORE = shutil.ignore_patterns(".git", ".venv", ".sandbox", ".cache", "
 # --------------------------------------------------------------------------------------------
 # Fixtures: the sandbox, the rendered AWX assets, a clean environment
 # --------------------------------------------------------------------------------------------
-
-def _sandbox_is_up():
-    if not (SANDBOX_INVENTORY.is_file() and SANDBOX_STATE.is_file() and SANDBOX_KEY.is_file()):
-        return False
-    names = [n["name"] for n in json.loads(SANDBOX_STATE.read_text()).get("nodes", [])]
-    if not names:
-        return False
-    proc = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}}", *names],
-                          capture_output=True, text=True, check=False)
-    return proc.returncode == 0 and proc.stdout.split() == ["true"] * len(names)
-
-
-@pytest.fixture(scope="module")
-def sandbox():
-    """The sandbox's inventory; `sandbox/sandbox.sh up` (idempotent) when it is not running."""
-    if not _sandbox_is_up():
-        proc = subprocess.run([str(ROOT / "sandbox" / "sandbox.sh"), "up"], cwd=ROOT, capture_output=True,
-                              text=True, timeout=1800, check=False)
-        assert proc.returncode == 0, "sandbox/sandbox.sh up failed:\n%s\n%s" % (proc.stdout[-3000:], proc.stderr[-3000:])
-        assert _sandbox_is_up(), "the sandbox is still not up after sandbox/sandbox.sh up"
-    return yaml.safe_load(SANDBOX_INVENTORY.read_text())
-
 
 @pytest.fixture(scope="module")
 def clean_env():

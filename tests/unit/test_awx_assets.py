@@ -608,7 +608,9 @@ def test_requirement_files_parse():
             assert re.match(r"^[A-Za-z0-9][\w.+-]*( \[[\w:! -]+\])?$", line), line
 
 
-def test_changelog_fragment():
-    fragment = yaml.safe_load((ROOT / "changelogs" / "fragments" / "awx.yml").read_text())
-    assert set(fragment) == {"minor_changes"}
-    assert all(isinstance(item, str) and item for item in fragment["minor_changes"])
+def test_changelog_names_the_awx_assets():
+    changelog = yaml.safe_load((ROOT / "changelogs" / "changelog.yaml").read_text())
+    minor = [item for release in changelog["releases"].values()
+             for item in release.get("changes", {}).get("minor_changes", [])]
+    assert any(item.startswith("awx/configure.yml - ") for item in minor), minor
+    assert any(item.startswith("execution-environment.yml - ") for item in minor), minor
