@@ -48,10 +48,13 @@ echo "tarball: $(basename "$tarball") $(du -k "$tarball" | cut -f1) KiB, $(tar -
 if tar -tzf "$tarball" | grep -E '^(tests|bench|sandbox|molecule|\.sandbox|\.venv|collections)/' ; then
   echo "the tarball carries development files (see build_ignore in galaxy.yml)" >&2; exit 1
 fi
-ansible-galaxy collection install --offline -p "$WORK/installed" "$tarball" >/dev/null
 (
-  cd "$WORK/installed"  # away from the checkout's ansible.cfg
-  export ANSIBLE_COLLECTIONS_PATH=$WORK/installed ANSIBLE_CONFIG=/dev/null
+  # Away from the checkout's ansible.cfg, whose collections path already holds this collection (the
+  # install would then be a no-op): an empty config and the empty install path only.
+  cd "$WORK/installed"
+  : > "$WORK/empty.cfg"
+  export ANSIBLE_COLLECTIONS_PATH=$WORK/installed ANSIBLE_CONFIG=$WORK/empty.cfg
+  ansible-galaxy collection install --offline -p "$WORK/installed" "$tarball" >/dev/null
   for m in $(ls "$WORK"/installed/ansible_collections/rlinfra/verl/plugins/modules/ | sed -n 's/\.py$//p'); do
     ansible-doc "rlinfra.verl.$m" >/dev/null
   done
@@ -60,7 +63,7 @@ ansible-galaxy collection install --offline -p "$WORK/installed" "$tarball" >/de
     ansible-doc -t filter "rlinfra.verl.$f" >/dev/null
   done
   printf 'all:\n  children:\n    ray_head: {hosts: {h1: {}}}\n    ray_workers: {hosts: {h2: {}}}\n' > inv.yml
-  for pb in site submit stop status; do
+  for pb in site submit stop status merge; do
     ansible-playbook -i inv.yml --syntax-check "rlinfra.verl.$pb" >/dev/null
   done
   echo "ansible-doc and syntax checks passed against the installed collection"

@@ -1,7 +1,7 @@
 """Consistency of the AWX assets (awx/), the execution environment and the collection's dependencies.
 
-- every job template names a playbook of the repository (merge.yml may not exist yet: that case is
-  skipped, not failed), and every survey variable is one its playbook (or a role it uses) reads;
+- every job template names a playbook of the repository, and every survey variable is one its
+  playbook (or a role it uses) reads;
 - the experiment survey offers exactly the shipped experiments/NAME.yml;
 - the survey specs are valid for AWX, the workflow chains site -> submit -> merge;
 - the credential injectors are protected from templating (!unsafe) and reach AWX verbatim, secrets
@@ -36,8 +36,6 @@ AWX = ROOT / "awx"
 CONFIGURE = AWX / "configure.yml"
 EE_FILE = ROOT / "execution-environment.yml"
 META_EE = ROOT / "meta" / "execution-environment.yml"
-# Playbooks that other work may not have delivered yet: their templates are skipped while absent.
-OPTIONAL_PLAYBOOKS = {"merge.yml"}
 SURVEY_TYPES = {"text", "textarea", "password", "integer", "float", "multiplechoice", "multiselect"}
 EXPERIMENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")  # plugins/module_utils/experiment.py NAME_RE
 # Import name -> distribution, for packages that may not be installed where the tests run.
@@ -226,8 +224,6 @@ def variables_read(files):
 @pytest.mark.parametrize("jt", STATIC_JTS, ids=[jt["key"] for jt in STATIC_JTS])
 def test_job_template_playbook_exists(jt):
     path = ROOT / jt["playbook"]
-    if not path.exists() and jt["playbook"] in OPTIONAL_PLAYBOOKS:
-        pytest.skip("%s is not in the repository yet" % jt["playbook"])
     assert path.is_file(), "job template %s names %s, which is not in the repository" % (jt["key"], jt["playbook"])
     assert "/" not in jt["playbook"], "AWX playbooks are relative to the project root"
     for f in playbook_sources(jt["playbook"]):  # imported collection playbooks and roles exist too
@@ -247,8 +243,6 @@ def test_survey_variables_are_read_by_the_playbook(dump, jt):
     if not rendered["survey_enabled"]:
         assert rendered["survey_spec"] == {}
         return
-    if not (ROOT / jt["playbook"]).exists() and jt["playbook"] in OPTIONAL_PLAYBOOKS:
-        pytest.skip("%s is not in the repository yet" % jt["playbook"])
     read = variables_read(playbook_sources(jt["playbook"]))
     for question in rendered["survey_spec"]["spec"]:
         assert question["variable"] in read, "%s survey asks for %r, which %s (and its roles) never reads" % (
@@ -325,18 +319,15 @@ def test_workflow_is_site_submit_merge(dump):
     read = set()
     for key in wf["chain"]:
         playbook = next(jt["playbook"] for jt in STATIC_JTS if jt["key"] == key)
-        if (ROOT / playbook).exists():
-            read |= variables_read(playbook_sources(playbook))
+        read |= variables_read(playbook_sources(playbook))
     for q in wf["survey_spec"]["spec"]:
         assert q["variable"] in read, "workflow survey variable %s is read by no node" % q["variable"]
 
 
-def test_missing_playbooks_are_reported(dump):
+def test_no_playbook_is_missing(dump):
     missing = sorted(jt["playbook"] for jt in STATIC_JTS if not (ROOT / jt["playbook"]).is_file())
-    assert dump["data"]["missing_playbooks"] == missing
-    assert set(missing) <= OPTIONAL_PLAYBOOKS, "job templates for playbooks that do not exist: %s" % missing
-    if missing:
-        assert "not loaded, and the workflow skips them" in " ".join(dump["output"].split())
+    assert missing == [], "job templates for playbooks that do not exist: %s" % missing
+    assert [jt["key"] for jt in dump["data"]["job_templates"]] == [jt["key"] for jt in STATIC_JTS]
 
 
 def test_job_templates_get_their_credentials(dump):
