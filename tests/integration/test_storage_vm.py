@@ -207,8 +207,9 @@ def test_run_after_growth_changes_nothing():
 
 def test_mounts_come_back_from_fstab():
     vm("umount /data /scratch-xfs /workspace && mount -a")
-    got = vm("findmnt -n -o TARGET,SOURCE /workspace /scratch-xfs /data; findmnt -n -o TARGET /data").split()
-    assert got[:6] == ["/workspace", "/dev/mapper/vg_scratch-lv_scratch", "/scratch-xfs",
+    # findmnt takes at most one source and one target: one call per mount point, each must succeed.
+    got = vm("set -e; for m in /workspace /scratch-xfs /data; do findmnt -n -o TARGET,SOURCE --mountpoint $m; done").split()
+    assert got == ["/workspace", "/dev/mapper/vg_scratch-lv_scratch", "/scratch-xfs",
                        "/dev/mapper/vg_xfs-lv_scratch", "/data", "127.0.0.1:/srv/export"], got
     assert vm("findmnt --verify --tab-file /etc/fstab >/dev/null 2>&1; echo $?").strip() == "0"
 
