@@ -19,12 +19,21 @@ import time
 from urllib.error import HTTPError, URLError
 from urllib.parse import quote
 
+from ansible.module_utils.basic import env_fallback
 from ansible.module_utils.urls import ConnectionError as UrlsConnectionError, SSLValidationError, open_url
 
 TERMINAL_STATUSES = frozenset(("SUCCEEDED", "FAILED", "STOPPED"))
 # Ray answers a re-used submission_id with HTTP 500 and a traceback ending in this sentence.
 EXISTS_MARKER = "Please use a different submission_id"
 TOKEN_HINT = "pass the cluster's token as auth_token or set RAY_AUTH_TOKEN"
+
+# The options every module that talks to the dashboard takes (documented once, in the
+# rlinfra.verl.ray_dashboard doc fragment).
+DASHBOARD_ARGUMENT_SPEC = dict(
+    address=dict(type="str", required=True),
+    auth_token=dict(type="str", no_log=True, fallback=(env_fallback, ["RAY_AUTH_TOKEN"])),
+    validate_certs=dict(type="bool", default=True),
+)
 
 
 class RayError(Exception):
@@ -76,6 +85,16 @@ def resolve_token(explicit=None):
     return None
 
 
+def client_from_module(module, **kwargs):
+    """A :class:`RayClient` for a module's DASHBOARD_ARGUMENT_SPEC parameters. The token, wherever
+    it came from (option, environment, token file), is kept out of everything the module returns."""
+    p = module.params
+    token = resolve_token(p["auth_token"])
+    if token:
+        module.no_log_values.add(token)
+    return RayClient(p["address"], token=token, validate_certs=p["validate_certs"], **kwargs)
+
+
 def ms_to_iso(ms):
     if ms is None:
         return None
@@ -122,7 +141,10 @@ class RayClient:
         if self._token:
             headers["Authorization"] = "Bearer " + self._token
         data = None
-        if payload is not None:
+        if isinstance(payload, bytes):
+            data = payload
+            headers["Content-Type"] = "application/octet-stream"
+        elif payload is not None:
             data = json.dumps(payload)
             headers["Content-Type"] = "application/json"
         attempts = 1 + (self.retries if method == "GET" else 0)
@@ -231,6 +253,22 @@ class RayClient:
             if self.get_job(submission_id) is None:
                 break
         return deleted
+
+    # Package API (working_dir uploads) ------------------------------------------------------
+
+    def has_package(self, name):
+        """True when the cluster holds ``gcs://<name>``; the GET also pins the package for a few
+        minutes, which the Ray SDK relies on between upload and submission."""
+        try:
+            self.request("GET", "/api/packages/gcs/" + quote(name, safe=""))
+        except RayHTTPError as e:
+            if e.status == 404:
+                return False
+            raise
+        return True
+
+    def upload_package(self, name, data):
+        self.request("PUT", "/api/packages/gcs/" + quote(name, safe=""), data)
 
     def get_logs(self, submission_id):
         """The job's whole driver log ('' before it starts or when the job is unknown)."""

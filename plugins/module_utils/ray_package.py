@@ -8,12 +8,10 @@
   as soon as the zip grows past the size Ray accepts.
 * :func:`package_uri` names the zip by content, ``gcs://_ray_pkg_<sha1>.zip`` (the scheme Ray's
   ``get_uri_for_package`` uses), so the same files always give the same URI.
-* :func:`ensure_package` uploads it through the dashboard's package API
-  (``GET /api/packages/gcs/<name>``: 200 when present, 404 when absent; ``PUT`` the zip bytes),
-  given any callable that does the HTTP, so that it works from a module with
-  ``ansible.module_utils.urls`` as well as from tests.
+* :func:`ensure_package` uploads it through the dashboard's package API with the shared Ray
+  client (``GET /api/packages/gcs/<name>``: 200 when present, 404 when absent; ``PUT`` the zip bytes).
 
-Standard library only (``ansible.module_utils.urls`` is imported lazily by :func:`dashboard_http`).
+Standard library only: the HTTP is the caller's client.
 """
 
 from __future__ import annotations
@@ -194,81 +192,22 @@ def package_name(uri):
     return match.group(1)
 
 
-def package_api_path(uri):
-    return "/api/packages/gcs/" + package_name(uri)
-
-
-def ensure_package(http, uri, data):
+def ensure_package(client, uri, data):
     """Upload ``data`` as ``uri`` unless the cluster has it. Returns True when it was uploaded.
 
-    ``http(method, path, body)`` sends one request to the dashboard and returns
-    ``(status, text)``; it must not raise on HTTP error statuses.
+    ``client`` is a :class:`ray_client.RayClient` (anything with ``has_package`` and
+    ``upload_package``); its errors (RayError) pass through.
     """
     if package_uri(data) != uri:
         raise PackageError("package bytes do not match %s (sha1 %s): the zip changed in transit"
                            % (uri, hashlib.sha1(data).hexdigest()))
-    path = package_api_path(uri)
-    status, body = http("GET", path, None)  # also pins the URI for a few minutes, as the Ray SDK relies on
-    if status == 200:
+    name = package_name(uri)
+    if client.has_package(name):
         return False
-    if status != 404:
-        raise PackageError("Ray dashboard GET %s answered HTTP %s: %s" % (path, status, _one_line(body)))
     if len(data) > RAY_PACKAGE_MAX_BYTES:
         raise PackageTooLarge("package %s is %s, over Ray's %s limit" % (uri, mib(len(data)), mib(RAY_PACKAGE_MAX_BYTES)),
                               len(data))
-    status, body = http("PUT", path, data)
-    if status != 200:
-        raise PackageError("Ray dashboard refused the upload of %s (%s): HTTP %s: %s"
-                           % (uri, mib(len(data)), status, _one_line(body)))
-    status, body = http("GET", path, None)
-    if status != 200:
-        raise PackageError("package %s is still missing after its upload: HTTP %s: %s" % (uri, status, _one_line(body)))
+    client.upload_package(name, data)
+    if not client.has_package(name):
+        raise PackageError("package %s is still missing after its upload" % uri)
     return True
-
-
-def _one_line(text):
-    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
-    return (lines[-1] if lines else "(empty body)")[:500]
-
-
-def dashboard_http(address, token=None, validate_certs=True, timeout=300):
-    """An ``http(method, path, body) -> (status, text)`` callable for :func:`ensure_package`.
-
-    Uses ``ansible.module_utils.urls.open_url`` (standard library underneath) with the same
-    Bearer-token header as the shared Ray client. Connection errors raise :class:`PackageError`
-    with the token never in the message.
-    """
-    from urllib.error import HTTPError, URLError
-
-    from ansible.module_utils.urls import open_url
-
-    base = (address or "").strip().rstrip("/")
-    if "://" not in base:
-        base = "http://" + base
-
-    def http(method, path, body):
-        headers = {"Accept": "application/json"}
-        if token:
-            headers["Authorization"] = "Bearer " + token
-        if body is not None:
-            headers["Content-Type"] = "application/octet-stream"
-        try:
-            resp = open_url(base + path, data=body, headers=headers, method=method, timeout=timeout,
-                            validate_certs=validate_certs, use_netrc=False, follow_redirects="none")
-            return resp.getcode(), resp.read().decode("utf-8", "replace")
-        except HTTPError as e:
-            try:
-                text = e.read().decode("utf-8", "replace")
-            except Exception:
-                text = ""
-            if e.code in (401, 403):
-                raise PackageError("Ray dashboard at %s %s (HTTP %d)" % (
-                    base, "rejected the auth token" if token else "requires an auth token", e.code))
-            return e.code, text
-        except (URLError, OSError) as e:
-            reason = str(getattr(e, "reason", e))
-            if token:
-                reason = reason.replace(token, "********")
-            raise PackageError("Ray dashboard at %s is unreachable: %s" % (base, reason))
-
-    return http

@@ -17,19 +17,6 @@ description:
 author:
   - rlinfra maintainers (@rlinfra)
 options:
-  address:
-    description:
-      - URL of the Ray dashboard on the head node, for example C(http://10.0.0.5:8265).
-      - C(http://) is assumed when no scheme is given.
-    type: str
-    required: true
-  auth_token:
-    description:
-      - Ray token (clusters started with C(RAY_AUTH_MODE=token)), sent in the C(Authorization) header as a Bearer token.
-      - When not set, the E(RAY_AUTH_TOKEN) environment variable is used, then the file named by
-        E(RAY_AUTH_TOKEN_PATH).
-      - Never logged nor returned.
-    type: str
   wait_for_nodes:
     description:
       - Wait until at least this many nodes (head included) are alive.
@@ -47,11 +34,6 @@ options:
         does not answer yet (a head still starting) is retried until then.
     type: int
     default: 300
-  validate_certs:
-    description:
-      - Verify the dashboard's TLS certificate when O(address) is C(https://).
-    type: bool
-    default: true
 attributes:
   check_mode:
     support: full
@@ -61,6 +43,8 @@ attributes:
     description: Nothing to diff; the module reports the job or cluster state instead.
 seealso:
   - module: rlinfra.verl.ray_job
+extends_documentation_fragment:
+  - rlinfra.verl.ray_dashboard
 """
 
 EXAMPLES = r"""
@@ -135,17 +119,15 @@ missing_hosts:
 import socket
 import time
 
-from ansible.module_utils.basic import AnsibleModule, env_fallback
+from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import (
-    RayAuthError, RayClient, RayError, RayHTTPError, RayUnreachableError, resolve_token)
+    DASHBOARD_ARGUMENT_SPEC, RayAuthError, RayError, RayHTTPError, RayUnreachableError, client_from_module)
 
 ARGUMENT_SPEC = dict(
-    address=dict(type="str", required=True),
-    auth_token=dict(type="str", no_log=True, fallback=(env_fallback, ["RAY_AUTH_TOKEN"])),
+    DASHBOARD_ARGUMENT_SPEC,
     wait_for_nodes=dict(type="int"),
     expected_hosts=dict(type="list", elements="str"),
     timeout=dict(type="int", default=300),
-    validate_certs=dict(type="bool", default=True),
 )
 POLL_INTERVAL = 2.0
 
@@ -181,17 +163,13 @@ def summarize(nodes, expected, resolved):
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     p = module.params
-    token = resolve_token(p["auth_token"])
-    if token:
-        module.no_log_values.add(token)
     expected = p["expected_hosts"]
     want = p["wait_for_nodes"] or 0
     waiting = bool(want) or bool(expected)
     # Names are resolved once; a name that does not resolve can still match a node name.
     resolved = {h: _addresses(h) for h in expected or []}
     try:
-        client = RayClient(p["address"], token=token, validate_certs=p["validate_certs"],
-                           retries=0 if waiting else 3)
+        client = client_from_module(module, retries=0 if waiting else 3)
     except RayError as e:
         module.fail_json(msg=str(e))
     deadline = time.monotonic() + p["timeout"]

@@ -20,19 +20,6 @@ description:
 author:
   - rlinfra maintainers (@rlinfra)
 options:
-  address:
-    description:
-      - URL of the Ray dashboard on the head node, for example C(http://10.0.0.5:8265).
-      - C(http://) is assumed when no scheme is given.
-    type: str
-    required: true
-  auth_token:
-    description:
-      - Ray token (clusters started with C(RAY_AUTH_MODE=token)), sent in the C(Authorization) header as a Bearer token.
-      - When not set, the E(RAY_AUTH_TOKEN) environment variable is used, then the file named by
-        E(RAY_AUTH_TOKEN_PATH).
-      - Never logged nor returned.
-    type: str
   submission_id:
     description:
       - Unique id of the job; the idempotency key.
@@ -100,11 +87,6 @@ options:
       - Number of lines at the end of the job's log returned in RV(logs_tail); V(0) skips fetching logs.
     type: int
     default: 50
-  validate_certs:
-    description:
-      - Verify the dashboard's TLS certificate when O(address) is C(https://).
-    type: bool
-    default: true
 attributes:
   check_mode:
     support: full
@@ -121,6 +103,8 @@ seealso:
   - name: Ray Jobs REST API
     description: The API this module speaks.
     link: https://docs.ray.io/en/latest/cluster/running-applications/job-submission/rest.html
+extends_documentation_fragment:
+  - rlinfra.verl.ray_dashboard
 """
 
 EXAMPLES = r"""
@@ -231,9 +215,9 @@ timed_out:
 import re
 import time
 
-from ansible.module_utils.basic import AnsibleModule, env_fallback
+from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import (
-    TERMINAL_STATUSES, RayClient, RayError, ms_to_iso, resolve_token, tail_lines)
+    DASHBOARD_ARGUMENT_SPEC, TERMINAL_STATUSES, RayError, client_from_module, ms_to_iso, tail_lines)
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl_log import last_progress
 
 SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
@@ -241,8 +225,7 @@ SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re
 PROGRESS_REFRESH = 60.0
 
 ARGUMENT_SPEC = dict(
-    address=dict(type="str", required=True),
-    auth_token=dict(type="str", no_log=True, fallback=(env_fallback, ["RAY_AUTH_TOKEN"])),
+    DASHBOARD_ARGUMENT_SPEC,
     submission_id=dict(type="str", required=True),
     entrypoint=dict(type="str"),
     runtime_env=dict(type="dict"),
@@ -256,7 +239,6 @@ ARGUMENT_SPEC = dict(
     stop_on_timeout=dict(type="bool", default=True),
     poll_interval=dict(type="float", default=5.0),
     logs_tail_lines=dict(type="int", default=50),
-    validate_certs=dict(type="bool", default=True),
 )
 
 
@@ -408,9 +390,6 @@ def first_line(text):
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     p = module.params
-    token = resolve_token(p["auth_token"])
-    if token:
-        module.no_log_values.add(token)
     env_vars = (p["runtime_env"] or {}).get("env_vars") or {}
     if isinstance(env_vars, dict):
         module.no_log_values.update(str(v) for k, v in env_vars.items() if SECRET_NAME.search(str(k)) and v)
@@ -421,7 +400,7 @@ def main():
         module.fail_json(msg="poll_interval must be positive")
     task = None
     try:
-        task = JobTask(module, RayClient(p["address"], token=token, validate_certs=p["validate_certs"]))
+        task = JobTask(module, client_from_module(module))
         task.run()
     except RayError as e:
         module.fail_json(msg=str(e), submission_id=p["submission_id"], changed=bool(task and task.changed),

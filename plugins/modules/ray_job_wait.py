@@ -22,13 +22,6 @@ description:
 author:
   - rlinfra maintainers (@rlinfra)
 options:
-  address:
-    description: URL of the Ray dashboard, as seen from the target host.
-    type: str
-    required: true
-  auth_token:
-    description: Ray token. Never logged nor returned.
-    type: str
   submission_id:
     description: The job to wait for.
     type: str
@@ -58,10 +51,6 @@ options:
       - The job's runtime_env, passed on to M(rlinfra.verl.ray_job) only so that it masks the values of secret
         environment variables in log tails. Never logged.
     type: dict
-  validate_certs:
-    description: Verify the dashboard's TLS certificate.
-    type: bool
-    default: true
   label:
     description: Prefix of the progress lines (default the submission id).
     type: str
@@ -87,6 +76,8 @@ attributes:
     description: Runs as an action plugin on the controller, which calls modules on the target as needed.
 seealso:
   - module: rlinfra.verl.ray_job
+extends_documentation_fragment:
+  - rlinfra.verl.ray_dashboard
 """
 
 EXAMPLES = r"""

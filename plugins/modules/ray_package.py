@@ -19,15 +19,6 @@ description:
 author:
   - rlinfra maintainers (@rlinfra)
 options:
-  address:
-    description:
-      - URL of the Ray dashboard on the head node, for example C(http://10.0.0.5:8265).
-    type: str
-    required: true
-  auth_token:
-    description:
-      - Ray token, sent as a Bearer token. Defaults to E(RAY_AUTH_TOKEN). Never logged nor returned.
-    type: str
   uri:
     description:
       - The package URI, C(gcs://_ray_pkg_<sha1 of the zip>.zip).
@@ -39,11 +30,6 @@ options:
       - Only read when the cluster does not have the package yet.
     type: path
     required: true
-  validate_certs:
-    description:
-      - Verify the dashboard's TLS certificate when O(address) is C(https://).
-    type: bool
-    default: true
 attributes:
   check_mode:
     support: full
@@ -54,6 +40,8 @@ attributes:
 seealso:
   - module: rlinfra.verl.ray_job
   - module: rlinfra.verl.verl_experiment
+extends_documentation_fragment:
+  - rlinfra.verl.ray_dashboard
 """
 
 EXAMPLES = r"""
@@ -83,38 +71,37 @@ size:
 
 import os
 
-from ansible.module_utils.basic import AnsibleModule, env_fallback
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import (
+    DASHBOARD_ARGUMENT_SPEC, RayError, client_from_module)
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_package import (
-    PackageError, dashboard_http, ensure_package, package_api_path)
+    PackageError, ensure_package, package_name)
+
+# Uploads of up to Ray's 100 MiB limit over a slow link take longer than the client's default 30 s.
+UPLOAD_TIMEOUT = 300
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            address=dict(type="str", required=True),
-            auth_token=dict(type="str", no_log=True, fallback=(env_fallback, ["RAY_AUTH_TOKEN"])),
+            DASHBOARD_ARGUMENT_SPEC,
             uri=dict(type="str", required=True),
             src=dict(type="path", required=True),
-            validate_certs=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
     )
     p = module.params
     try:
-        path = package_api_path(p["uri"])
-        http = dashboard_http(p["address"], p["auth_token"], p["validate_certs"])
-        if module.check_mode:
-            status, body = http("GET", path, None)
-            module.exit_json(changed=status != 200, uri=p["uri"], uploaded=False)
-        if not os.path.isfile(p["src"]):
-            status, body = http("GET", path, None)
-            if status == 200:
-                module.exit_json(changed=False, uri=p["uri"], uploaded=False)
+        client = client_from_module(module, timeout=UPLOAD_TIMEOUT)
+        if module.check_mode or not os.path.isfile(p["src"]):
+            present = client.has_package(package_name(p["uri"]))
+            if present or module.check_mode:
+                module.exit_json(changed=not present, uri=p["uri"], uploaded=False)
             module.fail_json(msg="%s is not on the cluster and src %s does not exist" % (p["uri"], p["src"]))
         with open(p["src"], "rb") as f:
             data = f.read()
-        uploaded = ensure_package(http, p["uri"], data)
-    except PackageError as e:
+        uploaded = ensure_package(client, p["uri"], data)
+    except (PackageError, RayError) as e:
         module.fail_json(msg=str(e), uri=p["uri"])
     module.exit_json(changed=uploaded, uri=p["uri"], uploaded=uploaded, size=len(data))
 

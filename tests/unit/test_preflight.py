@@ -14,6 +14,7 @@ import pytest
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E
 from ansible_collections.rlinfra.verl.plugins.module_utils import ray_package as R
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayAuthError, RayClient
 from ansible_collections.rlinfra.verl.plugins.module_utils import verl_preflight as P
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -178,35 +179,41 @@ def test_package_is_deterministic_and_content_addressed(tmp_path):
     assert R.build_package(str(wd))["uri"] != first["uri"]
 
 
-def test_ensure_package_protocol_with_a_fake_dashboard():
-    store, calls = {}, []
+def test_ensure_package_protocol():
+    class Recorder:  # records what ensure_package asks of the Ray client, and in which order
+        def __init__(self):
+            self.store, self.calls = {}, []
 
-    def http(method, path, body):
-        calls.append((method, path))
-        if method == "GET":
-            return (200, "") if path in store else (404, "Package does not exist")
-        store[path] = body
-        return 200, ""
+        def has_package(self, name):
+            self.calls.append(("has", name))
+            return name in self.store
 
+        def upload_package(self, name, data):
+            self.calls.append(("upload", name))
+            self.store[name] = data
+
+    client = Recorder()
     data = R.build_package(os.path.join(EXPERIMENTS, "smoke"))["data"]
     uri = R.package_uri(data)
-    assert R.ensure_package(http, uri, data) is True
-    assert R.ensure_package(http, uri, data) is False
-    path = "/api/packages/gcs/" + uri.split("://")[1]
-    assert calls == [("GET", path), ("PUT", path), ("GET", path), ("GET", path)]
+    assert R.ensure_package(client, uri, data) is True
+    assert R.ensure_package(client, uri, data) is False
+    name = uri.split("://")[1]
+    assert client.calls == [("has", name), ("upload", name), ("has", name), ("has", name)]
+    assert client.store[name] == data
     with pytest.raises(R.PackageError, match="do not match"):
-        R.ensure_package(http, uri, data + b"x")
+        R.ensure_package(client, uri, data + b"x")
 
 
 def test_upload_to_the_real_head(ray_head):
     data = R.build_package(os.path.join(EXPERIMENTS, "smoke"))["data"]
     uri = R.package_uri(data)
-    http = R.dashboard_http(ray_head.address, ray_head.token)
-    R.ensure_package(http, uri, data)  # uploaded, or already there from another test
-    assert http("GET", R.package_api_path(uri), None)[0] == 200
-    assert R.ensure_package(http, uri, data) is False
-    with pytest.raises(R.PackageError, match="rejected the auth token"):
-        R.dashboard_http(ray_head.address, "wrong")("GET", R.package_api_path(uri), None)
+    client = RayClient(ray_head.address, token=ray_head.token)
+    R.ensure_package(client, uri, data)  # uploaded, or already there from another test
+    assert client.has_package(R.package_name(uri))
+    assert not client.has_package("_ray_pkg_%s.zip" % ("0" * 40))
+    assert R.ensure_package(client, uri, data) is False
+    with pytest.raises(RayAuthError, match="rejected the auth token"):
+        RayClient(ray_head.address, token="wrong").has_package(R.package_name(uri))
 
 
 def test_ray_package_module_uploads_once(ray_head, module_runner, tmp_path):
@@ -222,6 +229,11 @@ def test_ray_package_module_uploads_once(ray_head, module_runner, tmp_path):
     assert (first["changed"], first["uploaded"], first["size"]) == (True, True, pkg["size"])
     second = module_runner(mod.main, args)
     assert (second["changed"], second["uploaded"]) == (False, False)
+    # Present on the cluster: the zip is not needed (not read) any more.
+    gone = module_runner(mod.main, dict(args, src=str(tmp_path / "gone.zip")))
+    assert (gone["changed"], gone.get("failed", False)) == (False, False)
+    absent = module_runner(mod.main, dict(args, uri="gcs://_ray_pkg_%s.zip" % ("1" * 40), src=str(tmp_path / "gone.zip")))
+    assert absent["failed"] and "is not on the cluster and src" in absent["msg"], absent
     assert ray_head.token not in json.dumps(first)
     bad = module_runner(mod.main, dict(args, uri="gcs://_ray_pkg_%s.zip" % ("0" * 40)))
     assert bad["failed"] and "do not match" in bad["msg"]

@@ -1,0 +1,31 @@
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Options of every module that talks to the Ray dashboard (module_utils/ray_client.py)."""
+
+from __future__ import annotations
+
+
+class ModuleDocFragment:
+    DOCUMENTATION = r"""
+options:
+  address:
+    description:
+      - URL of the Ray dashboard on the head node, as seen from the host that runs the module,
+        for example C(http://10.0.0.5:8265).
+      - C(http://) is assumed when no scheme is given.
+    type: str
+    required: true
+  auth_token:
+    description:
+      - Ray token (clusters started with C(RAY_AUTH_MODE=token)), sent in the C(Authorization) header as a Bearer token.
+      - When not set, the E(RAY_AUTH_TOKEN) environment variable is used, then the file named by
+        E(RAY_AUTH_TOKEN_PATH).
+      - Never logged nor returned.
+    type: str
+  validate_certs:
+    description:
+      - Verify the dashboard's TLS certificate when O(address) is C(https://).
+    type: bool
+    default: true
+"""
