@@ -36,8 +36,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-ANSIBLE_PLAYBOOK = str(Path(sys.executable).with_name("ansible-playbook"))
+from tests.integration.localhost_play import REPO, flat, recap, run_playbook, write_inventory
 MERGE_VENV_SCRIPT = REPO / "tests" / "integration" / "merge_venv.sh"
 EXP = "tiny_qwen2"
 PROJECT = "merge_test"
@@ -189,9 +188,7 @@ def checkpoint(merge_venv, tmp_path_factory):
 
 @pytest.fixture
 def workdir(tmp_path):
-    inv = tmp_path / "inventory.yml"
-    inv.write_text(json.dumps({"all": {"children": {"ray_head": {"hosts": {"localhost": {
-        "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}}}}))
+    write_inventory(tmp_path)
     (tmp_path / "experiments").mkdir()
     (tmp_path / "experiments" / (EXP + ".yml")).write_text(EXPERIMENT)
     (tmp_path / "experiments" / "never_trained.yml").write_text(EXPERIMENT)
@@ -201,33 +198,13 @@ def workdir(tmp_path):
 
 
 def playbook(workdir, checkpoint, *extra, env=None, verbosity="-v"):
-    args = [ANSIBLE_PLAYBOOK, "-i", str(workdir / "inventory.yml"), "merge.yml", verbosity]
     common = {"verl_job_experiments_dir": str(workdir / "experiments"),
               "verl_job_checkpoint_root": str(checkpoint["root"]),
               "verl_job_models_root": str(workdir / "models"),
               "verl_job_venv": str(checkpoint["venv"]),
               "verl_job_become": False}
-    args += ["-e", json.dumps(common)]
-    for item in extra:
-        args += ["-e", item]
-    full_env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
-                    ANSIBLE_LOCAL_TEMP=str(workdir / "ansible-tmp"), HF_HOME=str(workdir / "hf_home"))
-    full_env.pop("HF_TOKEN", None)
-    full_env.update(env or {})
-    proc = subprocess.run(args, cwd=REPO, env=full_env, capture_output=True, text=True, timeout=1200, check=False)
-    proc.output = proc.stdout + proc.stderr
-    return proc
-
-
-def flat(output):
-    """Ansible's YAML callback folds long strings over several lines: compare with spaces normalized."""
-    return " ".join(output.split())
-
-
-def recap(output):
-    match = re.search(r"localhost\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", output)
-    assert match, output[-3000:]
-    return dict(zip(("ok", "changed", "unreachable", "failed"), map(int, match.groups())))
+    return run_playbook(workdir, "merge.yml", common, *extra, env=dict({"HF_HOME": str(workdir / "hf_home")}, **(env or {})),
+                        verbosity=verbosity)
 
 
 def compare(checkpoint, target, step):

@@ -13,20 +13,17 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import os
 import re
 import shutil
 import socket
 import stat
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-ANSIBLE_PLAYBOOK = str(Path(sys.executable).with_name("ansible-playbook"))
+from tests.integration.localhost_play import REPO, flat, recap, run_playbook, write_inventory
 FAKE_HF_TOKEN = "hf_fAkE0123456789sEcReTvAlUe"
 SID = "rlinfra-smoke-default"
 
@@ -55,16 +52,11 @@ def ray_head():
 
 @pytest.fixture
 def workdir(tmp_path):
-    inv = tmp_path / "inventory.yml"
-    inv.write_text(json.dumps({"all": {"children": {"ray_head": {"hosts": {"localhost": {
-        "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}}}}))
+    write_inventory(tmp_path)
     return tmp_path
 
 
 def playbook(workdir, name, *extra, head=None, env=None, verbose=True):
-    args = [ANSIBLE_PLAYBOOK, "-i", str(workdir / "inventory.yml"), name]
-    if verbose:
-        args.append("-v")
     common = {"verl_job_artifacts_dir": str(workdir / "artifacts"),
               "verl_job_checkpoint_root": str(workdir / "checkpoints"),
               "verl_job_venv": str(Path(sys.executable).parent.parent),
@@ -72,27 +64,7 @@ def playbook(workdir, name, *extra, head=None, env=None, verbose=True):
     if head is not None:
         # The token goes by file, never on the command line.
         common.update(verl_job_address=head.address, verl_job_token_path=head.token_path)
-    args += ["-e", json.dumps(common)]
-    for item in extra:
-        args += ["-e", item]
-    full_env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
-                    ANSIBLE_LOCAL_TEMP=str(workdir / "ansible-tmp"))
-    full_env.pop("HF_TOKEN", None)
-    full_env.update(env or {})
-    proc = subprocess.run(args, cwd=REPO, env=full_env, capture_output=True, text=True, timeout=900)
-    proc.output = proc.stdout + proc.stderr
-    return proc
-
-
-def flat(output):
-    """Ansible's YAML callback folds long strings over several lines: compare with spaces normalized."""
-    return " ".join(output.split())
-
-
-def recap(output):
-    match = re.search(r"localhost\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", output)
-    assert match, output[-2000:]
-    return dict(zip(("ok", "changed", "unreachable", "failed"), map(int, match.groups())))
+    return run_playbook(workdir, name, common, *extra, env=env, verbosity="-v" if verbose else None, timeout=900)
 
 
 def smoke_result(text):
