@@ -23,6 +23,7 @@ from ansible.module_utils.basic import env_fallback
 from ansible.module_utils.urls import ConnectionError as UrlsConnectionError, SSLValidationError, open_url
 
 TERMINAL_STATUSES = frozenset(("SUCCEEDED", "FAILED", "STOPPED"))
+ACTIVE_STATUSES = frozenset(("PENDING", "RUNNING"))
 # Ray answers a re-used submission_id with HTTP 500 and a traceback ending in this sentence.
 EXISTS_MARKER = "Please use a different submission_id"
 TOKEN_HINT = "pass the cluster's token as auth_token or set RAY_AUTH_TOKEN"
@@ -194,6 +195,20 @@ class RayClient:
 
     def list_jobs(self):
         return self.request("GET", "/api/jobs/") or []
+
+    def job_summaries(self):
+        """Every job Ray knows (submitted through the Jobs API), oldest first, as
+        ``{submission_id, status, start_time, end_time, metadata, message}`` with ISO times."""
+        rows = []
+        for job in self.list_jobs():
+            if not isinstance(job, dict) or not job.get("submission_id"):
+                continue  # drivers started by hand (ray.init) have no submission id
+            rows.append(dict(submission_id=job["submission_id"], status=job.get("status"),
+                             start_time=ms_to_iso(job.get("start_time")), end_time=ms_to_iso(job.get("end_time")),
+                             metadata=job.get("metadata") or {}, message=(job.get("message") or "")[:300],
+                             _start=job.get("start_time") or 0))
+        rows.sort(key=lambda r: r.pop("_start"))
+        return rows
 
     def get_job(self, submission_id):
         """Job details dict, or None when Ray does not know the id."""

@@ -34,6 +34,11 @@ options:
         does not answer yet (a head still starting) is retried until then.
     type: int
     default: 300
+  jobs:
+    description:
+      - Also list the cluster's jobs (RV(jobs), RV(running_jobs)), e.g. to refuse a restart under a running job.
+    type: bool
+    default: false
 attributes:
   check_mode:
     support: full
@@ -108,6 +113,18 @@ total_cpus:
   returned: always
   type: float
   sample: 64
+jobs:
+  description: Every job submitted through the Jobs API, oldest first.
+  returned: when O(jobs=true)
+  type: list
+  elements: dict
+  sample: [{"submission_id": "rlinfra-smoke-default", "status": "RUNNING", "start_time": "2026-01-01T00:00:00.000Z",
+            "end_time": null, "metadata": {"rlinfra_experiment": "smoke"}, "message": ""}]
+running_jobs:
+  description: The entries of RV(jobs) that are C(PENDING) or C(RUNNING).
+  returned: when O(jobs=true)
+  type: list
+  elements: dict
 missing_hosts:
   description: Entries of O(expected_hosts) that are not alive in the cluster.
   returned: when expected_hosts is set
@@ -121,13 +138,14 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import (
-    DASHBOARD_ARGUMENT_SPEC, RayAuthError, RayError, RayHTTPError, RayUnreachableError, client_from_module)
+    ACTIVE_STATUSES, DASHBOARD_ARGUMENT_SPEC, RayAuthError, RayError, RayHTTPError, RayUnreachableError, client_from_module)
 
 ARGUMENT_SPEC = dict(
     DASHBOARD_ARGUMENT_SPEC,
     wait_for_nodes=dict(type="int"),
     expected_hosts=dict(type="list", elements="str"),
     timeout=dict(type="int", default=300),
+    jobs=dict(type="bool", default=False),
 )
 POLL_INTERVAL = 2.0
 
@@ -189,6 +207,12 @@ def main():
         result = summarize(all_nodes, expected, resolved)
         done = last_error is None and result["alive_nodes"] >= want and not result.get("missing_hosts")
         if not waiting or done:
+            if p["jobs"]:
+                try:
+                    result["jobs"] = client.job_summaries()
+                except RayError as e:
+                    module.fail_json(msg=str(e), **e.details())
+                result["running_jobs"] = [j for j in result["jobs"] if j["status"] in ACTIVE_STATUSES]
             module.exit_json(changed=False, **result)
         remaining = deadline - time.monotonic()
         if remaining <= 0:

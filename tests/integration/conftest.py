@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -59,7 +60,8 @@ def ansible_inventory(tmp_path):
     return invoke
 
 
-SANDBOX = ROOT / ".sandbox"
+# SANDBOX_STATE / SANDBOX_PREFIX (read by sandbox/sandbox.sh too) give a developer a second sandbox.
+SANDBOX = Path(os.environ.get("SANDBOX_STATE") or ROOT / ".sandbox")
 SANDBOX_INVENTORY = SANDBOX / "inventory.yml"
 SANDBOX_STATE = SANDBOX / "state.json"
 
