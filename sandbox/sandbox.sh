@@ -83,7 +83,7 @@ up() {
   docker network inspect "$NET" >/dev/null 2>&1 || docker network create --internal --label "rlinfra.sandbox=$PREFIX" "$NET" >/dev/null
   docker volume inspect "$VOL" >/dev/null 2>&1 || docker volume create --label "rlinfra.sandbox=$PREFIX" "$VOL" >/dev/null
   existing=$(nodes | wc -l)
-  local flags=(--cap-add SYS_ADMIN --cgroupns=host -v /sys/fs/cgroup:/sys/fs/cgroup:rw --tmpfs /run --tmpfs /run/lock)
+  local flags=(--cap-add SYS_ADMIN --cap-add NET_ADMIN --cgroupns=host -v /sys/fs/cgroup:/sys/fs/cgroup:rw --tmpfs /run --tmpfs /run/lock)
   [ "$PRIVILEGED" = true ] && flags=(--privileged --cgroupns=host -v /sys/fs/cgroup:/sys/fs/cgroup:rw --tmpfs /run --tmpfs /run/lock)
   for i in $(seq 1 "$count"); do
     name=$PREFIX-$i

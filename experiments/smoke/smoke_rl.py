@@ -13,8 +13,10 @@ It behaves like a verl trainer where the infrastructure can see it:
 * parameters are Hydra-style overrides on the command line (``trainer.total_training_steps=30``);
   an unknown key fails at once, like Hydra;
 * each step prints ``step:N - reward/mean:0.412 - pg_loss:-0.031 - ...``;
-* checkpoints use verl's layout: ``<trainer.default_local_dir>/global_step_N/policy.json`` and
-  ``latest_checkpointed_iteration.txt`` (written atomically, after the step directory is complete);
+* checkpoints use verl's layout: ``<trainer.default_local_dir>/global_step_N/policy.json``, one
+  ``actor/model_world_size_W_rank_R.pt`` marker per rank (W = the rollout nodes, like verl's FSDP
+  shards name the world size that wrote them) and ``latest_checkpointed_iteration.txt`` (written
+  atomically, after the step directory is complete);
 * ``trainer.resume_mode=auto`` resumes from the latest checkpoint, ``disable`` starts over,
   ``resume_path`` loads ``trainer.resume_from_path``;
 * the last line is ``SMOKE_RESULT {json}`` naming every node that did rollouts and the reward
@@ -50,6 +52,9 @@ DEFAULTS = {
     "trainer.step_sleep_s": 0.0,  # per-step sleep, to make a run long enough to stop mid-way
     "trainer.max_ckpt_to_keep": None,
     "trainer.node_wait_timeout_s": 120,
+    # Fault injection for the watchdog's tests: after printing this step, a run that did not resume
+    # from a checkpoint stops printing steps and hangs, like a verl run stuck in an NCCL collective.
+    "trainer.stall_at_step": None,
     "data.num_contexts": 8,
     "data.num_actions": 4,
     "data.episodes_per_node": 4096,  # per rollout actor and step
@@ -210,15 +215,18 @@ def latest_step(ckpt_dir):
         return None
 
 
-def save_checkpoint(ckpt_dir, step, state, keep=None):
+def save_checkpoint(ckpt_dir, step, state, keep=None, world_size=1):
     os.makedirs(ckpt_dir, exist_ok=True)
     final = os.path.join(ckpt_dir, "global_step_%d" % step)
     tmp = "%s.tmp-%d" % (final, os.getpid())
-    os.makedirs(tmp, exist_ok=True)
+    os.makedirs(os.path.join(tmp, "actor"), exist_ok=True)
     with open(os.path.join(tmp, "policy.json"), "w") as f:
         json.dump(state, f)
         f.flush()
         os.fsync(f.fileno())
+    for rank in range(world_size):
+        with open(os.path.join(tmp, "actor", "model_world_size_%d_rank_%d.pt" % (world_size, rank)), "w") as f:
+            f.write('{"rank": %d, "step": %d}\n' % (rank, step))
     if os.path.isdir(final):  # a re-run of the same step: replace it whole
         old = final + ".old-%d" % os.getpid()
         os.replace(final, old)
@@ -392,12 +400,16 @@ def main(argv):
         if save_freq > 0 and (step % save_freq == 0 or step == total):
             path = save_checkpoint(ckpt_dir, step, {"step": step, "logits": logits, "baseline": baseline, "seed": seed,
                                                     "reward_eval": evaluate(logits, probs, eval_contexts)},
-                                   keep=cfg["trainer.max_ckpt_to_keep"])
+                                   keep=cfg["trainer.max_ckpt_to_keep"], world_size=len(actors))
             last_saved = step
             metrics["checkpoint/saved"] = 1
         print(progress_line(step, metrics), flush=True)
         if last_saved == step:
             print("smoke_rl: saved checkpoint %s" % path, flush=True)
+        if cfg["trainer.stall_at_step"] is not None and step == int(cfg["trainer.stall_at_step"]) and resumed_from is None:
+            print("smoke_rl: stalling after step %d (trainer.stall_at_step)" % step, flush=True)
+            while True:
+                time.sleep(60)
 
     reward_after = evaluate(logits, probs, eval_contexts)
     print("smoke_rl: eval reward after: %.4f (before %.4f)" % (reward_after, reward_before), flush=True)

@@ -1,70 +1,441 @@
 # -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
-"""Action ``rlinfra.verl.ray_job_wait``: wait for a Ray job in short chunks of
-``rlinfra.verl.ray_job state=finished`` (run on the target host, like any module) and print one
-progress line per chunk: status, elapsed time, the latest verl step and its key metrics.
+"""Action ``rlinfra.verl.ray_job_wait``: watch a Ray job until it ends, and recover it.
+
+Every chunk of ``progress_interval`` seconds runs ``rlinfra.verl.ray_job_poll`` on the target (the
+head, which reaches the dashboard) and prints one progress line. Between chunks this watchdog names
+every node that leaves the cluster, notices a head restart (the job vanishes) and a stall (no new
+``step:N`` for ``stall_timeout`` seconds), and, when the experiment's ``recovery`` allows it, stops
+what is left of the attempt, waits for the cluster to be whole again, checks that the latest
+checkpoint fits the cluster's shape, re-uploads the working_dir and submits the next attempt
+(``<id>-a2``, ...) which resumes from the checkpoint. The decisions are in module_utils/recovery.py;
+the result is complete (attempts, lost nodes, summary lines), the playbook only prints it.
 Documentation: plugins/modules/ray_job_wait.py."""
 
 from __future__ import annotations
 
 import math
+import os
 import time
 
+from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.rlinfra.verl.plugins.module_utils import attempts as A
+from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E
+from ansible_collections.rlinfra.verl.plugins.module_utils import recovery as R
+
 display = Display()
 
-TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
-DEFAULT_METRICS = ["critic/score/mean", "critic/rewards/mean", "reward/mean", "actor/pg_loss", "pg_loss",
-                   "actor/entropy", "response_length/mean", "timing_s/step"]
+DEFAULT_METRICS = R.DEFAULT_METRICS
 ARGUMENT_SPEC = dict(
     address=dict(type="str", required=True),
     auth_token=dict(type="str", no_log=True),
+    validate_certs=dict(type="bool", default=True),
     submission_id=dict(type="str", required=True),
+    base_submission_id=dict(type="str", default=""),
     timeout=dict(type="int", default=86400),
     progress_interval=dict(type="int", default=60),
     poll_interval=dict(type="float", default=5.0),
     stop_on_timeout=dict(type="bool", default=False),
+    stall_timeout=dict(type="int", default=0),
+    outage_grace=dict(type="int", default=300),
     logs_tail_lines=dict(type="int", default=50),
     runtime_env=dict(type="dict", no_log=True),
-    validate_certs=dict(type="bool", default=True),
+    secret_names=dict(type="list", elements="str", default=[]),
+    # The secrets' values, only to mask them in logs and results: they are not in runtime_env (submit.yml
+    # sends them by the run's secrets file, docs/SECURITY.md), and never go to Ray from here.
+    secret_values=dict(type="list", elements="str", default=[], no_log=True),
     label=dict(type="str", default=""),
     metrics=dict(type="list", elements="str", default=DEFAULT_METRICS),
     max_metrics=dict(type="int", default=5),
+    recovery=dict(type="dict", default={}),
+    job=dict(type="dict", default={}),
+    checkpoint_dir=dict(type="str", default=""),
+    hosts=dict(type="list", elements="str", default=[]),
+    log_dir=dict(type="str", default=""),
 )
 RESULT_KEYS = ("submission_id", "status", "message", "start_time", "end_time", "duration_s", "driver_exit_code",
                "logs_tail", "last_step", "last_metrics", "dashboard_url")
+FULL_LOG = 100000000
 
 
-def hms(seconds):
-    if seconds is None:
-        return "-"
-    seconds = int(seconds)
-    return "%d:%02d:%02d" % (seconds // 3600, seconds // 60 % 60, seconds % 60)
+class Done(Exception):
+    """Ends the watch: ``reason`` names why, ``line`` says it to the user (None on success)."""
+
+    def __init__(self, reason, line=None):
+        super().__init__(line or reason)
+        self.reason = reason
+        self.line = line
 
 
-def fmt_metric(value):
-    if isinstance(value, float):
-        if math.isnan(value) or math.isinf(value):
-            return str(value)
-        return ("%.4g" % value) if abs(value) < 1e5 else ("%.3e" % value)
-    return str(value)
+class Watch:
+    def __init__(self, action, args, task_vars):
+        self.action = action
+        self.args = args
+        self.task_vars = task_vars
+        self.clock = time.monotonic
+        self.t0 = self.clock()
+        self.settings = R.recovery_settings(args["recovery"])
+        self.base = args["base_submission_id"] or args["submission_id"]
+        self.sid = args["submission_id"]
+        self.attempt = A.attempt_number(self.sid, self.base) or 1
+        self.restarts = self.attempt - 1
+        self.label = args["label"] or self.base
+        self.names = self.node_names(args["hosts"])
+        self.dash = dict(address=args["address"], auth_token=args["auth_token"], validate_certs=args["validate_certs"])
+        self.known = {}          # node_id -> node, alive when last seen
+        self.head = None         # node_id of the alive head
+        self.lost = []           # every node that left, for the summary
+        self.rows = []           # one per ended attempt
+        self.events = []         # timings of faults and recoveries
+        self.log_paths = []
+        self.res = {}
+        self.min_nodes = self.settings["min_nodes"]
+        self.new_attempt()
 
+    # --- plumbing ---------------------------------------------------------------------------
 
-def progress_line(label, res, preferred, limit):
-    parts = ["%s%s" % ("%s: " % label if label else "", res.get("status") or "UNKNOWN"), hms(res.get("duration_s"))]
-    step = res.get("last_step")
-    metrics = res.get("last_metrics") or {}
-    if step is None:
-        parts.append("no step yet")
-    else:
-        chosen = [k for k in preferred if k in metrics][:limit]
-        if not chosen:
-            chosen = list(metrics)[:min(limit, 4)]
-        parts.append(" - ".join(["step:%s" % step] + ["%s:%s" % (k, fmt_metric(metrics[k])) for k in chosen]))
-    return ", ".join(parts)
+    def elapsed(self):
+        return R.hms(self.clock() - self.t0)
+
+    def say(self, line):
+        display.display("%s: %s" % (self.label, line))
+
+    def module(self, name, args):
+        return self.action._execute_module(module_name=name, module_args=args, task_vars=self.task_vars)
+
+    def node_names(self, hosts):
+        """Address -> inventory host, for lines that name a node the way the user knows it."""
+        names = {}
+        hostvars = self.task_vars.get("hostvars") or {}
+        for host in hosts:
+            try:
+                hv = hostvars[host]
+                facts = (hv.get("ansible_local") or {}).get("rlinfra_ray") or {}
+                candidates = (hv.get("ray_node_ip"), facts.get("node_ip"), hv.get("ray_private_ip"), hv.get("ansible_host"))
+            except (KeyError, AnsibleError, AttributeError):
+                continue
+            for value in candidates:
+                if value and isinstance(value, str) and "{{" not in value:
+                    names.setdefault(value, host)
+            names.setdefault(host, host)
+        return names
+
+    def new_attempt(self):
+        self.started = self.clock()
+        self.step = None
+        self.step_at = self.clock()
+        self.lost_here = []
+        self.seen = False
+
+    # --- reading ----------------------------------------------------------------------------
+
+    def poll(self, seconds, tail=None):
+        res = self.module("rlinfra.verl.ray_job_poll", dict(
+            self.dash, submission_id=self.sid, timeout=int(seconds), poll_interval=self.args["poll_interval"],
+            logs_tail_lines=self.args["logs_tail_lines"] if tail is None else tail,
+            runtime_env=self.mask_env(), secret_names=self.args["secret_names"]))
+        if res.get("failed"):  # a rejected token, a bad argument: nothing a retry fixes
+            raise Done("error", res.get("msg") or "ray_job_poll failed")
+        return res
+
+    def mask_env(self):
+        """What ray_job_poll masks by: the values of the runtime_env and the secret values."""
+        env = dict((self.args["runtime_env"] or {}).get("env_vars") or {})
+        env.update(("RLINFRA_SECRET_%d" % i, v) for i, v in enumerate(self.args["secret_values"]) if v)
+        return {"env_vars": env}
+
+    def watch_nodes(self, nodes):
+        """Name every node that left since the last look; True when the head restarted."""
+        head_now = R.head_id(nodes)
+        restarted = bool(self.head and head_now and head_now != self.head)
+        if restarted:
+            self.say("the Ray head restarted at %s (a new head node joined); every Ray node re-registers"
+                     % self.elapsed())
+            self.known = {}
+        for node in R.lost_nodes(self.known, nodes):
+            label = R.node_label(node, self.names)
+            if node.get("is_head"):
+                self.say("the Ray head %s went down at %s (ray-head restarting, or the node is down); Ray loses its "
+                         "jobs with it" % (label, self.elapsed()))
+            else:
+                self.say("node %s left the cluster at %s" % (label, self.elapsed()))
+            entry = dict(label=label, node_ip=node.get("node_ip"), at=self.elapsed(), attempt=self.attempt,
+                         head=bool(node.get("is_head")))
+            self.lost.append(entry)
+            self.lost_here.append(entry)
+            self.events.append(dict(event="head_restart" if entry["head"] else "node_lost", node=label,
+                                    at_s=round(self.clock() - self.t0, 1)))
+            self.known.pop(node["node_id"], None)
+        self.known.update(R.alive(nodes))
+        self.head = head_now or self.head
+        return restarted
+
+    # --- the loop ---------------------------------------------------------------------------
+
+    def run(self):
+        deadline = self.t0 + self.args["timeout"]
+        outage = None
+        while True:
+            remaining = deadline - self.clock()
+            if remaining <= 0:
+                self.on_timeout()
+            chunk = max(1, min(self.args["progress_interval"], int(math.ceil(remaining))))
+            res = self.poll(chunk)
+            if not res.get("reachable"):
+                if outage is None:
+                    outage = self.clock()
+                    self.say("the Ray dashboard does not answer (%s); waiting up to %ss for it"
+                             % (res.get("error"), self.args["outage_grace"]))
+                    self.events.append(dict(event="unreachable", at_s=round(self.clock() - self.t0, 1)))
+                if self.clock() - outage > self.args["outage_grace"]:
+                    raise Done("unreachable", "the Ray dashboard at %s has not answered for %ds (%s): the state of job "
+                               "%s is unknown. Check the head (systemctl status ray-head), then run status.yml for the "
+                               "experiment" % (self.args["address"], self.clock() - outage, res.get("error"), self.sid))
+                time.sleep(min(5.0, self.args["poll_interval"] * 2))
+                continue
+            if outage is not None:
+                self.say("the Ray dashboard answers again after %ds" % (self.clock() - outage))
+                outage = None
+            restarted = self.watch_nodes(res.get("nodes") or [])
+            if not res.get("found"):
+                if self.seen or restarted:
+                    self.res = dict(self.res, status=None)
+                    self.events.append(dict(event="head_restart", at_s=round(self.clock() - self.t0, 1)))
+                    self.say("job %s is gone from the cluster at %s: the Ray head restarted (Ray keeps no jobs across "
+                             "a head restart)" % (self.sid, self.elapsed()))
+                    self.end_attempt("head_restart", self.res, save_log=False)
+                    continue
+                raise Done("missing", "Ray job %s does not exist on the cluster at %s (deleted, or the head restarted "
+                           "before this wait began); run submit.yml again to start it" % (self.sid, self.args["address"]))
+            self.seen = True
+            self.res = res
+            self.say_progress(res)
+            if res.get("last_step") != self.step:
+                if self.step is None and res.get("last_step") is not None and self.events and \
+                        "first_step_s" not in self.events[-1] and self.events[-1].get("event") == "resubmitted":
+                    self.events[-1]["first_step_s"] = round(self.clock() - self.t0, 1)
+                self.step, self.step_at = res.get("last_step"), self.clock()
+            status = res.get("status")
+            if status in R.TERMINAL:
+                if status == "FAILED" and not self.lost_here and \
+                        R.looks_like_lost_node("%s\n%s" % (res.get("message"), res.get("logs_tail"))):
+                    self.settle_nodes()
+                event = R.end_event(status, self.lost_here)
+                if event == "node_lost" and self.head_down():
+                    event = "head_restart"
+                if event == "succeeded":
+                    self.end_attempt("succeeded", res)
+                    return
+                self.end_attempt(event, res)
+                continue
+            if self.lost_here:
+                event = "head_restart" if self.head_down() else "node_lost"
+                if self.recoverable(event):
+                    if event == "node_lost":  # a head that went down took the job with it
+                        self.say("stopping attempt %d (%s): it lost a node and would hang or fail"
+                                 % (self.attempt, self.sid))
+                        self.stop(self.sid)
+                    self.end_attempt(event, res, stopped=event == "node_lost")
+                    continue
+            stall = self.args["stall_timeout"]
+            if stall > 0 and status == "RUNNING" and self.clock() - self.step_at >= stall:
+                self.events.append(dict(event="stalled", at_s=round(self.clock() - self.t0, 1)))
+                self.say("no new step for %ds (last step %s): job %s is stalled" % (
+                    self.clock() - self.step_at, "-" if self.step is None else self.step, self.sid))
+                recover = self.recoverable("stalled")
+                if recover:
+                    self.stop(self.sid)
+                self.end_attempt("stalled", res, stopped=recover)
+
+    def head_down(self):
+        return any(n["head"] for n in self.lost_here)
+
+    def settle_nodes(self, seconds=60):
+        """A failure that reads like a lost node: watch the nodes until Ray marks one dead (its
+        health checks take up to ~30 s) or ``seconds`` pass."""
+        deadline = self.clock() + seconds
+        while not self.lost_here and self.clock() < deadline:
+            info = self.cluster(timeout=10)
+            if info.get("failed"):
+                return
+            self.watch_nodes(info.get("nodes") or [])
+            if not self.lost_here:
+                time.sleep(3)
+
+    def say_progress(self, res):
+        display.display(R.progress_line(self.label, res, self.args["metrics"], self.args["max_metrics"], self.attempt))
+
+    def recoverable(self, event):
+        return R.can_recover(event, self.settings, self.restarts)[0]
+
+    def end_attempt(self, why, res, save_log=True, stopped=False):
+        """Record the attempt's end, save its log, then recover or stop the watch."""
+        row = R.attempt_row(self.attempt, self.sid, res, why, stopped=stopped)
+        if save_log:
+            self.save_log(self.sid)
+        self.rows.append(row)
+        if why == "succeeded":
+            return
+        if why == "stopped":  # somebody meant it: never "recovered"
+            raise Done(why, "Ray job %s was stopped from outside this wait (stop.yml, the dashboard or `ray job stop`); "
+                       "not resubmitted. To go on from its checkpoint, submit a new run (submit.yml with -e run=NEW)"
+                       % self.sid)
+        ok, reason = R.can_recover(why, self.settings, self.restarts)
+        if not ok:
+            raise Done(why, self.failure_line(why, res, reason))
+        self.recover(why, res)
+
+    def failure_line(self, why, res, reason):
+        lost = "; lost: %s" % ", ".join(n["label"] for n in self.lost) if self.lost else ""
+        step = " at step %s" % res.get("last_step") if res and res.get("last_step") is not None else ""
+        status = (res or {}).get("status")
+        what = {
+            "failed": "ended FAILED%s%s" % (
+                step, " (driver exit code %s)" % res.get("driver_exit_code")
+                if res and res.get("driver_exit_code") is not None else ""),
+            "node_lost": "ended %s%s after a node left the cluster" % (status or "FAILED", step),
+            "head_restart": "is gone%s: the Ray head restarted and Ray keeps no jobs across a restart" % step,
+            "stalled": "is stalled%s: no new step for %ss (wait.stall_timeout)" % (step, self.args["stall_timeout"]),
+        }.get(why, why)
+        todo = ("run submit.yml with -e run=NEW to resume from the checkpoint" if why in ("node_lost", "head_restart")
+                else "it is left running: stop.yml stops it, or set recovery.on to restart it" if why == "stalled"
+                and status in R.ACTIVE else "see the log")
+        return "Ray job %s %s%s; %s; %s" % (self.sid, what, lost, reason, todo)
+
+    # --- recovery ---------------------------------------------------------------------------
+
+    def stop(self, sid):
+        res = self.module("rlinfra.verl.ray_job", dict(
+            self.dash, submission_id=sid, state="stopped", wait_timeout=120, logs_tail_lines=0))
+        if res.get("failed"):
+            self.say("could not stop %s: %s" % (sid, res.get("msg")))
+
+    def cluster(self, **kwargs):
+        return self.module("rlinfra.verl.ray_cluster_info", dict(self.dash, **kwargs))
+
+    def recover(self, why, res):
+        self.restarts += 1
+        detected = round(self.clock() - self.t0, 1)
+        self.say("attempt %d (%s) ended: %s, at step %s; recovery %d of %d" % (
+            self.attempt, self.sid, R.WHY.get(why, why), "-" if res.get("last_step") is None else res["last_step"],
+            self.restarts, self.settings["max_restarts"]))
+        # Never two runs of one experiment at once: stop every attempt of this run that is still active.
+        info = self.cluster(jobs=True, timeout=60, wait_for_nodes=1)
+        for job in A.attempts_of(info.get("jobs") or [], self.base):
+            if job.get("status") in R.ACTIVE:
+                self.say("stopping %s (still %s) before the next attempt" % (job["submission_id"], job["status"]))
+                self.stop(job["submission_id"])
+        if self.min_nodes is None:
+            first = self.res.get("metadata") or {}
+            try:
+                self.min_nodes = int(first.get("rlinfra_nodes") or 0) or len(self.known) or 1
+            except ValueError:
+                self.min_nodes = len(self.known) or 1
+        time.sleep(float(self.settings["backoff_s"]))
+        self.say("waiting up to %ss for %d alive node(s)" % (self.settings["node_wait_timeout"], self.min_nodes))
+        info = self.cluster(wait_for_nodes=self.min_nodes, timeout=int(self.settings["node_wait_timeout"]))
+        if info.get("failed"):
+            raise Done("no_nodes", "Ray job %s was not resubmitted: %s%s. Bring the nodes back (site.yml), then run "
+                       "submit.yml again; it attaches to the newest attempt" % (
+                           self.sid, info.get("msg"), "; lost: %s" % ", ".join(n["label"] for n in self.lost)
+                           if self.lost else ""))
+        nodes = info.get("nodes") or []
+        self.watch_nodes(nodes)
+        ckpt = {}
+        if self.args["checkpoint_dir"]:
+            ckpt = self.module("rlinfra.verl.verl_checkpoint_info", dict(path=self.args["checkpoint_dir"]))
+            if ckpt.get("failed"):
+                raise Done("checkpoint", "cannot read the checkpoint directory %s on the head: %s"
+                           % (self.args["checkpoint_dir"], ckpt.get("msg")))
+        ok, line = R.shape_check(ckpt, nodes, self.settings["allow_reshard"])
+        if line:
+            self.say(line)
+        if not ok:
+            raise Done("shape", "Ray job %s was not resubmitted: %s" % (self.sid, line))
+        self.resubmit(why, nodes, ckpt, detected)
+
+    def resubmit(self, why, nodes, ckpt, detected):
+        job = self.args["job"] or {}
+        if not job.get("job_template"):
+            raise Done(why, "Ray job %s %s; the wait has no job to resubmit (no job given)" % (self.sid, R.WHY[why]))
+        package = job.get("package") or None
+        if package:
+            up = self.module("rlinfra.verl.ray_package", dict(self.dash, uri=package["uri"], src=package["src"]))
+            if up.get("failed"):
+                raise Done("package", "the working_dir package %s could not be uploaded again: %s; run submit.yml "
+                           "again" % (package["uri"], up.get("msg")))
+        entrypoint, nnodes, gpus = E.reshape(job["job_template"], nodes)
+        previous, self.attempt = self.sid, self.attempt + 1
+        self.sid = A.attempt_id(self.base, self.attempt)
+        metadata = dict(job.get("metadata") or {}, rlinfra_attempt=str(self.attempt), rlinfra_previous=previous,
+                        rlinfra_recovered_from=why)
+        args = dict(self.dash, submission_id=self.sid, entrypoint=entrypoint, runtime_env=self.args["runtime_env"] or {},
+                    metadata=metadata, state="submitted", logs_tail_lines=0)
+        for key in ("entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_memory", "entrypoint_resources"):
+            if (job.get("resources") or {}).get(key) is not None:
+                args[key] = job["resources"][key]
+        res = self.module("rlinfra.verl.ray_job", args)
+        if res.get("failed"):
+            raise Done("submit", "attempt %d (%s) could not be submitted: %s" % (self.attempt, self.sid, res.get("msg")))
+        step = (ckpt or {}).get("latest_step")
+        self.say("attempt %d (%s) submitted at %s after %s; %s" % (
+            self.attempt, self.sid, self.elapsed(), why.replace("_", " "),
+            "resumes from checkpoint step %s" % step if step is not None else "no checkpoint yet: starts from scratch"))
+        self.events.append(dict(event="resubmitted", after=why, detected_s=detected,
+                                submitted_s=round(self.clock() - self.t0, 1), attempt=self.attempt,
+                                resume_step=step))
+        self.new_attempt()
+
+    def on_timeout(self):
+        status = self.res.get("status")
+        if self.args["stop_on_timeout"] and status in R.ACTIVE:
+            self.stop(self.sid)
+            self.res = self.poll(0)
+        self.rows.append(R.attempt_row(self.attempt, self.sid, self.res, "timeout"))
+        self.save_log(self.sid)
+        raise Done("timeout", "Ray job %s is still %s after %ss%s; %s" % (
+            self.sid, status, self.args["timeout"],
+            " (verl step %s)" % self.res.get("last_step") if self.res.get("last_step") is not None else "",
+            "stopped it (stop_on_timeout)" if self.args["stop_on_timeout"] else "it keeps running"))
+
+    # --- logs -------------------------------------------------------------------------------
+
+    def save_log(self, sid):
+        """The attempt's whole driver log, secrets masked (by ray_job_poll), 0600 on the controller."""
+        if not self.args["log_dir"]:
+            return
+        res = self.poll(0, tail=FULL_LOG) if sid == self.sid else {}
+        text = res.get("logs_tail") if res.get("found") else (self.res.get("logs_tail") or "")
+        if not text:
+            return
+        for name in self.args["secret_names"]:
+            value = ((self.args["runtime_env"] or {}).get("env_vars") or {}).get(name)
+            if value:
+                text = text.replace(str(value), E.MASK)
+        text = E.mask_secrets(text, self.args["secret_values"])
+        os.makedirs(self.args["log_dir"], mode=0o700, exist_ok=True)
+        path = os.path.join(self.args["log_dir"], "%s.log" % sid)
+        fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(text.rstrip("\n") + "\n")
+        os.replace(path + ".tmp", path)
+        self.log_paths.append(path)
+
+    def result(self, reason, line):
+        out = {k: self.res.get(k) for k in RESULT_KEYS}
+        out.update(succeeded=reason == "succeeded", submission_id=self.sid, attempt=self.attempt, attempts=self.rows, lost_nodes=self.lost,
+                   events=self.events, reason=reason, log_paths=self.log_paths, log_path=self.log_paths[-1]
+                   if self.log_paths else "", timed_out=reason == "timeout",
+                   waited_s=round(self.clock() - self.t0, 1), job_id=self.res.get("job_id"))
+        if reason != "succeeded":
+            out["status"] = out["status"] if reason not in ("head_restart",) else None
+            out["reason_line"] = line
+        out["summary"] = R.summary_lines(out, self.args["metrics"])
+        return out
 
 
 class ActionModule(ActionBase):
@@ -74,56 +445,26 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        if args["progress_interval"] <= 0 or args["timeout"] <= 0 or args["poll_interval"] <= 0:
-            return dict(result, failed=True, msg="timeout, progress_interval and poll_interval must be positive")
-        label = args["label"] or args["submission_id"]
-        base = dict(address=args["address"], auth_token=args["auth_token"], submission_id=args["submission_id"],
-                    validate_certs=args["validate_certs"], logs_tail_lines=args["logs_tail_lines"])
-        if args["runtime_env"]:
-            base["runtime_env"] = args["runtime_env"]  # only so that ray_job masks secret values in log tails
-        started = time.monotonic()
-        deadline = started + args["timeout"]
-        chunks = 0
-        changed = False
-        res = {}
+        if args["progress_interval"] <= 0 or args["timeout"] <= 0 or args["poll_interval"] <= 0 \
+                or args["outage_grace"] <= 0 or args["stall_timeout"] < 0:
+            return dict(result, failed=True, msg="timeout, progress_interval, poll_interval and outage_grace must be "
+                                                 "positive, stall_timeout 0 (off) or positive")
+        watch = Watch(self, args, task_vars)
         try:
-            while True:
-                remaining = deadline - time.monotonic()
-                chunk = max(1, min(args["progress_interval"], int(math.ceil(remaining))))
-                module_args = dict(base, state="finished", wait_timeout=chunk, stop_on_timeout=False,
-                                   poll_interval=min(args["poll_interval"], float(chunk)))
-                res = self._execute_module(module_name="rlinfra.verl.ray_job", module_args=module_args,
-                                           task_vars=task_vars)
-                chunks += 1
-                status = res.get("status")
-                if status is None:  # not a status but an error: unknown job, bad token, unreachable...
-                    return dict(result, failed=True, msg=res.get("msg") or "ray_job returned no status",
-                                chunks=chunks, **{k: res.get(k) for k in RESULT_KEYS})
-                display.display(progress_line(label, res, args["metrics"], args["max_metrics"]))
-                if status in TERMINAL or self._task.check_mode:
-                    break
-                if time.monotonic() >= deadline:
-                    break
+            if self._task.check_mode:
+                res = watch.poll(0)
+                watch.res = res
+                if res.get("found"):
+                    watch.say_progress(res)
+                result.update(watch.result("check_mode", None), changed=False)
+                return result
+            try:
+                watch.run()
+                result.update(watch.result("succeeded", None), changed=False)
+            except Done as done:
+                result.update(watch.result(done.reason, done.line), changed=bool(watch.restarts), failed=True,
+                              msg=done.line)
+            result["changed"] = len(watch.rows) > 1 or result.get("changed", False)
+            return result
         finally:
             self._remove_tmp_path(self._connection._shell.tmpdir)
-
-        out = {k: res.get(k) for k in RESULT_KEYS}
-        timed_out = out["status"] not in TERMINAL and not self._task.check_mode
-        if timed_out and args["stop_on_timeout"]:
-            stop = self._execute_module(module_name="rlinfra.verl.ray_job",
-                                        module_args=dict(base, state="stopped", wait_timeout=120), task_vars=task_vars)
-            changed = bool(stop.get("changed"))
-            out.update({k: stop.get(k) for k in RESULT_KEYS if stop.get(k) is not None})
-        out.update(changed=changed, chunks=chunks, timed_out=timed_out,
-                   waited_s=round(time.monotonic() - started, 1))
-        if out["status"] != "SUCCEEDED" and not self._task.check_mode:
-            out["failed"] = True
-            if timed_out:
-                out["msg"] = "Ray job %s is still %s after %ss%s; %s" % (
-                    args["submission_id"], res.get("status"), args["timeout"],
-                    " (verl step %s)" % res.get("last_step") if res.get("last_step") is not None else "",
-                    "stopped it (stop_on_timeout)" if args["stop_on_timeout"] else "it keeps running")
-            else:
-                out["msg"] = res.get("msg") or "Ray job %s ended %s" % (args["submission_id"], out["status"])
-        result.update(out)
-        return result

@@ -14,6 +14,7 @@ from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E
+from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_file as SF
 from ansible_collections.rlinfra.verl.plugins.module_utils import verl_preflight as P
 
 COLLECTION_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -28,8 +29,11 @@ ARGUMENT_SPEC = dict(
     nodes=dict(type="list", elements="dict"),
     default_gpus_per_node=dict(type="int", default=8),
     checkpoint_root=dict(type="str", default=E.DEFAULT_CHECKPOINT_ROOT),
+    checkpoint_cluster=dict(type="str", default=""),
     venv=dict(type="str", default=""),
     secret_vars=dict(type="list", elements="str", default=[]),
+    # Where the run's secrets file goes (shared volume); empty: .rlinfra/secrets next to checkpoint_root.
+    secrets_dir=dict(type="str", default=""),
     preflight=dict(type="bool", default=True),
     fail_on_preflight=dict(type="bool", default=True),
     verl_config_check=dict(type="str", default="auto", choices=["auto", "required", "skip"]),
@@ -137,10 +141,12 @@ class ActionModule(ActionBase):
         out = dict(experiment=exp.summary(), experiments_dir=experiments_dir, cluster=cluster, submission_id=sid,
                    head_host=heads[0] if len(heads) == 1 else None, cluster_hosts=hosts, launch_dir=os.getcwd())
         wait = dict(exp.wait)
+        overrides = {}
         for key, arg in (("enabled", "wait"), ("timeout", "wait_timeout"), ("progress_interval", "progress_interval"),
                          ("poll_interval", "poll_interval"), ("stop_on_timeout", "stop_on_timeout")):
             if args[arg] is not None:
-                wait[key] = args[arg]
+                wait[key] = overrides[key] = args[arg]
+        self._check_args(args, overrides)
         out["wait"] = wait
         if args["stage"] == "validate":
             if not heads:
@@ -168,7 +174,9 @@ class ActionModule(ActionBase):
             nodes, source = self._inventory_nodes(task_vars, hosts, heads, args["default_gpus_per_node"]), "inventory"
         rendered = E.render(exp, nodes, cluster=cluster, run=args["run"] or None,
                             checkpoint_root=args["checkpoint_root"], venv=args["venv"] or None,
-                            secret_names_present=present)
+                            secret_names_present=present, checkpoint_cluster=args["checkpoint_cluster"] or None,
+                            secrets_dir=args["secrets_dir"] or SF.default_dir(args["checkpoint_root"]))
+        E.check_job_size(exp.label, rendered)
         out.update(rendered)
         out["nodes_source"] = source
         out["nodes"] = nodes
@@ -180,7 +188,8 @@ class ActionModule(ActionBase):
                 checks.append(self._check_verl(args["verl_config_check"], rendered["overrides"],
                                                exp.entrypoint.get("config") or E.VERL_DEFAULTS["config"]))
             checks.append(P.check_resources(exp.framework, exp.conventions, rendered["nnodes"],
-                                            rendered["gpus_per_node"], nodes, cluster, rendered["resources"]))
+                                            rendered["gpus_per_node"], nodes, cluster, rendered["resources"],
+                                            custom_known=source == "cluster"))
         package = None
         if exp.working_dir:
             wd_check, package = self._package(exp, args["package_dir"])
@@ -195,6 +204,33 @@ class ActionModule(ActionBase):
             out["msg"] = "\n".join("preflight: %s" % m for m in out["preflight"]["failed"])
         return out
 
+    @staticmethod
+    def _check_args(args, wait_overrides):
+        """The role's own values (-e verl_job_*), held to the rules of the file's: one line each."""
+        errors = []
+        names = {"timeout": "wait_timeout (verl_job_wait_timeout)",
+                 "progress_interval": "progress_interval (verl_job_progress_interval)",
+                 "poll_interval": "poll_interval (verl_job_poll_interval)"}
+        E.check_wait(wait_overrides, errors.append, name=names.get, finite=True)
+        if args["checkpoint_root"] and not args["checkpoint_root"].startswith("/"):
+            errors.append("checkpoint_root (verl_job_checkpoint_root): %r must be an absolute path on the shared volume"
+                          % args["checkpoint_root"])
+        if args["checkpoint_cluster"]:
+            try:
+                E.validate_name(args["checkpoint_cluster"], "cluster")
+            except E.ExperimentError as e:
+                errors.append("checkpoint_cluster (-e checkpoint_cluster): %s" % e)
+        if args["secrets_dir"] and not args["secrets_dir"].startswith("/"):
+            errors.append("secrets_dir (verl_job_secrets_dir): %r must be an absolute path on the shared volume"
+                          % args["secrets_dir"])
+        if args["venv"] and not args["venv"].startswith("/"):
+            errors.append("venv (verl_job_venv): %r must be an absolute path on the cluster's nodes" % args["venv"])
+        if args["default_gpus_per_node"] < 0:
+            errors.append("default_gpus_per_node (verl_job_dry_run_gpus_per_node): must not be negative, got %d"
+                          % args["default_gpus_per_node"])
+        if errors:
+            raise E.ExperimentError(errors)
+
     def _check_secrets(self, exp, present, missing):
         if missing:
             return P.check("secrets", "failed", "; ".join(
@@ -204,7 +240,7 @@ class ActionModule(ActionBase):
         names = exp.secrets + exp.optional_secrets
         if not names:
             return P.check("secrets", "passed", "no secrets")
-        return P.check("secrets", "passed", "secrets passed to the job (runtime_env.env_vars only): %s%s" % (
+        return P.check("secrets", "passed", "secrets passed to the job (by a 0600 file on the shared volume): %s%s" % (
             ", ".join(present) or "none",
             "; optional and not set: %s" % ", ".join(n for n in exp.optional_secrets if n not in present)
             if any(n not in present for n in exp.optional_secrets) else ""))

@@ -13,7 +13,8 @@ options:
     description:
       - URL of the Ray dashboard on the head node, as seen from the host that runs the module,
         for example C(http://10.0.0.5:8265).
-      - C(http://) is assumed when no scheme is given.
+      - C(http://) is assumed when no scheme is given. Only scheme, host and port; a path, query, fragment or
+        credentials are refused.
     type: str
     required: true
   auth_token:

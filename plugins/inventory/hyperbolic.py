@@ -27,6 +27,13 @@ description:
   - The inventory cache (O(cache)) stores the raw API answers only; filtering, naming, clusters,
     heads, O(compose), O(groups) and O(keyed_groups) are applied after the cache, so a cached run
     gives exactly the same inventory as the run that filled the cache, without any HTTP request.
+  - An inventory that cannot be loaded stops the run with one error line naming the file and the cause
+    (a rejected key with the HTTP status and the API's message, an unreachable API, malformed JSON, an
+    answer of the wrong shape, every source answering 404, an unknown or invalid option) and exit
+    status 1, instead of an empty inventory; file and option errors are found before any API request.
+  - An instance whose SSH details cannot be used (an C(sshCommand) that is not
+    C(ssh USER@HOST [-p PORT]), a port out of range, a host or user that is not a name) is left out
+    with one warning naming its id; it never becomes a host with a guessed address.
   - Uses a YAML configuration file whose name ends with C(hyperbolic.yml) or C(hyperbolic.yaml).
   - The plugin must be enabled, for example in C(ansible.cfg) with
     C([inventory] enable_plugins = rlinfra.verl.hyperbolic, host_list, script, auto, yaml, ini, toml).
@@ -59,7 +66,9 @@ options:
       - Which APIs to list instances from (asked concurrently), merged in this order.
       - V(on_demand) is C(GET /v2/on-demand/virtual-machine-rentals), V(marketplace) is
         C(GET /v1/marketplace/instances).
-      - A source that answers HTTP 404 (a retired API) is skipped with a warning.
+      - A source that answers HTTP 404 (a retired API) is skipped with a warning; when every source
+        answers 404 the inventory fails (the O(api_url) is most likely wrong).
+      - A comma-separated string is read as a list.
     type: list
     elements: str
     choices: [on_demand, marketplace]
@@ -68,6 +77,8 @@ options:
     description:
       - Instance statuses to keep, compared case-insensitively.
       - An empty list, V(all) or V(*) keeps every instance.
+      - When instances exist but none passes this filter (and O(name_pattern)), a warning lists the
+        statuses seen, so a misspelt status does not pass for an empty account.
     type: list
     elements: str
     default: [running, online]
@@ -100,7 +111,7 @@ options:
     type: str
     default: first
   group:
-    description: Group that holds every host of this source.
+    description: Group that holds every host of this source (letters, digits and C(_)).
     type: str
     default: hyperbolic
   cluster_group_prefix:
@@ -108,7 +119,9 @@ options:
     type: str
     default: ray_cluster_
   default_user:
-    description: C(ansible_user) for instances whose SSH details name no user.
+    description:
+      - C(ansible_user) for instances whose SSH details name no user.
+      - An C(sshCommand) without a user is only accepted when its host is an IP address or a dotted name.
     type: str
     default: ubuntu
   timeout:
@@ -144,9 +157,13 @@ options:
     env:
       - name: HYPERBOLIC_VALIDATE_CERTS
 notes:
-  - Errors are raised as inventory parse failures. Set C([inventory] unparsed_is_failed = true) (or
-    C(ANSIBLE_INVENTORY_UNPARSED_FAILED=true)) to make C(ansible-playbook) stop on them instead of
-    running with an empty inventory.
+  - A failure ends the process (status 1) right after its error line, whatever
+    C([inventory] unparsed_is_failed) says, so no other inventory plugin retries the file and no
+    playbook runs on a partial or empty inventory.
+  - "Unknown options (a misspelt C(name_patern)) and boolean options that are neither true nor false
+    (C(validate_certs: ture)) are errors, not silently ignored or read as false."
+  - A cache entry that cannot be read or does not hold valid API answers is ignored with a warning
+    and the API is asked again.
 """
 
 EXAMPLES = r"""
@@ -182,12 +199,16 @@ compose:
   ansible_ssh_private_key_file: "'~/.ssh/hyperbolic_ed25519'"
 """
 
+import difflib
 import fnmatch
+import json
 import os
 import re
-import time
+import traceback
 
+from ansible import constants as C
 from ansible.errors import AnsibleError, AnsibleParserError
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 from ansible.utils.unsafe_proxy import wrap_var
 
@@ -196,48 +217,84 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import (
     SOURCES,
     HyperbolicClient,
     HyperbolicError,
+    check_api_key,
+    check_api_url,
+    check_number,
     normalize_instances,
+    one_line,
+    redact_url,
     status_is_wanted,
+    url_is_plain_remote_http,
+    valid_ssh_user,
 )
 
-CACHE_FORMAT = 1
+try:  # ansible-core >= 2.19
+    from ansible.errors import AnsibleTemplateSyntaxError
+except ImportError:  # pragma: no cover - older cores report syntax errors as plain AnsibleError
+    AnsibleTemplateSyntaxError = ()
 
-# Ansible tries a source with every enabled plugin until one succeeds, and the ``auto`` plugin
-# loads this one again for the same file: without this memo an unreachable API would be asked
-# (and waited on, retries included) twice per run. A failure is reused for a few seconds only,
-# so a later ``meta: refresh_inventory`` really asks again.
-_RECENT_FAILURES = {}
-_FAILURE_MEMO_SECONDS = 5.0
+CACHE_FORMAT = 1
+PLUGIN = "rlinfra.verl.hyperbolic"
+
 _HOST_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _GROUP_UNSAFE = re.compile(r"[^A-Za-z0-9_]+")
+_GROUP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_GROUP_PREFIX = re.compile(r"[A-Za-z0-9_]*")
+# Host names are for people and `--limit`; the API's label stays complete in hyperbolic_label.
+_MAX_NAME = 64
+# Names Ansible gives a meaning of its own: a host called "localhost" would receive every
+# `delegate_to: localhost` task, over SSH, on the rented machine.
+_RESERVED_HOSTS = frozenset(("localhost", "127.0.0.1", "all", "ungrouped", "ray_head", "ray_workers"))
+_BOOL_OPTIONS = ("validate_certs", "cache", "strict", "use_extra_vars", "leading_separator")
+_MAX_SSH_WARNINGS = 5
+_NUMBER_OPTIONS = (("timeout", {"above": True}), ("retries", {"maximum": 100, "integer": True}),
+                   ("retry_backoff", {}), ("retry_max_wait", {}))
 
 
-class _FetchFailed(Exception):
-    """The API could not be read (already a one-line, key-free message)."""
+class InventoryLoadFailed(SystemExit):
+    """Stops the Ansible run after the one ``[ERROR]`` line (``message``) is shown.
+
+    Ansible turns any ``Exception`` from an inventory plugin into a multi-line warning, tries the
+    same file with every other enabled plugin (more warnings) and then carries on with an empty
+    inventory, so ``site.yml`` "succeeds" on no hosts. A ``SystemExit`` is the one way out of
+    its inventory loader; it ends the process with status 1 and prints nothing more.
+    """
 
     def __init__(self, message):
-        super().__init__(message)
+        super().__init__(1)
         self.message = message
+
+    def __str__(self):
+        return self.message
+
+
+class _NotOurs(AnsibleParserError):
+    """A file named like ours that names another plugin: the next enabled plugin may read it."""
 
 
 # ------------------------------------------------------------------------------------------
 # Pure helpers (unit-tested without an inventory)
 # ------------------------------------------------------------------------------------------
 def sanitize_host_name(value):
-    """Reduce a label/id to ``[A-Za-z0-9._-]`` (runs of anything else become one ``-``)."""
+    """Reduce a label/id to ``[A-Za-z0-9._-]`` (runs of anything else become one ``-``), at most 64 characters."""
     if not value:
         return ""
-    return _HOST_UNSAFE.sub("-", str(value)).strip("-.")
+    return _HOST_UNSAFE.sub("-", str(value)[: _MAX_NAME * 4]).strip("-.")[:_MAX_NAME].rstrip("-.")
 
 
 def sanitize_group_part(value):
     """Reduce a value to ``[A-Za-z0-9_]`` for use inside a group name."""
-    return _GROUP_UNSAFE.sub("_", str(value)).strip("_") or "_"
+    return _GROUP_UNSAFE.sub("_", str(value)[: _MAX_NAME * 4]).strip("_")[:_MAX_NAME] or "_"
 
 
 def display_name(record):
     """The name an instance is matched and sorted by: its label, else its id."""
     return record.get("label") or record.get("id") or ""
+
+
+def shown(value, limit=60):
+    """API text quoted for a warning: one line, bounded, quotes added."""
+    return one_line(repr(str(value)), limit)
 
 
 def filter_records(records, statuses=None, name_pattern=None):
@@ -253,19 +310,23 @@ def filter_records(records, statuses=None, name_pattern=None):
     return out
 
 
-def assign_host_names(records):
+def base_host_name(record):
+    return sanitize_host_name(record.get("label")) or sanitize_host_name(record.get("id")) or "instance"
+
+
+def assign_host_names(records, reserved=()):
     """Unique, deterministic host names: ``[(name, record), ...]`` sorted by name.
 
     The base name is the sanitised label, else the sanitised id. Instances are processed in an
-    order that depends only on their data (not on the API's ordering), and a clashing name gets
-    ``-<id>`` (then ``-2``, ``-3``, ...) appended.
+    order that depends only on their data (not on the API's ordering), and a name that clashes
+    (with another instance, or with one of ``reserved``) gets ``-<id>`` (then ``-2``, ``-3``, ...)
+    appended.
     """
     keyed = []
     for record in records:
-        base = sanitize_host_name(record.get("label")) or sanitize_host_name(record.get("id")) or "instance"
-        keyed.append((base, str(record.get("source") or ""), str(record.get("id") or ""), record))
+        keyed.append((base_host_name(record), str(record.get("source") or ""), str(record.get("id") or ""), record))
     keyed.sort(key=lambda k: k[:3])
-    used = set()
+    used = set(reserved)
     named = []
     for base, _source, ident, record in keyed:
         name = base
@@ -320,7 +381,7 @@ def choose_heads(clusters, selector="first"):
                 head = members[0][0]
                 warnings.append(
                     "rlinfra.verl.hyperbolic: no member of Ray cluster '%s' matches head_selector '%s'; "
-                    "using '%s' (first by name)" % (cluster, selector, head))
+                    "using '%s' (first by name)" % (one_line(cluster, 80), selector, head))
         heads[cluster] = head
     return heads, warnings
 
@@ -357,42 +418,211 @@ def host_vars(record):
     }
 
 
+def _error_text(exc):
+    """One line from an exception: Ansible's own message (without its source excerpt) or str()."""
+    text = getattr(exc, "message", None)
+    if not isinstance(text, str) or not text:
+        text = str(exc)
+    cause = getattr(exc, "__cause__", None)
+    # a YAML error says "Syntax error while loading YAML." and keeps the problem in its cause
+    if cause is not None and len(text) < 40:
+        detail = getattr(cause, "problem", None) or getattr(cause, "message", None) or str(cause)
+        if detail and str(detail) not in text:
+            text = "%s %s" % (text.rstrip("."), "(%s)" % one_line(detail, 120))
+    return text
+
+
+def _as_name_list(option, value, known=None):
+    """A list of names from a YAML list or a comma-separated string; HyperbolicError otherwise."""
+    if isinstance(value, str):
+        value = [v for v in (p.strip() for p in value.split(",")) if v]
+    if not isinstance(value, (list, tuple)):
+        raise HyperbolicError("%s must be a list of names, got %s" % (option, shown(value, 60)))
+    names = []
+    for item in value:
+        if not isinstance(item, str) or not item.strip():
+            raise HyperbolicError("%s must be a list of names; %s is not a name" % (option, shown(item, 40)))
+        names.append(item.strip())
+    if known is not None:
+        for name in names:
+            if name not in known:
+                raise HyperbolicError("unknown %s entry %s; choose from %s" % (
+                    option, shown(name, 40), ", ".join(known)))
+    return names
+
+
 # ------------------------------------------------------------------------------------------
 # Plugin
 # ------------------------------------------------------------------------------------------
 class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
     """Hyperbolic GPU instances as a Ray cluster inventory."""
 
-    NAME = "rlinfra.verl.hyperbolic"
+    NAME = PLUGIN
 
     def verify_file(self, path):
         return super().verify_file(path) and str(path).endswith(("hyperbolic.yml", "hyperbolic.yaml"))
 
-    # ---------------------------------------------------------------- options
+    # ---------------------------------------------------------------- entry point
+    def parse(self, inventory, loader, path, cache=True):
+        super().parse(inventory, loader, path, cache)
+        self._secrets = []
+        try:
+            self._parse(path, cache)
+        except (_NotOurs, InventoryLoadFailed):
+            raise
+        except (AnsibleError, HyperbolicError) as exc:
+            self._fail(path, _error_text(exc))
+        except Exception as exc:  # pylint: disable=broad-except
+            # still one line (and key-free); the traceback is there for a bug report
+            self.display.vvv(self._scrub(traceback.format_exc()))
+            self._fail(path, "unexpected %s: %s (a bug in the plugin? run with -vvv and report it)"
+                       % (type(exc).__name__, exc))
+
+    def _fail(self, path, message):
+        line = "%s: cannot load %s: %s" % (PLUGIN, path, one_line(self._scrub(message), 1000))
+        self.display.error(line)
+        raise InventoryLoadFailed(line)
+
+    def _scrub(self, text):
+        text = str(text)
+        for secret in self._secrets + [os.environ.get("HYPERBOLIC_API_KEY")]:
+            if secret and len(secret) >= 4 and secret in text:
+                text = text.replace(secret, "<redacted>")
+        return text
+
+    def update_cache_if_changed(self):
+        # the inventory is complete at this point: a cache that cannot be written costs the next
+        # run an API call, it must not throw away this run's inventory
+        try:
+            super().update_cache_if_changed()
+        except AttributeError:
+            raise  # no cache in use: the inventory manager expects exactly this
+        except Exception as exc:  # pylint: disable=broad-except
+            self.display.warning("%s: could not write the inventory cache: %s" % (PLUGIN, one_line(_error_text(exc))))
+
+    def _parse(self, path, cache):
+        config = self._load_config_file(path)
+        self._check_config_file(config)
+        self._read_config_data(path)
+        raw_key = self.get_option("api_key")
+        if raw_key:
+            self._secrets.append(str(raw_key).strip())
+        settings = self._settings()
+        records = self._load_records(path, cache, settings)
+        self._populate(records, settings)
+
+    # ---------------------------------------------------------------- the configuration file
+    def _load_config_file(self, path):
+        try:
+            try:
+                config = self.loader.load_from_file(path, cache="none", trusted_as_template=True)
+            except TypeError:  # ansible-core < 2.19
+                config = self.loader.load_from_file(path, cache="none")
+        except Exception as exc:  # pylint: disable=broad-except
+            line = getattr(getattr(exc, "obj", None), "line_num", None)
+            where = " (line %s)" % line if isinstance(line, int) else ""
+            raise AnsibleParserError("not a readable YAML file%s: %s" % (where, _error_text(exc))) from None
+        if config is None or config == "":
+            raise AnsibleParserError("the file is empty; it needs at least the line 'plugin: %s'" % PLUGIN)
+        if not isinstance(config, dict):
+            kinds = ((list, "a list"), (str, "a string"), (bool, "a boolean"), ((int, float), "a number"))
+            kind = next((name for cls, name in kinds if isinstance(config, cls)), "a scalar")
+            raise AnsibleParserError("the file must be a YAML mapping of options, not %s" % kind)
+        return config
+
+    def _check_config_file(self, config):
+        """Checks on the file's own text, before Ansible converts it (and loses what was written)."""
+        names = getattr(self, "_redirected_names", None) or [self.NAME]
+        plugin = config.get("plugin")
+        if plugin not in names:
+            text = str(plugin).lower()
+            if plugin is not None and "hyperbol" not in text and \
+                    difflib.SequenceMatcher(None, text, PLUGIN).ratio() < 0.75:
+                raise _NotOurs("Incorrect plugin name in file: %s" % plugin)
+            raise HyperbolicError("plugin is %s; a *hyperbolic.yml file needs 'plugin: %s'" % (
+                "missing" if plugin is None else shown(plugin, 60), PLUGIN))
+        try:
+            known = set(C.config.get_configuration_definitions("inventory", self._load_name) or ())
+        except Exception:  # pylint: disable=broad-except
+            known = set()
+        if known:
+            # a misspelt option (name_patern:) would otherwise be ignored: every instance of the
+            # account would become a host
+            for key in sorted(str(k) for k in config):
+                if key not in known:
+                    close = difflib.get_close_matches(key, sorted(known), n=1)
+                    raise HyperbolicError("unknown option %s%s" % (
+                        shown(key, 40), "; did you mean '%s'?" % close[0] if close else
+                        "; see ansible-doc -t inventory %s" % PLUGIN))
+        if "sources" in config:
+            if not _as_name_list("sources", config["sources"], known=list(SOURCES)):
+                raise HyperbolicError("sources is empty; choose on_demand and/or marketplace")
+        if "statuses" in config and config["statuses"] is not None:
+            _as_name_list("statuses", config["statuses"])
+        for option, kwargs in _NUMBER_OPTIONS:
+            if config.get(option) is not None:
+                check_number(option, config[option], **kwargs)
+        # Ansible reads any unknown word as false: "validate_certs: ture" would turn TLS checks off
+        for option in _BOOL_OPTIONS:
+            if option in config and config[option] is not None:
+                self._strict_bool(option, config[option])
+        if "validate_certs" not in config and os.environ.get("HYPERBOLIC_VALIDATE_CERTS", "").strip():
+            self._strict_bool("HYPERBOLIC_VALIDATE_CERTS", os.environ["HYPERBOLIC_VALIDATE_CERTS"])
+
+    @staticmethod
+    def _strict_bool(option, value):
+        try:
+            boolean(value, strict=True)
+        except TypeError:
+            raise HyperbolicError("%s must be true or false, got %s" % (option, shown(value, 40))) from None
+
+    # ---------------------------------------------------------------- options, checked before any request
+    def _settings(self):
+        settings = {}
+        settings["sources"] = self._sources()
+        statuses = self.get_option("statuses")
+        settings["statuses"] = _as_name_list("statuses", [] if statuses is None else statuses)
+        settings["api_url"] = check_api_url(self.get_option("api_url"))
+        for option, kwargs in _NUMBER_OPTIONS:
+            settings[option] = check_number(option, self.get_option(option), **kwargs)
+        group = self.get_option("group") or "hyperbolic"
+        if not _GROUP_NAME.fullmatch(group):
+            raise HyperbolicError("group %s is not a valid group name (letters, digits and _, not "
+                                  "starting with a digit)" % shown(group, 60))
+        settings["group"] = group
+        prefix = self.get_option("cluster_group_prefix")
+        prefix = "ray_cluster_" if prefix is None else prefix
+        if not _GROUP_PREFIX.fullmatch(prefix):
+            raise HyperbolicError("cluster_group_prefix %s may only hold letters, digits and _" % shown(prefix, 60))
+        settings["cluster_group_prefix"] = prefix
+        default_user = self.get_option("default_user") or DEFAULT_SSH_USER
+        if not valid_ssh_user(default_user):
+            raise HyperbolicError("default_user %s is not a valid user name" % shown(default_user, 40))
+        settings["default_user"] = default_user
+        settings["cluster_namer"] = self._cluster_namer()
+        if url_is_plain_remote_http(settings["api_url"]):
+            self.display.warning("%s: api_url %s is plain http to a remote host: the API key crosses the "
+                                 "network unencrypted; use https" % (PLUGIN, redact_url(settings["api_url"])))
+        return settings
+
     def _sources(self):
-        sources = self.get_option("sources") or []
-        seen = []
-        for source in sources:
-            source = str(source).strip()
-            if source not in SOURCES:
-                raise AnsibleParserError(
-                    "rlinfra.verl.hyperbolic: unknown source %r (choose from %s)" % (source, ", ".join(SOURCES)))
-            if source not in seen:
-                seen.append(source)
-        if not seen:
-            raise AnsibleParserError("rlinfra.verl.hyperbolic: 'sources' is empty")
-        return seen
+        sources = _as_name_list("sources", self.get_option("sources") or [], known=list(SOURCES))
+        if not sources:
+            raise HyperbolicError("sources is empty; choose on_demand and/or marketplace")
+        return list(dict.fromkeys(sources))
 
     def _api_key(self):
         key = self.get_option("api_key")
         if key and ("{{" in key or "{%" in key):
             # e.g. api_key: "{{ vault_hyperbolic_api_key }}" with -e @vault.yml
             self.templar.available_variables = self._vars or {}
-            key = self.templar.template(key)
-        if not key:
-            raise AnsibleParserError(
-                "rlinfra.verl.hyperbolic: no API key: set HYPERBOLIC_API_KEY or the api_key option")
-        return str(key)
+            try:
+                key = self.templar.template(key)
+            except AnsibleError as exc:
+                raise HyperbolicError("api_key template failed: %s" % _error_text(exc)) from None
+        if key:
+            self._secrets.append(str(key).strip())
+        return check_api_key(key)
 
     def _client(self):
         return HyperbolicClient(
@@ -404,87 +634,6 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             retry_max_wait=self.get_option("retry_max_wait"),
             validate_certs=self.get_option("validate_certs"),
         )
-
-    # ---------------------------------------------------------------- fetch + cache
-    def _fetch(self, sources):
-        client = self._client()
-        try:
-            raw = client.fetch(sources)
-        except HyperbolicError as exc:
-            raise _FetchFailed("rlinfra.verl.hyperbolic: %s" % client.scrub(exc)) from None
-        raw["format"] = CACHE_FORMAT
-        self.display.vvv("rlinfra.verl.hyperbolic: %d request(s) to %s" % (client.requests_made, client.api_url))
-        return raw
-
-    @staticmethod
-    def _cache_usable(cached, api_url, sources):
-        if not isinstance(cached, dict) or cached.get("format") != CACHE_FORMAT:
-            return False
-        if str(cached.get("api_url", "")).rstrip("/") != api_url:
-            return False
-        have = cached.get("sources") or {}
-        skipped = cached.get("skipped") or {}
-        return all(s in have or s in skipped for s in sources)
-
-    def _raw_results(self, path, cache):
-        """Raw API answers, from the cache when allowed and valid, else from the API."""
-        sources = self._sources()
-        api_url = str(self.get_option("api_url") or "").rstrip("/")
-        use_cache = bool(self.get_option("cache"))
-        cache_key = self.get_cache_key(path) if use_cache else None
-        if use_cache and cache:
-            try:
-                cached = self._cache[cache_key]
-            except KeyError:
-                cached = None
-            if cached is not None and self._cache_usable(cached, api_url, sources):
-                self.display.vvv("rlinfra.verl.hyperbolic: using cached API results for %s" % path)
-                return cached, sources
-        raw = self._fetch(sources)
-        if use_cache:
-            self._cache[cache_key] = raw
-        return raw, sources
-
-    # ---------------------------------------------------------------- parse
-    def parse(self, inventory, loader, path, cache=True):
-        super().parse(inventory, loader, path, cache)
-        self._read_config_data(path)
-        memo_key = os.path.abspath(str(path))
-        recent = _RECENT_FAILURES.get(memo_key)
-        if recent and time.monotonic() - recent[0] < _FAILURE_MEMO_SECONDS:
-            raise AnsibleError(recent[1])
-        try:
-            raw, sources = self._raw_results(path, cache)
-        except _FetchFailed as exc:
-            _RECENT_FAILURES[memo_key] = (time.monotonic(), exc.message)
-            raise AnsibleError(exc.message) from None
-        _RECENT_FAILURES.pop(memo_key, None)
-        self._populate(raw, sources)
-
-    def _records(self, raw, sources):
-        default_user = self.get_option("default_user") or DEFAULT_SSH_USER
-        records = []
-        skipped = raw.get("skipped") or {}
-        for source in sources:
-            if source in skipped:
-                self.display.warning(
-                    "rlinfra.verl.hyperbolic: source '%s' skipped: %s (retired API?)" % (source, skipped[source]))
-                continue
-            try:
-                records.extend(normalize_instances(source, raw["sources"][source], default_user))
-            except HyperbolicError as exc:
-                raise AnsibleParserError("rlinfra.verl.hyperbolic: %s" % exc) from None
-        if skipped and len(skipped) >= len(sources):
-            self.display.warning("rlinfra.verl.hyperbolic: every source answered 404; no hosts from this inventory")
-        records = filter_records(records, self.get_option("statuses"), self.get_option("name_pattern"))
-        unreachable = [r for r in records if not r.get("ssh")]
-        if unreachable:
-            ids = ", ".join(sorted(display_name(r) for r in unreachable)[:10])
-            self.display.warning(
-                "rlinfra.verl.hyperbolic: %d instance(s) without SSH details left out: %s%s"
-                % (len(unreachable), ids, " ..." if len(unreachable) > 10 else ""))
-            records = [r for r in records if r.get("ssh")]
-        return records
 
     def _cluster_namer(self):
         """Return a function (record, hostvars) -> cluster name or None."""
@@ -499,30 +648,168 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                 templar.available_variables = hvars
                 try:
                     value = templar.template(spec)
+                except AnsibleTemplateSyntaxError as exc:
+                    # the option is broken for every instance: not a per-instance miss
+                    raise HyperbolicError("cluster_from is not a valid Jinja template: %s" % _error_text(exc)) from None
                 except Exception as exc:  # pylint: disable=broad-except
                     if strict:
                         raise AnsibleParserError(
-                            "rlinfra.verl.hyperbolic: cluster_from failed for %s: %s" % (display_name(record), exc))
+                            "cluster_from failed for %s: %s" % (shown(display_name(record)), _error_text(exc)))
                     return None
                 return None if value is None else str(value).strip()
+            # one trial run on a made-up instance, so a syntax error stops the run before any request
+            dummy = {"source": "on_demand", "id": "x", "label": "x", "status": "running", "ssh": None}
+            try:
+                by_template(dummy, host_vars(dummy))
+            except HyperbolicError:
+                raise
+            except Exception:  # pylint: disable=broad-except
+                pass
             return by_template
         try:
             regex = re.compile(spec)
         except re.error as exc:
-            raise AnsibleParserError("rlinfra.verl.hyperbolic: cluster_from is not a valid regex: %s" % exc)
+            raise HyperbolicError("cluster_from is not a valid regular expression: %s" % exc) from None
         return lambda record, hvars: cluster_from_regex(regex, record)
 
-    def _populate(self, raw, sources):
-        records = self._records(raw, sources)
-        named = assign_host_names(records)
+    # ---------------------------------------------------------------- fetch + cache
+    def _fetch(self, sources):
+        client = self._client()
+        raw = client.fetch(sources)
+        raw["format"] = CACHE_FORMAT
+        self.display.vvv("%s: %d request(s) to %s" % (PLUGIN, client.requests_made, client.api_url))
+        return raw
+
+    @staticmethod
+    def _cache_miss_reason(cached, api_url, sources):
+        """None for a usable entry, ``(False, why)`` for a stale one, ``(True, why)`` for a broken one."""
+        if not isinstance(cached, dict):
+            return True, "it is %s, not a JSON object" % type(cached).__name__
+        if "format" not in cached or not isinstance(cached.get("api_url"), str):
+            return True, "it lacks format/api_url"
+        if cached.get("format") != CACHE_FORMAT:
+            return False, "written by another version"
+        if cached["api_url"].rstrip("/") != api_url:
+            return False, "api_url changed"
+        have = cached.get("sources")
+        skipped = cached.get("skipped", {})
+        if not isinstance(have, dict) or not isinstance(skipped, dict):
+            return True, "sources/skipped are not JSON objects"
+        if not all(isinstance(v, str) for v in skipped.values()):
+            return True, "skipped holds something other than messages"
+        if not all(s in have or s in skipped for s in sources):
+            return False, "a requested source is not cached"
+        return None
+
+    def _load_records(self, path, cache, settings):
+        """``(records, notes)`` from the cache when it is usable, else from the API.
+
+        Raw answers are normalised before anything is shown or stored, so a broken answer (from
+        the API or from the cache) never yields a partial inventory and is never cached.
+        """
+        sources = settings["sources"]
+        use_cache = bool(self.get_option("cache"))
+        cache_key = self.get_cache_key(path) if use_cache else None
+        if use_cache and cache:
+            problem = None
+            try:
+                cached = self._cache[cache_key]
+            except KeyError:
+                cached = None
+            except Exception as exc:  # pylint: disable=broad-except
+                # an unreadable cache file must cost an API call, not the inventory
+                cached = None
+                problem = "unreadable: %s" % one_line(_error_text(exc).split(". ")[0], 200)
+            if cached is not None:
+                miss = self._cache_miss_reason(cached, settings["api_url"], sources)
+                problem = miss[1] if miss and miss[0] else None
+                if miss is None:
+                    try:
+                        result = self._normalize(cached, sources, settings["default_user"])
+                        self.display.vvv("%s: using cached API results for %s" % (PLUGIN, path))
+                        return result
+                    except HyperbolicError as exc:
+                        problem = str(exc)
+            if problem:
+                self.display.warning("%s: ignoring the cached API answers for %s (%s); asking the API again"
+                                     % (PLUGIN, path, one_line(problem, 200)))
+        raw = self._fetch(sources)
+        result = self._normalize(raw, sources, settings["default_user"])
+        if use_cache:
+            self._cache[cache_key] = raw
+        return result
+
+    @staticmethod
+    def _normalize(raw, sources, default_user):
+        """Validated records of every requested source, plus the warnings they call for."""
+        skipped = raw.get("skipped") or {}
+        records, notes = [], []
+        for source in sources:
+            if source in skipped:
+                notes.append("%s: source '%s' skipped: %s (retired API?)" % (PLUGIN, source, one_line(skipped[source])))
+                continue
+            items = raw["sources"][source]
+            by_id = {}
+            for record in normalize_instances(source, items, default_user):
+                by_id.setdefault(record["id"], []).append(record)
+            for ident in sorted(by_id):
+                copies = by_id[ident]
+                if len(copies) > 1:
+                    # one machine must not become two Ray nodes; keep the same copy whatever the order
+                    copies.sort(key=lambda r: json.dumps(r, sort_keys=True, default=str))
+                    notes.append("%s: %s instance %s is listed %d times; using one" % (
+                        PLUGIN, source, shown(ident), len(copies)))
+                records.append(copies[0])
+        if all(s in skipped for s in sources):
+            raise HyperbolicError("every source answered HTTP 404 (%s); check api_url (or HYPERBOLIC_API_URL)" % (
+                "; ".join("%s: %s" % (s, one_line(skipped[s], 120)) for s in sources)))
+        return records, notes
+
+    def _select(self, records, notes, settings):
+        for note in notes:
+            self.display.warning(note)
+        kept = filter_records(records, settings["statuses"], self.get_option("name_pattern"))
+        if records and not kept:
+            # a misspelt status or pattern looks exactly like an empty account otherwise
+            pattern = self.get_option("name_pattern")
+            filters = ["statuses [%s]" % ", ".join(settings["statuses"])] if settings["statuses"] else []
+            filters += ["name_pattern %s" % shown(pattern)] if pattern else []
+            seen = sorted({(r.get("status") or "").strip().lower() or "(none)" for r in records})
+            self.display.warning("%s: none of the %d instance(s) passed %s; statuses seen: %s" % (
+                PLUGIN, len(records), " and ".join(filters), one_line(", ".join(seen), 120)))
+        broken = [r for r in kept if not r.get("ssh") and r.get("ssh_error")]
+        for record in sorted(broken, key=lambda r: (r["source"], r["id"]))[:_MAX_SSH_WARNINGS]:
+            self.display.warning("%s: instance %s (%s) left out: %s" % (
+                PLUGIN, shown(record["id"]), record["source"], one_line(record["ssh_error"], 200)))
+        if len(broken) > _MAX_SSH_WARNINGS:
+            self.display.warning("%s: %d more instance(s) with unusable SSH details left out" % (
+                PLUGIN, len(broken) - _MAX_SSH_WARNINGS))
+        unreachable = [r for r in kept if not r.get("ssh") and not r.get("ssh_error")]
+        if unreachable:
+            ids = ", ".join(shown(n, 40)[1:-1] for n in sorted(display_name(r) for r in unreachable)[:10])
+            self.display.warning(
+                "%s: %d instance(s) without SSH details left out: %s%s"
+                % (PLUGIN, len(unreachable), ids, " ..." if len(unreachable) > 10 else ""))
+        return [r for r in kept if r.get("ssh")]
+
+    # ---------------------------------------------------------------- inventory
+    def _populate(self, loaded, settings):
+        records = self._select(loaded[0], loaded[1], settings)
+        reserved = _RESERVED_HOSTS | {settings["group"]}
+        named = assign_host_names(records, reserved)
+        for name, record in named:
+            base = base_host_name(record)
+            if base in reserved and name != base:
+                self.display.warning("%s: instance %s is named %s, which Ansible reserves; host name %s used"
+                                     % (PLUGIN, shown(record["id"]), shown(base), name))
 
         inventory = self.inventory
-        group = inventory.add_group(self.get_option("group") or "hyperbolic")
+        group = inventory.add_group(settings["group"])
         head_group = inventory.add_group("ray_head")
         workers_group = inventory.add_group("ray_workers")
         # a literal: the group names are built from it now, so it must not be templated later
         default_cluster = unsafe(self.get_option("default_cluster") or "default")
-        namer = self._cluster_namer()
+        namer = settings["cluster_namer"]
         compose = self.get_option("compose") or {}
         groups = self.get_option("groups") or {}
         keyed_groups = self.get_option("keyed_groups") or []
@@ -562,14 +849,13 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         for message in warnings:
             self.display.warning(message)
 
-        prefix = self.get_option("cluster_group_prefix")
-        prefix = "ray_cluster_" if prefix is None else prefix
+        prefix = settings["cluster_group_prefix"]
         cluster_groups = {}
         for cluster in sorted(clusters):
             gname = prefix + sanitize_group_part(cluster)
             if gname in cluster_groups.values():
                 self.display.warning(
-                    "rlinfra.verl.hyperbolic: Ray clusters with similar names share the group %s" % gname)
+                    "%s: Ray clusters with similar names share the group %s" % (PLUGIN, gname))
             cluster_groups[cluster] = inventory.add_group(gname)
             head = heads[cluster]
             for name, _match in clusters[cluster]:

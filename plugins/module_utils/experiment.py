@@ -21,6 +21,11 @@ import math
 import os
 import re
 import shlex
+import stat
+
+from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_file as SF
+from ansible_collections.rlinfra.verl.plugins.module_utils.cluster_shape import cluster_shape
+from ansible_collections.rlinfra.verl.plugins.module_utils.recovery import RECOVERY_DEFAULTS, RECOVERY_EVENTS
 
 try:
     import yaml
@@ -39,7 +44,8 @@ EXTENSIONS = (".yml", ".yaml")
 
 VERL_DEFAULTS = {"module": "verl.trainer.main_ppo", "config": "ppo_trainer", "python": "python3"}
 NEMO_RL_DEFAULTS = {"script": "examples/run_grpo_math.py", "runner": "uv run"}
-WAIT_DEFAULTS = {"enabled": True, "timeout": 86400, "progress_interval": 60, "poll_interval": 5, "stop_on_timeout": False}
+WAIT_DEFAULTS = {"enabled": True, "timeout": 86400, "progress_interval": 60, "poll_interval": 5, "stop_on_timeout": False,
+                 "stall_timeout": 1800, "outage_grace": 300}
 DEFAULT_ENV = {"PYTHONUNBUFFERED": "1"}
 
 # verl: keys an experiment must set, with what they are for.
@@ -48,6 +54,27 @@ VERL_REQUIRED = (
     ("data.train_files", "training parquet file(s), e.g. /data/datasets/gsm8k/train.parquet"),
     ("data.val_files", "validation parquet file(s), e.g. /data/datasets/gsm8k/test.parquet"),
 )
+
+# Limits (docs/EXPERIMENTS.md, "Limits"). An experiment file is a few kB written by hand; these
+# bounds keep a careless or hostile file from hanging the controller, long before anything is sent.
+MAX_FILE_BYTES = 1024 * 1024
+# YAML values after expanding aliases: an alias costs nothing to write but is copied wherever it is
+# used, so a 1 kB file of nested aliases ("billion laughs") can stand for billions of values.
+MAX_YAML_NODES = 100000
+MAX_YAML_DEPTH = 64  # libyaml's composer recurses in C: a deep enough file crashes the process
+MAX_PARAMS = 10000
+# Ray starts the entrypoint with /bin/sh -c ENTRYPOINT, one argv item, and Linux refuses any single
+# argv or environment string of MAX_ARG_STRLEN (32 pages = 131072 bytes, NUL included) or more:
+# the job would be created and then fail with "Argument list too long".
+MAX_ARG_BYTES = 131071
+# Ray names the driver's log file job-driver-<submission id>.log (255 bytes at most on Linux); room
+# is left for the recovery attempts' "-aN" suffix.
+MAX_SUBMISSION_ID = 190
+MAX_ERRORS = 20  # more problems than this are counted, not listed
+# Ray resources asked through entrypoint_num_cpus/_gpus/_memory; as custom resources Ray fails the job.
+RAY_BUILTIN_RESOURCES = {"cpu": "entrypoint_num_cpus", "gpu": "entrypoint_num_gpus", "memory": "entrypoint_memory"}
+RAY_RESOURCE_PRECISION = 0.0001  # ray._raylet.RESOURCE_UNIT_SCALING = 10000
+MIN_POLL_INTERVAL = 0.1  # the same floor as the ray_job and ray_job_poll modules
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -72,6 +99,7 @@ TOP_LEVEL = {
     "excludes": _LIST,
     "resources": _MAPPING,
     "wait": _MAPPING,
+    "recovery": _MAPPING,
 }
 ENTRYPOINT_KEYS = {
     "verl": {"module": _STR, "config": _STR, "python": _STR},
@@ -81,7 +109,9 @@ ENTRYPOINT_KEYS = {
 RESOURCE_KEYS = {"entrypoint_num_cpus": _NUM, "entrypoint_num_gpus": _NUM, "entrypoint_memory": _INT,
                  "entrypoint_resources": _MAPPING}
 WAIT_KEYS = {"enabled": _BOOL, "timeout": _INT, "progress_interval": _INT, "poll_interval": _NUM,
-             "stop_on_timeout": _BOOL}
+             "stop_on_timeout": _BOOL, "stall_timeout": _INT, "outage_grace": _INT}
+RECOVERY_KEYS = {"max_restarts": _INT, "on": _LIST, "backoff_s": _NUM, "min_nodes": _INT, "node_wait_timeout": _INT,
+                 "allow_reshard": _BOOL}
 
 
 class ExperimentError(Exception):
@@ -214,21 +244,146 @@ def shell_quote(text):
 # --------------------------------------------------------------------------------------------
 
 if yaml is not None:
-    class _UniqueKeyLoader(yaml.SafeLoader):
-        """SafeLoader that refuses duplicate keys instead of keeping the last one silently."""
+    from yaml.composer import Composer
+    from yaml.constructor import ConstructorError, SafeConstructor
+    from yaml.nodes import MappingNode, ScalarNode
+    from yaml.resolver import Resolver
+
+    try:
+        from yaml._yaml import CParser  # libyaml: parses 20k params in a fraction of the pure-Python time
+    except ImportError:  # pragma: no cover - PyYAML without libyaml
+        CParser = None
+
+    class LimitError(yaml.YAMLError):
+        """A file over one of the limits; ``problem`` says which, ``problem_mark`` where."""
+
+        def __init__(self, problem, mark):
+            super().__init__(problem)
+            self.problem = problem
+            self.problem_mark = mark
+
+    class _LimitedComposer(Composer):
+        """PyYAML's composer (in Python, so its recursion is bounded and caught), counting nesting and
+        the values each node stands for once its aliases are expanded. The count is kept on the node,
+        so a node referred to by many aliases is counted once per use but walked only once."""
+
+        def compose_document(self):
+            self._rl_depth = 0
+            return Composer.compose_document(self)
+
+        def compose_node(self, parent, index):
+            event = self.peek_event()
+            alias = event.anchor if isinstance(event, yaml.AliasEvent) else None
+            self._rl_depth += 1
+            try:
+                if self._rl_depth > MAX_YAML_DEPTH:
+                    raise LimitError("nested more than %d levels deep" % MAX_YAML_DEPTH, event.start_mark)
+                node = Composer.compose_node(self, parent, index)
+            finally:
+                self._rl_depth -= 1
+            size = getattr(node, "_rl_size", None)
+            if size is None:
+                if alias is not None:
+                    raise LimitError("alias *%s refers to a node that contains it; an experiment cannot be a "
+                                     "recursive structure" % alias, event.start_mark)
+                if isinstance(node, ScalarNode):
+                    size = 1
+                elif isinstance(node, MappingNode):
+                    size = 1 + sum(k._rl_size + v._rl_size for k, v in node.value)
+                else:
+                    size = 1 + sum(v._rl_size for v in node.value)
+                node._rl_size = size
+            if size > MAX_YAML_NODES:
+                what = "alias *%s expands to" % alias if alias is not None else "this holds"
+                raise LimitError("%s more than %d values once aliases are expanded; write the values out, or keep "
+                                 "large data in a file on the shared volume" % (what, MAX_YAML_NODES), event.start_mark)
+            return node
+
+    _BOOL_TAG = "tag:yaml.org,2002:bool"
+    _MERGE_TAG = "tag:yaml.org,2002:merge"
+
+    def _key(loader, key_node, deep):
+        """A mapping key. YAML 1.1 reads a bare ``on``/``off``/``yes``/``no`` as a boolean, which made
+        ``recovery: {on: [...]}`` the key True; as a key it stays the word that was written."""
+        if key_node.tag == _BOOL_TAG and isinstance(key_node, ScalarNode) and not key_node.style \
+                and key_node.value.lower() not in ("true", "false"):
+            return key_node.value
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            hash(key)
+        except TypeError:
+            raise ConstructorError(None, None, "a %s cannot be a key" % type_name(key), key_node.start_mark)
+        return key
 
     def _construct_mapping(loader, node, deep=False):
-        loader.flatten_mapping(node)
+        """Refuse duplicate keys (PyYAML keeps the last one silently). Keys brought in by a merge
+        (``<<: *defaults``) may be overridden, as YAML intends."""
         seen = {}
         for key_node, dummy in node.value:
-            key = loader.construct_object(key_node, deep=deep)
+            if key_node.tag == _MERGE_TAG:
+                continue
+            key = _key(loader, key_node, deep)
             if key in seen:
-                raise yaml.constructor.ConstructorError(
+                raise ConstructorError(
                     None, None, "duplicate key %r (also on line %d)" % (key, seen[key] + 1), key_node.start_mark)
             seen[key] = key_node.start_mark.line
-        return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+        loader.flatten_mapping(node)
+        mapping = {}
+        for key_node, value_node in node.value:
+            mapping[_key(loader, key_node, deep)] = loader.construct_object(value_node, deep=deep)
+        return mapping
 
-    _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+    def _construct_int(loader, node):
+        # int() refuses more than 4300 decimal digits with a ValueError, and a hex literal has no such
+        # limit but cannot be printed back: both become one line here.
+        try:
+            value = SafeConstructor.construct_yaml_int(loader, node)
+        except ValueError:
+            value = None
+        if value is None or value.bit_length() > 64:
+            raise ConstructorError(None, None, "integer %s is out of range (at most 64 bits); quote it to pass a string"
+                                   % _fmt(node.value), node.start_mark)
+        return value
+
+    def _guarded(construct, what):
+        def guarded(loader, node):
+            try:
+                return construct(loader, node)
+            except (ValueError, OverflowError) as e:
+                raise ConstructorError(None, None, "%s %s cannot be read (%s); quote it to pass a string"
+                                       % (what, _fmt(node.value), e), node.start_mark)
+        return guarded
+
+    class _Constructor(SafeConstructor):
+        pass
+
+    _Constructor.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+    _Constructor.add_constructor("tag:yaml.org,2002:int", _construct_int)
+    _Constructor.add_constructor("tag:yaml.org,2002:float", _guarded(SafeConstructor.construct_yaml_float, "number"))
+    _Constructor.add_constructor("tag:yaml.org,2002:timestamp",
+                                 _guarded(SafeConstructor.construct_yaml_timestamp, "date"))
+
+    class _PyLoader(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser, _LimitedComposer, _Constructor,
+                    Resolver):
+        def __init__(self, stream):
+            yaml.reader.Reader.__init__(self, stream)
+            yaml.scanner.Scanner.__init__(self)
+            yaml.parser.Parser.__init__(self)
+            _LimitedComposer.__init__(self)
+            _Constructor.__init__(self)
+            Resolver.__init__(self)
+
+    if CParser is not None:
+        # libyaml's events, composed by the bounded Python composer (first in the MRO): libyaml's own
+        # composer recurses in C and crashes the process on a deep enough file.
+        class _CLoader(_LimitedComposer, CParser, _Constructor, Resolver):
+            def __init__(self, stream):
+                CParser.__init__(self, stream)
+                _LimitedComposer.__init__(self)
+                _Constructor.__init__(self)
+                Resolver.__init__(self)
+    else:  # pragma: no cover
+        _CLoader = None
 
 
 def validate_name(name, what="experiment"):
@@ -254,15 +409,19 @@ def experiment_names(experiments_dir):
 
 def find_experiment(name, experiments_dir):
     validate_name(name)
-    for ext in EXTENSIONS:
-        path = os.path.join(experiments_dir, name + ext)
+    paths = [os.path.join(experiments_dir, name + ext) for ext in EXTENSIONS]
+    for path in paths:
         if os.path.isfile(path):
+            return path
+    for path in paths:
+        if os.path.lexists(path):  # a directory, a broken link, a link loop: read_yaml says which
             return path
     if not os.path.isdir(experiments_dir):
         raise ExperimentError("experiments directory %s does not exist (set verl_job_experiments_dir)" % experiments_dir)
     names = experiment_names(experiments_dir)
+    shown = ", ".join(names[:30]) + (" and %d more" % (len(names) - 30) if len(names) > 30 else "")
     raise ExperimentError("experiment '%s' not found in %s%s; available: %s"
-                          % (name, experiments_dir, did_you_mean(name, names), ", ".join(names) or "none"))
+                          % (name, experiments_dir, did_you_mean(name, names), shown or "none"))
 
 
 class Experiment:
@@ -287,7 +446,8 @@ class Experiment:
         self.working_dir = data.get("working_dir")
         self.excludes = list(data.get("excludes") or [])
         self.resources = dict(data.get("resources") or {})
-        self.wait = dict(WAIT_DEFAULTS, **(data.get("wait") or {}))
+        self.wait = {**WAIT_DEFAULTS, **(data.get("wait") or {})}  # non-string keys: reported, not a crash
+        self.recovery = {**RECOVERY_DEFAULTS, **(data.get("recovery") or {})}
 
     @property
     def working_dir_path(self):
@@ -309,22 +469,77 @@ class Experiment:
                     cluster=self.cluster, conventions=self.conventions, project=self.project,
                     entrypoint=self.entrypoint, params=[[k, v] for k, v in self.params], env=self.env,
                     secrets=self.secrets, optional_secrets=self.optional_secrets, working_dir=self.working_dir_path,
-                    excludes=self.excludes, resources=self.resources, wait=self.wait)
+                    excludes=self.excludes, resources=self.resources, wait=self.wait, recovery=self.recovery)
 
 
 def read_yaml(path, label):
+    """The parsed file, or one line of :class:`ExperimentError`: not a regular file, over
+    :data:`MAX_FILE_BYTES`, not UTF-8, not YAML, over the alias or nesting limits, a duplicate key."""
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as e:
-        raise ExperimentError("%s: cannot be read: %s" % (label, e))
+        st = os.stat(path)
+        if stat.S_ISDIR(st.st_mode):
+            raise ExperimentError("%s: %s is a directory, not an experiment file" % (label, path))
+        if not stat.S_ISREG(st.st_mode):
+            raise ExperimentError("%s: %s is not a regular file" % (label, path))
+        if st.st_size > MAX_FILE_BYTES:
+            raise ExperimentError("%s: the file is %d bytes, over the %d bytes (1 MiB) an experiment file may have; "
+                                  "keep data, code and long lists out of it (working_dir, the shared volume)"
+                                  % (label, st.st_size, MAX_FILE_BYTES))
+        with open(path, "rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)
+    except OSError as e:
+        raise ExperimentError("%s: cannot be read: %s (%s); check that it exists and that you may read it"
+                              % (label, e.strerror or e, path))
+    if len(raw) > MAX_FILE_BYTES:  # it grew while being read
+        raise ExperimentError("%s: the file is over the %d bytes (1 MiB) an experiment file may have"
+                              % (label, MAX_FILE_BYTES))
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        column = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
+        raise ExperimentError("%s: not UTF-8 text (byte 0x%02x at line %d, column %d); save the file as UTF-8"
+                              % (label, raw[e.start], line, column))
+    return parse_yaml(text, label)
+
+
+def parse_yaml(text, label):
+    try:
+        return _load(text, _CLoader or _PyLoader)
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = " (line %d, column %d)" % (mark.line + 1, mark.column + 1) if mark else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ExperimentError("%s: not valid YAML%s: %s" % (label, where, problem))
+        if _CLoader is not None and isinstance(e, (yaml.reader.ReaderError, yaml.scanner.ScannerError,
+                                                   yaml.parser.ParserError)):
+            # libyaml words its syntax errors differently: the same file gives the same line anywhere.
+            try:
+                _load(text, _PyLoader)
+            except (yaml.YAMLError, RecursionError) as again:
+                e = again
+        raise ExperimentError(_yaml_error(e, label, text))
+    except RecursionError:  # pragma: no cover - the depth limit comes first
+        raise ExperimentError("%s: nested too deeply" % label)
+
+
+def _load(text, loader_class):
+    loader = loader_class(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+def _yaml_error(e, label, text):
+    if isinstance(e, RecursionError):
+        return "%s: nested too deeply" % label
+    mark = getattr(e, "problem_mark", None)
+    where = " (line %d, column %d)" % (mark.line + 1, mark.column + 1) if mark else ""
+    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+    if isinstance(e, yaml.reader.ReaderError) and isinstance(e.position, int):
+        line = text.count("\n", 0, e.position) + 1
+        where = " (line %d, column %d)" % (line, e.position - (text.rfind("\n", 0, e.position) + 1) + 1)
+        problem = "control character #x%04x is not allowed (in a quoted string, write it as an escape)" % e.character
+    if isinstance(e, LimitError):
+        return "%s: over a limit%s: %s" % (label, where, problem)
+    return "%s: not valid YAML%s: %s" % (label, where, problem)
 
 
 def load_experiment(name, experiments_dir, extra_params=None):
@@ -337,10 +552,8 @@ def load_experiment(name, experiments_dir, extra_params=None):
 
 def validate(name, path, data, extra_params=None):
     label = os.path.basename(path)
-    errors = []
-
-    def err(msg):
-        errors.append("%s: %s" % (label, msg))
+    errors = _Errors(label)
+    err = errors.add
 
     if data is None:
         raise ExperimentError("%s: the file is empty; an experiment needs at least params (see docs/EXPERIMENTS.md)" % label)
@@ -352,13 +565,14 @@ def validate(name, path, data, extra_params=None):
             err("unknown top-level key %s%s; allowed: %s" % (_fmt(key), did_you_mean(key, TOP_LEVEL), ", ".join(TOP_LEVEL)))
         elif value is not None and not _is(value, TOP_LEVEL[key]):
             err("%s: expected %s, got %s (%s)" % (key, an(TOP_LEVEL[key]), an(type_name(value)), _fmt(value)))
+    _check_nul(data, "", err)
     if errors:
-        raise ExperimentError(errors)
+        raise ExperimentError(errors.lines())
 
     framework = data.get("framework") or "verl"
     if framework not in FRAMEWORKS:
         err("framework: %s is not one of %s%s" % (_fmt(framework), ", ".join(FRAMEWORKS), did_you_mean(framework, FRAMEWORKS)))
-        raise ExperimentError(errors)
+        raise ExperimentError(errors.lines())
     for key, what in (("cluster", "cluster"), ("project", "project")):
         if data.get(key) is not None and not NAME_RE.match(data[key]):
             err("%s: %s is not a valid %s name (letters, digits, '_', '-', '.')" % (key, _fmt(data[key]), what))
@@ -370,17 +584,9 @@ def validate(name, path, data, extra_params=None):
     _check_entrypoint(exp, err)
     _check_section(data.get("resources") or {}, "resources", RESOURCE_KEYS, err)
     _check_section(data.get("wait") or {}, "wait", WAIT_KEYS, err)
-    for key in ("entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_memory"):
-        value = exp.resources.get(key)
-        if _is(value, _NUM) and value < 0:
-            err("resources.%s: must not be negative, got %s" % (key, value))
-    for key, value in (exp.resources.get("entrypoint_resources") or {}).items():
-        if not _is(value, _NUM) or value < 0:
-            err("resources.entrypoint_resources.%s: expected a non-negative number, got %s" % (key, _fmt(value)))
-    for key in ("timeout", "progress_interval", "poll_interval"):
-        value = (data.get("wait") or {}).get(key)
-        if _is(value, _NUM) and value <= 0:
-            err("wait.%s: must be positive, got %s" % (key, value))
+    _check_resources(exp.resources, err)
+    check_wait(data.get("wait") or {}, err)
+    _check_recovery(data.get("recovery") or {}, err)
 
     exp.env = _check_env(data.get("env") or {}, err)
     _check_secrets(exp, err)
@@ -392,6 +598,9 @@ def validate(name, path, data, extra_params=None):
     exp.params = _flatten_params(data.get("params") or {}, err)
     if extra_params:
         exp.params = merge_params(exp.params, _flatten_params(extra_params, lambda m: err("extra params (verl_job_params): " + m)))
+    if len(exp.params) > MAX_PARAMS:
+        err("params: %d values, more than the %d an experiment may set (they all go on one command line); keep "
+            "large settings in a config file (entrypoint.config, or a file in working_dir)" % (len(exp.params), MAX_PARAMS))
 
     if not errors and exp.conventions == "verl":
         _check_verl_conventions(exp, err)
@@ -401,11 +610,55 @@ def validate(name, path, data, extra_params=None):
             if value is None or value == "" or value == []:
                 err("params.%s is required for framework verl (%s)" % (key, what))
     if errors:
-        raise ExperimentError(errors)
+        raise ExperimentError(errors.lines())
     if exp.project is None:
         exp.project = exp.param("trainer.project_name") if exp.conventions == "verl" and isinstance(
             exp.param("trainer.project_name"), str) else DEFAULT_PROJECT
     return exp
+
+
+class _Errors(list):
+    """Problems, one line each, prefixed with the file's name; past :data:`MAX_ERRORS` they are only
+    counted, so that a file with 20000 bad keys still gives a readable answer."""
+
+    def __init__(self, label):
+        super().__init__()
+        self.label = label
+        self.more = 0
+
+    def add(self, msg):
+        if len(self) < MAX_ERRORS:
+            self.append("%s: %s" % (self.label, msg))
+        else:
+            self.more += 1
+
+    def lines(self):
+        return list(self) + (["%s: ... and %d more problem(s)" % (self.label, self.more)] if self.more else [])
+
+
+def _finite(value):
+    return not isinstance(value, float) or math.isfinite(value)
+
+
+def _check_nul(value, where, err, seen=None):
+    """NUL cannot be carried by a command line, an environment variable nor a path: Ray would
+    create the job and fail it. Reported once per value, wherever it is in the file."""
+    if isinstance(value, str):
+        if "\0" in value:
+            err("%s: contains a NUL character (\\0), which no command line, environment variable or path can carry"
+                % (where or "value"))
+    elif isinstance(value, (dict, list)):
+        seen = set() if seen is None else seen
+        if id(value) in seen:  # the same (aliased) value, already checked
+            return
+        seen.add(id(value))
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            if isinstance(key, str) and "\0" in key:
+                err("%s: a key contains a NUL character (\\0)" % (where or "top level"))
+                continue
+            sub = ("%s[%d]" % (where, key)) if isinstance(value, list) else ("%s.%s" % (where, key) if where else str(key))
+            _check_nul(item, sub, err, seen)
 
 
 def _check_section(section, where, schema, err):
@@ -414,6 +667,79 @@ def _check_section(section, where, schema, err):
             err("%s: unknown key %s%s; allowed: %s" % (where, _fmt(key), did_you_mean(key, schema), ", ".join(schema)))
         elif not _is(value, schema[key]):
             err("%s.%s: expected %s, got %s (%s)" % (where, key, an(schema[key]), an(type_name(value)), _fmt(value)))
+        elif not _finite(value):
+            err("%s.%s: expected a finite number, got %s" % (where, key, value))
+
+
+def _check_quantity(where, value, err):
+    """A Ray resource quantity: not negative, finite, 0 or at least Ray's precision."""
+    if not _is(value, _NUM) or not _finite(value):
+        return
+    if value < 0:
+        err("%s: must not be negative, got %s" % (where, value))
+    elif 0 < value < RAY_RESOURCE_PRECISION:
+        err("%s: %s is below Ray's resource precision; use 0 or at least %s" % (where, value, RAY_RESOURCE_PRECISION))
+
+
+def _check_resources(resources, err):
+    for key in ("entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_memory"):
+        _check_quantity("resources.%s" % key, resources.get(key), err)
+    custom = resources.get("entrypoint_resources")
+    if not isinstance(custom, dict):
+        return
+    for key, value in custom.items():
+        where = "resources.entrypoint_resources.%s" % key
+        if not isinstance(key, str) or not key.strip():
+            err("resources.entrypoint_resources: %s is not a resource name" % _fmt(key))
+        elif key.lower() in RAY_BUILTIN_RESOURCES:
+            # Any spelling: 'gpu' would be a custom resource no node has, a job pending for ever.
+            err("%s: Ray takes CPUs, GPUs and memory through their own keys, not as custom resources; use "
+                "resources.%s" % (where, RAY_BUILTIN_RESOURCES[key.lower()]))
+        elif not _is(value, _NUM) or not _finite(value):
+            err("%s: expected a non-negative number, got %s" % (where, _fmt(value)))
+        else:
+            _check_quantity(where, value, err)
+
+
+def check_wait(wait, err, name=None, finite=False):
+    """Values of a ``wait`` mapping (the file's, or the role's -e overrides): positive durations, a
+    poll interval not below :data:`MIN_POLL_INTERVAL`. ``name(key)`` says how a key is called in
+    the messages (``wait.KEY``); ``finite`` also reports NaN and infinities (the file's section
+    check does that already)."""
+    name = name or (lambda key: "wait." + key)
+    for key in ("timeout", "progress_interval", "poll_interval", "outage_grace"):
+        value = wait.get(key)
+        if not _is(value, _NUM):
+            continue
+        if not _finite(value):
+            if finite:
+                err("%s: expected a finite number, got %s" % (name(key), value))
+        elif value <= 0:
+            err("%s: must be positive, got %s" % (name(key), value))
+        elif key == "poll_interval" and value < MIN_POLL_INTERVAL:
+            err("%s: %s is too short; poll at most every %s s (the dashboard serves the whole cluster)"
+                % (name(key), value, MIN_POLL_INTERVAL))
+    value = wait.get("stall_timeout")
+    if _is(value, _INT) and value < 0:
+        err("%s: must be 0 (off) or a number of seconds, got %s" % (name("stall_timeout"), value))
+
+
+def _check_recovery(recovery, err):
+    _check_section(recovery, "recovery", RECOVERY_KEYS, err)
+    for key in ("max_restarts", "backoff_s"):
+        value = recovery.get(key)
+        if _is(value, _NUM) and value < 0:
+            err("recovery.%s: must not be negative, got %s" % (key, value))
+    for key in ("min_nodes", "node_wait_timeout"):
+        value = recovery.get(key)
+        if _is(value, _INT) and value < 1:
+            err("recovery.%s: must be at least 1, got %s" % (key, value))
+    events = recovery.get("on")
+    if isinstance(events, list):
+        for i, event in enumerate(events):
+            if event not in RECOVERY_EVENTS:
+                err("recovery.on[%d]: %s is not one of %s%s" % (i, _fmt(event), ", ".join(RECOVERY_EVENTS),
+                                                                did_you_mean(event, RECOVERY_EVENTS)))
 
 
 def _check_entrypoint(exp, err):
@@ -436,7 +762,7 @@ def _check_entrypoint(exp, err):
             err("entrypoint.repo_dir: %s must be an absolute path on the cluster" % _fmt(repo))
     elif exp.framework == "custom":
         cmd = ep.get("command")
-        if not isinstance(cmd, str) or not cmd.strip():
+        if cmd is None or isinstance(cmd, str) and not cmd.strip():  # another type: reported by _check_section
             err("entrypoint.command is required for framework custom (the shell command that starts the driver)")
 
 
@@ -449,7 +775,16 @@ def _check_env(env, err):
         if isinstance(value, bool) or value is None or not isinstance(value, (str, int, float)):
             err("env.%s: expected a string or a number, got %s (quote it: %s: \"...\")" % (key, an(type_name(value)), key))
             continue
-        out[key] = value if isinstance(value, str) else str(value)
+        if not _finite(value):
+            err("env.%s: expected a string or a finite number, got %s (quote it: %s: \"...\")" % (key, value, key))
+            continue
+        text = value if isinstance(value, str) else str(value)
+        size = len(key.encode("utf-8")) + 1 + len(text.encode("utf-8", "surrogatepass"))
+        if size > MAX_ARG_BYTES:
+            err("env.%s: the variable is %d bytes, over the %d Linux allows for one environment string; put the "
+                "value in a file (working_dir or the shared volume) and pass its path" % (key, size, MAX_ARG_BYTES))
+            continue
+        out[key] = text
     return out
 
 
@@ -476,7 +811,14 @@ def _check_working_dir(exp, err):
         err("working_dir: must not be empty")
         return
     path = exp.working_dir_path
-    if not os.path.isdir(path):
+    if os.path.isdir(path):
+        return
+    if os.path.exists(path):
+        err("working_dir: %s is not a directory (resolved to %s)" % (_fmt(exp.working_dir), path))
+    elif os.path.lexists(path):
+        err("working_dir: %s is a symbolic link that leads nowhere (a loop or a missing target; resolved to %s)"
+            % (_fmt(exp.working_dir), path))
+    else:
         err("working_dir: %s does not exist (resolved to %s, relative to the experiments directory)"
             % (_fmt(exp.working_dir), path))
 
@@ -512,9 +854,11 @@ def _check_value(value, where, err):
     return False
 
 
-def _flatten_params(params, err, prefix="", out=None, top=True):
-    """Ordered (hydra key, value) pairs of a nested mapping; empty mappings stay values ({})."""
+def _flatten_params(params, err, prefix="", out=None, top=True, seen=None):
+    """Ordered (hydra key, value) pairs of a nested mapping; empty mappings stay values ({}).
+    ``seen`` holds the keys without their Hydra prefix, so a key set twice is found in one pass."""
     out = [] if out is None else out
+    seen = set() if seen is None else seen
     if not isinstance(params, dict):
         err("params: expected a mapping, got %s" % an(type_name(params)))
         return out
@@ -529,14 +873,16 @@ def _flatten_params(params, err, prefix="", out=None, top=True):
             err("%s: a '~' (delete) key takes no value; write %s: null" % (where, key))
             continue
         if isinstance(value, dict) and value and not key.startswith("~"):
-            _flatten_params(value, err, prefix + key + ".", out, top=False)
+            _flatten_params(value, err, prefix + key + ".", out, False, seen)
             continue
         if not _check_value(value, where, err):
             continue
         full = prefix + key
-        if any(k.lstrip("+~") == full.lstrip("+~") for k, dummy in out):
+        bare = full.lstrip("+~")
+        if bare in seen:
             err("%s is set twice" % where)
             continue
+        seen.add(bare)
         out.append((full, value))
     return out
 
@@ -544,14 +890,18 @@ def _flatten_params(params, err, prefix="", out=None, top=True):
 def merge_params(base, extra):
     """``extra`` pairs replace same-key pairs of ``base`` in place; new keys go at the end."""
     merged = list(base)
+    index = {}
+    for i, (k, dummy) in enumerate(merged):
+        index.setdefault(k.lstrip("+~"), i)
     for key, value in extra:
         bare = key.lstrip("+~")
-        for i, (k, dummy) in enumerate(merged):
-            if k.lstrip("+~") == bare:
-                merged[i] = (k if k.startswith(("+", "~")) and not key.startswith(("+", "~")) else key, value)
-                break
-        else:
+        i = index.get(bare)
+        if i is None:
+            index[bare] = len(merged)
             merged.append((key, value))
+        else:
+            k = merged[i][0]
+            merged[i] = (k if k.startswith(("+", "~")) and not key.startswith(("+", "~")) else key, value)
     return merged
 
 
@@ -585,49 +935,56 @@ def submission_id(name, cluster, run=None):
         if not NAME_RE.match(run):
             raise ExperimentError("invalid run suffix %s: use letters, digits, '_', '-' or '.' (e.g. -e run=2)" % _fmt(run))
         sid += "-" + run
+    if len(sid) > MAX_SUBMISSION_ID:
+        raise ExperimentError("submission id %s is %d characters, more than %d; shorten the experiment name, the "
+                              "cluster name or the run suffix" % (_fmt(sid), len(sid), MAX_SUBMISSION_ID))
     return sid
 
 
-def cluster_shape(nodes):
-    """(nnodes, gpus per node) verl should use on ``nodes``: the GPU nodes and their smallest GPU
-    count; with no GPU at all, every node and 0."""
-    nodes = list(nodes or [])
-    gpus = [_num((n.get("resources") or {}).get("GPU")) for n in nodes]
-    with_gpu = [g for g in gpus if g and g > 0]
-    if with_gpu:
-        return len(with_gpu), int(min(with_gpu))
-    return len(nodes), 0
+def check_job_size(label, rendered):
+    """The rendered entrypoint and each environment variable fit in one Linux argv/environment
+    string (:data:`MAX_ARG_BYTES`); over it Ray would create the job and fail it at exec."""
+    size = len(rendered["entrypoint"].encode("utf-8", "surrogatepass"))
+    if size > MAX_ARG_BYTES:
+        raise ExperimentError("%s: the rendered entrypoint is %d bytes, over the %d Linux allows for one command "
+                              "line argument (Ray runs it with /bin/sh -c); move long values or many params into "
+                              "a config file (entrypoint.config, or a file in working_dir)" % (label, size, MAX_ARG_BYTES))
+    for name, value in ((rendered.get("runtime_env") or {}).get("env_vars") or {}).items():
+        size = len(name.encode("utf-8")) + 1 + len(str(value).encode("utf-8", "surrogatepass"))
+        if size > MAX_ARG_BYTES:
+            raise ExperimentError("%s: environment variable %s is %d bytes, over the %d Linux allows for one "
+                                  "environment string" % (label, name, size, MAX_ARG_BYTES))
 
 
-def _num(value):
-    try:
-        return float(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None
-
-
-def checkpoint_dir(exp, checkpoint_root=DEFAULT_CHECKPOINT_ROOT):
+def checkpoint_dir(exp, checkpoint_root=DEFAULT_CHECKPOINT_ROOT, cluster=None):
+    """``<root>/<project>/<cluster>/<experiment>``: two clusters sharing the network volume never
+    write into one directory; an explicit directory in the params wins."""
     if exp.conventions == "verl" and exp.param("trainer.default_local_dir"):
         return exp.param("trainer.default_local_dir")
     if exp.conventions == "nemo_rl" and exp.param("checkpointing.checkpoint_dir"):
         return exp.param("checkpointing.checkpoint_dir")
     root = (checkpoint_root or DEFAULT_CHECKPOINT_ROOT).rstrip("/") or "/"
-    return "%s/%s/%s" % (root, exp.project, exp.name)
+    return "%s/%s/%s/%s" % (root, exp.project, cluster or exp.cluster, exp.name)
 
 
-def managed_params(exp, nodes, checkpoint_root=DEFAULT_CHECKPOINT_ROOT):
+# The Hydra keys of a run's shape, per convention: (nodes key, GPUs per node key).
+SHAPE_KEYS = {"verl": ("trainer.nnodes", "trainer.n_gpus_per_node"),
+              "nemo_rl": ("cluster.num_nodes", "cluster.gpus_per_node")}
+
+
+def managed_params(exp, nodes, checkpoint_root=DEFAULT_CHECKPOINT_ROOT, cluster=None):
     """The overrides rlinfra adds (those the experiment does not set), in a fixed order."""
     nnodes, gpus = cluster_shape(nodes)
-    ckpt = checkpoint_dir(exp, checkpoint_root)
+    ckpt = checkpoint_dir(exp, checkpoint_root, cluster)
     if exp.conventions == "verl":
         wanted = [("trainer.project_name", exp.project), ("trainer.experiment_name", exp.name),
-                  ("trainer.default_local_dir", ckpt), ("trainer.resume_mode", "auto"),
-                  ("trainer.nnodes", nnodes), ("trainer.n_gpus_per_node", gpus)]
+                  ("trainer.default_local_dir", ckpt), ("trainer.resume_mode", "auto")]
     elif exp.conventions == "nemo_rl":
-        wanted = [("checkpointing.checkpoint_dir", ckpt), ("cluster.num_nodes", nnodes),
-                  ("cluster.gpus_per_node", gpus)]
+        wanted = [("checkpointing.checkpoint_dir", ckpt)]
     else:
         wanted = []
+    if exp.conventions in SHAPE_KEYS:
+        wanted += list(zip(SHAPE_KEYS[exp.conventions], (nnodes, gpus)))
     return [(k, v) for k, v in wanted if not exp.has_param(k)]
 
 
@@ -650,22 +1007,55 @@ def entrypoint_head(exp):
     return ep["command"].strip()
 
 
+def job_template(exp, pairs, filled):
+    """What :func:`reshape` needs to render the entrypoint again for another cluster shape: the
+    command, the override pairs, and which shape keys rlinfra filled (those it may change)."""
+    filled_keys = {k for k, dummy in filled}
+    keys = SHAPE_KEYS.get(exp.conventions, (None, None))
+    return {"head": entrypoint_head(exp), "pairs": [[k, v] for k, v in pairs], "shape_keys": list(keys),
+            "filled": [k in filled_keys for k in keys]}
+
+
+def reshape(template, nodes=None):
+    """``(entrypoint, nnodes, gpus_per_node)`` of ``template`` on the cluster made of ``nodes``
+    (None: as rendered). Only the shape keys rlinfra filled change; a shape the experiment set
+    itself is kept."""
+    pairs = [list(p) for p in template["pairs"]]
+    if nodes is not None:
+        for key, filled, value in zip(template["shape_keys"], template["filled"], cluster_shape(nodes)):
+            for pair in pairs:
+                if filled and pair[0] == key:
+                    pair[1] = value
+    values = dict((k, v) for k, v in pairs)
+    keys = template["shape_keys"]
+    overrides = [hydra_override(k, v) for k, v in pairs]
+    entrypoint = " ".join([template["head"]] + [shell_quote(o) for o in overrides])
+    return entrypoint, values.get(keys[0]) if keys[0] else None, values.get(keys[1]) if keys[1] else None
+
+
 def render(exp, nodes, cluster=None, run=None, checkpoint_root=DEFAULT_CHECKPOINT_ROOT, venv=None,
-           secret_names_present=()):
+           secret_names_present=(), checkpoint_cluster=None, secrets_dir=None):
     """Everything the Ray job needs, except secret values and the working_dir package URI.
 
     ``nodes`` is the list of alive nodes (``ray_cluster_info``'s ``nodes``, or the same shape
     built from the inventory for a dry run). Returns a dict with ``submission_id``, ``entrypoint``,
     ``overrides`` (argv items as Hydra gets them), ``filled`` (the overrides rlinfra added),
     ``runtime_env`` (no secrets), ``runtime_env_display`` (secrets as ********), ``metadata``,
-    ``resources``, ``checkpoint_dir``, ``nnodes``, ``gpus_per_node``.
+    ``resources``, ``checkpoint_dir``, ``nnodes``, ``gpus_per_node``, and ``secrets_file`` /
+    ``secrets_dir`` (None without secrets, or without ``secrets_dir``: names only): see :func:`_route_secrets`.
     """
     cluster = cluster or exp.cluster
+    ckpt_cluster = checkpoint_cluster or cluster
     sid = submission_id(exp.name, cluster, run)
-    filled = managed_params(exp, nodes, checkpoint_root)
+    filled = managed_params(exp, nodes, checkpoint_root, ckpt_cluster)
     pairs = list(exp.params) + filled
     overrides = [hydra_override(k, v) for k, v in pairs]
-    entrypoint = " ".join([entrypoint_head(exp)] + [shell_quote(o) for o in overrides])
+    template = job_template(exp, pairs, filled)
+    present = [n for n in list(exp.secrets) + list(exp.optional_secrets) if n in secret_names_present]
+    secrets_dir = secrets_dir.rstrip("/") if present and secrets_dir else None
+    if secrets_dir:
+        template["head"] = SF.ENTRYPOINT_PREFIX + template["head"]
+    entrypoint = reshape(template)[0]
 
     env_vars = dict(DEFAULT_ENV)
     env_vars.update(exp.env)
@@ -673,29 +1063,44 @@ def render(exp, nodes, cluster=None, run=None, checkpoint_root=DEFAULT_CHECKPOIN
         # Ray expands ${PATH} in env_vars: the driver's `python3` is the cluster's venv.
         env_vars["PATH"] = venv.rstrip("/") + "/bin:${PATH}"
     runtime_env = {"env_vars": env_vars}
+    secrets_file = _route_secrets(runtime_env, secrets_dir, cluster, sid) if secrets_dir else None
     display_env = dict(env_vars)
-    for name in list(exp.secrets) + list(exp.optional_secrets):
-        if name in secret_names_present:
-            display_env[name] = MASK
-    display = {"env_vars": display_env}
+    for name in present:
+        display_env[name] = MASK
+    display = dict(runtime_env, env_vars=display_env)
     if exp.working_dir:
         display["working_dir"] = exp.working_dir_path
 
     shape = dict(pairs)
-    if exp.conventions == "verl":
-        nnodes, gpus = shape.get("trainer.nnodes"), shape.get("trainer.n_gpus_per_node")
-    elif exp.conventions == "nemo_rl":
-        nnodes, gpus = shape.get("cluster.num_nodes"), shape.get("cluster.gpus_per_node")
+    if exp.conventions in SHAPE_KEYS:
+        nnodes, gpus = (shape.get(k) for k in SHAPE_KEYS[exp.conventions])
     else:
         nnodes, gpus = cluster_shape(nodes)
+    ckpt = checkpoint_dir(exp, checkpoint_root, ckpt_cluster)
     metadata = {"rlinfra_experiment": exp.name, "rlinfra_cluster": cluster, "rlinfra_project": exp.project,
                 "rlinfra_framework": exp.framework, "rlinfra_run": str(run or ""),
-                "rlinfra_checkpoint_dir": checkpoint_dir(exp, checkpoint_root)}
+                "rlinfra_checkpoint_dir": ckpt, "rlinfra_attempt": "1", "rlinfra_nodes": str(len(nodes or []))}
     return dict(
         submission_id=sid, cluster=cluster, entrypoint=entrypoint, overrides=overrides,
         filled=[hydra_override(k, v) for k, v in filled], runtime_env=runtime_env, runtime_env_display=display,
-        metadata=metadata, resources=copy.deepcopy(exp.resources), checkpoint_dir=checkpoint_dir(exp, checkpoint_root),
-        nnodes=nnodes, gpus_per_node=gpus, project=exp.project)
+        metadata=metadata, resources=copy.deepcopy(exp.resources), checkpoint_dir=ckpt,
+        nnodes=nnodes, gpus_per_node=gpus, project=exp.project, job_template=template,
+        secrets_file=secrets_file, secrets_dir=secrets_dir)
+
+
+def _route_secrets(runtime_env, secrets_dir, cluster, sid):
+    """Secret values never enter the runtime_env: Ray puts env_vars in the argv of its worker-setup
+    process on every node. Only the path of the run's secrets file does; the entrypoint's shell
+    sources the file for the driver and Ray's setup hook (found on PYTHONPATH, on the shared volume
+    next to the files) loads it in every worker. Returns the file's path."""
+    env_vars = runtime_env["env_vars"]
+    path = SF.file_path(secrets_dir, cluster, sid)
+    env_vars[SF.FILE_VAR] = path
+    # The experiment's own PYTHONPATH stays, after the hook's directory; no trailing ':' (it would
+    # put the worker's current directory on sys.path).
+    env_vars["PYTHONPATH"] = secrets_dir + (":" + env_vars["PYTHONPATH"] if env_vars.get("PYTHONPATH") else "")
+    runtime_env["worker_process_setup_hook"] = SF.HOOK
+    return path
 
 
 def mask_secrets(text, values, mask=MASK):

@@ -18,7 +18,9 @@ Standard library plus ``ansible.module_utils.urls.open_url`` only. Two halves:
 from __future__ import annotations
 
 import http.client
+import ipaddress
 import json
+import math
 import random
 import re
 import shlex
@@ -29,6 +31,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from email.utils import parsedate_to_datetime
 from urllib.error import HTTPError, URLError
+from urllib.parse import urlsplit
 
 from ansible.module_utils.urls import open_url
 
@@ -49,8 +52,9 @@ __all__ = [
     "DEFAULT_API_URL", "DEFAULT_SSH_USER", "SOURCES", "UP_STATUSES",
     "HyperbolicError", "HyperbolicAuthError", "HyperbolicNotFound", "HyperbolicUnavailable",
     "HyperbolicResponseError", "HyperbolicClient",
-    "parse_ssh_command", "normalize_on_demand", "normalize_marketplace", "normalize_instances",
-    "status_is_wanted",
+    "parse_ssh_command", "parse_ssh_command_strict", "normalize_on_demand", "normalize_marketplace",
+    "normalize_instances", "status_is_wanted", "check_api_url", "check_api_key", "redact_url",
+    "valid_ssh_host", "valid_ssh_user", "check_number", "one_line", "url_is_plain_remote_http",
 ]
 
 
@@ -84,13 +88,85 @@ class HyperbolicResponseError(HyperbolicError):
 
 
 _WS = re.compile(r"\s+")
+# C0/C1 controls other than whitespace: an API message must not be able to move the cursor,
+# clear the screen or fake further lines on the user's terminal.
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_URL_USERINFO = re.compile(r"(?<=//)[^/@\s]*@")
 
 
 def _one_line(text, limit=300):
-    text = _WS.sub(" ", str(text)).strip()
+    text = _WS.sub(" ", _CONTROL.sub("?", str(text))).strip()
     if len(text) > limit:
         text = text[: limit - 3] + "..."
     return text
+
+
+def one_line(text, limit=300):
+    """``text`` as one printable line of at most ``limit`` characters."""
+    return _one_line(text, limit)
+
+
+def redact_url(url):
+    """``url`` without any ``user:password@`` part, for messages."""
+    return _URL_USERINFO.sub("***@", str(url))
+
+
+def check_api_url(url):
+    """The API base URL without trailing slash, or HyperbolicError saying what is wrong with it.
+
+    Only ``http(s)://host[:port][/path]``: anything else would either fail deep inside urllib
+    with a confusing message or (``file:``, ``ftp:``) read something that is not the API.
+    """
+    text = "" if url is None else str(url)
+    if not text.strip():
+        return DEFAULT_API_URL
+    shown = _one_line(redact_url(text), 120)
+    fix = "set api_url (or HYPERBOLIC_API_URL) to a URL such as %s" % DEFAULT_API_URL
+    if text != text.strip() or _WS.search(text) or _CONTROL.search(text):
+        raise HyperbolicError("api_url %r contains spaces or control characters; %s" % (shown, fix))
+    try:
+        parts = urlsplit(text)
+        parts.port  # pylint: disable=pointless-statement  # raises ValueError on a bad port
+    except ValueError as exc:
+        raise HyperbolicError("api_url %r is not a valid URL (%s); %s" % (shown, _one_line(exc, 80), fix))
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise HyperbolicError("api_url %r is not an http:// or https:// URL with a host; %s" % (shown, fix))
+    if parts.username is not None or parts.password is not None:
+        raise HyperbolicError("api_url %r must not contain user:password@; the key goes in "
+                              "HYPERBOLIC_API_KEY (or api_key)" % shown)
+    if parts.query or parts.fragment:
+        raise HyperbolicError("api_url %r must not have a ?query or #fragment; %s" % (shown, fix))
+    return text.rstrip("/")
+
+
+def url_is_plain_remote_http(url):
+    """True for ``http://`` to anything but loopback (the key would cross the network in clear)."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() != "http":
+        return False
+    host = (parts.hostname or "").lower()
+    if host == "localhost":
+        return False
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return True
+
+
+_KEY_OK = re.compile(r"[\x21-\x7e]+")
+
+
+def check_api_key(key):
+    """The key, stripped, or HyperbolicError (whose message never contains the key)."""
+    key = "" if key is None else str(key).strip()
+    if not key:
+        raise HyperbolicError("no API key: set HYPERBOLIC_API_KEY or the api_key option")
+    if not _KEY_OK.fullmatch(key):
+        # a pasted key with a newline or a space in the middle: urllib would reject the
+        # header with a message that quotes it, so stop here without ever showing it
+        raise HyperbolicError("the API key contains spaces, control or non-ASCII characters; "
+                              "set HYPERBOLIC_API_KEY (or api_key) to the key alone")
+    return key
 
 
 def api_message(body):
@@ -138,6 +214,26 @@ def _retry_after_seconds(value, now=None):
     return max(0.0, when.timestamp() - now)
 
 
+def check_number(name, value, minimum=0.0, maximum=None, integer=False, above=False):
+    """``value`` as a finite number within bounds, or HyperbolicError naming the option."""
+    try:
+        if isinstance(value, bool):
+            raise ValueError(value)
+        number = float(value)
+        if not math.isfinite(number) or (integer and number != int(number)):
+            raise ValueError(value)
+    except (TypeError, ValueError):
+        raise HyperbolicError("%s must be a%s number, got %s" % (
+            name, "n integer" if integer else "", _one_line(repr(value), 40))) from None
+    if (number <= minimum if above else number < minimum) or (maximum is not None and number > maximum):
+        if maximum is not None:
+            bounds = "between %g and %g" % (minimum, maximum)
+        else:
+            bounds = "%s %g" % ("more than" if above else "at least", minimum)
+        raise HyperbolicError("%s must be %s, got %s" % (name, bounds, _one_line(repr(value), 40)))
+    return number
+
+
 def _is_timeout(exc):
     if isinstance(exc, (socket.timeout, TimeoutError)):
         return True
@@ -157,14 +253,12 @@ class HyperbolicClient:
     def __init__(self, api_key, api_url=DEFAULT_API_URL, timeout=30.0, retries=4,
                  retry_backoff=1.0, retry_max_wait=60.0, validate_certs=True,
                  http_agent=USER_AGENT, sleep=time.sleep, opener=open_url):
-        if not api_key:
-            raise HyperbolicError("no Hyperbolic API key given (set api_key or HYPERBOLIC_API_KEY)")
-        self._api_key = str(api_key)
-        self.api_url = str(api_url or DEFAULT_API_URL).rstrip("/")
-        self.timeout = float(timeout)
-        self.retries = max(0, int(retries))
-        self.retry_backoff = max(0.0, float(retry_backoff))
-        self.retry_max_wait = max(0.0, float(retry_max_wait))
+        self._api_key = check_api_key(api_key)
+        self.api_url = check_api_url(api_url)
+        self.timeout = check_number("timeout", timeout, above=True)
+        self.retries = int(check_number("retries", retries, maximum=100, integer=True))
+        self.retry_backoff = check_number("retry_backoff", retry_backoff)
+        self.retry_max_wait = check_number("retry_max_wait", retry_max_wait)
         self.validate_certs = bool(validate_certs)
         self.http_agent = http_agent
         self._sleep = sleep
@@ -224,7 +318,8 @@ class HyperbolicClient:
                 msg = self.scrub(api_message(body)) or (exc.reason and str(exc.reason)) or ""
                 if status in (401, 403):
                     raise HyperbolicAuthError(
-                        "Hyperbolic API rejected the API key: HTTP %d %s on GET %s: %s" % (
+                        "Hyperbolic API rejected the API key: HTTP %d %s on GET %s: %s; check "
+                        "HYPERBOLIC_API_KEY (or api_key)" % (
                             status, "Unauthorized" if status == 401 else "Forbidden", path,
                             msg or "(no message)"),
                         status=status, url=url, api_message=msg)
@@ -236,6 +331,7 @@ class HyperbolicClient:
                     retry_after = _retry_after_seconds(exc.headers.get("Retry-After") if exc.headers else None)
                     last = "HTTP %d%s" % (status, (": " + msg) if msg else "")
                     last_status = status
+                    unreachable = False
                 else:
                     raise HyperbolicError(
                         "Hyperbolic API answered HTTP %d on GET %s: %s" % (status, path, msg or "(no message)"),
@@ -250,18 +346,29 @@ class HyperbolicClient:
                     raise HyperbolicError(
                         "Hyperbolic API GET %s: TLS certificate verification failed: %s" % (
                             url, _one_line(self.scrub(reason or exc))), url=url)
+                unreachable = False
                 if _is_timeout(exc):
                     last = "no answer within %gs (timed out)" % self.timeout
                 elif isinstance(exc, (URLError, http.client.HTTPException, OSError)):
                     reason = getattr(exc, "reason", None) or exc
-                    last = "connection error: %s" % _one_line(self.scrub(reason))
+                    last = _one_line(self.scrub(reason))
+                    # no TCP connection at all, as opposed to a connection that broke mid-answer
+                    unreachable = isinstance(exc, URLError) and not isinstance(exc, HTTPError)
+                    if not unreachable:
+                        last = "connection error: " + last
                 else:
-                    raise
+                    # anything else (a bug, or input urllib refuses) must still be one key-free line
+                    raise HyperbolicError("Hyperbolic API GET %s failed: %s: %s" % (
+                        url, type(exc).__name__, _one_line(self.scrub(exc))), url=url) from None
                 last_status = None
             if attempt >= self.retries:
+                tries = "%d attempt%s" % (attempt + 1, "" if attempt == 0 else "s")
+                if unreachable:
+                    raise HyperbolicUnavailable(
+                        "Hyperbolic API unreachable at %s after %s: %s; check api_url (or "
+                        "HYPERBOLIC_API_URL) and the network" % (url, tries, last), url=url)
                 raise HyperbolicUnavailable(
-                    "Hyperbolic API GET %s failed after %d attempt%s: %s" % (
-                        url, attempt + 1, "" if attempt == 0 else "s", last),
+                    "Hyperbolic API GET %s failed after %s: %s" % (url, tries, last),
                     status=last_status, url=url)
             wait = self._backoff(attempt)
             if retry_after is not None:
@@ -270,14 +377,15 @@ class HyperbolicClient:
             attempt += 1
 
     def _decode(self, url, body):
+        raw = body if isinstance(body, bytes) else str(body or "").encode("utf-8", "replace")
         try:
-            if isinstance(body, bytes):
-                body = body.decode("utf-8")
-            return json.loads(body)
+            return json.loads(raw.decode("utf-8"))
         except (ValueError, UnicodeDecodeError) as exc:
+            start = raw[:60].decode("utf-8", "replace")
             raise HyperbolicResponseError(
-                "Hyperbolic API answered GET %s with something that is not JSON (%s)" % (url, _one_line(exc, 120)),
-                url=url)
+                "malformed JSON from %s: %s (the answer starts with %s); is api_url the Hyperbolic API?" % (
+                    url, _one_line(exc, 100), _one_line(repr(self.scrub(start)), 80) if raw.strip() else "nothing"),
+                url=url) from None
 
     def list_source(self, source):
         """Raw instance list of one source (a list of dicts). Raises HyperbolicNotFound on 404."""
@@ -319,11 +427,34 @@ class HyperbolicClient:
         return result
 
 
+_JSON_TYPES = ((dict, "a JSON object"), (list, "a JSON array"), (str, "a string"), (bool, "a boolean"),
+               (int, "a number"), (float, "a number"), (type(None), "null"))
+
+
+def _json_type(value):
+    for kind, name in _JSON_TYPES:
+        if isinstance(value, kind):
+            return name
+    return type(value).__name__
+
+
+def _describe(value):
+    """A short, one-line description of a JSON value for error messages."""
+    if isinstance(value, dict):
+        keys = sorted(str(k) for k in value)
+        return "a JSON object with keys %s" % _one_line(", ".join(keys[:8]) + (", ..." if len(keys) > 8 else ""), 120) \
+            if keys else "an empty JSON object"
+    return _json_type(value)
+
+
 def extract_items(source, data, where="answer"):
     """Validate the top-level shape of a source's answer and return its list of items."""
     if source == "marketplace":
+        expected = 'a JSON object {"instances": [...]}'
         if isinstance(data, dict):
-            items = data.get("instances")
+            # {"instances": null} is an account without instances; an object without the key at
+            # all (an error envelope answered with 200) is not
+            items = data.get("instances", False)
             if items is None:
                 items = []
         elif isinstance(data, list):  # tolerate a bare list
@@ -331,6 +462,7 @@ def extract_items(source, data, where="answer"):
         else:
             items = None
     else:
+        expected = "a JSON array of rentals"
         if isinstance(data, dict):  # tolerate an envelope such as {"rentals": [...]} / {"data": [...]}
             items = None
             for key in ("rentals", "instances", "data", "items"):
@@ -339,11 +471,13 @@ def extract_items(source, data, where="answer"):
                     break
         else:
             items = data
-    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
-        raise HyperbolicResponseError(
-            "unexpected %s answer from %s: expected %s" % (
-                source, where,
-                'a JSON object {"instances": [...]}' if source == "marketplace" else "a JSON array of rentals"))
+    if not isinstance(items, list):
+        raise HyperbolicResponseError("unexpected %s answer from %s: expected %s, got %s" % (
+            source, where, expected, _describe(data)))
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise HyperbolicResponseError("unexpected %s answer from %s: item #%d is %s, not a JSON object" % (
+                source, where, index, _json_type(item)))
     return items
 
 
@@ -352,43 +486,104 @@ def extract_items(source, data, where="answer"):
 # --------------------------------------------------------------------------------------
 # ssh(1) options that take an argument (man ssh, OpenSSH 9)
 _SSH_ARG_OPTS = set("BbcDEeFIiJLlmOoPpQRSWw")
+# options that reach the host through another one: the destination alone would not be reachable
+# (or would be another machine), so such a command is not turned into a host
+_SSH_INDIRECT_OPTS = {"proxycommand", "proxyjump"}
+_LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+_HOST_NAME = re.compile(r"(?:%s\.)*%s\.?" % (_LABEL, _LABEL))
+_IPV4 = re.compile(r"(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)")
+_USER_OK = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")
+SSH_COMMAND_FORM = "ssh USER@HOST [-p PORT]"
 
 
 def _port(value):
+    """A TCP port from an int or a string of digits; None when absent, ValueError when invalid."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, bool):
+        raise ValueError("port %s is not a number" % _one_line(repr(value), 40))
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int):
+        port = value
+    elif isinstance(value, str) and value.strip().isdigit() and value.strip().isascii():
+        port = int(value.strip())
+    else:
+        raise ValueError("port %s is not a number" % _one_line(repr(value), 40))
+    if not 0 < port < 65536:
+        raise ValueError("port %d is out of range 1-65535" % port)
+    return port
+
+
+def _is_ip(host):
+    if _IPV4.fullmatch(host):
+        return True
+    if ":" not in host:
+        return False
     try:
-        port = int(str(value).strip())
-    except (TypeError, ValueError):
-        return None
-    return port if 0 < port < 65536 else None
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
-def parse_ssh_command(command, default_user=DEFAULT_SSH_USER):
-    """Parse an ``ssh`` command line into ``{"host", "port", "user"}`` (or None).
+def valid_ssh_host(host):
+    """True for an IP address or a DNS-style host name (never an option such as ``-oX=y``)."""
+    if not isinstance(host, str) or not host or len(host) > 253:
+        return False
+    if _is_ip(host):
+        return True
+    # "999.1.2.3" is neither an address nor a name
+    return bool(_HOST_NAME.fullmatch(host)) and not host.rstrip(".").rsplit(".", 1)[-1].isdigit()
 
-    Accepts the options in any order (``ssh -p 2222 ubuntu@h``, ``ssh ubuntu@h -p 2222``),
-    ``-pPORT``, ``-l USER``, ``-o Port=...``/``-o User=...``, ``ssh://user@host:port``,
-    bracketed IPv6 and a trailing remote command.
+
+def valid_ssh_user(user):
+    """True for a POSIX-style login name."""
+    return isinstance(user, str) and bool(_USER_OK.fullmatch(user))
+
+
+def _is_name_like(host):
+    """An IP address or a dotted name: something an API gives as an address, unlike a lone word."""
+    return _is_ip(host) or "." in host.strip(".")
+
+
+def parse_ssh_command_strict(command, default_user=DEFAULT_SSH_USER):
+    """Parse an ``ssh`` command line into ``{"host", "port", "user"}``; ValueError says why not.
+
+    The command must start with ``ssh`` and name exactly one destination, ``USER@HOST`` (the
+    user may also come from ``-l USER`` or ``-o User=``; without any, HOST must be an IP address
+    or a dotted name and ``default_user`` applies). The port comes from ``-p PORT``/``-pPORT``
+    or ``-o Port=`` before or after the destination, else 22; ``ssh://user@host:port`` works too.
+    Other ssh options are ignored, except jump hosts and proxy commands, and anything after the
+    destination that is not an option (a remote command, or prose) makes the command invalid.
     """
-    if not command or not isinstance(command, str):
-        return None
+    if not isinstance(command, str) or not command.strip():
+        raise ValueError("no sshCommand")
+    shown = _one_line(repr(command), 80)
     if "'" in command or '"' in command or "\\" in command:
         try:
             argv = shlex.split(command)
         except ValueError:
-            argv = command.split()
+            raise ValueError("sshCommand %s has unbalanced quotes" % shown) from None
     else:  # the usual case; str.split is much cheaper than shlex
         argv = command.split()
-    if argv and argv[0].rsplit("/", 1)[-1] in ("ssh", "ssh.exe"):
-        argv = argv[1:]
-    host = user = port = None
+    if not argv or argv[0].rsplit("/", 1)[-1] not in ("ssh", "ssh.exe"):
+        raise ValueError("sshCommand %s is not of the form '%s'" % (shown, SSH_COMMAND_FORM))
+    argv = argv[1:]
+
+    def port_of(value):
+        try:
+            return _port(value)
+        except ValueError as exc:
+            raise ValueError("sshCommand %s: %s" % (shown, exc)) from None
+
+    destinations = []
     opt_user = opt_port = None
     i = 0
     while i < len(argv):
         tok = argv[i]
         if tok == "--":
-            i += 1
-            if i < len(argv) and host is None:
-                host = argv[i]
+            destinations.extend(argv[i + 1:])
             break
         if tok.startswith("-") and len(tok) > 1:
             flag = tok[1]
@@ -397,111 +592,161 @@ def parse_ssh_command(command, default_user=DEFAULT_SSH_USER):
                     val = tok[2:]
                 else:
                     i += 1
-                    val = argv[i] if i < len(argv) else None
-                if val is not None:
-                    if flag == "p":
-                        opt_port = _port(val)
-                    elif flag == "l":
-                        opt_user = val
-                    elif flag == "o":
-                        key, dummy, oval = val.replace("=", " ", 1).partition(" ")
-                        key = key.strip().lower()
-                        if key == "port":
-                            opt_port = opt_port or _port(oval)
-                        elif key == "user":
-                            opt_user = opt_user or oval.strip()
+                    if i >= len(argv):
+                        raise ValueError("sshCommand %s ends in %s without its value" % (shown, tok))
+                    val = argv[i]
+                if flag == "p":
+                    opt_port = port_of(val)
+                    if opt_port is None:
+                        raise ValueError("sshCommand %s has an empty -p" % shown)
+                elif flag == "l":
+                    opt_user = val
+                elif flag == "J":
+                    raise ValueError("sshCommand %s goes through a jump host (-J), which the inventory "
+                                     "cannot express" % shown)
+                elif flag == "o":
+                    key, dummy, oval = val.replace("=", " ", 1).partition(" ")
+                    key = key.strip().lower()
+                    if key == "port":
+                        opt_port = opt_port or port_of(oval)
+                    elif key == "user":
+                        opt_user = opt_user or oval.strip()
+                    elif key in _SSH_INDIRECT_OPTS:
+                        raise ValueError("sshCommand %s goes through -o %s, which the inventory cannot "
+                                         "express" % (shown, key))
             # flags without argument (-A, -t, -4, -v, ...) are ignored
             i += 1
             continue
-        if host is None:
-            host = tok
-            i += 1
-            # anything after the destination is the remote command, except options
-            # given after it (``ssh user@h -p 2222``), which ssh also accepts.
-            continue
-        # a second positional: remote command; stop unless more options follow
+        destinations.append(tok)
         i += 1
-    if not host:
-        return None
+    if not destinations:
+        raise ValueError("sshCommand %s names no USER@HOST" % shown)
+    if len(destinations) > 1:
+        raise ValueError("sshCommand %s has words after the destination %s; expected '%s'" % (
+            shown, _one_line(repr(destinations[0]), 60), SSH_COMMAND_FORM))
+    host = destinations[0]
+    user = port = None
     if host.startswith("ssh://"):
         rest = host[len("ssh://"):].rstrip("/")
         if "@" in rest:
             user, rest = rest.rsplit("@", 1)
         if rest.startswith("["):
-            rest_host, dummy, tail = rest[1:].partition("]")
+            rest, dummy, tail = rest[1:].partition("]")
             if tail.startswith(":"):
-                port = _port(tail[1:])
+                port = port_of(tail[1:])
+            elif tail:
+                raise ValueError("sshCommand %s has a malformed ssh:// address" % shown)
         elif rest.count(":") == 1:
-            rest_host, p = rest.split(":")
-            port = _port(p)
-        else:
-            rest_host = rest
-        host = rest_host
+            rest, p = rest.split(":")
+            port = port_of(p)
+        host = rest
     elif "@" in host:
         user, host = host.rsplit("@", 1)
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
-    if not host:
-        return None
+    user = opt_user or user
+    if not valid_ssh_host(host):
+        raise ValueError("sshCommand %s: %s is not a host name or IP address" % (
+            shown, _one_line(repr(host), 60)))
+    if user is None and not _is_name_like(host):
+        raise ValueError("sshCommand %s is not of the form '%s'" % (shown, SSH_COMMAND_FORM))
+    if user is not None and not valid_ssh_user(user):
+        raise ValueError("sshCommand %s: %s is not a valid user name" % (shown, _one_line(repr(user), 40)))
     return {
         "host": host,
         "port": opt_port or port or DEFAULT_SSH_PORT,
-        "user": opt_user or user or default_user,
+        "user": user or default_user,
     }
 
 
+def parse_ssh_command(command, default_user=DEFAULT_SSH_USER):
+    """``parse_ssh_command_strict`` that answers None instead of raising."""
+    try:
+        return parse_ssh_command_strict(command, default_user)
+    except ValueError:
+        return None
+
+
 def _ssh_from_networking(networking, default_user):
+    """SSH details from an ``sshNetworking`` value; ValueError when present but unusable."""
     if isinstance(networking, dict):
         networking = [networking]
     if not isinstance(networking, list):
-        return None
+        raise ValueError("sshNetworking is %s, not a list" % _json_type(networking))
+    problem = None
     for entry in networking:
         if not isinstance(entry, dict):
+            problem = problem or "sshNetworking has an entry that is %s" % _json_type(entry)
             continue
         host = entry.get("host") or entry.get("ip") or entry.get("hostname")
         if not host:
             continue
-        return {
-            "host": str(host),
-            "port": _port(entry.get("port")) or DEFAULT_SSH_PORT,
-            "user": str(entry.get("user") or entry.get("username") or default_user),
-        }
+        try:
+            if not valid_ssh_host(host):
+                raise ValueError("sshNetworking host %s is not a host name or IP address" % (
+                    _one_line(repr(host), 60)))
+            port = _port(entry.get("port"))
+            user = entry.get("user") or entry.get("username") or default_user
+            if not valid_ssh_user(user):
+                raise ValueError("sshNetworking user %s is not a valid user name" % _one_line(repr(user), 40))
+        except ValueError as exc:
+            problem = problem or ("sshNetworking " + str(exc) if str(exc).startswith("port") else str(exc))
+            continue
+        return {"host": host, "port": port or DEFAULT_SSH_PORT, "user": user}
+    if problem:
+        raise ValueError(problem)
     return None
 
 
 def _ssh_details(item, default_user, *containers):
-    """SSH details from either shape, looking at ``item`` and nested ``containers``."""
+    """``(details, problem)`` from either shape, looking at ``item`` and nested ``containers``.
+
+    The first usable description wins. ``problem`` says why none was usable when some were given
+    (``(None, None)``: the API gave no SSH details at all, e.g. a machine still booting).
+    """
     provider = item.get("providerData")
+    candidates = []
     if isinstance(provider, dict):
-        found = _ssh_from_networking(provider.get("sshNetworking"), default_user)
-        if found:
-            return found
+        candidates.append(("net", provider.get("sshNetworking")))
     for obj in (item,) + tuple(c for c in containers if isinstance(c, dict)):
-        found = _ssh_from_networking(obj.get("sshNetworking"), default_user)
-        if found:
-            return found
+        candidates.append(("net", obj.get("sshNetworking")))
     for obj in (item, provider) + tuple(containers):
         if isinstance(obj, dict):
-            found = parse_ssh_command(obj.get("sshCommand") or obj.get("ssh_command"), default_user)
-            if found:
-                return found
-    return None
+            candidates.append(("cmd", obj.get("sshCommand") or obj.get("ssh_command")))
+    problem = None
+    for kind, value in candidates:
+        if value is None or value == "" or value == []:
+            continue
+        try:
+            if kind == "net":
+                found = _ssh_from_networking(value, default_user)
+            else:
+                found = parse_ssh_command_strict(value, default_user)
+        except ValueError as exc:
+            problem = problem or str(exc)
+            continue
+        if found:
+            return found, None
+    return None, problem
 
 
 def _int(value):
     if value is None or isinstance(value, bool):
         return None
     try:
-        return int(value)
+        number = int(value)
     except (TypeError, ValueError):
         try:
-            return int(float(value))
-        except (TypeError, ValueError):
+            number = int(float(value))
+        except (TypeError, ValueError, OverflowError):
             return None
+    except OverflowError:
+        return None
+    return number if number >= 0 else None
 
 
 def _str(value):
-    if value is None:
+    if value is None or isinstance(value, bool):
         return None
     if isinstance(value, str):
         return value
@@ -510,21 +755,30 @@ def _str(value):
     return None
 
 
+def _record(source, ident, label, status, gpu_type, gpu_count, region, ssh):
+    details, problem = ssh
+    record = {
+        "source": source, "id": ident, "label": label, "status": status, "gpu_type": gpu_type,
+        "gpu_count": gpu_count, "region": region, "ssh": details,
+    }
+    if problem:
+        record["ssh_error"] = problem
+    return record
+
+
 def normalize_on_demand(item, default_user=DEFAULT_SSH_USER):
     """One on-demand rental -> normalised record (see ``normalize_instances``)."""
     provider = item.get("providerData") if isinstance(item.get("providerData"), dict) else {}
-    gpu_type = _str(item.get("gpuType") or provider.get("gpuType"))
-    region = _str(item.get("region") or provider.get("region"))
-    return {
-        "source": "on_demand",
-        "id": _str(item.get("id")),
-        "label": _str(item.get("label") or item.get("name")) or None,
-        "status": _str(item.get("status")) or "",
-        "gpu_type": gpu_type,
-        "gpu_count": _int(item.get("gpuCount", provider.get("gpuCount"))),
-        "region": region,
-        "ssh": _ssh_details(item, default_user),
-    }
+    return _record(
+        "on_demand",
+        _str(item.get("id")),
+        _str(item.get("label") or item.get("name")) or None,
+        _str(item.get("status")) or "",
+        _str(item.get("gpuType") or provider.get("gpuType")),
+        _int(item.get("gpuCount", provider.get("gpuCount"))),
+        _str(item.get("region") or provider.get("region")),
+        _ssh_details(item, default_user),
+    )
 
 
 def normalize_marketplace(item, default_user=DEFAULT_SSH_USER):
@@ -539,17 +793,16 @@ def normalize_marketplace(item, default_user=DEFAULT_SSH_USER):
     if gpu_count is None and gpus:
         gpu_count = len(gpus)
     location = inst.get("location") if isinstance(inst.get("location"), dict) else {}
-    region = _str(location.get("region") or inst.get("region") or item.get("region"))
-    return {
-        "source": "marketplace",
-        "id": _str(item.get("id") or inst.get("id")),
-        "label": _str(item.get("label") or item.get("name") or inst.get("label")) or None,
-        "status": _str(inst.get("status") or item.get("status")) or "",
-        "gpu_type": _str(models[0]) if models else None,
-        "gpu_count": gpu_count,
-        "region": region,
-        "ssh": _ssh_details(item, default_user, inst),
-    }
+    return _record(
+        "marketplace",
+        _str(item.get("id") or inst.get("id")),
+        _str(item.get("label") or item.get("name") or inst.get("label")) or None,
+        _str(inst.get("status") or item.get("status")) or "",
+        _str(models[0]) if models else None,
+        gpu_count,
+        _str(location.get("region") or inst.get("region") or item.get("region")),
+        _ssh_details(item, default_user, inst),
+    )
 
 
 _NORMALIZERS = {"on_demand": normalize_on_demand, "marketplace": normalize_marketplace}
@@ -559,17 +812,22 @@ def normalize_instances(source, items, default_user=DEFAULT_SSH_USER):
     """Normalise the raw items of one source.
 
     Each record: ``source``, ``id``, ``label`` (or None), ``status`` (as the API spells it),
-    ``gpu_type``, ``gpu_count``, ``region``, ``ssh`` (``{"host","port","user"}`` or None).
-    Raises HyperbolicResponseError on an item without an id (nothing is half-parsed).
+    ``gpu_type``, ``gpu_count``, ``region``, ``ssh`` (``{"host","port","user"}`` or None), and
+    ``ssh_error`` (why SSH details that were given are unusable) only when there is one.
+    Raises HyperbolicResponseError on an answer that is not a list of objects, or an item
+    without a usable id (nothing is half-parsed).
     """
     normalize = _NORMALIZERS[source]
+    if not isinstance(items, list):
+        raise HyperbolicResponseError("%s answer is %s, not a list of instances" % (source, _json_type(items)))
     records = []
     for index, item in enumerate(items):
         if not isinstance(item, dict):
-            raise HyperbolicResponseError("%s item #%d is not a JSON object" % (source, index))
+            raise HyperbolicResponseError("%s item #%d is %s, not a JSON object" % (source, index, _json_type(item)))
         record = normalize(item, default_user)
         if not record["id"]:
-            raise HyperbolicResponseError("%s item #%d has no id" % (source, index))
+            raise HyperbolicResponseError("%s item #%d has no usable id (got %s)" % (
+                source, index, _describe(item.get("id"))))
         records.append(record)
     return records
 

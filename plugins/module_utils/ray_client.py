@@ -12,12 +12,14 @@ from __future__ import annotations
 import datetime
 import http.client
 import json
+import math
 import os
+import re
 import socket
 import ssl
 import time
 from urllib.error import HTTPError, URLError
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from ansible.module_utils.basic import env_fallback
 from ansible.module_utils.urls import ConnectionError as UrlsConnectionError, SSLValidationError, open_url
@@ -27,6 +29,8 @@ ACTIVE_STATUSES = frozenset(("PENDING", "RUNNING"))
 # Ray answers a re-used submission_id with HTTP 500 and a traceback ending in this sentence.
 EXISTS_MARKER = "Please use a different submission_id"
 TOKEN_HINT = "pass the cluster's token as auth_token or set RAY_AUTH_TOKEN"
+# Names of runtime_env env_vars whose values are secrets: masked in everything a module returns.
+SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
 
 # The options every module that talks to the dashboard takes (documented once, in the
 # rlinfra.verl.ray_dashboard doc fragment).
@@ -66,11 +70,212 @@ class RayHTTPError(RayError):
     """Any other HTTP error status."""
 
 
+ADDRESS_EXAMPLE = "e.g. http://10.0.0.5:8265"
+# Ray routes /api/jobs/{id} on the decoded path: an id with '/' (even sent as %2F) can be created but
+# never read, stopped nor deleted again, and Ray names the driver's log file after it. These ids
+# round-trip everywhere; 200 leaves room for Ray's "job-driver-<id>.log" in a 255-byte file name.
+SUBMISSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$")
+# Limits of the module options (docs: the modules' DOCUMENTATION).
+MIN_POLL_INTERVAL = 0.1
+MAX_LOGS_TAIL_LINES = 10000
+# Linux refuses any single argv or environment string of 131072 bytes (NUL included) or more, and
+# Ray starts the entrypoint as one: /bin/sh -c ENTRYPOINT.
+MAX_ARG_BYTES = 131071
+RAY_RESOURCE_PRECISION = 0.0001  # ray._raylet.RESOURCE_UNIT_SCALING = 10000
+RAY_BUILTIN_RESOURCES = {"cpu": "entrypoint_num_cpus", "gpu": "entrypoint_num_gpus", "memory": "entrypoint_memory"}
+
+
+def _shown_address(text):
+    """The address as it may be shown: credentials in it are replaced."""
+    return re.sub(r"//[^/@]*@", "//********@", text)
+
+
 def normalize_address(address):
-    address = (address or "").strip().rstrip("/")
+    """``scheme://host[:port]`` of the dashboard, or one line of :class:`RayError`.
+
+    Only http(s), a host and a valid port are accepted; a path, query, fragment or credentials would
+    silently change every request (``http://h:8265/#/jobs`` is the dashboard's page, not its API).
+    """
+    if not isinstance(address, str):
+        raise RayError("address must be a string, the Ray dashboard URL (%s)" % ADDRESS_EXAMPLE)
+    address = address.strip()
     if not address:
-        raise RayError("address is empty: give the Ray dashboard URL, e.g. http://10.0.0.5:8265")
-    return address if "://" in address else "http://" + address
+        raise RayError("address is empty: give the Ray dashboard URL, %s" % ADDRESS_EXAMPLE)
+    scheme, sep, rest = address.partition("://")
+    address = scheme + sep + rest.rstrip("/") if sep else "http://" + address.rstrip("/")
+    shown = _shown_address(address)
+    bad = "address %r is not a valid Ray dashboard URL" % shown
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in address):
+        raise RayError("%s: it contains whitespace or control characters (%s)" % (bad, ADDRESS_EXAMPLE))
+    try:
+        parts = urlsplit(address)
+        port = parts.port
+        host = parts.hostname
+    except ValueError as e:
+        raise RayError("%s: %s (%s)" % (bad, e, ADDRESS_EXAMPLE))
+    if parts.scheme.lower() not in ("http", "https"):
+        raise RayError("%s: the scheme must be http or https, not %r (%s)" % (bad, parts.scheme, ADDRESS_EXAMPLE))
+    if not host:
+        raise RayError("%s: it has no host (%s)" % (bad, ADDRESS_EXAMPLE))
+    if parts.username is not None or parts.password is not None:
+        raise RayError("%s: credentials do not belong in the address; pass the token as auth_token" % bad)
+    if parts.path not in ("", "/") or parts.query or parts.fragment or address.endswith(("?", "#")):
+        raise RayError("%s: give only scheme, host and port, without a path, query or fragment (%s)"
+                       % (bad, ADDRESS_EXAMPLE))
+    if port == 0:
+        raise RayError("%s: port 0 is not a port (%s)" % (bad, ADDRESS_EXAMPLE))
+    host = "[%s]" % host if ":" in host else host
+    return "%s://%s%s" % (parts.scheme.lower(), host, ":%d" % port if port else "")
+
+
+def check_token(token):
+    """A token goes into an HTTP header: http.client refuses control characters there with an error
+    that quotes the header, the token included. The token itself is never part of the message."""
+    if token and (not isinstance(token, str) or any(not 33 <= ord(c) <= 126 for c in token)):
+        raise RayError("the auth token contains spaces, line breaks or other characters a token cannot have; give "
+                       "the token alone (the content of the cluster's token file)")
+
+
+def check_submission_id(submission_id):
+    """The id itself, or one line of :class:`RayError` saying what an id may contain."""
+    if not isinstance(submission_id, str) or not SUBMISSION_ID_RE.match(submission_id):
+        text = repr(submission_id)
+        raise RayError("submission_id %s is not valid: use 1-200 letters, digits, '_', '.' or '-', starting with a "
+                       "letter or digit (Ray cannot read, stop nor delete a job whose id has '/' or other characters)"
+                       % (text if len(text) <= 80 else text[:77] + "..."))
+    return submission_id
+
+
+# Checks of module options, before any request. Each returns a list of problems, one line each
+# ("OPTION: what is wrong; what to do"); the modules fail with them and contact nothing.
+
+def _finite_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_seconds(name, value, minimum=0, hint=""):
+    """A duration option: a finite number of seconds, at least ``minimum``."""
+    if value is None:
+        return []
+    if not _finite_number(value):
+        return ["%s must be a finite number of seconds, got %r" % (name, value)]
+    if value < minimum:
+        return ["%s %s, got %r%s" % (name, "must not be negative" if minimum == 0 else "must be at least %s" % minimum,
+                                     value, hint)]
+    return []
+
+
+def check_tail_lines(value, maximum=MAX_LOGS_TAIL_LINES):
+    """``maximum`` None: no upper bound (ray_job_poll is also how the whole log is read to be saved)."""
+    if value is not None and value < 0:
+        return ["logs_tail_lines must not be negative, got %d (0 does not read the log)" % value]
+    if value is not None and maximum is not None and value > maximum:
+        return ["logs_tail_lines must be at most %d, got %d (the saved log holds the whole output)" % (maximum, value)]
+    return []
+
+
+def _nul(text):
+    return isinstance(text, str) and "\0" in text
+
+
+def string_values(name, mapping, what="a string"):
+    """``(mapping with str values, problems)``: numbers become their text (Ansible turns "1" into
+    1), anything else (booleans, null, lists, mappings) is refused rather than guessed at."""
+    out, problems = {}, []
+    for key, value in (mapping or {}).items():
+        if not isinstance(key, str) or not key or _nul(key):
+            problems.append("%s: %r is not a valid name" % (name, key))
+        elif isinstance(value, str):
+            if _nul(value):
+                problems.append("%s.%s: the value contains a NUL character (\\0), which Ray cannot carry" % (name, key))
+            else:
+                out[key] = value
+        elif _finite_number(value):
+            out[key] = str(value)
+        else:
+            problems.append("%s.%s: expected %s, got %s; quote it to pass text" % (name, key, what, _describe(value)))
+    return out, problems
+
+
+def _describe(value):
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean (%s)" % value
+    if isinstance(value, float):
+        return "a number that is not finite (%s)" % value
+    kind = "a mapping" if isinstance(value, dict) else "a list" if isinstance(value, list) else type(value).__name__
+    text = repr(value)
+    return "%s (%s)" % (kind, text if len(text) <= 60 else text[:57] + "...")
+
+
+def check_runtime_env(runtime_env):
+    """``(runtime_env with env_vars as strings, problems)``. Ray creates a job whatever its env_vars
+    hold and fails it when the driver starts; here they are refused before anything is sent."""
+    if runtime_env is None:
+        return None, []
+    env = dict(runtime_env)
+    problems = []
+    env_vars = env.get("env_vars")
+    if env_vars is not None:
+        if not isinstance(env_vars, dict):
+            problems.append("runtime_env.env_vars must be a mapping of NAME: value, got %s" % type(env_vars).__name__)
+        else:
+            values, problems = string_values("runtime_env.env_vars", env_vars)
+            for key, value in values.items():
+                if "=" in key:
+                    problems.append("runtime_env.env_vars: %r is not a valid variable name ('=' ends a name in the "
+                                    "environment)" % key)
+                elif len(key.encode("utf-8")) + 1 + len(value.encode("utf-8", "surrogatepass")) > MAX_ARG_BYTES:
+                    problems.append("runtime_env.env_vars.%s is over the %d bytes Linux allows for one environment "
+                                    "string; pass a file's path instead" % (key, MAX_ARG_BYTES))
+            env["env_vars"] = values
+    working_dir = env.get("working_dir")
+    if working_dir is not None and (not isinstance(working_dir, str) or not working_dir.strip()):
+        problems.append("runtime_env.working_dir must be a non-empty string (a URI or a path), got %r" % (working_dir,))
+    return env, problems
+
+
+def check_entrypoint(entrypoint):
+    if entrypoint is None:
+        return []
+    if not entrypoint.strip():
+        return ["entrypoint is empty: give the shell command that starts the driver (leave entrypoint out only to "
+                "look up, stop or delete an existing job)"]
+    if _nul(entrypoint):
+        return ["entrypoint contains a NUL character (\\0), which no command line can carry"]
+    size = len(entrypoint.encode("utf-8", "surrogatepass"))
+    if size > MAX_ARG_BYTES:
+        return ["entrypoint is %d bytes, over the %d Linux allows for one command line argument (Ray runs it with "
+                "/bin/sh -c); move long values into a file" % (size, MAX_ARG_BYTES)]
+    return []
+
+
+def _check_quantity(name, value):
+    if value is None:
+        return []
+    if not _finite_number(value):
+        return ["%s must be a finite number, got %r" % (name, value)]
+    if value < 0:
+        return ["%s must not be negative, got %r" % (name, value)]
+    if 0 < value < RAY_RESOURCE_PRECISION:
+        return ["%s: %r is below Ray's resource precision; use 0 or at least %s" % (name, value, RAY_RESOURCE_PRECISION)]
+    return []
+
+
+def check_resources(num_cpus=None, num_gpus=None, memory=None, custom=None):
+    """The entrypoint's resources, as Ray would refuse them only after creating the job."""
+    problems = _check_quantity("entrypoint_num_cpus", num_cpus) + _check_quantity("entrypoint_num_gpus", num_gpus)
+    problems += _check_quantity("entrypoint_memory", memory)
+    for key, value in (custom or {}).items():
+        if not isinstance(key, str) or not key.strip():
+            problems.append("entrypoint_resources: %r is not a resource name" % (key,))
+        elif key.lower() in RAY_BUILTIN_RESOURCES:
+            problems.append("entrypoint_resources.%s: Ray takes CPUs, GPUs and memory through their own options, not "
+                            "as custom resources; use %s" % (key, RAY_BUILTIN_RESOURCES[key.lower()]))
+        else:
+            problems += _check_quantity("entrypoint_resources.%s" % key, value)
+    return problems
 
 
 def resolve_token(explicit=None):
@@ -121,6 +326,7 @@ class RayClient:
 
     def __init__(self, address, token=None, validate_certs=True, timeout=30, retries=3, backoff=0.5, sleep=time.sleep):
         self.address = normalize_address(address)
+        check_token(token)
         self._token = token or None
         self.validate_certs = validate_certs
         self.timeout = timeout
@@ -170,6 +376,9 @@ class RayClient:
                     continue
                 raise self._fail(RayHTTPError, "Ray dashboard %s %s failed: HTTP %d: %s"
                                  % (method, path, e.code, _summarize(body)), e.code, body)
+            except ValueError as e:  # anything urllib refuses to send; the inputs are checked above
+                raise self._fail(RayError, "cannot send %s %s to the Ray dashboard at %s: %s"
+                                 % (method, path, self.address, e))
             except (URLError, OSError, http.client.HTTPException, UrlsConnectionError) as e:
                 reason = getattr(e, "reason", e)
                 if isinstance(reason, (ssl.SSLError, SSLValidationError)):
@@ -198,12 +407,12 @@ class RayClient:
 
     def job_summaries(self):
         """Every job Ray knows (submitted through the Jobs API), oldest first, as
-        ``{submission_id, status, start_time, end_time, metadata, message}`` with ISO times."""
+        ``{submission_id, status, job_id, start_time, end_time, metadata, message}`` with ISO times."""
         rows = []
         for job in self.list_jobs():
             if not isinstance(job, dict) or not job.get("submission_id"):
                 continue  # drivers started by hand (ray.init) have no submission id
-            rows.append(dict(submission_id=job["submission_id"], status=job.get("status"),
+            rows.append(dict(submission_id=job["submission_id"], status=job.get("status"), job_id=job.get("job_id"),
                              start_time=ms_to_iso(job.get("start_time")), end_time=ms_to_iso(job.get("end_time")),
                              metadata=job.get("metadata") or {}, message=(job.get("message") or "")[:300],
                              _start=job.get("start_time") or 0))
@@ -212,6 +421,7 @@ class RayClient:
 
     def get_job(self, submission_id):
         """Job details dict, or None when Ray does not know the id."""
+        check_submission_id(submission_id)
         try:
             return self.request("GET", "/api/jobs/" + quote(submission_id, safe=""))
         except RayHTTPError as e:
@@ -222,6 +432,7 @@ class RayClient:
     def submit_job(self, submission_id, entrypoint, runtime_env=None, metadata=None, entrypoint_num_cpus=None,
                    entrypoint_num_gpus=None, entrypoint_memory=None, entrypoint_resources=None):
         """Create the job; True if created, False if a job with that id already exists."""
+        check_submission_id(submission_id)
         payload = dict(submission_id=submission_id, entrypoint=entrypoint, runtime_env=runtime_env,
                        metadata=metadata, entrypoint_num_cpus=entrypoint_num_cpus,
                        entrypoint_num_gpus=entrypoint_num_gpus, entrypoint_memory=entrypoint_memory,
@@ -236,6 +447,7 @@ class RayClient:
 
     def stop_job(self, submission_id):
         """Ask Ray to stop the job; True if a stop was sent to a running job."""
+        check_submission_id(submission_id)
         try:
             resp = self.request("POST", "/api/jobs/%s/stop" % quote(submission_id, safe=""))
         except RayHTTPError as e:
@@ -251,6 +463,7 @@ class RayClient:
         job is deleted just after it ended, so the deletion is checked after ``settle`` seconds,
         longer than the monitor's 1 s loop, and repeated if the record came back.
         """
+        check_submission_id(submission_id)
         deleted = False
         for dummy in range(rounds):
             try:
@@ -287,6 +500,7 @@ class RayClient:
 
     def get_logs(self, submission_id):
         """The job's whole driver log ('' before it starts or when the job is unknown)."""
+        check_submission_id(submission_id)
         try:
             resp = self.request("GET", "/api/jobs/%s/logs" % quote(submission_id, safe=""))
         except RayHTTPError as e:

@@ -220,8 +220,11 @@ def _n(x):
     return int(x) if isinstance(x, float) and x.is_integer() else x
 
 
-def check_resources(framework, conventions, nnodes, gpus_per_node, nodes, cluster="default", resources=None):
-    """Check ``nodes`` (alive nodes with ``resources``) against what the job will ask for."""
+def check_resources(framework, conventions, nnodes, gpus_per_node, nodes, cluster="default", resources=None,
+                    custom_known=False):
+    """Check ``nodes`` (alive nodes with ``resources``) against what the job will ask for.
+    ``custom_known``: the nodes carry all their resources (read from the live cluster, not from the
+    inventory), so the entrypoint's custom resources can be checked too."""
     name = "resources"
     nodes = list(nodes or [])
     resources = resources or {}
@@ -266,11 +269,16 @@ def check_resources(framework, conventions, nnodes, gpus_per_node, nodes, cluste
                                  % (nn * need, _n(extra), cluster, _n(sum(cpus)), shape))
             else:
                 notes.append("CPU counts unknown, CPU rule (%d per GPU) not checked" % VERL_CPUS_PER_GPU)
-    if ep_cpus or ep_gpus:
-        ok = [i for i in range(len(nodes)) if gpus[i] >= ep_gpus and (cpus[i] is None or cpus[i] >= ep_cpus)]
+    custom = dict(resources.get("entrypoint_resources") or {}) if custom_known else {}
+    if ep_cpus or ep_gpus or custom:
+        ok = [i for i in range(len(nodes)) if gpus[i] >= ep_gpus and (cpus[i] is None or cpus[i] >= ep_cpus)
+              and all((_res(nodes[i], k) or 0.0) >= float(v) for k, v in custom.items())]
         if not ok:
+            # A job no node can hold is not refused by Ray: it stays PENDING until the wait times out.
+            wanted = ", ".join("%s=%s" % (k, _n(v)) for k, v in sorted(custom.items()))
+            wanted = ", entrypoint_resources: " + wanted if wanted else ""
             return check(name, "failed", "no node of cluster '%s' can hold the entrypoint (entrypoint_num_cpus=%s, "
-                         "entrypoint_num_gpus=%s; %s)" % (cluster, _n(ep_cpus), _n(ep_gpus), shape))
+                         "entrypoint_num_gpus=%s%s; %s)" % (cluster, _n(ep_cpus), _n(ep_gpus), wanted, shape))
     message = "cluster '%s' fits the job: %s" % (cluster, shape)
     if notes:
         message += "; " + "; ".join(notes)
@@ -290,10 +298,43 @@ def check_working_dir(path, excludes=(), max_bytes=ray_package.RAY_PACKAGE_MAX_B
         pkg = ray_package.build_package(path, excludes, max_bytes=max_bytes, dest=dest)
     except ray_package.PackageError as e:
         return check(name, "failed", str(e))
+    except OSError as e:
+        return check(name, "failed", _unreadable(path, excludes, e))
     pkg.pop("data", None)
     return check(name, "passed", "working_dir %s: %d file(s), %s zipped, under Ray's %s limit (checkpoints/ and "
                  "*.safetensors excluded)" % (path, pkg["files"], ray_package.mib(pkg["size"]),
                                               ray_package.mib(max_bytes)), package=pkg)
+
+
+def _unreadable(root, excludes, error):
+    """One line naming the file of ``root`` that could not be read. An error raised while reading
+    (EIO) carries no file name: the files are then read again, in package order, to find it."""
+    culprit = error.filename
+    if not culprit:
+        patterns = tuple(ray_package.DEFAULT_EXCLUDES) + tuple(excludes or ())
+        try:
+            for dummy, full, is_dir in ray_package.iter_entries(root, patterns):
+                if is_dir:
+                    continue
+                try:
+                    with open(full, "rb") as f:
+                        while f.read(1 << 20):
+                            pass
+                except OSError as e:
+                    culprit, error = full, e
+                    break
+        except OSError:
+            pass
+    reason = error.strerror or str(error)
+    if culprit:
+        rel = os.path.relpath(culprit, root) if os.path.isabs(culprit) else culprit
+        return ("working_dir %s: cannot read %s (%s); fix the file's permissions, or leave it out with the "
+                "experiment's excludes (e.g. excludes: [%s])" % (root, rel, reason, _yaml_item(rel)))
+    return "working_dir %s cannot be read (%s); check the directory's permissions and disk" % (root, reason)
+
+
+def _yaml_item(rel):
+    return '"%s"' % rel.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def summarize(checks):

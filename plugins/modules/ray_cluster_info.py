@@ -19,7 +19,7 @@ author:
 options:
   wait_for_nodes:
     description:
-      - Wait until at least this many nodes (head included) are alive.
+      - Wait until at least this many nodes (head included) are alive; not negative.
     type: int
   expected_hosts:
     description:
@@ -30,7 +30,7 @@ options:
     elements: str
   timeout:
     description:
-      - Seconds to wait for O(wait_for_nodes) / O(expected_hosts). While waiting, a dashboard that
+      - Seconds to wait for O(wait_for_nodes) / O(expected_hosts), not negative. While waiting, a dashboard that
         does not answer yet (a head still starting) is retried until then.
     type: int
     default: 300
@@ -138,7 +138,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import (
-    ACTIVE_STATUSES, DASHBOARD_ARGUMENT_SPEC, RayAuthError, RayError, RayHTTPError, RayUnreachableError, client_from_module)
+    ACTIVE_STATUSES, DASHBOARD_ARGUMENT_SPEC, RayAuthError, RayError, RayHTTPError, RayUnreachableError, check_seconds,
+    client_from_module)
 
 ARGUMENT_SPEC = dict(
     DASHBOARD_ARGUMENT_SPEC,
@@ -181,6 +182,13 @@ def summarize(nodes, expected, resolved):
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     p = module.params
+    problems = check_seconds("timeout", p["timeout"], 0)
+    if p["wait_for_nodes"] is not None and p["wait_for_nodes"] < 0:
+        problems.append("wait_for_nodes must not be negative, got %d" % p["wait_for_nodes"])
+    if any(not (h or "").strip() for h in p["expected_hosts"] or []):
+        problems.append("expected_hosts: an entry is empty (an inventory variable that is not set?)")
+    if problems:
+        module.fail_json(msg="\n".join(problems), changed=False)
     expected = p["expected_hosts"]
     want = p["wait_for_nodes"] or 0
     waiting = bool(want) or bool(expected)

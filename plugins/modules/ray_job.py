@@ -23,22 +23,29 @@ options:
   submission_id:
     description:
       - Unique id of the job; the idempotency key.
+      - 1-200 letters, digits, C(_), C(.) or C(-), starting with a letter or digit; other ids are refused before
+        any request (Ray can create a job whose id has a C(/), but never read, stop nor delete it).
     type: str
     required: true
   entrypoint:
     description:
       - Shell command that runs the job's driver.
       - Required to create a job; not needed to wait for, stop or delete an existing one.
+      - Must not be empty or blank, and at most 131071 bytes, Linux's limit for one argument (Ray runs it
+        with C(/bin/sh -c)).
     type: str
   runtime_env:
     description:
       - Ray runtime environment of the job (C(working_dir), C(env_vars), C(pip), ...).
       - Values of C(env_vars) in O(runtime_env) whose names look secret (containing C(TOKEN), C(KEY),
         C(SECRET), C(PASSWORD), C(CREDENTIAL) or C(AUTH)) are masked in the module's output.
+      - C(env_vars) must be a mapping of names (without C(=)) to strings; numbers are turned into strings,
+        booleans, nulls, lists and mappings are refused.
     type: dict
   metadata:
     description:
-      - String key/value pairs attached to the job; values are converted to strings.
+      - String key/value pairs attached to the job; numbers are converted to strings, booleans, nulls,
+        lists and mappings are refused.
     type: dict
   entrypoint_num_cpus:
     description:
@@ -54,7 +61,11 @@ options:
     type: int
   entrypoint_resources:
     description:
-      - Custom resources reserved for the driver (entrypoint) process.
+      - Custom resources reserved for the driver (entrypoint) process, name to quantity.
+      - C(CPU), C(GPU) and C(memory) are refused here; use O(entrypoint_num_cpus), O(entrypoint_num_gpus)
+        and O(entrypoint_memory).
+      - Every quantity (here and in the three options above) must be finite, not negative, and 0 or at
+        least V(0.0001) (Ray's precision).
     type: dict
   state:
     description:
@@ -69,7 +80,7 @@ options:
   wait_timeout:
     description:
       - Seconds to wait for the job to end with O(state=finished), or to stop with O(state=stopped)
-        and O(state=absent).
+        and O(state=absent); at least V(1).
     type: int
     default: 3600
   stop_on_timeout:
@@ -79,12 +90,13 @@ options:
     default: true
   poll_interval:
     description:
-      - Seconds between two status polls while waiting.
+      - Seconds between two status polls while waiting; at least V(0.1).
     type: float
     default: 5
   logs_tail_lines:
     description:
-      - Number of lines at the end of the job's log returned in RV(logs_tail); V(0) skips fetching logs.
+      - Number of lines at the end of the job's log returned in RV(logs_tail), at most V(10000);
+        V(0) skips fetching logs.
     type: int
     default: 50
 attributes:
@@ -212,15 +224,15 @@ timed_out:
   sample: false
 """
 
-import re
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import (
-    DASHBOARD_ARGUMENT_SPEC, TERMINAL_STATUSES, RayError, client_from_module, ms_to_iso, tail_lines)
+    DASHBOARD_ARGUMENT_SPEC, MIN_POLL_INTERVAL, SECRET_NAME, TERMINAL_STATUSES, RayError, check_entrypoint,
+    check_resources, check_runtime_env, check_seconds, check_submission_id, check_tail_lines, client_from_module,
+    ms_to_iso, string_values, tail_lines)
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl_log import last_progress
 
-SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
 # Full logs can be large; while waiting they are only re-read this often (seconds).
 PROGRESS_REFRESH = 60.0
 
@@ -307,10 +319,8 @@ class JobTask:
         self.changed = True
         if self.module.check_mode:
             return None
-        metadata = self.p["metadata"]
         created = self.client.submit_job(
-            self.sid, self.p["entrypoint"], runtime_env=self.p["runtime_env"],
-            metadata={str(k): str(v) for k, v in metadata.items()} if metadata else None,
+            self.sid, self.p["entrypoint"], runtime_env=self.p["runtime_env"], metadata=self.p["metadata"] or None,
             entrypoint_num_cpus=self.p["entrypoint_num_cpus"], entrypoint_num_gpus=self.p["entrypoint_num_gpus"],
             entrypoint_memory=self.p["entrypoint_memory"], entrypoint_resources=self.p["entrypoint_resources"])
         # False means another client submitted the same id between our GET and POST.
@@ -387,17 +397,37 @@ def first_line(text):
     return lines[0].strip() if lines else ""
 
 
+def check_options(p):
+    """Every problem with the options, one line each, before any request: Ray accepts many bad
+    values and then leaves a job that fails, never starts, or cannot be addressed again."""
+    try:
+        check_submission_id(p["submission_id"])
+        problems = []
+    except RayError as e:
+        problems = [str(e)]
+    problems += check_entrypoint(p["entrypoint"])
+    p["runtime_env"], env_problems = check_runtime_env(p["runtime_env"])
+    problems += env_problems
+    if p["metadata"] is not None:
+        p["metadata"], meta_problems = string_values("metadata", p["metadata"])
+        problems += meta_problems
+    problems += check_resources(p["entrypoint_num_cpus"], p["entrypoint_num_gpus"], p["entrypoint_memory"],
+                                p["entrypoint_resources"])
+    problems += check_seconds("wait_timeout", p["wait_timeout"], 1, hint=" (use state=submitted not to wait)")
+    problems += check_seconds("poll_interval", p["poll_interval"], MIN_POLL_INTERVAL)
+    problems += check_tail_lines(p["logs_tail_lines"])
+    return problems
+
+
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     p = module.params
     env_vars = (p["runtime_env"] or {}).get("env_vars") or {}
     if isinstance(env_vars, dict):
         module.no_log_values.update(str(v) for k, v in env_vars.items() if SECRET_NAME.search(str(k)) and v)
-    for name in ("wait_timeout", "logs_tail_lines"):
-        if p[name] < 0:
-            module.fail_json(msg="%s must not be negative" % name)
-    if p["poll_interval"] <= 0:
-        module.fail_json(msg="poll_interval must be positive")
+    problems = check_options(p)
+    if problems:
+        module.fail_json(msg="\n".join(problems), submission_id=p["submission_id"], changed=False)
     task = None
     try:
         task = JobTask(module, client_from_module(module))

@@ -10,47 +10,82 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: ray_job_wait
-short_description: Wait for a Ray job, printing its progress (latest verl step and metrics) as it runs
+short_description: Wait for a Ray job with a watchdog - progress lines, lost nodes, head restarts, stalls, recovery
 version_added: 0.1.0
 description:
-  - Waits for an existing Ray job in chunks of O(progress_interval) seconds, each one a run of
-    M(rlinfra.verl.ray_job) with C(state=finished), C(stop_on_timeout=false) on the target host (the head),
-    and prints one line per chunk - status, elapsed time, the newest C(step:N) line of the log and its key
-    metrics - instead of a silent wait or C(FAILED - RETRYING) lines.
-  - Fails when the job ends C(FAILED) or C(STOPPED), or is still running after O(timeout) (it is then left
-    running unless O(stop_on_timeout)); the result carries the last status, step, metrics and log tail either way.
+  - Waits for a Ray job in chunks of O(progress_interval) seconds, each one a run of M(rlinfra.verl.ray_job_poll)
+    on the target host (the head), and prints one line per chunk - status, elapsed time, the newest
+    C(step:N) line of the log and its key metrics.
+  - The watchdog - when a node of the cluster leaves, it prints at once one line naming the inventory host and its
+    address, for example V(node rlinfra-sbx-3 at 172.23.0.4 left the cluster at 0:00:46); a job that vanishes once
+    the dashboard answers again means the head restarted; no new C(step:N) line for O(stall_timeout) seconds while
+    the job runs is a stall; a dashboard that does not answer for O(outage_grace) seconds ends the wait with one line.
+  - Recovery (O(recovery)) - on an event listed in C(recovery.on), while C(recovery.max_restarts) allows it, the
+    attempt is stopped if it still runs (and every other running attempt of the run - never two at once), the wait
+    sleeps C(backoff_s), waits up to C(node_wait_timeout) seconds for C(min_nodes) alive nodes, refuses when the
+    latest checkpoint in O(checkpoint_dir) was written by another world size than the cluster now gives (unless
+    C(allow_reshard)), uploads the working_dir again when needed and submits the next attempt (C(<id>-a2), ...),
+    which resumes from the checkpoint. Every attempt is a line and a row of RV(attempts); each attempt's driver
+    log is saved under O(log_dir).
+  - Fails when the job ends C(FAILED) or C(STOPPED) and is not recovered, or is still running after O(timeout);
+    C(msg) is then one line saying what happened and what to do. Never reports success for a job that did
+    not succeed.
 author:
   - rlinfra maintainers (@rlinfra)
 options:
   submission_id:
-    description: The job to wait for.
+    description: The attempt to follow (the run's id or one of its C(-aN) attempts).
     type: str
     required: true
+  base_submission_id:
+    description: The run's submission id (its first attempt); empty for O(submission_id).
+    type: str
+    default: ""
   timeout:
-    description: Seconds to wait in all.
+    description: Seconds to wait in all, recoveries included.
     type: int
     default: 86400
   progress_interval:
-    description: Seconds between two progress lines (the length of one wait chunk).
+    description: Seconds between two progress lines (the length of one watch chunk).
     type: int
     default: 60
   poll_interval:
-    description: Seconds between two status polls inside a chunk.
+    description: Seconds between two reads inside a chunk.
     type: float
     default: 5
   stop_on_timeout:
     description: Stop the job when O(timeout) passes.
     type: bool
     default: false
+  stall_timeout:
+    description: Seconds without a new C(step:N) line, while the job runs, that make a stall; V(0) turns the check off.
+    type: int
+    default: 0
+  outage_grace:
+    description: Seconds the dashboard may not answer (a head restarting) before the wait gives up.
+    type: int
+    default: 300
   logs_tail_lines:
     description: Lines of the log returned in RV(logs_tail).
     type: int
     default: 50
   runtime_env:
     description:
-      - The job's runtime_env, passed on to M(rlinfra.verl.ray_job) only so that it masks the values of secret
-        environment variables in log tails. Never logged.
+      - The job's runtime_env; a recovery submits the next attempt with it, and the values of its secret
+        environment variables are masked in everything returned and saved. Never logged.
     type: dict
+  secret_names:
+    description: Names of C(env_vars) in O(runtime_env) whose values are masked whatever their names look like.
+    type: list
+    elements: str
+    default: []
+  secret_values:
+    description:
+      - The job's secret values, only to mask them in everything returned and saved (they reach the job by the
+        run's secrets file, not by O(runtime_env)). Never logged.
+    type: list
+    elements: str
+    default: []
   label:
     description: Prefix of the progress lines (default the submission id).
     type: str
@@ -64,10 +99,37 @@ options:
     description: At most this many metrics per line.
     type: int
     default: 5
+  recovery:
+    description:
+      - The experiment's C(recovery) mapping - C(max_restarts) (default 0, no recovery), C(on) (events among
+        C(node_lost), C(head_restart), C(stalled), C(failed); default the first three), C(backoff_s) (default 10),
+        C(min_nodes) (default the node count when the run was first submitted), C(node_wait_timeout)
+        (default 600), C(allow_reshard) (default false).
+    type: dict
+    default: {}
+  job:
+    description:
+      - What a recovery submits - C(job_template) (from M(rlinfra.verl.verl_experiment)), C(metadata),
+        C(resources), and C(package) (C(uri) and C(src), the working_dir zip kept on the head) or null.
+    type: dict
+    default: {}
+  checkpoint_dir:
+    description: The run's checkpoint directory on the cluster, read before a resubmission (M(rlinfra.verl.verl_checkpoint_info)).
+    type: str
+    default: ""
+  hosts:
+    description: Inventory hosts of the cluster, to name lost nodes by host rather than by address.
+    type: list
+    elements: str
+    default: []
+  log_dir:
+    description: Directory on the controller where each attempt's driver log is saved (C(<submission_id>.log), mode 0600); empty for none.
+    type: str
+    default: ""
 attributes:
   check_mode:
     support: full
-    description: One status read, no waiting.
+    description: One read, no waiting, no recovery.
   diff_mode:
     support: none
     description: Nothing to diff.
@@ -76,6 +138,8 @@ attributes:
     description: Runs as an action plugin on the controller, which calls modules on the target as needed.
 seealso:
   - module: rlinfra.verl.ray_job
+  - module: rlinfra.verl.ray_job_poll
+  - module: rlinfra.verl.verl_checkpoint_info
 extends_documentation_fragment:
   - rlinfra.verl.ray_dashboard
 """
@@ -139,10 +203,53 @@ timed_out:
   description: The job was still running when O(timeout) passed.
   returned: always
   type: bool
-chunks:
-  description: Number of wait chunks (progress lines).
+attempt:
+  description: Number of the last attempt (1 without recovery).
   returned: always
   type: int
+attempts:
+  description: One row per ended attempt - C(attempt), C(submission_id), C(status), C(why) it ended, C(last_step), times.
+  returned: always
+  type: list
+  elements: dict
+lost_nodes:
+  description: Every node that left the cluster while waiting - C(label) (host and address), C(at), C(attempt).
+  returned: always
+  type: list
+  elements: dict
+events:
+  description: Faults and recoveries with their times in seconds since the wait began (detection, resubmission, first new step).
+  returned: always
+  type: list
+  elements: dict
+succeeded:
+  description: The job succeeded (after recoveries, if any). Unlike C(failed), not changed by C(failed_when).
+  returned: always
+  type: bool
+reason:
+  description:
+    - Why the wait ended - C(succeeded), C(failed), C(node_lost), C(head_restart), C(stalled), C(stopped),
+      C(timeout), C(unreachable), C(missing), C(shape), C(no_nodes), ...
+  returned: always
+  type: str
+summary:
+  description: The end-of-run summary, one line per item, ready to print.
+  returned: always
+  type: list
+  elements: str
+log_path:
+  description: The saved driver log of the last attempt, or empty.
+  returned: always
+  type: str
+log_paths:
+  description: The saved driver logs of every attempt.
+  returned: always
+  type: list
+  elements: str
+job_id:
+  description: Ray's hex job id of the last attempt.
+  returned: always
+  type: str
 waited_s:
   description: Seconds spent waiting.
   returned: always

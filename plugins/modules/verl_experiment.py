@@ -71,9 +71,22 @@ options:
     type: int
     default: 8
   checkpoint_root:
-    description: Checkpoints go to C(<checkpoint_root>/<project>/<experiment>) on the shared volume.
+    description: Checkpoints go to C(<checkpoint_root>/<project>/<cluster>/<experiment>) on the shared volume.
     type: str
     default: /data/checkpoints
+  secrets_dir:
+    description:
+      - Directory on the shared volume where the run's secrets file goes (mode 0600, directories 0700); the job
+        reads it by its path (E(RLINFRA_SECRETS_FILE)), so no secret value is ever in a process's arguments.
+        Empty for C(.rlinfra/secrets) next to O(checkpoint_root).
+    type: str
+    default: ""
+  checkpoint_cluster:
+    description:
+      - The cluster named in the checkpoint directory; empty for the cluster the run goes to. Set it to resume
+        another cluster's checkpoints on purpose.
+    type: str
+    default: ""
   venv:
     description:
       - Python environment of the cluster (the C(venv) of the C(rlinfra_ray) local fact); its C(bin) is put
@@ -176,7 +189,8 @@ experiment:
   returned: always
   type: dict
 wait:
-  description: Effective wait settings (C(enabled), C(timeout), C(progress_interval), C(poll_interval), C(stop_on_timeout)).
+  description: Effective wait settings (C(enabled), C(timeout), C(progress_interval), C(poll_interval), C(stop_on_timeout),
+    C(stall_timeout), C(outage_grace)).
   returned: always
   type: dict
 entrypoint:
@@ -214,7 +228,14 @@ checkpoint_dir:
   description: Where checkpoints go.
   returned: when stage is render
   type: str
-  sample: /data/checkpoints/rlinfra_smoke/smoke
+  sample: /data/checkpoints/rlinfra_smoke/default/smoke
+job_template:
+  description:
+    - What a recovery needs to render the entrypoint again on the cluster's shape at that time - C(head) (the
+      command), C(pairs) (the overrides as C([key, value])), C(shape_keys) (the node and GPU keys of the
+      conventions) and C(filled) (whether rlinfra filled each, so that it may change it).
+  returned: when stage is render
+  type: dict
 nnodes:
   description: Nodes the job will use.
   returned: when stage is render

@@ -8,8 +8,9 @@ Serves (Bearer key required):
   instance.status, instance.gpu_count, instance.hardware.gpus[].model, ...)
 
 Faults it can inject: 401/403 (with the API's JSON ``detail`` message), 404 per source, the
-next N requests answered 429 (with ``Retry-After``) or 5xx, slow answers, and fleets of
-thousands of instances. It counts requests so tests can assert a cache hit made none.
+next N requests answered 429 (with ``Retry-After``) or 5xx, slow answers, any raw body for a
+source (malformed JSON, an HTML page, the wrong shape), and fleets of thousands of instances.
+It counts requests so tests can assert a cache hit made none.
 
 Loopback only (127.0.0.1), random port by default. Library use::
 
@@ -26,7 +27,8 @@ CLI (from the repository root)::
 
 Control endpoints for a server run as a separate process (no key needed, loopback only):
 ``GET /_fake/stats``, ``POST /_fake/reset``, ``POST /_fake/config`` (JSON: ``fail_next``,
-``fail_status``, ``retry_after``, ``delay``, ``auth_status``, ``source_status``, ``fleet``).
+``fail_status``, ``retry_after``, ``delay``, ``auth_status``, ``source_status``, ``fleet``,
+``raw_body`` = {source: text}).
 """
 
 from __future__ import annotations
@@ -199,6 +201,7 @@ class FakeHyperbolic:
             self.marketplace = []
             self._bodies = {}
             self.source_status = {}      # source -> forced HTTP status (e.g. 404)
+            self.raw_bodies = {}         # source -> (status, bytes) answered instead of the fleet
             self.auth_status = None      # 401/403 for every request, whatever the key
             self._fail_queue = []        # [(status, retry_after)] for the next requests
             self.delay = 0.0             # seconds before every answer
@@ -245,6 +248,14 @@ class FakeHyperbolic:
                 self.source_status.pop(source, None)
             else:
                 self.source_status[source] = int(status)
+
+    def set_raw_body(self, source, body, status=200):
+        """Answer ``source`` with exactly ``body`` (text or bytes); ``None`` restores the fleet."""
+        with self._lock:
+            if body is None:
+                self.raw_bodies.pop(source, None)
+            else:
+                self.raw_bodies[source] = (int(status), body.encode() if isinstance(body, str) else bytes(body))
 
     def stats(self):
         with self._lock:
@@ -302,6 +313,9 @@ class FakeHyperbolic:
         forced = self.source_status.get(source)
         if forced:
             return forced, {}, {"detail": "Not Found" if forced == 404 else "forced %d" % forced}
+        if source in self.raw_bodies:
+            status, body = self.raw_bodies[source]
+            return status, {}, body
         return 200, {}, self._body(source)
 
     def control(self, method, path, body):
@@ -327,6 +341,8 @@ class FakeHyperbolic:
                     self.auth_status = conf["auth_status"]
             for source, status in (conf.get("source_status") or {}).items():
                 self.set_source_status(source, status)
+            for source, body in (conf.get("raw_body") or {}).items():
+                self.set_raw_body(source, body)
             return 200, {"ok": True}
         return 404, {"detail": "Not Found"}
 

@@ -413,7 +413,7 @@ def test_site_then_submit_smoke_like_awx(tmp_path_factory, sandbox, assets, clea
     sid = "rlinfra-smoke-%s-%s" % (cluster, run)
     assert "Submitted %s" % sid in out, out[-4000:]
     assert "SUCCEEDED" in out, out[-4000:]
-    assert "/data/checkpoints-awx-test/rlinfra_smoke/smoke" in out, out[-4000:]  # the launch-time variable applied
+    assert "/data/checkpoints-awx-test/rlinfra_smoke/default/smoke" in out, out[-4000:]  # the launch-time variable applied
     assert_no_secret_in_artifacts(submit)
 
     # The HF token reached the job (the smoke program prints only its sha256) ...

@@ -25,7 +25,7 @@ from tests.integration.test_submit_loopback import flat, smoke_result
 TAG = secrets.token_hex(6)
 SECRETS = {"HF_TOKEN": "hf_FAKE_sbx_" + secrets.token_hex(12), "WANDB_API_KEY": "wandb_FAKE_sbx_" + secrets.token_hex(12)}
 CKPT_ROOT = "/data/checkpoints-sbx-" + TAG  # apart from other runs on the shared volume
-TRACKER = CKPT_ROOT + "/rlinfra_smoke/smoke/latest_checkpointed_iteration.txt"
+TRACKER = CKPT_ROOT + "/rlinfra_smoke/default/smoke/latest_checkpointed_iteration.txt"
 # Where a leak could land that another local user might read (the wheelhouse is read-only input).
 READABLE_ROOTS = "/etc /root /home /tmp /var /workspace /opt /srv /run /data"
 

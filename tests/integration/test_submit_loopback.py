@@ -103,7 +103,7 @@ def test_submit_smoke_end_to_end_then_rerun_is_a_no_op(ray_head, workdir):
     assert "log: %s" % log_path in flat(proc.output)
 
     # verl's checkpoint layout, on the (overridden) shared volume root.
-    ckpt = workdir / "checkpoints" / "rlinfra_smoke" / "smoke"
+    ckpt = workdir / "checkpoints" / "rlinfra_smoke" / "default" / "smoke"
     assert sorted(p.name for p in ckpt.iterdir()) == ["global_step_10", "global_step_20", "global_step_30",
                                                       "latest_checkpointed_iteration.txt"]
     assert (ckpt / "latest_checkpointed_iteration.txt").read_text() == "30"
@@ -115,8 +115,13 @@ def test_submit_smoke_end_to_end_then_rerun_is_a_no_op(ray_head, workdir):
     assert FAKE_HF_TOKEN not in proc.output
     assert FAKE_HF_TOKEN not in all_text_under(workdir / "artifacts")
     assert ray_head.token not in proc.output and ray_head.token not in all_text_under(workdir / "artifacts")
-    assert "HF_TOKEN" in job["runtime_env"]["env_vars"]
-    assert FAKE_HF_TOKEN not in job["entrypoint"]
+    # The value went by the run's 0600 file (gone once the waited run ended): only its path is in the job.
+    secrets_file = job["runtime_env"]["env_vars"]["RLINFRA_SECRETS_FILE"]
+    assert "HF_TOKEN" not in job["runtime_env"]["env_vars"]
+    assert FAKE_HF_TOKEN not in json.dumps(job)
+    assert secrets_file == str(workdir / ".rlinfra" / "secrets" / "default" / (SID + ".env"))
+    assert not Path(secrets_file).exists()
+    assert stat.S_IMODE(Path(secrets_file).parent.stat().st_mode) == 0o700
 
     # Re-run: nothing changes, same submission id, still one job.
     again = playbook(workdir, "submit.yml", "exp=smoke", head=ray_head, env={"HF_TOKEN": FAKE_HF_TOKEN})
@@ -144,7 +149,8 @@ def test_dry_run_needs_no_cluster(workdir):
     assert proc.returncode == 0, proc.output[-4000:]
     assert "dry_run: true" in proc.output
     assert "submission_id: rlinfra-smoke-default" in proc.output
-    assert "entrypoint: python3 smoke_rl.py trainer.total_training_steps=30" in flat(proc.output)
+    assert "python3 smoke_rl.py trainer.total_training_steps=30" in flat(proc.output)
+    assert 'set -a; . "$RLINFRA_SECRETS_FILE"; set +a; python3 smoke_rl.py' in flat(proc.output)
     assert "HF_TOKEN: '********'" in proc.output
     assert FAKE_HF_TOKEN not in proc.output
     assert "trainer.nnodes=1" in flat(proc.output)  # from the inventory: one host in cluster default
@@ -157,7 +163,7 @@ def test_stop_then_resubmit_resumes(ray_head, workdir):
     submit = playbook(workdir, "submit.yml", "exp=smoke", "run=long", "wait=false", json.dumps(params), head=ray_head)
     assert submit.returncode == 0, submit.output[-4000:]
     assert "not waited for (wait disabled)" in flat(submit.output)
-    tracker = workdir / "checkpoints" / "rlinfra_smoke" / "smoke" / "latest_checkpointed_iteration.txt"
+    tracker = workdir / "checkpoints" / "rlinfra_smoke" / "default" / "smoke" / "latest_checkpointed_iteration.txt"
     deadline = time.monotonic() + 240
     while not tracker.exists() and time.monotonic() < deadline:
         assert client.get_job(SID + "-long")["status"] in ("PENDING", "RUNNING")
@@ -178,3 +184,114 @@ def test_stop_then_resubmit_resumes(ray_head, workdir):
     assert result["resumed_from"] >= stopped_at  # a checkpoint may have landed while stopping
     assert result["final_step"] == 24 and tracker.read_text() == "24"
     assert result["reward_after"] >= result["reward_before"] - 0.05
+
+
+def test_two_clusters_from_one_inventory_keep_their_own_checkpoints(ray_head, tmp_path):
+    """Two clusters sharing the checkpoint volume, the same experiment submitted to both at once:
+    two checkpoint directories, and each run's resume reads only its own."""
+    helpers = _unit_conftest()
+    other, sid_b, base_b = helpers.start_ray_head(attempts=3)
+    try:
+        hosts = {}
+        for name, head in (("a", ray_head), ("b", other)):
+            hosts["head-" + name] = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                                     "ray_cluster": name, "verl_job_address": head.address,
+                                     "verl_job_token_path": head.token_path}
+        (tmp_path / "inventory.yml").write_text(json.dumps({"all": {"children": {"ray_head": {"hosts": hosts}}}}))
+
+        def submit(cluster, steps, run=""):
+            params = {"verl_job_params": {"trainer": {"total_training_steps": steps, "save_freq": 5}}}
+            return subprocess_playbook(tmp_path, "submit.yml", "exp=smoke", "cluster=" + cluster, "run=" + run,
+                                       json.dumps(params))
+
+        first = [submit("a", 10), submit("b", 20)]  # at once
+        for proc in first:
+            out = proc.communicate(timeout=600)[0]
+            assert proc.returncode == 0, out[-4000:]
+        ckpt = tmp_path / "checkpoints" / "rlinfra_smoke"
+        assert (ckpt / "a" / "smoke" / "latest_checkpointed_iteration.txt").read_text() == "10"
+        assert (ckpt / "b" / "smoke" / "latest_checkpointed_iteration.txt").read_text() == "20"
+
+        second = [submit("a", 25, "2"), submit("b", 25, "2")]
+        for proc in second:
+            out = proc.communicate(timeout=600)[0]
+            assert proc.returncode == 0, out[-4000:]
+        for cluster, resumed in (("a", 10), ("b", 20)):
+            log = (tmp_path / "artifacts" / "smoke" / ("rlinfra-smoke-%s-2.log" % cluster)).read_text()
+            result = smoke_result(log)
+            assert result["resumed_from"] == resumed and result["final_step"] == 25
+            assert result["checkpoint_dir"] == str(ckpt / cluster / "smoke")
+    finally:
+        helpers.kill_session(sid_b)
+        shutil.rmtree(base_b, ignore_errors=True)
+
+
+def subprocess_playbook(directory, name, *extra):
+    """``ansible-playbook`` in the background (output on ``proc.stdout``), artifacts and checkpoints in ``directory``."""
+    import os
+    import subprocess
+
+    args = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(directory / "inventory.yml"), name,
+            "-e", json.dumps({"verl_job_artifacts_dir": str(directory / "artifacts"),
+                              "verl_job_checkpoint_root": str(directory / "checkpoints"),
+                              "verl_job_venv": str(Path(sys.executable).parent.parent), "verl_job_become": False})]
+    for item in extra:
+        args += ["-e", item]
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_LOCAL_TEMP=str(directory / "ansible-tmp"))
+    env.pop("HF_TOKEN", None)
+    return subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def background_submit(directory, head, *extra):
+    """submit.yml against ``head`` in the background, with the token by file."""
+    return subprocess_playbook(directory, "submit.yml", "exp=smoke", json.dumps(
+        {"verl_job_address": head.address, "verl_job_token_path": head.token_path}), *extra)
+
+
+def test_a_job_stopped_by_someone_else_ends_the_wait_with_one_line(ray_head, workdir):
+    client = ray_head.client()
+    slow = {"verl_job_params": {"trainer": {"total_training_steps": 60, "step_sleep_s": 1.0}},
+            "verl_job_progress_interval": 2}
+    proc = background_submit(workdir, ray_head, "run=stopped", json.dumps(slow))
+    sid = SID + "-stopped"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and (client.get_job(sid) or {}).get("status") != "RUNNING":
+        time.sleep(1)
+    client.stop_job(sid)  # not by this wait
+    out = proc.communicate(timeout=300)[0]
+    assert proc.returncode != 0
+    flat_out = flat(out)
+    assert ("Ray job %s was stopped from outside this wait (stop.yml, the dashboard or `ray job stop`); not "
+            "resubmitted" % sid) in flat_out, out[-3000:]
+    assert "status: STOPPED" in flat_out
+    for sign in ("dict2items", "NoneType", "The error was", "has no attribute"):
+        assert sign not in out
+
+
+def test_a_dashboard_gone_for_good_ends_the_wait_with_one_line(workdir):
+    helpers = _unit_conftest()
+    head, sid_head, base = helpers.start_ray_head(attempts=3)
+    try:
+        slow = {"verl_job_params": {"trainer": {"total_training_steps": 120, "step_sleep_s": 1.0}}}
+        (workdir / "experiments").mkdir()
+        exp = (REPO / "experiments" / "smoke.yml").read_text() + "\n" + "recovery: {max_restarts: 2}\n"
+        exp = exp.replace("progress_interval: 10", "progress_interval: 2\n  outage_grace: 6")
+        (workdir / "experiments" / "smoke.yml").write_text(exp)
+        shutil.copytree(REPO / "experiments" / "smoke", workdir / "experiments" / "smoke")
+        proc = background_submit(workdir, head, json.dumps(slow),
+                                 json.dumps({"verl_job_experiments_dir": str(workdir / "experiments")}))
+        client = head.client()
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and (client.get_job(SID) or {}).get("status") != "RUNNING":
+            time.sleep(1)
+        helpers.kill_session(sid_head)  # the head is gone and stays gone
+        started = time.monotonic()
+        out = proc.communicate(timeout=300)[0]
+        assert proc.returncode != 0
+        assert time.monotonic() - started < 120  # bounded: outage_grace plus a poll, not wait.timeout
+        assert re.search(r"the Ray dashboard at %s has not answered for \d+s \(.*\): the state of job %s is unknown"
+                         % (re.escape(head.address), SID), flat(out)), out[-3000:]
+        assert "SUCCEEDED" not in out
+    finally:
+        helpers.kill_session(sid_head)
+        shutil.rmtree(base, ignore_errors=True)

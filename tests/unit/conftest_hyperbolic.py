@@ -94,7 +94,6 @@ class Harness:
             return answer
 
         monkeypatch.setattr(plugin_mod.InventoryModule, "_fetch", fake_fetch)
-        monkeypatch.setattr(plugin_mod, "_RECENT_FAILURES", {})
 
     def write_config(self, options, name="test.hyperbolic.yml"):
         import yaml

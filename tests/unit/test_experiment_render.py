@@ -60,7 +60,7 @@ GOLDEN = {
         'trainer.total_epochs=15',
         'trainer.project_name=verl_grpo_gsm8k',
         'trainer.experiment_name=gsm8k_grpo_qwen05b',
-        'trainer.default_local_dir=/data/checkpoints/verl_grpo_gsm8k/gsm8k_grpo_qwen05b',
+        'trainer.default_local_dir=/data/checkpoints/verl_grpo_gsm8k/default/gsm8k_grpo_qwen05b',
         'trainer.resume_mode=auto',
         'trainer.nnodes=4',
         'trainer.n_gpus_per_node=8',
@@ -92,7 +92,7 @@ GOLDEN = {
         'trainer.total_epochs=15',
         'trainer.project_name=verl_examples',
         'trainer.experiment_name=gsm8k_ppo_qwen05b',
-        'trainer.default_local_dir=/data/checkpoints/verl_examples/gsm8k_ppo_qwen05b',
+        'trainer.default_local_dir=/data/checkpoints/verl_examples/default/gsm8k_ppo_qwen05b',
         'trainer.resume_mode=auto',
         'trainer.nnodes=4',
         'trainer.n_gpus_per_node=8',
@@ -137,7 +137,7 @@ GOLDEN = {
         'trainer.total_epochs=15',
         'trainer.project_name=verl_grpo_math',
         'trainer.experiment_name=math_grpo_qwen14b',
-        'trainer.default_local_dir=/data/checkpoints/verl_grpo_math/math_grpo_qwen14b',
+        'trainer.default_local_dir=/data/checkpoints/verl_grpo_math/math14b/math_grpo_qwen14b',
         'trainer.resume_mode=auto',
     ],
     'nemo_rl_grpo_math': [
@@ -152,7 +152,7 @@ GOLDEN = {
         'logger.wandb_enabled=true',
         'logger.wandb.project=nemo_rl_math',
         'logger.wandb.name=grpo_math_qwen15b',
-        'checkpointing.checkpoint_dir=/data/checkpoints/nemo_rl_math/nemo_rl_grpo_math',
+        'checkpointing.checkpoint_dir=/data/checkpoints/nemo_rl_math/default/nemo_rl_grpo_math',
         'cluster.num_nodes=4',
         'cluster.gpus_per_node=8',
     ],
@@ -169,7 +169,7 @@ GOLDEN = {
         'seed=1',
         'trainer.project_name=rlinfra_smoke',
         'trainer.experiment_name=smoke',
-        'trainer.default_local_dir=/data/checkpoints/rlinfra_smoke/smoke',
+        'trainer.default_local_dir=/data/checkpoints/rlinfra_smoke/default/smoke',
         'trainer.resume_mode=auto',
         'trainer.nnodes=4',
         'trainer.n_gpus_per_node=8',
@@ -215,18 +215,19 @@ def test_verl_quickstart_overrides_and_filled_keys():
     assert r["filled"] == [
         "trainer.project_name=verl_examples",
         "trainer.experiment_name=gsm8k_ppo_qwen05b",
-        "trainer.default_local_dir=/data/checkpoints/verl_examples/gsm8k_ppo_qwen05b",
+        "trainer.default_local_dir=/data/checkpoints/verl_examples/default/gsm8k_ppo_qwen05b",
         "trainer.resume_mode=auto",
         "trainer.nnodes=4",
         "trainer.n_gpus_per_node=8",
     ]
-    assert r["checkpoint_dir"] == "/data/checkpoints/verl_examples/gsm8k_ppo_qwen05b"
+    assert r["checkpoint_dir"] == "/data/checkpoints/verl_examples/default/gsm8k_ppo_qwen05b"
     assert r["runtime_env"] == {"env_vars": {"PYTHONUNBUFFERED": "1", "HF_HOME": "/data/hf_home",
                                              "HF_HUB_ENABLE_HF_TRANSFER": "0",
                                              "PATH": "/opt/rlinfra/venv/bin:${PATH}"}}
     assert r["metadata"] == {"rlinfra_experiment": "gsm8k_ppo_qwen05b", "rlinfra_cluster": "default",
                              "rlinfra_project": "verl_examples", "rlinfra_framework": "verl", "rlinfra_run": "",
-                             "rlinfra_checkpoint_dir": "/data/checkpoints/verl_examples/gsm8k_ppo_qwen05b"}
+                             "rlinfra_checkpoint_dir": "/data/checkpoints/verl_examples/default/gsm8k_ppo_qwen05b",
+                             "rlinfra_attempt": "1", "rlinfra_nodes": "4"}
 
 
 def test_explicit_cluster_shape_is_kept():
@@ -247,7 +248,7 @@ def test_shape_comes_from_the_live_cluster():
 
 def test_nemo_rl_fills_its_own_keys():
     r = E.render(load("nemo_rl_grpo_math"), FAKE_NODES)
-    assert r["filled"] == ["checkpointing.checkpoint_dir=/data/checkpoints/nemo_rl_math/nemo_rl_grpo_math",
+    assert r["filled"] == ["checkpointing.checkpoint_dir=/data/checkpoints/nemo_rl_math/default/nemo_rl_grpo_math",
                            "cluster.num_nodes=4", "cluster.gpus_per_node=8"]
     assert shlex.split(r["entrypoint"])[:4] == ["cd", "/data/code/RL", "&&", "uv"]
 
@@ -267,7 +268,7 @@ def test_checkpoint_root_and_extra_params():
     assert "trainer.total_training_steps=5" in r["overrides"]  # replaced in place
     assert r["overrides"].index("trainer.total_training_steps=5") == 0
     assert "trainer.new_key=x" in r["overrides"]
-    assert "trainer.default_local_dir=/tmp/ck/rlinfra_smoke/smoke" in r["overrides"]
+    assert "trainer.default_local_dir=/tmp/ck/rlinfra_smoke/default/smoke" in r["overrides"]
 
 
 def test_secrets_are_masked_in_display_and_absent_from_runtime_env():

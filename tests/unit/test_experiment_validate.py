@@ -22,7 +22,7 @@ BAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "expe
 ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 
 ALLOWED = ("description, framework, cluster, project, conventions, entrypoint, params, env, secrets, "
-           "optional_secrets, working_dir, excludes, resources, wait")
+           "optional_secrets, working_dir, excludes, resources, wait, recovery")
 EXPECTED = {
     "unknown_key": "unknown_key.yml: unknown top-level key 'paramz' (did you mean 'params'?); allowed: " + ALLOWED,
     "bad_framework": "bad_framework.yml: framework: 'verll' is not one of verl, nemo_rl, custom (did you mean 'verl'?)",
@@ -43,7 +43,7 @@ EXPECTED = {
                          "(the shell command that starts the driver)",
     "bad_cluster": "bad_cluster.yml: cluster: 'gpu cluster 1' is not a valid cluster name (letters, digits, '_', '-', '.')",
     "wait_typo": "wait_typo.yml: wait: unknown key 'timout' (did you mean 'timeout'?); allowed: enabled, timeout, "
-                 "progress_interval, poll_interval, stop_on_timeout",
+                 "progress_interval, poll_interval, stop_on_timeout, stall_timeout, outage_grace",
     "wrong_type_wait": "wrong_type_wait.yml: wait.timeout: expected an integer, got a string ('an hour')",
     "nemo_relative_repo": "nemo_relative_repo.yml: entrypoint.repo_dir: 'code/RL' must be an absolute path on the cluster",
     "top_level_list": "top_level_list.yml: expected a mapping of keys (framework, params, env, ...), got a list",

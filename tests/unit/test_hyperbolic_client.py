@@ -182,7 +182,7 @@ def test_other_4xx_fails_without_retry():
 
 def test_not_json_fails_clearly():
     opener = Script(_Resp(b"<html>maintenance</html>"))
-    with pytest.raises(hb.HyperbolicResponseError, match="not JSON"):
+    with pytest.raises(hb.HyperbolicResponseError, match="malformed JSON from https://api.example.test/v2/"):
         client(opener).list_source("on_demand")
 
 

@@ -10,7 +10,6 @@ import pytest
 
 from conftest_hyperbolic import Harness, fixture_answer, load_fixture, raw_answer
 
-from ansible.errors import AnsibleError
 from ansible_collections.rlinfra.verl.plugins.inventory import hyperbolic as plugin_mod
 from ansible_collections.rlinfra.verl.plugins.module_utils import hyperbolic as hb
 
@@ -205,12 +204,10 @@ def test_404_source_skipped_with_warning(tmp_path, monkeypatch):
     assert any("marketplace" in w and "404" in w for w in h.warnings)
 
 
-def test_every_source_404_gives_empty_inventory_with_warnings(tmp_path, monkeypatch):
+def test_every_source_404_fails_the_inventory(tmp_path, monkeypatch):
     h = Harness(tmp_path, raw_answer(skipped={"on_demand": "HTTP 404", "marketplace": "HTTP 404"}), monkeypatch)
-    snap = h.parse({})
-    assert snap["hosts"] == {}
-    assert snap["groups"]["ray_head"] == [] and snap["groups"]["ray_workers"] == []
-    assert len(h.warnings) == 3
+    with pytest.raises(plugin_mod.InventoryLoadFailed, match="every source answered HTTP 404.*check api_url"):
+        h.parse({})
 
 
 def test_sources_option_limits_and_orders(harness):
@@ -219,12 +216,12 @@ def test_sources_option_limits_and_orders(harness):
 
 
 def test_unknown_source_is_rejected(harness):
-    with pytest.raises(AnsibleError):
+    with pytest.raises(plugin_mod.InventoryLoadFailed, match="unknown sources entry 'spot'"):
         harness.parse({"sources": ["spot"]})
 
 
 def test_bad_cluster_regex_is_reported(harness):
-    with pytest.raises(AnsibleError, match="cluster_from"):
+    with pytest.raises(plugin_mod.InventoryLoadFailed, match="cluster_from"):
         harness.parse({"cluster_from": "exp-("})
 
 
@@ -265,7 +262,7 @@ def test_no_api_key_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.undo()  # restore the real _fetch so the key is needed
     monkeypatch.delenv("HYPERBOLIC_API_KEY", raising=False)
     path = h.write_config({"api_key": None})
-    with pytest.raises(AnsibleError, match="HYPERBOLIC_API_KEY"):
+    with pytest.raises(plugin_mod.InventoryLoadFailed, match="HYPERBOLIC_API_KEY"):
         h.parse(path=path)
 
 

@@ -25,7 +25,6 @@ from ansible_collections.rlinfra.verl.plugins.module_utils import hyperbolic as 
     ("ssh ubuntu@[2001:db8::1] -p 2222", ("2001:db8::1", 2222, "ubuntu")),
     ("ssh ssh://bob@h.example:2022", ("h.example", 2022, "bob")),
     ("ssh -i '/path with space/key' ubuntu@h.example -p 2022", ("h.example", 2022, "ubuntu")),
-    ("ssh ubuntu@h.example -p 2022 nvidia-smi", ("h.example", 2022, "ubuntu")),
 ])
 def test_parse_ssh_command(command, expected):
     got = hb.parse_ssh_command(command)
@@ -34,10 +33,11 @@ def test_parse_ssh_command(command, expected):
 
 def test_parse_ssh_command_default_user_and_bad_input():
     assert hb.parse_ssh_command("ssh h.example", default_user="root")["user"] == "root"
-    for bad in (None, "", "ssh", "ssh -p 22", 42):
-        assert hb.parse_ssh_command(bad) is None
-    # an invalid port falls back to 22 rather than inventing one
-    assert hb.parse_ssh_command("ssh -p 99999 u@h")["port"] == 22
+    # not a usable "ssh USER@HOST [-p PORT]": no host is better than a wrong one (details in
+    # tests/unit/test_bad_input_inventory.py)
+    for bad in (None, "", "ssh", "ssh -p 22", 42, "ssh -p 99999 u@h", "ssh ubuntu@h.example -p 2022 nvidia-smi",
+                "please connect via console", "ssh please"):
+        assert hb.parse_ssh_command(bad) is None, bad
 
 
 # ----------------------------------------------------------------------------- on_demand
@@ -110,7 +110,7 @@ def test_extract_items_shapes():
 
 
 def test_item_without_id_fails_whole_source():
-    with pytest.raises(hb.HyperbolicResponseError, match="no id"):
+    with pytest.raises(hb.HyperbolicResponseError, match="no usable id"):
         hb.normalize_instances("on_demand", [{"id": "ok", "status": "running"}, {"status": "running"}])
 
 

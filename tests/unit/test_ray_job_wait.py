@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ansible_collections.rlinfra.verl.plugins.action.ray_job_wait import DEFAULT_METRICS, hms, progress_line
+from ansible_collections.rlinfra.verl.plugins.action.ray_job_wait import DEFAULT_METRICS
+from ansible_collections.rlinfra.verl.plugins.module_utils.recovery import hms, progress_line
 
 
 def test_progress_line_prefers_key_metrics():

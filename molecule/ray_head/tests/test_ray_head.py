@@ -45,3 +45,11 @@ def test_dashboard_requires_the_token(host):
 
 def test_temp_dir_in_use(host):
     assert host.file("/workspace/ray/session_latest").exists
+
+
+def test_restart_record_is_root_only_and_holds_no_secret(host):
+    record = host.file("/etc/ray/rlinfra-state.json")
+    assert record.mode == 0o600 and record.user == "root"
+    data = json.loads(record.content_string)
+    assert set(data["parts"]) == {"ray_env", "token", "unit"} and len(data["fingerprint"]) == 64
+    assert host.file("/etc/ray/auth_token").content_string.strip() not in record.content_string

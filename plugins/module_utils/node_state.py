@@ -1,0 +1,123 @@
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Whether a running Ray node must restart, and whether site.yml may restart it (modules ray_node_state, ray_node_guard).
+
+A node records, after each successful converge, the digests of what decides a restart (its ray_env, its token,
+its unit's inputs) and the fingerprint of the Python environment Ray was started from. Comparing what a run
+would apply with that record tells, before anything changes, where Ray would restart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import OrderedDict
+
+RECORD_VERSION = 1
+FLAG = "ray_restart_running_jobs"
+TRUE_WORDS = ("true", "yes", "1")
+FALSE_WORDS = ("false", "no", "0")
+
+
+def digest(value):
+    """sha256 of a JSON value, independent of key order."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode("utf-8")).hexdigest()
+
+
+def part_digests(inputs):
+    return {str(key): digest(value) for key, value in (inputs or {}).items()}
+
+
+def record_content(parts, fingerprint):
+    return json.dumps({"version": RECORD_VERSION, "parts": parts, "fingerprint": fingerprint}, indent=2, sort_keys=True) + "\n"
+
+
+def restart_reasons(record, parts, fingerprint, python_env_changed=False):
+    """Why a running Ray would restart, as short names; [] when it runs what it should.
+
+    ``no_record``: nothing says what the running Ray was started with (first converge by this collection);
+    ``python_env``: the package lists or the interpreter differ from what the environment was installed from;
+    ``environment``: the installed environment is not the one Ray was started from; any other name: that
+    part of the inputs (``ray_env``, ``token``, ``unit``) changed.
+    """
+    if record is None:
+        return ["no_record"]
+    reasons = ["python_env"] if python_env_changed else []
+    if record.get("fingerprint") != fingerprint:
+        reasons.append("environment")
+    old = record.get("parts") or {}
+    reasons += [key for key in sorted(set(old) | set(parts)) if old.get(key) != parts.get(key)]
+    return reasons
+
+
+def parse_flag(value):
+    """A strict boolean: a real bool, 0/1, or true/false/yes/no/1/0 in any case. Raises ValueError otherwise
+    (a typo must never read as false, nor as true)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in TRUE_WORDS + FALSE_WORDS:
+        return value.strip().lower() in TRUE_WORDS
+    shown = repr(value) if isinstance(value, str) else "%r (%s)" % (value, type(value).__name__)
+    raise ValueError("%s must be true or false (also yes/no/1/0, any case), got %s: nothing was changed" % (FLAG, shown))
+
+
+def stop_hint(job):
+    """The command that stops one job: stop.yml for the jobs submit.yml made, the Ray CLI for the others."""
+    meta = job.get("metadata") or {}
+    exp = meta.get("rlinfra_experiment")
+    if not exp:
+        return "ray job stop %s" % job.get("submission_id")
+    cmd = "ansible-playbook stop.yml -e exp=%s" % exp
+    if meta.get("rlinfra_run"):
+        cmd += " -e run=%s" % meta["rlinfra_run"]
+    if meta.get("rlinfra_cluster") not in (None, "", "default"):
+        cmd += " -e cluster=%s" % meta["rlinfra_cluster"]
+    return cmd
+
+
+def _where(nodes):
+    groups = OrderedDict()
+    for node in nodes:
+        groups.setdefault(tuple(node.get("reasons") or ["?"]), []).append(node["host"])
+    return "; ".join("%s (%s)" % (", ".join(hosts), ", ".join(reasons)) for reasons, hosts in groups.items())
+
+
+def guard(nodes, allow):
+    """(errors, warnings, running) for the per-node reports of a site.yml run.
+
+    ``nodes``: ``{host, cluster, reports_jobs, restart, reasons, running_jobs, jobs_error}``; the job fields are
+    on the report of the one node per cluster that listed its jobs (``reports_jobs``, the head as a rule). An
+    error per cluster where Ray would restart while a job runs (or while its jobs could not be listed), unless
+    ``allow``; then a warning instead. ``running``: cluster -> running submission ids.
+    """
+    clusters = OrderedDict()
+    for node in nodes:
+        clusters.setdefault(node.get("cluster") or "default", []).append(node)
+    errors, warnings, running = [], [], OrderedDict()
+    for name, members in clusters.items():
+        reporter = next((n for n in members if n.get("reports_jobs")), {})
+        jobs = reporter.get("running_jobs") or []
+        running[name] = [j.get("submission_id") for j in jobs]
+        restarting = [n for n in members if n.get("restart")]
+        if not restarting:
+            continue
+        where = "Ray would restart on %s of cluster '%s'" % (_where(restarting), name)
+        if jobs:
+            listed = ", ".join("%s (%s)" % (j.get("submission_id"), j.get("status")) for j in jobs)
+            if allow:
+                warnings.append("%s under running job(s) %s: %s=true, so they will fail" % (where, listed, FLAG))
+            else:
+                hints = "; ".join(OrderedDict((stop_hint(j), None) for j in jobs))
+                errors.append("%s, where job(s) %s run: stop them first (%s) or re-run with -e %s=true to restart "
+                              "anyway (they fail)" % (where, listed, hints, FLAG))
+        elif reporter.get("jobs_error") and not allow:
+            errors.append("%s, but its running jobs could not be listed (%s): if none runs, re-run with -e %s=true"
+                          % (where, reporter["jobs_error"], FLAG))
+    return errors, warnings, running
+
+
+def refusal(errors):
+    return "Refusing to restart Ray under a running job, nothing was changed: " + " | ".join(errors)

@@ -1,0 +1,285 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: python_env_sync
+short_description: Install a pinned package set into a virtualenv exactly, with uv, and fingerprint it
+version_added: 0.2.0
+description:
+  - Installs O(packages) into the virtualenv O(venv) with C(uv pip install -r), then
+    O(no_build_isolation_packages) (C(--no-build-isolation)) and O(no_deps_packages) (C(--no-deps)).
+  - Then removes every installed package the environment no longer needs (C(uv pip sync) semantics) - a
+    package dropped from the lists goes, with the dependencies only it needed. What is needed is read from
+    the installed packages' metadata, markers and extras evaluated by the environment's own interpreter
+    (with the C(packaging) that pip vendors) - every requirement of O(packages) and
+    O(no_build_isolation_packages) with what it requires, recursively; the O(no_deps_packages) alone; the
+    venv's tooling (O(keep)) with what it requires. When a requirement cannot be named (a bare path) or is
+    missing after the install, nothing is removed and a warning says why.
+  - Writes a fingerprint of the environment (sha256 of the interpreter's C(python -VV) line and the sorted
+    C(uv pip freeze)) to O(fingerprint_file), and a record of it and of the inputs digest (the three lists
+    and the interpreter) to C(<venv>/rlinfra-state.json), which M(rlinfra.verl.ray_node_state) reads.
+author:
+  - rlinfra maintainers (@rlinfra)
+options:
+  venv:
+    description: The virtualenv; it must exist and hold C(bin/python) and C(bin/uv).
+    type: path
+    required: true
+  packages:
+    description:
+      - Requirement strings installed with their dependencies (one line each of a requirements file, so
+        option lines such as C(--extra-index-url URL) work too).
+    type: list
+    elements: str
+    required: true
+  no_build_isolation_packages:
+    description: Requirements installed afterwards with C(--no-build-isolation) (for example flash-attn), with their dependencies.
+    type: list
+    elements: str
+    default: []
+  no_deps_packages:
+    description: Requirements installed afterwards with C(--no-deps) (for example sgl_kernel); their dependencies are not kept for them.
+    type: list
+    elements: str
+    default: []
+  find_links:
+    description: Directories or URLs of wheels (C(--find-links)), for example the shared wheelhouse.
+    type: list
+    elements: str
+    default: []
+  no_index:
+    description: Install from O(find_links) only (C(--no-index)).
+    type: bool
+    default: false
+  index_url:
+    description: Package index URL; empty means uv's default.
+    type: str
+    default: ""
+  extra_index_urls:
+    description: Extra package index URLs.
+    type: list
+    elements: str
+    default: []
+  prune:
+    description: Remove the installed packages the lists no longer need.
+    type: bool
+    default: true
+  keep:
+    description: Packages never removed, with what they require (the venv's own tooling).
+    type: list
+    elements: str
+    default: [pip, setuptools, wheel, uv]
+  fingerprint_file:
+    description: Where the fingerprint, the interpreter line and the frozen set are written; default C(<venv>/rlinfra-fingerprint.txt).
+    type: path
+attributes:
+  check_mode:
+    support: full
+    description:
+      - Installs with C(--dry-run) and removes nothing; RV(removed) lists what the current environment holds
+        that the lists do not need (packages the install would add are not inspected), RV(fingerprint) is the
+        current one.
+  diff_mode:
+    support: none
+    description: RV(installed) and RV(removed) say what changed.
+notes:
+  - The environment is installed and fingerprinted in one task so that the fingerprint always describes what
+    the installs left.
+seealso:
+  - module: rlinfra.verl.ray_node_state
+"""
+
+EXAMPLES = r"""
+- name: Install the pinned set exactly, from the shared wheelhouse only
+  rlinfra.verl.python_env_sync:
+    venv: /opt/rlinfra/venv
+    packages: ["ray[default]==2.60.0", "verl==0.9.1"]
+    no_deps_packages: ["sgl_kernel==0.3.9"]
+    find_links: [/data/wheelhouse]
+    no_index: true
+  register: env
+
+- name: Show what changed
+  ansible.builtin.debug:
+    msg: "installed {{ env.installed }}, removed {{ env.removed }}, fingerprint {{ env.fingerprint[:12] }}"
+"""
+
+RETURN = r"""
+installed:
+  description: Packages installed or upgraded (C(name==version)), in check mode those that would be.
+  returned: always
+  type: list
+  elements: str
+  sample: ["iniconfig==2.3.1"]
+removed:
+  description: Packages removed (C(name==version) of what uv replaced, names of what was pruned), in check mode those that would be.
+  returned: always
+  type: list
+  elements: str
+  sample: ["mdurl"]
+not_removed_reason:
+  description: Why nothing was pruned, when pruning was skipped (also a warning).
+  returned: when pruning was skipped
+  type: str
+frozen:
+  description: The sorted C(uv pip freeze) of the environment.
+  returned: always
+  type: list
+  elements: str
+  sample: ["aiohttp==3.14.5", "ray==2.60.0"]
+python_version:
+  description: First line of C(python -VV) of the environment's interpreter.
+  returned: always
+  type: str
+  sample: "Python 3.11.2 (main, May 12 2026, 05:17:27) [GCC 12.2.0]"
+fingerprint:
+  description: sha256 of RV(python_version) and RV(frozen); equal fingerprints mean the same interpreter and package set.
+  returned: always
+  type: str
+  sample: 4f1c0e8b2d7a9c1e5b3f6a0d8e2c4b6a9f1e3d5c7b9a1f3e5d7c9b1a3f5e7d9c
+inputs_digest:
+  description: sha256 of the three requirement lists (order ignored) and RV(python_version).
+  returned: always
+  type: str
+"""
+
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rlinfra.verl.plugins.module_utils.python_env import (
+    INSPECT_SCRIPT, TOOLING, fingerprint, frozen_lines, inputs_digest, python_version, requirement_lines,
+    state_path, unneeded, uv_changes, write_if_changed)
+
+ARGUMENT_SPEC = dict(
+    venv=dict(type="path", required=True),
+    packages=dict(type="list", elements="str", required=True),
+    no_build_isolation_packages=dict(type="list", elements="str", default=[]),
+    no_deps_packages=dict(type="list", elements="str", default=[]),
+    find_links=dict(type="list", elements="str", default=[]),
+    no_index=dict(type="bool", default=False),
+    index_url=dict(type="str", default=""),
+    extra_index_urls=dict(type="list", elements="str", default=[]),
+    prune=dict(type="bool", default=True),
+    keep=dict(type="list", elements="str", default=list(TOOLING)),
+    fingerprint_file=dict(type="path"),
+)
+UV_ENV = {"UV_NO_PROGRESS": "1", "NO_COLOR": "1"}
+
+
+def one_line(text, limit=1500):
+    """uv's error report (a tree of lines) as one line; the "Using Python ..." preamble left out."""
+    lines = [ln.strip(" \u2502\u2570\u2500\u25b6\u00d7") for ln in (text or "").splitlines()]
+    return " ".join(ln for ln in lines if ln and not ln.startswith("Using Python"))[:limit]
+
+
+class Sync:
+    def __init__(self, module):
+        self.module = module
+        p = module.params
+        self.venv = p["venv"]
+        self.python = os.path.join(self.venv, "bin", "python")
+        self.uv = os.path.join(self.venv, "bin", "uv")
+        self.sources = []
+        for link in p["find_links"]:
+            self.sources += ["--find-links", link]
+        if p["no_index"]:
+            self.sources.append("--no-index")
+        if p["index_url"]:
+            self.sources += ["--index-url", p["index_url"]]
+        for url in p["extra_index_urls"]:
+            self.sources += ["--extra-index-url", url]
+        self.installed, self.removed = [], []
+
+    def run(self, argv, what, data=None):
+        rc, out, err = self.module.run_command(argv, data=data, environ_update=UV_ENV)
+        if rc != 0:
+            self.module.fail_json(msg="%s failed (exit %d): %s" % (what, rc, one_line(err or out)),
+                                  rc=rc, stdout=out, stderr=err, installed=self.installed, removed=self.removed)
+        return out, err
+
+    def uv_pip(self, args, what):
+        dry = ["--dry-run"] if self.module.check_mode else []
+        out, err = self.run([self.uv, "pip"] + args[:1] + ["--python", self.python] + args[1:] + dry, what)
+        installed, removed = uv_changes(err)
+        self.installed += installed
+        self.removed += removed
+
+    def install(self, packages, nbi, nodeps):
+        req_file = os.path.join(self.module.tmpdir, "requirements.txt")
+        with open(req_file, "w") as f:
+            f.write("".join(str(p).strip() + "\n" for p in packages))
+        self.uv_pip(["install", "-r", req_file] + self.sources, "uv pip install of python_env_packages")
+        if nbi:
+            self.uv_pip(["install", "--no-build-isolation"] + nbi + self.sources,
+                        "uv pip install --no-build-isolation of python_env_no_build_isolation_packages")
+        if nodeps:
+            self.uv_pip(["install", "--no-deps"] + nodeps + self.sources,
+                        "uv pip install --no-deps of python_env_no_deps_packages")
+
+    def prune(self, packages, nbi, nodeps, keep):
+        query = json.dumps({"roots": requirement_lines(packages) + requirement_lines(nbi),
+                            "no_deps": requirement_lines(nodeps)})
+        out, dummy = self.run([self.python, "-c", INSPECT_SCRIPT], "reading the installed packages", data=query)
+        try:
+            seen = json.loads(out.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            seen = {"error": "unreadable answer %r" % out[-300:]}
+        if seen.get("error"):
+            return "cannot read the installed packages (%s), so packages dropped from the lists are not removed" % seen["error"]
+        # A dry run inspects the environment before the install it did not make: what that install would add
+        # is left out (and what only it would need may be listed as removable).
+        remove, reason = unneeded(seen["dists"], seen["roots"], seen["no_deps"], keep, ignore_missing=self.module.check_mode)
+        if reason:
+            return reason
+        if remove:
+            before = len(self.removed)
+            self.uv_pip(["uninstall"] + remove, "uv pip uninstall of packages no longer in the lists")
+            if len(self.removed) == before:
+                self.removed += remove
+        return None
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    p = module.params
+    sync = Sync(module)
+    for path, what in ((sync.python, "an interpreter"), (sync.uv, "uv")):
+        if not os.path.exists(path) and module.check_mode:
+            # A dry run on a new node: the virtualenv the run would create is not there to ask.
+            module.exit_json(changed=True, installed=[], removed=[], frozen=[], python_version=None,
+                             fingerprint=None, inputs_digest=None)
+        if not os.path.exists(path):
+            module.fail_json(msg="%s has no %s (%s): create the virtualenv and install uv into it first" % (
+                sync.venv, what, path))
+    result = dict(changed=False)
+    sync.install(p["packages"], p["no_build_isolation_packages"], p["no_deps_packages"])
+    if p["prune"]:
+        reason = sync.prune(p["packages"], p["no_build_isolation_packages"], p["no_deps_packages"], p["keep"])
+        if reason:
+            module.warn(reason)
+            result["not_removed_reason"] = reason
+
+    out, dummy = sync.run([sync.uv, "pip", "freeze", "--python", sync.python], "uv pip freeze")
+    frozen = frozen_lines(out)
+    version = python_version(module.run_command, sync.python)
+    digest = fingerprint(version, frozen)
+    inputs = inputs_digest(p["packages"], p["no_build_isolation_packages"], p["no_deps_packages"], version)
+    fp_file = p["fingerprint_file"] or os.path.join(sync.venv, "rlinfra-fingerprint.txt")
+    wrote = write_if_changed(fp_file, "%s\n# %s\n%s" % (digest, version, "".join(x + "\n" for x in frozen)),
+                             0o644, module.check_mode)
+    record = json.dumps({"fingerprint": digest, "inputs": inputs, "python": version}, indent=2, sort_keys=True) + "\n"
+    wrote = write_if_changed(state_path(sync.venv), record, 0o644, module.check_mode) or wrote
+
+    result.update(changed=bool(sync.installed or sync.removed or wrote), installed=sync.installed,
+                  removed=sync.removed, frozen=frozen, python_version=version, fingerprint=digest,
+                  inputs_digest=inputs)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,392 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: ray_node_logs
+short_description: Collect one Ray job's logs on a node, secrets masked, into a private tar.gz
+version_added: 0.2.0
+description:
+  - Runs on each node of a Ray cluster and packs, from Ray's newest session under O(temp_dir)
+    (C(session_latest/logs)), the node's C(raylet) and C(gcs_server) logs, the job's driver log
+    (C(job-driver-<submission_id>.log)), the job's worker logs (C(worker-<worker id>-<job id>-<pid>.out/.err))
+    and runtime_env setup log, and the tail of the kernel log (C(dmesg), else C(journalctl -k); OOM kills
+    and GPU Xid errors show there). Files of an older session in which the job ran (the node restarted since)
+    are added under C(<session directory>/).
+  - Each file is cut to its last O(max_file_mib) MiB (at a line boundary) and every secret value is masked
+    with C(********) before anything is written - the values of O(secret_values), the cluster's Ray token
+    (read from O(token_path) on the node) and the values of the node's secret Ray environment
+    (O(secret_env_files)). A value is also masked where it appears JSON-escaped, and values of variables
+    named like secrets are masked too (O(secret_name_pattern)).
+  - Ray's C(runtime_env_agent.log) is not collected by default - it records the env_vars of every job on the
+    node, other experiments' secrets included.
+  - The bundle is a C(.tar.gz) (files mode 0600, directories 0700, plus a C(MANIFEST.json) saying what was
+    collected, cut, masked and skipped) in a new private directory; the caller fetches it and removes
+    RV(bundle_dir).
+  - Without O(job_id), and with O(address), the job's hex id is read from the Ray Jobs API
+    (C(GET /api/jobs/<submission_id>)); without either, the worker logs cannot be told apart and are left out.
+author:
+  - rlinfra maintainers (@rlinfra)
+options:
+  submission_id:
+    description:
+      - Submission id of the job (the name of its driver log).
+    type: str
+    required: true
+  job_id:
+    description:
+      - Hex Ray job id of the job (C(job_id) in the Jobs API record, for example C(02000000)); names its worker logs.
+    type: str
+    default: ""
+  address:
+    description:
+      - Ray dashboard URL, to look up O(job_id) when it is not given. Empty for no lookup.
+    type: str
+    default: ""
+  auth_token:
+    description:
+      - Ray token for the lookup; empty to read the node's token file (O(token_path)). Never logged nor returned.
+    type: str
+    default: ""
+  validate_certs:
+    description:
+      - Verify the dashboard's TLS certificate when O(address) is C(https://).
+    type: bool
+    default: true
+  temp_dir:
+    description:
+      - Ray's temp dir on the node. Empty for the C(temp_dir) of the node's C(rlinfra_ray) local fact, else
+        C(/workspace/ray).
+    type: path
+    default: ""
+  secret_values:
+    description:
+      - Values to mask (the experiment's secrets). Never logged nor returned.
+    type: list
+    elements: str
+    default: []
+  secret_name_pattern:
+    description:
+      - Regular expression on variable names; wherever a log shows such a variable as a mapping entry
+        (a JSON or Python dict entry whose key is C(HF_TOKEN)) or an assignment (C(HF_TOKEN=...), upper-case names), its value is masked
+        whether it is known or not - a node's Ray logs may print other jobs' runtime_envs. Also masks
+        C(Bearer <token>). Empty to turn this off.
+    type: str
+    default: TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH
+  token_path:
+    description:
+      - File holding the cluster's Ray token on the node; its content is masked. Empty for the C(token_path) of
+        the node's C(rlinfra_ray) local fact, else C(/etc/ray/auth_token). A missing file is skipped.
+    type: path
+    default: ""
+  secret_env_files:
+    description:
+      - C(KEY=VALUE) files whose values are masked. Null for C(ray-secrets.env) next to O(token_path).
+        Missing files are skipped.
+    type: list
+    elements: path
+  max_file_mib:
+    description:
+      - Keep at most the last this many MiB of each file.
+    type: float
+    default: 8
+  max_total_mib:
+    description:
+      - Stop adding files once this many MiB are kept on the node (the rest is listed as skipped).
+    type: float
+    default: 64
+  kernel_lines:
+    description:
+      - Lines of the kernel log to keep; 0 for none. A kernel log that cannot be read (containers) is noted, not an error.
+    type: int
+    default: 2000
+  extra_patterns:
+    description:
+      - Regular expressions (full match) on file names in the session's C(logs) directory to collect as well.
+    type: list
+    elements: str
+    default: []
+  bundle_root:
+    description:
+      - Directory every file is put under inside the bundle (for example the inventory host name), so the bundles
+        of several nodes unpack side by side. Empty for none. Letters, digits, C(.), C(_) and C(-) only.
+    type: str
+    default: ""
+  dest_dir:
+    description:
+      - Directory where the bundle's private directory is made. Empty for the system's temporary directory.
+    type: path
+    default: ""
+attributes:
+  check_mode:
+    support: full
+    description: Lists what would be collected (names and sizes) and writes nothing.
+  diff_mode:
+    support: none
+    description: Nothing to diff.
+notes:
+  - Reading Ray's session logs needs root on nodes where Ray runs as root (C(become=true)).
+  - The module reports C(changed=false) - its bundle is a temporary file for the caller to fetch and remove.
+seealso:
+  - module: rlinfra.verl.ray_job
+"""
+
+EXAMPLES = r"""
+- name: Pack the logs of the job on this node
+  rlinfra.verl.ray_node_logs:
+    submission_id: rlinfra-smoke-default
+    job_id: "02000000"
+    secret_values: "{{ [hf_token] }}"
+  become: true
+  register: node_logs
+  no_log: true
+
+- name: Bring the bundle to the controller
+  ansible.builtin.fetch:
+    src: "{{ node_logs.bundle }}"
+    dest: "artifacts/smoke/rlinfra-smoke-default/{{ inventory_hostname }}.tar.gz"
+    flat: true
+  become: true
+
+- name: Remove the bundle from the node
+  ansible.builtin.file:
+    path: "{{ node_logs.bundle_dir }}"
+    state: absent
+  become: true
+"""
+
+RETURN = r"""
+bundle:
+  description: Path of the tar.gz on the node.
+  returned: success, not in check mode
+  type: str
+  sample: /tmp/rlinfra-logs-x1y2z3/logs.tar.gz
+bundle_dir:
+  description: The private directory holding RV(bundle); remove it once fetched.
+  returned: success, not in check mode
+  type: str
+  sample: /tmp/rlinfra-logs-x1y2z3
+bundle_size:
+  description: Size of RV(bundle) in bytes.
+  returned: success, not in check mode
+  type: int
+job_id:
+  description: The hex job id used to pick worker logs, or null when unknown.
+  returned: always
+  type: str
+  sample: "02000000"
+job_id_source:
+  description: Where RV(job_id) came from - C(given), C(jobs_api), or null.
+  returned: always
+  type: str
+temp_dir:
+  description: Ray's temp dir that was read.
+  returned: always
+  type: str
+  sample: /workspace/ray
+session:
+  description: The newest session directory, null when Ray never ran on the node.
+  returned: always
+  type: str
+  sample: /workspace/ray/session_2026-01-01_00-00-00_000000_1234
+files:
+  description: What the bundle holds (besides MANIFEST.json).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: Name in the bundle.
+      type: str
+    source:
+      description: File on the node (null for the kernel log).
+      type: str
+    kind:
+      description: C(ray) (raylet, gcs_server), C(job) (driver, workers, runtime_env), C(kernel) or C(extra).
+      type: str
+    size:
+      description: Size of the source in bytes.
+      type: int
+    kept_bytes:
+      description: Bytes kept after cutting and masking (the planned size in check mode).
+      type: int
+    truncated:
+      description: Whether only the tail was kept.
+      type: bool
+    redactions:
+      description: Number of masked values in the file.
+      type: int
+skipped:
+  description: Files left out (budget reached, unreadable), with the reason.
+  returned: always
+  type: list
+  elements: dict
+driver_log:
+  description: Name of the job's driver log in the bundle, null when the driver did not run on this node.
+  returned: always
+  type: str
+  sample: job-driver-rlinfra-smoke-default.log
+kernel_source:
+  description: Command the kernel log came from, or null when it could not be read.
+  returned: always
+  type: str
+  sample: dmesg -T
+redactions:
+  description: Total number of masked values.
+  returned: always
+  type: int
+notes:
+  description: What could not be done (kernel log unavailable, job id unknown, ...); none is an error.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import os
+import re
+import shutil
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rlinfra.verl.plugins.module_utils import node_logs as N
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayClient, RayError
+
+ARGUMENT_SPEC = dict(
+    submission_id=dict(type="str", required=True),
+    job_id=dict(type="str", default=""),
+    address=dict(type="str", default=""),
+    auth_token=dict(type="str", default="", no_log=True),
+    validate_certs=dict(type="bool", default=True),
+    temp_dir=dict(type="path", default=""),
+    secret_values=dict(type="list", elements="str", default=[], no_log=True),
+    # Names and paths of secrets, not secrets.
+    secret_name_pattern=dict(type="str", default=N.DEFAULT_SECRET_NAME_PATTERN, no_log=False),
+    token_path=dict(type="path", default=""),
+    secret_env_files=dict(type="list", elements="path", no_log=False),
+    max_file_mib=dict(type="float", default=8),
+    max_total_mib=dict(type="float", default=64),
+    kernel_lines=dict(type="int", default=2000),
+    extra_patterns=dict(type="list", elements="str", default=[]),
+    bundle_root=dict(type="str", default=""),
+    dest_dir=dict(type="path", default=""),
+)
+
+
+def lookup_job_id(p, token, notes):
+    try:
+        job = RayClient(p["address"], token=token or None, validate_certs=p["validate_certs"],
+                        timeout=15, retries=1).get_job(p["submission_id"])
+    except RayError as e:
+        notes.append("job id not read from the Jobs API: %s" % e)
+        return None
+    if job is None:
+        notes.append("the Jobs API does not know %s: worker logs left out" % p["submission_id"])
+        return None
+    job_id = (job or {}).get("job_id") if isinstance(job, dict) else None
+    if not job_id:
+        notes.append("%s has no job_id yet (not started): worker logs left out" % p["submission_id"])
+    return job_id or None
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    p = module.params
+    if p["max_file_mib"] <= 0 or p["max_total_mib"] <= 0 or p["kernel_lines"] < 0:
+        module.fail_json(msg="max_file_mib and max_total_mib must be positive, kernel_lines not negative")
+    job_id = (p["job_id"] or "").strip().lower()
+    try:
+        N.validate_ids(p["submission_id"], job_id)
+    except N.NodeLogsError as e:
+        module.fail_json(msg=str(e))
+    try:
+        maskers = N.name_maskers(p["secret_name_pattern"])
+    except re.error as e:
+        module.fail_json(msg="secret_name_pattern: %r is not a regular expression: %s" % (p["secret_name_pattern"], e))
+    for pattern in p["extra_patterns"]:
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            module.fail_json(msg="extra_patterns: %r is not a regular expression: %s" % (pattern, e))
+
+    if p["bundle_root"] and not N.BUNDLE_ROOT_RE.match(p["bundle_root"]):
+        module.fail_json(msg="bundle_root %r must be a plain directory name (letters, digits, '.', '_', '-')"
+                         % p["bundle_root"])
+    fact = N.read_fact()
+    temp_dir = p["temp_dir"] or fact.get("temp_dir") or N.DEFAULT_TEMP_DIR
+    token_path = p["token_path"] or fact.get("token_path") or N.DEFAULT_TOKEN_PATH
+    env_files = p["secret_env_files"]
+    if env_files is None:
+        env_files = [os.path.join(os.path.dirname(token_path), N.SECRETS_ENV_NAME)]
+
+    # Every value to mask; none of them may reach the result (the no_log values are masked by Ansible
+    # too, but the ones read here on the node are not module parameters).
+    token = N.read_secret_file(token_path)
+    values = list(p["secret_values"]) + [token, p["auth_token"]]
+    for path in env_files:
+        values += N.read_env_file_values(path)
+    for value in values:
+        if value:
+            module.no_log_values.add(value)
+    variants = N.secret_variants(values)
+
+    notes = []
+    source = "given" if job_id else None
+    if not job_id and p["address"]:
+        job_id = lookup_job_id(p, p["auth_token"] or token, notes)
+        source = "jobs_api" if job_id else None
+    elif not job_id:
+        notes.append("no job_id and no address to look it up: worker logs left out")
+    if job_id and not N.JOB_ID_RE.match(job_id):
+        notes.append("the Jobs API gave job_id %r, not hex: worker logs left out" % job_id)
+        job_id, source = None, None
+
+    latest, every = N.sessions(temp_dir)
+    if not every:
+        notes.append("no Ray session under %s (Ray never ran here, or another ray_temp_dir)" % temp_dir)
+    entries = N.plan(temp_dir, p["submission_id"], job_id, p["extra_patterns"])
+    driver_log = next((e["name"] for e in entries if e["name"].rsplit("/", 1)[-1].startswith("job-driver-")), None)
+
+    kernel_text, kernel_source = None, None
+    if p["kernel_lines"]:
+        kernel_text, kernel_source, kernel_notes = N.kernel_log(
+            lambda argv: module.run_command(argv, errors="surrogate_or_replace"), p["kernel_lines"],
+            module.get_bin_path)
+        if kernel_text is None:
+            notes.append("kernel log unavailable (%s)" % "; ".join(kernel_notes))
+
+    max_file = int(p["max_file_mib"] * N.MIB)
+    max_total = int(p["max_total_mib"] * N.MIB)
+    result = dict(changed=False, job_id=job_id or None, job_id_source=source, temp_dir=temp_dir, session=latest,
+                  driver_log=driver_log, kernel_source=kernel_source, notes=notes)
+    if module.check_mode:
+        files = [dict(name=e["name"], source=e["source"], kind=e["kind"], size=e["size"],
+                      kept_bytes=min(e["size"], max_file), truncated=e["size"] > max_file, redactions=0)
+                 for e in entries]
+        module.exit_json(files=files, skipped=[], redactions=0, **result)
+
+    files, skipped, blobs = N.collect(entries, variants, max_file, max_total, kernel=kernel_text, maskers=maskers)
+    manifest = dict(submission_id=p["submission_id"], job_id=job_id or None, job_id_source=source, temp_dir=temp_dir,
+                    session=latest, files=files, skipped=skipped, kernel_source=kernel_source, notes=notes,
+                    max_file_bytes=max_file, max_total_bytes=max_total)
+    if p["dest_dir"]:
+        try:
+            os.makedirs(p["dest_dir"], mode=0o700, exist_ok=True)
+        except OSError as e:
+            module.fail_json(msg="cannot create dest_dir %s: %s" % (p["dest_dir"], e.strerror))
+    bundle_dir = tempfile.mkdtemp(prefix="rlinfra-logs-", dir=p["dest_dir"] or None)
+    bundle = os.path.join(bundle_dir, "logs.tar.gz")
+    try:
+        size = N.pack(bundle, blobs, manifest, mtimes={e["name"]: e["mtime"] for e in entries},
+                      root=p["bundle_root"])
+    except (OSError, ValueError) as e:
+        shutil.rmtree(bundle_dir, ignore_errors=True)
+        module.fail_json(msg="cannot write the log bundle in %s: %s" % (bundle_dir, e))
+    module.exit_json(bundle=bundle, bundle_dir=bundle_dir, bundle_size=size, files=files, skipped=skipped,
+                     redactions=sum(f["redactions"] for f in files), **result)
+
+
+if __name__ == "__main__":
+    main()

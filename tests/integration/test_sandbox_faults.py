@@ -1,0 +1,316 @@
+"""Faults during a job on the sandbox, done for real, and what the user sees (issue: day-2 operations).
+
+Each test runs ``submit.yml`` on a copy of the ``smoke`` experiment with its own ``recovery`` settings,
+reads the playbook's output line by line as it comes (with the time each line arrived), injects the
+fault (``docker kill`` of a worker, ``systemctl restart ray-head``, a training loop that stops
+printing steps), and checks the output, the exit code and what the cluster's Jobs API holds. The
+tests share the suite's sandbox cluster and leave it whole (every node back and alive).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+import yaml
+
+from tests.fake_hyperbolic.testing import venv_bin
+from tests.integration.conftest import ROOT, SANDBOX_INVENTORY, sandbox_nodes
+from tests.integration.test_submit_loopback import smoke_result
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayClient
+
+TAG = secrets.token_hex(4)
+CKPT_ROOT = "/data/checkpoints-faults-" + TAG
+SLOW = {"trainer": {"total_training_steps": 30, "save_freq": 5, "step_sleep_s": 1.0}}
+WAIT = {"progress_interval": 5, "poll_interval": 1, "timeout": 900, "stall_timeout": 0}
+# Signs of a crash of the collection itself (the job's own traceback may be in a log tail).
+BAD_SIGNS = ("dict2items", "NoneType", "The full traceback", "template error", "AnsibleUndefined", "has no attribute",
+             "The error was", "Module result deserialization")
+
+
+def docker(*args, check=True, timeout=120):
+    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, check=check).stdout
+
+
+def on_node(node, script):
+    return docker("exec", node, "sh", "-c", script, check=False)
+
+
+class Playbook:
+    """``ansible-playbook`` in the background; ``lines`` holds (seconds since start, line) as they come."""
+
+    def __init__(self, name, *extra, exp_dir=None):
+        args = [venv_bin("ansible-playbook"), "-i", str(SANDBOX_INVENTORY), name,
+                "-e", json.dumps({"verl_job_checkpoint_root": CKPT_ROOT, "verl_job_experiments_dir": str(exp_dir)})]
+        for item in extra:
+            args += ["-e", item]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_") and k != "HF_TOKEN"}
+        env.update(ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", PYTHONUNBUFFERED="1")
+        self.t0 = time.monotonic()
+        self.proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True, bufsize=1, start_new_session=True)
+        self.lines = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.append((time.monotonic() - self.t0, line.rstrip("\n")))
+
+    def wait(self, timeout=900):
+        try:
+            self.proc.wait(timeout=timeout)
+        finally:
+            self.reader.join(10)
+        return self.proc.returncode
+
+    def kill(self):
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.wait(60)
+
+    @property
+    def output(self):
+        return "\n".join(line for dummy, line in self.lines)
+
+    def first(self, pattern):
+        """(time, line) of the first line matching ``pattern``, or (None, None)."""
+        for at, line in self.lines:
+            if re.search(pattern, line):
+                return at, line
+        return None, None
+
+    def wait_for(self, pattern, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            at, line = self.first(pattern)
+            if line is not None:
+                return at
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.5)
+        raise AssertionError("no line matching %r within %ss:\n%s" % (pattern, timeout, self.output[-4000:]))
+
+
+@pytest.fixture(scope="module")
+def cluster(sandbox, tmp_path_factory):
+    """The sandbox converged, a client of its head, and a directory of experiments for these tests."""
+    site = subprocess.run([venv_bin("ansible-playbook"), "-i", str(SANDBOX_INVENTORY), "site.yml"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=1200)
+    assert site.returncode == 0, (site.stdout + site.stderr)[-4000:]
+    nodes = sandbox_nodes()
+    head = next(n for n in nodes if n["role"] == "head")
+    token = on_node(head["name"], "cat /etc/ray/auth_token").strip()
+    exp_dir = tmp_path_factory.mktemp("fault-experiments")
+    shutil.copytree(ROOT / "experiments" / "smoke", exp_dir / "smoke")
+    yield dict(nodes=nodes, head=head, client=RayClient("http://%s:8265" % head["ip"], token=token), exp_dir=exp_dir,
+               token=token)
+    on_node(head["name"], "rm -rf " + CKPT_ROOT)
+
+
+@pytest.fixture
+def whole(cluster):
+    """Before and after each test: every container runs and every Ray node is alive."""
+    restore(cluster)
+    yield cluster
+    restore(cluster)
+
+
+def alive_count(client):
+    try:
+        return sum(1 for n in client.list_nodes() if n["state"] == "ALIVE")
+    except Exception:  # the head may be restarting
+        return 0
+
+
+def restore(cluster, timeout=300):
+    for node in cluster["nodes"]:
+        if docker("inspect", "-f", "{{.State.Running}}", node["name"]).strip() != "true":
+            docker("start", node["name"])
+    deadline = time.monotonic() + timeout
+    while alive_count(cluster["client"]) < len(cluster["nodes"]) and time.monotonic() < deadline:
+        time.sleep(2)
+    assert alive_count(cluster["client"]) == len(cluster["nodes"]), "the cluster did not come back whole"
+    for job in cluster["client"].job_summaries():
+        if job["status"] in ("PENDING", "RUNNING"):
+            cluster["client"].stop_job(job["submission_id"])
+
+
+def experiment(cluster, name, recovery, wait=None, params=None):
+    """A copy of smoke as ``<name>-<TAG>`` (a name no earlier run of the suite used on this cluster)."""
+    name = "%s-%s" % (name, TAG)
+    data = yaml.safe_load((ROOT / "experiments" / "smoke.yml").read_text())
+    data["wait"] = dict(WAIT, **(wait or {}))
+    data["recovery"] = recovery
+    data["params"]["trainer"].update((params or SLOW)["trainer"])
+    (cluster["exp_dir"] / ("%s.yml" % name)).write_text(yaml.safe_dump(data))
+    return name
+
+
+def tracker(cluster, name):
+    path = "%s/rlinfra_smoke/default/%s/latest_checkpointed_iteration.txt" % (CKPT_ROOT, name)
+    return on_node(cluster["head"]["name"], "cat %s 2>/dev/null" % path).strip()
+
+
+def wait_for_checkpoint(cluster, name, run, timeout=240):
+    deadline = time.monotonic() + timeout
+    while not tracker(cluster, name) and time.monotonic() < deadline:
+        assert run.proc.poll() is None, run.output[-4000:]
+        time.sleep(1)
+    assert tracker(cluster, name), "no checkpoint within %ss:\n%s" % (timeout, run.output[-3000:])
+
+
+def attempts(cluster, sid):
+    return [j for j in cluster["client"].job_summaries() if j["submission_id"] == sid or
+            j["submission_id"].startswith(sid + "-a")]
+
+
+def assert_never_two_at_once(jobs):
+    spans = sorted((j["start_time"], j["end_time"] or "9999") for j in jobs)
+    for (s1, e1), (s2, dummy) in zip(spans, spans[1:]):
+        assert e1 <= s2, "two attempts ran at once: %s" % jobs
+
+
+TIMINGS = ROOT / "artifacts" / "fault-timings.json"
+
+
+def record(fault, run, fault_at, detected_pattern, sid):
+    """Seconds from the fault to its detection, to the resubmission and to the first new step:
+    kept in artifacts/fault-timings.json for docs/OPERATIONS.md."""
+    detected = run.first(detected_pattern)[0]
+    submitted = run.first(r"attempt 2 \(%s-a2\) submitted" % re.escape(sid))[0]
+    first_step = run.first(r"\(attempt 2\), [0-9:]+, step:\d+")[0]
+    row = {k: None if v is None else round(v - fault_at, 1)
+           for k, v in (("detected_s", detected), ("resubmitted_s", submitted), ("first_new_step_s", first_step))}
+    data = json.loads(TIMINGS.read_text()) if TIMINGS.is_file() else {}
+    data[fault] = dict(row, load=os.getloadavg()[0])
+    TIMINGS.parent.mkdir(exist_ok=True)
+    TIMINGS.write_text(json.dumps(data, indent=1))
+    print("%s: %s" % (fault, row))
+    return row
+
+
+def assert_clean(output):
+    for sign in BAD_SIGNS:
+        assert sign not in output, "%r in the output:\n%s" % (sign, output[-4000:])
+
+
+def test_worker_killed_mid_job_is_named_and_the_run_resumes(whole):
+    name = experiment(whole, "fault_worker", {"max_restarts": 3, "backoff_s": 2})
+    sid = "rlinfra-%s-default" % name
+    worker = whole["nodes"][-1]
+    run = Playbook("submit.yml", "exp=" + name, exp_dir=whole["exp_dir"])
+    wait_for_checkpoint(whole, name, run)
+    killed_at = time.monotonic() - run.t0
+    docker("kill", worker["name"])
+    time.sleep(20)
+    docker("start", worker["name"])
+    assert run.wait() == 0, run.output[-5000:]
+
+    named_at, line = run.first(r"node %s \(%s\) left the cluster at" % (worker["name"], re.escape(worker["ip"])))
+    assert line is not None, run.output[-4000:]
+    assert named_at - killed_at <= 60, "named %.0fs after the kill" % (named_at - killed_at)
+    assert run.first(r"attempt 2 \(%s-a2\) submitted .* resumes from checkpoint step \d+" % sid)[1], run.output[-4000:]
+    jobs = attempts(whole, sid)
+    assert [j["status"] for j in jobs][-1] == "SUCCEEDED" and len(jobs) >= 2
+    assert_never_two_at_once(jobs)
+    log = (ROOT / "artifacts" / name / ("%s.log" % jobs[-1]["submission_id"])).read_text()
+    result = smoke_result(log)
+    assert result["resumed_from"] >= 5 and result["final_step"] == 30
+    assert (ROOT / "artifacts" / name / ("%s.log" % sid)).is_file()  # every attempt's log is kept
+    summary = " ".join(run.output.split())
+    assert "node lost: %s (%s)" % (worker["name"], worker["ip"]) in summary
+    record("worker killed", run, killed_at, r"left the cluster at", sid)
+    assert "1. %s: FAILED (a node left the cluster)" % sid in summary or \
+        "1. %s: STOPPED (a node left the cluster)" % sid in summary, summary[-3000:]
+    assert_clean(run.output)
+
+
+def test_head_restart_without_recovery_is_one_clear_line(whole):
+    name = experiment(whole, "fault_head0", {"max_restarts": 0})
+    sid = "rlinfra-%s-default" % name
+    run = Playbook("submit.yml", "exp=" + name, exp_dir=whole["exp_dir"])
+    wait_for_checkpoint(whole, name, run)
+    on_node(whole["head"]["name"], "systemctl restart ray-head")
+    assert run.wait() != 0
+    fatal = [line for dummy, line in run.lines if "FAILED!" in line or line.startswith(("fatal:", "[ERROR]"))]
+    assert fatal, run.output[-3000:]
+    assert re.search(r"Ray job %s is gone at step \d+: the Ray head restarted and Ray keeps no jobs across a restart; "
+                     r"recovery is off \(recovery.max_restarts: 0\); run submit.yml with -e run=NEW to resume"
+                     % sid, " ".join(run.output.split())), run.output[-4000:]
+    assert_clean(run.output)
+
+
+def test_head_restart_mid_job_resumes(whole):
+    name = experiment(whole, "fault_head", {"max_restarts": 2, "backoff_s": 2})
+    sid = "rlinfra-%s-default" % name
+    run = Playbook("submit.yml", "exp=" + name, exp_dir=whole["exp_dir"])
+    wait_for_checkpoint(whole, name, run)
+    restarted_at = time.monotonic() - run.t0
+    on_node(whole["head"]["name"], "systemctl restart ray-head")
+    assert run.wait() == 0, run.output[-5000:]
+    gone_at, line = run.first(r"job %s is gone from the cluster at .* the Ray head restarted|the Ray head %s \(%s\) "
+                              r"went down at" % (sid, whole["head"]["name"], re.escape(whole["head"]["ip"])))
+    assert line is not None and gone_at - restarted_at <= 120, run.output[-4000:]
+    assert run.first(r"attempt 2 \(%s-a2\) submitted .* resumes from checkpoint step \d+" % sid)[1], run.output[-4000:]
+    record("ray-head restarted", run, restarted_at, r"is gone from the cluster|went down at", sid)
+    assert "left the cluster" not in run.output  # the head is not reported as a lost worker
+    jobs = attempts(whole, sid)  # the head forgot attempt 1; attempt 2 is the one it knows
+    assert [j["submission_id"] for j in jobs] == [sid + "-a2"] and jobs[0]["status"] == "SUCCEEDED"
+    result = smoke_result((ROOT / "artifacts" / name / ("%s-a2.log" % sid)).read_text())
+    assert result["resumed_from"] >= 5 and result["final_step"] == 30
+    assert_clean(run.output)
+
+
+def test_stall_is_detected_restarted_and_a_new_controller_attaches(whole):
+    name = experiment(whole, "fault_stall", {"max_restarts": 1, "on": ["stalled"], "backoff_s": 1},
+                      wait={"stall_timeout": 8},
+                      params={"trainer": {"total_training_steps": 20, "save_freq": 5, "step_sleep_s": 0.5,
+                                          "stall_at_step": 6}})
+    sid = "rlinfra-%s-default" % name
+    run = Playbook("submit.yml", "exp=" + name, exp_dir=whole["exp_dir"])
+    run.wait_for(r"no new step for \d+s \(last step 6\): job %s is stalled" % sid, 180)
+    run.wait_for(r"attempt 2 \(%s-a2\) submitted .* resumes from checkpoint step 5" % sid, 180)
+    run.wait_for(r"\(attempt 2\), [0-9:]+, step:\d+", 120)
+    step6 = run.first(r"step:6 ")[0]
+    record("stalled (stall_timeout 8 s)", run, step6 if step6 is not None else 0, r"is stalled", sid)
+    run.kill()  # the controller dies while attempt 2 runs
+    again = Playbook("submit.yml", "exp=" + name, exp_dir=whole["exp_dir"])
+    assert again.wait() == 0, again.output[-5000:]
+    flat = " ".join(again.output.split())
+    assert "%s-a2 already exists" % sid in flat and "attempt 2 of the run" in flat, flat[-3000:]
+    jobs = attempts(whole, sid)
+    assert [(j["submission_id"], j["status"]) for j in jobs] == [(sid, "STOPPED"), (sid + "-a2", "SUCCEEDED")]
+    assert_never_two_at_once(jobs)
+    status = subprocess.run([venv_bin("ansible-playbook"), "-i", str(SANDBOX_INVENTORY), "status.yml", "-e", "exp=" + name,
+                             "-e", json.dumps({"verl_job_experiments_dir": str(whole["exp_dir"])})], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300)
+    assert status.returncode == 0, status.stdout[-3000:]
+    flat = " ".join(status.stdout.split())
+    assert "attempt 1: %s STOPPED" % sid in flat and "attempt 2: %s-a2 SUCCEEDED" % sid in flat
+    assert "(resubmitted after stalled)" in flat
+    assert_clean(run.output + again.output)
+
+
+def test_resume_on_another_shape_is_refused(whole):
+    name = experiment(whole, "fault_shape", {"max_restarts": 2, "min_nodes": 2, "backoff_s": 1,
+                                             "node_wait_timeout": 60})
+    sid = "rlinfra-%s-default" % name
+    worker = whole["nodes"][-1]
+    run = Playbook("submit.yml", "exp=" + name, exp_dir=whole["exp_dir"])
+    wait_for_checkpoint(whole, name, run)
+    docker("kill", worker["name"])  # and it stays away
+    assert run.wait() != 0
+    flat = " ".join(run.output.split())
+    assert re.search(r"Ray job %s was not resubmitted: checkpoint \S+/global_step_\d+ \(step \d+\) was written by world "
+                     r"size 3 \(model_world_size_3_rank_\*\.pt\) but the cluster now has 2 node\(s\) x 0 GPU\(s\) = "
+                     r"world size 2; not resubmitted: bring the cluster back to 3 rank\(s\)" % sid, flat), flat[-4000:]
+    assert [j["submission_id"] for j in attempts(whole, sid)] == [sid]  # nothing resubmitted
+    assert_clean(run.output)

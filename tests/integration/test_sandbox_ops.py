@@ -1,0 +1,182 @@
+"""Day-2 playbooks on the sandbox: logs.yml (per-node logs, secrets masked on the nodes) and teardown.yml
+(refuses under a running job, stops it when asked, idempotent), then site.yml builds the cluster again.
+
+One slow `smoke` run (fake HF_TOKEN) serves both tests. Every test shares the suite's sandbox cluster, so
+the teardown test leaves it converged again, whatever happens (site.yml in a finally).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from tests.fake_hyperbolic.testing import venv_bin
+from tests.integration.conftest import ROOT, SANDBOX_INVENTORY, sandbox_nodes
+from tests.integration.localhost_play import flat
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayClient
+
+TAG = secrets.token_hex(5)
+RUN = "ops-" + TAG
+SID = "rlinfra-smoke-default-" + RUN
+HF_TOKEN = "hf_FAKE_ops_" + secrets.token_hex(12)
+CKPT_ROOT = "/data/checkpoints-ops-" + TAG
+MARKER = "/data/ops-marker-" + TAG
+# Long enough to outlive logs.yml and the refused teardown; teardown_stop_jobs=true ends it.
+SLOW = {"trainer": {"total_training_steps": 900, "save_freq": 1000, "step_sleep_s": 1.0}}
+RECAP = re.compile(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+LOGS = "/workspace/ray/session_latest/logs"
+
+
+def playbook(name, *extra, secret=False):
+    args = [venv_bin("ansible-playbook"), "-i", str(SANDBOX_INVENTORY), name,
+            "-e", json.dumps({"verl_job_checkpoint_root": CKPT_ROOT})]
+    for item in extra:
+        args += ["-e", item]
+    env = {k: v for k, v in os.environ.items() if k != "HF_TOKEN" and not k.startswith("ANSIBLE_")}
+    env["ANSIBLE_NOCOLOR"] = "1"
+    if secret:
+        env["HF_TOKEN"] = HF_TOKEN
+    proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    proc.output = proc.stdout + proc.stderr
+    proc.recap = {h: dict(changed=int(c), unreachable=int(u), failed=int(f)) for h, c, u, f in RECAP.findall(proc.stdout)}
+    return proc
+
+
+def on_node(node, script, stdin=""):
+    return subprocess.run(["docker", "exec", "-i", node, "sh", "-c", script], input=stdin, capture_output=True,
+                          text=True, timeout=300).stdout
+
+
+def head_of(nodes):
+    return next(n for n in nodes if n["role"] == "head")
+
+
+def ray_up(nodes):
+    return all(on_node(n["name"], "systemctl is-active ray-%s.service" % n["role"]).strip() == "active" for n in nodes)
+
+
+def job_status(head):
+    token = on_node(head["name"], "cat /etc/ray/auth_token").strip()
+    return (RayClient("http://%s:8265" % head["ip"], token=token, retries=1).get_job(SID) or {}).get("status")
+
+
+@pytest.fixture(scope="module")
+def running_job(sandbox):
+    """A slow smoke run, RUNNING on every node, given a fake HF_TOKEN."""
+    nodes = sandbox_nodes()
+    head = head_of(nodes)
+    if not ray_up(nodes):
+        site = playbook("site.yml")
+        assert site.returncode == 0, site.output[-4000:]
+    submit = playbook("submit.yml", "exp=smoke", "run=" + RUN, "wait=false", json.dumps({"verl_job_params": SLOW}),
+                      secret=True)
+    assert submit.returncode == 0, submit.output[-4000:]
+    assert "Submitted %s" % SID in flat(submit.output)
+    driver_log = "%s/job-driver-%s.log" % (LOGS, SID)
+    deadline = time.monotonic() + 240
+    while "step:3 " not in on_node(head["name"], "cat %s 2>/dev/null" % driver_log) and time.monotonic() < deadline:
+        time.sleep(2)
+    assert "step:3 " in on_node(head["name"], "cat " + driver_log), "the smoke run made no 3 steps in 240 s"
+    yield dict(nodes=nodes, head=head, outputs=[submit.output])
+    on_node(head["name"], "rm -rf %s %s" % (CKPT_ROOT, MARKER))
+    shutil.rmtree(ROOT / "artifacts" / "smoke" / SID, ignore_errors=True)
+    (ROOT / "artifacts" / "smoke" / (SID + ".log")).unlink(missing_ok=True)
+
+
+def test_logs_bundle_has_every_node_and_no_secret(running_job):
+    nodes, head = running_job["nodes"], running_job["head"]
+    token = on_node(head["name"], "cat /etc/ray/auth_token").strip()
+    assert len(token) >= 32
+    # Not blind: put both values where Ray might have written them, on a worker and in the driver log.
+    worker = next(n for n in nodes if n["role"] == "worker")
+    planted = "planted HF_TOKEN value %s and ray token %s\n" % (HF_TOKEN, token)
+    on_node(worker["name"], "cat >> %s/raylet.out" % LOGS, planted)
+    on_node(head["name"], "cat >> %s/job-driver-%s.log" % (LOGS, SID), planted)
+
+    t0 = time.monotonic()
+    logs = playbook("logs.yml", "exp=smoke", "run=" + RUN, secret=True)
+    took = time.monotonic() - t0
+    assert logs.returncode == 0, logs.output[-4000:]
+    root = ROOT / "artifacts" / "smoke" / SID / "nodes"
+    assert "Per-node logs of %s (Ray job " % SID in flat(logs.output) and str(root) in flat(logs.output)
+
+    for n in nodes:
+        d = root / n["name"]
+        manifest = json.loads((d / "MANIFEST.json").read_text())
+        job_id = manifest["job_id"]
+        assert job_id and manifest["submission_id"] == SID, manifest
+        assert (d / "raylet.out").stat().st_size > 0, n["name"]
+        # One rollout actor of the job runs on every node: its worker logs are there.
+        assert [p for p in os.listdir(d) if re.match(r"worker-[0-9a-f]+-%s-\d+\.out$" % job_id, p)], os.listdir(d)
+    assert (root / head["name"] / ("job-driver-%s.log" % SID)).read_text().count("step:") >= 3
+    assert "planted HF_TOKEN value ******** and ray token ********" in (root / worker["name"] / "raylet.out").read_text()
+
+    for path, dirs, files in os.walk(root.parent):
+        assert os.stat(path).st_mode & 0o777 == 0o700, path
+        for f in files:
+            assert os.stat(os.path.join(path, f)).st_mode & 0o777 == 0o600, os.path.join(path, f)
+    grep = subprocess.run(["grep", "-rlF", "-e", HF_TOKEN, "-e", token, str(root.parent)], capture_output=True, text=True)
+    assert grep.returncode == 1 and not grep.stdout, grep.stdout
+    assert HF_TOKEN not in logs.output and token not in logs.output
+    # Nothing was left behind on the nodes.
+    assert not [n for n in nodes if on_node(n["name"], "ls -d /tmp/rlinfra-logs-* 2>/dev/null").strip()]
+    print("logs.yml on %d nodes took %.1f s" % (len(nodes), took))
+
+
+def test_teardown_refuses_under_a_job_stops_it_when_asked_then_site_rebuilds(running_job):
+    nodes, head = running_job["nodes"], running_job["head"]
+    old_token = on_node(head["name"], "cat /etc/ray/auth_token").strip()
+    on_node(head["name"], "echo keep > " + MARKER)
+    outputs = []
+    try:
+        typo = playbook("teardown.yml", "teardown_stop_jobs=ture")
+        outputs.append(typo.output)
+        assert typo.returncode != 0
+        # (the YAML callback doubles the quotes around 'ture')
+        assert re.search(r"teardown_stop_jobs must be true or false \(also yes/no/1/0, any case\), got '+ture'+: "
+                         r"nothing was done", flat(typo.output)), typo.output[-2000:]
+        assert set(typo.recap) == {"localhost"}
+
+        refused = playbook("teardown.yml")
+        outputs.append(refused.output)
+        assert refused.returncode != 0
+        assert ("refusing to tear down Ray: 1 job(s) still running: %s (RUNNING, cluster default); stop them first"
+                % SID) in flat(refused.output)
+        assert "-e teardown_stop_jobs=true" in flat(refused.output)
+        assert all(r["changed"] == 0 for r in refused.recap.values()), refused.recap
+        assert ray_up(nodes) and job_status(head) == "RUNNING"
+
+        stop = playbook("teardown.yml", "teardown_stop_jobs=true")
+        outputs.append(stop.output)
+        assert stop.returncode == 0, stop.output[-4000:]
+        assert "%s: stopped, now STOPPED" % SID in flat(stop.output)
+        for n in nodes:
+            state = on_node(n["name"], "systemctl is-active ray-head.service ray-worker.service; "
+                                       "ls /etc/systemd/system/ray-*.service /etc/ray /etc/ansible/facts.d/rlinfra_ray.fact "
+                                       "2>/dev/null; pgrep -x raylet >/dev/null && echo RAYLET")
+            assert state.split() == ["inactive", "inactive"], (n["name"], state)
+            assert on_node(n["name"], "cat %s; test -d /workspace/ray && test -x /opt/rlinfra/venv/bin/ray && echo kept"
+                           % MARKER).split() == ["keep", "kept"], n["name"]
+
+        again = playbook("teardown.yml")
+        outputs.append(again.output)
+        assert again.returncode == 0, again.output[-4000:]
+        assert set(again.recap) == {"localhost"} | {n["name"] for n in nodes}
+        assert all(r["changed"] == 0 for r in again.recap.values()), again.recap
+    finally:
+        site = playbook("site.yml")
+        outputs.append(site.output)
+    assert site.returncode == 0, site.output[-4000:]
+    assert re.search(r"Cluster '+default'+: %d nodes alive" % len(nodes), flat(site.output)), site.output[-3000:]
+    assert ray_up(nodes)
+    new_token = on_node(head["name"], "cat /etc/ray/auth_token").strip()
+    assert len(new_token) >= 32 and new_token != old_token
+    for out in outputs + running_job["outputs"]:
+        assert HF_TOKEN not in out and old_token not in out and new_token not in out

@@ -1,0 +1,494 @@
+"""Bad experiment files, one table: every row is one careless or hostile input, the exact line it
+must give, and the proof that nothing was rendered, packaged or submitted.
+
+Each row is checked on the pure-Python loader (``load``), on the renderer's size check
+(``render``), on the working_dir preflight (``preflight``) or on the submission id (``sid``); the
+real ``rlinfra.verl.verl_experiment`` action then runs over the rows that need no monkeypatching in
+one ansible-playbook run, and ``submit.yml`` over two of them against the loopback Ray head.
+"""
+
+from __future__ import annotations
+
+import collections
+import errno
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E
+from ansible_collections.rlinfra.verl.plugins.module_utils import ray_package
+from ansible_collections.rlinfra.verl.plugins.module_utils import verl_preflight as P
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+
+HEAD = "framework: custom\nentrypoint: {command: python3 train.py}\n"
+NODES = [{"node_ip": "10.0.0.1", "is_head": True, "resources": {"CPU": 8, "GPU": 0}}]
+BOMB = HEAD + """params:
+  a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]
+  b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]
+  c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]
+  d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]
+  e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]
+  f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]
+  g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]
+  h: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g]
+  i: [*h, *h, *h, *h, *h, *h, *h, *h, *h]
+"""
+BIG = HEAD + "#" * E.MAX_FILE_BYTES + "\n"
+ALLOWED_MSG = "(dotted names of letters, digits, '_', '-')"
+LINUX_ARG = "over the 131071 Linux allows for one"
+
+
+def flat_params(n):
+    return HEAD + "params:\n" + "".join("  k%d: %d\n" % (i, i) for i in range(n))
+
+
+def _mkdir(path):
+    def setup(d, monkeypatch):
+        os.mkdir(os.path.join(d, path))
+    return setup
+
+
+def _symlink_loop(name):
+    def setup(d, monkeypatch):
+        os.symlink(name, os.path.join(d, name))
+    return setup
+
+
+def _file(name, text="x"):
+    def setup(d, monkeypatch):
+        with open(os.path.join(d, name), "w") as f:
+            f.write(text)
+    return setup
+
+
+def _working_dir_with(fail):
+    """``proj/`` with ``ok.py`` and ``data/secret.bin``; reading the latter fails the way ``fail`` says:
+    EACCES when opened (the error names the file), or EIO while read (it does not)."""
+    def setup(d, monkeypatch):
+        os.makedirs(os.path.join(d, "proj", "data"))
+        for rel in ("ok.py", "data/secret.bin"):
+            with open(os.path.join(d, "proj", rel), "w") as f:
+                f.write("x = 1\n")
+        real_open = open
+
+        class Broken:
+            def __init__(self, f):
+                self.f = f
+
+            def read(self, *a):
+                raise OSError(errno.EIO, "Input/output error")
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                self.f.close()
+
+        def fake_open(path, mode="r", *args, **kwargs):
+            if str(path).endswith("secret.bin"):
+                if fail == "eacces":
+                    raise PermissionError(errno.EACCES, "Permission denied", str(path))
+                return Broken(real_open(path, mode, *args, **kwargs))
+            return real_open(path, mode, *args, **kwargs)
+        # Root reads any file: the errors a user's own account gets are simulated at open().
+        monkeypatch.setattr(ray_package, "open", fake_open, raising=False)
+        monkeypatch.setattr(P, "open", fake_open, raising=False)
+    return setup
+
+
+Row = collections.namedtuple("Row", "id content expected stage setup")
+
+
+def row(id, content, expected, stage="load", setup=None):
+    return Row(id, content, expected, stage, setup)
+
+
+ROWS = [
+    # --- limits: size, aliases, nesting, count --------------------------------------------------
+    row("alias_bomb", BOMB,
+        "alias_bomb.yml: over a limit (line 9, column 6): this holds more than 100000 values once aliases are "
+        "expanded; write the values out, or keep large data in a file on the shared volume"),
+    row("alias_recursive", HEAD + "params: &p {x: *p}\n",
+        "alias_recursive.yml: over a limit (line 3, column 16): alias *p refers to a node that contains it; an "
+        "experiment cannot be a recursive structure"),
+    row("too_deep", HEAD + "params: {x: " + "[" * 100 + "]" * 100 + "}\n",
+        "too_deep.yml: over a limit (line 3, column 75): nested more than 64 levels deep"),
+    row("file_too_large", BIG,
+        "file_too_large.yml: the file is %d bytes, over the 1048576 bytes (1 MiB) an experiment file may have; keep "
+        "data, code and long lists out of it (working_dir, the shared volume)" % len(BIG.encode())),
+    row("too_many_params", flat_params(E.MAX_PARAMS + 1),
+        "too_many_params.yml: params: 10001 values, more than the 10000 an experiment may set (they all go on one "
+        "command line); keep large settings in a config file (entrypoint.config, or a file in working_dir)"),
+    row("many_problems", HEAD + "env:\n" + "".join("  bad-%d: x\n" % i for i in range(25)),
+        ["many_problems.yml: env: 'bad-%d' is not a valid environment variable name" % i for i in range(20)]
+        + ["many_problems.yml: ... and 5 more problem(s)"]),
+    # --- bytes and YAML -------------------------------------------------------------------------
+    row("not_utf8", (HEAD + "params: {x: caf\xe9}\n").encode("latin-1"),
+        "not_utf8.yml: not UTF-8 text (byte 0xe9 at line 3, column 16); save the file as UTF-8"),
+    row("nul_byte", HEAD + "params: {x: a\0b}\n",
+        "nul_byte.yml: not valid YAML (line 3, column 14): control character #x0000 is not allowed (in a quoted "
+        "string, write it as an escape)"),
+    row("nul_escape_in_param", HEAD + 'params: {x: "a\\0b"}\n',
+        "nul_escape_in_param.yml: params.x: contains a NUL character (\\0), which no command line, environment "
+        "variable or path can carry"),
+    row("nul_escape_in_env", HEAD + 'env: {X: "a\\0"}\n',
+        "nul_escape_in_env.yml: env.X: contains a NUL character (\\0), which no command line, environment variable "
+        "or path can carry"),
+    row("file_is_a_directory", None,
+        "file_is_a_directory.yml: {dir}/file_is_a_directory.yml is a directory, not an experiment file",
+        setup=_mkdir("file_is_a_directory.yml")),
+    row("file_is_a_symlink_loop", None,
+        "file_is_a_symlink_loop.yml: cannot be read: Too many levels of symbolic links "
+        "({dir}/file_is_a_symlink_loop.yml); check that it exists and that you may read it",
+        setup=_symlink_loop("file_is_a_symlink_loop.yml")),
+    row("duplicate_nested_key", HEAD + "params:\n  trainer:\n    a: 1\n    a: 2\n",
+        "duplicate_nested_key.yml: not valid YAML (line 6, column 5): duplicate key 'a' (also on line 5)"),
+    row("set_flat_and_nested", HEAD + "params:\n  trainer.x: 1\n  trainer: {x: 2}\n",
+        "set_flat_and_nested.yml: params.trainer.x is set twice"),
+    row("unhashable_key", HEAD + "params:\n  ? [a, b]\n  : 1\n",
+        "unhashable_key.yml: not valid YAML (line 4, column 5): a list cannot be a key"),
+    row("int_out_of_range_hex", HEAD + "params: {seed: 0x" + "f" * 40 + "}\n",
+        "int_out_of_range_hex.yml: not valid YAML (line 3, column 16): integer "
+        "'0xffffffffffffffffffffffffffffffffffffffff' is out of range (at most 64 bits); quote it to pass a string"),
+    row("int_too_many_digits", HEAD + "params: {seed: " + "9" * 5000 + "}\n",
+        "int_too_many_digits.yml: not valid YAML (line 3, column 16): integer '" + "9" * 56 + "... is out of range "
+        "(at most 64 bits); quote it to pass a string"),
+    row("impossible_date", HEAD + "params: {day: 2024-13-45}\n",
+        "impossible_date.yml: not valid YAML (line 3, column 15): date '2024-13-45' cannot be read (month must be "
+        "in 1..12); quote it to pass a string"),
+    row("python_tag", HEAD + "params: {x: !!python/object/apply:os.system [touch /tmp/pwned]}\n",
+        "python_tag.yml: not valid YAML (line 3, column 13): could not determine a constructor for the tag "
+        "'tag:yaml.org,2002:python/object/apply:os.system'"),
+    row("tab_indent", HEAD + "params:\n\tx: 1\n",
+        "tab_indent.yml: not valid YAML (line 4, column 1): found character '\\t' that cannot start any token"),
+    # --- numbers --------------------------------------------------------------------------------
+    row("nan_poll_interval", HEAD + "wait: {poll_interval: .nan}\n",
+        "nan_poll_interval.yml: wait.poll_interval: expected a finite number, got nan"),
+    row("inf_num_gpus", HEAD + "resources: {entrypoint_num_gpus: .inf}\n",
+        "inf_num_gpus.yml: resources.entrypoint_num_gpus: expected a finite number, got inf"),
+    row("tiny_poll_interval", HEAD + "wait: {poll_interval: 0.001}\n",
+        "tiny_poll_interval.yml: wait.poll_interval: 0.001 is too short; poll at most every 0.1 s (the dashboard "
+        "serves the whole cluster)"),
+    row("zero_timeout", HEAD + "wait: {timeout: 0}\n", "zero_timeout.yml: wait.timeout: must be positive, got 0"),
+    row("negative_stall_timeout", HEAD + "wait: {stall_timeout: -1}\n",
+        "negative_stall_timeout.yml: wait.stall_timeout: must be 0 (off) or a number of seconds, got -1"),
+    row("resource_below_precision", HEAD + "resources: {entrypoint_num_cpus: 0.00001}\n",
+        "resource_below_precision.yml: resources.entrypoint_num_cpus: 1e-05 is below Ray's resource precision; use "
+        "0 or at least 0.0001"),
+    row("nan_custom_resource", HEAD + "resources: {entrypoint_resources: {accel: .nan}}\n",
+        "nan_custom_resource.yml: resources.entrypoint_resources.accel: expected a non-negative number, got nan"),
+    row("negative_memory", HEAD + "resources: {entrypoint_memory: -1}\n",
+        "negative_memory.yml: resources.entrypoint_memory: must not be negative, got -1"),
+    # --- resources Ray takes through their own keys ---------------------------------------------
+    row("gpu_as_custom_resource", HEAD + "resources: {entrypoint_resources: {GPU: 1}}\n",
+        "gpu_as_custom_resource.yml: resources.entrypoint_resources.GPU: Ray takes CPUs, GPUs and memory through "
+        "their own keys, not as custom resources; use resources.entrypoint_num_gpus"),
+    row("cpu_as_custom_resource", HEAD + "resources: {entrypoint_resources: {cpu: 2}}\n",
+        "cpu_as_custom_resource.yml: resources.entrypoint_resources.cpu: Ray takes CPUs, GPUs and memory through "
+        "their own keys, not as custom resources; use resources.entrypoint_num_cpus"),
+    row("memory_as_custom_resource", HEAD + "resources: {entrypoint_resources: {memory: 1000000}}\n",
+        "memory_as_custom_resource.yml: resources.entrypoint_resources.memory: Ray takes CPUs, GPUs and memory "
+        "through their own keys, not as custom resources; use resources.entrypoint_memory"),
+    # --- env and secrets ------------------------------------------------------------------------
+    row("env_name_with_equals", HEAD + 'env: {"A=B": x}\n',
+        "env_name_with_equals.yml: env: 'A=B' is not a valid environment variable name"),
+    row("env_nan", HEAD + "env: {X: .nan}\n",
+        'env_nan.yml: env.X: expected a string or a finite number, got nan (quote it: X: "...")'),
+    row("env_huge_value", HEAD + "env: {BIG: %s}\n" % ("v" * 140000),
+        "env_huge_value.yml: env.BIG: the variable is 140004 bytes, over the 131071 Linux allows for one environment "
+        "string; put the value in a file (working_dir or the shared volume) and pass its path"),
+    row("secret_also_optional", HEAD + "secrets: [HF_TOKEN]\noptional_secrets: [HF_TOKEN]\n",
+        "secret_also_optional.yml: optional_secrets: HF_TOKEN is listed twice"),
+    row("secret_also_in_env", HEAD + "env: {WANDB_API_KEY: abc}\nsecrets: [WANDB_API_KEY]\n",
+        "secret_also_in_env.yml: secrets: WANDB_API_KEY is also set in env; a secret's value must never be written "
+        "in the experiment file"),
+    # --- keys and types at every level ----------------------------------------------------------
+    row("param_key_shell_metacharacters", HEAD + 'params: {"a;rm -rf /": 1}\n',
+        "param_key_shell_metacharacters.yml: params: 'a;rm -rf /' is not a valid Hydra key " + ALLOWED_MSG),
+    row("param_key_backquote", HEAD + "params: {trainer: {'`id`': 1}}\n",
+        "param_key_backquote.yml: params.trainer: '`id`' is not a valid Hydra key " + ALLOWED_MSG),
+    row("param_key_not_a_string", HEAD + "params: {x: {1: a}}\n",
+        "param_key_not_a_string.yml: params.x: key 1 must be a string"),
+    row("wrong_type_top_level", HEAD + "cluster: 5\n",
+        "wrong_type_top_level.yml: cluster: expected a string, got an integer (5)"),
+    row("wrong_type_entrypoint", "framework: custom\nentrypoint: {command: [python3, train.py]}\n",
+        "wrong_type_entrypoint.yml: entrypoint.command: expected a string, got a list (['python3', 'train.py'])"),
+    row("wrong_type_resources", HEAD + "resources: {entrypoint_num_cpus: '2'}\n",
+        "wrong_type_resources.yml: resources.entrypoint_num_cpus: expected a number, got a string ('2')"),
+    row("wrong_type_wait", HEAD + "wait: {enabled: 'yes'}\n",
+        "wrong_type_wait.yml: wait.enabled: expected a boolean, got a string ('yes')"),
+    row("wrong_type_recovery", HEAD + "recovery: {on: node_lost}\n",
+        "wrong_type_recovery.yml: recovery.on: expected a list, got a string ('node_lost')"),
+    row("wrong_type_secrets", HEAD + "secrets: HF_TOKEN\n",
+        "wrong_type_secrets.yml: secrets: expected a list, got a string ('HF_TOKEN')"),
+    row("wrong_type_excludes", HEAD + "excludes: [1]\n",
+        "wrong_type_excludes.yml: excludes[0]: expected a non-empty string (a gitignore-style pattern), got 1"),
+    row("recovery_key_not_a_string", HEAD + "recovery: {1: x}\n",
+        "recovery_key_not_a_string.yml: recovery: unknown key 1; allowed: max_restarts, on, backoff_s, min_nodes, "
+        "node_wait_timeout, allow_reshard"),
+    row("recovery_negative", HEAD + "recovery: {max_restarts: -1}\n",
+        "recovery_negative.yml: recovery.max_restarts: must not be negative, got -1"),
+    row("recovery_bad_event", HEAD + "recovery: {on: [node_lots]}\n",
+        "recovery_bad_event.yml: recovery.on[0]: 'node_lots' is not one of node_lost, head_restart, stalled, failed "
+        "(did you mean 'node_lost'?)"),
+    # --- working_dir ----------------------------------------------------------------------------
+    row("working_dir_is_a_file", HEAD + "working_dir: notes.txt\n",
+        "working_dir_is_a_file.yml: working_dir: 'notes.txt' is not a directory (resolved to {dir}/notes.txt)",
+        setup=_file("notes.txt")),
+    row("working_dir_symlink_loop", HEAD + "working_dir: wd_loop\n",
+        "working_dir_symlink_loop.yml: working_dir: 'wd_loop' is a symbolic link that leads nowhere (a loop or a "
+        "missing target; resolved to {dir}/wd_loop)", setup=_symlink_loop("wd_loop")),
+    row("working_dir_blank", HEAD + "working_dir: '  '\n", "working_dir_blank.yml: working_dir: must not be empty"),
+    row("working_dir_unreadable_file", HEAD + "working_dir: proj\n",
+        "working_dir {dir}/proj: cannot read data/secret.bin (Permission denied); fix the file's permissions, or "
+        'leave it out with the experiment\'s excludes (e.g. excludes: ["data/secret.bin"])',
+        stage="preflight", setup=_working_dir_with("eacces")),
+    row("working_dir_io_error", HEAD + "working_dir: proj\n",
+        "working_dir {dir}/proj: cannot read data/secret.bin (Input/output error); fix the file's permissions, or "
+        'leave it out with the experiment\'s excludes (e.g. excludes: ["data/secret.bin"])',
+        stage="preflight", setup=_working_dir_with("eio")),
+    # --- what only the rendered job shows -------------------------------------------------------
+    row("entrypoint_too_long", HEAD + "params: {prompt: '%s'}\n" % ("w " * 70000),
+        re.compile(r"entrypoint_too_long\.yml: the rendered entrypoint is 14\d{4} bytes, " + LINUX_ARG
+                   + r" command line argument \(Ray runs it with /bin/sh -c\); move long values or many params into "
+                   r"a config file \(entrypoint.config, or a file in working_dir\)$"), stage="render"),
+    row("submission_id_too_long", HEAD + "cluster: %s\n" % ("c" * 80),
+        "submission id %s... is 200 characters, more than 190; shorten the experiment name, the cluster name or the "
+        "run suffix" % repr("rlinfra-" + "s" * 80)[:57], stage="sid"),
+]
+assert len({r.id for r in ROWS}) == len(ROWS)
+
+
+def _write(d, r):
+    if r.content is not None:
+        with open(os.path.join(d, r.id + ".yml"), "wb") as f:
+            f.write(r.content if isinstance(r.content, bytes) else r.content.encode("utf-8"))
+
+
+def _run_stage(r, d, tmp_path):
+    """Raise ExperimentError as the stage would; return what was produced on the way (nothing)."""
+    if r.stage == "sid":
+        exp = E.load_experiment(r.id, d)
+        return E.submission_id("s" * 80, exp.cluster, "r" * 30)
+    exp = E.load_experiment(r.id, d)
+    if r.stage == "render":
+        E.check_job_size(exp.label, E.render(exp, NODES))
+    elif r.stage == "preflight":
+        dest = str(tmp_path / "pkg.zip")
+        check = P.check_working_dir(exp.working_dir_path, exp.excludes, dest=dest)
+        assert not os.path.exists(dest) and not os.path.exists(dest + ".part")
+        if check["status"] == "failed":
+            raise E.ExperimentError(check["message"])
+    return exp
+
+
+@pytest.mark.parametrize("r", ROWS, ids=[r.id for r in ROWS])
+def test_one_clear_line_and_nothing_rendered(r, tmp_path, monkeypatch):
+    d = str(tmp_path / "experiments")
+    os.mkdir(d)
+    _write(d, r)
+    if r.setup:
+        r.setup(d, monkeypatch)
+    before = sorted(os.listdir(d))
+    started = time.monotonic()
+    with pytest.raises(E.ExperimentError) as err:
+        _run_stage(r, d, tmp_path)
+    elapsed = time.monotonic() - started
+    lines = err.value.errors
+    if isinstance(r.expected, re.Pattern):
+        assert len(lines) == 1 and r.expected.search(lines[0]), lines
+    elif isinstance(r.expected, list):
+        assert lines == r.expected
+    else:
+        assert lines == [r.expected.replace("{dir}", d)]
+    assert all("\n" not in line and "Traceback" not in line for line in lines)
+    assert sorted(os.listdir(d)) == before  # nothing written next to the experiment
+    assert elapsed < 30, "%s took %.1fs" % (r.id, elapsed)
+
+
+def test_table_is_large_enough():
+    assert len(ROWS) >= 35
+
+
+# ------------------------------------------------------------------------------------------------
+# Limits that must also be fast, and what stays allowed
+# ------------------------------------------------------------------------------------------------
+
+def _parse_time(text, tmp_path, name, repeat=3):
+    (tmp_path / (name + ".yml")).write_text(text)
+    best = None
+    for dummy in range(repeat):
+        started = time.perf_counter()
+        try:
+            E.load_experiment(name, str(tmp_path))
+        except E.ExperimentError:
+            pass
+        took = time.perf_counter() - started
+        best = took if best is None else min(best, took)
+    return best
+
+
+def test_20k_params_load_in_linear_time(tmp_path, monkeypatch):
+    """20 000 params (over the limit, so it is lifted here) load about as fast as PyYAML's C loader
+    alone reads the same file: the duplicate check is a set, not a scan of every earlier key."""
+    monkeypatch.setattr(E, "MAX_PARAMS", 50000)
+    text = flat_params(20000)
+    took = _parse_time(text, tmp_path, "p20k")
+    exp = E.load_experiment("p20k", str(tmp_path))
+    assert len(exp.params) == 20000 and exp.params[-1] == ("k19999", 19999)
+    started = time.perf_counter()
+    yaml.load(text, Loader=yaml.CSafeLoader)
+    plain = time.perf_counter() - started
+    print("20k params: %.3fs (PyYAML CSafeLoader alone: %.3fs)" % (took, plain))
+    assert took < max(1.0, 4 * plain), (took, plain)
+
+
+def test_limits_refuse_at_once(tmp_path):
+    assert _parse_time(BOMB, tmp_path, "bomb", repeat=1) < 0.5
+    assert _parse_time(flat_params(20000), tmp_path, "many", repeat=1) < max(1.0, 4 * _parse_time(
+        flat_params(20000).replace("params:", "paramz:", 1), tmp_path, "baseline", repeat=1))
+    deep = HEAD + "params:\n  x: " + "[" * 200000 + "]" * 200000 + "\n"  # crashes libyaml's own composer
+    assert _parse_time(deep, tmp_path, "deep", repeat=1) < 5
+
+
+def test_merge_keys_and_aliases_within_limits_stay_allowed(tmp_path):
+    (tmp_path / "merge.yml").write_text(HEAD + "params:\n  actor: &opt {lr: 1.0e-6, wd: 0.01}\n"
+                                               "  critic: {<<: *opt, lr: 1.0e-5}\n  ref: *opt\n")
+    exp = E.load_experiment("merge", str(tmp_path))
+    assert exp.params == [("actor.lr", 1e-6), ("actor.wd", 0.01), ("critic.lr", 1e-5), ("critic.wd", 0.01),
+                          ("ref.lr", 1e-6), ("ref.wd", 0.01)]
+
+
+def test_yaml_1_1_boolean_words_are_keys_not_booleans(tmp_path):
+    """``on:`` (as docs/OPERATIONS.md writes recovery.on) is the key 'on', not True; values keep YAML's reading."""
+    (tmp_path / "words.yml").write_text(HEAD + "recovery:\n  on: [node_lost, failed]\nwait: {enabled: no}\n"
+                                               "params: {yes: 1, off: 2, 'true': 3}\n")
+    exp = E.load_experiment("words", str(tmp_path))
+    assert exp.recovery["on"] == ["node_lost", "failed"] and exp.wait["enabled"] is False
+    assert exp.params == [("yes", 1), ("off", 2), ("true", 3)]
+
+
+@pytest.mark.parametrize("value", ["a;rm -rf / #", "$(id)", "`id`", "it's \"quoted\"", "tab\there", "new\nline",
+                                   "${oc.env:HOME}", "\\'", "caf\u00e9 \u2603"])
+def test_shell_metacharacters_in_values_are_quoted_exactly(tmp_path, value):
+    (tmp_path / "meta.yml").write_text(HEAD + "params:\n  $weird-key: %s\n" % json.dumps(value))
+    exp = E.load_experiment("meta", str(tmp_path))
+    rendered = E.render(exp, NODES)
+    argv = shlex.split(rendered["entrypoint"])
+    assert argv[:2] == ["python3", "train.py"]
+    assert argv[2:] == rendered["overrides"] == ["$weird-key=" + E.hydra_value(value)]
+
+
+def test_symlink_loop_inside_working_dir_is_left_out(tmp_path):
+    wd = tmp_path / "wd"
+    (wd / "sub").mkdir(parents=True)
+    (wd / "run.py").write_text("print(1)\n")
+    os.symlink("loop", str(wd / "loop"))
+    os.symlink("..", str(wd / "sub" / "up"))  # a directory cycle
+    started = time.monotonic()
+    check = P.check_working_dir(str(wd))
+    assert time.monotonic() - started < 10
+    assert check["status"] == "passed" and check["package"]["files"] == 1, check
+
+
+# ------------------------------------------------------------------------------------------------
+# The real action, and submit.yml against a real head
+# ------------------------------------------------------------------------------------------------
+
+ACTION_ROWS = [r for r in ROWS if r.setup is None and r.stage in ("load", "render")]
+# Role values given with -e: held to the same rules as the file's.
+ARG_ROWS = [
+    ("wait_timeout_negative", {"wait_timeout": -5}, "wait_timeout (verl_job_wait_timeout): must be positive, got -5"),
+    ("poll_interval_nan", {"poll_interval": "nan"},
+     "poll_interval (verl_job_poll_interval): expected a finite number, got nan"),
+    ("poll_interval_tiny", {"poll_interval": 0.01},
+     "poll_interval (verl_job_poll_interval): 0.01 is too short; poll at most every 0.1 s (the dashboard serves the "
+     "whole cluster)"),
+    ("checkpoint_root_relative", {"checkpoint_root": "data/ckpt"},
+     "checkpoint_root (verl_job_checkpoint_root): 'data/ckpt' must be an absolute path on the shared volume"),
+    ("checkpoint_cluster_traversal", {"checkpoint_cluster": "../other"},
+     "checkpoint_cluster (-e checkpoint_cluster): invalid cluster name '../other': use 1-80 letters, digits, '_', "
+     "'-' or '.', starting with a letter or digit (e.g. default)"),
+    ("venv_relative", {"venv": "venv"}, "venv (verl_job_venv): 'venv' must be an absolute path on the cluster's nodes"),
+]
+
+
+def _inventory(tmp_path):
+    inv = tmp_path / "inventory.yml"
+    inv.write_text(json.dumps({"all": {"children": {"ray_head": {"hosts": {"localhost": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}}}}))
+    return str(inv)
+
+
+def _playbook(args, tmp_path, timeout=900):
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_LOCAL_TEMP=str(tmp_path / "atmp"))
+    return subprocess.run([ANSIBLE_PLAYBOOK] + args, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_action_gives_the_same_line_and_writes_no_package(tmp_path):
+    d = tmp_path / "experiments"
+    d.mkdir()
+    for r in ACTION_ROWS:
+        _write(str(d), r)
+    (d / "fine.yml").write_text(HEAD)
+    packages = tmp_path / "packages"
+    items = [{"name": r.id, "args": {}} for r in ACTION_ROWS] + [{"name": "fine", "args": a} for _, a, _ in ARG_ROWS]
+    out = tmp_path / "results.json"
+    task_args = {"name": "{{ item.name }}", "experiments_dir": str(d), "nodes": NODES, "package_dir": str(packages)}
+    for key in ("wait_timeout", "poll_interval", "checkpoint_root", "checkpoint_cluster", "venv"):
+        task_args[key] = "{{ item.args.%s | default(omit) }}" % key
+    (tmp_path / "play.yml").write_text(json.dumps([{
+        "name": "Render bad experiments", "hosts": "localhost", "gather_facts": False,
+        "tasks": [
+            {"name": "Render", "rlinfra.verl.verl_experiment": task_args, "loop": items, "register": "results",
+             "ignore_errors": True, "loop_control": {"label": "{{ item.name }}"}},
+            {"name": "Save", "ansible.builtin.copy": {"content": "{{ results.results | to_json }}", "dest": str(out),
+                                                      "mode": "0600"}},
+        ]}]))
+    proc = _playbook(["-i", _inventory(tmp_path), str(tmp_path / "play.yml")], tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    results = json.loads(out.read_text())
+    assert len(results) == len(items)
+    for r, res in zip(ACTION_ROWS, results):
+        assert res["failed"] is True, r.id
+        if isinstance(r.expected, re.Pattern):
+            assert r.expected.search(res["msg"]), (r.id, res["msg"])
+        elif isinstance(r.expected, list):
+            assert res["errors"] == r.expected
+        else:
+            assert res["msg"] == r.expected.replace("{dir}", str(d)), r.id
+        assert "entrypoint" not in res and "runtime_env" not in res, r.id  # nothing rendered
+    for (id, dummy, expected), res in zip(ARG_ROWS, results[len(ACTION_ROWS):]):
+        assert res["failed"] is True and res["msg"] == expected, (id, res.get("msg"))
+    assert not packages.exists() or not os.listdir(str(packages))
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("name", ["alias_bomb", "gpu_as_custom_resource"])
+def test_submit_refuses_before_ray_sees_anything(ray_head, tmp_path, name):
+    r = next(r for r in ROWS if r.id == name)
+    d = tmp_path / "experiments"
+    d.mkdir()
+    _write(str(d), r)
+    client = ray_head.client()
+    before = {j["submission_id"] for j in client.list_jobs()}
+    started = time.monotonic()
+    proc = _playbook(["-i", _inventory(tmp_path), "submit.yml", "-e", "exp=" + name,
+                      "-e", "verl_job_experiments_dir=" + str(d), "-e", "verl_job_address=" + ray_head.address,
+                      "-e", "verl_job_token_path=" + ray_head.token_path, "-e", "verl_job_become=false",
+                      "-e", "verl_job_artifacts_dir=" + str(tmp_path / "artifacts")], tmp_path)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert text.count("[ERROR]: Task failed: Action failed: " + r.expected + "\n") == 1, text[-3000:]
+    assert time.monotonic() - started < 120
+    assert {j["submission_id"] for j in client.list_jobs()} == before
+    assert not (tmp_path / "artifacts").exists()
