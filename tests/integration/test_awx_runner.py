@@ -833,7 +833,8 @@ def test_configure_loads_into_a_controller_idempotently_and_removes(tmp_path, cl
         # Job templates: playbooks, surveys, credentials (merge only once merge.yml exists).
         has_merge = (ROOT / "merge.yml").is_file()
         jts = {o["name"]: o for o in fake._objects("job_templates")}
-        expected = {"rlinfra-verl site", "rlinfra-verl submit", "rlinfra-verl stop", "rlinfra-verl status"}
+        expected = {"rlinfra-verl site", "rlinfra-verl submit", "rlinfra-verl stop", "rlinfra-verl status",
+                    "rlinfra-verl logs", "rlinfra-verl teardown"}
         assert set(jts) == expected | ({"rlinfra-verl merge"} if has_merge else set())
         submit = jts["rlinfra-verl submit"]
         assert submit["playbook"] == "submit.yml" and submit["survey_enabled"] and submit["execution_environment"] == ee["id"]

@@ -168,7 +168,7 @@ def merge_venv():
 def checkpoint(merge_venv, tmp_path_factory):
     """<root>/merge_test/tiny_qwen2/global_step_{2,4}/actor, sharded over 2 ranks; references in <root>."""
     root = tmp_path_factory.mktemp("checkpoints")
-    ckpt_dir = root / PROJECT / EXP
+    ckpt_dir = root / PROJECT / "default" / EXP  # <root>/<project>/<cluster>/<exp>
     ckpt_dir.mkdir(parents=True)
     script = root / "shard_fsdp.py"
     script.write_text(SHARD_SCRIPT)
@@ -314,25 +314,25 @@ def test_merge_named_step_and_missing_ones(checkpoint, workdir):
 
     never = playbook(workdir, checkpoint, "exp=never_trained")
     assert never.returncode != 0
-    assert ("experiment never_trained has no checkpoint directory %s/%s/never_trained"
+    assert ("experiment never_trained has no checkpoint directory %s/%s/default/never_trained"
             % (checkpoint["root"], PROJECT)) in flat(never.output)
 
 
 def test_missing_tracker_or_incomplete_checkpoint_fails_clearly(checkpoint, workdir):
     # A copy of the checkpoint without latest_checkpointed_iteration.txt (e.g. async_save).
     root = workdir / "ckpt"
-    (root / PROJECT / EXP).mkdir(parents=True)
+    (root / PROJECT / "default" / EXP).mkdir(parents=True)
     for step in STEPS:
-        (root / PROJECT / EXP / ("global_step_%d" % step)).symlink_to(checkpoint["dir"] / ("global_step_%d" % step))
+        (root / PROJECT / "default" / EXP / ("global_step_%d" % step)).symlink_to(checkpoint["dir"] / ("global_step_%d" % step))
     moved = dict(checkpoint, root=root)
     proc = playbook(workdir, moved, "exp=" + EXP)
     assert proc.returncode != 0
-    assert ("experiment %s has no checkpoint to merge: %s/%s/%s/latest_checkpointed_iteration.txt does not exist; "
+    assert ("experiment %s has no checkpoint to merge: %s/%s/default/%s/latest_checkpointed_iteration.txt does not exist; "
             "steps found: 2, 4 (name one with -e step=N)" % (EXP, root, PROJECT, EXP)) in flat(proc.output)
     assert not (workdir / "models" / EXP).exists()
 
     # A step whose actor directory lacks the shards and the model config (e.g. a Megatron or a partial one).
-    partial = root / PROJECT / EXP / "global_step_6" / "actor"
+    partial = root / PROJECT / "default" / EXP / "global_step_6" / "actor"
     partial.mkdir(parents=True)
     (partial / "fsdp_config.json").write_text('{"FSDP_version": 2, "world_size": 2}')
     proc = playbook(workdir, moved, "exp=" + EXP, "step=6")
