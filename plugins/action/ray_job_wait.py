@@ -221,11 +221,12 @@ class Watch:
                 self.step, self.step_at = res.get("last_step"), self.clock()
             status = res.get("status")
             if status in R.TERMINAL:
-                if status == "FAILED" and not self.lost_here and \
+                head_gone = status in ("FAILED", "STOPPED") and not self.lost_here and self.head_going_down()
+                if status == "FAILED" and not self.lost_here and not head_gone and \
                         R.looks_like_lost_node("%s\n%s" % (res.get("message"), res.get("logs_tail"))):
                     self.settle_nodes()
                 event = R.end_event(status, self.lost_here)
-                if event == "node_lost" and self.head_down():
+                if head_gone or (event == "node_lost" and self.head_down()):
                     event = "head_restart"
                 if event == "succeeded":
                     self.end_attempt("succeeded", res)
@@ -253,6 +254,17 @@ class Watch:
 
     def head_down(self):
         return any(n["head"] for n in self.lost_here)
+
+    def head_going_down(self):
+        """A job can end STOPPED or FAILED just before its head goes down (``ray stop`` ends the drivers
+        first): look again before putting the end on the job."""
+        time.sleep(2)
+        res = self.poll(0, tail=0)
+        if not res.get("reachable"):
+            self.say("the Ray dashboard stopped answering as job %s ended: the head is going down" % self.sid)
+            return True
+        self.watch_nodes(res.get("nodes") or [])
+        return self.head_down()
 
     def settle_nodes(self, seconds=60):
         """A failure that reads like a lost node: watch the nodes until Ray marks one dead (its
@@ -291,7 +303,10 @@ class Watch:
 
     def failure_line(self, why, res, reason):
         lost = "; lost: %s" % ", ".join(n["label"] for n in self.lost) if self.lost else ""
-        step = " at step %s" % res.get("last_step") if res and res.get("last_step") is not None else ""
+        # A log read as the head went down can miss the steps that the wait has already seen.
+        last = (res or {}).get("last_step")
+        last = self.step if last is None else last
+        step = " at step %s" % last if last is not None else ""
         status = (res or {}).get("status")
         what = {
             "failed": "ended FAILED%s%s" % (

@@ -242,9 +242,11 @@ def test_head_restart_without_recovery_is_one_clear_line(whole):
     assert run.wait() != 0
     fatal = [line for dummy, line in run.lines if "FAILED!" in line or line.startswith(("fatal:", "[ERROR]"))]
     assert fatal, run.output[-3000:]
-    assert re.search(r"Ray job %s is gone at step \d+: the Ray head restarted and Ray keeps no jobs across a restart; "
-                     r"recovery is off \(recovery.max_restarts: 0\); run submit.yml with -e run=NEW to resume"
-                     % sid, " ".join(run.output.split())), run.output[-4000:]
+    # The step is named when the wait has read one before the head went down.
+    assert re.search(r"Ray job %s is gone( at step \d+)?: the Ray head restarted and Ray keeps no jobs across a restart"
+                     r"(; lost: %s \(%s\))?; recovery is off \(recovery.max_restarts: 0\); run submit.yml with -e "
+                     r"run=NEW to resume" % (sid, whole["head"]["name"], re.escape(whole["head"]["ip"])),
+                     " ".join(run.output.split())), run.output[-4000:]
     assert_clean(run.output)
 
 
