@@ -14,10 +14,10 @@ import hashlib
 import json
 from collections import OrderedDict
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.switches import switch_value
+
 RECORD_VERSION = 1
 FLAG = "ray_restart_running_jobs"
-TRUE_WORDS = ("true", "yes", "1")
-FALSE_WORDS = ("false", "no", "0")
 
 
 def digest(value):
@@ -52,16 +52,12 @@ def restart_reasons(record, parts, fingerprint, python_env_changed=False):
 
 
 def parse_flag(value):
-    """A strict boolean: a real bool, 0/1, or true/false/yes/no/1/0 in any case. Raises ValueError otherwise
-    (a typo must never read as false, nor as true)."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str) and value.strip().lower() in TRUE_WORDS + FALSE_WORDS:
-        return value.strip().lower() in TRUE_WORDS
-    shown = repr(value) if isinstance(value, str) else "%r (%s)" % (value, type(value).__name__)
-    raise ValueError("%s must be true or false (also yes/no/1/0, any case), got %s: nothing was changed" % (FLAG, shown))
+    """A strict boolean (module_utils/switches.py). Raises ValueError otherwise (a typo must never read as
+    false, nor as true)."""
+    result, error = switch_value(value, FLAG)
+    if error:
+        raise ValueError(error + ": nothing was changed")
+    return result
 
 
 def stop_hint(job):

@@ -299,11 +299,11 @@ def test_merge_named_step_and_missing_ones(checkpoint, workdir):
             % (EXP, checkpoint["dir"], ", ".join(map(str, STEPS)))) in flat(missing.output)
     assert json.loads((target / ".rlinfra-merge.json").read_text())["step"] == STEPS[-1]  # left as it was
 
-    # The role's argument spec (entry point merge) is checked before anything runs.
+    # The command line is read strictly before anything runs.
     bad = playbook(workdir, checkpoint, "exp=" + EXP, "step=latest")
     assert bad.returncode != 0
-    assert re.search(r"argument '+verl_job_merge_step'+ is of type str and we were unable to convert to int",
-                     flat(bad.output)), bad.output[-3000:]
+    assert re.search(r"Bad command line for merge.yml, nothing was done: step must be a whole number from 1, "
+                     r"got '+latest'+", flat(bad.output)), bad.output[-3000:]
 
     # Not a verl experiment (the AWX train workflow merges after every experiment): nothing to merge.
     custom = playbook(workdir, checkpoint, "exp=custom_program")

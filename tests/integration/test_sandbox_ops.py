@@ -140,8 +140,8 @@ def test_teardown_refuses_under_a_job_stops_it_when_asked_then_site_rebuilds(run
         outputs.append(typo.output)
         assert typo.returncode != 0
         # (the YAML callback doubles the quotes around 'ture')
-        assert re.search(r"teardown_stop_jobs must be true or false \(also yes/no/1/0, any case\), got '+ture'+: "
-                         r"nothing was done", flat(typo.output)), typo.output[-2000:]
+        assert re.search(r"Bad command line for teardown.yml, nothing was done: teardown_stop_jobs must be true or "
+                         r"false \(also yes/no/1/0, any case\), got '+ture'+", flat(typo.output)), typo.output[-2000:]
         assert set(typo.recap) == {"localhost"}
 
         refused = playbook("teardown.yml")

@@ -1,0 +1,42 @@
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Controller-side action ``rlinfra.verl.check_settings``: the roles' variables checked as values before
+anything changes. Documentation: plugins/modules/check_settings.py; the rules: module_utils/settings.py."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleError
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.rlinfra.verl.plugins.module_utils import settings as S
+
+ARGUMENT_SPEC = dict(
+    roles=dict(type="list", elements="str", required=True, choices=list(S.ROLES)),
+)
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        values, errors = {}, []
+        for name in S.names_for(args["roles"]):
+            if name not in task_vars:
+                continue  # left to the role's default, which is good by construction
+            try:
+                values[name] = self._templar.template(task_vars[name])
+            except AnsibleError as e:
+                errors.append("%s could not be read: %s" % (name, str(e).splitlines()[0]))
+        errors += S.check(values)
+        result.update(changed=False, checked=sorted(values))
+        if errors:
+            host = task_vars.get("inventory_hostname", "this host")
+            result.update(failed=True, errors=errors,
+                          msg="Bad setting%s for %s (nothing was changed): %s" % (
+                              "s" if len(errors) > 1 else "", host, "; ".join(errors)))
+        return result

@@ -1,0 +1,49 @@
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Controller-side action ``rlinfra.verl.command_line``: a playbook's ``-e`` switches read strictly before
+anything is done. Documentation: plugins/modules/command_line.py; the rules: module_utils/cli.py."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleError
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.rlinfra.verl.plugins.module_utils import cli
+from ansible_collections.rlinfra.verl.plugins.module_utils.settings import plain
+
+ARGUMENT_SPEC = dict(
+    playbook=dict(type="str", required=True, choices=sorted(cli.PLAYBOOKS)),
+)
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    def _given(self):
+        """The names passed with -e (AWX's extra vars included), or None when they cannot be read."""
+        try:
+            from ansible.utils.vars import load_extra_vars
+            return set(load_extra_vars(self._loader))
+        except Exception:  # pylint: disable=broad-except
+            return None
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        playbook = args["playbook"]
+        values, errors = {}, []
+        for name in cli.PLAYBOOKS[playbook]:
+            if name in task_vars:
+                try:
+                    values[name] = plain(self._templar.template(task_vars[name]))
+                except AnsibleError as e:
+                    errors.append("%s could not be read: %s" % (name, str(e).splitlines()[0]))
+        parsed, more = cli.check(playbook, self._given(), values)
+        errors += more
+        result.update(changed=False, switches=parsed)
+        if errors:
+            result.update(failed=True, errors=errors, msg=cli.summary(playbook, errors))
+        return result

@@ -1,0 +1,116 @@
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""The playbooks' command-line switches (``-e name=value``), read strictly, before anything is done.
+
+Each playbook has a fixed set of switches. A switch is refused, with one line for all of them, when:
+
+* its value is not of its kind (an on/off switch that is not true/false/yes/no/1/0: ``| bool`` would
+  read ``dry_run=treu`` as false and submit for real; a count that is not a whole number);
+* it is a switch of another playbook (``stop.yml -e dry_run=true`` would stop for real);
+* its name is a near miss of a switch (``-e dryrun=true``, ``-e dry-run=true``): Ansible would take it
+  as a variable nobody reads, and the run would do the opposite of what was asked.
+
+Names that belong to the collection's roles (``verl_job_*``, ``ray_*``, ...) and anything far from a
+switch pass untouched: ``-e`` also sets ordinary variables.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+from ansible_collections.rlinfra.verl.plugins.module_utils.switches import switch_value
+
+_TEXT_MAX = 200
+
+SWITCHES = {
+    "exp": "text",
+    "run": "text",
+    "cluster": "text",
+    "checkpoint_cluster": "text",
+    "dry_run": "bool",
+    "wait": "bool",
+    "attempt": "count",
+    "step": "count",
+    "teardown_stop_jobs": "bool",
+    "teardown_purge": "bool",
+    "ray_restart_running_jobs": "bool",
+}
+
+_JOB = ("exp", "run", "cluster")
+PLAYBOOKS = {
+    "site": ("ray_restart_running_jobs",),
+    "submit": _JOB + ("checkpoint_cluster", "dry_run", "wait"),
+    "status": _JOB,
+    "stop": _JOB,
+    "logs": _JOB + ("attempt",),
+    "merge": _JOB + ("step",),
+    "teardown": ("cluster", "teardown_stop_jobs", "teardown_purge"),
+}
+
+# Variables of the collection's roles and plugins, and Ansible's own: given with -e on purpose.
+_OWN_PREFIXES = ("verl_job_", "ray_", "nfs_mount_", "storage_lvm_", "python_env_", "hyperbolic_", "ansible_")
+
+
+def _near_miss(name, known):
+    """The switch ``name`` was probably meant to be, or None."""
+    if name in SWITCHES or name.startswith(_OWN_PREFIXES):
+        return None
+    squashed = re.sub(r"[^a-z0-9]", "", name.lower())
+    for switch in known:
+        # The same letters: a case or separator slip (DRY_RUN, dry-run) or two swapped letters (wiat).
+        if sorted(squashed) == sorted(re.sub(r"[^a-z0-9]", "", switch)):
+            return switch
+    close = difflib.get_close_matches(name.lower(), known, n=1, cutoff=0.8)
+    return close[0] if close else None
+
+
+def _value(name, kind, value):
+    """(parsed, error)."""
+    if kind == "bool":
+        return switch_value(value, name)
+    if kind == "count":
+        if isinstance(value, bool):
+            value = "%s" % value
+        text = str(value).strip() if isinstance(value, (int, str)) else None
+        if text is None or not re.match(r"^[0-9]+$", text) or int(text) < 1:
+            return None, "%s must be a whole number from 1, got %r" % (name, value)
+        return int(text), None
+    if not isinstance(value, (str, int)) or isinstance(value, bool):
+        return None, "%s must be a word, got %s (%s)" % (name, value, type(value).__name__)
+    text = str(value)
+    if len(text) > _TEXT_MAX or re.search(r"[\x00-\x1f\x7f]", text):
+        return None, "%s must be one word of at most %d characters, got %r" % (name, _TEXT_MAX, text[:40])
+    return text.strip(), None
+
+
+def check(playbook, given, values):
+    """``given``: the names passed with ``-e`` (None when unknown); ``values``: the switches' values as the
+    play sees them (absent: not set). Returns ``(parsed, errors)``: parsed switches of this playbook, and one
+    line per problem."""
+    mine = PLAYBOOKS[playbook]
+    parsed, errors = {}, []
+    for name in mine:
+        if name in values and values[name] is not None:
+            result, error = _value(name, SWITCHES[name], values[name])
+            if error:
+                errors.append(error)
+            else:
+                parsed[name] = result
+    for name in sorted(given or ()):
+        if name in mine:
+            continue
+        if name in SWITCHES:
+            errors.append("-e %s is not a switch of %s.yml (its switches: %s); it would be ignored: drop it"
+                          % (name, playbook, ", ".join(mine)))
+            continue
+        meant = _near_miss(name, mine)
+        if meant:
+            errors.append("-e %s is not a switch of %s.yml; did you mean -e %s? (its switches: %s)"
+                          % (name, playbook, meant, ", ".join(mine)))
+    return parsed, errors
+
+
+def summary(playbook, errors):
+    return "Bad command line for %s.yml, nothing was done: %s" % (playbook, "; ".join(errors))

@@ -1,0 +1,56 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# Documentation stub: the work is done on the controller by plugins/action/command_line.py.
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: command_line
+short_description: Read a playbook's command-line switches strictly, before anything is done
+description:
+  - Runs on the controller and never contacts a host. Reads the switches of one of the collection's playbooks
+    (C(-e exp=NAME), C(-e dry_run=true), ...) as the play sees them and the names given with C(-e).
+  - On/off switches must be true/false/yes/no/1/0 (any case) - C(| bool) would read a typo as false. Counts
+    (C(attempt), C(step)) must be whole numbers from 1. A switch of another playbook (C(stop.yml -e dry_run=true)
+    would stop for real) and a near miss of a switch's name (C(-e dryrun=true), C(-e dry-run=true)) are refused.
+  - Fails with one line naming every problem and saying nothing was done. Variables of the collection's roles
+    (C(verl_job_*), C(ray_*), ...) and names far from any switch pass untouched.
+  - The rules live in C(plugins/module_utils/cli.py).
+version_added: 0.3.0
+author:
+  - rlinfra maintainers (@rlinfra)
+options:
+  playbook:
+    description: The playbook whose switches to read.
+    type: str
+    required: true
+    choices: [logs, merge, site, status, stop, submit, teardown]
+attributes:
+  check_mode:
+    support: full
+    description: Only reads.
+  diff_mode:
+    support: none
+    description: Nothing to diff.
+"""
+
+EXAMPLES = r"""
+- name: Read the command line
+  rlinfra.verl.command_line:
+    playbook: submit
+"""
+
+RETURN = r"""
+switches:
+  description: The playbook's switches that were set, parsed (booleans, whole numbers, words).
+  returned: always
+  type: dict
+  sample: {exp: smoke, dry_run: true}
+errors:
+  description: One line per problem.
+  returned: failed
+  type: list
+  elements: str
+"""

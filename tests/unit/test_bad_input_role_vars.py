@@ -1,0 +1,389 @@
+"""Bad role variables, one table: every row is one careless or hostile value a user can put in an
+inventory, group_vars or ``-e``, and the exact line it must give. Nothing may be changed by it.
+
+Two kinds of rows:
+
+* ``rule``: what a type cannot say (an address Ray can bind to, ports, counts, mount options, no newline
+  in anything written to a unit, an environment file or fstab). Checked by
+  ``rlinfra.verl.check_settings`` (rules in ``module_utils/settings.py``), the first task of every role
+  entry point, and by site.yml before any role runs.
+* ``spec``: a wrong type or choice, refused by the role's ``meta/argument_specs.yml`` entry point (which
+  Ansible applies only when ``tasks_from`` names the entry point exactly: see
+  ``test_every_tasks_from_names_an_entry_point``).
+
+Every row is checked twice: in-process against the rule or the entry point's spec, and for real, one
+host per row, in ONE ``ansible-playbook`` run over a local inventory (check mode, so that a value
+wrongly let through could still change nothing), where each host must fail with its row's line.
+"""
+
+from __future__ import annotations
+
+import collections
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+from ansible_collections.rlinfra.verl.plugins.module_utils import settings as S
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+PORT_LINE = "must be a TCP port from 1 to 65535"
+IP_LINE = "must be this node's private IP address (for example 10.0.0.5)"
+ONE_LINE = "must be one line without control characters"
+OPTIONS = "must be comma-separated mount options without spaces, for example defaults,noatime"
+ABS = "must be an absolute path without spaces"
+
+Row = collections.namedtuple("Row", "id kind given expect entry")
+
+
+def rule(id, given, expect):
+    """``expect``: the whole line ``check`` gives; ``{v}`` stands for the shown value."""
+    return Row(id, "rule", given, expect, None)
+
+
+def spec(id, entry, given, expect):
+    """``entry``: role/entry point whose argument spec refuses ``given`` with a message containing ``expect``."""
+    return Row(id, "spec", given, expect, entry)
+
+
+NL = "10.0.0.5\nExecStartPre=/bin/touch /tmp/rlinfra-pwned"
+ROWS = [
+    # -- ray: the node address Ray binds to and advertises ------------------------------------------------
+    rule("ip_unspecified", {"ray_private_ip": "0.0.0.0"},
+         "ray_private_ip must be an address the other nodes can reach (Ray advertises it), not 0.0.0.0, got '0.0.0.0'"),
+    rule("ip_unspecified_v6", {"ray_private_ip": "::"},
+         "ray_private_ip must be an address the other nodes can reach (Ray advertises it), not ::, got '::'"),
+    rule("ip_newline_injects_unit_line", {"ray_private_ip": NL}, "ray_private_ip %s, got %r" % (ONE_LINE, NL)),
+    rule("ip_empty_no_facts", {"ray_private_ip": ""},
+         "ray_private_ip must be this node's private IP address (the node's facts showed none: set it in the "
+         "inventory), got ''"),
+    rule("ip_hostname", {"ray_private_ip": "node-1"}, "ray_private_ip %s, got 'node-1'" % IP_LINE),
+    rule("ip_octet_out_of_range", {"ray_private_ip": "10.0.0.256"}, "ray_private_ip %s, got '10.0.0.256'" % IP_LINE),
+    rule("ip_multicast", {"ray_private_ip": "224.0.0.1"},
+         "ray_private_ip must be an address the other nodes can reach (Ray advertises it), not 224.0.0.1, "
+         "got '224.0.0.1'"),
+    rule("ip_with_port", {"ray_private_ip": "10.0.0.5:6379"}, "ray_private_ip %s, got '10.0.0.5:6379'" % IP_LINE),
+    rule("ip_as_number", {"ray_private_ip": 167772165}, "ray_private_ip must be text, got 167772165 (int)"),
+    # -- ray: ports ----------------------------------------------------------------------------------------
+    rule("gcs_port_word", {"ray_gcs_port": "abc"}, "ray_gcs_port %s, got 'abc'" % PORT_LINE),
+    rule("gcs_port_zero", {"ray_gcs_port": 0}, "ray_gcs_port %s, got 0 (int)" % PORT_LINE),
+    rule("gcs_port_too_high", {"ray_gcs_port": 70000}, "ray_gcs_port %s, got 70000 (int)" % PORT_LINE),
+    rule("dashboard_port_negative", {"ray_dashboard_port": -1}, "ray_dashboard_port %s, got -1 (int)" % PORT_LINE),
+    rule("port_boolean", {"ray_metrics_export_port": True},
+         "ray_metrics_export_port %s, got True (bool)" % PORT_LINE),
+    rule("two_ports_same_number", {"ray_gcs_port": 6379, "ray_dashboard_port": 6379},
+         "ray_dashboard_port and ray_gcs_port all use port 6379: give each its own port"),
+    rule("worker_range_inverted", {"ray_min_worker_port": 20000, "ray_max_worker_port": 19999},
+         "ray_min_worker_port (20000) must not be above ray_max_worker_port (19999)"),
+    rule("port_inside_worker_range", {"ray_client_server_port": 15000, "ray_min_worker_port": 10002,
+                                      "ray_max_worker_port": 19999},
+         "ray_client_server_port falls inside the worker port range 10002-19999 (ray_min_worker_port.."
+         "ray_max_worker_port): move it or the range"),
+    # -- ray: counts and limits ----------------------------------------------------------------------------
+    rule("gpus_word", {"ray_num_gpus": "lots"}, "ray_num_gpus must be auto or a whole number from 0 up, got 'lots'"),
+    rule("gpus_negative", {"ray_num_gpus": -1}, "ray_num_gpus must be auto or a whole number from 0 up, got -1 (int)"),
+    rule("gpus_fraction", {"ray_num_gpus": 1.5},
+         "ray_num_gpus must be auto or a whole number from 0 up, got 1.5 (float)"),
+    rule("gpus_AUTO_upper", {"ray_num_gpus": "AUTO"}, "ray_num_gpus must be auto or a whole number from 0 up, got 'AUTO'"),
+    rule("cpus_word", {"ray_num_cpus": "many"},
+         "ray_num_cpus must be empty (Ray detects it) or a whole number from 0 up, got 'many'"),
+    rule("nofile_unlimited", {"ray_limit_nofile": "unlimited"},
+         "ray_limit_nofile must be infinity or a whole number from 1 up, got 'unlimited'"),
+    rule("nproc_zero", {"ray_limit_nproc": 0}, "ray_limit_nproc must be infinity or a whole number from 1 up, got 0 (int)"),
+    rule("start_timeout_zero", {"ray_start_timeout": 0}, "ray_start_timeout must be a whole number from 1 up, got 0 (int)"),
+    # -- ray: what lands in the unit and its files ---------------------------------------------------------
+    rule("umask_not_octal", {"ray_umask": "0999"}, "ray_umask must be an octal umask such as 0027, got '0999'"),
+    rule("user_with_space", {"ray_user": "ray user"},
+         "ray_user must be a user name (lowercase letters, digits, _ and -), got 'ray user'"),
+    rule("user_newline", {"ray_user": "root\nExecStartPre=/bin/sh"},
+         "ray_user %s, got 'root\\nExecStartPre=/bin/sh'" % ONE_LINE),
+    rule("temp_dir_relative", {"ray_temp_dir": "ray"}, "ray_temp_dir %s, got 'ray'" % ABS),
+    rule("temp_dir_too_long", {"ray_temp_dir": "/" + "x" * 60},
+         "ray_temp_dir must be an absolute path shorter than 60 characters (Ray's socket paths must fit in 107), "
+         "got '/%s'" % ("x" * 60)),
+    rule("temp_dir_space", {"ray_temp_dir": "/work space/ray"}, "ray_temp_dir %s, got '/work space/ray'" % ABS),
+    rule("config_dir_relative", {"ray_config_dir": "etc/ray"}, "ray_config_dir %s, got 'etc/ray'" % ABS),
+    rule("venv_relative", {"ray_venv": "venv"}, "ray_venv %s, got 'venv'" % ABS),
+    rule("env_bad_name", {"ray_env": {"BAD-NAME": "x"}},
+         "ray_env must be a mapping of variable names (letters, digits, _) to values; 'BAD-NAME' is not a name, "
+         "got {'BAD-NAME': 'x'} (dict)"),
+    rule("env_value_newline", {"ray_env": {"X": "a\nLD_PRELOAD=/evil.so"}},
+         "ray_env must be a mapping to one-line values; X has a newline or control character, "
+         "got {'X': 'a\\nLD_PRELOAD=/evil.so'} (dict)"),
+    rule("env_nested", {"ray_env": {"X": {"y": 1}}},
+         "ray_env must be a mapping to text or number values; X has dict, got {'X': {'y': 1}} (dict)"),
+    rule("env_as_string", {"ray_env": "A=1"}, "ray_env must be a mapping of variable names to values, got 'A=1'"),
+    rule("resources_gpu", {"ray_resources": {"GPU": 2}},
+         "ray_resources must be custom resources only; GPU is set with its own variable (ray_num_cpus, "
+         "ray_num_gpus), got {'GPU': 2} (dict)"),
+    rule("resources_word_amount", {"ray_resources": {"accel": "lots"}},
+         "ray_resources must be a mapping to amounts of 0 or more; accel has 'lots', got {'accel': 'lots'} (dict)"),
+    rule("resources_negative", {"ray_resources": {"accel": -1}},
+         "ray_resources must be a mapping to amounts of 0 or more; accel has -1 (int), got {'accel': -1} (dict)"),
+    rule("extra_args_string", {"ray_extra_args": "--num-gpus=2"},
+         "ray_extra_args must be a list of arguments, got '--num-gpus=2'"),
+    rule("extra_args_newline", {"ray_extra_args": ["--x\nExecStartPre=/bin/sh"]},
+         "ray_extra_args must be a list of one-line text arguments; '--x\\nExecStartPre=/bin/sh' is not, "
+         "got ['--x\\nExecStartPre=/bin/sh'] (list)"),
+    rule("cluster_space", {"ray_cluster": "my cluster"},
+         "ray_cluster must be a name of letters, digits, _ . - (starting with a letter or digit, at most 80), "
+         "got 'my cluster'"),
+    rule("firewall_controller_any", {"ray_firewall_controller": "0.0.0.0"},
+         "ray_firewall_controller must be an address the other nodes can reach (Ray advertises it), not 0.0.0.0, "
+         "got '0.0.0.0'"),
+    rule("firewall_allow_bad_prefix", {"ray_firewall_allow": ["10.0.0.0/33"]},
+         "ray_firewall_allow must be a list of IP addresses or networks; '10.0.0.0/33' is not one, "
+         "got ['10.0.0.0/33'] (list)"),
+    rule("firewall_allow_string", {"ray_firewall_allow": "10.0.0.0/24"},
+         "ray_firewall_allow must be a list of IP addresses or networks, got '10.0.0.0/24'"),
+    # -- nfs_mount -----------------------------------------------------------------------------------------
+    rule("nfs_options_empty", {"nfs_mount_options": ""}, "nfs_mount_options %s, got ''" % OPTIONS),
+    rule("nfs_options_space", {"nfs_mount_options": "rw, hard"}, "nfs_mount_options %s, got 'rw, hard'" % OPTIONS),
+    rule("nfs_options_empty_word", {"nfs_mount_options": "rw,,hard"}, "nfs_mount_options %s, got 'rw,,hard'" % OPTIONS),
+    rule("nfs_options_newline", {"nfs_mount_options": "rw\n/dev/sda / ext4 defaults 0 0"},
+         "nfs_mount_options %s, got 'rw\\n/dev/sda / ext4 defaults 0 0'" % ONE_LINE),
+    rule("nfs_server_space", {"nfs_mount_server": "nfs server"},
+         "nfs_mount_server must be a host name or IP address, got 'nfs server'"),
+    rule("nfs_server_url", {"nfs_mount_server": "nfs://10.0.0.9"},
+         "nfs_mount_server must be a host name or IP address, got 'nfs://10.0.0.9'"),
+    rule("nfs_path_relative", {"nfs_mount_path": "data"}, "nfs_mount_path %s, got 'data'" % ABS),
+    rule("nfs_path_space", {"nfs_mount_path": "/mnt/my data"}, "nfs_mount_path %s, got '/mnt/my data'" % ABS),
+    rule("nfs_export_newline", {"nfs_mount_export": "/export\nx"}, "nfs_mount_export %s, got '/export\\nx'" % ONE_LINE),
+    rule("nfs_timeout_zero", {"nfs_mount_connect_timeout": 0},
+         "nfs_mount_connect_timeout must be a whole number from 1 up, got 0 (int)"),
+    # -- storage_lvm ---------------------------------------------------------------------------------------
+    rule("lvm_devices_string", {"storage_lvm_devices": "/dev/sdb"},
+         "storage_lvm_devices must be auto or a list of block devices (for example [/dev/nvme1n1]), got '/dev/sdb'"),
+    rule("lvm_devices_no_dev", {"storage_lvm_devices": ["sdb"]},
+         "storage_lvm_devices must be a list of block devices under /dev; 'sdb' is not one, got ['sdb'] (list)"),
+    rule("lvm_vg_dash", {"storage_lvm_vg_name": "-vg"},
+         "storage_lvm_vg_name must be an LVM name (letters, digits, + _ . -, not starting with -), got '-vg'"),
+    rule("lvm_lv_space", {"storage_lvm_lv_name": "my lv"},
+         "storage_lvm_lv_name must be an LVM name (letters, digits, + _ . -, not starting with -), got 'my lv'"),
+    rule("lvm_stripe_words", {"storage_lvm_stripe_size": "256 kb"},
+         "storage_lvm_stripe_size must be empty or a size such as 256k, got '256 kb'"),
+    rule("lvm_mount_point_relative", {"storage_lvm_mount_point": "workspace"},
+         "storage_lvm_mount_point %s, got 'workspace'" % ABS),
+    rule("lvm_mount_options_space", {"storage_lvm_mount_options": "defaults noatime"},
+         "storage_lvm_mount_options %s, got 'defaults noatime'" % OPTIONS),
+    rule("lvm_mode_unquoted", {"storage_lvm_mount_mode": 755},
+         "storage_lvm_mount_mode must be an octal mode in quotes such as '0755' (unquoted, YAML reads a number), "
+         "got 755 (int)"),
+    rule("lvm_min_size_word", {"storage_lvm_discover_min_size": "big"},
+         "storage_lvm_discover_min_size must be a size such as 1G or 500M, got 'big'"),
+    # -- python_env ----------------------------------------------------------------------------------------
+    rule("venv_path_relative", {"python_env_path": "venv"}, "python_env_path %s, got 'venv'" % ABS),
+    rule("packages_string", {"python_env_packages": "ray==2.60.0"},
+         "python_env_packages must be a list of requirement strings, got 'ray==2.60.0'"),
+    rule("packages_newline_option", {"python_env_packages": ["ray\n--index-url http://x"]},
+         "python_env_packages must be a list of one-line requirement strings; 'ray\\n--index-url http://x' is not "
+         "one, got ['ray\\n--index-url http://x'] (list)"),
+    rule("index_url_no_scheme", {"python_env_index_url": "pypi.org/simple"},
+         "python_env_index_url must be empty or an http(s):// or file:// URL, got 'pypi.org/simple'"),
+    rule("extra_index_string", {"python_env_extra_index_urls": "http://x"},
+         "python_env_extra_index_urls must be a list of URLs, got 'http://x'"),
+    # -- types and choices: the entry points' argument specs -----------------------------------------------
+    spec("auth_mode_choice", "ray_head/main", {"ray_auth_mode": "maybe"},
+         "value of ray_auth_mode must be one of: token, disabled, got: maybe"),
+    spec("dashboard_port_type", "ray/preflight", {"ray_dashboard_port": "abc"},
+         "argument 'ray_dashboard_port' is of type str and we were unable to convert to int"),
+    spec("tail_lines_type", "verl_job/status", {"verl_job_logs_tail_lines": "abc"},
+         "argument 'verl_job_logs_tail_lines' is of type str and we were unable to convert to int"),
+    spec("lvm_force_typo", "storage_lvm/main", {"storage_lvm_force": "treu", "storage_lvm_devices": ["/dev/x"]},
+         "argument 'storage_lvm_force' is of type str and we were unable to convert to bool"),
+    spec("lvm_fstype_choice", "storage_lvm/main", {"storage_lvm_fstype": "btrfs", "storage_lvm_devices": ["/dev/x"]},
+         "value of storage_lvm_fstype must be one of: ext4, xfs, got: btrfs"),
+    spec("lvm_layout_choice", "storage_lvm/main", {"storage_lvm_layout": "raid5", "storage_lvm_devices": ["/dev/x"]},
+         "value of storage_lvm_layout must be one of: striped, linear, plain, got: raid5"),
+    spec("nfs_probe_typo", "nfs_mount/main", {"nfs_mount_probe": "ture", "nfs_mount_server": "192.0.2.1"},
+         "argument 'nfs_mount_probe' is of type str and we were unable to convert to bool"),
+    spec("python_prune_typo", "python_env/main", {"python_env_prune": "flase"},
+         "argument 'python_env_prune' is of type str and we were unable to convert to bool"),
+    spec("head_dashboard_typo", "ray_head/main", {"ray_head_include_dashboard": "yse"},
+         "argument 'ray_head_include_dashboard' is of type str and we were unable to convert to bool"),
+    spec("worker_extra_args_dict", "ray_worker/main", {"ray_worker_extra_args": {"a": 1}},
+         "argument 'ray_worker_extra_args' is of type"),
+]
+
+
+def _spec(entry):
+    role, point = entry.split("/")
+    with open(os.path.join(ROOT, "roles", role, "meta", "argument_specs.yml")) as f:
+        return yaml.safe_load(f)["argument_specs"][point]["options"]
+
+
+def _shown(text):
+    return text
+
+
+@pytest.mark.parametrize("r", ROWS, ids=[r.id for r in ROWS])
+def test_one_clear_line(r):
+    if r.kind == "rule":
+        assert S.check(r.given) == [r.expect]
+    else:
+        errors = ArgumentSpecValidator(_spec(r.entry)).validate(dict(r.given)).error_messages
+        errors = [e for e in errors if not e.startswith("missing required arguments")]
+        assert len(errors) == 1 and r.expect in errors[0], errors
+
+
+def test_table_is_large_enough():
+    assert len(ROWS) >= 60
+    assert len({r.id for r in ROWS}) == len(ROWS)
+    # Every rule is exercised by at least one row, so a rule cannot rot unseen.
+    tried = {name for r in ROWS if r.kind == "rule" for name in r.given}
+    assert not set(S.RULES) - tried - set(S.PORTS) - {"ray_config_dir", "nfs_mount_probe_timeout",
+                                                      "storage_lvm_mount_owner", "storage_lvm_mount_group",
+                                                      "python_env_python", "python_env_wheelhouse"}
+
+
+def test_good_defaults_pass():
+    """The roles' own defaults are good values (a rule that refused them would break every run)."""
+    values = {}
+    for role in ("ray", "nfs_mount", "storage_lvm", "python_env"):
+        with open(os.path.join(ROOT, "roles", role, "defaults", "main.yml")) as f:
+            values.update({k: v for k, v in yaml.safe_load(f).items() if "{{" not in str(v)})
+    values.update(ray_private_ip="10.0.0.5", nfs_mount_server="nfs-1.internal", storage_lvm_devices=["/dev/nvme1n1"])
+    assert S.check(values) == []
+    assert S.check({"ray_private_ip": "127.0.0.1", "ray_num_gpus": "8", "ray_limit_nofile": "infinity",
+                    "storage_lvm_devices": "auto", "ray_firewall_allow": ["10.0.0.0/8", "fd00::1"]}) == []
+
+
+# ---- the same rows, for real -------------------------------------------------------------------------------
+
+ENTRY_OF = {"ray": "ray_head/main", "nfs_mount": "nfs_mount/main", "storage_lvm": "storage_lvm/main",
+            "python_env": "python_env/main"}
+# What a host needs so that its role gets past "nothing to do" (an empty server or device list ends the role).
+CONTEXT = {"nfs_mount/main": {"nfs_mount_server": "192.0.2.1"}, "storage_lvm/main": {"storage_lvm_devices": ["/dev/x"]}}
+
+PLAY = """
+- name: Bad role variables, one host per row
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Run the role entry point of this host's row
+      ansible.builtin.include_role:
+        name: "rlinfra.verl.{{ row_role }}"
+        tasks_from: "{{ row_entry }}"
+"""
+
+
+def _entry(r):
+    if r.entry:
+        return r.entry
+    return ENTRY_OF[S.owner(sorted(r.given)[0])]
+
+
+@pytest.fixture(scope="module")
+def played(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("role_vars")
+    hosts = {}
+    for r in ROWS:
+        entry = _entry(r)
+        hostvars = dict(CONTEXT.get(entry, {}))
+        hostvars.update(r.given)
+        role, point = entry.split("/")
+        hostvars.update(row_role=role, row_entry=point,
+                        # Where a value wrongly let through would write: under this test's directory.
+                        ray_config_dir=hostvars.get("ray_config_dir", str(tmp / r.id / "etc-ray")),
+                        verl_job_experiment="smoke")
+        hosts[r.id] = hostvars
+    inventory = {"all": {"vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
+                         "hosts": hosts}}
+    (tmp / "inventory.yml").write_text(json.dumps(inventory))
+    (tmp / "play.yml").write_text(PLAY)
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
+               ANSIBLE_FORKS="20")
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "--check",
+                           "-i", str(tmp / "inventory.yml"), str(tmp / "play.yml")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    out = json.loads(proc.stdout)
+    failures = {}
+    for play in out["plays"]:
+        for task in play["tasks"]:
+            for host, res in task["hosts"].items():
+                if res.get("failed"):
+                    failures.setdefault(host, (task["task"]["name"], res.get("msg", "")))
+    return proc, out, failures, tmp
+
+
+@pytest.mark.parametrize("r", ROWS, ids=[r.id for r in ROWS])
+def test_each_host_stops_with_its_line(played, r):
+    proc, out, failures, tmp = played
+    assert proc.returncode != 0
+    assert r.id in failures, "%s was not refused: %s" % (r.id, out["stats"].get(r.id))
+    task, msg = failures[r.id]
+    if r.kind == "rule":
+        assert msg == "Bad setting for %s (nothing was changed): %s" % (r.id, r.expect), (task, msg)
+    else:
+        assert "Validating arguments against arg spec '%s'" % r.entry.split("/")[1] in task, (task, msg)
+        assert r.expect in msg, msg
+    assert out["stats"][r.id]["changed"] == 0
+    assert not (tmp / r.id).exists()
+
+
+# ---- the wiring ----------------------------------------------------------------------------------------------
+
+def _yaml_files():
+    for path in sorted(glob.glob(os.path.join(ROOT, "playbooks", "*.yml"))
+                       + glob.glob(os.path.join(ROOT, "roles", "*", "tasks", "*.yml"))):
+        with open(path) as f:
+            yield path, yaml.safe_load(f) or []
+
+
+def _tasks(node):
+    if isinstance(node, list):
+        for item in node:
+            yield from _tasks(item)
+    elif isinstance(node, dict):
+        yield node
+        for key in ("tasks", "pre_tasks", "post_tasks", "handlers", "block", "rescue", "always"):
+            if key in node:
+                yield from _tasks(node[key])
+
+
+def test_every_tasks_from_names_an_entry_point():
+    """Ansible applies an entry point's argument spec only when tasks_from names it exactly (``select_head``,
+    not ``select_head.yml``): every include of another role's tasks file must name one that has a spec."""
+    seen = 0
+    for path, data in _yaml_files():
+        for task in _tasks(data):
+            for key in ("ansible.builtin.include_role", "ansible.builtin.import_role"):
+                args = task.get(key)
+                if isinstance(args, dict) and "tasks_from" in args:
+                    seen += 1
+                    role = args["name"].split(".")[-1]
+                    specs = yaml.safe_load(open(os.path.join(ROOT, "roles", role, "meta", "argument_specs.yml")))
+                    assert args["tasks_from"] in specs["argument_specs"], (path, args)
+    assert seen >= 10
+
+
+@pytest.mark.parametrize("path,roles", [
+    ("roles/ray/tasks/node.yml", ["ray"]),
+    ("roles/ray/tasks/preflight.yml", ["ray"]),
+    ("roles/ray_head/tasks/main.yml", ["ray"]),
+    ("roles/ray_worker/tasks/main.yml", ["ray"]),
+    ("roles/nfs_mount/tasks/main.yml", ["nfs_mount"]),
+    ("roles/storage_lvm/tasks/main.yml", ["storage_lvm"]),
+    ("roles/python_env/tasks/main.yml", ["python_env"]),
+    ("roles/python_env/tasks/plan.yml", ["python_env"]),
+])
+def test_settings_are_checked_before_anything_changes(path, roles):
+    """The check is the first task that can act (after at most a "nothing to do" end_role)."""
+    with open(os.path.join(ROOT, path)) as f:
+        tasks = [t for t in yaml.safe_load(f) if "ansible.builtin.meta" not in t]
+    assert tasks[0].get("rlinfra.verl.check_settings") == {"roles": roles}, (path, tasks[0])
+
+
+def test_site_checks_every_role_before_any_role_runs():
+    with open(os.path.join(ROOT, "playbooks", "site.yml")) as f:
+        plays = yaml.safe_load(f)
+    first_changing = next(p for p in plays if p.get("become"))
+    assert first_changing["tasks"][0]["rlinfra.verl.check_settings"] == {
+        "roles": ["storage_lvm", "nfs_mount", "python_env", "ray"]}

@@ -1,0 +1,196 @@
+"""Bad command-line switches, one table: every row is one ``ansible-playbook <playbook>.yml -e ...``
+a careless user types, and the exact line it must give. Nothing may be done by it: the line comes from
+``rlinfra.verl.command_line``, the first task of every playbook (rules in ``module_utils/cli.py``).
+
+Every row runs twice: in-process against the rules, and for real (``ansible-playbook`` from the
+repository root against a one-host local inventory), where the run must stop at its first task with that
+line, a non-zero exit and nothing changed.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from ansible_collections.rlinfra.verl.plugins.module_utils import cli
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BOOL = "must be true or false (also yes/no/1/0, any case), got"
+JOB = "exp, run, cluster"
+
+Row = collections.namedtuple("Row", "id playbook extra expect")
+ROWS = [
+    # -- on/off switches: a typo must not read as false --------------------------------------------------------
+    Row("dry_run_typo", "submit", ["exp=smoke", "dry_run=treu"], "dry_run %s 'treu'" % BOOL),
+    Row("dry_run_word", "submit", ["exp=smoke", "dry_run=maybe"], "dry_run %s 'maybe'" % BOOL),
+    Row("dry_run_on", "submit", ["exp=smoke", "dry_run=on"], "dry_run %s 'on'" % BOOL),
+    Row("dry_run_y", "submit", ["exp=smoke", "dry_run=y"], "dry_run %s 'y'" % BOOL),
+    Row("dry_run_two", "submit", ["exp=smoke", "dry_run=2"], "dry_run %s '2'" % BOOL),
+    Row("dry_run_empty", "submit", ["exp=smoke", "dry_run="], "dry_run %s ''" % BOOL),
+    Row("dry_run_json_list", "submit", ["exp=smoke", '{"dry_run": [true]}'], "dry_run %s [True] (list)" % BOOL),
+    Row("wait_typo", "submit", ["exp=smoke", "wait=fasle"], "wait %s 'fasle'" % BOOL),
+    Row("two_bad_switches", "submit", ["exp=smoke", "dry_run=treu", "wait=nope"],
+        "dry_run %s 'treu'; wait %s 'nope'" % (BOOL, BOOL)),
+    Row("stop_jobs_typo", "teardown", ["teardown_stop_jobs=ture"], "teardown_stop_jobs %s 'ture'" % BOOL),
+    Row("purge_typo", "teardown", ["teardown_purge=yess"], "teardown_purge %s 'yess'" % BOOL),
+    Row("restart_typo", "site", ["ray_restart_running_jobs=treu"], "ray_restart_running_jobs %s 'treu'" % BOOL),
+    # -- near misses of a switch's name: Ansible would set a variable nobody reads ---------------------------
+    Row("dryrun", "submit", ["exp=smoke", "dryrun=true"],
+        "-e dryrun is not a switch of submit.yml; did you mean -e dry_run? (its switches: %s, checkpoint_cluster, "
+        "dry_run, wait)" % JOB),
+    Row("dry_dash_run", "submit", ["exp=smoke", "dry-run=true"],
+        "-e dry-run is not a switch of submit.yml; did you mean -e dry_run? (its switches: %s, checkpoint_cluster, "
+        "dry_run, wait)" % JOB),
+    Row("DRY_RUN_upper", "submit", ["exp=smoke", "DRY_RUN=true"],
+        "-e DRY_RUN is not a switch of submit.yml; did you mean -e dry_run? (its switches: %s, checkpoint_cluster, "
+        "dry_run, wait)" % JOB),
+    Row("wiat", "submit", ["exp=smoke", "wiat=false"],
+        "-e wiat is not a switch of submit.yml; did you mean -e wait? (its switches: %s, checkpoint_cluster, "
+        "dry_run, wait)" % JOB),
+    Row("expp", "status", ["expp=smoke"],
+        "-e expp is not a switch of status.yml; did you mean -e exp? (its switches: %s)" % JOB),
+    Row("clutser", "stop", ["exp=smoke", "clutser=b"],
+        "-e clutser is not a switch of stop.yml; did you mean -e cluster? (its switches: %s)" % JOB),
+    Row("attempts", "logs", ["exp=smoke", "attempts=2"],
+        "-e attempts is not a switch of logs.yml; did you mean -e attempt? (its switches: %s, attempt)" % JOB),
+    Row("steps", "merge", ["exp=smoke", "steps=4"],
+        "-e steps is not a switch of merge.yml; did you mean -e step? (its switches: %s, step)" % JOB),
+    Row("purge_short", "teardown", ["teardown-purge=true"],
+        "-e teardown-purge is not a switch of teardown.yml; did you mean -e teardown_purge? (its switches: cluster, "
+        "teardown_stop_jobs, teardown_purge)"),
+    Row("stop_jobs_plural", "teardown", ["teardown_stop_job=true"],
+        "-e teardown_stop_job is not a switch of teardown.yml; did you mean -e teardown_stop_jobs? (its switches: "
+        "cluster, teardown_stop_jobs, teardown_purge)"),
+    Row("restart_dashes", "site", ["ray-restart-running-jobs=true"],
+        "-e ray-restart-running-jobs is not a switch of site.yml; did you mean -e ray_restart_running_jobs? "
+        "(its switches: ray_restart_running_jobs)"),
+    # -- a switch of another playbook: it would do nothing, or the opposite ------------------------------------
+    Row("stop_dry_run", "stop", ["exp=smoke", "dry_run=true"],
+        "-e dry_run is not a switch of stop.yml (its switches: %s); it would be ignored: drop it" % JOB),
+    Row("status_wait", "status", ["exp=smoke", "wait=false"],
+        "-e wait is not a switch of status.yml (its switches: %s); it would be ignored: drop it" % JOB),
+    Row("teardown_dry_run", "teardown", ["dry_run=true"],
+        "-e dry_run is not a switch of teardown.yml (its switches: cluster, teardown_stop_jobs, teardown_purge); "
+        "it would be ignored: drop it"),
+    Row("site_purge", "site", ["teardown_purge=true"],
+        "-e teardown_purge is not a switch of site.yml (its switches: ray_restart_running_jobs); it would be "
+        "ignored: drop it"),
+    Row("submit_step", "submit", ["exp=smoke", "step=3"],
+        "-e step is not a switch of submit.yml (its switches: %s, checkpoint_cluster, dry_run, wait); it would be "
+        "ignored: drop it" % JOB),
+    Row("merge_attempt", "merge", ["exp=smoke", "attempt=2"],
+        "-e attempt is not a switch of merge.yml (its switches: %s, step); it would be ignored: drop it" % JOB),
+    # -- counts ---------------------------------------------------------------------------------------------
+    Row("attempt_word", "logs", ["exp=smoke", "attempt=last"], "attempt must be a whole number from 1, got 'last'"),
+    Row("attempt_zero", "logs", ["exp=smoke", "attempt=0"], "attempt must be a whole number from 1, got '0'"),
+    Row("attempt_negative", "logs", ["exp=smoke", "attempt=-1"], "attempt must be a whole number from 1, got '-1'"),
+    Row("step_word", "merge", ["exp=smoke", "step=latest"], "step must be a whole number from 1, got 'latest'"),
+    Row("step_fraction", "merge", ["exp=smoke", "step=1.5"], "step must be a whole number from 1, got '1.5'"),
+    Row("step_json_float", "merge", ["exp=smoke", '{"step": 2.0}'], "step must be a whole number from 1, got 2.0"),
+    # -- words ----------------------------------------------------------------------------------------------
+    Row("exp_list", "submit", ['{"exp": ["a", "b"]}'], "exp must be a word, got ['a', 'b'] (list)"),
+    Row("exp_mapping", "status", ['{"exp": {"name": "smoke"}}'], "exp must be a word, got {'name': 'smoke'} (dict)"),
+    Row("cluster_newline", "teardown", ['{"cluster": "a\\nb"}'],
+        "cluster must be one word of at most 200 characters, got 'a\\nb'"),
+    Row("run_bool", "stop", ['{"exp": "smoke", "run": true}'], "run must be a word, got True (bool)"),
+]
+# Rows whose extra vars are good: the switch parses, and the run goes on past the first task.
+GOOD = [
+    ("submit", ["exp=smoke", "dry_run=YES", "wait=0"], {"exp": "smoke", "dry_run": True, "wait": False}),
+    ("logs", ["exp=smoke", "attempt=2"], {"exp": "smoke", "attempt": 2}),
+    ("merge", ['{"exp": "smoke", "step": 7}'], {"exp": "smoke", "step": 7}),
+    ("teardown", ["teardown_purge=False", "cluster=b"], {"cluster": "b", "teardown_purge": False}),
+    # The collection's own variables and names far from any switch are ordinary -e variables.
+    ("submit", ["exp=smoke", "verl_job_wait_timeout=60", "ray_num_gpus=0", "my_note=x"], {"exp": "smoke"}),
+    ("site", ["ray_restart_running_jobs=true", "storage_lvm_force=false"], {"ray_restart_running_jobs": True}),
+]
+
+
+def _extra(words):
+    out = {}
+    for word in words:
+        if word.startswith("{"):
+            out.update(json.loads(word))
+        else:
+            name, _, value = word.partition("=")
+            out[name] = value
+    return out
+
+
+@pytest.mark.parametrize("r", ROWS, ids=[r.id for r in ROWS])
+def test_one_clear_line(r):
+    given = _extra(r.extra)
+    parsed, errors = cli.check(r.playbook, set(given), given)
+    assert cli.summary(r.playbook, errors) == "Bad command line for %s.yml, nothing was done: %s" % (r.playbook, r.expect)
+
+
+@pytest.mark.parametrize("playbook,extra,want", GOOD)
+def test_good_switches_parse(playbook, extra, want):
+    given = _extra(extra)
+    assert cli.check(playbook, set(given), given) == (want, [])
+
+
+def test_table_covers_every_playbook_and_kind():
+    assert len(ROWS) >= 35 and len({r.id for r in ROWS}) == len(ROWS)
+    assert {r.playbook for r in ROWS} == set(cli.PLAYBOOKS)
+    bad_names = {name for r in ROWS for name in _extra(r.extra)}
+    assert {n for n, kind in cli.SWITCHES.items() if kind != "text"} <= bad_names
+
+
+# ---- for real ----------------------------------------------------------------------------------------------
+
+INVENTORY = {"all": {"vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
+                     "children": {"ray_head": {"hosts": {"head0": {"ray_cluster": "a"}}}}}}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("switches")
+    (tmp / "inventory.yml").write_text(yaml.safe_dump(INVENTORY))
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
+    cases = [(r.id, r.playbook, r.extra) for r in ROWS] + [("good_%d" % i, pb, extra) for i, (pb, extra, _) in
+                                                          enumerate(GOOD)]
+
+    def play(case):
+        name, playbook, extra = case
+        argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "--check", "-i",
+                str(tmp / "inventory.yml"), "playbooks/%s.yml" % playbook]
+        for word in extra:
+            argv += ["-e", word]
+        proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        return name, proc
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        return dict(pool.map(play, cases))
+
+
+def _first_task(proc):
+    out = json.loads(proc.stdout)
+    task = out["plays"][0]["tasks"][0]
+    return out, task["task"]["name"], next(iter(task["hosts"].values()))
+
+
+@pytest.mark.parametrize("r", ROWS, ids=[r.id for r in ROWS])
+def test_the_run_stops_at_its_first_task_with_the_line(runs, r):
+    proc = runs[r.id]
+    out, name, result = _first_task(proc)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert name == "Read the command line strictly"
+    assert result["msg"] == "Bad command line for %s.yml, nothing was done: %s" % (r.playbook, r.expect)
+    assert len(out["plays"]) == 1 and len(out["plays"][0]["tasks"]) == 1
+    assert all(s["changed"] == 0 for s in out["stats"].values())
+
+
+@pytest.mark.parametrize("i", range(len(GOOD)))
+def test_good_switches_pass_the_first_task(runs, i):
+    playbook, extra, want = GOOD[i]
+    out, name, result = _first_task(runs["good_%d" % i])
+    assert name == "Read the command line strictly"
+    assert not result.get("failed") and result["switches"] == want
