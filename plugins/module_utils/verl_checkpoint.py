@@ -7,6 +7,7 @@ whether a run can resume from it on a cluster of another shape."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 
@@ -69,3 +70,94 @@ def inspect(path):
         info["world_size"] = max(sizes)
         info["ranks"] = sizes[info["world_size"]]
     return info
+
+
+# ---- merging a step's actor checkpoint into a Hugging Face model (rlinfra.verl.verl_merge) ------------------
+
+RECORD = ".rlinfra-merge.json"
+MERGE_FILE = re.compile(r"^(model_world_size_\d+_rank_\d+\.pt|fsdp_config\.json)$")
+
+
+class MergeError(Exception):
+    """One line: why this checkpoint cannot be merged."""
+
+
+def _steps_found(found):
+    return ", ".join(str(s) for s in found) or "none"
+
+
+def merge_source(ckpt_dir, experiment, step=None, host="this host"):
+    """``(step, actor_dir, files)`` of the checkpoint to merge: the named step, else the one verl's tracker
+    names. ``files``: ``[(name, size, mtime)]`` of the shards and fsdp_config.json, by name. Raises
+    MergeError with the line to show."""
+    ckpt_dir = ckpt_dir.rstrip("/") or "/"
+    if not os.path.isdir(ckpt_dir):
+        raise MergeError("experiment %s has no checkpoint directory %s on %s (no checkpoint saved yet, or "
+                         "verl_job_checkpoint_root differs from the job's)" % (experiment, ckpt_dir, host))
+    found = steps(ckpt_dir)
+    if step is None:
+        tracker = os.path.join(ckpt_dir, TRACKER)
+        try:
+            with open(tracker) as f:
+                text = f.read().strip()
+        except OSError:
+            text = None
+        if text is None or not re.match(r"^[0-9]+$", text):
+            raise MergeError("experiment %s has no checkpoint to merge: %s %s; steps found: %s%s" % (
+                experiment, tracker, "does not exist" if text is None else "does not hold a step number",
+                _steps_found(found), " (name one with -e step=N)" if found else ""))
+        step = int(text)
+    actor = os.path.join(ckpt_dir, "global_step_%d" % step, "actor")
+    if not os.path.isdir(actor):
+        raise MergeError("experiment %s has no checkpoint of step %d: %s does not exist; steps found: %s" % (
+            experiment, step, actor, _steps_found(found)))
+    files = []
+    for name in sorted(os.listdir(actor)):
+        path = os.path.join(actor, name)
+        if MERGE_FILE.match(name) and os.path.isfile(path):
+            st = os.stat(path)
+            files.append((name, st.st_size, st.st_mtime))
+    names = [f[0] for f in files]
+    missing = (["fsdp_config.json"] if "fsdp_config.json" not in names else []) \
+        + (["model_world_size_*_rank_*.pt shards"] if not any(SHARD.match(n) for n in names) else []) \
+        + (["huggingface/config.json"] if not os.path.isfile(os.path.join(actor, "huggingface", "config.json")) else [])
+    if missing:
+        raise MergeError("%s is not a complete verl FSDP checkpoint (it has no %s): merge.yml merges the actor "
+                         "checkpoints that verl's FSDP workers save" % (actor, ", ".join(missing)))
+    return step, actor, files
+
+
+def fingerprint(files):
+    """Names, sizes and modification times of the shards: a checkpoint saved again under the same step (a
+    restarted experiment) is merged again."""
+    return ";".join("%s:%s:%s" % f for f in files)
+
+
+def read_record(target):
+    """The record of the model directory's last merge ({} when there is none or it is unreadable)."""
+    try:
+        with open(os.path.join(target, RECORD)) as f:
+            record = json.load(f)
+        return record if isinstance(record, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def merge_needed(record, step, source, print_, force=False):
+    return bool(force or record.get("step") != step or record.get("source") != source
+                or record.get("fingerprint") != print_)
+
+
+def report(experiment, step, source, target, merged, check_mode=False, record=None, hf_repo="", uploaded=False):
+    """The one line merge.yml ends with."""
+    if merged:
+        line = "%s step %d of %s (%s) into %s" % ("would merge" if check_mode else "merged", step, experiment, source,
+                                                  target)
+    else:
+        line = ("%s already holds step %d of %s (merged %s); nothing to merge (-e verl_job_merge_force=true merges "
+                "again)" % (target, step, experiment, (record or {}).get("merged_at", "?")))
+    if uploaded:
+        line += "; uploaded to Hugging Face repo " + hf_repo
+    elif hf_repo and not check_mode:
+        line += "; already uploaded to Hugging Face repo " + hf_repo
+    return line

@@ -1,10 +1,10 @@
-#!/usr/bin/env python3
-# Copyright: rlinfra maintainers. Apache-2.0.
-"""Device probe of the rlinfra.verl.storage_lvm role. Read-only.
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Device probe of the rlinfra.verl.storage_lvm role (module rlinfra.verl.storage_lvm_probe). Read-only.
 
 Decides which block devices the role may use and refuses every device that holds data or is in
-use, with one line that names the device and the reason. Input: a JSON object in the environment
-variable STORAGE_LVM_PROBE (see the role's tasks/probe.yml). Output: one JSON object on stdout.
+use, with one line that names the device and the reason.
 
 It never writes to a device. The only state it may change is loading the dm_mod kernel module
 (``modprobe dm_mod``) when an LVM layout needs device-mapper and the module is not loaded yet.
@@ -18,7 +18,6 @@ import os
 import re
 import stat
 import subprocess
-import sys
 
 FS_TYPES_HINT = ("ext2", "ext3", "ext4", "xfs", "btrfs", "vfat", "f2fs", "jfs", "reiserfs", "ntfs", "exfat")
 LAYOUTS_LVM = ("striped", "linear")
@@ -545,20 +544,3 @@ class Probe:
         if selected and self.stop_after not in ("discover", "vg"):
             out["error"] = self.mount_check(effective, selected)
         return out
-
-
-def main():
-    try:
-        params = json.loads(os.environ.get("STORAGE_LVM_PROBE") or "{}")
-    except ValueError as exc:
-        print(json.dumps({"error": "storage_lvm: bad probe input: %s" % exc}))
-        return 0
-    if os.geteuid() != 0:
-        print(json.dumps({"error": "storage_lvm: the device probe needs root (become: true)"}))
-        return 0
-    print(json.dumps(Probe(params).decide(), sort_keys=True))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

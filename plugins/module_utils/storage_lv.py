@@ -1,13 +1,8 @@
-#!/usr/bin/env python3
-# Copyright: rlinfra maintainers. Apache-2.0.
-"""Logical volume step of the rlinfra.verl.storage_lvm role: create the LV, or grow it over free space.
-
-Input: a JSON object in the environment variable STORAGE_LVM_LV:
-  vg, lv            names
-  layout            striped | linear
-  stripe_size       lvcreate -I value ("" = LVM's default)
-  check             true = only report what would be done (Ansible check mode)
-Output: one JSON object on stdout: changed, commands (run or planned), error, lv_path, segments.
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Logical volume step of the rlinfra.verl.storage_lvm role (module rlinfra.verl.storage_lvm_lv): create the
+LV, or grow it over free space.
 
 The LV takes all the space of the volume group. Striped: each step stripes over every physical
 volume that still has free extents, with the same number of extents on each (so nothing is left
@@ -19,9 +14,7 @@ segment (striped over the new devices, or linear when only one is new). Linear: 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 
 EXTENT = 4 * 1024 * 1024  # LVM's default extent size, for check-mode estimates only
 
@@ -88,9 +81,10 @@ def next_step(params, exists, free):
     return argv, left
 
 
-def main():
-    params = json.loads(os.environ.get("STORAGE_LVM_LV") or "{}")
-    vg, lv, check = params["vg"], params["lv"], bool(params.get("check"))
+def apply(params, check):
+    """``params``: vg, lv, layout, stripe_size, planned ({pv: bytes}, counted in check mode). Returns
+    {changed, commands (run or planned), error, lv_path, segments, existed}."""
+    vg, lv = params["vg"], params["lv"]
     result = {"changed": False, "commands": [], "error": "", "lv_path": "/dev/%s/%s" % (vg, lv), "segments": [],
               "existed": False}
     try:
@@ -121,9 +115,4 @@ def main():
             result["segments"] = segments(vg, lv)
     except (RuntimeError, ValueError, KeyError) as exc:
         result["error"] = "storage_lvm: %s" % exc
-    print(json.dumps(result, sort_keys=True))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return result

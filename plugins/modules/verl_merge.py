@@ -1,0 +1,276 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: verl_merge
+short_description: Merge a verl FSDP actor checkpoint into a Hugging Face model, and optionally upload it
+version_added: 0.3.0
+description:
+  - Picks the step to merge (O(step), else the one C(latest_checkpointed_iteration.txt) names), checks that
+    C(<checkpoint_dir>/global_step_N/actor) is a complete verl FSDP checkpoint (shards, C(fsdp_config.json),
+    C(huggingface/config.json)), and runs verl's model merger
+    (C(python -m verl.model_merger merge --backend fsdp)) from O(venv) into a staging directory next to O(target).
+  - The staging directory then replaces O(target), with a record (C(.rlinfra-merge.json)) of the step, the source
+    and the shards' names, sizes and modification times; a re-run for the same checkpoint changes nothing, a
+    checkpoint saved again under the same step is merged again. A failed merge leaves O(target) as it was.
+  - With O(hf_repo), uploads the model once per step. The token reaches the uploader on its standard input,
+    never in a process's arguments.
+  - Every failure is one line, the task's message.
+author:
+  - rlinfra maintainers (@rlinfra)
+options:
+  checkpoint_dir:
+    description: The experiment's checkpoint directory (verl's C(trainer.default_local_dir)).
+    type: path
+    required: true
+  experiment:
+    description: The experiment's name, for the record and the messages.
+    type: str
+    required: true
+  project:
+    description: The experiment's project, for the record.
+    type: str
+    default: ""
+  step:
+    description: The step to merge; unset, the one verl's tracker file names.
+    type: int
+  target:
+    description: Where the merged model goes (replaced as a whole).
+    type: path
+    required: true
+  venv:
+    description: The Python environment holding verl.
+    type: path
+    required: true
+  force:
+    description: Merge even when O(target) already holds this checkpoint.
+    type: bool
+    default: false
+  trust_remote_code:
+    description: Pass C(--trust-remote-code) to the merger.
+    type: bool
+    default: false
+  host_label:
+    description: How the messages name this host.
+    type: str
+    default: this host
+  logs_tail_lines:
+    description: Lines of the merger's output returned when it fails.
+    type: int
+    default: 30
+  hf_repo:
+    description: Hugging Face repository to upload the model to; empty, no upload.
+    type: str
+    default: ""
+  hf_token:
+    description: The Hugging Face token (required with O(hf_repo)).
+    type: str
+    default: ""
+  hf_private:
+    description: Create the repository private.
+    type: bool
+    default: true
+  hf_endpoint:
+    description: Hugging Face endpoint (C(HF_ENDPOINT)); empty, the public Hub.
+    type: str
+    default: ""
+attributes:
+  check_mode:
+    support: full
+    description: Says what it would merge; merges and uploads nothing.
+  diff_mode:
+    support: none
+    description: Nothing to diff.
+"""
+
+EXAMPLES = r"""
+- name: Merge the latest checkpoint of gsm8k_ppo
+  rlinfra.verl.verl_merge:
+    checkpoint_dir: /data/checkpoints/verl_examples/default/gsm8k_ppo
+    experiment: gsm8k_ppo
+    target: /data/models/gsm8k_ppo
+    venv: /opt/rlinfra/venv
+"""
+
+RETURN = r"""
+step:
+  description: The step merged (or found merged already).
+  returned: when a checkpoint was found
+  type: int
+source:
+  description: The actor checkpoint directory.
+  returned: when a checkpoint was found
+  type: str
+target:
+  description: The model directory.
+  returned: always
+  type: str
+merged:
+  description: Whether the merger ran (in check mode, whether it would).
+  returned: always
+  type: bool
+uploaded_to:
+  description: The repository uploaded to by this run, or empty.
+  returned: always
+  type: str
+record:
+  description: The model directory's record after the run.
+  returned: when a checkpoint was found
+  type: dict
+report:
+  description: One line saying what was done.
+  returned: success
+  type: str
+merger_output:
+  description: The end of the merger's output.
+  returned: when the merger failed
+  type: list
+  elements: str
+"""
+
+import datetime
+import json
+import os
+import shutil
+import subprocess
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rlinfra.verl.plugins.module_utils import verl_checkpoint as C
+
+ARGUMENT_SPEC = dict(
+    checkpoint_dir=dict(type="path", required=True),
+    experiment=dict(type="str", required=True),
+    project=dict(type="str", default=""),
+    step=dict(type="int"),
+    target=dict(type="path", required=True),
+    venv=dict(type="path", required=True),
+    force=dict(type="bool", default=False),
+    trust_remote_code=dict(type="bool", default=False),
+    host_label=dict(type="str", default="this host"),
+    logs_tail_lines=dict(type="int", default=30),
+    hf_repo=dict(type="str", default=""),
+    hf_token=dict(type="str", default="", no_log=True),
+    hf_private=dict(type="bool", default=True),
+    hf_endpoint=dict(type="str", default=""),
+)
+
+# Runs in the cluster's venv: the token arrives on stdin and lives only in this process's environment.
+UPLOADER = r"""
+import os, sys
+os.environ["HF_TOKEN"] = sys.stdin.readline().strip()
+from huggingface_hub import HfApi
+repo, folder, private, message = sys.argv[1], sys.argv[2], sys.argv[3] == "true", sys.argv[4]
+api = HfApi(endpoint=os.environ.get("HF_ENDPOINT") or None, token=os.environ["HF_TOKEN"])
+try:
+    api.create_repo(repo_id=repo, repo_type="model", private=private, exist_ok=True)
+    info = api.upload_folder(repo_id=repo, repo_type="model", folder_path=folder,
+                             commit_message=message, ignore_patterns=[".rlinfra-merge.json"])
+except Exception as e:  # one line for the task's message
+    raise SystemExit("%s: %s" % (type(e).__name__, " ".join(str(e).split())))
+print("uploaded to %s" % getattr(info, "commit_url", info))
+"""
+
+
+def _last_line(text, fallback):
+    lines = [line for line in (text or "").splitlines() if line.strip()]
+    line = lines[-1] if lines else fallback
+    return line if len(line) <= 400 else line[:397] + "..."
+
+
+def _write_record(directory, record):
+    path = os.path.join(directory, C.RECORD)
+    with open(path + ".tmp", "w") as f:
+        f.write(json.dumps(record, indent=4, sort_keys=True) + "\n")
+    os.chmod(path + ".tmp", 0o644)
+    os.replace(path + ".tmp", path)
+
+
+class Merge:
+    def __init__(self, module):
+        self.module = module
+        self.p = module.params
+        self.target = self.p["target"].rstrip("/")
+        self.staging = os.path.join(os.path.dirname(self.target), ".%s.merging" % os.path.basename(self.target))
+        self.python = os.path.join(self.p["venv"], "bin", "python")
+
+    def fail(self, msg, **extra):
+        self.module.fail_json(msg=msg, target=self.target, merged=False, uploaded_to="", **extra)
+
+    def merge(self, step, actor, print_):
+        shutil.rmtree(self.staging, ignore_errors=True)
+        os.makedirs(os.path.dirname(self.target), mode=0o755, exist_ok=True)
+        argv = [self.python, "-m", "verl.model_merger", "merge", "--backend", "fsdp", "--local_dir", actor,
+                "--target_dir", self.staging] + (["--trust-remote-code"] if self.p["trust_remote_code"] else [])
+        # Everything comes from the checkpoint (config and tokenizer in its huggingface/).
+        env = dict(os.environ, PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1")
+        try:
+            proc = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+        except OSError as e:
+            self.fail("verl's model merger could not start on %s: %s (is %s the cluster's venv?)" % (
+                actor, e.strerror, self.p["venv"]))
+        if proc.returncode != 0:
+            shutil.rmtree(self.staging, ignore_errors=True)
+            tail = (proc.stdout.splitlines() + proc.stderr.splitlines())[-self.p["logs_tail_lines"]:]
+            self.fail("verl's model merger failed on %s (exit %d): %s" % (
+                actor, proc.returncode, _last_line(proc.stderr, "no output")), merger_output=tail)
+        record = dict(experiment=self.p["experiment"], project=self.p["project"], step=step, source=actor,
+                      fingerprint=print_, uploaded={},
+                      merged_at=datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None).isoformat() + "Z")
+        _write_record(self.staging, record)
+        shutil.rmtree(self.target, ignore_errors=True)
+        os.rename(self.staging, self.target)
+        return record
+
+    def upload(self, step, record):
+        repo = self.p["hf_repo"]
+        env = dict(os.environ, PYTHONUNBUFFERED="1", HF_HUB_DISABLE_TELEMETRY="1")
+        if self.p["hf_endpoint"]:
+            env["HF_ENDPOINT"] = self.p["hf_endpoint"]
+        argv = [self.python, "-c", UPLOADER, repo, self.target, "true" if self.p["hf_private"] else "false",
+                "rlinfra: %s step %d" % (self.p["experiment"], step)]
+        proc = subprocess.run(argv, input=self.p["hf_token"] + "\n", env=env, capture_output=True, text=True,
+                              check=False)
+        if proc.returncode != 0:
+            line = _last_line(proc.stderr, "no output").replace(self.p["hf_token"], "********")
+            self.fail("upload of %s to Hugging Face repo %s failed (exit %d): %s" % (
+                self.target, repo, proc.returncode, line), step=step, record=record)
+        record = dict(record, uploaded=dict(record.get("uploaded") or {}, **{repo: step}))
+        _write_record(self.target, record)
+        return record
+
+    def run(self):
+        p = self.p
+        if p["hf_repo"] and not p["hf_token"]:
+            self.fail("verl_job_hf_repo is %s but no Hugging Face token is set: export HF_TOKEN=... where "
+                      "ansible-playbook runs, or set verl_job_hf_token (or HF_TOKEN in verl_job_secrets, e.g. from "
+                      "Ansible Vault)" % p["hf_repo"])
+        try:
+            step, actor, files = C.merge_source(p["checkpoint_dir"], p["experiment"], p["step"], p["host_label"])
+        except C.MergeError as e:
+            self.fail(str(e))
+        print_ = C.fingerprint(files)
+        record = C.read_record(self.target)
+        needed = C.merge_needed(record, step, actor, print_, p["force"])
+        check = self.module.check_mode
+        if needed and not check:
+            record = self.merge(step, actor, print_)
+        uploaded = False
+        if p["hf_repo"] and not check and (record.get("uploaded") or {}).get(p["hf_repo"]) != step:
+            record = self.upload(step, record)
+            uploaded = True
+        self.module.exit_json(
+            changed=needed or uploaded, merged=needed, step=step, source=actor, target=self.target, record=record,
+            uploaded_to=p["hf_repo"] if uploaded else "",
+            report=C.report(p["experiment"], step, actor, self.target, needed, check, record, p["hf_repo"], uploaded))
+
+
+def main():
+    Merge(AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)).run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""rlinfra.verl.verl_merge: which checkpoint is merged, when a merge is needed, and every refusal, on real
+checkpoint directory trees. The merger itself is verl's (tests/integration/test_merge.py runs it on real
+FSDP shards); here a venv without verl shows the failure path for real: one line, the model left as it was."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+from ansible_collections.rlinfra.verl.plugins.module_utils import verl_checkpoint as C
+from ansible_collections.rlinfra.verl.plugins.modules import verl_merge
+
+EXP = "gsm8k"
+
+
+def make_step(ckpt, step, world=2, complete=True):
+    actor = ckpt / ("global_step_%d" % step) / "actor"
+    (actor / "huggingface").mkdir(parents=True)
+    for rank in range(world):
+        (actor / ("model_world_size_%d_rank_%d.pt" % (world, rank))).write_bytes(b"x" * (10 + rank))
+    if complete:
+        (actor / "fsdp_config.json").write_text('{"FSDP_version": 2, "world_size": %d}' % world)
+        (actor / "huggingface" / "config.json").write_text("{}")
+    (actor / "optim_world_size_2_rank_0.pt").write_bytes(b"ignored")
+    return actor
+
+
+@pytest.fixture
+def ckpt(tmp_path):
+    d = tmp_path / "ckpt"
+    d.mkdir()
+    make_step(d, 10)
+    make_step(d, 20)
+    (d / C.TRACKER).write_text("20\n")
+    return d
+
+
+def test_the_tracker_names_the_step_and_only_shards_count(ckpt):
+    step, actor, files = C.merge_source(str(ckpt), EXP)
+    assert step == 20 and actor == str(ckpt / "global_step_20" / "actor")
+    assert [f[0] for f in files] == ["fsdp_config.json", "model_world_size_2_rank_0.pt", "model_world_size_2_rank_1.pt"]
+    assert C.merge_source(str(ckpt), EXP, 10)[0] == 10
+
+
+@pytest.mark.parametrize("setup,step,line", [
+    (lambda d: None, 30, "experiment gsm8k has no checkpoint of step 30: {d}/global_step_30/actor does not exist; "
+                         "steps found: 10, 20"),
+    (lambda d: os.remove(d / C.TRACKER), None, "experiment gsm8k has no checkpoint to merge: {d}/"
+     "latest_checkpointed_iteration.txt does not exist; steps found: 10, 20 (name one with -e step=N)"),
+    (lambda d: (d / C.TRACKER).write_text("soon"), None, "experiment gsm8k has no checkpoint to merge: {d}/"
+     "latest_checkpointed_iteration.txt does not hold a step number; steps found: 10, 20 (name one with -e step=N)"),
+    (lambda d: os.remove(d / "global_step_20" / "actor" / "fsdp_config.json"), None,
+     "{d}/global_step_20/actor is not a complete verl FSDP checkpoint (it has no fsdp_config.json): merge.yml "
+     "merges the actor checkpoints that verl's FSDP workers save"),
+    (lambda d: [os.remove(p) for p in (d / "global_step_20" / "actor").glob("model_world_size_*")], None,
+     "{d}/global_step_20/actor is not a complete verl FSDP checkpoint (it has no model_world_size_*_rank_*.pt "
+     "shards): merge.yml merges the actor checkpoints that verl's FSDP workers save"),
+])
+def test_refusals_are_one_line(ckpt, setup, step, line):
+    setup(ckpt)
+    with pytest.raises(C.MergeError) as e:
+        C.merge_source(str(ckpt), EXP, step)
+    assert str(e.value) == line.format(d=ckpt)
+
+
+def test_no_directory_names_the_host(tmp_path):
+    with pytest.raises(C.MergeError, match=r"^experiment gsm8k has no checkpoint directory %s on head-0 \(no checkpoint "
+                       r"saved yet, or verl_job_checkpoint_root differs from the job's\)$" % (tmp_path / "nope")):
+        C.merge_source(str(tmp_path / "nope"), EXP, host="head-0")
+
+
+def test_a_checkpoint_saved_again_is_merged_again(ckpt):
+    step, actor, files = C.merge_source(str(ckpt), EXP)
+    record = {"step": step, "source": actor, "fingerprint": C.fingerprint(files)}
+    assert not C.merge_needed(record, step, actor, C.fingerprint(files))
+    assert C.merge_needed(record, step, actor, C.fingerprint(files), force=True)
+    assert C.merge_needed(record, 10, actor, C.fingerprint(files))
+    shard = ckpt / "global_step_20" / "actor" / "model_world_size_2_rank_1.pt"
+    shard.write_bytes(b"y" * 99)
+    assert C.merge_needed(record, step, actor, C.fingerprint(C.merge_source(str(ckpt), EXP)[2]))
+
+
+def args(ckpt, tmp_path, **extra):
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True, exist_ok=True)
+    if not (venv / "bin" / "python").exists():
+        os.symlink(sys.executable, venv / "bin" / "python")  # a real interpreter, without verl
+    return dict(dict(checkpoint_dir=str(ckpt), experiment=EXP, target=str(tmp_path / "models" / EXP), venv=str(venv),
+                     host_label="head-0"), **extra)
+
+
+def test_check_mode_says_what_it_would_merge_and_touches_nothing(ckpt, tmp_path, module_runner):
+    out = module_runner(verl_merge.main, args(ckpt, tmp_path), check_mode=True)
+    assert out["changed"] and out["merged"] and out["step"] == 20
+    assert out["report"] == "would merge step 20 of gsm8k (%s/global_step_20/actor) into %s/models/gsm8k" % (
+        ckpt, tmp_path)
+    assert not (tmp_path / "models").exists()
+
+
+def test_a_failing_merger_leaves_the_model_as_it_was(ckpt, tmp_path, module_runner):
+    target = tmp_path / "models" / EXP
+    target.mkdir(parents=True)
+    (target / C.RECORD).write_text(json.dumps({"step": 10, "merged_at": "earlier"}))
+    out = module_runner(verl_merge.main, args(ckpt, tmp_path))
+    assert out["failed"]
+    assert out["msg"].startswith("verl's model merger failed on %s/global_step_20/actor (exit 1): " % ckpt), out["msg"]
+    assert "No module named 'verl'" in out["msg"] and "\n" not in out["msg"]
+    assert json.loads((target / C.RECORD).read_text())["step"] == 10
+    assert sorted(os.listdir(tmp_path / "models")) == [EXP]  # no staging directory left
+
+
+def test_already_merged_changes_nothing(ckpt, tmp_path, module_runner):
+    step, actor, files = C.merge_source(str(ckpt), EXP)
+    target = tmp_path / "models" / EXP
+    target.mkdir(parents=True)
+    (target / C.RECORD).write_text(json.dumps({"step": step, "source": actor, "fingerprint": C.fingerprint(files),
+                                               "merged_at": "2026-11-01T00:00:00Z"}))
+    out = module_runner(verl_merge.main, args(ckpt, tmp_path))
+    assert not out["changed"] and not out["merged"]
+    assert out["report"] == ("%s already holds step 20 of gsm8k (merged 2026-11-01T00:00:00Z); nothing to merge "
+                             "(-e verl_job_merge_force=true merges again)" % target)
+
+
+def test_an_upload_without_a_token_is_refused_first(ckpt, tmp_path, module_runner):
+    out = module_runner(verl_merge.main, args(ckpt, tmp_path, hf_repo="me/model"))
+    assert out["failed"] and out["msg"].startswith("verl_job_hf_repo is me/model but no Hugging Face token is set")
+    assert not (tmp_path / "models").exists()
