@@ -33,6 +33,7 @@ DEFAULT_METRICS = R.DEFAULT_METRICS
 ARGUMENT_SPEC = dict(
     address=dict(type="str", required=True),
     auth_token=dict(type="str", no_log=True),
+    auth_token_path=dict(type="path"),
     validate_certs=dict(type="bool", default=True),
     submission_id=dict(type="str", required=True),
     base_submission_id=dict(type="str", default=""),
@@ -85,7 +86,8 @@ class Watch:
         self.restarts = self.attempt - 1
         self.label = args["label"] or self.base
         self.names = self.node_names(args["hosts"])
-        self.dash = dict(address=args["address"], auth_token=args["auth_token"], validate_certs=args["validate_certs"])
+        self.dash = dict(address=args["address"], auth_token=args["auth_token"], auth_token_path=args["auth_token_path"],
+                         validate_certs=args["validate_certs"])
         self.known = {}          # node_id -> node, alive when last seen
         self.head = None         # node_id of the alive head
         self.lost = []           # every node that left, for the summary

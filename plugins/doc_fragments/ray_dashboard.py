@@ -20,10 +20,16 @@ options:
   auth_token:
     description:
       - Ray token (clusters started with C(RAY_AUTH_MODE=token)), sent in the C(Authorization) header as a Bearer token.
-      - When not set, the E(RAY_AUTH_TOKEN) environment variable is used, then the file named by
-        E(RAY_AUTH_TOKEN_PATH).
+      - When not set, the file O(auth_token_path) is read, then the E(RAY_AUTH_TOKEN) environment variable, then
+        the file named by E(RAY_AUTH_TOKEN_PATH).
       - Never logged nor returned.
     type: str
+  auth_token_path:
+    description:
+      - File holding the Ray token, read on the host that runs the module (C(/etc/ray/auth_token) on the cluster's
+        nodes, written by site.yml), so that the token never travels through the controller.
+      - Used when O(auth_token) is not set. An unreadable file is an error.
+    type: path
   validate_certs:
     description:
       - Verify the dashboard's TLS certificate when O(address) is C(https://).

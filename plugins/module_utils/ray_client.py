@@ -37,6 +37,7 @@ SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re
 DASHBOARD_ARGUMENT_SPEC = dict(
     address=dict(type="str", required=True),
     auth_token=dict(type="str", no_log=True, fallback=(env_fallback, ["RAY_AUTH_TOKEN"])),
+    auth_token_path=dict(type="path"),
     validate_certs=dict(type="bool", default=True),
 )
 
@@ -278,10 +279,18 @@ def check_resources(num_cpus=None, num_gpus=None, memory=None, custom=None):
     return problems
 
 
-def resolve_token(explicit=None):
-    """Token from the argument, else RAY_AUTH_TOKEN, else the file named by RAY_AUTH_TOKEN_PATH."""
+def resolve_token(explicit=None, path=None):
+    """Token from the argument, else the file ``path`` (read where the module runs: the token never travels),
+    else RAY_AUTH_TOKEN, else the file named by RAY_AUTH_TOKEN_PATH."""
     if explicit:
         return explicit.strip()
+    if path:
+        try:
+            with open(path) as f:
+                return f.read().strip() or None
+        except OSError as e:
+            raise RayError("cannot read the Ray token file %s: %s (site.yml writes it on every node; is this a "
+                           "node of the cluster, and does the play run with become?)" % (path, e.strerror))
     if os.environ.get("RAY_AUTH_TOKEN"):
         return os.environ["RAY_AUTH_TOKEN"].strip()
     path = os.environ.get("RAY_AUTH_TOKEN_PATH")
@@ -295,7 +304,7 @@ def client_from_module(module, **kwargs):
     """A :class:`RayClient` for a module's DASHBOARD_ARGUMENT_SPEC parameters. The token, wherever
     it came from (option, environment, token file), is kept out of everything the module returns."""
     p = module.params
-    token = resolve_token(p["auth_token"])
+    token = resolve_token(p["auth_token"], p.get("auth_token_path"))
     if token:
         module.no_log_values.add(token)
     return RayClient(p["address"], token=token, validate_certs=p["validate_certs"], **kwargs)

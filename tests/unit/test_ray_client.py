@@ -199,3 +199,16 @@ def test_last_progress_picks_newest():
     assert last_progress(log) == (2, {"actor/pg_loss": 0.2, "critic/score/mean": 0.25})
     assert last_progress("no progress here") == (None, {})
     assert last_progress(None) == (None, {})
+
+
+def test_token_file_is_read_where_the_module_runs(tmp_path, monkeypatch):
+    from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayError, resolve_token
+    monkeypatch.setenv("RAY_AUTH_TOKEN", "from-env")
+    token_file = tmp_path / "auth_token"
+    token_file.write_text("from-file\n")
+    assert resolve_token(None, str(token_file)) == "from-file"  # the file wins over the environment
+    assert resolve_token("explicit", str(token_file)) == "explicit"
+    assert resolve_token(None, None) == "from-env"
+    with pytest.raises(RayError, match=r"^cannot read the Ray token file %s/missing: No such file or directory "
+                       r"\(site.yml writes it on every node" % tmp_path):
+        resolve_token(None, str(tmp_path / "missing"))
