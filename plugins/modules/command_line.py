@@ -13,8 +13,10 @@ description:
   - Runs on the controller and never contacts a host. Reads the switches of one of the collection's playbooks
     (C(-e exp=NAME), C(-e dry_run=true), ...) as the play sees them and the names given with C(-e).
   - On/off switches must be true/false/yes/no/1/0 (any case) - C(| bool) would read a typo as false. Counts
-    (C(attempt), C(step)) must be whole numbers from 1. A switch of another playbook (C(stop.yml -e dry_run=true)
-    would stop for real) and a near miss of a switch's name (C(-e dryrun=true), C(-e dry-run=true)) are refused.
+    (C(attempt), C(step)) must be whole numbers from 1. An on/off switch or count of another playbook
+    (C(stop.yml -e dry_run=true) would stop for real) and a near miss of a switch's name (C(-e dryrun=true),
+    C(-e dry-run=true)) are refused. The words C(exp), C(run), C(cluster) pass everywhere - an AWX workflow sends
+    its survey answers to every playbook of its chain.
   - Fails with one line naming every problem and saying nothing was done. Variables of the collection's roles
     (C(verl_job_*), C(ray_*), ...) and names far from any switch pass untouched.
   - The rules live in C(plugins/module_utils/cli.py).

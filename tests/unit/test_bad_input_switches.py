@@ -110,6 +110,9 @@ GOOD = [
     # The collection's own variables and names far from any switch are ordinary -e variables.
     ("submit", ["exp=smoke", "verl_job_wait_timeout=60", "ray_num_gpus=0", "my_note=x"], {"exp": "smoke"}),
     ("site", ["ray_restart_running_jobs=true", "storage_lvm_force=false"], {"ray_restart_running_jobs": True}),
+    # An AWX workflow (site -> submit -> merge) sends its survey answers to every playbook of the chain.
+    ("site", ["exp=smoke", "run=2", "cluster=a"], {}),
+    ("teardown", ["exp=smoke", "cluster=a"], {"cluster": "a"}),
 ]
 
 
