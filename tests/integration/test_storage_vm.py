@@ -135,8 +135,8 @@ def test_check_mode_changes_nothing_and_discovery_sees_the_empty_disks():
     assert run.rc == 0 and not run.failures, run.failures
     assert run.changed > 0, "check mode should report the volumes and the mount as changes"
     # Discovery: the three empty disks; the root disk refused with its reason.
-    probe = [res["ansible_facts"]["storage_lvm__probe"] for _, res in run.results
-             if "storage_lvm__probe" in res.get("ansible_facts", {})][0]  # the first volume: discovery
+    probe = [res for name, res in run.results
+             if name.endswith("Probe the devices (read-only), refusing any that hold data or are in use")][0]  # discovery
     assert probe["selected"] == ["/dev/vdb", "/dev/vdc", "/dev/vdd"]
     assert {"device": "/dev/vda", "reason": "holds the root filesystem"} in probe["skipped"]
     # Nothing was made.
