@@ -455,8 +455,8 @@ class Probe:
         if out["wipe"]:
             lines.append("to be WIPED (storage_lvm_force): " + ", ".join(out["wipe"]))
         lines.extend("note: " + note for note in out["notes"])
-        if out["skipped"]:
-            lines.append("not taken: " + "; ".join("%s %s" % (s["device"], s["reason"]) for s in out["skipped"]))
+        if out["not_taken"]:
+            lines.append("not taken: " + "; ".join("%s %s" % (s["device"], s["reason"]) for s in out["not_taken"]))
         return lines
 
     def decide(self):
@@ -537,7 +537,7 @@ class Probe:
         out["new"] = [i["path"] for i in selected if i["state"] in ("new", "wipe")]
         out["wipe"] = [i["path"] for i in selected if i["state"] == "wipe"]
         out["members"] = [i["path"] for i in members]
-        out["skipped"] = [{"device": i["path"], "reason": i["reason"]} for i in items if i["state"] == "skipped"]
+        out["not_taken"] = [{"device": i["path"], "reason": i["reason"]} for i in items if i["state"] == "skipped"]
         out["total_size"] = sum(i["size"] for i in selected)
         out["nothing"] = not selected
         out["report"] = self.report(out, selected)

@@ -103,6 +103,11 @@ candidates:
   returned: always
   type: list
   elements: dict
+not_taken:
+  description: The devices looked at but not taken, each with the reason (named so, not C(skipped), which Ansible reserves).
+  returned: always
+  type: list
+  elements: dict
 nothing:
   description: True when no device is selected (discovery found no free disk).
   returned: always

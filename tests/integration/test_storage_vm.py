@@ -138,7 +138,7 @@ def test_check_mode_changes_nothing_and_discovery_sees_the_empty_disks():
     probe = [res for name, res in run.results
              if name.endswith("Probe the devices (read-only), refusing any that hold data or are in use")][0]  # discovery
     assert probe["selected"] == ["/dev/vdb", "/dev/vdc", "/dev/vdd"]
-    assert {"device": "/dev/vda", "reason": "holds the root filesystem"} in probe["skipped"]
+    assert {"device": "/dev/vda", "reason": "holds the root filesystem"} in probe["not_taken"]
     # Nothing was made.
     assert vm("vgs --noheadings -o vg_name").strip() == ""
     assert vm("grep -cE ' (/workspace|/scratch-xfs|/data) ' /etc/fstab || true").strip() == "0"
