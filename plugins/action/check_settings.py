@@ -6,10 +6,10 @@ anything changes. Documentation: plugins/modules/check_settings.py; the rules: m
 
 from __future__ import annotations
 
-from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import settings as S
+from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import read
 
 ARGUMENT_SPEC = dict(
     roles=dict(type="list", elements="str", required=True, choices=list(S.ROLES)),
@@ -24,14 +24,8 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        values, errors = {}, []
-        for name in S.names_for(args["roles"]):
-            if name not in task_vars:
-                continue  # left to the role's default, which is good by construction
-            try:
-                values[name] = self._templar.template(task_vars[name])
-            except AnsibleError as e:
-                errors.append("%s could not be read: %s" % (name, str(e).splitlines()[0]))
+        # A variable left to the role's default is good by construction: only defined ones are read.
+        values, errors = read(self._templar, task_vars, S.names_for(args["roles"]))
         errors += S.check(values)
         result.update(changed=False, checked=sorted(values))
         if errors:

@@ -6,11 +6,10 @@ anything is done. Documentation: plugins/modules/command_line.py; the rules: mod
 
 from __future__ import annotations
 
-from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import cli
-from ansible_collections.rlinfra.verl.plugins.module_utils.settings import plain
+from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import read
 
 ARGUMENT_SPEC = dict(
     playbook=dict(type="str", required=True, choices=sorted(cli.PLAYBOOKS)),
@@ -34,13 +33,7 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         playbook = args["playbook"]
-        values, errors = {}, []
-        for name in cli.PLAYBOOKS[playbook]:
-            if name in task_vars:
-                try:
-                    values[name] = plain(self._templar.template(task_vars[name]))
-                except AnsibleError as e:
-                    errors.append("%s could not be read: %s" % (name, str(e).splitlines()[0]))
+        values, errors = read(self._templar, task_vars, cli.PLAYBOOKS[playbook])
         parsed, more = cli.check(playbook, self._given(), values)
         errors += more
         result.update(changed=False, switches=parsed)

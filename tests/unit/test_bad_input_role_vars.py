@@ -219,10 +219,6 @@ def _spec(entry):
         return yaml.safe_load(f)["argument_specs"][point]["options"]
 
 
-def _shown(text):
-    return text
-
-
 @pytest.mark.parametrize("r", ROWS, ids=[r.id for r in ROWS])
 def test_one_clear_line(r):
     if r.kind == "rule":
