@@ -26,15 +26,15 @@ from ansible.utils.display import Display
 from ansible_collections.rlinfra.verl.plugins.module_utils import attempts as A
 from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E
 from ansible_collections.rlinfra.verl.plugins.module_utils import recovery as R
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import DASHBOARD_ARGUMENT_SPEC
 
 display = Display()
 
 DEFAULT_METRICS = R.DEFAULT_METRICS
+# An empty address goes on empty to the modules on the target, which read it from the target's
+# rlinfra_ray local fact.
 ARGUMENT_SPEC = dict(
-    address=dict(type="str", required=True),
-    auth_token=dict(type="str", no_log=True),
-    auth_token_path=dict(type="path"),
-    validate_certs=dict(type="bool", default=True),
+    DASHBOARD_ARGUMENT_SPEC,
     submission_id=dict(type="str", required=True),
     base_submission_id=dict(type="str", default=""),
     timeout=dict(type="int", default=86400),
@@ -57,10 +57,34 @@ ARGUMENT_SPEC = dict(
     checkpoint_dir=dict(type="str", default=""),
     hosts=dict(type="list", elements="str", default=[]),
     log_dir=dict(type="str", default=""),
+    experiment=dict(type="dict"),
+    package_src=dict(type="str", default=""),
 )
+# What an `experiment` (a verl_experiment render result) gives when the option itself is not set.
+FROM_WAIT = ("timeout", "progress_interval", "poll_interval", "stop_on_timeout", "stall_timeout", "outage_grace")
 RESULT_KEYS = ("submission_id", "status", "message", "start_time", "end_time", "duration_s", "driver_exit_code",
                "logs_tail", "last_step", "last_metrics", "dashboard_url")
 FULL_LOG = 100000000
+
+
+def from_experiment(args, given):
+    """``args`` completed from ``args['experiment']`` (a verl_experiment render result): the run's id,
+    its wait settings, runtime_env, recovery, what a recovery submits, its checkpoints and hosts.
+    An option set on the task wins."""
+    exp = args["experiment"]
+    package = exp.get("package")
+    derived = dict(
+        base_submission_id=exp.get("submission_id") or "", runtime_env=exp.get("runtime_env"),
+        label=(exp.get("experiment") or {}).get("name") or "", recovery=(exp.get("experiment") or {}).get("recovery") or {},
+        job=dict(job_template=exp.get("job_template"), metadata=exp.get("metadata") or {},
+                 resources=exp.get("resources") or {},
+                 package=dict(uri=package["uri"], src=args["package_src"]) if package else None),
+        checkpoint_dir=exp.get("checkpoint_dir") or "", hosts=exp.get("cluster_hosts") or [],
+        secret_names=list((exp.get("secrets") or {}).get("present") or []),
+        **{k: (exp.get("wait") or {})[k] for k in FROM_WAIT if k in (exp.get("wait") or {})})
+    out = dict(args)
+    out.update((k, v) for k, v in derived.items() if k not in given)
+    return out
 
 
 class Done(Exception):
@@ -88,6 +112,10 @@ class Watch:
         self.names = self.node_names(args["hosts"])
         self.dash = dict(address=args["address"], auth_token=args["auth_token"], auth_token_path=args["auth_token_path"],
                          validate_certs=args["validate_certs"])
+        # The dashboard URL the modules on the target used (the option, or the target's local fact), and the
+        # job's link there as ray_job_poll last gave it.
+        self.address = args["address"]
+        self.job_url = None
         self.known = {}          # node_id -> node, alive when last seen
         self.head = None         # node_id of the alive head
         self.lost = []           # every node that left, for the summary
@@ -140,8 +168,10 @@ class Watch:
             self.dash, submission_id=self.sid, timeout=int(seconds), poll_interval=self.args["poll_interval"],
             logs_tail_lines=self.args["logs_tail_lines"] if tail is None else tail,
             runtime_env=self.mask_env(), secret_names=self.args["secret_names"]))
-        if res.get("failed"):  # a rejected token, a bad argument: nothing a retry fixes
+        if res.get("failed"):  # a rejected token, a bad argument, no dashboard address: nothing a retry fixes
             raise Done("error", res.get("msg") or "ray_job_poll failed")
+        self.address = res.get("address") or self.address
+        self.job_url = res.get("dashboard_url") or self.job_url
         return res
 
     def mask_env(self):
@@ -196,7 +226,7 @@ class Watch:
                 if self.clock() - outage > self.args["outage_grace"]:
                     raise Done("unreachable", "the Ray dashboard at %s has not answered for %ds (%s): the state of job "
                                "%s is unknown. Check the head (systemctl status ray-head), then run status.yml for the "
-                               "experiment" % (self.args["address"], self.clock() - outage, res.get("error"), self.sid))
+                               "experiment" % (self.address or "?", self.clock() - outage, res.get("error"), self.sid))
                 time.sleep(min(5.0, self.args["poll_interval"] * 2))
                 continue
             if outage is not None:
@@ -212,7 +242,7 @@ class Watch:
                     self.end_attempt("head_restart", self.res, save_log=False)
                     continue
                 raise Done("missing", "Ray job %s does not exist on the cluster at %s (deleted, or the head restarted "
-                           "before this wait began); run submit.yml again to start it" % (self.sid, self.args["address"]))
+                           "before this wait began); run submit.yml again to start it" % (self.sid, self.address or "?"))
             self.seen = True
             self.res = res
             self.say_progress(res)
@@ -390,12 +420,8 @@ class Watch:
         self.sid = A.attempt_id(self.base, self.attempt)
         metadata = dict(job.get("metadata") or {}, rlinfra_attempt=str(self.attempt), rlinfra_previous=previous,
                         rlinfra_recovered_from=why)
-        args = dict(self.dash, submission_id=self.sid, entrypoint=entrypoint, runtime_env=self.args["runtime_env"] or {},
-                    metadata=metadata, state="submitted", logs_tail_lines=0)
-        for key in ("entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_memory", "entrypoint_resources"):
-            if (job.get("resources") or {}).get(key) is not None:
-                args[key] = job["resources"][key]
-        res = self.module("rlinfra.verl.ray_job", args)
+        res = self.module("rlinfra.verl.ray_job", dict(self.dash, **A.submit_args(
+            self.sid, entrypoint, self.args["runtime_env"], metadata, job.get("resources"))))
         if res.get("failed"):
             raise Done("submit", "attempt %d (%s) could not be submitted: %s" % (self.attempt, self.sid, res.get("msg")))
         step = (ckpt or {}).get("latest_step")
@@ -444,6 +470,8 @@ class Watch:
 
     def result(self, reason, line):
         out = {k: self.res.get(k) for k in RESULT_KEYS}
+        out["dashboard_url"] = out["dashboard_url"] or self.job_url
+        out["address"] = self.address
         out.update(succeeded=reason == "succeeded", submission_id=self.sid, attempt=self.attempt, attempts=self.rows, lost_nodes=self.lost,
                    events=self.events, reason=reason, log_paths=self.log_paths, log_path=self.log_paths[-1]
                    if self.log_paths else "", timed_out=reason == "timeout",
@@ -462,6 +490,8 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        if args["experiment"]:
+            args = from_experiment(args, set(self._task.args))
         if args["progress_interval"] <= 0 or args["timeout"] <= 0 or args["poll_interval"] <= 0 \
                 or args["outage_grace"] <= 0 or args["stall_timeout"] < 0:
             return dict(result, failed=True, msg="timeout, progress_interval, poll_interval and outage_grace must be "
@@ -469,7 +499,10 @@ class ActionModule(ActionBase):
         watch = Watch(self, args, task_vars)
         try:
             if self._task.check_mode:
-                res = watch.poll(0)
+                try:
+                    res = watch.poll(0)
+                except Done as done:  # e.g. no dashboard address on the target: the module's one line
+                    return dict(result, failed=True, changed=False, msg=done.line, address=watch.address)
                 watch.res = res
                 if res.get("found"):
                     watch.say_progress(res)

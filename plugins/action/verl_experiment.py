@@ -15,12 +15,15 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E
 from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_file as SF
+from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_run as S
 from ansible_collections.rlinfra.verl.plugins.module_utils import verl_preflight as P
+from ansible_collections.rlinfra.verl.plugins.module_utils.numbers import int_or_none
 
 COLLECTION_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 ARGUMENT_SPEC = dict(
     name=dict(type="str", required=True),
+    loaded=dict(type="dict"),
     experiments_dir=dict(type="str", default=""),
     cluster=dict(type="str", default=""),
     run=dict(type="str", default=""),
@@ -50,11 +53,7 @@ def _text(value):
     return "" if value is None else str(value)
 
 
-def _int(value):
-    try:
-        return int(str(value).strip())
-    except (TypeError, ValueError):
-        return None
+_int = int_or_none
 
 
 class ActionModule(ActionBase):
@@ -130,9 +129,22 @@ class ActionModule(ActionBase):
         return nodes
 
     def _run(self, args, task_vars):
+        if not args["name"]:
+            raise E.ExperimentError("name the experiment: -e exp=NAME (one of the experiments/*.yml files)")
         name = E.validate_name(args["name"])
-        experiments_dir = self._experiments_dir(args, task_vars)
-        exp = E.load_experiment(name, experiments_dir, extra_params=args["params"] or None)
+        if args["loaded"] and args["stage"] == "validate":
+            if args["loaded"].get("experiment", {}).get("name") != name:
+                raise E.ExperimentError("loaded is not experiment %s" % name)
+            return dict(args["loaded"])
+        if args["loaded"]:
+            # Loaded and validated earlier in this run (select_head, on the controller): not read again.
+            exp = E.Experiment.from_summary(args["loaded"]["experiment"])
+            experiments_dir = args["loaded"].get("experiments_dir") or exp.experiments_dir
+            if exp.name != name:
+                raise E.ExperimentError("loaded is experiment %s, not %s" % (exp.name, name))
+        else:
+            experiments_dir = self._experiments_dir(args, task_vars)
+            exp = E.load_experiment(name, experiments_dir, extra_params=args["params"] or None)
         cluster = args["cluster"] or exp.cluster
         E.validate_name(cluster, "cluster")
         sid = E.submission_id(exp.name, cluster, args["run"] or None)
@@ -148,6 +160,8 @@ class ActionModule(ActionBase):
                 wait[key] = overrides[key] = args[arg]
         self._check_args(args, overrides)
         out["wait"] = wait
+        out["project"] = exp.project
+        out["checkpoint_dir"] = E.checkpoint_dir(exp, args["checkpoint_root"], args["checkpoint_cluster"] or cluster)
         if args["stage"] == "validate":
             if not heads:
                 raise E.ExperimentError(
@@ -160,8 +174,7 @@ class ActionModule(ActionBase):
 
         # Secrets: names only. Values are added later by a no_log task, from verl_job_secrets or
         # the controller environment (the same precedence is applied there).
-        from_vars = [n for n in exp.secrets + exp.optional_secrets if n in args["secret_vars"]]
-        from_env = [n for n in exp.secrets + exp.optional_secrets if n not in from_vars and os.environ.get(n)]
+        from_vars, from_env = S.sources(exp.secrets + exp.optional_secrets, args["secret_vars"], os.environ)
         present = from_vars + from_env
         missing = [n for n in exp.secrets if n not in present]
         out["secrets"] = dict(required=exp.secrets, optional=exp.optional_secrets, present=present,
@@ -199,10 +212,28 @@ class ActionModule(ActionBase):
                 out["runtime_env_display"]["working_dir"] = "%s (%s)" % (package["uri"], exp.working_dir_path)
         out["package"] = package
         out["preflight"] = P.summarize(checks)
+        out["preflight"]["lines"] = ["%s: %s" % (c["status"], c["message"]) for c in checks]
+        out["display"] = self._dry_run_view(out, exp, _text(task_vars.get("inventory_hostname")), args["default_gpus_per_node"])
         if args["fail_on_preflight"] and not out["preflight"]["ok"]:
             out["failed"] = True
             out["msg"] = "\n".join("preflight: %s" % m for m in out["preflight"]["failed"])
         return out
+
+    @staticmethod
+    def _dry_run_view(out, exp, head, default_gpus):
+        """What a dry run prints: the job exactly as it would be submitted, secrets by name only."""
+        return dict(
+            dry_run=True, experiment="%s (%s) from %s" % (exp.name, exp.framework, exp.path),
+            cluster="%s (head %s)" % (out["cluster"], head), submission_id=out["submission_id"],
+            entrypoint=out["entrypoint"], runtime_env=out["runtime_env_display"], metadata=out["metadata"],
+            resources=out["resources"],
+            shape="%s node(s) x %s GPU(s), taken from the %s (%s; GPUs from ray_num_gpus / hyperbolic_gpu_count, else %d)"
+                  % (out["nnodes"], out["gpus_per_node"], out["nodes_source"], ", ".join(out["cluster_hosts"]), default_gpus)
+                  if out["nodes_source"] == "inventory" else
+                  "%s node(s) x %s GPU(s), taken from the cluster" % (out["nnodes"], out["gpus_per_node"]),
+            checkpoint_dir=out["checkpoint_dir"], secrets=["%s=********" % n for n in out["secrets"]["present"]],
+            working_dir=out["package"] if out["package"] is not None else "none", wait=out["wait"],
+            preflight="ok" if out["preflight"]["ok"] else "FAILED")
 
     @staticmethod
     def _check_args(args, wait_overrides):

@@ -5,7 +5,8 @@
 got from each node, from the looped results of ``rlinfra.verl.ray_node_logs`` (delegated to each host)
 and of the fetch that brought each bundle back.
 
-    {{ collected.results | rlinfra.verl.node_logs_report(fetched.results) }}
+    {{ collected.results | rlinfra.verl.node_logs_report }}                  the action brought each bundle back
+    {{ collected.results | rlinfra.verl.node_logs_report(fetched.results) }}  a separate fetch did
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ def node_logs_report(collected, fetched=None, check_mode=False):
             if check_mode:
                 entry["status"] = "planned"
             else:
-                fetch = fetch_by_host.get(host)
+                # The ray_node_logs action brings the bundle back itself (fetched / fetch_error in its result).
+                fetch = fetch_by_host.get(host) if fetched is not None else (
+                    {} if res.get("fetched") else dict(failed=True, msg=res.get("fetch_error")))
                 if fetch is None or fetch.get("unreachable") or fetch.get("failed"):
                     entry.update(status="failed", error="the bundle could not be fetched: %s"
                                  % (_first_line((fetch or {}).get("msg")) or "not fetched"))

@@ -12,16 +12,17 @@ The first submission of a run is its submission id, automatic recoveries are ``<
 from __future__ import annotations
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.attempts import attempt_id, attempts_of
+from ansible_collections.rlinfra.verl.plugins.module_utils.numbers import whole_number
 
 
 def _attempt_number(value):
     """(number or None for the newest, error or None)."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None, None
-    text = str(value).strip()
-    if isinstance(value, bool) or not text.isdigit() or int(text) < 1:
+    number = whole_number(value)
+    if number is None or number < 1:
         return None, "attempt must be a whole number from 1, got %r" % (value,)
-    return int(text), None
+    return number, None
 
 
 def pick_attempt(jobs, base, attempt=None):

@@ -37,7 +37,45 @@ def attempts_of(jobs, base):
     return sorted(out, key=lambda j: j["attempt"])
 
 
+def with_lines(jobs, base):
+    """The run's attempts, oldest first, each with a ``line`` to print."""
+    out = []
+    for job in attempts_of(jobs, base):
+        why = (job.get("metadata") or {}).get("rlinfra_recovered_from")
+        job["line"] = "attempt %d: %s %s, started %s, ended %s%s" % (
+            job["attempt"], job["submission_id"], job.get("status"), job.get("start_time") or "-",
+            job.get("end_time") or "-", " (resubmitted after %s)" % why.replace("_", " ") if why else "")
+        out.append(job)
+    return out
+
+
 def newest_attempt(jobs, base):
     """The newest attempt of ``base`` among ``jobs``, or None when the run was never submitted."""
     found = attempts_of(jobs, base)
     return found[-1] if found else None
+
+
+ENTRYPOINT_RESOURCES = ("entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_memory", "entrypoint_resources")
+
+
+def submit_args(submission_id, entrypoint, runtime_env, metadata, resources):
+    """The arguments of rlinfra.verl.ray_job that submit one attempt (the first by verl_submit, the
+    next ones by ray_job_wait's recovery): the experiment's entrypoint resources only when set."""
+    args = dict(submission_id=submission_id, entrypoint=entrypoint, runtime_env=runtime_env or {},
+                metadata=metadata or {}, state="submitted", logs_tail_lines=0)
+    for key in ENTRYPOINT_RESOURCES:
+        if (resources or {}).get(key) is not None:
+            args[key] = resources[key]
+    return args
+
+
+def checkpoint_holder(jobs, checkpoint_dir, base, active):
+    """The first job in one of the ``active`` statuses that is not an attempt of ``base`` but writes
+    ``checkpoint_dir`` (its ``rlinfra_checkpoint_dir`` metadata), or None."""
+    want = str(checkpoint_dir or "").rstrip("/")
+    for job in jobs or []:
+        meta = job.get("metadata") or {}
+        if want and job.get("status") in active and attempt_number(job.get("submission_id"), base) is None \
+                and str(meta.get("rlinfra_checkpoint_dir") or "").rstrip("/") == want:
+            return job
+    return None

@@ -22,6 +22,7 @@ from __future__ import annotations
 import difflib
 import re
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.numbers import whole_number
 from ansible_collections.rlinfra.verl.plugins.module_utils.switches import switch_value
 
 _TEXT_MAX = 200
@@ -73,12 +74,11 @@ def _value(name, kind, value):
     if kind == "bool":
         return switch_value(value, name)
     if kind == "count":
-        if isinstance(value, bool):
-            value = "%s" % value
-        text = str(value).strip() if isinstance(value, (int, str)) else None
-        if text is None or not re.match(r"^[0-9]+$", text) or int(text) < 1:
-            return None, "%s must be a whole number from 1, got %r" % (name, value)
-        return int(text), None
+        number = whole_number(value)
+        if number is None or number < 1:
+            shown = "%s" % value if isinstance(value, bool) else value  # a boolean shows as a word: 'True'
+            return None, "%s must be a whole number from 1, got %r" % (name, shown)
+        return number, None
     if not isinstance(value, (str, int)) or isinstance(value, bool):
         return None, "%s must be a word, got %s (%s)" % (name, value, type(value).__name__)
     text = str(value)

@@ -6,23 +6,18 @@ Standard library only: modules on the nodes use it too (through module_utils/rec
 
 from __future__ import annotations
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.numbers import float_or_none
+
 
 def cluster_shape(nodes):
     """(nnodes, gpus per node) verl should use on ``nodes``: the GPU nodes and their smallest GPU
     count; with no GPU at all, every node and 0."""
     nodes = list(nodes or [])
-    gpus = [_num((n.get("resources") or {}).get("GPU")) for n in nodes]
+    gpus = [float_or_none((n.get("resources") or {}).get("GPU")) for n in nodes]
     with_gpu = [g for g in gpus if g and g > 0]
     if with_gpu:
         return len(with_gpu), int(min(with_gpu))
     return len(nodes), 0
-
-
-def _num(value):
-    try:
-        return float(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None
 
 
 def world_size(nnodes, gpus_per_node):

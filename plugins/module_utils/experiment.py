@@ -464,6 +464,18 @@ class Experiment:
     def has_param(self, key):
         return any(k.lstrip("+") == key for k, dummy in self.params)
 
+    @classmethod
+    def from_summary(cls, s):
+        """The experiment :meth:`summary` describes, without reading nor validating the file again:
+        a submit loads it once on the controller and the head's steps reuse that result."""
+        data = {k: s.get(k) for k in ("description", "framework", "cluster", "conventions", "project", "entrypoint",
+                                      "secrets", "optional_secrets", "working_dir", "excludes", "resources",
+                                      "wait", "recovery")}
+        exp = cls(s["name"], s["path"], data)
+        exp.params = [tuple(pair) for pair in s.get("params") or []]  # JSON gives the pairs back as lists
+        exp.env = dict(s.get("env") or {})
+        return exp
+
     def summary(self):
         return dict(name=self.name, path=self.path, description=self.description, framework=self.framework,
                     cluster=self.cluster, conventions=self.conventions, project=self.project,
@@ -915,7 +927,7 @@ def _check_verl_conventions(exp, err):
     if ckpt is not None and not (isinstance(ckpt, str) and ckpt.startswith("/")):
         err("params.trainer.default_local_dir: %s must be an absolute path on the shared volume "
             "(leave it out to use <checkpoint root>/<project>/<experiment>)" % _fmt(ckpt))
-    for key in ("trainer.nnodes", "trainer.n_gpus_per_node"):
+    for key in SHAPE_KEYS["verl"]:
         value = exp.param(key)
         if value is not None and not (_is(value, _INT) and value >= 0):
             err("params.%s: expected a non-negative integer, got %s" % (key, _fmt(value)))

@@ -16,6 +16,8 @@ from __future__ import annotations
 import ipaddress
 import re
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.numbers import whole_number
+
 TABLE = "rlinfra_ray"
 FAMILY = "inet"
 _RANGE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
@@ -30,12 +32,11 @@ def parse_port(name, value):
     """``(low, high)`` from an int, a digit string or ``"low-high"``; FirewallError naming ``name`` otherwise."""
     if isinstance(value, bool):
         raise FirewallError("port %s must be a number or a range low-high, got %r" % (name, value))
+    number = whole_number(value)
     if isinstance(value, (list, tuple)) and len(value) == 2:
         low, high = value
-    elif isinstance(value, int):
-        low = high = value
-    elif isinstance(value, str) and value.strip().isdigit():
-        low = high = int(value)
+    elif number is not None:
+        low = high = number
     elif isinstance(value, str) and _RANGE.match(value):
         low, high = (int(x) for x in _RANGE.match(value).groups())
     else:

@@ -3,7 +3,8 @@
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """The one Hyperbolic API client of the collection.
 
-Standard library plus ``ansible.module_utils.urls.open_url`` only. Two halves:
+Standard library plus ``ansible.module_utils.urls.open_url`` (and the collection's own ``numbers``) only.
+Two halves:
 
 * ``HyperbolicClient``: authenticated GETs with timeouts, retries with exponential
   backoff (429, 5xx, timeouts, connection errors; ``Retry-After`` honoured), clear
@@ -34,6 +35,8 @@ from urllib.error import HTTPError, URLError
 from urllib.parse import urlsplit
 
 from ansible.module_utils.urls import open_url
+
+from ansible_collections.rlinfra.verl.plugins.module_utils.numbers import loose_count, whole_number
 
 DEFAULT_API_URL = "https://api.hyperbolic.xyz"
 DEFAULT_SSH_USER = "ubuntu"
@@ -502,13 +505,8 @@ def _port(value):
         return None
     if isinstance(value, bool):
         raise ValueError("port %s is not a number" % _one_line(repr(value), 40))
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, int):
-        port = value
-    elif isinstance(value, str) and value.strip().isdigit() and value.strip().isascii():
-        port = int(value.strip())
-    else:
+    port = whole_number(int(value) if isinstance(value, float) and value.is_integer() else value)
+    if port is None:
         raise ValueError("port %s is not a number" % _one_line(repr(value), 40))
     if not 0 < port < 65536:
         raise ValueError("port %d is out of range 1-65535" % port)
@@ -730,21 +728,6 @@ def _ssh_details(item, default_user, *containers):
     return None, problem
 
 
-def _int(value):
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        try:
-            number = int(float(value))
-        except (TypeError, ValueError, OverflowError):
-            return None
-    except OverflowError:
-        return None
-    return number if number >= 0 else None
-
-
 def _str(value):
     if value is None or isinstance(value, bool):
         return None
@@ -775,7 +758,7 @@ def normalize_on_demand(item, default_user=DEFAULT_SSH_USER):
         _str(item.get("label") or item.get("name")) or None,
         _str(item.get("status")) or "",
         _str(item.get("gpuType") or provider.get("gpuType")),
-        _int(item.get("gpuCount", provider.get("gpuCount"))),
+        loose_count(item.get("gpuCount", provider.get("gpuCount"))),
         _str(item.get("region") or provider.get("region")),
         _ssh_details(item, default_user),
     )
@@ -787,9 +770,9 @@ def normalize_marketplace(item, default_user=DEFAULT_SSH_USER):
     hardware = inst.get("hardware") if isinstance(inst.get("hardware"), dict) else {}
     gpus = hardware.get("gpus") if isinstance(hardware.get("gpus"), list) else []
     models = [g.get("model") for g in gpus if isinstance(g, dict) and g.get("model")]
-    gpu_count = _int(inst.get("gpu_count"))
+    gpu_count = loose_count(inst.get("gpu_count"))
     if gpu_count is None:
-        gpu_count = _int(item.get("gpu_count"))
+        gpu_count = loose_count(item.get("gpu_count"))
     if gpu_count is None and gpus:
         gpu_count = len(gpus)
     location = inst.get("location") if isinstance(inst.get("location"), dict) else {}

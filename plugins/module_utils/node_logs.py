@@ -26,6 +26,8 @@ import stat
 import tarfile
 import time
 
+from ansible_collections.rlinfra.verl.plugins.module_utils import secret_names
+
 DEFAULT_TEMP_DIR = "/workspace/ray"
 FACT_PATH = "/etc/ansible/facts.d/rlinfra_ray.fact"
 DEFAULT_TOKEN_PATH = "/etc/ray/auth_token"
@@ -65,7 +67,7 @@ def secret_variants(values):
 # Names of variables whose values are masked wherever a log shows them as a JSON/Python mapping entry
 # ("HF_TOKEN": "...") or an environment assignment (HF_TOKEN=...), known values or not: the daemon
 # logs of a node may print the runtime_env of any job, other experiments' secrets included.
-DEFAULT_SECRET_NAME_PATTERN = "TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH"
+DEFAULT_SECRET_NAME_PATTERN = secret_names.SECRET_NAME_PATTERN
 
 
 def name_maskers(pattern=DEFAULT_SECRET_NAME_PATTERN):
@@ -412,3 +414,51 @@ def pack(path, blobs, manifest, mtimes=None, root=""):
         _add_bytes(tar, prefix + MANIFEST_FILE,
                    (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8"), now)
     return os.path.getsize(path)
+
+
+def unpack(data, dest):
+    """Unpack a bundle made by :func:`pack` (bytes of a tar.gz) into ``dest`` on the controller:
+    directories 0700 (``dest`` and the ones made on the way to it too), files 0600, nothing outside ``dest``. Returns ``(files, refused)``: the names
+    written, and the names left out - absolute, with ``..``, links, devices, or under a link."""
+    missing = []
+    path = os.path.abspath(dest)
+    while not os.path.isdir(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    for path in reversed(missing):  # every directory made here is private, not only the last one
+        os.mkdir(path, 0o700)
+    os.chmod(dest, 0o700)
+    root = os.path.realpath(dest)
+    files, refused = [], []
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        for member in tar:
+            parts = [p for p in member.name.split("/") if p not in ("", ".")]
+            target = os.path.join(root, *parts) if parts else root
+            if member.name.startswith("/") or ".." in parts or not parts or not (member.isfile() or member.isdir()):
+                refused.append(member.name)
+                continue
+            parent = os.path.dirname(target)
+            for i in range(1, len(parts)):
+                step = os.path.join(root, *parts[:i])
+                if not os.path.isdir(step) and not os.path.lexists(step):
+                    os.mkdir(step, 0o700)
+            if os.path.realpath(parent if member.isfile() else target) != (parent if member.isfile() else target):
+                refused.append(member.name)  # a directory on the way is a link
+                continue
+            if member.isdir():
+                if not os.path.isdir(target):
+                    os.mkdir(target, 0o700)
+                os.chmod(target, 0o700)
+                continue
+            if os.path.islink(target):
+                os.unlink(target)
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+            with os.fdopen(fd, "wb") as out, tar.extractfile(member) as src:
+                while True:
+                    chunk = src.read(1 << 20)
+                    if not chunk:
+                        break
+                    out.write(chunk)
+            os.chmod(target, 0o600)
+            files.append("/".join(parts))
+    return files, refused

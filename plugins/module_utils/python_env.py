@@ -15,7 +15,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 
 # The environment's own tooling: never removed, whatever the requirement lists say.
 TOOLING = ("pip", "setuptools", "wheel", "uv")
@@ -199,28 +198,3 @@ def read_json(path):
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
-
-
-def write_if_changed(path, content, mode, check_mode=False):
-    """Atomically write ``content`` with ``mode`` unless the file holds it already; True when it (would have) changed."""
-    try:
-        with open(path) as f:
-            same = f.read() == content
-        same = same and (os.stat(path).st_mode & 0o7777) == mode
-    except OSError:
-        same = False
-    if same:
-        return False
-    if not check_mode:
-        directory = os.path.dirname(path) or "."
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".rlinfra-")
-        try:
-            os.fchmod(fd, mode)
-            with os.fdopen(fd, "w") as f:
-                f.write(content)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-    return True

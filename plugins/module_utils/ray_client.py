@@ -21,8 +21,10 @@ import time
 from urllib.error import HTTPError, URLError
 from urllib.parse import quote, urlsplit
 
-from ansible.module_utils.basic import env_fallback
 from ansible.module_utils.urls import ConnectionError as UrlsConnectionError, SSLValidationError, open_url
+
+from ansible_collections.rlinfra.verl.plugins.module_utils import secret_names
+from ansible_collections.rlinfra.verl.plugins.module_utils.numbers import tidy
 
 TERMINAL_STATUSES = frozenset(("SUCCEEDED", "FAILED", "STOPPED"))
 ACTIVE_STATUSES = frozenset(("PENDING", "RUNNING"))
@@ -30,16 +32,21 @@ ACTIVE_STATUSES = frozenset(("PENDING", "RUNNING"))
 EXISTS_MARKER = "Please use a different submission_id"
 TOKEN_HINT = "pass the cluster's token as auth_token or set RAY_AUTH_TOKEN"
 # Names of runtime_env env_vars whose values are secrets: masked in everything a module returns.
-SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
+SECRET_NAME = secret_names.SECRET_NAME
 
 # The options every module that talks to the dashboard takes (documented once, in the
-# rlinfra.verl.ray_dashboard doc fragment).
+# rlinfra.verl.ray_dashboard doc fragment). An empty address means "this host's rlinfra_ray local fact";
+# the token falls back to that fact's token_path, then to RAY_AUTH_TOKEN and RAY_AUTH_TOKEN_PATH where the
+# module runs (resolve_token; not an argument fallback, which would come before the fact).
 DASHBOARD_ARGUMENT_SPEC = dict(
-    address=dict(type="str", required=True),
-    auth_token=dict(type="str", no_log=True, fallback=(env_fallback, ["RAY_AUTH_TOKEN"])),
+    address=dict(type="str", default=""),
+    auth_token=dict(type="str", no_log=True),
     auth_token_path=dict(type="path"),
     validate_certs=dict(type="bool", default=True),
 )
+# The local fact site.yml writes on every node (roles/ray/tasks/node.yml), JSON with role, cluster, node_ip,
+# gcs_address, dashboard_url, token_path, venv and temp_dir. Read on the host that runs the module.
+FACT_PATH = "/etc/ansible/facts.d/rlinfra_ray.fact"
 
 
 class RayError(Exception):
@@ -300,14 +307,94 @@ def resolve_token(explicit=None, path=None):
     return None
 
 
+def local_ray_fact(path=None):
+    """This host's rlinfra_ray local fact as a dict; {} when the host has none (not a node of a cluster set up
+    by site.yml). A file that is there but cannot be read, or is not a JSON object (half-written, damaged), is
+    one line of :class:`RayError` naming the file. ``path`` defaults to :data:`FACT_PATH`."""
+    path = path or FACT_PATH
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return {}
+    except OSError as e:
+        raise RayError("cannot read the rlinfra_ray local fact %s: %s (does the play run with become?)"
+                       % (path, e.strerror or e))
+    try:
+        fact = json.loads(raw.decode("utf-8"))
+    except ValueError as e:  # UnicodeDecodeError is one too
+        raise RayError("the rlinfra_ray local fact %s is not valid JSON (%s): it is half-written or damaged; run "
+                       "site.yml again to rewrite it" % (path, " ".join(str(e).split())[:200]))
+    if not isinstance(fact, dict):
+        raise RayError("the rlinfra_ray local fact %s is not a JSON object but %s: it is damaged; run site.yml again "
+                       "to rewrite it" % (path, type(fact).__name__))
+    return fact
+
+
+def fact_text(fact, key, path=None):
+    """``fact[key]`` stripped, '' when missing or empty; a value that is not a string is one line of RayError."""
+    value = fact.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise RayError("the rlinfra_ray local fact %s is damaged: %s is %s, not a string; run site.yml again to "
+                       "rewrite it" % (path or FACT_PATH, key, _describe(value)))
+    return value.strip()
+
+
+def dashboard_target(address=None, auth_token=None, auth_token_path=None, fact_path=None):
+    """Where a module connects and which token file it reads: ``dict(address, auth_token_path, fact, warning)``.
+
+    ``address`` empty (None or ''): this host's rlinfra_ray local fact gives ``dashboard_url``; no fact or no
+    dashboard_url in it is one line of :class:`RayError`, and so is a broken fact. Neither ``auth_token`` nor
+    ``auth_token_path`` given: the fact's ``token_path`` (resolve_token then falls back to the environment).
+    A broken fact that only the token path was looked up in does not stop the module: ``warning`` says why it
+    was left out. ``fact`` is the fact read ({} when none), e.g. for its ``venv``."""
+    path = fact_path or FACT_PATH
+    try:
+        fact, problem = local_ray_fact(path), None
+    except RayError as e:
+        fact, problem = {}, e
+    if address is None or address == "":  # only unset: a blank address given on purpose is refused as such
+        if problem is not None:
+            raise problem
+        if not fact:
+            raise RayError("no Ray dashboard address on this host: it has no rlinfra_ray local fact (%s, written by "
+                           "site.yml) and address is not set" % path)
+        address = fact_text(fact, "dashboard_url", path)
+        if not address:
+            raise RayError("no Ray dashboard address on this host: its rlinfra_ray local fact (%s) has no "
+                           "dashboard_url (run site.yml again) and address is not set" % path)
+        try:
+            normalize_address(address)
+        except RayError as e:
+            raise RayError("the dashboard_url of the rlinfra_ray local fact %s is not usable: %s" % (path, e))
+    warning = None
+    if not auth_token and not auth_token_path:
+        if problem is not None:
+            warning = "%s; its token_path was not used" % problem
+        else:
+            try:
+                auth_token_path = fact_text(fact, "token_path", path) or None
+            except RayError as e:
+                warning = "%s; its token_path was not used" % e
+    return dict(address=address, auth_token_path=auth_token_path, fact=fact, warning=warning)
+
+
 def client_from_module(module, **kwargs):
-    """A :class:`RayClient` for a module's DASHBOARD_ARGUMENT_SPEC parameters. The token, wherever
-    it came from (option, environment, token file), is kept out of everything the module returns."""
+    """A :class:`RayClient` for a module's DASHBOARD_ARGUMENT_SPEC parameters, the empty ones filled in from
+    this host's rlinfra_ray local fact (:func:`dashboard_target`). The token, wherever it came from (option,
+    token file, environment), is kept out of everything the module returns. ``client.fact`` is the fact read."""
     p = module.params
-    token = resolve_token(p["auth_token"], p.get("auth_token_path"))
+    target = dashboard_target(p.get("address"), p.get("auth_token"), p.get("auth_token_path"))
+    if target["warning"]:
+        module.warn(target["warning"])
+    token = resolve_token(p.get("auth_token"), target["auth_token_path"])
     if token:
         module.no_log_values.add(token)
-    return RayClient(p["address"], token=token, validate_certs=p["validate_certs"], **kwargs)
+    client = RayClient(target["address"], token=token, validate_certs=p["validate_certs"], **kwargs)
+    client.fact = target["fact"]
+    return client
 
 
 def ms_to_iso(ms):
@@ -342,6 +429,7 @@ class RayClient:
         self.retries = retries
         self.backoff = backoff
         self._sleep = sleep
+        self.fact = {}  # the rlinfra_ray local fact the options were completed from (client_from_module)
 
     def _redact(self, text):
         text = text if isinstance(text, str) else str(text)
@@ -575,7 +663,7 @@ class RayClient:
 
 def _clean_numbers(resources):
     # Ray reports every resource as a float; 8 GPUs should read 8, not 8.0, e.g. in Hydra overrides.
-    return {k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in resources.items()}
+    return {k: tidy(v) for k, v in resources.items()}
 
 
 def tail_lines(text, n):

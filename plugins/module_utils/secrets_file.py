@@ -5,12 +5,12 @@
 
 Ray writes every ``runtime_env.env_vars`` value into the command line of its worker-setup process
 (``setup_worker.py --serialized-runtime-env-context=...``) on every node, so secret values never go
-into the runtime_env. submit.yml writes them to ``<secrets dir>/<cluster>/<submission id>.env``
+into the runtime_env. submit.yml (action verl_submit, module verl_secrets_file) writes them to ``<secrets dir>/<cluster>/<submission id>.env``
 (0600 in a 0700 directory, on the shared volume) and only that file's path travels, as
 ``RLINFRA_SECRETS_FILE``. The driver's shell sources the file (:data:`ENTRYPOINT_PREFIX`); every
 Ray worker of the job runs :func:`load` first (``runtime_env.worker_process_setup_hook``).
 
-This file is also the hook itself: submit.yml copies it to ``<secrets dir>/rlinfra_secrets.py``,
+This file is also the hook itself: verl_submit copies it to ``<secrets dir>/rlinfra_secrets.py``,
 a directory on the job's PYTHONPATH. Standard library only, and no import of the collection.
 """
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 import ipaddress
 import re
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.numbers import whole_number
+
 ROLES = ("storage_lvm", "nfs_mount", "python_env", "ray")
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -52,16 +54,14 @@ def _text(value):
     return value
 
 
-def _int(value, low, high=None):
-    if isinstance(value, bool):
-        raise Bad("a whole number")
-    if isinstance(value, str) and re.match(r"^\s*[0-9]+\s*$", value):
-        value = int(value)
-    if not isinstance(value, int):
-        raise Bad("a whole number")
-    if value < low or (high is not None and value > high):
-        raise Bad("a whole number from %d%s" % (low, " to %d" % high if high is not None else " up"))
-    return value
+def _int(value, low, high=None, must=None):
+    """A whole number from ``low`` (to ``high``); ``must`` replaces the message of either refusal."""
+    number = whole_number(value)
+    if number is None:
+        raise Bad(must or "a whole number")
+    if number < low or (high is not None and number > high):
+        raise Bad(must or "a whole number from %d%s" % (low, " to %d" % high if high is not None else " up"))
+    return number
 
 
 # ---- one function per kind of value ----------------------------------------------------------
@@ -92,37 +92,21 @@ def network(value):
 
 
 def port(value):
-    try:
-        return _int(value, 1, 65535)
-    except Bad:
-        raise Bad("a TCP port from 1 to 65535")
+    return _int(value, 1, 65535, must="a TCP port from 1 to 65535")
 
 
 def count_or_auto(value):
-    if value == "auto":
-        return value
-    try:
-        return _int(value, 0)
-    except Bad:
-        raise Bad("auto or a whole number from 0 up")
+    return value if value == "auto" else _int(value, 0, must="auto or a whole number from 0 up")
 
 
 def count_or_empty(value):
     if value in ("", None):
         return ""
-    try:
-        return _int(value, 0)
-    except Bad:
-        raise Bad("empty (Ray detects it) or a whole number from 0 up")
+    return _int(value, 0, must="empty (Ray detects it) or a whole number from 0 up")
 
 
 def limit(value):
-    if value == "infinity":
-        return value
-    try:
-        return _int(value, 1)
-    except Bad:
-        raise Bad("infinity or a whole number from 1 up")
+    return value if value == "infinity" else _int(value, 1, must="infinity or a whole number from 1 up")
 
 
 def positive(value):
@@ -203,6 +187,17 @@ def env(value):
             raise Bad("a mapping to text or number values; %s has %s" % (name, type(item).__name__))
         if _CONTROL.search(str(item)):
             raise Bad("a mapping to one-line values; %s has a newline or control character" % name)
+    return value
+
+
+def secret_pattern(value):
+    """Empty (the collection's rule for secret names) or the user's own regular expression."""
+    if value in ("", None):
+        return ""
+    try:
+        re.compile(_text(value))
+    except re.error as e:
+        raise Bad("empty (the collection's rule for secret names) or a regular expression (%s)" % e)
     return value
 
 
@@ -302,6 +297,7 @@ RULES = {
     "ray_private_ip": address,
     "ray_cluster": cluster,
     "ray_env": env,
+    "ray_env_secret_pattern": secret_pattern,
     "ray_temp_dir": temp_dir,
     "ray_config_dir": path,
     "ray_venv": path,

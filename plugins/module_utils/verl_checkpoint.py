@@ -161,3 +161,9 @@ def report(experiment, step, source, target, merged, check_mode=False, record=No
     elif hf_repo and not check_mode:
         line += "; already uploaded to Hugging Face repo " + hf_repo
     return line
+
+
+def not_verl_report(experiment, framework):
+    """The one line merge.yml ends with for an experiment that verl does not train (nothing is merged)."""
+    return ("nothing to merge: experiment %s is a %s experiment, and merge.yml merges the FSDP actor checkpoints of "
+            "verl experiments" % (experiment, framework))

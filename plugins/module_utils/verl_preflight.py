@@ -31,6 +31,8 @@ import os
 import sys
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import ray_package
+from ansible_collections.rlinfra.verl.plugins.module_utils.experiment import SHAPE_KEYS
+from ansible_collections.rlinfra.verl.plugins.module_utils.numbers import float_or_none, tidy
 
 VERL_CPUS_PER_GPU = 3  # verl ResourcePoolManager.max_colocate_count: bundle {"CPU": 3, "GPU": 1} per GPU
 VERL_TASK_RUNNER_CPUS = 1  # verl's TaskRunner actor (plain @ray.remote: 1 CPU to schedule)
@@ -209,15 +211,7 @@ def _one_line(exc):
 # --------------------------------------------------------------------------------------------
 
 def _res(node, key):
-    value = (node.get("resources") or {}).get(key)
-    try:
-        return float(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None
-
-
-def _n(x):
-    return int(x) if isinstance(x, float) and x.is_integer() else x
+    return float_or_none((node.get("resources") or {}).get(key))
 
 
 def check_resources(framework, conventions, nnodes, gpus_per_node, nodes, cluster="default", resources=None,
@@ -236,12 +230,12 @@ def check_resources(framework, conventions, nnodes, gpus_per_node, nodes, cluste
     cpus = [_res(n, "CPU") for n in nodes]
     cpu_known = all(c is not None for c in cpus)
     shape = "%d node(s), GPUs per node %s, CPUs per node %s" % (
-        len(nodes), [_n(g) for g in gpus], [_n(c) if c is not None else "?" for c in cpus])
+        len(nodes), [tidy(g) for g in gpus], [tidy(c) if c is not None else "?" for c in cpus])
     notes = []
 
     if framework in ("verl", "nemo_rl"):
-        keys = ("trainer.nnodes", "trainer.n_gpus_per_node") if conventions == "verl" else (
-            "cluster.num_nodes", "cluster.gpus_per_node")
+        # The keys the job's shape was read from; with conventions: none, the framework's own, for the message.
+        keys = SHAPE_KEYS.get(conventions) or SHAPE_KEYS[framework]
         nn, gpn = int(nnodes or 0), int(gpus_per_node or 0)
         asked = "%s=%d x %s=%d" % (keys[0], nn, keys[1], gpn)
         if nn < 1 or gpn < 1:
@@ -251,7 +245,7 @@ def check_resources(framework, conventions, nnodes, gpus_per_node, nodes, cluste
         if len(fit) < nn:
             return check(name, "failed", "not enough GPUs: %s needs %d node(s) with %d GPU(s) each (%d GPUs), but "
                          "cluster '%s' has %d such node(s) and %s GPU(s) in all (%s)"
-                         % (asked, nn, gpn, nn * gpn, cluster, len(fit), _n(sum(gpus)), shape))
+                         % (asked, nn, gpn, nn * gpn, cluster, len(fit), tidy(sum(gpus)), shape))
         if framework == "verl":
             need = VERL_CPUS_PER_GPU * gpn
             if cpu_known:
@@ -266,7 +260,7 @@ def check_resources(framework, conventions, nnodes, gpus_per_node, nodes, cluste
                 if spare < extra:
                     return check(name, "failed", "not enough CPUs: verl's placement groups take %d CPUs and the "
                                  "TaskRunner plus the entrypoint need %s more, but cluster '%s' has %s CPUs in all (%s)"
-                                 % (nn * need, _n(extra), cluster, _n(sum(cpus)), shape))
+                                 % (nn * need, tidy(extra), cluster, tidy(sum(cpus)), shape))
             else:
                 notes.append("CPU counts unknown, CPU rule (%d per GPU) not checked" % VERL_CPUS_PER_GPU)
     custom = dict(resources.get("entrypoint_resources") or {}) if custom_known else {}
@@ -275,10 +269,10 @@ def check_resources(framework, conventions, nnodes, gpus_per_node, nodes, cluste
               and all((_res(nodes[i], k) or 0.0) >= float(v) for k, v in custom.items())]
         if not ok:
             # A job no node can hold is not refused by Ray: it stays PENDING until the wait times out.
-            wanted = ", ".join("%s=%s" % (k, _n(v)) for k, v in sorted(custom.items()))
+            wanted = ", ".join("%s=%s" % (k, tidy(v)) for k, v in sorted(custom.items()))
             wanted = ", entrypoint_resources: " + wanted if wanted else ""
             return check(name, "failed", "no node of cluster '%s' can hold the entrypoint (entrypoint_num_cpus=%s, "
-                         "entrypoint_num_gpus=%s%s; %s)" % (cluster, _n(ep_cpus), _n(ep_gpus), wanted, shape))
+                         "entrypoint_num_gpus=%s%s; %s)" % (cluster, tidy(ep_cpus), tidy(ep_gpus), wanted, shape))
     message = "cluster '%s' fits the job: %s" % (cluster, shape)
     if notes:
         message += "; " + "; ".join(notes)

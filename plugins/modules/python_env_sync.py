@@ -151,9 +151,10 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rlinfra.verl.plugins.module_utils.files import write_if_changed
 from ansible_collections.rlinfra.verl.plugins.module_utils.python_env import (
     INSPECT_SCRIPT, TOOLING, fingerprint, frozen_lines, inputs_digest, python_version, requirement_lines,
-    state_path, unneeded, uv_changes, write_if_changed)
+    state_path, unneeded, uv_changes)
 
 ARGUMENT_SPEC = dict(
     venv=dict(type="path", required=True),

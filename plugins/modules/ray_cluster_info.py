@@ -14,6 +14,8 @@ description:
     needs only the Python standard library (no C(ray) package) on the host that runs it.
   - With O(wait_for_nodes) and/or O(expected_hosts) it polls until the cluster has that many alive
     nodes (and every expected host has joined), and fails naming the missing hosts when O(timeout) passes.
+  - Without O(address), on a node of a cluster set up by site.yml (the head), the dashboard and its token come from
+    the node's C(rlinfra_ray) local fact; RV(address) and RV(venv) say what was used.
 author:
   - rlinfra maintainers (@rlinfra)
 options:
@@ -65,9 +67,29 @@ EXAMPLES = r"""
 - name: Show the GPUs available to verl
   ansible.builtin.debug:
     msg: "{{ cluster.alive_nodes }} nodes, {{ cluster.total_gpus }} GPUs, {{ cluster.total_cpus }} CPUs"
+
+- name: On the head, with the dashboard and token of its rlinfra_ray local fact
+  rlinfra.verl.ray_cluster_info:
+    jobs: true
+  become: true
+  register: cluster
+
+- name: Show where the cluster is
+  ansible.builtin.debug:
+    msg: "{{ cluster.address }}: {{ cluster.alive_nodes }} nodes, venv {{ cluster.venv or 'unknown' }}"
 """
 
 RETURN = r"""
+address:
+  description: The dashboard URL the module talked to (O(address), or the C(rlinfra_ray) local fact's C(dashboard_url)).
+  returned: when the dashboard address is known
+  type: str
+  sample: http://10.0.0.5:8265
+venv:
+  description: The cluster's Python environment named by the C(rlinfra_ray) local fact of the host, '' without one.
+  returned: when the dashboard address is known
+  type: str
+  sample: /opt/rlinfra/venv
 alive_nodes:
   description: Number of alive nodes, head included.
   returned: always
@@ -137,6 +159,7 @@ import socket
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rlinfra.verl.plugins.module_utils.numbers import tidy
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import (
     ACTIVE_STATUSES, DASHBOARD_ARGUMENT_SPEC, RayAuthError, RayError, RayHTTPError, RayUnreachableError, check_seconds,
     client_from_module)
@@ -165,15 +188,15 @@ def missing_hosts(expected, nodes, resolved):
     return [h for h in expected if h not in present and not (resolved.get(h, set()) & present)]
 
 
-def _number(x):
-    return int(x) if float(x).is_integer() else x
+def _text(value):
+    return value.strip() if isinstance(value, str) else ""
 
 
 def summarize(nodes, expected, resolved):
     alive = [n for n in nodes if n.get("state") == "ALIVE"]
     out = dict(alive_nodes=len(alive), nodes=alive,
-               total_gpus=_number(sum(n["resources"].get("GPU", 0) for n in alive)),
-               total_cpus=_number(sum(n["resources"].get("CPU", 0) for n in alive)))
+               total_gpus=tidy(sum(n["resources"].get("GPU", 0) for n in alive)),
+               total_cpus=tidy(sum(n["resources"].get("CPU", 0) for n in alive)))
     if expected is not None:
         out["missing_hosts"] = missing_hosts(expected, alive, resolved)
     return out
@@ -198,28 +221,29 @@ def main():
         client = client_from_module(module, retries=0 if waiting else 3)
     except RayError as e:
         module.fail_json(msg=str(e))
+    used = dict(address=client.address, venv=_text(client.fact.get("venv")))
     deadline = time.monotonic() + p["timeout"]
     all_nodes, last_error = [], None
     while True:
         try:
             all_nodes, last_error = client.list_nodes(), None
         except RayAuthError as e:
-            module.fail_json(msg=str(e), **e.details())
+            module.fail_json(msg=str(e), **dict(used, **e.details()))
         except (RayUnreachableError, RayHTTPError) as e:
             # A head that is still starting refuses connections or answers 5xx for a while.
             if not waiting or isinstance(e, RayHTTPError) and (e.status or 0) < 500:
-                module.fail_json(msg=str(e), **e.details())
+                module.fail_json(msg=str(e), **dict(used, **e.details()))
             last_error = e
         except RayError as e:
-            module.fail_json(msg=str(e), **e.details())
-        result = summarize(all_nodes, expected, resolved)
+            module.fail_json(msg=str(e), **dict(used, **e.details()))
+        result = dict(summarize(all_nodes, expected, resolved), **used)
         done = last_error is None and result["alive_nodes"] >= want and not result.get("missing_hosts")
         if not waiting or done:
             if p["jobs"]:
                 try:
                     result["jobs"] = client.job_summaries()
                 except RayError as e:
-                    module.fail_json(msg=str(e), **e.details())
+                    module.fail_json(msg=str(e), **dict(used, **e.details()))
                 result["running_jobs"] = [j for j in result["jobs"] if j["status"] in ACTIVE_STATUSES]
             module.exit_json(changed=False, **result)
         remaining = deadline - time.monotonic()

@@ -130,6 +130,7 @@ import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rlinfra.verl.plugins.module_utils.files import write_atomic
 from ansible_collections.rlinfra.verl.plugins.module_utils.firewall import (
     FAMILY, FirewallError, allowed_sources, controller_address, ray_ports, render)
 
@@ -155,15 +156,6 @@ def _read(path):
             return handle.read()
     except (IOError, OSError):
         return None
-
-
-def _write(module, path, text):
-    """Atomically, root-only from the first byte."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".rlinfra-fw.")
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)  # same directory: atomic, and the mode stays 0600
 
 
 def _remove(path):
@@ -236,11 +228,11 @@ def present(module, nft, result):
     finally:
         _remove(tmp)
     if write:
-        _write(module, path, rules)
+        write_atomic(path, rules, 0o600, prefix=".rlinfra-fw.")  # root-only from its first byte
     rc, dummy, err = nft.run("-f", path)
     if rc != 0:
         module.fail_json(msg="ray_firewall: nft -f %s failed: %s" % (path, err.strip().replace("\n", " | ")), **result)
-    _write(module, stamp, (nft.table_digest(p["table"]) or "") + "\n")
+    write_atomic(stamp, (nft.table_digest(p["table"]) or "") + "\n", 0o600, prefix=".rlinfra-fw.")
 
 
 def absent(module, nft, result):

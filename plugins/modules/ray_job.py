@@ -99,6 +99,12 @@ options:
         V(0) skips fetching logs.
     type: int
     default: 50
+  run:
+    description:
+      - With O(state=stopped) - O(submission_id) names a run (its first attempt); stop the run's newest attempt
+        (C(<id>-aN), submitted by a recovery). RV(submission_id) names the attempt stopped.
+    type: bool
+    default: false
 attributes:
   check_mode:
     support: full
@@ -165,6 +171,10 @@ submission_id:
   returned: always
   type: str
   sample: gsm8k-ppo-default
+found:
+  description: Whether the job exists on the cluster.
+  returned: success
+  type: bool
 status:
   description:
     - Ray job status (C(PENDING), C(RUNNING), C(SUCCEEDED), C(FAILED), C(STOPPED)).
@@ -227,8 +237,10 @@ timed_out:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rlinfra.verl.plugins.module_utils.attempts import newest_attempt
+from ansible_collections.rlinfra.verl.plugins.module_utils.secret_names import secret_values
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import (
-    DASHBOARD_ARGUMENT_SPEC, MIN_POLL_INTERVAL, SECRET_NAME, TERMINAL_STATUSES, RayError, check_entrypoint,
+    DASHBOARD_ARGUMENT_SPEC, MIN_POLL_INTERVAL, TERMINAL_STATUSES, RayError, check_entrypoint,
     check_resources, check_runtime_env, check_seconds, check_submission_id, check_tail_lines, client_from_module,
     ms_to_iso, string_values, tail_lines)
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl_log import last_progress
@@ -251,6 +263,7 @@ ARGUMENT_SPEC = dict(
     stop_on_timeout=dict(type="bool", default=True),
     poll_interval=dict(type="float", default=5.0),
     logs_tail_lines=dict(type="int", default=50),
+    run=dict(type="bool", default=False),
 )
 
 
@@ -260,6 +273,10 @@ class JobTask:
         self.client = client
         self.p = module.params
         self.sid = self.p["submission_id"]
+        if self.p["run"]:
+            # The run's newest attempt (recoveries submit <id>-aN), whichever still runs.
+            newest = newest_attempt(client.list_jobs(), self.sid)
+            self.sid = newest["submission_id"] if newest else self.sid
         self.changed = False
         self.progress = (None, {})
         self._progress_at = None
@@ -274,7 +291,7 @@ class JobTask:
             logs = self.logs(job)
         if logs:
             self.progress = last_progress(logs)
-        out = dict(changed=self.changed, submission_id=self.sid, status=job.get("status"),
+        out = dict(changed=self.changed, submission_id=self.sid, found=bool(job), status=job.get("status"),
                    message=job.get("message"), start_time=ms_to_iso(start), end_time=ms_to_iso(end),
                    duration_s=duration, driver_exit_code=job.get("driver_exit_code"),
                    logs_tail=tail_lines(logs, self.p["logs_tail_lines"]), last_step=self.progress[0],
@@ -416,6 +433,9 @@ def check_options(p):
     problems += check_seconds("wait_timeout", p["wait_timeout"], 1, hint=" (use state=submitted not to wait)")
     problems += check_seconds("poll_interval", p["poll_interval"], MIN_POLL_INTERVAL)
     problems += check_tail_lines(p["logs_tail_lines"])
+    if p["run"] and p["state"] != "stopped":
+        problems.append("run=true applies to state=stopped only (it stops the run's newest attempt), got state=%s"
+                        % p["state"])
     return problems
 
 
@@ -424,7 +444,7 @@ def main():
     p = module.params
     env_vars = (p["runtime_env"] or {}).get("env_vars") or {}
     if isinstance(env_vars, dict):
-        module.no_log_values.update(str(v) for k, v in env_vars.items() if SECRET_NAME.search(str(k)) and v)
+        module.no_log_values.update(secret_values(env_vars))
     problems = check_options(p)
     if problems:
         module.fail_json(msg="\n".join(problems), submission_id=p["submission_id"], changed=False)

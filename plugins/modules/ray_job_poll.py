@@ -48,6 +48,12 @@ options:
     type: list
     elements: str
     default: []
+  run:
+    description:
+      - O(submission_id) names a run - its first attempt. Read the run's newest attempt (C(<id>-aN), submitted by a
+        recovery) and return RV(attempts); a run with no attempt returns RV(found=false) and an empty RV(attempts).
+    type: bool
+    default: false
 attributes:
   check_mode:
     support: full
@@ -69,6 +75,11 @@ EXAMPLES = r"""
     submission_id: rlinfra-smoke-default
   register: poll
 
+- name: The same on the head, with the dashboard and token of its rlinfra_ray local fact
+  rlinfra.verl.ray_job_poll:
+    submission_id: rlinfra-smoke-default
+  become: true
+
 - name: Watch it for up to a minute (returns early when a node leaves or the job ends)
   rlinfra.verl.ray_job_poll:
     address: http://10.0.0.5:8265
@@ -77,6 +88,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+attempts:
+  description: With O(run) - the run's attempts, oldest first, each with C(attempt), C(submission_id), C(status) and a C(line) to print.
+  returned: when run is true
+  type: list
+  elements: dict
 found:
   description: Whether the dashboard knows the job (false also when it was unreachable).
   returned: always
@@ -144,6 +160,11 @@ dashboard_url:
   description: Link to the job in the dashboard.
   returned: always
   type: str
+address:
+  description: The dashboard URL the module talked to (O(address), or the C(rlinfra_ray) local fact's C(dashboard_url)).
+  returned: success
+  type: str
+  sample: http://10.0.0.5:8265
 summary:
   description: Status, submission id, duration, newest step and its key metrics, dashboard link - one line each, ready to print.
   returned: always
@@ -155,8 +176,10 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import (
-    DASHBOARD_ARGUMENT_SPEC, MIN_POLL_INTERVAL, SECRET_NAME, TERMINAL_STATUSES, RayAuthError, RayError, check_seconds,
+    DASHBOARD_ARGUMENT_SPEC, MIN_POLL_INTERVAL, TERMINAL_STATUSES, RayAuthError, RayError, check_seconds,
     check_submission_id, check_tail_lines, client_from_module, ms_to_iso, tail_lines)
+from ansible_collections.rlinfra.verl.plugins.module_utils.attempts import with_lines
+from ansible_collections.rlinfra.verl.plugins.module_utils.secret_names import secret_values
 from ansible_collections.rlinfra.verl.plugins.module_utils.recovery import summary_lines
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl_log import last_progress
 
@@ -170,6 +193,7 @@ ARGUMENT_SPEC = dict(
     # appears in the result; the secret values are added to no_log_values by name in main().
     runtime_env=dict(type="dict"),
     secret_names=dict(type="list", elements="str", default=[], no_log=False),  # names; their values are masked
+    run=dict(type="bool", default=False),
 )
 
 
@@ -221,7 +245,8 @@ def result(client, sid, job, nodes, error, tail):
                status=job.get("status"), message=job.get("message"), job_id=job.get("job_id"),
                metadata=job.get("metadata") or {}, start_time=ms_to_iso(start), end_time=ms_to_iso(end),
                duration_s=duration, driver_exit_code=job.get("driver_exit_code"), logs_tail=tail_lines(logs, tail),
-               last_step=step, last_metrics=metrics, nodes=nodes, dashboard_url=client.job_url(sid))
+               last_step=step, last_metrics=metrics, nodes=nodes, dashboard_url=client.job_url(sid),
+               address=client.address)
     out["summary"] = summary_lines(dict(out, reason_line=(job.get("message") or "").strip().splitlines()[0][:300]
                                         if job.get("message") and job.get("status") != "SUCCEEDED" else ""))
     out["summary"].append("dashboard:     %s" % out["dashboard_url"])
@@ -233,8 +258,7 @@ def main():
     p = module.params
     env_vars = (p["runtime_env"] or {}).get("env_vars") or {}
     if isinstance(env_vars, dict):
-        module.no_log_values.update(str(v) for k, v in env_vars.items()
-                                    if v and (SECRET_NAME.search(str(k)) or k in p["secret_names"]))
+        module.no_log_values.update(secret_values(env_vars, p["secret_names"]))
     problems = check_seconds("timeout", p["timeout"], 0)
     problems += check_seconds("poll_interval", p["poll_interval"], MIN_POLL_INTERVAL)
     problems += check_tail_lines(p["logs_tail_lines"], maximum=None)
@@ -246,8 +270,16 @@ def main():
         module.fail_json(msg="\n".join(problems), submission_id=p["submission_id"], changed=False)
     try:
         client = client_from_module(module, retries=1)
-        job, nodes, error = watch(client, p["submission_id"], p["timeout"], p["poll_interval"])
-        module.exit_json(**result(client, p["submission_id"], job, nodes, error, p["logs_tail_lines"]))
+        sid, extra = p["submission_id"], {}
+        if p["run"]:
+            # The run's newest attempt (recoveries submit <id>-aN); a run never submitted has none.
+            attempts = with_lines(client.list_jobs(), sid)
+            if not attempts:
+                module.exit_json(changed=False, submission_id=sid, found=False, attempts=[], summary=[], logs_tail="",
+                                 address=client.address)
+            sid, extra = attempts[-1]["submission_id"], dict(attempts=attempts)
+        job, nodes, error = watch(client, sid, p["timeout"], p["poll_interval"])
+        module.exit_json(**dict(result(client, sid, job, nodes, error, p["logs_tail_lines"]), **extra))
     except RayError as e:
         module.fail_json(msg=str(e), submission_id=p["submission_id"], **e.details())
 

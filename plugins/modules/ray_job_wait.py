@@ -4,7 +4,7 @@
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 
 # Documentation only: the work is done by plugins/action/ray_job_wait.py, which runs
-# rlinfra.verl.ray_job on the target host once per progress interval.
+# rlinfra.verl.ray_job_poll on the target host once per progress interval.
 
 from __future__ import annotations
 
@@ -27,6 +27,9 @@ description:
     C(allow_reshard)), uploads the working_dir again when needed and submits the next attempt (C(<id>-a2), ...),
     which resumes from the checkpoint. Every attempt is a line and a row of RV(attempts); each attempt's driver
     log is saved under O(log_dir).
+  - The dashboard options go unchanged to the modules it runs on the target - with O(address) empty, each of them
+    reads the dashboard address (and, without a token option, the token file) from the target's C(rlinfra_ray) local
+    fact; RV(address) and RV(dashboard_url) name the dashboard they used.
   - Fails when the job ends C(FAILED) or C(STOPPED) and is not recovered, or is still running after O(timeout);
     C(msg) is then one line saying what happened and what to do. Never reports success for a job that did
     not succeed.
@@ -126,6 +129,17 @@ options:
     description: Directory on the controller where each attempt's driver log is saved (C(<submission_id>.log), mode 0600); empty for none.
     type: str
     default: ""
+  experiment:
+    description:
+      - The job as M(rlinfra.verl.verl_experiment) rendered it (its C(stage=render) result). Every option not set on the task is
+        taken from it - O(base_submission_id), the wait settings (O(timeout), O(progress_interval), O(poll_interval),
+        O(stop_on_timeout), O(stall_timeout), O(outage_grace)), O(runtime_env), O(secret_names) (the secrets present), O(label), O(recovery), O(job),
+        O(checkpoint_dir) and O(hosts) (the cluster's inventory hosts).
+    type: dict
+  package_src:
+    description: With O(experiment) - where the working_dir zip is kept on the target, for a recovery to upload it again.
+    type: str
+    default: ""
 attributes:
   check_mode:
     support: full
@@ -196,9 +210,16 @@ driver_exit_code:
   returned: always
   type: int
 dashboard_url:
-  description: Link to the job in the Ray dashboard.
+  description: Link to the job in the Ray dashboard the modules on the target talked to.
   returned: always
   type: str
+address:
+  description:
+    - The dashboard URL the modules on the target talked to - O(address), or the C(dashboard_url) of the target's
+      C(rlinfra_ray) local fact when O(address) is empty; empty when no module got that far.
+  returned: always
+  type: str
+  sample: http://10.0.0.5:8265
 timed_out:
   description: The job was still running when O(timeout) passed.
   returned: always

@@ -75,7 +75,7 @@ options:
         whether it is known or not - a node's Ray logs may print other jobs' runtime_envs. Also masks
         C(Bearer <token>). Empty to turn this off.
     type: str
-    default: TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH
+    default: TOKEN(?!IZER)|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH
   token_path:
     description:
       - File holding the cluster's Ray token on the node; its content is masked. Empty for the C(token_path) of
@@ -120,6 +120,14 @@ options:
       - Directory where the bundle's private directory is made. Empty for the system's temporary directory.
     type: path
     default: ""
+  dest:
+    description:
+      - A directory on the controller. When set, the task (an action) brings the bundle back, removes it from
+        the node, and unpacks it there - directories 0700, files 0600, nothing outside it (absolute names,
+        C(..), links and devices are left out and listed in RV(refused)). Empty to leave the bundle on the node.
+      - A bundle that cannot be brought back is reported in RV(fetch_error); the task does not fail for it.
+    type: path
+    default: ""
 attributes:
   check_mode:
     support: full
@@ -159,6 +167,23 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+fetched:
+  description: With O(dest) - whether the bundle was brought back and unpacked.
+  returned: when dest is set, not in check mode
+  type: bool
+unpacked:
+  description: With O(dest) - the number of files unpacked.
+  returned: when the bundle was brought back
+  type: int
+refused:
+  description: With O(dest) - names in the bundle that were left out.
+  returned: when the bundle was brought back
+  type: list
+  elements: str
+fetch_error:
+  description: With O(dest) - why the bundle could not be brought back.
+  returned: when it could not
+  type: str
 bundle:
   description: Path of the tar.gz on the node.
   returned: success, not in check mode
@@ -272,6 +297,8 @@ ARGUMENT_SPEC = dict(
     extra_patterns=dict(type="list", elements="str", default=[]),
     bundle_root=dict(type="str", default=""),
     dest_dir=dict(type="path", default=""),
+    # Read by the action of the same name (the controller side); the module leaves it alone.
+    dest=dict(type="path", default=""),
 )
 
 

@@ -134,9 +134,9 @@ fingerprint:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rlinfra.verl.plugins.module_utils.files import write_if_changed
 from ansible_collections.rlinfra.verl.plugins.module_utils.node_state import part_digests, record_content, restart_reasons
-from ansible_collections.rlinfra.verl.plugins.module_utils.python_env import (
-    inputs_digest, python_version, read_json, write_if_changed)
+from ansible_collections.rlinfra.verl.plugins.module_utils.python_env import inputs_digest, python_version, read_json
 
 ARGUMENT_SPEC = dict(
     path=dict(type="path", required=True),

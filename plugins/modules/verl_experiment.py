@@ -31,6 +31,12 @@ options:
     description: Experiment name, the file name without C(.yml).
     type: str
     required: true
+  loaded:
+    description:
+      - The result of an earlier O(stage=validate) of the same experiment in this run (C(select_head) registers
+        it on the controller). The experiment is then neither read nor validated again; O(experiments_dir)
+        and O(params) are not used (the extra params are already in it).
+    type: dict
   experiments_dir:
     description:
       - Directory of the experiment files.
@@ -188,6 +194,10 @@ experiment:
   description: The validated experiment (params flattened to C([key, value]) pairs).
   returned: always
   type: dict
+project:
+  description: The experiment's project (C(project), else verl's C(trainer.project_name), else the default).
+  returned: always
+  type: str
 wait:
   description: Effective wait settings (C(enabled), C(timeout), C(progress_interval), C(poll_interval), C(stop_on_timeout),
     C(stall_timeout), C(outage_grace)).
@@ -225,8 +235,8 @@ resources:
   returned: when stage is render
   type: dict
 checkpoint_dir:
-  description: Where checkpoints go.
-  returned: when stage is render
+  description: Where checkpoints go (O(checkpoint_root) and O(checkpoint_cluster) applied).
+  returned: always
   type: str
   sample: /data/checkpoints/rlinfra_smoke/default/smoke
 job_template:
@@ -253,7 +263,13 @@ package:
   returned: when stage is render
   type: dict
 preflight:
-  description: C(ok), C(checks) (each with C(name), C(status) passed/failed/skipped and C(message)), C(failed), C(skipped).
+  description:
+    - C(ok), C(checks) (each with C(name), C(status) passed/failed/skipped and C(message)), C(failed), C(skipped),
+      and C(lines) (one line per check, status and message, to print).
+  returned: when stage is render
+  type: dict
+display:
+  description: What a dry run prints - the job as it would be submitted, the shape and where it comes from, secrets by name.
   returned: when stage is render
   type: dict
 nodes_source:

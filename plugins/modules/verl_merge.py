@@ -19,6 +19,8 @@ description:
     checkpoint saved again under the same step is merged again. A failed merge leaves O(target) as it was.
   - With O(hf_repo), uploads the model once per step. The token reaches the uploader on its standard input,
     never in a process's arguments.
+  - An experiment of another framework than verl (O(framework)) has nothing for verl's model merger; the module then
+    changes nothing and says so in RV(report).
   - Every failure is one line, the task's message.
 author:
   - rlinfra maintainers (@rlinfra)
@@ -43,9 +45,18 @@ options:
     type: path
     required: true
   venv:
-    description: The Python environment holding verl.
+    description:
+      - The Python environment holding verl.
+      - Empty (the default) for the C(venv) of the C(rlinfra_ray) local fact of the host that runs the module
+        (C(/etc/ansible/facts.d/rlinfra_ray.fact), written by site.yml); a host without one fails with one line.
     type: path
-    required: true
+    default: ""
+  framework:
+    description:
+      - The experiment's framework (C(framework) of M(rlinfra.verl.verl_experiment)'s C(experiment)). Only V(verl)
+        experiments are merged; any other returns RV(merged=false) and a RV(report) that says why, and fails nothing.
+    type: str
+    default: verl
   force:
     description: Merge even when O(target) already holds this checkpoint.
     type: bool
@@ -94,20 +105,32 @@ EXAMPLES = r"""
     experiment: gsm8k_ppo
     target: /data/models/gsm8k_ppo
     venv: /opt/rlinfra/venv
+
+- name: The same on the head, with the venv of its rlinfra_ray local fact
+  rlinfra.verl.verl_merge:
+    checkpoint_dir: /data/checkpoints/verl_examples/default/gsm8k_ppo
+    experiment: gsm8k_ppo
+    framework: "{{ exp.experiment.framework }}"
+    target: /data/models/gsm8k_ppo
+  become: true
 """
 
 RETURN = r"""
 step:
-  description: The step merged (or found merged already).
-  returned: when a checkpoint was found
+  description: The step merged (or found merged already); null for an experiment of another framework.
+  returned: when a checkpoint was found, or the experiment is not a verl one
   type: int
 source:
-  description: The actor checkpoint directory.
-  returned: when a checkpoint was found
+  description: The actor checkpoint directory; empty for an experiment of another framework.
+  returned: when a checkpoint was found, or the experiment is not a verl one
   type: str
 target:
-  description: The model directory.
+  description: The model directory; empty for an experiment of another framework.
   returned: always
+  type: str
+venv:
+  description: The Python environment used (O(venv), or the C(rlinfra_ray) local fact's C(venv)).
+  returned: when the experiment is a verl one and the environment is known
   type: str
 merged:
   description: Whether the merger ran (in check mode, whether it would).
@@ -139,6 +162,7 @@ import shutil
 import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rlinfra.verl.plugins.module_utils import ray_client
 from ansible_collections.rlinfra.verl.plugins.module_utils import verl_checkpoint as C
 
 ARGUMENT_SPEC = dict(
@@ -147,7 +171,8 @@ ARGUMENT_SPEC = dict(
     project=dict(type="str", default=""),
     step=dict(type="int"),
     target=dict(type="path", required=True),
-    venv=dict(type="path", required=True),
+    venv=dict(type="path", default=""),
+    framework=dict(type="str", default="verl"),
     force=dict(type="bool", default=False),
     trust_remote_code=dict(type="bool", default=False),
     host_label=dict(type="str", default="this host"),
@@ -195,7 +220,26 @@ class Merge:
         self.p = module.params
         self.target = self.p["target"].rstrip("/")
         self.staging = os.path.join(os.path.dirname(self.target), ".%s.merging" % os.path.basename(self.target))
-        self.python = os.path.join(self.p["venv"], "bin", "python")
+        self.venv = self.p["venv"]
+        self.python = None
+
+    def find_venv(self):
+        """O(venv), else the venv of this host's rlinfra_ray local fact; else the task fails with one line."""
+        if self.p["venv"]:
+            return self.p["venv"]
+        where = "no Python environment with verl known on %s" % self.p["host_label"]
+        try:
+            fact = ray_client.local_ray_fact()
+            venv = ray_client.fact_text(fact, "venv")
+        except ray_client.RayError as e:
+            self.fail("%s: %s, or set verl_job_venv" % (where, e))
+        if not fact:
+            self.fail("%s: it has no rlinfra_ray local fact (%s, written by site.yml) and verl_job_venv is not set"
+                      % (where, ray_client.FACT_PATH))
+        if not venv:
+            self.fail("%s: its rlinfra_ray local fact (%s) names no venv and verl_job_venv is not set"
+                      % (where, ray_client.FACT_PATH))
+        return venv
 
     def fail(self, msg, **extra):
         self.module.fail_json(msg=msg, target=self.target, merged=False, uploaded_to="", **extra)
@@ -211,7 +255,7 @@ class Merge:
             proc = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
         except OSError as e:
             self.fail("verl's model merger could not start on %s: %s (is %s the cluster's venv?)" % (
-                actor, e.strerror, self.p["venv"]))
+                actor, e.strerror, self.venv))
         if proc.returncode != 0:
             shutil.rmtree(self.staging, ignore_errors=True)
             tail = (proc.stdout.splitlines() + proc.stderr.splitlines())[-self.p["logs_tail_lines"]:]
@@ -244,10 +288,17 @@ class Merge:
 
     def run(self):
         p = self.p
+        framework = p["framework"] or "verl"
+        if framework != "verl":
+            # The train workflow merges after every experiment: one verl does not train is not a failure.
+            self.module.exit_json(changed=False, merged=False, step=None, source="", target="", uploaded_to="",
+                                  report=C.not_verl_report(p["experiment"], framework))
         if p["hf_repo"] and not p["hf_token"]:
             self.fail("verl_job_hf_repo is %s but no Hugging Face token is set: export HF_TOKEN=... where "
                       "ansible-playbook runs, or set verl_job_hf_token (or HF_TOKEN in verl_job_secrets, e.g. from "
                       "Ansible Vault)" % p["hf_repo"])
+        self.venv = self.find_venv()
+        self.python = os.path.join(self.venv, "bin", "python")
         try:
             step, actor, files = C.merge_source(p["checkpoint_dir"], p["experiment"], p["step"], p["host_label"])
         except C.MergeError as e:
@@ -264,7 +315,7 @@ class Merge:
             uploaded = True
         self.module.exit_json(
             changed=needed or uploaded, merged=needed, step=step, source=actor, target=self.target, record=record,
-            uploaded_to=p["hf_repo"] if uploaded else "",
+            uploaded_to=p["hf_repo"] if uploaded else "", venv=self.venv,
             report=C.report(p["experiment"], step, actor, self.target, needed, check, record, p["hf_repo"], uploaded))
 
 

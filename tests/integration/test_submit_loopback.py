@@ -295,3 +295,25 @@ def test_a_dashboard_gone_for_good_ends_the_wait_with_one_line(workdir):
     finally:
         helpers.kill_session(sid_head)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_second_writer_of_the_checkpoints_is_refused_and_nothing_changes(ray_head, workdir):
+    """Another run (here a job submitted by hand, with the metadata a submit gives) writes the experiment's
+    checkpoint directory: a new run of it is refused by name, and nothing is submitted nor written."""
+    client = ray_head.client()
+    ckpt = str(workdir / "checkpoints" / "rlinfra_smoke" / "default" / "smoke")
+    holder = "someone-else-" + str(int(time.time()))
+    client.submit_job(holder, "sleep 300", metadata={"rlinfra_checkpoint_dir": ckpt})
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and client.get_job(holder)["status"] != "RUNNING":
+            time.sleep(0.5)
+        proc = playbook(workdir, "submit.yml", "exp=smoke", "run=second", head=ray_head, env={"HF_TOKEN": FAKE_HF_TOKEN})
+        assert proc.returncode == 2, proc.output[-3000:]
+        assert ("%s (RUNNING) already writes %s: two runs in one checkpoint directory would resume from each "
+                "other's checkpoints" % (holder, ckpt)) in flat(proc.output), proc.output[-3000:]
+        assert recap(proc.output)["changed"] == 0
+        assert client.get_job(SID + "-second") is None
+        assert not (workdir / ".rlinfra" / "secrets" / "default" / (SID + "-second.env")).exists()
+    finally:
+        client.stop_job(holder)

@@ -120,6 +120,9 @@ ROWS = [
     rule("env_nested", {"ray_env": {"X": {"y": 1}}},
          "ray_env must be a mapping to text or number values; X has dict, got {'X': {'y': 1}} (dict)"),
     rule("env_as_string", {"ray_env": "A=1"}, "ray_env must be a mapping of variable names to values, got 'A=1'"),
+    rule("env_secret_pattern_unbalanced", {"ray_env_secret_pattern": "(TOKEN"},
+         "ray_env_secret_pattern must be empty (the collection's rule for secret names) or a regular expression "
+         "(missing ), unterminated subpattern at position 0), got '(TOKEN'"),
     rule("resources_gpu", {"ray_resources": {"GPU": 2}},
          "ray_resources must be custom resources only; GPU is set with its own variable (ray_num_cpus, "
          "ray_num_gpus), got {'GPU': 2} (dict)"),

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.rlinfra.verl.plugins.module_utils import files
 from ansible_collections.rlinfra.verl.plugins.module_utils import python_env as pe
 from ansible_collections.rlinfra.verl.plugins.modules import python_env_sync
 
@@ -115,12 +116,21 @@ def test_inputs_digest_ignores_order_not_content():
 
 def test_write_if_changed(tmp_path):
     path = str(tmp_path / "f")
-    assert pe.write_if_changed(path, "x\n", 0o600, check_mode=True) and not os.path.exists(path)
-    assert pe.write_if_changed(path, "x\n", 0o600)
+    assert files.write_if_changed(path, "x\n", 0o600, check_mode=True) and not os.path.exists(path)
+    assert files.write_if_changed(path, "x\n", 0o600)
     assert os.stat(path).st_mode & 0o777 == 0o600
-    assert not pe.write_if_changed(path, "x\n", 0o600)
-    assert pe.write_if_changed(path, "x\n", 0o644) and os.stat(path).st_mode & 0o777 == 0o644
+    assert not files.write_if_changed(path, "x\n", 0o600)
+    assert files.write_if_changed(path, "x\n", 0o644) and os.stat(path).st_mode & 0o777 == 0o644
+    assert files.write_if_changed(path, "y\n", 0o644) and open(path).read() == "y\n"
     assert [p.name for p in tmp_path.iterdir()] == ["f"]  # no temporary file left
+
+
+def test_write_atomic_leaves_nothing_behind_when_it_fails(tmp_path):
+    target = tmp_path / "a-directory"
+    target.mkdir()
+    with pytest.raises(OSError):
+        files.write_atomic(str(target), "x", 0o600, prefix=".rlinfra-fw.")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-directory"] and not any(target.iterdir())
 
 
 # --- the module against a real virtualenv -----------------------------------------------------------------

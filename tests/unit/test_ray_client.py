@@ -212,3 +212,128 @@ def test_token_file_is_read_where_the_module_runs(tmp_path, monkeypatch):
     with pytest.raises(RayError, match=r"^cannot read the Ray token file %s/missing: No such file or directory "
                        r"\(site.yml writes it on every node" % tmp_path):
         resolve_token(None, str(tmp_path / "missing"))
+
+
+# The rlinfra_ray local fact: where a module without an address connects, and which token file it reads ------
+
+@pytest.fixture
+def fact(tmp_path, monkeypatch):
+    """Points FACT_PATH at a file in tmp_path (absent until written); returns a writer: a dict is written as
+    JSON, a str as it is."""
+    from ansible_collections.rlinfra.verl.plugins.module_utils import ray_client
+    path = tmp_path / "facts.d" / "rlinfra_ray.fact"
+    monkeypatch.setattr(ray_client, "FACT_PATH", str(path))
+
+    def write(content):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(content if isinstance(content, str) else json.dumps(content))
+        return path
+    write.path = path
+    return write
+
+
+FACT = {"role": "head", "cluster": "c1", "node_ip": "10.0.0.5", "gcs_address": "10.0.0.5:6379",
+        "dashboard_url": "http://10.0.0.5:8265", "token_path": "/etc/ray/auth_token", "venv": "/opt/rlinfra/venv",
+        "temp_dir": "/tmp/ray"}
+
+
+def test_the_fact_gives_address_and_token_path(fact):
+    from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import dashboard_target, local_ray_fact
+    fact(FACT)
+    assert local_ray_fact() == FACT
+    target = dashboard_target("", None, None)
+    assert (target["address"], target["auth_token_path"], target["warning"]) == (
+        "http://10.0.0.5:8265", "/etc/ray/auth_token", None)
+    assert target["fact"]["venv"] == "/opt/rlinfra/venv"
+    # None (an option set to null) is as unset as ''
+    assert dashboard_target(None)["address"] == "http://10.0.0.5:8265"
+
+
+def test_explicit_options_win_over_the_fact(fact):
+    from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import dashboard_target
+    fact(FACT)
+    target = dashboard_target("http://127.0.0.1:1", None, "/run/my_token")
+    assert (target["address"], target["auth_token_path"]) == ("http://127.0.0.1:1", "/run/my_token")
+    # a token given as a value: no token file at all, not even the fact's
+    assert dashboard_target("", "tok", None)["auth_token_path"] is None
+    # a blank address is a mistake to report, not a request for the fact
+    assert dashboard_target("  ")["address"] == "  "
+
+
+def test_the_fact_token_file_comes_before_the_environment(fact, tmp_path, monkeypatch):
+    from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import dashboard_target, resolve_token
+    token_file = tmp_path / "auth_token"
+    token_file.write_text("from-fact-file\n")
+    fact(dict(FACT, token_path=str(token_file)))
+    monkeypatch.setenv("RAY_AUTH_TOKEN", "from-env")
+    target = dashboard_target("", None, None)
+    assert resolve_token(None, target["auth_token_path"]) == "from-fact-file"
+    fact(dict(FACT, token_path=""))  # a cluster without token auth: the environment still counts
+    assert resolve_token(None, dashboard_target("", None, None)["auth_token_path"]) == "from-env"
+
+
+def test_no_fact_and_no_address_is_one_line(fact):
+    from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayError, dashboard_target
+    with pytest.raises(RayError) as err:
+        dashboard_target("", None, None)
+    assert str(err.value) == ("no Ray dashboard address on this host: it has no rlinfra_ray local fact (%s, written by "
+                              "site.yml) and address is not set" % fact.path)
+    # with an address, a host without the fact is fine: the token then comes from the environment
+    assert dashboard_target("http://10.0.0.5:8265", None, None) == dict(
+        address="http://10.0.0.5:8265", auth_token_path=None, fact={}, warning=None)
+
+
+def test_a_fact_without_dashboard_url_is_one_line(fact):
+    from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayError, dashboard_target
+    fact({k: v for k, v in FACT.items() if k != "dashboard_url"})
+    with pytest.raises(RayError, match=r"^no Ray dashboard address on this host: its rlinfra_ray local fact \(%s\) "
+                       r"has no dashboard_url \(run site.yml again\) and address is not set$" % fact.path):
+        dashboard_target("")
+
+
+@pytest.mark.parametrize("content,reason", [
+    ('{"role": "head", "dashboard_url": "http://10.0', "not valid JSON (Unterminated string starting at: line 1 "
+                                                      "column 35 (char 34)): it is half-written or damaged"),
+    ("", "not valid JSON (Expecting value: line 1 column 1 (char 0)): it is half-written or damaged"),
+    ('["http://10.0.0.5:8265"]', "not a JSON object but list: it is damaged"),
+])
+def test_a_broken_fact_is_one_line_naming_the_file(fact, content, reason):
+    from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayError, dashboard_target, local_ray_fact
+    fact(content)
+    line = "the rlinfra_ray local fact %s is %s; run site.yml again to rewrite it" % (fact.path, reason)
+    for call in (local_ray_fact, lambda: dashboard_target("")):
+        with pytest.raises(RayError) as err:
+            call()
+        assert str(err.value) == line and "\n" not in line
+
+
+def test_a_broken_fact_only_looked_at_for_the_token_is_a_warning(fact):
+    from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayError, dashboard_target
+    fact("{")
+    target = dashboard_target("http://10.0.0.5:8265", None, None)
+    assert target["address"] == "http://10.0.0.5:8265" and target["auth_token_path"] is None
+    assert target["warning"].startswith("the rlinfra_ray local fact %s is not valid JSON" % fact.path)
+    assert target["warning"].endswith("; its token_path was not used")
+    fact(dict(FACT, dashboard_url=8265))
+    with pytest.raises(RayError) as err:
+        dashboard_target("")
+    assert str(err.value) == ("the rlinfra_ray local fact %s is damaged: dashboard_url is int (8265), not a string; run "
+                              "site.yml again to rewrite it" % fact.path)
+
+
+def test_an_unusable_dashboard_url_in_the_fact_names_the_fact(fact):
+    from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayError, dashboard_target
+    fact(dict(FACT, dashboard_url="http://10.0.0.5:8265/#/jobs"))
+    with pytest.raises(RayError) as err:
+        dashboard_target("")
+    assert str(err.value) == ("the dashboard_url of the rlinfra_ray local fact %s is not usable: address "
+                              "'http://10.0.0.5:8265/#/jobs' is not a valid Ray dashboard URL: give only scheme, host "
+                              "and port, without a path, query or fragment (e.g. http://10.0.0.5:8265)" % fact.path)
+
+
+def test_an_unreadable_fact_is_one_line(fact):
+    from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayError, local_ray_fact
+    fact.path.mkdir(parents=True)  # a directory where the file should be: open() fails like a permission error
+    with pytest.raises(RayError, match=r"^cannot read the rlinfra_ray local fact %s: Is a directory \(does the play "
+                       r"run with become\?\)$" % fact.path):
+        local_ray_fact()

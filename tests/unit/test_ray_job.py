@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.rlinfra.verl.plugins.module_utils import ray_client
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayClient
-from ansible_collections.rlinfra.verl.plugins.modules import ray_job
+from ansible_collections.rlinfra.verl.plugins.modules import ray_job, ray_job_poll, ray_package
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 POLL = 0.3
@@ -23,6 +24,14 @@ POLL = 0.3
 
 def new_id(prefix):
     return "%s-%s" % (prefix, uuid.uuid4().hex[:8])
+
+
+@pytest.fixture(autouse=True)
+def fact_path(tmp_path, monkeypatch):
+    """This host's rlinfra_ray local fact, in tmp_path: absent unless a test writes it."""
+    path = tmp_path / "rlinfra_ray.fact"
+    monkeypatch.setattr(ray_client, "FACT_PATH", str(path))
+    return path
 
 
 @pytest.fixture
@@ -265,3 +274,75 @@ def test_through_ansible_playbook(ray_head, tmp_path):
     assert ray_head.token not in output
     assert "hf_playbook_secret_271" not in output and "from-playbook ********" in output
     assert ray_head.client().get_job(sid)["status"] == "SUCCEEDED"
+
+
+# On the head without address nor token: both from its rlinfra_ray local fact ------------------------------
+
+@pytest.fixture
+def head_fact(ray_head, fact_path):
+    fact_path.write_text(json.dumps(dict(role="head", cluster="c1", node_ip=ray_head.node_ip,
+                                         gcs_address=ray_head.gcs_address, dashboard_url=ray_head.address,
+                                         token_path=ray_head.token_path, venv="/opt/rlinfra/venv",
+                                         temp_dir=ray_head.temp_dir)))
+    return fact_path
+
+
+def test_job_and_poll_with_the_fact(ray_head, head_fact, module_runner):
+    sid = new_id("fact")
+    res = module_runner(ray_job.main, dict(submission_id=sid, entrypoint="echo from-fact", state="finished",
+                                           wait_timeout=120, poll_interval=POLL))
+    assert res.get("failed") is not True, res
+    assert res["status"] == "SUCCEEDED" and res["dashboard_url"] == "%s/#/jobs/%s" % (ray_head.address, sid)
+    poll = module_runner(ray_job_poll.main, dict(submission_id=sid, logs_tail_lines=5))
+    assert poll.get("failed") is not True, poll
+    assert (poll["found"], poll["status"], poll["address"]) == (True, "SUCCEEDED", ray_head.address)
+    assert poll["dashboard_url"] == res["dashboard_url"] and "from-fact" in poll["logs_tail"]
+    assert ray_head.token not in json.dumps(res) + json.dumps(poll)
+    absent = module_runner(ray_job.main, dict(submission_id=sid, state="absent", poll_interval=POLL))
+    assert absent.get("failed") is not True and ray_head.client().get_job(sid) is None
+
+
+def test_package_with_the_fact(ray_head, head_fact, tmp_path, module_runner):
+    uri = "gcs://_ray_pkg_%s.zip" % uuid.uuid4().hex[:16].rjust(40, "0")
+    res = module_runner(ray_package.main, dict(uri=uri, src=str(tmp_path / "absent.zip")), check_mode=True)
+    assert res.get("failed") is not True, res
+    assert (res["changed"], res["uploaded"]) == (True, False)  # asked the head's dashboard: not there yet
+
+
+@pytest.mark.parametrize("main,options", [
+    (ray_job.main, dict(submission_id="fine-1", entrypoint="true")),
+    (ray_job_poll.main, dict(submission_id="fine-1")),
+    (ray_package.main, dict(uri="gcs://_ray_pkg_%s.zip" % ("0" * 40), src="/nonexistent.zip")),
+])
+def test_every_module_without_address_nor_fact_says_so(fact_path, module_runner, main, options):
+    res = module_runner(main, options)
+    assert res["failed"] is True
+    assert res["msg"] == ("no Ray dashboard address on this host: it has no rlinfra_ray local fact (%s, written by "
+                          "site.yml) and address is not set" % fact_path)
+
+
+def test_run_option_follows_the_newest_attempt(ray_head, job, module_runner):
+    """status.yml and stop.yml name the run; its newest attempt (a recovery's <id>-a2) is the one read and stopped."""
+    client = ray_head.client()
+    base = new_id("run")
+    client.submit_job(base, "echo first-attempt")
+    client.wait_for_job(base, timeout=120, poll_interval=POLL)
+    client.submit_job(base + "-a2", "sleep 300", metadata={"rlinfra_recovered_from": "node_lost"})
+    wait_running(client, base + "-a2")
+    dash = dict(address=ray_head.address, auth_token=ray_head.token)
+    polled = module_runner(ray_job_poll.main, dict(dash, submission_id=base, run=True, logs_tail_lines=0))
+    assert polled["submission_id"] == base + "-a2" and polled["status"] == "RUNNING"
+    assert [a["attempt"] for a in polled["attempts"]] == [1, 2]
+    assert "(resubmitted after node lost)" in polled["attempts"][1]["line"]
+
+    res = job(submission_id=base, run=True, state="stopped", logs_tail_lines=0)
+    assert (res["submission_id"], res["changed"], res["status"], res["found"]) == (base + "-a2", True, "STOPPED", True)
+    assert client.get_job(base)["status"] == "SUCCEEDED"  # the first attempt is left alone
+
+    never = new_id("never")
+    none = module_runner(ray_job_poll.main, dict(dash, submission_id=never, run=True))
+    assert (none["found"], none["attempts"], none["submission_id"]) == (False, [], never)
+    res = job(submission_id=never, run=True, state="stopped")
+    assert (res["found"], res["changed"], res["status"]) == (False, False, None)
+    bad = job(submission_id=base, run=True, state="submitted", entrypoint="true")
+    assert bad["failed"] and "run=true applies to state=stopped only" in bad["msg"]

@@ -4,8 +4,10 @@ bounded tails, secrets masked in the bytes before they are packed, the bundle's 
 from __future__ import annotations
 
 import http.server
+import io
 import json
 import os
+import stat
 import tarfile
 import threading
 
@@ -336,3 +338,52 @@ def test_module_takes_temp_dir_and_token_from_the_local_fact(node, module_runner
     assert res["temp_dir"] == node["temp"]
     _, data = members(res["bundle"])
     assert not [n for n, d in data.items() if TOKEN.encode() in d or ENV_SECRET.encode() in d]
+
+
+def _tar(entries):
+    """A tar.gz built by hand: (name, kind, payload) with kind file/dir/symlink/hardlink/fifo."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, kind, payload in entries:
+            info = tarfile.TarInfo(name)
+            if kind == "file":
+                info.size = len(payload)
+                tar.addfile(info, io.BytesIO(payload))
+                continue
+            info.type = {"dir": tarfile.DIRTYPE, "symlink": tarfile.SYMTYPE, "hardlink": tarfile.LNKTYPE,
+                         "fifo": tarfile.FIFOTYPE}[kind]
+            info.linkname = payload or ""
+            tar.addfile(info)
+    return buf.getvalue()
+
+
+def test_unpack_keeps_everything_inside_dest_and_private(tmp_path):
+    dest = tmp_path / "exp" / "run" / "nodes"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    data = _tar([("h1", "dir", None), ("h1/raylet.out", "file", b"ok\n"), ("h1/sub/gcs.log", "file", b"gcs\n"),
+                 ("../escape.txt", "file", b"x"), ("/etc/evil", "file", b"x"), ("h1/../../up.txt", "file", b"x"),
+                 ("h1/link", "symlink", str(outside)), ("h1/hard", "hardlink", "/etc/passwd"), ("h1/pipe", "fifo", None),
+                 ("h1/link/through.txt", "file", b"x")])
+    files, refused = N.unpack(data, str(dest))
+    # The link itself is left out, so h1/link is a plain directory of dest when a file is put under it.
+    assert sorted(files) == ["h1/link/through.txt", "h1/raylet.out", "h1/sub/gcs.log"]
+    assert sorted(refused) == sorted(["../escape.txt", "/etc/evil", "h1/../../up.txt", "h1/link", "h1/hard", "h1/pipe"])
+    assert (dest / "h1" / "raylet.out").read_bytes() == b"ok\n"
+    assert list(outside.iterdir()) == [] and not (dest.parent / "escape.txt").exists() and not (dest.parent / "up.txt").exists()
+    for path in [tmp_path / "exp", dest.parent, dest, dest / "h1", dest / "h1" / "sub"]:
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o700, path
+    for path in [dest / "h1" / "raylet.out", dest / "h1" / "sub" / "gcs.log"]:
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600, path
+
+
+def test_unpack_never_writes_through_a_link_left_in_dest(tmp_path):
+    dest, outside = tmp_path / "nodes", tmp_path / "outside"
+    (dest / "h1").mkdir(parents=True)
+    outside.mkdir()
+    os.symlink(str(outside / "stolen"), str(dest / "h1" / "raylet.out"))  # planted between two gatherings
+    os.symlink(str(outside), str(dest / "h2"))
+    files, refused = N.unpack(_tar([("h1/raylet.out", "file", b"new\n"), ("h2/x.log", "file", b"x")]), str(dest))
+    assert files == ["h1/raylet.out"] and refused == ["h2/x.log"]
+    assert not (outside / "stolen").exists() and not (outside / "x.log").exists()
+    assert not os.path.islink(dest / "h1" / "raylet.out") and (dest / "h1" / "raylet.out").read_bytes() == b"new\n"

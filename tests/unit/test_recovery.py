@@ -7,11 +7,11 @@ import os
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.filter.attempts import attempts_with_lines, checkpoint_holder
 from ansible_collections.rlinfra.verl.plugins.module_utils import attempts as A
 from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E
 from ansible_collections.rlinfra.verl.plugins.module_utils import recovery as R
 from ansible_collections.rlinfra.verl.plugins.module_utils import verl_checkpoint as C
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import ACTIVE_STATUSES
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -39,7 +39,7 @@ def test_newest_attempt_is_the_highest_number_not_the_latest_listed():
     assert A.newest_attempt(jobs, base)["attempt"] == 10
     assert [j["attempt"] for j in A.attempts_of(jobs, base)] == [1, 2, 10]
     assert A.newest_attempt([], base) is None
-    lines = [j["line"] for j in attempts_with_lines(
+    lines = [j["line"] for j in A.with_lines(
         [{"submission_id": base + "-a2", "status": "RUNNING", "start_time": "t2", "metadata": {"rlinfra_recovered_from": "node_lost"}}],
         base)]
     assert lines == ["attempt 2: %s-a2 RUNNING, started t2, ended - (resubmitted after node lost)" % base]
@@ -49,10 +49,10 @@ def test_checkpoint_holder_is_another_active_run_on_the_same_directory():
     jobs = [{"submission_id": "rlinfra-x-default", "status": "RUNNING", "metadata": {"rlinfra_checkpoint_dir": "/c/x"}},
             {"submission_id": "rlinfra-x-default-2", "status": "RUNNING", "metadata": {"rlinfra_checkpoint_dir": "/c/x/"}},
             {"submission_id": "rlinfra-x-default-3", "status": "SUCCEEDED", "metadata": {"rlinfra_checkpoint_dir": "/c/x"}}]
-    assert checkpoint_holder(jobs, "/c/x", "rlinfra-x-default")["submission_id"] == "rlinfra-x-default-2"
-    assert checkpoint_holder(jobs, "/c/x", "rlinfra-x-default-2")["submission_id"] == "rlinfra-x-default"
-    assert checkpoint_holder(jobs[2:], "/c/x", "rlinfra-x-default") is None  # ended runs hold nothing
-    assert checkpoint_holder(jobs, "/c/y", "rlinfra-y-default") is None
+    assert A.checkpoint_holder(jobs, "/c/x", "rlinfra-x-default", ACTIVE_STATUSES)["submission_id"] == "rlinfra-x-default-2"
+    assert A.checkpoint_holder(jobs, "/c/x", "rlinfra-x-default-2", ACTIVE_STATUSES)["submission_id"] == "rlinfra-x-default"
+    assert A.checkpoint_holder(jobs[2:], "/c/x", "rlinfra-x-default", ACTIVE_STATUSES) is None  # ended runs hold nothing
+    assert A.checkpoint_holder(jobs, "/c/y", "rlinfra-y-default", ACTIVE_STATUSES) is None
 
 
 # --- nodes and events ----------------------------------------------------------------------

@@ -8,9 +8,9 @@ import subprocess
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.filter import secrets_file as F
 from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E
 from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_file as SF
+from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_run as S
 
 NASTY = {"HF_TOKEN": "hf_a'b\"c$HOME`id`\\n;x", "MULTI": "line1\nline2 $(x) ${PATH}", "EMPTYISH": " ", "PLAIN": "p"}
 
@@ -87,20 +87,20 @@ def test_render_without_secrets_changes_nothing():
 
 
 def test_filters_decide_when_the_file_is_written_and_removed():
-    assert F.secrets_file_needed(None) and F.secrets_file_needed({"status": "RUNNING"})
-    assert F.secrets_file_needed({"status": "FAILED"})  # the wait may recover it
-    assert not F.secrets_file_needed({"status": "SUCCEEDED"}) and not F.secrets_file_needed({"status": "STOPPED"})
-    assert F.secrets_file_done({"reason": "succeeded", "status": "SUCCEEDED"})
-    assert F.secrets_file_done({"reason": "failed", "status": "FAILED"})
-    assert F.secrets_file_done({"reason": "head_restart", "status": None})
-    assert not F.secrets_file_done({"reason": "timeout", "status": "RUNNING"})
-    assert not F.secrets_file_done({"reason": "unreachable", "status": "RUNNING"})
-    assert not F.secrets_file_done({"skipped": True}) and not F.secrets_file_done(None)
+    assert S.needed(None) and S.needed({"status": "RUNNING"})
+    assert S.needed({"status": "FAILED"})  # the wait may recover it
+    assert not S.needed({"status": "SUCCEEDED"}) and not S.needed({"status": "STOPPED"})
+    assert S.done({"reason": "succeeded", "status": "SUCCEEDED"})
+    assert S.done({"reason": "failed", "status": "FAILED"})
+    assert S.done({"reason": "head_restart", "status": None})
+    assert not S.done({"reason": "timeout", "status": "RUNNING"})
+    assert not S.done({"reason": "unreachable", "status": "RUNNING"})
+    assert not S.done({"skipped": True}) and not S.done(None)
     jobs = [{"submission_id": "r-1", "status": "SUCCEEDED"}, {"submission_id": "r-2", "status": "FAILED"},
             {"submission_id": "r-2-a2", "status": "RUNNING"}, {"submission_id": "r-3", "status": "STOPPED"}]
     paths = ["/s/c/r-1.env", "/s/c/r-2.env", "/s/c/r-3.env", "/s/c/r-4.env", "/s/c/new.env", "/s/c/x.txt"]
-    assert F.secrets_files_stale(paths, jobs, "new") == ["/s/c/r-1.env", "/s/c/r-3.env", "/s/c/r-4.env"]
+    assert S.stale(paths, jobs, "new") == ["/s/c/r-1.env", "/s/c/r-3.env", "/s/c/r-4.env"]
 
 
 def test_file_text_round_trips_through_the_filter():
-    assert SF.loads(F.secrets_env_file(NASTY)) == NASTY
+    assert SF.loads(SF.dumps(NASTY)) == NASTY

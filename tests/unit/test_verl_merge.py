@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from ansible_collections.rlinfra.verl.plugins.module_utils import ray_client
 from ansible_collections.rlinfra.verl.plugins.module_utils import verl_checkpoint as C
 from ansible_collections.rlinfra.verl.plugins.modules import verl_merge
 
@@ -26,6 +27,14 @@ def make_step(ckpt, step, world=2, complete=True):
         (actor / "huggingface" / "config.json").write_text("{}")
     (actor / "optim_world_size_2_rank_0.pt").write_bytes(b"ignored")
     return actor
+
+
+@pytest.fixture(autouse=True)
+def fact_path(tmp_path, monkeypatch):
+    """This host's rlinfra_ray local fact, in tmp_path: absent unless a test writes it."""
+    path = tmp_path / "rlinfra_ray.fact"
+    monkeypatch.setattr(ray_client, "FACT_PATH", str(path))
+    return path
 
 
 @pytest.fixture
@@ -127,4 +136,61 @@ def test_already_merged_changes_nothing(ckpt, tmp_path, module_runner):
 def test_an_upload_without_a_token_is_refused_first(ckpt, tmp_path, module_runner):
     out = module_runner(verl_merge.main, args(ckpt, tmp_path, hf_repo="me/model"))
     assert out["failed"] and out["msg"].startswith("verl_job_hf_repo is me/model but no Hugging Face token is set")
+    assert not (tmp_path / "models").exists()
+
+
+# The venv from the head's rlinfra_ray local fact, and experiments verl does not train ---------------------------
+
+def fact_args(ckpt, tmp_path, **extra):
+    out = args(ckpt, tmp_path, **extra)
+    return out, out.pop("venv")
+
+
+def test_the_venv_comes_from_the_fact(ckpt, tmp_path, fact_path, module_runner):
+    base, venv = fact_args(ckpt, tmp_path)
+    fact_path.write_text(json.dumps({"role": "head", "dashboard_url": "http://10.0.0.5:8265", "venv": venv}))
+    out = module_runner(verl_merge.main, base, check_mode=True)
+    assert out["changed"] and out["merged"] and out["venv"] == venv
+    # Not in check mode the merger runs from that venv (a real interpreter without verl): its own error.
+    out = module_runner(verl_merge.main, base)
+    assert out["failed"] and out["msg"].startswith("verl's model merger failed on %s/global_step_20/actor (exit 1): "
+                                                   % ckpt) and "No module named 'verl'" in out["msg"]
+
+
+def test_an_explicit_venv_wins_over_the_fact(ckpt, tmp_path, fact_path, module_runner):
+    base, venv = fact_args(ckpt, tmp_path)
+    fact_path.write_text(json.dumps({"venv": str(tmp_path / "not-this-one")}))
+    out = module_runner(verl_merge.main, dict(base, venv=venv), check_mode=True)
+    assert out.get("failed") is not True and out["venv"] == venv
+
+
+@pytest.mark.parametrize("fact,line", [
+    (None, "no Python environment with verl known on head-0: it has no rlinfra_ray local fact ({f}, written by "
+           "site.yml) and verl_job_venv is not set"),
+    ({"role": "head", "venv": ""}, "no Python environment with verl known on head-0: its rlinfra_ray local fact ({f}) "
+                                   "names no venv and verl_job_venv is not set"),
+    ('{"role": "head", "ve', "no Python environment with verl known on head-0: the rlinfra_ray local fact {f} is not "
+                            "valid JSON (Unterminated string starting at: line 1 column 18 (char 17)): it is "
+                            "half-written or damaged; run site.yml again to rewrite it, or set verl_job_venv"),
+])
+def test_no_venv_known_is_one_line(ckpt, tmp_path, fact_path, module_runner, fact, line):
+    if fact is not None:
+        fact_path.write_text(fact if isinstance(fact, str) else json.dumps(fact))
+    base, dummy = fact_args(ckpt, tmp_path)
+    out = module_runner(verl_merge.main, base)
+    assert out["failed"] and out["msg"] == line.format(f=fact_path)
+    assert not (tmp_path / "models").exists()
+
+
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_an_experiment_verl_does_not_train_has_nothing_to_merge(tmp_path, fact_path, module_runner, check_mode):
+    # No checkpoint, no venv, no fact, an upload asked without a token: none of it matters for such an experiment.
+    out = module_runner(verl_merge.main, dict(checkpoint_dir=str(tmp_path / "none"), experiment="custom_program",
+                                              framework="custom", target=str(tmp_path / "models" / "custom_program"),
+                                              hf_repo="me/model"), check_mode=check_mode)
+    assert out.get("failed") is not True, out
+    assert (out["changed"], out["merged"], out["step"], out["source"], out["target"], out["uploaded_to"]) == (
+        False, False, None, "", "", "")
+    assert out["report"] == ("nothing to merge: experiment custom_program is a custom experiment, and merge.yml merges "
+                             "the FSDP actor checkpoints of verl experiments")
     assert not (tmp_path / "models").exists()

@@ -1,0 +1,106 @@
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Action ``rlinfra.verl.verl_submit``: submit a rendered experiment to its Ray cluster, once.
+
+Decides from the cluster's job list whether the run already exists (a re-run after the controller
+died attaches to its newest attempt) and whether another run writes the same checkpoints (refused),
+then on the head: the run's secrets file (rlinfra.verl.verl_secrets_file), the working_dir zip
+(copied, then uploaded with rlinfra.verl.ray_package) and the job (rlinfra.verl.ray_job).
+Documentation: plugins/modules/verl_submit.py."""
+
+from __future__ import annotations
+
+import os
+
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.rlinfra.verl.plugins.module_utils import attempts as A
+from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_run as S
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import ACTIVE_STATUSES, DASHBOARD_ARGUMENT_SPEC
+
+HOOK_SOURCE = os.path.join(os.path.dirname(__file__), "..", "module_utils", "secrets_file.py")
+
+ARGUMENT_SPEC = dict(
+    DASHBOARD_ARGUMENT_SPEC,
+    job=dict(type="dict", required=True),
+    jobs=dict(type="list", elements="dict", default=[]),
+    secrets=dict(type="dict", default={}, no_log=True),
+    package_dest=dict(type="str", default=""),
+)
+DASHBOARD = tuple(DASHBOARD_ARGUMENT_SPEC)
+
+
+class Refused(Exception):
+    pass
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = True
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        self.task_vars = task_vars
+        self.dash = {k: args[k] for k in DASHBOARD if args.get(k) is not None}
+        try:
+            result.update(self._submit(args))
+        except Refused as e:
+            result.update(failed=True, msg=str(e))
+        finally:
+            self._remove_tmp_path(self._connection._shell.tmpdir)
+        return result
+
+    def _module(self, name, module_args, what):
+        res = self._execute_module(module_name=name, module_args=module_args, task_vars=self.task_vars)
+        if res.get("failed") or res.get("unreachable"):
+            detail = res.get("msg") or (res.get("module_stderr") or res.get("exception") or "").strip().splitlines()[-1:]
+            raise Refused("%s: %s" % (what, detail if isinstance(detail, str) else "".join(detail) or "failed"))
+        return res
+
+    def _submit(self, args):
+        job, jobs = args["job"], args["jobs"]
+        sid = job["submission_id"]
+        current = A.newest_attempt(jobs, sid)
+        holder = A.checkpoint_holder(jobs, job.get("checkpoint_dir"), sid, ACTIVE_STATUSES)
+        if holder is not None and current is None:
+            raise Refused(
+                "%s (%s) already writes %s: two runs in one checkpoint directory would resume from each other's "
+                "checkpoints. Wait for it or stop it (stop.yml), or give this run its own directory (params "
+                "trainer.default_local_dir)." % (holder["submission_id"], holder.get("status"), job.get("checkpoint_dir")))
+        changed = False
+        if job.get("secrets_file"):
+            with open(HOOK_SOURCE) as f:
+                hook = f.read()
+            res = self._module("rlinfra.verl.verl_secrets_file", dict(
+                secrets_dir=job["secrets_dir"], path=job["secrets_file"], values=args["secrets"], hook=hook,
+                jobs=jobs, write=S.needed(current)), "the run's secrets file")
+            changed = res.get("changed", False)
+        if current is not None:
+            line = "%s already exists (%s); not submitted again%s - use -e run=N for a new run, which resumes from " \
+                   "the checkpoints" % (current["submission_id"], current.get("status"),
+                                        ", attempt %d of the run" % current["attempt"] if current["attempt"] > 1 else "")
+            return dict(changed=changed, submission_id=current["submission_id"], submitted=False,
+                        status=current.get("status"), current=current, msg=line)
+        package = job.get("package")
+        if package:
+            changed = self._copy(package["path"], args["package_dest"]) or changed
+            changed = self._module("rlinfra.verl.ray_package", dict(self.dash, uri=package["uri"], src=args["package_dest"]),
+                                   "the working_dir %s" % package["uri"]).get("changed") or changed
+        res = self._module("rlinfra.verl.ray_job", dict(self.dash, **A.submit_args(
+            sid, job["entrypoint"], job["runtime_env"], job["metadata"], job.get("resources"))), "job %s" % sid)
+        return dict(changed=True, submission_id=sid, submitted=True, status=res.get("status"), current=None,
+                    msg="Submitted %s (%s)" % (sid, res.get("status") or "?"))
+
+    def _copy(self, src, dest):
+        """The zip onto the head (0600), kept there: a recovery after a head restart uploads it again."""
+        task = self._task.copy()
+        task.args = dict(src=src, dest=dest, mode="0600")
+        copy = self._shared_loader_obj.action_loader.get(
+            "ansible.legacy.copy", task=task, connection=self._connection, play_context=self._play_context,
+            loader=self._loader, templar=self._templar, shared_loader_obj=self._shared_loader_obj)
+        res = copy.run(task_vars=self.task_vars)
+        if res.get("failed"):
+            raise Refused("the working_dir zip could not be copied to %s: %s" % (dest, res.get("msg")))
+        return bool(res.get("changed"))

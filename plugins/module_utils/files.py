@@ -1,0 +1,40 @@
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Files written whole or not at all: a temporary file in the same directory, given its mode before
+anything is written to it, then renamed over the target. A reader (Ray, systemd, nft, the next run)
+never sees half a file, and a secret is never readable by others, not even for a moment.
+Standard library only: modules on the nodes import it."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+
+def write_atomic(path, text, mode, prefix=".rlinfra-"):
+    """Write ``text`` to ``path`` with ``mode``; the temporary file is removed whatever happens."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=prefix)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def write_if_changed(path, text, mode, check_mode=False):
+    """:func:`write_atomic` unless ``path`` holds ``text`` with ``mode`` already; True when it (would have)
+    changed. In check mode nothing is written."""
+    try:
+        with open(path) as f:
+            same = f.read() == text and (os.stat(path).st_mode & 0o7777) == mode
+    except OSError:
+        same = False
+    if same:
+        return False
+    if not check_mode:
+        write_atomic(path, text, mode)
+    return True

@@ -1,0 +1,61 @@
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Which environment variable names hold secrets: the collection's one rule.
+
+A name is a secret when it contains, in any case, one of the words of :data:`SECRET_NAME_PATTERN`
+(``HF_TOKEN``, ``WANDB_API_KEY``, ``aws_secret_access_key``, ``DB_PASSWORD``, ``GOOGLE_CREDENTIALS``,
+``BASIC_AUTH``...). Everything that decides "secret or not" by name reads it from here:
+
+* the modules that talk to Ray mask the values of such runtime_env variables in what they return
+  (``ray_client.SECRET_NAME``);
+* ``ray_node_logs`` masks such values wherever a log shows them (``node_logs``, which embeds the
+  pattern text in its own expressions: keep it an alternation of words);
+* the ray role writes such ``ray_env`` entries to the root-only ``ray-secrets.env`` and never logs
+  them (the ``rlinfra.verl.secret_env`` / ``plain_env`` filters), unless the user names their own
+  expression in ``ray_env_secret_pattern``.
+
+Broad on purpose: a name taken for a secret by mistake is only hidden (its value is masked, its
+line goes to the root-only file, which Ray reads all the same); a secret taken for a plain name
+would be shown. Standard library only: modules on the nodes import it.
+"""
+
+from __future__ import annotations
+
+import re
+
+# TOKENIZER: TOKENIZERS_PARALLELISM (set in most Hugging Face setups) is no secret, and its value ("true")
+# would otherwise be masked everywhere in collected logs.
+SECRET_NAME_PATTERN = "TOKEN(?!IZER)|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH"
+SECRET_NAME = re.compile(SECRET_NAME_PATTERN, re.IGNORECASE)
+
+
+def name_rule(pattern=None):
+    """The compiled rule: the collection's (:data:`SECRET_NAME`) when ``pattern`` is empty, else the
+    user's own regular expression, searched case-sensitively (as the ray role always read
+    ``ray_env_secret_pattern``). ``re.error`` for an expression that does not compile."""
+    if not pattern:
+        return SECRET_NAME
+    return re.compile(pattern)
+
+
+def is_secret_name(name, pattern=None):
+    """Whether the variable ``name`` holds a secret (see :func:`name_rule` for ``pattern``)."""
+    return name_rule(pattern).search(str(name)) is not None
+
+
+def split_env(env, pattern=None):
+    """``(plain, secret)``: the entries of the mapping ``env`` whose names are not / are secrets."""
+    rule = name_rule(pattern)
+    plain, secret = {}, {}
+    for name, value in (env or {}).items():
+        (secret if rule.search(str(name)) else plain)[name] = value
+    return plain, secret
+
+
+def secret_values(env, names=()):
+    """The values, as text, of the entries of ``env`` that are secrets by the collection's rule or are
+    listed in ``names``; empty values are left out. What a module adds to ``no_log_values``."""
+    if not isinstance(env, dict):
+        return []
+    return [str(v) for k, v in env.items() if v and (SECRET_NAME.search(str(k)) or k in names)]
