@@ -69,6 +69,17 @@ fi
   echo "ansible-doc and syntax checks passed against the installed collection"
 )
 
+gate "module names resolve with ansible-core + galaxy.yml's dependencies only"
+# Copies of the declared collections (from the ansible package, as Galaxy is unreachable here) beside the
+# installed tarball; the Python environment's other collections are not searched.
+rm -rf "$WORK/deps"
+for c in $(python3 -c 'import sys, yaml; print(" ".join(yaml.safe_load(open(sys.argv[1]))["dependencies"] or {}))' galaxy.yml); do
+  mkdir -p "$WORK/deps/ansible_collections/${c%%.*}"
+  cp -r "$(python3 -c 'import ansible_collections, sys; print(ansible_collections.__path__[0])')/${c/.//}" \
+    "$WORK/deps/ansible_collections/${c%%.*}/"
+done
+python3 scripts/check_fqcn.py "$WORK/installed/ansible_collections/rlinfra/verl" "$WORK/installed:$WORK/deps"
+
 gate "changelog"
 antsibull-changelog lint
 antsibull-changelog generate >/dev/null
