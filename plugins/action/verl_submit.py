@@ -55,8 +55,8 @@ class ActionModule(ActionBase):
     def _module(self, name, module_args, what):
         res = self._execute_module(module_name=name, module_args=module_args, task_vars=self.task_vars)
         if res.get("failed") or res.get("unreachable"):
-            detail = res.get("msg") or (res.get("module_stderr") or res.get("exception") or "").strip().splitlines()[-1:]
-            raise Refused("%s: %s" % (what, detail if isinstance(detail, str) else "".join(detail) or "failed"))
+            lines = (res.get("module_stderr") or res.get("exception") or "").strip().splitlines()
+            raise Refused("%s: %s" % (what, res.get("msg") or (lines[-1] if lines else "failed")))
         return res
 
     def _submit(self, args):

@@ -26,10 +26,10 @@ import stat
 import tarfile
 import time
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import secret_names
+from ansible_collections.rlinfra.verl.plugins.module_utils import ray_client, secret_names
 
 DEFAULT_TEMP_DIR = "/workspace/ray"
-FACT_PATH = "/etc/ansible/facts.d/rlinfra_ray.fact"
+FACT_PATH = ray_client.FACT_PATH
 DEFAULT_TOKEN_PATH = "/etc/ray/auth_token"
 SECRETS_ENV_NAME = "ray-secrets.env"
 MASK = b"********"
@@ -153,13 +153,10 @@ def read_secret_file(path):
 
 def read_fact(path=None):
     """The node's rlinfra_ray local fact (written by site.yml), {} when absent or unreadable."""
-    path = path or FACT_PATH
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
+        return ray_client.local_ray_fact(path or FACT_PATH)
+    except ray_client.RayError:  # logs are gathered on a broken node too: the fact only gives defaults
         return {}
-    return data if isinstance(data, dict) else {}
 
 
 # Choosing the files ------------------------------------------------------------------------------
