@@ -14,6 +14,7 @@ from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E
+from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_source as ES
 from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_file as SF
 from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_run as S
 from ansible_collections.rlinfra.verl.plugins.module_utils import verl_preflight as P
@@ -25,6 +26,7 @@ ARGUMENT_SPEC = dict(
     name=dict(type="str", required=True),
     loaded=dict(type="dict"),
     experiments_dir=dict(type="str", default=""),
+    artifacts_dir=dict(type="str", default=""),
     cluster=dict(type="str", default=""),
     run=dict(type="str", default=""),
     params=dict(type="dict", default={}),
@@ -73,24 +75,11 @@ class ActionModule(ActionBase):
 
     # ----------------------------------------------------------------------------------------
 
-    def _experiments_dir(self, args, task_vars):
-        if args["experiments_dir"]:
-            return os.path.abspath(os.path.expanduser(args["experiments_dir"]))
-        # Where ansible-playbook was started, then next to the playbook (or above it, for the
-        # collection's playbooks/), then the collection's own experiments.
-        candidates = [os.path.join(os.getcwd(), "experiments")]
-        playbook_dir = task_vars.get("playbook_dir")
-        if playbook_dir:
-            candidates.append(os.path.join(_text(playbook_dir), "experiments"))
-            candidates.append(os.path.join(os.path.dirname(_text(playbook_dir)), "experiments"))
-        candidates.append(os.path.join(COLLECTION_ROOT, "experiments"))
-        seen = set()
-        candidates = [d for d in (os.path.realpath(c) for c in candidates) if not (d in seen or seen.add(d))]
-        for directory in candidates:
-            for ext in E.EXTENSIONS:
-                if os.path.isfile(os.path.join(directory, args["name"] + ext)):
-                    return directory
-        return next((d for d in candidates if os.path.isdir(d)), candidates[0])
+    def _locate(self, args, task_vars):
+        return ES.locate(args["name"], explicit_dir=args["experiments_dir"], environ=os.environ,
+                         inventory_sources=task_vars.get("ansible_inventory_sources") or [],
+                         playbook_dir=_text(task_vars.get("playbook_dir")), cwd=os.getcwd(),
+                         collection_root=COLLECTION_ROOT, artifacts_dir=args["artifacts_dir"])
 
     def _hostvar(self, task_vars, host, name, default=None):
         try:
@@ -129,9 +118,7 @@ class ActionModule(ActionBase):
         return nodes
 
     def _run(self, args, task_vars):
-        if not args["name"]:
-            raise E.ExperimentError("name the experiment: -e exp=NAME (one of the experiments/*.yml files)")
-        name = E.validate_name(args["name"])
+        name = ES.parse_ref(args["name"])[0]
         if args["loaded"] and args["stage"] == "validate":
             if args["loaded"].get("experiment", {}).get("name") != name:
                 raise E.ExperimentError("loaded is not experiment %s" % name)
@@ -139,19 +126,22 @@ class ActionModule(ActionBase):
         if args["loaded"]:
             # Loaded and validated earlier in this run (select_head, on the controller): not read again.
             exp = E.Experiment.from_summary(args["loaded"]["experiment"])
-            experiments_dir = args["loaded"].get("experiments_dir") or exp.experiments_dir
+            source = dict(args["loaded"].get("source") or {})
             if exp.name != name:
                 raise E.ExperimentError("loaded is experiment %s, not %s" % (exp.name, name))
         else:
-            experiments_dir = self._experiments_dir(args, task_vars)
-            exp = E.load_experiment(name, experiments_dir, extra_params=args["params"] or None)
+            located = self._locate(args, task_vars)
+            exp = E.load_experiment_file(name, located.path, extra_params=args["params"] or None)
+            source = located.as_dict()
         cluster = args["cluster"] or exp.cluster
         E.validate_name(cluster, "cluster")
         sid = E.submission_id(exp.name, cluster, args["run"] or None)
         heads, hosts, clusters = self._inventory(task_vars, cluster)
 
-        out = dict(experiment=exp.summary(), experiments_dir=experiments_dir, cluster=cluster, submission_id=sid,
-                   head_host=heads[0] if len(heads) == 1 else None, cluster_hosts=hosts, launch_dir=os.getcwd())
+        out = dict(experiment=exp.summary(), source=source, experiments_dir=source.get("experiments_dir"),
+                   artifacts_dir=source.get("artifacts_dir"), cluster=cluster, submission_id=sid,
+                   run_artifacts_dir=os.path.join(source.get("artifacts_dir") or "", exp.name),
+                   head_host=heads[0] if len(heads) == 1 else None, cluster_hosts=hosts)
         wait = dict(exp.wait)
         overrides = {}
         for key, arg in (("enabled", "wait"), ("timeout", "wait_timeout"), ("progress_interval", "progress_interval"),
@@ -224,6 +214,7 @@ class ActionModule(ActionBase):
         """What a dry run prints: the job exactly as it would be submitted, secrets by name only."""
         return dict(
             dry_run=True, experiment="%s (%s) from %s" % (exp.name, exp.framework, exp.path),
+            artifacts=out["artifacts_dir"],
             cluster="%s (head %s)" % (out["cluster"], head), submission_id=out["submission_id"],
             entrypoint=out["entrypoint"], runtime_env=out["runtime_env_display"], metadata=out["metadata"],
             resources=out["resources"],

@@ -29,7 +29,8 @@ def job_result(rendered, submitted, waited=None, tail_lines=30):
     out["lines"] = (
         [head]
         + (list(waited.get("summary") or []) if was_waited else [NOT_WAITED])
-        + ["checkpoints:   %s" % out["checkpoint_dir"], "dashboard:     %s" % (waited.get("dashboard_url") or "")])
+        + ["checkpoints:   %s" % out["checkpoint_dir"], "artifacts:     %s" % (rendered.get("run_artifacts_dir") or ""),
+           "dashboard:     %s" % (waited.get("dashboard_url") or "")])
     tail = (waited.get("logs_tail") or "").splitlines()[-int(tail_lines):] if failed and int(tail_lines) > 0 else []
     if tail:
         out["lines"] += ["end of the log of %s:" % out["submission_id"]] + tail

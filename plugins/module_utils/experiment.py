@@ -556,10 +556,12 @@ def _yaml_error(e, label, text):
 
 def load_experiment(name, experiments_dir, extra_params=None):
     """Find, read and validate ``experiments_dir/NAME.yml``; raise :class:`ExperimentError`."""
-    path = find_experiment(name, experiments_dir)
-    label = os.path.basename(path)
-    data = read_yaml(path, label)
-    return validate(name, path, data, extra_params=extra_params)
+    return load_experiment_file(name, find_experiment(name, experiments_dir), extra_params=extra_params)
+
+
+def load_experiment_file(name, path, extra_params=None):
+    """Read and validate the experiment file ``path`` (named ``name``); raise :class:`ExperimentError`."""
+    return validate(name, path, read_yaml(path, os.path.basename(path)), extra_params=extra_params)
 
 
 def validate(name, path, data, extra_params=None):

@@ -28,7 +28,10 @@ author:
   - rlinfra maintainers (@rlinfra)
 options:
   name:
-    description: Experiment name, the file name without C(.yml).
+    description:
+      - Experiment name, the file name without C(.yml), found in the user's project (see O(experiments_dir)).
+      - C(rlinfra.verl:NAME) names one of the collection's bundled examples (C(rlinfra.verl:smoke)); a plain
+        name never reads them.
     type: str
     required: true
   loaded:
@@ -39,9 +42,19 @@ options:
     type: dict
   experiments_dir:
     description:
-      - Directory of the experiment files.
-      - Default C({{ playbook_dir }}/experiments) when it holds the experiment, else the collection's own
-        C(experiments/) directory.
+      - Directory of the experiment files; the only one read when set.
+      - Empty - the environment variable E(RLINFRA_EXPERIMENTS_DIR) when set, else the user's project -
+        C(experiments/) in the inventory's directory, in the directory of the playbook run (not the
+        collection's own playbooks) and in the current directory, each followed by its parent's; the first
+        holding C(NAME.yml) wins. A missing experiment is one line listing every directory searched.
+    type: str
+    default: ""
+  artifacts_dir:
+    description:
+      - Controller directory for the run's artifacts (driver logs, metrics, working_dir zips, per-node logs).
+      - Empty - C(artifacts/) beside the project's C(experiments/) that held the experiment; for a bundled
+        example or an explicit O(experiments_dir), C(artifacts/) in the current directory. Returned as
+        RV(artifacts_dir).
     type: str
     default: ""
   cluster:
@@ -191,9 +204,24 @@ cluster_hosts:
   type: list
   elements: str
 experiment:
-  description: The validated experiment (params flattened to C([key, value]) pairs).
+  description: The validated experiment (params flattened to C([key, value]) pairs; C(path) is its file).
   returned: always
   type: dict
+source:
+  description:
+    - Where the experiment came from - C(path), C(experiments_dir), C(artifacts_dir), C(how) (V(project),
+      V(explicit) or V(bundled)) and C(searched) (the directories looked in, in order).
+  returned: always
+  type: dict
+experiments_dir:
+  description: The directory that held the experiment file.
+  returned: always
+  type: str
+artifacts_dir:
+  description: Controller directory of the run's artifacts (see O(artifacts_dir)).
+  returned: always
+  type: str
+  sample: /home/me/rl-project/artifacts
 project:
   description: The experiment's project (C(project), else verl's C(trainer.project_name), else the default).
   returned: always

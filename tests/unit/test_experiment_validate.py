@@ -140,7 +140,14 @@ def test_action_plugin_reports_each_line(tmp_path):
         assert results[name]["failed"] is True
         assert results[name]["msg"] == EXPECTED[name]
         assert results[name]["errors"] == [EXPECTED[name]]
-    assert results["gsm8k_grp"]["msg"] == NOT_FOUND
+    # The action searches the user's project (inventory dir, the playbook's, the current dir; and their parents).
+    searched = [os.path.join(d, "experiments") for d in (str(tmp_path), os.path.dirname(str(tmp_path)), REPO,
+                                                         os.path.dirname(REPO))]
+    assert results["gsm8k_grp"]["msg"] == (
+        "experiment 'gsm8k_grp' not found: no gsm8k_grp.yml or gsm8k_grp.yaml; searched %s (the inventory's, the "
+        "playbook's and the current directory, and their parents); experiments there: gsm8k_grpo_qwen05b, "
+        "gsm8k_ppo_qwen05b, math_grpo_qwen14b, nemo_rl_grpo_math, smoke (did you mean 'gsm8k_grpo_qwen05b'?); set "
+        "verl_job_experiments_dir (or RLINFRA_EXPERIMENTS_DIR) to read another directory" % ", ".join(searched))
     assert results["../etc/passwd"]["msg"] == BAD_NAME
 
 

@@ -94,7 +94,8 @@ def test_secrets_file_refuses_a_value_no_shell_can_hold_before_changing_anything
 
 
 RENDERED = {"experiment": {"name": "smoke", "framework": "none", "path": "/e/smoke.yml"}, "cluster": "default",
-            "submission_id": "rlinfra-smoke-default", "checkpoint_dir": "/data/checkpoints/p/default/smoke"}
+            "submission_id": "rlinfra-smoke-default", "checkpoint_dir": "/data/checkpoints/p/default/smoke",
+            "run_artifacts_dir": "/home/me/proj/artifacts/smoke"}
 
 
 def test_job_result_of_a_run_not_waited_for():
@@ -112,6 +113,7 @@ def test_job_result_takes_the_waits_verdict_not_ansibles_failed():
     r = job_result(RENDERED, {"submission_id": "rlinfra-smoke-default", "submitted": False}, waited)
     assert r["failed"] and r["submission_id"] == "rlinfra-smoke-default-a2" and r["msg"] == waited["msg"]
     assert r["lines"][1:] == ["status:        FAILED", "checkpoints:   /data/checkpoints/p/default/smoke",
+                              "artifacts:     /home/me/proj/artifacts/smoke",
                               "dashboard:     http://10.0.0.1:8265"]
     ok = job_result(RENDERED, {"submission_id": "rlinfra-smoke-default"}, dict(waited, succeeded=True, status="SUCCEEDED"))
     assert not ok["failed"]
