@@ -26,6 +26,7 @@ from ansible.utils.display import Display
 from ansible_collections.rlinfra.verl.plugins.module_utils import attempts as A
 from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E
 from ansible_collections.rlinfra.verl.plugins.module_utils import recovery as R
+from ansible_collections.rlinfra.verl.plugins.module_utils import verl_metrics as M
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import DASHBOARD_ARGUMENT_SPEC
 
 display = Display()
@@ -122,6 +123,8 @@ class Watch:
         self.rows = []           # one per ended attempt
         self.events = []         # timings of faults and recoveries
         self.log_paths = []
+        self.metrics = {}        # the newest metrics files written (verl_metrics.write)
+        self.metrics_at = None   # when they were last refreshed while the job ran
         self.res = {}
         self.min_nodes = self.settings["min_nodes"]
         self.new_attempt()
@@ -246,6 +249,7 @@ class Watch:
             self.seen = True
             self.res = res
             self.say_progress(res)
+            self.refresh_metrics(res)
             if res.get("last_step") != self.step:
                 if self.step is None and res.get("last_step") is not None and self.events and \
                         "first_step_s" not in self.events[-1] and self.events[-1].get("event") == "resubmitted":
@@ -447,19 +451,25 @@ class Watch:
 
     # --- logs -------------------------------------------------------------------------------
 
-    def save_log(self, sid):
-        """The attempt's whole driver log, secrets masked (by ray_job_poll), 0600 on the controller."""
-        if not self.args["log_dir"]:
-            return
+    def full_log(self, sid):
+        """The attempt's whole driver log, secrets masked (by ray_job_poll, then by value here)."""
         res = self.poll(0, tail=FULL_LOG) if sid == self.sid else {}
         text = res.get("logs_tail") if res.get("found") else (self.res.get("logs_tail") or "")
         if not text:
-            return
+            return ""
         for name in self.args["secret_names"]:
             value = ((self.args["runtime_env"] or {}).get("env_vars") or {}).get(name)
             if value:
                 text = text.replace(str(value), E.MASK)
-        text = E.mask_secrets(text, self.args["secret_values"])
+        return E.mask_secrets(text, self.args["secret_values"])
+
+    def save_log(self, sid):
+        """The attempt's log, 0600 on the controller, and its metrics (CSV, PNG) beside it."""
+        if not self.args["log_dir"]:
+            return
+        text = self.full_log(sid)
+        if not text:
+            return
         os.makedirs(self.args["log_dir"], mode=0o700, exist_ok=True)
         path = os.path.join(self.args["log_dir"], "%s.log" % sid)
         fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -467,13 +477,36 @@ class Watch:
             f.write(text.rstrip("\n") + "\n")
         os.replace(path + ".tmp", path)
         self.log_paths.append(path)
+        self.write_metrics(sid, text)
+
+    def refresh_metrics(self, res):
+        """While the job runs: the metrics files again, at most once per progress interval, when a step is new."""
+        if not self.args["log_dir"] or res.get("last_step") is None or res.get("last_step") == self.metrics.get("last_step"):
+            return
+        if self.metrics_at is not None and self.clock() - self.metrics_at < self.args["progress_interval"]:
+            return
+        self.metrics_at = self.clock()
+        text = self.full_log(self.sid)
+        if text:
+            os.makedirs(self.args["log_dir"], mode=0o700, exist_ok=True)
+            self.write_metrics(self.sid, text, last_step=res.get("last_step"))
+
+    def write_metrics(self, sid, text, last_step=None):
+        try:
+            written = M.write(os.path.join(self.args["log_dir"], sid), text)
+        except (OSError, ValueError) as e:  # a full disk must not end the wait: the job goes on
+            self.say("could not write the metrics of %s: %s" % (sid, e))
+            return
+        if written["csv"]:
+            self.metrics = dict(written, last_step=last_step)
 
     def result(self, reason, line):
         out = {k: self.res.get(k) for k in RESULT_KEYS}
         out["dashboard_url"] = out["dashboard_url"] or self.job_url
         out["address"] = self.address
         out.update(succeeded=reason == "succeeded", submission_id=self.sid, attempt=self.attempt, attempts=self.rows, lost_nodes=self.lost,
-                   events=self.events, reason=reason, log_paths=self.log_paths, log_path=self.log_paths[-1]
+                   events=self.events, reason=reason, log_paths=self.log_paths, metrics=self.metrics,
+                   log_path=self.log_paths[-1]
                    if self.log_paths else "", timed_out=reason == "timeout",
                    waited_s=round(self.clock() - self.t0, 1), job_id=self.res.get("job_id"))
         if reason != "succeeded":

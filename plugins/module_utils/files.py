@@ -13,11 +13,11 @@ import tempfile
 
 
 def write_atomic(path, text, mode, prefix=".rlinfra-"):
-    """Write ``text`` to ``path`` with ``mode``; the temporary file is removed whatever happens."""
+    """Write ``text`` (str or bytes) to ``path`` with ``mode``; the temporary file is removed whatever happens."""
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=prefix)
     try:
         os.fchmod(fd, mode)
-        with os.fdopen(fd, "w") as f:
+        with os.fdopen(fd, "wb" if isinstance(text, bytes) else "w") as f:
             f.write(text)
         os.replace(tmp, path)
     finally:

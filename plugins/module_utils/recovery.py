@@ -11,6 +11,7 @@ import math
 import re
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.cluster_shape import cluster_shape, world_size
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl_metrics import describe as describe_metrics
 
 RECOVERY_EVENTS = ("node_lost", "head_restart", "stalled", "failed")
 # min_nodes None: the number of nodes alive when the run was first submitted.
@@ -185,4 +186,5 @@ def summary_lines(result, preferred=tuple(DEFAULT_METRICS), limit=6):
                 "-" if r.get("last_step") is None else r["last_step"]))
     for path in result.get("log_paths") or []:
         lines.append("log:           %s" % path)
+    lines += describe_metrics(result.get("metrics"))
     return lines

@@ -10,6 +10,7 @@ a stopped run is resumed from its last checkpoint by a resubmission.
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import importlib.util
 import json
@@ -101,6 +102,16 @@ def test_submit_smoke_end_to_end_then_rerun_is_a_no_op(ray_head, workdir):
     assert result["resumed_from"] is None and result["final_step"] == 30
     assert re.search(r"^step:1 - reward/mean:[0-9.]+ - pg_loss:", log, re.M)
     assert "log: %s" % log_path in flat(proc.output)
+    # Every step's metrics beside the log (CSV), and a plot of the key ones (PNG); the summary names both.
+    csv_path, png_path = log_path.with_suffix(".metrics.csv"), log_path.with_suffix(".metrics.png")
+    rows = list(csv.DictReader(csv_path.open()))
+    assert [int(r["step"]) for r in rows] == list(range(1, 31))
+    step1 = re.search(r"^step:1 - reward/mean:([0-9.]+) - pg_loss:([-0-9.e]+)", log, re.M)
+    assert float(rows[0]["reward/mean"]) == float(step1.group(1)) and float(rows[0]["pg_loss"]) == float(step1.group(2))
+    assert png_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert stat.S_IMODE(csv_path.stat().st_mode) == 0o600 and stat.S_IMODE(png_path.stat().st_mode) == 0o600
+    assert "metrics: %s (30 steps)" % csv_path in flat(proc.output)
+    assert "plot: %s (reward/mean, pg_loss, timing_s/step)" % png_path in flat(proc.output)
 
     # verl's checkpoint layout, on the (overridden) shared volume root.
     ckpt = workdir / "checkpoints" / "rlinfra_smoke" / "default" / "smoke"
@@ -257,6 +268,17 @@ def test_a_job_stopped_by_someone_else_ends_the_wait_with_one_line(ray_head, wor
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and (client.get_job(sid) or {}).get("status") != "RUNNING":
         time.sleep(1)
+    # While it runs, the wait refreshes the metrics beside the (future) log: they appear, then grow.
+    metrics_csv = workdir / "artifacts" / "smoke" / (sid + ".metrics.csv")
+    seen = []
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and len(set(seen)) < 2:
+        if metrics_csv.is_file():
+            seen.append(len(metrics_csv.read_text().splitlines()))
+        time.sleep(0.5)
+    assert len(set(seen)) >= 2 and seen[-1] > seen[0] >= 2, seen
+    assert (client.get_job(sid) or {}).get("status") == "RUNNING"
+    assert (workdir / "artifacts" / "smoke" / (sid + ".metrics.png")).is_file()
     client.stop_job(sid)  # not by this wait
     out = proc.communicate(timeout=300)[0]
     assert proc.returncode != 0
