@@ -7,7 +7,8 @@ ROOT=$PWD
 log() { printf '[bootstrap] %s\n' "$*"; }
 
 need_pkgs=()
-for p in docker.io debootstrap qemu-system-x86 qemu-utils openssh-client; do
+# chromium + chromium-driver: the dashboard test follows site.yml's printed words in a real browser.
+for p in docker.io debootstrap qemu-system-x86 qemu-utils openssh-client chromium chromium-driver; do
   dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
 if ((${#need_pkgs[@]})); then

@@ -133,7 +133,7 @@ _FONT_ROWS = {
     "=": ".....|.....|#####|.....|#####|.....|.....", "@": ".###.|#...#|#.###|#.#.#|#.##.|#....|.###.",
     " ": ".....|.....|.....|.....|.....|.....|.....", "?": ".###.|#...#|....#|...#.|..#..|.....|..#..",
 }
-FONT = {ch: [row for row in rows.split("|")] for ch, rows in _FONT_ROWS.items()}
+FONT = {ch: rows.split("|") for ch, rows in _FONT_ROWS.items()}
 GLYPH_W = 6 * SCALE  # 5 columns and a space
 
 
