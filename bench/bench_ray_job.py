@@ -6,7 +6,9 @@ fixture), then runs ``--rounds`` rounds, alternating the two ways so that load d
 
 * ``module``: a fresh ``python`` process that imports ``plugins/module_utils/ray_client.py`` (what
   ``rlinfra.verl.ray_job`` runs), submits ``echo hi`` and polls every ``--poll`` seconds until it ends;
-* ``cli``: ``ray job submit --address URL --submission-id ID -- echo hi`` (it waits by default).
+* ``cli``: ``ray job submit --address URL --submission-id ID -- echo hi`` (it waits by default);
+* ``playbook``: what a user waits for - ``ansible-playbook`` with one ``rlinfra.verl.ray_job`` task
+  (``state: finished``, the module's default poll_interval), a whole process like ``cli``.
 
 Both read the token from RAY_AUTH_TOKEN_PATH (never from argv). Each round's job must SUCCEED.
 ``ray-side`` is Ray's own start-to-end time of the job (the same work for both), so
@@ -51,6 +53,20 @@ sys.exit(0 if job["status"] == "SUCCEEDED" and not timed_out else 1)
 """
 
 
+PLAYBOOK = """- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Run echo hi as a Ray job and wait for it
+      rlinfra.verl.ray_job:
+        address: "{{ bench_address }}"
+        auth_token_path: "{{ bench_token_path }}"
+        submission_id: "{{ bench_sid }}"
+        entrypoint: echo hi
+        state: finished
+"""
+METHODS = ("module", "cli", "playbook")
+
+
 def _children_cpu():
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -71,7 +87,6 @@ def stats(values):
 
 
 def render(results, rounds, poll, load):
-    m_med = stats(results["module"]["wall"])[0]
     c_med = stats(results["cli"]["wall"])[0]
     lines = [
         "Submit + wait of `echo hi` on a one-node Ray 2.60 head on 127.0.0.1 with token auth, "
@@ -79,21 +94,25 @@ def render(results, rounds, poll, load):
         % (rounds, platform.machine(), os.cpu_count(), platform.python_version(),
            datetime.date.today().isoformat()),
         "`module`: fresh `python` process, `ray_client.RayClient` submit + poll every %ss; "
-        "`cli`: `ray job submit --address ... -- echo hi`. Times in seconds. Load average (1 min) at "
+        "`cli`: `ray job submit --address ... -- echo hi`; `playbook`: `ansible-playbook` running one "
+        "`rlinfra.verl.ray_job` task (`state: finished`, default poll_interval) on localhost. Times in seconds. Load average (1 min) at "
         "start/end: %.1f / %.1f (the machine is shared; Ray's own job time grows with load)." % ((poll,) + load),
         "",
         "| method | median | min | max | median ray-side job time | median overhead | median client CPU |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for name in ("module", "cli"):
+    for name in METHODS:
         wall, ray_side = results[name]["wall"], results[name]["ray"]
         med, lo, hi = stats(wall)
         overhead = statistics.median(w - r for w, r in zip(wall, ray_side))
         lines.append("| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |"
                      % (name, med, lo, hi, statistics.median(ray_side), overhead,
                         statistics.median(results[name]["cpu"])))
-    m_cpu, c_cpu = (statistics.median(results[n]["cpu"]) for n in ("module", "cli"))
-    lines += ["", "Ratio module/CLI (medians): **%.2f** wall, **%.2f** client CPU" % (m_med / c_med, m_cpu / c_cpu)]
+    c_cpu = statistics.median(results["cli"]["cpu"])
+    lines.append("")
+    for name, what in (("playbook", "what a user waits for"), ("module", "the client inside one Python process")):
+        med, cpu = stats(results[name]["wall"])[0], statistics.median(results[name]["cpu"])
+        lines.append("Ratio %s/CLI (medians, %s): **%.2f** wall, **%.2f** client CPU  " % (name, what, med / c_med, cpu / c_cpu))
     return "\n".join(lines)
 
 
@@ -123,21 +142,29 @@ def main():
         env = head.env()
         client = head.client()
         ray_cli = str(Path(sys.executable).with_name("ray"))
-        results = {name: {"wall": [], "ray": [], "cpu": []} for name in ("module", "cli")}
+        results = {name: {"wall": [], "ray": [], "cpu": []} for name in METHODS}
+        play = Path(base) / "bench_ray_job.yml"
+        play.write_text(PLAYBOOK)
+        play_env = dict(env, ANSIBLE_COLLECTIONS_PATH=str(ROOT / "collections"), ANSIBLE_NOCOLOR="1",
+                        ANSIBLE_LOCALHOST_WARNING="False", ANSIBLE_INVENTORY_UNPARSED_WARNING="False")
         # One untimed job first: the first job on a fresh head pays for starting worker processes.
         warm = "warmup-" + uuid.uuid4().hex[:6]
         client.submit_job(warm, "echo hi")
         client.wait_for_job(warm, timeout=300, poll_interval=0.5)
         for i in range(args.rounds):
-            for name in ("module", "cli") if i % 2 == 0 else ("cli", "module"):
+            for name in METHODS if i % 2 == 0 else tuple(reversed(METHODS)):
                 job_id = "bench-%s-%d-%s" % (name, i, uuid.uuid4().hex[:6])
                 if name == "module":
                     cmd = [sys.executable, "-c", MODULE_CODE, str(ROOT / "collections"), head.address, job_id,
                            str(args.poll)]
+                elif name == "playbook":
+                    cmd = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", "localhost,", "-c", "local",
+                           str(play), "-e", "ansible_python_interpreter=" + sys.executable, "-e", "bench_address=" + head.address,
+                           "-e", "bench_token_path=" + head.token_path, "-e", "bench_sid=" + job_id]
                 else:
                     cmd = [ray_cli, "job", "submit", "--address", head.address, "--submission-id", job_id,
                            "--", "echo", "hi"]
-                wall, cpu = run_timed(cmd, env)
+                wall, cpu = run_timed(cmd, play_env if name == "playbook" else env)
                 job = client.get_job(job_id)
                 assert job["status"] == "SUCCEEDED", job
                 results[name]["wall"].append(wall)

@@ -416,6 +416,11 @@ def _summarize(body):
     return " ".join(lines)[:1000]
 
 
+# wait_for_job's first pause between polls and its growth per poll, up to the caller's poll_interval.
+FIRST_POLL_PAUSE = 0.1
+POLL_BACKOFF = 1.6
+
+
 class RayClient:
     """Ray dashboard client. GETs are retried with exponential backoff on connection errors
     and 5xx; POST and DELETE are sent once because they change state."""
@@ -619,6 +624,8 @@ class RayClient:
         deadline = clock() + timeout
         outage_since = None
         job = None
+        # A short job ends within seconds of its start: look early and often, then back off to poll_interval.
+        pause = min(FIRST_POLL_PAUSE, poll_interval)
         while True:
             try:
                 job = self.get_job(submission_id)
@@ -640,7 +647,8 @@ class RayClient:
             remaining = deadline - clock()
             if remaining <= 0:
                 return job, True
-            self._sleep(min(poll_interval, remaining))
+            self._sleep(min(pause, remaining))
+            pause = min(poll_interval, pause * POLL_BACKOFF)
 
     def job_url(self, submission_id):
         return "%s/#/jobs/%s" % (self.address, quote(submission_id, safe=""))

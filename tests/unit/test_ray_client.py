@@ -164,6 +164,28 @@ def test_wait_for_job_times_out(ray_head):
     client.stop_job(sid)  # stopping and its outcome are covered by the ray_job tests
 
 
+def test_wait_for_job_polls_early_then_backs_off(ray_head):
+    """A short job is seen ending within a fraction of a second; a long one costs few polls."""
+    pauses = []
+
+    def sleep(seconds):
+        pauses.append(seconds)
+        time.sleep(seconds)
+
+    client = RayClient(ray_head.address, token=ray_head.token, sleep=sleep)
+    sid = new_id("backoff")
+    client.submit_job(sid, "sleep 4")
+    job, timed_out = client.wait_for_job(sid, timeout=120, poll_interval=1.5)
+    assert job["status"] == "SUCCEEDED" and not timed_out
+    assert pauses[0] == 0.1
+    grown = [round(b / a, 3) for a, b in zip(pauses, pauses[1:]) if b < 1.5]
+    assert grown and all(g == 1.6 for g in grown), pauses
+    assert max(pauses) == 1.5 and pauses[-1] == 1.5  # capped at poll_interval once grown
+    # The job's own run time plus at most one pause: seen ending promptly.
+    ended = (job["end_time"] - job["start_time"]) / 1000.0
+    assert sum(pauses) < ended + 1.5 + 1.0
+
+
 # verl progress lines -------------------------------------------------------------------------
 
 def test_parse_plain_verl_line():
