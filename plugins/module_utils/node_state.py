@@ -117,3 +117,35 @@ def guard(nodes, allow):
 
 def refusal(errors):
     return "Refusing to restart Ray under a running job, nothing was changed: " + " | ".join(errors)
+
+
+# rlinfra.verl.ray_node_guard (a module for its documentation, an action plugin that runs it on the controller).
+GUARD_ARGUMENT_SPEC = dict(
+    nodes=dict(type="list", elements="dict", required=True, options=dict(
+        host=dict(type="str", required=True),
+        cluster=dict(type="str", default="default"),
+        reports_jobs=dict(type="bool", default=False),
+        restart=dict(type="bool", default=False),
+        reasons=dict(type="list", elements="str", default=[]),
+        running_jobs=dict(type="list", elements="dict"),
+        jobs_error=dict(type="str", default=""),
+    )),
+    restart_running_jobs=dict(type="raw", default=False),
+)
+
+
+def guard_result(params):
+    """The result for validated arguments (the module and its controller-side action plugin share it)."""
+    try:
+        allow = parse_flag(params["restart_running_jobs"])
+    except ValueError as e:
+        return dict(failed=True, msg=str(e))
+    nodes = params["nodes"]
+    errors, warnings, running = guard(nodes, allow)
+    restarting = {}
+    for node in nodes:
+        if node["restart"]:
+            restarting.setdefault(node["cluster"], []).append(node["host"])
+    if errors:
+        return dict(failed=True, msg=refusal(errors), running_jobs=running, restarting=restarting)
+    return dict(changed=False, allow=allow, running_jobs=running, restarting=restarting, warnings=warnings)

@@ -198,3 +198,48 @@ def read_json(path):
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def uv_wheel(names, machine):
+    """The uv wheel in a wheelhouse listing that runs on this machine (``os.uname().machine``), or None.
+    Its ``uv`` binary is all a new environment needs to install the rest, pip included."""
+    arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(machine.lower(), machine.lower())
+    found = sorted(n for n in names if n.startswith("uv-") and n.endswith(".whl") and "linux" in n and n[:-4].endswith(arch))
+    return found[-1] if found else None
+
+
+# Run by the new environment's interpreter: the wheels `python -m venv` would install (ensurepip's bundle,
+# which Debian keeps in /usr/share/python-wheels), as [[name, version, path]]. Installing exactly these with
+# uv gives the same environment as `python -m venv`, in a tenth of the time.
+ENSUREPIP_SCRIPT = r'''
+import ensurepip, json, os
+try:
+    if hasattr(ensurepip, "_get_packages"):
+        packages = ensurepip._get_packages()
+    else:
+        packages = {"pip": ensurepip._get_usable_pip_package()}
+    out = []
+    for name, pkg in packages.items():
+        path = pkg.wheel_path or os.path.join(os.path.dirname(ensurepip.__file__), "_bundled", pkg.wheel_name)
+        out.append([name, pkg.version, str(path)])
+except Exception:
+    out = []
+print(json.dumps(out))
+'''
+
+
+def ensurepip_wheels(text):
+    """[(name, version, path)] from ENSUREPIP_SCRIPT's answer, or None when it is unusable (then ensurepip runs)."""
+    try:
+        rows = json.loads((text or "").strip().splitlines()[-1])
+        wheels = [(str(n), str(v), str(p)) for n, v, p in rows]
+    except (ValueError, IndexError, TypeError):
+        return None
+    if not wheels or not all(os.path.isfile(p) for dummy, dummy2, p in wheels):
+        return None
+    return wheels
+
+
+def fast_path(record, inputs, current_fingerprint):
+    """True when the environment holds what the last exact install of the same inputs left: nothing to do."""
+    return bool(record) and record.get("inputs") == inputs and record.get("fingerprint") == current_fingerprint

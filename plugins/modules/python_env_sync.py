@@ -19,6 +19,8 @@ description:
     O(no_build_isolation_packages) with what it requires, recursively; the O(no_deps_packages) alone; the
     venv's tooling (O(keep)) with what it requires. When a requirement cannot be named (a bare path) or is
     missing after the install, nothing is removed and a warning says why.
+  - When the record says the environment was installed from the same lists and interpreter and its fingerprint
+    is still the one recorded, nothing is installed nor pruned (a re-run costs one C(uv pip freeze)).
   - Writes a fingerprint of the environment (sha256 of the interpreter's C(python -VV) line and the sorted
     C(uv pip freeze)) to O(fingerprint_file), and a record of it and of the inputs digest (the three lists
     and the interpreter) to C(<venv>/rlinfra-state.json), which M(rlinfra.verl.ray_node_state) reads.
@@ -26,9 +28,32 @@ author:
   - rlinfra maintainers (@rlinfra)
 options:
   venv:
-    description: The virtualenv; it must exist and hold C(bin/python) and C(bin/uv).
+    description:
+      - The virtualenv. Created with O(python) when it has no C(bin/python); C(uv) is put into it when it has none.
+      - A new virtualenv is made fast where the wheelhouse (O(wheelhouse)) holds a C(uv) wheel for this machine -
+        C(python -m venv --without-pip), the C(uv) binary taken from the wheel, then the very wheels C(python -m venv)
+        would install (C(ensurepip)'s) installed with C(uv) - the same environment in a fraction of the time. Otherwise
+        C(python -m venv), then C(pip install uv).
     type: path
     required: true
+  python:
+    description: The interpreter that creates the virtualenv when it does not exist; empty means it must exist.
+    type: str
+    default: ""
+  wheelhouse:
+    description:
+      - A directory of wheels on the node (the shared volume's wheelhouse), used as C(--find-links) when it exists.
+      - With O(no_index) it must exist (unless O(find_links) is given); a missing one fails with one line.
+    type: path
+  requirements_copy:
+    description: Where to write the requirement lines for people on the node (for example C(<venv>/rlinfra-requirements.txt)).
+    type: path
+  download_only:
+    description:
+      - Only fill O(wheelhouse) with C(pip download) of the lists (creating the virtualenv first when needed) and
+        install nothing; run it on one node before the others install, so that they install from the wheelhouse.
+    type: bool
+    default: false
   packages:
     description:
       - Requirement strings installed with their dependencies (one line each of a requirements file, so
@@ -149,12 +174,14 @@ inputs_digest:
 
 import json
 import os
+import zipfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rlinfra.verl.plugins.module_utils.files import write_if_changed
+from ansible_collections.rlinfra.verl.plugins.module_utils.files import write_atomic
 from ansible_collections.rlinfra.verl.plugins.module_utils.python_env import (
-    INSPECT_SCRIPT, TOOLING, fingerprint, frozen_lines, inputs_digest, python_version, requirement_lines,
-    state_path, unneeded, uv_changes)
+    ENSUREPIP_SCRIPT, INSPECT_SCRIPT, TOOLING, ensurepip_wheels, fast_path, fingerprint, frozen_lines, inputs_digest,
+    python_version, read_json, requirement_lines, state_path, unneeded, uv_changes, uv_wheel)
 
 ARGUMENT_SPEC = dict(
     venv=dict(type="path", required=True),
@@ -168,6 +195,10 @@ ARGUMENT_SPEC = dict(
     prune=dict(type="bool", default=True),
     keep=dict(type="list", elements="str", default=list(TOOLING)),
     fingerprint_file=dict(type="path"),
+    python=dict(type="str", default=""),
+    wheelhouse=dict(type="path"),
+    requirements_copy=dict(type="path"),
+    download_only=dict(type="bool", default=False),
 )
 UV_ENV = {"UV_NO_PROGRESS": "1", "NO_COLOR": "1"}
 
@@ -186,7 +217,8 @@ class Sync:
         self.python = os.path.join(self.venv, "bin", "python")
         self.uv = os.path.join(self.venv, "bin", "uv")
         self.sources = []
-        for link in p["find_links"]:
+        self.wheelhouse = p["wheelhouse"] if p["wheelhouse"] and os.path.isdir(p["wheelhouse"]) else None
+        for link in p["find_links"] + ([self.wheelhouse] if self.wheelhouse else []):
             self.sources += ["--find-links", link]
         if p["no_index"]:
             self.sources.append("--no-index")
@@ -202,6 +234,63 @@ class Sync:
             self.module.fail_json(msg="%s failed (exit %d): %s" % (what, rc, one_line(err or out)),
                                   rc=rc, stdout=out, stderr=err, installed=self.installed, removed=self.removed)
         return out, err
+
+    def bootstrap_uv(self):
+        """(path of a uv binary taken from the wheelhouse's uv wheel, its version), or (None, None) without one."""
+        name = uv_wheel(os.listdir(self.wheelhouse), os.uname().machine) if self.wheelhouse else None
+        if not name:
+            return None, None
+        with zipfile.ZipFile(os.path.join(self.wheelhouse, name)) as wheel:
+            member = next((m for m in wheel.namelist() if m.endswith(".data/scripts/uv")), None)
+            if member is None:
+                return None, None
+            path = os.path.join(self.module.tmpdir, "uv")
+            write_atomic(path, wheel.read(member), 0o755)
+        return path, name.split("-")[1]
+
+    def ensure_venv(self):
+        """Create the venv, with pip and uv in it as installed packages, where something is missing; the result is
+        the environment `python -m venv` + `pip install uv` makes. True when something was made."""
+        p, made = self.module.params, False
+        boot, uv_version = self.bootstrap_uv()
+        if not os.path.exists(self.python):
+            if not p["python"]:
+                self.module.fail_json(msg="%s has no interpreter (%s): create the virtualenv first or set python" % (self.venv, self.python))
+            self.run([p["python"], "-m", "venv"] + (["--without-pip"] if boot else []) + [self.venv],
+                     "creating the virtualenv with %s" % p["python"])
+            made = True
+        need_pip = not os.path.exists(os.path.join(self.venv, "bin", "pip"))
+        need_uv = not os.path.exists(self.uv)
+        if not (need_pip or need_uv):
+            return made
+        if boot is None:
+            if need_pip:
+                self.run([self.python, "-m", "ensurepip"], "ensurepip")
+            if need_uv:
+                self.run([self.python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "uv"] + self.sources,
+                         "pip install uv")
+            return True
+        wanted, links = ["uv==%s" % uv_version] if need_uv else [], [self.wheelhouse]
+        if need_pip:
+            out, dummy = self.run([self.python, "-c", ENSUREPIP_SCRIPT], "reading ensurepip's wheels")
+            wheels = ensurepip_wheels(out)
+            if wheels is None:
+                self.run([self.python, "-m", "ensurepip"], "ensurepip")
+            else:
+                links += sorted({os.path.dirname(path) for dummy, dummy2, path in wheels})
+                wanted += ["%s==%s" % (name, version) for name, version, dummy in wheels]
+        if wanted:
+            self.run([boot, "pip", "install", "--python", self.python, "--no-index"]
+                     + [arg for link in links for arg in ("--find-links", link)] + wanted, "installing pip and uv with uv")
+        return True
+
+    def download(self, packages):
+        req_file = os.path.join(self.module.tmpdir, "requirements.txt")
+        with open(req_file, "w") as f:
+            f.write("".join(str(x).strip() + "\n" for x in packages))
+        out, dummy = self.run([self.python, "-m", "pip", "download", "--disable-pip-version-check", "--dest", self.wheelhouse,
+                               "-r", req_file] + self.sources, "pip download into the wheelhouse")
+        return "Saved " in out
 
     def uv_pip(self, args, what):
         dry = ["--dry-run"] if self.module.check_mode else []
@@ -249,34 +338,41 @@ def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     p = module.params
     sync = Sync(module)
-    for path, what in ((sync.python, "an interpreter"), (sync.uv, "uv")):
-        if not os.path.exists(path) and module.check_mode:
-            # A dry run on a new node: the virtualenv the run would create is not there to ask.
-            module.exit_json(changed=True, installed=[], removed=[], frozen=[], python_version=None,
-                             fingerprint=None, inputs_digest=None)
-        if not os.path.exists(path):
-            module.fail_json(msg="%s has no %s (%s): create the virtualenv and install uv into it first" % (
-                sync.venv, what, path))
+    if p["no_index"] and not sync.wheelhouse and not p["find_links"]:
+        module.fail_json(msg="python_env_offline is true but the wheelhouse %s does not exist on this node: mount the "
+                             "shared volume or set python_env_offline=false" % p["wheelhouse"])
+    missing = not all(os.path.exists(x) for x in (sync.python, sync.uv, os.path.join(sync.venv, "bin", "pip")))
+    if missing and module.check_mode:
+        # A dry run on a new node: the virtualenv the run would create is not there to ask.
+        module.exit_json(changed=True, installed=[], removed=[], frozen=[], python_version=None,
+                         fingerprint=None, inputs_digest=None)
+    made = sync.ensure_venv() if missing else False
+    if p["download_only"]:
+        saved = bool(sync.wheelhouse) and not p["no_index"] and not module.check_mode and sync.download(p["packages"])
+        module.exit_json(changed=made or saved, installed=[], removed=[])
     result = dict(changed=False)
-    sync.install(p["packages"], p["no_build_isolation_packages"], p["no_deps_packages"])
-    if p["prune"]:
-        reason = sync.prune(p["packages"], p["no_build_isolation_packages"], p["no_deps_packages"], p["keep"])
-        if reason:
-            module.warn(reason)
-            result["not_removed_reason"] = reason
-
-    out, dummy = sync.run([sync.uv, "pip", "freeze", "--python", sync.python], "uv pip freeze")
-    frozen = frozen_lines(out)
+    wrote = write_if_changed(p["requirements_copy"], "".join(x + "\n" for x in p["packages"]), 0o644,
+                             module.check_mode) if p["requirements_copy"] else False
     version = python_version(module.run_command, sync.python)
-    digest = fingerprint(version, frozen)
     inputs = inputs_digest(p["packages"], p["no_build_isolation_packages"], p["no_deps_packages"], version)
+    out, dummy = sync.run([sync.uv, "pip", "freeze", "--python", sync.python], "uv pip freeze")
+    if not fast_path(read_json(state_path(sync.venv)), inputs, fingerprint(version, frozen_lines(out))):
+        sync.install(p["packages"], p["no_build_isolation_packages"], p["no_deps_packages"])
+        if p["prune"]:
+            reason = sync.prune(p["packages"], p["no_build_isolation_packages"], p["no_deps_packages"], p["keep"])
+            if reason:
+                module.warn(reason)
+                result["not_removed_reason"] = reason
+        out, dummy = sync.run([sync.uv, "pip", "freeze", "--python", sync.python], "uv pip freeze")
+    frozen = frozen_lines(out)
+    digest = fingerprint(version, frozen)
     fp_file = p["fingerprint_file"] or os.path.join(sync.venv, "rlinfra-fingerprint.txt")
     wrote = write_if_changed(fp_file, "%s\n# %s\n%s" % (digest, version, "".join(x + "\n" for x in frozen)),
-                             0o644, module.check_mode)
+                             0o644, module.check_mode) or wrote
     record = json.dumps({"fingerprint": digest, "inputs": inputs, "python": version}, indent=2, sort_keys=True) + "\n"
     wrote = write_if_changed(state_path(sync.venv), record, 0o644, module.check_mode) or wrote
 
-    result.update(changed=bool(sync.installed or sync.removed or wrote), installed=sync.installed,
+    result.update(changed=bool(made or sync.installed or sync.removed or wrote), installed=sync.installed,
                   removed=sync.removed, frozen=frozen, python_version=version, fingerprint=digest,
                   inputs_digest=inputs)
     module.exit_json(**result)

@@ -125,14 +125,8 @@ rules:
   type: str
 """
 
-import hashlib
-import os
-import tempfile
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils.files import write_atomic
-from ansible_collections.rlinfra.verl.plugins.module_utils.firewall import (
-    FAMILY, FirewallError, allowed_sources, controller_address, ray_ports, render)
+from ansible_collections.rlinfra.verl.plugins.module_utils.nft import Nft, absent, present
 
 ARGUMENT_SPEC = dict(
     state=dict(type="str", choices=["present", "absent"], default="present"),
@@ -150,116 +144,15 @@ ARGUMENT_SPEC = dict(
 )
 
 
-def _read(path):
-    try:
-        with open(path) as handle:
-            return handle.read()
-    except (IOError, OSError):
-        return None
-
-
-def _remove(path):
-    try:
-        os.unlink(path)
-        return True
-    except FileNotFoundError:
-        return False
-
-
-class Nft:
-    def __init__(self, module):
-        self.module = module
-        self.path = module.get_bin_path("nft", opt_dirs=["/usr/sbin", "/sbin"]) or ""
-
-    def run(self, *args):
-        return self.module.run_command([self.path] + list(args))
-
-    def usable(self):
-        """'' when nft works here, else why not (one line)."""
-        if not self.path:
-            return "the nft binary is missing (install the nftables package)"
-        rc, dummy, err = self.run("list", "tables")
-        if rc != 0:
-            return "'nft list tables' failed: %s" % (err.strip().splitlines() or ["rc %d" % rc])[-1]
-        return ""
-
-    def table_digest(self, table):
-        """Digest of the live table without counters; None when it does not exist."""
-        rc, out, dummy = self.run("-s", "list", "table", FAMILY, table)
-        return hashlib.sha256(out.encode()).hexdigest() if rc == 0 else None
-
-
-def present(module, nft, result):
-    p = module.params
-    protected = sorted(set(p["protected_ports"] or []) | {22})
-    try:
-        by_name, merged = ray_ports(p["ports"] or {}, protected=protected)
-        controller = p["controller"].strip() or controller_address(p["ssh_connection"])
-        v4, v6, dummy = allowed_sources(p["members"], controller, p["allow"])
-        rules = render(merged, v4, v6, table=p["table"])
-    except FirewallError as exc:
-        module.fail_json(msg="ray_firewall: %s" % exc, **result)
-    result.update(ports=[("%d" % lo) if lo == hi else "%d-%d" % (lo, hi) for lo, hi in merged],
-                  allowed_v4=v4, allowed_v6=v6, controller=controller, rules=rules)
-    why = nft.usable()
-    if why:
-        module.warn("Ray's ports are NOT filtered on this node: nftables cannot be used here (%s). "
-                    "Set ray_firewall=false to silence this." % why)
-        result["active"] = False
-        return
-    result["active"] = True
-    path, stamp = p["path"], p["path"] + ".applied"
-    write = _read(path) != rules
-    live = nft.table_digest(p["table"])
-    apply = write or live is None or (_read(stamp) or "").strip() != live
-    result["changed"] = write or apply
-    if module.check_mode or not result["changed"]:
-        return
-    directory = os.path.dirname(path) or "."
-    if not os.path.isdir(directory):
-        os.makedirs(directory, 0o755)
-    fd, tmp = tempfile.mkstemp(prefix=".rlinfra-fw-check.", dir=directory)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(rules)
-        rc, dummy, err = nft.run("-c", "-f", tmp)
-        if rc != 0:
-            module.fail_json(msg="ray_firewall: nft rejects the rules: %s" % err.strip().replace("\n", " | "), **result)
-    finally:
-        _remove(tmp)
-    if write:
-        write_atomic(path, rules, 0o600, prefix=".rlinfra-fw.")  # root-only from its first byte
-    rc, dummy, err = nft.run("-f", path)
-    if rc != 0:
-        module.fail_json(msg="ray_firewall: nft -f %s failed: %s" % (path, err.strip().replace("\n", " | ")), **result)
-    write_atomic(stamp, (nft.table_digest(p["table"]) or "") + "\n", 0o600, prefix=".rlinfra-fw.")
-
-
-def absent(module, nft, result):
-    p = module.params
-    path, stamp = p["path"], p["path"] + ".applied"
-    exists = bool(nft.path) and not nft.usable() and nft.table_digest(p["table"]) is not None
-    result["active"] = bool(nft.path) and not nft.usable()
-    result["changed"] = exists or os.path.exists(path) or os.path.exists(stamp)
-    if module.check_mode:
-        return
-    if exists:
-        rc, dummy, err = nft.run("delete", "table", FAMILY, p["table"])
-        if rc != 0:
-            module.fail_json(msg="ray_firewall: cannot delete table %s %s: %s" % (FAMILY, p["table"], err.strip()), **result)
-    _remove(path)
-    _remove(stamp)
-
-
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True,
                            required_if=[("state", "present", ["ports"])])
     nft = Nft(module)
     result = dict(changed=False, active=False, nft=nft.path)
     if module.params["state"] == "present":
-        present(module, nft, result)
+        present(module, nft, module.params, result)
     else:
-        absent(module, nft, result)
+        absent(module, nft, module.params, result)
     module.exit_json(**result)
 
 

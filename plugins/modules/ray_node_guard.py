@@ -18,6 +18,7 @@ description:
   - O(restart_running_jobs) is parsed strictly - a boolean, V(0)/V(1), or V(true)/V(false)/V(yes)/V(no)/V(1)/V(0)
     in any case; anything else fails, so that a typo never reads as either answer.
   - Only reads its arguments; run it once (C(run_once)) after the nodes' reports are made, before changing anything.
+  - Runs on the controller (an action plugin of the same name), so it costs no round trip to a node.
 author:
   - rlinfra maintainers (@rlinfra)
 options:
@@ -98,39 +99,17 @@ restarting:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils.node_state import guard, parse_flag, refusal
-
-ARGUMENT_SPEC = dict(
-    nodes=dict(type="list", elements="dict", required=True, options=dict(
-        host=dict(type="str", required=True),
-        cluster=dict(type="str", default="default"),
-        reports_jobs=dict(type="bool", default=False),
-        restart=dict(type="bool", default=False),
-        reasons=dict(type="list", elements="str", default=[]),
-        running_jobs=dict(type="list", elements="dict"),
-        jobs_error=dict(type="str", default=""),
-    )),
-    restart_running_jobs=dict(type="raw", default=False),
-)
+from ansible_collections.rlinfra.verl.plugins.module_utils.node_state import GUARD_ARGUMENT_SPEC as ARGUMENT_SPEC, guard_result as decide
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    try:
-        allow = parse_flag(module.params["restart_running_jobs"])
-    except ValueError as e:
-        module.fail_json(msg=str(e))
-    nodes = module.params["nodes"]
-    errors, warnings, running = guard(nodes, allow)
-    restarting = {}
-    for node in nodes:
-        if node["restart"]:
-            restarting.setdefault(node["cluster"], []).append(node["host"])
-    if errors:
-        module.fail_json(msg=refusal(errors), running_jobs=running, restarting=restarting)
-    for warning in warnings:
+    result = decide(module.params)
+    for warning in result.pop("warnings", []):
         module.warn(warning)
-    module.exit_json(changed=False, allow=allow, running_jobs=running, restarting=restarting)
+    if result.pop("failed", False):
+        module.fail_json(**result)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -230,6 +230,59 @@ def test_module_failure_is_one_line(sync):
 def test_module_without_venv(module_runner, tmp_path):
     args = dict(venv=str(tmp_path / "none"), packages=["six"])
     res = module_runner(python_env_sync.main, args)
-    assert res["failed"] is True and "create the virtualenv and install uv into it first" in res["msg"]
+    assert res["failed"] is True and "has no interpreter" in res["msg"] and "set python" in res["msg"]
     dry = module_runner(python_env_sync.main, args, check_mode=True)
-    assert dry.get("failed") is not True and dry["changed"] is True
+    assert dry.get("failed") is not True and dry["changed"] is True and not (tmp_path / "none").exists()
+
+
+def test_offline_without_a_wheelhouse_is_one_line(module_runner, tmp_path):
+    res = module_runner(python_env_sync.main, dict(venv=str(tmp_path / "v"), packages=["six"], python=sys.executable,
+                                                   wheelhouse=str(tmp_path / "no-wheelhouse"), no_index=True))
+    assert res["failed"] is True and "\n" not in res["msg"] and not (tmp_path / "v").exists()
+    assert "the wheelhouse %s does not exist" % (tmp_path / "no-wheelhouse") in res["msg"] and "python_env_offline" in res["msg"]
+
+
+def test_uv_wheel_picks_this_machine():
+    names = ["uv-0.13.9-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+             "uv-0.13.9-py3-none-manylinux_2_17_aarch64.manylinux2014_aarch64.whl", "uv-0.13.9.tar.gz", "six-1.whl"]
+    assert pe.uv_wheel(names, "x86_64") == names[0] and pe.uv_wheel(names, "arm64") == names[1]
+    assert pe.uv_wheel(names, "ppc64le") is None and pe.uv_wheel([], "x86_64") is None
+
+
+def test_ensurepip_wheels_answer(tmp_path):
+    wheel = tmp_path / "pip-23.0.1-py3-none-any.whl"
+    wheel.touch()
+    assert pe.ensurepip_wheels(json.dumps([["pip", "23.0.1", str(wheel)]])) == [("pip", "23.0.1", str(wheel))]
+    assert pe.ensurepip_wheels(json.dumps([["pip", "23.0.1", str(tmp_path / "gone.whl")]])) is None
+    assert pe.ensurepip_wheels("[]") is None and pe.ensurepip_wheels("Traceback") is None
+
+
+def test_new_venv_is_made_fast_and_is_what_python_m_venv_makes(module_runner, venv, tmp_path):
+    """The fast path (venv --without-pip, uv from the wheelhouse, ensurepip's wheels installed with uv) leaves the
+    same package set as `python -m venv` + `pip install uv` (the fixture's venv), so old and new nodes match."""
+    base = getattr(sys, "_base_executable", sys.executable)
+    args = dict(venv=str(tmp_path / "new"), python=base, packages=["six"], wheelhouse=str(WHEELHOUSE), no_index=True)
+    res = module_runner(python_env_sync.main, args)
+    assert res.get("failed") is not True, res
+    cfg = (tmp_path / "new" / "pyvenv.cfg").read_text()
+    assert "--without-pip" in cfg  # the fast path was taken
+    ref = subprocess.run([str(venv / "bin" / "uv"), "pip", "freeze", "--python", str(venv / "bin" / "python")],
+                         capture_output=True, text=True, check=True).stdout
+    tooling = {line for line in ref.splitlines() if line.split("==")[0] in ("pip", "setuptools", "uv", "wheel")}
+    assert tooling and tooling <= set(res["frozen"]), (tooling, res["frozen"])
+    assert module_runner(python_env_sync.main, args)["changed"] is False
+
+
+def test_converged_env_installs_nothing_and_a_hand_made_change_is_undone(sync, venv, monkeypatch):
+    first = sync(["mdurl==0.1.2"])
+    assert first.get("failed") is not True, first
+    calls = []
+    monkeypatch.setattr(python_env_sync.Sync, "install", lambda self, *a: calls.append(a))
+    again = sync(["mdurl==0.1.2"])
+    assert again["changed"] is False and calls == []  # the record matches: no uv pip install at all
+    monkeypatch.undo()
+    subprocess.run([str(venv / "bin" / "uv"), "pip", "install", "-q", "--python", str(venv / "bin" / "python"), "--no-index",
+                    "--find-links", str(WHEELHOUSE), "six"], check=True, capture_output=True)
+    fixed = sync(["mdurl==0.1.2"])
+    assert fixed["changed"] is True and any(r.lower().startswith("six") for r in fixed["removed"])
+    assert fixed["fingerprint"] == first["fingerprint"]

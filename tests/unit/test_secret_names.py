@@ -168,9 +168,8 @@ def _role_file(*parts):
 
 
 def _env_expressions():
-    tasks = {t["name"]: t for t in _role_file("tasks", "node.yml")}
-    return (tasks["Write the public Ray environment"]["vars"]["ray__env"],
-            tasks["Write the secret Ray environment (root-only)"]["vars"]["ray__env"])
+    task = next(t for t in _role_file("tasks", "node.yml") if "rlinfra.verl.ray_node" in t)
+    return task["vars"]["ray__public_env"], task["vars"]["ray__secret_env"]
 
 
 def test_role_defaults_to_the_collection_rule():

@@ -1,0 +1,24 @@
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Controller-side action ``rlinfra.verl.ray_node_guard``: it only reads its arguments, so it needs no node.
+Documentation: plugins/modules/ray_node_guard.py; the decision: module_utils/node_state.py."""
+
+from __future__ import annotations
+
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.rlinfra.verl.plugins.module_utils.node_state import GUARD_ARGUMENT_SPEC as ARGUMENT_SPEC, guard_result
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars or {})
+        dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        result.update(guard_result(args))
+        if not result.get("warnings"):
+            result.pop("warnings", None)
+        return result

@@ -1,0 +1,389 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: ray_node
+short_description: Converge one Ray node (head or worker) under systemd in one call
+version_added: 0.3.0
+description:
+  - Everything the roles M(rlinfra.verl.ray_head) and M(rlinfra.verl.ray_worker) do on a node, in one round trip - the
+    configuration and temp directories, the token, the public and secret environment files, the systemd unit,
+    the nftables table of Ray's ports (O(firewall)), the restart decision, the start, the local fact, the wait
+    and the record of what Ray now runs.
+  - Every file is written whole (a temporary file renamed over it), and only when its content, mode or owner
+    differ; secrets get their mode before their first byte.
+  - Ray restarts only when what it runs changed - the unit, the environment files or the token changed here, or
+    the record of the last converge (M(rlinfra.verl.ray_node_state)) differs from O(restart_inputs) and the
+    fingerprint of the Python environment; RV(reasons) says why. Where it would restart while O(running_jobs)
+    run and O(restart_running_jobs) is false, the files are updated, the record is dropped (so the next run
+    foresees the restart) and the module fails with one line saying what to do.
+  - Sessions started before O(unit) applied a umask left logs others can read; those files are closed to others.
+  - The templates are rendered on the controller (the roles pass their text); this module decides and applies.
+author:
+  - rlinfra maintainers (@rlinfra)
+options:
+  role:
+    description: The node's role; the unit is C(ray-<role>.service).
+    type: str
+    choices: [head, worker]
+    required: true
+  config_dir:
+    description: Directory of the token, the environment files, the firewall rules and the record (mode 0755).
+    type: path
+    default: /etc/ray
+  temp_dir:
+    description: Ray's temp directory; created private (0700, owned by O(user)) when missing, left alone otherwise.
+    type: path
+    required: true
+  user:
+    description: The user Ray runs as; it owns the token, the secret environment and the temp directory.
+    type: str
+    default: root
+  unit:
+    description: The systemd unit's text; C(@NUM_GPUS@) in it is replaced by the GPU count (O(num_gpus)).
+    type: str
+    required: true
+  num_gpus:
+    description: V(auto) counts the node's C(/dev/nvidiaN) devices; else the number given.
+    type: str
+    default: auto
+  env:
+    description: The public environment file (C(<config_dir>/ray.env), mode 0644).
+    type: str
+    default: ""
+  secret_env:
+    description: The secret environment file (C(<config_dir>/ray-secrets.env), mode 0600, owned by O(user)).
+    type: str
+    default: ""
+  token:
+    description: The cluster token (C(<config_dir>/auth_token), mode 0600, owned by O(user)); empty writes none (authentication off).
+    type: str
+    default: ""
+  fact:
+    description: The node's C(rlinfra_ray) local fact, written to O(fact_path) as JSON.
+    type: dict
+    default: {}
+  fact_path:
+    description: Where the local fact goes.
+    type: path
+    default: /etc/ansible/facts.d/rlinfra_ray.fact
+  unit_dir:
+    description: Where the systemd units go.
+    type: path
+    default: /etc/systemd/system
+  firewall:
+    description:
+      - The nftables table of Ray's ports (the options of M(rlinfra.verl.ray_firewall) with V(state=present)); not
+        set means no firewall. A missing C(nft) is installed with the node's package manager first (best effort).
+      - Where the table is applied, a oneshot unit (C(rlinfra-ray-firewall.service)) loads it again at boot.
+      - An empty C(ssh_connection) and C(controller) read E(SSH_CONNECTION) from the processes this one runs under.
+    type: dict
+  restart_inputs:
+    description: What decides a restart apart from the Python environment, as named parts (digests of secrets only).
+    type: dict
+    default: {}
+  python_env_state:
+    description: The record of the Python environment Ray runs from (C(<venv>/rlinfra-state.json)).
+    type: path
+  foreseen:
+    description: In check mode, the restart reasons the check before the run foresaw (a dry run installs nothing, so the fingerprint cannot tell).
+    type: list
+    elements: str
+    default: []
+  running_jobs:
+    description: Submission ids of the jobs running on the node's cluster.
+    type: list
+    elements: str
+    default: []
+  restart_running_jobs:
+    description: Restart Ray even while O(running_jobs) run (they fail).
+    type: bool
+    default: false
+  wait:
+    description:
+      - After a start, V(alive) waits until the dashboard (O(address)) lists O(node_ip) alive; V(gcs) until
+        O(gcs_address) accepts connections (enough for workers to join); V(none) does not wait.
+    type: str
+    choices: [alive, gcs, none]
+    default: alive
+  node_ip:
+    description: The node's address in the cluster (for O(wait=alive)).
+    type: str
+    default: ""
+  gcs_address:
+    description: C(host:port) of the cluster's GCS (for O(wait=gcs)).
+    type: str
+    default: ""
+  timeout:
+    description: Seconds to wait.
+    type: int
+    default: 120
+extends_documentation_fragment:
+  - rlinfra.verl.ray_dashboard
+attributes:
+  check_mode:
+    support: full
+    description: Reports what would be written, installed, restarted; changes nothing and does not wait.
+  diff_mode:
+    support: none
+    description: RV(files) and RV(reasons) say what changed.
+seealso:
+  - module: rlinfra.verl.ray_node_state
+  - module: rlinfra.verl.ray_firewall
+"""
+
+EXAMPLES = r"""
+- name: Run the Ray head under systemd
+  rlinfra.verl.ray_node:
+    role: head
+    temp_dir: /workspace/ray
+    unit: "{{ lookup('ansible.builtin.template', 'ray.service.j2') }}"
+    env: "RAY_AUTH_MODE=token\n"
+    token: "{{ ray_token }}"
+    fact: {role: head, cluster: default, dashboard_url: "http://10.0.0.5:8265"}
+    restart_inputs: {unit: {num_gpus: auto}}
+    python_env_state: /opt/rlinfra/venv/rlinfra-state.json
+    wait: gcs
+    gcs_address: 10.0.0.5:6379
+  no_log: true
+"""
+
+RETURN = r"""
+gpus:
+  description: The GPU count the unit was given.
+  returned: always
+  type: int
+  sample: 8
+files:
+  description: The files and directories written (or that would be).
+  returned: always
+  type: list
+  elements: str
+  sample: [/etc/ray/ray.env, /etc/systemd/system/ray-head.service]
+reasons:
+  description: Why Ray was restarted (empty when it was not); see M(rlinfra.verl.ray_node_state) for the record's reasons.
+  returned: always
+  type: list
+  elements: str
+  sample: [unit file, ray_env]
+started:
+  description: Whether Ray was started or restarted.
+  returned: always
+  type: bool
+firewall:
+  description: What the firewall part did (M(rlinfra.verl.ray_firewall)'s return values), empty without O(firewall).
+  returned: always
+  type: dict
+closed_logs:
+  description: How many older session log files were closed to other users.
+  returned: always
+  type: int
+"""
+
+import os
+import pwd
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rlinfra.verl.plugins.module_utils.node_state import part_digests, record_content, restart_reasons
+from ansible_collections.rlinfra.verl.plugins.module_utils.nft import BOOT_UNIT, BOOT_UNIT_NAME, Nft, ancestor_env, install_nft, present
+from ansible_collections.rlinfra.verl.plugins.module_utils.python_env import read_json
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import DASHBOARD_ARGUMENT_SPEC, RayAuthError, RayError, client_from_module
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray_node import (
+    NUM_GPUS_PLACEHOLDER, Systemd, close_logs, count_gpus, ensure_dir, fact_text, open_logs, put, wait_for_port)
+
+ARGUMENT_SPEC = dict(
+    DASHBOARD_ARGUMENT_SPEC,
+    role=dict(type="str", choices=["head", "worker"], required=True),
+    config_dir=dict(type="path", default="/etc/ray"),
+    temp_dir=dict(type="path", required=True),
+    user=dict(type="str", default="root"),
+    unit=dict(type="str", required=True),
+    num_gpus=dict(type="str", default="auto"),
+    env=dict(type="str", default=""),
+    secret_env=dict(type="str", default="", no_log=True),
+    token=dict(type="str", default="", no_log=True),
+    fact=dict(type="dict", default={}),
+    fact_path=dict(type="path", default="/etc/ansible/facts.d/rlinfra_ray.fact"),
+    unit_dir=dict(type="path", default="/etc/systemd/system"),
+    firewall=dict(type="dict"),
+    restart_inputs=dict(type="dict", default={}),
+    python_env_state=dict(type="path"),
+    foreseen=dict(type="list", elements="str", default=[]),
+    running_jobs=dict(type="list", elements="str", default=[]),
+    restart_running_jobs=dict(type="bool", default=False),
+    wait=dict(type="str", choices=["alive", "gcs", "none"], default="alive"),
+    node_ip=dict(type="str", default=""),
+    gcs_address=dict(type="str", default=""),
+    timeout=dict(type="int", default=120),
+)
+FIREWALL_DEFAULTS = dict(controller="", ssh_connection="", allow=[], protected_ports=[22], table="rlinfra_ray", members=[])
+POLL_START = 0.2
+POLL_MAX = 1.0
+
+
+class Node:
+    def __init__(self, module):
+        self.module = module
+        self.p = module.params
+        self.check = module.check_mode
+        self.files = []
+        try:
+            self.uid = pwd.getpwnam(self.p["user"]).pw_uid
+        except KeyError:
+            module.fail_json(msg="ray_user %r does not exist on this node: create it first or set ray_user" % self.p["user"])
+        self.unit_path = os.path.join(self.p["unit_dir"], "ray-%s.service" % self.p["role"])
+        self.state_path = os.path.join(self.p["config_dir"], "rlinfra-state.json")
+
+    def put(self, path, text, mode, uid=None):
+        if put(path, text, mode, uid, self.check):
+            self.files.append(path)
+            return True
+        return False
+
+    def ensure_dir(self, path, mode, uid=None, keep_mode=False):
+        if ensure_dir(path, mode, uid, self.check, keep_mode):
+            self.files.append(path)
+
+    def firewall(self, systemd):
+        """Fence Ray's ports before Ray (re)starts, so that it never listens unfenced; the result of the firewall part."""
+        fw = dict(FIREWALL_DEFAULTS, path=os.path.join(self.p["config_dir"], "rlinfra-firewall.nft"))
+        fw.update((k, v) for k, v in self.p["firewall"].items() if v is not None)
+        result = dict(changed=False, active=False)
+        nft = Nft(self.module)
+        if not nft.path:
+            result["installed_nft"] = True
+            if self.check:
+                result["changed"] = True
+            else:
+                why = install_nft(self.module)
+                nft = Nft(self.module)
+                result["changed"] = bool(nft.path)
+                if why:
+                    result["install_error"] = why
+        if not fw["controller"] and not fw["ssh_connection"]:
+            fw["ssh_connection"] = ancestor_env("SSH_CONNECTION")
+        present(self.module, nft, fw, result)
+        result["nft"] = nft.path
+        unit_changed = False
+        if result["active"]:
+            unit = BOOT_UNIT.format(table=fw["table"], path=fw["path"], nft=nft.path or "/usr/sbin/nft")
+            unit_changed = self.put(os.path.join(self.p["unit_dir"], BOOT_UNIT_NAME), unit, 0o644)
+            if unit_changed and not self.check:
+                systemd.run("daemon-reload")
+            if not systemd.enabled(BOOT_UNIT_NAME):
+                # Enabled, not started: the table is applied already; the unit only matters at the next boot.
+                result["changed"] = True
+                if not self.check:
+                    systemd.run("enable", BOOT_UNIT_NAME)
+        return result
+
+    def reasons(self, active, unit_changed, env_changed, token_changed):
+        p = self.p
+        record = read_json(self.state_path) if os.path.exists(self.state_path) else None
+        env_record = read_json(p["python_env_state"]) if p["python_env_state"] else None
+        self.parts = part_digests(p["restart_inputs"])
+        self.fingerprint = (env_record or {}).get("fingerprint")
+        if not active:
+            return []  # nothing to restart: it starts with what it should run
+        reasons = restart_reasons(record, self.parts, self.fingerprint)
+        reasons += (["unit file"] if unit_changed else []) + (["environment files"] if env_changed else [])
+        reasons += ["token file"] if token_changed else []
+        if self.check:
+            reasons += [r for r in p["foreseen"] if r not in reasons]
+        return reasons
+
+    def guard(self, reasons):
+        p = self.p
+        if not reasons or not p["running_jobs"] or p["restart_running_jobs"]:
+            return
+        # The files are new already: without a record the next run foresees the restart (and refuses it or makes it).
+        if not self.check and os.path.exists(self.state_path):
+            os.unlink(self.state_path)
+        self.module.fail_json(
+            msg="Ray on this node must restart (%s) but job(s) %s run on its cluster, which the check before the run did "
+                "not foresee; its files are updated, Ray is not restarted: stop the job(s) first (ansible-playbook stop.yml "
+                "-e exp=NAME) or re-run with -e ray_restart_running_jobs=true to restart anyway."
+                % (", ".join(reasons), ", ".join(p["running_jobs"])), files=self.files, reasons=reasons)
+
+    def wait_alive(self):
+        p = self.p
+        try:
+            client = client_from_module(self.module, retries=0)
+        except RayError as exc:
+            self.module.fail_json(msg=str(exc))
+        deadline, delay, last = time.monotonic() + p["timeout"], POLL_START, "no answer yet"
+        while True:
+            try:
+                nodes = client.list_nodes()
+                if any(n.get("node_ip") == p["node_ip"] and n.get("state") == "ALIVE" for n in nodes):
+                    return
+                last = "the dashboard does not list %s alive" % p["node_ip"]
+            except RayAuthError as exc:
+                self.module.fail_json(msg=str(exc))
+            except RayError as exc:
+                last = str(exc)
+            if time.monotonic() >= deadline:
+                self.module.fail_json(msg="Ray on this node (%s) is not alive in its cluster after %ss: %s; see journalctl -u "
+                                      "ray-%s and %s/session_latest/logs" % (p["node_ip"], p["timeout"], last, p["role"], p["temp_dir"]),
+                                      files=self.files)
+            time.sleep(delay)
+            delay = min(delay * 1.6, POLL_MAX)
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True,
+                           required_if=[("wait", "alive", ["node_ip"]), ("wait", "gcs", ["gcs_address"])])
+    p = module.params
+    node = Node(module)
+    systemd = Systemd(module)
+    service = "ray-%s.service" % p["role"]
+    cfg = p["config_dir"]
+    gpus = count_gpus() if p["num_gpus"] == "auto" else p["num_gpus"]
+
+    node.ensure_dir(cfg, 0o755)
+    node.ensure_dir(p["temp_dir"], 0o700, node.uid, keep_mode=True)  # Ray loosens its tree on start: left alone then
+    token_changed = bool(p["token"]) and node.put(os.path.join(cfg, "auth_token"), p["token"], 0o600, node.uid)
+    env_changed = node.put(os.path.join(cfg, "ray.env"), p["env"], 0o644)
+    env_changed = node.put(os.path.join(cfg, "ray-secrets.env"), p["secret_env"], 0o600, node.uid) or env_changed
+    firewall = node.firewall(systemd) if p["firewall"] is not None else {}
+    unit_changed = node.put(node.unit_path, p["unit"].replace(NUM_GPUS_PLACEHOLDER, str(gpus)), 0o644)
+
+    active = systemd.active(service)
+    reasons = node.reasons(active, unit_changed, env_changed, token_changed)
+    node.guard(reasons)
+    enabled = systemd.enabled(service)
+    started = bool(reasons) or not active
+    if not module.check_mode:
+        if unit_changed:
+            systemd.run("daemon-reload")
+        if not enabled:
+            systemd.run("enable", service)
+        if started:
+            systemd.run("restart" if reasons else "start", service)
+
+    opened = [] if module.check_mode else open_logs(p["temp_dir"])
+    close_logs(opened)
+    node.ensure_dir(os.path.dirname(p["fact_path"]), 0o755)
+    node.put(p["fact_path"], fact_text(p["fact"]), 0o644)
+
+    if not module.check_mode and (started or p["wait"] == "alive"):
+        if p["wait"] == "alive":
+            node.wait_alive()
+        elif p["wait"] == "gcs":
+            why = wait_for_port(p["gcs_address"], p["timeout"])
+            if why:
+                module.fail_json(msg="Ray's GCS on this node: %s; see journalctl -u %s" % (why, service), files=node.files)
+    # What Ray now runs: a run that changed something but failed before this point restarts it next time.
+    node.put(node.state_path, record_content(node.parts, node.fingerprint), 0o600)
+    changed = bool(node.files or firewall.get("changed") or started or opened or not enabled)
+    module.exit_json(changed=changed, gpus=int(gpus) if str(gpus).isdigit() else gpus, files=node.files, reasons=reasons,
+                     started=started, firewall=firewall, closed_logs=len(opened))
+
+
+if __name__ == "__main__":
+    main()

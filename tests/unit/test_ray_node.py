@@ -1,0 +1,216 @@
+"""rlinfra.verl.ray_node and module_utils/ray_node.py, nft.py: one node converged in one call.
+
+The module runs in-process on files under tmp_path, over a fake systemctl (the real one is exercised by the
+sandbox and molecule scenarios); the helpers run on real files, processes and sockets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from ansible_collections.rlinfra.verl.plugins.module_utils import nft as nft_utils
+from ansible_collections.rlinfra.verl.plugins.module_utils import node_state
+from ansible_collections.rlinfra.verl.plugins.module_utils import ray_node as rn
+from ansible_collections.rlinfra.verl.plugins.modules import ray_node
+
+TOKEN = "tok-" + "x" * 40
+SECRET_ENV = 'HF_TOKEN="hf_secret_value_123"\n'
+
+
+# --- helpers ----------------------------------------------------------------------------------------------
+
+def test_count_gpus_counts_only_numbered_nvidia_devices(tmp_path):
+    for name in ("nvidia0", "nvidia1", "nvidia12", "nvidiactl", "nvidia-uvm", "nvme0"):
+        (tmp_path / name).touch()
+    assert rn.count_gpus(str(tmp_path)) == 3
+    assert rn.count_gpus(str(tmp_path / "missing")) == 0
+
+
+def test_put_writes_only_what_differs(tmp_path):
+    path = str(tmp_path / "f")
+    assert rn.put(path, "a\n", 0o600, check_mode=True) is True and not os.path.exists(path)
+    assert rn.put(path, "a\n", 0o600) is True
+    assert oct(os.stat(path).st_mode & 0o777) == "0o600" and open(path).read() == "a\n"
+    assert rn.put(path, "a\n", 0o600) is False
+    assert rn.put(path, "a\n", 0o644) is True and oct(os.stat(path).st_mode & 0o777) == "0o644"
+    assert rn.put(path, "a\n", 0o644, uid=os.getuid()) is False
+    assert rn.put(path, "b\n", 0o644) is True and open(path).read() == "b\n"
+
+
+def test_ensure_dir_creates_and_keeps_an_existing_mode_when_asked(tmp_path):
+    path = str(tmp_path / "d" / "e")
+    assert rn.ensure_dir(path, 0o700, check_mode=True) is True and not os.path.exists(path)
+    assert rn.ensure_dir(path, 0o700) is True and oct(os.stat(path).st_mode & 0o777) == "0o700"
+    os.chmod(path, 0o755)  # Ray loosens its temp tree on start
+    assert rn.ensure_dir(path, 0o700, keep_mode=True) is False and oct(os.stat(path).st_mode & 0o777) == "0o755"
+    assert rn.ensure_dir(path, 0o700) is True and oct(os.stat(path).st_mode & 0o777) == "0o700"
+
+
+def test_open_logs_finds_only_logs_others_can_read(tmp_path):
+    logs = tmp_path / "session_1" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "raylet.out").write_text("x")
+    os.chmod(logs / "raylet.out", 0o644)
+    (logs / "closed.out").write_text("x")
+    os.chmod(logs / "closed.out", 0o640)
+    other = tmp_path / "session_1" / "runtime_resources"
+    other.mkdir()
+    (other / "script.py").write_text("x")
+    os.chmod(other / "script.py", 0o644)
+    found = rn.open_logs(str(tmp_path))
+    assert found == [str(logs / "raylet.out")]
+    rn.close_logs(found)
+    assert oct(os.stat(logs / "raylet.out").st_mode & 0o777) == "0o640"
+    assert rn.open_logs(str(tmp_path)) == [] and rn.open_logs(str(tmp_path / "missing")) == []
+
+
+def test_wait_for_port_answers_at_once_or_names_the_address():
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    try:
+        assert rn.wait_for_port("127.0.0.1:%d" % port, 5) == ""
+    finally:
+        server.close()
+    slept = []
+    why = rn.wait_for_port("127.0.0.1:%d" % port, 0.5, sleep=slept.append)
+    assert why.startswith("127.0.0.1:%d did not accept connections within 0.5s" % port) and "\n" not in why
+
+
+def test_ancestor_env_reads_the_nearest_process_that_has_it():
+    # The variable is set for the shell but not for the python it runs (as sudo drops SSH_CONNECTION).
+    code = ("import sys; sys.path[:0] = %r; "
+            "from ansible_collections.rlinfra.verl.plugins.module_utils.nft import ancestor_env; "
+            "print(repr(ancestor_env('RLINFRA_TEST_SSH')))" % (sys.path[:3],))
+    out = subprocess.run(["sh", "-c", 'env -u RLINFRA_TEST_SSH "$0" -c "$1"; true', sys.executable, code],
+                         env=dict(os.environ, RLINFRA_TEST_SSH="10.1.2.3 5000 10.0.0.5 22"),
+                         capture_output=True, text=True, check=True).stdout.strip()
+    assert out == repr("10.1.2.3 5000 10.0.0.5 22")
+    assert nft_utils.ancestor_env("RLINFRA_TEST_NOT_SET_ANYWHERE") == ""
+
+
+# --- the module over a fake systemctl -------------------------------------------------------------------
+
+class FakeSystemd(rn.Systemd):
+    active_units, enabled_units, calls = set(), set(), []
+
+    def __init__(self, module):
+        self.module, self.path = module, "/bin/systemctl"
+
+    def run(self, *args):
+        FakeSystemd.calls.append(args)
+        if args[0] in ("start", "restart"):
+            FakeSystemd.active_units.add(args[1])
+        if args[0] == "enable":
+            FakeSystemd.enabled_units.add(args[1])
+        return ""
+
+    def active(self, unit):
+        return unit in FakeSystemd.active_units
+
+    def enabled(self, unit):
+        return unit in FakeSystemd.enabled_units
+
+
+@pytest.fixture
+def node(tmp_path, module_runner, monkeypatch):
+    monkeypatch.setattr(ray_node, "Systemd", FakeSystemd)
+    monkeypatch.setattr(ray_node, "count_gpus", lambda: 4)
+    FakeSystemd.active_units, FakeSystemd.enabled_units, FakeSystemd.calls = set(), set(), []
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    (venv / "rlinfra-state.json").write_text(json.dumps({"fingerprint": "fp1"}))
+    base = dict(role="worker", config_dir=str(tmp_path / "etc"), temp_dir=str(tmp_path / "tmp"),
+                user=os.environ.get("USER") or "root", unit="ExecStart=ray start --num-gpus=@NUM_GPUS@\n",
+                env="RAY_AUTH_MODE=token\n", secret_env=SECRET_ENV, token=TOKEN,
+                fact={"role": "worker", "cluster": "c"}, fact_path=str(tmp_path / "facts.d" / "rlinfra_ray.fact"),
+                unit_dir=str(tmp_path / "units"), restart_inputs={"unit": {"num_gpus": "auto"}},
+                python_env_state=str(venv / "rlinfra-state.json"), wait="none")
+    (tmp_path / "units").mkdir()
+
+    def run(check_mode=False, **options):
+        args = dict(base, **options)
+        args["user"] = __import__("pwd").getpwuid(os.getuid()).pw_name
+        return module_runner(ray_node.main, args, check_mode=check_mode)
+    run.tmp = tmp_path
+    run.venv = venv
+    return run
+
+
+def starts():
+    return [c for c in FakeSystemd.calls if c[0] in ("start", "restart")]
+
+
+def test_first_converge_writes_everything_then_nothing_changes(node):
+    dry = node(check_mode=True)
+    assert dry["changed"] is True and dry["started"] is True and not (node.tmp / "etc").exists() and not FakeSystemd.calls
+    first = node()
+    assert first["changed"] is True and first["gpus"] == 4 and starts() == [("start", "ray-worker.service")]
+    etc = node.tmp / "etc"
+    assert (node.tmp / "units" / "ray-worker.service").read_text() == "ExecStart=ray start --num-gpus=4\n"
+    assert oct((etc / "auth_token").stat().st_mode & 0o777) == "0o600" and (etc / "auth_token").read_text() == TOKEN
+    assert oct((etc / "ray-secrets.env").stat().st_mode & 0o777) == "0o600"
+    assert oct((etc / "ray.env").stat().st_mode & 0o777) == "0o644"
+    assert oct((node.tmp / "tmp").stat().st_mode & 0o777) == "0o700"
+    assert json.loads((node.tmp / "facts.d" / "rlinfra_ray.fact").read_text()) == {"role": "worker", "cluster": "c"}
+    record = json.loads((etc / "rlinfra-state.json").read_text())
+    assert record["fingerprint"] == "fp1" and record["parts"] == node_state.part_digests({"unit": {"num_gpus": "auto"}})
+    assert TOKEN not in json.dumps(first) and "hf_secret_value_123" not in json.dumps(first)
+
+    FakeSystemd.calls = []
+    again = node()
+    assert again["changed"] is False and again["files"] == [] and again["reasons"] == [] and FakeSystemd.calls == []
+
+
+def test_what_ray_runs_changing_restarts_it_and_says_why(node):
+    node()
+    FakeSystemd.calls = []
+    res = node(env="RAY_AUTH_MODE=token\nX=1\n")
+    assert res["changed"] is True and res["reasons"] == ["environment files"] and starts() == [("restart", "ray-worker.service")]
+    (node.venv / "rlinfra-state.json").write_text(json.dumps({"fingerprint": "fp2"}))  # python_env_sync reinstalled
+    FakeSystemd.calls = []
+    res = node(env="RAY_AUTH_MODE=token\nX=1\n")
+    assert res["reasons"] == ["environment"] and starts() == [("restart", "ray-worker.service")]
+    FakeSystemd.active_units.clear()  # stopped by hand: started again, nothing to restart
+    FakeSystemd.calls = []
+    res = node(env="RAY_AUTH_MODE=token\nX=1\n")
+    assert res["changed"] is True and res["reasons"] == [] and starts() == [("start", "ray-worker.service")]
+
+
+def test_restart_under_a_running_job_is_refused_and_remembered(node):
+    node()
+    FakeSystemd.calls = []
+    res = node(token="another-token-" + "y" * 30, running_jobs=["rlinfra-smoke-c"])
+    assert res["failed"] is True and "\n" not in res["msg"]
+    assert "must restart (token file) but job(s) rlinfra-smoke-c run" in res["msg"] and "ray_restart_running_jobs=true" in res["msg"]
+    assert starts() == [] and not (node.tmp / "etc" / "rlinfra-state.json").exists()
+    # The next run, the job gone, restarts because the record is missing.
+    res = node(token="another-token-" + "y" * 30)
+    assert res["reasons"] == ["no_record"] and starts() == [("restart", "ray-worker.service")]
+    allowed = node(token="third-token-" + "z" * 30, running_jobs=["rlinfra-smoke-c"], restart_running_jobs=True)
+    assert allowed.get("failed") is not True and "token file" in allowed["reasons"]
+
+
+def test_check_mode_adds_what_the_check_before_the_run_foresaw(node):
+    node()
+    FakeSystemd.calls = []
+    dry = node(check_mode=True, foreseen=["python_env"])
+    assert dry["reasons"] == ["python_env"] and dry["changed"] is True and FakeSystemd.calls == []
+    assert node(foreseen=["python_env"])["reasons"] == []  # foreseen reasons only stand in for a dry run
+
+
+def test_wait_gcs_names_the_address_when_nothing_listens(node):
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    res = node(wait="gcs", gcs_address="127.0.0.1:%d" % port, timeout=1)
+    assert res["failed"] is True and "127.0.0.1:%d did not accept connections within 1s" % port in res["msg"]
+    assert "journalctl -u ray-worker.service" in res["msg"]
