@@ -27,6 +27,25 @@ def ray_clusters(hosts, hostvars):
     return dict(sorted(out.items()))
 
 
+def worker_head(worker, heads, hostvars):
+    """``{name, ip, error}`` of the one host of ``heads`` in ``worker``'s cluster; ``error`` is one line
+    saying what to fix when there is not exactly one, or when its address is not known yet."""
+    cluster = cluster_of(worker, hostvars)
+    found = in_ray_cluster(heads or [], hostvars, cluster)
+    if len(found) != 1:
+        return dict(name="", ip="", error=(
+            "Worker %s (ray_cluster=%s) needs exactly one host in group ray_head with the same ray_cluster; "
+            "found %d: %s." % (worker, cluster, len(found), ", ".join(found) or "none")))
+    head = found[0]
+    head_vars = hostvars[head]
+    ip = head_vars.get("ray_node_ip") or ((head_vars.get("ansible_local") or {}).get("rlinfra_ray") or {}).get("node_ip")
+    if not ip:
+        return dict(name=head, ip="", error=(
+            "The address of head %s is unknown: run the ray_head role on it first (site.yml does), or gather its "
+            "facts in the same play." % head))
+    return dict(name=head, ip=str(ip), error="")
+
+
 class FilterModule:
     def filters(self):
-        return {"in_ray_cluster": in_ray_cluster, "ray_clusters": ray_clusters}
+        return {"in_ray_cluster": in_ray_cluster, "ray_clusters": ray_clusters, "worker_head": worker_head}

@@ -19,6 +19,7 @@ import ipaddress
 import re
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.numbers import whole_number
+from ansible_collections.rlinfra.verl.plugins.module_utils.switches import switch_value
 
 ROLES = ("storage_lvm", "nfs_mount", "python_env", "ray")
 
@@ -97,6 +98,13 @@ def port(value):
 
 def count_or_auto(value):
     return value if value == "auto" else _int(value, 0, must="auto or a whole number from 0 up")
+
+
+def switch(value):
+    """On or off, read strictly: a misspelt true is an error, not false."""
+    if switch_value(value)[0] is None:
+        raise Bad("true or false (also yes/no/1/0, any case)")
+    return value
 
 
 def count_or_empty(value):
@@ -311,6 +319,7 @@ RULES = {
     "ray_limit_nproc": limit,
     "ray_start_timeout": positive,
     "ray_firewall_controller": address_or_empty,
+    "ray_firewall": switch,
     "ray_firewall_allow": networks,
     "nfs_mount_server": host_or_empty,
     "nfs_mount_export": path,

@@ -162,7 +162,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rlinfra.verl.plugins.module_utils.numbers import tidy
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import (
     ACTIVE_STATUSES, DASHBOARD_ARGUMENT_SPEC, RayAuthError, RayError, RayHTTPError, RayUnreachableError, check_seconds,
-    client_from_module)
+    client_from_module, poll_pauses)
 
 ARGUMENT_SPEC = dict(
     DASHBOARD_ARGUMENT_SPEC,
@@ -224,6 +224,7 @@ def main():
     used = dict(address=client.address, venv=_text(client.fact.get("venv")))
     deadline = time.monotonic() + p["timeout"]
     all_nodes, last_error = [], None
+    pauses = poll_pauses(POLL_INTERVAL)
     while True:
         try:
             all_nodes, last_error = client.list_nodes(), None
@@ -249,7 +250,7 @@ def main():
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
-        time.sleep(min(POLL_INTERVAL, remaining))
+        time.sleep(min(next(pauses), remaining))
 
     if last_error is not None:
         module.fail_json(msg="gave up after %ss waiting for the Ray cluster: %s" % (p["timeout"], last_error),

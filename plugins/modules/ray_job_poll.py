@@ -31,7 +31,9 @@ options:
     type: int
     default: 0
   poll_interval:
-    description: Seconds between two reads while watching; at least V(0.1).
+    description:
+      - Longest pause in seconds between two reads while watching; at least V(0.1).
+      - The pause is about a quarter of the job's age so far (0.1 s at its start) up to this, so a short job's end is seen at once.
     type: float
     default: 2
   logs_tail_lines:
@@ -177,7 +179,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import (
     DASHBOARD_ARGUMENT_SPEC, MIN_POLL_INTERVAL, TERMINAL_STATUSES, RayAuthError, RayError, check_seconds,
-    check_submission_id, check_tail_lines, client_from_module, ms_to_iso, tail_lines)
+    check_submission_id, check_tail_lines, client_from_module, ms_to_iso, poll_pauses, tail_lines)
 from ansible_collections.rlinfra.verl.plugins.module_utils.attempts import with_lines
 from ansible_collections.rlinfra.verl.plugins.module_utils.secret_names import secret_values
 from ansible_collections.rlinfra.verl.plugins.module_utils.recovery import summary_lines
@@ -219,13 +221,17 @@ def watch(client, sid, timeout, poll_interval, clock=time.monotonic, sleep=time.
     deadline = clock() + max(0, timeout)
     job, nodes, error = read(client, sid)
     first_alive = alive_ids(nodes)
+    # Each chunk of a long wait is a new module run: pick up the backoff where the job's age puts it.
+    started = (job or {}).get("start_time")
+    waited = time.time() - started / 1000.0 if isinstance(started, (int, float)) and started > 0 else 0.0
+    pauses = poll_pauses(poll_interval, waited=waited)
     while error is None and job is not None and job.get("status") not in TERMINAL_STATUSES:
         if first_alive - alive_ids(nodes):
             break
         remaining = deadline - clock()
         if remaining <= 0:
             break
-        sleep(min(poll_interval, remaining))
+        sleep(min(next(pauses), remaining))
         job, nodes, error = read(client, sid)
     return job, nodes, error
 

@@ -144,6 +144,8 @@ ROWS = [
     rule("firewall_allow_bad_prefix", {"ray_firewall_allow": ["10.0.0.0/33"]},
          "ray_firewall_allow must be a list of IP addresses or networks; '10.0.0.0/33' is not one, "
          "got ['10.0.0.0/33'] (list)"),
+    rule("firewall_switch_typo", {"ray_firewall": "ture"},
+         "ray_firewall must be true or false (also yes/no/1/0, any case), got 'ture'"),
     rule("firewall_allow_string", {"ray_firewall_allow": "10.0.0.0/24"},
          "ray_firewall_allow must be a list of IP addresses or networks, got '10.0.0.0/24'"),
     # -- nfs_mount -----------------------------------------------------------------------------------------

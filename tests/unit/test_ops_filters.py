@@ -155,3 +155,30 @@ def test_node_logs_report_check_mode_and_missing_driver():
     assert out["hosts"]["h1"]["status"] == "planned" and out["ok"] == []
     assert out["lines"] == ["h1: 1 file(s) (would be collected)",
                             "no node had the job's driver log (the driver never started, or its node is not listed)"]
+
+
+def test_worker_head_finds_the_one_head_of_the_workers_cluster_and_its_address():
+    from ansible_collections.rlinfra.verl.plugins.filter.ray_cluster import worker_head
+    hostvars = {"h1": {"ray_node_ip": "10.0.0.1"}, "h2": {"ray_cluster": "b", "ansible_local": {"rlinfra_ray": {"node_ip": "10.0.0.2"}}},
+                "h3": {"ray_cluster": "c"}, "w": {}, "wb": {"ray_cluster": "b"}, "wc": {"ray_cluster": "c"},
+                "wd": {"ray_cluster": "d"}}
+    heads = ["h1", "h2", "h3"]
+    assert worker_head("w", heads, hostvars) == dict(name="h1", ip="10.0.0.1", error="")
+    assert worker_head("wb", heads, hostvars) == dict(name="h2", ip="10.0.0.2", error="")  # from the local fact
+    unknown = worker_head("wc", heads, hostvars)
+    assert unknown["name"] == "h3" and unknown["ip"] == ""
+    assert unknown["error"].startswith("The address of head h3 is unknown: run the ray_head role on it first")
+    none = worker_head("wd", heads, hostvars)
+    assert none["error"] == ("Worker wd (ray_cluster=d) needs exactly one host in group ray_head with the same "
+                             "ray_cluster; found 0: none.")
+    two = worker_head("w", ["h1", "h1b"], dict(hostvars, h1b={}))
+    assert "found 2: h1, h1b." in two["error"]
+
+
+@pytest.mark.parametrize("value,bad", [(True, False), ("yes", False), (0, False), ("ture", True), ("", True), (2, True)])
+def test_the_firewall_switch_is_a_setting_read_strictly(value, bad):
+    from ansible_collections.rlinfra.verl.plugins.module_utils.settings import check
+    errors = check({"ray_firewall": value})
+    assert bool(errors) is bad, errors
+    if bad:
+        assert errors[0].startswith("ray_firewall must be true or false (also yes/no/1/0, any case), got ")

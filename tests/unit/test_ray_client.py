@@ -13,8 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import (
-    EXISTS_MARKER, RayAuthError, RayClient, RayHTTPError, RayUnreachableError, ms_to_iso, normalize_address,
-    tail_lines)
+    EXISTS_MARKER, FIRST_POLL_PAUSE, POLL_BACKOFF, RayAuthError, RayClient, RayHTTPError, RayUnreachableError, ms_to_iso,
+    normalize_address, poll_pauses, tail_lines)
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl_log import last_progress, parse_progress_line
 
 
@@ -174,16 +174,16 @@ def test_wait_for_job_polls_early_then_backs_off(ray_head):
 
     client = RayClient(ray_head.address, token=ray_head.token, sleep=sleep)
     sid = new_id("backoff")
-    client.submit_job(sid, "sleep 4")
-    job, timed_out = client.wait_for_job(sid, timeout=120, poll_interval=1.5)
+    client.submit_job(sid, "sleep 6")
+    job, timed_out = client.wait_for_job(sid, timeout=120, poll_interval=1.0)
     assert job["status"] == "SUCCEEDED" and not timed_out
     assert pauses[0] == 0.1
-    grown = [round(b / a, 3) for a, b in zip(pauses, pauses[1:]) if b < 1.5]
-    assert grown and all(g == 1.6 for g in grown), pauses
-    assert max(pauses) == 1.5 and pauses[-1] == 1.5  # capped at poll_interval once grown
+    grown = [round(b / a, 3) for a, b in zip(pauses, pauses[1:]) if b < 1.0]
+    assert grown and all(g == POLL_BACKOFF for g in grown), pauses
+    assert max(pauses) == 1.0 and pauses[-1] == 1.0  # capped at poll_interval once grown
     # The job's own run time plus at most one pause: seen ending promptly.
     ended = (job["end_time"] - job["start_time"]) / 1000.0
-    assert sum(pauses) < ended + 1.5 + 1.0
+    assert sum(pauses) < ended + 1.0 + 1.0
 
 
 # verl progress lines -------------------------------------------------------------------------
@@ -359,3 +359,34 @@ def test_an_unreadable_fact_is_one_line(fact):
     with pytest.raises(RayError, match=r"^cannot read the rlinfra_ray local fact %s: Is a directory \(does the play "
                        r"run with become\?\)$" % fact.path):
         local_ray_fact()
+
+
+def test_the_watchdog_poll_sees_a_short_job_end_promptly(ray_head):
+    """ray_job_poll's watch (one chunk of submit.yml's wait) uses the same early-then-back-off pauses:
+    a 2 s job is seen ending well before the 5 s poll_interval experiments default to."""
+    from ansible_collections.rlinfra.verl.plugins.modules.ray_job_poll import watch
+    pauses = []
+
+    def sleep(seconds):
+        pauses.append(seconds)
+        time.sleep(seconds)
+
+    client = ray_head.client()
+    sid = new_id("watch")
+    client.submit_job(sid, "sleep 2")
+    t0 = time.monotonic()
+    job, nodes, error = watch(client, sid, timeout=60, poll_interval=5.0, sleep=sleep)
+    assert error is None and job["status"] == "SUCCEEDED", (job, error)
+    assert nodes and pauses[0] == 0.1 and max(pauses) < 5.0, pauses
+    ended = (job["end_time"] - job["start_time"]) / 1000.0
+    assert time.monotonic() - t0 < ended + 0.6 * ended + 0.5, (pauses, ended)
+
+
+def test_poll_pauses_start_small_grow_and_pick_up_from_the_time_waited():
+    from itertools import islice
+    fresh = list(islice(poll_pauses(5.0), 40))
+    assert fresh[0] == FIRST_POLL_PAUSE and fresh[-1] == 5.0 and fresh == sorted(fresh)
+    # After an hour the next pause is poll_interval at once; after 8 s about a quarter of it.
+    assert next(poll_pauses(5.0, waited=3600)) == 5.0
+    assert next(poll_pauses(5.0, waited=8)) == pytest.approx(8 * (POLL_BACKOFF - 1))
+    assert next(poll_pauses(0.2, waited=-30)) == FIRST_POLL_PAUSE  # a clock behind the head's

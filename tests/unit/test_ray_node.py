@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
-import sys
 
 import pytest
 
@@ -84,15 +82,42 @@ def test_wait_for_port_answers_at_once_or_names_the_address():
     assert why.startswith("127.0.0.1:%d did not accept connections within 0.5s" % port) and "\n" not in why
 
 
-def test_ancestor_env_reads_the_nearest_process_that_has_it():
-    # The variable is set for the shell but not for the python it runs (as sudo drops SSH_CONNECTION).
-    code = ("import sys; sys.path[:0] = %r; "
-            "from ansible_collections.rlinfra.verl.plugins.module_utils.nft import ancestor_env; "
-            "print(repr(ancestor_env('RLINFRA_TEST_SSH')))" % (sys.path[:3],))
-    out = subprocess.run(["sh", "-c", 'env -u RLINFRA_TEST_SSH "$0" -c "$1"; true', sys.executable, code],
-                         env=dict(os.environ, RLINFRA_TEST_SSH="10.1.2.3 5000 10.0.0.5 22"),
-                         capture_output=True, text=True, check=True).stdout.strip()
-    assert out == repr("10.1.2.3 5000 10.0.0.5 22")
+def _fake_proc(tmp_path, procs):
+    """A /proc with pid -> (ppid, environ dict); stat carries a comm with ') ' in it, as real ones may."""
+    for pid, (ppid, env) in procs.items():
+        d = tmp_path / str(pid)
+        d.mkdir()
+        (d / "environ").write_bytes(b"".join(b"%s=%s\0" % (k.encode(), v.encode()) for k, v in env.items()))
+        (d / "stat").write_text("%d (odd) name) S %d %d 0 0" % (pid, ppid, pid))
+    return str(tmp_path)
+
+
+def test_ancestor_env_reads_the_nearest_process_that_has_it(tmp_path):
+    # sudo drops SSH_CONNECTION: the python module lacks it, the login shell two levels up has it.
+    proc = _fake_proc(tmp_path, {
+        300: (200, {"PATH": "/usr/bin"}),
+        200: (100, {"HOME": "/root"}),
+        100: (1, {"SSH_CONNECTION": "10.1.2.3 5000 10.0.0.5 22", "HOME": "/root"}),
+        1: (0, {"SSH_CONNECTION": "the init process is never read"}),
+    })
+    assert nft_utils.ancestor_env("SSH_CONNECTION", pid=300, proc=proc) == "10.1.2.3 5000 10.0.0.5 22"
+    # The nearest wins; a prefix of another name does not match.
+    assert nft_utils.ancestor_env("HOME", pid=300, proc=proc) == "/root"
+    assert nft_utils.ancestor_env("SSH", pid=300, proc=proc) == ""
+
+
+def test_ancestor_env_gives_up_quietly(tmp_path):
+    proc = _fake_proc(tmp_path, {300: (200, {}), 200: (1, {}), 1: (0, {"X": "init"})})
+    assert nft_utils.ancestor_env("X", pid=300, proc=proc) == ""          # stops before init
+    assert nft_utils.ancestor_env("X", pid=999, proc=proc) == ""          # no such process
+    (tmp_path / "loop").mkdir()
+    loop = _fake_proc(tmp_path / "loop", {5: (6, {}), 6: (5, {})})
+    assert nft_utils.ancestor_env("X", pid=5, proc=loop) == ""            # a cycle ends (bounded walk)
+
+
+def test_ancestor_env_reads_the_real_proc():
+    # This process's own start-up environment (what /proc/self/environ holds) always has PATH.
+    assert nft_utils.ancestor_env("PATH") != ""
     assert nft_utils.ancestor_env("RLINFRA_TEST_NOT_SET_ANYWHERE") == ""
 
 
