@@ -8,7 +8,9 @@ fixture), then runs ``--rounds`` rounds, alternating the two ways so that load d
   ``rlinfra.verl.ray_job`` runs), submits ``echo hi`` and polls every ``--poll`` seconds until it ends;
 * ``cli``: ``ray job submit --address URL --submission-id ID -- echo hi`` (it waits by default);
 * ``playbook``: what a user waits for - ``ansible-playbook`` with one ``rlinfra.verl.ray_job`` task
-  (``state: finished``, the module's default poll_interval), a whole process like ``cli``.
+  (``state: finished``, the module's default poll_interval), a whole process like ``cli``;
+* ``floor`` (reference, no Ray job): the same ``ansible-playbook`` command with one ``ansible.builtin.ping``
+  task, i.e. what ansible-playbook costs before any module of ours runs.
 
 Both read the token from RAY_AUTH_TOKEN_PATH (never from argv). Each round's job must SUCCEED.
 ``ray-side`` is Ray's own start-to-end time of the job (the same work for both), so
@@ -64,6 +66,12 @@ PLAYBOOK = """- hosts: localhost
         entrypoint: echo hi
         state: finished
 """
+FLOOR_PLAYBOOK = """- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Nothing but ansible-playbook's own start, one module and its end
+      ansible.builtin.ping:
+"""
 METHODS = ("module", "cli", "playbook")
 
 
@@ -113,6 +121,12 @@ def render(results, rounds, poll, load):
     for name, what in (("playbook", "what a user waits for"), ("module", "the client inside one Python process")):
         med, cpu = stats(results[name]["wall"])[0], statistics.median(results[name]["cpu"])
         lines.append("Ratio %s/CLI (medians, %s): **%.2f** wall, **%.2f** client CPU  " % (name, what, med / c_med, cpu / c_cpu))
+    floor = statistics.median(results["floor"]["wall"])
+    p_med, p_ray = stats(results["playbook"]["wall"])[0], statistics.median(results["playbook"]["ray"])
+    lines.append("Floor: the same `ansible-playbook` command with one `ansible.builtin.ping` task takes %.2f s (median); "
+                 "the playbook spends %.2f s beyond that and Ray's job time (module start, submit, Ray starting the job's "
+                 "supervisor, seeing the end). A playbook that cost only the floor plus the job would be at **%.2f** of the CLI."
+                 % (floor, p_med - floor - p_ray, (floor + p_ray) / c_med))
     return "\n".join(lines)
 
 
@@ -145,6 +159,9 @@ def main():
         results = {name: {"wall": [], "ray": [], "cpu": []} for name in METHODS}
         play = Path(base) / "bench_ray_job.yml"
         play.write_text(PLAYBOOK)
+        floor_play = Path(base) / "bench_floor.yml"
+        floor_play.write_text(FLOOR_PLAYBOOK)
+        results["floor"] = {"wall": [], "ray": [], "cpu": []}
         play_env = dict(env, ANSIBLE_COLLECTIONS_PATH=str(ROOT / "collections"), ANSIBLE_NOCOLOR="1",
                         ANSIBLE_LOCALHOST_WARNING="False", ANSIBLE_INVENTORY_UNPARSED_WARNING="False")
         # One untimed job first: the first job on a fresh head pays for starting worker processes.
@@ -171,6 +188,12 @@ def main():
                 results[name]["cpu"].append(cpu)
                 results[name]["ray"].append((job["end_time"] - job["start_time"]) / 1000.0)
                 print("round %d %-6s %.2fs" % (i + 1, name, wall), flush=True)
+            floor_cmd = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", "localhost,", "-c", "local",
+                         str(floor_play), "-e", "ansible_python_interpreter=" + sys.executable]
+            wall, cpu = run_timed(floor_cmd, play_env)
+            results["floor"]["wall"].append(wall)
+            results["floor"]["cpu"].append(cpu)
+            print("round %d %-6s %.2fs" % (i + 1, "floor", wall), flush=True)
     finally:
         kill_session(sid)
         shutil.rmtree(base, ignore_errors=True)

@@ -8,7 +8,8 @@ log() { printf '[bootstrap] %s\n' "$*"; }
 
 need_pkgs=()
 # chromium + chromium-driver: the dashboard test follows site.yml's printed words in a real browser.
-for p in docker.io debootstrap qemu-system-x86 qemu-utils openssh-client chromium chromium-driver; do
+# nftables: the firewall unit test checks the rendered ruleset with the real `nft -c` (the service stays disabled).
+for p in docker.io debootstrap qemu-system-x86 qemu-utils openssh-client chromium chromium-driver nftables; do
   dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
 if ((${#need_pkgs[@]})); then

@@ -417,15 +417,16 @@ def _summarize(body):
 
 
 # A short job ends within seconds of its start, a long one runs for hours: poll early and often, then back
-# off so that each pause is about a quarter of the time waited so far, up to the caller's poll_interval. A
-# job is then seen ending at most ~25% (plus 0.1 s) after it did, at a cost of a few reads.
+# off so that each pause is about a tenth of the time waited so far, up to the caller's poll_interval. A
+# job is then seen ending at most ~10% (plus 0.1 s) after it did, at a cost of a few dozen reads.
 FIRST_POLL_PAUSE = 0.1
-POLL_BACKOFF = 1.25
+POLL_BACKOFF = 1.1
 
 
 def poll_pauses(poll_interval, waited=0.0):
     """The pauses between polls of a job that has been waited on (or has run) for ``waited`` seconds:
-    0.1 s for a new one, then x1.25 per poll, never more than ``poll_interval``."""
+    0.1 s for a new one, then x1.1 per poll (a job that ends is seen within a tenth of its age), never more
+    than ``poll_interval``."""
     pause = min(poll_interval, max(FIRST_POLL_PAUSE, waited * (POLL_BACKOFF - 1)))
     while True:
         yield pause

@@ -91,7 +91,7 @@ options:
   poll_interval:
     description:
       - Longest pause in seconds between two status polls while waiting; at least V(0.1).
-      - Polls start 0.1 s after the submission and each pause is about a quarter of the time waited so far, up to
+      - Polls start 0.1 s after the submission and each pause is about a tenth of the time waited so far, up to
         this, so a short job's end is seen within a fraction of its run time.
     type: float
     default: 5

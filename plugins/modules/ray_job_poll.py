@@ -33,7 +33,7 @@ options:
   poll_interval:
     description:
       - Longest pause in seconds between two reads while watching; at least V(0.1).
-      - The pause is about a quarter of the job's age so far (0.1 s at its start) up to this, so a short job's end is seen at once.
+      - The pause is about a tenth of the job's age so far (0.1 s at its start) up to this, so a short job's end is seen at once.
     type: float
     default: 2
   logs_tail_lines:

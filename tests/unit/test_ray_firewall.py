@@ -131,7 +131,7 @@ def test_bad_table_name_is_refused():
         fw.render([(1, 2)], [], [], table="x; flush ruleset")
 
 
-@pytest.mark.skipif(not shutil.which("nft"), reason="no nft here")
+@pytest.mark.skipif(not shutil.which("nft"), reason="no nft here (scripts/bootstrap.sh installs nftables)")
 def test_nft_accepts_the_script(tmp_path):
     path = tmp_path / "r.nft"
     path.write_text(rules(["fd00::/64"]))
