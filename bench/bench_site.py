@@ -40,7 +40,8 @@ PLAYBOOK = str(ROOT / ".venv/bin/ansible-playbook")
 STATE = ROOT / ".sandbox/state.json"
 # Twelve Ray nodes on two cores and 24 GiB: one logical CPU each (the smoke actors need one) and a
 # small object store, otherwise each raylet reserves 30% of the container's view of memory.
-BIG_VARS = ["-e", "ray_num_cpus=1", "-e", '{"ray_extra_args": ["--object-store-memory=100000000"]}']
+BIG_VARS = ["-e", "ray_num_cpus=1", "-e", '{"ray_extra_args": ["--object-store-memory=100000000"]}',
+            "-e", "ray_start_timeout=300"]  # twelve raylets joining on two loaded cores can take over 120 s
 
 
 DOCKER_CPU = Path("/sys/fs/cgroup/cpuacct/docker/cpuacct.usage")  # cgroup v1: every container's CPU, in ns

@@ -9,7 +9,8 @@ log() { printf '[bootstrap] %s\n' "$*"; }
 need_pkgs=()
 # chromium + chromium-driver: the dashboard test follows site.yml's printed words in a real browser.
 # nftables: the firewall unit test checks the rendered ruleset with the real `nft -c` (the service stays disabled).
-for p in docker.io debootstrap qemu-system-x86 qemu-utils openssh-client chromium chromium-driver nftables; do
+# iproute2: node_facts is compared with Ansible's own network collector on this machine.
+for p in docker.io debootstrap qemu-system-x86 qemu-utils openssh-client chromium chromium-driver nftables iproute2; do
   dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
 if ((${#need_pkgs[@]})); then
