@@ -2,7 +2,7 @@
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """What ``rlinfra.verl.ray_node`` decides and does on a node, as small functions tested in tests/unit:
-counting GPUs, writing a file only when its content, mode or owner differ, closing Ray's older session logs,
+counting GPUs (NVIDIA and AMD) and the ROCm environment, writing a file only when its content, mode or owner differ, closing Ray's older session logs,
 the systemd calls, waiting for the node. Standard library only (it runs on the nodes)."""
 
 from __future__ import annotations
@@ -17,6 +17,15 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.files import write_at
 
 NUM_GPUS_PLACEHOLDER = "@NUM_GPUS@"
 _NVIDIA = re.compile(r"^nvidia[0-9]+$")
+_RENDER = re.compile(r"^renderD[0-9]+$")
+_SMI_CARD = re.compile(r"^card[0-9]+$")
+AMD_PCI_VENDOR = "0x1002"
+_ENV_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+# On an AMD node Ray hands each worker its GPUs through HIP_VISIBLE_DEVICES alone, and verl (worker.py) refuses
+# ROCR_VISIBLE_DEVICES beside it and asserts CUDA_VISIBLE_DEVICES equals it: set in Ray's own environment, either
+# would hold every worker to the whole list while Ray narrows HIP_VISIBLE_DEVICES, and verl's workers would fail.
+HIP_VISIBLE = "HIP_VISIBLE_DEVICES"
+AMD_FORBIDDEN = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 
 
 def count_gpus(dev="/dev"):
@@ -25,6 +34,112 @@ def count_gpus(dev="/dev"):
         return sum(1 for name in os.listdir(dev) if _NVIDIA.match(name))
     except OSError:
         return 0
+
+
+def _read(path):
+    try:
+        with open(path) as handle:
+            return handle.read().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def rocm_smi_count(output):
+    """GPUs in ``rocm-smi --showid --json`` output ({"card0": {...}, ...}); None when it is not that shape."""
+    try:
+        cards = json.loads(output)
+    except ValueError:
+        return None
+    if not isinstance(cards, dict):
+        return None
+    return sum(1 for name in cards if _SMI_CARD.match(name))
+
+
+def kfd_gpu_count(sys_root="/sys"):
+    """GPU nodes of the KFD topology (a non-zero gpu_id; CPU nodes have 0), as ROCm's own tools count them;
+    None when the topology cannot be read."""
+    nodes = os.path.join(sys_root, "class/kfd/kfd/topology/nodes")
+    try:
+        names = os.listdir(nodes)
+    except OSError:
+        return None
+    ids = [_read(os.path.join(nodes, name, "gpu_id")) for name in names]
+    if any(value is None for value in ids):
+        return None
+    return sum(1 for value in ids if value not in ("", "0"))
+
+
+def render_count(dev="/dev", sys_root="/sys"):
+    """Render nodes under /dev/dri, leaving out those sysfs says belong to another vendor than AMD
+    (a server's BMC display); a node whose vendor cannot be read counts."""
+    try:
+        names = [name for name in os.listdir(os.path.join(dev, "dri")) if _RENDER.match(name)]
+    except OSError:
+        return 0
+    return sum(1 for name in names
+               if _read(os.path.join(sys_root, "class/drm", name, "device/vendor")) in (None, AMD_PCI_VENDOR))
+
+
+def amd_gpus(dev="/dev", sys_root="/sys", rocm_smi=None):
+    """AMD GPUs of this node, or None when it has no /dev/kfd (ROCm's compute device): ``rocm_smi()``'s count
+    when that is given and answers (it returns the tool's JSON output, or None), else the KFD topology's GPU
+    nodes, else the render nodes."""
+    if not os.path.exists(os.path.join(dev, "kfd")):
+        return None
+    output = rocm_smi() if rocm_smi else None
+    counted = rocm_smi_count(output) if output else None
+    if counted is None:
+        counted = kfd_gpu_count(sys_root)
+    if counted is None:
+        counted = render_count(dev, sys_root)
+    return counted
+
+
+def detect_gpus(dev="/dev", sys_root="/sys", rocm_smi=None):
+    """(vendor, count) of this node's GPUs: ("nvidia", n) when it has /dev/nvidiaN, else ("amd", n) when it has
+    /dev/kfd, else ("", 0)."""
+    nvidia = count_gpus(dev)
+    if nvidia:
+        return "nvidia", nvidia
+    amd = amd_gpus(dev, sys_root, rocm_smi)
+    if amd is not None:
+        return "amd", amd
+    return "", 0
+
+
+def env_names(text):
+    """{name: value} of an environment file as templates/ray.env.j2 writes it (values JSON-quoted)."""
+    found = {}
+    for line in text.splitlines():
+        match = _ENV_LINE.match(line.strip())
+        if match:
+            try:
+                value = json.loads(match.group(2))
+            except ValueError:
+                value = match.group(2)
+            found[match.group(1)] = value if isinstance(value, str) else json.dumps(value)
+    return found
+
+
+def amd_env(env_text, secret_text, presets, gpus):
+    """What an AMD node's public environment file gains: each preset (ray_rocm_env) that ray_env does not set,
+    and HIP_VISIBLE_DEVICES naming the GPUs Ray is given (0..gpus-1) unless ray_env names them. Returns
+    (lines to append, error); the error is one line when ray_env sets what breaks verl's workers there."""
+    given = env_names(env_text)
+    given.update(env_names(secret_text))
+    bad = [name for name in AMD_FORBIDDEN if name in given]
+    if bad:
+        return "", ("ray_env sets %s on this AMD node: Ray gives each worker its GPUs through HIP_VISIBLE_DEVICES and "
+                    "verl refuses %s beside it; name the GPUs with HIP_VISIBLE_DEVICES instead (or leave it out: "
+                    "the node's GPUs are used)" % (" and ".join(bad), " and ".join(bad)))
+    add = dict((name, str(value)) for name, value in (presets or {}).items() if name not in given)
+    if HIP_VISIBLE not in given and int(gpus) > 0:
+        add[HIP_VISIBLE] = ",".join(str(i) for i in range(int(gpus)))
+    if not add:
+        return "", ""
+    lines = ["# AMD GPUs on this node: ROCm settings (ray_rocm_env) and the GPUs Ray hands out"]
+    lines += ["%s=%s" % (name, json.dumps(add[name])) for name in sorted(add)]
+    return "\n".join(lines) + "\n", ""
 
 
 def fact_text(fact):

@@ -48,9 +48,22 @@ options:
     type: str
     required: true
   num_gpus:
-    description: V(auto) counts the node's C(/dev/nvidiaN) devices; else the number given.
+    description:
+      - V(auto) counts the node's GPUs - its C(/dev/nvidiaN) devices, or, on a node with C(/dev/kfd) (AMD, ROCm),
+        the cards C(rocm-smi) lists when it is installed, else the GPU nodes of the KFD topology in sysfs, else the
+        render nodes under C(/dev/dri) (those sysfs names another vendor for left out); else the number given.
     type: str
     default: auto
+  rocm_env:
+    description:
+      - On a node with C(/dev/kfd) only, added to the public environment file for the names O(env) and
+        O(secret_env) do not set, with C(HIP_VISIBLE_DEVICES) naming the GPUs Ray is given (C(0..n-1)) unless
+        set there.
+      - There, O(env) or O(secret_env) setting C(CUDA_VISIBLE_DEVICES) or C(ROCR_VISIBLE_DEVICES) is an error
+        (one line, nothing changed) - Ray hands each worker its GPUs through C(HIP_VISIBLE_DEVICES) alone and verl
+        refuses the others beside it.
+    type: dict
+    default: {}
   env:
     description: The public environment file (C(<config_dir>/ray.env), mode 0644).
     type: str
@@ -158,6 +171,11 @@ gpus:
   returned: always
   type: int
   sample: 8
+gpu_vendor:
+  description: The vendor of the node's GPUs as found - V(nvidia), V(amd) (C(/dev/kfd)), or empty.
+  returned: always
+  type: str
+  sample: amd
 files:
   description: The files and directories written (or that would be).
   returned: always
@@ -194,7 +212,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.nft import BOOT_UNIT,
 from ansible_collections.rlinfra.verl.plugins.module_utils.python_env import read_json
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import DASHBOARD_ARGUMENT_SPEC, RayAuthError, RayError, client_from_module
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_node import (
-    NUM_GPUS_PLACEHOLDER, Systemd, close_logs, count_gpus, ensure_dir, fact_text, open_logs, put, wait_for_port)
+    NUM_GPUS_PLACEHOLDER, Systemd, amd_env, close_logs, detect_gpus, ensure_dir, fact_text, open_logs, put, wait_for_port)
 
 ARGUMENT_SPEC = dict(
     DASHBOARD_ARGUMENT_SPEC,
@@ -204,6 +222,7 @@ ARGUMENT_SPEC = dict(
     user=dict(type="str", default="root"),
     unit=dict(type="str", required=True),
     num_gpus=dict(type="str", default="auto"),
+    rocm_env=dict(type="dict", default={}),
     env=dict(type="str", default=""),
     secret_env=dict(type="str", default="", no_log=True),
     token=dict(type="str", default="", no_log=True),
@@ -335,6 +354,18 @@ class Node:
             delay = min(delay * 1.6, POLL_MAX)
 
 
+def rocm_smi(module):
+    """A call of ``rocm-smi --showid --json`` when the tool is installed (its output, None when it fails)."""
+    path = module.get_bin_path("rocm-smi")
+    if not path:
+        return None
+
+    def call():
+        rc, out, dummy = module.run_command([path, "--showid", "--json"])
+        return out if rc == 0 else None
+    return call
+
+
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True,
                            required_if=[("wait", "alive", ["node_ip"]), ("wait", "gcs", ["gcs_address"])])
@@ -343,12 +374,19 @@ def main():
     systemd = Systemd(module)
     service = "ray-%s.service" % p["role"]
     cfg = p["config_dir"]
-    gpus = count_gpus() if p["num_gpus"] == "auto" else p["num_gpus"]
+    vendor, found = detect_gpus(rocm_smi=rocm_smi(module))
+    gpus = found if p["num_gpus"] == "auto" else p["num_gpus"]
+    env = p["env"]
+    if vendor == "amd":
+        extra, error = amd_env(env, p["secret_env"], p["rocm_env"], gpus if str(gpus).isdigit() else 0)
+        if error:
+            module.fail_json(msg=error)
+        env += extra
 
     node.ensure_dir(cfg, 0o755)
     node.ensure_dir(p["temp_dir"], 0o700, node.uid, keep_mode=True)  # Ray loosens its tree on start: left alone then
     token_changed = bool(p["token"]) and node.put(os.path.join(cfg, "auth_token"), p["token"], 0o600, node.uid)
-    env_changed = node.put(os.path.join(cfg, "ray.env"), p["env"], 0o644)
+    env_changed = node.put(os.path.join(cfg, "ray.env"), env, 0o644)
     env_changed = node.put(os.path.join(cfg, "ray-secrets.env"), p["secret_env"], 0o600, node.uid) or env_changed
     firewall = node.firewall(systemd) if p["firewall"] is not None else {}
     unit_changed = node.put(node.unit_path, p["unit"].replace(NUM_GPUS_PLACEHOLDER, str(gpus)), 0o644)
@@ -381,7 +419,7 @@ def main():
     # What Ray now runs: a run that changed something but failed before this point restarts it next time.
     node.put(node.state_path, record_content(node.parts, node.fingerprint), 0o600)
     changed = bool(node.files or firewall.get("changed") or started or opened or not enabled)
-    module.exit_json(changed=changed, gpus=int(gpus) if str(gpus).isdigit() else gpus, files=node.files, reasons=reasons,
+    module.exit_json(changed=changed, gpus=int(gpus) if str(gpus).isdigit() else gpus, gpu_vendor=vendor, files=node.files, reasons=reasons,
                      started=started, firewall=firewall, closed_logs=len(opened))
 
 

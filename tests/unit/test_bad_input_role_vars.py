@@ -386,5 +386,7 @@ def test_site_checks_every_role_before_any_role_runs():
     with open(os.path.join(ROOT, "playbooks", "site.yml")) as f:
         plays = yaml.safe_load(f)
     first_changing = next(p for p in plays if p.get("become"))
-    assert first_changing["tasks"][0]["rlinfra.verl.check_settings"] == {
-        "roles": ["storage_lvm", "nfs_mount", "python_env", "ray"]}
+    # Only node_facts, which reads the node's addresses and local fact, may come before the check.
+    tasks = first_changing["tasks"]
+    assert list(tasks[0]) == ["name", "rlinfra.verl.node_facts"] and tasks[0]["rlinfra.verl.node_facts"] is None, tasks[0]
+    assert tasks[1]["rlinfra.verl.check_settings"] == {"roles": ["storage_lvm", "nfs_mount", "python_env", "ray"]}

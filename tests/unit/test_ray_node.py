@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 
 import pytest
 
@@ -28,6 +29,61 @@ def test_count_gpus_counts_only_numbered_nvidia_devices(tmp_path):
         (tmp_path / name).touch()
     assert rn.count_gpus(str(tmp_path)) == 3
     assert rn.count_gpus(str(tmp_path / "missing")) == 0
+
+
+def amd_node(root, renders=(), vendors=None, kfd_gpu_ids=None):
+    """/dev with kfd and render nodes, /sys with their vendors and (optionally) the KFD topology, under root."""
+    (root / "dev" / "dri").mkdir(parents=True)
+    (root / "dev" / "kfd").touch()
+    for name in renders:
+        (root / "dev" / "dri" / name).touch()
+    for name, vendor in (vendors or {}).items():
+        (root / "sys/class/drm" / name / "device").mkdir(parents=True)
+        (root / "sys/class/drm" / name / "device" / "vendor").write_text(vendor + "\n")
+    for i, gpu_id in enumerate(kfd_gpu_ids or []):
+        (root / "sys/class/kfd/kfd/topology/nodes" / str(i)).mkdir(parents=True)
+        (root / "sys/class/kfd/kfd/topology/nodes" / str(i) / "gpu_id").write_text("%s\n" % gpu_id)
+    return str(root / "dev"), str(root / "sys")
+
+
+def test_detect_gpus_counts_amd_render_nodes_leaving_out_other_vendors(tmp_path):
+    dev, sys_root = amd_node(tmp_path, ["renderD128", "renderD129", "renderD130", "card0", "renderD200"],
+                             {"renderD128": "0x1002", "renderD129": "0x1002", "renderD130": "0x1a03"})
+    # renderD130 is a BMC's display (ASPEED, 0x1a03); renderD200's vendor cannot be read, so it counts.
+    assert rn.detect_gpus(dev, sys_root) == ("amd", 3)
+
+
+def test_detect_gpus_prefers_rocm_smi_then_the_kfd_topology(tmp_path):
+    dev, sys_root = amd_node(tmp_path, ["renderD128"], kfd_gpu_ids=[0, 53241, 8842])  # node 0 is the CPU
+    assert rn.detect_gpus(dev, sys_root) == ("amd", 2)
+    smi = json.dumps({"card%d" % i: {"Device ID": "0x74a1"} for i in range(8)})
+    assert rn.detect_gpus(dev, sys_root, rocm_smi=lambda: smi) == ("amd", 8)
+    assert rn.detect_gpus(dev, sys_root, rocm_smi=lambda: None) == ("amd", 2)  # the tool failed
+    assert rn.detect_gpus(dev, sys_root, rocm_smi=lambda: "WARNING: no devices") == ("amd", 2)
+
+
+def test_detect_gpus_nvidia_first_and_nothing_without_devices(tmp_path):
+    dev, sys_root = amd_node(tmp_path, ["renderD128"])
+    assert rn.detect_gpus(dev, sys_root) == ("amd", 1)
+    (tmp_path / "dev" / "kfd").unlink()
+    assert rn.detect_gpus(dev, sys_root) == ("", 0)  # a render node alone is no compute GPU
+    (tmp_path / "dev" / "nvidia0").touch()
+    assert rn.detect_gpus(dev, sys_root) == ("nvidia", 1)
+
+
+def test_amd_env_adds_presets_ray_env_leaves_and_names_the_gpus():
+    presets = {"GPU_MAX_HW_QUEUES": "2", "HSA_NO_SCRATCH_RECLAIM": 1}
+    lines, error = rn.amd_env('RAY_AUTH_MODE=token\nGPU_MAX_HW_QUEUES="4"\n', "", presets, 2)
+    assert error == "" and rn.env_names(lines) == {"HIP_VISIBLE_DEVICES": "0,1", "HSA_NO_SCRATCH_RECLAIM": "1"}
+    lines, error = rn.amd_env('HIP_VISIBLE_DEVICES="2,3"\n', 'HF_TOKEN="x"\n', {}, 2)
+    assert (lines, error) == ("", "")  # the user's own list stands
+    assert rn.amd_env("", "", {}, 0) == ("", "")
+
+
+def test_amd_env_refuses_what_breaks_verl_workers_in_one_line():
+    for env, secret in (('CUDA_VISIBLE_DEVICES="0,1"\n', ""), ("", 'ROCR_VISIBLE_DEVICES="0"\n')):
+        lines, error = rn.amd_env(env, secret, {"GPU_MAX_HW_QUEUES": "2"}, 2)
+        assert lines == "" and "\n" not in error and "on this AMD node" in error and "HIP_VISIBLE_DEVICES instead" in error
 
 
 def test_put_writes_only_what_differs(tmp_path):
@@ -144,10 +200,13 @@ class FakeSystemd(rn.Systemd):
         return unit in FakeSystemd.enabled_units
 
 
+node_gpus = ("nvidia", 4)
+
+
 @pytest.fixture
 def node(tmp_path, module_runner, monkeypatch):
     monkeypatch.setattr(ray_node, "Systemd", FakeSystemd)
-    monkeypatch.setattr(ray_node, "count_gpus", lambda: 4)
+    monkeypatch.setattr(ray_node, "detect_gpus", lambda rocm_smi=None: node_gpus)
     FakeSystemd.active_units, FakeSystemd.enabled_units, FakeSystemd.calls = set(), set(), []
     venv = tmp_path / "venv"
     venv.mkdir()
@@ -229,6 +288,23 @@ def test_check_mode_adds_what_the_check_before_the_run_foresaw(node):
     dry = node(check_mode=True, foreseen=["python_env"])
     assert dry["reasons"] == ["python_env"] and dry["changed"] is True and FakeSystemd.calls == []
     assert node(foreseen=["python_env"])["reasons"] == []  # foreseen reasons only stand in for a dry run
+
+
+def test_amd_node_gets_the_rocm_environment_once_and_a_conflict_changes_nothing(node, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "node_gpus", ("amd", 2))
+    presets = {"GPU_MAX_HW_QUEUES": "2", "RCCL_MSCCL_ENABLE": "0"}
+    first = node(rocm_env=presets)
+    assert first["gpu_vendor"] == "amd" and first["gpus"] == 2
+    env = (node.tmp / "etc" / "ray.env").read_text()
+    assert env.startswith("RAY_AUTH_MODE=token\n")
+    assert rn.env_names(env) == {"RAY_AUTH_MODE": "token", "GPU_MAX_HW_QUEUES": "2", "RCCL_MSCCL_ENABLE": "0",
+                                 "HIP_VISIBLE_DEVICES": "0,1"}
+    assert (node.tmp / "units" / "ray-worker.service").read_text() == "ExecStart=ray start --num-gpus=2\n"
+    FakeSystemd.calls = []
+    assert node(rocm_env=presets)["changed"] is False and FakeSystemd.calls == []
+    bad = node(rocm_env=presets, env='RAY_AUTH_MODE=token\nCUDA_VISIBLE_DEVICES="0,1"\n')
+    assert bad["failed"] is True and "CUDA_VISIBLE_DEVICES on this AMD node" in bad["msg"] and "\n" not in bad["msg"]
+    assert (node.tmp / "etc" / "ray.env").read_text() == env and FakeSystemd.calls == []
 
 
 def test_wait_gcs_names_the_address_when_nothing_listens(node):
