@@ -8,6 +8,7 @@ Standard library only: modules on the nodes import it."""
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 
@@ -38,3 +39,20 @@ def write_if_changed(path, text, mode, check_mode=False):
     if not check_mode:
         write_atomic(path, text, mode)
     return True
+
+
+def env_items(text):
+    """``(name, value)`` of each ``NAME=VALUE`` line of an environment file, values JSON-quoted as
+    roles/ray/templates/ray.env.j2 writes them (a value that is not JSON is taken as written)."""
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        name, raw = line.split("=", 1)
+        raw = raw.strip()
+        if raw.startswith('"'):
+            try:
+                raw = json.loads(raw)
+            except ValueError:
+                raw = raw.strip('"')
+        yield name.strip(), str(raw)

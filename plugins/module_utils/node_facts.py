@@ -40,13 +40,13 @@ def parse_addresses(text):
     return out
 
 
-def default_ipv4(route_text, addr_text):
-    """setup's ``default_ipv4`` shape (address, interface, gateway, prefix) for the interface of the default route;
-    {} when the node has no IPv4 route out."""
+def default_ipv4(route_text, addresses):
+    """setup's ``default_ipv4`` shape (address, interface, gateway, prefix) for the interface of the default route,
+    from ``ip -4 route get``'s answer and parse_addresses' list; {} when the node has no IPv4 route out."""
     interface, source, gateway = parse_route(route_text)
     if not interface:
         return {}
-    on_interface = [(a, p) for i, a, p in parse_addresses(addr_text) if i == interface]
+    on_interface = [(a, p) for i, a, p in addresses if i == interface]
     address, prefix = next(((a, p) for a, p in on_interface if a == source), on_interface[0] if on_interface else (source, None))
     if not address:
         return {}
@@ -73,13 +73,13 @@ def node_facts(run, fact_dir, names):
     """The ``ansible_facts`` of M(rlinfra.verl.node_facts): ``run(argv) -> (rc, out, err)`` runs a command."""
     rc, route, dummy = run(["ip", "-4", "route", "get", ROUTE_PROBE])
     rc_addr, addrs, dummy = run(["ip", "-4", "-o", "addr", "show"])
-    addr_text = addrs if rc_addr == 0 else ""
+    addresses = parse_addresses(addrs) if rc_addr == 0 else []
     local = {}
     for name in names:
         value = local_fact(os.path.join(fact_dir, name + ".fact"))
         if value is not None:
             local[name] = value
     # Named as setup names them: the controller makes ansible_facts.X and, by default, the variable ansible_X of each.
-    return dict(ansible_default_ipv4=default_ipv4(route if rc == 0 else "", addr_text),
-                ansible_all_ipv4_addresses=[a for i, a, p in parse_addresses(addr_text) if not a.startswith("127.")],
+    return dict(ansible_default_ipv4=default_ipv4(route if rc == 0 else "", addresses),
+                ansible_all_ipv4_addresses=[a for i, a, p in addresses if not a.startswith("127.")],
                 ansible_local=local)

@@ -27,6 +27,7 @@ import tarfile
 import time
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import ray_client, secret_names
+from ansible_collections.rlinfra.verl.plugins.module_utils.files import env_items
 
 DEFAULT_TEMP_DIR = "/workspace/ray"
 FACT_PATH = ray_client.FACT_PATH
@@ -127,20 +128,7 @@ def read_env_file_values(path):
             text = f.read().decode("utf-8", "replace")
     except OSError:
         return []
-    values = []
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        raw = line.split("=", 1)[1].strip()
-        if raw.startswith('"'):
-            try:
-                raw = json.loads(raw)
-            except ValueError:
-                raw = raw.strip('"')
-        if raw:
-            values.append(str(raw))
-    return values
+    return [value for dummy, value in env_items(text) if value]
 
 
 def read_secret_file(path):

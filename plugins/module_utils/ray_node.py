@@ -13,14 +13,14 @@ import re
 import socket
 import time
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.files import write_atomic
+from ansible_collections.rlinfra.verl.plugins.module_utils.files import env_items, write_atomic
+from ansible_collections.rlinfra.verl.plugins.module_utils.nft import read_text
 
 NUM_GPUS_PLACEHOLDER = "@NUM_GPUS@"
 _NVIDIA = re.compile(r"^nvidia[0-9]+$")
 _RENDER = re.compile(r"^renderD[0-9]+$")
 _SMI_CARD = re.compile(r"^card[0-9]+$")
 AMD_PCI_VENDOR = "0x1002"
-_ENV_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 # On an AMD node Ray hands each worker its GPUs through HIP_VISIBLE_DEVICES alone, and verl (worker.py) refuses
 # ROCR_VISIBLE_DEVICES beside it and asserts CUDA_VISIBLE_DEVICES equals it: set in Ray's own environment, either
 # would hold every worker to the whole list while Ray narrows HIP_VISIBLE_DEVICES, and verl's workers would fail.
@@ -37,11 +37,8 @@ def count_gpus(dev="/dev"):
 
 
 def _read(path):
-    try:
-        with open(path) as handle:
-            return handle.read().strip()
-    except (OSError, UnicodeDecodeError):
-        return None
+    text = read_text(path)
+    return None if text is None else text.strip()
 
 
 def rocm_smi_count(output):
@@ -108,17 +105,8 @@ def detect_gpus(dev="/dev", sys_root="/sys", rocm_smi=None):
 
 
 def env_names(text):
-    """{name: value} of an environment file as templates/ray.env.j2 writes it (values JSON-quoted)."""
-    found = {}
-    for line in text.splitlines():
-        match = _ENV_LINE.match(line.strip())
-        if match:
-            try:
-                value = json.loads(match.group(2))
-            except ValueError:
-                value = match.group(2)
-            found[match.group(1)] = value if isinstance(value, str) else json.dumps(value)
-    return found
+    """{name: value} of an environment file as templates/ray.env.j2 writes it."""
+    return dict(env_items(text))
 
 
 def amd_env(env_text, secret_text, presets, gpus):

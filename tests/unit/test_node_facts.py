@@ -23,17 +23,17 @@ def real_run(argv):
 
 
 def test_the_default_route_names_the_interface_its_address_and_gateway():
-    assert nf.default_ipv4(ROUTE, ADDRS) == dict(address="10.1.2.3", interface="ens5", alias="ens5", gateway="10.1.0.1",
+    assert nf.default_ipv4(ROUTE, nf.parse_addresses(ADDRS)) == dict(address="10.1.2.3", interface="ens5", alias="ens5", gateway="10.1.0.1",
                                                  prefix="20")
 
 
 def test_without_a_source_the_interface_s_first_address_is_taken():
-    assert nf.default_ipv4("8.8.8.8 dev ens5 uid 0", ADDRS)["address"] == "10.1.2.3"
+    assert nf.default_ipv4("8.8.8.8 dev ens5 uid 0", nf.parse_addresses(ADDRS))["address"] == "10.1.2.3"
 
 
 def test_no_route_out_means_no_default_address():
-    assert nf.default_ipv4("", ADDRS) == {}
-    assert nf.default_ipv4("RTNETLINK answers: Network is unreachable", ADDRS) == {}
+    assert nf.default_ipv4("", nf.parse_addresses(ADDRS)) == {}
+    assert nf.default_ipv4("RTNETLINK answers: Network is unreachable", nf.parse_addresses(ADDRS)) == {}
 
 
 def test_every_address_but_loopback_in_order_with_peer_suffixes_dropped():
