@@ -305,6 +305,7 @@ RULES = {
     "ray_private_ip": address,
     "ray_cluster": cluster,
     "ray_env": env,
+    "ray_rocm_env": env,
     "ray_env_secret_pattern": secret_pattern,
     "ray_temp_dir": temp_dir,
     "ray_config_dir": path,

@@ -120,6 +120,8 @@ ROWS = [
     rule("env_nested", {"ray_env": {"X": {"y": 1}}},
          "ray_env must be a mapping to text or number values; X has dict, got {'X': {'y': 1}} (dict)"),
     rule("env_as_string", {"ray_env": "A=1"}, "ray_env must be a mapping of variable names to values, got 'A=1'"),
+    rule("rocm_env_nested", {"ray_rocm_env": {"GPU_MAX_HW_QUEUES": [2]}},
+         "ray_rocm_env must be a mapping to text or number values; GPU_MAX_HW_QUEUES has list, got {'GPU_MAX_HW_QUEUES': [2]} (dict)"),
     rule("env_secret_pattern_unbalanced", {"ray_env_secret_pattern": "(TOKEN"},
          "ray_env_secret_pattern must be empty (the collection's rule for secret names) or a regular expression "
          "(missing ), unterminated subpattern at position 0), got '(TOKEN'"),
