@@ -3,8 +3,9 @@
 # Cached: rebuilt only when this script changes (its hash is an image label).
 set -euo pipefail
 IMAGE=${RLINFRA_IMAGE:-rlinfra/debian-systemd:bookworm}
+# git: experiments check their code out on the head (rlinfra.verl.code_checkout).
 # nftables: the ray roles fence Ray's ports with it (rlinfra.verl.ray_firewall); the nodes cannot reach the archive.
-PKGS=python3,python3-venv,python3-apt,systemd,systemd-sysv,dbus,sudo,iproute2,procps,openssh-server,lvm2,nfs-common,e2fsprogs,xfsprogs,util-linux,fdisk,ca-certificates,curl,less,kmod,nftables
+PKGS=python3,python3-venv,python3-apt,git,systemd,systemd-sysv,dbus,sudo,iproute2,procps,openssh-server,lvm2,nfs-common,e2fsprogs,xfsprogs,util-linux,fdisk,ca-certificates,curl,less,kmod,nftables
 want=$(sha256sum "$0" | cut -c1-16)
 have=$(docker image inspect -f '{{ index .Config.Labels "rlinfra.pkgs" }}' "$IMAGE" 2>/dev/null || true)
 [ "$want" = "$have" ] && exit 0

@@ -15,6 +15,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E
 from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_source as ES
+from ansible_collections.rlinfra.verl.plugins.module_utils import hf_prefetch as HFP
 from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_file as SF
 from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_run as S
 from ansible_collections.rlinfra.verl.plugins.module_utils import verl_preflight as P
@@ -39,6 +40,8 @@ ARGUMENT_SPEC = dict(
     secret_vars=dict(type="list", elements="str", default=[]),
     # Where the run's secrets file goes (shared volume); empty: .rlinfra/secrets next to checkpoint_root.
     secrets_dir=dict(type="str", default=""),
+    code=dict(type="dict"),
+    code_root=dict(type="str", default=""),
     preflight=dict(type="bool", default=True),
     fail_on_preflight=dict(type="bool", default=True),
     verl_config_check=dict(type="str", default="auto", choices=["auto", "required", "skip"]),
@@ -178,7 +181,8 @@ class ActionModule(ActionBase):
         rendered = E.render(exp, nodes, cluster=cluster, run=args["run"] or None,
                             checkpoint_root=args["checkpoint_root"], venv=args["venv"] or None,
                             secret_names_present=present, checkpoint_cluster=args["checkpoint_cluster"] or None,
-                            secrets_dir=args["secrets_dir"] or SF.default_dir(args["checkpoint_root"]))
+                            secrets_dir=args["secrets_dir"] or SF.default_dir(args["checkpoint_root"]),
+                            code=args["code"], code_root=args["code_root"] or None)
         E.check_job_size(exp.label, rendered)
         out.update(rendered)
         out["nodes_source"] = source
@@ -224,6 +228,10 @@ class ActionModule(ActionBase):
                   "%s node(s) x %s GPU(s), taken from the cluster" % (out["nnodes"], out["gpus_per_node"]),
             checkpoint_dir=out["checkpoint_dir"], secrets=["%s=********" % n for n in out["secrets"]["present"]],
             working_dir=out["package"] if out["package"] is not None else "none", wait=out["wait"],
+            code="%s@%s in %s" % (out["code"]["repo"], out["code"]["commit"] or "(%s, resolved when submitted)" % out["code"]["ref"],
+                                  out["code"]["workdir"]) if out["code"] else "none",
+            prefetch=["%s into %s" % (HFP.label(i), exp.prefetch["hub_cache"] or exp.prefetch["hf_home"] + "/hub")
+                      for i in HFP.items_of(exp.prefetch)] if exp.prefetch else "none",
             preflight="ok" if out["preflight"]["ok"] else "FAILED")
 
     @staticmethod

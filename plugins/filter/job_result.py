@@ -13,6 +13,7 @@ NOT_WAITED = "status:        not waited for (wait disabled): run status.yml for 
 def job_result(rendered, submitted, waited=None, tail_lines=30):
     rendered, submitted, waited = dict(rendered or {}), dict(submitted or {}), dict(waited or {})
     experiment = rendered.get("experiment") or {}
+    code = rendered.get("code")
     was_waited = bool(waited) and not waited.get("skipped")
     # The wait's task sets failed_when false (so that the summary is printed): `succeeded` is its verdict.
     failed = was_waited and not waited.get("succeeded", False)
@@ -23,12 +24,14 @@ def job_result(rendered, submitted, waited=None, tail_lines=30):
         status=waited.get("status"), failed=failed,
         msg=waited.get("msg") or "the wait ended without a result (see above)",
         attempts=waited.get("attempts") or [], lost_nodes=waited.get("lost_nodes") or [],
-        log_path=waited.get("log_path") or "", checkpoint_dir=rendered.get("checkpoint_dir"))
+        log_path=waited.get("log_path") or "", checkpoint_dir=rendered.get("checkpoint_dir"),
+        code_commit=(code or {}).get("commit"))
     head = "experiment:    %s (%s) on Ray cluster %s - %s" % (
         out["experiment"], experiment.get("framework"), out["cluster"], experiment.get("path"))
     out["lines"] = (
         [head]
         + (list(waited.get("summary") or []) if was_waited else [NOT_WAITED])
+        + (["code:          %s@%s (ref %s)" % (code["repo"], code["commit"], code["ref"])] if code else [])
         + ["checkpoints:   %s" % out["checkpoint_dir"], "artifacts:     %s" % (rendered.get("run_artifacts_dir") or ""),
            "dashboard:     %s" % (waited.get("dashboard_url") or "")])
     tail = (waited.get("logs_tail") or "").splitlines()[-int(tail_lines):] if failed and int(tail_lines) > 0 else []

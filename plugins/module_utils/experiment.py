@@ -23,6 +23,8 @@ import re
 import shlex
 import stat
 
+from ansible_collections.rlinfra.verl.plugins.module_utils import code_checkout as CC
+from ansible_collections.rlinfra.verl.plugins.module_utils import hf_prefetch as HFP
 from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_file as SF
 from ansible_collections.rlinfra.verl.plugins.module_utils.cluster_shape import cluster_shape
 from ansible_collections.rlinfra.verl.plugins.module_utils.recovery import RECOVERY_DEFAULTS, RECOVERY_EVENTS
@@ -100,6 +102,8 @@ TOP_LEVEL = {
     "resources": _MAPPING,
     "wait": _MAPPING,
     "recovery": _MAPPING,
+    "prefetch": _MAPPING,
+    "code": _MAPPING,
 }
 ENTRYPOINT_KEYS = {
     "verl": {"module": _STR, "config": _STR, "python": _STR},
@@ -448,6 +452,8 @@ class Experiment:
         self.resources = dict(data.get("resources") or {})
         self.wait = {**WAIT_DEFAULTS, **(data.get("wait") or {})}  # non-string keys: reported, not a crash
         self.recovery = {**RECOVERY_DEFAULTS, **(data.get("recovery") or {})}
+        self.prefetch = None  # {"models", "datasets", "hf_home", "hub_cache"} once validated (module_utils/hf_prefetch.py)
+        self.code = None  # {"repo", "ref", "submodules", "path", "name", ...} once validated (module_utils/code_checkout.py)
 
     @property
     def working_dir_path(self):
@@ -472,6 +478,8 @@ class Experiment:
                                       "secrets", "optional_secrets", "working_dir", "excludes", "resources",
                                       "wait", "recovery")}
         exp = cls(s["name"], s["path"], data)
+        exp.prefetch = s.get("prefetch")
+        exp.code = s.get("code")
         exp.params = [tuple(pair) for pair in s.get("params") or []]  # JSON gives the pairs back as lists
         exp.env = dict(s.get("env") or {})
         return exp
@@ -481,7 +489,8 @@ class Experiment:
                     cluster=self.cluster, conventions=self.conventions, project=self.project,
                     entrypoint=self.entrypoint, params=[[k, v] for k, v in self.params], env=self.env,
                     secrets=self.secrets, optional_secrets=self.optional_secrets, working_dir=self.working_dir_path,
-                    excludes=self.excludes, resources=self.resources, wait=self.wait, recovery=self.recovery)
+                    excludes=self.excludes, resources=self.resources, wait=self.wait, recovery=self.recovery,
+                    prefetch=self.prefetch, code=self.code)
 
 
 def read_yaml(path, label):
@@ -595,6 +604,9 @@ def validate(name, path, data, extra_params=None):
         err("conventions: %s is not one of %s%s" % (_fmt(conventions), ", ".join(CONVENTIONS), did_you_mean(conventions, CONVENTIONS)))
 
     exp = Experiment(name, path, data)
+    exp.code = CC.normalize(data.get("code"), err)
+    if exp.code is not None and data.get("working_dir") is not None:
+        err("working_dir: the job runs in the checkout of code.repo; ship files with the repository instead (or drop code)")
     _check_entrypoint(exp, err)
     _check_section(data.get("resources") or {}, "resources", RESOURCE_KEYS, err)
     _check_section(data.get("wait") or {}, "wait", WAIT_KEYS, err)
@@ -603,6 +615,7 @@ def validate(name, path, data, extra_params=None):
     _check_recovery(data.get("recovery") or {}, err)
 
     exp.env = _check_env(data.get("env") or {}, err)
+    exp.prefetch = _check_prefetch(data.get("prefetch"), exp.env, err)
     _check_secrets(exp, err)
     _check_working_dir(exp, err)
     for i, pattern in enumerate(exp.excludes):
@@ -769,7 +782,11 @@ def _check_entrypoint(exp, err):
             err("entrypoint.python: must not be empty")
     elif exp.framework == "nemo_rl":
         repo = ep.get("repo_dir")
-        if not repo:
+        if exp.raw.get("code") is not None:
+            if repo is not None:
+                err("entrypoint.repo_dir: with code, the job runs in the code's checkout; drop repo_dir (code.path names "
+                    "a subdirectory)")
+        elif not repo:
             err("entrypoint.repo_dir is required for framework nemo_rl (the NeMo RL checkout on the cluster, "
                 "e.g. /data/code/RL)")
         elif isinstance(repo, str) and not repo.startswith("/"):
@@ -800,6 +817,30 @@ def _check_env(env, err):
             continue
         out[key] = text
     return out
+
+
+def _check_prefetch(section, env, err):
+    """The prefetch section, normalized, with the cache the job reads: its HF_HOME (and HF_HUB_CACHE)."""
+    items, hf_home = HFP.normalize(section, err)
+    if not items:
+        return None
+    job_home = env.get("HF_HOME")
+    if hf_home and job_home and os.path.normpath(hf_home) != os.path.normpath(job_home):
+        err("prefetch.hf_home: %s differs from env.HF_HOME %s, so the job would not find the files; set only one"
+            % (_fmt(hf_home), _fmt(job_home)))
+        return None
+    if hf_home and not job_home:
+        env["HF_HOME"] = hf_home  # the job reads the cache the files went to
+    hf_home = hf_home or job_home
+    if not hf_home or not hf_home.startswith("/"):
+        err("prefetch: the files need a home on the shared volume that the job reads: set env.HF_HOME (an absolute path, "
+            "e.g. /data/hf_home) or prefetch.hf_home")
+        return None
+    hub_cache = env.get("HF_HUB_CACHE") or None
+    if hub_cache is not None and not hub_cache.startswith("/"):
+        err("env.HF_HUB_CACHE: expected an absolute path for prefetch, got %s" % _fmt(hub_cache))
+        return None
+    return dict(HFP.sections(items), hf_home=hf_home, hub_cache=hub_cache)
 
 
 def _check_secrets(exp, err):
@@ -1002,9 +1043,23 @@ def managed_params(exp, nodes, checkpoint_root=DEFAULT_CHECKPOINT_ROOT, cluster=
     return [(k, v) for k, v in wanted if not exp.has_param(k)]
 
 
-def entrypoint_head(exp):
-    """The command before the overrides, as a shell string."""
+def code_workdir(exp, code=None, root=None):
+    """Where the job runs when the experiment names ``code`` (None otherwise): the checkout's directory that the
+    code_checkout module returned (``code["workdir"]``), or in a dry run the one the ref's commit will have."""
+    if not exp.code:
+        return None
+    if code:
+        return code["workdir"]
+    return CC.workdir(root, exp.code, "<commit of %s>" % exp.code["ref"])
+
+
+def entrypoint_head(exp, workdir=None):
+    """The command before the overrides, as a shell string; ``workdir``: the code's checkout, where it runs."""
     ep = exp.entrypoint
+    if workdir and exp.framework == "nemo_rl":
+        ep = dict(ep, repo_dir=workdir)
+    elif workdir:
+        return "cd %s && %s" % (shell_quote(workdir), entrypoint_head(exp))
     if exp.framework == "verl":
         python = ep.get("python") or VERL_DEFAULTS["python"]
         parts = [python.strip(), "-m", ep.get("module") or VERL_DEFAULTS["module"]]
@@ -1021,12 +1076,12 @@ def entrypoint_head(exp):
     return ep["command"].strip()
 
 
-def job_template(exp, pairs, filled):
+def job_template(exp, pairs, filled, workdir=None):
     """What :func:`reshape` needs to render the entrypoint again for another cluster shape: the
     command, the override pairs, and which shape keys rlinfra filled (those it may change)."""
     filled_keys = {k for k, dummy in filled}
     keys = SHAPE_KEYS.get(exp.conventions, (None, None))
-    return {"head": entrypoint_head(exp), "pairs": [[k, v] for k, v in pairs], "shape_keys": list(keys),
+    return {"head": entrypoint_head(exp, workdir), "pairs": [[k, v] for k, v in pairs], "shape_keys": list(keys),
             "filled": [k in filled_keys for k in keys]}
 
 
@@ -1048,7 +1103,7 @@ def reshape(template, nodes=None):
 
 
 def render(exp, nodes, cluster=None, run=None, checkpoint_root=DEFAULT_CHECKPOINT_ROOT, venv=None,
-           secret_names_present=(), checkpoint_cluster=None, secrets_dir=None):
+           secret_names_present=(), checkpoint_cluster=None, secrets_dir=None, code=None, code_root=None):
     """Everything the Ray job needs, except secret values and the working_dir package URI.
 
     ``nodes`` is the list of alive nodes (``ray_cluster_info``'s ``nodes``, or the same shape
@@ -1056,7 +1111,9 @@ def render(exp, nodes, cluster=None, run=None, checkpoint_root=DEFAULT_CHECKPOIN
     ``overrides`` (argv items as Hydra gets them), ``filled`` (the overrides rlinfra added),
     ``runtime_env`` (no secrets), ``runtime_env_display`` (secrets as ********), ``metadata``,
     ``resources``, ``checkpoint_dir``, ``nnodes``, ``gpus_per_node``, and ``secrets_file`` /
-    ``secrets_dir`` (None without secrets, or without ``secrets_dir``: names only): see :func:`_route_secrets`.
+    ``secrets_dir`` (None without secrets, or without ``secrets_dir``: names only): see :func:`_route_secrets`;
+    and ``code`` (repo, ref, commit, workdir; None when the experiment names no code). The ``code`` argument is
+    the code_checkout module's result (``commit``, ``workdir``); None in a dry run.
     """
     cluster = cluster or exp.cluster
     ckpt_cluster = checkpoint_cluster or cluster
@@ -1064,7 +1121,8 @@ def render(exp, nodes, cluster=None, run=None, checkpoint_root=DEFAULT_CHECKPOIN
     filled = managed_params(exp, nodes, checkpoint_root, ckpt_cluster)
     pairs = list(exp.params) + filled
     overrides = [hydra_override(k, v) for k, v in pairs]
-    template = job_template(exp, pairs, filled)
+    workdir = code_workdir(exp, code, code_root)
+    template = job_template(exp, pairs, filled, workdir)
     present = [n for n in list(exp.secrets) + list(exp.optional_secrets) if n in secret_names_present]
     secrets_dir = secrets_dir.rstrip("/") if present and secrets_dir else None
     if secrets_dir:
@@ -1094,12 +1152,17 @@ def render(exp, nodes, cluster=None, run=None, checkpoint_root=DEFAULT_CHECKPOIN
     metadata = {"rlinfra_experiment": exp.name, "rlinfra_cluster": cluster, "rlinfra_project": exp.project,
                 "rlinfra_framework": exp.framework, "rlinfra_run": str(run or ""),
                 "rlinfra_checkpoint_dir": ckpt, "rlinfra_attempt": "1", "rlinfra_nodes": str(len(nodes or []))}
+    code_out = None
+    if exp.code:
+        commit = code["commit"] if code else None
+        code_out = {"repo": exp.code["repo"], "ref": exp.code["ref"], "commit": commit, "workdir": workdir}
+        metadata["rlinfra_code"] = "%s@%s" % (exp.code["repo"], commit or "<commit of %s>" % exp.code["ref"])
     return dict(
         submission_id=sid, cluster=cluster, entrypoint=entrypoint, overrides=overrides,
         filled=[hydra_override(k, v) for k, v in filled], runtime_env=runtime_env, runtime_env_display=display,
         metadata=metadata, resources=copy.deepcopy(exp.resources), checkpoint_dir=ckpt,
         nnodes=nnodes, gpus_per_node=gpus, project=exp.project, job_template=template,
-        secrets_file=secrets_file, secrets_dir=secrets_dir)
+        secrets_file=secrets_file, secrets_dir=secrets_dir, code=code_out)
 
 
 def _route_secrets(runtime_env, secrets_dir, cluster, sid):

@@ -8,9 +8,12 @@ Standard library only: modules on the nodes import it."""
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
 import tempfile
+import time
 
 
 def write_atomic(path, text, mode, prefix=".rlinfra-"):
@@ -56,3 +59,42 @@ def env_items(text):
             except ValueError:
                 raw = raw.strip('"')
         yield name.strip(), str(raw)
+
+
+def makedirs(path, mode=0o755):
+    """``os.makedirs`` that accepts an existing directory."""
+    try:
+        os.makedirs(path, mode)
+    except OSError as e:
+        if e.errno != errno.EEXIST:
+            raise
+
+
+class BoundedLock:
+    """An exclusive ``flock`` on ``path`` (made when missing), waited for at most ``timeout`` seconds: two runs
+    working on the same files of the shared volume take turns, and a stuck holder gives ``error(line)`` naming
+    the lock instead of a silent wait. ``what`` says who holds it ("another checkout")."""
+
+    def __init__(self, path, timeout, what, error, sleep=time.sleep):
+        self.path, self.timeout, self.what, self.error, self.sleep = path, timeout, what, error, sleep
+
+    def __enter__(self):
+        makedirs(os.path.dirname(self.path))
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.time() + self.timeout
+        while True:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return self
+            except OSError as e:
+                if e.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+            if time.time() >= deadline:
+                os.close(self.fd)
+                raise self.error("%s has held %s for more than %d s: wait for it to finish, or remove the lock file if "
+                                 "no such run is left" % (self.what, self.path, self.timeout))
+            self.sleep(1)
+
+    def __exit__(self, *exc):
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)

@@ -93,6 +93,16 @@ options:
     description: Checkpoints go to C(<checkpoint_root>/<project>/<cluster>/<experiment>) on the shared volume.
     type: str
     default: /data/checkpoints
+  code:
+    description:
+      - The experiment's code as M(rlinfra.verl.code_checkout) checked it out (C(commit), C(dir), C(workdir)); the
+        entrypoint runs in C(workdir). Empty in a dry run (the ref is not resolved; the directory is shown as
+        C(<name>@<commit of REF>)).
+    type: dict
+  code_root:
+    description: Where code checkouts go (only for the dry run's display).
+    type: str
+    default: ""
   secrets_dir:
     description:
       - Directory on the shared volume where the run's secrets file goes (mode 0600, directories 0700); the job

@@ -93,3 +93,17 @@ def sandbox():
         assert proc.returncode == 0, "sandbox/sandbox.sh up failed:\n%s\n%s" % (proc.stdout[-3000:], proc.stderr[-3000:])
         assert _sandbox_is_up(), "the sandbox is still not up after sandbox/sandbox.sh up"
     return yaml.safe_load(SANDBOX_INVENTORY.read_text())
+
+
+def sandbox_playbook(name, *extra, env=None):
+    """``ansible-playbook NAME -e EXTRA...`` on the sandbox as a user runs it (no ANSIBLE_* from the test's
+    environment; ``env`` adds or replaces variables, e.g. a token the run reads from the controller's environment).
+    The result has ``output`` (stdout + stderr)."""
+    args = [venv_bin("ansible-playbook"), "-i", str(SANDBOX_INVENTORY), name]
+    for item in extra:
+        args += ["-e", item]
+    full = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_") and k not in (env or {})}
+    full.update(ANSIBLE_NOCOLOR="1", **(env or {}))
+    proc = subprocess.run(args, cwd=ROOT, env=full, capture_output=True, text=True, timeout=1200)
+    proc.output = proc.stdout + proc.stderr
+    return proc

@@ -14,6 +14,7 @@ import shlex
 import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
+from ansible_collections.rlinfra.verl.plugins.module_utils import code_checkout as CC
 from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -21,6 +22,7 @@ EXPERIMENTS = os.path.join(REPO, "experiments")
 FAKE_NODES = [{"node_ip": "10.0.0.%d" % i, "node_id": "n%d" % i, "is_head": i == 1,
                "resources": {"CPU": 96, "GPU": 8, "memory": 10 ** 12}} for i in range(1, 5)]
 
+CODE_COMMIT = "4f0c" + "1" * 36  # the commit a code checkout names
 GOLDEN = {
     'gsm8k_grpo_qwen05b': [
         'python3 -m verl.trainer.main_ppo',
@@ -141,7 +143,7 @@ GOLDEN = {
         'trainer.resume_mode=auto',
     ],
     'nemo_rl_grpo_math': [
-        'cd /data/code/RL && uv run examples/run_grpo_math.py --config examples/configs/grpo_math_1B.yaml',
+        'cd /data/code/RL@%s && uv run examples/run_grpo_math.py --config examples/configs/grpo_math_1B.yaml' % CODE_COMMIT,
         'policy.model_name=Qwen/Qwen2.5-1.5B',
         'grpo.num_prompts_per_step=32',
         'grpo.num_generations_per_prompt=16',
@@ -189,6 +191,15 @@ def load(name):
     return E.load_experiment(name, EXPERIMENTS)
 
 
+def checked_out(exp, commit=None):
+    """What rlinfra.verl.code_checkout returns for the experiment's code (None without code)."""
+    if not exp.code:
+        return None
+    commit = commit or CODE_COMMIT
+    return {"commit": commit, "dir": "/data/code/%s@%s" % (exp.code["name"], commit),
+            "workdir": CC.workdir("/data/code", exp.code, commit)}
+
+
 def make(data, name="q", experiments_dir=None, **kw):
     path = os.path.join(experiments_dir or EXPERIMENTS, name + ".yml")
     return E.validate(name, path, data, **kw)
@@ -200,7 +211,8 @@ def test_every_shipped_experiment_has_a_golden_entrypoint():
 
 @pytest.mark.parametrize("name", sorted(GOLDEN))
 def test_golden_entrypoint(name):
-    rendered = E.render(load(name), FAKE_NODES)
+    exp = load(name)
+    rendered = E.render(exp, FAKE_NODES, code=checked_out(exp))
     assert rendered["entrypoint"] == " ".join(GOLDEN[name])
     assert rendered["submission_id"] == SUBMISSION_IDS[name]
     # What the program receives: the shell gives back exactly the overrides, one argv item each.
@@ -246,11 +258,32 @@ def test_shape_comes_from_the_live_cluster():
     assert cpu_only["filled"][-2:] == ["trainer.nnodes=3", "trainer.n_gpus_per_node=0"]
 
 
-def test_nemo_rl_fills_its_own_keys():
-    r = E.render(load("nemo_rl_grpo_math"), FAKE_NODES)
+def test_nemo_rl_fills_its_own_keys_and_runs_in_its_code():
+    exp = load("nemo_rl_grpo_math")
+    r = E.render(exp, FAKE_NODES, code=checked_out(exp))
     assert r["filled"] == ["checkpointing.checkpoint_dir=/data/checkpoints/nemo_rl_math/default/nemo_rl_grpo_math",
                            "cluster.num_nodes=4", "cluster.gpus_per_node=8"]
-    assert shlex.split(r["entrypoint"])[:4] == ["cd", "/data/code/RL", "&&", "uv"]
+    assert shlex.split(r["entrypoint"])[:4] == ["cd", "/data/code/RL@" + CODE_COMMIT, "&&", "uv"]
+    assert r["metadata"]["rlinfra_code"] == "https://github.com/NVIDIA-NeMo/RL.git@" + CODE_COMMIT
+    assert r["code"] == {"repo": "https://github.com/NVIDIA-NeMo/RL.git", "ref": "main", "commit": CODE_COMMIT,
+                         "workdir": "/data/code/RL@" + CODE_COMMIT}
+    # A dry run does not resolve the ref: the directory says which commit it will be.
+    dry = E.render(exp, FAKE_NODES)
+    assert shlex.split(dry["entrypoint"])[:2] == ["cd", "/data/code/RL@<commit of main>"] and dry["code"]["commit"] is None
+
+
+def test_code_path_and_other_frameworks_run_in_the_checkout():
+    exp = make({"framework": "custom", "entrypoint": {"command": "python3 train.py"}, "secrets": ["HF_TOKEN"],
+                "code": {"repo": "git@github.com:org/trainer.git", "ref": "v1.2", "path": "src/app", "submodules": False}})
+    assert exp.code == {"repo": "git@github.com:org/trainer.git", "ref": "v1.2", "submodules": False, "path": "src/app",
+                        "name": "trainer", "token_secret": None, "ssh_key_secret": None}
+    r = E.render(exp, FAKE_NODES, code=checked_out(exp), secret_names_present=["HF_TOKEN"], secrets_dir="/data/s")
+    head = "cd /data/code/trainer@%s/src/app && python3 train.py" % CODE_COMMIT
+    assert r["entrypoint"].endswith(head) and r["entrypoint"].startswith("set -a;")
+    # A recovery renders the job again from its template: still in the checkout.
+    assert E.reshape(r["job_template"], FAKE_NODES[:1])[0] == r["entrypoint"]
+    round_trip = E.Experiment.from_summary(exp.summary())
+    assert round_trip.code == exp.code
 
 
 def test_submission_id_is_deterministic_with_run_suffix_and_cluster():

@@ -22,7 +22,7 @@ BAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "expe
 ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 
 ALLOWED = ("description, framework, cluster, project, conventions, entrypoint, params, env, secrets, "
-           "optional_secrets, working_dir, excludes, resources, wait, recovery")
+           "optional_secrets, working_dir, excludes, resources, wait, recovery, prefetch, code")
 EXPECTED = {
     "unknown_key": "unknown_key.yml: unknown top-level key 'paramz' (did you mean 'params'?); allowed: " + ALLOWED,
     "bad_framework": "bad_framework.yml: framework: 'verll' is not one of verl, nemo_rl, custom (did you mean 'verl'?)",
@@ -50,6 +50,16 @@ EXPECTED = {
     "empty": "empty.yml: the file is empty; an experiment needs at least params (see docs/EXPERIMENTS.md)",
     "bad_param_key": "bad_param_key.yml: params.trainer: 'total epochs' is not a valid Hydra key "
                      "(dotted names of letters, digits, '_', '-')",
+    "code_short_ref": "code_short_ref.yml: code.ref: '4f0c1a2' looks like an abbreviated commit; write all 40 characters "
+                      "(or a branch or tag)",
+    "code_with_repo_dir": "code_with_repo_dir.yml: entrypoint.repo_dir: with code, the job runs in the code's checkout; drop "
+                          "repo_dir (code.path names a subdirectory)",
+    "code_token_in_url": "code_token_in_url.yml: code.repo: the URL holds a password or token; name the secret that holds it "
+                         "in code.token_secret instead",
+    "prefetch_no_home": "prefetch_no_home.yml: prefetch: the files need a home on the shared volume that the job reads: "
+                        "set env.HF_HOME (an absolute path, e.g. /data/hf_home) or prefetch.hf_home",
+    "prefetch_bad_repo": "prefetch_bad_repo.yml: prefetch.datasets[0]: repo '../../etc' is not a Hugging Face repository id "
+                         "(org/name: letters, digits, '_', '-', '.'; no '--' or '..')",
     "unknown_entrypoint_key": "unknown_entrypoint_key.yml: entrypoint: unknown key 'modul' (did you mean 'module'?); "
                               "allowed: module, config, python",
 }

@@ -1,0 +1,35 @@
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Action ``rlinfra.verl.code_checkout``: the ref is resolved to a commit here, on the controller (``git
+ls-remote``, credentials in git's environment only), then the module checks that commit out on the target.
+Documentation: plugins/modules/code_checkout.py."""
+
+from __future__ import annotations
+
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.rlinfra.verl.plugins.module_utils import code_checkout as C
+
+ARGUMENT_SPEC = C.ARGUMENT_SPEC
+
+
+class ActionModule(ActionBase):
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        code, errors = C.module_section(args)
+        if errors:
+            return dict(result, failed=True, msg=errors[0], errors=errors)
+        if not args["commit"]:
+            try:
+                with C.Git(code["repo"], args["token"], args["ssh_key"]) as git:
+                    args["commit"] = C.resolve(code, git)
+            except C.CodeError as e:
+                return dict(result, failed=True, msg="%s (resolved on the controller)" % e)
+        module_args = dict((k, v) for k, v in args.items() if v is not None)
+        result.update(self._execute_module(module_name="rlinfra.verl.code_checkout", module_args=module_args,
+                                           task_vars=task_vars))
+        return result
