@@ -35,6 +35,17 @@ UNIT
 chroot "$rootfs" systemctl enable ssh-hostkeys.service >/dev/null 2>&1
 printf 'PermitRootLogin prohibit-password\nPasswordAuthentication no\nUseDNS no\n' > "$rootfs/etc/ssh/sshd_config.d/rlinfra.conf"
 rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
-tar -C "$rootfs" -c . | docker import -c 'CMD ["/lib/systemd/systemd"]' -c 'ENV container=docker' \
-  -c "LABEL rlinfra.pkgs=$want" - "$IMAGE" >/dev/null
+tar -C "$rootfs" -c . | docker import - "$IMAGE-base" >/dev/null
+# Slurm (slurmctld, slurmd, the client tools, munge) for tests/integration/test_sandbox_slurm.py, which configures
+# and starts them: munge's set-up fails inside debootstrap, so apt installs them in a container of the base
+# (host network: the archive is reachable from the host only). Disabled at boot; no key baked in (one per test).
+cid=$(docker create --network host "$IMAGE-base" /bin/sh -c 'export DEBIAN_FRONTEND=noninteractive;
+  apt-get update -qq && apt-get install -y -qq --no-install-recommends slurmctld slurmd slurm-client munge >/dev/null &&
+  systemctl disable slurmctld.service slurmd.service munge.service >/dev/null 2>&1;
+  rm -f /etc/munge/munge.key; apt-get clean; rm -rf /var/lib/apt/lists/*; test -x /usr/sbin/slurmd')
+docker start -a "$cid" >/dev/null || { docker rm "$cid" >/dev/null; echo "[image] installing Slurm failed" >&2; exit 1; }
+docker commit -c 'CMD ["/lib/systemd/systemd"]' -c 'ENV container=docker' -c "LABEL rlinfra.pkgs=$want" \
+  "$cid" "$IMAGE" >/dev/null
+docker rm "$cid" >/dev/null
+docker rmi "$IMAGE-base" >/dev/null
 echo "[image] $IMAGE ready"

@@ -1,0 +1,124 @@
+"""module_utils/slurm.py: what Slurm's tools print, read into the job and its nodes.
+
+The ``-o`` texts are recorded from the real Slurm 22.05 the sandbox runs (fixtures/slurm/, where
+tests/integration/test_sandbox_slurm.py runs the plugin against the live daemons); the JSON form follows the shape
+``scontrol --json`` documents for Slurm 23.02+ (22.05 answers it with an error, and the text form is read).
+The command runner is replaced here only to script what the tools answer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from ansible_collections.rlinfra.verl.plugins.module_utils import slurm as S
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "slurm")
+
+
+def fixture(name):
+    with open(os.path.join(FIXTURES, name)) as f:
+        return f.read()
+
+
+def test_oneliner_keeps_values_with_spaces_and_odd_keys():
+    f = S.parse_oneliner(fixture("nodes.txt").splitlines()[0])
+    assert f["NodeAddr"] == "172.21.0.2" and f["OS"] == "Linux 6.18.44-fc-v595 #1 SMP PREEMPT_DYNAMIC @0"
+    job = S.parse_oneliner(fixture("job_running.txt").strip())
+    assert job["AllocNode:Sid"] == "rlinfra-dev-1:2467" and job["CPUs/Task"] == "1" and job["Power"] == ""
+
+
+def test_job_from_text_running_and_pending():
+    running = S.job_from_text(fixture("job_running.txt"), "1")
+    assert running == {"job_id": "1", "name": "rl-fixture", "state": "RUNNING", "reason": "None", "partition": "rl",
+                       "nodes": "rlinfra-dev-[1-3]", "user": "root", "gpus_per_node": 0}
+    S.check_state(running)
+    pending = S.job_from_text(fixture("job_pending.txt"), "2")
+    assert pending["state"] == "PENDING" and pending["nodes"] == ""
+    with pytest.raises(S.SlurmError, match=r"^Slurm job 2 \(rl-fixture\) is PENDING \(reason: Resources\): it has no nodes"):
+        S.check_state(pending)
+    ended = dict(running, state="TIMEOUT")
+    with pytest.raises(S.SlurmError, match=r"^Slurm job 1 \(rl-fixture\) has ended \(TIMEOUT\): allocate again"):
+        S.check_state(ended)
+
+
+def test_job_from_json_documented_shape():
+    data = {"jobs": [{"job_id": 4242, "name": "rl", "job_state": ["RUNNING"], "state_reason": "None", "partition": "gpu",
+                      "nodes": "gpu-[01-04]", "user_name": "ml", "tres_per_node": "gres/gpu:h100:8", "node_count": {"number": 4}}]}
+    assert S.job_from_json(data, "4242") == {"job_id": "4242", "name": "rl", "state": "RUNNING", "reason": "None",
+                                             "partition": "gpu", "nodes": "gpu-[01-04]", "user": "ml", "gpus_per_node": 8}
+    assert S.job_from_json({"jobs": []}, "1") is None
+
+
+@pytest.mark.parametrize("per_node, alloc, count, want", [
+    ("gres:gpu:8", "", "2", 8), ("gres/gpu:a100:4", "", 1, 4), ("", "cpu=64,gres/gpu=16,node=2", "2", 8),
+    ("", "cpu=3,node=3,billing=3", "3", 0), ("", "gres/gpu=8", "2-4", 4), ("", "", None, 0)])
+def test_gpus_per_node(per_node, alloc, count, want):
+    assert S.gpus_from_tres(per_node, alloc, count) == want
+
+
+class Script:
+    """Answers per command (the first words), recording what ran."""
+
+    def __init__(self, answers):
+        self.answers, self.ran = answers, []
+
+    def __call__(self, argv, timeout):
+        self.ran.append(argv)
+        text = " ".join(argv)
+        for prefix, answer in self.answers.items():
+            if prefix in text:
+                if isinstance(answer, Exception):
+                    raise answer
+                return answer
+        raise AssertionError("unexpected command %s" % argv)
+
+
+def test_allocation_falls_back_to_text_and_keeps_slurms_order():
+    run = Script({"scontrol --json": (1, "", "scontrol: unrecognized option '--json'"),
+                  "scontrol -o show job 1": (0, fixture("job_running.txt"), ""),
+                  "show hostnames": (0, "rlinfra-dev-1\nrlinfra-dev-2\nrlinfra-dev-3\n", ""),
+                  "show node": (0, fixture("nodes.txt") + fixture("nodes.txt").splitlines()[1].replace("-2", "-3").replace(
+                      "172.21.0.3", "172.21.0.4") + "\n", "")})
+    job, nodes = S.Slurm(run=run).allocation(job_id="1")
+    assert job["job_id"] == "1" and [(n["name"], n["addr"]) for n in nodes] == [
+        ("rlinfra-dev-1", "172.21.0.2"), ("rlinfra-dev-2", "172.21.0.3"), ("rlinfra-dev-3", "172.21.0.4")]
+    assert run.ran[2] == ["scontrol", "show", "hostnames", "rlinfra-dev-[1-3]"]
+
+
+def test_login_host_runs_the_tools_over_ssh_quoted():
+    run = Script({"squeue": (0, "7 RUNNING\n", "")})
+    assert S.Slurm("me@login", ["-i", "k"], run=run).job_id_by_name("my job") == "7"
+    argv = run.ran[0]
+    assert argv[:5] == ["ssh", "-i", "k", "me@login", "--"] and "--name 'my job'" in argv[5]
+
+
+def test_each_failure_is_one_line():
+    cases = [
+        (S.Slurm(run=Script({"scontrol": FileNotFoundError()})), {"job_id": "1"},
+         r"^scontrol is not installed here: install Slurm's client tools \(slurm-client\) or set login_host"),
+        (S.Slurm("me@login", run=Script({"ssh": (255, "", "ssh: connect to host login port 22: Connection refused")})),
+         {"job_id": "1"}, r"^cannot reach the login node me@login over ssh: ssh: connect to host login port 22"),
+        (S.Slurm(run=Script({"scontrol": subprocess.TimeoutExpired("scontrol", 30)})), {"job_id": "1"},
+         r"^scontrol here gave no answer in 30 s: is slurmctld up"),
+        (S.Slurm(run=Script({"scontrol": (1, "", "slurm_load_jobs error: Invalid job id specified")})), {"job_id": "9"},
+         r"^Slurm job 9 is unknown to slurmctld"),
+        (S.Slurm(run=Script({"squeue": (0, "", "")})), {"job_name": "rl"}, r"^no pending or running Slurm job is named 'rl'"),
+        (S.Slurm(run=Script({"squeue": (0, "12 PENDING\n3 RUNNING\n", "")})), {"job_name": "rl"},
+         r"^2 Slurm jobs are named 'rl' \(3 RUNNING, 12 PENDING\): set job_id"),
+        (S.Slurm(run=Script({})), {"job_id": "12a"}, r"^job_id '12a' is not a Slurm job id"),
+        (S.Slurm(run=Script({})), {}, r"^no Slurm job given: set job_id or job_name"),
+    ]
+    for slurm, query, pattern in cases:
+        with pytest.raises(S.SlurmError, match=pattern) as e:
+            slurm.allocation(**query)
+        assert "\n" not in str(e.value)
+
+
+def test_json_answer_is_used_when_offered():
+    data = {"jobs": [{"job_id": 5, "name": "rl", "job_state": "RUNNING", "partition": "p", "nodes": "n1", "tres_per_node": ""}]}
+    run = Script({"scontrol --json": (0, json.dumps(data), "")})
+    assert S.Slurm(run=run).job("5")["nodes"] == "n1" and len(run.ran) == 1
