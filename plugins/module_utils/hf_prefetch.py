@@ -183,12 +183,11 @@ def repo_folder(item):
 
 
 class Cache:
-    """One repository's folder in the Hub cache, and its records."""
+    """One repository's folder in the Hub cache (blobs, snapshots, refs, trees) and its lock."""
 
     def __init__(self, hub_cache, item):
         self.root = os.path.join(hub_cache, repo_folder(item))
         self.lock = os.path.join(hub_cache, ".locks", repo_folder(item), "rlinfra-prefetch.lock")
-        self.item = item
 
     def blob(self, blob_id):
         return os.path.join(self.root, "blobs", blob_id)
@@ -293,7 +292,7 @@ class Hub:
         return self.opener.open(req, timeout=self.timeout)
 
     def info(self, item):
-        """(commit, files) of the item's revision; files: [{path, blob, size, lfs, sha256}]."""
+        """(commit, files) of the item's revision; files as :func:`_file` makes them."""
         url = "%s/api/%ss/%s/revision/%s?blobs=true" % (self.endpoint, item["kind"], item["repo"],
                                                         _parse.quote(item["revision"], safe=""))
         try:
