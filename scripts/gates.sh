@@ -63,7 +63,7 @@ fi
     ansible-doc -t filter "rlinfra.verl.$f" >/dev/null
   done
   printf 'all:\n  children:\n    ray_head: {hosts: {h1: {}}}\n    ray_workers: {hosts: {h2: {}}}\n' > inv.yml
-  for pb in site submit stop status merge teardown logs; do
+  for pb in site submit stop status merge teardown logs provision; do
     ansible-playbook -i inv.yml --syntax-check "rlinfra.verl.$pb" >/dev/null
   done
   echo "ansible-doc and syntax checks passed against the installed collection"

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.converge_record import plan
+
 DEFAULT_CLUSTER = "default"
 
 
@@ -46,6 +48,21 @@ def worker_head(worker, heads, hostvars):
     return dict(name=head, ip=str(ip), error="")
 
 
+def converge_plan(hosts, hostvars, groups):
+    """Which of ``hosts`` site.yml converges in full and which it found as their last converge left them (see
+    module_utils/converge_record.plan), plus the lines it prints about it."""
+    nodes = list(groups.get("ray_head") or []) + [h for h in groups.get("ray_workers") or [] if h not in (groups.get("ray_head") or [])]
+    clusters = ray_clusters(nodes, hostvars)
+
+    def members_of(host):
+        name = cluster_of(host, hostvars)
+        return name, clusters.get(name, [host])
+
+    states = {h: hostvars[h].get("ansible_converge_record") for h in hosts if h in hostvars}
+    return plan(list(hosts), states, members_of)
+
+
 class FilterModule:
     def filters(self):
-        return {"in_ray_cluster": in_ray_cluster, "ray_clusters": ray_clusters, "worker_head": worker_head}
+        return {"in_ray_cluster": in_ray_cluster, "ray_clusters": ray_clusters, "worker_head": worker_head,
+                "converge_plan": converge_plan}

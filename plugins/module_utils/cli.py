@@ -39,6 +39,14 @@ SWITCHES = {
     "teardown_stop_jobs": "bool",
     "teardown_purge": "bool",
     "ray_restart_running_jobs": "bool",
+    "release": "bool",
+    "nodes": "count",
+    "gpu": "text",
+    "gpu_count": "count",
+    "label": "text",
+    "max_price": "text",
+    "region": "text",
+    "keep_partial": "bool",
 }
 
 _JOB = ("exp", "run", "cluster")
@@ -49,9 +57,12 @@ PLAYBOOKS = {
     "stop": _JOB,
     "logs": _JOB + ("attempt",),
     "merge": _JOB + ("step",),
-    "teardown": ("cluster", "teardown_stop_jobs", "teardown_purge"),
+    "teardown": ("cluster", "teardown_stop_jobs", "teardown_purge", "release"),
+    "provision": ("nodes", "gpu", "gpu_count", "label", "max_price", "region", "keep_partial"),
 }
 
+# A playbook that runs another in the same run: the other's checks accept the first one's switches.
+CHAINS = {"site": ("provision",)}
 # Variables of the collection's roles and plugins, and Ansible's own: given with -e on purpose.
 _OWN_PREFIXES = ("verl_job_", "ray_", "nfs_mount_", "storage_lvm_", "python_env_", "hyperbolic_", "ansible_")
 
@@ -100,8 +111,9 @@ def check(playbook, given, values):
                 errors.append(error)
             else:
                 parsed[name] = result
+    chained = {n for other in CHAINS.get(playbook, ()) for n in PLAYBOOKS[other]}
     for name in sorted(given or ()):
-        if name in mine:
+        if name in mine or name in chained:
             continue
         if name in SWITCHES:
             if SWITCHES[name] == "text":

@@ -34,7 +34,10 @@ from email.utils import parsedate_to_datetime
 from urllib.error import HTTPError, URLError
 from urllib.parse import urlsplit
 
-from ansible.module_utils.urls import open_url
+try:
+    from ansible.module_utils.urls import open_url
+except ImportError:  # the idle guard runs this client on a node without Ansible, with its own opener
+    open_url = None
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.numbers import loose_count, whole_number
 
@@ -288,11 +291,22 @@ class HyperbolicClient:
     # ---------------------------------------------------------------- requests
     def get_json(self, path):
         """GET ``path`` and return the decoded JSON, retrying transient failures."""
+        return self.request_json("GET", path)
+
+    def request_json(self, method, path, payload=None, retry=True):
+        """``method`` ``path`` (with ``payload`` as a JSON body) and return the decoded JSON. Transient failures
+        are retried unless ``retry`` is false: a request that must not run twice (renting a machine) fails at once,
+        and the caller finds out from the listing whether it took effect."""
         url = self.api_url + path
         headers = {
             "Authorization": "Bearer " + self._api_key,
             "Accept": "application/json",
         }
+        data = None
+        if payload is not None:
+            data = json.dumps(payload).encode("utf-8")
+            headers["Content-Type"] = "application/json"
+        retries = self.retries if retry else 0
         attempt = 0
         while True:
             retry_after = None
@@ -300,7 +314,7 @@ class HyperbolicClient:
                 with self._count_lock:
                     self.requests_made += 1
                 resp = self._open(
-                    url, method="GET", headers=headers, timeout=self.timeout,
+                    url, data=data, method=method, headers=headers, timeout=self.timeout,
                     validate_certs=self.validate_certs, http_agent=self.http_agent,
                     follow_redirects="safe", use_netrc=False,
                     unredirected_headers=["Authorization"],
@@ -321,14 +335,14 @@ class HyperbolicClient:
                 msg = self.scrub(api_message(body)) or (exc.reason and str(exc.reason)) or ""
                 if status in (401, 403):
                     raise HyperbolicAuthError(
-                        "Hyperbolic API rejected the API key: HTTP %d %s on GET %s: %s; check "
+                        "Hyperbolic API rejected the API key: HTTP %d %s on %s %s: %s; check "
                         "HYPERBOLIC_API_KEY (or api_key)" % (
-                            status, "Unauthorized" if status == 401 else "Forbidden", path,
+                            status, "Unauthorized" if status == 401 else "Forbidden", method, path,
                             msg or "(no message)"),
                         status=status, url=url, api_message=msg)
                 if status == 404:
                     raise HyperbolicNotFound(
-                        "HTTP 404 on GET %s: %s" % (path, msg or "Not Found"),
+                        "HTTP 404 on %s %s: %s" % (method, path, msg or "Not Found"),
                         status=status, url=url, api_message=msg)
                 if status == 429 or 500 <= status <= 599:
                     retry_after = _retry_after_seconds(exc.headers.get("Retry-After") if exc.headers else None)
@@ -337,7 +351,7 @@ class HyperbolicClient:
                     unreachable = False
                 else:
                     raise HyperbolicError(
-                        "Hyperbolic API answered HTTP %d on GET %s: %s" % (status, path, msg or "(no message)"),
+                        "Hyperbolic API answered HTTP %d on %s %s: %s" % (status, method, path, msg or "(no message)"),
                         status=status, url=url, api_message=msg)
             except HyperbolicError:
                 raise
@@ -347,8 +361,8 @@ class HyperbolicClient:
                 if isinstance(exc, ssl.SSLCertVerificationError) or isinstance(reason, ssl.SSLCertVerificationError):
                     # a certificate problem does not go away by retrying
                     raise HyperbolicError(
-                        "Hyperbolic API GET %s: TLS certificate verification failed: %s" % (
-                            url, _one_line(self.scrub(reason or exc))), url=url)
+                        "Hyperbolic API %s %s: TLS certificate verification failed: %s" % (
+                            method, url, _one_line(self.scrub(reason or exc))), url=url)
                 unreachable = False
                 if _is_timeout(exc):
                     last = "no answer within %gs (timed out)" % self.timeout
@@ -361,17 +375,17 @@ class HyperbolicClient:
                         last = "connection error: " + last
                 else:
                     # anything else (a bug, or input urllib refuses) must still be one key-free line
-                    raise HyperbolicError("Hyperbolic API GET %s failed: %s: %s" % (
-                        url, type(exc).__name__, _one_line(self.scrub(exc))), url=url) from None
+                    raise HyperbolicError("Hyperbolic API %s %s failed: %s: %s" % (
+                        method, url, type(exc).__name__, _one_line(self.scrub(exc))), url=url) from None
                 last_status = None
-            if attempt >= self.retries:
+            if attempt >= retries:
                 tries = "%d attempt%s" % (attempt + 1, "" if attempt == 0 else "s")
                 if unreachable:
                     raise HyperbolicUnavailable(
                         "Hyperbolic API unreachable at %s after %s: %s; check api_url (or "
                         "HYPERBOLIC_API_URL) and the network" % (url, tries, last), url=url)
                 raise HyperbolicUnavailable(
-                    "Hyperbolic API GET %s failed after %s: %s" % (url, tries, last),
+                    "Hyperbolic API %s %s failed after %s: %s" % (method, url, tries, last),
                     status=last_status, url=url)
             wait = self._backoff(attempt)
             if retry_after is not None:
@@ -764,6 +778,13 @@ def normalize_on_demand(item, default_user=DEFAULT_SSH_USER):
     )
 
 
+def rented_name(item):
+    """The name this collection gave a marketplace instance it rented (``userMetadata.rlinfra.name``), else ''."""
+    meta = item.get("userMetadata") if isinstance(item.get("userMetadata"), dict) else {}
+    ours = meta.get("rlinfra") if isinstance(meta.get("rlinfra"), dict) else {}
+    return _str(ours.get("name"))
+
+
 def normalize_marketplace(item, default_user=DEFAULT_SSH_USER):
     """One marketplace instance -> normalised record (see ``normalize_instances``)."""
     inst = item.get("instance") if isinstance(item.get("instance"), dict) else {}
@@ -779,7 +800,7 @@ def normalize_marketplace(item, default_user=DEFAULT_SSH_USER):
     return _record(
         "marketplace",
         _str(item.get("id") or inst.get("id")),
-        _str(item.get("label") or item.get("name") or inst.get("label")) or None,
+        _str(item.get("label") or item.get("name") or inst.get("label") or rented_name(item)) or None,
         _str(inst.get("status") or item.get("status")) or "",
         _str(models[0]) if models else None,
         gpu_count,

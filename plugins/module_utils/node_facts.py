@@ -69,6 +69,15 @@ def local_fact(path):
         return "error loading fact - output of running \"%s\" was not utf-8 JSON: %s" % (path, exc)
 
 
+def ip_runner(module):
+    """``run(argv)`` for node_facts: the node's ``ip`` through the module (rc 127 when it has none)."""
+    ip = module.get_bin_path("ip", opt_dirs=["/sbin", "/usr/sbin"])
+
+    def run(argv):
+        return module.run_command([ip] + argv[1:]) if ip else (127, "", "ip not found")
+    return run
+
+
 def node_facts(run, fact_dir, names):
     """The ``ansible_facts`` of M(rlinfra.verl.node_facts): ``run(argv) -> (rc, out, err)`` runs a command."""
     rc, route, dummy = run(["ip", "-4", "route", "get", ROUTE_PROBE])

@@ -121,6 +121,14 @@ def positive(value):
     return _int(value, 1)
 
 
+def seconds_or_off(value):
+    return _int(value, 0, must="a whole number of seconds, 0 for off")
+
+
+def check_interval(value):
+    return _int(value, 10, must="a whole number of seconds from 10")
+
+
 def umask(value):
     if not _UMASK.match(_text(value)):
         raise Bad("an octal umask such as 0027")
@@ -319,6 +327,8 @@ RULES = {
     "ray_limit_nofile": limit,
     "ray_limit_nproc": limit,
     "ray_start_timeout": positive,
+    "ray_head_idle_release_after": seconds_or_off,
+    "ray_head_idle_check_every": check_interval,
     "ray_firewall_controller": address_or_empty,
     "ray_firewall": switch,
     "ray_firewall_allow": networks,

@@ -74,19 +74,14 @@ ansible_facts:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils.node_facts import node_facts
+from ansible_collections.rlinfra.verl.plugins.module_utils.node_facts import ip_runner, node_facts
 
 
 def main():
     module = AnsibleModule(argument_spec=dict(local=dict(type="list", elements="str", default=["rlinfra_ray"]),
                                               fact_dir=dict(type="path", default="/etc/ansible/facts.d")),
                            supports_check_mode=True)
-    ip = module.get_bin_path("ip", opt_dirs=["/sbin", "/usr/sbin"])
-
-    def run(argv):
-        return module.run_command([ip] + argv[1:]) if ip else (127, "", "ip not found")
-
-    module.exit_json(changed=False, ansible_facts=node_facts(run, module.params["fact_dir"], module.params["local"]))
+    module.exit_json(changed=False, ansible_facts=node_facts(ip_runner(module), module.params["fact_dir"], module.params["local"]))
 
 
 if __name__ == "__main__":

@@ -34,6 +34,8 @@ Control endpoints for a server run as a separate process (no key needed, loopbac
 from __future__ import annotations
 
 import argparse
+import ipaddress
+import itertools
 import json
 import os
 import signal
@@ -45,6 +47,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 ON_DEMAND_PATH = "/v2/on-demand/virtual-machine-rentals"
 MARKETPLACE_PATH = "/v1/marketplace/instances"
 PATHS = {ON_DEMAND_PATH: "on_demand", MARKETPLACE_PATH: "marketplace"}
+# Renting (HyperbolicLabs' agent kit and MCP server; userMetadata as SkyPilot's client sends it).
+MACHINES_PATH = "/v1/marketplace"
+CREATE_PATH = "/v1/marketplace/instances/create"
+TERMINATE_PATH = "/v1/marketplace/instances/terminate"
 DEFAULT_KEY = "fake-hyperbolic-key"
 
 _REASONS = {
@@ -106,6 +112,24 @@ def marketplace_instance(ident, host, port=22, user="ubuntu", status="online",
     if label is not None:
         item["label"] = label
     return item
+
+
+def machine_item(node, cluster="us-central-1-a", gpus_total=8, gpus_reserved=0, model="NVIDIA-H100-80GB-HBM3",
+                 cents=199, region="us-central-1", status="node_ready", reserved=False):
+    """One machine of ``POST /v1/marketplace`` (the agent kit's and MCP server's shape; price in cents per GPU-hour)."""
+    return {
+        "id": node,
+        "cluster_name": cluster,
+        "status": status,
+        "reserved": reserved,
+        "gpus_total": gpus_total,
+        "gpus_reserved": gpus_reserved,
+        "hardware": {"gpus": [{"model": model, "ram": 81559} for _ in range(gpus_total)],
+                     "cpus": [{"model": "AMD EPYC 9654", "virtual_cores": 16 * gpus_total}],
+                     "ram": [{"capacity": 128 * 1024 * gpus_total}], "storage": [{"capacity": 2000}]},
+        "pricing": {"price": {"amount": cents, "period": "hourly"}},
+        "location": {"region": region},
+    }
 
 
 def make_fleet(n, clusters=("default",), prefix="verl"):
@@ -182,8 +206,8 @@ class FakeHyperbolic:
     """The fake API: state, fault injection, request counting, and the HTTP server."""
 
     def __init__(self, api_key=DEFAULT_KEY, host="127.0.0.1", port=0):
-        if host not in ("127.0.0.1", "localhost", "::1"):
-            raise ValueError("the fake Hyperbolic API binds loopback only")
+        if host not in ("127.0.0.1", "localhost", "::1") and not ipaddress.ip_address(host).is_private:
+            raise ValueError("the fake Hyperbolic API binds loopback or a private test network's address only")
         self.api_key = api_key
         self.host = host
         self.port = port
@@ -206,6 +230,15 @@ class FakeHyperbolic:
             self._fail_queue = []        # [(status, retry_after)] for the next requests
             self.delay = 0.0             # seconds before every answer
             self._delay_count = None     # only the next N answers are slow (None = all)
+            self.machines = []           # POST /v1/marketplace
+            self.host_pool = []          # [(host, port, user)] handed to rented instances, in order
+            self.rented = []             # instances created through the API: {"item", "polls_left", "node", "gpus", "host"}
+            self.ready_after = 1         # listings an instance answers "creating" before "online"
+            self.create_faults = {}      # create number (1-based) -> (status, detail)
+            self.fail_status_after = {}  # create number -> status the instance ends in ("failed") instead of online
+            self.creates = 0
+            self.terminated = []         # ids, in order
+            self._ids = itertools.count(1)
             self._reset_counters()
 
     def _reset_counters(self):
@@ -257,6 +290,76 @@ class FakeHyperbolic:
             else:
                 self.raw_bodies[source] = (int(status), body.encode() if isinstance(body, str) else bytes(body))
 
+    def set_machines(self, machines, host_pool=None):
+        """The marketplace listing, and the SSH addresses rented instances get (sandbox containers in tests)."""
+        with self._lock:
+            self.machines = [dict(m) for m in machines]
+            if host_pool is not None:
+                self.host_pool = [tuple(h) for h in host_pool]
+
+    def fail_create(self, number, status=500, detail="upstream error (injected)"):
+        """Answer the ``number``-th create (1-based, counted since reset) with ``status``."""
+        with self._lock:
+            self.create_faults[int(number)] = (int(status), detail)
+
+    def rented_items(self):
+        with self._lock:
+            return [r["item"] for r in self.rented]
+
+    def _machine(self, node, cluster):
+        return next((m for m in self.machines if m["id"] == node and m.get("cluster_name") == cluster), None)
+
+    def _create(self, body):
+        self.creates += 1
+        fault = self.create_faults.get(self.creates)
+        if fault:
+            return fault[0], {}, {"detail": fault[1]}
+        cluster, node, gpus = body.get("cluster_name"), body.get("node_name"), body.get("gpu_count")
+        if not cluster or not node or not isinstance(gpus, int) or gpus < 1:
+            return 400, {}, {"detail": "cluster_name, node_name and a positive gpu_count are required"}
+        found = self._machine(node, cluster)
+        if found is None:
+            return 404, {}, {"detail": "node %s not found in cluster %s" % (node, cluster)}
+        if found["gpus_total"] - found["gpus_reserved"] < gpus:
+            return 400, {}, {"detail": "Not enough GPUs available on %s" % node}
+        if not self.host_pool:
+            return 503, {}, {"detail": "no capacity left to start an instance"}
+        host, port, user = self.host_pool.pop(0)
+        found["gpus_reserved"] += gpus
+        ident = "fake-instance-%04d" % next(self._ids)
+        item = marketplace_instance(ident, host, port=port, user=user, status="creating", gpu_count=gpus,
+                                    gpu_model=found["hardware"]["gpus"][0]["model"], region=found["location"]["region"])
+        item["userMetadata"] = body.get("userMetadata") if isinstance(body.get("userMetadata"), dict) else {}
+        ending = self.fail_status_after.get(self.creates)
+        self.rented.append({"item": item, "polls_left": self.ready_after, "node": found, "gpus": gpus,
+                            "host": (host, port, user), "ssh": item.pop("sshCommand"), "ending": ending})
+        return 200, {}, {"status": "success", "instance_name": ident}
+
+    def _terminate(self, body):
+        ident = body.get("id")
+        entry = next((r for r in self.rented if r["item"]["id"] == ident), None)
+        if entry is None:
+            return 404, {}, {"detail": "instance %s not found" % ident}
+        self.rented.remove(entry)
+        entry["node"]["gpus_reserved"] -= entry["gpus"]
+        self.host_pool.append(entry["host"])
+        self.terminated.append(ident)
+        return 200, {}, {"status": "success"}
+
+    def _listing(self):
+        """GET /v1/marketplace/instances: the fleet's marketplace instances and those rented here, each rented one
+        answering "creating" for ``ready_after`` listings, then "online" with its sshCommand (or its injected end)."""
+        items = list(self.marketplace)
+        for entry in self.rented:
+            if entry["polls_left"] > 0:
+                entry["polls_left"] -= 1
+            elif entry["item"]["instance"]["status"] == "creating":
+                entry["item"]["instance"]["status"] = entry["ending"] or "online"
+                if not entry["ending"]:
+                    entry["item"]["sshCommand"] = entry["ssh"]
+            items.append(entry["item"])
+        return {"instances": items}
+
     def stats(self):
         with self._lock:
             by_path = {}
@@ -274,7 +377,7 @@ class FakeHyperbolic:
         return body
 
     # ---------------------------------------------------------------- request handling
-    def handle(self, method, path, authorization):
+    def handle(self, method, path, authorization, payload=b""):
         """Decide an answer: ``(status, headers, body_bytes, delay_seconds)``."""
         path = path.split("?", 1)[0]
         if path.startswith("/_fake/"):
@@ -286,12 +389,12 @@ class FakeHyperbolic:
                 delay = self.delay
                 if self._delay_count is not None:
                     self._delay_count -= 1
-            status, headers, payload = self._decide(method, path, authorization)
-            body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+            status, headers, answer = self._decide(method, path, authorization, payload)
+            body = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
             self.requests.append((method, path, status, authorization == "Bearer " + self.api_key))
         return status, headers, body, delay
 
-    def _decide(self, method, path, authorization):
+    def _decide(self, method, path, authorization, payload=b""):
         if self._fail_queue:
             status, retry_after = self._fail_queue.pop(0)
             headers = {}
@@ -305,6 +408,19 @@ class FakeHyperbolic:
             return 401, {"WWW-Authenticate": "Bearer"}, {"detail": "Not authenticated"}
         if authorization != "Bearer " + self.api_key:
             return 401, {"WWW-Authenticate": "Bearer"}, {"detail": self.auth_message}
+        if method == "POST" and path in (MACHINES_PATH, CREATE_PATH, TERMINATE_PATH):
+            try:
+                body = json.loads(payload or b"{}")
+            except ValueError:
+                return 422, {}, {"detail": "body is not JSON"}
+            if not isinstance(body, dict):
+                return 422, {}, {"detail": "body is not a JSON object"}
+            if path == MACHINES_PATH:
+                return 200, {}, {"instances": self.machines}
+            return self._create(body) if path == CREATE_PATH else self._terminate(body)
+        if method == "GET" and path == MARKETPLACE_PATH and self.rented and "marketplace" not in self.raw_bodies \
+                and not self.source_status.get("marketplace"):
+            return 200, {}, self._listing()
         source = PATHS.get(path)
         if source is None:
             return 404, {}, {"detail": "Not Found"}
@@ -376,7 +492,7 @@ class FakeHyperbolic:
             def _serve(self, method):
                 length = int(self.headers.get("Content-Length") or 0)
                 payload = self.rfile.read(length) if length else b""
-                decided = fake.handle(method, self.path, self.headers.get("Authorization"))
+                decided = fake.handle(method, self.path, self.headers.get("Authorization"), payload)
                 if decided is None:
                     status, data = fake.control(method, self.path.split("?", 1)[0], payload)
                     self._send(status, {}, json.dumps(data).encode())

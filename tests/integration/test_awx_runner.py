@@ -834,7 +834,7 @@ def test_configure_loads_into_a_controller_idempotently_and_removes(tmp_path, cl
         has_merge = (ROOT / "merge.yml").is_file()
         jts = {o["name"]: o for o in fake._objects("job_templates")}
         expected = {"rlinfra-verl site", "rlinfra-verl submit", "rlinfra-verl stop", "rlinfra-verl status",
-                    "rlinfra-verl logs", "rlinfra-verl teardown"}
+                    "rlinfra-verl logs", "rlinfra-verl teardown", "rlinfra-verl provision"}
         assert set(jts) == expected | ({"rlinfra-verl merge"} if has_merge else set())
         submit = jts["rlinfra-verl submit"]
         assert submit["playbook"] == "submit.yml" and submit["survey_enabled"] and submit["execution_environment"] == ee["id"]

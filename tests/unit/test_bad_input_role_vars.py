@@ -98,6 +98,10 @@ ROWS = [
          "ray_limit_nofile must be infinity or a whole number from 1 up, got 'unlimited'"),
     rule("nproc_zero", {"ray_limit_nproc": 0}, "ray_limit_nproc must be infinity or a whole number from 1 up, got 0 (int)"),
     rule("start_timeout_zero", {"ray_start_timeout": 0}, "ray_start_timeout must be a whole number from 1 up, got 0 (int)"),
+    rule("idle_release_words", {"ray_head_idle_release_after": "2h"},
+         "ray_head_idle_release_after must be a whole number of seconds, 0 for off, got '2h'"),
+    rule("idle_check_too_often", {"ray_head_idle_check_every": 1},
+         "ray_head_idle_check_every must be a whole number of seconds from 10, got 1 (int)"),
     # -- ray: what lands in the unit and its files ---------------------------------------------------------
     rule("umask_not_octal", {"ray_umask": "0999"}, "ray_umask must be an octal umask such as 0027, got '0999'"),
     rule("user_with_space", {"ray_user": "ray user"},
@@ -388,7 +392,8 @@ def test_site_checks_every_role_before_any_role_runs():
     with open(os.path.join(ROOT, "playbooks", "site.yml")) as f:
         plays = yaml.safe_load(f)
     first_changing = next(p for p in plays if p.get("become"))
-    # Only node_facts, which reads the node's addresses and local fact, may come before the check.
+    # The check comes first, before even the read-only comparison with the converge record: a typo stops an
+    # unchanged re-run too.
     tasks = first_changing["tasks"]
-    assert list(tasks[0]) == ["name", "rlinfra.verl.node_facts"] and tasks[0]["rlinfra.verl.node_facts"] is None, tasks[0]
-    assert tasks[1]["rlinfra.verl.check_settings"] == {"roles": ["storage_lvm", "nfs_mount", "python_env", "ray"]}
+    assert tasks[0]["rlinfra.verl.check_settings"] == {"roles": ["storage_lvm", "nfs_mount", "python_env", "ray"]}
+    assert "rlinfra.verl.converge_record" in tasks[1], tasks[1]

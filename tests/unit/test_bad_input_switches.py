@@ -41,6 +41,13 @@ ROWS = [
     Row("stop_jobs_typo", "teardown", ["teardown_stop_jobs=ture"], "teardown_stop_jobs %s 'ture'" % BOOL),
     Row("purge_typo", "teardown", ["teardown_purge=yess"], "teardown_purge %s 'yess'" % BOOL),
     Row("restart_typo", "site", ["ray_restart_running_jobs=treu"], "ray_restart_running_jobs %s 'treu'" % BOOL),
+    Row("release_typo", "teardown", ["release=ture"], "release %s 'ture'" % BOOL),
+    Row("keep_partial_typo", "provision", ["nodes=2", "keep_partial=yse"], "keep_partial %s 'yse'" % BOOL),
+    Row("nodes_zero", "provision", ["nodes=0"], "nodes must be a whole number from 1, got '0'"),
+    Row("gpu_count_word", "provision", ["nodes=2", "gpu_count=eight"], "gpu_count must be a whole number from 1, got 'eight'"),
+    Row("gpu_count_dash", "provision", ["nodes=2", "gpu-count=8"],
+        "-e gpu-count is not a switch of provision.yml; did you mean -e gpu_count? (its switches: nodes, gpu, gpu_count, "
+        "label, max_price, region, keep_partial)"),
     # -- near misses of a switch's name: Ansible would set a variable nobody reads ---------------------------
     Row("dryrun", "submit", ["exp=smoke", "dryrun=true"],
         "-e dryrun is not a switch of submit.yml; did you mean -e dry_run? (its switches: %s, checkpoint_cluster, "
@@ -64,10 +71,10 @@ ROWS = [
         "-e steps is not a switch of merge.yml; did you mean -e step? (its switches: %s, step)" % JOB),
     Row("purge_short", "teardown", ["teardown-purge=true"],
         "-e teardown-purge is not a switch of teardown.yml; did you mean -e teardown_purge? (its switches: cluster, "
-        "teardown_stop_jobs, teardown_purge)"),
+        "teardown_stop_jobs, teardown_purge, release)"),
     Row("stop_jobs_plural", "teardown", ["teardown_stop_job=true"],
         "-e teardown_stop_job is not a switch of teardown.yml; did you mean -e teardown_stop_jobs? (its switches: "
-        "cluster, teardown_stop_jobs, teardown_purge)"),
+        "cluster, teardown_stop_jobs, teardown_purge, release)"),
     Row("restart_dashes", "site", ["ray-restart-running-jobs=true"],
         "-e ray-restart-running-jobs is not a switch of site.yml; did you mean -e ray_restart_running_jobs? "
         "(its switches: ray_restart_running_jobs)"),
@@ -77,7 +84,7 @@ ROWS = [
     Row("status_wait", "status", ["exp=smoke", "wait=false"],
         "-e wait is not a switch of status.yml (its switches: %s); it would be ignored: drop it" % JOB),
     Row("teardown_dry_run", "teardown", ["dry_run=true"],
-        "-e dry_run is not a switch of teardown.yml (its switches: cluster, teardown_stop_jobs, teardown_purge); "
+        "-e dry_run is not a switch of teardown.yml (its switches: cluster, teardown_stop_jobs, teardown_purge, release); "
         "it would be ignored: drop it"),
     Row("site_purge", "site", ["teardown_purge=true"],
         "-e teardown_purge is not a switch of site.yml (its switches: ray_restart_running_jobs); it would be "

@@ -1,0 +1,41 @@
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Action ``rlinfra.verl.idle_guard``: sends the guard's code (the collection's own module_utils, as the controller
+has them) with the module, so the head runs the same client and rules as provision.yml. Documentation:
+plugins/modules/idle_guard.py; the guard: module_utils/idle_guard.py."""
+
+from __future__ import annotations
+
+import os
+
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.rlinfra.verl.plugins.modules.idle_guard import ARGUMENT_SPEC
+
+MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
+# The guard and what it imports (standard library otherwise), under their package path on the node.
+CODE = ("idle_guard.py", "hyperbolic.py", "hyperbolic_rent.py", "numbers.py")
+PACKAGE = "ansible_collections/rlinfra/verl/plugins/module_utils/"
+
+
+def guard_code(directory=MODULE_UTILS):
+    files = {}
+    for name in CODE:
+        with open(os.path.join(directory, name), encoding="utf-8") as handle:
+            files[PACKAGE + name] = handle.read()
+    return files
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        args = dict(self._task.args)
+        if args.get("state", "present") == "present":
+            args["files"] = guard_code()
+        result.update(self._execute_module(module_name="rlinfra.verl.idle_guard", module_args=args, task_vars=task_vars))
+        return result

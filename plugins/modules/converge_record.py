@@ -1,0 +1,199 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: converge_record
+short_description: Check a node against what site.yml's last converge left, or record it
+version_added: 0.9.0
+description:
+  - O(state=check) (site.yml's first step on every node) sets the facts M(rlinfra.verl.node_facts) sets and
+    C(ansible_converge_record) saying whether the node is exactly as the record of its last converge says - same
+    inputs (the collection's files and the roles' variables, digested on the controller), same files, Python
+    packages, unit states, firewall table, mounts, addresses and GPUs. When it is, the facts that converge
+    published (C(ray_node_ip), C(python_env_fingerprint), C(python_env_frozen), C(python_env_python_version))
+    are set again from the record, so that later plays can use them without converging the node.
+  - O(state=write) (site.yml's last step, after the cluster was found whole) observes the node and writes the
+    record, root-only. The record is a cache of a verified converge, not configuration, so writing it reports
+    C(changed=false) (RV(recorded) says whether it was rewritten).
+  - Reads only with O(state=check); a missing, half-written or older record means the node is converged in full.
+author:
+  - rlinfra maintainers (@rlinfra)
+options:
+  state:
+    description: Check the node against the record, or write the record.
+    type: str
+    choices: [check, write]
+    default: check
+  path:
+    description: The record's path.
+    type: path
+    default: /etc/ray/rlinfra-converged.json
+  inputs:
+    description:
+      - Digest of what the run was given. With O(state=check) the action plugin computes it when omitted; with
+        O(state=write) pass the one the check returned (C(ansible_converge_record.inputs)), since the run has set
+        facts since.
+    type: str
+  watch:
+    description: With O(state=write), what the record watches on the node.
+    type: dict
+    default: {}
+    suboptions:
+      files:
+        description: Files whose content, mode and owner are watched.
+        type: list
+        elements: path
+        default: []
+      dirs:
+        description: Directories whose regular files (directly in them) are watched, names included.
+        type: list
+        elements: path
+        default: []
+      packages:
+        description: Glob patterns of site-packages directories whose package metadata entries are watched.
+        type: list
+        elements: str
+        default: []
+      units:
+        description: systemd units whose active and unit-file states are watched.
+        type: list
+        elements: str
+        default: []
+      nft_tables:
+        description: nftables tables (family inet) whose live rules are watched, with the controller's address.
+        type: list
+        elements: str
+        default: []
+  facts:
+    description: With O(state=write), facts the converge published, set again by a check that finds the node unchanged.
+    type: dict
+    default: {}
+  members:
+    description: With O(state=write), the hosts of the node's cluster; a check's caller compares them with today's.
+    type: list
+    elements: str
+    default: []
+  local:
+    description: Local facts to read from O(fact_dir), as M(rlinfra.verl.node_facts) does.
+    type: list
+    elements: str
+    default: [rlinfra_ray]
+  fact_dir:
+    description: Where local facts live.
+    type: path
+    default: /etc/ansible/facts.d
+attributes:
+  action:
+    support: full
+    description: The controller digests the inputs for a check.
+  check_mode:
+    support: full
+    description: A check only reads; a write in check mode says whether it would rewrite the record.
+  diff_mode:
+    support: none
+    description: No diff.
+  facts:
+    support: full
+    description: Sets C(ansible_converge_record), the node's addresses and local facts, and with an unchanged node the recorded facts.
+seealso:
+  - module: rlinfra.verl.node_facts
+"""
+
+EXAMPLES = r"""
+- name: Is the node as its last converge left it?
+  rlinfra.verl.converge_record:
+  become: true
+
+- name: Record the converge (after the cluster was found whole)
+  rlinfra.verl.converge_record:
+    state: write
+    inputs: "{{ ansible_converge_record.inputs }}"
+    watch:
+      dirs: [/etc/ray, /opt/rlinfra/venv]
+      packages: [/opt/rlinfra/venv/lib/python*/site-packages]
+      units: [ray-worker.service]
+    facts:
+      ray_node_ip: "{{ ray_node_ip }}"
+  become: true
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: The facts set.
+  returned: always
+  type: dict
+  contains:
+    ansible_converge_record:
+      description:
+        - C(converged) (bool), C(reason) (empty when converged, else why not, one phrase), C(inputs) (the digest),
+          C(members) (the cluster's hosts the record names).
+      type: dict
+      sample: {converged: false, reason: ray-worker.service is inactive (enabled), inputs: 3f2a..., members: [node1, node2]}
+recorded:
+  description: With O(state=write), whether the record was (or in check mode would be) rewritten.
+  returned: success
+  type: bool
+reason:
+  description: Why the node is not as recorded (empty when it is).
+  returned: success
+  type: str
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rlinfra.verl.plugins.module_utils import converge_record as R
+from ansible_collections.rlinfra.verl.plugins.module_utils.files import makedirs, write_atomic
+from ansible_collections.rlinfra.verl.plugins.module_utils.node_facts import ip_runner, node_facts
+
+WATCH = dict(files=dict(type="list", elements="path", default=[]), dirs=dict(type="list", elements="path", default=[]),
+             packages=dict(type="list", elements="str", default=[]), units=dict(type="list", elements="str", default=[]),
+             nft_tables=dict(type="list", elements="str", default=[]))
+ARGUMENT_SPEC = dict(
+    state=dict(type="str", choices=["check", "write"], default="check"),
+    path=dict(type="path", default="/etc/ray/rlinfra-converged.json"),
+    inputs=dict(type="str"),
+    watch=dict(type="dict", default={}, options=WATCH),
+    facts=dict(type="dict", default={}),
+    members=dict(type="list", elements="str", default=[]),
+    local=dict(type="list", elements="str", default=["rlinfra_ray"]),
+    fact_dir=dict(type="path", default="/etc/ansible/facts.d"),
+)
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True, required_if=[("state", "write", ["inputs"])])
+    p = module.params
+    facts = node_facts(ip_runner(module), p["fact_dir"], p["local"])
+    probe = R.Probe(module)
+    if p["state"] == "write":
+        observed = R.observe(p["watch"], facts, probe)
+        text = R.content(p["inputs"], p["watch"], observed, p["facts"], p["members"])
+        try:
+            with open(p["path"], encoding="utf-8") as handle:
+                recorded = handle.read() != text
+        except OSError:
+            recorded = True
+        if recorded and not module.check_mode:
+            makedirs(os.path.dirname(p["path"]) or ".", 0o755)
+            write_atomic(p["path"], text, 0o600, prefix=".rlinfra-converged.")
+        module.exit_json(changed=False, recorded=recorded, reason="")
+    record = R.load(p["path"])
+    reason = "no inputs given" if not p["inputs"] else ""
+    if record and not reason:
+        reason = R.verdict(record, p["inputs"], R.observe(record.get("watch") or {}, facts, probe))
+    elif not reason:
+        reason = R.verdict(None, p["inputs"], {})
+    if not reason:
+        facts.update(record.get("facts") or {})
+    facts["ansible_converge_record"] = dict(converged=not reason, reason=reason, inputs=p["inputs"] or "",
+                                            members=(record or {}).get("members") or [])
+    module.exit_json(changed=False, ansible_facts=facts, reason=reason)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,214 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: idle_guard
+short_description: Install (or remove) the timer that releases an idle cluster's Hyperbolic instances
+version_added: 0.9.0
+description:
+  - On a cluster's head, O(state=present) installs a systemd timer (C(rlinfra-idle-guard.timer), every
+    O(check_every) seconds) whose service checks Ray's jobs on the head's dashboard. When no job is C(PENDING) or
+    C(RUNNING) and the last one ended (or, without jobs, Ray started) at least O(idle_release_after) seconds ago, it
+    stops Ray on the head and releases every Hyperbolic instance tagged with O(label) through the API, saying why in
+    one journal line (C(journalctl -u rlinfra-idle-guard)). When it cannot read the jobs it releases nothing.
+  - It runs the node's C(python3) on a copy of the collection's Hyperbolic client and the guard
+    (C(module_utils/idle_guard.py)), which the action plugin sends from the controller, under O(root). The API key
+    lives only in O(config_path) (root, mode 0600), never in a unit or an argument.
+  - O(state=absent) stops and removes the timer, its units, the config and the copy.
+  - This releases machines that may hold data on their local disks; keep what matters on the shared volume.
+author:
+  - rlinfra maintainers (@rlinfra)
+options:
+  state:
+    description: Installed or removed.
+    type: str
+    choices: [present, absent]
+    default: present
+  label:
+    description: The tag of the instances to release (provision.yml tags them with the Ray cluster's name).
+    type: str
+  idle_release_after:
+    description: Seconds without a running job after which the cluster is released.
+    type: int
+  check_every:
+    description: Seconds between checks.
+    type: int
+    default: 300
+  api_key:
+    description: Hyperbolic API key the head uses to release the instances.
+    type: str
+  api_url:
+    description: Base URL of the Hyperbolic API.
+    type: str
+    default: https://api.hyperbolic.xyz
+  dashboard_url:
+    description: The head's Ray dashboard, as the head reaches it.
+    type: str
+  token_path:
+    description: The head's copy of the cluster token (empty without token authentication).
+    type: str
+    default: ""
+  root:
+    description: Where the copy of the guard's code lives.
+    type: path
+    default: /opt/rlinfra/idle-guard
+  config_path:
+    description: The guard's configuration (root-only).
+    type: path
+    default: /etc/rlinfra/idle-guard.json
+  unit_dir:
+    description: Where the units go.
+    type: path
+    default: /etc/systemd/system
+  files:
+    description: The code to copy, relative path to content. The action plugin fills it in from the collection.
+    type: dict
+    default: {}
+attributes:
+  action:
+    support: full
+    description: The action plugin reads the guard's code from the collection on the controller.
+  check_mode:
+    support: full
+    description: Says what would change and changes nothing.
+  diff_mode:
+    support: none
+    description: No diff.
+"""
+
+EXAMPLES = r"""
+- name: Release the cluster after two idle hours
+  rlinfra.verl.idle_guard:
+    label: exp-a
+    idle_release_after: 7200
+    api_key: "{{ lookup('ansible.builtin.env', 'HYPERBOLIC_API_KEY') }}"
+    dashboard_url: http://10.0.0.5:8265
+    token_path: /etc/ray/auth_token
+  become: true
+"""
+
+RETURN = r"""
+files:
+  description: The files written or removed.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import json
+import os
+import shutil
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rlinfra.verl.plugins.module_utils.files import makedirs, write_if_changed
+
+ARGUMENT_SPEC = dict(
+    state=dict(type="str", choices=["present", "absent"], default="present"),
+    label=dict(type="str"),
+    idle_release_after=dict(type="int"),
+    check_every=dict(type="int", default=300),
+    api_key=dict(type="str", no_log=True),
+    api_url=dict(type="str", default="https://api.hyperbolic.xyz"),
+    dashboard_url=dict(type="str"),
+    token_path=dict(type="str", default="", no_log=False),  # a path, not the token
+    root=dict(type="path", default="/opt/rlinfra/idle-guard"),
+    config_path=dict(type="path", default="/etc/rlinfra/idle-guard.json"),
+    unit_dir=dict(type="path", default="/etc/systemd/system"),
+    files=dict(type="dict", default={}),
+)
+NAME = "rlinfra-idle-guard"
+SERVICE = """[Unit]
+Description=rlinfra.verl idle guard: release this cluster's Hyperbolic instances after %(after)ss without a Ray job
+After=network-online.target
+
+[Service]
+Type=oneshot
+Environment=PYTHONPATH=%(root)s
+ExecStart=%(python)s -m ansible_collections.rlinfra.verl.plugins.module_utils.idle_guard %(config)s
+"""
+TIMER = """[Unit]
+Description=rlinfra.verl idle guard, every %(every)ss
+
+[Timer]
+OnActiveSec=%(every)ss
+OnUnitActiveSec=%(every)ss
+
+[Install]
+WantedBy=timers.target
+"""
+
+
+def systemctl(module, *args):
+    rc, out, err = module.run_command([module.get_bin_path("systemctl", required=True)] + list(args))
+    if rc != 0:
+        module.fail_json(msg="systemctl %s failed: %s" % (" ".join(args), (err or out).strip().replace("\n", " | ")))
+
+
+def present(module, p):
+    missing = [n for n in ("label", "idle_release_after", "api_key", "dashboard_url") if not p[n]]
+    if missing or p["idle_release_after"] < 1 or p["check_every"] < 10 or not p["files"]:
+        module.fail_json(msg="idle_guard: needs label, idle_release_after (seconds, from 1), check_every (from 10 s), "
+                             "api_key, dashboard_url and the code; missing or bad: %s" % (", ".join(missing) or "check_every/files"))
+    python = module.get_bin_path("python3", opt_dirs=["/usr/bin"])
+    if not python:
+        module.fail_json(msg="idle_guard: the head has no python3 to run the guard; install it (the OS package) first")
+    written = []
+    for rel, text in sorted(p["files"].items()):
+        path = os.path.join(p["root"], rel)
+        if not module.check_mode:
+            makedirs(os.path.dirname(path), 0o755)
+        if write_if_changed(path, text, 0o644, module.check_mode):
+            written.append(path)
+    config = dict(label=p["label"], idle_release_after=p["idle_release_after"], api_key=p["api_key"], api_url=p["api_url"],
+                  dashboard_url=p["dashboard_url"], token_path=p["token_path"])
+    if not module.check_mode:
+        makedirs(os.path.dirname(p["config_path"]), 0o755)
+    if write_if_changed(p["config_path"], json.dumps(config, sort_keys=True, indent=1) + "\n", 0o600, module.check_mode):
+        written.append(p["config_path"])
+    values = dict(after=p["idle_release_after"], root=p["root"], python=python, config=p["config_path"], every=p["check_every"])
+    units = [(os.path.join(p["unit_dir"], NAME + ".service"), SERVICE % values), (os.path.join(p["unit_dir"], NAME + ".timer"), TIMER % values)]
+    unit_changed = [path for path, text in units if write_if_changed(path, text, 0o644, module.check_mode)]
+    written += unit_changed
+    if module.check_mode:
+        return written
+    if unit_changed:
+        systemctl(module, "daemon-reload")
+    rc, out, dummy = module.run_command([module.get_bin_path("systemctl", required=True), "is-enabled", NAME + ".timer"])
+    if out.strip() != "enabled" or unit_changed:
+        systemctl(module, "enable", "--now", NAME + ".timer")
+        written.append(NAME + ".timer enabled")
+    return written
+
+
+def absent(module, p):
+    paths = [os.path.join(p["unit_dir"], NAME + ".timer"), os.path.join(p["unit_dir"], NAME + ".service"), p["config_path"]]
+    there = [x for x in paths if os.path.exists(x)] + ([p["root"]] if os.path.isdir(p["root"]) else [])
+    if module.check_mode or not there:
+        return there
+    if os.path.exists(paths[0]):
+        module.run_command([module.get_bin_path("systemctl", required=True), "disable", "--now", NAME + ".timer"])
+    for path in there:
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+    config_dir = os.path.dirname(p["config_path"])
+    if os.path.isdir(config_dir) and not os.listdir(config_dir):
+        os.rmdir(config_dir)
+    systemctl(module, "daemon-reload")
+    return there
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    p = module.params
+    files = present(module, p) if p["state"] == "present" else absent(module, p)
+    module.exit_json(changed=bool(files), files=files)
+
+
+if __name__ == "__main__":
+    main()

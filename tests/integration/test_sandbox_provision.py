@@ -1,0 +1,155 @@
+"""From nothing to a cluster and back to nothing, on the sandbox: the fake Hyperbolic API rents out the sandbox's
+own containers (its marketplace lists two machines; a rented instance answers SSH at a container's address).
+
+provision.yml -e nodes=3 -e gpu=H100 rents three, waits for SSH and builds Ray cluster 'prov' on them with site.yml;
+the inventory plugin then lists them (head prov-0); a second run rents nothing and changes nothing;
+teardown.yml -e release=true stops Ray and releases exactly those three; the inventory is empty again. The API
+key never shows. Then the idle guard on the sandbox's own cluster (tagged 'default' through the fake API): with
+a job running it releases nothing; once the job has ended longer ago than the limit it stops Ray and releases
+the cluster's instances, saying why in the journal. The sandbox is converged again afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+
+import yaml
+
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import HyperbolicClient
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic_rent import Rent
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayClient
+from tests.fake_hyperbolic.server import FakeHyperbolic, machine_item
+from tests.fake_hyperbolic.testing import HYPERBOLIC_TEST_KEY, unwrap
+from tests.integration.conftest import ROOT, SANDBOX, sandbox_nodes, sandbox_playbook, venv_bin
+from tests.integration.test_sandbox_code import gateway
+from tests.integration.test_sandbox_firewall import recap
+from tests.integration.test_sandbox_job import leaks, on_node
+
+MACHINES = [machine_item("sbx-node-a", cluster="sandbox-a", gpus_total=16, cents=199),
+            machine_item("sbx-node-b", cluster="sandbox-b", gpus_total=8, cents=249)]
+
+
+def flat(text):
+    return " ".join(text.split()).replace("''", "'")
+
+
+def inventory_dir(tmp_path, url):
+    inv = tmp_path / "inventory"
+    (inv / "group_vars").mkdir(parents=True)
+    (inv / "prov.hyperbolic.yml").write_text(yaml.safe_dump({
+        "plugin": "rlinfra.verl.hyperbolic", "api_url": url, "sources": ["marketplace"], "name_pattern": "prov-*",
+        "cluster_from": r"^(?P<cluster>.+)-\d+$", "retries": 1, "retry_backoff": 0.1}))
+    (inv / "group_vars" / "all.yml").write_text(yaml.safe_dump({
+        "ansible_python_interpreter": "/usr/bin/python3", "python_env_offline": True, "python_env_wheelhouse": "/data/wheelhouse",
+        "ansible_ssh_private_key_file": str(SANDBOX / "id_ed25519")}))
+    return inv
+
+
+def env_for(url):
+    return {"HYPERBOLIC_API_KEY": HYPERBOLIC_TEST_KEY, "HYPERBOLIC_API_URL": url}
+
+
+def run(name, inv, *extra, url):
+    args = [venv_bin("ansible-playbook"), "-i", str(inv), name]
+    for item in extra:
+        args += ["-e", item]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "HYPERBOLIC_"))}
+    env.update(ANSIBLE_NOCOLOR="1", **env_for(url))
+    proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    proc.output = proc.stdout + proc.stderr
+    return proc
+
+
+def listed(inv, url):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "HYPERBOLIC_"))}
+    env.update(env_for(url))
+    proc = subprocess.run([venv_bin("ansible-inventory"), "-i", str(inv), "--list"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return unwrap(json.loads(proc.stdout))
+
+
+def test_rent_build_release(sandbox, tmp_path):
+    nodes = sandbox_nodes()
+    with FakeHyperbolic(api_key=HYPERBOLIC_TEST_KEY) as fake:
+        fake.set_machines(MACHINES, host_pool=[(n["ip"], 22, "root") for n in nodes])
+        inv = inventory_dir(tmp_path, fake.url)
+        try:
+            first = run("provision.yml", inv, "nodes=3", "gpu=H100", "label=prov", url=fake.url)
+            assert first.returncode == 0, first.output[-4000:]
+            assert len(fake.rented) == 3 and HYPERBOLIC_TEST_KEY not in first.output
+            assert re.search(r"Cluster 'prov': 3 nodes alive", flat(first.output)), first.output[-3000:]
+
+            data = listed(inv, fake.url)
+            assert data["ray_head"]["hosts"] == ["prov-0"] and sorted(data["ray_workers"]["hosts"]) == ["prov-1", "prov-2"]
+            hostvars = data["_meta"]["hostvars"]
+            assert {h: v["ray_cluster"] for h, v in hostvars.items()} == {"prov-0": "prov", "prov-1": "prov", "prov-2": "prov"}
+            assert sorted(v["ansible_host"] for v in hostvars.values()) == sorted(n["ip"] for n in nodes)
+
+            creates = len([r for r in fake.requests if r[1].endswith("/create")])
+            again = run("provision.yml", inv, "nodes=3", "gpu=H100", "label=prov", url=fake.url)
+            assert again.returncode == 0, again.output[-4000:]
+            assert len([r for r in fake.requests if r[1].endswith("/create")]) == creates
+            assert set(recap(again.output).values()) == {0}, again.output[-3000:]
+
+            down = run("teardown.yml", inv, "release=true", "teardown_stop_jobs=true", url=fake.url)
+            assert down.returncode == 0, down.output[-4000:]
+            assert fake.rented == [] and len(fake.terminated) == 3
+            assert "ray_head" not in listed(inv, fake.url) or not listed(inv, fake.url)["ray_head"].get("hosts")
+            for n in nodes:
+                assert on_node(n["name"], "ls /etc/systemd/system/ray-*.service 2>/dev/null").strip() == "", n["name"]
+        finally:
+            restore = sandbox_playbook("site.yml")
+            assert restore.returncode == 0, restore.output[-4000:]
+
+
+def test_idle_guard_keeps_a_busy_cluster_and_releases_an_idle_one(sandbox):
+    nodes = sandbox_nodes()
+    head = next(n for n in nodes if n["role"] == "head")
+    with FakeHyperbolic(api_key=HYPERBOLIC_TEST_KEY, host=gateway()) as fake:
+        fake.set_machines(MACHINES, host_pool=[(n["ip"], 22, "root") for n in nodes])
+        # What provision.yml would have rented for the sandbox's cluster ("default"): its own three containers.
+        Rent(HyperbolicClient(HYPERBOLIC_TEST_KEY, fake.url)).present("default", 3, gpu_model="H100")
+        rented = sorted(i["item"]["id"] for i in fake.rented)
+        guard = ("ray_head_idle_release_after=10", "ray_head_idle_check_every=3600")
+        try:
+            site = sandbox_playbook("site.yml", *guard, env=env_for(fake.url))
+            assert site.returncode == 0, site.output[-4000:]
+            assert on_node(head["name"], "systemctl is-enabled rlinfra-idle-guard.timer").strip() == "enabled"
+            assert on_node(head["name"], "stat -c '%a %U' /etc/rlinfra/idle-guard.json").strip() == "600 root"
+            assert HYPERBOLIC_TEST_KEY not in site.output and leaks(head["name"], [HYPERBOLIC_TEST_KEY]) == []
+
+            token = on_node(head["name"], "cat /etc/ray/auth_token").strip()
+            client = RayClient("http://%s:8265" % head["ip"], token=token)
+            sid = "idle-guard-%d" % int(time.time())
+            client.submit_job(sid, "sleep 600")
+            deadline = time.monotonic() + 120
+            while (client.get_job(sid) or {}).get("status") not in ("RUNNING",) and time.monotonic() < deadline:
+                time.sleep(1)
+            on_node(head["name"], "systemctl start rlinfra-idle-guard.service")
+            journal = on_node(head["name"], "journalctl -u rlinfra-idle-guard.service -o cat --no-pager")
+            assert "idle guard (default): busy: job(s) %s running or pending; nothing to do" % sid in journal, journal[-2000:]
+            assert fake.terminated == [] and on_node(head["name"], "systemctl is-active ray-head").strip() == "active"
+
+            client.stop_job(sid)
+            while (client.get_job(sid) or {}).get("status") not in ("STOPPED", "FAILED") and time.monotonic() < deadline:
+                time.sleep(1)
+            time.sleep(11)
+            on_node(head["name"], "systemctl start rlinfra-idle-guard.service")
+            journal = on_node(head["name"], "journalctl -u rlinfra-idle-guard.service -o cat --no-pager")
+            assert re.search(r"idle guard \(default\): idle for \d+s \(the last job, %s, ended \d+s ago\), at or over the "
+                             r"limit of 10s" % sid, journal), journal[-2000:]
+            assert "idle guard (default): Ray stopped" in journal
+            assert "idle guard (default): released %s" % ", ".join(rented) in journal, journal[-2000:]
+            assert sorted(fake.terminated) == rented and fake.rented == []
+            assert on_node(head["name"], "systemctl is-active ray-head").strip() != "active"
+            assert HYPERBOLIC_TEST_KEY not in journal
+        finally:
+            restore = sandbox_playbook("site.yml")
+            assert restore.returncode == 0, restore.output[-4000:]
+            assert on_node(head["name"], "ls /etc/systemd/system/rlinfra-idle-guard.timer 2>&1; ls /etc/rlinfra 2>&1").count(
+                "No such file") == 2

@@ -1,0 +1,130 @@
+"""The idle guard's decision and one run of it against the fake Hyperbolic API and a real HTTP stand-in for the
+head's dashboard (Ray's /api/jobs/ shape): busy -> nothing; idle past the limit -> Ray stopped, exactly the
+label's instances released; jobs unreadable -> nothing released, said in one line. The code it runs on the node
+imports without Ansible (checked in a python3 without it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.rlinfra.verl.plugins.action.idle_guard import guard_code
+from ansible_collections.rlinfra.verl.plugins.module_utils import idle_guard as G
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import HyperbolicClient
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic_rent import Rent
+from tests.fake_hyperbolic.server import FakeHyperbolic, machine_item, marketplace_instance
+from tests.fake_hyperbolic.testing import HYPERBOLIC_TEST_KEY
+
+NOW = 1_800_000_000.0
+
+
+def job(sid, status, start=None, end=None):
+    return {"submission_id": sid, "status": status, "start_time": start, "end_time": end}
+
+
+def test_decide():
+    assert G.decide([job("a", "RUNNING", start=1)], NOW, 10_000, 60) == (False, "busy: job(s) a running or pending; nothing to do")
+    ended = [job("a", "SUCCEEDED", end=(NOW - 30) * 1000), job("b", "FAILED", end=(NOW - 500) * 1000)]
+    release, line = G.decide(ended, NOW, 10_000, 60)
+    assert not release and line == "idle for 30s (the last job, a, ended 30s ago), below the limit of 60s; nothing to do"
+    release, line = G.decide(ended, NOW + 100, 10_000, 60)
+    assert release and line.startswith("idle for 130s (the last job, a, ended 130s ago), at or over the limit of 60s")
+    # Ray restarted after the last job: idle counts from Ray's start.
+    assert G.decide(ended, NOW + 100, 20, 60)[0] is False
+    assert G.decide([], NOW, 7200, 3600) == (True, "idle for 7200s (no job has run since Ray started 7200s ago), at or over "
+                                                   "the limit of 3600s (idle_release_after): stopping Ray and releasing the cluster's instances")
+    assert G.decide([], NOW, None, 60)[0] is False
+    assert G.since_ray_started("ActiveEnterTimestampMonotonic=5000000\n", "125.50 100.0\n") == 120.5
+    assert G.since_ray_started("ActiveEnterTimestampMonotonic=0", "1 1") is None
+
+
+class Dashboard:
+    def __init__(self, jobs):
+        self.jobs, self.auth = jobs, []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):  # noqa: N802
+                outer.auth.append(self.headers.get("Authorization"))
+                body = json.dumps(outer.jobs).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    with FakeHyperbolic(api_key=HYPERBOLIC_TEST_KEY) as fake:
+        fake.set_machines([machine_item("gpu-a", gpus_total=16)], host_pool=[("127.0.0.1", 22, "root")] * 3)
+        other = marketplace_instance("keep-me", "127.0.0.1", status="online")
+        other["userMetadata"] = {"rlinfra": {"label": "other", "name": "other-0"}}
+        fake.set_instances(marketplace=[other])
+        client = HyperbolicClient(HYPERBOLIC_TEST_KEY, fake.url, retries=0)
+        Rent(client, probe=lambda h, p: "").present("exp-a", 2, gpu_model="H100", wait=False)
+        token = tmp_path / "token"
+        token.write_text("tok-123\n")
+        yield fake, token
+
+
+def run_once(fake, token, jobs, limit=60, url=None):
+    dash = Dashboard(jobs)
+    calls, lines = [], []
+
+    def systemctl(args):
+        calls.append(args)
+        if args[0] == "show":
+            return subprocess.CompletedProcess(args, 0, "ActiveEnterTimestampMonotonic=1000000\n", "")
+        return subprocess.CompletedProcess(args, 0, "", "")
+    config = dict(label="exp-a", idle_release_after=limit, api_key=HYPERBOLIC_TEST_KEY, api_url=fake.url,
+                  dashboard_url=url or dash.url, token_path=str(token), release_timeout=5)
+    rc = G.run(config, out=lines.append, systemctl=systemctl, now=lambda: NOW)
+    dash.server.shutdown()
+    return rc, lines, calls, dash
+
+
+def test_a_busy_cluster_is_kept_an_idle_one_released(cluster):
+    fake, token = cluster
+    rc, lines, calls, dash = run_once(fake, token, [job("r1", "RUNNING", start=(NOW - 9000) * 1000)])
+    assert rc == 0 and lines == ["idle guard (exp-a): busy: job(s) r1 running or pending; nothing to do"]
+    assert ("stop", "ray-head.service") not in calls and len(fake.rented) == 2 and dash.auth == ["Bearer tok-123"]
+
+    rc, lines, calls, dash = run_once(fake, token, [job("r1", "SUCCEEDED", end=(NOW - 90) * 1000)])
+    assert rc == 0 and lines[0].startswith("idle guard (exp-a): idle for 90s (the last job, r1, ended 90s ago), at or over")
+    assert lines[1] == "idle guard (exp-a): Ray stopped" and ("stop", "ray-head.service") in calls
+    assert lines[2] == "idle guard (exp-a): released fake-instance-0001, fake-instance-0002"
+    assert fake.rented == [] and [i["id"] for i in fake.marketplace] == ["keep-me"]
+    assert all(HYPERBOLIC_TEST_KEY not in line for line in lines)
+
+
+def test_unreadable_jobs_release_nothing(cluster):
+    fake, token = cluster
+    rc, lines, calls, dash = run_once(fake, token, [], url="http://127.0.0.1:9")
+    assert rc == 1 and lines[0].startswith("idle guard (exp-a): cannot read Ray's jobs at http://127.0.0.1:9")
+    assert lines[0].endswith("not releasing anything") and calls == [] and len(fake.rented) == 2
+
+
+def test_the_code_sent_to_the_head_runs_without_ansible(tmp_path):
+    for rel, text in guard_code().items():
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+    probe = ("import sys; sys.modules['ansible'] = None; "  # as on a node without Ansible
+             "from ansible_collections.rlinfra.verl.plugins.module_utils import idle_guard, hyperbolic_rent; print('ok')")
+    proc = subprocess.run([python, "-I", "-c", "import sys; sys.path.insert(0, %r); %s" % (str(tmp_path), probe)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == "ok", proc.stderr[-2000:]
