@@ -9,7 +9,7 @@ from __future__ import annotations
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import settings as S
-from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import read
+from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import settings_failure
 
 ARGUMENT_SPEC = dict(
     roles=dict(type="list", elements="str", required=True, choices=list(S.ROLES)),
@@ -24,13 +24,6 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        # A variable left to the role's default is good by construction: only defined ones are read.
-        values, errors = read(self._templar, task_vars, S.names_for(args["roles"]))
-        errors += S.check(values)
-        result.update(changed=False, checked=sorted(values))
-        if errors:
-            host = task_vars.get("inventory_hostname", "this host")
-            result.update(failed=True, errors=errors,
-                          msg="Bad setting%s for %s (nothing was changed): %s" % (
-                              "s" if len(errors) > 1 else "", host, "; ".join(errors)))
+        checked, failure = settings_failure(self._templar, task_vars, args["roles"])
+        result.update(changed=False, checked=checked, **failure)
         return result

@@ -15,6 +15,7 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.rlinfra.verl.plugins.module_utils.converge_record import digest
 from ansible_collections.rlinfra.verl.plugins.module_utils.settings import plain
 from ansible_collections.rlinfra.verl.plugins.modules.converge_record import ARGUMENT_SPEC
+from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import settings_failure
 
 # The variables the roles site.yml runs read, by prefix; a name with "__" is a role's own (set during a run).
 PREFIXES = ("storage_lvm_", "nfs_mount_", "python_env_", "ray_")
@@ -72,6 +73,12 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         args = dict(self._task.args)
+        roles = args.pop("settings", None) or []
+        if roles:
+            dummy, failure = settings_failure(self._templar, task_vars, roles)
+            if failure:
+                result.update(changed=False, **failure)
+                return result
         if args.get("state", "check") == "check" and not args.get("inputs"):
             args["inputs"] = inputs_digest(self._templar, task_vars)
         result.update(self._execute_module(module_name="rlinfra.verl.converge_record", module_args=args, task_vars=task_vars))

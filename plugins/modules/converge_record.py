@@ -77,6 +77,15 @@ options:
     type: list
     elements: str
     default: []
+  settings:
+    description:
+      - Before the node is contacted, check the variables of these roles as values, as M(rlinfra.verl.check_settings)
+        does (same rules, same one line); a bad value fails the task and the node is not read. Saves site.yml a
+        task per node.
+    type: list
+    elements: str
+    default: []
+    choices: [storage_lvm, nfs_mount, python_env, ray]
   local:
     description: Local facts to read from O(fact_dir), as M(rlinfra.verl.node_facts) does.
     type: list
@@ -104,8 +113,9 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: Is the node as its last converge left it?
+- name: Is the node as its last converge left it? (the Ray settings checked first)
   rlinfra.verl.converge_record:
+    settings: [ray]
   become: true
 
 - name: Record the converge (after the cluster was found whole)
@@ -160,6 +170,7 @@ ARGUMENT_SPEC = dict(
     watch=dict(type="dict", default={}, options=WATCH),
     facts=dict(type="dict", default={}),
     members=dict(type="list", elements="str", default=[]),
+    settings=dict(type="list", elements="str", default=[], choices=["storage_lvm", "nfs_mount", "python_env", "ray"]),
     local=dict(type="list", elements="str", default=["rlinfra_ray"]),
     fact_dir=dict(type="path", default="/etc/ansible/facts.d"),
 )

@@ -21,3 +21,18 @@ def read(templar, task_vars, names):
             except AnsibleError as e:
                 errors.append("%s could not be read: %s" % (name, str(e).splitlines()[0]))
     return values, errors
+
+
+def settings_failure(templar, task_vars, roles):
+    """The roles' variables checked as values (rules: module_utils/settings.py), for the actions check_settings and
+    converge_record. Returns ``(checked names, result fields)``: the fields are empty when every value is good, else
+    ``failed``, ``errors`` and the one ``msg`` naming the host."""
+    from ansible_collections.rlinfra.verl.plugins.module_utils import settings as S
+    # A variable left to the role's default is good by construction: only defined ones are read.
+    values, errors = read(templar, task_vars, S.names_for(roles))
+    errors += S.check(values)
+    if not errors:
+        return sorted(values), {}
+    host = task_vars.get("inventory_hostname", "this host")
+    return sorted(values), dict(failed=True, errors=errors, msg="Bad setting%s for %s (nothing was changed): %s" % (
+        "s" if len(errors) > 1 else "", host, "; ".join(errors)))

@@ -268,3 +268,34 @@ def test_the_action_and_module_end_to_end(tmp_path):
     assert out["first"] == "the collection or the roles' variables changed"
     out = _play(tmp_path, "-e", "ray_num_cpus=3")
     assert out["first"] == "" and out["written"] is False
+
+
+SETTINGS_PLAY = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: check with the settings first
+      rlinfra.verl.converge_record:
+        path: "{{ base }}/record.json"
+        fact_dir: "{{ base }}/facts"
+        settings: [ray]
+"""
+
+
+def test_bad_settings_stop_the_check_before_the_node_is_read(tmp_path):
+    """site.yml checks every role's variables in the same task: one line, and the node is not read (the module
+    never runs: a record that is not JSON would otherwise be reported as 'no converge record')."""
+    (tmp_path / "p.yml").write_text(SETTINGS_PLAY)
+    base = [PLAYBOOK, "-i", "localhost,", "-c", "local", "-e", "ansible_python_interpreter=" + sys.executable,
+            "-e", "base=" + str(tmp_path), str(tmp_path / "p.yml")]
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json")
+    bad = subprocess.run(base + ["-e", "ray_gcs_port=70000"], cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
+    res = json.loads(bad.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    assert bad.returncode != 0 and res["failed"]
+    assert res["msg"].startswith("Bad setting for localhost (nothing was changed): ray_gcs_port"), res["msg"]
+    assert "ray_gcs_port" in res["msg"] and "70000" in res["msg"]
+    assert "ansible_facts" not in res and not (tmp_path / "facts").exists()
+    good = subprocess.run(base + ["-e", "ray_gcs_port=6379"], cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
+    res = json.loads(good.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    assert good.returncode == 0, good.stdout[-2000:]
+    assert res["ansible_facts"]["ansible_converge_record"]["reason"] == "no converge record"
