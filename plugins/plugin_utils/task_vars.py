@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleError
 
+from ansible_collections.rlinfra.verl.plugins.module_utils import settings as S
 from ansible_collections.rlinfra.verl.plugins.module_utils.settings import plain
 
 
@@ -27,7 +28,6 @@ def settings_failure(templar, task_vars, roles):
     """The roles' variables checked as values (rules: module_utils/settings.py), for the actions check_settings and
     converge_record. Returns ``(checked names, result fields)``: the fields are empty when every value is good, else
     ``failed``, ``errors`` and the one ``msg`` naming the host."""
-    from ansible_collections.rlinfra.verl.plugins.module_utils import settings as S
     # A variable left to the role's default is good by construction: only defined ones are read.
     values, errors = read(templar, task_vars, S.names_for(roles))
     errors += S.check(values)

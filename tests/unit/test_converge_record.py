@@ -284,7 +284,7 @@ SETTINGS_PLAY = """
 
 def test_bad_settings_stop_the_check_before_the_node_is_read(tmp_path):
     """site.yml checks every role's variables in the same task: one line, and the node is not read (the module
-    never runs: a record that is not JSON would otherwise be reported as 'no converge record')."""
+    never runs, so no facts come back); with good values the same task reads the node."""
     (tmp_path / "p.yml").write_text(SETTINGS_PLAY)
     base = [PLAYBOOK, "-i", "localhost,", "-c", "local", "-e", "ansible_python_interpreter=" + sys.executable,
             "-e", "base=" + str(tmp_path), str(tmp_path / "p.yml")]
