@@ -1,8 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
-"""Action ``rlinfra.verl.converge_record``: digests what the run was given (on the controller), then runs the
-module on the node. Documentation: plugins/modules/converge_record.py; the rules: module_utils/converge_record.py."""
+"""Action ``rlinfra.verl.converge_record``: digests what the run was given (on the controller), then reads the node:
+the check as a plain script (plugin_utils/node_script.py, the same code without Ansible's module runtime - it runs
+on every node of every re-run), the module when that cannot run and for state=write. Documentation:
+plugins/modules/converge_record.py; the rules: module_utils/converge_record.py."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.rlinfra.verl.plugins.module_utils.converge_record import digest
 from ansible_collections.rlinfra.verl.plugins.module_utils.settings import plain
 from ansible_collections.rlinfra.verl.plugins.modules.converge_record import ARGUMENT_SPEC
+from ansible_collections.rlinfra.verl.plugins.plugin_utils import node_script
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import settings_failure
 
 # The variables the roles site.yml runs read, by prefix; a name with "__" is a role's own (set during a run).
@@ -71,7 +74,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
-        self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        dummy, params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         args = dict(self._task.args)
         roles = args.pop("settings", None) or []
         if roles:
@@ -79,7 +82,14 @@ class ActionModule(ActionBase):
             if failure:
                 result.update(changed=False, **failure)
                 return result
-        if args.get("state", "check") == "check" and not args.get("inputs"):
-            args["inputs"] = inputs_digest(self._templar, task_vars)
-        result.update(self._execute_module(module_name="rlinfra.verl.converge_record", module_args=args, task_vars=task_vars))
+        if args.get("state", "check") == "check":
+            if not args.get("inputs"):
+                args["inputs"] = inputs_digest(self._templar, task_vars)
+            params["inputs"] = args["inputs"]
+            res = node_script.run(self, task_vars, "converge_record", "check", params)
+            if res is not None:
+                result.update(res, changed=False, runtime="script")
+                return result
+        result.update(self._execute_module(module_name="rlinfra.verl.converge_record", module_args=args, task_vars=task_vars),
+                      runtime="module")
         return result

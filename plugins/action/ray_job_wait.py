@@ -126,6 +126,7 @@ class Watch:
         self.metrics = {}        # the newest metrics files written (verl_metrics.write)
         self.metrics_at = None   # when they were last refreshed while the job ran
         self.res = {}
+        self.ended_log = None    # (submission_id, whole log) when the last poll saw that attempt end
         self.min_nodes = self.settings["min_nodes"]
         self.new_attempt()
 
@@ -170,7 +171,10 @@ class Watch:
         res = self.module("rlinfra.verl.ray_job_poll", dict(
             self.dash, submission_id=self.sid, timeout=int(seconds), poll_interval=self.args["poll_interval"],
             logs_tail_lines=self.args["logs_tail_lines"] if tail is None else tail,
-            runtime_env=self.mask_env(), secret_names=self.args["secret_names"]))
+            runtime_env=self.mask_env(), secret_names=self.args["secret_names"],
+            full_log_at_end=bool(self.args["log_dir"]) and tail is None))
+        # The whole log of an attempt that ended came with this call: save_log takes it from here.
+        self.ended_log = (self.sid, res.pop("full_log")) if "full_log" in res else None
         if res.get("failed"):  # a rejected token, a bad argument, no dashboard address: nothing a retry fixes
             raise Done("error", res.get("msg") or "ray_job_poll failed")
         self.address = res.get("address") or self.address
@@ -453,7 +457,10 @@ class Watch:
 
     def full_log(self, sid):
         """The attempt's whole driver log, secrets masked (by ray_job_poll, then by value here)."""
-        res = self.poll(0, tail=FULL_LOG) if sid == self.sid else {}
+        if self.ended_log and self.ended_log[0] == sid:
+            res = dict(found=True, logs_tail=self.ended_log[1])
+        else:
+            res = self.poll(0, tail=FULL_LOG) if sid == self.sid else {}
         text = res.get("logs_tail") if res.get("found") else (self.res.get("logs_tail") or "")
         if not text:
             return ""

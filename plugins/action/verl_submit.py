@@ -5,30 +5,24 @@
 
 Decides from the cluster's job list whether the run already exists (a re-run after the controller
 died attaches to its newest attempt) and whether another run writes the same checkpoints (refused),
-then on the head: the run's secrets file (rlinfra.verl.verl_secrets_file), the working_dir zip
-(copied, then uploaded with rlinfra.verl.ray_package) and the job (rlinfra.verl.ray_job).
-Documentation: plugins/modules/verl_submit.py."""
+then runs the module once on the head: the run's secrets file, the working_dir zip (inside the call when
+small, else copied first) and the job. Documentation: plugins/modules/verl_submit.py."""
 
 from __future__ import annotations
 
+import base64
 import os
 
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import attempts as A
 from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_run as S
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import ACTIVE_STATUSES, DASHBOARD_ARGUMENT_SPEC
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import ACTIVE_STATUSES
+from ansible_collections.rlinfra.verl.plugins.modules.verl_submit import ARGUMENT_SPEC
 
 HOOK_SOURCE = os.path.join(os.path.dirname(__file__), "..", "module_utils", "secrets_file.py")
-
-ARGUMENT_SPEC = dict(
-    DASHBOARD_ARGUMENT_SPEC,
-    job=dict(type="dict", required=True),
-    jobs=dict(type="list", elements="dict", default=[]),
-    secrets=dict(type="dict", default={}, no_log=True),
-    package_dest=dict(type="str", default=""),
-)
-DASHBOARD = tuple(DASHBOARD_ARGUMENT_SPEC)
+# A zip up to this size travels inside the module call (base64); a larger one is copied to the head first.
+INLINE_MAX = 8 * 1024 * 1024
 
 
 class Refused(Exception):
@@ -43,7 +37,6 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         self.task_vars = task_vars
-        self.dash = {k: args[k] for k in DASHBOARD if args.get(k) is not None}
         try:
             result.update(self._submit(args))
         except Refused as e:
@@ -52,11 +45,11 @@ class ActionModule(ActionBase):
             self._remove_tmp_path(self._connection._shell.tmpdir)
         return result
 
-    def _module(self, name, module_args, what):
+    def _module(self, name, module_args):
         res = self._execute_module(module_name=name, module_args=module_args, task_vars=self.task_vars)
         if res.get("failed") or res.get("unreachable"):
             lines = (res.get("module_stderr") or res.get("exception") or "").strip().splitlines()
-            raise Refused("%s: %s" % (what, res.get("msg") or (lines[-1] if lines else "failed")))
+            raise Refused(res.get("msg") or (lines[-1] if lines else "the submit failed on the head"))
         return res
 
     def _submit(self, args):
@@ -69,27 +62,29 @@ class ActionModule(ActionBase):
                 "%s (%s) already writes %s: two runs in one checkpoint directory would resume from each other's "
                 "checkpoints. Wait for it or stop it (stop.yml), or give this run its own directory (params "
                 "trainer.default_local_dir)." % (holder["submission_id"], holder.get("status"), job.get("checkpoint_dir")))
-        changed = False
+        call = {k: v for k, v in args.items() if v is not None and k not in ("hook", "package_data")}
+        call.update(submit=current is None, write_secrets=S.needed(current))
         if job.get("secrets_file"):
             with open(HOOK_SOURCE) as f:
-                hook = f.read()
-            res = self._module("rlinfra.verl.verl_secrets_file", dict(
-                secrets_dir=job["secrets_dir"], path=job["secrets_file"], values=args["secrets"], hook=hook,
-                jobs=jobs, write=S.needed(current)), "the run's secrets file")
-            changed = res.get("changed", False)
+                call["hook"] = f.read()
+        package = job.get("package")
+        changed = False
+        if package and current is None:
+            if os.path.getsize(package["path"]) <= INLINE_MAX:
+                with open(package["path"], "rb") as f:
+                    call["package_data"] = base64.b64encode(f.read()).decode()
+            else:
+                changed = self._copy(package["path"], args["package_dest"])
+        res = {}
+        if current is None or job.get("secrets_file"):
+            res = self._module("rlinfra.verl.verl_submit", call)
+            changed = res.get("changed", False) or changed
         if current is not None:
             line = "%s already exists (%s); not submitted again%s - use -e run=N for a new run, which resumes from " \
                    "the checkpoints" % (current["submission_id"], current.get("status"),
                                         ", attempt %d of the run" % current["attempt"] if current["attempt"] > 1 else "")
             return dict(changed=changed, submission_id=current["submission_id"], submitted=False,
                         status=current.get("status"), current=current, msg=line)
-        package = job.get("package")
-        if package:
-            changed = self._copy(package["path"], args["package_dest"]) or changed
-            changed = self._module("rlinfra.verl.ray_package", dict(self.dash, uri=package["uri"], src=args["package_dest"]),
-                                   "the working_dir %s" % package["uri"]).get("changed") or changed
-        res = self._module("rlinfra.verl.ray_job", dict(self.dash, **A.submit_args(
-            sid, job["entrypoint"], job["runtime_env"], job["metadata"], job.get("resources"))), "job %s" % sid)
         return dict(changed=True, submission_id=sid, submitted=True, status=res.get("status"), current=None,
                     msg="Submitted %s (%s)" % (sid, res.get("status") or "?"))
 

@@ -22,6 +22,8 @@ import json
 import os
 import stat
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.node_facts import ip_runner, node_facts
+
 VERSION = 1
 RECORD_NAME = "rlinfra-converged.json"
 # Left out of a watched directory's digest: the record itself, and what changes without anyone converging.
@@ -231,6 +233,24 @@ def load(path):
         return value if isinstance(value, dict) else None
     except (OSError, ValueError):
         return None
+
+
+def check(params, module):
+    """The module's state=check, for AnsibleModule or plain_module.PlainModule (``module``: get_bin_path and
+    run_command): ``{ansible_facts, reason}`` - the node's facts (the record's too when the node is as recorded) and
+    why it is not ('' when it is)."""
+    facts = node_facts(ip_runner(module), params["fact_dir"], params["local"])
+    record = load(params["path"])
+    reason = "no inputs given" if not params["inputs"] else ""
+    if record and not reason:
+        reason = verdict(record, params["inputs"], observe(record.get("watch") or {}, facts, Probe(module)))
+    elif not reason:
+        reason = verdict(None, params["inputs"], {})
+    if not reason:
+        facts.update(record.get("facts") or {})
+    facts["ansible_converge_record"] = dict(converged=not reason, reason=reason, inputs=params["inputs"] or "",
+                                            members=(record or {}).get("members") or [])
+    return dict(ansible_facts=facts, reason=reason)
 
 
 def content(inputs, watch, observed, facts, members):

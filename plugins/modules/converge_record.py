@@ -151,6 +151,13 @@ reason:
   description: Why the node is not as recorded (empty when it is).
   returned: success
   type: str
+runtime:
+  description:
+    - How the node was read - V(script) (O(state=check) runs the module's code as a plain Python script through the
+      connection, without Ansible's module runtime) or V(module) (when that cannot run, and for O(state=write)).
+  returned: always
+  type: str
+  sample: script
 """
 
 import os
@@ -179,10 +186,8 @@ ARGUMENT_SPEC = dict(
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True, required_if=[("state", "write", ["inputs"])])
     p = module.params
-    facts = node_facts(ip_runner(module), p["fact_dir"], p["local"])
-    probe = R.Probe(module)
     if p["state"] == "write":
-        observed = R.observe(p["watch"], facts, probe)
+        observed = R.observe(p["watch"], node_facts(ip_runner(module), p["fact_dir"], p["local"]), R.Probe(module))
         text = R.content(p["inputs"], p["watch"], observed, p["facts"], p["members"])
         try:
             with open(p["path"], encoding="utf-8") as handle:
@@ -193,17 +198,7 @@ def main():
             makedirs(os.path.dirname(p["path"]) or ".", 0o755)
             write_atomic(p["path"], text, 0o600, prefix=".rlinfra-converged.")
         module.exit_json(changed=False, recorded=recorded, reason="")
-    record = R.load(p["path"])
-    reason = "no inputs given" if not p["inputs"] else ""
-    if record and not reason:
-        reason = R.verdict(record, p["inputs"], R.observe(record.get("watch") or {}, facts, probe))
-    elif not reason:
-        reason = R.verdict(None, p["inputs"], {})
-    if not reason:
-        facts.update(record.get("facts") or {})
-    facts["ansible_converge_record"] = dict(converged=not reason, reason=reason, inputs=p["inputs"] or "",
-                                            members=(record or {}).get("members") or [])
-    module.exit_json(changed=False, ansible_facts=facts, reason=reason)
+    module.exit_json(changed=False, **R.check(p, module))
 
 
 if __name__ == "__main__":

@@ -56,6 +56,12 @@ options:
         recovery) and return RV(attempts); a run with no attempt returns RV(found=false) and an empty RV(attempts).
     type: bool
     default: false
+  full_log_at_end:
+    description:
+      - When the job has ended, also return its whole driver log in RV(full_log), read in the same call (a watcher
+        that keeps the log needs no second call).
+    type: bool
+    default: false
 attributes:
   check_mode:
     support: full
@@ -145,6 +151,10 @@ logs_tail:
   description: End of the driver log, secrets masked.
   returned: always
   type: str
+full_log:
+  description: The whole driver log, secrets masked; only when O(full_log_at_end) is set and the job has ended.
+  returned: when the job ended and O(full_log_at_end=true)
+  type: str
 last_step:
   description: Newest verl step in the log, or null.
   returned: always
@@ -196,6 +206,7 @@ ARGUMENT_SPEC = dict(
     runtime_env=dict(type="dict"),
     secret_names=dict(type="list", elements="str", default=[], no_log=False),  # names; their values are masked
     run=dict(type="bool", default=False),
+    full_log_at_end=dict(type="bool", default=False),
 )
 
 
@@ -236,10 +247,11 @@ def watch(client, sid, timeout, poll_interval, clock=time.monotonic, sleep=time.
     return job, nodes, error
 
 
-def result(client, sid, job, nodes, error, tail):
+def result(client, sid, job, nodes, error, tail, full_at_end=False):
     job = job or {}
     logs = ""
-    if job and tail > 0:
+    full = full_at_end and job.get("status") in TERMINAL_STATUSES
+    if job and (tail > 0 or full):
         try:
             logs = client.get_logs(sid)
         except RayError:
@@ -256,6 +268,8 @@ def result(client, sid, job, nodes, error, tail):
     out["summary"] = summary_lines(dict(out, reason_line=(job.get("message") or "").strip().splitlines()[0][:300]
                                         if job.get("message") and job.get("status") != "SUCCEEDED" else ""))
     out["summary"].append("dashboard:     %s" % out["dashboard_url"])
+    if full:
+        out["full_log"] = logs
     return out
 
 
@@ -285,7 +299,7 @@ def main():
                                  address=client.address)
             sid, extra = attempts[-1]["submission_id"], dict(attempts=attempts)
         job, nodes, error = watch(client, sid, p["timeout"], p["poll_interval"])
-        module.exit_json(**dict(result(client, sid, job, nodes, error, p["logs_tail_lines"]), **extra))
+        module.exit_json(**dict(result(client, sid, job, nodes, error, p["logs_tail_lines"], p["full_log_at_end"]), **extra))
     except RayError as e:
         module.fail_json(msg=str(e), submission_id=p["submission_id"], **e.details())
 

@@ -14,6 +14,7 @@ import csv
 import hashlib
 import importlib.util
 import json
+import os
 import re
 import shutil
 import socket
@@ -61,7 +62,9 @@ def playbook(workdir, name, *extra, head=None, env=None, verbose=True):
     common = {"verl_job_artifacts_dir": str(workdir / "artifacts"),
               "verl_job_checkpoint_root": str(workdir / "checkpoints"),
               "verl_job_venv": str(Path(sys.executable).parent.parent),
-              "verl_job_become": False}
+              "verl_job_become": False,
+              # Where the head keeps the working_dir zip (made by the submit when missing).
+              "verl_job_remote_tmp": str(workdir / "remote")}
     if head is not None:
         # The token goes by file, never on the command line.
         common.update(verl_job_address=head.address, verl_job_token_path=head.token_path)
@@ -133,6 +136,11 @@ def test_submit_smoke_end_to_end_then_rerun_is_a_no_op(ray_head, workdir):
     assert secrets_file == str(workdir / ".rlinfra" / "secrets" / "default" / (SID + ".env"))
     assert not Path(secrets_file).exists()
     assert stat.S_IMODE(Path(secrets_file).parent.stat().st_mode) == 0o700
+
+    # The working_dir zip came inside the submit's one call and is kept on the head (0600) for a recovery.
+    zips = list((workdir / "remote").glob("rlinfra-*.zip"))
+    assert len(zips) == 1 and stat.S_IMODE(zips[0].stat().st_mode) == 0o600, zips
+    assert stat.S_IMODE((workdir / "remote").stat().st_mode) == 0o700
 
     # Re-run: nothing changes, same submission id, still one job.
     again = playbook(workdir, "submit.yml", "exp=smoke", head=ray_head, env={"HF_TOKEN": FAKE_HF_TOKEN})
@@ -339,3 +347,24 @@ def test_a_second_writer_of_the_checkpoints_is_refused_and_nothing_changes(ray_h
         assert not (workdir / ".rlinfra" / "secrets" / "default" / (SID + "-second.env")).exists()
     finally:
         client.stop_job(holder)
+
+
+def test_a_working_dir_over_the_inline_limit_is_copied_to_the_head_first(ray_head, workdir):
+    """A zip over 8 MiB does not travel inside the submit's module call: it is copied to the head first (0600,
+    kept for a recovery), uploaded from there, and the job runs from it."""
+    from ansible_collections.rlinfra.verl.plugins.action.verl_submit import INLINE_MAX
+    exps = workdir / "exps"
+    shutil.copytree(REPO / "experiments" / "smoke", exps / "big")
+    (exps / "big" / "blob.bin").write_bytes(os.urandom(INLINE_MAX + 1024 * 1024))  # random: the zip cannot shrink it
+    (exps / "big.yml").write_text((REPO / "experiments" / "smoke.yml").read_text()
+                                  .replace("working_dir: smoke", "working_dir: big")
+                                  .replace("total_training_steps: 30", "total_training_steps: 2").replace("save_freq: 10", "save_freq: 1"))
+    (workdir / "remote").mkdir(mode=0o755)
+    proc = playbook(workdir, "submit.yml", "exp=big", "verl_job_experiments_dir=" + str(exps), head=ray_head)
+    assert proc.returncode == 0, proc.output[-4000:]
+    job = ray_head.client().get_job("rlinfra-big-default")
+    assert job["status"] == "SUCCEEDED", job
+    zips = list((workdir / "remote").glob("rlinfra-*.zip"))
+    assert len(zips) == 1 and zips[0].stat().st_size > INLINE_MAX and stat.S_IMODE(zips[0].stat().st_mode) == 0o600, zips
+    assert job["runtime_env"]["working_dir"].startswith("gcs://_ray_pkg_")
+    assert ray_head.client().has_package(job["runtime_env"]["working_dir"][len("gcs://"):])

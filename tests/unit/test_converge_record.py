@@ -239,7 +239,8 @@ PLAY = """
         dest: "{{ base }}/result.json"
         mode: "0600"
         content: "{{ {'first': first.reason, 'written': written.recorded, 'second': second.reason, 'ip': ray_node_ip | default(''),
-                       'changed': [first.changed, written.changed, second.changed], 'members': ansible_converge_record.members} | to_json }}"
+                       'changed': [first.changed, written.changed, second.changed], 'members': ansible_converge_record.members,
+                       'runtime': [first.runtime, written.runtime, second.runtime]} | to_json }}"
 """
 
 
@@ -256,8 +257,9 @@ def test_the_action_and_module_end_to_end(tmp_path):
     (tmp_path / "etc").mkdir()
     (tmp_path / "etc" / "ray.env").write_text("A=1\n")
     out = _play(tmp_path)
+    # The checks ran as plain scripts (no module runtime on the node), the write as the module.
     assert out == {"first": "no converge record", "written": True, "second": "", "ip": "10.1.2.3",
-                   "changed": [False, False, False], "members": ["localhost"]}
+                   "changed": [False, False, False], "members": ["localhost"], "runtime": ["script", "module", "script"]}
     assert os.stat(tmp_path / "record.json").st_mode & 0o777 == 0o600
     # A new run: the record is rewritten only when something differs; a file edited since is named.
     (tmp_path / "etc" / "ray.env").write_text("A=2\n")

@@ -1,0 +1,104 @@
+"""plugin_utils/node_script.py: a module_utils function run on a node as a plain Python script (what converge_record's
+check does on every node of every re-run), and plain_module.PlainModule, the two AnsibleModule methods it stands in
+for. The scripts run in a fresh, isolated interpreter that has no collection and no Ansible on its path."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ansible_collections.rlinfra.verl.plugins.module_utils import converge_record as R
+from ansible_collections.rlinfra.verl.plugins.module_utils.plain_module import PlainModule
+from ansible_collections.rlinfra.verl.plugins.plugin_utils import node_script as N
+
+
+def run_isolated(text, cwd):
+    # -I: no PYTHONPATH, no user site, no current directory on sys.path - as on a node without the collection.
+    proc = subprocess.run([sys.executable, "-I", "-"], input=text, capture_output=True, text=True, cwd=cwd, timeout=60)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def write(directory, name, text):
+    (directory / (name + ".py")).write_text(text)
+
+
+def test_the_closure_follows_every_import_form_and_refuses_ansible(tmp_path):
+    pkg = N.PACKAGE
+    write(tmp_path, "a", "from %s.b import x\nfrom %s import (\n    c,\n    d as D,\n)\n" % (pkg, pkg))
+    write(tmp_path, "b", "x = 1\n")
+    write(tmp_path, "c", "def f():\n    from %s.e import y\n    return y\n" % pkg)
+    write(tmp_path, "d", "import os\n")
+    write(tmp_path, "e", "y = 2\n")
+    write(tmp_path, "lonely", "z = 3\n")
+    assert sorted(N.closure(["a"], str(tmp_path))) == ["a", "b", "c", "d", "e"]
+    write(tmp_path, "e", "from ansible.module_utils.basic import AnsibleModule\n")
+    N._SOURCES.clear()
+    with pytest.raises(N.NeedsModule, match="e imports Ansible"):
+        N.closure(["a"], str(tmp_path))
+    with pytest.raises(N.NeedsModule, match="missing cannot be read"):
+        N.closure(["missing"], str(tmp_path))
+    N._SOURCES.clear()
+
+
+def test_the_reply_is_the_marked_line_or_nothing():
+    good = N.MARK + json.dumps({"reason": ""})
+    assert N.reply(0, "motd noise\n" + good + "\n") == {"reason": ""}
+    assert N.reply(1, good) is None                      # the script failed on the node
+    assert N.reply(0, "no marked line\n") is None         # e.g. a python that is not Python 3
+    assert N.reply(0, N.MARK + "{half a json") is None    # cut off
+    assert N.reply(0, N.MARK + "[1, 2]") is None
+
+
+def test_plain_module_finds_and_runs_commands_as_ansible_module_does():
+    m = PlainModule()
+    assert m.get_bin_path("sh") and os.access(m.get_bin_path("sh"), os.X_OK)
+    assert m.get_bin_path("rlinfra-no-such-tool") is None
+    with pytest.raises(ValueError, match="rlinfra-no-such-tool not found"):
+        m.get_bin_path("rlinfra-no-such-tool", required=True)
+    rc, out, err = m.run_command(["sh", "-c", "echo $LC_ALL; echo oops >&2; exit 3"])
+    assert (rc, out, err) == (3, "C\n", "oops\n")
+    assert m.run_command(["/nonexistent/tool"])[0] == 127
+
+
+def test_the_converge_check_as_a_script_gives_what_the_module_gives(tmp_path):
+    """The script carries converge_record and everything it imports; in an interpreter without the collection it
+    returns what the same check returns in-process (the module's code path), converged or naming the drift."""
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    (etc / "ray.env").write_text("A=1\n")
+    facts_dir = tmp_path / "facts"
+    facts_dir.mkdir()
+    (facts_dir / "rlinfra_ray.fact").write_text(json.dumps({"role": "head"}))
+    watch = {"files": [], "dirs": [str(etc)], "packages": [], "units": [], "nft_tables": []}
+    module = PlainModule()
+    params = dict(path=str(tmp_path / "record.json"), inputs="in1", fact_dir=str(facts_dir), local=["rlinfra_ray"])
+    from ansible_collections.rlinfra.verl.plugins.module_utils.node_facts import ip_runner, node_facts
+    observed = R.observe(watch, node_facts(ip_runner(module), str(facts_dir), ["rlinfra_ray"]), R.Probe(module))
+    (tmp_path / "record.json").write_text(R.content("in1", watch, observed, {"ray_node_ip": "10.1.2.3"}, ["h1"]))
+
+    code, out, err = run_isolated(N.script("converge_record", "check", params), str(tmp_path))
+    assert code == 0, err
+    got = N.reply(code, out)
+    assert got == json.loads(json.dumps(R.check(params, module)))
+    assert got["reason"] == "" and got["ansible_facts"]["ray_node_ip"] == "10.1.2.3"
+    assert got["ansible_facts"]["ansible_local"]["rlinfra_ray"] == {"role": "head"}
+    assert got["ansible_facts"]["ansible_converge_record"]["members"] == ["h1"]
+
+    (etc / "ray.env").write_text("A=2\n")
+    got = N.reply(*run_isolated(N.script("converge_record", "check", params), str(tmp_path))[:2])
+    assert got["reason"] == "%s changed (content)" % (etc / "ray.env")
+    assert got == json.loads(json.dumps(R.check(params, module)))
+    got = N.reply(*run_isolated(N.script("converge_record", "check", dict(params, inputs="in2")), str(tmp_path))[:2])
+    assert got["reason"] == "the collection or the roles' variables changed"
+
+
+def test_an_error_on_the_node_gives_no_reply(tmp_path):
+    """A failure inside the function (here: a bad parameter) ends the script non-zero: the action then runs the module,
+    which reports it the usual way."""
+    code, out, err = run_isolated(N.script("converge_record", "check", {"path": str(tmp_path)}), str(tmp_path))
+    assert code != 0 and "KeyError" in err
+    assert N.reply(code, out) is None
