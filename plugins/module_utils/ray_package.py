@@ -192,6 +192,20 @@ def package_name(uri):
     return match.group(1)
 
 
+def read_package(src):
+    """The bytes of the working_dir zip at ``src`` on this host, checked as Ray will take them (PackageError)."""
+    if not os.path.isfile(src):
+        raise PackageError("src %s is not a file (the working_dir zip made by rlinfra.verl.verl_experiment)" % src)
+    if os.path.getsize(src) > RAY_PACKAGE_MAX_BYTES:
+        raise PackageError("src %s is %s, over the %s Ray accepts through the dashboard; leave large files out of the "
+                           "working_dir" % (src, mib(os.path.getsize(src)), mib(RAY_PACKAGE_MAX_BYTES)))
+    try:
+        with open(src, "rb") as f:
+            return f.read(RAY_PACKAGE_MAX_BYTES + 1)
+    except OSError as e:
+        raise PackageError("src %s cannot be read: %s" % (src, e.strerror or e))
+
+
 def ensure_package(client, uri, data):
     """Upload ``data`` as ``uri`` unless the cluster has it. Returns True when it was uploaded.
 

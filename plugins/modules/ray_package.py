@@ -75,7 +75,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import (
     DASHBOARD_ARGUMENT_SPEC, RayError, client_from_module)
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_package import (
-    RAY_PACKAGE_MAX_BYTES, PackageError, ensure_package, mib, package_name)
+    PackageError, ensure_package, package_name, read_package)
 
 # Uploads of up to Ray's 100 MiB limit over a slow link take longer than the client's default 30 s.
 UPLOAD_TIMEOUT = 300
@@ -93,23 +93,14 @@ def main():
     p = module.params
     try:
         name = package_name(p["uri"])  # before any request: a bad uri is refused, not looked up
-        if os.path.exists(p["src"]) and not os.path.isfile(p["src"]):
-            raise PackageError("src %s is not a file (the working_dir zip made by rlinfra.verl.verl_experiment)"
-                               % p["src"])
-        if os.path.isfile(p["src"]) and os.path.getsize(p["src"]) > RAY_PACKAGE_MAX_BYTES:
-            raise PackageError("src %s is %s, over the %s Ray accepts through the dashboard; leave large files out "
-                               "of the working_dir" % (p["src"], mib(os.path.getsize(p["src"])), mib(RAY_PACKAGE_MAX_BYTES)))
+        if os.path.exists(p["src"]):
+            data = read_package(p["src"])  # a bad src is refused before any request
         client = client_from_module(module, timeout=UPLOAD_TIMEOUT)
         if module.check_mode or not os.path.isfile(p["src"]):
             present = client.has_package(name)
             if present or module.check_mode:
                 module.exit_json(changed=not present, uri=p["uri"], uploaded=False)
             module.fail_json(msg="%s is not on the cluster and src %s does not exist" % (p["uri"], p["src"]))
-        try:
-            with open(p["src"], "rb") as f:
-                data = f.read(RAY_PACKAGE_MAX_BYTES + 1)
-        except OSError as e:
-            raise PackageError("src %s cannot be read: %s" % (p["src"], e.strerror or e))
         uploaded = ensure_package(client, p["uri"], data)
     except (PackageError, RayError) as e:
         module.fail_json(msg=str(e), uri=p["uri"])

@@ -119,7 +119,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import (
     DASHBOARD_ARGUMENT_SPEC, RayError, check_entrypoint, check_resources, check_runtime_env, check_submission_id,
     client_from_module, string_values)
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_package import (
-    RAY_PACKAGE_MAX_BYTES, PackageError, ensure_package, mib, package_name)
+    PackageError, ensure_package, package_name, read_package)
 from ansible_collections.rlinfra.verl.plugins.module_utils.secret_names import secret_values
 
 # Uploads of up to Ray's 100 MiB limit over a slow link take longer than the client's default 30 s.
@@ -166,16 +166,7 @@ def package_bytes(module, dest):
             makedirs(os.path.dirname(dest) or ".", 0o700)
             write_atomic(dest, data, 0o600, prefix=".rlinfra-zip.")
         return data, not same
-    if not os.path.isfile(dest):
-        raise PackageError("src %s is not a file (the working_dir zip made by rlinfra.verl.verl_experiment)" % dest)
-    if os.path.getsize(dest) > RAY_PACKAGE_MAX_BYTES:
-        raise PackageError("src %s is %s, over the %s Ray accepts through the dashboard; leave large files out of the "
-                           "working_dir" % (dest, mib(os.path.getsize(dest)), mib(RAY_PACKAGE_MAX_BYTES)))
-    try:
-        with open(dest, "rb") as f:
-            return f.read(RAY_PACKAGE_MAX_BYTES + 1), False
-    except OSError as e:
-        raise PackageError("src %s cannot be read: %s" % (dest, e.strerror or e))
+    return read_package(dest), False
 
 
 def upload(module, client, package):
