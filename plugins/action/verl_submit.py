@@ -19,6 +19,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils import attempts as A
 from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_run as S
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import ACTIVE_STATUSES
 from ansible_collections.rlinfra.verl.plugins.modules.verl_submit import ARGUMENT_SPEC
+from ansible_collections.rlinfra.verl.plugins.plugin_utils import node_script
 
 HOOK_SOURCE = os.path.join(os.path.dirname(__file__), "..", "module_utils", "secrets_file.py")
 # A zip up to this size travels inside the module call (base64); a larger one is copied to the head first.
@@ -46,7 +47,7 @@ class ActionModule(ActionBase):
         return result
 
     def _module(self, name, module_args):
-        res = self._execute_module(module_name=name, module_args=module_args, task_vars=self.task_vars)
+        res = node_script.call(self, self.task_vars, name, module_args, ARGUMENT_SPEC)
         if res.get("failed") or res.get("unreachable"):
             lines = (res.get("module_stderr") or res.get("exception") or "").strip().splitlines()
             raise Refused(res.get("msg") or (lines[-1] if lines else "the submit failed on the head"))
@@ -79,14 +80,15 @@ class ActionModule(ActionBase):
         if current is None or job.get("secrets_file"):
             res = self._module("rlinfra.verl.verl_submit", call)
             changed = res.get("changed", False) or changed
+        called = dict(runtime=res["runtime"]) if "runtime" in res else {}
         if current is not None:
             line = "%s already exists (%s); not submitted again%s - use -e run=N for a new run, which resumes from " \
                    "the checkpoints" % (current["submission_id"], current.get("status"),
                                         ", attempt %d of the run" % current["attempt"] if current["attempt"] > 1 else "")
             return dict(changed=changed, submission_id=current["submission_id"], submitted=False,
-                        status=current.get("status"), current=current, msg=line)
+                        status=current.get("status"), current=current, msg=line, **called)
         return dict(changed=True, submission_id=sid, submitted=True, status=res.get("status"), current=None,
-                    msg="Submitted %s (%s)" % (sid, res.get("status") or "?"))
+                    msg="Submitted %s (%s)" % (sid, res.get("status") or "?"), **called)
 
     def _copy(self, src, dest):
         """The zip onto the head (0600), kept there: a recovery after a head restart uploads it again."""

@@ -17,11 +17,12 @@ limit. When Ray's jobs cannot be read, it does nothing but say so: a guard never
 from __future__ import annotations
 
 import json
-import ssl
 import subprocess
 import sys
 import time
 import urllib.request
+
+from ansible_collections.rlinfra.verl.plugins.module_utils.plain_http import open_url
 
 ACTIVE = ("PENDING", "RUNNING")
 UNIT = "ray-head.service"
@@ -66,14 +67,6 @@ def list_jobs(dashboard, token, timeout=10):
     return data if isinstance(data, list) else []
 
 
-def opener(url, data=None, method="GET", headers=None, timeout=30, validate_certs=True, **dummy):
-    """``ansible.module_utils.urls.open_url``'s calling convention, on urllib: the client's retries and messages stay
-    the ones the module uses."""
-    handlers = [] if validate_certs else [urllib.request.HTTPSHandler(context=ssl._create_unverified_context())]  # pylint: disable=protected-access
-    request = urllib.request.Request(url, data=data, headers=headers or {}, method=method)
-    return urllib.request.build_opener(*handlers).open(request, timeout=timeout)
-
-
 def say(line):
     """One line to the journal (the service's standard output)."""
     sys.stdout.write(line + "\n")
@@ -112,7 +105,7 @@ def run(config, out=say, systemctl=None, now=time.time):
     out("idle guard (%s): %s" % (label, "Ray stopped" if getattr(stopped, "returncode", 1) == 0 else
                                  "stopping Ray failed (%s); releasing anyway" % getattr(stopped, "stderr", "").strip()))
     try:
-        client = HyperbolicClient(config["api_key"], config["api_url"], opener=opener)
+        client = HyperbolicClient(config["api_key"], config["api_url"], opener=open_url)
         result = Rent(client).absent(label, timeout=int(config.get("release_timeout", 300)))
     except HyperbolicError as exc:
         out("idle guard (%s): releasing failed: %s" % (label, exc))

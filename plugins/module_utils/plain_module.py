@@ -1,9 +1,12 @@
 # -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
-"""The two AnsibleModule methods the node-reading helpers use (``get_bin_path``, ``run_command``), for code that
-runs on a node without Ansible's module runtime (plugin_utils/node_script.py): starting that runtime costs more
-than the whole converge check on a small node."""
+"""What of AnsibleModule the node-side functions use (``params``, ``check_mode``, ``get_bin_path``, ``run_command``,
+``warn``, ``no_log_values``), for code that runs on a node without Ansible's module runtime
+(plugin_utils/node_script.py): starting that runtime costs more than a converge check or a look at a Ray job.
+
+Such a function returns its result as a dict, ``failed=True`` and ``msg`` when it failed; :func:`finish` hands that
+to a real AnsibleModule, :meth:`PlainModule.reply` masks it as Ansible would for the script's one line."""
 
 from __future__ import annotations
 
@@ -15,8 +18,50 @@ import subprocess
 SBIN = ("/sbin", "/usr/sbin", "/usr/local/sbin")
 
 
+MASK = "********"
+
+
+def finish(module, result):
+    """A node-side function's result through AnsibleModule (which masks its no_log values)."""
+    if result.get("failed"):
+        module.fail_json(**dict((k, v) for k, v in result.items() if k != "failed"))
+    module.exit_json(**result)
+
+
+def masked(value, secrets):
+    """``value`` with every occurrence of each secret string replaced by ``********``, keys included, the longest
+    secret first (one that contains another is not left half-masked)."""
+    secrets = sorted({s for s in secrets if isinstance(s, str) and s}, key=len, reverse=True)
+
+    def walk(v):
+        if isinstance(v, str):
+            for secret in secrets:
+                v = v.replace(secret, MASK)
+            return v
+        if isinstance(v, dict):
+            return dict((walk(k), walk(x)) for k, x in v.items())
+        if isinstance(v, (list, tuple, set)):
+            return [walk(x) for x in v]
+        return v
+    return walk(value) if secrets else value
+
+
 class PlainModule:
-    check_mode = False
+    def __init__(self, params=None, no_log_values=(), check_mode=False):
+        self.params = dict(params or {})
+        self.check_mode = bool(check_mode)
+        self.no_log_values = set(no_log_values)
+        self.warnings = []
+
+    def warn(self, warning):
+        self.warnings.append(warning)
+
+    def reply(self, result):
+        """The result as the script prints it: warnings added, every no_log value masked."""
+        result = dict(result)
+        if self.warnings:
+            result["warnings"] = list(result.get("warnings") or []) + self.warnings
+        return masked(result, self.no_log_values)
 
     def get_bin_path(self, name, required=False, opt_dirs=None):
         path = os.pathsep.join(list(opt_dirs or []) + [os.environ.get("PATH", os.defpath)] + list(SBIN))

@@ -3,8 +3,8 @@
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """The one client for the Ray dashboard: Jobs REST API and State API (nodes).
 
-Plain HTTP through ``ansible.module_utils.urls.open_url`` so that it runs on any host with
-only the Python standard library (no ``requests``, no ``import ray``). Checked against Ray 2.60.
+Plain HTTP on the standard library (module_utils/plain_http.py) so that it runs on any host with only
+Python (no ``requests``, no ``import ray``, no Ansible module runtime: a plain node script uses it too). Checked against Ray 2.60.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ import time
 from urllib.error import HTTPError, URLError
 from urllib.parse import quote, urlsplit
 
-from ansible.module_utils.urls import ConnectionError as UrlsConnectionError, SSLValidationError, open_url
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import secret_names
 from ansible_collections.rlinfra.verl.plugins.module_utils.numbers import tidy
+from ansible_collections.rlinfra.verl.plugins.module_utils.plain_http import open_url
 
 TERMINAL_STATUSES = frozenset(("SUCCEEDED", "FAILED", "STOPPED"))
 ACTIVE_STATUSES = frozenset(("PENDING", "RUNNING"))
@@ -493,9 +493,9 @@ class RayClient:
             except ValueError as e:  # anything urllib refuses to send; the inputs are checked above
                 raise self._fail(RayError, "cannot send %s %s to the Ray dashboard at %s: %s"
                                  % (method, path, self.address, e))
-            except (URLError, OSError, http.client.HTTPException, UrlsConnectionError) as e:
+            except (URLError, OSError, http.client.HTTPException) as e:
                 reason = getattr(e, "reason", e)
-                if isinstance(reason, (ssl.SSLError, SSLValidationError)):
+                if isinstance(reason, ssl.SSLError):
                     raise self._fail(RayError, "TLS error talking to the Ray dashboard at %s: %s "
                                      "(set validate_certs: false for a self-signed certificate)" % (self.address, reason))
                 if retry:

@@ -80,6 +80,14 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+runtime:
+  description:
+    - How the target ran the code - V(script) (the module's code as a plain Python script through the connection,
+      without Ansible's module runtime) or V(module) (when that cannot run - no pipelining, a path to expand on the
+      target, an option the module refuses).
+  returned: always
+  type: str
+  sample: script
 address:
   description: The dashboard URL the module talked to (O(address), or the C(rlinfra_ray) local fact's C(dashboard_url)).
   returned: when the dashboard address is known
@@ -155,14 +163,10 @@ missing_hosts:
   sample: [10.0.0.7]
 """
 
-import socket
-import time
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils.numbers import tidy
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import (
-    ACTIVE_STATUSES, DASHBOARD_ARGUMENT_SPEC, RayAuthError, RayError, RayHTTPError, RayUnreachableError, check_seconds,
-    client_from_module, poll_pauses)
+from ansible_collections.rlinfra.verl.plugins.module_utils.cluster_info import info
+from ansible_collections.rlinfra.verl.plugins.module_utils.plain_module import finish
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import DASHBOARD_ARGUMENT_SPEC
 
 ARGUMENT_SPEC = dict(
     DASHBOARD_ARGUMENT_SPEC,
@@ -171,100 +175,11 @@ ARGUMENT_SPEC = dict(
     timeout=dict(type="int", default=300),
     jobs=dict(type="bool", default=False),
 )
-POLL_INTERVAL = 2.0
-
-
-def _addresses(host):
-    try:
-        return {info[4][0] for info in socket.getaddrinfo(host, None)}
-    except (socket.gaierror, UnicodeError, OSError):
-        return set()
-
-
-def missing_hosts(expected, nodes, resolved):
-    present = set()
-    for node in nodes:
-        present.update(x for x in (node.get("node_ip"), node.get("node_name")) if x)
-    return [h for h in expected if h not in present and not (resolved.get(h, set()) & present)]
-
-
-def _text(value):
-    return value.strip() if isinstance(value, str) else ""
-
-
-def summarize(nodes, expected, resolved):
-    alive = [n for n in nodes if n.get("state") == "ALIVE"]
-    out = dict(alive_nodes=len(alive), nodes=alive,
-               total_gpus=tidy(sum(n["resources"].get("GPU", 0) for n in alive)),
-               total_cpus=tidy(sum(n["resources"].get("CPU", 0) for n in alive)))
-    if expected is not None:
-        out["missing_hosts"] = missing_hosts(expected, alive, resolved)
-    return out
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    p = module.params
-    problems = check_seconds("timeout", p["timeout"], 0)
-    if p["wait_for_nodes"] is not None and p["wait_for_nodes"] < 0:
-        problems.append("wait_for_nodes must not be negative, got %d" % p["wait_for_nodes"])
-    if any(not (h or "").strip() for h in p["expected_hosts"] or []):
-        problems.append("expected_hosts: an entry is empty (an inventory variable that is not set?)")
-    if problems:
-        module.fail_json(msg="\n".join(problems), changed=False)
-    expected = p["expected_hosts"]
-    want = p["wait_for_nodes"] or 0
-    waiting = bool(want) or bool(expected)
-    # Names are resolved once; a name that does not resolve can still match a node name.
-    resolved = {h: _addresses(h) for h in expected or []}
-    try:
-        client = client_from_module(module, retries=0 if waiting else 3)
-    except RayError as e:
-        module.fail_json(msg=str(e))
-    used = dict(address=client.address, venv=_text(client.fact.get("venv")))
-    deadline = time.monotonic() + p["timeout"]
-    all_nodes, last_error = [], None
-    pauses = poll_pauses(POLL_INTERVAL)
-    while True:
-        try:
-            all_nodes, last_error = client.list_nodes(), None
-        except RayAuthError as e:
-            module.fail_json(msg=str(e), **dict(used, **e.details()))
-        except (RayUnreachableError, RayHTTPError) as e:
-            # A head that is still starting refuses connections or answers 5xx for a while.
-            if not waiting or isinstance(e, RayHTTPError) and (e.status or 0) < 500:
-                module.fail_json(msg=str(e), **dict(used, **e.details()))
-            last_error = e
-        except RayError as e:
-            module.fail_json(msg=str(e), **dict(used, **e.details()))
-        result = dict(summarize(all_nodes, expected, resolved), **used)
-        done = last_error is None and result["alive_nodes"] >= want and not result.get("missing_hosts")
-        if not waiting or done:
-            if p["jobs"]:
-                try:
-                    result["jobs"] = client.job_summaries()
-                except RayError as e:
-                    module.fail_json(msg=str(e), **dict(used, **e.details()))
-                result["running_jobs"] = [j for j in result["jobs"] if j["status"] in ACTIVE_STATUSES]
-            module.exit_json(changed=False, **result)
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            break
-        time.sleep(min(next(pauses), remaining))
-
-    if last_error is not None:
-        module.fail_json(msg="gave up after %ss waiting for the Ray cluster: %s" % (p["timeout"], last_error),
-                         changed=False, **result)
-    msg = "Ray cluster at %s has %d alive node(s) after %ss, expected %s" % (
-        client.address, result["alive_nodes"], p["timeout"], max(want, len(expected or [])))
-    if result.get("missing_hosts"):
-        msg += "; missing: " + ", ".join(result["missing_hosts"])
-    else:
-        alive_ips = {n.get("node_ip") for n in result["nodes"]}
-        dead = sorted({n.get("node_ip") or n.get("node_id") for n in all_nodes if n.get("state") != "ALIVE"} - alive_ips)
-        msg += "; nodes Ray knows as dead: " + ", ".join(dead) if dead else \
-            "; pass expected_hosts to have the missing hosts named"
-    module.fail_json(msg=msg, changed=False, **result)
+    finish(module, info(module.params, module))
 
 
 if __name__ == "__main__":

@@ -96,6 +96,14 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+runtime:
+  description:
+    - How the target ran the code - V(script) (the module's code as a plain Python script through the connection,
+      without Ansible's module runtime) or V(module) (when that cannot run - no pipelining, a path to expand on the
+      target, an option the module refuses).
+  returned: always
+  type: str
+  sample: script
 attempts:
   description: With O(run) - the run's attempts, oldest first, each with C(attempt), C(submission_id), C(status) and a C(line) to print.
   returned: when run is true
@@ -184,16 +192,10 @@ summary:
   elements: str
 """
 
-import time
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import (
-    DASHBOARD_ARGUMENT_SPEC, MIN_POLL_INTERVAL, TERMINAL_STATUSES, RayAuthError, RayError, check_seconds,
-    check_submission_id, check_tail_lines, client_from_module, ms_to_iso, poll_pauses, tail_lines)
-from ansible_collections.rlinfra.verl.plugins.module_utils.attempts import with_lines
-from ansible_collections.rlinfra.verl.plugins.module_utils.secret_names import secret_values
-from ansible_collections.rlinfra.verl.plugins.module_utils.recovery import summary_lines
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl_log import last_progress
+from ansible_collections.rlinfra.verl.plugins.module_utils.job_poll import poll
+from ansible_collections.rlinfra.verl.plugins.module_utils.plain_module import finish
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import DASHBOARD_ARGUMENT_SPEC
 
 ARGUMENT_SPEC = dict(
     DASHBOARD_ARGUMENT_SPEC,
@@ -202,7 +204,7 @@ ARGUMENT_SPEC = dict(
     poll_interval=dict(type="float", default=2.0),
     logs_tail_lines=dict(type="int", default=50),
     # Not no_log: Ansible would then mask every value in it (PYTHONUNBUFFERED's "1" too) wherever it
-    # appears in the result; the secret values are added to no_log_values by name in main().
+    # appears in the result; the secret values are added to no_log_values by name (module_utils/job_poll.py).
     runtime_env=dict(type="dict"),
     secret_names=dict(type="list", elements="str", default=[], no_log=False),  # names; their values are masked
     run=dict(type="bool", default=False),
@@ -210,98 +212,9 @@ ARGUMENT_SPEC = dict(
 )
 
 
-def read(client, sid):
-    """(job or None, nodes, error): one look at the job and the nodes; error is set when the
-    dashboard did not answer (the others are then empty)."""
-    try:
-        job = client.get_job(sid)
-        nodes = client.list_nodes()
-    except RayAuthError:
-        raise
-    except RayError as e:
-        return None, [], str(e)
-    return job, nodes, None
-
-
-def alive_ids(nodes):
-    return {n["node_id"] for n in nodes if n.get("state") == "ALIVE"}
-
-
-def watch(client, sid, timeout, poll_interval, clock=time.monotonic, sleep=time.sleep):
-    """Read until something a watcher must react to happens, or ``timeout`` passes."""
-    deadline = clock() + max(0, timeout)
-    job, nodes, error = read(client, sid)
-    first_alive = alive_ids(nodes)
-    # Each chunk of a long wait is a new module run: pick up the backoff where the job's age puts it.
-    started = (job or {}).get("start_time")
-    waited = time.time() - started / 1000.0 if isinstance(started, (int, float)) and started > 0 else 0.0
-    pauses = poll_pauses(poll_interval, waited=waited)
-    while error is None and job is not None and job.get("status") not in TERMINAL_STATUSES:
-        if first_alive - alive_ids(nodes):
-            break
-        remaining = deadline - clock()
-        if remaining <= 0:
-            break
-        sleep(min(next(pauses), remaining))
-        job, nodes, error = read(client, sid)
-    return job, nodes, error
-
-
-def result(client, sid, job, nodes, error, tail, full_at_end=False):
-    job = job or {}
-    logs = ""
-    full = full_at_end and job.get("status") in TERMINAL_STATUSES
-    if job and (tail > 0 or full):
-        try:
-            logs = client.get_logs(sid)
-        except RayError:
-            logs = ""
-    step, metrics = last_progress(logs)
-    start, end = job.get("start_time"), job.get("end_time")
-    duration = round(((end or time.time() * 1000) - start) / 1000.0, 3) if start else None
-    out = dict(changed=False, submission_id=sid, found=bool(job), reachable=error is None, error=error or "",
-               status=job.get("status"), message=job.get("message"), job_id=job.get("job_id"),
-               metadata=job.get("metadata") or {}, start_time=ms_to_iso(start), end_time=ms_to_iso(end),
-               duration_s=duration, driver_exit_code=job.get("driver_exit_code"), logs_tail=tail_lines(logs, tail),
-               last_step=step, last_metrics=metrics, nodes=nodes, dashboard_url=client.job_url(sid),
-               address=client.address)
-    out["summary"] = summary_lines(dict(out, reason_line=(job.get("message") or "").strip().splitlines()[0][:300]
-                                        if job.get("message") and job.get("status") != "SUCCEEDED" else ""))
-    out["summary"].append("dashboard:     %s" % out["dashboard_url"])
-    if full:
-        out["full_log"] = logs
-    return out
-
-
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    p = module.params
-    env_vars = (p["runtime_env"] or {}).get("env_vars") or {}
-    if isinstance(env_vars, dict):
-        module.no_log_values.update(secret_values(env_vars, p["secret_names"]))
-    problems = check_seconds("timeout", p["timeout"], 0)
-    problems += check_seconds("poll_interval", p["poll_interval"], MIN_POLL_INTERVAL)
-    problems += check_tail_lines(p["logs_tail_lines"], maximum=None)
-    try:
-        check_submission_id(p["submission_id"])
-    except RayError as e:
-        problems.insert(0, str(e))
-    if problems:
-        module.fail_json(msg="\n".join(problems), submission_id=p["submission_id"], changed=False)
-    try:
-        client = client_from_module(module, retries=1)
-        sid, extra = p["submission_id"], {}
-        if p["run"]:
-            # The run's newest attempt (recoveries submit <id>-aN); a run never submitted has none.
-            attempts = with_lines(client.list_jobs(), sid)
-            if not attempts:
-                module.exit_json(changed=False, submission_id=sid, found=False, attempts=[], summary=[], logs_tail="",
-                                 address=client.address)
-            sid, extra = attempts[-1]["submission_id"], dict(attempts=attempts)
-        job, nodes, error = watch(client, sid, p["timeout"], p["poll_interval"])
-        module.exit_json(**dict(result(client, sid, job, nodes, error, p["logs_tail_lines"], p["full_log_at_end"]), **extra))
-    except RayError as e:
-        module.fail_json(msg=str(e), submission_id=p["submission_id"], **e.details())
+    finish(module, poll(module.params, module))
 
 
 if __name__ == "__main__":

@@ -85,6 +85,14 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+runtime:
+  description:
+    - How the target ran the code - V(script) (the module's code as a plain Python script through the connection,
+      without Ansible's module runtime) or V(module) (when that cannot run - no pipelining, a path to expand on the
+      target, an option the module refuses).
+  returned: when the head was called (a new run, or a secrets file to write)
+  type: str
+  sample: script
 submission_id:
   description: The attempt to follow - the new job, or the run's newest attempt when it already existed.
   returned: success
@@ -108,22 +116,10 @@ msg:
   type: str
 """
 
-import base64
-import os
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils import attempts as A
-from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_run as S
-from ansible_collections.rlinfra.verl.plugins.module_utils.files import makedirs, write_atomic
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import (
-    DASHBOARD_ARGUMENT_SPEC, RayError, check_entrypoint, check_resources, check_runtime_env, check_submission_id,
-    client_from_module, string_values)
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray_package import (
-    PackageError, ensure_package, package_name, read_package)
-from ansible_collections.rlinfra.verl.plugins.module_utils.secret_names import secret_values
-
-# Uploads of up to Ray's 100 MiB limit over a slow link take longer than the client's default 30 s.
-UPLOAD_TIMEOUT = 300
+from ansible_collections.rlinfra.verl.plugins.module_utils.job_submit import submit_job
+from ansible_collections.rlinfra.verl.plugins.module_utils.plain_module import finish
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import DASHBOARD_ARGUMENT_SPEC
 
 ARGUMENT_SPEC = dict(
     DASHBOARD_ARGUMENT_SPEC,
@@ -138,101 +134,9 @@ ARGUMENT_SPEC = dict(
 )
 
 
-class Failed(Exception):
-    pass
-
-
-def secrets_file(module, job):
-    p = module.params
-    try:
-        return S.converge(job["secrets_dir"], job["secrets_file"], p["secrets"], p["hook"], p["jobs"], p["write_secrets"],
-                          "present", check=module.check_mode).get("changed", False)
-    except (OSError, ValueError) as e:
-        raise Failed("the run's secrets file: secrets file %s: %s" % (job["secrets_file"], getattr(e, "strerror", None) or e))
-
-
-def package_bytes(module, dest):
-    """The zip: from the call (then kept at ``dest``, 0600) or, for a large one the action copied, from ``dest``.
-    Returns ``(data, changed)``."""
-    p = module.params
-    if p["package_data"]:
-        data = base64.b64decode(p["package_data"])
-        try:
-            with open(dest, "rb") as f:
-                same = f.read(len(data) + 1) == data
-        except OSError:
-            same = False
-        if not same and not module.check_mode:
-            makedirs(os.path.dirname(dest) or ".", 0o700)
-            write_atomic(dest, data, 0o600, prefix=".rlinfra-zip.")
-        return data, not same
-    return read_package(dest), False
-
-
-def upload(module, client, package):
-    """The working_dir on the cluster, as rlinfra.verl.ray_package puts it there. True when something changed."""
-    try:
-        name = package_name(package["uri"])
-        data, changed = package_bytes(module, module.params["package_dest"])
-        if module.check_mode:
-            return changed or not client.has_package(name)
-        return ensure_package(client, package["uri"], data) or changed
-    except (PackageError, RayError) as e:
-        raise Failed("the working_dir %s: %s" % (package["uri"], e))
-
-
-def submit(module, client, job):
-    """The job, as rlinfra.verl.ray_job with state=submitted creates it. Returns ``(created, status)``."""
-    sid = job["submission_id"]
-    args = A.submit_args(sid, job["entrypoint"], job["runtime_env"], job["metadata"], job.get("resources"))
-    runtime_env, problems = check_runtime_env(args["runtime_env"])
-    metadata, meta_problems = string_values("metadata", args["metadata"])
-    try:
-        check_submission_id(sid)
-    except RayError as e:
-        problems.append(str(e))
-    problems += meta_problems + check_entrypoint(args["entrypoint"]) + check_resources(
-        args.get("entrypoint_num_cpus"), args.get("entrypoint_num_gpus"), args.get("entrypoint_memory"),
-        args.get("entrypoint_resources"))
-    if problems:
-        raise Failed("job %s: %s" % (sid, "\n".join(problems)))
-    try:
-        existing = client.get_job(sid)
-        if existing is not None or module.check_mode:
-            return existing is None, (existing or {}).get("status")
-        # False: another client submitted the same id between the GET and the POST.
-        created = client.submit_job(
-            sid, args["entrypoint"], runtime_env=runtime_env, metadata=metadata or None,
-            entrypoint_num_cpus=args.get("entrypoint_num_cpus"), entrypoint_num_gpus=args.get("entrypoint_num_gpus"),
-            entrypoint_memory=args.get("entrypoint_memory"), entrypoint_resources=args.get("entrypoint_resources"))
-        return created, (client.get_job(sid) or {}).get("status")
-    except RayError as e:
-        raise Failed("job %s: %s" % (sid, e))
-
-
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    p = module.params
-    job = p["job"]
-    env_vars = (job.get("runtime_env") or {}).get("env_vars") or {}
-    if isinstance(env_vars, dict):
-        module.no_log_values.update(secret_values(env_vars))
-    changed, status = False, None
-    try:
-        if job.get("secrets_file"):
-            changed = secrets_file(module, job)
-        if p["submit"]:
-            try:
-                client = client_from_module(module, timeout=UPLOAD_TIMEOUT)
-            except RayError as e:
-                raise Failed("job %s: %s" % (job["submission_id"], e))
-            if job.get("package"):
-                changed = upload(module, client, job["package"]) or changed
-            created, status = submit(module, client, job)
-            changed = created or changed
-    except Failed as e:
-        module.fail_json(msg=str(e), changed=changed)
-    module.exit_json(changed=changed, status=status)
+    finish(module, submit_job(module.params, module))
 
 
 if __name__ == "__main__":

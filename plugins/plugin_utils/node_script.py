@@ -19,11 +19,16 @@ import json
 import os
 import re
 
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.plugins.action import ActionBase
+
 PACKAGE = "ansible_collections.rlinfra.verl.plugins.module_utils"
 MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
 MARK = "RLINFRA-NODE-SCRIPT "
+LONGEST_SECRET = 65536
 _FROM_MODULE = re.compile(r"^\s*from\s+%s\.(\w+)\s+import\b" % re.escape(PACKAGE), re.M)
-_FROM_PACKAGE = re.compile(r"^\s*from\s+%s\s+import\s+\(?([\w\s,]+)\)?" % re.escape(PACKAGE), re.M)
+# "from <package> import a as A, b" on one line, or in parentheses over several.
+_FROM_PACKAGE = re.compile(r"^[ \t]*from[ \t]+%s[ \t]+import[ \t]+(?:\(([^)]*)\)|([^\n]*))" % re.escape(PACKAGE), re.M)
 _ANSIBLE = re.compile(r"^\s*(from|import)\s+ansible(\.|\s)", re.M)
 _SOURCES = {}
 
@@ -43,7 +48,9 @@ class _Memory(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 sys.meta_path.insert(0, _Memory())
 from %(package)s.%(module)s import %(function)s
 from %(package)s.plain_module import PlainModule
-sys.stdout.write(%(mark)r + json.dumps(%(function)s(json.loads(%(args)s), PlainModule()), default=str) + "\n")
+_args = json.loads(%(args)s)
+_module = PlainModule(_args, json.loads(%(secrets)s), %(check_mode)r)
+sys.stdout.write(%(mark)r + json.dumps(_module.reply(%(function)s(_args, _module)), default=str) + "\n")
 '''
 
 
@@ -73,17 +80,20 @@ def closure(names, directory=MODULE_UTILS):
         if _ANSIBLE.search(text):
             raise NeedsModule("module_utils %s imports Ansible" % name)
         todo += _FROM_MODULE.findall(text)
-        for group in _FROM_PACKAGE.findall(text):
-            todo += [part.split()[0] for part in group.replace("\n", " ").split(",") if part.strip()]
+        for groups in _FROM_PACKAGE.findall(text):
+            names = re.sub(r"#[^\n]*", "", groups[0] or groups[1])
+            todo += [part.split()[0] for part in names.replace("\n", " ").split(",") if part.strip()]
     return found
 
 
-def script(module, function, args, directory=MODULE_UTILS):
-    """The Python source that prints ``MARK + json(function(args, PlainModule()))``; raises NeedsModule."""
+def script(module, function, args, directory=MODULE_UTILS, no_log_values=(), check_mode=False):
+    """The Python source that prints ``MARK + json(function(args, PlainModule(args)))``, ``no_log_values`` (and what
+    the function adds to them, such as a token it read) masked; raises NeedsModule."""
     sources = closure([module, "plain_module"], directory)
     packages = [PACKAGE.rsplit(".", n)[0] for n in range(PACKAGE.count(".") + 1)]
     return LOADER % dict(sources=repr(json.dumps({"%s.%s" % (PACKAGE, k): v for k, v in sources.items()})), packages=packages,
-                         package=PACKAGE, module=module, function=function, mark=MARK, args=repr(json.dumps(args)))
+                         package=PACKAGE, module=module, function=function, mark=MARK, args=repr(json.dumps(args)),
+                         secrets=repr(json.dumps(sorted(set(no_log_values)))), check_mode=bool(check_mode))
 
 
 def reply(rc, stdout):
@@ -109,7 +119,7 @@ def interpreter(templar, task_vars):
     return (task_vars.get("ansible_facts") or {}).get("discovered_interpreter_python") or "python3"
 
 
-def run(action, task_vars, module, function, args):
+def run(action, task_vars, module, function, args, no_log_values=()):
     """``function(args)`` of module_utils ``module`` on the action's host through its connection; None when it could
     not run that way (then run the module)."""
     connection = action._connection
@@ -117,9 +127,60 @@ def run(action, task_vars, module, function, args):
     if not connection.has_pipelining or (connection.become and not connection.become.pipelining):
         return None
     try:
-        text = script(module, function, args)
+        text = script(module, function, args, no_log_values=no_log_values, check_mode=action._task.check_mode)
     except NeedsModule:
         return None
     python = interpreter(action._templar, task_vars)
     res = action._low_level_execute_command("%s -" % python, sudoable=True, in_data=text.encode())
     return reply(res.get("rc"), res.get("stdout"))
+
+
+def leaves(value):
+    """The strings a no_log option's value holds (a container's every leaf), as Ansible masks them."""
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in leaves(v)]
+    if isinstance(value, (list, tuple, set)):
+        return [x for v in value for x in leaves(v)]
+    if value is None or value == "" or isinstance(value, bool):
+        return []
+    # A token or a key is short; a longer no_log value is data kept out of the output (verl_submit's inline zip),
+    # which no result holds, and masking by it would double the script.
+    return [str(value)] if len(str(value)) <= LONGEST_SECRET else []
+
+
+# Modules whose whole work is one function of module_utils (``function(params, module)`` returns the module's
+# result): their actions, and other actions that run them, take the plain script first.
+SCRIPTED = {
+    "rlinfra.verl.ray_cluster_info": ("cluster_info", "info"),
+    "rlinfra.verl.ray_job_poll": ("job_poll", "poll"),
+    "rlinfra.verl.verl_submit": ("job_submit", "submit_job"),
+}
+
+
+def call(action, task_vars, module_name, module_args, argument_spec):
+    """What module ``module_name`` (one of SCRIPTED) returns for ``module_args``: from its function run as a plain
+    script (``runtime: script``), else from the module itself (``runtime: module``) - arguments it would refuse, a
+    path it would expand on the node, a script that cannot run."""
+    checked = ArgumentSpecValidator(argument_spec).validate(dict(module_args))
+    params = checked.validated_parameters
+    on_node = [k for k, spec in argument_spec.items() if spec.get("type") == "path" and any(c in str(params.get(k) or "") for c in "~$")]
+    if not checked.error_messages and not on_node:
+        secrets = [v for k, spec in argument_spec.items() if spec.get("no_log") for v in leaves(params.get(k))]
+        res = run(action, task_vars, SCRIPTED[module_name][0], SCRIPTED[module_name][1], params, no_log_values=secrets)
+        if res is not None:
+            return dict(res, runtime="script")
+    res = action._execute_module(module_name=module_name, module_args=module_args, task_vars=task_vars)
+    return dict(res, runtime="module")
+
+
+class ScriptedAction(ActionBase):
+    """The action of a SCRIPTED module: ``MODULE`` and its ``ARGUMENT_SPEC``, the rest is :func:`call`."""
+    TRANSFERS_FILES = False
+    MODULE = ""
+    ARGUMENT_SPEC = {}
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        result.update(call(self, task_vars, self.MODULE, self._task.args, self.ARGUMENT_SPEC))
+        return result

@@ -77,6 +77,14 @@ def smoke_result(text):
     return json.loads(lines[-1].split(" ", 1)[1])
 
 
+def task_output(text, name):
+    """What -v printed for the task whose name starts with ``name``."""
+    for part in re.split(r"^TASK \[", text, flags=re.M):
+        if part.split("]", 1)[0].split(" : ")[-1].startswith(name):
+            return part
+    raise AssertionError("no task %r in:\n%s" % (name, text[-3000:]))
+
+
 def all_text_under(path):
     out = []
     for p in Path(path).rglob("*"):
@@ -137,6 +145,10 @@ def test_submit_smoke_end_to_end_then_rerun_is_a_no_op(ray_head, workdir):
     assert not Path(secrets_file).exists()
     assert stat.S_IMODE(Path(secrets_file).parent.stat().st_mode) == 0o700
 
+    # The cluster read and the submit ran as plain scripts on the head (plugin_utils/node_script.py), not as modules.
+    assert "runtime: script" in task_output(proc.output, "Wait for the nodes of Ray cluster")
+    assert "runtime: script" in task_output(proc.output, "Submit job " + SID)
+
     # The working_dir zip came inside the submit's one call and is kept on the head (0600) for a recovery.
     zips = list((workdir / "remote").glob("rlinfra-*.zip"))
     assert len(zips) == 1 and stat.S_IMODE(zips[0].stat().st_mode) == 0o600, zips
@@ -154,6 +166,7 @@ def test_submit_smoke_end_to_end_then_rerun_is_a_no_op(ray_head, workdir):
     status = playbook(workdir, "status.yml", "exp=smoke", head=ray_head)
     assert status.returncode == 0, status.output[-3000:]
     assert "status: SUCCEEDED" in flat(status.output)
+    assert "runtime: script" in task_output(status.output, "Read the newest attempt of")
     assert re.search(r"last step:\s+30 reward/mean:", status.output)
     assert "SMOKE_RESULT" in status.output
 

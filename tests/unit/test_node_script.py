@@ -8,11 +8,12 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import converge_record as R
-from ansible_collections.rlinfra.verl.plugins.module_utils.plain_module import PlainModule
+from ansible_collections.rlinfra.verl.plugins.module_utils.plain_module import PlainModule, masked
 from ansible_collections.rlinfra.verl.plugins.plugin_utils import node_script as N
 
 
@@ -28,13 +29,16 @@ def write(directory, name, text):
 
 def test_the_closure_follows_every_import_form_and_refuses_ansible(tmp_path):
     pkg = N.PACKAGE
-    write(tmp_path, "a", "from %s.b import x\nfrom %s import (\n    c,\n    d as D,\n)\n" % (pkg, pkg))
+    write(tmp_path, "a", "from %s.b import x\nfrom %s import (\n    c,  # a comment\n    d as D,\n)\n"
+                         "from %s import f as F  # one name per line, two lines\nfrom %s import g as G\n" % (pkg, pkg, pkg, pkg))
+    write(tmp_path, "f", "\n")
+    write(tmp_path, "g", "\n")
     write(tmp_path, "b", "x = 1\n")
     write(tmp_path, "c", "def f():\n    from %s.e import y\n    return y\n" % pkg)
     write(tmp_path, "d", "import os\n")
     write(tmp_path, "e", "y = 2\n")
     write(tmp_path, "lonely", "z = 3\n")
-    assert sorted(N.closure(["a"], str(tmp_path))) == ["a", "b", "c", "d", "e"]
+    assert sorted(N.closure(["a"], str(tmp_path))) == ["a", "b", "c", "d", "e", "f", "g"]
     write(tmp_path, "e", "from ansible.module_utils.basic import AnsibleModule\n")
     N._SOURCES.clear()
     with pytest.raises(N.NeedsModule, match="e imports Ansible"):
@@ -102,3 +106,33 @@ def test_an_error_on_the_node_gives_no_reply(tmp_path):
     code, out, err = run_isolated(N.script("converge_record", "check", {"path": str(tmp_path)}), str(tmp_path))
     assert code != 0 and "KeyError" in err
     assert N.reply(code, out) is None
+
+
+def test_the_result_is_masked_on_the_node_as_ansible_masks_a_module_result(tmp_path):
+    """What the function reads on the node (a token) and the no_log options it was given never leave the node in its
+    line; warnings and check mode pass as for a module."""
+    token_file = tmp_path / "token"
+    token_file.write_text("tok-SECRET-1234\n")
+    write(tmp_path, "plain_module", (Path(N.MODULE_UTILS) / "plain_module.py").read_text())
+    write(tmp_path, "reader", "def read(args, module):\n"
+                              "    token = open(args['path']).read().strip()\n"
+                              "    module.no_log_values.add(token)\n"
+                              "    module.warn('read ' + token)\n"
+                              "    return {'line': 'Bearer ' + token, token: [args['key'] + '!'], 'check': module.check_mode}\n")
+    N._SOURCES.clear()
+    text = N.script("reader", "read", {"path": str(token_file), "key": "api-KEY-5678"}, str(tmp_path),
+                    no_log_values=["api-KEY-5678"], check_mode=True)
+    N._SOURCES.clear()
+    code, out, err = run_isolated(text, str(tmp_path))
+    assert code == 0, err
+    assert "SECRET" not in out and "KEY" not in out
+    assert N.reply(code, out) == {"line": "Bearer ********", "********": ["********!"], "check": True,
+                                  "warnings": ["read ********"]}
+
+
+def test_masking_takes_the_longest_secret_first_and_leaves_other_values():
+    assert masked({"a": "xx-abc-xx", "n": 3, "b": [True, None]}, ["abc", "xx-abc", ""]) == \
+        {"a": "********-xx", "n": 3, "b": [True, None]}
+    assert masked("same", []) == "same"
+    assert N.leaves({"HF_TOKEN": "hf_x", "empty": "", "n": [1, None, False]}) == ["hf_x", "1"]
+    assert N.leaves("z" * (N.LONGEST_SECRET + 1)) == []

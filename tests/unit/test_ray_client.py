@@ -364,7 +364,7 @@ def test_an_unreadable_fact_is_one_line(fact):
 def test_the_watchdog_poll_sees_a_short_job_end_promptly(ray_head):
     """ray_job_poll's watch (one chunk of submit.yml's wait) uses the same early-then-back-off pauses:
     a 2 s job is seen ending well before the 5 s poll_interval experiments default to."""
-    from ansible_collections.rlinfra.verl.plugins.modules.ray_job_poll import watch
+    from ansible_collections.rlinfra.verl.plugins.module_utils.job_poll import watch
     pauses = []
 
     def sleep(seconds):

@@ -10,7 +10,7 @@ import pytest
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import ray_client
 from ansible_collections.rlinfra.verl.plugins.modules import ray_cluster_info
-from ansible_collections.rlinfra.verl.plugins.modules.ray_cluster_info import missing_hosts
+from ansible_collections.rlinfra.verl.plugins.module_utils.cluster_info import missing_hosts
 
 ABSENT_IP = "10.255.255.7"  # never contacted: only compared with the node list
 

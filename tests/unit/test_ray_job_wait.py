@@ -36,6 +36,10 @@ NO_ADDRESS = ("no Ray dashboard address on this host: it has no rlinfra_ray loca
 class FakeAction:
     """Stands for the action plugin: records the modules run on the target and answers from a script."""
 
+    class _connection:  # cannot pipeline: node_script runs the module, whose answers the test scripts
+        has_pipelining = False
+        become = None
+
     def __init__(self, answers):
         self.answers = iter(answers)
         self.calls = []
