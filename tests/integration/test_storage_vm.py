@@ -215,14 +215,17 @@ def test_mounts_come_back_from_fstab():
 
 
 def test_unreachable_nfs_server_fails_with_one_line():
-    # 10.0.2.99 is an unused address of qemu's user-mode network; restrict=on keeps it all inside qemu.
+    # 10.0.2.99 is an unused address of qemu's user-mode network; restrict=on keeps it all inside qemu. Its user-mode
+    # TCP stack now and then completes a connect to one of the ports itself (seen once, on 2049): the line names the
+    # ports that did not answer, so it may name one of the two.
     run = play({"storage_vm_nfs": {"server": "10.0.2.99", "path": "/data2", "connect_timeout": 5}})
     assert run.rc != 0
     assert len(run.failures) == 1
     msg = run.failures[0]
     assert re.fullmatch(
         r"nfs_mount: cannot mount 10\.0\.2\.99:/data at /data2 \(options rw,nconnect=16,nfsvers=3,_netdev\): "
-        r"server 10\.0\.2\.99 does not answer on TCP ports 2049, 111 \(waited 5 s: .+\); nothing was changed\.", msg), msg
+        r"server 10\.0\.2\.99 does not answer on TCP (ports 2049, 111|port 2049|port 111) \(waited 5 s: Timeout when "
+        r"waiting for 10\.0\.2\.99:(2049|111)\); nothing was changed\.", msg), msg
     assert vm("grep -c ' /data2 ' /etc/fstab || true").strip() == "0"
 
 
