@@ -13,4 +13,4 @@ from ansible_collections.rlinfra.verl.plugins.plugin_utils.node_script import Sc
 
 class ActionModule(ScriptedAction):
     MODULE = "rlinfra.verl.ray_job_poll"
-    ARGUMENT_SPEC = ARGUMENT_SPEC
+    ARGUMENT_SPEC = ARGUMENT_SPEC  # what tests/unit/test_action_docs.py holds to the documentation

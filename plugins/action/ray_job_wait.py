@@ -28,8 +28,6 @@ from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as 
 from ansible_collections.rlinfra.verl.plugins.module_utils import recovery as R
 from ansible_collections.rlinfra.verl.plugins.module_utils import verl_metrics as M
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import DASHBOARD_ARGUMENT_SPEC
-from ansible_collections.rlinfra.verl.plugins.modules.ray_cluster_info import ARGUMENT_SPEC as CLUSTER_INFO_SPEC
-from ansible_collections.rlinfra.verl.plugins.modules.ray_job_poll import ARGUMENT_SPEC as JOB_POLL_SPEC
 from ansible_collections.rlinfra.verl.plugins.plugin_utils import node_script
 
 display = Display()
@@ -65,7 +63,6 @@ ARGUMENT_SPEC = dict(
     package_src=dict(type="str", default=""),
 )
 # What an `experiment` (a verl_experiment render result) gives when the option itself is not set.
-SPECS = {"rlinfra.verl.ray_cluster_info": CLUSTER_INFO_SPEC, "rlinfra.verl.ray_job_poll": JOB_POLL_SPEC}
 FROM_WAIT = ("timeout", "progress_interval", "poll_interval", "stop_on_timeout", "stall_timeout", "outage_grace")
 RESULT_KEYS = ("submission_id", "status", "message", "start_time", "end_time", "duration_s", "driver_exit_code",
                "logs_tail", "last_step", "last_metrics", "dashboard_url")
@@ -143,8 +140,8 @@ class Watch:
         display.display("%s: %s" % (self.label, line))
 
     def module(self, name, args):
-        if name in SPECS:  # a plain script on the target when it can (plugin_utils/node_script.py)
-            return node_script.call(self.action, self.task_vars, name, args, SPECS[name])
+        if name in node_script.SCRIPTED:  # a plain script on the target when it can
+            return node_script.call(self.action, self.task_vars, name, args)
         return self.action._execute_module(module_name=name, module_args=args, task_vars=self.task_vars)
 
     def node_names(self, hosts):

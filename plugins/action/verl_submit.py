@@ -47,7 +47,7 @@ class ActionModule(ActionBase):
         return result
 
     def _module(self, name, module_args):
-        res = node_script.call(self, self.task_vars, name, module_args, ARGUMENT_SPEC)
+        res = node_script.call(self, self.task_vars, name, module_args)
         if res.get("failed") or res.get("unreachable"):
             lines = (res.get("module_stderr") or res.get("exception") or "").strip().splitlines()
             raise Refused(res.get("msg") or (lines[-1] if lines else "the submit failed on the head"))

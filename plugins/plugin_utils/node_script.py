@@ -15,6 +15,7 @@ the expected line - gives None, and the action runs the module instead.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -157,16 +158,19 @@ SCRIPTED = {
 }
 
 
-def call(action, task_vars, module_name, module_args, argument_spec):
+def call(action, task_vars, module_name, module_args):
     """What module ``module_name`` (one of SCRIPTED) returns for ``module_args``: from its function run as a plain
     script (``runtime: script``), else from the module itself (``runtime: module``) - arguments it would refuse, a
     path it would expand on the node, a script that cannot run."""
-    checked = ArgumentSpecValidator(argument_spec).validate(dict(module_args))
+    utils, function = SCRIPTED[module_name]
+    spec = importlib.import_module("ansible_collections.rlinfra.verl.plugins.modules." + module_name.rsplit(".", 1)[1]).ARGUMENT_SPEC
+    checked = ArgumentSpecValidator(spec).validate(dict(module_args))
     params = checked.validated_parameters
-    on_node = [k for k, spec in argument_spec.items() if spec.get("type") == "path" and any(c in str(params.get(k) or "") for c in "~$")]
+    # Validation expands ~ and $VARS here, on the controller; the module expands them on the node.
+    on_node = [k for k, opt in spec.items() if opt.get("type") == "path" and any(c in str(module_args.get(k) or "") for c in "~$")]
     if not checked.error_messages and not on_node:
-        secrets = [v for k, spec in argument_spec.items() if spec.get("no_log") for v in leaves(params.get(k))]
-        res = run(action, task_vars, SCRIPTED[module_name][0], SCRIPTED[module_name][1], params, no_log_values=secrets)
+        secrets = [v for k, opt in spec.items() if opt.get("no_log") for v in leaves(params.get(k))]
+        res = run(action, task_vars, utils, function, params, no_log_values=secrets)
         if res is not None:
             return dict(res, runtime="script")
     res = action._execute_module(module_name=module_name, module_args=module_args, task_vars=task_vars)
@@ -174,13 +178,12 @@ def call(action, task_vars, module_name, module_args, argument_spec):
 
 
 class ScriptedAction(ActionBase):
-    """The action of a SCRIPTED module: ``MODULE`` and its ``ARGUMENT_SPEC``, the rest is :func:`call`."""
+    """The action of a SCRIPTED module ``MODULE``: the rest is :func:`call`."""
     TRANSFERS_FILES = False
     MODULE = ""
-    ARGUMENT_SPEC = {}
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
-        result.update(call(self, task_vars, self.MODULE, self._task.args, self.ARGUMENT_SPEC))
+        result.update(call(self, task_vars, self.MODULE, self._task.args))
         return result

@@ -136,3 +136,17 @@ def test_masking_takes_the_longest_secret_first_and_leaves_other_values():
     assert masked("same", []) == "same"
     assert N.leaves({"HF_TOKEN": "hf_x", "empty": "", "n": [1, None, False]}) == ["hf_x", "1"]
     assert N.leaves("z" * (N.LONGEST_SECRET + 1)) == []
+
+
+def test_a_path_the_module_would_expand_on_the_node_goes_to_the_module():
+    """Argument checking on the controller expands ~ there; the module expands it on the node, so it runs instead."""
+    class Action:
+        calls = []
+
+        def _execute_module(self, module_name, module_args, task_vars):
+            self.calls.append((module_name, module_args))
+            return {"changed": False}
+    action = Action()
+    args = {"submission_id": "x", "auth_token_path": "~/ray-token"}
+    assert N.call(action, {}, "rlinfra.verl.ray_job_poll", args) == {"changed": False, "runtime": "module"}
+    assert action.calls == [("rlinfra.verl.ray_job_poll", args)]
