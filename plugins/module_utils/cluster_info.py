@@ -15,7 +15,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import (
     ACTIVE_STATUSES, RayAuthError, RayError, RayHTTPError, RayUnreachableError, check_seconds,
     client_from_module, poll_pauses)
 
-POLL_INTERVAL = 2.0
+POLL_INTERVAL = 1.0  # the dashboard answers a node list in milliseconds; a node that joined is seen within a second
 
 
 def _addresses(host):

@@ -22,6 +22,7 @@ import json
 import os
 import stat
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.files import makedirs, write_atomic
 from ansible_collections.rlinfra.verl.plugins.module_utils.node_facts import ip_runner, node_facts
 
 VERSION = 1
@@ -251,6 +252,22 @@ def check(params, module):
     facts["ansible_converge_record"] = dict(converged=not reason, reason=reason, inputs=params["inputs"] or "",
                                             members=(record or {}).get("members") or [])
     return dict(ansible_facts=facts, reason=reason)
+
+
+def write(params, module):
+    """The module's state=write, for AnsibleModule or plain_module.PlainModule: what the node is now, recorded at
+    ``params["path"]`` (root-only) unless it is already; ``recorded`` says whether it was (would be, in check mode)."""
+    observed = observe(params["watch"], node_facts(ip_runner(module), params["fact_dir"], params["local"]), Probe(module))
+    text = content(params["inputs"], params["watch"], observed, params["facts"], params["members"])
+    try:
+        with open(params["path"], encoding="utf-8") as handle:
+            recorded = handle.read() != text
+    except OSError:
+        recorded = True
+    if recorded and not module.check_mode:
+        makedirs(os.path.dirname(params["path"]) or ".", 0o755)
+        write_atomic(params["path"], text, 0o600, prefix=".rlinfra-converged.")
+    return dict(changed=False, recorded=recorded, reason="")
 
 
 def content(inputs, watch, observed, facts, members):

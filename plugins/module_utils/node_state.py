@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections import OrderedDict
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.files import write_if_changed
+from ansible_collections.rlinfra.verl.plugins.module_utils.python_env import inputs_digest, python_version, read_json
 from ansible_collections.rlinfra.verl.plugins.module_utils.switches import switch_value
 
 RECORD_VERSION = 1
@@ -117,6 +120,42 @@ def guard(nodes, allow):
 
 def refusal(errors):
     return "Refusing to restart Ray under a running job, nothing was changed: " + " | ".join(errors)
+
+
+def service_active(module, service):
+    systemctl = module.get_bin_path("systemctl")
+    if not systemctl:
+        return False
+    rc, out, dummy = module.run_command([systemctl, "is-active", service])
+    return rc == 0 and out.strip() == "active"
+
+
+def node_state(p, module):
+    """rlinfra.verl.ray_node_state's result for validated parameters ``p``: ``module`` is the AnsibleModule, or a
+    plain_module.PlainModule when the action runs this as a plain script on the node."""
+    record = read_json(p["path"]) if os.path.exists(p["path"]) else None
+    env_record = read_json(p["python_env_state"]) if p["python_env_state"] else None
+    fingerprint = (env_record or {}).get("fingerprint")
+    parts = part_digests(p["inputs"])
+    result = dict(changed=False, active=service_active(module, p["service"]), recorded=record is not None,
+                  fingerprint=fingerprint)
+
+    if p["state"] == "recorded":
+        directory = os.path.dirname(p["path"]) or "."
+        if not os.path.isdir(directory):
+            return dict(result, failed=True, msg="cannot record the Ray node's state: %s does not exist" % directory)
+        result["changed"] = write_if_changed(p["path"], record_content(parts, fingerprint), 0o600, module.check_mode)
+        return result
+
+    env_changed = False
+    want = p["python_env"]
+    if want is not None:
+        version = python_version(module.run_command, want["python"])
+        wanted = inputs_digest(want["packages"], want["no_build_isolation_packages"], want["no_deps_packages"], version)
+        env_changed = (env_record or {}).get("inputs") != wanted
+    reasons = restart_reasons(record, parts, fingerprint, env_changed)
+    result.update(reasons=reasons, restart=result["active"] and bool(reasons))
+    return result
 
 
 # rlinfra.verl.ray_node_guard (a module for its documentation, an action plugin that runs it on the controller).

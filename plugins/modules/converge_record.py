@@ -153,19 +153,16 @@ reason:
   type: str
 runtime:
   description:
-    - How the node was read - V(script) (O(state=check) runs the module's code as a plain Python script through the
-      connection, without Ansible's module runtime) or V(module) (when that cannot run, and for O(state=write)).
+    - How the node was read (and written) - V(script) (the module's code as a plain Python script through the
+      connection, without Ansible's module runtime) or V(module) (when that cannot run, or a path has a C(~) or C($)
+      for the node to expand).
   returned: always
   type: str
   sample: script
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rlinfra.verl.plugins.module_utils import converge_record as R
-from ansible_collections.rlinfra.verl.plugins.module_utils.files import makedirs, write_atomic
-from ansible_collections.rlinfra.verl.plugins.module_utils.node_facts import ip_runner, node_facts
 
 WATCH = dict(files=dict(type="list", elements="path", default=[]), dirs=dict(type="list", elements="path", default=[]),
              packages=dict(type="list", elements="str", default=[]), units=dict(type="list", elements="str", default=[]),
@@ -186,19 +183,7 @@ ARGUMENT_SPEC = dict(
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True, required_if=[("state", "write", ["inputs"])])
     p = module.params
-    if p["state"] == "write":
-        observed = R.observe(p["watch"], node_facts(ip_runner(module), p["fact_dir"], p["local"]), R.Probe(module))
-        text = R.content(p["inputs"], p["watch"], observed, p["facts"], p["members"])
-        try:
-            with open(p["path"], encoding="utf-8") as handle:
-                recorded = handle.read() != text
-        except OSError:
-            recorded = True
-        if recorded and not module.check_mode:
-            makedirs(os.path.dirname(p["path"]) or ".", 0o755)
-            write_atomic(p["path"], text, 0o600, prefix=".rlinfra-converged.")
-        module.exit_json(changed=False, recorded=recorded, reason="")
-    module.exit_json(changed=False, **R.check(p, module))
+    module.exit_json(**(R.write(p, module) if p["state"] == "write" else dict(changed=False, **R.check(p, module))))
 
 
 if __name__ == "__main__":

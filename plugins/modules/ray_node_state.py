@@ -104,6 +104,14 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+runtime:
+  description:
+    - How the target ran the code - V(script) (the module's code as a plain Python script through the connection,
+      without Ansible's module runtime) or V(module) (when that cannot run - no pipelining, a path to expand on the
+      target, an option the module refuses).
+  returned: always
+  type: str
+  sample: script
 active:
   description: Whether O(service) is active.
   returned: always
@@ -131,12 +139,9 @@ fingerprint:
   type: str
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils.files import write_if_changed
-from ansible_collections.rlinfra.verl.plugins.module_utils.node_state import part_digests, record_content, restart_reasons
-from ansible_collections.rlinfra.verl.plugins.module_utils.python_env import inputs_digest, python_version, read_json
+from ansible_collections.rlinfra.verl.plugins.module_utils.node_state import node_state
+from ansible_collections.rlinfra.verl.plugins.module_utils.plain_module import finish
 
 ARGUMENT_SPEC = dict(
     path=dict(type="path", required=True),
@@ -153,40 +158,9 @@ ARGUMENT_SPEC = dict(
 )
 
 
-def service_active(module, service):
-    systemctl = module.get_bin_path("systemctl")
-    if not systemctl:
-        return False
-    rc, out, dummy = module.run_command([systemctl, "is-active", service])
-    return rc == 0 and out.strip() == "active"
-
-
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    p = module.params
-    record = read_json(p["path"]) if os.path.exists(p["path"]) else None
-    env_record = read_json(p["python_env_state"]) if p["python_env_state"] else None
-    fingerprint = (env_record or {}).get("fingerprint")
-    parts = part_digests(p["inputs"])
-    result = dict(changed=False, active=service_active(module, p["service"]), recorded=record is not None,
-                  fingerprint=fingerprint)
-
-    if p["state"] == "recorded":
-        directory = os.path.dirname(p["path"]) or "."
-        if not os.path.isdir(directory):
-            module.fail_json(msg="cannot record the Ray node's state: %s does not exist" % directory, **result)
-        result["changed"] = write_if_changed(p["path"], record_content(parts, fingerprint), 0o600, module.check_mode)
-        module.exit_json(**result)
-
-    env_changed = False
-    want = p["python_env"]
-    if want is not None:
-        version = python_version(module.run_command, want["python"])
-        wanted = inputs_digest(want["packages"], want["no_build_isolation_packages"], want["no_deps_packages"], version)
-        env_changed = (env_record or {}).get("inputs") != wanted
-    reasons = restart_reasons(record, parts, fingerprint, env_changed)
-    result.update(reasons=reasons, restart=result["active"] and bool(reasons))
-    module.exit_json(**result)
+    finish(module, node_state(module.params, module))
 
 
 if __name__ == "__main__":

@@ -154,6 +154,7 @@ def leaves(value):
 SCRIPTED = {
     "rlinfra.verl.ray_cluster_info": ("cluster_info", "info"),
     "rlinfra.verl.ray_job_poll": ("job_poll", "poll"),
+    "rlinfra.verl.ray_node_state": ("node_state", "node_state"),
     "rlinfra.verl.verl_submit": ("job_submit", "submit_job"),
 }
 

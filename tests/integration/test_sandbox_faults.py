@@ -301,6 +301,30 @@ def test_stall_is_detected_restarted_and_a_new_controller_attaches(whole):
     assert_clean(run.output + again.output)
 
 
+def test_controller_killed_as_the_job_is_created_then_a_rerun_attaches(whole):
+    """The controller dies in the one call that submits (killed as soon as the head lists the job, most often before
+    the controller heard back): a re-run finds the job and waits for it - one job ran, not two, and nothing of the
+    half-finished call stands in the way."""
+    name = experiment(whole, "fault_submit", {"max_restarts": 0},
+                      params={"trainer": {"total_training_steps": 8, "save_freq": 4, "step_sleep_s": 0.5}})
+    sid = "rlinfra-%s-default" % name
+    run = Playbook("submit.yml", "exp=" + name, exp_dir=whole["exp_dir"])
+    run.wait_for(r"TASK \[.*Submit job %s\]" % re.escape(sid), 300)
+    deadline = time.monotonic() + 60
+    while not attempts(whole, sid) and time.monotonic() < deadline:
+        assert run.proc.poll() is None, run.output[-3000:]
+        time.sleep(0.05)
+    run.kill()
+    assert attempts(whole, sid), "no job within 60 s of the submit's start:\n" + run.output[-3000:]
+    print("killed %s the controller reported the submission" % ("after" if run.first("Submitted " + sid)[1] else "before"))
+    again = Playbook("submit.yml", "exp=" + name, exp_dir=whole["exp_dir"])
+    assert again.wait() == 0, again.output[-5000:]
+    flat = " ".join(again.output.split())
+    assert re.search(r"%s already exists \((PENDING|RUNNING|SUCCEEDED)\); not submitted again" % re.escape(sid), flat), flat[-3000:]
+    assert [(j["submission_id"], j["status"]) for j in attempts(whole, sid)] == [(sid, "SUCCEEDED")]
+    assert_clean(run.output + again.output)
+
+
 def test_resume_on_another_shape_is_refused(whole):
     name = experiment(whole, "fault_shape", {"max_restarts": 2, "min_nodes": 2, "backoff_s": 1,
                                              "node_wait_timeout": 60})

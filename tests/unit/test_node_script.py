@@ -100,6 +100,72 @@ def test_the_converge_check_as_a_script_gives_what_the_module_gives(tmp_path):
     assert got["reason"] == "the collection or the roles' variables changed"
 
 
+def test_the_restart_check_as_a_script_gives_what_the_module_gives(tmp_path):
+    """site.yml's check before anything changes (ray_node_state) runs the same way: without a record it foresees a
+    restart only where the unit is active; with the record the module wrote, nothing; a changed input is named.
+    The unit here is one systemd does not know (no systemd in the test's container either: inactive)."""
+    from ansible_collections.rlinfra.verl.plugins.module_utils import node_state as NS
+    from ansible_collections.rlinfra.verl.plugins.modules.ray_node_state import ARGUMENT_SPEC
+    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+    env_state = tmp_path / "venv-state.json"
+    env_state.write_text(json.dumps({"fingerprint": "fp1", "inputs": "in1"}))
+    inputs = {"ray_env": "e1", "token": "t1", "unit": {"role": "worker", "ports": [6379]}}
+
+    def params(**options):
+        raw = dict(path=str(tmp_path / "state.json"), service="rlinfra-no-such-unit.service", inputs=inputs,
+                   python_env_state=str(env_state))
+        raw.update(options)
+        return ArgumentSpecValidator(ARGUMENT_SPEC).validate(raw).validated_parameters
+
+    def on_node(p):
+        code, out, err = run_isolated(N.script("node_state", "node_state", p), str(tmp_path))
+        assert code == 0, err
+        return N.reply(code, out)
+
+    first = on_node(params())
+    assert first == json.loads(json.dumps(NS.node_state(params(), PlainModule())))
+    assert (first["active"], first["recorded"], first["restart"], first["reasons"]) == (False, False, False, ["no_record"])
+    wrote = on_node(params(state="recorded"))
+    assert wrote["changed"] is True and oct((tmp_path / "state.json").stat().st_mode & 0o777) == "0o600"
+    assert on_node(params())["reasons"] == []
+    changed = on_node(params(inputs=dict(inputs, ray_env="e2")))
+    assert changed["reasons"] == ["ray_env"] and changed["restart"] is False
+    missing = on_node(params(path=str(tmp_path / "nowhere" / "state.json"), state="recorded"))
+    assert missing["failed"] is True and "does not exist" in missing["msg"]
+
+
+def test_the_record_written_as_a_script_is_the_one_the_check_then_finds(tmp_path):
+    """state=write runs as a script too (site.yml's last step on every node it converged): it writes the record
+    root-only, says recorded=false when it is already there, writes nothing in check mode, and the check that follows
+    finds the node as recorded."""
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    (etc / "ray.env").write_text("A=1\n")
+    facts_dir = tmp_path / "facts"
+    facts_dir.mkdir()
+    watch = {"files": [str(tmp_path / "absent.service")], "dirs": [str(etc)], "packages": [], "units": [], "nft_tables": []}
+    path = tmp_path / "conf" / "record.json"
+    params = dict(state="write", path=str(path), inputs="in1", watch=watch, facts={"ray_node_ip": "10.1.2.3"},
+                  members=["h2", "h1"], fact_dir=str(facts_dir), local=["rlinfra_ray"])
+
+    def on_node(p, check_mode=False):
+        code, out, err = run_isolated(N.script("converge_record", "write", p, check_mode=check_mode), str(tmp_path))
+        assert code == 0, err
+        return N.reply(code, out)
+
+    assert on_node(params, check_mode=True) == {"changed": False, "recorded": True, "reason": ""}
+    assert not path.exists()
+    assert on_node(params) == {"changed": False, "recorded": True, "reason": ""}
+    assert oct(path.stat().st_mode & 0o777) == "0o600" and json.loads(path.read_text())["members"] == ["h1", "h2"]
+    assert on_node(params)["recorded"] is False
+    check = dict(path=str(path), inputs="in1", fact_dir=str(facts_dir), local=["rlinfra_ray"])
+    found = N.reply(*run_isolated(N.script("converge_record", "check", check), str(tmp_path))[:2])
+    assert found["reason"] == "" and found["ansible_facts"]["ray_node_ip"] == "10.1.2.3"
+    (etc / "ray.env").write_text("A=2\n")
+    assert on_node(params)["recorded"] is True
+
+
 def test_an_error_on_the_node_gives_no_reply(tmp_path):
     """A failure inside the function (here: a bad parameter) ends the script non-zero: the action then runs the module,
     which reports it the usual way."""

@@ -126,7 +126,7 @@ def test_guard_module(module_runner):
 @pytest.fixture
 def state(tmp_path, module_runner, monkeypatch):
     active = {"value": True}
-    monkeypatch.setattr(ray_node_state, "service_active", lambda module, service: active["value"])
+    monkeypatch.setattr(ns, "service_active", lambda module, service: active["value"])
     env_state = tmp_path / "venv-state.json"
     env_state.write_text(json.dumps({"fingerprint": "fp1", "inputs": "in1"}))
 
