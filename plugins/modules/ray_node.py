@@ -128,11 +128,16 @@ options:
     type: str
     default: ""
   gcs_address:
-    description: C(host:port) of the cluster's GCS (for O(wait=gcs)).
+    description:
+      - C(host:port) of the cluster's GCS (for O(wait=gcs)).
+      - On a worker (O(role=worker)) that is to start or restart, Ray starts only once this address accepts
+        connections (within O(timeout)). A worker started before its head's GCS listens fails after Ray's own 20 s
+        of retries and is restarted by systemd, which costs more than the wait. When the GCS never listens, the
+        module fails with one line and Ray is not started.
     type: str
     default: ""
   timeout:
-    description: Seconds to wait.
+    description: Seconds to wait (for the head's GCS before a worker starts, and for O(wait)).
     type: int
     default: 120
 extends_documentation_fragment:
@@ -401,6 +406,12 @@ def main():
             systemd.run("daemon-reload")
         if not enabled:
             systemd.run("enable", service)
+        if started and p["role"] == "worker" and p["gcs_address"]:
+            why = wait_for_port(p["gcs_address"], p["timeout"])
+            if why:
+                module.fail_json(msg="this worker's Ray was not started: its head's GCS at %s; start the head's Ray first "
+                                     "(site.yml starts heads with their workers, and heads first where Ray restarts), then "
+                                     "run again" % why, files=node.files)
         if started:
             systemd.run("restart" if reasons else "start", service)
 

@@ -312,6 +312,26 @@ def test_wait_gcs_names_the_address_when_nothing_listens(node):
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     sock.close()
-    res = node(wait="gcs", gcs_address="127.0.0.1:%d" % port, timeout=1)
+    res = node(role="head", wait="gcs", gcs_address="127.0.0.1:%d" % port, timeout=1)
     assert res["failed"] is True and "127.0.0.1:%d did not accept connections within 1s" % port in res["msg"]
-    assert "journalctl -u ray-worker.service" in res["msg"]
+    assert "journalctl -u ray-head.service" in res["msg"]
+
+
+def test_a_worker_starts_only_once_its_heads_gcs_listens(node):
+    """Started before its head's GCS listens, a worker's Ray would fail and be restarted by systemd: it is started
+    once the address accepts connections; when it never does, one line says so and Ray is not started."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    res = node(gcs_address="127.0.0.1:%d" % port, timeout=1)
+    assert res["failed"] is True and starts() == []
+    assert res["msg"].startswith("this worker's Ray was not started: its head's GCS at 127.0.0.1:%d did not accept "
+                                 "connections within 1s" % port) and "\n" not in res["msg"]
+    sock.listen(1)
+    try:
+        res = node(gcs_address="127.0.0.1:%d" % port, timeout=5)
+    finally:
+        sock.close()
+    assert res["changed"] is True and starts() == [("start", "ray-worker.service")]
+    FakeSystemd.calls = []
+    assert node(gcs_address="127.0.0.1:%d" % port, timeout=1)["changed"] is False and FakeSystemd.calls == []
