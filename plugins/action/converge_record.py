@@ -90,8 +90,8 @@ class ActionModule(ActionBase):
             if res is not None:
                 result.update(res, changed=False, runtime="script")
                 return result
-        elif params.get("inputs") and not any(c in str(args.get(k) or "") for k in ("path", "fact_dir") for c in "~$"):
-            # The record: the same code, at the end of every converge in full (a ~ or $ path is the module's to expand).
+        elif params.get("inputs") and not node_script.expands_on_node(ARGUMENT_SPEC, args):
+            # The record: the same code, at the end of every converge in full.
             res = node_script.run(self, task_vars, "converge_record", "write", params)
             if res is not None:
                 result.update(res, runtime="script")

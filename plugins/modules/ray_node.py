@@ -410,8 +410,7 @@ def main():
             why = wait_for_port(p["gcs_address"], p["timeout"])
             if why:
                 module.fail_json(msg="this worker's Ray was not started: its head's GCS at %s; start the head's Ray first "
-                                     "(site.yml starts heads with their workers, and heads first where Ray restarts), then "
-                                     "run again" % why, files=node.files)
+                                     "(site.yml starts each head before its workers), then run again" % why, files=node.files)
         if started:
             systemd.run("restart" if reasons else "start", service)
 

@@ -159,6 +159,12 @@ SCRIPTED = {
 }
 
 
+def expands_on_node(spec, module_args):
+    """Whether a path option as given has a ~ or $VAR: validation expands them here, on the controller; the module
+    expands them on the node, so such a call goes to the module."""
+    return any(opt.get("type") == "path" and any(c in str(module_args.get(k) or "") for c in "~$") for k, opt in spec.items())
+
+
 def call(action, task_vars, module_name, module_args):
     """What module ``module_name`` (one of SCRIPTED) returns for ``module_args``: from its function run as a plain
     script (``runtime: script``), else from the module itself (``runtime: module``) - arguments it would refuse, a
@@ -167,9 +173,7 @@ def call(action, task_vars, module_name, module_args):
     spec = importlib.import_module("ansible_collections.rlinfra.verl.plugins.modules." + module_name.rsplit(".", 1)[1]).ARGUMENT_SPEC
     checked = ArgumentSpecValidator(spec).validate(dict(module_args))
     params = checked.validated_parameters
-    # Validation expands ~ and $VARS here, on the controller; the module expands them on the node.
-    on_node = [k for k, opt in spec.items() if opt.get("type") == "path" and any(c in str(module_args.get(k) or "") for c in "~$")]
-    if not checked.error_messages and not on_node:
+    if not checked.error_messages and not expands_on_node(spec, module_args):
         secrets = [v for k, opt in spec.items() if opt.get("no_log") for v in leaves(params.get(k))]
         res = run(action, task_vars, utils, function, params, no_log_values=secrets)
         if res is not None:
