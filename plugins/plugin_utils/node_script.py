@@ -153,6 +153,7 @@ def leaves(value):
 # result): their actions, and other actions that run them, take the plain script first.
 SCRIPTED = {
     "rlinfra.verl.ray_cluster_info": ("cluster_info", "info"),
+    "rlinfra.verl.ray_job": ("job_run", "run_job"),
     "rlinfra.verl.ray_job_poll": ("job_poll", "poll"),
     "rlinfra.verl.ray_node_state": ("node_state", "node_state"),
     "rlinfra.verl.verl_submit": ("job_submit", "submit_job"),
@@ -186,9 +187,18 @@ class ScriptedAction(ActionBase):
     """The action of a SCRIPTED module ``MODULE``: the rest is :func:`call`."""
     TRANSFERS_FILES = False
     MODULE = ""
+    _supports_async = True
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
+        if self._task.async_val:
+            # Ansible's async wrapper runs modules only: an async task gets the module, as without this action.
+            wrap_async = not self._connection.has_native_async
+            result.update(self._execute_module(module_name=self.MODULE, module_args=self._task.args, task_vars=task_vars,
+                                               wrap_async=wrap_async))
+            if not wrap_async:
+                self._remove_tmp_path(self._connection._shell.tmpdir)
+            return result
         result.update(call(self, task_vars, self.MODULE, self._task.args))
         return result

@@ -216,3 +216,15 @@ def test_a_path_the_module_would_expand_on_the_node_goes_to_the_module():
     args = {"submission_id": "x", "auth_token_path": "~/ray-token"}
     assert N.call(action, {}, "rlinfra.verl.ray_job_poll", args) == {"changed": False, "runtime": "module"}
     assert action.calls == [("rlinfra.verl.ray_job_poll", args)]
+
+
+@pytest.mark.parametrize("module_name", sorted(N.SCRIPTED))
+def test_every_scripted_module_runs_without_ansible(module_name, tmp_path):
+    """Each SCRIPTED function's code reaches the node without Ansible: a module_utils import of Ansible added to
+    it later would quietly send every call back to the module runtime this saves."""
+    utils, function = N.SCRIPTED[module_name]
+    text = N.script(utils, function, {}).replace("_args = json.loads", "raise SystemExit(0)\n_args = json.loads")
+    text = text.replace("from %s.%s import %s\n" % (N.PACKAGE, utils, function),
+                        "from %s.%s import %s\nprint('RLINFRA-IMPORTED', callable(%s))\n" % (N.PACKAGE, utils, function, function))
+    rc, out, err = run_isolated(text, tmp_path)
+    assert rc == 0 and "RLINFRA-IMPORTED True" in out, err[-2000:]

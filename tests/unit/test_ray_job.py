@@ -244,6 +244,29 @@ def test_through_ansible_playbook(ray_head, tmp_path):
                 wait_timeout: 120
                 poll_interval: 0.5
               register: run
+            - name: A failing job through the same path
+              rlinfra.verl.ray_job:
+                address: "{address}"
+                auth_token: "{{{{ ray_token }}}}"
+                submission_id: {sid}-fails
+                entrypoint: "exit 3"
+                state: finished
+                wait_timeout: 120
+                poll_interval: 0.5
+              register: failed_run
+              ignore_errors: true
+            - name: An async task (Ansible's async wrapper runs the module)
+              rlinfra.verl.ray_job:
+                address: "{address}"
+                auth_token: "{{{{ ray_token }}}}"
+                submission_id: {sid}-async
+                entrypoint: "echo from-async"
+                state: finished
+                wait_timeout: 120
+                poll_interval: 0.5
+              async: 180
+              poll: 1
+              register: async_run
             - name: Cluster facts
               rlinfra.verl.ray_cluster_info:
                 address: "{address}"
@@ -255,6 +278,12 @@ def test_through_ansible_playbook(ray_head, tmp_path):
                 that:
                   - run is changed
                   - run.status == 'SUCCEEDED'
+                  - run.runtime == 'script'
+                  - failed_run is failed and failed_run.runtime == 'script'
+                  - failed_run.msg.startswith('Ray job {sid}-fails ended FAILED')
+                  - failed_run.driver_exit_code == 3
+                  - async_run.status == 'SUCCEEDED' and 'from-async' in async_run.logs_tail
+                  - async_run.runtime is not defined
                   - run.driver_exit_code == 0
                   - "'from-playbook' in run.logs_tail"
                   - cluster.alive_nodes == 1
@@ -270,7 +299,7 @@ def test_through_ansible_playbook(ray_head, tmp_path):
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-4000:]
-    assert "failed=0" in output and "SUCCEEDED" in output
+    assert "failed=0" in output and "ignored=1" in output and "SUCCEEDED" in output
     assert ray_head.token not in output
     assert "hf_playbook_secret_271" not in output and "from-playbook ********" in output
     assert ray_head.client().get_job(sid)["status"] == "SUCCEEDED"
