@@ -207,7 +207,8 @@ def check_options(p):
 
 
 def run_job(params, module):
-    """The module's result (``failed`` and ``msg`` when it failed) for ``params`` (``module.params``, validated)."""
+    """The module's result (``failed`` and ``msg`` when it failed). ``params`` is what node_script passes; the code reads
+    ``module.params`` (the same values), whose runtime_env and metadata check_options normalizes for JobTask."""
     p = module.params
     env_vars = (p["runtime_env"] or {}).get("env_vars") or {}
     if isinstance(env_vars, dict):
