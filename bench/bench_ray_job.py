@@ -8,9 +8,13 @@ fixture), then runs ``--rounds`` rounds, alternating the two ways so that load d
   ``rlinfra.verl.ray_job`` runs), submits ``echo hi`` and polls every ``--poll`` seconds until it ends;
 * ``cli``: ``ray job submit --address URL --submission-id ID -- echo hi`` (it waits by default);
 * ``playbook``: what a user waits for - ``ansible-playbook`` with one ``rlinfra.verl.ray_job`` task
-  (``state: finished``, the module's default poll_interval), a whole process like ``cli``;
-* ``floor`` (reference, no Ray job): the same ``ansible-playbook`` command with one ``ansible.builtin.ping``
-  task, i.e. what ansible-playbook costs before any module of ours runs.
+  (``state: finished``, the module's default poll_interval) on localhost with the Python that runs Ansible (as
+  implicit localhost has it), a whole process like ``cli``: the action runs the code in its own process
+  (``runtime: local``);
+* ``playbook-script``: the same with another path to that Python as the interpreter, so the code runs as a plain
+  script through the connection (``runtime: script``), as it does on a remote head;
+* ``floor`` (reference, no Ray job): the same ``ansible-playbook`` command with one ``ansible.builtin.debug``
+  task (no module, no process on the target), i.e. what ansible-playbook itself costs with one task.
 
 Both read the token from RAY_AUTH_TOKEN_PATH (never from argv). Each round's job must SUCCEED.
 ``ray-side`` is Ray's own start-to-end time of the job (the same work for both), so
@@ -65,14 +69,18 @@ PLAYBOOK = """- hosts: localhost
         submission_id: "{{ bench_sid }}"
         entrypoint: echo hi
         state: finished
+      register: run
+      failed_when: run.status | default('') != 'SUCCEEDED' or run.runtime | default('') != bench_runtime
 """
 FLOOR_PLAYBOOK = """- hosts: localhost
   gather_facts: false
   tasks:
-    - name: Nothing but ansible-playbook's own start, one module and its end
-      ansible.builtin.ping:
+    - name: Nothing but ansible-playbook's own start, one task and its end
+      ansible.builtin.debug:
+        msg: hi
 """
-METHODS = ("module", "cli", "playbook")
+METHODS = ("module", "cli", "playbook", "playbook-script")
+RUNTIME = {"playbook": "local", "playbook-script": "script"}
 
 
 def _children_cpu():
@@ -103,7 +111,10 @@ def render(results, rounds, poll, load):
            datetime.date.today().isoformat()),
         "`module`: fresh `python` process, `ray_client.RayClient` submit + poll every %ss; "
         "`cli`: `ray job submit --address ... -- echo hi`; `playbook`: `ansible-playbook` running one "
-        "`rlinfra.verl.ray_job` task (`state: finished`, default poll_interval) on localhost. Times in seconds. Load average (1 min) at "
+        "`rlinfra.verl.ray_job` task (`state: finished`, default poll_interval) on localhost with the Python that runs "
+        "Ansible, as implicit localhost has it (the code runs in the action's process, `runtime: local`); "
+        "`playbook-script`: the same with another path to that Python, so the code runs as a plain script through the "
+        "connection (`runtime: script`), as on a remote head. Times in seconds. Load average (1 min) at "
         "start/end: %.1f / %.1f (the machine is shared; Ray's own job time grows with load)." % ((poll,) + load),
         "",
         "| method | median | min | max | median ray-side job time | median overhead | median client CPU |",
@@ -118,15 +129,17 @@ def render(results, rounds, poll, load):
                         statistics.median(results[name]["cpu"])))
     c_cpu = statistics.median(results["cli"]["cpu"])
     lines.append("")
-    for name, what in (("playbook", "what a user waits for"), ("module", "the client inside one Python process")):
+    for name, what in (("playbook", "what a user waits for"), ("playbook-script", "the same, code as a script"),
+                       ("module", "the client inside one Python process")):
         med, cpu = stats(results[name]["wall"])[0], statistics.median(results[name]["cpu"])
         lines.append("Ratio %s/CLI (medians, %s): **%.2f** wall, **%.2f** client CPU  " % (name, what, med / c_med, cpu / c_cpu))
     floor = statistics.median(results["floor"]["wall"])
-    p_med, p_ray = stats(results["playbook"]["wall"])[0], statistics.median(results["playbook"]["ray"])
-    lines.append("Floor: the same `ansible-playbook` command with one `ansible.builtin.ping` task takes %.2f s (median); "
-                 "the playbook spends %.2f s beyond that and Ray's job time (module start, submit, Ray starting the job's "
-                 "supervisor, seeing the end). A playbook that cost only the floor plus the job would be at **%.2f** of the CLI."
-                 % (floor, p_med - floor - p_ray, (floor + p_ray) / c_med))
+    beyond = ["%s %.2f s" % (name, statistics.median(w - floor - r for w, r in zip(results[name]["wall"], results[name]["ray"])))
+              for name in ("playbook", "playbook-script")]
+    lines.append("Floor: the same `ansible-playbook` command with one `ansible.builtin.debug` task (no module, no process "
+                 "on the target) takes %.2f s (median). Beyond that floor and Ray's own job time, the ray_job task costs "
+                 "(medians): %s - the submit, the polls, seeing the end, and for the script its Python's start."
+                 % (floor, ", ".join(beyond)))
     return "\n".join(lines)
 
 
@@ -174,14 +187,16 @@ def main():
                 if name == "module":
                     cmd = [sys.executable, "-c", MODULE_CODE, str(ROOT / "collections"), head.address, job_id,
                            str(args.poll)]
-                elif name == "playbook":
+                elif name in RUNTIME:
+                    python = sys.executable if name == "playbook" else str(Path(sys.executable).with_name("python3"))
                     cmd = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", "localhost,", "-c", "local",
-                           str(play), "-e", "ansible_python_interpreter=" + sys.executable, "-e", "bench_address=" + head.address,
-                           "-e", "bench_token_path=" + head.token_path, "-e", "bench_sid=" + job_id]
+                           str(play), "-e", "ansible_python_interpreter=" + python, "-e", "bench_address=" + head.address,
+                           "-e", "bench_token_path=" + head.token_path, "-e", "bench_sid=" + job_id,
+                           "-e", "bench_runtime=" + RUNTIME[name]]
                 else:
                     cmd = [ray_cli, "job", "submit", "--address", head.address, "--submission-id", job_id,
                            "--", "echo", "hi"]
-                wall, cpu = run_timed(cmd, play_env if name == "playbook" else env)
+                wall, cpu = run_timed(cmd, play_env if name in RUNTIME else env)
                 job = client.get_job(job_id)
                 assert job["status"] == "SUCCEEDED", job
                 results[name]["wall"].append(wall)

@@ -88,13 +88,13 @@ class ActionModule(ActionBase):
             params["inputs"] = args["inputs"]
             res = node_script.run(self, task_vars, "converge_record", "check", params)
             if res is not None:
-                result.update(res, changed=False, runtime="script")
+                result.update(res, changed=False)
                 return result
         elif params.get("inputs") and not node_script.expands_on_node(ARGUMENT_SPEC, args):
             # The record: the same code, at the end of every converge in full.
             res = node_script.run(self, task_vars, "converge_record", "write", params)
             if res is not None:
-                result.update(res, runtime="script")
+                result.update(res)
                 return result
         result.update(self._execute_module(module_name="rlinfra.verl.converge_record", module_args=args, task_vars=task_vars),
                       runtime="module")

@@ -34,12 +34,16 @@ from email.utils import parsedate_to_datetime
 from urllib.error import HTTPError, URLError
 from urllib.parse import urlsplit
 
-try:
-    from ansible.module_utils.urls import open_url
-except ImportError:  # the idle guard runs this client on a node without Ansible, with its own opener
-    open_url = None
-
 from ansible_collections.rlinfra.verl.plugins.module_utils.numbers import loose_count, whole_number
+
+
+def open_url(*args, **kwargs):
+    """``ansible.module_utils.urls.open_url``, imported on the first request: every ``ansible-playbook`` run loads the
+    inventory plugins (which import this file) when they are enabled, and would pay for it (~30 ms) without a request
+    to make. The idle guard runs this client on a node without Ansible, with its own opener."""
+    from ansible.module_utils.urls import open_url as ansible_open_url
+    return ansible_open_url(*args, **kwargs)
+
 
 DEFAULT_API_URL = "https://api.hyperbolic.xyz"
 DEFAULT_SSH_USER = "ubuntu"

@@ -153,9 +153,10 @@ reason:
   type: str
 runtime:
   description:
-    - How the node was read (and written) - V(script) (the module's code as a plain Python script through the
-      connection, without Ansible's module runtime) or V(module) (when that cannot run, or a path has a C(~) or C($)
-      for the node to expand).
+    - How the node was read (and written) - V(script) (the module's code as a plain Python script through the connection,
+      without Ansible's module runtime), V(local) (the action's own process, when the target is the controller itself -
+      the local connection without become, with the Python that runs Ansible) or V(module) (when that cannot run, or a
+      path has a C(~) or C($) for the node to expand).
   returned: always
   type: str
   sample: script

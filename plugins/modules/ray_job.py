@@ -170,9 +170,10 @@ EXAMPLES = r"""
 RETURN = r"""
 runtime:
   description:
-    - How the target ran the code - V(script) (the module's code as a plain Python script through the connection,
-      without Ansible's module runtime) or V(module) (when that cannot run - no pipelining, a path to expand on the
-      target, an option the module refuses).
+    - How the target ran the code - V(script) (the module's code as a plain Python script through the connection, without
+      Ansible's module runtime), V(local) (the action's own process, when the target is the controller itself - the
+      local connection without become, with the Python that runs Ansible) or V(module) (when that cannot run - no
+      pipelining, a path to expand on the target, an option the module refuses).
   returned: unless the task is async
   type: str
   sample: script

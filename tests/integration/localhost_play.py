@@ -14,11 +14,12 @@ REPO = Path(__file__).resolve().parents[2]
 ANSIBLE_PLAYBOOK = str(Path(sys.executable).with_name("ansible-playbook"))
 
 
-def write_inventory(directory: Path) -> Path:
-    """``<directory>/inventory.yml``: localhost alone in ray_head, on this interpreter."""
+def write_inventory(directory: Path, python: str = sys.executable) -> Path:
+    """``<directory>/inventory.yml``: localhost alone in ray_head, on this interpreter (``python``: another path to it
+    makes the collection's calls on the head run as plain scripts, as on a remote head, not in Ansible's process)."""
     inv = directory / "inventory.yml"
     inv.write_text(json.dumps({"all": {"children": {"ray_head": {"hosts": {"localhost": {
-        "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}}}}))
+        "ansible_connection": "local", "ansible_python_interpreter": python}}}}}}))
     return inv
 
 

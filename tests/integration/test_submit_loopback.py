@@ -54,7 +54,7 @@ def ray_head():
 
 @pytest.fixture
 def workdir(tmp_path):
-    write_inventory(tmp_path)
+    write_inventory(tmp_path, python=str(Path(sys.executable).with_name("python3")))
     return tmp_path
 
 

@@ -246,7 +246,9 @@ PLAY = """
 
 def _play(tmp_path, *extra):
     (tmp_path / "p.yml").write_text(PLAY)
-    proc = subprocess.run([PLAYBOOK, "-i", "localhost,", "-c", "local", "-e", "ansible_python_interpreter=" + sys.executable,
+    # Another path to this Python is another interpreter: the checks run as on a node (a script), not in this process.
+    python3 = str(Path(sys.executable).with_name("python3"))
+    proc = subprocess.run([PLAYBOOK, "-i", "localhost,", "-c", "local", "-e", "ansible_python_interpreter=" + python3,
                            "-e", "base=" + str(tmp_path), str(tmp_path / "p.yml")] + list(extra),
                           cwd=ROOT, capture_output=True, text=True, env=dict(os.environ, ANSIBLE_NOCOLOR="1"), timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -19,7 +19,8 @@ from ansible_collections.rlinfra.verl.plugins.plugin_utils import node_script as
 
 def run_isolated(text, cwd):
     # -I: no PYTHONPATH, no user site, no current directory on sys.path - as on a node without the collection.
-    proc = subprocess.run([sys.executable, "-I", "-"], input=text, capture_output=True, text=True, cwd=cwd, timeout=60)
+    proc = subprocess.run([sys.executable, "-I", "-c", N.RUN_STDIN], input=text, capture_output=True, text=True, cwd=cwd,
+                          timeout=60)
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -98,6 +99,57 @@ def test_the_converge_check_as_a_script_gives_what_the_module_gives(tmp_path):
     assert got == json.loads(json.dumps(R.check(params, module)))
     got = N.reply(*run_isolated(N.script("converge_record", "check", dict(params, inputs="in2")), str(tmp_path))[:2])
     assert got["reason"] == "the collection or the roles' variables changed"
+
+
+def test_in_this_process_the_check_gives_what_the_script_gives(tmp_path, monkeypatch):
+    """On the controller itself the action runs the function in its own process: the same result as the script's,
+    the task's environment set for the call only, None when the function raises (the module then runs)."""
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    (etc / "ray.env").write_text("A=1\n")
+    params = dict(path=str(tmp_path / "record.json"), inputs="in1", fact_dir=str(tmp_path / "facts"), local=[])
+    here = N.run_here("converge_record", "check", params)
+    assert here == N.reply(*run_isolated(N.script("converge_record", "check", params), str(tmp_path))[:2])
+    assert here["reason"] == "no converge record"
+
+    from ansible_collections.rlinfra.verl.plugins.module_utils import plain_module
+    monkeypatch.setattr(plain_module.PlainModule, "reply", lambda self, result: dict(result, env=os.environ.get("RLX_ENV")),
+                        raising=True)
+    monkeypatch.setattr(R, "check", lambda args, module: {"token": os.environ.get("RLX_ENV")})
+    assert N.run_here("converge_record", "check", params, environ={"RLX_ENV": "from-task"}) == \
+        {"token": "from-task", "env": "from-task"}
+    assert "RLX_ENV" not in os.environ
+
+    def boom(args, module):
+        raise KeyError("path")
+    monkeypatch.setattr(R, "check", boom)
+    assert N.run_here("converge_record", "check", params, environ={"RLX_ENV": "x"}) is None
+    assert "RLX_ENV" not in os.environ
+
+
+def test_the_function_runs_here_only_on_this_controller_as_this_user_with_this_python():
+    class Conn:
+        def __init__(self, transport, become=None):
+            self.transport, self.become = transport, become
+
+    class Action:
+        def __init__(self, conn):
+            self._connection = conn
+    assert N.runs_here(Action(Conn("local")), sys.executable)
+    assert not N.runs_here(Action(Conn("local")), str(Path(sys.executable).with_name("python3")))  # another interpreter
+    assert not N.runs_here(Action(Conn("local")), "python3")
+    assert not N.runs_here(Action(Conn("local", become=object())), sys.executable)
+    assert not N.runs_here(Action(Conn("ssh")), sys.executable)
+    assert not N.runs_here(Action(Conn("community.docker.docker")), sys.executable)
+
+
+def test_the_script_sets_the_task_environment(tmp_path):
+    write(tmp_path, "plain_module", (Path(N.MODULE_UTILS) / "plain_module.py").read_text())
+    write(tmp_path, "envreader", "import os\ndef read(args, module):\n    return {'v': os.environ.get('RLX_ENV')}\n")
+    N._SOURCES.clear()
+    text = N.script("envreader", "read", {}, str(tmp_path), environ={"RLX_ENV": "from-task"})
+    N._SOURCES.clear()
+    assert N.reply(*run_isolated(text, str(tmp_path))[:2]) == {"v": "from-task"}
 
 
 def test_the_restart_check_as_a_script_gives_what_the_module_gives(tmp_path):

@@ -230,6 +230,8 @@ def test_through_ansible_playbook(ray_head, tmp_path):
     playbook.write_text(textwrap.dedent("""\
         - hosts: localhost
           gather_facts: false
+          vars:
+            ansible_python_interpreter: "{python}"
           tasks:
             - name: Run a job to completion
               rlinfra.verl.ray_job:
@@ -244,7 +246,7 @@ def test_through_ansible_playbook(ray_head, tmp_path):
                 wait_timeout: 120
                 poll_interval: 0.5
               register: run
-            - name: A failing job through the same path
+            - name: A failing job, as a plain script (another path to the Python is another interpreter)
               rlinfra.verl.ray_job:
                 address: "{address}"
                 auth_token: "{{{{ ray_token }}}}"
@@ -253,8 +255,24 @@ def test_through_ansible_playbook(ray_head, tmp_path):
                 state: finished
                 wait_timeout: 120
                 poll_interval: 0.5
+              vars:
+                ansible_python_interpreter: "{python3}"
               register: failed_run
               ignore_errors: true
+            - name: The token from the task's environment, in this process and as a script
+              rlinfra.verl.ray_job:
+                address: "{address}"
+                submission_id: "{sid}-env-{{{{ item }}}}"
+                entrypoint: "echo from-env"
+                state: finished
+                wait_timeout: 120
+                poll_interval: 0.5
+              environment:
+                RAY_AUTH_TOKEN: "{{{{ ray_token }}}}"
+              vars:
+                ansible_python_interpreter: "{{{{ '{python3}' if item == 'script' else '{python}' }}}}"
+              loop: [local, script]
+              register: env_runs
             - name: An async task (Ansible's async wrapper runs the module)
               rlinfra.verl.ray_job:
                 address: "{address}"
@@ -278,8 +296,10 @@ def test_through_ansible_playbook(ray_head, tmp_path):
                 that:
                   - run is changed
                   - run.status == 'SUCCEEDED'
-                  - run.runtime == 'script'
+                  - run.runtime == 'local'
                   - failed_run is failed and failed_run.runtime == 'script'
+                  - env_runs.results | map(attribute='status') | list == ['SUCCEEDED', 'SUCCEEDED']
+                  - env_runs.results | map(attribute='runtime') | list == ['local', 'script']
                   - failed_run.msg.startswith('Ray job {sid}-fails ended FAILED')
                   - failed_run.driver_exit_code == 3
                   - async_run.status == 'SUCCEEDED' and 'from-async' in async_run.logs_tail
@@ -290,12 +310,14 @@ def test_through_ansible_playbook(ray_head, tmp_path):
                   - cluster.total_cpus == 2
             - ansible.builtin.debug:
                 var: run
-        """).format(address=ray_head.address, sid=sid))
+        """).format(address=ray_head.address, sid=sid, python=sys.executable,
+                    python3=str(Path(sys.executable).with_name("python3"))))
     env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_RETRY_FILES_ENABLED="0")
     env.pop("RAY_AUTH_TOKEN", None)
+    env.pop("RAY_AUTH_TOKEN_PATH", None)  # the env_runs' token comes from their task's environment only
     proc = subprocess.run(
         [str(Path(sys.executable).with_name("ansible-playbook")), "-vvv", "-i", "localhost,", "-c", "local",
-         "-e", "ansible_python_interpreter=" + sys.executable, "-e", "@" + str(secrets_file), str(playbook)],
+         "-e", "@" + str(secrets_file), str(playbook)],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-4000:]
