@@ -21,8 +21,8 @@ import time
 from urllib.error import HTTPError, URLError
 from urllib.parse import quote, urlsplit
 
-
 from ansible_collections.rlinfra.verl.plugins.module_utils import secret_names
+from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
 from ansible_collections.rlinfra.verl.plugins.module_utils.numbers import tidy
 from ansible_collections.rlinfra.verl.plugins.module_utils.plain_http import open_url
 
@@ -38,12 +38,13 @@ SECRET_NAME = secret_names.SECRET_NAME
 # rlinfra.verl.ray_dashboard doc fragment). An empty address means "this host's rlinfra_ray local fact";
 # the token falls back to that fact's token_path, then to RAY_AUTH_TOKEN and RAY_AUTH_TOKEN_PATH where the
 # module runs (resolve_token; not an argument fallback, which would come before the fact).
-DASHBOARD_ARGUMENT_SPEC = dict(
-    address=dict(type="str", default=""),
-    auth_token=dict(type="str", no_log=True),
-    auth_token_path=dict(type="path"),
-    validate_certs=dict(type="bool", default=True),
+DASHBOARD_ARGS = dict(
+    address=V.Url(schemes=("http", "https"), path=False, default_scheme="http", empty=True, default=""),
+    auth_token=V.Secret(),
+    auth_token_path=V.AbsPath(),
+    validate_certs=V.Switch(default=True),
 )
+DASHBOARD_ARGUMENT_SPEC = V.Args(**DASHBOARD_ARGS).spec
 # The local fact site.yml writes on every node (roles/ray/tasks/node.yml), JSON with role, cluster, node_ip,
 # gcs_address, dashboard_url, token_path, venv and temp_dir. Read on the host that runs the module.
 FACT_PATH = "/etc/ansible/facts.d/rlinfra_ray.fact"
@@ -93,47 +94,22 @@ RAY_RESOURCE_PRECISION = 0.0001  # ray._raylet.RESOURCE_UNIT_SCALING = 10000
 RAY_BUILTIN_RESOURCES = {"cpu": "entrypoint_num_cpus", "gpu": "entrypoint_num_gpus", "memory": "entrypoint_memory"}
 
 
-def _shown_address(text):
-    """The address as it may be shown: credentials in it are replaced."""
-    return re.sub(r"//[^/@]*@", "//********@", text)
+DASHBOARD_URL = V.Url(schemes=("http", "https"), path=False, default_scheme="http")
 
 
 def normalize_address(address):
-    """``scheme://host[:port]`` of the dashboard, or one line of :class:`RayError`.
-
-    Only http(s), a host and a valid port are accepted; a path, query, fragment or credentials would
-    silently change every request (``http://h:8265/#/jobs`` is the dashboard's page, not its API).
-    """
-    if not isinstance(address, str):
-        raise RayError("address must be a string, the Ray dashboard URL (%s)" % ADDRESS_EXAMPLE)
-    address = address.strip()
-    if not address:
+    """``scheme://host[:port]`` of the dashboard, or one line of :class:`RayError` (the vocabulary's URL rule: a
+    path, query, fragment or credentials would silently change every request - ``http://h:8265/#/jobs`` is the
+    dashboard's page, not its API - and the line never shows what could be a token)."""
+    if isinstance(address, str) and not address.strip():
         raise RayError("address is empty: give the Ray dashboard URL, %s" % ADDRESS_EXAMPLE)
-    scheme, sep, rest = address.partition("://")
-    address = scheme + sep + rest.rstrip("/") if sep else "http://" + address.rstrip("/")
-    shown = _shown_address(address)
-    bad = "address %r is not a valid Ray dashboard URL" % shown
-    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in address):
-        raise RayError("%s: it contains whitespace or control characters (%s)" % (bad, ADDRESS_EXAMPLE))
     try:
-        parts = urlsplit(address)
-        port = parts.port
-        host = parts.hostname
-    except ValueError as e:
-        raise RayError("%s: %s (%s)" % (bad, e, ADDRESS_EXAMPLE))
-    if parts.scheme.lower() not in ("http", "https"):
-        raise RayError("%s: the scheme must be http or https, not %r (%s)" % (bad, parts.scheme, ADDRESS_EXAMPLE))
-    if not host:
-        raise RayError("%s: it has no host (%s)" % (bad, ADDRESS_EXAMPLE))
-    if parts.username is not None or parts.password is not None:
-        raise RayError("%s: credentials do not belong in the address; pass the token as auth_token" % bad)
-    if parts.path not in ("", "/") or parts.query or parts.fragment or address.endswith(("?", "#")):
-        raise RayError("%s: give only scheme, host and port, without a path, query or fragment (%s)"
-                       % (bad, ADDRESS_EXAMPLE))
-    if port == 0:
-        raise RayError("%s: port 0 is not a port (%s)" % (bad, ADDRESS_EXAMPLE))
-    host = "[%s]" % host if ":" in host else host
-    return "%s://%s%s" % (parts.scheme.lower(), host, ":%d" % port if port else "")
+        url = DASHBOARD_URL.validate(address.strip() if isinstance(address, str) else address)
+    except V.Bad as e:
+        raise RayError(DASHBOARD_URL.line("address", address, str(e)))
+    parts = urlsplit(url)
+    host = "[%s]" % parts.hostname if ":" in parts.hostname else parts.hostname
+    return "%s://%s%s" % (parts.scheme.lower(), host, ":%d" % parts.port if parts.port else "")
 
 
 def check_token(token):
@@ -144,14 +120,15 @@ def check_token(token):
                        "the token alone (the content of the cluster's token file)")
 
 
+SUBMISSION_ID = V.SubmissionId()
+
+
 def check_submission_id(submission_id):
     """The id itself, or one line of :class:`RayError` saying what an id may contain."""
-    if not isinstance(submission_id, str) or not SUBMISSION_ID_RE.match(submission_id):
-        text = repr(submission_id)
-        raise RayError("submission_id %s is not valid: use 1-200 letters, digits, '_', '.' or '-', starting with a "
-                       "letter or digit (Ray cannot read, stop nor delete a job whose id has '/' or other characters)"
-                       % (text if len(text) <= 80 else text[:77] + "..."))
-    return submission_id
+    try:
+        return SUBMISSION_ID.validate(submission_id)
+    except V.Bad as e:
+        raise RayError(SUBMISSION_ID.line("submission_id", submission_id, e))
 
 
 # Checks of module options, before any request. Each returns a list of problems, one line each

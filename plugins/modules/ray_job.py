@@ -248,29 +248,39 @@ timed_out:
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rlinfra.verl.plugins.module_utils.job_run import run_job
 from ansible_collections.rlinfra.verl.plugins.module_utils.plain_module import finish
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import DASHBOARD_ARGUMENT_SPEC
+from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import (
+    DASHBOARD_ARGS, MAX_ARG_BYTES, MAX_LOGS_TAIL_LINES, MIN_POLL_INTERVAL, check_entrypoint, check_resources,
+    check_runtime_env, string_values)
 
-ARGUMENT_SPEC = dict(
-    DASHBOARD_ARGUMENT_SPEC,
-    submission_id=dict(type="str", required=True),
-    entrypoint=dict(type="str"),
-    runtime_env=dict(type="dict"),
-    metadata=dict(type="dict"),
-    entrypoint_num_cpus=dict(type="float"),
-    entrypoint_num_gpus=dict(type="float"),
-    entrypoint_memory=dict(type="int"),
-    entrypoint_resources=dict(type="dict"),
-    state=dict(type="str", default="submitted", choices=["submitted", "finished", "stopped", "absent"]),
-    wait_timeout=dict(type="int", default=3600),
-    stop_on_timeout=dict(type="bool", default=True),
-    poll_interval=dict(type="float", default=5.0),
-    logs_tail_lines=dict(type="int", default=50),
-    run=dict(type="bool", default=False),
+
+ARGS = V.Args(
+    submission_id=V.SubmissionId(required=True),
+    entrypoint=V.Custom("str", V.Custom.lines(check_entrypoint), [" \t ", "echo a\0b", "echo " + "x" * MAX_ARG_BYTES],
+                        "echo hi"),
+    runtime_env=V.Custom("dict", V.Custom.lines(lambda v: check_runtime_env(v)[1]),
+                         [{"env_vars": ["A=1"]}, {"env_vars": {"A=B": "1"}}, {"env_vars": {"X": "a\0b"}}], {}),
+    metadata=V.Custom("dict", V.Custom.lines(lambda v: string_values("metadata", v)[1]), [{"x": {"a": 1}}, {"x": None}],
+                      {}),
+    entrypoint_num_cpus=V.Number(0),
+    entrypoint_num_gpus=V.Number(0),
+    entrypoint_memory=V.Int(0),
+    entrypoint_resources=V.Custom("dict", V.Custom.lines(lambda v: check_resources(custom=v)),
+                                  [{"GPU": 1}, {"accel": "lots"}], {}),
+    state=V.Choice(("submitted", "finished", "stopped", "absent"), default="submitted"),
+    wait_timeout=V.Int(1, default=3600, hint=" (use state=submitted not to wait)"),
+    stop_on_timeout=V.Switch(default=True),
+    poll_interval=V.Number(MIN_POLL_INTERVAL, default=5.0),
+    logs_tail_lines=V.Int(0, MAX_LOGS_TAIL_LINES, default=50),
+    run=V.Switch(default=False),
+    **DASHBOARD_ARGS
 )
+ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    V.enforce(module, ARGS)
     finish(module, run_job(module.params, module))
 
 

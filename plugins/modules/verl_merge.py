@@ -162,26 +162,28 @@ import shutil
 import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils import ray_client
+from ansible_collections.rlinfra.verl.plugins.module_utils import owned, ray_client
 from ansible_collections.rlinfra.verl.plugins.module_utils import verl_checkpoint as C
+from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
 
-ARGUMENT_SPEC = dict(
-    checkpoint_dir=dict(type="path", required=True),
-    experiment=dict(type="str", required=True),
-    project=dict(type="str", default=""),
-    step=dict(type="int"),
-    target=dict(type="path", required=True),
-    venv=dict(type="path", default=""),
-    framework=dict(type="str", default="verl"),
-    force=dict(type="bool", default=False),
-    trust_remote_code=dict(type="bool", default=False),
-    host_label=dict(type="str", default="this host"),
-    logs_tail_lines=dict(type="int", default=30),
-    hf_repo=dict(type="str", default=""),
-    hf_token=dict(type="str", default="", no_log=True),
-    hf_private=dict(type="bool", default=True),
-    hf_endpoint=dict(type="str", default=""),
+ARGS = V.Args(
+    checkpoint_dir=V.AbsPath(required=True),
+    experiment=V.Name(required=True),
+    project=V.Name(empty=True, default=""),
+    step=V.Int(1),
+    target=V.AbsPath(required=True),
+    venv=V.AbsPath(empty=True, default=""),
+    framework=V.Choice(("verl", "nemo_rl", "custom"), default="verl"),
+    force=V.Switch(default=False),
+    trust_remote_code=V.Switch(default=False),
+    host_label=V.Text(empty=False, max_len=200, default="this host"),
+    logs_tail_lines=V.Int(0, 10000, default=30),
+    hf_repo=V.HfRepoId(empty=True, default=""),
+    hf_token=V.Secret(default=""),
+    hf_private=V.Switch(default=True),
+    hf_endpoint=V.Url(empty=True, default=""),
 )
+ARGUMENT_SPEC = ARGS.spec
 
 # Runs in the cluster's venv: the token arrives on stdin and lives only in this process's environment.
 UPLOADER = r"""
@@ -265,9 +267,19 @@ class Merge:
                       fingerprint=print_, uploaded={},
                       merged_at=datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None).isoformat() + "Z")
         _write_record(self.staging, record)
-        shutil.rmtree(self.target, ignore_errors=True)
-        os.rename(self.staging, self.target)
+        self.owned(lambda **kw: owned.replace(self.staging, self.target, **kw))
         return record
+
+    def owned(self, act):
+        """``act`` (owned.check or owned.replace) on the target: never a directory the merge reads, nor one it did not
+        make."""
+        try:
+            return act(markers=(C.RECORD,), what="merge target", inputs=(
+                ("the checkpoint directory", self.p["checkpoint_dir"]), ("the venv", self.venv)),
+                fix="merge into a directory of its own, outside the checkpoints (verl_job_models_root for merge.yml)")
+        except owned.NotOurs as e:
+            shutil.rmtree(self.staging, ignore_errors=True)
+            self.fail(str(e))
 
     def upload(self, step, record):
         repo = self.p["hf_repo"]
@@ -288,7 +300,7 @@ class Merge:
 
     def run(self):
         p = self.p
-        framework = p["framework"] or "verl"
+        framework = p["framework"]
         if framework != "verl":
             # The train workflow merges after every experiment: one verl does not train is not a failure.
             self.module.exit_json(changed=False, merged=False, step=None, source="", target="", uploaded_to="",
@@ -299,6 +311,7 @@ class Merge:
                       "Ansible Vault)" % p["hf_repo"])
         self.venv = self.find_venv()
         self.python = os.path.join(self.venv, "bin", "python")
+        self.owned(lambda **kw: owned.check(self.target, **kw))
         try:
             step, actor, files = C.merge_source(p["checkpoint_dir"], p["experiment"], p["step"], p["host_label"])
         except C.MergeError as e:
@@ -320,7 +333,9 @@ class Merge:
 
 
 def main():
-    Merge(AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)).run()
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    V.enforce(module, ARGS)
+    Merge(module).run()
 
 
 if __name__ == "__main__":

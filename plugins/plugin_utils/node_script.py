@@ -220,9 +220,16 @@ def call(action, task_vars, module_name, module_args):
     script (``runtime: script``), else from the module itself (``runtime: module``) - arguments it would refuse, a
     path it would expand on the node, a script that cannot run."""
     utils, function = SCRIPTED[module_name]
-    spec = importlib.import_module("ansible_collections.rlinfra.verl.plugins.modules." + module_name.rsplit(".", 1)[1]).ARGUMENT_SPEC
+    declared = importlib.import_module("ansible_collections.rlinfra.verl.plugins.modules." + module_name.rsplit(".", 1)[1])
+    spec = declared.ARGUMENT_SPEC
     checked = ArgumentSpecValidator(spec).validate(dict(module_args))
     params = checked.validated_parameters
+    if not checked.error_messages:
+        # The vocabulary's types, as the module's main() would check them (vocabulary.enforce): refused here, before
+        # anything reaches the node.
+        lines = declared.ARGS.errors(params)
+        if lines:
+            return dict(failed=True, changed=False, msg="\n".join(lines))
     if not checked.error_messages and not expands_on_node(spec, module_args):
         secrets = [v for k, opt in spec.items() if opt.get("no_log") for v in leaves(params.get(k))]
         res = run(action, task_vars, utils, function, params, no_log_values=secrets)

@@ -22,7 +22,6 @@ from ansible_collections.rlinfra.verl.plugins.modules import ray_cluster_info, r
 
 SECRET = "s3cr3t-value-4711"
 PKG = "gcs://_ray_pkg_" + "0" * 40 + ".zip"
-URL_HINT = "(e.g. http://10.0.0.5:8265)"
 
 
 class _Recorder(BaseHTTPRequestHandler):
@@ -72,39 +71,40 @@ def job(id, expected, **args):
     return row(id, "ray_job", expected, **args)
 
 
-ID_RULE = ("is not valid: use 1-200 letters, digits, '_', '.' or '-', starting with a letter or digit (Ray cannot "
-           "read, stop nor delete a job whose id has '/' or other characters)")
+ID_RULE = ("1-200 letters, digits, '_', '.' or '-', starting with a letter or digit (Ray cannot read, stop nor delete a "
+           "job whose id has '/' or other characters)")
+SID = "submission_id must be " + ID_RULE + ", got %r"
+URL = "address must be an http:// or https:// URL"
+NO_QUERY = URL + " without a query string or fragment (a token does not belong in a URL), got {stub}/..."
 BUILTIN = "Ray takes CPUs, GPUs and memory through their own options, not as custom resources; use %s"
 
 ROWS = [
     # --- submission ids Ray cannot address again ------------------------------------------------
-    job("sid_slash", "submission_id 'team/run-1' " + ID_RULE, submission_id="team/run-1"),
-    job("sid_space", "submission_id 'my run' " + ID_RULE, submission_id="my run"),
-    job("sid_empty", "submission_id '' " + ID_RULE, submission_id=""),
-    job("sid_dot_dot", "submission_id '..' " + ID_RULE, submission_id=".."),
-    job("sid_too_long", "submission_id '%s... %s" % ("a" * 76, ID_RULE), submission_id="a" * 201),
-    job("sid_unicode", "submission_id 'j\u00f6b' " + ID_RULE, submission_id="j\u00f6b"),
-    job("sid_query", "submission_id 'x?delete=1' " + ID_RULE, submission_id="x?delete=1"),
-    # --- addresses ------------------------------------------------------------------------------
-    job("address_unclosed_ipv6", "address 'http://[::1' is not a valid Ray dashboard URL: Invalid IPv6 URL " + URL_HINT,
+    job("sid_slash", SID % "team/run-1", submission_id="team/run-1"),
+    job("sid_space", SID % "my run", submission_id="my run"),
+    job("sid_empty", "submission_id must not be empty (it must be %s), got ''" % ID_RULE, submission_id=""),
+    job("sid_dot_dot", SID % "..", submission_id=".."),
+    job("sid_too_long", "submission_id must be at most 200 characters long, got '%s...'" % ("a" * 77),
+        submission_id="a" * 201),
+    job("sid_unicode", SID % "j\u00f6b", submission_id="j\u00f6b"),
+    job("sid_query", SID % "x?delete=1", submission_id="x?delete=1"),
+    # --- addresses: never shown beyond scheme, host and port (a token can hide in the rest) ------
+    job("address_unclosed_ipv6", URL + " (invalid ipv6 url), got a value that is not a URL (not shown)",
         address="http://[::1"),
-    job("address_dashboard_page", "address '{stub}/#/jobs' is not a valid Ray dashboard URL: give only scheme, host "
-        "and port, without a path, query or fragment " + URL_HINT, address="{stub}/#/jobs"),
-    job("address_query", "address '{stub}?token=x' is not a valid Ray dashboard URL: give only scheme, host and port, "
-        "without a path, query or fragment " + URL_HINT, address="{stub}?token=x"),
-    job("address_api_path", "address '{stub}/api/jobs' is not a valid Ray dashboard URL: give only scheme, host and "
-        "port, without a path, query or fragment " + URL_HINT, address="{stub}/api/jobs"),
-    job("address_scheme", "address 'ftp://127.0.0.1:8265' is not a valid Ray dashboard URL: the scheme must be http or "
-        "https, not 'ftp' " + URL_HINT, address="ftp://127.0.0.1:8265"),
-    job("address_port_range", "address 'http://127.0.0.1:70000' is not a valid Ray dashboard URL: Port out of range "
-        "0-65535 " + URL_HINT, address="http://127.0.0.1:70000"),
-    job("address_credentials", "address 'http://********@127.0.0.1:8265' is not a valid Ray dashboard URL: credentials "
-        "do not belong in the address; pass the token as auth_token", address="http://ray:%s@127.0.0.1:8265" % SECRET),
+    job("address_dashboard_page", NO_QUERY, address="{stub}/#/jobs"),
+    job("address_query", NO_QUERY, address="{stub}?token=x"),
+    job("address_api_path", URL + " without a path (scheme, host and port only), got {stub}/...",
+        address="{stub}/api/jobs"),
+    job("address_scheme", URL + ", got ftp://127.0.0.1:8265", address="ftp://127.0.0.1:8265"),
+    job("address_port_range", URL + " (port out of range 0-65535), got a value that is not a URL (not shown)",
+        address="http://127.0.0.1:70000"),
+    job("address_credentials", URL + " without credentials before '@' (give a token through its own secret option), got "
+        "http://********@127.0.0.1:8265", address="http://ray:%s@127.0.0.1:8265" % SECRET),
     job("address_blank", "address is empty: give the Ray dashboard URL, e.g. http://10.0.0.5:8265", address="  "),
-    job("address_space", "address 'http://127.0.0.1 :8265' is not a valid Ray dashboard URL: it contains whitespace "
-        "or control characters " + URL_HINT, address="127.0.0.1 :8265"),
-    job("auth_token_line_break", "the auth token contains spaces, line breaks or other characters a token cannot have; "
-        "give the token alone (the content of the cluster's token file)", auth_token=SECRET + "\nHost: evil"),
+    job("address_space", URL + " without spaces, got a value with spaces or line breaks (not shown)",
+        address="127.0.0.1 :8265"),
+    job("auth_token_line_break", "auth_token must be the secret alone, without spaces, line breaks or other characters "
+        "a token cannot have (the value is not shown)", auth_token=SECRET + "\nHost: evil"),
     # --- the entrypoint -------------------------------------------------------------------------
     job("entrypoint_blank", "entrypoint is empty: give the shell command that starts the driver (leave entrypoint out "
         "only to look up, stop or delete an existing job)", entrypoint=" \t "),
@@ -118,12 +118,12 @@ ROWS = [
     job("wait_timeout_negative", "wait_timeout must be at least 1, got -5 (use state=submitted not to wait)",
         wait_timeout=-5),
     job("poll_interval_zero", "poll_interval must be at least 0.1, got 0.0", poll_interval=0),
-    job("poll_interval_nan", "poll_interval must be a finite number of seconds, got nan", poll_interval="nan"),
-    job("poll_interval_inf", "poll_interval must be a finite number of seconds, got inf", poll_interval="inf"),
+    job("poll_interval_nan", "poll_interval must be a finite number, got nan", poll_interval="nan"),
+    job("poll_interval_inf", "poll_interval must be a finite number, got inf", poll_interval="inf"),
     job("poll_interval_tiny", "poll_interval must be at least 0.1, got 0.001", poll_interval=0.001),
-    job("logs_tail_lines_huge", "logs_tail_lines must be at most 10000, got 1000000000 (the saved log holds the "
-        "whole output)", logs_tail_lines=10 ** 9),
-    job("logs_tail_lines_negative", "logs_tail_lines must not be negative, got -1 (0 does not read the log)",
+    job("logs_tail_lines_huge", "logs_tail_lines must be a whole number from 0 to 10000, got 1000000000",
+        logs_tail_lines=10 ** 9),
+    job("logs_tail_lines_negative", "logs_tail_lines must be a whole number from 0 to 10000, got -1",
         logs_tail_lines=-1),
     # --- metadata and runtime_env shapes --------------------------------------------------------
     job("metadata_mapping_value", "metadata.owner: expected a string, got a mapping ({'name': 'x'}); quote it to pass text",
@@ -161,7 +161,7 @@ ROWS = [
     job("wrong_type_state", re.compile(r"^value of state must be one of: submitted, finished, stopped, absent, got: "
                                        r"done$"), state="done"),
     # --- the other modules ----------------------------------------------------------------------
-    row("poll_sid_slash", "ray_job_poll", "submission_id 'a/b' " + ID_RULE, submission_id="a/b"),
+    row("poll_sid_slash", "ray_job_poll", SID % "a/b", submission_id="a/b"),
     row("poll_negative_timeout", "ray_job_poll", "timeout must not be negative, got -1", submission_id="x", timeout=-1),
     row("poll_zero_interval", "ray_job_poll", "poll_interval must be at least 0.1, got 0.0", submission_id="x",
         poll_interval=0),
@@ -172,8 +172,8 @@ ROWS = [
     row("info_negative_nodes", "ray_cluster_info", "wait_for_nodes must not be negative, got -2", wait_for_nodes=-2),
     row("info_empty_host", "ray_cluster_info", "expected_hosts: an entry is empty (an inventory variable that is not "
         "set?)", expected_hosts=["10.0.0.5", ""]),
-    row("info_bad_address", "ray_cluster_info", "address 'http://[::1' is not a valid Ray dashboard URL: Invalid IPv6 "
-        "URL " + URL_HINT, address="http://[::1"),
+    row("info_bad_address", "ray_cluster_info", URL + " (invalid ipv6 url), got a value that is not a URL (not shown)",
+        address="http://[::1"),
     row("package_bad_uri", "ray_package", "not a package URI made by rlinfra: 'gcs://../../etc/passwd' (expected "
         "gcs://_ray_pkg_<sha1>.zip)", uri="gcs://../../etc/passwd", src="{tmp}/pkg.zip"),
     row("package_src_directory", "ray_package", "src {tmp} is not a file (the working_dir zip made by "
@@ -219,7 +219,7 @@ def test_several_problems_one_line_each(module_runner, stub):
     res = module_runner(ray_job.main, dict(address=stub, submission_id="a b", entrypoint=" ", wait_timeout=0,
                                            entrypoint_resources={"CPU": 1}))
     assert res["msg"].splitlines() == [
-        "submission_id 'a b' " + ID_RULE,
+        SID % "a b",
         "entrypoint is empty: give the shell command that starts the driver (leave entrypoint out only to look up, "
         "stop or delete an existing job)",
         "entrypoint_resources.CPU: " + BUILTIN % "entrypoint_num_cpus",
@@ -247,7 +247,7 @@ def test_client_refuses_ids_before_any_request(stub, call):
     _Recorder.requests.clear()
     with pytest.raises(RayError) as err:
         call(RayClient(stub))
-    assert "is not valid: use 1-200 letters" in str(err.value) and _Recorder.requests == []
+    assert str(err.value).startswith("submission_id must ") and ID_RULE in str(err.value) and _Recorder.requests == []
 
 
 def test_client_refuses_a_token_that_cannot_be_a_header():
@@ -263,7 +263,7 @@ def test_ray_would_have_accepted_these(ray_head, module_runner):
     before = {j["submission_id"] for j in client.list_jobs()}
     base = dict(address=ray_head.address, auth_token=ray_head.token, entrypoint="echo never")
     res = module_runner(ray_job.main, dict(base, submission_id="team/%s" % uuid.uuid4().hex[:6]))
-    assert res["failed"] is True and res["msg"].startswith("submission_id 'team/")
+    assert res["failed"] is True and res["msg"].startswith("submission_id must be 1-200 letters")
     res = module_runner(ray_job.main, dict(base, submission_id="gpu-%s" % uuid.uuid4().hex[:6],
                                            entrypoint_resources={"GPU": 1}))
     assert res["failed"] is True and res["msg"] == "entrypoint_resources.GPU: " + BUILTIN % "entrypoint_num_gpus"

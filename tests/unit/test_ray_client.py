@@ -348,9 +348,9 @@ def test_an_unusable_dashboard_url_in_the_fact_names_the_fact(fact):
     fact(dict(FACT, dashboard_url="http://10.0.0.5:8265/#/jobs"))
     with pytest.raises(RayError) as err:
         dashboard_target("")
-    assert str(err.value) == ("the dashboard_url of the rlinfra_ray local fact %s is not usable: address "
-                              "'http://10.0.0.5:8265/#/jobs' is not a valid Ray dashboard URL: give only scheme, host "
-                              "and port, without a path, query or fragment (e.g. http://10.0.0.5:8265)" % fact.path)
+    assert str(err.value) == ("the dashboard_url of the rlinfra_ray local fact %s is not usable: address must be an "
+                              "http:// or https:// URL without a query string or fragment (a token does not belong in a "
+                              "URL), got http://10.0.0.5:8265/..." % fact.path)
 
 
 def test_an_unreadable_fact_is_one_line(fact):

@@ -194,3 +194,71 @@ def test_an_experiment_verl_does_not_train_has_nothing_to_merge(tmp_path, fact_p
     assert out["report"] == ("nothing to merge: experiment custom_program is a custom experiment, and merge.yml merges "
                              "the FSDP actor checkpoints of verl experiments")
     assert not (tmp_path / "models").exists()
+
+
+# The target is replaced as a whole: never the checkpoints, never a directory the merge did not make ------------
+
+def _tree(path):
+    return sorted(os.path.relpath(os.path.join(r, n), path) for r, ds, fs in os.walk(path) for n in ds + fs)
+
+
+@pytest.mark.parametrize("where,relation", [
+    ("{ckpt}", "is the checkpoint directory {ckpt}"),
+    ("{ckpt}/..", None),  # the parent: normalized to tmp_path, which contains the checkpoints
+    ("{tmp}", "contains the checkpoint directory {ckpt}"),
+    ("{ckpt}/merged", "lies inside the checkpoint directory {ckpt}"),
+    ("{ckpt}/global_step_20", "lies inside the checkpoint directory {ckpt}"),
+    ("{link}", "is the checkpoint directory {ckpt}"),  # the same directory through a link to it
+])
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_a_target_overlapping_the_checkpoints_is_refused_and_nothing_is_lost(ckpt, tmp_path, module_runner, where,
+                                                                            relation, check_mode):
+    os.symlink(ckpt, tmp_path / "link")
+    target = where.format(ckpt=ckpt, tmp=tmp_path, link=tmp_path / "link")
+    before = _tree(ckpt)
+    out = module_runner(verl_merge.main, args(ckpt, tmp_path, target=target), check_mode=check_mode)
+    assert out["failed"] and "\n" not in out["msg"]
+    if "/.." in target:
+        assert out["msg"] == "target must be an absolute path without '..', got %r" % target
+    elif where == "{link}":
+        assert out["msg"].startswith("refusing to replace the merge target %s: it is the checkpoint directory %s, which "
+                                     "this operation reads" % (tmp_path / "link", ckpt)), out["msg"]
+    else:
+        shown = os.path.normpath(target)
+        assert out["msg"] == ("refusing to replace the merge target %s: it %s, which this operation reads; merge into a "
+                              "directory of its own, outside the checkpoints (verl_job_models_root for merge.yml)"
+                              % (shown, relation.format(ckpt=ckpt)))
+    assert _tree(ckpt) == before and (ckpt / "global_step_20" / "actor").is_dir()
+
+
+def test_a_target_that_is_not_a_merged_model_is_refused(ckpt, tmp_path, module_runner):
+    target = tmp_path / "models" / EXP
+    target.mkdir(parents=True)
+    (target / "notes.txt").write_text("mine")
+    out = module_runner(verl_merge.main, args(ckpt, tmp_path))
+    assert out["failed"] and out["msg"] == (
+        "refusing to replace the merge target %s: it holds files but not .rlinfra-merge.json, so it was not made by "
+        "rlinfra; merge into a directory of its own, outside the checkpoints (verl_job_models_root for merge.yml)"
+        % target)
+    assert (target / "notes.txt").read_text() == "mine"
+
+
+def test_a_target_that_is_a_link_is_refused(ckpt, tmp_path, module_runner):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / C.RECORD).write_text("{}")
+    (tmp_path / "models").mkdir()
+    os.symlink(elsewhere, tmp_path / "models" / EXP)
+    out = module_runner(verl_merge.main, args(ckpt, tmp_path))
+    assert out["failed"] and out["msg"].startswith("refusing to replace the merge target %s/models/%s: it is a symbolic "
+                                                   "link (to %s)" % (tmp_path, EXP, elsewhere)), out["msg"]
+    assert (elsewhere / C.RECORD).exists()
+
+
+def test_a_target_that_is_a_mount_point_is_refused(ckpt, tmp_path, module_runner, monkeypatch):
+    target = tmp_path / "models" / EXP
+    target.mkdir(parents=True)
+    real = os.path.ismount
+    monkeypatch.setattr(os.path, "ismount", lambda p: p == str(target) or real(p))
+    out = module_runner(verl_merge.main, args(ckpt, tmp_path))
+    assert out["failed"] and out["msg"].startswith("refusing to replace the merge target %s: it is a mount point" % target)
