@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.node_state import GUARD_ARGUMENT_SPEC as ARGUMENT_SPEC, guard_result
+from ansible_collections.rlinfra.verl.plugins.module_utils.node_state import guard_result
+from ansible_collections.rlinfra.verl.plugins.modules.ray_node_guard import ARGS, ARGUMENT_SPEC
 
 
 class ActionModule(ActionBase):
@@ -18,6 +19,10 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars or {})
         dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        lines = ARGS.errors(args)  # the module's types (vocabulary.enforce), as the module would refuse them
+        if lines:
+            result.update(failed=True, changed=False, msg="\n".join(lines))
+            return result
         result.update(guard_result(args))
         if not result.get("warnings"):
             result.pop("warnings", None)

@@ -19,39 +19,66 @@ from ansible_collections.rlinfra.verl.plugins.module_utils import hf_prefetch as
 from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_file as SF
 from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_run as S
 from ansible_collections.rlinfra.verl.plugins.module_utils import verl_preflight as P
+from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
 from ansible_collections.rlinfra.verl.plugins.module_utils.numbers import int_or_none
 
 COLLECTION_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
-ARGUMENT_SPEC = dict(
-    name=dict(type="str", required=True),
-    loaded=dict(type="dict"),
-    experiments_dir=dict(type="str", default=""),
-    artifacts_dir=dict(type="str", default=""),
-    cluster=dict(type="str", default=""),
-    run=dict(type="str", default=""),
-    params=dict(type="dict", default={}),
-    stage=dict(type="str", default="render", choices=["validate", "render"]),
-    nodes=dict(type="list", elements="dict"),
-    default_gpus_per_node=dict(type="int", default=8),
-    checkpoint_root=dict(type="str", default=E.DEFAULT_CHECKPOINT_ROOT),
-    checkpoint_cluster=dict(type="str", default=""),
-    venv=dict(type="str", default=""),
-    secret_vars=dict(type="list", elements="str", default=[]),
+def _ref(value):
+    """An experiment's name, or ``rlinfra.verl:NAME`` for a bundled example (experiment_source's rule)."""
+    try:
+        E.validate_name(ES.parse_ref(value)[0])
+    except E.ExperimentError as e:
+        raise V.Line(str(e))
+    return value
+
+
+def _extra_params(value):
+    """verl_job_params: the same grammar as the file's params."""
+    errors = []
+    E.flatten_params(value, errors.append)
+    if errors:
+        raise V.Line("extra params (verl_job_params): " + errors[0])
+    return value
+
+
+def _role(option, variable, t):
+    t.label = "%s (%s)" % (option, variable)
+    return t
+
+
+ARGS = V.Args(
+    name=V.Custom("str", _ref, ["../etc/passwd", "a b", ""], "smoke", required=True),
+    loaded=V.Raw("this action's own result for the same experiment, earlier in the run", ansible="dict"),
+    experiments_dir=V.AbsPath(relative=True, empty=True, default="", ansible="str"),
+    artifacts_dir=V.AbsPath(relative=True, empty=True, default="", ansible="str"),
+    cluster=V.Name(empty=True, default=""),
+    run=V.Name(empty=True, default=""),
+    params=V.Custom("dict", _extra_params, [{"a b": 1}, {"hf_token": "hf_s3cr3t"}, {"~x": 1}], {}, default={}),
+    stage=V.Choice(("validate", "render"), default="render"),
+    nodes=V.Raw("the alive nodes as rlinfra.verl.ray_cluster_info returns them", ansible="list", elements="dict"),
+    default_gpus_per_node=_role("default_gpus_per_node", "verl_job_dry_run_gpus_per_node", V.Int(0, 1024, default=8)),
+    checkpoint_root=_role("checkpoint_root", "verl_job_checkpoint_root",
+                          V.AbsPath(default=E.DEFAULT_CHECKPOINT_ROOT, ansible="str")),
+    checkpoint_cluster=_role("checkpoint_cluster", "-e checkpoint_cluster", V.Name(empty=True, default="")),
+    venv=_role("venv", "verl_job_venv", V.AbsPath(empty=True, default="", ansible="str")),
+    secret_vars=V.ListOf(V.EnvName(), default=[]),
     # Where the run's secrets file goes (shared volume); empty: .rlinfra/secrets next to checkpoint_root.
-    secrets_dir=dict(type="str", default=""),
-    code=dict(type="dict"),
-    code_root=dict(type="str", default=""),
-    preflight=dict(type="bool", default=True),
-    fail_on_preflight=dict(type="bool", default=True),
-    verl_config_check=dict(type="str", default="auto", choices=["auto", "required", "skip"]),
-    package_dir=dict(type="str", default=""),
-    wait=dict(type="bool"),
-    wait_timeout=dict(type="int"),
-    progress_interval=dict(type="int"),
-    poll_interval=dict(type="float"),
-    stop_on_timeout=dict(type="bool"),
+    secrets_dir=_role("secrets_dir", "verl_job_secrets_dir", V.AbsPath(empty=True, default="", ansible="str")),
+    code=V.Raw("rlinfra.verl.code_checkout's result", ansible="dict"),
+    code_root=_role("code_root", "verl_job_code_root", V.AbsPath(empty=True, default="", ansible="str")),
+    preflight=V.Switch(default=True),
+    fail_on_preflight=V.Switch(default=True),
+    verl_config_check=V.Choice(("auto", "required", "skip"), default="auto"),
+    package_dir=V.AbsPath(relative=True, empty=True, default="", ansible="str"),
+    wait=V.Switch(),
+    wait_timeout=_role("wait_timeout", "verl_job_wait_timeout", V.Int(1)),
+    progress_interval=_role("progress_interval", "verl_job_progress_interval", V.Int(1)),
+    poll_interval=_role("poll_interval", "verl_job_poll_interval", V.Number(
+        E.MIN_POLL_INTERVAL, hint=" (the dashboard serves the whole cluster)")),
+    stop_on_timeout=V.Switch(),
 )
+ARGUMENT_SPEC = ARGS.spec
 
 
 def _text(value):
@@ -70,6 +97,9 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         result["changed"] = False
         validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        lines = ARGS.errors(args)
+        if lines:
+            return dict(result, failed=True, msg="\n".join(lines), errors=lines)
         try:
             result.update(self._run(args, task_vars))
         except E.ExperimentError as e:
@@ -146,12 +176,10 @@ class ActionModule(ActionBase):
                    run_artifacts_dir=os.path.join(source.get("artifacts_dir") or "", exp.name),
                    head_host=heads[0] if len(heads) == 1 else None, cluster_hosts=hosts)
         wait = dict(exp.wait)
-        overrides = {}
         for key, arg in (("enabled", "wait"), ("timeout", "wait_timeout"), ("progress_interval", "progress_interval"),
                          ("poll_interval", "poll_interval"), ("stop_on_timeout", "stop_on_timeout")):
             if args[arg] is not None:
-                wait[key] = overrides[key] = args[arg]
-        self._check_args(args, overrides)
+                wait[key] = args[arg]
         out["wait"] = wait
         out["project"] = exp.project
         out["checkpoint_dir"] = E.checkpoint_dir(exp, args["checkpoint_root"], args["checkpoint_cluster"] or cluster)
@@ -233,33 +261,6 @@ class ActionModule(ActionBase):
             prefetch=["%s into %s" % (HFP.label(i), exp.prefetch["hub_cache"] or exp.prefetch["hf_home"] + "/hub")
                       for i in HFP.items_of(exp.prefetch)] if exp.prefetch else "none",
             preflight="ok" if out["preflight"]["ok"] else "FAILED")
-
-    @staticmethod
-    def _check_args(args, wait_overrides):
-        """The role's own values (-e verl_job_*), held to the rules of the file's: one line each."""
-        errors = []
-        names = {"timeout": "wait_timeout (verl_job_wait_timeout)",
-                 "progress_interval": "progress_interval (verl_job_progress_interval)",
-                 "poll_interval": "poll_interval (verl_job_poll_interval)"}
-        E.check_wait(wait_overrides, errors.append, name=names.get, finite=True)
-        if args["checkpoint_root"] and not args["checkpoint_root"].startswith("/"):
-            errors.append("checkpoint_root (verl_job_checkpoint_root): %r must be an absolute path on the shared volume"
-                          % args["checkpoint_root"])
-        if args["checkpoint_cluster"]:
-            try:
-                E.validate_name(args["checkpoint_cluster"], "cluster")
-            except E.ExperimentError as e:
-                errors.append("checkpoint_cluster (-e checkpoint_cluster): %s" % e)
-        if args["secrets_dir"] and not args["secrets_dir"].startswith("/"):
-            errors.append("secrets_dir (verl_job_secrets_dir): %r must be an absolute path on the shared volume"
-                          % args["secrets_dir"])
-        if args["venv"] and not args["venv"].startswith("/"):
-            errors.append("venv (verl_job_venv): %r must be an absolute path on the cluster's nodes" % args["venv"])
-        if args["default_gpus_per_node"] < 0:
-            errors.append("default_gpus_per_node (verl_job_dry_run_gpus_per_node): must not be negative, got %d"
-                          % args["default_gpus_per_node"])
-        if errors:
-            raise E.ExperimentError(errors)
 
     def _check_secrets(self, exp, present, missing):
         if missing:

@@ -18,7 +18,7 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.rlinfra.verl.plugins.module_utils import attempts as A
 from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_run as S
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import ACTIVE_STATUSES
-from ansible_collections.rlinfra.verl.plugins.modules.verl_submit import ARGUMENT_SPEC
+from ansible_collections.rlinfra.verl.plugins.modules.verl_submit import ARGS, ARGUMENT_SPEC
 from ansible_collections.rlinfra.verl.plugins.plugin_utils import node_script
 
 HOOK_SOURCE = os.path.join(os.path.dirname(__file__), "..", "module_utils", "secrets_file.py")
@@ -37,6 +37,10 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        lines = ARGS.errors(args)  # the module's types, before anything is read, copied or asked of the head
+        if lines:
+            result.update(failed=True, changed=False, msg="\n".join(lines))
+            return result
         self.task_vars = task_vars
         try:
             result.update(self._submit(args))

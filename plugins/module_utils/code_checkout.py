@@ -31,14 +31,17 @@ import tempfile
 import time
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import files
+from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
 
 SECTION_KEYS = ("repo", "ref", "submodules", "path", "name", "token_secret", "ssh_key_secret")
 COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 REF_RE = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_./-]{0,199}$")
-# https://host/path, ssh://[user@]host[:port]/path, git://host/path, file:///path, or scp-like user@host:path.
-URL_RE = re.compile(r"^(?:(?:https?|ssh|git|file)://[^\s]+|[A-Za-z0-9_.-]+@[A-Za-z0-9_.-]+:[^\s]+)$")
+# https://host/path, ssh://[user@]host[:port]/path, git://host/path, file:///path, or scp-like user@host:path; never
+# a token or password in it (user-info or query), and an error line shows only its scheme and host. The one rule for
+# the module's and the action's repo and the experiment's code.repo.
+REPO = V.GitUrl(required=True)
 DEFAULT_ROOT = "/data/code"
 RECORD = "rlinfra-code.json"
 GIT_TIMEOUT = 1800
@@ -64,12 +67,10 @@ def normalize(section, err):
     for key in bad:
         err("code: unknown key %r; allowed: %s" % (key, ", ".join(SECTION_KEYS)))
     repo = section.get("repo")
-    if not isinstance(repo, str) or not URL_RE.match(repo):
-        err("code.repo: %r is not a git URL (https://host/org/repo.git, git@host:org/repo.git, ssh://, git:// or file://)"
-            % (repo,))
-        return None
-    if re.match(r"^[a-z]+://[^/@]*:[^/@]*@", repo):
-        err("code.repo: the URL holds a password or token; name the secret that holds it in code.token_secret instead")
+    try:
+        REPO.validate(repo)
+    except V.Bad as e:
+        err(REPO.line("code.repo", repo, e))
         return None
     ref = section.get("ref", "HEAD")
     if not isinstance(ref, str) or not REF_RE.match(ref) or ".." in ref or ref.endswith("/") or ref.endswith(".lock"):
@@ -117,19 +118,21 @@ def workdir(root, code, commit):
     return top if code["path"] in ("", ".") else "%s/%s" % (top, code["path"])
 
 
-# The module's options (the action checks them on the controller with the same spec and rule).
-ARGUMENT_SPEC = dict(
-    repo=dict(type="str", required=True),
-    ref=dict(type="str", default="HEAD"),
-    commit=dict(type="str", default=""),
-    submodules=dict(type="bool", default=True),
-    path=dict(type="str", default="."),
-    name=dict(type="str"),
-    root=dict(type="path", default=DEFAULT_ROOT),
-    token=dict(type="str", default="", no_log=True),
-    ssh_key=dict(type="str", default="", no_log=True),
-    lock_timeout=dict(type="int", default=1800),
+# The module's options: one declaration, which the module enforces on the target and the action on the controller
+# before it resolves anything (vocabulary.py's types; the section's own rules follow in module_section).
+ARGS = V.Args(
+    repo=REPO,
+    ref=V.GitRef(default="HEAD"),
+    commit=V.Text(max_len=40, pattern=COMMIT_RE, what="a full 40-character commit (empty: the one ref names)", default=""),
+    submodules=V.Switch(default=True),
+    path=V.RelPath(default="."),
+    name=V.Name(),
+    root=V.AbsPath(default=DEFAULT_ROOT),
+    token=V.Secret(default=""),
+    ssh_key=V.Secret(multiline=True, default=""),
+    lock_timeout=V.Int(0, 7 * 86400, unit="seconds", default=1800),
 )
+ARGUMENT_SPEC = ARGS.spec
 
 
 def module_section(params):

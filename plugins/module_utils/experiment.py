@@ -26,6 +26,10 @@ import stat
 from ansible_collections.rlinfra.verl.plugins.module_utils import code_checkout as CC
 from ansible_collections.rlinfra.verl.plugins.module_utils import hf_prefetch as HFP
 from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_file as SF
+from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
+from ansible_collections.rlinfra.verl.plugins.module_utils.experiment_schema import (
+    CONVENTIONS, FRAMEWORKS, KEY_PREFIX_RE, MAX_ARG_BYTES, MIN_POLL_INTERVAL, NAME_RE, SCHEMA, SECTIONS,
+    flatten_params)
 from ansible_collections.rlinfra.verl.plugins.module_utils.cluster_shape import cluster_shape
 from ansible_collections.rlinfra.verl.plugins.module_utils.recovery import RECOVERY_DEFAULTS, RECOVERY_EVENTS
 
@@ -34,8 +38,6 @@ try:
 except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
     yaml = None
 
-FRAMEWORKS = ("verl", "nemo_rl", "custom")
-CONVENTIONS = ("verl", "nemo_rl", "none")
 DEFAULT_CONVENTIONS = {"verl": "verl", "nemo_rl": "nemo_rl", "custom": "none"}
 DEFAULT_CHECKPOINT_ROOT = "/data/checkpoints"
 DEFAULT_CLUSTER = "default"
@@ -64,58 +66,19 @@ MAX_FILE_BYTES = 1024 * 1024
 # used, so a 1 kB file of nested aliases ("billion laughs") can stand for billions of values.
 MAX_YAML_NODES = 100000
 MAX_YAML_DEPTH = 64  # libyaml's composer recurses in C: a deep enough file crashes the process
-MAX_PARAMS = 10000
 # Ray starts the entrypoint with /bin/sh -c ENTRYPOINT, one argv item, and Linux refuses any single
 # argv or environment string of MAX_ARG_STRLEN (32 pages = 131072 bytes, NUL included) or more:
 # the job would be created and then fail with "Argument list too long".
-MAX_ARG_BYTES = 131071
 # Ray names the driver's log file job-driver-<submission id>.log (255 bytes at most on Linux); room
 # is left for the recovery attempts' "-aN" suffix.
+MAX_PARAMS = 10000
 MAX_SUBMISSION_ID = 190
 MAX_ERRORS = 20  # more problems than this are counted, not listed
 # Ray resources asked through entrypoint_num_cpus/_gpus/_memory; as custom resources Ray fails the job.
-RAY_BUILTIN_RESOURCES = {"cpu": "entrypoint_num_cpus", "gpu": "entrypoint_num_gpus", "memory": "entrypoint_memory"}
-RAY_RESOURCE_PRECISION = 0.0001  # ray._raylet.RESOURCE_UNIT_SCALING = 10000
-MIN_POLL_INTERVAL = 0.1  # the same floor as the ray_job and ray_job_poll modules
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-KEY_SEGMENT_RE = re.compile(r"^(?:[A-Za-z_$][A-Za-z0-9_$-]*|0|[1-9][0-9]*)$")
-KEY_PREFIX_RE = re.compile(r"^(\+\+|\+|~)?(.*)$")
-PY_MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 _MAPPING, _LIST, _STR, _INT, _NUM, _BOOL = "mapping", "list", "string", "integer", "number", "boolean"
-
-TOP_LEVEL = {
-    "description": _STR,
-    "framework": _STR,
-    "cluster": _STR,
-    "project": _STR,
-    "conventions": _STR,
-    "entrypoint": _MAPPING,
-    "params": _MAPPING,
-    "env": _MAPPING,
-    "secrets": _LIST,
-    "optional_secrets": _LIST,
-    "working_dir": _STR,
-    "excludes": _LIST,
-    "resources": _MAPPING,
-    "wait": _MAPPING,
-    "recovery": _MAPPING,
-    "prefetch": _MAPPING,
-    "code": _MAPPING,
-}
-ENTRYPOINT_KEYS = {
-    "verl": {"module": _STR, "config": _STR, "python": _STR},
-    "nemo_rl": {"repo_dir": _STR, "script": _STR, "config": _STR, "runner": _STR},
-    "custom": {"command": _STR},
-}
-RESOURCE_KEYS = {"entrypoint_num_cpus": _NUM, "entrypoint_num_gpus": _NUM, "entrypoint_memory": _INT,
-                 "entrypoint_resources": _MAPPING}
-WAIT_KEYS = {"enabled": _BOOL, "timeout": _INT, "progress_interval": _INT, "poll_interval": _NUM,
-             "stop_on_timeout": _BOOL, "stall_timeout": _INT, "outage_grace": _INT}
-RECOVERY_KEYS = {"max_restarts": _INT, "on": _LIST, "backoff_s": _NUM, "min_nodes": _INT, "node_wait_timeout": _INT,
-                 "allow_reshard": _BOOL}
 
 
 class ExperimentError(Exception):
@@ -411,17 +374,29 @@ def experiment_names(experiments_dir):
     return sorted(names)
 
 
+def check_inside(path, directory):
+    """An experiment file is read only when it lies in its directory, links resolved: a link to a file elsewhere
+    (a key, /etc/shadow) would be read and parts of it echoed in the errors."""
+    real, top = os.path.realpath(path), os.path.realpath(directory)
+    if os.path.lexists(real) and not real.startswith(top.rstrip("/") + "/"):
+        raise ExperimentError("%s is a link to %s, outside the experiments directory %s: copy the experiment into the "
+                              "directory, or point verl_job_experiments_dir at the directory that holds it"
+                              % (path, real, top))
+    return path
+
+
 def find_experiment(name, experiments_dir):
     validate_name(name)
     paths = [os.path.join(experiments_dir, name + ext) for ext in EXTENSIONS]
     for path in paths:
         if os.path.isfile(path):
-            return path
+            return check_inside(path, experiments_dir)
     for path in paths:
         if os.path.lexists(path):  # a directory, a broken link, a link loop: read_yaml says which
-            return path
+            return check_inside(path, experiments_dir)
     if not os.path.isdir(experiments_dir):
-        raise ExperimentError("experiments directory %s does not exist (set verl_job_experiments_dir)" % experiments_dir)
+        raise ExperimentError("experiments directory %s %s (set verl_job_experiments_dir)" % (
+            experiments_dir, "is not a directory" if os.path.lexists(experiments_dir) else "does not exist"))
     names = experiment_names(experiments_dir)
     shown = ", ".join(names[:30]) + (" and %d more" % (len(names) - 30) if len(names) > 30 else "")
     raise ExperimentError("experiment '%s' not found in %s%s; available: %s"
@@ -583,48 +558,29 @@ def validate(name, path, data, extra_params=None):
     if not isinstance(data, dict):
         raise ExperimentError("%s: expected a mapping of keys (framework, params, env, ...), got %s"
                               % (label, an(type_name(data))))
-    for key, value in data.items():
-        if key not in TOP_LEVEL:
-            err("unknown top-level key %s%s; allowed: %s" % (_fmt(key), did_you_mean(key, TOP_LEVEL), ", ".join(TOP_LEVEL)))
-        elif value is not None and not _is(value, TOP_LEVEL[key]):
-            err("%s: expected %s, got %s (%s)" % (key, an(TOP_LEVEL[key]), an(type_name(value)), _fmt(value)))
     _check_nul(data, "", err)
+    if errors:
+        raise ExperimentError(errors.lines())
+    # Every key against its type (module_utils/experiment_schema.py); then the rules that tie keys together.
+    for where, t, value, bad in SCHEMA.problems(data, "", data):
+        err(t.line(where, value, bad))
     if errors:
         raise ExperimentError(errors.lines())
 
     framework = data.get("framework") or "verl"
-    if framework not in FRAMEWORKS:
-        err("framework: %s is not one of %s%s" % (_fmt(framework), ", ".join(FRAMEWORKS), did_you_mean(framework, FRAMEWORKS)))
-        raise ExperimentError(errors.lines())
-    for key, what in (("cluster", "cluster"), ("project", "project")):
-        if data.get(key) is not None and not NAME_RE.match(data[key]):
-            err("%s: %s is not a valid %s name (letters, digits, '_', '-', '.')" % (key, _fmt(data[key]), what))
-    conventions = data.get("conventions")
-    if conventions is not None and conventions not in CONVENTIONS:
-        err("conventions: %s is not one of %s%s" % (_fmt(conventions), ", ".join(CONVENTIONS), did_you_mean(conventions, CONVENTIONS)))
-
     exp = Experiment(name, path, data)
     exp.code = CC.normalize(data.get("code"), err)
     if exp.code is not None and data.get("working_dir") is not None:
         err("working_dir: the job runs in the checkout of code.repo; ship files with the repository instead (or drop code)")
     _check_entrypoint(exp, err)
-    _check_section(data.get("resources") or {}, "resources", RESOURCE_KEYS, err)
-    _check_section(data.get("wait") or {}, "wait", WAIT_KEYS, err)
-    _check_resources(exp.resources, err)
-    check_wait(data.get("wait") or {}, err)
-    _check_recovery(data.get("recovery") or {}, err)
-
-    exp.env = _check_env(data.get("env") or {}, err)
+    exp.env = dict((k, v if isinstance(v, str) else str(v)) for k, v in (data.get("env") or {}).items())
     exp.prefetch = _check_prefetch(data.get("prefetch"), exp.env, err)
     _check_secrets(exp, err)
     _check_working_dir(exp, err)
-    for i, pattern in enumerate(exp.excludes):
-        if not isinstance(pattern, str) or not pattern.strip():
-            err("excludes[%d]: expected a non-empty string (a gitignore-style pattern), got %s" % (i, _fmt(pattern)))
 
-    exp.params = _flatten_params(data.get("params") or {}, err)
+    exp.params = flatten_params(data.get("params") or {}, err)
     if extra_params:
-        exp.params = merge_params(exp.params, _flatten_params(extra_params, lambda m: err("extra params (verl_job_params): " + m)))
+        exp.params = merge_params(exp.params, flatten_params(extra_params, lambda m: err("extra params (verl_job_params): " + m)))
     if len(exp.params) > MAX_PARAMS:
         err("params: %d values, more than the %d an experiment may set (they all go on one command line); keep "
             "large settings in a config file (entrypoint.config, or a file in working_dir)" % (len(exp.params), MAX_PARAMS))
@@ -688,99 +644,9 @@ def _check_nul(value, where, err, seen=None):
             _check_nul(item, sub, err, seen)
 
 
-def _check_section(section, where, schema, err):
-    for key, value in section.items():
-        if key not in schema:
-            err("%s: unknown key %s%s; allowed: %s" % (where, _fmt(key), did_you_mean(key, schema), ", ".join(schema)))
-        elif not _is(value, schema[key]):
-            err("%s.%s: expected %s, got %s (%s)" % (where, key, an(schema[key]), an(type_name(value)), _fmt(value)))
-        elif not _finite(value):
-            err("%s.%s: expected a finite number, got %s" % (where, key, value))
-
-
-def _check_quantity(where, value, err):
-    """A Ray resource quantity: not negative, finite, 0 or at least Ray's precision."""
-    if not _is(value, _NUM) or not _finite(value):
-        return
-    if value < 0:
-        err("%s: must not be negative, got %s" % (where, value))
-    elif 0 < value < RAY_RESOURCE_PRECISION:
-        err("%s: %s is below Ray's resource precision; use 0 or at least %s" % (where, value, RAY_RESOURCE_PRECISION))
-
-
-def _check_resources(resources, err):
-    for key in ("entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_memory"):
-        _check_quantity("resources.%s" % key, resources.get(key), err)
-    custom = resources.get("entrypoint_resources")
-    if not isinstance(custom, dict):
-        return
-    for key, value in custom.items():
-        where = "resources.entrypoint_resources.%s" % key
-        if not isinstance(key, str) or not key.strip():
-            err("resources.entrypoint_resources: %s is not a resource name" % _fmt(key))
-        elif key.lower() in RAY_BUILTIN_RESOURCES:
-            # Any spelling: 'gpu' would be a custom resource no node has, a job pending for ever.
-            err("%s: Ray takes CPUs, GPUs and memory through their own keys, not as custom resources; use "
-                "resources.%s" % (where, RAY_BUILTIN_RESOURCES[key.lower()]))
-        elif not _is(value, _NUM) or not _finite(value):
-            err("%s: expected a non-negative number, got %s" % (where, _fmt(value)))
-        else:
-            _check_quantity(where, value, err)
-
-
-def check_wait(wait, err, name=None, finite=False):
-    """Values of a ``wait`` mapping (the file's, or the role's -e overrides): positive durations, a
-    poll interval not below :data:`MIN_POLL_INTERVAL`. ``name(key)`` says how a key is called in
-    the messages (``wait.KEY``); ``finite`` also reports NaN and infinities (the file's section
-    check does that already)."""
-    name = name or (lambda key: "wait." + key)
-    for key in ("timeout", "progress_interval", "poll_interval", "outage_grace"):
-        value = wait.get(key)
-        if not _is(value, _NUM):
-            continue
-        if not _finite(value):
-            if finite:
-                err("%s: expected a finite number, got %s" % (name(key), value))
-        elif value <= 0:
-            err("%s: must be positive, got %s" % (name(key), value))
-        elif key == "poll_interval" and value < MIN_POLL_INTERVAL:
-            err("%s: %s is too short; poll at most every %s s (the dashboard serves the whole cluster)"
-                % (name(key), value, MIN_POLL_INTERVAL))
-    value = wait.get("stall_timeout")
-    if _is(value, _INT) and value < 0:
-        err("%s: must be 0 (off) or a number of seconds, got %s" % (name("stall_timeout"), value))
-
-
-def _check_recovery(recovery, err):
-    _check_section(recovery, "recovery", RECOVERY_KEYS, err)
-    for key in ("max_restarts", "backoff_s"):
-        value = recovery.get(key)
-        if _is(value, _NUM) and value < 0:
-            err("recovery.%s: must not be negative, got %s" % (key, value))
-    for key in ("min_nodes", "node_wait_timeout"):
-        value = recovery.get(key)
-        if _is(value, _INT) and value < 1:
-            err("recovery.%s: must be at least 1, got %s" % (key, value))
-    events = recovery.get("on")
-    if isinstance(events, list):
-        for i, event in enumerate(events):
-            if event not in RECOVERY_EVENTS:
-                err("recovery.on[%d]: %s is not one of %s%s" % (i, _fmt(event), ", ".join(RECOVERY_EVENTS),
-                                                                did_you_mean(event, RECOVERY_EVENTS)))
-
-
 def _check_entrypoint(exp, err):
-    schema = ENTRYPOINT_KEYS[exp.framework]
-    _check_section(exp.entrypoint, "entrypoint", schema, err)
     ep = exp.entrypoint
-    if exp.framework == "verl":
-        if isinstance(ep.get("module"), str) and not PY_MODULE_RE.match(ep["module"]):
-            err("entrypoint.module: %s is not a Python module name (e.g. verl.trainer.main_ppo)" % _fmt(ep["module"]))
-        if isinstance(ep.get("config"), str) and not re.match(r"^[A-Za-z0-9_][A-Za-z0-9_./-]*$", ep["config"]):
-            err("entrypoint.config: %s is not a Hydra config name (e.g. ppo_trainer)" % _fmt(ep["config"]))
-        if isinstance(ep.get("python"), str) and not ep["python"].strip():
-            err("entrypoint.python: must not be empty")
-    elif exp.framework == "nemo_rl":
+    if exp.framework == "nemo_rl":
         repo = ep.get("repo_dir")
         if exp.raw.get("code") is not None:
             if repo is not None:
@@ -789,34 +655,9 @@ def _check_entrypoint(exp, err):
         elif not repo:
             err("entrypoint.repo_dir is required for framework nemo_rl (the NeMo RL checkout on the cluster, "
                 "e.g. /data/code/RL)")
-        elif isinstance(repo, str) and not repo.startswith("/"):
-            err("entrypoint.repo_dir: %s must be an absolute path on the cluster" % _fmt(repo))
     elif exp.framework == "custom":
-        cmd = ep.get("command")
-        if cmd is None or isinstance(cmd, str) and not cmd.strip():  # another type: reported by _check_section
+        if ep.get("command") is None:
             err("entrypoint.command is required for framework custom (the shell command that starts the driver)")
-
-
-def _check_env(env, err):
-    out = {}
-    for key, value in env.items():
-        if not isinstance(key, str) or not ENV_NAME_RE.match(key):
-            err("env: %s is not a valid environment variable name" % _fmt(key))
-            continue
-        if isinstance(value, bool) or value is None or not isinstance(value, (str, int, float)):
-            err("env.%s: expected a string or a number, got %s (quote it: %s: \"...\")" % (key, an(type_name(value)), key))
-            continue
-        if not _finite(value):
-            err("env.%s: expected a string or a finite number, got %s (quote it: %s: \"...\")" % (key, value, key))
-            continue
-        text = value if isinstance(value, str) else str(value)
-        size = len(key.encode("utf-8")) + 1 + len(text.encode("utf-8", "surrogatepass"))
-        if size > MAX_ARG_BYTES:
-            err("env.%s: the variable is %d bytes, over the %d Linux allows for one environment string; put the "
-                "value in a file (working_dir or the shared volume) and pass its path" % (key, size, MAX_ARG_BYTES))
-            continue
-        out[key] = text
-    return out
 
 
 def _check_prefetch(section, env, err):
@@ -876,70 +717,6 @@ def _check_working_dir(exp, err):
     else:
         err("working_dir: %s does not exist (resolved to %s, relative to the experiments directory)"
             % (_fmt(exp.working_dir), path))
-
-
-def _check_key(key, where, err, top):
-    prefix, rest = KEY_PREFIX_RE.match(key).groups()
-    if prefix and not top:
-        err("%s: %s: Hydra prefixes (+, ++, ~) are only allowed on a top-level params key, e.g. '+trainer.x'"
-            % (where, _fmt(key)))
-        return False
-    segments = rest.split(".")
-    if not all(KEY_SEGMENT_RE.match(s) for s in segments):
-        err("%s: %s is not a valid Hydra key (dotted names of letters, digits, '_', '-')" % (where, _fmt(key)))
-        return False
-    return True
-
-
-def _check_value(value, where, err):
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return True
-    if isinstance(value, list):
-        return all(_check_value(v, "%s[%d]" % (where, i), err) for i, v in enumerate(value))
-    if isinstance(value, dict):
-        ok = True
-        for k, v in value.items():
-            if not isinstance(k, str) or not _HYDRA_DICT_KEY.match(k):
-                err("%s: %s cannot be a key of a Hydra dict value" % (where, _fmt(k)))
-                ok = False
-            else:
-                ok = _check_value(v, "%s.%s" % (where, k), err) and ok
-        return ok
-    err("%s: unsupported value of type %s (%s); quote it to pass a string" % (where, type(value).__name__, _fmt(value)))
-    return False
-
-
-def _flatten_params(params, err, prefix="", out=None, top=True, seen=None):
-    """Ordered (hydra key, value) pairs of a nested mapping; empty mappings stay values ({}).
-    ``seen`` holds the keys without their Hydra prefix, so a key set twice is found in one pass."""
-    out = [] if out is None else out
-    seen = set() if seen is None else seen
-    if not isinstance(params, dict):
-        err("params: expected a mapping, got %s" % an(type_name(params)))
-        return out
-    for key, value in params.items():
-        if not isinstance(key, str):
-            err("params%s: key %s must be a string" % ("." + prefix.rstrip(".") if prefix else "", _fmt(key)))
-            continue
-        where = "params." + prefix + key
-        if not _check_key(key, "params." + prefix.rstrip(".") if prefix else "params", err, top and not prefix):
-            continue
-        if KEY_PREFIX_RE.match(key).group(1) == "~" and value is not None:
-            err("%s: a '~' (delete) key takes no value; write %s: null" % (where, key))
-            continue
-        if isinstance(value, dict) and value and not key.startswith("~"):
-            _flatten_params(value, err, prefix + key + ".", out, False, seen)
-            continue
-        if not _check_value(value, where, err):
-            continue
-        full = prefix + key
-        bare = full.lstrip("+~")
-        if bare in seen:
-            err("%s is set twice" % where)
-            continue
-        seen.add(bare)
-        out.append((full, value))
-    return out
 
 
 def merge_params(base, extra):

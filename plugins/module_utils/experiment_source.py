@@ -83,6 +83,7 @@ def _file_in(directory, name):
     for ext in E.EXTENSIONS:
         path = os.path.join(directory, name + ext)
         if os.path.lexists(path):  # a directory, a broken link: reading it says which
+            E.check_inside(path, directory)
             return path
     return None
 
@@ -118,8 +119,9 @@ def locate(ref, explicit_dir="", environ=None, inventory_sources=(), playbook_di
     if explicit:
         directory = os.path.abspath(os.path.expanduser(explicit))
         if not os.path.isdir(directory):
-            raise E.ExperimentError("experiments directory %s (%s) does not exist; point %s at the directory of "
-                                    "your experiment files" % (directory, setting, setting))
+            raise E.ExperimentError("experiments directory %s (%s) %s; point %s at the directory of your experiment "
+                                    "files" % (directory, setting, "is not a directory" if os.path.lexists(directory)
+                                               else "does not exist", setting))
         path = _file_in(directory, name)
         if not path:
             raise E.ExperimentError(_not_found(name, [directory], setting, collection_root))

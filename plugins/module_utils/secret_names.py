@@ -30,6 +30,21 @@ SECRET_NAME_PATTERN = "TOKEN(?!IZER)|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH"
 SECRET_NAME = re.compile(SECRET_NAME_PATTERN, re.IGNORECASE)
 
 
+# Hydra keys are full of names with "token" and "key" that hold no secret (data.prompt_key, max_num_batched_tokens,
+# ppo_max_token_len_per_gpu, tokenizer.pad_token): for experiment params the rule reads the key's last part, which must
+# name the secret itself: api_key, hf_token, access_token, secret, password, credentials...
+SECRET_PARAM = re.compile(r"(^|[_.-])(api_?key|access_?key|secret_?key|private_?key|auth_?token|access_?token|"
+                          r"(hf|wandb|github|gh|gitlab|openai|hub)_?(token|key)|token|secret|password|passwd|"
+                          r"credentials?)$", re.IGNORECASE)
+SPECIAL_TOKENS = re.compile(r"(^|_)(pad|bos|eos|unk|sep|cls|mask|start|end|image|video|audio)_token$", re.IGNORECASE)
+
+
+def is_secret_param(key):
+    """Whether the Hydra params key ``key`` (dotted) names a secret, by its last part (see :data:`SECRET_PARAM`)."""
+    last = str(key).rsplit(".", 1)[-1].lstrip("+~")
+    return bool(SECRET_PARAM.search(last)) and not SPECIAL_TOKENS.search(last)
+
+
 def name_rule(pattern=None):
     """The compiled rule: the collection's (:data:`SECRET_NAME`) when ``pattern`` is empty, else the
     user's own regular expression, searched case-sensitively (as the ray role always read

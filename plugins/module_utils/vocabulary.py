@@ -25,6 +25,7 @@ stay with the surface that knows both fields. Standard library only: code that r
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import math
 import os
@@ -54,6 +55,14 @@ class Bad(ValueError):
 
 class Line(Bad):
     """A whole error line, from a surface's own rule (:class:`Custom`), used as it is."""
+
+
+class Inner(Bad):
+    """A bad item of a list (``where`` = ``[3]``) or a bad value of a mapping (``.KEY``): the line names it."""
+
+    def __init__(self, where, t, value, bad):
+        super().__init__(str(bad))
+        self.where, self.t, self.value, self.bad = where, t, value, bad
 
 
 class Corpus(list):
@@ -107,7 +116,7 @@ def _leaves(value):
 
 def one_line(value, what="one line of text"):
     if not isinstance(value, str):
-        raise Bad("be %s, not %s" % (what, type_word(value)))
+        raise Bad("be %s" % what)
     if _CONTROL.search(value):
         raise Bad("be %s without line breaks or control characters" % what)
     return value
@@ -123,7 +132,11 @@ class Type:
     words = "a value"       # what a good value is, for the docs' table
     sample_value = "x"
 
-    def __init__(self, required=False, default=NOTSET, aliases=(), no_log=None, hint="", nullable=True, sample=NOTSET):
+    def __init__(self, required=False, default=NOTSET, aliases=(), no_log=None, hint="", nullable=True, sample=NOTSET,
+                 label="", ansible=None):
+        self.label = label      # how lines name the field when not by its own name ("venv (verl_job_venv)")
+        if ansible:
+            self.ansible = ansible  # the Ansible spec type, where it differs from the kind's (a path kept as "str")
         self.required = required
         self.default = default
         self.aliases = tuple(aliases)
@@ -139,12 +152,26 @@ class Type:
         """The value as the code should use it; :class:`Bad` when it is not good."""
         return value
 
-    def validate(self, value):
+    def validate(self, value, context=None):
+        """:meth:`check`, with None allowed for an optional field; ``context`` holds the surface's other values (a
+        type that depends on a switch beside it, as :class:`Cidr` on its ``world_switch``, reads it there)."""
         if value is None:
             if self.nullable:
                 return None
             raise Bad("be given" if self.required else "be set (null is not a value here)")
+        return self.check_in(value, context or {})
+
+    def check_in(self, value, context):
         return self.check(value)
+
+    def problems(self, value, where, context=None):
+        """``[(path, type, value, Bad)]``: every problem of ``value`` (one at most here; containers list each bad
+        item), for surfaces that report them all (an experiment file). ``type.line(path, value, bad)`` is the line."""
+        try:
+            self.validate(value, context)
+            return []
+        except Bad as e:
+            return [(where, self, value, e)]
 
     def conceal(self, value):
         """The strings of a refused ``value`` that no output may hold (Ansible masks them, the invocation included)."""
@@ -155,8 +182,11 @@ class Type:
         return "the value is not shown" if self.secret else "got %s" % _shown(value)
 
     def line(self, name, value, bad):
+        name = self.label or name
         if isinstance(bad, Line):
             return str(bad)
+        if isinstance(bad, Inner):
+            return bad.t.line(name + bad.where if name else bad.where.lstrip("."), bad.value, bad.bad)
         shown = self.shown(value)
         sep = " (" if shown.startswith("the value") else ", "
         end = ")" if sep == " (" else ""
@@ -202,15 +232,23 @@ class Text(Type):
 
     words = "one line of text"
 
-    def __init__(self, empty=True, max_len=4096, pattern=None, what=None, **kw):
+    def __init__(self, empty=True, max_len=4096, pattern=None, what=None, lines=False, **kw):
         super().__init__(**kw)
         self.empty = empty
         self.max_len = max_len
         self.pattern = re.compile(pattern) if isinstance(pattern, str) else pattern
-        self.what = what or "one line of text"
+        self.lines = lines
+        self.what = what or ("text" if lines else "one line of text")
 
     def check(self, value):
-        one_line(value, self.what)
+        if self.lines:
+            # Several lines (a shell script, a description): line breaks and tabs, no other control character.
+            if not isinstance(value, str):
+                raise Bad("be %s" % self.what)
+            if re.search(r"[\x00-\x08\x0b-\x1f\x7f]", value):
+                raise Bad("be %s without control characters (NUL, escapes)" % self.what)
+        else:
+            one_line(value, self.what)
         if not value.strip():
             if self.empty:
                 return value
@@ -222,7 +260,9 @@ class Text(Type):
         return value
 
     def corpus(self):
-        c = super().corpus().add("newline", "a\nb").add("nul", "a\x00b").add("too_long", "x" * (self.max_len + 1))
+        c = super().corpus().add("nul", "a\x00b").add("too_long", "x" * (self.max_len + 1))
+        if not self.lines:
+            c.add("newline", "a\nb")
         c.add("list", ["x"], typed=True)
         if not self.empty:
             c.add("empty", "").add("blank", "  ")
@@ -260,7 +300,9 @@ class Choice(Type):
 
     def check(self, value):
         if value not in self.choices:
-            raise Bad("be one of %s" % ", ".join(str(c) for c in self.choices))
+            close = difflib.get_close_matches(str(value), [str(c) for c in self.choices], n=1, cutoff=0.6)
+            raise Bad("be one of %s%s" % (", ".join(str(c) for c in self.choices),
+                                          " (did you mean '%s'?)" % close[0] if close else ""))
         return value
 
     def corpus(self):
@@ -316,8 +358,8 @@ class Secret(Type):
 # Numbers and switches
 
 
-def _number(value, integer):
-    if isinstance(value, bool):
+def _number(value, integer, strict=False):
+    if isinstance(value, bool) or (strict and not isinstance(value, (int, float))):
         raise Bad("be a whole number" if integer else "be a number")
     if integer:
         if isinstance(value, int):
@@ -345,9 +387,9 @@ class Int(Type):
     ansible = "int"
     words = "a whole number in a range"
 
-    def __init__(self, low=None, high=None, unit="", **kw):
+    def __init__(self, low=None, high=None, unit="", strict=False, **kw):
         super().__init__(**kw)
-        self.low, self.high, self.unit = low, high, unit
+        self.low, self.high, self.unit, self.strict = low, high, unit, strict
         self.sample_value = low if low is not None and low > 0 else (1 if high is None or high >= 1 else high)
 
     def _range(self):
@@ -359,13 +401,15 @@ class Int(Type):
         return "be at most %s%s" % (self.high, unit)
 
     def check(self, value):
-        number = _number(value, True)
+        number = _number(value, True, self.strict)
         if (self.low is not None and number < self.low) or (self.high is not None and number > self.high):
             raise Bad(self._range())
         return number
 
     def corpus(self):
         c = super().corpus().add("word", "soon").add("fraction", 1.5).add("boolean", True, typed=True)
+        if self.strict:
+            c.add("digits_as_text", "2", typed=True)
         if self.low is not None:
             c.add("below", self.low - 1)
         if self.high is not None:
@@ -379,13 +423,13 @@ class Number(Type):
     ansible = "float"
     words = "a finite number in a range"
 
-    def __init__(self, low=None, high=None, above=False, unit="", **kw):
+    def __init__(self, low=None, high=None, above=False, unit="", strict=False, **kw):
         super().__init__(**kw)
-        self.low, self.high, self.above, self.unit = low, high, above, unit
+        self.low, self.high, self.above, self.unit, self.strict = low, high, above, unit, strict
         self.sample_value = (low or 0) + 1 if high is None else (high if low is None else (low + high) / 2.0)
 
     def check(self, value):
-        number = _number(value, False)
+        number = _number(value, False, self.strict)
         unit = " of %s" % self.unit if self.unit else ""
         low_bad = self.low is not None and (number <= self.low if self.above else number < self.low)
         if low_bad or (self.high is not None and number > self.high):
@@ -399,7 +443,10 @@ class Number(Type):
         return number
 
     def corpus(self):
-        c = super().corpus().add("nan", "nan").add("inf", "inf").add("word", "lots").add("boolean", True, typed=True)
+        c = super().corpus().add("nan", float("nan")).add("inf", float("inf")).add("word", "lots").add(
+            "boolean", True, typed=True)
+        if self.strict:
+            c.add("number_as_text", "2", typed=True)
         if self.low is not None:
             c.add("below", self.low - 1)
         if self.high is not None:
@@ -433,9 +480,15 @@ class Switch(Type):
     sample_value = False
     WORDS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
 
+    def __init__(self, words=True, **kw):
+        super().__init__(**kw)
+        self.words_ok = words  # False: only a real boolean (an experiment file's true/false)
+
     def check(self, value):
         if isinstance(value, bool):
             return value
+        if not self.words_ok:
+            raise Bad("be true or false")
         if isinstance(value, int) and value in (0, 1):
             return bool(value)
         if isinstance(value, str) and value.strip().lower() in self.WORDS:
@@ -459,18 +512,20 @@ class AbsPath(Type):
     words = "an absolute path"
     sample_value = "{tmp}/sample"
 
-    def __init__(self, empty=False, under=None, max_len=4095, spaces=True, **kw):
+    def __init__(self, empty=False, under=None, max_len=4095, spaces=True, relative=False, **kw):
         super().__init__(**kw)
-        self.empty, self.under, self.max_len, self.spaces = empty, under, max_len, spaces
+        self.empty, self.under, self.max_len, self.spaces, self.relative = empty, under, max_len, spaces, relative
         if under:
             self.sample_value = under.rstrip("/") + "/sample"
 
     def check(self, value):
-        what = "an absolute path" + (" inside %s" % self.under if self.under else "")
+        what = ("a path" if self.relative else "an absolute path") + (" inside %s" % self.under if self.under else "")
         if value == "" and self.empty:
             return value
         one_line(value, what)
-        if not value.startswith("/"):
+        if not value.strip():
+            raise Bad("be %s, not empty" % what)
+        if not value.startswith("/") and not self.relative:
             raise Bad("be %s (starting with /)" % what)
         if ".." in value.split("/"):
             raise Bad("be %s without '..'" % what)
@@ -483,8 +538,10 @@ class AbsPath(Type):
         return value
 
     def corpus(self):
-        c = super().corpus().add("relative", "data/x").add("dot_relative", "./x").add("dotdot", "/data/../etc").add(
-            "newline", "/data/a\nb").add("nul", "/data/a\x00b").add("number", 5, typed=True)
+        c = super().corpus().add("dotdot", "/data/../etc").add("newline", "/data/a\nb").add("nul", "/data/a\x00b").add(
+            "number", 5, typed=True)
+        if not self.relative:
+            c.add("relative", "data/x").add("dot_relative", "./x")
         if not self.empty:
             c.add("empty", "")
         if self.under:
@@ -770,12 +827,16 @@ class Cidr(Text):
         self.sample_value = "10.0.0.0/24"
 
     def check(self, value):
+        return self.check_in(value, {})
+
+    def check_in(self, value, context):
         value = super().check(value)
         try:
             net = ipaddress.ip_network(value.strip(), strict=False)
         except ValueError:
             raise Bad("be %s" % self.what)
-        if not self.world and net.prefixlen < WORLD_PREFIX[net.version] and not (net.is_private and not net.is_global):
+        world = self.world or (self.world_switch and context.get(self.world_switch) is True)
+        if not world and net.prefixlen < WORLD_PREFIX[net.version] and not (net.is_private and not net.is_global):
             raise Bad("be a network narrower than /%d: %s opens to the whole internet or a large part of it%s" % (
                 WORLD_PREFIX[net.version], net,
                 " (set %s: true if that is really meant)" % self.world_switch if self.world_switch else ""))
@@ -876,6 +937,9 @@ class ListOf(Type):
         return "the value is not shown" if self.secret else "got %s" % _shown(value)
 
     def check(self, value):
+        return self.check_in(value, {})
+
+    def check_in(self, value, context):
         if not isinstance(value, (list, tuple)):
             raise Bad("be a list")
         if not value and not self.empty:
@@ -885,19 +949,18 @@ class ListOf(Type):
         out = []
         for i, item in enumerate(value):
             try:
-                out.append(self.item.validate(item) if item is not None else self.item.check(item))
+                out.append(self.item.validate(item, context) if item is not None else self.item.check(item))
             except Bad as e:
-                shown = self.item.shown(item)
-                raise Bad("%s (item %d: %s)" % (str(e), i + 1, shown))
+                raise Inner("[%d]" % i, self.item, item, e)
         return out
-
-    def line(self, name, value, bad):
-        if "(item " in str(bad) and not isinstance(bad, Line):
-            return "%s must %s%s" % (name, bad, self.hint)
-        return super().line(name, value, bad)
 
     def conceal(self, value):
         return [x for v in (value if isinstance(value, (list, tuple)) else [value]) for x in self.item.conceal(v)]
+
+    def problems(self, value, where, context=None):
+        if not isinstance(value, (list, tuple)) or len(value) > self.max_items or (not value and not self.empty):
+            return super().problems(value, where, context)
+        return [p for i, item in enumerate(value) for p in self.item.problems(item, "%s[%d]" % (where, i), context)]
 
     def corpus(self):
         c = super().corpus().add("scalar", "x", typed=True).add("too_many", [self.item.sample()] * (self.max_items + 1))
@@ -931,17 +994,23 @@ class MapOf(Type):
             try:
                 k2 = self.key.check(k)
             except Bad as e:
-                raise Bad("%s (a key: %s)" % (e, "not shown" if self.key.secret else _shown(k)))
+                raise Inner(" (a key)", self.key, k, e)
             try:
                 out[k2] = self.value.check(v) if v is not None or not self.value.nullable else None
             except Bad as e:
-                raise Bad("%s (at %s: %s)" % (e, _short(str(k2), 60), self.value.shown(v)))
+                raise Inner(".%s" % _short(str(k2), 60), self.value, v, e)
         return out
 
-    def line(self, name, value, bad):
-        if ("(a key" in str(bad) or "(at " in str(bad)) and not isinstance(bad, Line):
-            return "%s must %s%s" % (name, bad, self.hint)
-        return super().line(name, value, bad)
+    def problems(self, value, where, context=None):
+        if not isinstance(value, dict) or len(value) > self.max_items:
+            return super().problems(value, where, context)
+        out = []
+        for k, v in value.items():
+            try:
+                self.check({k: v})
+            except Bad as e:
+                out.append((where, self, {k: v}, e))
+        return out
 
     def conceal(self, value):
         if not isinstance(value, dict):
@@ -970,9 +1039,111 @@ class EnvMap(MapOf):
 
     def check(self, value):
         if isinstance(value, dict):
-            value = dict((k, str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v)
-                         for k, v in value.items())
+            value = dict((k, str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                          else v) for k, v in value.items())
         return super().check(value)
+
+
+class _UnknownKey(Type):
+    """The "type" of a key a :class:`Section` does not know: its line names the section and the keys it allows."""
+
+    def __init__(self, section):
+        super().__init__()
+        self.section = section
+
+    def line(self, name, value, bad):
+        fields = list(self.section.fields)
+        close = difflib.get_close_matches(str(value), fields, n=1, cutoff=0.6)
+        return "%s: unknown key %s%s; allowed: %s" % (name or "top level", _shown(value),
+                                                       " (did you mean '%s'?)" % close[0] if close else "",
+                                                       ", ".join(fields))
+
+
+class Section(Type):
+    """A mapping with known keys, each of its own type (an experiment's ``wait:``). :meth:`problems` gives every
+    problem with its key path; :meth:`check` raises the first. Unknown keys are refused with a did-you-mean."""
+
+    ansible = "dict"
+    words = "a mapping of known keys"
+
+    def __init__(self, fields, **kw):
+        super().__init__(**kw)
+        self.fields = fields
+        self.sample_value = dict((k, t.sample()) for k, t in fields.items() if t.required)
+
+    def problems(self, value, where, context=None):
+        """``[(path, type, value, Bad)]`` for every bad key of ``value`` below ``where``; ``type.line(path, value,
+        bad)`` is the line."""
+        if not isinstance(value, dict):
+            return [(where, self, value, Bad("be a mapping of %s" % ", ".join(self.fields)))]
+        out = []
+        for key, item in value.items():
+            path = "%s.%s" % (where, key) if where else str(key)
+            t = self.fields.get(key)
+            if t is None:
+                out.append((where, _UnknownKey(self), key, Bad("be a known key")))
+                continue
+            section = t if isinstance(t, Section) else getattr(t, "section_for", lambda c: None)(context or value)
+            if section is not None and isinstance(item, dict):
+                out.extend(section.problems(item, path, context or value))
+            elif item is not None:
+                out.extend(t.problems(item, path, context or value))
+        for key, t in self.fields.items():
+            if t.required and key not in value:
+                path = "%s.%s" % (where, key) if where else key
+                out.append((path, t, None, Bad("be given")))
+        return out
+
+    def check(self, value):
+        found = self.problems(value, "")
+        if found:
+            path, t, item, bad = found[0]
+            raise Inner("." + path if path else "", t, item, bad)
+        return value
+
+    def walk(self, where=""):
+        """``(path, type)`` of every field below ``where``, sections included."""
+        for key, t in self.fields.items():
+            path = "%s.%s" % (where, key) if where else key
+            yield path, t
+            if isinstance(t, Section):
+                for sub in t.walk(path):
+                    yield sub
+
+    def corpus(self):
+        return super().corpus().add("list", ["x"], typed=True).add("unknown_key", {"no_such_key": 1})
+
+
+class OneOf(Type):
+    """The first of ``types`` that takes the value (a prefetch item: a repository id, or a mapping with repo:)."""
+
+    words = "one of several forms"
+
+    def __init__(self, *types, **kw):
+        super().__init__(**kw)
+        self.types = types
+        self.ansible = "raw"
+        self.sample_value = types[0].sample()
+
+    def check_in(self, value, context):
+        shape = "dict" if isinstance(value, dict) else "list" if isinstance(value, (list, tuple)) else "str"
+        fitting = None
+        for t in self.types:
+            try:
+                return t.validate(value, context)
+            except Bad as e:
+                kind = t.ansible if t.ansible in ("dict", "list") else "str"
+                if fitting is None or kind == shape:
+                    fitting = (kind == shape, e)
+        raise fitting[1]
+
+    def corpus(self):
+        c = super().corpus()
+        for t in self.types:
+            for label, value, typed in t.corpus():
+                if value is not None and not typed:
+                    c.add(label, value)
+        return c
 
 
 class Custom(Type):
@@ -1044,7 +1215,7 @@ class Args:
                 continue
             value = params[name]
             try:
-                t.validate(value)
+                t.validate(value, params)
             except Bad as e:
                 lines.append(t.line(name, value, e))
                 if concealed is not None:

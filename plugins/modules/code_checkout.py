@@ -113,10 +113,16 @@ line:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import code_checkout as C
+from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
+
+# Declared in module_utils/code_checkout.py: the action checks the same declaration on the controller.
+ARGS = C.ARGS
+ARGUMENT_SPEC = C.ARGUMENT_SPEC
 
 
 def main():
-    module = AnsibleModule(argument_spec=C.ARGUMENT_SPEC, supports_check_mode=True)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    V.enforce(module, ARGS)
     p = module.params
     code, errors = C.module_section(p)
     if errors:

@@ -139,29 +139,48 @@ lines:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import hf_prefetch as H
+from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
 
-ARGUMENT_SPEC = dict(
-    models=dict(type="list", elements="raw", default=[]),
-    datasets=dict(type="list", elements="raw", default=[]),
-    hf_home=dict(type="path", required=True),
-    hub_cache=dict(type="path"),
-    endpoint=dict(type="str", default=H.DEFAULT_ENDPOINT),
-    token=dict(type="str", default="", no_log=True),
-    timeout=dict(type="int", default=60),
-    retries=dict(type="int", default=3),
-    lock_timeout=dict(type="int", default=3600),
+
+def _repos(plural):
+    """The rule of an experiment's ``prefetch.<plural>`` (module_utils/hf_prefetch.py), its lines naming the option."""
+    def problems(value):
+        errors = []
+        H.normalize({plural: value}, errors.append)
+        return [e[len("prefetch."):] if e.startswith("prefetch.") else e for e in errors]
+    return problems
+
+
+def _repo_list(plural):
+    bad = [("path", ["../../etc"]), ("url", ["https://huggingface.co/org/x"]),
+           ("revision", [{"repo": "org/x", "revision": "a..b"}]), ("unknown_key", [{"repo": "org/x", "branch": "main"}]), ("number", [5]), ("twice", ["org/x", "org/x"]),
+           ("patterns", [{"repo": "org/x", "allow_patterns": []}])]
+    return V.Custom("list", V.Custom.lines(_repos(plural)), bad, [], elements="raw", default=[])
+
+
+ARGS = V.Args(
+    models=_repo_list("models"),
+    datasets=_repo_list("datasets"),
+    hf_home=V.AbsPath(required=True),
+    hub_cache=V.AbsPath(),
+    # Not file:// (it would read the node's own files), no credentials or query (the token has its own option).
+    endpoint=V.Url(schemes=("https", "http"), default=H.DEFAULT_ENDPOINT),
+    token=V.Secret(default=""),
+    timeout=V.Int(1, 3600, unit="seconds", default=60),
+    retries=V.Int(1, 100, default=3),
+    lock_timeout=V.Int(0, 7 * 86400, unit="seconds", default=3600),
 )
+ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    V.enforce(module, ARGS)
     p = module.params
     errors = []
     items, dummy = H.normalize({"models": p["models"], "datasets": p["datasets"]}, errors.append)
-    if errors:
+    if errors:  # the types checked each list already; kept for a rule of normalize the lists do not see
         module.fail_json(msg=errors[0], errors=errors)
-    if p["timeout"] < 1 or p["retries"] < 1 or p["lock_timeout"] < 0:
-        module.fail_json(msg="timeout and retries must be at least 1, lock_timeout at least 0")
     try:
         changed, results, lines = H.prefetch(items, p["hf_home"], p["hub_cache"], p["endpoint"], p["token"], p["timeout"],
                                              p["retries"], module.check_mode, p["lock_timeout"])

@@ -36,20 +36,24 @@ options:
     type: str
     required: true
   count:
-    description: How many instances O(state=present) makes sure are rented.
+    description: How many instances O(state=present) makes sure are rented (1 to 256).
     type: int
     default: 1
   gpu_model:
-    description: GPU model to rent, matched in the machine's model ignoring case and punctuation (V(H100) matches
-      C(NVIDIA-H100-80GB-HBM3)); empty takes any.
+    description:
+      - GPU model to rent, matched in the machine's model ignoring case and punctuation (V(H100) matches
+        C(NVIDIA-H100-80GB-HBM3)).
+      - Required with O(state=present) (empty is refused); V(any) rents any model and then needs O(max_price).
     type: str
     default: ""
   gpu_count:
-    description: GPUs per instance; a machine needs that many free.
+    description: GPUs per instance (1 to 64); a machine needs that many free.
     type: int
     default: 8
   max_price:
-    description: The most to pay, in US dollars per GPU-hour (the listing gives cents per GPU-hour); unset, any price.
+    description:
+      - The most to pay, in US dollars per GPU-hour (the listing gives cents per GPU-hour), above 0; unset, any price.
+      - Required when O(gpu_model=any).
     type: float
   region:
     description: Only machines in this region (the listing's C(location.region)); empty, any.
@@ -60,7 +64,7 @@ options:
     type: bool
     default: true
   wait_timeout:
-    description: Seconds to wait for that, or for released instances to leave the listing.
+    description: Seconds to wait for that, or for released instances to leave the listing (1 to 86400).
     type: int
     default: 900
   keep_partial:
@@ -78,7 +82,7 @@ options:
     type: bool
     default: true
   timeout:
-    description: Seconds per HTTP request.
+    description: Seconds per HTTP request (0.1 to 600).
     type: float
     default: 30
 attributes:
@@ -151,36 +155,65 @@ extra:
 """
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback
+from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import DEFAULT_API_URL, HyperbolicClient, HyperbolicError
-from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic_rent import Rent, check_label
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic_rent import LABEL, Rent
 
-ARGUMENT_SPEC = dict(
-    state=dict(type="str", choices=["present", "absent"], default="present"),
-    label=dict(type="str", required=True),
-    count=dict(type="int", default=1),
-    gpu_model=dict(type="str", default=""),
-    gpu_count=dict(type="int", default=8),
-    max_price=dict(type="float"),
-    region=dict(type="str", default=""),
-    wait=dict(type="bool", default=True),
-    wait_timeout=dict(type="int", default=900),
-    keep_partial=dict(type="bool", default=False),
-    api_key=dict(type="str", no_log=True, fallback=(env_fallback, ["HYPERBOLIC_API_KEY"])),
-    api_url=dict(type="str", fallback=(env_fallback, ["HYPERBOLIC_API_URL"])),
-    validate_certs=dict(type="bool", default=True),
-    timeout=dict(type="float", default=30),
+
+class _EnvFallback:
+    """A type whose option Ansible fills from an environment variable when the task gives none (the argument spec's
+    ``fallback``). Temporary, until vocabulary.Type takes an ``env=`` keyword."""
+
+    def __init__(self, env, **kw):
+        super().__init__(**kw)
+        self.env = env
+
+    def ansible_spec(self):
+        return dict(super().ansible_spec(), fallback=(env_fallback, [self.env]))
+
+
+class _EnvSecret(_EnvFallback, V.Secret):
+    pass
+
+
+class _EnvUrl(_EnvFallback, V.Url):
+    pass
+
+
+ANY = "any"
+ARGS = V.Args(
+    state=V.Choice(("present", "absent"), default="present"),
+    label=V.Text(empty=False, max_len=40, pattern=LABEL, required=True,
+                 what="1-40 lower-case letters, digits and '-' (not at either end)",
+                 hint=": it names the instances (<label>-0, <label>-1, ...), their Ray cluster and its hosts"),
+    count=V.Int(1, 256, default=1),
+    # Empty is refused for state=present after the types (a cross-field rule: main); "any" takes any model.
+    gpu_model=V.Text(max_len=80, pattern=r"^[A-Za-z0-9][A-Za-z0-9 _.-]*$",
+                     what="a GPU model such as H100 (letters, digits, space, _ . -), or any", default=""),
+    gpu_count=V.Int(1, 64, default=8),
+    max_price=V.Number(0, above=True, unit="US dollars per GPU-hour"),
+    region=V.Name(empty=True, max_len=64, default=""),
+    wait=V.Switch(default=True),
+    wait_timeout=V.Int(1, 86400, unit="seconds", default=900),
+    keep_partial=V.Switch(default=False),
+    api_key=_EnvSecret("HYPERBOLIC_API_KEY"),
+    api_url=_EnvUrl("HYPERBOLIC_API_URL", schemes=("https", "http"), empty=True),
+    validate_certs=V.Switch(default=True),
+    timeout=V.Seconds(0.1, 600, default=30),
 )
+ARGUMENT_SPEC = ARGS.spec
 
 
 def bad_input(p):
-    """One line for the first bad option, '' when all are good."""
-    why = check_label(p["label"])
-    if why:
-        return why
-    if p["count"] < 1 or p["gpu_count"] < 1:
-        return "count and gpu_count must be at least 1, got %d and %d" % (p["count"], p["gpu_count"])
-    if p["max_price"] is not None and p["max_price"] <= 0:
-        return "max_price is US dollars per GPU-hour and must be above 0, got %s" % p["max_price"]
+    """One line for the first bad combination of options (the types checked each one), '' when all are good."""
+    if p["state"] == "present":
+        model = p["gpu_model"].strip()
+        if not model:
+            return ("gpu_model must name the GPU model to rent (for example H100), or be %s to rent any model, which "
+                    "then needs max_price (US dollars per GPU-hour)" % ANY)
+        if model.lower() == ANY and p["max_price"] is None:
+            return ("gpu_model %s rents any GPU model at any price: set max_price (US dollars per GPU-hour), or name "
+                    "the model (for example H100)" % ANY)
     if not p["api_key"]:
         return "no Hyperbolic API key: set HYPERBOLIC_API_KEY in the controller's environment (or api_key)"
     return ""
@@ -188,6 +221,7 @@ def bad_input(p):
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    V.enforce(module, ARGS)
     p = module.params
     why = bad_input(p)
     if why:
@@ -198,7 +232,8 @@ def main():
         if p["state"] == "absent":
             result = rent.absent(p["label"], check_mode=module.check_mode, timeout=p["wait_timeout"])
         else:
-            result = rent.present(p["label"], p["count"], p["gpu_model"], p["gpu_count"], p["max_price"], p["region"],
+            model = "" if p["gpu_model"].strip().lower() == ANY else p["gpu_model"].strip()
+            result = rent.present(p["label"], p["count"], model, p["gpu_count"], p["max_price"], p["region"],
                                   wait=p["wait"], timeout=p["wait_timeout"], keep_partial=p["keep_partial"],
                                   check_mode=module.check_mode)
     except HyperbolicError as exc:

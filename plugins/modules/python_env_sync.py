@@ -37,8 +37,8 @@ options:
     type: path
     required: true
   python:
-    description: The interpreter that creates the virtualenv when it does not exist; empty means it must exist.
-    type: str
+    description: The interpreter (an absolute path) that creates the virtualenv when it does not exist; empty means it must exist.
+    type: path
     default: ""
   wheelhouse:
     description:
@@ -56,8 +56,11 @@ options:
     default: false
   packages:
     description:
-      - Requirement strings installed with their dependencies (one line each of a requirements file, so
-        option lines such as C(--extra-index-url URL) work too).
+      - Requirement strings installed with their dependencies (one line each of a requirements file): a name with
+        extras, versions and markers (C(ray[default]==2.60.0)), or C(name @ URL) (C(name @ file:///path/x.whl) for a
+        wheel on the node).
+      - Option lines (C(--extra-index-url=URL), C(-r FILE), C(-e .)) are refused; the sources have their own options
+        (O(index_url), O(extra_index_urls), O(find_links)).
     type: list
     elements: str
     required: true
@@ -72,7 +75,7 @@ options:
     elements: str
     default: []
   find_links:
-    description: Directories or URLs of wheels (C(--find-links)), for example the shared wheelhouse.
+    description: Directories (absolute paths) or URLs of wheels (C(--find-links)), for example the shared wheelhouse.
     type: list
     elements: str
     default: []
@@ -81,11 +84,11 @@ options:
     type: bool
     default: false
   index_url:
-    description: Package index URL; empty means uv's default.
+    description: Package index URL (C(https://), C(http://) or C(file://), without credentials or a query); empty means uv's default.
     type: str
     default: ""
   extra_index_urls:
-    description: Extra package index URLs.
+    description: Extra package index URLs, written like O(index_url).
     type: list
     elements: str
     default: []
@@ -179,27 +182,65 @@ import zipfile
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rlinfra.verl.plugins.module_utils.files import write_if_changed
 from ansible_collections.rlinfra.verl.plugins.module_utils.files import write_atomic
+from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
 from ansible_collections.rlinfra.verl.plugins.module_utils.python_env import (
     ENSUREPIP_SCRIPT, INSPECT_SCRIPT, TOOLING, ensurepip_wheels, fast_path, fingerprint, frozen_lines, inputs_digest,
     python_version, read_json, requirement_lines, state_path, unneeded, uv_changes, uv_wheel)
 
-ARGUMENT_SPEC = dict(
-    venv=dict(type="path", required=True),
-    packages=dict(type="list", elements="str", required=True),
-    no_build_isolation_packages=dict(type="list", elements="str", default=[]),
-    no_deps_packages=dict(type="list", elements="str", default=[]),
-    find_links=dict(type="list", elements="str", default=[]),
-    no_index=dict(type="bool", default=False),
-    index_url=dict(type="str", default=""),
-    extra_index_urls=dict(type="list", elements="str", default=[]),
-    prune=dict(type="bool", default=True),
-    keep=dict(type="list", elements="str", default=list(TOOLING)),
-    fingerprint_file=dict(type="path"),
-    python=dict(type="str", default=""),
-    wheelhouse=dict(type="path"),
-    requirements_copy=dict(type="path"),
-    download_only=dict(type="bool", default=False),
+class _PathOrUrl(V.Type):
+    """pip's --find-links: a directory on the node (an absolute path) or the URL of a page of wheels (no credentials,
+    shown as scheme and host only). Temporary here, until the vocabulary has a union type that shows a URL safely."""
+
+    words = "an absolute path or a URL without credentials"
+    sample_value = "{tmp}"
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.path, self.url = V.AbsPath(), V.Url(schemes=INDEX_SCHEMES)
+
+    def _type(self, value):
+        return self.url if isinstance(value, str) and "://" in value else self.path
+
+    def check(self, value):
+        return self._type(value).check(value)
+
+    def shown(self, value):
+        return self._type(value).shown(value)
+
+    def conceal(self, value):
+        return self._type(value).conceal(value)
+
+    def corpus(self):
+        c = super().corpus()
+        for kind, t in (("path", self.path), ("url", self.url)):
+            for label, value, typed in t.corpus():
+                if value is not None:
+                    c.add("%s_%s" % (kind, label), value, typed)
+        return c
+
+
+# A local index (a PEP 503 directory on the shared volume) is file://; never credentials or a query in any of them.
+INDEX_SCHEMES = ("https", "http", "file")
+ARGS = V.Args(
+    venv=V.AbsPath(required=True),
+    # Requirements only: an option line (--extra-index-url=..., -r FILE, -e .) would change where or how everything is
+    # installed; the sources have their own options.
+    packages=V.ListOf(V.Requirement(), required=True),
+    no_build_isolation_packages=V.ListOf(V.Requirement(), default=[]),
+    no_deps_packages=V.ListOf(V.Requirement(), default=[]),
+    find_links=V.ListOf(_PathOrUrl(), default=[]),
+    no_index=V.Switch(default=False),
+    index_url=V.Url(schemes=INDEX_SCHEMES, empty=True, default=""),
+    extra_index_urls=V.ListOf(V.Url(schemes=INDEX_SCHEMES), default=[]),
+    prune=V.Switch(default=True),
+    keep=V.ListOf(V.Name(), default=list(TOOLING)),
+    fingerprint_file=V.AbsPath(empty=True),
+    python=V.AbsPath(empty=True, default=""),
+    wheelhouse=V.AbsPath(empty=True),
+    requirements_copy=V.AbsPath(empty=True),
+    download_only=V.Switch(default=False),
 )
+ARGUMENT_SPEC = ARGS.spec
 UV_ENV = {"UV_NO_PROGRESS": "1", "NO_COLOR": "1"}
 
 
@@ -336,6 +377,7 @@ class Sync:
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    V.enforce(module, ARGS)
     p = module.params
     sync = Sync(module)
     if p["no_index"] and not sync.wheelhouse and not p["find_links"]:

@@ -167,19 +167,23 @@ missing_hosts:
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rlinfra.verl.plugins.module_utils.cluster_info import info
 from ansible_collections.rlinfra.verl.plugins.module_utils.plain_module import finish
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import DASHBOARD_ARGUMENT_SPEC
+from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import DASHBOARD_ARGS
 
-ARGUMENT_SPEC = dict(
-    DASHBOARD_ARGUMENT_SPEC,
-    wait_for_nodes=dict(type="int"),
-    expected_hosts=dict(type="list", elements="str"),
-    timeout=dict(type="int", default=300),
-    jobs=dict(type="bool", default=False),
+ARGS = V.Args(
+    wait_for_nodes=V.Int(0),
+    # An empty entry passes the type for module_utils/cluster_info.py's own line (an inventory variable not set).
+    expected_hosts=V.ListOf(V.Host(empty=True)),
+    timeout=V.Int(0, default=300),
+    jobs=V.Switch(default=False),
+    **DASHBOARD_ARGS
 )
+ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    V.enforce(module, ARGS)
     finish(module, info(module.params, module))
 
 

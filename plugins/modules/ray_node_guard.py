@@ -99,11 +99,91 @@ restarting:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils.node_state import GUARD_ARGUMENT_SPEC as ARGUMENT_SPEC, guard_result as decide
+from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
+from ansible_collections.rlinfra.verl.plugins.module_utils.node_state import guard_result as decide
+
+
+class Options(V.Section):
+    """A :class:`V.Section` that Ansible also checks as suboptions (``options`` in the spec, unless
+    ``suboptions=False``); its fields' switches are read as switches by the fields beside them (``allow_world`` for
+    ``allow``), and its generated cases are its fields' own. (Temporary: for the vocabulary.)"""
+
+    def __init__(self, fields, suboptions=True, **kw):
+        super().__init__(fields, **kw)
+        self.suboptions = suboptions
+
+    def problems(self, value, where, context=None):
+        if isinstance(value, dict):
+            context = dict(value)
+            for key, t in self.fields.items():
+                if isinstance(t, V.Switch) and value.get(key) is not None:
+                    try:
+                        context[key] = t.check(value[key])
+                    except V.Bad:
+                        pass
+        return super().problems(value, where, context)
+
+    def ansible_spec(self):
+        spec = super().ansible_spec()
+        if self.suboptions:
+            spec["options"] = V.Args(**self.fields).spec
+        return spec
+
+    def corpus(self):
+        c = super().corpus()
+        for key, t in self.fields.items():
+            for label, bad, typed in t.corpus():
+                c.add("%s_%s" % (key, label), dict(self.sample_value, **{key: bad}), typed=typed)
+        return c
+
+
+class OptionsList(V.ListOf):
+    """A list of :class:`Options` (Ansible's ``elements: dict`` with ``options``). (Temporary: for the vocabulary.)"""
+
+    def ansible_spec(self):
+        spec = super().ansible_spec()
+        if self.item.suboptions:
+            spec["options"] = V.Args(**self.item.fields).spec
+        return spec
+
+
+def check_job_record(job):
+    """A job of the cluster's list, as M(rlinfra.verl.ray_cluster_info) returns it."""
+    if not isinstance(job, dict):
+        raise V.Bad("be a job (a mapping)")
+    for key in ("submission_id", "status"):
+        if job.get(key) is not None:
+            V.one_line(job[key], "a job whose %s is one line of text" % key)
+    if job.get("metadata") is not None and not isinstance(job["metadata"], dict):
+        raise V.Bad("be a job whose metadata is a mapping")
+    return job
+
+
+JOB_RECORD = V.Custom("dict", check_job_record, [{"submission_id": ["x"]}, {"submission_id": "a\nb"},
+                                                 {"submission_id": "x", "metadata": "m"}],
+                      {"submission_id": "rlinfra-sample-default", "status": "RUNNING"})
+
+
+ARGS = V.Args(
+    nodes=OptionsList(Options(dict(
+        host=V.Text(empty=False, max_len=255, required=True),
+        cluster=V.Name(default="default"),
+        reports_jobs=V.Switch(default=False),
+        restart=V.Switch(default=False),
+        reasons=V.ListOf(V.Text(empty=False, max_len=200), default=[]),
+        running_jobs=V.ListOf(JOB_RECORD),
+        # A registered result's msg: Ansible's own ("MODULE FAILURE\nSee stdout/stderr...") has lines.
+        jobs_error=V.Text(lines=True, max_len=65536, default=""),
+    )), required=True),
+    # Ansible type raw: Ansible's bool would read 'on' or 't' too.
+    restart_running_jobs=V.Switch(ansible="raw", default=False, hint="; nothing was changed"),
+)
+ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    V.enforce(module, ARGS)
     result = decide(module.params)
     for warning in result.pop("warnings", []):
         module.warn(warning)

@@ -141,26 +141,69 @@ fingerprint:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
 from ansible_collections.rlinfra.verl.plugins.module_utils.node_state import node_state
 from ansible_collections.rlinfra.verl.plugins.module_utils.plain_module import finish
 
-ARGUMENT_SPEC = dict(
-    path=dict(type="path", required=True),
-    service=dict(type="str", required=True),
-    inputs=dict(type="dict", default={}),
-    python_env_state=dict(type="path"),
-    python_env=dict(type="dict", options=dict(
-        python=dict(type="path", required=True),
-        packages=dict(type="list", elements="str", default=[]),
-        no_build_isolation_packages=dict(type="list", elements="str", default=[]),
-        no_deps_packages=dict(type="list", elements="str", default=[]),
+
+class Options(V.Section):
+    """A :class:`V.Section` that Ansible also checks as suboptions (``options`` in the spec, unless
+    ``suboptions=False``); its fields' switches are read as switches by the fields beside them (``allow_world`` for
+    ``allow``), and its generated cases are its fields' own. (Temporary: for the vocabulary.)"""
+
+    def __init__(self, fields, suboptions=True, **kw):
+        super().__init__(fields, **kw)
+        self.suboptions = suboptions
+
+    def problems(self, value, where, context=None):
+        if isinstance(value, dict):
+            context = dict(value)
+            for key, t in self.fields.items():
+                if isinstance(t, V.Switch) and value.get(key) is not None:
+                    try:
+                        context[key] = t.check(value[key])
+                    except V.Bad:
+                        pass
+        return super().problems(value, where, context)
+
+    def ansible_spec(self):
+        spec = super().ansible_spec()
+        if self.suboptions:
+            spec["options"] = V.Args(**self.fields).spec
+        return spec
+
+    def corpus(self):
+        c = super().corpus()
+        for key, t in self.fields.items():
+            for label, bad, typed in t.corpus():
+                c.add("%s_%s" % (key, label), dict(self.sample_value, **{key: bad}), typed=typed)
+        return c
+
+
+# systemctl reads a unit name starting with '-' as an option.
+UNIT_NAME = dict(empty=False, max_len=256, pattern=r"^[A-Za-z0-9_][A-Za-z0-9:_.@\\-]*$",
+                 what="a systemd unit name (letters, digits, : _ . @ \\ -, starting with a letter, digit or _)")
+
+ARGS = V.Args(
+    path=V.AbsPath(required=True),
+    service=V.Text(required=True, sample="ray-worker.service", **UNIT_NAME),
+    inputs=V.MapOf(V.Name(), V.Raw(reason="a part is hashed whole, whatever its shape (its digest is compared)"),
+                   default={}),
+    python_env_state=V.AbsPath(),
+    python_env=Options(dict(
+        python=V.AbsPath(required=True),
+        packages=V.ListOf(V.Requirement(), default=[]),
+        no_build_isolation_packages=V.ListOf(V.Requirement(), default=[]),
+        no_deps_packages=V.ListOf(V.Requirement(), default=[]),
     )),
-    state=dict(type="str", choices=["query", "recorded"], default="query"),
+    state=V.Choice(("query", "recorded"), default="query"),
 )
+ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    V.enforce(module, ARGS)
     finish(module, node_state(module.params, module))
 
 

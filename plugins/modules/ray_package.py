@@ -72,27 +72,30 @@ size:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import (
-    DASHBOARD_ARGUMENT_SPEC, RayError, client_from_module)
+from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import DASHBOARD_ARGS, RayError, client_from_module
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_package import (
-    PackageError, ensure_package, package_name, read_package)
+    RAY_PKG_PREFIX, PackageError, ensure_package, package_name, read_package)
 
 # Uploads of up to Ray's 100 MiB limit over a slow link take longer than the client's default 30 s.
 UPLOAD_TIMEOUT = 300
 
+ARGS = V.Args(
+    uri=V.Text(empty=False, max_len=200, pattern=r"^gcs://%s[0-9a-f]{40}\.zip$" % RAY_PKG_PREFIX, required=True,
+               what="a package URI made by rlinfra, gcs://%s<sha1 of the zip>.zip" % RAY_PKG_PREFIX,
+               sample="gcs://%s%s.zip" % (RAY_PKG_PREFIX, "0" * 40)),
+    src=V.AbsPath(required=True),
+    **DASHBOARD_ARGS
+)
+ARGUMENT_SPEC = ARGS.spec
+
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            DASHBOARD_ARGUMENT_SPEC,
-            uri=dict(type="str", required=True),
-            src=dict(type="path", required=True),
-        ),
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    V.enforce(module, ARGS)
     p = module.params
     try:
-        name = package_name(p["uri"])  # before any request: a bad uri is refused, not looked up
+        name = package_name(p["uri"])
         if os.path.exists(p["src"]):
             data = read_package(p["src"])  # a bad src is refused before any request
         client = client_from_module(module, timeout=UPLOAD_TIMEOUT)

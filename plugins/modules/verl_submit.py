@@ -117,26 +117,126 @@ msg:
   type: str
 """
 
+import re
+
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rlinfra.verl.plugins.module_utils.attempts import ENTRYPOINT_RESOURCES
 from ansible_collections.rlinfra.verl.plugins.module_utils.job_submit import submit_job
 from ansible_collections.rlinfra.verl.plugins.module_utils.plain_module import finish
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import DASHBOARD_ARGUMENT_SPEC
+from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import (
+    DASHBOARD_ARGS, check_entrypoint, check_resources, check_runtime_env, string_values)
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray_package import RAY_PKG_PREFIX
+from ansible_collections.rlinfra.verl.plugins.module_utils.secret_names import secret_values
 
-ARGUMENT_SPEC = dict(
-    DASHBOARD_ARGUMENT_SPEC,
-    job=dict(type="dict", required=True),
-    jobs=dict(type="list", elements="dict", default=[]),
-    secrets=dict(type="dict", default={}, no_log=True),
-    package_dest=dict(type="str", default=""),
-    write_secrets=dict(type="bool", default=True),
-    submit=dict(type="bool", default=True),
-    hook=dict(type="str", default=""),
-    package_data=dict(type="str", default="", no_log=True),
+# The action sends a zip of up to 8 MiB inside the call, base64.
+PACKAGE_DATA_MAX = 4 * -(-8 * 1024 * 1024 // 3)
+_BASE64 = re.compile(r"^[A-Za-z0-9+/]*={0,2}$")
+PACKAGE_URI = V.Text(empty=False, max_len=200, pattern=r"^gcs://%s[0-9a-f]{40}\.zip$" % RAY_PKG_PREFIX,
+                     what="a package URI made by rlinfra, gcs://%s<sha1 of the zip>.zip" % RAY_PKG_PREFIX)
+SUBMISSION_ID = V.SubmissionId()
+ABS_PATH = V.AbsPath(empty=True)
+
+
+def _line(name, t, value):
+    """The vocabulary's line for ``value`` as ``t`` at ``name``, or None when it is good."""
+    try:
+        t.check(value)
+    except V.Bad as e:
+        return t.line(name, value, e)
+    return None
+
+
+def job_problems(job):
+    """What the module reads of the rendered job (M(rlinfra.verl.verl_experiment) with stage=render), by the rules
+    ray_job, ray_package and the secrets file apply; one line each, naming ``job.<key>``."""
+    problems = [_line("job.submission_id", SUBMISSION_ID, job.get("submission_id"))]
+    entrypoint = job.get("entrypoint")
+    if not isinstance(entrypoint, str):
+        problems.append("job.entrypoint must be the shell command that starts the driver, got %s" % V.type_word(entrypoint))
+    else:
+        problems += ["job." + x for x in check_entrypoint(entrypoint)]
+    for key, check in (("runtime_env", lambda v: check_runtime_env(v)[1]), ("metadata", lambda v: string_values("metadata", v)[1]),
+                       ("resources", lambda v: check_resources(*[v.get(k) for k in ENTRYPOINT_RESOURCES]))):
+        value = job.get(key)
+        if value is not None and not isinstance(value, dict):
+            problems.append("job.%s must be a mapping, got %s" % (key, V.type_word(value)))
+        elif value:
+            problems += [("job.resources." if key == "resources" else "job.") + x for x in check(value)]
+    if job.get("secrets_file"):
+        problems += [_line("job.secrets_dir", V.AbsPath(), job.get("secrets_dir")),
+                     _line("job.secrets_file", V.AbsPath(under=str(job.get("secrets_dir") or "/")), job["secrets_file"])]
+    package = job.get("package")
+    if package is not None and not isinstance(package, dict):
+        problems.append("job.package must be a mapping (uri, path), got %s" % V.type_word(package))
+    elif package:
+        problems += [_line("job.package.uri", PACKAGE_URI, package.get("uri")),
+                     _line("job.package.path", V.AbsPath(), package.get("path"))]
+    problems.append(_line("job.checkpoint_dir", ABS_PATH, job.get("checkpoint_dir") or ""))
+    return [x for x in problems if x]
+
+
+def check_job_record(job):
+    """A job of the cluster's list, as M(rlinfra.verl.ray_cluster_info) returns it."""
+    if not isinstance(job, dict):
+        raise V.Bad("be a job (a mapping)")
+    for key in ("submission_id", "status"):
+        if job.get(key) is not None:
+            V.one_line(job[key], "a job whose %s is one line of text" % key)
+    if job.get("metadata") is not None and not isinstance(job["metadata"], dict):
+        raise V.Bad("be a job whose metadata is a mapping")
+    return job
+
+
+JOB_RECORD = V.Custom("dict", check_job_record, [{"submission_id": ["x"]}, {"submission_id": "a\nb"},
+                                                 {"submission_id": "x", "metadata": "m"}],
+                      {"submission_id": "rlinfra-sample-default", "status": "RUNNING"})
+
+
+def check_package_data(value):
+    if len(value) > PACKAGE_DATA_MAX:
+        raise V.Bad("be at most %d characters (a zip of 8 MiB, base64): a larger zip is copied first" % PACKAGE_DATA_MAX)
+    if len(value) % 4 or not _BASE64.match(value):
+        raise V.Bad("be the zip in base64 (set by the action; leave it unset)")
+    return value
+
+
+JOB_SAMPLE = {"submission_id": "rlinfra-sample-default", "entrypoint": "echo hi", "runtime_env": {}, "metadata": {},
+              "resources": {}, "secrets_file": None, "package": None, "checkpoint_dir": "/data/checkpoints/sample"}
+
+ARGS = V.Args(
+    job=V.Custom("dict", V.Custom.lines(job_problems), [
+        ("no_id", dict(JOB_SAMPLE, submission_id=None)), ("id_slash", dict(JOB_SAMPLE, submission_id="a/b")),
+        ("entrypoint_blank", dict(JOB_SAMPLE, entrypoint=" ")), ("entrypoint_list", dict(JOB_SAMPLE, entrypoint=["x"])),
+        ("env_vars_list", dict(JOB_SAMPLE, runtime_env={"env_vars": ["A=1"]})),
+        ("metadata_mapping", dict(JOB_SAMPLE, metadata={"x": {"a": 1}})),
+        ("gpu_custom", dict(JOB_SAMPLE, resources={"entrypoint_resources": {"GPU": 1}})),
+        ("secrets_file_outside", dict(JOB_SAMPLE, secrets_file="/etc/x.env", secrets_dir="/data/secrets")),
+        ("secrets_dir_relative", dict(JOB_SAMPLE, secrets_file="s/x.env", secrets_dir="s")),
+        ("package_uri", dict(JOB_SAMPLE, package={"uri": "gcs://../../etc/passwd", "path": "/tmp/x.zip"})),
+        ("package_path", dict(JOB_SAMPLE, package={"uri": "gcs://%s%s.zip" % (RAY_PKG_PREFIX, "0" * 40),
+                                                   "path": "x.zip"})),
+        ("checkpoint_dir", dict(JOB_SAMPLE, checkpoint_dir="../ckpt"))], JOB_SAMPLE, required=True),
+    jobs=V.ListOf(JOB_RECORD, default=[]),
+    secrets=V.MapOf(V.EnvName(), V.Secret(multiline=True, nullable=False), default={}),
+    # Type str: the action validates on the controller, where type path would expand ~ and $VAR there.
+    package_dest=V.AbsPath(empty=True, default="", ansible="str"),
+    write_secrets=V.Switch(default=True),
+    submit=V.Switch(default=True),
+    hook=V.Text(lines=True, max_len=1 << 20, default=""),
+    package_data=V.Custom("str", check_package_data, [("not_base64", "not base64!"), ("length", "abc")], "",
+                          default="", no_log=True),
+    **DASHBOARD_ARGS
 )
+ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    # Masking only (no work): a refusal's invocation shows the job, whose secret-looking values stay hidden.
+    env = (module.params["job"] or {}).get("runtime_env")
+    module.no_log_values.update(secret_values(env.get("env_vars") if isinstance(env, dict) else None))
+    V.enforce(module, ARGS)
     finish(module, submit_job(module.params, module))
 
 

@@ -129,7 +129,8 @@ ROWS = [
         "too_many_params.yml: params: 10001 values, more than the 10000 an experiment may set (they all go on one "
         "command line); keep large settings in a config file (entrypoint.config, or a file in working_dir)"),
     row("many_problems", HEAD + "env:\n" + "".join("  bad-%d: x\n" % i for i in range(25)),
-        ["many_problems.yml: env: 'bad-%d' is not a valid environment variable name" % i for i in range(20)]
+        ["many_problems.yml: env (a key) must be an environment variable name (letters, digits, _; not starting with "
+         "a digit), got 'bad-%d'" % i for i in range(20)]
         + ["many_problems.yml: ... and 5 more problem(s)"]),
     # --- bytes and YAML -------------------------------------------------------------------------
     row("not_utf8", (HEAD + "params: {x: caf\xe9}\n").encode("latin-1"),
@@ -172,22 +173,24 @@ ROWS = [
         "tab_indent.yml: not valid YAML (line 4, column 1): found character '\\t' that cannot start any token"),
     # --- numbers --------------------------------------------------------------------------------
     row("nan_poll_interval", HEAD + "wait: {poll_interval: .nan}\n",
-        "nan_poll_interval.yml: wait.poll_interval: expected a finite number, got nan"),
+        "nan_poll_interval.yml: wait.poll_interval must be a finite number, got nan (the dashboard serves the whole "
+        "cluster)"),
     row("inf_num_gpus", HEAD + "resources: {entrypoint_num_gpus: .inf}\n",
-        "inf_num_gpus.yml: resources.entrypoint_num_gpus: expected a finite number, got inf"),
+        "inf_num_gpus.yml: resources.entrypoint_num_gpus must be a finite number, got inf"),
     row("tiny_poll_interval", HEAD + "wait: {poll_interval: 0.001}\n",
-        "tiny_poll_interval.yml: wait.poll_interval: 0.001 is too short; poll at most every 0.1 s (the dashboard "
-        "serves the whole cluster)"),
-    row("zero_timeout", HEAD + "wait: {timeout: 0}\n", "zero_timeout.yml: wait.timeout: must be positive, got 0"),
+        "tiny_poll_interval.yml: wait.poll_interval must be at least 0.1, got 0.001 (the dashboard serves the whole "
+        "cluster)"),
+    row("zero_timeout", HEAD + "wait: {timeout: 0}\n",
+        "zero_timeout.yml: wait.timeout must be at least 1, got 0"),
     row("negative_stall_timeout", HEAD + "wait: {stall_timeout: -1}\n",
-        "negative_stall_timeout.yml: wait.stall_timeout: must be 0 (off) or a number of seconds, got -1"),
+        "negative_stall_timeout.yml: wait.stall_timeout must not be negative, got -1 (0 is off)"),
     row("resource_below_precision", HEAD + "resources: {entrypoint_num_cpus: 0.00001}\n",
-        "resource_below_precision.yml: resources.entrypoint_num_cpus: 1e-05 is below Ray's resource precision; use "
-        "0 or at least 0.0001"),
+        "resource_below_precision.yml: resources.entrypoint_num_cpus must be 0 or at least 0.0001 (Ray's resource "
+        "precision), got 1e-05"),
     row("nan_custom_resource", HEAD + "resources: {entrypoint_resources: {accel: .nan}}\n",
-        "nan_custom_resource.yml: resources.entrypoint_resources.accel: expected a non-negative number, got nan"),
+        "nan_custom_resource.yml: resources.entrypoint_resources.accel must be a finite number, got nan"),
     row("negative_memory", HEAD + "resources: {entrypoint_memory: -1}\n",
-        "negative_memory.yml: resources.entrypoint_memory: must not be negative, got -1"),
+        "negative_memory.yml: resources.entrypoint_memory must not be negative, got -1"),
     # --- resources Ray takes through their own keys ---------------------------------------------
     row("gpu_as_custom_resource", HEAD + "resources: {entrypoint_resources: {GPU: 1}}\n",
         "gpu_as_custom_resource.yml: resources.entrypoint_resources.GPU: Ray takes CPUs, GPUs and memory through "
@@ -200,17 +203,20 @@ ROWS = [
         "through their own keys, not as custom resources; use resources.entrypoint_memory"),
     # --- env and secrets ------------------------------------------------------------------------
     row("env_name_with_equals", HEAD + 'env: {"A=B": x}\n',
-        "env_name_with_equals.yml: env: 'A=B' is not a valid environment variable name"),
+        "env_name_with_equals.yml: env (a key) must be an environment variable name (letters, digits, _; not "
+        "starting with a digit), got 'A=B'"),
     row("env_nan", HEAD + "env: {X: .nan}\n",
-        'env_nan.yml: env.X: expected a string or a finite number, got nan (quote it: X: "...")'),
+        'env_nan.yml: env.X must be one line of text or a number (quote true/false: "true"), got nan'),
     row("env_huge_value", HEAD + "env: {BIG: %s}\n" % ("v" * 140000),
-        "env_huge_value.yml: env.BIG: the variable is 140004 bytes, over the 131071 Linux allows for one environment "
-        "string; put the value in a file (working_dir or the shared volume) and pass its path"),
+        "env_huge_value.yml: env.BIG must be at most 131071 characters long, got "
+        "'vvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvv...'"),
     row("secret_also_optional", HEAD + "secrets: [HF_TOKEN]\noptional_secrets: [HF_TOKEN]\n",
         "secret_also_optional.yml: optional_secrets: HF_TOKEN is listed twice"),
     row("secret_also_in_env", HEAD + "env: {WANDB_API_KEY: abc}\nsecrets: [WANDB_API_KEY]\n",
-        "secret_also_in_env.yml: secrets: WANDB_API_KEY is also set in env; a secret's value must never be written "
-        "in the experiment file"),
+        "secret_also_in_env.yml: env.WANDB_API_KEY looks like a secret (its name matches the secret-name rule), and "
+        "an experiment file is shown by the dry run and its env by the job's runtime_env to every dashboard reader: "
+        "list WANDB_API_KEY in secrets: and give its value in verl_job_secrets (e.g. Ansible Vault) or the "
+        "controller's environment"),
     # --- keys and types at every level ----------------------------------------------------------
     row("param_key_shell_metacharacters", HEAD + 'params: {"a;rm -rf /": 1}\n',
         "param_key_shell_metacharacters.yml: params: 'a;rm -rf /' is not a valid Hydra key " + ALLOWED_MSG),
@@ -219,27 +225,28 @@ ROWS = [
     row("param_key_not_a_string", HEAD + "params: {x: {1: a}}\n",
         "param_key_not_a_string.yml: params.x: key 1 must be a string"),
     row("wrong_type_top_level", HEAD + "cluster: 5\n",
-        "wrong_type_top_level.yml: cluster: expected a string, got an integer (5)"),
+        "wrong_type_top_level.yml: cluster must be a name of letters, digits, _ . - (starting with a letter or "
+        "digit, at most 80), got 5"),
     row("wrong_type_entrypoint", "framework: custom\nentrypoint: {command: [python3, train.py]}\n",
-        "wrong_type_entrypoint.yml: entrypoint.command: expected a string, got a list (['python3', 'train.py'])"),
+        "wrong_type_entrypoint.yml: entrypoint.command must be text, got ['python3', 'train.py'] (a list)"),
     row("wrong_type_resources", HEAD + "resources: {entrypoint_num_cpus: '2'}\n",
-        "wrong_type_resources.yml: resources.entrypoint_num_cpus: expected a number, got a string ('2')"),
+        "wrong_type_resources.yml: resources.entrypoint_num_cpus must be a number, got '2'"),
     row("wrong_type_wait", HEAD + "wait: {enabled: 'yes'}\n",
-        "wrong_type_wait.yml: wait.enabled: expected a boolean, got a string ('yes')"),
+        "wrong_type_wait.yml: wait.enabled must be true or false, got 'yes'"),
     row("wrong_type_recovery", HEAD + "recovery: {on: node_lost}\n",
-        "wrong_type_recovery.yml: recovery.on: expected a list, got a string ('node_lost')"),
+        "wrong_type_recovery.yml: recovery.on must be a list, got 'node_lost'"),
     row("wrong_type_secrets", HEAD + "secrets: HF_TOKEN\n",
-        "wrong_type_secrets.yml: secrets: expected a list, got a string ('HF_TOKEN')"),
+        "wrong_type_secrets.yml: secrets must be a list, got 'HF_TOKEN'"),
     row("wrong_type_excludes", HEAD + "excludes: [1]\n",
-        "wrong_type_excludes.yml: excludes[0]: expected a non-empty string (a gitignore-style pattern), got 1"),
+        "wrong_type_excludes.yml: excludes[0] must be one line of text, got 1"),
     row("recovery_key_not_a_string", HEAD + "recovery: {1: x}\n",
         "recovery_key_not_a_string.yml: recovery: unknown key 1; allowed: max_restarts, on, backoff_s, min_nodes, "
         "node_wait_timeout, allow_reshard"),
     row("recovery_negative", HEAD + "recovery: {max_restarts: -1}\n",
-        "recovery_negative.yml: recovery.max_restarts: must not be negative, got -1"),
+        "recovery_negative.yml: recovery.max_restarts must be a whole number from 0 to 1000, got -1"),
     row("recovery_bad_event", HEAD + "recovery: {on: [node_lots]}\n",
-        "recovery_bad_event.yml: recovery.on[0]: 'node_lots' is not one of node_lost, head_restart, stalled, failed "
-        "(did you mean 'node_lost'?)"),
+        "recovery_bad_event.yml: recovery.on[0] must be one of node_lost, head_restart, stalled, failed (did you "
+        "mean 'node_lost'?), got 'node_lots'"),
     # --- working_dir ----------------------------------------------------------------------------
     row("working_dir_is_a_file", HEAD + "working_dir: notes.txt\n",
         "working_dir_is_a_file.yml: working_dir: 'notes.txt' is not a directory (resolved to {dir}/notes.txt)",
@@ -247,7 +254,9 @@ ROWS = [
     row("working_dir_symlink_loop", HEAD + "working_dir: wd_loop\n",
         "working_dir_symlink_loop.yml: working_dir: 'wd_loop' is a symbolic link that leads nowhere (a loop or a "
         "missing target; resolved to {dir}/wd_loop)", setup=_symlink_loop("wd_loop")),
-    row("working_dir_blank", HEAD + "working_dir: '  '\n", "working_dir_blank.yml: working_dir: must not be empty"),
+    row("working_dir_blank", HEAD + "working_dir: '  '\n",
+        "working_dir_blank.yml: working_dir must be a relative path inside its base (not starting with /, no '..'), "
+        "got '  '"),
     row("working_dir_unreadable_file", HEAD + "working_dir: proj\n",
         "working_dir {dir}/proj: cannot read data/secret.bin (Permission denied); fix the file's permissions, or "
         'leave it out with the experiment\'s excludes (e.g. excludes: ["data/secret.bin"])',
@@ -407,18 +416,21 @@ def test_symlink_loop_inside_working_dir_is_left_out(tmp_path):
 ACTION_ROWS = [r for r in ROWS if r.setup is None and r.stage in ("load", "render")]
 # Role values given with -e: held to the same rules as the file's.
 ARG_ROWS = [
-    ("wait_timeout_negative", {"wait_timeout": -5}, "wait_timeout (verl_job_wait_timeout): must be positive, got -5"),
+    ("wait_timeout_negative", {"wait_timeout": -5}, "wait_timeout (verl_job_wait_timeout) must be at least 1, got -5"),
     ("poll_interval_nan", {"poll_interval": "nan"},
-     "poll_interval (verl_job_poll_interval): expected a finite number, got nan"),
+     "poll_interval (verl_job_poll_interval) must be a finite number, got nan (the dashboard serves the whole cluster)"),
     ("poll_interval_tiny", {"poll_interval": 0.01},
-     "poll_interval (verl_job_poll_interval): 0.01 is too short; poll at most every 0.1 s (the dashboard serves the "
-     "whole cluster)"),
+     "poll_interval (verl_job_poll_interval) must be at least 0.1, got 0.01 (the dashboard serves the whole cluster)"),
     ("checkpoint_root_relative", {"checkpoint_root": "data/ckpt"},
-     "checkpoint_root (verl_job_checkpoint_root): 'data/ckpt' must be an absolute path on the shared volume"),
+     "checkpoint_root (verl_job_checkpoint_root) must be an absolute path (starting with /), got 'data/ckpt'"),
     ("checkpoint_cluster_traversal", {"checkpoint_cluster": "../other"},
-     "checkpoint_cluster (-e checkpoint_cluster): invalid cluster name '../other': use 1-80 letters, digits, '_', "
-     "'-' or '.', starting with a letter or digit (e.g. default)"),
-    ("venv_relative", {"venv": "venv"}, "venv (verl_job_venv): 'venv' must be an absolute path on the cluster's nodes"),
+     "checkpoint_cluster (-e checkpoint_cluster) must be a name of letters, digits, _ . - (starting with a letter or "
+     "digit, at most 80), got '../other'"),
+    ("venv_relative", {"venv": "venv"}, "venv (verl_job_venv) must be an absolute path (starting with /), got 'venv'"),
+    ("params_secret", {"params": {"reward_model": {"api_key": "sk-s3cr3t"}}},
+     "extra params (verl_job_params): params.reward_model.api_key looks like a secret (its name says so), and params "
+     "travel on the job's command line, which every dashboard reader sees: list the variable in secrets: (its value "
+     "from verl_job_secrets or the controller's environment) and write ${oc.env:NAME} here"),
 ]
 
 
@@ -444,7 +456,7 @@ def test_action_gives_the_same_line_and_writes_no_package(tmp_path):
     items = [{"name": r.id, "args": {}} for r in ACTION_ROWS] + [{"name": "fine", "args": a} for _, a, _ in ARG_ROWS]
     out = tmp_path / "results.json"
     task_args = {"name": "{{ item.name }}", "experiments_dir": str(d), "nodes": NODES, "package_dir": str(packages)}
-    for key in ("wait_timeout", "poll_interval", "checkpoint_root", "checkpoint_cluster", "venv"):
+    for key in ("wait_timeout", "poll_interval", "checkpoint_root", "checkpoint_cluster", "venv", "params"):
         task_args[key] = "{{ item.args.%s | default(omit) }}" % key
     (tmp_path / "play.yml").write_text(json.dumps([{
         "name": "Render bad experiments", "hosts": "localhost", "gather_facts": False,

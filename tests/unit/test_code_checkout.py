@@ -7,8 +7,10 @@ record names the commits, a second run fetches nothing, and every failure is one
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -16,6 +18,9 @@ from ansible_collections.rlinfra.verl.plugins.module_utils import code_checkout 
 from tests.fake_git.server import GitServer
 
 TOKEN = "ghp_" + "t" * 36
+GIT_URL = "a git URL (https://host/org/repo.git, git@host:org/repo.git, ssh://, git:// or file://)"
+NO_CREDENTIALS = GIT_URL + " without credentials: name the secret that holds a token in code.token_secret"
+NO_QUERY = GIT_URL + " without a query string or fragment (a token does not belong in a URL)"
 GIT_ID = ["-c", "user.email=t@example.com", "-c", "user.name=t", "-c", "protocol.file.allow=always"]
 
 
@@ -64,8 +69,9 @@ def test_normalize_defaults_and_one_line_per_problem():
         "repo": "https://github.com/NVIDIA-NeMo/RL.git", "ref": "HEAD", "submodules": True, "path": ".", "name": "RL",
         "token_secret": None, "ssh_key_secret": None}
     assert code("git@github.com:org/trainer.git", path="src/app/")["path"] == "src/app"
-    for section, start in [({"repo": "not a url"}, "code.repo: 'not a url' is not a git URL"),
-                           ({"repo": "https://u:p@h/r.git"}, "code.repo: the URL holds a password or token"),
+    for section, start in [({"repo": "not a url"}, "code.repo must be " + GIT_URL + ", got a value with spaces or line "
+                            "breaks (not shown)"),
+                           ({"repo": "https://u:p@h/r.git"}, "code.repo must be " + GIT_URL + " without credentials"),
                            ({"repo": "https://h/r.git", "ref": "abc1234"}, "code.ref: 'abc1234' looks like an abbreviated commit"),
                            ({"repo": "https://h/r.git", "ref": "a..b"}, "code.ref: 'a..b' is not a branch"),
                            ({"repo": "https://h/r.git", "path": "../x"}, "code.path: '../x' must be a directory inside"),
@@ -171,3 +177,103 @@ def test_missing_git_is_one_line(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     with CC.Git("https://h/r.git") as g, pytest.raises(CC.CodeError, match=r"^git is not installed here"):
         CC.resolve(code("https://h/r.git", ref="main"), g)
+
+
+# A token never travels in the repository's address: the experiment's code.repo, the module's and the action's repo
+# share one rule (vocabulary.GitUrl), whose line shows only the scheme and the host ------------------------------
+
+TOKEN_IN_URL = [
+    ("userinfo_token", "https://%s@github.com/org/x.git" % TOKEN, NO_CREDENTIALS + ", got https://********@github.com/..."),
+    ("password", "https://oauth2:%s@github.com/org/x.git" % TOKEN, NO_CREDENTIALS + ", got https://********@github.com/..."),
+    ("ssh_password", "ssh://git:%s@github.com/org/x.git" % TOKEN, NO_CREDENTIALS + ", got ssh://********@github.com/..."),
+    ("query_token", "https://github.com/org/x.git?access_token=%s" % TOKEN, NO_QUERY + ", got https://github.com/..."),
+]
+
+
+@pytest.mark.parametrize("label,repo,must", TOKEN_IN_URL, ids=[r[0] for r in TOKEN_IN_URL])
+def test_experiment_code_repo_with_a_token_is_refused_without_showing_it(label, repo, must):
+    errors = []
+    assert CC.normalize({"repo": repo}, errors.append) is None
+    assert errors == ["code.repo must be " + must]
+    assert TOKEN not in errors[0]
+
+
+def _no_git(monkeypatch):
+    started = []
+    monkeypatch.setattr(CC, "_run", lambda argv, *a: started.append(argv) or (1, "", "git must not run"))
+    return started
+
+
+MODULE_ROWS = [(label, {"repo": repo}, "repo must be " + must) for label, repo, must in TOKEN_IN_URL] + [
+    ("relative_root", {"root": "data/code"}, "root must be an absolute path (starting with /), got 'data/code'"),
+    ("root_dotdot", {"root": "/data/../etc"}, "root must be an absolute path without '..', got '/data/../etc'"),
+    ("token_newline", {"token": TOKEN + "\nHost: evil.example"},
+     "token must be the secret alone, without spaces, line breaks or other characters a token cannot have (the value "
+     "is not shown)"),
+    ("ssh_key_nul", {"ssh_key": "-----BEGIN KEY-----\n%s\x00\n" % TOKEN},
+     "ssh_key must be the key's text without control characters (the value is not shown)"),
+    ("lock_timeout_negative", {"lock_timeout": -1},
+     "lock_timeout must be a whole number of seconds from 0 to 604800, got -1"),
+    ("ref_option", {"ref": "--upload-pack=touch /tmp/x"},
+     "ref must be a branch, a tag or a full 40-character commit, got '--upload-pack=touch /tmp/x'"),
+    ("path_outside", {"path": "../x"}, "path must be a relative path inside its base (not starting with /, no '..'), "
+     "got '../x'"),
+]
+
+
+@pytest.mark.parametrize("label,args,expected", MODULE_ROWS, ids=[r[0] for r in MODULE_ROWS])
+def test_module_refuses_bad_options_before_git_runs(label, args, expected, tmp_path, monkeypatch, module_runner):
+    from ansible_collections.rlinfra.verl.plugins.modules import code_checkout as module
+
+    started = _no_git(monkeypatch)
+    params = dict({"repo": "https://github.com/org/x.git", "ref": "main", "root": str(tmp_path / "code")}, **args)
+    res = module_runner(module.main, params)
+    assert res["failed"] is True and res["msg"] == expected and not res.get("changed")
+    assert TOKEN not in json.dumps(res) and started == [] and not (tmp_path / "code").exists()
+    # The action checks the same declaration on the controller before git ls-remote.
+    assert CC.ARGS.errors(dict((k, v["default"]) for k, v in CC.ARGUMENT_SPEC.items() if "default" in v) | params) \
+        == [expected]
+
+
+ACTION_TASK = """
+    - rlinfra.verl.code_checkout:
+        repo: "{{ rows[%d].repo }}"
+        root: "{{ rows[%d].root }}"
+        ref: main
+      register: out%d
+      ignore_errors: true
+"""
+ACTION_PLAY = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+%s
+    - ansible.builtin.copy:
+        dest: "{{ dest }}"
+        content: "{{ [out0.msg, out1.msg] | to_json }}"
+        mode: "0600"
+""" % "".join(ACTION_TASK % (i, i, i) for i in range(2))
+
+
+def test_action_refuses_on_the_controller_before_git_ls_remote(tmp_path):
+    """The real action in ansible-playbook: the line, no git run on the controller, no token in the output."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    (tmp_path / "p.yml").write_text(ACTION_PLAY)
+    rows = [{"repo": "https://%s@github.com/org/x.git" % TOKEN, "root": str(tmp_path / "code")},
+            {"repo": "https://github.com/org/x.git", "root": "data/code"}]
+    env = dict((k, v) for k, v in os.environ.items() if not k.startswith("ANSIBLE_"))
+    spy = tmp_path / "bin"
+    spy.mkdir()
+    (spy / "git").write_text("#!/bin/sh\necho \"$@\" >> %s\nexit 1\n" % (tmp_path / "git-ran"))
+    (spy / "git").chmod(0o755)
+    env.update(ANSIBLE_NOCOLOR="1", PATH="%s:%s" % (spy, env.get("PATH", "/usr/bin:/bin")))
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c",
+                           "local", "-e", "ansible_python_interpreter=" + sys.executable, "-e",
+                           json.dumps({"rows": rows, "dest": str(tmp_path / "out.json")}), str(tmp_path / "p.yml")],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert json.loads((tmp_path / "out.json").read_text()) == [
+        "repo must be " + NO_CREDENTIALS + ", got https://********@github.com/...",
+        "root must be an absolute path (starting with /), got 'data/code'"]
+    assert TOKEN not in proc.stdout + proc.stderr and not (tmp_path / "code").exists()
+    assert not (tmp_path / "git-ran").exists()

@@ -24,28 +24,36 @@ ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbo
 ALLOWED = ("description, framework, cluster, project, conventions, entrypoint, params, env, secrets, "
            "optional_secrets, working_dir, excludes, resources, wait, recovery, prefetch, code")
 EXPECTED = {
-    "unknown_key": "unknown_key.yml: unknown top-level key 'paramz' (did you mean 'params'?); allowed: " + ALLOWED,
-    "bad_framework": "bad_framework.yml: framework: 'verll' is not one of verl, nemo_rl, custom (did you mean 'verl'?)",
+    "unknown_key": "unknown_key.yml: top level: unknown key 'paramz' (did you mean 'params'?); allowed: description, "
+                   "framework, cluster, project, conventions, entrypoint, params, env, secrets, optional_secrets, "
+                   "working_dir, excludes, resources, wait, recovery, prefetch, code",
+    "bad_framework": "bad_framework.yml: framework must be one of verl, nemo_rl, custom (did you mean 'verl'?), got "
+                     "'verll'",
     "missing_model": "missing_model.yml: params.actor_rollout_ref.model.path is required for framework verl "
                      "(the model to train: a Hugging Face id or a path on the shared volume)",
     "missing_val_files": "missing_val_files.yml: params.data.val_files is required for framework verl "
                          "(validation parquet file(s), e.g. /data/datasets/gsm8k/test.parquet)",
-    "params_list": "params_list.yml: params: expected a mapping, got a list (['trainer.total_epochs=1'])",
-    "env_bool": 'env_bool.yml: env.DEBUG: expected a string or a number, got a boolean (quote it: DEBUG: "...")',
-    "secret_in_env": "secret_in_env.yml: secrets: HF_TOKEN is also set in env; a secret's value must never be "
-                     "written in the experiment file",
-    "secret_bad_name": "secret_bad_name.yml: secrets: 'hf-token' is not an environment variable name",
+    "params_list": "params_list.yml: params: expected a mapping, got a list",
+    "env_bool": "env_bool.yml: env.DEBUG must be one line of text or a number (quote true/false: \"true\"), got True",
+    "secret_in_env": "secret_in_env.yml: env.HF_TOKEN looks like a secret (its name matches the secret-name rule), "
+                     "and an experiment file is shown by the dry run and its env by the job's runtime_env to every "
+                     "dashboard reader: list HF_TOKEN in secrets: and give its value in verl_job_secrets (e.g. "
+                     "Ansible Vault) or the controller's environment",
+    "secret_bad_name": "secret_bad_name.yml: secrets[0] must be an environment variable name (letters, digits, _; "
+                       "not starting with a digit), got 'hf-token'",
     "not_yaml": "not_yaml.yml: not valid YAML (line 3, column 7): expected ',' or '}', but got ':'",
     "duplicate_key": "duplicate_key.yml: not valid YAML (line 5, column 1): duplicate key 'params' (also on line 3)",
     "missing_working_dir": "missing_working_dir.yml: working_dir: 'no_such_dir' does not exist (resolved to "
                            + os.path.join(BAD, "no_such_dir") + ", relative to the experiments directory)",
     "custom_no_command": "custom_no_command.yml: entrypoint.command is required for framework custom "
                          "(the shell command that starts the driver)",
-    "bad_cluster": "bad_cluster.yml: cluster: 'gpu cluster 1' is not a valid cluster name (letters, digits, '_', '-', '.')",
+    "bad_cluster": "bad_cluster.yml: cluster must be a name of letters, digits, _ . - (starting with a letter or "
+                   "digit, at most 80), got 'gpu cluster 1'",
     "wait_typo": "wait_typo.yml: wait: unknown key 'timout' (did you mean 'timeout'?); allowed: enabled, timeout, "
                  "progress_interval, poll_interval, stop_on_timeout, stall_timeout, outage_grace",
-    "wrong_type_wait": "wrong_type_wait.yml: wait.timeout: expected an integer, got a string ('an hour')",
-    "nemo_relative_repo": "nemo_relative_repo.yml: entrypoint.repo_dir: 'code/RL' must be an absolute path on the cluster",
+    "wrong_type_wait": "wrong_type_wait.yml: wait.timeout must be a whole number, got 'an hour'",
+    "nemo_relative_repo": "nemo_relative_repo.yml: entrypoint.repo_dir must be an absolute path (starting with /), "
+                          "got 'code/RL'",
     "top_level_list": "top_level_list.yml: expected a mapping of keys (framework, params, env, ...), got a list",
     "empty": "empty.yml: the file is empty; an experiment needs at least params (see docs/EXPERIMENTS.md)",
     "bad_param_key": "bad_param_key.yml: params.trainer: 'total epochs' is not a valid Hydra key "
@@ -54,12 +62,13 @@ EXPECTED = {
                       "(or a branch or tag)",
     "code_with_repo_dir": "code_with_repo_dir.yml: entrypoint.repo_dir: with code, the job runs in the code's checkout; drop "
                           "repo_dir (code.path names a subdirectory)",
-    "code_token_in_url": "code_token_in_url.yml: code.repo: the URL holds a password or token; name the secret that holds it "
-                         "in code.token_secret instead",
+    "code_token_in_url": "code_token_in_url.yml: code.repo must be a git URL (https://host/org/repo.git, "
+                         "git@host:org/repo.git, ssh://, git:// or file://) without credentials: name the secret "
+                         "that holds a token in code.token_secret, got https://********@github.com/...",
     "prefetch_no_home": "prefetch_no_home.yml: prefetch: the files need a home on the shared volume that the job reads: "
                         "set env.HF_HOME (an absolute path, e.g. /data/hf_home) or prefetch.hf_home",
-    "prefetch_bad_repo": "prefetch_bad_repo.yml: prefetch.datasets[0]: repo '../../etc' is not a Hugging Face repository id "
-                         "(org/name: letters, digits, '_', '-', '.'; no '--' or '..')",
+    "prefetch_bad_repo": "prefetch_bad_repo.yml: prefetch.datasets[0].repo must be a Hugging Face repository id "
+                         "(org/name: letters, digits, _ - .; no '--' or '..'), got '../../etc'",
     "unknown_entrypoint_key": "unknown_entrypoint_key.yml: entrypoint: unknown key 'modul' (did you mean 'module'?); "
                               "allowed: module, config, python",
 }
@@ -101,9 +110,10 @@ def test_several_problems_give_one_line_each(tmp_path):
     with pytest.raises(E.ExperimentError) as err:
         E.load_experiment("multi", str(tmp_path))
     assert err.value.errors == [
-        "multi.yml: wait.timeout: must be positive, got -1",
-        'multi.yml: env.A: expected a string or a number, got a boolean (quote it: A: "...")',
-        "multi.yml: secrets: 'b-c' is not an environment variable name",
+        'multi.yml: env.A must be one line of text or a number (quote true/false: "true"), got True',
+        "multi.yml: secrets[0] must be an environment variable name (letters, digits, _; not starting with a digit), "
+        "got 'b-c'",
+        "multi.yml: wait.timeout must be at least 1, got -1",
     ]
 
 

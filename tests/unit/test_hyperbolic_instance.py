@@ -17,6 +17,7 @@ import pytest
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import HyperbolicClient
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic_rent import Rent, RentError, check_label, choose, names
+from ansible_collections.rlinfra.verl.plugins.modules import hyperbolic_instance
 from tests.fake_hyperbolic.server import FakeHyperbolic, machine_item, marketplace_instance
 from tests.fake_hyperbolic.testing import HYPERBOLIC_TEST_KEY
 
@@ -195,6 +196,10 @@ PLAY = """
 """
 
 
+LABEL_LINE = ("label must be 1-40 lower-case letters, digits and '-' (not at either end), got %r: it names the instances "
+              "(<label>-0, <label>-1, ...), their Ray cluster and its hosts")
+
+
 def _module(tmp_path, fake, label, *extra, key=HYPERBOLIC_TEST_KEY):
     (tmp_path / "p.yml").write_text(PLAY)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "HYPERBOLIC_"))}
@@ -210,8 +215,64 @@ def test_the_module_check_mode_bad_input_and_the_key(tmp_path, fake):
     out, text = _module(tmp_path, fake, "exp-h", "--check")
     assert out["changed"] and [p["name"] for p in out["would_rent"]] == ["exp-h-0", "exp-h-1"] and creates(fake) == []
     out, text = _module(tmp_path, fake, "Exp_H")
-    assert out["failed"] and out["msg"].startswith("hyperbolic_instance: label must be") and "nothing was rented" in out["msg"]
+    assert out["failed"] and out["msg"] == LABEL_LINE % "Exp_H"
     out, text = _module(tmp_path, fake, "exp-h", key="sk-hyperbolic-WRONG-0000000000000000")
     assert out["failed"] and "rejected the API key" in out["msg"] and "WRONG" not in text
     out, text = _module(tmp_path, fake, "exp-h")
     assert out["changed"] and len(out["instances"]) == 2 and HYPERBOLIC_TEST_KEY not in text
+
+
+# What the module refuses before it asks the API anything: the vocabulary's types (module ARGS), then the rule that
+# needs two options (an empty gpu_model with state=present rented any GPU at any price) ---------------------------
+
+NOTHING = "; nothing was rented or released"
+REFUSED = [
+    ("empty_gpu_model", {"gpu_model": ""},
+     "hyperbolic_instance: gpu_model must name the GPU model to rent (for example H100), or be any to rent any model, "
+     "which then needs max_price (US dollars per GPU-hour)" + NOTHING),
+    ("blank_gpu_model", {"gpu_model": "  ", "max_price": 2.0},
+     "hyperbolic_instance: gpu_model must name the GPU model to rent (for example H100), or be any to rent any model, "
+     "which then needs max_price (US dollars per GPU-hour)" + NOTHING),
+    ("any_without_price", {"gpu_model": "any"},
+     "hyperbolic_instance: gpu_model any rents any GPU model at any price: set max_price (US dollars per GPU-hour), or "
+     "name the model (for example H100)" + NOTHING),
+    ("price_zero", {"max_price": 0}, "max_price must be a number of US dollars per GPU-hour above 0, got 0.0"),
+    ("price_negative", {"max_price": -2.5}, "max_price must be a number of US dollars per GPU-hour above 0, got -2.5"),
+    ("price_nan", {"max_price": "nan"}, "max_price must be a finite number, got nan"),
+    ("price_inf", {"max_price": "inf"}, "max_price must be a finite number, got inf"),
+    ("label", {"label": "Exp_H"}, LABEL_LINE % "Exp_H"),
+    ("count", {"count": 0}, "count must be a whole number from 1 to 256, got 0"),
+    ("gpu_count", {"gpu_count": 0}, "gpu_count must be a whole number from 1 to 64, got 0"),
+    ("wait_timeout", {"wait_timeout": -1}, "wait_timeout must be a whole number of seconds from 1 to 86400, got -1"),
+    ("gpu_model_option", {"gpu_model": "--all"},
+     "gpu_model must be a GPU model such as H100 (letters, digits, space, _ . -), or any, got '--all'"),
+    ("api_url_file", {"api_url": "file:///etc/passwd"},
+     "api_url must be an https:// or http:// URL, got a value that is not a URL (not shown)"),
+    ("api_url_credentials", {"api_url": "https://user:sk-s3cr3t@api.hyperbolic.xyz"},
+     "api_url must be an https:// or http:// URL without credentials before '@' (give a token through its own secret "
+     "option), got https://********@api.hyperbolic.xyz"),
+    ("api_key_newline", {"api_key": HYPERBOLIC_TEST_KEY + "\nX-Evil: 1"},
+     "api_key must be the secret alone, without spaces, line breaks or other characters a token cannot have (the value "
+     "is not shown)"),
+]
+
+
+@pytest.mark.parametrize("label,args,expected", REFUSED, ids=[r[0] for r in REFUSED])
+def test_the_module_refuses_before_asking_the_api(label, args, expected, fake, monkeypatch, module_runner):
+    monkeypatch.setenv("HYPERBOLIC_API_KEY", HYPERBOLIC_TEST_KEY)
+    monkeypatch.setenv("HYPERBOLIC_API_URL", fake.url)
+    out = module_runner(hyperbolic_instance.main, dict(dict(label="exp-r", count=2, gpu_model="H100"), **args))
+    assert out["failed"] and out["msg"] == expected and not out.get("changed")
+    assert fake.requests == [] and HYPERBOLIC_TEST_KEY not in json.dumps(out) and "s3cr3t" not in json.dumps(out)
+
+
+def test_the_module_any_model_under_a_price_and_absent_without_a_model(fake, monkeypatch, module_runner):
+    monkeypatch.setenv("HYPERBOLIC_API_KEY", HYPERBOLIC_TEST_KEY)
+    monkeypatch.setenv("HYPERBOLIC_API_URL", fake.url)
+    out = module_runner(hyperbolic_instance.main, dict(label="exp-s", count=1, gpu_model="any", max_price=1.5),
+                        check_mode=True)
+    assert out["changed"] and [(p["name"], p["node_name"]) for p in out["would_rent"]] == [
+        ("exp-s-0", "gpu-c")]  # any model, under the price: the A100 machine, the only one at or under $1.50
+    out = module_runner(hyperbolic_instance.main, dict(label="exp-s", state="absent"))
+    assert out.get("failed") is not True and out["changed"] is False, out
+    assert creates(fake) == []

@@ -20,6 +20,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils import python_env as 
 from ansible_collections.rlinfra.verl.plugins.modules import python_env_sync
 
 WHEELHOUSE = Path(__file__).resolve().parents[2] / ".sandbox" / "wheelhouse"
+REQUIREMENT = "a requirement such as 'ray[default]==2.60.0' (not an option line such as --index-url or -r FILE)"
 NEEDED_WHEELS = ("uv-", "iniconfig-2.3.1", "mdurl-0.1.2", "six-", "requests-", "idna-", "urllib3-", "certifi-",
                  "charset_normalizer-")
 
@@ -210,14 +211,14 @@ def test_module_prune_off_removes_nothing(sync):
     assert {"six", "mdurl"} <= frozen_names(res) and res["removed"] == []
 
 
-def test_module_unnamed_requirement_warns_and_removes_nothing(sync):
-    sync(["mdurl==0.1.2"])
+def test_module_a_bare_wheel_path_is_refused_and_a_named_one_installs(sync):
     wheel = next(WHEELHOUSE.glob("six-*.whl"))
     res = sync([str(wheel)])
+    assert res["failed"] is True and res["msg"].startswith("packages[0] must be " + REQUIREMENT + ", got '")
+    sync(["mdurl==0.1.2"])
+    res = sync(["six @ " + wheel.as_uri()])  # what prune's "cannot tell the project name" asks for
     assert res.get("failed") is not True, res
-    assert "cannot tell the project name" in res["not_removed_reason"]
-    assert {"six", "mdurl"} <= frozen_names(res)  # mdurl is not pruned
-    assert "cannot tell the project name" in json.dumps(res.get("warnings"))  # 2.19 warnings are structured
+    assert "six" in frozen_names(res) and "mdurl" not in frozen_names(res) and "not_removed_reason" not in res
 
 
 def test_module_failure_is_one_line(sync):
@@ -286,3 +287,37 @@ def test_converged_env_installs_nothing_and_a_hand_made_change_is_undone(sync, v
     fixed = sync(["mdurl==0.1.2"])
     assert fixed["changed"] is True and any(r.lower().startswith("six") for r in fixed["removed"])
     assert fixed["fingerprint"] == first["fingerprint"]
+
+
+# Option lines and credentials never reach uv: the vocabulary's types refuse them before a venv or a command exists -
+
+URL3 = "an https:// or http:// or file:// URL"
+REFUSED = [
+    ("extra_index_option", {"packages": ["six", "--extra-index-url=https://evil.example/simple"]},
+     "packages[1] must be %s, got '--extra-index-url=https://evil.example/simple'" % REQUIREMENT),
+    ("requirements_file", {"packages": ["-r /etc/shadow"]}, "packages[0] must be %s, got '-r /etc/shadow'" % REQUIREMENT),
+    ("editable", {"packages": ["-e ."]}, "packages[0] must be %s, got '-e .'" % REQUIREMENT),
+    ("trailing_option", {"no_deps_packages": ["sgl_kernel --index-url=http://evil.example"]},
+     "no_deps_packages[0] must be %s, got 'sgl_kernel --index-url=http://evil.example'" % REQUIREMENT),
+    ("nbi_option", {"no_build_isolation_packages": ["--no-binary=:all:"]},
+     "no_build_isolation_packages[0] must be %s, got '--no-binary=:all:'" % REQUIREMENT),
+    ("index_url_token", {"index_url": "https://__token__:pypi-s3cr3t@pypi.example/simple"},
+     "index_url must be %s without credentials before '@' (give a token through its own secret option), got "
+     "https://********@pypi.example/..." % URL3),
+    ("extra_index_query", {"extra_index_urls": ["https://pypi.example/simple?token=s3cr3t"]},
+     "extra_index_urls[0] must be %s without a query string or fragment (a token does not belong in a URL), got "
+     "https://pypi.example/..." % URL3),
+    ("index_url_ftp", {"index_url": "ftp://pypi.example/simple"}, "index_url must be %s, got ftp://pypi.example/..." % URL3),
+    ("find_links_relative", {"find_links": ["wheels"]}, "find_links[0] must be an absolute path (starting with /), got "
+     "'wheels'"),
+    ("python_relative", {"python": "python3"}, "python must be an absolute path (starting with /), got 'python3'"),
+]
+
+
+@pytest.mark.parametrize("label,args,expected", REFUSED, ids=[r[0] for r in REFUSED])
+def test_module_refuses_option_lines_and_credentials_before_anything(label, args, expected, module_runner, tmp_path):
+    params = dict(venv=str(tmp_path / "v"), packages=["six"], python=sys.executable)
+    params.update(args)
+    res = module_runner(python_env_sync.main, params)
+    assert res["failed"] is True and res["msg"] == expected and not res.get("changed")
+    assert "s3cr3t" not in json.dumps(res) and not (tmp_path / "v").exists()
