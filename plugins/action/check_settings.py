@@ -9,11 +9,11 @@ from __future__ import annotations
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import settings as S
+from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import settings_failure
 
-ARGUMENT_SPEC = dict(
-    roles=dict(type="list", elements="str", required=True, choices=list(S.ROLES)),
-)
+ARGS = V.Args(roles=V.ListOf(V.Choice(S.ROLES), required=True))
+ARGUMENT_SPEC = ARGS.spec
 
 
 class ActionModule(ActionBase):

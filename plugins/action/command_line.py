@@ -9,11 +9,11 @@ from __future__ import annotations
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import cli
+from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import read
 
-ARGUMENT_SPEC = dict(
-    playbook=dict(type="str", required=True, choices=sorted(cli.PLAYBOOKS)),
-)
+ARGS = V.Args(playbook=V.Choice(sorted(cli.PLAYBOOKS), required=True))
+ARGUMENT_SPEC = ARGS.spec
 
 
 class ActionModule(ActionBase):

@@ -16,7 +16,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.converge_record import digest
 from ansible_collections.rlinfra.verl.plugins.module_utils.settings import plain
-from ansible_collections.rlinfra.verl.plugins.modules.converge_record import ARGUMENT_SPEC
+from ansible_collections.rlinfra.verl.plugins.modules.converge_record import ARGS, ARGUMENT_SPEC
 from ansible_collections.rlinfra.verl.plugins.plugin_utils import node_script
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import settings_failure
 
@@ -75,6 +75,10 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         dummy, params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        lines = ARGS.errors(params)  # the module's types (vocabulary.enforce): refused before the node is read
+        if lines:
+            result.update(failed=True, changed=False, msg="\n".join(lines))
+            return result
         args = dict(self._task.args)
         roles = args.pop("settings", None) or []
         if roles:

@@ -11,7 +11,7 @@ import os
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.rlinfra.verl.plugins.modules.idle_guard import ARGUMENT_SPEC
+from ansible_collections.rlinfra.verl.plugins.modules.idle_guard import ARGS, ARGUMENT_SPEC
 
 MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
 # The guard and what it imports (standard library otherwise), under their package path on the node.
@@ -33,7 +33,11 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
-        self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        dummy, params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        lines = ARGS.errors(params)  # the module's types (vocabulary.enforce), before the code is read and sent
+        if lines:
+            result.update(failed=True, changed=False, msg="\n".join(lines))
+            return result
         args = dict(self._task.args)
         if args.get("state", "present") == "present":
             args["files"] = guard_code()

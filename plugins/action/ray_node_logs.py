@@ -15,7 +15,7 @@ from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import node_logs as N
-from ansible_collections.rlinfra.verl.plugins.modules.ray_node_logs import ARGUMENT_SPEC
+from ansible_collections.rlinfra.verl.plugins.modules.ray_node_logs import ARGS, ARGUMENT_SPEC
 
 
 class ActionModule(ActionBase):
@@ -23,7 +23,11 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)  # a bad option fails here, before the node
+        dummy, params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)  # a bad option fails here, before the node
+        lines = ARGS.errors(params)  # and a bad value (the module's types, vocabulary.enforce)
+        if lines:
+            result.update(failed=True, changed=False, msg="\n".join(lines))
+            return result
         args = dict(self._task.args)
         dest = str(args.pop("dest", "") or "")
         try:

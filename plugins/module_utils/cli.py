@@ -22,32 +22,42 @@ from __future__ import annotations
 import difflib
 import re
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.numbers import whole_number
-from ansible_collections.rlinfra.verl.plugins.module_utils.switches import switch_value
+from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
 
-_TEXT_MAX = 200
+_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$"
+_COUNT = "be a whole number from 1"
 
+
+def _count():
+    return V.Int(1, nullable=False, must=_COUNT)
+
+
+# Each switch's type (module_utils/vocabulary.py). A switch given as null (from -e @file) is refused, never unset.
 SWITCHES = {
-    "exp": "text",
-    "run": "text",
-    "cluster": "text",
-    "checkpoint_cluster": "text",
-    "dry_run": "bool",
-    "wait": "bool",
-    "attempt": "count",
-    "step": "count",
-    "teardown_stop_jobs": "bool",
-    "teardown_purge": "bool",
-    "ray_restart_running_jobs": "bool",
-    "release": "bool",
-    "nodes": "count",
-    "gpu": "text",
-    "gpu_count": "count",
-    "label": "text",
-    "max_price": "text",
-    "region": "text",
-    "keep_partial": "bool",
+    "exp": V.Text(empty=False, max_len=200, nullable=False, pattern=r"^(rlinfra\.verl:)?[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$",
+                  what="an experiment name (letters, digits, _ . -), or rlinfra.verl:NAME for a bundled example"),
+    "run": V.Name(nullable=False),
+    "cluster": V.Name(nullable=False),
+    "checkpoint_cluster": V.Name(nullable=False),
+    "dry_run": V.Switch(nullable=False),
+    "wait": V.Switch(nullable=False),
+    "attempt": _count(),
+    "step": _count(),
+    "teardown_stop_jobs": V.Switch(nullable=False),
+    "teardown_purge": V.Switch(nullable=False),
+    "ray_restart_running_jobs": V.Switch(nullable=False),
+    "release": V.Switch(nullable=False),
+    "nodes": _count(),
+    "gpu": V.Text(empty=False, max_len=64, nullable=False, pattern=r"^[A-Za-z0-9][A-Za-z0-9 _.-]*$",
+                  what="a GPU model such as H100 (or any, with max_price)"),
+    "gpu_count": _count(),
+    "label": V.Name(nullable=False),
+    "max_price": V.Number(0, above=True, nullable=False, unit="dollars per hour"),
+    "region": V.Name(nullable=False),
+    "keep_partial": V.Switch(nullable=False),
 }
+# Words pass every playbook (an AWX workflow sends its survey answers to every playbook of its chain).
+WORDS = ("exp", "run", "cluster", "checkpoint_cluster", "gpu", "label", "max_price", "region")
 
 _JOB = ("exp", "run", "cluster")
 PLAYBOOKS = {
@@ -80,22 +90,13 @@ def _near_miss(name, known):
     return close[0] if close else None
 
 
-def _value(name, kind, value):
+def _value(name, value):
     """(parsed, error)."""
-    if kind == "bool":
-        return switch_value(value, name)
-    if kind == "count":
-        number = whole_number(value)
-        if number is None or number < 1:
-            shown = "%s" % value if isinstance(value, bool) else value  # a boolean shows as a word: 'True'
-            return None, "%s must be a whole number from 1, got %r" % (name, shown)
-        return number, None
-    if not isinstance(value, (str, int)) or isinstance(value, bool):
-        return None, "%s must be a word, got %s (%s)" % (name, value, type(value).__name__)
-    text = str(value)
-    if len(text) > _TEXT_MAX or re.search(r"[\x00-\x1f\x7f]", text):
-        return None, "%s must be one word of at most %d characters, got %r" % (name, _TEXT_MAX, text[:40])
-    return text.strip(), None
+    t = SWITCHES[name]
+    try:
+        return t.validate(value.strip() if isinstance(value, str) and not isinstance(t, V.Switch) else value), None
+    except V.Bad as e:
+        return None, t.line(name, value, e)
 
 
 def check(playbook, given, values):
@@ -105,8 +106,9 @@ def check(playbook, given, values):
     mine = PLAYBOOKS[playbook]
     parsed, errors = {}, []
     for name in mine:
-        if name in values and values[name] is not None:
-            result, error = _value(name, SWITCHES[name], values[name])
+        # A switch not given at all is absent from values (None there means -e name=null, an error).
+        if name in values and (values[name] is not None or name in (given or ())):
+            result, error = _value(name, values[name])
             if error:
                 errors.append(error)
             else:
@@ -116,7 +118,7 @@ def check(playbook, given, values):
         if name in mine or name in chained:
             continue
         if name in SWITCHES:
-            if SWITCHES[name] == "text":
+            if name in WORDS:
                 continue
             errors.append("-e %s is not a switch of %s.yml (its switches: %s); it would be ignored: drop it"
                           % (name, playbook, ", ".join(mine)))

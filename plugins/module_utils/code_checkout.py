@@ -123,7 +123,8 @@ def workdir(root, code, commit):
 ARGS = V.Args(
     repo=REPO,
     ref=V.GitRef(default="HEAD"),
-    commit=V.Text(max_len=40, pattern=COMMIT_RE, what="a full 40-character commit (empty: the one ref names)", default=""),
+    commit=V.Text(max_len=40, pattern=COMMIT_RE, what="a full 40-character commit (empty: the one ref names)",
+                  default=""),
     submodules=V.Switch(default=True),
     path=V.RelPath(default="."),
     name=V.Name(),

@@ -10,7 +10,9 @@ character in anything that lands in a systemd unit, an environment file or fstab
 ``ray_private_ip`` would add an ``ExecStartPre=`` line to the unit).
 
 ``check(settings)`` -> one line per bad variable, each naming the variable, what it must be and the
-value it got. Rules are keyed by variable name; the role a variable belongs to is its prefix.
+value it got. Rules are keyed by variable name, each a type of module_utils/vocabulary.py (or one of the roles' own
+kinds below, built the same way, with a corpus of bad values for tests/unit/test_bad_input_generated.py); the role a
+variable belongs to is its prefix.
 """
 
 from __future__ import annotations
@@ -18,344 +20,283 @@ from __future__ import annotations
 import ipaddress
 import re
 
+from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
 from ansible_collections.rlinfra.verl.plugins.module_utils.numbers import whole_number
-from ansible_collections.rlinfra.verl.plugins.module_utils.switches import switch_value
 
 ROLES = ("storage_lvm", "nfs_mount", "python_env", "ray")
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}\$?$")
 _UMASK = re.compile(r"^0?[0-7]{3}$")
 _MODE = re.compile(r"^0?[0-7]{3,4}$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _RESOURCE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:/-]{0,63}$")
-_CLUSTER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
-_HOST = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$")
-_LVM_NAME = re.compile(r"^[A-Za-z0-9+_.][A-Za-z0-9+_.-]{0,127}$")
+_LVM_NAME = re.compile(r"^(?!\.\.?$)[A-Za-z0-9+_.][A-Za-z0-9+_.-]{0,127}$")
 _SIZE = re.compile(r"^[0-9]+(\.[0-9]+)?[KMGTP]?i?B?$", re.IGNORECASE)
 _STRIPE = re.compile(r"^([0-9]+[kKmM]?)?$")
 _OPTION = re.compile(r"^[A-Za-z0-9_.:/=+@-]+$")
+# Anything written to a systemd unit, an environment file or fstab: one line (a newline in ray_private_ip would add
+# an ExecStartPre= line to the unit).
+ONE_LINE = "be one line without control characters"
 
-
-class Bad(ValueError):
-    """What the value must be (the caller adds the name and the value)."""
-
-
-def _shown(value):
-    if isinstance(value, str):
-        return repr(value) if len(value) <= 80 else repr(value[:77] + "...")
-    return "%r (%s)" % (value, type(value).__name__)
+Bad = V.Bad
 
 
 def _text(value):
     if not isinstance(value, str):
-        raise Bad("text")
-    if _CONTROL.search(value):
-        raise Bad("one line without control characters")
+        raise Bad("be text")
+    if V._CONTROL.search(value):
+        raise Bad(ONE_LINE)
     return value
 
 
-def _int(value, low, high=None, must=None):
-    """A whole number from ``low`` (to ``high``); ``must`` replaces the message of either refusal."""
-    number = whole_number(value)
-    if number is None:
-        raise Bad(must or "a whole number")
-    if number < low or (high is not None and number > high):
-        raise Bad(must or "a whole number from %d%s" % (low, " to %d" % high if high is not None else " up"))
-    return number
+# ---- the kinds of the roles' own values, beside the vocabulary's ----------------------------------------------
 
+class PrivateIp(V.Address):
+    """The address Ray binds to and advertises."""
 
-# ---- one function per kind of value ----------------------------------------------------------
-
-def address(value):
-    """An IP address a node can bind to and others can reach."""
-    text = _text(value).strip()
-    if not text:
-        raise Bad("this node's private IP address (the node's facts showed none: set it in the inventory)")
-    try:
-        ip = ipaddress.ip_address(text)
-    except ValueError:
-        raise Bad("this node's private IP address (for example 10.0.0.5)")
-    if ip.is_unspecified or ip.is_multicast:
-        raise Bad("an address the other nodes can reach (Ray advertises it), not %s" % text)
-    return text
-
-
-def address_or_empty(value):
-    return "" if value in ("", None) else address(value)
-
-
-def network(value):
-    try:
-        return str(ipaddress.ip_network(_text(value).strip(), strict=False))
-    except ValueError:
-        raise Bad("an IP address or network (for example 10.0.0.0/24)")
-
-
-def port(value):
-    return _int(value, 1, 65535, must="a TCP port from 1 to 65535")
-
-
-def count_or_auto(value):
-    return value if value == "auto" else _int(value, 0, must="auto or a whole number from 0 up")
-
-
-def switch(value):
-    """On or off, read strictly: a misspelt true is an error, not false."""
-    if switch_value(value)[0] is None:
-        raise Bad("true or false (also yes/no/1/0, any case)")
-    return value
-
-
-def count_or_empty(value):
-    if value in ("", None):
-        return ""
-    return _int(value, 0, must="empty (Ray detects it) or a whole number from 0 up")
-
-
-def limit(value):
-    return value if value == "infinity" else _int(value, 1, must="infinity or a whole number from 1 up")
-
-
-def positive(value):
-    return _int(value, 1)
-
-
-def seconds_or_off(value):
-    return _int(value, 0, must="a whole number of seconds, 0 for off")
-
-
-def check_interval(value):
-    return _int(value, 10, must="a whole number of seconds from 10")
-
-
-def umask(value):
-    if not _UMASK.match(_text(value)):
-        raise Bad("an octal umask such as 0027")
-    return value
-
-
-def mode(value):
-    if not isinstance(value, str):
-        raise Bad("an octal mode in quotes such as '0755' (unquoted, YAML reads a number)")
-    if not _MODE.match(_text(value)):
-        raise Bad("an octal mode such as 0755, quoted")
-    return value
-
-
-def user(value):
-    if not _USER.match(_text(value)):
-        raise Bad("a user name (lowercase letters, digits, _ and -)")
-    return value
-
-
-def path(value, max_len=None):
-    text = _text(value)
-    if not text.startswith("/") or re.search(r"\s", text):
-        raise Bad("an absolute path without spaces")
-    if max_len and len(text) >= max_len:
-        raise Bad("an absolute path shorter than %d characters (Ray's socket paths must fit in 107)" % max_len)
-    return text
-
-
-def temp_dir(value):
-    return path(value, 60)
-
-
-def cluster(value):
-    if not isinstance(value, str) or not _CLUSTER.match(value):
-        raise Bad("a name of letters, digits, _ . - (starting with a letter or digit, at most 80)")
-    return value
-
-
-def host(value):
-    text = _text(value).strip()
-    try:
-        ipaddress.ip_address(text)
-        return text
-    except ValueError:
-        pass
-    if not _HOST.match(text):
-        raise Bad("a host name or IP address")
-    return text
-
-
-def host_or_empty(value):
-    return "" if value in ("", None) else host(value)
-
-
-def options(value):
-    """A mount option string: comma-separated words, no spaces, none empty (fstab splits on spaces)."""
-    text = _text(value)
-    words = text.split(",")
-    if not text or any(not w or not _OPTION.match(w) for w in words):
-        raise Bad("comma-separated mount options without spaces, for example defaults,noatime")
-    return text
-
-
-def env(value):
-    if not isinstance(value, dict):
-        raise Bad("a mapping of variable names to values")
-    for name, item in value.items():
-        if not isinstance(name, str) or not _ENV_NAME.match(name):
-            raise Bad("a mapping of variable names (letters, digits, _) to values; %s is not a name" % _shown(name))
-        if isinstance(item, (dict, list)) or item is None:
-            raise Bad("a mapping to text or number values; %s has %s" % (name, type(item).__name__))
-        if _CONTROL.search(str(item)):
-            raise Bad("a mapping to one-line values; %s has a newline or control character" % name)
-    return value
-
-
-def secret_pattern(value):
-    """Empty (the collection's rule for secret names) or the user's own regular expression."""
-    if value in ("", None):
-        return ""
-    try:
-        re.compile(_text(value))
-    except re.error as e:
-        raise Bad("empty (the collection's rule for secret names) or a regular expression (%s)" % e)
-    return value
-
-
-def resources(value):
-    if not isinstance(value, dict):
-        raise Bad("a mapping of custom resource names to amounts")
-    for name, amount in value.items():
-        if not isinstance(name, str) or not _RESOURCE.match(name):
-            raise Bad("a mapping of resource names (letters, digits, _ . : / -) to amounts; %s is not one" % _shown(name))
-        if name in ("CPU", "GPU", "memory", "object_store_memory"):
-            raise Bad("custom resources only; %s is set with its own variable (ray_num_cpus, ray_num_gpus)" % name)
-        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount < 0:
-            raise Bad("a mapping to amounts of 0 or more; %s has %s" % (name, _shown(amount)))
-    return value
-
-
-def args(value):
-    if not isinstance(value, list):
-        raise Bad("a list of arguments")
-    for item in value:
-        if not isinstance(item, str) or _CONTROL.search(item):
-            raise Bad("a list of one-line text arguments; %s is not" % _shown(item))
-    return value
-
-
-def networks(value):
-    if not isinstance(value, list):
-        raise Bad("a list of IP addresses or networks")
-    for item in value:
+    def check(self, value):
+        text = _text(value).strip()
+        if not text:
+            raise Bad("be this node's private IP address (the node's facts showed none: set it in the inventory)")
         try:
-            network(item)
-        except Bad:
-            raise Bad("a list of IP addresses or networks; %s is not one" % _shown(item))
-    return value
+            ip = ipaddress.ip_address(text)
+        except ValueError:
+            raise Bad("be this node's private IP address (for example 10.0.0.5)")
+        if ip.is_unspecified or ip.is_multicast:
+            raise Bad("be an address the other nodes can reach (Ray advertises it), not %s" % text)
+        return text
+
+    def corpus(self):
+        return super().corpus().add("empty", "")
 
 
-def devices(value):
-    if value == "auto":
+class _Pattern(V.Type):
+    """Text of one line matching ``pattern``, else :class:`Bad` with ``words``."""
+
+    def __init__(self, pattern, words, bad=(), typed_ok=False, **kw):
+        super().__init__(**kw)
+        self.pattern, self.words_, self.bad, self.typed_ok = pattern, words, bad, typed_ok
+
+    def check(self, value):
+        text = str(value) if self.typed_ok and isinstance(value, (int, float)) and not isinstance(value, bool) else value
+        if not self.pattern.match(_text(text)):
+            raise Bad(self.words_)
         return value
-    if not isinstance(value, list):
-        raise Bad("auto or a list of block devices (for example [/dev/nvme1n1])")
-    for item in value:
-        if not isinstance(item, str) or not re.match(r"^/dev/[A-Za-z0-9/_.:-]+$", item):
-            raise Bad("a list of block devices under /dev; %s is not one" % _shown(item))
-    return value
+
+    def corpus(self):
+        c = super().corpus().add("newline", "a\nb")
+        for item in self.bad:
+            c.add(repr(item), item)
+        return c
 
 
-def lvm_name(value):
-    if not isinstance(value, str) or not _LVM_NAME.match(value) or value in (".", ".."):
-        raise Bad("an LVM name (letters, digits, + _ . -, not starting with -)")
-    return value
+class _Either(V.Type):
+    """A word (``auto``, ``infinity``, empty) or a whole number from ``low``."""
+
+    def __init__(self, words, low, must, **kw):
+        super().__init__(must=must, **kw)
+        self.words_, self.low = words, low
+
+    def check(self, value):
+        if value in self.words_:
+            return value
+        number = whole_number(value)
+        if number is None or number < self.low:
+            raise Bad(self.must)
+        return number
+
+    def corpus(self):
+        return super().corpus().add("word", "lots").add("below", self.low - 1).add("fraction", 1.5).add(
+            "upper", "AUTO").add("boolean", True, typed=True)
 
 
-def stripe(value):
-    if not _STRIPE.match(_text(str(value))):
-        raise Bad("empty or a size such as 256k")
-    return value
+class _Whole(V.Type):
+    """A whole number from ``low`` written as settings are (an int or digits), else ``must``."""
+
+    def __init__(self, low, must, **kw):
+        super().__init__(must=must, **kw)
+        self.low = low
+
+    def check(self, value):
+        number = whole_number(value)
+        if number is None or number < self.low:
+            raise Bad(self.must)
+        return number
+
+    def corpus(self):
+        return super().corpus().add("word", "2h").add("below", self.low - 1).add("fraction", 1.5).add(
+            "boolean", True, typed=True)
 
 
-def size(value):
-    if not _SIZE.match(_text(str(value))):
-        raise Bad("a size such as 1G or 500M")
-    return value
+class _Path(V.Type):
+    """An absolute path without spaces (it lands in a unit or fstab), shorter than ``max_len``."""
+
+    def __init__(self, max_len=None, **kw):
+        super().__init__(**kw)
+        self.max_len = max_len
+        self.sample_value = "/data/sample"
+
+    def check(self, value):
+        text = _text(value)
+        if not text.startswith("/") or re.search(r"\s", text) or ".." in text.split("/"):
+            raise Bad("be an absolute path without spaces or '..'")
+        if self.max_len and len(text) >= self.max_len:
+            raise Bad("be an absolute path shorter than %d characters (Ray's socket paths must fit in 107)"
+                      % self.max_len)
+        return text
+
+    def corpus(self):
+        c = super().corpus().add("relative", "ray").add("space", "/work space/ray").add("newline", "/x\ny").add(
+            "dotdot", "/data/../etc")
+        if self.max_len:
+            c.add("too_long", "/" + "x" * self.max_len)
+        return c
 
 
-def package_list(value):
-    if not isinstance(value, list):
-        raise Bad("a list of requirement strings")
-    for item in value:
-        if not isinstance(item, str) or not item.strip() or _CONTROL.search(item):
-            raise Bad("a list of one-line requirement strings; %s is not one" % _shown(item))
-    return value
+class _MountOptions(V.Type):
+    def check(self, value):
+        text = _text(value)
+        words = text.split(",")
+        if not text or any(not w or not _OPTION.match(w) for w in words):
+            raise Bad("be comma-separated mount options without spaces, for example defaults,noatime")
+        return text
+
+    def corpus(self):
+        return super().corpus().add("empty", "").add("space", "rw, hard").add("empty_word", "rw,,hard").add(
+            "newline", "rw\n/dev/sda / ext4 defaults 0 0")
 
 
-def url_or_empty(value):
-    text = _text(value)
-    if text and not re.match(r"^(https?|file)://\S+$", text):
-        raise Bad("empty or an http(s):// or file:// URL")
-    return value
+class _Mode(V.Type):
+    def check(self, value):
+        if not isinstance(value, str):
+            raise Bad("be an octal mode in quotes such as '0755' (unquoted, YAML reads a number)")
+        if not _MODE.match(_text(value)):
+            raise Bad("be an octal mode such as 0755, quoted")
+        return value
+
+    def corpus(self):
+        return super().corpus().add("unquoted", 755).add("not_octal", "0999").add("word", "rwx")
 
 
-def url_list(value):
-    if not isinstance(value, list):
-        raise Bad("a list of URLs")
-    for item in value:
-        if not isinstance(item, str) or not re.match(r"^(https?|file)://\S+$", item):
-            raise Bad("a list of http(s):// or file:// URLs; %s is not one" % _shown(item))
-    return value
+class _RayEnv(V.EnvMap):
+    """ray_env: variable names to one-line text or numbers (they land in an environment file)."""
 
+    def corpus(self):
+        return super().corpus().add("nested", {"X": {"y": 1}}).add("string", "A=1")
+
+
+class _SecretPattern(V.Type):
+    """Empty (the collection's rule for secret names) or the user's own regular expression."""
+
+    def check(self, value):
+        if value in ("", None):
+            return ""
+        try:
+            re.compile(_text(value))
+        except re.error as e:
+            raise Bad("be empty (the collection's rule for secret names) or a regular expression (%s)" % e)
+        return value
+
+    def corpus(self):
+        return super().corpus().add("unbalanced", "(TOKEN").add("newline", "a\nb")
+
+
+class _Resources(V.Type):
+    def check(self, value):
+        if not isinstance(value, dict):
+            raise Bad("be a mapping of custom resource names to amounts")
+        for name, amount in value.items():
+            if not isinstance(name, str) or not _RESOURCE.match(name):
+                raise Bad("be a mapping of resource names (letters, digits, _ . : / -) to amounts; %s is not one"
+                          % V._shown(name))
+            if name in ("CPU", "GPU", "memory", "object_store_memory"):
+                raise Bad("be custom resources only; %s is set with its own variable (ray_num_cpus, ray_num_gpus)" % name)
+            if isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount < 0:
+                raise Bad("be a mapping to amounts of 0 or more; %s has %s" % (name, V._shown(amount)))
+        return value
+
+    def corpus(self):
+        return super().corpus().add("gpu", {"GPU": 2}).add("word", {"accel": "lots"}).add("negative", {"accel": -1}).add(
+            "list", ["x"])
+
+
+class _Devices(V.Type):
+    def check(self, value):
+        if value == "auto":
+            return value
+        if not isinstance(value, list):
+            raise Bad("be auto or a list of block devices (for example [/dev/nvme1n1])")
+        for item in value:
+            if not isinstance(item, str) or not re.match(r"^/dev/[A-Za-z0-9/_.:-]+$", item) or ".." in item.split("/"):
+                raise Bad("be a list of block devices under /dev; %s is not one" % V._shown(item))
+        return value
+
+    def corpus(self):
+        return super().corpus().add("string", "/dev/sdb").add("no_dev", ["sdb"]).add("dotdot", ["/dev/../etc/x"])
+
+
+def _args_item():
+    return V.Text(what="one line of text (one argument)")
+
+
+# ---- the rules: every variable a role checks, with its type ----------------------------------------------------
 
 PORTS = ("ray_gcs_port", "ray_dashboard_port", "ray_node_manager_port", "ray_object_manager_port",
          "ray_dashboard_agent_grpc_port", "ray_runtime_env_agent_port", "ray_metrics_export_port",
          "ray_dashboard_agent_listen_port", "ray_client_server_port", "ray_autoscaler_metrics_port",
          "ray_dashboard_metrics_port", "ray_min_worker_port", "ray_max_worker_port")
 
+_CREDENTIALS_HINT = " (credentials for a private index go in the nodes' ~/.netrc, which uv reads)"
+
 RULES = {
-    "ray_private_ip": address,
-    "ray_cluster": cluster,
-    "ray_env": env,
-    "ray_rocm_env": env,
-    "ray_env_secret_pattern": secret_pattern,
-    "ray_temp_dir": temp_dir,
-    "ray_config_dir": path,
-    "ray_venv": path,
-    "ray_umask": umask,
-    "ray_user": user,
-    "ray_num_cpus": count_or_empty,
-    "ray_num_gpus": count_or_auto,
-    "ray_resources": resources,
-    "ray_extra_args": args,
-    "ray_limit_nofile": limit,
-    "ray_limit_nproc": limit,
-    "ray_start_timeout": positive,
-    "ray_head_idle_release_after": seconds_or_off,
-    "ray_head_idle_check_every": check_interval,
-    "ray_firewall_controller": address_or_empty,
-    "ray_firewall": switch,
-    "ray_firewall_allow": networks,
-    "nfs_mount_server": host_or_empty,
-    "nfs_mount_export": path,
-    "nfs_mount_path": path,
-    "nfs_mount_options": options,
-    "nfs_mount_connect_timeout": positive,
-    "nfs_mount_probe_timeout": positive,
-    "storage_lvm_devices": devices,
-    "storage_lvm_vg_name": lvm_name,
-    "storage_lvm_lv_name": lvm_name,
-    "storage_lvm_stripe_size": stripe,
-    "storage_lvm_mount_point": path,
-    "storage_lvm_mount_options": options,
-    "storage_lvm_mount_mode": mode,
-    "storage_lvm_mount_owner": user,
-    "storage_lvm_mount_group": user,
-    "storage_lvm_discover_min_size": size,
-    "python_env_path": path,
-    "python_env_python": path,
-    "python_env_wheelhouse": path,
-    "python_env_packages": package_list,
-    "python_env_index_url": url_or_empty,
-    "python_env_extra_index_urls": url_list,
+    "ray_private_ip": PrivateIp(),
+    "ray_cluster": V.Name(),
+    "ray_env": _RayEnv(),
+    "ray_rocm_env": _RayEnv(),
+    "ray_env_secret_pattern": _SecretPattern(),
+    "ray_temp_dir": _Path(60),
+    "ray_config_dir": _Path(),
+    "ray_venv": _Path(),
+    "ray_umask": _Pattern(_UMASK, "be an octal umask such as 0027", ["0999", "27a"]),
+    "ray_user": _Pattern(_USER, "be a user name (lowercase letters, digits, _ and -)", ["ray user", "Root"]),
+    "ray_num_cpus": _Either(("", None), 0, "be empty (Ray detects it) or a whole number from 0 up"),
+    "ray_num_gpus": _Either(("auto",), 0, "be auto or a whole number from 0 up"),
+    "ray_resources": _Resources(),
+    "ray_extra_args": V.ListOf(_args_item()),
+    "ray_limit_nofile": _Either(("infinity",), 1, "be infinity or a whole number from 1 up"),
+    "ray_limit_nproc": _Either(("infinity",), 1, "be infinity or a whole number from 1 up"),
+    "ray_start_timeout": _Whole(1, "be a whole number from 1 up"),
+    "ray_head_idle_release_after": _Whole(0, "be a whole number of seconds, 0 for off"),
+    "ray_head_idle_check_every": _Whole(10, "be a whole number of seconds from 10"),
+    "ray_firewall_controller": V.Address(empty=True),
+    "ray_firewall": V.Switch(),
+    "ray_firewall_allow": V.ListOf(V.Cidr(world_switch="ray_firewall_allow_world")),
+    "ray_firewall_allow_world": V.Switch(),
+    "nfs_mount_server": V.Host(empty=True),
+    "nfs_mount_export": _Path(),
+    "nfs_mount_path": _Path(),
+    "nfs_mount_options": _MountOptions(),
+    "nfs_mount_connect_timeout": _Whole(1, "be a whole number from 1 up"),
+    "nfs_mount_probe_timeout": _Whole(1, "be a whole number from 1 up"),
+    "storage_lvm_devices": _Devices(),
+    "storage_lvm_vg_name": _Pattern(_LVM_NAME, "be an LVM name (letters, digits, + _ . -, not starting with -)",
+                                    ["-vg", "my lv", ".."]),
+    "storage_lvm_lv_name": _Pattern(_LVM_NAME, "be an LVM name (letters, digits, + _ . -, not starting with -)",
+                                    ["-lv", "my lv"]),
+    "storage_lvm_stripe_size": _Pattern(_STRIPE, "be empty or a size such as 256k", ["256 kb", "big"], typed_ok=True),
+    "storage_lvm_mount_point": _Path(),
+    "storage_lvm_mount_options": _MountOptions(),
+    "storage_lvm_mount_mode": _Mode(),
+    "storage_lvm_mount_owner": _Pattern(_USER, "be a user name (lowercase letters, digits, _ and -)", ["a b"]),
+    "storage_lvm_mount_group": _Pattern(_USER, "be a user name (lowercase letters, digits, _ and -)", ["a b"]),
+    "storage_lvm_discover_min_size": _Pattern(_SIZE, "be a size such as 1G or 500M", ["big", "1 G"], typed_ok=True),
+    "python_env_path": _Path(),
+    "python_env_python": _Path(),
+    "python_env_wheelhouse": _Path(),
+    "python_env_packages": V.ListOf(V.Requirement()),
+    "python_env_index_url": V.Url(schemes=("https", "http", "file"), empty=True, hint=_CREDENTIALS_HINT),
+    "python_env_extra_index_urls": V.ListOf(V.Url(schemes=("https", "http", "file"), hint=_CREDENTIALS_HINT)),
 }
-RULES.update((name, port) for name in PORTS)
+RULES.update((name, V.Port()) for name in PORTS)
 
 
 def owner(name):
@@ -393,9 +334,9 @@ def check(settings):
         if rule is None:
             continue
         try:
-            rule(settings[name])
+            rule.validate(settings[name], settings)
         except Bad as e:
-            errors.append("%s must be %s, got %s" % (name, e, _shown(settings[name])))
+            errors.append(rule.line(name, settings[name], e))
     errors.extend(_port_clashes(settings))
     return errors
 
@@ -405,7 +346,7 @@ def _port_clashes(settings):
     for name in PORTS:
         if name in settings:
             try:
-                given[name] = port(settings[name])
+                given[name] = V.Port().validate(settings[name])
             except Bad:
                 return []  # already reported
     errors = []

@@ -133,7 +133,8 @@ class Type:
     sample_value = "x"
 
     def __init__(self, required=False, default=NOTSET, aliases=(), no_log=None, hint="", nullable=True, sample=NOTSET,
-                 label="", ansible=None):
+                 label="", ansible=None, must=""):
+        self.must = must        # what every refusal says instead of the kind's own words ("be infinity or ...")
         self.label = label      # how lines name the field when not by its own name ("venv (verl_job_venv)")
         if ansible:
             self.ansible = ansible  # the Ansible spec type, where it differs from the kind's (a path kept as "str")
@@ -159,7 +160,14 @@ class Type:
             if self.nullable:
                 return None
             raise Bad("be given" if self.required else "be set (null is not a value here)")
-        return self.check_in(value, context or {})
+        if not self.must:
+            return self.check_in(value, context or {})
+        try:
+            return self.check_in(value, context or {})
+        except (Line, Inner):
+            raise
+        except Bad:
+            raise Bad(self.must)
 
     def check_in(self, value, context):
         return self.check(value)
@@ -217,7 +225,7 @@ class Type:
         no_log = self.secret if self.no_log is None else self.no_log
         if no_log or self.no_log is False:
             spec["no_log"] = bool(no_log)
-        choices = getattr(self, "choices", None)
+        choices = getattr(self, "choices", None) or getattr(getattr(self, "item", None), "choices", None)
         if choices:
             spec["choices"] = list(choices)
         return spec
@@ -851,6 +859,7 @@ class Port(Int):
     words = "a TCP port"
 
     def __init__(self, **kw):
+        kw.setdefault("must", "be a TCP port from 1 to 65535")
         super().__init__(1, 65535, **kw)
         self.sample_value = 8265
 
@@ -1111,7 +1120,7 @@ class Section(Type):
                     yield sub
 
     def corpus(self):
-        return super().corpus().add("list", ["x"], typed=True).add("unknown_key", {"no_such_key": 1})
+        return super().corpus().add("list", ["x"], typed=True).add("unknown_key", dict(self.sample(), no_such_key=1))
 
 
 class OneOf(Type):

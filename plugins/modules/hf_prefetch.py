@@ -153,7 +153,8 @@ def _repos(plural):
 
 def _repo_list(plural):
     bad = [("path", ["../../etc"]), ("url", ["https://huggingface.co/org/x"]),
-           ("revision", [{"repo": "org/x", "revision": "a..b"}]), ("unknown_key", [{"repo": "org/x", "branch": "main"}]), ("number", [5]), ("twice", ["org/x", "org/x"]),
+           ("revision", [{"repo": "org/x", "revision": "a..b"}]), ("unknown_key", [{"repo": "org/x", "branch": "main"}]),
+           ("number", [5]), ("twice", ["org/x", "org/x"]),
            ("patterns", [{"repo": "org/x", "allow_patterns": []}])]
     return V.Custom("list", V.Custom.lines(_repos(plural)), bad, [], elements="raw", default=[])
 

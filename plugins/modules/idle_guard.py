@@ -105,21 +105,27 @@ import shutil
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rlinfra.verl.plugins.module_utils.files import makedirs, write_if_changed
+from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
 
-ARGUMENT_SPEC = dict(
-    state=dict(type="str", choices=["present", "absent"], default="present"),
-    label=dict(type="str"),
-    idle_release_after=dict(type="int"),
-    check_every=dict(type="int", default=300),
-    api_key=dict(type="str", no_log=True),
-    api_url=dict(type="str", default="https://api.hyperbolic.xyz"),
-    dashboard_url=dict(type="str"),
-    token_path=dict(type="str", default="", no_log=False),  # a path, not the token
-    root=dict(type="path", default="/opt/rlinfra/idle-guard"),
-    config_path=dict(type="path", default="/etc/rlinfra/idle-guard.json"),
-    unit_dir=dict(type="path", default="/etc/systemd/system"),
-    files=dict(type="dict", default={}),
+ARGS = V.Args(
+    state=V.Choice(("present", "absent"), default="present"),
+    # Needed with state=present (present() says which are missing): label, idle_release_after, api_key, dashboard_url.
+    label=V.Name(),
+    idle_release_after=V.Int(1, V.YEAR, unit="seconds"),
+    check_every=V.Int(10, V.YEAR, unit="seconds", default=300),
+    api_key=V.Secret(),
+    api_url=V.Url(schemes=("https", "http"), default="https://api.hyperbolic.xyz"),
+    dashboard_url=V.Url(schemes=("http", "https"), path=False),
+    # A path on the head, not the token; type str as documented.
+    token_path=V.AbsPath(empty=True, default="", no_log=False, ansible="str"),
+    # Both go into the service's unit (Environment=PYTHONPATH=..., ExecStart=... CONFIG): no spaces.
+    root=V.AbsPath(spaces=False, default="/opt/rlinfra/idle-guard"),
+    config_path=V.AbsPath(spaces=False, default="/etc/rlinfra/idle-guard.json"),
+    unit_dir=V.AbsPath(default="/etc/systemd/system"),
+    # Filled by the action: the guard's code, below root.
+    files=V.MapOf(V.RelPath(), V.Text(lines=True, max_len=1 << 22), default={}),
 )
+ARGUMENT_SPEC = ARGS.spec
 NAME = "rlinfra-idle-guard"
 SERVICE = """[Unit]
 Description=rlinfra.verl idle guard: release this cluster's Hyperbolic instances after %(after)ss without a Ray job
@@ -149,10 +155,10 @@ def systemctl(module, *args):
 
 
 def present(module, p):
-    missing = [n for n in ("label", "idle_release_after", "api_key", "dashboard_url") if not p[n]]
-    if missing or p["idle_release_after"] < 1 or p["check_every"] < 10 or not p["files"]:
-        module.fail_json(msg="idle_guard: needs label, idle_release_after (seconds, from 1), check_every (from 10 s), "
-                             "api_key, dashboard_url and the code; missing or bad: %s" % (", ".join(missing) or "check_every/files"))
+    missing = [n for n in ("label", "idle_release_after", "api_key", "dashboard_url", "files") if not p[n]]
+    if missing:  # their values are checked by their types (ARGS)
+        module.fail_json(msg="idle_guard: needs label, idle_release_after (seconds, from 1), api_key, dashboard_url and "
+                             "the code (files, from the action); missing: %s" % ", ".join(missing))
     python = module.get_bin_path("python3", opt_dirs=["/usr/bin"])
     if not python:
         module.fail_json(msg="idle_guard: the head has no python3 to run the guard; install it (the OS package) first")
@@ -205,6 +211,7 @@ def absent(module, p):
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    V.enforce(module, ARGS)
     p = module.params
     files = present(module, p) if p["state"] == "present" else absent(module, p)
     module.exit_json(changed=bool(files), files=files)

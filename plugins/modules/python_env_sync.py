@@ -56,8 +56,8 @@ options:
     default: false
   packages:
     description:
-      - Requirement strings installed with their dependencies (one line each of a requirements file): a name with
-        extras, versions and markers (C(ray[default]==2.60.0)), or C(name @ URL) (C(name @ file:///path/x.whl) for a
+      - Requirement strings installed with their dependencies (one line each of a requirements file), each a name with
+        extras, versions and markers (C(ray[default]==2.60.0)) or C(name @ URL) (C(name @ file:///path/x.whl) for a
         wheel on the node).
       - Option lines (C(--extra-index-url=URL), C(-r FILE), C(-e .)) are refused; the sources have their own options
         (O(index_url), O(extra_index_urls), O(find_links)).

@@ -123,6 +123,11 @@ class Options(V.Section):
                         pass
         return super().problems(value, where, context)
 
+    def conceal(self, value):
+        if not isinstance(value, dict):
+            return super().conceal(value)
+        return [x for key, t in self.fields.items() if value.get(key) is not None for x in t.conceal(value[key])]
+
     def ansible_spec(self):
         spec = super().ansible_spec()
         if self.suboptions:
@@ -175,8 +180,9 @@ ARGS = V.Args(
         # A registered result's msg: Ansible's own ("MODULE FAILURE\nSee stdout/stderr...") has lines.
         jobs_error=V.Text(lines=True, max_len=65536, default=""),
     )), required=True),
-    # Ansible type raw: Ansible's bool would read 'on' or 't' too.
-    restart_running_jobs=V.Switch(ansible="raw", default=False, hint="; nothing was changed"),
+    # Ansible type raw: Ansible's bool would read 'on' or 't' too. Named in lines by the variable site.yml sets it from.
+    restart_running_jobs=V.Switch(ansible="raw", default=False, label="ray_restart_running_jobs",
+                                  hint="; nothing was changed"),
 )
 ARGUMENT_SPEC = ARGS.spec
 

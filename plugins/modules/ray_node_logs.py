@@ -277,29 +277,66 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rlinfra.verl.plugins.module_utils import node_logs as N
+from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayClient, RayError
 
-ARGUMENT_SPEC = dict(
-    submission_id=dict(type="str", required=True),
-    job_id=dict(type="str", default=""),
-    address=dict(type="str", default=""),
-    auth_token=dict(type="str", default="", no_log=True),
-    validate_certs=dict(type="bool", default=True),
-    temp_dir=dict(type="path", default=""),
-    secret_values=dict(type="list", elements="str", default=[], no_log=True),
+class Regex(V.Text):
+    """A regular expression, as ``compiler`` takes it (``re.compile``, or the code that embeds it in its own
+    expressions). (Temporary: for the vocabulary.)"""
+
+    words = "a regular expression"
+
+    def __init__(self, compiler=re.compile, **kw):
+        super().__init__(max_len=1024, what="a regular expression", **kw)
+        self.compiler = compiler
+        self.sample_value = "x"
+
+    def check(self, value):
+        value = super().check(value)
+        if not value:
+            return value
+        try:
+            re.compile(value)
+        except (re.error, ValueError) as e:
+            raise V.Bad("be a regular expression Python compiles (%s)" % str(e).splitlines()[0])
+        if self.compiler is not re.compile:
+            try:
+                self.compiler(value)
+            except (re.error, ValueError) as e:  # a position there is in the embedding expression: left out
+                raise V.Bad("be a regular expression that still works inside another (%s)"
+                            % re.sub(r" at position \d+.*", "", str(e).splitlines()[0]))
+        return value
+
+    def corpus(self):
+        return super().corpus().add("unbalanced", "(").add("nothing_to_repeat", "*x")
+
+
+ARGS = V.Args(
+    # Ray's submission ids are free text; the driver log of any id of these characters can be named.
+    submission_id=V.Text(empty=False, max_len=201, pattern=N.SUBMISSION_ID_RE, required=True, sample="rlinfra-sample",
+                         what="a Ray submission id (letters, digits, '_', '.', ':', '-', starting with a letter or digit)"),
+    job_id=V.Text(max_len=80, pattern=r"^\s*[0-9A-Fa-f]{2,64}\s*$", default="",
+                  what="a hex Ray job id (e.g. 02000000, the job_id of GET /api/jobs/<id>)"),
+    address=V.Url(schemes=("http", "https"), path=False, default_scheme="http", empty=True, default=""),
+    auth_token=V.Secret(default=""),
+    validate_certs=V.Switch(default=True),
+    temp_dir=V.AbsPath(empty=True, default=""),
+    secret_values=V.ListOf(V.Secret(multiline=True), default=[]),
     # Names and paths of secrets, not secrets.
-    secret_name_pattern=dict(type="str", default=N.DEFAULT_SECRET_NAME_PATTERN, no_log=False),
-    token_path=dict(type="path", default=""),
-    secret_env_files=dict(type="list", elements="path", no_log=False),
-    max_file_mib=dict(type="float", default=8),
-    max_total_mib=dict(type="float", default=64),
-    kernel_lines=dict(type="int", default=2000),
-    extra_patterns=dict(type="list", elements="str", default=[]),
-    bundle_root=dict(type="str", default=""),
-    dest_dir=dict(type="path", default=""),
+    secret_name_pattern=Regex(compiler=N.name_maskers, default=N.DEFAULT_SECRET_NAME_PATTERN, no_log=False),
+    token_path=V.AbsPath(empty=True, default=""),
+    secret_env_files=V.ListOf(V.AbsPath(), no_log=False),
+    max_file_mib=V.Number(0.001, 1024, unit="MiB", default=8),
+    max_total_mib=V.Number(0.001, 16384, unit="MiB", default=64),
+    kernel_lines=V.Int(0, 1000000, default=2000),
+    extra_patterns=V.ListOf(Regex(empty=False), default=[]),
+    bundle_root=V.Text(max_len=200, pattern=N.BUNDLE_ROOT_RE, default="",
+                       what="a plain directory name (letters, digits, '.', '_', '-'; not . or ..)"),
+    dest_dir=V.AbsPath(empty=True, default=""),
     # Read by the action of the same name (the controller side); the module leaves it alone.
-    dest=dict(type="path", default=""),
+    dest=V.AbsPath(empty=True, default=""),
 )
+ARGUMENT_SPEC = ARGS.spec
 
 
 def lookup_job_id(p, token, notes):
@@ -320,27 +357,10 @@ def lookup_job_id(p, token, notes):
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    V.enforce(module, ARGS)  # the ids, the expressions, the sizes and bundle_root, by their types
     p = module.params
-    if p["max_file_mib"] <= 0 or p["max_total_mib"] <= 0 or p["kernel_lines"] < 0:
-        module.fail_json(msg="max_file_mib and max_total_mib must be positive, kernel_lines not negative")
     job_id = (p["job_id"] or "").strip().lower()
-    try:
-        N.validate_ids(p["submission_id"], job_id)
-    except N.NodeLogsError as e:
-        module.fail_json(msg=str(e))
-    try:
-        maskers = N.name_maskers(p["secret_name_pattern"])
-    except re.error as e:
-        module.fail_json(msg="secret_name_pattern: %r is not a regular expression: %s" % (p["secret_name_pattern"], e))
-    for pattern in p["extra_patterns"]:
-        try:
-            re.compile(pattern)
-        except re.error as e:
-            module.fail_json(msg="extra_patterns: %r is not a regular expression: %s" % (pattern, e))
-
-    if p["bundle_root"] and not N.BUNDLE_ROOT_RE.match(p["bundle_root"]):
-        module.fail_json(msg="bundle_root %r must be a plain directory name (letters, digits, '.', '_', '-')"
-                         % p["bundle_root"])
+    maskers = N.name_maskers(p["secret_name_pattern"])
     fact = N.read_fact()
     temp_dir = p["temp_dir"] or fact.get("temp_dir") or N.DEFAULT_TEMP_DIR
     token_path = p["token_path"] or fact.get("token_path") or N.DEFAULT_TOKEN_PATH

@@ -166,6 +166,11 @@ class Options(V.Section):
                         pass
         return super().problems(value, where, context)
 
+    def conceal(self, value):
+        if not isinstance(value, dict):
+            return super().conceal(value)
+        return [x for key, t in self.fields.items() if value.get(key) is not None for x in t.conceal(value[key])]
+
     def ansible_spec(self):
         spec = super().ansible_spec()
         if self.suboptions:

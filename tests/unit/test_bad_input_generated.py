@@ -12,6 +12,7 @@ by the session's last test for the note in docs/SECURITY.md.
 from __future__ import annotations
 
 import contextlib
+import copy
 import importlib
 import json
 import os
@@ -158,3 +159,164 @@ def test_counts(capsys):
     with capsys.disabled():
         print("\ngenerated bad-input cases: modules %d fields, %d cases" % (fields, len(MODULE_CASES)))
     assert fields > 0
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Experiment keys: every key of module_utils/experiment_schema.py, at every level
+
+
+from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E  # noqa: E402
+from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_schema as ES  # noqa: E402
+
+BASE = {"framework": "custom", "entrypoint": {"command": "python3 train.py"}}
+
+
+def _keys(t, path, framework, parents=()):
+    """``(path, type, framework, parents)`` of every key below ``t``; a list's item is ``[0]``; ``parents``: the
+    ``(path, Section)`` pairs above it, whose required keys a case fills with good values."""
+    if isinstance(t, V.Section):
+        if path:
+            yield path, t, framework, parents
+        for key, sub in t.fields.items():
+            yield from _keys(sub, "%s.%s" % (path, key) if path else key, framework, parents + ((path, t),))
+    elif isinstance(t, ES._ByFramework):
+        for name, section in t.sections.items():
+            yield from _keys(section, path, name, parents)
+    elif isinstance(t, V.ListOf):
+        yield path, t, framework, parents
+        yield from _keys(t.item, path + "[0]", framework, parents)
+    elif isinstance(t, V.OneOf):
+        yield path, t, framework, parents
+        for sub in t.types:
+            if isinstance(sub, V.Section):  # its keys; the other forms' values are in the OneOf's own corpus
+                yield from _keys(sub, path, framework, parents)
+    else:
+        yield path, t, framework, parents
+
+
+def _put(data, path, value):
+    """``data`` with ``value`` at ``path`` (``a.b[0].c``), parents made as mappings or one-item lists."""
+    parts = [p for p in path.replace("[0]", ".[0]").split(".") if p]
+    node = data
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        nxt = None if last else ([] if parts[i + 1] == "[0]" else {})
+        if part == "[0]":
+            if not node:
+                node.append(value if last else nxt)
+            elif last:
+                node[0] = value
+            node = node[0]
+        else:
+            if last:
+                node[part] = value
+            else:
+                if not isinstance(node.get(part), type(nxt)):
+                    node[part] = nxt
+                node = node[part]
+    return data
+
+
+def _experiment_cases():
+    seen, cases = set(), []
+    for path, t, framework, parents in _keys(ES.SCHEMA, "", "custom"):
+        for label, value, typed in t.corpus():
+            if (path, framework, label) not in seen:
+                seen.add((path, framework, label))
+                cases.append((path, framework, label, value, parents))
+    return cases
+
+
+EXPERIMENT_CASES = _experiment_cases()
+
+
+@pytest.mark.parametrize("path,framework,label,value,parents", EXPERIMENT_CASES,
+                         ids=["%s-%s-%s" % (p, f, l) for p, f, l, v, ps in EXPERIMENT_CASES])
+def test_experiment_key_refuses(path, framework, label, value, parents, tmp_path):
+    data = copy.deepcopy(BASE)
+    data["framework"] = framework
+    data["entrypoint"] = {"verl": {}, "nemo_rl": {"repo_dir": "/data/code/RL"}, "custom": {"command": "x"}}[framework]
+    if path == "framework":
+        data["entrypoint"] = {}
+    if path.startswith("prefetch") and not path.startswith("prefetch.hf_home"):
+        data["env"] = {"HF_HOME": "/data/hf_home"}
+    for parent, section in parents:
+        for key, sample in section.sample().items():
+            _put(data, "%s.%s" % (parent, key) if parent else key, copy.deepcopy(sample))
+    _put(data, path, copy.deepcopy(value))
+    before = _tree(str(tmp_path))
+    with pytest.raises(E.ExperimentError) as err:
+        E.validate("case", str(tmp_path / "case.yml"), data)
+    lines = err.value.errors
+    assert len(lines) == 1, lines
+    line = lines[0]
+    shown = path.split("[0]")[0].split(".")[-1] if "[0]" not in path else path.split("[0]")[0]
+    assert line.startswith("case.yml: ") and (path.split("[0]")[0] in line or shown in line), line
+    assert not any(mark in line for mark in SECRET_MARKS), line
+    assert _tree(str(tmp_path)) == before
+
+
+def test_every_experiment_key_has_cases():
+    keys = {p for p, f, l, v, ps in EXPERIMENT_CASES}
+    top = set(ES.SCHEMA.fields)
+    assert top <= keys and "wait.timeout" in keys and "code.repo" in keys and "prefetch.models[0].revision" in keys
+    assert "entrypoint.module" in keys and "entrypoint.repo_dir" in keys and "entrypoint.command" in keys
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Role variables (module_utils/settings.py RULES) and command-line switches (module_utils/cli.py SWITCHES)
+
+from ansible_collections.rlinfra.verl.plugins.module_utils import cli  # noqa: E402
+from ansible_collections.rlinfra.verl.plugins.module_utils import settings as S  # noqa: E402
+
+ROLE_CASES = [(name, label, value) for name, t in sorted(S.RULES.items()) for label, value, typed in t.corpus()]
+
+
+@pytest.mark.parametrize("name,label,value", ROLE_CASES, ids=["%s-%s" % (n, l) for n, l, v in ROLE_CASES])
+def test_role_variable_refuses(name, label, value):
+    lines = S.check({name: value})
+    assert len(lines) == 1 and lines[0].startswith(name), lines
+    assert not any(mark in lines[0] for mark in SECRET_MARKS), lines
+
+
+def _playbook_of(switch):
+    return next(p for p, names in cli.PLAYBOOKS.items() if switch in names)
+
+
+SWITCH_CASES = [(name, label, value) for name, t in sorted(cli.SWITCHES.items()) for label, value, typed in t.corpus()]
+
+
+@pytest.mark.parametrize("name,label,value", SWITCH_CASES, ids=["%s-%s" % (n, l) for n, l, v in SWITCH_CASES])
+def test_switch_refuses(name, label, value):
+    parsed, errors = cli.check(_playbook_of(name), {name}, {name: value})
+    assert len(errors) == 1 and errors[0].startswith(name + " "), errors
+    assert name not in parsed
+
+
+def test_every_role_variable_of_a_checked_role_has_a_type():
+    """The roles whose settings are checked: each variable of their argument specs that reaches a unit, a file or a
+    command on the node has a rule; the rest are listed here, each with why it needs none."""
+    import glob
+    import yaml
+    typed_by_spec_only = {
+        # Ansible's own spec types (bool/int/choices) suffice: they only choose between the role's own behaviours.
+        "nfs_mount_check_ports", "nfs_mount_probe", "python_env_offline", "python_env_prune", "python_env_wheelhouse_fill",
+        "ray_auth_mode", "ray_head_include_dashboard", "ray_head_wait", "ray_node_wait", "ray_worker_wait",
+        "ray_restart_running_jobs", "ray_teardown_purge", "storage_lvm_fallback_plain", "storage_lvm_force",
+        "storage_lvm_fstype", "storage_lvm_layout", "storage_lvm_stop_after", "ray_node_idle_guard", "ray_node_role",
+        # Reach a module whose own ARGS type them (the generated module cases cover them there).
+        "nfs_mount_fstype", "nfs_mount_packages", "nfs_mount_probe_file", "python_env_fingerprint_file",
+        "python_env_no_build_isolation_packages", "python_env_no_deps_packages", "ray_auth_token", "ray_head_dashboard_host",
+        "ray_head_extra_args", "ray_head_idle_api_key", "ray_head_idle_api_url", "ray_node_dashboard_url",
+        "ray_node_gcs_address", "ray_node_start_args", "ray_node_token", "ray_worker_extra_args",
+        "storage_lvm_discover_exclude", "storage_lvm_discover_pattern", "storage_lvm_fs_label", "storage_lvm_mkfs_options",
+        "storage_lvm_packages",
+    }
+    missing = []
+    for path in glob.glob(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                       "roles", "*", "meta", "argument_specs.yml")):
+        for entry in yaml.safe_load(open(path))["argument_specs"].values():
+            for name in entry.get("options") or {}:
+                if S.owner(name) and name not in S.RULES and name not in typed_by_spec_only:
+                    missing.append(name)
+    assert not sorted(set(missing)), sorted(set(missing))

@@ -70,14 +70,15 @@ ROWS = [
          "ray_private_ip must be an address the other nodes can reach (Ray advertises it), not 224.0.0.1, "
          "got '224.0.0.1'"),
     rule("ip_with_port", {"ray_private_ip": "10.0.0.5:6379"}, "ray_private_ip %s, got '10.0.0.5:6379'" % IP_LINE),
-    rule("ip_as_number", {"ray_private_ip": 167772165}, "ray_private_ip must be text, got 167772165 (int)"),
+    rule("ip_as_number", {"ray_private_ip": 167772165}, "ray_private_ip must be text, got 167772165"),
     # -- ray: ports ----------------------------------------------------------------------------------------
     rule("gcs_port_word", {"ray_gcs_port": "abc"}, "ray_gcs_port %s, got 'abc'" % PORT_LINE),
-    rule("gcs_port_zero", {"ray_gcs_port": 0}, "ray_gcs_port %s, got 0 (int)" % PORT_LINE),
-    rule("gcs_port_too_high", {"ray_gcs_port": 70000}, "ray_gcs_port %s, got 70000 (int)" % PORT_LINE),
-    rule("dashboard_port_negative", {"ray_dashboard_port": -1}, "ray_dashboard_port %s, got -1 (int)" % PORT_LINE),
+    rule("gcs_port_zero", {"ray_gcs_port": 0}, "ray_gcs_port must be a TCP port from 1 to 65535, got 0"),
+    rule("gcs_port_too_high", {"ray_gcs_port": 70000}, "ray_gcs_port must be a TCP port from 1 to 65535, got 70000"),
+    rule("dashboard_port_negative", {"ray_dashboard_port": -1}, "ray_dashboard_port must be a TCP port from 1 to "
+                                                                "65535, got -1"),
     rule("port_boolean", {"ray_metrics_export_port": True},
-         "ray_metrics_export_port %s, got True (bool)" % PORT_LINE),
+         "ray_metrics_export_port must be a TCP port from 1 to 65535, got True"),
     rule("two_ports_same_number", {"ray_gcs_port": 6379, "ray_dashboard_port": 6379},
          "ray_dashboard_port and ray_gcs_port all use port 6379: give each its own port"),
     rule("worker_range_inverted", {"ray_min_worker_port": 20000, "ray_max_worker_port": 19999},
@@ -88,72 +89,81 @@ ROWS = [
          "ray_max_worker_port): move it or the range"),
     # -- ray: counts and limits ----------------------------------------------------------------------------
     rule("gpus_word", {"ray_num_gpus": "lots"}, "ray_num_gpus must be auto or a whole number from 0 up, got 'lots'"),
-    rule("gpus_negative", {"ray_num_gpus": -1}, "ray_num_gpus must be auto or a whole number from 0 up, got -1 (int)"),
+    rule("gpus_negative", {"ray_num_gpus": -1}, "ray_num_gpus must be auto or a whole number from 0 up, got -1"),
     rule("gpus_fraction", {"ray_num_gpus": 1.5},
-         "ray_num_gpus must be auto or a whole number from 0 up, got 1.5 (float)"),
+         "ray_num_gpus must be auto or a whole number from 0 up, got 1.5"),
     rule("gpus_AUTO_upper", {"ray_num_gpus": "AUTO"}, "ray_num_gpus must be auto or a whole number from 0 up, got 'AUTO'"),
     rule("cpus_word", {"ray_num_cpus": "many"},
          "ray_num_cpus must be empty (Ray detects it) or a whole number from 0 up, got 'many'"),
     rule("nofile_unlimited", {"ray_limit_nofile": "unlimited"},
          "ray_limit_nofile must be infinity or a whole number from 1 up, got 'unlimited'"),
-    rule("nproc_zero", {"ray_limit_nproc": 0}, "ray_limit_nproc must be infinity or a whole number from 1 up, got 0 (int)"),
-    rule("start_timeout_zero", {"ray_start_timeout": 0}, "ray_start_timeout must be a whole number from 1 up, got 0 (int)"),
+    rule("nproc_zero", {"ray_limit_nproc": 0}, "ray_limit_nproc must be infinity or a whole number from 1 up, got 0"),
+    rule("start_timeout_zero", {"ray_start_timeout": 0}, "ray_start_timeout must be a whole number from 1 up, got 0"),
     rule("idle_release_words", {"ray_head_idle_release_after": "2h"},
          "ray_head_idle_release_after must be a whole number of seconds, 0 for off, got '2h'"),
     rule("idle_check_too_often", {"ray_head_idle_check_every": 1},
-         "ray_head_idle_check_every must be a whole number of seconds from 10, got 1 (int)"),
+         "ray_head_idle_check_every must be a whole number of seconds from 10, got 1"),
     # -- ray: what lands in the unit and its files ---------------------------------------------------------
     rule("umask_not_octal", {"ray_umask": "0999"}, "ray_umask must be an octal umask such as 0027, got '0999'"),
     rule("user_with_space", {"ray_user": "ray user"},
          "ray_user must be a user name (lowercase letters, digits, _ and -), got 'ray user'"),
     rule("user_newline", {"ray_user": "root\nExecStartPre=/bin/sh"},
          "ray_user %s, got 'root\\nExecStartPre=/bin/sh'" % ONE_LINE),
-    rule("temp_dir_relative", {"ray_temp_dir": "ray"}, "ray_temp_dir %s, got 'ray'" % ABS),
+    rule("temp_dir_relative", {"ray_temp_dir": "ray"}, "ray_temp_dir must be an absolute path without spaces or "
+                                                       "'..', got 'ray'"),
     rule("temp_dir_too_long", {"ray_temp_dir": "/" + "x" * 60},
          "ray_temp_dir must be an absolute path shorter than 60 characters (Ray's socket paths must fit in 107), "
          "got '/%s'" % ("x" * 60)),
-    rule("temp_dir_space", {"ray_temp_dir": "/work space/ray"}, "ray_temp_dir %s, got '/work space/ray'" % ABS),
-    rule("config_dir_relative", {"ray_config_dir": "etc/ray"}, "ray_config_dir %s, got 'etc/ray'" % ABS),
-    rule("venv_relative", {"ray_venv": "venv"}, "ray_venv %s, got 'venv'" % ABS),
+    rule("temp_dir_space", {"ray_temp_dir": "/work space/ray"}, "ray_temp_dir must be an absolute path without "
+                                                                "spaces or '..', got '/work space/ray'"),
+    rule("config_dir_relative", {"ray_config_dir": "etc/ray"}, "ray_config_dir must be an absolute path without "
+                                                               "spaces or '..', got 'etc/ray'"),
+    rule("venv_relative", {"ray_venv": "venv"}, "ray_venv must be an absolute path without spaces or '..', got 'venv'"),
     rule("env_bad_name", {"ray_env": {"BAD-NAME": "x"}},
-         "ray_env must be a mapping of variable names (letters, digits, _) to values; 'BAD-NAME' is not a name, "
-         "got {'BAD-NAME': 'x'} (dict)"),
+         "ray_env (a key) must be an environment variable name (letters, digits, _; not starting with a digit), got "
+         "'BAD-NAME'"),
     rule("env_value_newline", {"ray_env": {"X": "a\nLD_PRELOAD=/evil.so"}},
-         "ray_env must be a mapping to one-line values; X has a newline or control character, "
-         "got {'X': 'a\\nLD_PRELOAD=/evil.so'} (dict)"),
+         "ray_env.X must be one line of text without line breaks or control characters, got 'a\\nLD_PRELOAD=/evil.so'"),
     rule("env_nested", {"ray_env": {"X": {"y": 1}}},
-         "ray_env must be a mapping to text or number values; X has dict, got {'X': {'y': 1}} (dict)"),
-    rule("env_as_string", {"ray_env": "A=1"}, "ray_env must be a mapping of variable names to values, got 'A=1'"),
+         "ray_env.X must be one line of text, got {'y': 1} (a mapping)"),
+    rule("env_as_string", {"ray_env": "A=1"}, "ray_env must be a mapping, got 'A=1'"),
     rule("rocm_env_nested", {"ray_rocm_env": {"GPU_MAX_HW_QUEUES": [2]}},
-         "ray_rocm_env must be a mapping to text or number values; GPU_MAX_HW_QUEUES has list, got {'GPU_MAX_HW_QUEUES': [2]} (dict)"),
+         "ray_rocm_env.GPU_MAX_HW_QUEUES must be one line of text, got [2] (a list)"),
     rule("env_secret_pattern_unbalanced", {"ray_env_secret_pattern": "(TOKEN"},
          "ray_env_secret_pattern must be empty (the collection's rule for secret names) or a regular expression "
          "(missing ), unterminated subpattern at position 0), got '(TOKEN'"),
     rule("resources_gpu", {"ray_resources": {"GPU": 2}},
          "ray_resources must be custom resources only; GPU is set with its own variable (ray_num_cpus, "
-         "ray_num_gpus), got {'GPU': 2} (dict)"),
+         "ray_num_gpus), got {'GPU': 2} (a mapping)"),
     rule("resources_word_amount", {"ray_resources": {"accel": "lots"}},
-         "ray_resources must be a mapping to amounts of 0 or more; accel has 'lots', got {'accel': 'lots'} (dict)"),
+         "ray_resources must be a mapping to amounts of 0 or more; accel has 'lots', got {'accel': 'lots'} (a "
+         "mapping)"),
     rule("resources_negative", {"ray_resources": {"accel": -1}},
-         "ray_resources must be a mapping to amounts of 0 or more; accel has -1 (int), got {'accel': -1} (dict)"),
+         "ray_resources must be a mapping to amounts of 0 or more; accel has -1, got {'accel': -1} (a mapping)"),
     rule("extra_args_string", {"ray_extra_args": "--num-gpus=2"},
-         "ray_extra_args must be a list of arguments, got '--num-gpus=2'"),
+         "ray_extra_args must be a list, got '--num-gpus=2'"),
     rule("extra_args_newline", {"ray_extra_args": ["--x\nExecStartPre=/bin/sh"]},
-         "ray_extra_args must be a list of one-line text arguments; '--x\\nExecStartPre=/bin/sh' is not, "
-         "got ['--x\\nExecStartPre=/bin/sh'] (list)"),
+         "ray_extra_args[0] must be one line of text (one argument) without line breaks or control characters, got "
+         "'--x\\nExecStartPre=/bin/sh'"),
     rule("cluster_space", {"ray_cluster": "my cluster"},
          "ray_cluster must be a name of letters, digits, _ . - (starting with a letter or digit, at most 80), "
          "got 'my cluster'"),
     rule("firewall_controller_any", {"ray_firewall_controller": "0.0.0.0"},
-         "ray_firewall_controller must be an address the other nodes can reach (Ray advertises it), not 0.0.0.0, "
-         "got '0.0.0.0'"),
+         "ray_firewall_controller must be an address the other nodes can reach, not 0.0.0.0, got '0.0.0.0'"),
     rule("firewall_allow_bad_prefix", {"ray_firewall_allow": ["10.0.0.0/33"]},
-         "ray_firewall_allow must be a list of IP addresses or networks; '10.0.0.0/33' is not one, "
-         "got ['10.0.0.0/33'] (list)"),
+         "ray_firewall_allow[0] must be an IP address or network (for example 10.0.0.0/24), got '10.0.0.0/33'"),
     rule("firewall_switch_typo", {"ray_firewall": "ture"},
          "ray_firewall must be true or false (also yes/no/1/0, any case), got 'ture'"),
     rule("firewall_allow_string", {"ray_firewall_allow": "10.0.0.0/24"},
-         "ray_firewall_allow must be a list of IP addresses or networks, got '10.0.0.0/24'"),
+         "ray_firewall_allow must be a list, got '10.0.0.0/24'"),
+    rule("firewall_allow_world", {"ray_firewall_allow": ["10.0.0.0/24", "0.0.0.0/0"]},
+         "ray_firewall_allow[1] must be a network narrower than /8: 0.0.0.0/0 opens to the whole internet or a large "
+         "part of it (set ray_firewall_allow_world: true if that is really meant), got '0.0.0.0/0'"),
+    rule("firewall_allow_world_v6", {"ray_firewall_allow": ["::/0"]},
+         "ray_firewall_allow[0] must be a network narrower than /16: ::/0 opens to the whole internet or a large part "
+         "of it (set ray_firewall_allow_world: true if that is really meant), got '::/0'"),
+    rule("firewall_allow_world_typo", {"ray_firewall_allow_world": "yse"},
+         "ray_firewall_allow_world must be true or false (also yes/no/1/0, any case), got 'yse'"),
     # -- nfs_mount -----------------------------------------------------------------------------------------
     rule("nfs_options_empty", {"nfs_mount_options": ""}, "nfs_mount_options %s, got ''" % OPTIONS),
     rule("nfs_options_space", {"nfs_mount_options": "rw, hard"}, "nfs_mount_options %s, got 'rw, hard'" % OPTIONS),
@@ -164,16 +174,18 @@ ROWS = [
          "nfs_mount_server must be a host name or IP address, got 'nfs server'"),
     rule("nfs_server_url", {"nfs_mount_server": "nfs://10.0.0.9"},
          "nfs_mount_server must be a host name or IP address, got 'nfs://10.0.0.9'"),
-    rule("nfs_path_relative", {"nfs_mount_path": "data"}, "nfs_mount_path %s, got 'data'" % ABS),
-    rule("nfs_path_space", {"nfs_mount_path": "/mnt/my data"}, "nfs_mount_path %s, got '/mnt/my data'" % ABS),
+    rule("nfs_path_relative", {"nfs_mount_path": "data"}, "nfs_mount_path must be an absolute path without spaces or "
+                                                          "'..', got 'data'"),
+    rule("nfs_path_space", {"nfs_mount_path": "/mnt/my data"}, "nfs_mount_path must be an absolute path without "
+                                                               "spaces or '..', got '/mnt/my data'"),
     rule("nfs_export_newline", {"nfs_mount_export": "/export\nx"}, "nfs_mount_export %s, got '/export\\nx'" % ONE_LINE),
     rule("nfs_timeout_zero", {"nfs_mount_connect_timeout": 0},
-         "nfs_mount_connect_timeout must be a whole number from 1 up, got 0 (int)"),
+         "nfs_mount_connect_timeout must be a whole number from 1 up, got 0"),
     # -- storage_lvm ---------------------------------------------------------------------------------------
     rule("lvm_devices_string", {"storage_lvm_devices": "/dev/sdb"},
          "storage_lvm_devices must be auto or a list of block devices (for example [/dev/nvme1n1]), got '/dev/sdb'"),
     rule("lvm_devices_no_dev", {"storage_lvm_devices": ["sdb"]},
-         "storage_lvm_devices must be a list of block devices under /dev; 'sdb' is not one, got ['sdb'] (list)"),
+         "storage_lvm_devices must be a list of block devices under /dev; 'sdb' is not one, got ['sdb'] (a list)"),
     rule("lvm_vg_dash", {"storage_lvm_vg_name": "-vg"},
          "storage_lvm_vg_name must be an LVM name (letters, digits, + _ . -, not starting with -), got '-vg'"),
     rule("lvm_lv_space", {"storage_lvm_lv_name": "my lv"},
@@ -181,25 +193,37 @@ ROWS = [
     rule("lvm_stripe_words", {"storage_lvm_stripe_size": "256 kb"},
          "storage_lvm_stripe_size must be empty or a size such as 256k, got '256 kb'"),
     rule("lvm_mount_point_relative", {"storage_lvm_mount_point": "workspace"},
-         "storage_lvm_mount_point %s, got 'workspace'" % ABS),
+         "storage_lvm_mount_point must be an absolute path without spaces or '..', got 'workspace'"),
     rule("lvm_mount_options_space", {"storage_lvm_mount_options": "defaults noatime"},
          "storage_lvm_mount_options %s, got 'defaults noatime'" % OPTIONS),
     rule("lvm_mode_unquoted", {"storage_lvm_mount_mode": 755},
-         "storage_lvm_mount_mode must be an octal mode in quotes such as '0755' (unquoted, YAML reads a number), "
-         "got 755 (int)"),
+         "storage_lvm_mount_mode must be an octal mode in quotes such as '0755' (unquoted, YAML reads a number), got "
+         "755"),
     rule("lvm_min_size_word", {"storage_lvm_discover_min_size": "big"},
          "storage_lvm_discover_min_size must be a size such as 1G or 500M, got 'big'"),
     # -- python_env ----------------------------------------------------------------------------------------
-    rule("venv_path_relative", {"python_env_path": "venv"}, "python_env_path %s, got 'venv'" % ABS),
+    rule("venv_path_relative", {"python_env_path": "venv"}, "python_env_path must be an absolute path without spaces "
+                                                            "or '..', got 'venv'"),
     rule("packages_string", {"python_env_packages": "ray==2.60.0"},
-         "python_env_packages must be a list of requirement strings, got 'ray==2.60.0'"),
+         "python_env_packages must be a list, got 'ray==2.60.0'"),
     rule("packages_newline_option", {"python_env_packages": ["ray\n--index-url http://x"]},
-         "python_env_packages must be a list of one-line requirement strings; 'ray\\n--index-url http://x' is not "
-         "one, got ['ray\\n--index-url http://x'] (list)"),
+         "python_env_packages[0] must be a requirement such as 'ray[default]==2.60.0' (not an option line such as "
+         "--index-url or -r FILE) without line breaks or control characters, got 'ray\\n--index-url http://x'"),
+    rule("packages_option_line", {"python_env_packages": ["ray==2.60.0", "--extra-index-url=https://evil.example/s"]},
+         "python_env_packages[1] must be a requirement such as 'ray[default]==2.60.0' (not an option line such as "
+         "--index-url or -r FILE), got '--extra-index-url=https://evil.example/s'"),
+    rule("packages_requirements_file", {"python_env_packages": ["-r /etc/shadow"]},
+         "python_env_packages[0] must be a requirement such as 'ray[default]==2.60.0' (not an option line such as "
+         "--index-url or -r FILE), got '-r /etc/shadow'"),
+    rule("index_url_token", {"python_env_index_url": "https://user:s3cr3t@pypi.example/simple"},
+         "python_env_index_url must be an https:// or http:// or file:// URL without credentials before '@' (give a "
+         "token through its own secret option), got https://********@pypi.example/... (credentials for a private "
+         "index go in the nodes' ~/.netrc, which uv reads)"),
     rule("index_url_no_scheme", {"python_env_index_url": "pypi.org/simple"},
-         "python_env_index_url must be empty or an http(s):// or file:// URL, got 'pypi.org/simple'"),
+         "python_env_index_url must be an https:// or http:// or file:// URL, got a value that is not a URL (not "
+         "shown) (credentials for a private index go in the nodes' ~/.netrc, which uv reads)"),
     rule("extra_index_string", {"python_env_extra_index_urls": "http://x"},
-         "python_env_extra_index_urls must be a list of URLs, got 'http://x'"),
+         "python_env_extra_index_urls must be a list, got 'http://x'"),
     # -- types and choices: the entry points' argument specs -----------------------------------------------
     spec("auth_mode_choice", "ray_head/main", {"ray_auth_mode": "maybe"},
          "value of ray_auth_mode must be one of: token, disabled, got: maybe"),
@@ -260,6 +284,7 @@ def test_good_defaults_pass():
     assert S.check(values) == []
     assert S.check({"ray_private_ip": "127.0.0.1", "ray_num_gpus": "8", "ray_limit_nofile": "infinity",
                     "storage_lvm_devices": "auto", "ray_firewall_allow": ["10.0.0.0/8", "fd00::1"]}) == []
+    assert S.check({"ray_firewall_allow": ["0.0.0.0/0", "::/0"], "ray_firewall_allow_world": True}) == []
 
 
 # ---- the same rows, for real -------------------------------------------------------------------------------

@@ -26,6 +26,8 @@ BOOL = "must be true or false (also yes/no/1/0, any case), got"
 JOB = "exp, run, cluster"
 
 Row = collections.namedtuple("Row", "id playbook extra expect")
+EXP = "exp must be an experiment name (letters, digits, _ . -), or rlinfra.verl:NAME for a bundled example"
+NAME = "a name of letters, digits, _ . - (starting with a letter or digit, at most 80)"
 ROWS = [
     # -- on/off switches: a typo must not read as false --------------------------------------------------------
     Row("dry_run_typo", "submit", ["exp=smoke", "dry_run=treu"], "dry_run %s 'treu'" % BOOL),
@@ -34,7 +36,7 @@ ROWS = [
     Row("dry_run_y", "submit", ["exp=smoke", "dry_run=y"], "dry_run %s 'y'" % BOOL),
     Row("dry_run_two", "submit", ["exp=smoke", "dry_run=2"], "dry_run %s '2'" % BOOL),
     Row("dry_run_empty", "submit", ["exp=smoke", "dry_run="], "dry_run %s ''" % BOOL),
-    Row("dry_run_json_list", "submit", ["exp=smoke", '{"dry_run": [true]}'], "dry_run %s [True] (list)" % BOOL),
+    Row("dry_run_json_list", "submit", ["exp=smoke", '{"dry_run": [true]}'], "dry_run %s [True] (a list)" % BOOL),
     Row("wait_typo", "submit", ["exp=smoke", "wait=fasle"], "wait %s 'fasle'" % BOOL),
     Row("two_bad_switches", "submit", ["exp=smoke", "dry_run=treu", "wait=nope"],
         "dry_run %s 'treu'; wait %s 'nope'" % (BOOL, BOOL)),
@@ -102,11 +104,20 @@ ROWS = [
     Row("step_fraction", "merge", ["exp=smoke", "step=1.5"], "step must be a whole number from 1, got '1.5'"),
     Row("step_json_float", "merge", ["exp=smoke", '{"step": 2.0}'], "step must be a whole number from 1, got 2.0"),
     # -- words ----------------------------------------------------------------------------------------------
-    Row("exp_list", "submit", ['{"exp": ["a", "b"]}'], "exp must be a word, got ['a', 'b'] (list)"),
-    Row("exp_mapping", "status", ['{"exp": {"name": "smoke"}}'], "exp must be a word, got {'name': 'smoke'} (dict)"),
+    Row("exp_list", "submit", ['{"exp": ["a", "b"]}'], EXP + ", got ['a', 'b'] (a list)"),
+    Row("exp_mapping", "status", ['{"exp": {"name": "smoke"}}'], EXP + ", got {'name': 'smoke'} (a mapping)"),
     Row("cluster_newline", "teardown", ['{"cluster": "a\\nb"}'],
-        "cluster must be one word of at most 200 characters, got 'a\\nb'"),
-    Row("run_bool", "stop", ['{"exp": "smoke", "run": true}'], "run must be a word, got True (bool)"),
+        "cluster must be " + NAME + " without line breaks or control characters, got 'a\\nb'"),
+    # A switch given as null (an -e @file with dry_run: null): refused, never read as "not given".
+    Row("dry_run_null", "submit", ["exp=smoke", '{"dry_run": null}'], "dry_run must be set (null is not a value here), got null"),
+    Row("release_null", "teardown", ['{"release": null}'], "release must be set (null is not a value here), got null"),
+    # provision.yml -e gpu= rented any GPU model, with no price cap.
+    Row("gpu_empty", "provision", ["nodes=2", "gpu="],
+        "gpu must not be empty (it must be a GPU model such as H100 (or any, with max_price)), got ''"),
+    Row("max_price_word", "provision", ["nodes=1", "gpu=H100", "max_price=cheap"], "max_price must be a number, got 'cheap'"),
+    Row("max_price_zero", "provision", ["nodes=1", "gpu=H100", "max_price=0"],
+        "max_price must be a number of dollars per hour above 0, got '0'"),
+    Row("run_bool", "stop", ['{"exp": "smoke", "run": true}'], "run must be " + NAME + ", got True"),
 ]
 # Rows whose extra vars are good: the switch parses, and the run goes on past the first task.
 GOOD = [
@@ -151,7 +162,7 @@ def test_table_covers_every_playbook_and_kind():
     assert len(ROWS) >= 35 and len({r.id for r in ROWS}) == len(ROWS)
     assert {r.playbook for r in ROWS} == set(cli.PLAYBOOKS)
     bad_names = {name for r in ROWS for name in _extra(r.extra)}
-    assert {n for n, kind in cli.SWITCHES.items() if kind != "text"} <= bad_names
+    assert {n for n in cli.SWITCHES if n not in cli.WORDS} <= bad_names
 
 
 # ---- for real ----------------------------------------------------------------------------------------------

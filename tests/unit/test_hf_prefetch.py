@@ -183,3 +183,56 @@ def test_lock_is_bounded(tmp_path):
         with pytest.raises(hp.PrefetchError, match=r"^another prefetch has held .*x\.lock for more than 0 s"):
             with hp.fs.BoundedLock(lock, 0, "another prefetch", hp.PrefetchError, sleep=lambda s: None):
                 pass
+
+
+# The module (rlinfra.verl.hf_prefetch): the Hub's address is an http(s) URL without credentials or query (a file://
+# endpoint read the node's own files), the cache is an absolute path; refused before any request or file ---------
+
+URL = "endpoint must be an https:// or http:// URL"
+MODULE_REFUSED = [
+    ("file_endpoint", {"endpoint": "file:///etc/passwd"}, URL + ", got a value that is not a URL (not shown)"),
+    ("file_host_endpoint", {"endpoint": "file://localhost/etc"}, URL + ", got file://localhost/..."),
+    ("ftp_endpoint", {"endpoint": "ftp://mirror.example/hf"}, URL + ", got ftp://mirror.example/..."),
+    ("token_in_endpoint", {"endpoint": "https://hf_s3cr3t@hf-mirror.example"},
+     URL + " without credentials before '@' (give a token through its own secret option), got "
+     "https://********@hf-mirror.example"),
+    ("password_in_endpoint", {"endpoint": "https://user:s3cr3t@hf-mirror.example/"},
+     URL + " without credentials before '@' (give a token through its own secret option), got "
+     "https://********@hf-mirror.example"),
+    ("query_in_endpoint", {"endpoint": "https://hf-mirror.example/?token=hf_s3cr3t"},
+     URL + " without a query string or fragment (a token does not belong in a URL), got https://hf-mirror.example/..."),
+    ("relative_hf_home", {"hf_home": "data/hf_home"}, "hf_home must be an absolute path (starting with /), got "
+     "'data/hf_home'"),
+    ("dotdot_hf_home", {"hf_home": "/data/../etc"}, "hf_home must be an absolute path without '..', got '/data/../etc'"),
+    ("relative_hub_cache", {"hub_cache": "hub"}, "hub_cache must be an absolute path (starting with /), got 'hub'"),
+    ("token_newline", {"token": TOKEN + "\nX-Evil: 1"}, "token must be the secret alone, without spaces, line breaks or "
+     "other characters a token cannot have (the value is not shown)"),
+    ("timeout_zero", {"timeout": 0}, "timeout must be a whole number of seconds from 1 to 3600, got 0"),
+    ("lock_timeout_negative", {"lock_timeout": -1},
+     "lock_timeout must be a whole number of seconds from 0 to 604800, got -1"),
+    ("retries_zero", {"retries": 0}, "retries must be a whole number from 1 to 100, got 0"),
+    ("bad_repo", {"models": ["../../etc"]}, "models[0]: repo '../../etc' is not a Hugging Face repository id (org/name: "
+     "letters, digits, '_', '-', '.'; no '--' or '..')"),
+]
+
+
+@pytest.mark.parametrize("label,args,expected", MODULE_REFUSED, ids=[r[0] for r in MODULE_REFUSED])
+def test_the_module_refuses_before_any_request(label, args, expected, hub, tmp_path, module_runner):
+    from ansible_collections.rlinfra.verl.plugins.modules import hf_prefetch as module
+
+    params = dict(models=["org/tiny"], hf_home=str(tmp_path / "hf"), endpoint=hub.url, token=TOKEN)
+    params.update(args)
+    out = module_runner(module.main, params)
+    assert out["failed"] is True and out["msg"] == expected and not out.get("changed")
+    assert hub.requests == [] and not (tmp_path / "hf").exists()
+    assert TOKEN not in json.dumps(out) and "s3cr3t" not in json.dumps(out)
+
+
+def test_the_module_fetches_into_the_cache(hub, tmp_path, module_runner):
+    from ansible_collections.rlinfra.verl.plugins.modules import hf_prefetch as module
+
+    params = dict(models=[{"repo": "org/tiny", "allow_patterns": "*.json"}], hf_home=str(tmp_path / "hf"),
+                  endpoint=hub.url, token=TOKEN)
+    out = module_runner(module.main, params)
+    assert out["changed"] is True and out["items"][0]["status"] == "downloaded", out
+    assert module_runner(module.main, params)["changed"] is False and TOKEN not in json.dumps(out)

@@ -85,3 +85,14 @@ def test_the_module_sets_facts_and_changes_nothing(module_runner, tmp_path):
     assert result["changed"] is False
     assert result["ansible_facts"]["ansible_local"] == {"rlinfra_ray": {"role": "worker"}}
     assert "address" in result["ansible_facts"]["ansible_default_ipv4"]
+
+
+@pytest.mark.parametrize("args,expected", [
+    ({"local": ["../../etc/shadow"]},
+     "local[0] must be a name of letters, digits, _ . - (starting with a letter or digit, at most 80), got "
+     "'../../etc/shadow'"),
+    ({"fact_dir": "facts.d"}, "fact_dir must be an absolute path (starting with /), got 'facts.d'"),
+])
+def test_the_module_reads_facts_by_name_only(args, expected, module_runner):
+    result = module_runner(node_facts_module.main, args)
+    assert result["failed"] is True and result["msg"] == expected and "ansible_facts" not in result

@@ -257,15 +257,22 @@ def test_module_without_job_id_leaves_worker_logs_out(run_logs):
 
 
 @pytest.mark.parametrize("options, message", [
-    (dict(job_id="02;rm"), "is not a hex Ray job id"),
-    (dict(submission_id="../etc"), "is not a Ray submission id"),
-    (dict(bundle_root="../x"), "must be a plain directory name"),
-    (dict(max_file_mib=0), "must be positive"),
-    (dict(extra_patterns=["("]), "is not a regular expression"),
+    (dict(job_id="02;rm"), "job_id must be a hex Ray job id (e.g. 02000000, the job_id of GET /api/jobs/<id>), got '02;rm'"),
+    (dict(submission_id="../etc"), "submission_id must be a Ray submission id (letters, digits, '_', '.', ':', '-', "
+                                   "starting with a letter or digit), got '../etc'"),
+    (dict(bundle_root="../x"), "bundle_root must be a plain directory name (letters, digits, '.', '_', '-'; not . or ..), "
+                               "got '../x'"),
+    (dict(max_file_mib=0), "max_file_mib must be a number of MiB from 0.001 to 1024, got 0.0"),
+    (dict(kernel_lines=-1), "kernel_lines must be a whole number from 0 to 1000000, got -1"),
+    (dict(extra_patterns=["("]), "extra_patterns[0] must be a regular expression Python compiles (missing ), "
+                                 "unterminated subpattern at position 0), got '('"),
+    # Valid alone, not inside the masking expressions it is embedded in.
+    (dict(secret_name_pattern="(?i)TOKEN"), "secret_name_pattern must be a regular expression that still works inside "
+                                            "another (global flags not at the start of the expression), got '(?i)TOKEN'"),
 ])
 def test_module_rejects_bad_options_in_one_line(run_logs, options, message):
     res = run_logs(**options)
-    assert res["failed"] is True and message in res["msg"] and "\n" not in res["msg"]
+    assert res["failed"] is True and res["msg"] == message
 
 
 class _Jobs(http.server.BaseHTTPRequestHandler):
