@@ -10,7 +10,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import settings as S
 from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
-from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import settings_failure
+from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import settings_failure, typed_args
 
 ARGS = V.Args(roles=V.ListOf(V.Choice(S.ROLES), required=True))
 ARGUMENT_SPEC = ARGS.spec
@@ -23,7 +23,9 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
-        validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        args, failure = typed_args(self, ARGS)
+        if failure:
+            return dict(result, **failure)
         checked, failure = settings_failure(self._templar, task_vars, args["roles"])
         result.update(changed=False, checked=checked, **failure)
         return result

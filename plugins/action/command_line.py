@@ -10,7 +10,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import cli
 from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
-from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import read
+from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import read, typed_args
 
 ARGS = V.Args(playbook=V.Choice(sorted(cli.PLAYBOOKS), required=True))
 ARGUMENT_SPEC = ARGS.spec
@@ -31,7 +31,9 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
-        validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        args, failure = typed_args(self, ARGS)
+        if failure:
+            return dict(result, **failure)
         playbook = args["playbook"]
         values, errors = read(self._templar, task_vars, cli.PLAYBOOKS[playbook])
         parsed, more = cli.check(playbook, self._given(), values)

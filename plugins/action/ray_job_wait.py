@@ -27,41 +27,45 @@ from ansible_collections.rlinfra.verl.plugins.module_utils import attempts as A
 from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E
 from ansible_collections.rlinfra.verl.plugins.module_utils import recovery as R
 from ansible_collections.rlinfra.verl.plugins.module_utils import verl_metrics as M
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import DASHBOARD_ARGUMENT_SPEC
+from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_schema as ES
+from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
+from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import typed_args
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import DASHBOARD_ARGS
 from ansible_collections.rlinfra.verl.plugins.plugin_utils import node_script
 
 display = Display()
 
 DEFAULT_METRICS = R.DEFAULT_METRICS
-# An empty address goes on empty to the modules on the target, which read it from the target's
-# rlinfra_ray local fact.
-ARGUMENT_SPEC = dict(
-    DASHBOARD_ARGUMENT_SPEC,
-    submission_id=dict(type="str", required=True),
-    base_submission_id=dict(type="str", default=""),
-    timeout=dict(type="int", default=86400),
-    progress_interval=dict(type="int", default=60),
-    poll_interval=dict(type="float", default=5.0),
-    stop_on_timeout=dict(type="bool", default=False),
-    stall_timeout=dict(type="int", default=0),
-    outage_grace=dict(type="int", default=300),
-    logs_tail_lines=dict(type="int", default=50),
-    runtime_env=dict(type="dict", no_log=True),
-    secret_names=dict(type="list", elements="str", default=[]),
+ARGS = V.Args(
+    submission_id=V.SubmissionId(required=True),
+    base_submission_id=V.SubmissionId(empty=True, default=""),
+    timeout=V.Int(1, default=86400),
+    progress_interval=V.Int(1, default=60),
+    poll_interval=V.Number(E.MIN_POLL_INTERVAL, default=5.0),
+    stop_on_timeout=V.Switch(default=False),
+    stall_timeout=V.Int(0, default=0, hint=" (0 is off)"),
+    outage_grace=V.Int(1, default=300),
+    logs_tail_lines=V.Int(0, 10000, default=50),
+    runtime_env=V.Raw("the run's runtime_env as verl_experiment rendered it (checked there)", ansible="dict", no_log=True),
+    secret_names=V.ListOf(V.EnvName(), default=[]),
     # The secrets' values, only to mask them in logs and results: they are not in runtime_env (submit.yml
     # sends them by the run's secrets file, docs/SECURITY.md), and never go to Ray from here.
-    secret_values=dict(type="list", elements="str", default=[], no_log=True),
-    label=dict(type="str", default=""),
-    metrics=dict(type="list", elements="str", default=DEFAULT_METRICS),
-    max_metrics=dict(type="int", default=5),
-    recovery=dict(type="dict", default={}),
-    job=dict(type="dict", default={}),
-    checkpoint_dir=dict(type="str", default=""),
-    hosts=dict(type="list", elements="str", default=[]),
-    log_dir=dict(type="str", default=""),
-    experiment=dict(type="dict"),
-    package_src=dict(type="str", default=""),
+    secret_values=V.ListOf(V.Secret(multiline=True), default=[]),
+    label=V.Text(default="", max_len=200),
+    metrics=V.ListOf(V.Text(empty=False, max_len=200), default=DEFAULT_METRICS),
+    max_metrics=V.Int(0, 100, default=5),
+    recovery=V.Section(ES.SECTIONS["recovery"].fields, default={}),
+    job=V.Raw("what a recovery resubmits, as verl_experiment rendered it", ansible="dict", default={}),
+    checkpoint_dir=V.AbsPath(empty=True, default="", ansible="str"),
+    hosts=V.ListOf(V.Text(empty=False, max_len=253), default=[]),
+    log_dir=V.AbsPath(relative=True, empty=True, default="", ansible="str"),
+    experiment=V.Raw("rlinfra.verl.verl_experiment's render result", ansible="dict"),
+    package_src=V.AbsPath(relative=True, empty=True, default="", ansible="str"),
+    **DASHBOARD_ARGS
 )
+# An empty address goes on empty to the modules on the target, which read it from the target's
+# rlinfra_ray local fact.
+ARGUMENT_SPEC = ARGS.spec
 # What an `experiment` (a verl_experiment render result) gives when the option itself is not set.
 FROM_WAIT = ("timeout", "progress_interval", "poll_interval", "stop_on_timeout", "stall_timeout", "outage_grace")
 RESULT_KEYS = ("submission_id", "status", "message", "start_time", "end_time", "duration_s", "driver_exit_code",
@@ -532,13 +536,11 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
-        validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        args, failure = typed_args(self, ARGS)
+        if failure:
+            return dict(result, **failure)
         if args["experiment"]:
             args = from_experiment(args, set(self._task.args))
-        if args["progress_interval"] <= 0 or args["timeout"] <= 0 or args["poll_interval"] <= 0 \
-                or args["outage_grace"] <= 0 or args["stall_timeout"] < 0:
-            return dict(result, failed=True, msg="timeout, progress_interval, poll_interval and outage_grace must be "
-                                                 "positive, stall_timeout 0 (off) or positive")
         watch = Watch(self, args, task_vars)
         try:
             if self._task.check_mode:

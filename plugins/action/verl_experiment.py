@@ -20,6 +20,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_file a
 from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_run as S
 from ansible_collections.rlinfra.verl.plugins.module_utils import verl_preflight as P
 from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
+from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import typed_args
 from ansible_collections.rlinfra.verl.plugins.module_utils.numbers import int_or_none
 
 COLLECTION_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -96,10 +97,9 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         result["changed"] = False
-        validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        lines = ARGS.errors(args)
-        if lines:
-            return dict(result, failed=True, msg="\n".join(lines), errors=lines)
+        args, failure = typed_args(self, ARGS)
+        if failure:
+            return dict(result, errors=failure["msg"].splitlines(), **failure)
         try:
             result.update(self._run(args, task_vars))
         except E.ExperimentError as e:

@@ -36,3 +36,14 @@ def settings_failure(templar, task_vars, roles):
     host = task_vars.get("inventory_hostname", "this host")
     return sorted(values), dict(failed=True, errors=errors, msg="Bad setting%s for %s (nothing was changed): %s" % (
         "s" if len(errors) > 1 else "", host, "; ".join(errors)))
+
+
+def typed_args(action, declared):
+    """An action's arguments: Ansible's own spec check (``validate_argument_spec``, which fails the task with its
+    line), then the types of module_utils/vocabulary.py. Returns ``(args, None)``, or ``(args, failure)`` with the
+    task's failed result, one line per bad field, before the action does anything."""
+    dummy, args = action.validate_argument_spec(argument_spec=declared.spec)
+    lines = declared.errors(args)
+    if lines:
+        return args, dict(failed=True, changed=False, msg="\n".join(lines))
+    return args, None

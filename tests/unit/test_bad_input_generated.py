@@ -17,6 +17,7 @@ import importlib
 import json
 import os
 import pkgutil
+import sys
 import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -320,3 +321,109 @@ def test_every_role_variable_of_a_checked_role_has_a_type():
                 if S.owner(name) and name not in S.RULES and name not in typed_by_spec_only:
                     missing.append(name)
     assert not sorted(set(missing)), sorted(set(missing))
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Actions with arguments of their own: every case in ONE ansible-playbook run (one task per case), on localhost
+
+from ansible_collections.rlinfra.verl.plugins import action as action_pkg  # noqa: E402
+
+
+
+def _actions():
+    out = {}
+    for info in pkgutil.iter_modules(action_pkg.__path__):
+        mod = importlib.import_module("%s.%s" % (action_pkg.__name__, info.name))
+        args = getattr(mod, "ARGS", None)
+        module = MODULES.get(info.name)
+        # An action whose arguments are its module's: the module's cases cover the declaration, and
+        # test_scripted_actions_refuse_on_the_controller the action's own use of it.
+        if isinstance(args, V.Args) and (module is None or getattr(module, "ARGS", None) is not args):
+            out[info.name] = args
+    return out
+
+
+def _shared():
+    """Actions that take their module's arguments (the plain-script route, or work before the module)."""
+    out = {}
+    for info in pkgutil.iter_modules(action_pkg.__path__):
+        mod = importlib.import_module("%s.%s" % (action_pkg.__name__, info.name))
+        module = MODULES.get(info.name)
+        if module is not None and getattr(mod, "ARGUMENT_SPEC", None) is not None and \
+                getattr(mod, "ARGS", getattr(module, "ARGS", None)) is getattr(module, "ARGS", None):
+            out[info.name] = module.ARGS
+    return out
+
+
+ACTIONS = _actions()
+ACTION_CASES = [(name, field, label, value) for name, args in sorted(ACTIONS.items()) for field, t in args
+                for label, value, typed in t.corpus() if not typed or label == "null"]
+# The same declaration through the action: the first bad value of every field is enough to show the action checks it
+# before it sends anything (the module's own cases hold every value).
+ACTIONS.update(_shared())
+ACTION_CASES += [(name, field, label, value) for name, args in sorted(_shared().items()) for field, t in args
+                 for label, value, typed in [next((c for c in t.corpus() if not c[2]), (None, None, True))]
+                 if label is not None]
+
+
+def test_every_action_declares_its_arguments():
+    missing = []
+    for info in pkgutil.iter_modules(action_pkg.__path__):
+        mod = importlib.import_module("%s.%s" % (action_pkg.__name__, info.name))
+        spec = getattr(mod, "ARGUMENT_SPEC", None)
+        args = getattr(mod, "ARGS", None) or getattr(MODULES.get(info.name), "ARGS", None)
+        if spec is not None and not (isinstance(args, V.Args) and args.spec == spec):
+            missing.append(info.name)
+        if spec is None and not hasattr(mod, "ActionModule"):
+            continue
+    assert not missing, missing
+
+
+@pytest.fixture(scope="module")
+def action_results(tmp_path_factory, stub):
+    tmp = str(tmp_path_factory.mktemp("actions"))
+    tasks = []
+    for i, (name, field, label, value) in enumerate(ACTION_CASES):
+        args = fill(dict(ACTIONS[name].samples(), **{field: value}), tmp, stub)
+        tasks.append({"name": "case %d" % i, "rlinfra.verl.%s" % name: args, "register": "r%d" % i,
+                      "ignore_errors": True})
+    out = os.path.join(tmp, "results.json")
+    tasks.append({"name": "Save", "ansible.builtin.copy": {
+        "content": "{{ [%s] | to_json }}" % ", ".join("r%d" % i for i in range(len(ACTION_CASES))),
+        "dest": out, "mode": "0600"}})
+    play = [{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]
+    with open(os.path.join(tmp, "play.yml"), "w") as f:
+        json.dump(play, f)
+    inventory = os.path.join(tmp, "inventory.yml")
+    with open(inventory, "w") as f:
+        json.dump({"all": {"hosts": {"localhost": {"ansible_connection": "local",
+                                                    "ansible_python_interpreter": sys.executable}}}}, f)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(root, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    before = _tree(tmp)
+    _Recorder.requests.clear()
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", inventory,
+                           os.path.join(tmp, "play.yml")], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    with open(out) as f:
+        results = json.load(f)
+    written = _tree(tmp) - before - {out, os.path.join(tmp, "play.yml"), inventory}
+    return results, proc.stdout + proc.stderr, list(_Recorder.requests), written
+
+
+@pytest.mark.parametrize("index", range(len(ACTION_CASES)),
+                         ids=["%s-%s-%s" % (a, f, l) for a, f, l, v in ACTION_CASES])
+def test_action_refuses(index, action_results):
+    results, output, requests, written = action_results
+    name, field, label, value = ACTION_CASES[index]
+    res = results[index]
+    t = ACTIONS[name].fields[field]
+    msg = res.get("msg", "")
+    assert res.get("failed") is True, res
+    # The vocabulary's line names the field (or the variable it comes from); Ansible's own conversion line, the field.
+    assert ((t.label or field) in msg or "'%s'" % field in msg) and "\n" not in msg, msg
+    assert not res.get("changed"), res
+    assert not any(mark in json.dumps(res) for mark in SECRET_MARKS), msg
+    assert requests == [] and written == set()
+    assert not any(mark in output for mark in SECRET_MARKS)

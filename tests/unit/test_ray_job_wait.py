@@ -51,7 +51,8 @@ class FakeAction:
 
 def watch(answers, **args):
     spec = {k: v.get("default") for k, v in W.ARGUMENT_SPEC.items()}
-    spec.update(submission_id="rlinfra-gsm8k-default", poll_interval=0.01, outage_grace=30, **args)
+    # 0.1: the shortest interval ray_job_wait and ray_job_poll take (node_script.call checks the poll's arguments).
+    spec.update(submission_id="rlinfra-gsm8k-default", poll_interval=0.1, outage_grace=30, **args)
     action = FakeAction(answers)
     w = W.Watch(action, spec, {})
     ticks = itertools.count(0, 10)
