@@ -150,6 +150,13 @@ options:
     default: 60
     env:
       - name: HYPERBOLIC_API_RETRY_MAX_WAIT
+  max_response_mib:
+    description:
+      - Largest API answer read, in MiB; a larger one fails the inventory with one line instead of being read whole.
+    type: float
+    default: 16
+    env:
+      - name: HYPERBOLIC_API_MAX_RESPONSE_MIB
   validate_certs:
     description: Verify the API's TLS certificate.
     type: bool
@@ -248,7 +255,8 @@ _RESERVED_HOSTS = frozenset(("localhost", "127.0.0.1", "all", "ungrouped", "ray_
 _BOOL_OPTIONS = ("validate_certs", "cache", "strict", "use_extra_vars", "leading_separator")
 _MAX_SSH_WARNINGS = 5
 _NUMBER_OPTIONS = (("timeout", {"above": True}), ("retries", {"maximum": 100, "integer": True}),
-                   ("retry_backoff", {}), ("retry_max_wait", {}))
+                   ("retry_backoff", {}), ("retry_max_wait", {}), ("max_response_mib", {"above": True, "maximum": 1024}),
+                   ("cache_timeout", {"integer": True}))
 
 
 class InventoryLoadFailed(SystemExit):
@@ -633,6 +641,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             retry_backoff=self.get_option("retry_backoff"),
             retry_max_wait=self.get_option("retry_max_wait"),
             validate_certs=self.get_option("validate_certs"),
+            max_response_mib=self.get_option("max_response_mib"),
         )
 
     def _cluster_namer(self):
@@ -744,6 +753,10 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         """Validated records of every requested source, plus the warnings they call for."""
         skipped = raw.get("skipped") or {}
         records, notes = [], []
+        for source in sources:
+            note = (raw.get("notes") or {}).get(source)
+            if isinstance(note, str):
+                notes.append("%s: %s" % (PLUGIN, one_line(note, 300)))
         for source in sources:
             if source in skipped:
                 notes.append("%s: source '%s' skipped: %s (retired API?)" % (PLUGIN, source, one_line(skipped[source])))
@@ -866,5 +879,21 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             for name, _record in named:
                 if groups:
                     self._add_host_to_composed_groups(groups, {}, name, strict=strict)
-                if keyed_groups:
-                    self._add_host_to_keyed_groups(keyed_groups, {}, name, strict=strict)
+                for index, entry in enumerate(keyed_groups):
+                    try:
+                        self._add_host_to_keyed_groups([entry], {}, name, strict=strict)
+                    except AnsibleParserError as exc:
+                        kind = re.search(r"got: <class '([\w.]+)'>", str(exc))
+                        if not kind:
+                            raise
+                        for added, dummy in named:  # a broken inventory adds no host, even for a moment
+                            inventory.remove_host(inventory.get_host(added))
+                        word = kind.group(1).rsplit(".", 1)[-1].lower()
+                        word = "a number" if "int" in word or "float" in word else "a boolean" if "bool" in word \
+                            else "null" if "none" in word else "a value that is not text"
+                        # Ansible's line names only a Python class: say which entry, what it gave, and the fix.
+                        raise HyperbolicError(
+                            "keyed_groups[%d] (key %s) gave %s for host %s, and a group name is made from text: "
+                            "end the key with | string (e.g. key: hyperbolic_gpu_count | string)" % (
+                                index, shown(entry.get("key") if isinstance(entry, dict) else entry, 60), word,
+                                shown(name, 60))) from None

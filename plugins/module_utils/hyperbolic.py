@@ -56,6 +56,7 @@ SOURCES = {
     "marketplace": "/v1/marketplace/instances",
 }
 
+MAX_RESPONSE_MIB = 16
 USER_AGENT = "rlinfra.verl-hyperbolic/0.1"
 
 __all__ = [
@@ -262,8 +263,12 @@ class HyperbolicClient:
 
     def __init__(self, api_key, api_url=DEFAULT_API_URL, timeout=30.0, retries=4,
                  retry_backoff=1.0, retry_max_wait=60.0, validate_certs=True,
-                 http_agent=USER_AGENT, sleep=time.sleep, opener=open_url):
+                 http_agent=USER_AGENT, sleep=time.sleep, opener=open_url, max_response_mib=MAX_RESPONSE_MIB):
         self._api_key = check_api_key(api_key)
+        # An answer is read whole and decoded in memory: bounded, so a broken or hostile API cannot take the
+        # controller's memory (a 76 MB answer took 1.4 GB and 65 s before).
+        self.max_response_mib = check_number("max_response_mib", max_response_mib, above=True, maximum=1024)
+        self.max_response_bytes = int(self.max_response_mib * 1024 * 1024)
         self.api_url = check_api_url(api_url)
         self.timeout = check_number("timeout", timeout, above=True)
         self.retries = int(check_number("retries", retries, maximum=100, integer=True))
@@ -324,11 +329,16 @@ class HyperbolicClient:
                     unredirected_headers=["Authorization"],
                 )
                 try:
-                    body = resp.read()
+                    body = resp.read(self.max_response_bytes + 1)
                 finally:
                     close = getattr(resp, "close", None)
                     if close:
                         close()
+                if len(body) > self.max_response_bytes:
+                    raise HyperbolicResponseError(
+                        "the answer to %s %s is over %s MiB, more than an instance list can be: not read; if the "
+                        "account really holds that much, raise max_response_mib" % (
+                            method, path, "%g" % self.max_response_mib))
                 return self._decode(url, body)
             except HTTPError as exc:
                 status = exc.code
@@ -425,11 +435,21 @@ class HyperbolicClient:
         """
         sources = list(dict.fromkeys(sources))
 
+        notes = {}
+
         def one(source):
+            if source not in SOURCES:
+                raise HyperbolicError("unknown Hyperbolic source %r (known: %s)" % (source, ", ".join(SOURCES)))
+            where = self.api_url + SOURCES[source]
             try:
-                return self.list_source(source), None
+                data = self.get_json(SOURCES[source])
             except HyperbolicNotFound as exc:
                 return None, str(exc)
+            items = extract_items(source, data, where)
+            note = null_list_note(source, data, where)
+            if note:
+                notes[source] = note
+            return items, None
 
         if len(sources) > 1:
             with ThreadPoolExecutor(max_workers=len(sources), thread_name_prefix="hyperbolic") as pool:
@@ -439,13 +459,23 @@ class HyperbolicClient:
                 outcomes.append(future.result())
         else:
             outcomes = [one(source) for source in sources]
-        result = {"api_url": self.api_url, "sources": {}, "skipped": {}}
+        result = {"api_url": self.api_url, "sources": {}, "skipped": {}, "notes": notes}
         for source, (items, skipped) in zip(sources, outcomes):
             if skipped is None:
                 result["sources"][source] = items
             else:
                 result["skipped"][source] = skipped
         return result
+
+
+def null_list_note(source, data, where):
+    """One warning when the instance list in an answer is null rather than a list: read as an account without
+    instances, but said, since it is just as likely an API fault."""
+    if isinstance(data, dict) and any(k in data and data[k] is None for k in ("instances", "rentals", "data", "items")) \
+            and not any(isinstance(data.get(k), list) for k in ("instances", "rentals", "data", "items")):
+        key = next(k for k in ("instances", "rentals", "data", "items") if k in data and data[k] is None)
+        return "%s answer from %s holds %s: null, read as no instances" % (source, where, key)
+    return None
 
 
 _JSON_TYPES = ((dict, "a JSON object"), (list, "a JSON array"), (str, "a string"), (bool, "a boolean"),

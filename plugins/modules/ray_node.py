@@ -51,7 +51,7 @@ options:
     description:
       - V(auto) counts the node's GPUs - its C(/dev/nvidiaN) devices, or, on a node with C(/dev/kfd) (AMD, ROCm),
         the cards C(rocm-smi) lists when it is installed, else the GPU nodes of the KFD topology in sysfs, else the
-        render nodes under C(/dev/dri) (those sysfs names another vendor for left out); else the number given.
+        render nodes under C(/dev/dri) (those sysfs names another vendor for left out); else the number given (0 to 1024).
     type: str
     default: auto
   rocm_env:

@@ -90,17 +90,19 @@ options:
     elements: path
   max_file_mib:
     description:
-      - Keep at most the last this many MiB of each file.
+      - Keep at most the last this many MiB of each file; from V(0.001) to V(1024).
     type: float
     default: 8
   max_total_mib:
     description:
-      - Stop adding files once this many MiB are kept on the node (the rest is listed as skipped).
+      - Stop adding files once this many MiB are kept on the node (the rest is listed as skipped); from V(0.001) to
+        V(16384).
     type: float
     default: 64
   kernel_lines:
     description:
-      - Lines of the kernel log to keep; 0 for none. A kernel log that cannot be read (containers) is noted, not an error.
+      - Lines of the kernel log to keep, at most 1000000; 0 for none. A kernel log that cannot be read (containers) is
+        noted, not an error.
     type: int
     default: 2000
   extra_patterns:

@@ -272,6 +272,18 @@ ROWS = [
     row("timeout-zero", "fatal", r"timeout must be more than 0, got 0", config={"timeout": 0}, requests=0),
     row("retries-negative", "fatal", r"retries must be between 0 and 100, got -1", config={"retries": -1},
         requests=0),
+    row("cache-timeout-negative", "fatal", r"cache_timeout must be at least 0, got -5", config={"cache_timeout": -5},
+        requests=0),
+    row("max-response-zero", "fatal", r"max_response_mib must be between 0 and 1024, got 0",
+        config={"max_response_mib": 0}, requests=0),
+    # A 76 MB answer was read whole (65 s, 1.4 GB): now at most max_response_mib, then one line.
+    row("answer-over-the-bound", "fatal", r"the answer to GET " + OD + r" is over 0\.001 MiB, more than an instance "
+        r"list can be: not read; if the account really holds that much, raise max_response_mib",
+        config={"max_response_mib": 0.001, "sources": ["on_demand"]},
+        setup=fleet(on_demand=[on_demand_rental("vm-%d" % i, "n-%d" % i, "203.0.113.%d" % (20 + i)) for i in range(5)])),
+    row("keyed-groups-integer-key", "fatal", r"keyed_groups\[0\] \(key 'hyperbolic_gpu_count'\) gave a number for "
+        r"host 'good-0', and a group name is made from text: end the key with \| string \(e\.g\. key: "
+        r"hyperbolic_gpu_count \| string\)", config={"keyed_groups": [{"key": "hyperbolic_gpu_count"}]}, setup=fleet()),
     row("group-with-space", "fatal", r"group 'my group' is not a valid group name \(letters, digits and _, "
         r"not starting with a digit\)", config={"group": "my group"}, requests=0),
     row("plugin-name-typo", "fatal", r"plugin is 'rlinfra\.verl\.hyperbolc'; a \*hyperbolic\.yml file needs "
@@ -305,6 +317,9 @@ ROWS = [
         r"localhost-vm-lh used", setup=lambda f, c: f.set_instances(
             on_demand=[on_demand_rental("vm-lh", "localhost", "198.51.100.8")], marketplace=[]),
         check=localhost_renamed),
+    row("marketplace-null-list", "warn", r"marketplace answer from {url}" + MK + r" holds instances: null, read as no "
+        r"instances", config={"sources": ["on_demand", "marketplace"]},
+        setup=raw_body("marketplace", '{"instances": null}'), check=hosts_are("good-0")),
     row("statuses-typo", "warn", r"none of the 1 instance\(s\) passed statuses \[runing\]; statuses seen: running",
         config={"statuses": ["runing"]}, setup=fleet(), check=hosts_are()),
     row("cache-valid-json-wrong-content", "warn", r"ignoring the cached API answers for {path} \(on_demand answer "

@@ -22,8 +22,8 @@ class _Resp:
     def __init__(self, body):
         self._body = body if isinstance(body, bytes) else json.dumps(body).encode()
 
-    def read(self):
-        return self._body
+    def read(self, size=-1):
+        return self._body if size is None or size < 0 else self._body[:size]
 
     def close(self):
         pass
@@ -228,3 +228,25 @@ def test_certificate_failure_is_not_retried():
         client(opener).list_source("on_demand")
     assert not isinstance(exc.value, hb.HyperbolicUnavailable)
     assert len(opener.calls) == 1
+
+
+def test_an_answer_over_the_bound_is_not_read_whole():
+    """A 76 MB answer was read whole (65 s, 1.4 GB): now at most max_response_mib + 1 byte is read, and one line."""
+    big = b"[" + b"{}," * (2 * 1024 * 1024) + b"{}]"
+    script = Script(_Resp(big))
+    client = hb.HyperbolicClient(KEY, api_url="https://api.example.test", opener=script, sleep=lambda s: None,
+                                 max_response_mib=1)
+    with pytest.raises(hb.HyperbolicError) as err:
+        client.list_source("on_demand")
+    assert str(err.value) == ("the answer to GET /v2/on-demand/virtual-machine-rentals is over 1 MiB, more than an "
+                              "instance list can be: not read; if the account really holds that much, raise "
+                              "max_response_mib")
+
+
+def test_a_null_instance_list_is_said():
+    script = Script(_Resp({"instances": None}))
+    client = hb.HyperbolicClient(KEY, api_url="https://api.example.test", opener=script, sleep=lambda s: None)
+    raw = client.fetch(["marketplace"])
+    assert raw["sources"]["marketplace"] == []
+    assert raw["notes"] == {"marketplace": 'marketplace answer from https://api.example.test/v1/marketplace/instances '
+                                           'holds instances: null, read as no instances'}
