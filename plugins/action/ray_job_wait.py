@@ -15,6 +15,8 @@ Documentation: plugins/modules/ray_job_wait.py."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import math
 import os
 import time
@@ -128,6 +130,7 @@ class Watch:
         self.rows = []           # one per ended attempt
         self.events = []         # timings of faults and recoveries
         self.log_paths = []
+        self.artifacts_error = ""  # why the log or metrics could not be saved (the job's status is not affected)
         self.metrics = {}        # the newest metrics files written (verl_metrics.write)
         self.metrics_at = None   # when they were last refreshed while the job ran
         self.res = {}
@@ -477,19 +480,44 @@ class Watch:
                 text = text.replace(str(value), E.MASK)
         return E.mask_secrets(text, self.args["secret_values"])
 
+    def artifacts_dir(self):
+        """The run's artifacts directory, made 0700 when missing; None (and one line, once) when it cannot be used:
+        the job goes on, and its status is what the wait reports."""
+        path = self.args["log_dir"]
+        try:
+            if os.path.islink(path):
+                raise OSError(errno.ELOOP, "it is a symbolic link (to %s); artifacts are never written through one"
+                              % os.path.realpath(path))
+            os.makedirs(path, mode=0o700, exist_ok=True)
+            return path
+        except OSError as e:
+            self.artifact_failed(path, e)
+            return None
+
+    def artifact_failed(self, path, e):
+        if not self.artifacts_error:
+            self.artifacts_error = "the driver log and metrics could not be saved in %s: %s; the job's status above " \
+                                   "is Ray's own" % (path, e.strerror or e)
+            self.say(self.artifacts_error)
+
     def save_log(self, sid):
         """The attempt's log, 0600 on the controller, and its metrics (CSV, PNG) beside it."""
         if not self.args["log_dir"]:
             return
         text = self.full_log(sid)
-        if not text:
+        if not text or not self.artifacts_dir():
             return
-        os.makedirs(self.args["log_dir"], mode=0o700, exist_ok=True)
         path = os.path.join(self.args["log_dir"], "%s.log" % sid)
-        fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(text.rstrip("\n") + "\n")
-        os.replace(path + ".tmp", path)
+        try:
+            fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(text.rstrip("\n") + "\n")
+            os.replace(path + ".tmp", path)
+        except OSError as e:  # a full or read-only disk: said once; the run's result stands
+            with contextlib.suppress(OSError):
+                os.unlink(path + ".tmp")
+            self.artifact_failed(self.args["log_dir"], e)
+            return
         self.log_paths.append(path)
         self.write_metrics(sid, text)
 
@@ -501,14 +529,16 @@ class Watch:
             return
         self.metrics_at = self.clock()
         text = self.full_log(self.sid)
-        if text:
-            os.makedirs(self.args["log_dir"], mode=0o700, exist_ok=True)
+        if text and self.artifacts_dir():
             self.write_metrics(self.sid, text, last_step=res.get("last_step"))
 
     def write_metrics(self, sid, text, last_step=None):
         try:
             written = M.write(os.path.join(self.args["log_dir"], sid), text)
-        except (OSError, ValueError) as e:  # a full disk must not end the wait: the job goes on
+        except OSError as e:  # a full disk must not end the wait: the job goes on
+            self.artifact_failed(self.args["log_dir"], e)
+            return
+        except ValueError as e:
             self.say("could not write the metrics of %s: %s" % (sid, e))
             return
         if written["csv"]:
@@ -522,7 +552,8 @@ class Watch:
                    events=self.events, reason=reason, log_paths=self.log_paths, metrics=self.metrics,
                    log_path=self.log_paths[-1]
                    if self.log_paths else "", timed_out=reason == "timeout",
-                   waited_s=round(self.clock() - self.t0, 1), job_id=self.res.get("job_id"))
+                   waited_s=round(self.clock() - self.t0, 1), job_id=self.res.get("job_id"),
+                   artifacts_error=self.artifacts_error)
         if reason != "succeeded":
             out["status"] = out["status"] if reason not in ("head_restart",) else None
             out["reason_line"] = line
@@ -559,6 +590,11 @@ class ActionModule(ActionBase):
             except Done as done:
                 result.update(watch.result(done.reason, done.line), changed=bool(watch.restarts), failed=True,
                               msg=done.line)
+            except (AnsibleError, OSError, ValueError, KeyError, TypeError) as e:
+                # Still a result with the job's last known status and the summary, never a bare traceback.
+                line = "the wait stopped on an unexpected %s: %s; the job was not stopped (status.yml shows it)" % (
+                    type(e).__name__, " ".join(str(e).split())[:300])
+                result.update(watch.result("error", line), changed=bool(watch.restarts), failed=True, msg=line)
             result["changed"] = len(watch.rows) > 1 or result.get("changed", False)
             return result
         finally:

@@ -84,9 +84,22 @@ from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructa
 from ansible.utils.unsafe_proxy import wrap_var
 
 from ansible_collections.rlinfra.verl.plugins.inventory.hyperbolic import InventoryLoadFailed
+from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
 from ansible_collections.rlinfra.verl.plugins.module_utils.slurm import Slurm, SlurmError
 
 PLUGIN = "rlinfra.verl.slurm"
+# The options' types (module_utils/vocabulary.py); the constructed and cache options Ansible checks itself, but a
+# negative cache_timeout it would take.
+TYPES = {
+    "job_id": V.Text(pattern=r"^[0-9]+(_[0-9]+)?$", what="a Slurm job id (digits, or digits_digits for an array task)"),
+    "job_name": V.Text(max_len=200),
+    "ray_cluster": V.Name(empty=True),
+    "login_host": V.Text(pattern=r"^([A-Za-z0-9_.-]+@)?[A-Za-z0-9][A-Za-z0-9_.-]*$",
+                         what="a login node as host or user@host (not an ssh option)"),
+    "ssh_args": V.ListOf(V.Text(empty=False)),
+    "timeout": V.Int(1, 3600),
+    "cache_timeout": V.Int(0),
+}
 CACHE_FORMAT = 1
 OPTIONS = ("plugin", "job_id", "job_name", "ray_cluster", "login_host", "ssh_args", "timeout", "compose", "groups",
            "keyed_groups", "strict", "leading_separator", "use_extra_vars", "cache", "cache_plugin", "cache_timeout",
@@ -125,6 +138,13 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                 raise SlurmError("unknown option %r%s; allowed: %s" % (key, " (did you mean %r?)" % close[0] if close else "",
                                                                        ", ".join(OPTIONS[1:7])))
         self._read_config_data(path)
+        for name, t in TYPES.items():
+            value = self.get_option(name)
+            if value is not None:
+                try:
+                    t.validate(value)
+                except V.Bad as e:
+                    raise SlurmError(t.line(name, value, e))
         job_id, job_name = self.get_option("job_id") or "", self.get_option("job_name") or ""
         if config.get("job_id") and job_name:
             raise SlurmError("set job_id or job_name, not both")

@@ -901,6 +901,8 @@ def render(exp, nodes, cluster=None, run=None, checkpoint_root=DEFAULT_CHECKPOIN
     workdir = code_workdir(exp, code, code_root)
     template = job_template(exp, pairs, filled, workdir)
     present = [n for n in list(exp.secrets) + list(exp.optional_secrets) if n in secret_names_present]
+    # Where the cluster's run files live, secrets or not: a submit removes the files that ended runs left there.
+    secrets_run_dir = "%s/%s" % (secrets_dir.rstrip("/"), cluster) if secrets_dir else None
     secrets_dir = secrets_dir.rstrip("/") if present and secrets_dir else None
     if secrets_dir:
         template["head"] = SF.ENTRYPOINT_PREFIX + template["head"]
@@ -939,7 +941,7 @@ def render(exp, nodes, cluster=None, run=None, checkpoint_root=DEFAULT_CHECKPOIN
         filled=[hydra_override(k, v) for k, v in filled], runtime_env=runtime_env, runtime_env_display=display,
         metadata=metadata, resources=copy.deepcopy(exp.resources), checkpoint_dir=ckpt,
         nnodes=nnodes, gpus_per_node=gpus, project=exp.project, job_template=template,
-        secrets_file=secrets_file, secrets_dir=secrets_dir, code=code_out)
+        secrets_file=secrets_file, secrets_dir=secrets_dir, secrets_run_dir=secrets_run_dir, code=code_out)
 
 
 def _route_secrets(runtime_env, secrets_dir, cluster, sid):

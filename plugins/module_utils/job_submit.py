@@ -106,6 +106,11 @@ def submit_job(p, module):
     try:
         if job.get("secrets_file"):
             changed = secrets_file(module, job)
+        elif job.get("secrets_run_dir"):
+            try:
+                changed = bool(S.prune(job["secrets_run_dir"], p["jobs"], module.check_mode))
+            except OSError as e:
+                raise Failed("the secrets files of ended runs in %s: %s" % (job["secrets_run_dir"], e.strerror or e))
         if p["submit"]:
             try:
                 client = client_from_module(module, timeout=UPLOAD_TIMEOUT)

@@ -186,5 +186,7 @@ def summary_lines(result, preferred=tuple(DEFAULT_METRICS), limit=6):
                 "-" if r.get("last_step") is None else r["last_step"]))
     for path in result.get("log_paths") or []:
         lines.append("log:           %s" % path)
+    if result.get("artifacts_error"):
+        lines.append("artifacts:     NOT SAVED - %s" % result["artifacts_error"])
     lines += describe_metrics(result.get("metrics"))
     return lines

@@ -82,6 +82,18 @@ def _mkdir(path, mode, check):
     return True
 
 
+def prune(run_dir, jobs, check=False):
+    """The files of ended runs in ``run_dir`` (``<secrets dir>/<cluster>``) removed, for a submit whose own run has no
+    secrets file; returns the paths removed."""
+    if not run_dir or not os.path.isdir(run_dir) or os.path.islink(run_dir):
+        return []
+    removed = stale(sorted(os.path.join(run_dir, n) for n in os.listdir(run_dir)), jobs)
+    for old in removed:
+        if not check:
+            os.unlink(old)
+    return removed
+
+
 def converge(secrets_dir, path, values, hook, jobs, write, state, check=False):
     """The run's file at ``path`` present (with ``values``) or absent; returns the module's result."""
     run_dir = os.path.dirname(path)

@@ -174,8 +174,8 @@ ROWS = [
         "set?)", expected_hosts=["10.0.0.5", ""]),
     row("info_bad_address", "ray_cluster_info", URL + " (invalid ipv6 url), got a value that is not a URL (not shown)",
         address="http://[::1"),
-    row("package_bad_uri", "ray_package", "not a package URI made by rlinfra: 'gcs://../../etc/passwd' (expected "
-        "gcs://_ray_pkg_<sha1>.zip)", uri="gcs://../../etc/passwd", src="{tmp}/pkg.zip"),
+    row("package_bad_uri", "ray_package", "uri must be a package URI made by rlinfra, gcs://_ray_pkg_<sha1 of the "
+        "zip>.zip, got 'gcs://../../etc/passwd'", uri="gcs://../../etc/passwd", src="{tmp}/pkg.zip"),
     row("package_src_directory", "ray_package", "src {tmp} is not a file (the working_dir zip made by "
         "rlinfra.verl.verl_experiment)", uri=PKG, src="{tmp}"),
     row("package_src_too_large", "ray_package", "src {tmp}/huge.zip is 101.0 MiB, over the 100.0 MiB Ray accepts "

@@ -212,6 +212,23 @@ def test_module_fails_in_one_line_on_bad_input(fw_module):
     assert fw_module(protected_ports=[10500])["msg"].count("SSH port 10500") == 1
 
 
+@pytest.mark.parametrize("world", ["0.0.0.0/0", "::/0", "0.0.0.0/1", "0.0.0.0/0.0.0.0", "128.0.0.0/2"])
+def test_module_refuses_a_world_open_allow_unless_allow_world(fw_module, world):
+    refused = fw_module(allow=["192.168.0.0/16", world])
+    assert refused["failed"] is True and refused["changed"] is False and FakeNft.calls == []
+    assert refused["msg"].startswith("allow[1] must be a network narrower than /") and "\n" not in refused["msg"]
+    assert "(set allow_world: true if that is really meant)" in refused["msg"] and not fw_module.path.exists()
+    opened = fw_module(allow=["192.168.0.0/16", world], allow_world=True)
+    assert opened.get("failed") is not True and opened["changed"] is True
+    # Private networks, however wide, and narrower public ones need no switch.
+    assert fw_module(allow=["10.0.0.0/8", "fd00::/8", "100.64.0.0/10", "8.8.8.0/24"]).get("failed") is not True
+
+
+def test_module_needs_ports_with_state_present(fw_module):
+    res = fw_module(ports=None)
+    assert res["failed"] is True and res["msg"].startswith("ports must be given with state=present")
+
+
 def test_module_absent_removes_table_and_files(fw_module):
     fw_module()
     gone = fw_module(state="absent")

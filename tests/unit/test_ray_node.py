@@ -335,3 +335,18 @@ def test_a_worker_starts_only_once_its_heads_gcs_listens(node):
     assert res["changed"] is True and starts() == [("start", "ray-worker.service")]
     FakeSystemd.calls = []
     assert node(gcs_address="127.0.0.1:%d" % port, timeout=1)["changed"] is False and FakeSystemd.calls == []
+
+
+def test_a_world_open_firewall_is_refused_before_anything(node):
+    """ray_firewall's rule for its allow list, inside the firewall mapping: allow_world beside it lets it through."""
+    res = node(firewall=dict(ports={"gcs": 6379}, allow=["10.0.0.0/8", "0.0.0.0/0"]))
+    assert res["failed"] is True and res["msg"] == (
+        "firewall.allow[1] must be a network narrower than /8: 0.0.0.0/0 opens to the whole internet or a large part "
+        "of it (set allow_world: true if that is really meant), got '0.0.0.0/0'")
+    assert not (node.tmp / "etc").exists() and FakeSystemd.calls == []
+    typo = node(firewall=dict(ports={"gcs": 6379}, alow=["10.0.0.0/8"]))
+    assert typo["failed"] is True and typo["msg"].startswith("firewall: unknown key 'alow' (did you mean 'allow'?)")
+    world = dict(ports={"gcs": 6379}, allow=["0.0.0.0/0", "::/0"])
+    assert ray_node.ARGS.errors(dict(firewall=dict(world, allow_world=True))) == []
+    assert ray_node.ARGS.errors(dict(firewall=dict(world, allow_world="yes"))) == []  # a switch's words, as a switch
+    assert len(ray_node.ARGS.errors(dict(firewall=dict(world, allow_world=False)))) == 1

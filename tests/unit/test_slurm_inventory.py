@@ -122,3 +122,30 @@ def test_json_answer_is_used_when_offered():
     data = {"jobs": [{"job_id": 5, "name": "rl", "job_state": "RUNNING", "partition": "p", "nodes": "n1", "tres_per_node": ""}]}
     run = Script({"scontrol --json": (0, json.dumps(data), "")})
     assert S.Slurm(run=run).job("5")["nodes"] == "n1" and len(run.ran) == 1
+
+
+@pytest.mark.parametrize("option,value,line", [
+    ("login_host", "-oProxyCommand=touch /tmp/x", "login_host must be a login node as host or user@host (not an ssh "
+                                                  "option), got '-oProxyCommand=touch /tmp/x'"),
+    ("timeout", -5, "timeout must be a whole number from 1 to 3600, got -5"),
+    ("cache_timeout", -5, "cache_timeout must not be negative, got -5"),
+    ("job_id", "42; rm", "job_id must be a Slurm job id (digits, or digits_digits for an array task), got '42; rm'"),
+])
+def test_options_are_checked_by_type_before_any_slurm_tool_runs(tmp_path, option, value, line):
+    """One line, exit 1, no host, and no Slurm tool (nor ssh) started: a spy on PATH would leave a file."""
+    import sys
+    spy = tmp_path / "bin"
+    spy.mkdir()
+    for tool in ("ssh", "scontrol", "squeue"):
+        (spy / tool).write_text("#!/bin/sh\ntouch %s/ran-%s\n" % (tmp_path, tool))
+        (spy / tool).chmod(0o755)
+    inv = tmp_path / "x.slurm.yml"
+    inv.write_text(json.dumps({"plugin": "rlinfra.verl.slurm", "job_id": "42", option: value}))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PATH="%s:%s" % (spy, os.environ["PATH"]), ANSIBLE_CONFIG=os.path.join(root, "ansible.cfg"))
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-inventory"), "-i", str(inv), "--list"],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    errors = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert errors == ["[ERROR]: rlinfra.verl.slurm: cannot load %s: %s" % (inv, line)], proc.stderr
+    assert not list(tmp_path.glob("ran-*"))

@@ -157,3 +157,29 @@ def test_mask_values_are_the_run_secrets_and_every_given_value(monkeypatch):
     monkeypatch.setenv("HF_TOKEN", "env-hf")
     got = mask_values(["HF_TOKEN", "WANDB_API_KEY"], {"WANDB_API_KEY": "w", "OTHER": "o", "EMPTY": ""})
     assert sorted(got) == ["env-hf", "o", "w"]
+
+
+@pytest.mark.parametrize("name", sorted(E.experiment_names(EXPERIMENTS)))
+def test_verl_submit_takes_every_rendered_job(name):
+    """verl_submit's declared types (module_utils/vocabulary.py) take what verl_experiment renders."""
+    from ansible_collections.rlinfra.verl.plugins.modules import verl_submit
+    exp = E.load_experiment(name, EXPERIMENTS)
+    for kw in ({}, dict(secret_names_present=["HF_TOKEN"], secrets_dir="/data/rlinfra-secrets")):
+        job = E.render(exp, NODES, **kw)
+        job["package"] = {"uri": "gcs://_ray_pkg_%s.zip" % ("0" * 40), "path": "/tmp/pkg/x.zip"}
+        jobs = [{"submission_id": "other", "status": "RUNNING", "metadata": {}, "job_id": "02000000"}]
+        assert verl_submit.ARGS.errors(dict(job=job, jobs=jobs, secrets={"HF_TOKEN": "hf_x"}, hook="x = 1\n")) == []
+
+
+def test_verl_submit_refuses_a_bad_job_in_one_line_before_anything(module_runner, tmp_path):
+    from ansible_collections.rlinfra.verl.plugins.modules import verl_submit
+    job = E.render(E.load_experiment("smoke", EXPERIMENTS), NODES)
+    for bad, line in ((dict(submission_id="team/run"), "job.submission_id must be 1-200 letters"),
+                      (dict(checkpoint_dir="ckpt"), "job.checkpoint_dir must be an absolute path (starting with /), "
+                                                    "got 'ckpt'"),
+                      (dict(secrets_file="/etc/x.env", secrets_dir="/data/s"), "job.secrets_file must be an absolute "
+                                                                              "path inside /data/s, got '/etc/x.env'")):
+        res = module_runner(verl_submit.main, dict(job=dict(job, **bad), address="http://127.0.0.1:9",
+                                                   package_dest=str(tmp_path / "x.zip"), secrets={"HF_TOKEN": "s3cr3t"}))
+        assert res["failed"] is True and res["msg"].startswith(line) and "\n" not in res["msg"], res["msg"]
+        assert "s3cr3t" not in str(res) and os.listdir(str(tmp_path)) == []
