@@ -173,7 +173,7 @@ class ActionModule(ActionBase):
 
         out = dict(experiment=exp.summary(), source=source, experiments_dir=source.get("experiments_dir"),
                    artifacts_dir=source.get("artifacts_dir"), cluster=cluster, submission_id=sid,
-                   run_artifacts_dir=os.path.join(source.get("artifacts_dir") or "", exp.name),
+                   run_artifacts_dir=ES.check_artifacts(source.get("artifacts_dir") or "", exp.name),
                    head_host=heads[0] if len(heads) == 1 else None, cluster_hosts=hosts)
         wait = dict(exp.wait)
         for key, arg in (("enabled", "wait"), ("timeout", "wait_timeout"), ("progress_interval", "progress_interval"),
@@ -212,6 +212,7 @@ class ActionModule(ActionBase):
                             secrets_dir=args["secrets_dir"] or SF.default_dir(args["checkpoint_root"]),
                             code=args["code"], code_root=args["code_root"] or None)
         E.check_job_size(exp.label, rendered)
+        E.check_fits(exp, nodes, cluster, "alive now" if source == "cluster" else "in the inventory")
         out.update(rendered)
         out["nodes_source"] = source
         out["nodes"] = nodes

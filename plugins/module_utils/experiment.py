@@ -788,6 +788,16 @@ def check_job_size(label, rendered):
                                   "environment string" % (label, name, size, MAX_ARG_BYTES))
 
 
+def check_fits(exp, nodes, cluster, where="alive now"):
+    """The experiment's settings that name a node count fit the cluster it runs on (``nodes``)."""
+    min_nodes = exp.recovery.get("min_nodes")
+    if min_nodes and nodes and min_nodes > len(nodes):
+        raise ExperimentError(
+            "%s: recovery.min_nodes is %d but Ray cluster %s has %d node(s) %s: a recovery would wait for nodes it can "
+            "never get; set recovery.min_nodes to at most %d" % (exp.label, min_nodes, cluster, len(nodes), where,
+                                                                  len(nodes)))
+
+
 def checkpoint_dir(exp, checkpoint_root=DEFAULT_CHECKPOINT_ROOT, cluster=None):
     """``<root>/<project>/<cluster>/<experiment>``: two clusters sharing the network volume never
     write into one directory; an explicit directory in the params wins."""

@@ -88,6 +88,21 @@ def _file_in(directory, name):
     return None
 
 
+def check_artifacts(artifacts_dir, name):
+    """The run's artifacts directory ``<artifacts_dir>/<name>``, neither it nor its parent a symbolic link (writing
+    logs, metrics and zips through a link puts them wherever it points); one line of ExperimentError otherwise."""
+    run_dir = os.path.join(artifacts_dir, name)
+    for path in (artifacts_dir, run_dir, os.path.join(run_dir, "packages")):
+        if os.path.islink(path):
+            raise E.ExperimentError("artifacts directory %s is a symbolic link (to %s): runs write their logs there only "
+                                    "into a real directory; point verl_job_artifacts_dir at the target itself"
+                                    % (path, os.path.realpath(path)))
+        if os.path.lexists(path) and not os.path.isdir(path):
+            raise E.ExperimentError("artifacts directory %s is not a directory; move the file away or point "
+                                    "verl_job_artifacts_dir elsewhere" % path)
+    return run_dir
+
+
 def bundled_names(collection_root):
     return E.experiment_names(os.path.join(collection_root, "experiments"))
 

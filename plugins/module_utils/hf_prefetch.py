@@ -65,6 +65,51 @@ class PrefetchError(Exception):
 # The experiment's section
 
 
+# File systems every node of a cluster can mount: a cache there is shared even when it is not the checkpoints' volume.
+NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "lustre", "gpfs", "beegfs", "glusterfs", "ceph", "cephfs", "fuse.juicefs",
+              "fuse.s3fs", "fuse.gcsfuse", "9p", "virtiofs", "weka", "wekafs")
+
+
+def _mount_of(path, mounts_text):
+    """``(mount point, fs type)`` of the mount holding ``path`` (the longest mount point that is a prefix of it)."""
+    best = ("/", "")
+    for line in mounts_text.splitlines():
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        point = parts[1].replace("\\040", " ")
+        if (path == point or path.startswith(point.rstrip("/") + "/")) and len(point) >= len(best[0]):
+            best = (point, parts[2])
+    return best
+
+
+def _existing(path):
+    while not os.path.exists(path) and path not in ("/", ""):
+        path = os.path.dirname(path)
+    return path or "/"
+
+
+def not_shared(hf_home, shared_path, mounts="/proc/mounts"):
+    """None when ``hf_home`` is on the file system of ``shared_path`` (the volume every node mounts) or on a network
+    file system; else the one line saying why the prefetch would help only the head."""
+    home, shared = _existing(os.path.realpath(hf_home)), _existing(os.path.realpath(shared_path))
+    if os.stat(home).st_dev == os.stat(shared).st_dev:
+        return None
+    try:
+        with open(mounts) as f:
+            text = f.read()
+    except OSError:
+        text = ""
+    point, kind = _mount_of(home, text)
+    if kind in NETWORK_FS:
+        return None
+    shared_point, shared_kind = _mount_of(shared, text)
+    return ("prefetch: HF_HOME %s is on %s (%s), not on the shared volume (%s is on %s at %s): the job's other nodes "
+            "would not find the files; set env.HF_HOME under %s (e.g. %s/hf_home)" % (
+                hf_home, kind or "a local file system", point, shared_path, shared_kind or "a file system",
+                shared_point, shared_point, shared_point.rstrip("/")))
+
+
 def normalize(section, err):
     """``prefetch:`` as written -> (items, hf_home). Each problem goes to ``err`` as one line.
 

@@ -41,46 +41,47 @@ def _forms(path):
     return {norm, os.path.realpath(norm)}
 
 
-def check(path, markers, inputs=(), what="directory", fix=""):
+def check(path, markers, inputs=(), what="directory", fix="", verb="replace"):
     """Raise :class:`NotOurs` unless ``path`` may be removed or replaced (see the module's docstring). ``inputs``:
-    ``(label, path)`` pairs the operation reads; ``fix``: what the user can do, appended to the line."""
+    ``(label, path)`` pairs the operation reads, or ``(label, path, why)`` (``why``: "which is kept");
+    ``fix``: what the user can do, appended to the line; ``verb``: "replace" or "remove"."""
     tail = "; %s" % fix if fix else ""
     if not isinstance(path, str) or not path.startswith("/") or ".." in path.split("/"):
-        raise NotOurs("refusing to replace the %s %r: not an absolute path without '..'%s" % (what, path, tail))
+        raise NotOurs("refusing to %s the %s %r: not an absolute path without '..'%s" % (verb, what, path, tail))
+    head = "refusing to %s the %s %s" % (verb, what, os.path.normpath(path))
     norm = os.path.normpath(path)
     if norm in SYSTEM or norm.count("/") < 2:
-        raise NotOurs("refusing to replace the %s %s: a system or top-level directory%s" % (what, norm, tail))
-    for label, given in inputs:
+        raise NotOurs("%s: a system or top-level directory%s" % (head, tail))
+    for item in inputs:
+        label, given, why = (tuple(item) + ("which this operation reads",))[:3]
         if not given:
             continue
         for mine in _forms(norm):
             for theirs in _forms(given):
                 if _inside(mine, theirs) or _inside(theirs, mine):
                     relation = "is" if mine == theirs else ("lies inside" if _inside(mine, theirs) else "contains")
-                    raise NotOurs("refusing to replace the %s %s: it %s %s %s, which this operation reads%s" % (
-                        what, norm, relation, label, given, tail))
+                    raise NotOurs("%s: it %s %s %s, %s%s" % (head, relation, label, given, why, tail))
     if os.path.islink(norm):
-        raise NotOurs("refusing to replace the %s %s: it is a symbolic link (to %s)%s" % (
-            what, norm, os.path.realpath(norm), tail))
+        raise NotOurs("%s: it is a symbolic link (to %s)%s" % (head, os.path.realpath(norm), tail))
     if not os.path.lexists(norm):
         return False
     if os.path.ismount(norm):
-        raise NotOurs("refusing to replace the %s %s: it is a mount point%s" % (what, norm, tail))
+        raise NotOurs("%s: it is a mount point%s" % (head, tail))
     if not os.path.isdir(norm):
-        raise NotOurs("refusing to replace the %s %s: it is a file, not a directory%s" % (what, norm, tail))
+        raise NotOurs("%s: it is a file, not a directory%s" % (head, tail))
     try:
         entries = os.listdir(norm)
     except OSError as e:
-        raise NotOurs("refusing to replace the %s %s: it cannot be read (%s)%s" % (what, norm, e.strerror, tail))
+        raise NotOurs("%s: it cannot be read (%s)%s" % (head, e.strerror, tail))
     if entries and not any(m in entries for m in markers):
-        raise NotOurs("refusing to replace the %s %s: it holds files but not %s, so it was not made by rlinfra%s" % (
-            what, norm, " or ".join(markers), tail))
+        raise NotOurs("%s: it holds files but not %s, so it was not made by rlinfra%s" % (
+            head, " or ".join(markers), tail))
     return True
 
 
 def remove(path, markers, inputs=(), what="directory", fix=""):
     """Remove ``path`` after :func:`check`; False when there was nothing."""
-    if not check(path, markers, inputs, what, fix):
+    if not check(path, markers, inputs, what, fix, verb="remove"):
         return False
     shutil.rmtree(os.path.normpath(path))
     return True

@@ -66,6 +66,13 @@ options:
     description: Seconds to wait for another prefetch of the same repository (another submit) to finish.
     type: int
     default: 3600
+  shared_path:
+    description:
+      - A path on the shared volume every node of the cluster mounts (submit.yml gives the checkpoint root). When set,
+        O(hf_home) must be on that same file system or on a network file system, else the task fails with one line
+        before anything is fetched (the other nodes would not find the files).
+    type: path
+    default: ""
 attributes:
   check_mode:
     support: full
@@ -170,6 +177,7 @@ ARGS = V.Args(
     timeout=V.Int(1, 3600, unit="seconds", default=60),
     retries=V.Int(1, 100, default=3),
     lock_timeout=V.Int(0, 7 * 86400, unit="seconds", default=3600),
+    shared_path=V.AbsPath(empty=True, default=""),
 )
 ARGUMENT_SPEC = ARGS.spec
 
@@ -182,6 +190,10 @@ def main():
     items, dummy = H.normalize({"models": p["models"], "datasets": p["datasets"]}, errors.append)
     if errors:  # the types checked each list already; kept for a rule of normalize the lists do not see
         module.fail_json(msg=errors[0], errors=errors)
+    if p["shared_path"]:
+        problem = H.not_shared(p["hf_home"], p["shared_path"])
+        if problem:
+            module.fail_json(msg=problem)
     try:
         changed, results, lines = H.prefetch(items, p["hf_home"], p["hub_cache"], p["endpoint"], p["token"], p["timeout"],
                                              p["retries"], module.check_mode, p["lock_timeout"])

@@ -258,7 +258,7 @@ def test_two_clusters_from_one_inventory_keep_their_own_checkpoints(ray_head, tm
         shutil.rmtree(base_b, ignore_errors=True)
 
 
-def subprocess_playbook(directory, name, *extra):
+def subprocess_playbook(directory, name, *extra, env=None):
     """``ansible-playbook`` in the background (output on ``proc.stdout``), artifacts and checkpoints in ``directory``."""
     import os
     import subprocess
@@ -269,15 +269,17 @@ def subprocess_playbook(directory, name, *extra):
                               "verl_job_venv": str(Path(sys.executable).parent.parent), "verl_job_become": False})]
     for item in extra:
         args += ["-e", item]
+    extra_env = env
     env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_LOCAL_TEMP=str(directory / "ansible-tmp"))
     env.pop("HF_TOKEN", None)
+    env.update(extra_env or {})
     return subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def background_submit(directory, head, *extra):
+def background_submit(directory, head, *extra, env=None):
     """submit.yml against ``head`` in the background, with the token by file."""
     return subprocess_playbook(directory, "submit.yml", "exp=smoke", json.dumps(
-        {"verl_job_address": head.address, "verl_job_token_path": head.token_path}), *extra)
+        {"verl_job_address": head.address, "verl_job_token_path": head.token_path}), *extra, env=env)
 
 
 def test_a_job_stopped_by_someone_else_ends_the_wait_with_one_line(ray_head, workdir):
@@ -381,3 +383,55 @@ def test_a_working_dir_over_the_inline_limit_is_copied_to_the_head_first(ray_hea
     assert len(zips) == 1 and zips[0].stat().st_size > INLINE_MAX and stat.S_IMODE(zips[0].stat().st_mode) == 0o600, zips
     assert job["runtime_env"]["working_dir"].startswith("gcs://_ray_pkg_")
     assert ray_head.client().has_package(job["runtime_env"]["working_dir"][len("gcs://"):])
+
+
+def test_artifacts_that_cannot_be_written_mid_run_leave_the_status_and_the_summary(ray_head, workdir):
+    """The run's artifacts directory becomes unusable while the job runs (here it is replaced by a file: ENOSPC, EROFS
+    or EACCES end the same way): the job still SUCCEEDED and says so, the summary is printed, one line says what was
+    not saved and why, and the run's secrets file is removed. Then a submit of another run, without secrets, removes
+    a secrets file an ended run left behind."""
+    client = ray_head.client()
+    slow = {"verl_job_params": {"trainer": {"total_training_steps": 12, "step_sleep_s": 0.5}}}
+    proc = background_submit(workdir, ray_head, "run=unsaved", json.dumps(slow), env={"HF_TOKEN": FAKE_HF_TOKEN})
+    sid = SID + "-unsaved"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and (client.get_job(sid) or {}).get("status") != "RUNNING":
+        time.sleep(0.5)
+    run_dir = workdir / "artifacts" / "smoke"
+    shutil.rmtree(run_dir)
+    run_dir.write_text("not a directory any more\n")
+    out = proc.communicate(timeout=300)[0]
+    assert proc.returncode == 0, out[-3000:]
+    assert client.get_job(sid)["status"] == "SUCCEEDED"
+    text = flat(out)
+    assert "status: SUCCEEDED" in text, out[-3000:]
+    assert ("artifacts: NOT SAVED - the driver log and metrics could not be saved in %s: File exists; the job's status "
+            "above is Ray's own" % run_dir) in text, out[-3000:]
+    for sign in ("Traceback", "Errno", "NoneType", "The error was"):
+        assert sign not in out
+    assert not (workdir / ".rlinfra" / "secrets" / "default" / (sid + ".env")).exists()
+    assert FAKE_HF_TOKEN not in out
+
+    # A file an ended run left behind (a controller killed mid-wait): the next submit on the cluster removes it,
+    # though that run itself has no secrets.
+    run_dir.unlink()
+    left = workdir / ".rlinfra" / "secrets" / "default" / (SID + "-gone.env")
+    left.write_text("HF_TOKEN='x'\n")
+    left.chmod(0o600)
+    again = playbook(workdir, "submit.yml", "exp=smoke", "run=clean", head=ray_head)
+    assert again.returncode == 0, again.output[-3000:]
+    assert not left.exists()
+
+
+def test_an_artifacts_directory_that_is_a_link_is_refused_before_anything(ray_head, workdir):
+    elsewhere = workdir / "elsewhere"
+    elsewhere.mkdir()
+    (workdir / "artifacts").symlink_to(elsewhere)
+    client = ray_head.client()
+    before = {j["submission_id"] for j in client.list_jobs()}
+    proc = playbook(workdir, "submit.yml", "exp=smoke", "run=linked", head=ray_head)
+    assert proc.returncode != 0
+    assert ("artifacts directory %s is a symbolic link (to %s): runs write their logs there only into a real "
+            "directory; point verl_job_artifacts_dir at the target itself" % (workdir / "artifacts", elsewhere)
+            ) in flat(proc.output), proc.output[-3000:]
+    assert {j["submission_id"] for j in client.list_jobs()} == before and not list(elsewhere.iterdir())

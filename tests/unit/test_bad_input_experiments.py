@@ -247,6 +247,9 @@ ROWS = [
     row("recovery_bad_event", HEAD + "recovery: {on: [node_lots]}\n",
         "recovery_bad_event.yml: recovery.on[0] must be one of node_lost, head_restart, stalled, failed (did you "
         "mean 'node_lost'?), got 'node_lots'"),
+    row("recovery_min_nodes_over_the_cluster", HEAD + "recovery: {max_restarts: 2, min_nodes: 3}\n",
+        "recovery_min_nodes_over_the_cluster.yml: recovery.min_nodes is 3 but Ray cluster default has 1 node(s) alive "
+        "now: a recovery would wait for nodes it can never get; set recovery.min_nodes to at most 1", stage="render"),
     # --- working_dir ----------------------------------------------------------------------------
     row("working_dir_is_a_file", HEAD + "working_dir: notes.txt\n",
         "working_dir_is_a_file.yml: working_dir: 'notes.txt' is not a directory (resolved to {dir}/notes.txt)",
@@ -290,7 +293,9 @@ def _run_stage(r, d, tmp_path):
         return E.submission_id("s" * 80, exp.cluster, "r" * 30)
     exp = E.load_experiment(r.id, d)
     if r.stage == "render":
-        E.check_job_size(exp.label, E.render(exp, NODES))
+        rendered = E.render(exp, NODES)
+        E.check_job_size(exp.label, rendered)
+        E.check_fits(exp, NODES, rendered["cluster"])
     elif r.stage == "preflight":
         dest = str(tmp_path / "pkg.zip")
         check = P.check_working_dir(exp.working_dir_path, exp.excludes, dest=dest)

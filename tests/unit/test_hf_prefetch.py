@@ -236,3 +236,18 @@ def test_the_module_fetches_into_the_cache(hub, tmp_path, module_runner):
     out = module_runner(module.main, params)
     assert out["changed"] is True and out["items"][0]["status"] == "downloaded", out
     assert module_runner(module.main, params)["changed"] is False and TOKEN not in json.dumps(out)
+
+
+def test_hf_home_off_the_shared_volume_is_refused(tmp_path):
+    """The prefetch runs on the head: a cache on a disk of the head alone helps no other node. Same file system as
+    the checkpoints, or a network file system: fine. /proc stands for a different, local file system here."""
+    from ansible_collections.rlinfra.verl.plugins.module_utils import hf_prefetch as HP
+    mounts = tmp_path / "mounts"
+    mounts.write_text("/dev/vda / ext4 rw 0 0\nproc /proc proc rw 0 0\n")
+    shared = tmp_path / "data" / "checkpoints"
+    assert HP.not_shared(str(tmp_path / "data" / "hf_home"), str(shared), str(mounts)) is None
+    assert HP.not_shared("/proc/hf_home", str(shared), str(mounts)) == (
+        "prefetch: HF_HOME /proc/hf_home is on proc (/proc), not on the shared volume (%s is on ext4 at /): the job's "
+        "other nodes would not find the files; set env.HF_HOME under / (e.g. /hf_home)" % shared)
+    mounts.write_text("/dev/vda / ext4 rw 0 0\nnfs-1:/hf /proc nfs4 rw 0 0\n")
+    assert HP.not_shared("/proc/hf_home", str(shared), str(mounts)) is None

@@ -73,8 +73,8 @@ def test_tidy():
 @pytest.mark.parametrize("value, line", [
     ("abc", "ray_gcs_port must be a TCP port from 1 to 65535, got 'abc'"),
     (" 80 ", None), ("6379", None), (6379, None),
-    (True, "ray_gcs_port must be a TCP port from 1 to 65535, got True (bool)"),
-    (6379.0, "ray_gcs_port must be a TCP port from 1 to 65535, got 6379.0 (float)"),
+    (True, "ray_gcs_port must be a TCP port from 1 to 65535, got True"),
+    (6379.0, "ray_gcs_port must be a TCP port from 1 to 65535, got 6379.0"),
     ("+80", "ray_gcs_port must be a TCP port from 1 to 65535, got '+80'"),
     ("\u0663", "ray_gcs_port must be a TCP port from 1 to 65535, got '\u0663'"),
 ])
@@ -83,8 +83,8 @@ def test_settings_read_whole_numbers_strictly(value, line):
 
 
 def test_settings_range_messages_unchanged():
-    assert S.check({"ray_start_timeout": -1}) == ["ray_start_timeout must be a whole number from 1 up, got -1 (int)"]
-    assert S.check({"ray_start_timeout": "-1"}) == ["ray_start_timeout must be a whole number, got '-1'"]
+    assert S.check({"ray_start_timeout": -1}) == ["ray_start_timeout must be a whole number from 1 up, got -1"]
+    assert S.check({"ray_start_timeout": "-1"}) == ["ray_start_timeout must be a whole number from 1 up, got '-1'"]
     assert S.check({"ray_num_gpus": " 8 "}) == []
 
 
@@ -93,11 +93,11 @@ def test_settings_range_messages_unchanged():
     ("0", (None, "attempt must be a whole number from 1, got '0'")),
     (-2, (None, "attempt must be a whole number from 1, got -2")),
     (2.0, (None, "attempt must be a whole number from 1, got 2.0")),
-    (True, (None, "attempt must be a whole number from 1, got 'True'")),
+    (True, (None, "attempt must be a whole number from 1, got True")),
     ("\u00b2", (None, "attempt must be a whole number from 1, got '\u00b2'")),
 ])
 def test_cli_counts(value, want):
-    assert cli._value("attempt", "count", value) == want
+    assert cli._value("attempt", value) == want
 
 
 def test_pick_attempt_numbers():

@@ -9,7 +9,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.rlinfra.verl.plugins.filter.node_logs_report import node_logs_report
 from ansible_collections.rlinfra.verl.plugins.filter.pick_attempt import pick_attempt
-from ansible_collections.rlinfra.verl.plugins.filter.ray_teardown import ray_teardown_refusal, ray_teardown_unsafe_paths
+from ansible_collections.rlinfra.verl.plugins.filter.ray_teardown import ray_teardown_refusal
 from ansible_collections.rlinfra.verl.plugins.filter.switches import parse_switches, strict_bool
 
 BASE = "rlinfra-smoke-default"
@@ -98,25 +98,6 @@ def test_teardown_refusal_when_the_jobs_cannot_be_listed_but_not_for_an_unreacha
                    h3=dict(cluster="c", running=[], error=""))
     assert "the jobs of Ray cluster(s) a (head h1: HTTP 403) could not be listed" in ray_teardown_refusal(["h1"], hv)
     assert ray_teardown_refusal(["h2", "h3", "missing"], hv) == ""
-
-
-@pytest.mark.parametrize("path, problem", [
-    ("/opt/rlinfra/venv", None), ("/workspace/ray", None), ("/scratch/ray/tmp", None),
-    ("relative/venv", "is not an absolute path"), ("", "is not an absolute path"),
-    ("/opt/../usr", "contains '..'"), ("/", "is a system directory"), ("/opt", "is a system directory"),
-    ("/usr/", "is a system directory"), ("/workspace", "is a system directory"), ("/ray", "is a top-level directory"),
-    ("/data", "is on the shared volume"), ("/data/venv", "is on the shared volume"),
-])
-def test_purge_refuses_paths_it_must_not_remove(path, problem):
-    out = ray_teardown_unsafe_paths([path])
-    assert (out == []) if problem is None else (len(out) == 1 and problem in out[0])
-
-
-def test_purge_guard_takes_a_string_and_other_kept_paths():
-    assert ray_teardown_unsafe_paths("/scratch/ray", keep=["/scratch"]) == \
-        ["'/scratch/ray' is on the shared volume (/scratch), which a teardown keeps"]
-    with pytest.raises(AnsibleFilterError):
-        ray_teardown_unsafe_paths(5)
 
 
 def _collected(host, **res):

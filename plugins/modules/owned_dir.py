@@ -1,0 +1,104 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: owned_dir
+short_description: Remove a directory only when it is provably this collection's own
+version_added: 0.4.0
+description:
+  - Removes O(path) (C(state=absent)) after proving it may go (module_utils/owned.py, the rule every removal of a
+    user-visible directory follows) - an absolute path without C(..), not a system or top-level directory, not equal
+    to, inside or containing any of O(keep) (written or with links resolved), not a symbolic link, not a mount point,
+    and, when it holds anything, holding one of O(markers) (a file the collection writes there).
+  - A refusal is one line and changes nothing. In check mode it says what would be removed, or refuses the same way,
+    so a playbook can check every directory before it removes any.
+author:
+  - rlinfra maintainers (@rlinfra)
+options:
+  path:
+    description: The directory to remove.
+    type: path
+    required: true
+  markers:
+    description: Names of files, one of which a directory the collection made holds (C(rlinfra-fingerprint.txt) in a
+      venv, C(session_latest) in Ray's temp dir).
+    type: list
+    elements: str
+    required: true
+  keep:
+    description: Directories that must survive whatever O(path) is (the shared volume); O(path) may not be, lie in
+      or contain one.
+    type: list
+    elements: path
+    default: []
+  what:
+    description: How the messages name the directory.
+    type: str
+    default: directory
+  state:
+    description: Only C(absent).
+    type: str
+    default: absent
+    choices: [absent]
+attributes:
+  check_mode:
+    support: full
+    description: Checks the directory and says whether it would be removed; removes nothing.
+  diff_mode:
+    support: none
+    description: Nothing to diff.
+"""
+
+EXAMPLES = r"""
+- name: Purge the venv, only if site.yml made it
+  rlinfra.verl.owned_dir:
+    path: /opt/rlinfra/venv
+    markers: [rlinfra-fingerprint.txt]
+    keep: [/data]
+    what: Python environment
+"""
+
+RETURN = r"""
+removed:
+  description: Whether the directory was removed (in check mode, whether it would be).
+  returned: success
+  type: bool
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rlinfra.verl.plugins.module_utils import owned
+from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
+
+ARGS = V.Args(
+    path=V.AbsPath(required=True),
+    markers=V.ListOf(V.Name(), required=True, empty=False),
+    keep=V.ListOf(V.AbsPath(), default=[]),
+    what=V.Text(empty=False, max_len=100, default="directory"),
+    state=V.Choice(("absent",), default="absent"),
+)
+ARGUMENT_SPEC = ARGS.spec
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    V.enforce(module, ARGS)
+    p = module.params
+    inputs = [("the kept directory", k, "which a teardown never removes") for k in p["keep"]]
+    try:
+        if module.check_mode:
+            present = owned.check(p["path"], p["markers"], inputs, p["what"], verb="remove")
+        else:
+            present = owned.remove(p["path"], p["markers"], inputs, p["what"])
+    except owned.NotOurs as e:
+        module.fail_json(msg=str(e), removed=False)
+    except OSError as e:
+        module.fail_json(msg="the %s %s could not be removed: %s" % (p["what"], p["path"], e.strerror or e), removed=False)
+    module.exit_json(changed=bool(present), removed=bool(present))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""rlinfra.verl.owned_dir and module_utils/owned.py: a directory is removed only when it is provably the collection's
+own, on real directory trees; every refusal is one line and leaves everything in place."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ansible_collections.rlinfra.verl.plugins.module_utils import owned
+from ansible_collections.rlinfra.verl.plugins.modules import owned_dir
+
+MARK = "rlinfra-fingerprint.txt"
+
+
+def _args(path, **extra):
+    return dict(dict(path=str(path), markers=[MARK], keep=["/data"], what="Python environment"), **extra)
+
+
+def _venv(path, marked=True):
+    (path / "bin").mkdir(parents=True)
+    (path / "bin" / "python").write_text("")
+    if marked:
+        (path / MARK).write_text("sha256:x\n")
+    return path
+
+
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_a_marked_directory_goes_and_check_mode_only_says_so(tmp_path, module_runner, check_mode):
+    venv = _venv(tmp_path / "venv")
+    out = module_runner(owned_dir.main, _args(venv), check_mode=check_mode)
+    assert out["changed"] and out["removed"]
+    assert venv.exists() == check_mode
+    again = module_runner(owned_dir.main, _args(tmp_path / "gone"))
+    assert not again["changed"] and not again["removed"]
+
+
+@pytest.mark.parametrize("check_mode", [False, True])
+@pytest.mark.parametrize("setup,line", [
+    (lambda t: _venv(t / "venv", marked=False),
+     "refusing to remove the Python environment {t}/venv: it holds files but not rlinfra-fingerprint.txt, so it was "
+     "not made by rlinfra"),
+    (lambda t: os.symlink(_venv(t / "real"), t / "venv"),
+     "refusing to remove the Python environment {t}/venv: it is a symbolic link (to {t}/real)"),
+    (lambda t: (t / "venv").write_text("a file"),
+     "refusing to remove the Python environment {t}/venv: it is a file, not a directory"),
+])
+def test_what_is_not_ours_stays(tmp_path, module_runner, setup, line, check_mode):
+    setup(tmp_path)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    out = module_runner(owned_dir.main, _args(tmp_path / "venv"), check_mode=check_mode)
+    assert out["failed"] and out["msg"] == line.format(t=tmp_path) and not out.get("changed")
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("path,line", [
+    ("/", "refusing to remove the Python environment /: a system or top-level directory"),
+    ("/opt", "refusing to remove the Python environment /opt: a system or top-level directory"),
+    ("/usr/", "refusing to remove the Python environment /usr: a system or top-level directory"),
+    ("/ray", "refusing to remove the Python environment /ray: a system or top-level directory"),
+    ("/data/venv", "refusing to remove the Python environment /data/venv: it lies inside the kept directory /data, "
+                   "which a teardown never removes"),
+])
+def test_system_and_kept_directories_are_refused_by_name(module_runner, path, line):
+    out = module_runner(owned_dir.main, _args(path))
+    assert out["failed"] and out["msg"] == line
+
+
+def test_a_directory_that_holds_what_is_kept_is_refused(tmp_path, module_runner):
+    _venv(tmp_path / "top" / "venv")
+    out = module_runner(owned_dir.main, _args(tmp_path / "top", keep=[str(tmp_path / "top" / "venv")]))
+    assert out["failed"] and out["msg"].startswith("refusing to remove the Python environment %s: it contains the kept "
+                                                   "directory %s/top/venv" % (tmp_path / "top", tmp_path))
+    assert (tmp_path / "top" / "venv" / MARK).exists()
+
+
+def test_a_mount_point_is_refused(tmp_path, monkeypatch):
+    venv = _venv(tmp_path / "venv")
+    real = os.path.ismount
+    monkeypatch.setattr(os.path, "ismount", lambda p: p == str(venv) or real(p))
+    with pytest.raises(owned.NotOurs, match="it is a mount point"):
+        owned.remove(str(venv), [MARK])
+    assert venv.exists()
+
+
+def test_replace_keeps_the_old_until_the_new_is_in_place(tmp_path):
+    target, staging = tmp_path / "model", tmp_path / ".model.merging"
+    target.mkdir()
+    (target / ".rlinfra-merge.json").write_text("old")
+    staging.mkdir()
+    (staging / ".rlinfra-merge.json").write_text("new")
+    owned.replace(str(staging), str(target), [".rlinfra-merge.json"])
+    assert (target / ".rlinfra-merge.json").read_text() == "new" and not staging.exists()
+    assert sorted(os.listdir(tmp_path)) == ["model"]
