@@ -10,6 +10,7 @@ from __future__ import annotations
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import code_checkout as C
+from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import typed_args
 
 ARGS = C.ARGS  # the module's declaration (module_utils/code_checkout.py)
 ARGUMENT_SPEC = C.ARGUMENT_SPEC
@@ -20,12 +21,11 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
-        dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         # The vocabulary's types first, as the module's main() enforces them: a bad option (a token in the repo's URL,
         # a relative root) is refused here, before git runs; the lines never show a secret.
-        lines = ARGS.errors(args)
-        if lines:
-            return dict(result, failed=True, changed=False, msg="\n".join(lines), errors=lines)
+        args, failure = typed_args(self, ARGS)
+        if failure:
+            return dict(result, errors=failure["msg"].splitlines(), **failure)
         code, errors = C.module_section(args)
         if errors:
             return dict(result, failed=True, msg=errors[0], errors=errors)

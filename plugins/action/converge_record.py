@@ -18,7 +18,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.converge_record impor
 from ansible_collections.rlinfra.verl.plugins.module_utils.settings import plain
 from ansible_collections.rlinfra.verl.plugins.modules.converge_record import ARGS, ARGUMENT_SPEC
 from ansible_collections.rlinfra.verl.plugins.plugin_utils import node_script
-from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import settings_failure
+from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import settings_failure, typed_args
 
 # The variables the roles site.yml runs read, by prefix; a name with "__" is a role's own (set during a run).
 PREFIXES = ("storage_lvm_", "nfs_mount_", "python_env_", "ray_")
@@ -74,10 +74,9 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
-        dummy, params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        lines = ARGS.errors(params)  # the module's types (vocabulary.enforce): refused before the node is read
-        if lines:
-            result.update(failed=True, changed=False, msg="\n".join(lines))
+        params, failure = typed_args(self, ARGS)  # the module's types (vocabulary.enforce), before anything
+        if failure:
+            result.update(failure)
             return result
         args = dict(self._task.args)
         roles = args.pop("settings", None) or []

@@ -12,6 +12,7 @@ import os
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.rlinfra.verl.plugins.modules.idle_guard import ARGS, ARGUMENT_SPEC
+from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import typed_args
 
 MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
 # The guard and what it imports (standard library otherwise), under their package path on the node.
@@ -33,10 +34,9 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
-        dummy, params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        lines = ARGS.errors(params)  # the module's types (vocabulary.enforce), before the code is read and sent
-        if lines:
-            result.update(failed=True, changed=False, msg="\n".join(lines))
+        dummy, failure = typed_args(self, ARGS)  # the module's types (vocabulary.enforce), before anything
+        if failure:
+            result.update(failure)
             return result
         args = dict(self._task.args)
         if args.get("state", "present") == "present":

@@ -10,6 +10,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.node_state import guard_result
 from ansible_collections.rlinfra.verl.plugins.modules.ray_node_guard import ARGS, ARGUMENT_SPEC
+from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import typed_args
 
 
 class ActionModule(ActionBase):
@@ -18,10 +19,9 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars or {})
-        dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        lines = ARGS.errors(args)  # the module's types (vocabulary.enforce), as the module would refuse them
-        if lines:
-            result.update(failed=True, changed=False, msg="\n".join(lines))
+        args, failure = typed_args(self, ARGS)  # the module's types (vocabulary.enforce), before anything
+        if failure:
+            result.update(failure)
             return result
         result.update(guard_result(args))
         if not result.get("warnings"):

@@ -16,6 +16,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import node_logs as N
 from ansible_collections.rlinfra.verl.plugins.modules.ray_node_logs import ARGS, ARGUMENT_SPEC
+from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import typed_args
 
 
 class ActionModule(ActionBase):
@@ -23,10 +24,9 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        dummy, params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)  # a bad option fails here, before the node
-        lines = ARGS.errors(params)  # and a bad value (the module's types, vocabulary.enforce)
-        if lines:
-            result.update(failed=True, changed=False, msg="\n".join(lines))
+        dummy, failure = typed_args(self, ARGS)  # the module's types (vocabulary.enforce), before anything
+        if failure:
+            result.update(failure)
             return result
         args = dict(self._task.args)
         dest = str(args.pop("dest", "") or "")

@@ -20,6 +20,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_run as
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import ACTIVE_STATUSES
 from ansible_collections.rlinfra.verl.plugins.modules.verl_submit import ARGS, ARGUMENT_SPEC
 from ansible_collections.rlinfra.verl.plugins.plugin_utils import node_script
+from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import typed_args
 
 HOOK_SOURCE = os.path.join(os.path.dirname(__file__), "..", "module_utils", "secrets_file.py")
 # A zip up to this size travels inside the module call (base64); a larger one is copied to the head first.
@@ -36,10 +37,9 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
-        dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        lines = ARGS.errors(args)  # the module's types, before anything is read, copied or asked of the head
-        if lines:
-            result.update(failed=True, changed=False, msg="\n".join(lines))
+        args, failure = typed_args(self, ARGS)  # the module's types (vocabulary.enforce), before anything
+        if failure:
+            result.update(failure)
             return result
         self.task_vars = task_vars
         try:

@@ -17,6 +17,7 @@ import ipaddress
 import re
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.numbers import whole_number
+from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
 
 TABLE = "rlinfra_ray"
 FAMILY = "inet"
@@ -216,3 +217,31 @@ def render(ports, v4, v6, table=TABLE):
         "table %s %s {" % (FAMILY, table),
     ] + body + ["}", ""]
     return "\n".join(lines)
+
+
+class PortsType(V.Type):
+    """Ray's ports, name -> port or ``low-high`` range, by module_utils/firewall.py's rule: in 1-65535, no two
+    overlapping, none on SSH's 22 (the protected ports given besides are checked with the rules)."""
+
+    ansible = "dict"
+    words = "Ray's ports, name -> port or low-high"
+    sample_value = {"gcs": 6379, "workers": "10002-19999"}
+
+    def check(self, value):
+        if not isinstance(value, dict) or not value:
+            raise V.Bad("be a non-empty mapping of names to ports or low-high ranges")
+        try:
+            ray_ports(value, protected=(22,))
+        except FirewallError as e:
+            raise V.Bad(str(e))
+        return value
+
+    def line(self, name, value, bad):
+        if str(bad).startswith("be "):
+            return super().line(name, value, bad)
+        return "%s: %s%s" % (self.label or name, bad, self.hint)  # firewall.py's own line names the port
+
+    def corpus(self):
+        return super().corpus().add("empty", {}).add("word", {"gcs": "soon"}).add("reversed", {"workers": "20-10"}).add(
+            "out_of_range", {"gcs": 70000}).add("overlap", {"gcs": 6379, "workers": "6000-7000"}).add(
+            "ssh", {"ssh": 22}).add("boolean", {"gcs": True})

@@ -33,6 +33,7 @@ import re
 from urllib.parse import urlsplit
 
 NOTSET = object()
+
 MASK = "********"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -133,8 +134,9 @@ class Type:
     sample_value = "x"
 
     def __init__(self, required=False, default=NOTSET, aliases=(), no_log=None, hint="", nullable=True, sample=NOTSET,
-                 label="", ansible=None, must=""):
+                 label="", ansible=None, must="", env=None):
         self.must = must        # what every refusal says instead of the kind's own words ("be infinity or ...")
+        self.env = env          # a module option Ansible fills from this environment variable when the task gives none
         self.label = label      # how lines name the field when not by its own name ("venv (verl_job_venv)")
         if ansible:
             self.ansible = ansible  # the Ansible spec type, where it differs from the kind's (a path kept as "str")
@@ -314,7 +316,10 @@ class Choice(Type):
         return value
 
     def corpus(self):
-        return super().corpus().add("unknown", "no-such-choice").add("empty", "")
+        c = super().corpus().add("unknown", "no-such-choice")
+        if "" not in self.choices:
+            c.add("empty", "")
+        return c
 
 
 class EnvName(Text):
@@ -389,6 +394,18 @@ def _number(value, integer, strict=False):
     return number
 
 
+def _bounds(t, c):
+    """The bad values every number has: a boolean, digits as text where only a number is read, each side of its range."""
+    c.add("boolean", True, typed=True)
+    if t.strict:
+        c.add("number_as_text", "2", typed=True)
+    if t.low is not None:
+        c.add("below", t.low - 1)
+    if t.high is not None:
+        c.add("above", t.high + 1)
+    return c
+
+
 class Int(Type):
     """A whole number from ``low`` to ``high`` (either may be None)."""
 
@@ -415,14 +432,7 @@ class Int(Type):
         return number
 
     def corpus(self):
-        c = super().corpus().add("word", "soon").add("fraction", 1.5).add("boolean", True, typed=True)
-        if self.strict:
-            c.add("digits_as_text", "2", typed=True)
-        if self.low is not None:
-            c.add("below", self.low - 1)
-        if self.high is not None:
-            c.add("above", self.high + 1)
-        return c
+        return _bounds(self, super().corpus().add("word", "soon").add("fraction", 1.5))
 
 
 class Number(Type):
@@ -451,15 +461,7 @@ class Number(Type):
         return number
 
     def corpus(self):
-        c = super().corpus().add("nan", float("nan")).add("inf", float("inf")).add("word", "lots").add(
-            "boolean", True, typed=True)
-        if self.strict:
-            c.add("number_as_text", "2", typed=True)
-        if self.low is not None:
-            c.add("below", self.low - 1)
-        if self.high is not None:
-            c.add("above", self.high + 1)
-        return c
+        return _bounds(self, super().corpus().add("nan", float("nan")).add("inf", float("inf")).add("word", "lots"))
 
 
 class Seconds(Number):
@@ -478,6 +480,10 @@ class Seconds(Number):
         if self.integer:
             _number(value, True)
         return super().check(value)
+
+    def corpus(self):
+        # An int option given inf or nan: Ansible's own conversion raises OverflowError before any check of ours.
+        return Corpus(c for c in super().corpus() if not (self.integer and isinstance(c[1], float)))
 
 
 class Switch(Type):
@@ -887,6 +893,99 @@ class IfName(Text):
         return super().corpus().add("slash", "eth/0").add("long", "e" * 16).add("space", "eth 0").add("colon", "eth0:1")
 
 
+class HostPort(Text):
+    """``host:port``: a host name, an IPv4 address or ``[IPv6]``, and a TCP port (Ray's GCS address)."""
+
+    words = "host:port"
+
+    def __init__(self, empty=False, **kw):
+        super().__init__(empty=empty, max_len=300, what="host:port (for example 10.0.0.5:6379)", **kw)
+        self.sample_value = "127.0.0.1:6379"
+
+    def check(self, value):
+        value = super().check(value)
+        if not value.strip():
+            return value
+        host, sep, port = value.strip().rpartition(":")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        try:
+            if not sep:
+                raise Bad("no port")
+            Host().check(host)
+            Port().check(port)
+        except Bad:
+            raise Bad("be %s" % self.what)
+        return value
+
+    def corpus(self):
+        return super().corpus().add("no_port", "10.0.0.5").add("port_range", "10.0.0.5:70000").add(
+            "option", "-oProxyCommand=x:22").add("space", "a b:6379").add("url", "http://10.0.0.5:6379")
+
+
+class Regex(Text):
+    """A regular expression, as ``compiler`` takes it (``re.compile``, or the code that embeds it in its own
+    expressions)."""
+
+    words = "a regular expression"
+
+    def __init__(self, compiler=re.compile, **kw):
+        super().__init__(max_len=1024, what="a regular expression", **kw)
+        self.compiler = compiler
+        self.sample_value = "x"
+
+    def check(self, value):
+        value = super().check(value)
+        if not value:
+            return value
+        try:
+            re.compile(value)
+        except (re.error, ValueError) as e:
+            raise Bad("be a regular expression Python compiles (%s)" % str(e).splitlines()[0])
+        if self.compiler is not re.compile:
+            try:
+                self.compiler(value)
+            except (re.error, ValueError) as e:  # a position there is in the embedding expression: left out
+                raise Bad("be a regular expression that still works inside another (%s)"
+                          % re.sub(r" at position \d+.*", "", str(e).splitlines()[0]))
+        return value
+
+    def corpus(self):
+        return super().corpus().add("unbalanced", "(").add("nothing_to_repeat", "*x")
+
+
+class PathOrUrl(Type):
+    """A directory on the node (an absolute path) or a URL (no credentials; shown as scheme and host only), as pip's
+    --find-links takes either."""
+
+    words = "an absolute path or a URL without credentials"
+    sample_value = "{tmp}"
+
+    def __init__(self, schemes=("https", "http", "file"), **kw):
+        super().__init__(**kw)
+        self.path, self.url = AbsPath(), Url(schemes=schemes)
+
+    def _type(self, value):
+        return self.url if isinstance(value, str) and "://" in value else self.path
+
+    def check(self, value):
+        return self._type(value).check(value)
+
+    def shown(self, value):
+        return self._type(value).shown(value)
+
+    def conceal(self, value):
+        return self._type(value).conceal(value)
+
+    def corpus(self):
+        c = super().corpus()
+        for kind, t in (("path", self.path), ("url", self.url)):
+            for label, value, typed in t.corpus():
+                if value is not None:
+                    c.add("%s_%s" % (kind, label), value, typed)
+        return c
+
+
 class Requirement(Text):
     """One Python requirement (``name[extras] <op> version``, ``name @ url``, markers); never an option line
     (``--extra-index-url=...``, ``-r FILE``, ``-e .``), which would change where or how everything is installed."""
@@ -941,6 +1040,12 @@ class ListOf(Type):
                          "list": "raw"}.get(item.ansible, "str")
         self.secret = item.secret
         self.sample_value = [item.sample()]
+
+    def ansible_spec(self):
+        spec = super().ansible_spec()
+        if getattr(self.item, "suboptions", False):
+            spec["options"] = Args(**self.item.fields).spec
+        return spec
 
     def shown(self, value):
         return "the value is not shown" if self.secret else "got %s" % _shown(value)
@@ -1075,16 +1180,27 @@ class Section(Type):
     ansible = "dict"
     words = "a mapping of known keys"
 
-    def __init__(self, fields, **kw):
+    def __init__(self, fields, suboptions=False, **kw):
         super().__init__(**kw)
         self.fields = fields
+        # A module's dict option: Ansible also checks it as suboptions (``options`` in the spec), and its generated
+        # cases are its fields' own (an experiment's sections are walked key by key instead).
+        self.suboptions = suboptions
         self.sample_value = dict((k, t.sample()) for k, t in fields.items() if t.required)
 
     def problems(self, value, where, context=None):
         """``[(path, type, value, Bad)]`` for every bad key of ``value`` below ``where``; ``type.line(path, value,
-        bad)`` is the line."""
+        bad)`` is the line. The fields beside a key are its context (a Cidr's world switch), switches read as such."""
         if not isinstance(value, dict):
             return [(where, self, value, Bad("be a mapping of %s" % ", ".join(self.fields)))]
+        if self.suboptions or context is None:
+            context = dict(value)
+            for key, t in self.fields.items():
+                if isinstance(t, Switch) and value.get(key) is not None:
+                    try:
+                        context[key] = t.check(value[key])
+                    except Bad:
+                        pass
         out = []
         for key, item in value.items():
             path = "%s.%s" % (where, key) if where else str(key)
@@ -1119,8 +1235,29 @@ class Section(Type):
                 for sub in t.walk(path):
                     yield sub
 
+    def conceal(self, value):
+        if not isinstance(value, dict):
+            return super().conceal(value)
+        return [x for key, t in self.fields.items() if value.get(key) is not None for x in t.conceal(value[key])]
+
+    def ansible_spec(self):
+        spec = super().ansible_spec()
+        if self.suboptions:
+            spec["options"] = Args(**self.fields).spec
+        return spec
+
     def corpus(self):
-        return super().corpus().add("list", ["x"], typed=True).add("unknown_key", dict(self.sample(), no_such_key=1))
+        c = super().corpus().add("list", ["x"], typed=True).add("unknown_key", dict(self.sample(), no_such_key=1))
+        if self.suboptions:
+            for key, t in self.fields.items():
+                for label, bad, typed in t.corpus():
+                    c.add("%s_%s" % (key, label), dict(self.sample(), **{key: bad}), typed=typed)
+        return c
+
+
+def Options(fields, suboptions=True, **kw):  # noqa: N802 - reads as a type in a declaration
+    """A module's dict option with known keys (a :class:`Section` Ansible checks as suboptions too)."""
+    return Section(fields, suboptions=suboptions, **kw)
 
 
 class OneOf(Type):
@@ -1208,9 +1345,16 @@ class Raw(Type):
 class Args:
     """A module's or action's arguments: ``name=Type(...)``. ``spec`` is the Ansible argument_spec."""
 
-    def __init__(self, **fields):
+    def __init__(self, _env_fallback=None, **fields):
+        """``_env_fallback``: Ansible's ``env_fallback`` (the module passes it: this file imports no Ansible), for the
+        fields declared with ``env=``."""
         self.fields = fields
         self.spec = dict((name, t.ansible_spec()) for name, t in fields.items())
+        for name, t in fields.items():
+            if t.env:
+                if _env_fallback is None:
+                    raise ValueError("%s takes the environment variable %s: pass _env_fallback" % (name, t.env))
+                self.spec[name]["fallback"] = (_env_fallback, [t.env])
 
     def __iter__(self):
         return iter(self.fields.items())

@@ -166,53 +166,6 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rlinfra.verl.plugins.module_utils import converge_record as R
 from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
 
-class Options(V.Section):
-    """A :class:`V.Section` that Ansible also checks as suboptions (``options`` in the spec, unless
-    ``suboptions=False``); its fields' switches are read as switches by the fields beside them (``allow_world`` for
-    ``allow``), and its generated cases are its fields' own. (Temporary: for the vocabulary.)"""
-
-    def __init__(self, fields, suboptions=True, **kw):
-        super().__init__(fields, **kw)
-        self.suboptions = suboptions
-
-    def problems(self, value, where, context=None):
-        if isinstance(value, dict):
-            context = dict(value)
-            for key, t in self.fields.items():
-                if isinstance(t, V.Switch) and value.get(key) is not None:
-                    try:
-                        context[key] = t.check(value[key])
-                    except V.Bad:
-                        pass
-        return super().problems(value, where, context)
-
-    def conceal(self, value):
-        if not isinstance(value, dict):
-            return super().conceal(value)
-        return [x for key, t in self.fields.items() if value.get(key) is not None for x in t.conceal(value[key])]
-
-    def ansible_spec(self):
-        spec = super().ansible_spec()
-        if self.suboptions:
-            spec["options"] = V.Args(**self.fields).spec
-        return spec
-
-    def corpus(self):
-        c = super().corpus()
-        for key, t in self.fields.items():
-            for label, bad, typed in t.corpus():
-                c.add("%s_%s" % (key, label), dict(self.sample_value, **{key: bad}), typed=typed)
-        return c
-
-
-class ChoicesList(V.ListOf):
-    """A list of ``choices``, declared as Ansible does (choices on the list). (Temporary: for the vocabulary.)"""
-
-    def __init__(self, choices, **kw):
-        super().__init__(V.Choice(choices), **kw)
-        self.choices = tuple(choices)
-
-
 # systemctl reads a unit name starting with '-' as an option.
 UNIT_NAME = V.Text(empty=False, max_len=256, pattern=r"^[A-Za-z0-9_][A-Za-z0-9:_.@\\-]*$",
                    what="a systemd unit name (letters, digits, : _ . @ \\ -, starting with a letter, digit or _)")
@@ -224,7 +177,7 @@ ARGS = V.Args(
     path=V.AbsPath(default="/etc/ray/rlinfra-converged.json"),
     inputs=V.Text(max_len=64, pattern=r"^[0-9a-f]{64}$",
                   what="the digest a check returned (ansible_converge_record.inputs: 64 hexadecimal digits)"),
-    watch=Options(dict(
+    watch=V.Options(dict(
         files=V.ListOf(V.AbsPath(), default=[]),
         dirs=V.ListOf(V.AbsPath(), default=[]),
         # Glob patterns (python*), matched on the node.
@@ -237,7 +190,7 @@ ARGS = V.Args(
                   V.Raw(reason="a fact's value is whatever the converge published; a check sets it again as it was"),
                   default={}),
     members=V.ListOf(V.Text(empty=False, max_len=255), default=[]),
-    settings=ChoicesList(("storage_lvm", "nfs_mount", "python_env", "ray"), default=[]),
+    settings=V.ListOf(V.Choice(("storage_lvm", "nfs_mount", "python_env", "ray")), default=[]),
     local=V.ListOf(V.Name(), default=["rlinfra_ray"]),
     fact_dir=V.AbsPath(default="/etc/ansible/facts.d"),
 )

@@ -160,26 +160,6 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import DEF
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic_rent import LABEL, Rent
 
 
-class _EnvFallback:
-    """A type whose option Ansible fills from an environment variable when the task gives none (the argument spec's
-    ``fallback``). Temporary, until vocabulary.Type takes an ``env=`` keyword."""
-
-    def __init__(self, env, **kw):
-        super().__init__(**kw)
-        self.env = env
-
-    def ansible_spec(self):
-        return dict(super().ansible_spec(), fallback=(env_fallback, [self.env]))
-
-
-class _EnvSecret(_EnvFallback, V.Secret):
-    pass
-
-
-class _EnvUrl(_EnvFallback, V.Url):
-    pass
-
-
 ANY = "any"
 ARGS = V.Args(
     state=V.Choice(("present", "absent"), default="present"),
@@ -196,10 +176,11 @@ ARGS = V.Args(
     wait=V.Switch(default=True),
     wait_timeout=V.Int(1, 86400, unit="seconds", default=900),
     keep_partial=V.Switch(default=False),
-    api_key=_EnvSecret("HYPERBOLIC_API_KEY"),
-    api_url=_EnvUrl("HYPERBOLIC_API_URL", schemes=("https", "http"), empty=True),
+    api_key=V.Secret(env="HYPERBOLIC_API_KEY"),
+    api_url=V.Url(schemes=("https", "http"), empty=True, env="HYPERBOLIC_API_URL"),
     validate_certs=V.Switch(default=True),
     timeout=V.Seconds(0.1, 600, default=30),
+    _env_fallback=env_fallback,
 )
 ARGUMENT_SPEC = ARGS.spec
 

@@ -187,38 +187,6 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.python_env import (
     ENSUREPIP_SCRIPT, INSPECT_SCRIPT, TOOLING, ensurepip_wheels, fast_path, fingerprint, frozen_lines, inputs_digest,
     python_version, read_json, requirement_lines, state_path, unneeded, uv_changes, uv_wheel)
 
-class _PathOrUrl(V.Type):
-    """pip's --find-links: a directory on the node (an absolute path) or the URL of a page of wheels (no credentials,
-    shown as scheme and host only). Temporary here, until the vocabulary has a union type that shows a URL safely."""
-
-    words = "an absolute path or a URL without credentials"
-    sample_value = "{tmp}"
-
-    def __init__(self, **kw):
-        super().__init__(**kw)
-        self.path, self.url = V.AbsPath(), V.Url(schemes=INDEX_SCHEMES)
-
-    def _type(self, value):
-        return self.url if isinstance(value, str) and "://" in value else self.path
-
-    def check(self, value):
-        return self._type(value).check(value)
-
-    def shown(self, value):
-        return self._type(value).shown(value)
-
-    def conceal(self, value):
-        return self._type(value).conceal(value)
-
-    def corpus(self):
-        c = super().corpus()
-        for kind, t in (("path", self.path), ("url", self.url)):
-            for label, value, typed in t.corpus():
-                if value is not None:
-                    c.add("%s_%s" % (kind, label), value, typed)
-        return c
-
-
 # A local index (a PEP 503 directory on the shared volume) is file://; never credentials or a query in any of them.
 INDEX_SCHEMES = ("https", "http", "file")
 ARGS = V.Args(
@@ -228,7 +196,7 @@ ARGS = V.Args(
     packages=V.ListOf(V.Requirement(), required=True),
     no_build_isolation_packages=V.ListOf(V.Requirement(), default=[]),
     no_deps_packages=V.ListOf(V.Requirement(), default=[]),
-    find_links=V.ListOf(_PathOrUrl(), default=[]),
+    find_links=V.ListOf(V.PathOrUrl(schemes=INDEX_SCHEMES), default=[]),
     no_index=V.Switch(default=False),
     index_url=V.Url(schemes=INDEX_SCHEMES, empty=True, default=""),
     extra_index_urls=V.ListOf(V.Url(schemes=INDEX_SCHEMES), default=[]),

@@ -137,93 +137,15 @@ rules:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
-from ansible_collections.rlinfra.verl.plugins.module_utils.firewall import FirewallError, ray_ports
+from ansible_collections.rlinfra.verl.plugins.module_utils.firewall import FirewallError, PortsType, ray_ports
 from ansible_collections.rlinfra.verl.plugins.module_utils.nft import Nft, absent, present
-
-
-class Options(V.Section):
-    """A :class:`V.Section` that Ansible also checks as suboptions (``options`` in the spec, unless
-    ``suboptions=False``); its fields' switches are read as switches by the fields beside them (``allow_world`` for
-    ``allow``), and its generated cases are its fields' own. (Temporary: for the vocabulary.)"""
-
-    def __init__(self, fields, suboptions=True, **kw):
-        super().__init__(fields, **kw)
-        self.suboptions = suboptions
-
-    def problems(self, value, where, context=None):
-        if isinstance(value, dict):
-            context = dict(value)
-            for key, t in self.fields.items():
-                if isinstance(t, V.Switch) and value.get(key) is not None:
-                    try:
-                        context[key] = t.check(value[key])
-                    except V.Bad:
-                        pass
-        return super().problems(value, where, context)
-
-    def conceal(self, value):
-        if not isinstance(value, dict):
-            return super().conceal(value)
-        return [x for key, t in self.fields.items() if value.get(key) is not None for x in t.conceal(value[key])]
-
-    def ansible_spec(self):
-        spec = super().ansible_spec()
-        if self.suboptions:
-            spec["options"] = V.Args(**self.fields).spec
-        return spec
-
-    def corpus(self):
-        c = super().corpus()
-        for key, t in self.fields.items():
-            for label, bad, typed in t.corpus():
-                c.add("%s_%s" % (key, label), dict(self.sample_value, **{key: bad}), typed=typed)
-        return c
-
-
-class OptionsList(V.ListOf):
-    """A list of :class:`Options` (Ansible's ``elements: dict`` with ``options``). (Temporary: for the vocabulary.)"""
-
-    def ansible_spec(self):
-        spec = super().ansible_spec()
-        if self.item.suboptions:
-            spec["options"] = V.Args(**self.item.fields).spec
-        return spec
-
-
-class Ports(V.Type):
-    """Ray's ports, name -> port or ``low-high`` range, by module_utils/firewall.py's rule: in 1-65535, no two
-    overlapping, none on SSH's 22 (the protected ports given besides are checked with the rules).
-    (Temporary: for the vocabulary.)"""
-
-    ansible = "dict"
-    words = "Ray's ports, name -> port or low-high"
-    sample_value = {"gcs": 6379, "workers": "10002-19999"}
-
-    def check(self, value):
-        if not isinstance(value, dict) or not value:
-            raise V.Bad("be a non-empty mapping of names to ports or low-high ranges")
-        try:
-            ray_ports(value, protected=(22,))
-        except FirewallError as e:
-            raise V.Bad(str(e))
-        return value
-
-    def line(self, name, value, bad):
-        if str(bad).startswith("be "):
-            return super().line(name, value, bad)
-        return "%s: %s%s" % (self.label or name, bad, self.hint)  # firewall.py's own line names the port
-
-    def corpus(self):
-        return super().corpus().add("empty", {}).add("word", {"gcs": "soon"}).add("reversed", {"workers": "20-10"}).add(
-            "out_of_range", {"gcs": 70000}).add("overlap", {"gcs": 6379, "workers": "6000-7000"}).add(
-            "ssh", {"ssh": 22}).add("boolean", {"gcs": True})
 
 
 ARGS = V.Args(
     state=V.Choice(("present", "absent"), default="present"),
-    ports=Ports(),
+    ports=PortsType(),
     # An empty address passes the type for module_utils/firewall.py's own line (the member's facts are missing).
-    members=OptionsList(Options(dict(
+    members=V.ListOf(V.Options(dict(
         host=V.Text(empty=False, max_len=255, required=True),
         address=V.Address(empty=True, default=""),
     )), default=[]),

@@ -221,118 +221,10 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.node_state import par
 from ansible_collections.rlinfra.verl.plugins.module_utils.nft import BOOT_UNIT, BOOT_UNIT_NAME, Nft, ancestor_env, install_nft, present
 from ansible_collections.rlinfra.verl.plugins.module_utils.python_env import read_json
 from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
-from ansible_collections.rlinfra.verl.plugins.module_utils.firewall import FirewallError, ray_ports
+from ansible_collections.rlinfra.verl.plugins.module_utils.firewall import FirewallError, PortsType, ray_ports
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import DASHBOARD_ARGS, RayAuthError, RayError, client_from_module
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_node import (
     NUM_GPUS_PLACEHOLDER, Systemd, amd_env, close_logs, detect_gpus, ensure_dir, fact_text, open_logs, put, wait_for_port)
-
-class Options(V.Section):
-    """A :class:`V.Section` that Ansible also checks as suboptions (``options`` in the spec, unless
-    ``suboptions=False``); its fields' switches are read as switches by the fields beside them (``allow_world`` for
-    ``allow``), and its generated cases are its fields' own. (Temporary: for the vocabulary.)"""
-
-    def __init__(self, fields, suboptions=True, **kw):
-        super().__init__(fields, **kw)
-        self.suboptions = suboptions
-
-    def problems(self, value, where, context=None):
-        if isinstance(value, dict):
-            context = dict(value)
-            for key, t in self.fields.items():
-                if isinstance(t, V.Switch) and value.get(key) is not None:
-                    try:
-                        context[key] = t.check(value[key])
-                    except V.Bad:
-                        pass
-        return super().problems(value, where, context)
-
-    def conceal(self, value):
-        if not isinstance(value, dict):
-            return super().conceal(value)
-        return [x for key, t in self.fields.items() if value.get(key) is not None for x in t.conceal(value[key])]
-
-    def ansible_spec(self):
-        spec = super().ansible_spec()
-        if self.suboptions:
-            spec["options"] = V.Args(**self.fields).spec
-        return spec
-
-    def corpus(self):
-        c = super().corpus()
-        for key, t in self.fields.items():
-            for label, bad, typed in t.corpus():
-                c.add("%s_%s" % (key, label), dict(self.sample_value, **{key: bad}), typed=typed)
-        return c
-
-
-class OptionsList(V.ListOf):
-    """A list of :class:`Options` (Ansible's ``elements: dict`` with ``options``). (Temporary: for the vocabulary.)"""
-
-    def ansible_spec(self):
-        spec = super().ansible_spec()
-        if self.item.suboptions:
-            spec["options"] = V.Args(**self.item.fields).spec
-        return spec
-
-
-class Ports(V.Type):
-    """Ray's ports, name -> port or ``low-high`` range, by module_utils/firewall.py's rule: in 1-65535, no two
-    overlapping, none on SSH's 22 (the protected ports given besides are checked with the rules).
-    (Temporary: for the vocabulary.)"""
-
-    ansible = "dict"
-    words = "Ray's ports, name -> port or low-high"
-    sample_value = {"gcs": 6379, "workers": "10002-19999"}
-
-    def check(self, value):
-        if not isinstance(value, dict) or not value:
-            raise V.Bad("be a non-empty mapping of names to ports or low-high ranges")
-        try:
-            ray_ports(value, protected=(22,))
-        except FirewallError as e:
-            raise V.Bad(str(e))
-        return value
-
-    def line(self, name, value, bad):
-        if str(bad).startswith("be "):
-            return super().line(name, value, bad)
-        return "%s: %s%s" % (self.label or name, bad, self.hint)  # firewall.py's own line names the port
-
-    def corpus(self):
-        return super().corpus().add("empty", {}).add("word", {"gcs": "soon"}).add("reversed", {"workers": "20-10"}).add(
-            "out_of_range", {"gcs": 70000}).add("overlap", {"gcs": 6379, "workers": "6000-7000"}).add(
-            "ssh", {"ssh": 22}).add("boolean", {"gcs": True})
-
-
-class HostPort(V.Text):
-    """``host:port``: a host name, an IPv4 address or ``[IPv6]``, and a TCP port. (Temporary: for the vocabulary.)"""
-
-    words = "host:port"
-
-    def __init__(self, empty=False, **kw):
-        super().__init__(empty=empty, max_len=300, what="host:port (for example 10.0.0.5:6379)", **kw)
-        self.sample_value = "127.0.0.1:6379"
-
-    def check(self, value):
-        value = super().check(value)
-        if not value.strip():
-            return value
-        host, sep, port = value.strip().rpartition(":")
-        if host.startswith("[") and host.endswith("]"):
-            host = host[1:-1]
-        try:
-            if not sep:
-                raise V.Bad("no port")
-            V.Host().check(host)
-            V.Port().check(port)
-        except V.Bad:
-            raise V.Bad("be %s" % self.what)
-        return value
-
-    def corpus(self):
-        return super().corpus().add("no_port", "10.0.0.5").add("port_range", "10.0.0.5:70000").add(
-            "option", "-oProxyCommand=x:22").add("space", "a b:6379").add("url", "http://10.0.0.5:6379")
-
 
 def check_num_gpus(value):
     if value != "auto" and not (re.fullmatch(r"[0-9]{1,4}", value or "") and int(value) <= 1024):
@@ -344,10 +236,10 @@ USER = dict(empty=False, max_len=33, pattern=r"^[a-z_][a-z0-9_-]{0,31}\$?$",
             what="a user name (lowercase letters, digits, _ and -)")
 # The options of rlinfra.verl.ray_firewall with state=present (ray_firewall declares them for itself: a module
 # cannot import another); none set takes ray_firewall's default (FIREWALL_DEFAULTS, path in config_dir).
-FIREWALL = Options(dict(
-    ports=Ports(required=True),
+FIREWALL = V.Options(dict(
+    ports=PortsType(required=True),
     # An empty address passes the type for module_utils/firewall.py's own line (the member's facts are missing).
-    members=OptionsList(Options(dict(
+    members=V.ListOf(V.Options(dict(
         host=V.Text(empty=False, max_len=255, required=True),
         address=V.Address(empty=True),
     ), suboptions=False)),
@@ -362,11 +254,11 @@ FIREWALL = Options(dict(
                  what="an nftables table name (letters, digits and _, starting with a letter, at most 41)"),
 ), suboptions=False)
 # What the roles write to the node's rlinfra_ray local fact (read back by the modules that talk to the dashboard).
-FACT = Options(dict(
+FACT = V.Options(dict(
     role=V.Choice(("head", "worker")),
     cluster=V.Name(),
     node_ip=V.Address(empty=True),
-    gcs_address=HostPort(empty=True),
+    gcs_address=V.HostPort(empty=True),
     dashboard_url=V.Url(schemes=("http", "https"), path=False, default_scheme="http", empty=True),
     token_path=V.AbsPath(empty=True),
     venv=V.AbsPath(empty=True),
@@ -397,7 +289,7 @@ ARGS = V.Args(
     restart_running_jobs=V.Switch(default=False),
     wait=V.Choice(("alive", "gcs", "none"), default="alive"),
     node_ip=V.Address(empty=True, default=""),
-    gcs_address=HostPort(empty=True, default=""),
+    gcs_address=V.HostPort(empty=True, default=""),
     timeout=V.Int(0, default=120),
     **DASHBOARD_ARGS
 )

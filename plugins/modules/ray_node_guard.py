@@ -103,55 +103,6 @@ from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as 
 from ansible_collections.rlinfra.verl.plugins.module_utils.node_state import guard_result as decide
 
 
-class Options(V.Section):
-    """A :class:`V.Section` that Ansible also checks as suboptions (``options`` in the spec, unless
-    ``suboptions=False``); its fields' switches are read as switches by the fields beside them (``allow_world`` for
-    ``allow``), and its generated cases are its fields' own. (Temporary: for the vocabulary.)"""
-
-    def __init__(self, fields, suboptions=True, **kw):
-        super().__init__(fields, **kw)
-        self.suboptions = suboptions
-
-    def problems(self, value, where, context=None):
-        if isinstance(value, dict):
-            context = dict(value)
-            for key, t in self.fields.items():
-                if isinstance(t, V.Switch) and value.get(key) is not None:
-                    try:
-                        context[key] = t.check(value[key])
-                    except V.Bad:
-                        pass
-        return super().problems(value, where, context)
-
-    def conceal(self, value):
-        if not isinstance(value, dict):
-            return super().conceal(value)
-        return [x for key, t in self.fields.items() if value.get(key) is not None for x in t.conceal(value[key])]
-
-    def ansible_spec(self):
-        spec = super().ansible_spec()
-        if self.suboptions:
-            spec["options"] = V.Args(**self.fields).spec
-        return spec
-
-    def corpus(self):
-        c = super().corpus()
-        for key, t in self.fields.items():
-            for label, bad, typed in t.corpus():
-                c.add("%s_%s" % (key, label), dict(self.sample_value, **{key: bad}), typed=typed)
-        return c
-
-
-class OptionsList(V.ListOf):
-    """A list of :class:`Options` (Ansible's ``elements: dict`` with ``options``). (Temporary: for the vocabulary.)"""
-
-    def ansible_spec(self):
-        spec = super().ansible_spec()
-        if self.item.suboptions:
-            spec["options"] = V.Args(**self.item.fields).spec
-        return spec
-
-
 def check_job_record(job):
     """A job of the cluster's list, as M(rlinfra.verl.ray_cluster_info) returns it."""
     if not isinstance(job, dict):
@@ -170,7 +121,7 @@ JOB_RECORD = V.Custom("dict", check_job_record, [{"submission_id": ["x"]}, {"sub
 
 
 ARGS = V.Args(
-    nodes=OptionsList(Options(dict(
+    nodes=V.ListOf(V.Options(dict(
         host=V.Text(empty=False, max_len=255, required=True),
         cluster=V.Name(default="default"),
         reports_jobs=V.Switch(default=False),

@@ -282,37 +282,6 @@ from ansible_collections.rlinfra.verl.plugins.module_utils import node_logs as N
 from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayClient, RayError
 
-class Regex(V.Text):
-    """A regular expression, as ``compiler`` takes it (``re.compile``, or the code that embeds it in its own
-    expressions). (Temporary: for the vocabulary.)"""
-
-    words = "a regular expression"
-
-    def __init__(self, compiler=re.compile, **kw):
-        super().__init__(max_len=1024, what="a regular expression", **kw)
-        self.compiler = compiler
-        self.sample_value = "x"
-
-    def check(self, value):
-        value = super().check(value)
-        if not value:
-            return value
-        try:
-            re.compile(value)
-        except (re.error, ValueError) as e:
-            raise V.Bad("be a regular expression Python compiles (%s)" % str(e).splitlines()[0])
-        if self.compiler is not re.compile:
-            try:
-                self.compiler(value)
-            except (re.error, ValueError) as e:  # a position there is in the embedding expression: left out
-                raise V.Bad("be a regular expression that still works inside another (%s)"
-                            % re.sub(r" at position \d+.*", "", str(e).splitlines()[0]))
-        return value
-
-    def corpus(self):
-        return super().corpus().add("unbalanced", "(").add("nothing_to_repeat", "*x")
-
-
 ARGS = V.Args(
     # Ray's submission ids are free text; the driver log of any id of these characters can be named.
     submission_id=V.Text(empty=False, max_len=201, pattern=N.SUBMISSION_ID_RE, required=True, sample="rlinfra-sample",
@@ -325,13 +294,13 @@ ARGS = V.Args(
     temp_dir=V.AbsPath(empty=True, default=""),
     secret_values=V.ListOf(V.Secret(multiline=True), default=[]),
     # Names and paths of secrets, not secrets.
-    secret_name_pattern=Regex(compiler=N.name_maskers, default=N.DEFAULT_SECRET_NAME_PATTERN, no_log=False),
+    secret_name_pattern=V.Regex(compiler=N.name_maskers, default=N.DEFAULT_SECRET_NAME_PATTERN, no_log=False),
     token_path=V.AbsPath(empty=True, default=""),
     secret_env_files=V.ListOf(V.AbsPath(), no_log=False),
     max_file_mib=V.Number(0.001, 1024, unit="MiB", default=8),
     max_total_mib=V.Number(0.001, 16384, unit="MiB", default=64),
     kernel_lines=V.Int(0, 1000000, default=2000),
-    extra_patterns=V.ListOf(Regex(empty=False), default=[]),
+    extra_patterns=V.ListOf(V.Regex(empty=False), default=[]),
     bundle_root=V.Text(max_len=200, pattern=N.BUNDLE_ROOT_RE, default="",
                        what="a plain directory name (letters, digits, '.', '_', '-'; not . or ..)"),
     dest_dir=V.AbsPath(empty=True, default=""),

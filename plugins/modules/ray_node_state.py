@@ -146,45 +146,6 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.node_state import nod
 from ansible_collections.rlinfra.verl.plugins.module_utils.plain_module import finish
 
 
-class Options(V.Section):
-    """A :class:`V.Section` that Ansible also checks as suboptions (``options`` in the spec, unless
-    ``suboptions=False``); its fields' switches are read as switches by the fields beside them (``allow_world`` for
-    ``allow``), and its generated cases are its fields' own. (Temporary: for the vocabulary.)"""
-
-    def __init__(self, fields, suboptions=True, **kw):
-        super().__init__(fields, **kw)
-        self.suboptions = suboptions
-
-    def problems(self, value, where, context=None):
-        if isinstance(value, dict):
-            context = dict(value)
-            for key, t in self.fields.items():
-                if isinstance(t, V.Switch) and value.get(key) is not None:
-                    try:
-                        context[key] = t.check(value[key])
-                    except V.Bad:
-                        pass
-        return super().problems(value, where, context)
-
-    def conceal(self, value):
-        if not isinstance(value, dict):
-            return super().conceal(value)
-        return [x for key, t in self.fields.items() if value.get(key) is not None for x in t.conceal(value[key])]
-
-    def ansible_spec(self):
-        spec = super().ansible_spec()
-        if self.suboptions:
-            spec["options"] = V.Args(**self.fields).spec
-        return spec
-
-    def corpus(self):
-        c = super().corpus()
-        for key, t in self.fields.items():
-            for label, bad, typed in t.corpus():
-                c.add("%s_%s" % (key, label), dict(self.sample_value, **{key: bad}), typed=typed)
-        return c
-
-
 # systemctl reads a unit name starting with '-' as an option.
 UNIT_NAME = dict(empty=False, max_len=256, pattern=r"^[A-Za-z0-9_][A-Za-z0-9:_.@\\-]*$",
                  what="a systemd unit name (letters, digits, : _ . @ \\ -, starting with a letter, digit or _)")
@@ -195,7 +156,7 @@ ARGS = V.Args(
     inputs=V.MapOf(V.Name(), V.Raw(reason="a part is hashed whole, whatever its shape (its digest is compared)"),
                    default={}),
     python_env_state=V.AbsPath(),
-    python_env=Options(dict(
+    python_env=V.Options(dict(
         python=V.AbsPath(required=True),
         packages=V.ListOf(V.Requirement(), default=[]),
         no_build_isolation_packages=V.ListOf(V.Requirement(), default=[]),

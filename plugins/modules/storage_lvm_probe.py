@@ -167,19 +167,6 @@ def _lvm_name(**kw):
                   what="an LVM name (letters, digits, + _ . -, not starting with -)", **kw)
 
 
-class _Phase(V.Choice):
-    """A choice whose empty value is one of the choices (the whole volume). Temporary: vocabulary.Choice's corpus
-    offers "" as a bad value even when it is a choice."""
-
-    def check(self, value):
-        if value not in self.choices:
-            raise V.Bad("be empty (the whole volume), %s" % " or ".join(c for c in self.choices if c))
-        return value
-
-    def corpus(self):
-        return V.Corpus(x for x in super().corpus() if x[1] not in self.choices)
-
-
 ARGS = V.Args(
     devices=V.Custom("raw", _devices, [("word", "sdb"), ("not_dev", ["sdb"]), ("dotdot", ["/dev/../etc/passwd"]),
                                        ("space", ["/dev/sd b"]), ("number", [5]), ("upper_auto", "AUTO"),
@@ -190,7 +177,7 @@ ARGS = V.Args(
     lv_name=_lvm_name(default="lv_scratch"),
     mount_point=V.AbsPath(default="/workspace"),
     force=V.Switch(default=False),
-    stop_after=_Phase(("", "discover", "vg"), default=""),
+    stop_after=V.Choice(("", "discover", "vg"), default=""),
     fallback_plain=V.Switch(default=True),
     discover_pattern=V.Custom("str", _pattern, [("unbalanced", "(nvme"), ("newline", "sd[a-z]+\nx"),
                                                 ("repeat", "*sd")], DEFAULT_PATTERN, default=DEFAULT_PATTERN),

@@ -466,3 +466,17 @@ def test_upload_to_hugging_face_token_only_in_the_environment(checkpoint, workdi
         assert wrong.returncode != 0
         assert "upload of %s to Hugging Face repo rlinfra-test/other failed (exit 1)" % target in flat(wrong.output)
         assert "401" in flat(wrong.output) and "hf_wrong_token_value_123" not in wrong.output
+
+
+def test_models_root_at_or_above_the_checkpoints_is_refused_and_nothing_is_lost(checkpoint, workdir):
+    """merge.yml with verl_job_models_root pointing at the checkpoints' directory (so that the target is the
+    experiment's checkpoint directory) merged and then removed every global_step_*; now it is refused in one line."""
+    exp_dir = checkpoint["dir"]
+    before = sorted(str(p.relative_to(exp_dir)) for p in exp_dir.rglob("*"))
+    models_root = exp_dir.parent  # <checkpoint root>/<project>/<cluster>: the target is the checkpoint directory
+    proc = playbook(workdir, checkpoint, "exp=" + EXP, json.dumps({"verl_job_models_root": str(models_root)}))
+    assert proc.returncode != 0
+    assert ("refusing to replace the merge target %s: it is the checkpoint directory %s, which this operation reads; "
+            "merge into a directory of its own, outside the checkpoints (verl_job_models_root for merge.yml)"
+            % (exp_dir, exp_dir)) in flat(proc.output), proc.output[-3000:]
+    assert sorted(str(p.relative_to(exp_dir)) for p in exp_dir.rglob("*")) == before

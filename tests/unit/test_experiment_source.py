@@ -171,3 +171,40 @@ def test_installed_playbook_from_a_subdirectory_uses_the_users_experiment(tmp_pa
     assert ("experiment 'mine' not found: no mine.yml or mine.yaml; searched %s, %s" % (
         root / "experiments", tmp_path / "experiments")) in out
     assert not (root / "artifacts").exists()
+
+
+def test_an_experiments_directory_that_is_a_file_is_named_so(tmp_path):
+    root = project(tmp_path / "p")
+    (tmp_path / "exps.txt").write_text("not a directory")
+    with pytest.raises(E.ExperimentError) as err:
+        locate("mine", explicit_dir=str(tmp_path / "exps.txt"), cwd=str(root))
+    assert str(err.value) == ("experiments directory %s (verl_job_experiments_dir) is not a directory; point "
+                              "verl_job_experiments_dir at the directory of your experiment files" % (tmp_path / "exps.txt"))
+    with pytest.raises(E.ExperimentError) as err:
+        E.load_experiment("mine", str(tmp_path / "exps.txt"))
+    assert str(err.value) == "experiments directory %s is not a directory (set verl_job_experiments_dir)" % (
+        tmp_path / "exps.txt")
+
+
+@pytest.mark.parametrize("how", ["explicit", "project", "load"])
+def test_an_experiment_that_links_outside_its_directory_is_not_read(tmp_path, how):
+    """A link to a file elsewhere (a key, /etc/shadow) was followed, and the unknown-key error showed its first line."""
+    root = project(tmp_path / "p")
+    secret = tmp_path / "id_rsa"
+    secret.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n")
+    os.symlink(secret, root / "experiments" / "leak.yml")
+    with pytest.raises(E.ExperimentError) as err:
+        if how == "explicit":
+            locate("leak", explicit_dir=str(root / "experiments"), cwd=str(root))
+        elif how == "project":
+            locate("leak", cwd=str(root))
+        else:
+            E.load_experiment("leak", str(root / "experiments"))
+    line = str(err.value)
+    assert line == ("%s is a link to %s, outside the experiments directory %s: copy the experiment into the directory, "
+                    "or point verl_job_experiments_dir at the directory that holds it"
+                    % (root / "experiments" / "leak.yml", secret, root / "experiments"))
+    assert "BEGIN" not in line and "b3Bl" not in line
+    # A link inside the directory (an alias of another experiment) stays allowed.
+    os.symlink(root / "experiments" / "mine.yml", root / "experiments" / "alias.yml")
+    assert E.load_experiment("alias", str(root / "experiments")).name == "alias"
