@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.converge_record import plan
+from ansible_collections.rlinfra.verl.plugins.module_utils.python_env import mismatch
 
 DEFAULT_CLUSTER = "default"
 
@@ -27,6 +28,20 @@ def ray_clusters(hosts, hostvars):
     for h in hosts:
         out.setdefault(cluster_of(h, hostvars), []).append(h)
     return dict(sorted(out.items()))
+
+
+def env_mismatch(host, heads, hostvars):
+    """'' when ``host`` runs its cluster head's Python environment, else one line saying how they differ
+    (module_utils/python_env.py's rule)."""
+    head = in_ray_cluster(heads or [], hostvars, cluster_of(host, hostvars))
+    if not head:
+        return ""
+
+    def env(name):
+        hv = hostvars[name]
+        return dict(fingerprint=hv.get("python_env_fingerprint"), frozen=hv.get("python_env_frozen"),
+                    python_version=hv.get("python_env_python_version"))
+    return mismatch(host, env(host), head[0], env(head[0]))
 
 
 def worker_head(worker, heads, hostvars):
@@ -65,4 +80,4 @@ def converge_plan(hosts, hostvars, groups):
 class FilterModule:
     def filters(self):
         return {"in_ray_cluster": in_ray_cluster, "ray_clusters": ray_clusters, "worker_head": worker_head,
-                "converge_plan": converge_plan}
+                "converge_plan": converge_plan, "env_mismatch": env_mismatch}

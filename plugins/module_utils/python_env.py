@@ -243,3 +243,19 @@ def ensurepip_wheels(text):
 def fast_path(record, inputs, current_fingerprint):
     """True when the environment holds what the last exact install of the same inputs left: nothing to do."""
     return bool(record) and record.get("inputs") == inputs and record.get("fingerprint") == current_fingerprint
+
+
+def mismatch(host, mine, head, theirs):
+    """'' when ``host`` runs the environment of its cluster's ``head``; else the one line that says how they differ.
+    ``mine`` / ``theirs``: ``{fingerprint, frozen, python_version}`` as python_env_sync returned them. A node whose
+    environment is not there to read (check mode before its first converge: no fingerprint) is not compared."""
+    if not mine.get("fingerprint") or not theirs.get("fingerprint") or mine["fingerprint"] == theirs["fingerprint"]:
+        return ""
+    frozen, ref = list(mine.get("frozen") or []), list(theirs.get("frozen") or [])
+    interp = ""
+    if mine.get("python_version") != theirs.get("python_version"):
+        interp = "interpreter %s here, %s on the head; " % (mine.get("python_version"), theirs.get("python_version"))
+    return ("%s runs a different Python environment than head %s (fingerprint %s vs %s): %sonly here: %s; only on the "
+            "head: %s. Re-run site.yml, or fix python_env_packages (or python_env_python) for this host." % (
+                host, head, str(mine["fingerprint"])[:12], str(theirs["fingerprint"])[:12], interp,
+                ", ".join(x for x in frozen if x not in ref) or "-", ", ".join(x for x in ref if x not in frozen) or "-"))

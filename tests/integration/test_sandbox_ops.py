@@ -38,7 +38,7 @@ def playbook(name, *extra, secret=False):
     args = [venv_bin("ansible-playbook"), "-i", str(SANDBOX_INVENTORY), name,
             "-e", json.dumps({"verl_job_checkpoint_root": CKPT_ROOT})]
     for item in extra:
-        args += ["-e", item]
+        args += [item] if item.startswith("--") else ["-e", item]  # a flag (--check) as it is, else extra vars
     env = {k: v for k, v in os.environ.items() if k != "HF_TOKEN" and not k.startswith("ANSIBLE_")}
     env["ANSIBLE_NOCOLOR"] = "1"
     if secret:
@@ -170,6 +170,36 @@ def test_teardown_refuses_under_a_job_stops_it_when_asked_then_site_rebuilds(run
         assert again.returncode == 0, again.output[-4000:]
         assert set(again.recap) == {"localhost"} | {n["name"] for n in nodes}
         assert all(r["changed"] == 0 for r in again.recap.values()), again.recap
+
+        # A purge removes only what is provably the collection's own (module_utils/owned.py), checked on every node
+        # before anything goes: a temp dir set on the shared volume is refused in one line, and nothing is removed.
+        unsafe = playbook("teardown.yml", "teardown_purge=true", json.dumps({"ray_temp_dir": "/data/ray-tmp"}))
+        outputs.append(unsafe.output)
+        assert unsafe.returncode != 0
+        assert ("refusing to remove the Ray temp dir /data/ray-tmp: it lies inside the kept directory /data, which a "
+                "teardown never removes") in flat(unsafe.output), unsafe.output[-3000:]
+        assert all(r["changed"] == 0 for r in unsafe.recap.values()), unsafe.recap
+        purge = playbook("teardown.yml", "teardown_purge=true")
+        outputs.append(purge.output)
+        assert purge.returncode == 0, purge.output[-4000:]
+        for n in nodes:
+            assert on_node(n["name"], "ls -d /opt/rlinfra/venv /workspace/ray 2>/dev/null; cat " + MARKER).split() == [
+                "keep"], n["name"]
+
+        # The nodes now hold nothing of the collection's, as just rented: --check --diff says what each would get and
+        # changes nothing (it died in a template error at the environment-fingerprint check before).
+        check = playbook("site.yml", "--check", "--diff")
+        outputs.append(check.output)
+        assert check.returncode == 0, check.output[-4000:]
+        for n in nodes:
+            assert re.search(r"%s would get: a new Python environment with the pinned package set; \d+ file\(s\) written"
+                             % n["name"], flat(check.output)), check.output[-3000:]
+            assert on_node(n["name"], "ls -d /opt/rlinfra/venv /etc/ray /etc/systemd/system/ray-*.service "
+                                      "/etc/ansible/facts.d/rlinfra_ray.fact 2>/dev/null").split() == [], n["name"]
+        assert "Cluster 'default' (check mode): would start Ray where it is not running and wait for its %d nodes" % len(
+            nodes) in flat(check.output).replace("''", "'")
+        for sign in ("NoneType", "Error rendering template", "Traceback"):
+            assert sign not in check.output
     finally:
         site = playbook("site.yml")
         outputs.append(site.output)
