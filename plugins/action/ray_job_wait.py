@@ -43,7 +43,7 @@ ARGS = V.Args(
     base_submission_id=V.SubmissionId(empty=True, default=""),
     timeout=V.Int(1, default=86400),
     progress_interval=V.Int(1, default=60),
-    poll_interval=V.Number(E.MIN_POLL_INTERVAL, default=5.0),
+    poll_interval=V.Number(ES.MIN_POLL_INTERVAL, default=5.0),
     stop_on_timeout=V.Switch(default=False),
     stall_timeout=V.Int(0, default=0, hint=" (0 is off)"),
     outage_grace=V.Int(1, default=300),

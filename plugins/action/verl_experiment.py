@@ -14,6 +14,7 @@ from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E
+from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_schema as ES_
 from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_source as ES
 from ansible_collections.rlinfra.verl.plugins.module_utils import hf_prefetch as HFP
 from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_file as SF
@@ -24,6 +25,7 @@ from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import type
 from ansible_collections.rlinfra.verl.plugins.module_utils.numbers import int_or_none
 
 COLLECTION_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
 
 def _ref(value):
     """An experiment's name, or ``rlinfra.verl:NAME`` for a bundled example (experiment_source's rule)."""
@@ -76,7 +78,7 @@ ARGS = V.Args(
     wait_timeout=_role("wait_timeout", "verl_job_wait_timeout", V.Int(1)),
     progress_interval=_role("progress_interval", "verl_job_progress_interval", V.Int(1)),
     poll_interval=_role("poll_interval", "verl_job_poll_interval", V.Number(
-        E.MIN_POLL_INTERVAL, hint=" (the dashboard serves the whole cluster)")),
+        ES_.MIN_POLL_INTERVAL, hint=" (the dashboard serves the whole cluster)")),
     stop_on_timeout=V.Switch(),
 )
 ARGUMENT_SPEC = ARGS.spec

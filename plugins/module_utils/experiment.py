@@ -26,12 +26,10 @@ import stat
 from ansible_collections.rlinfra.verl.plugins.module_utils import code_checkout as CC
 from ansible_collections.rlinfra.verl.plugins.module_utils import hf_prefetch as HFP
 from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_file as SF
-from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
 from ansible_collections.rlinfra.verl.plugins.module_utils.experiment_schema import (
-    CONVENTIONS, FRAMEWORKS, KEY_PREFIX_RE, MAX_ARG_BYTES, MIN_POLL_INTERVAL, NAME_RE, SCHEMA, SECTIONS,
-    flatten_params)
+    MAX_ARG_BYTES, NAME_RE, SCHEMA, flatten_params)
 from ansible_collections.rlinfra.verl.plugins.module_utils.cluster_shape import cluster_shape
-from ansible_collections.rlinfra.verl.plugins.module_utils.recovery import RECOVERY_DEFAULTS, RECOVERY_EVENTS
+from ansible_collections.rlinfra.verl.plugins.module_utils.recovery import RECOVERY_DEFAULTS
 
 try:
     import yaml
@@ -794,8 +792,8 @@ def check_fits(exp, nodes, cluster, where="alive now"):
     if min_nodes and nodes and min_nodes > len(nodes):
         raise ExperimentError(
             "%s: recovery.min_nodes is %d but Ray cluster %s has %d node(s) %s: a recovery would wait for nodes it can "
-            "never get; set recovery.min_nodes to at most %d" % (exp.label, min_nodes, cluster, len(nodes), where,
-                                                                  len(nodes)))
+            "never get; set recovery.min_nodes to at most %d" % (
+                exp.label, min_nodes, cluster, len(nodes), where, len(nodes)))
 
 
 def checkpoint_dir(exp, checkpoint_root=DEFAULT_CHECKPOINT_ROOT, cluster=None):

@@ -654,7 +654,7 @@ class Url(Type):
             parts = urlsplit(value)
             port = parts.port
         except ValueError as e:
-            raise Bad("be %s (%s)" % (what, str(e).split(":")[0].lower()))
+            raise Bad("be %s (%s)" % (what, str(e).split(":", maxsplit=1)[0].lower()))
         if parts.scheme.lower() not in self.schemes:
             raise Bad("be %s" % what)
         if parts.scheme.lower() != "file" and not parts.hostname:
@@ -1168,9 +1168,8 @@ class _UnknownKey(Type):
     def line(self, name, value, bad):
         fields = list(self.section.fields)
         close = difflib.get_close_matches(str(value), fields, n=1, cutoff=0.6)
-        return "%s: unknown key %s%s; allowed: %s" % (name or "top level", _shown(value),
-                                                       " (did you mean '%s'?)" % close[0] if close else "",
-                                                       ", ".join(fields))
+        did = " (did you mean '%s'?)" % close[0] if close else ""
+        return "%s: unknown key %s%s; allowed: %s" % (name or "top level", _shown(value), did, ", ".join(fields))
 
 
 class Section(Type):
@@ -1232,8 +1231,7 @@ class Section(Type):
             path = "%s.%s" % (where, key) if where else key
             yield path, t
             if isinstance(t, Section):
-                for sub in t.walk(path):
-                    yield sub
+                yield from t.walk(path)
 
     def conceal(self, value):
         if not isinstance(value, dict):

@@ -137,7 +137,7 @@ rules:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
-from ansible_collections.rlinfra.verl.plugins.module_utils.firewall import FirewallError, PortsType, ray_ports
+from ansible_collections.rlinfra.verl.plugins.module_utils.firewall import PortsType
 from ansible_collections.rlinfra.verl.plugins.module_utils.nft import Nft, absent, present
 
 

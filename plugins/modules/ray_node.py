@@ -221,10 +221,11 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.node_state import par
 from ansible_collections.rlinfra.verl.plugins.module_utils.nft import BOOT_UNIT, BOOT_UNIT_NAME, Nft, ancestor_env, install_nft, present
 from ansible_collections.rlinfra.verl.plugins.module_utils.python_env import read_json
 from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
-from ansible_collections.rlinfra.verl.plugins.module_utils.firewall import FirewallError, PortsType, ray_ports
+from ansible_collections.rlinfra.verl.plugins.module_utils.firewall import PortsType
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import DASHBOARD_ARGS, RayAuthError, RayError, client_from_module
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_node import (
     NUM_GPUS_PLACEHOLDER, Systemd, amd_env, close_logs, detect_gpus, ensure_dir, fact_text, open_logs, put, wait_for_port)
+
 
 def check_num_gpus(value):
     if value != "auto" and not (re.fullmatch(r"[0-9]{1,4}", value or "") and int(value) <= 1024):

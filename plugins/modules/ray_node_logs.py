@@ -273,7 +273,6 @@ notes:
 """
 
 import os
-import re
 import shutil
 import tempfile
 

@@ -52,6 +52,7 @@ options:
     type: path
     default: ""
   framework:
+    choices: [verl, nemo_rl, custom]
     description:
       - The experiment's framework (C(framework) of M(rlinfra.verl.verl_experiment)'s C(experiment)). Only V(verl)
         experiments are merged; any other returns RV(merged=false) and a RV(report) that says why, and fails nothing.
