@@ -36,9 +36,10 @@ def _count():
 SWITCHES = {
     "exp": V.Text(empty=False, max_len=200, nullable=False, pattern=r"^(rlinfra\.verl:)?[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$",
                   what="an experiment name (letters, digits, _ . -), or rlinfra.verl:NAME for a bundled example"),
-    "run": V.Name(nullable=False),
-    "cluster": V.Name(nullable=False),
-    "checkpoint_cluster": V.Name(nullable=False),
+    # Empty means "not set" (an AWX survey sends an unanswered field as ""), as for region.
+    "run": V.Name(empty=True, nullable=False),
+    "cluster": V.Name(empty=True, nullable=False),
+    "checkpoint_cluster": V.Name(empty=True, nullable=False),
     "dry_run": V.Switch(nullable=False),
     "wait": V.Switch(nullable=False),
     "attempt": _count(),
@@ -53,7 +54,7 @@ SWITCHES = {
     "gpu_count": _count(),
     "label": V.Name(nullable=False),
     "max_price": V.Number(0, above=True, nullable=False, unit="dollars per hour"),
-    "region": V.Name(nullable=False),
+    "region": V.Name(empty=True, nullable=False),
     "keep_partial": V.Switch(nullable=False),
 }
 # Words pass every playbook (an AWX workflow sends its survey answers to every playbook of its chain).

@@ -111,7 +111,8 @@ ARGS = V.Args(
     state=V.Choice(("present", "absent"), default="present"),
     # Needed with state=present (present() says which are missing): label, idle_release_after, api_key, dashboard_url.
     label=V.Name(),
-    idle_release_after=V.Int(1, V.YEAR, unit="seconds"),
+    # 0 (off) is what a removal passes; with state=present the module asks for 1 or more (missing, below).
+    idle_release_after=V.Int(0, V.YEAR, unit="seconds"),
     check_every=V.Int(10, V.YEAR, unit="seconds", default=300),
     api_key=V.Secret(),
     api_url=V.Url(schemes=("https", "http"), default="https://api.hyperbolic.xyz"),
