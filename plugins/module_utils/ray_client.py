@@ -665,3 +665,19 @@ def tail_lines(text, n):
     if not text or n <= 0:
         return ""
     return "\n".join(text.splitlines()[-n:])
+
+def check_job_record(job):
+    """A job of the cluster's list, as M(rlinfra.verl.ray_cluster_info) returns it."""
+    if not isinstance(job, dict):
+        raise V.Bad("be a job (a mapping)")
+    for key in ("submission_id", "status"):
+        if job.get(key) is not None:
+            V.one_line(job[key], "a job whose %s is one line of text" % key)
+    if job.get("metadata") is not None and not isinstance(job["metadata"], dict):
+        raise V.Bad("be a job whose metadata is a mapping")
+    return job
+
+
+JOB_RECORD = V.Custom("dict", check_job_record, [{"submission_id": ["x"]}, {"submission_id": "a\nb"},
+                                                 {"submission_id": "x", "metadata": "m"}],
+                      {"submission_id": "rlinfra-sample-default", "status": "RUNNING"})

@@ -99,25 +99,11 @@ restarting:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rlinfra.verl.plugins.module_utils import ray_client
 from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
 from ansible_collections.rlinfra.verl.plugins.module_utils.node_state import guard_result as decide
 
 
-def check_job_record(job):
-    """A job of the cluster's list, as M(rlinfra.verl.ray_cluster_info) returns it."""
-    if not isinstance(job, dict):
-        raise V.Bad("be a job (a mapping)")
-    for key in ("submission_id", "status"):
-        if job.get(key) is not None:
-            V.one_line(job[key], "a job whose %s is one line of text" % key)
-    if job.get("metadata") is not None and not isinstance(job["metadata"], dict):
-        raise V.Bad("be a job whose metadata is a mapping")
-    return job
-
-
-JOB_RECORD = V.Custom("dict", check_job_record, [{"submission_id": ["x"]}, {"submission_id": "a\nb"},
-                                                 {"submission_id": "x", "metadata": "m"}],
-                      {"submission_id": "rlinfra-sample-default", "status": "RUNNING"})
 
 
 ARGS = V.Args(
@@ -127,7 +113,7 @@ ARGS = V.Args(
         reports_jobs=V.Switch(default=False),
         restart=V.Switch(default=False),
         reasons=V.ListOf(V.Text(empty=False, max_len=200), default=[]),
-        running_jobs=V.ListOf(JOB_RECORD),
+        running_jobs=V.ListOf(ray_client.JOB_RECORD),
         # A registered result's msg: Ansible's own ("MODULE FAILURE\nSee stdout/stderr...") has lines.
         jobs_error=V.Text(lines=True, max_len=65536, default=""),
     )), required=True),

@@ -123,6 +123,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rlinfra.verl.plugins.module_utils.attempts import ENTRYPOINT_RESOURCES
 from ansible_collections.rlinfra.verl.plugins.module_utils.job_submit import submit_job
 from ansible_collections.rlinfra.verl.plugins.module_utils.plain_module import finish
+from ansible_collections.rlinfra.verl.plugins.module_utils import ray_client
 from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import (
     DASHBOARD_ARGS, check_entrypoint, check_resources, check_runtime_env, string_values)
@@ -176,21 +177,6 @@ def job_problems(job):
     return [x for x in problems if x]
 
 
-def check_job_record(job):
-    """A job of the cluster's list, as M(rlinfra.verl.ray_cluster_info) returns it."""
-    if not isinstance(job, dict):
-        raise V.Bad("be a job (a mapping)")
-    for key in ("submission_id", "status"):
-        if job.get(key) is not None:
-            V.one_line(job[key], "a job whose %s is one line of text" % key)
-    if job.get("metadata") is not None and not isinstance(job["metadata"], dict):
-        raise V.Bad("be a job whose metadata is a mapping")
-    return job
-
-
-JOB_RECORD = V.Custom("dict", check_job_record, [{"submission_id": ["x"]}, {"submission_id": "a\nb"},
-                                                 {"submission_id": "x", "metadata": "m"}],
-                      {"submission_id": "rlinfra-sample-default", "status": "RUNNING"})
 
 
 def check_package_data(value):
@@ -217,7 +203,7 @@ ARGS = V.Args(
         ("package_path", dict(JOB_SAMPLE, package={"uri": "gcs://%s%s.zip" % (RAY_PKG_PREFIX, "0" * 40),
                                                    "path": "x.zip"})),
         ("checkpoint_dir", dict(JOB_SAMPLE, checkpoint_dir="../ckpt"))], JOB_SAMPLE, required=True),
-    jobs=V.ListOf(JOB_RECORD, default=[]),
+    jobs=V.ListOf(ray_client.JOB_RECORD, default=[]),
     secrets=V.MapOf(V.EnvName(), V.Secret(multiline=True, nullable=False), default={}),
     # Type str: the action validates on the controller, where type path would expand ~ and $VAR there.
     package_dest=V.AbsPath(empty=True, default="", ansible="str"),
