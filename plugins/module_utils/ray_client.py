@@ -666,6 +666,7 @@ def tail_lines(text, n):
         return ""
     return "\n".join(text.splitlines()[-n:])
 
+
 def check_job_record(job):
     """A job of the cluster's list, as M(rlinfra.verl.ray_cluster_info) returns it."""
     if not isinstance(job, dict):

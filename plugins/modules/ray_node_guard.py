@@ -104,8 +104,6 @@ from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as 
 from ansible_collections.rlinfra.verl.plugins.module_utils.node_state import guard_result as decide
 
 
-
-
 ARGS = V.Args(
     nodes=V.ListOf(V.Options(dict(
         host=V.Text(empty=False, max_len=255, required=True),

@@ -177,8 +177,6 @@ def job_problems(job):
     return [x for x in problems if x]
 
 
-
-
 def check_package_data(value):
     if len(value) > PACKAGE_DATA_MAX:
         raise V.Bad("be at most %d characters (a zip of 8 MiB, base64): a larger zip is copied first" % PACKAGE_DATA_MAX)
