@@ -16,7 +16,8 @@ from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import type
 
 MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
 # The guard and what it imports (standard library otherwise), under their package path on the node.
-CODE = ("idle_guard.py", "hyperbolic.py", "hyperbolic_rent.py", "numbers.py", "plain_http.py")
+CODE = ("idle_guard.py", "hyperbolic.py", "hyperbolic_rent.py", "hyperbolic_record.py", "files.py", "numbers.py",
+        "plain_http.py")
 PACKAGE = "ansible_collections/rlinfra/verl/plugins/module_utils/"
 
 

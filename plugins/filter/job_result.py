@@ -7,10 +7,12 @@ ray_job_wait. Everything was decided by those; this only puts it together."""
 
 from __future__ import annotations
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.run_cost import cost_line, node_prices, run_cost, run_seconds
+
 NOT_WAITED = "status:        not waited for (wait disabled): run status.yml for the experiment"
 
 
-def job_result(rendered, submitted, waited=None, tail_lines=30):
+def job_result(rendered, submitted, waited=None, tail_lines=30, hosts=None, hostvars=None):
     rendered, submitted, waited = dict(rendered or {}), dict(submitted or {}), dict(waited or {})
     experiment = rendered.get("experiment") or {}
     code = rendered.get("code")
@@ -26,11 +28,14 @@ def job_result(rendered, submitted, waited=None, tail_lines=30):
         attempts=waited.get("attempts") or [], lost_nodes=waited.get("lost_nodes") or [],
         log_path=waited.get("log_path") or "", checkpoint_dir=rendered.get("checkpoint_dir"),
         code_commit=(code or {}).get("commit"))
+    out["cost"] = run_cost(node_prices(hosts, hostvars or {}), run_seconds(waited)) if was_waited and hosts else None
+    priced = cost_line(out["cost"])
     head = "experiment:    %s (%s) on Ray cluster %s - %s" % (
         out["experiment"], experiment.get("framework"), out["cluster"], experiment.get("path"))
     out["lines"] = (
         [head]
         + (list(waited.get("summary") or []) if was_waited else [NOT_WAITED])
+        + ([priced] if priced else [])
         + (["code:          %s@%s (ref %s)" % (code["repo"], code["commit"], code["ref"])] if code else [])
         + ["checkpoints:   %s" % out["checkpoint_dir"], "artifacts:     %s" % (rendered.get("run_artifacts_dir") or ""),
            "dashboard:     %s" % (waited.get("dashboard_url") or "")])

@@ -21,7 +21,19 @@ description:
     C(.), C(_) and C(-); clashing names get the instance id appended, so every name is unique.
   - Host variables are C(ansible_host), C(ansible_port), C(ansible_user), C(hyperbolic_id),
     C(hyperbolic_label), C(hyperbolic_status), C(hyperbolic_gpu_type), C(hyperbolic_gpu_count),
-    C(hyperbolic_region), C(hyperbolic_source) and C(ray_cluster).
+    C(hyperbolic_region), C(hyperbolic_source), C(hyperbolic_kind) (V(virtual-machine) or V(bare-metal)),
+    C(hyperbolic_node) (the node's index in a bare-metal rental of several nodes, else null),
+    C(hyperbolic_private_ip) (the rental's internal address, when the API gives one),
+    C(hyperbolic_cost_per_hour) (dollars an hour, when the API gives the price), C(hyperbolic_user_metadata)
+    (the rental's C(meta.userMetadata), when the earlier shape carries it) and C(ray_cluster).
+  - On-demand rentals are read in both shapes the public clients read (docs/INVENTORY.md names them), the current
+    one (C(providerData.sshNetworking), C(gpuType), C(gpuCount), C(currentTerm.costPerHourCents)) and the earlier
+    one (C(meta.ssh_command), C(meta.resources.gpus), C(meta.gpu_count), C(meta.userMetadata), C(costPerHour) in
+    cents). A bare-metal rental of several nodes (C(meta.node_networking)) becomes one host per node, named
+    C(<label>-node<i>).
+  - Without O(cluster_from), an instance this collection rented for a cluster (C(userMetadata.rlinfra.label))
+    goes to that cluster; on-demand rentals keep only their label, C(<cluster>-<n>), so place them by setting
+    O(cluster_from) to C(^(?P<cluster>.+)-[0-9]+$).
   - Every value that comes from the API is marked unsafe, so Jinja in an instance label (or any
     other API field) is never evaluated.
   - The inventory cache (O(cache)) stores the raw API answers only; filtering, naming, clusters,
@@ -227,6 +239,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import (
     check_api_key,
     check_api_url,
     check_number,
+    expand_nodes,
     normalize_instances,
     one_line,
     redact_url,
@@ -423,7 +436,20 @@ def host_vars(record):
         "hyperbolic_gpu_count": int(gpu_count) if gpu_count is not None else None,
         "hyperbolic_region": unsafe(record.get("region")),
         "hyperbolic_source": unsafe(record.get("source")),
+        "hyperbolic_kind": unsafe(record.get("kind")),
+        "hyperbolic_node": record.get("node"),
+        "hyperbolic_private_ip": unsafe(record.get("private_ip")),
+        "hyperbolic_cost_per_hour": record.get("cost_per_hour"),
+        "hyperbolic_user_metadata": wrap_var(record["user_metadata"]) if record.get("user_metadata") else None,
     }
+
+
+def rented_cluster(record):
+    """The cluster the collection rented an instance for (``userMetadata.rlinfra.label``), else None."""
+    meta = record.get("user_metadata") or {}
+    ours = meta.get("rlinfra") if isinstance(meta.get("rlinfra"), dict) else {}
+    label = ours.get("label")
+    return label if isinstance(label, str) and label else None
 
 
 def _error_text(exc):
@@ -772,7 +798,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                     copies.sort(key=lambda r: json.dumps(r, sort_keys=True, default=str))
                     notes.append("%s: %s instance %s is listed %d times; using one" % (
                         PLUGIN, source, shown(ident), len(copies)))
-                records.append(copies[0])
+                records.extend(expand_nodes(copies[:1]))
         if all(s in skipped for s in sources):
             raise HyperbolicError("every source answered HTTP 404 (%s); check api_url (or HYPERBOLIC_API_URL)" % (
                 "; ".join("%s: %s" % (s, one_line(skipped[s], 120)) for s in sources)))
@@ -837,7 +863,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         clusters = {}
         for name, record in named:
             hvars = host_vars(record)
-            cluster = namer(record, hvars) if namer else None
+            cluster = namer(record, hvars) if namer else rented_cluster(record)
             hvars["ray_cluster"] = unsafe(cluster) if cluster else default_cluster
             inventory.add_host(name, group=group)
             host = inventory.get_host(name)

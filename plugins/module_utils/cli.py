@@ -56,9 +56,10 @@ SWITCHES = {
     "max_price": V.Number(0, above=True, nullable=False, unit="dollars per hour"),
     "region": V.Name(empty=True, nullable=False),
     "keep_partial": V.Switch(nullable=False),
+    "api": V.Choice(("on_demand", "marketplace"), nullable=False),
 }
 # Words pass every playbook (an AWX workflow sends its survey answers to every playbook of its chain).
-WORDS = ("exp", "run", "cluster", "checkpoint_cluster", "gpu", "label", "max_price", "region")
+WORDS = ("exp", "run", "cluster", "checkpoint_cluster", "gpu", "label", "max_price", "region", "api")
 
 _JOB = ("exp", "run", "cluster")
 PLAYBOOKS = {
@@ -68,8 +69,8 @@ PLAYBOOKS = {
     "stop": _JOB,
     "logs": _JOB + ("attempt",),
     "merge": _JOB + ("step",),
-    "teardown": ("cluster", "teardown_stop_jobs", "teardown_purge", "release"),
-    "provision": ("nodes", "gpu", "gpu_count", "label", "max_price", "region", "keep_partial"),
+    "teardown": ("cluster", "teardown_stop_jobs", "teardown_purge", "release", "api"),
+    "provision": ("nodes", "gpu", "gpu_count", "label", "max_price", "region", "keep_partial", "api"),
 }
 
 # A playbook that runs another in the same run: the other's checks accept the first one's switches.

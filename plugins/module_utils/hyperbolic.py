@@ -65,7 +65,7 @@ __all__ = [
     "HyperbolicResponseError", "HyperbolicClient",
     "parse_ssh_command", "parse_ssh_command_strict", "normalize_on_demand", "normalize_marketplace",
     "normalize_instances", "status_is_wanted", "check_api_url", "check_api_key", "redact_url",
-    "valid_ssh_host", "valid_ssh_user", "check_number", "one_line", "url_is_plain_remote_http",
+    "valid_ssh_host", "valid_ssh_user", "expand_nodes", "check_number", "one_line", "url_is_plain_remote_http",
 ]
 
 
@@ -194,6 +194,11 @@ def api_message(body):
     except ValueError:
         return _one_line(body)
     if isinstance(data, dict):
+        # The on-demand API's errors carry a code beside the message (hyperbolic-go's APIError: Code, Message, Issues):
+        # the line keeps it, for the caller and the reader ("INSUFFICIENT_BALANCE: ...").
+        code = data.get("code") if isinstance(data.get("code"), str) else ""
+        code = code if re.match(r"^[A-Z][A-Z0-9_]{2,63}$", code) else ""
+        issues = data.get("issues") if isinstance(data.get("issues"), list) else []
         for key in ("detail", "message", "error", "msg", "error_message"):
             value = data.get(key)
             if value:
@@ -202,7 +207,12 @@ def api_message(body):
                     if isinstance(value, dict) and value.get("message"):
                         return _one_line(value["message"])
                     return _one_line(json.dumps(value, sort_keys=True))
-                return _one_line(value)
+                text = "%s: %s" % (code, value) if code else str(value)
+                if issues:
+                    text += " (%s)" % "; ".join(str(i) for i in issues[:5])
+                return _one_line(text)
+        if code:
+            return code
     return _one_line(body)
 
 
@@ -786,29 +796,104 @@ def _str(value):
     return None
 
 
-def _record(source, ident, label, status, gpu_type, gpu_count, region, ssh):
+def _record(source, ident, label, status, gpu_type, gpu_count, region, ssh, cost_per_hour=None, **more):
     details, problem = ssh
     record = {
         "source": source, "id": ident, "label": label, "status": status, "gpu_type": gpu_type,
-        "gpu_count": gpu_count, "region": region, "ssh": details,
+        "gpu_count": gpu_count, "region": region, "ssh": details, "cost_per_hour": cost_per_hour,
+        "kind": more.get("kind") or "virtual-machine", "private_ip": more.get("private_ip"),
+        "user_metadata": more.get("user_metadata"),
     }
     if problem:
         record["ssh_error"] = problem
+    if more.get("nodes"):
+        record["nodes"] = more["nodes"]
     return record
 
 
+def _bare_metal_nodes(meta, default_user):
+    """The nodes of an earlier-shape bare-metal rental (HyperbolicLabs' CLI ``OnDemandInstanceMeta``:
+    ``node_networking`` [{public_ip, private_ip}], ``username``): one SSH address each, port 22. Entries without a
+    usable public address are left out; ``[]`` when there is no such list."""
+    networking = meta.get("node_networking")
+    if not isinstance(networking, list):
+        return []
+    user = meta.get("username") if valid_ssh_user(meta.get("username") or "") else default_user
+    nodes = []
+    for entry in networking:
+        if isinstance(entry, dict) and isinstance(entry.get("public_ip"), str) and valid_ssh_host(entry["public_ip"]):
+            private = entry.get("private_ip")
+            nodes.append({"host": entry["public_ip"], "port": DEFAULT_SSH_PORT, "user": user,
+                          "private_ip": private if isinstance(private, str) and valid_ssh_host(private) else None})
+    return nodes
+
+
+def expand_nodes(records):
+    """One record per node: a bare-metal rental of several nodes becomes ``<label>-node<i>`` records (``node`` = i,
+    the rental id unchanged, so releasing any of them releases the rental); every other record is kept as it is."""
+    out = []
+    for record in records:
+        nodes = record.get("nodes") or []
+        if len(nodes) < 2:
+            out.append(record)
+            continue
+        base = record.get("label") or record.get("id")
+        for index, node in enumerate(nodes):
+            copy = dict(record, label="%s-node%d" % (base, index), node=index, private_ip=node.get("private_ip"),
+                        ssh={k: node[k] for k in ("host", "port", "user")})
+            copy.pop("ssh_error", None)
+            out.append(copy)
+    return out
+
+
+def _cents_to_dollars(*values):
+    for value in values:
+        if isinstance(value, bool):
+            continue
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(number) and number >= 0:
+            return round(number / 100.0, 4)
+    return None
+
+
 def normalize_on_demand(item, default_user=DEFAULT_SSH_USER):
-    """One on-demand rental -> normalised record (see ``normalize_instances``)."""
+    """One on-demand rental -> normalised record (see ``normalize_instances``), from either shape the public clients
+    read (docs/INVENTORY.md): the current one (``label``, ``gpuType``, ``gpuCount``, ``providerData.sshNetworking``,
+    ``currentTerm.costPerHourCents``, as claude-hyperbolic-guardrails and lisa-rtm read it) or the earlier
+    ``/v2/marketplace`` one (``meta.ssh_command`` "ssh user@host -p port", ``meta.resources.gpus`` {model: {count}},
+    ``meta.gpu_count``, ``meta.userMetadata``, ``costPerHour`` in cents, as SkyPilot's provisioner and HyperbolicLabs'
+    CLI read it)."""
     provider = item.get("providerData") if isinstance(item.get("providerData"), dict) else {}
+    meta = item.get("meta") if isinstance(item.get("meta"), dict) else {}
+    resources = meta.get("resources") if isinstance(meta.get("resources"), dict) else {}
+    gpus = resources.get("gpus") if isinstance(resources.get("gpus"), dict) else {}
+    model = next(iter(gpus), None)
+    term = item.get("currentTerm") if isinstance(item.get("currentTerm"), dict) else {}
+    kind = _str(meta.get("rental_type") or item.get("machineType") or provider.get("machineType")) or "virtual-machine"
+    nodes = _bare_metal_nodes(meta, default_user) if kind == "bare-metal" else []
+    user_metadata = meta.get("userMetadata") if isinstance(meta.get("userMetadata"), dict) else None
+    private_ip = meta.get("internal_ip") if isinstance(meta.get("internal_ip"), str) else None
+    count = loose_count(item.get("gpuCount", provider.get("gpuCount")))
+    if count is None:
+        count = loose_count(meta.get("gpu_count"))
+    if count is None and model is not None and isinstance(gpus.get(model), dict):
+        count = loose_count(gpus[model].get("count"))
     return _record(
         "on_demand",
         _str(item.get("id")),
-        _str(item.get("label") or item.get("name")) or None,
-        _str(item.get("status")) or "",
-        _str(item.get("gpuType") or provider.get("gpuType")),
-        loose_count(item.get("gpuCount", provider.get("gpuCount"))),
+        _str(item.get("label") or item.get("name") or rented_name(meta) or meta.get("name")) or None,
+        _str(item.get("status")) or ("terminated" if item.get("terminatedAt") else ""),
+        _str(item.get("gpuType") or provider.get("gpuType") or model),
+        count,
         _str(item.get("region") or provider.get("region")),
-        _ssh_details(item, default_user),
+        _ssh_details(item, default_user, meta) if not nodes else ({k: nodes[0][k] for k in ("host", "port", "user")},
+                                                                  None),
+        _cents_to_dollars(term.get("costPerHourCents"), item.get("costPerHour")),
+        kind=kind, nodes=nodes, user_metadata=user_metadata,
+        private_ip=private_ip if private_ip and valid_ssh_host(private_ip) else (nodes[0]["private_ip"] if nodes else None),
     )
 
 
@@ -831,6 +916,8 @@ def normalize_marketplace(item, default_user=DEFAULT_SSH_USER):
     if gpu_count is None and gpus:
         gpu_count = len(gpus)
     location = inst.get("location") if isinstance(inst.get("location"), dict) else {}
+    # No price: the instance listing's pricing is not documented in a known unit (the machines' listing, in cents per
+    # GPU-hour, is where a rental's price is read: hyperbolic_rent records it when it rents).
     return _record(
         "marketplace",
         _str(item.get("id") or inst.get("id")),
@@ -840,6 +927,7 @@ def normalize_marketplace(item, default_user=DEFAULT_SSH_USER):
         gpu_count,
         _str(location.get("region") or inst.get("region") or item.get("region")),
         _ssh_details(item, default_user, inst),
+        user_metadata=item.get("userMetadata") if isinstance(item.get("userMetadata"), dict) else None,
     )
 
 

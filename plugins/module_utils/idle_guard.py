@@ -26,6 +26,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.plain_http import ope
 
 ACTIVE = ("PENDING", "RUNNING")
 UNIT = "ray-head.service"
+RECORD = "/etc/rlinfra/hyperbolic-%s.json"  # provision.yml's copy of the label's record
 
 
 def since_ray_started(show_text, uptime_text):
@@ -77,6 +78,7 @@ def run(config, out=say, systemctl=None, now=time.time):
     """One check. Returns the process exit code: 0 when it decided (released or not), 1 when it could not look."""
     from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import HyperbolicClient, HyperbolicError
     from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic_rent import Rent
+    from ansible_collections.rlinfra.verl.plugins.module_utils import hyperbolic_record
 
     def call(*args):
         return (systemctl or (lambda a: subprocess.run(["systemctl"] + list(a), capture_output=True, text=True, check=False)))(args)
@@ -104,13 +106,23 @@ def run(config, out=say, systemctl=None, now=time.time):
     stopped = call("stop", UNIT)
     out("idle guard (%s): %s" % (label, "Ray stopped" if getattr(stopped, "returncode", 1) == 0 else
                                  "stopping Ray failed (%s); releasing anyway" % getattr(stopped, "stderr", "").strip()))
-    try:
-        client = HyperbolicClient(config["api_key"], config["api_url"], opener=open_url)
-        result = Rent(client).absent(label, timeout=int(config.get("release_timeout", 300)))
-    except HyperbolicError as exc:
-        out("idle guard (%s): releasing failed: %s" % (label, exc))
-        return 1
-    out("idle guard (%s): released %s" % (label, ", ".join(result["released"]) or "nothing (no instance is tagged %s)" % label))
+    released = []
+    try:  # the rentals the API keeps no name for are the record's
+        record = hyperbolic_record.read(config.get("record") or RECORD % label, label)
+    except ValueError as exc:
+        out("idle guard (%s): %s; releasing by name only" % (label, exc))
+        record = {}
+    # Both APIs: the guard must find the cluster's rentals wherever provision.yml made them (an API that answers 404
+    # has none).
+    for api in ("on_demand", "marketplace"):
+        try:
+            client = HyperbolicClient(config["api_key"], config["api_url"], opener=open_url)
+            rent = Rent(client, api=api, record_ids=hyperbolic_record.ids(record, api))
+            released += rent.absent(label, timeout=int(config.get("release_timeout", 300)))["released"]
+        except HyperbolicError as exc:
+            out("idle guard (%s): releasing on the %s API failed: %s" % (label, api, exc))
+            return 1
+    out("idle guard (%s): released %s" % (label, ", ".join(released) or "nothing (no rental is named or tagged %s)" % label))
     return 0
 
 

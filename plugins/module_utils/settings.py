@@ -23,7 +23,8 @@ import re
 from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
 from ansible_collections.rlinfra.verl.plugins.module_utils.numbers import whole_number
 
-ROLES = ("storage_lvm", "nfs_mount", "python_env", "ray")
+# "hyperbolic": provision.yml's and teardown.yml's variables (hyperbolic_*), checked the same way.
+ROLES = ("storage_lvm", "nfs_mount", "python_env", "ray", "hyperbolic")
 
 _USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}\$?$")
 _UMASK = re.compile(r"^0?[0-7]{3}$")
@@ -295,6 +296,11 @@ RULES = {
     "python_env_packages": V.ListOf(V.Requirement()),
     "python_env_index_url": V.Url(schemes=("https", "http", "file"), empty=True, hint=_CREDENTIALS_HINT),
     "python_env_extra_index_urls": V.ListOf(V.Url(schemes=("https", "http", "file"), hint=_CREDENTIALS_HINT)),
+    "hyperbolic_min_hours": V.Number(0, 24 * 365, unit="hours"),
+    "hyperbolic_daily_budget": V.Number(0, above=True, unit="US dollars a day"),
+    "hyperbolic_ssh_public_key": V.Text(max_len=16384, pattern=r"^(ssh|ecdsa)-[A-Za-z0-9-]+ [A-Za-z0-9+/=]+( .*)?$|^$",
+                                        what="one OpenSSH public key line (ssh-ed25519 AAAA... comment)"),
+    "hyperbolic_record_dir": V.AbsPath(spaces=False),
 }
 RULES.update((name, V.Port()) for name in PORTS)
 

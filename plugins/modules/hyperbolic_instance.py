@@ -7,20 +7,27 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: hyperbolic_instance
-short_description: Rent Hyperbolic marketplace GPU machines for one Ray cluster, or release them
+short_description: Rent Hyperbolic GPU machines for one Ray cluster, or release them
 version_added: 0.9.0
 description:
-  - O(state=present) makes sure O(count) instances tagged with O(label) are rented. It lists the instances this
-    label already has, picks machines for the rest from the marketplace (O(gpu_model), O(gpu_count) free GPUs,
-    O(region), at most O(max_price) per GPU-hour, cheapest first), rents them, then waits (at most O(wait_timeout)
-    seconds) until every instance of the label is online and answers SSH. It returns the hosts, ready for
+  - O(state=present) makes sure O(count) rentals of O(label) exist. It lists the rentals this label already has, picks
+    what to rent for the rest (O(gpu_model), O(gpu_count) GPUs, O(region), at most O(max_price) per GPU-hour, cheapest
+    first), checks the account can pay for it (the balance, and overdraft, must cover O(min_hours) of the whole
+    request; the cluster must stay within O(daily_budget)), rents, then waits (at most O(wait_timeout) seconds) until
+    every rental of the label is running and answers SSH. It returns the hosts with their hourly price, ready for
     C(ansible.builtin.add_host) (provision.yml does that, the first by name becomes the head).
-  - Instances are named C(<label>-0), C(<label>-1), ... and tagged in their C(userMetadata) (C(rlinfra.label),
-    C(rlinfra.name)); only instances with this tag are ever counted or released, never others on the account.
-  - A second run rents nothing more. "No machine matches" is one line counting what matched at each step, and
-    nothing is rented. When a rental, or the wait, fails part-way, what this call rented is released again (unless
-    O(keep_partial)) and the one error line says what was released.
-  - O(state=absent) releases exactly the instances tagged with O(label) and waits until the API no longer lists them.
+  - O(api=on_demand) (the default) uses Hyperbolic's current on-demand rental API (rental options, virtual-machine
+    rentals labelled C(<label>-0), C(<label>-1), ..., terminate by the rental's id); O(api=marketplace) the v1
+    marketplace (machines, instances tagged in their C(userMetadata)). docs/INVENTORY.md says which shape comes from
+    which public client.
+  - Only rentals named so (or tagged), or listed in the O(record), are ever counted or released, never others on the
+    account. A create whose answer is lost (a timeout, a dropped connection, a 5xx) is never sent again; the rentals
+    are listed, and one that appeared with its name is adopted, so one request never rents twice.
+  - A second run rents nothing more. "No machine matches", a balance that does not cover the request and a budget it
+    would exceed are one line each, and nothing is rented. When a rental, or the wait, fails part-way, what this call
+    rented is released again (unless O(keep_partial)) and the one error line says what was released.
+  - O(state=absent) releases exactly the label's rentals and waits until the API no longer lists them; one the API no
+    longer knows, or knows as terminated already, counts as released, with a note.
   - The API key goes only into the C(Authorization) header of requests to O(api_url); it is never in a message.
   - Runs where the task runs (the controller, in provision.yml and teardown.yml).
 author:
@@ -31,40 +38,80 @@ options:
     type: str
     choices: [present, absent]
     default: present
+  api:
+    description: Which rental API (docs/INVENTORY.md).
+    type: str
+    choices: [on_demand, marketplace]
+    default: on_demand
   label:
-    description: The tag of this cluster's instances, also the instances' name prefix (1-40 of a-z, 0-9 and -).
+    description: The tag of this cluster's rentals, also their name prefix (1-40 of a-z, 0-9 and -).
     type: str
     required: true
   count:
-    description: How many instances O(state=present) makes sure are rented (1 to 256).
+    description: How many rentals O(state=present) makes sure exist (1 to 256).
     type: int
     default: 1
   gpu_model:
     description:
-      - GPU model to rent, matched in the machine's model ignoring case and punctuation (V(H100) matches
-        C(NVIDIA-H100-80GB-HBM3)).
+      - GPU model to rent, matched ignoring case and punctuation (V(H100) matches the on-demand C(h100) and the
+        marketplace's C(NVIDIA-H100-80GB-HBM3)).
       - Required with O(state=present) (empty is refused); V(any) rents any model and then needs O(max_price).
     type: str
     default: ""
   gpu_count:
-    description: GPUs per instance (1 to 64); a machine needs that many free.
+    description: GPUs per rental (1 to 64).
     type: int
     default: 8
+  machine_type:
+    description: With O(api=on_demand), the kind of rental (the options' C(machineType)).
+    type: str
+    choices: [virtual-machine, bare-metal]
+    default: virtual-machine
   max_price:
     description:
-      - The most to pay, in US dollars per GPU-hour (the listing gives cents per GPU-hour), above 0; unset, any price.
+      - The most to pay, in US dollars per GPU-hour, above 0; unset, any price.
       - Required when O(gpu_model=any).
     type: float
   region:
-    description: Only machines in this region (the listing's C(location.region)); empty, any.
+    description: Only this region; empty, any (on-demand rentals always name the chosen option's region).
+    type: str
+    default: ""
+  min_hours:
+    description:
+      - Hours of the whole request the balance (with its overdraft) must cover before anything is rented.
+    type: float
+    default: 1
+  daily_budget:
+    description:
+      - US dollars a day the label's rentals may cost together (those already rented and the new ones); unset, no limit.
+    type: float
+  ssh_public_key:
+    description:
+      - With O(api=on_demand), the public key the rentals accept (else the one saved in the account).
+    type: str
+    default: ""
+  record:
+    description:
+      - A JSON file on the host running the module that keeps the label's rentals (id, name, hourly price, GPUs,
+        region, when rented); rentals it lists count as the label's even where the API keeps no name, and their price
+        is kept for the run's cost. Written 0600 after O(state=present), emptied of what O(state=absent) released.
+      - Empty (the default), no record.
+    type: path
+    default: ""
+  head_record:
+    description:
+      - The text of the head's copy of the record (provision.yml copies the record to C(/etc/rlinfra/hyperbolic-<label>.json)
+        on the cluster's head; teardown.yml reads it there), merged with O(record).
+      - Where O(record) does not exist (the controller that rented is gone, for example an AWX job's container), the
+        head's copy is written there first. A damaged copy is a warning, and only the API's names count.
     type: str
     default: ""
   wait:
-    description: Wait until every instance of the label is online and answers SSH.
+    description: Wait until every rental of the label is running and answers SSH.
     type: bool
     default: true
   wait_timeout:
-    description: Seconds to wait for that, or for released instances to leave the listing (1 to 86400).
+    description: Seconds to wait for that, or for released rentals to leave the listing (1 to 86400).
     type: int
     default: 900
   keep_partial:
@@ -88,7 +135,7 @@ options:
 attributes:
   check_mode:
     support: full
-    description: Lists and picks; says what it would rent (RV(would_rent)) or release, and does neither.
+    description: Lists, picks and checks the money; says what it would rent (RV(would_rent)) or release, and does neither.
   diff_mode:
     support: none
     description: No diff.
@@ -98,48 +145,73 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: Rent three 8xH100 machines for Ray cluster "exp-a"
+- name: Rent three 8xH100 machines for Ray cluster "exp-a", if the balance covers two hours of them
   rlinfra.verl.hyperbolic_instance:
     label: exp-a
     count: 3
     gpu_model: H100
-    max_price: 2.5
+    max_price: 3.5
+    min_hours: 2
+    record: ~/.rlinfra/hyperbolic/exp-a.json
   register: rented
 
 - name: Release them
   rlinfra.verl.hyperbolic_instance:
     label: exp-a
     state: absent
+    record: ~/.rlinfra/hyperbolic/exp-a.json
+
+- name: The same on the v1 marketplace
+  rlinfra.verl.hyperbolic_instance:
+    api: marketplace
+    label: exp-b
+    count: 2
+    gpu_model: H100
 """
 
 RETURN = r"""
 instances:
-  description: Every instance tagged with the label (after the wait, all online and answering SSH), by name.
+  description: Every rental of the label (after the wait, all running and answering SSH), by name, with its price.
   returned: state=present
   type: list
   elements: dict
   sample:
     - name: exp-a-0
-      id: respectful-rose-pelican
-      status: online
+      id: "18025"
+      status: running
       host: 203.0.113.7
-      port: 31522
+      port: 22
       user: ubuntu
-      gpu_model: NVIDIA-H100-80GB-HBM3
+      gpu_model: h100
       gpu_count: 8
-      region: us-central-1
+      region: us-east-1
+      cost_per_hour: 25.52
+api:
+  description: The API used.
+  returned: always
+  type: str
+cost_per_hour:
+  description: US dollars an hour the label's rentals cost together, when their prices are known.
+  returned: state=present
+  type: float
 rented:
-  description: Ids of the instances this call rented.
+  description: Ids of the rentals this call rented (an adopted one, whose answer was lost, included).
   returned: always
   type: list
   elements: str
 released:
-  description: Ids of the instances this call released (state=absent, or after a failure part-way).
+  description: Ids of the rentals this call released (state=absent, or after a failure part-way).
   returned: always
   type: list
   elements: str
+notes:
+  description: What a release found (a rental already terminated, or gone).
+  returned: state=absent
+  type: list
+  elements: str
 would_rent:
-  description: In check mode, the machines it would rent (name, cluster_name, node_name, price_per_gpu_hour).
+  description: In check mode, what it would rent (name, where, gpu_type, gpu_count, region, price_per_gpu_hour,
+    cents_per_hour).
   returned: check mode with state=present
   type: list
   elements: dict
@@ -149,7 +221,7 @@ would_release:
   type: list
   elements: str
 extra:
-  description: How many more instances than O(count) the label has (never released by state=present).
+  description: How many more rentals than O(count) the label has (never released by state=present).
   returned: state=present
   type: int
 """
@@ -157,12 +229,14 @@ extra:
 from ansible.module_utils.basic import AnsibleModule, env_fallback
 from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import DEFAULT_API_URL, HyperbolicClient, HyperbolicError
-from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic_rent import LABEL, Rent
+from ansible_collections.rlinfra.verl.plugins.module_utils import hyperbolic_record
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic_rent import APIS, LABEL, Rent
 
 
 ANY = "any"
 ARGS = V.Args(
     state=V.Choice(("present", "absent"), default="present"),
+    api=V.Choice(APIS, default="on_demand"),
     label=V.Text(empty=False, max_len=40, pattern=LABEL, required=True,
                  what="1-40 lower-case letters, digits and '-' (not at either end)",
                  hint=": it names the instances (<label>-0, <label>-1, ...), their Ray cluster and its hosts"),
@@ -171,8 +245,15 @@ ARGS = V.Args(
     gpu_model=V.Text(max_len=80, pattern=r"^[A-Za-z0-9][A-Za-z0-9 _.-]*$",
                      what="a GPU model such as H100 (letters, digits, space, _ . -), or any", default=""),
     gpu_count=V.Int(1, 64, default=8),
+    machine_type=V.Choice(("virtual-machine", "bare-metal"), default="virtual-machine"),
     max_price=V.Number(0, above=True, unit="US dollars per GPU-hour"),
     region=V.Name(empty=True, max_len=64, default=""),
+    min_hours=V.Number(0, 24 * 365, default=1),
+    daily_budget=V.Number(0, above=True, unit="US dollars"),
+    ssh_public_key=V.Text(max_len=16384, pattern=r"^(ssh|ecdsa)-[A-Za-z0-9-]+ [A-Za-z0-9+/=]+( .*)?$|^$",
+                          what="one OpenSSH public key line (ssh-ed25519 AAAA... comment)", default=""),
+    record=V.AbsPath(empty=True, default=""),
+    head_record=V.Text(max_len=4 * 1024 * 1024, empty=True, default="", lines=True, what="the text of the head's record (JSON)"),
     wait=V.Switch(default=True),
     wait_timeout=V.Int(1, 86400, unit="seconds", default=900),
     keep_partial=V.Switch(default=False),
@@ -208,17 +289,46 @@ def main():
     if why:
         module.fail_json(msg="hyperbolic_instance: %s; nothing was rented or released" % why)
     try:
-        client = HyperbolicClient(p["api_key"], p["api_url"] or DEFAULT_API_URL, timeout=p["timeout"], validate_certs=p["validate_certs"])
-        rent = Rent(client, log=module.log)
+        record = hyperbolic_record.read(p["record"], p["label"])
+    except ValueError as exc:
+        module.fail_json(msg="hyperbolic_instance (label %s): %s; nothing was rented or released" % (p["label"], exc))
+    if p["head_record"].strip():
+        try:
+            head = hyperbolic_record.parse(p["head_record"], p["label"], "the head's copy of the record")
+        except ValueError as exc:
+            module.warn("%s; using the controller's record and the API's names only" % exc)
+            head = {}
+        # This API's rentals only: teardown.yml calls once per API with the same copy, and a copy of rentals another
+        # call released must not come back.
+        head = hyperbolic_record.of_api(head, p["api"])
+        # The controller that rented may be gone (an AWX job's container): the head's copy becomes the controller's.
+        if head.get("rentals") and p["record"] and not record and not module.check_mode:
+            hyperbolic_record.write(p["record"], head)
+        record = hyperbolic_record.merged(record, head)
+    try:
+        client = HyperbolicClient(p["api_key"], p["api_url"] or DEFAULT_API_URL, timeout=p["timeout"],
+                                  validate_certs=p["validate_certs"])
+        rent = Rent(client, log=module.log, api=p["api"], record_ids=hyperbolic_record.ids(record, p["api"]))
         if p["state"] == "absent":
             result = rent.absent(p["label"], check_mode=module.check_mode, timeout=p["wait_timeout"])
         else:
             model = "" if p["gpu_model"].strip().lower() == ANY else p["gpu_model"].strip()
             result = rent.present(p["label"], p["count"], model, p["gpu_count"], p["max_price"], p["region"],
                                   wait=p["wait"], timeout=p["wait_timeout"], keep_partial=p["keep_partial"],
-                                  check_mode=module.check_mode)
+                                  check_mode=module.check_mode, min_hours=p["min_hours"],
+                                  daily_budget=p["daily_budget"], machine_type=p["machine_type"],
+                                  ssh_public_key=p["ssh_public_key"])
     except HyperbolicError as exc:
         module.fail_json(msg="hyperbolic_instance (label %s): %s" % (p["label"], exc))
+    if p["record"] and not module.check_mode:
+        try:
+            hyperbolic_record.update(p["record"], p["label"], p["api"], result)
+        except OSError as exc:
+            module.warn("the record %s could not be written (%s): the rentals are %s" % (
+                p["record"], exc.strerror or exc, ", ".join(i["id"] for i in result.get("instances") or [])))
+    if result.get("instances"):
+        result["instances"] = hyperbolic_record.priced(result["instances"], hyperbolic_record.read(p["record"], p["label"])
+                                                       if p["record"] else record)
     module.exit_json(**result)
 
 

@@ -194,6 +194,13 @@ def present(module, p):
 def absent(module, p):
     paths = [os.path.join(p["unit_dir"], NAME + ".timer"), os.path.join(p["unit_dir"], NAME + ".service"), p["config_path"]]
     there = [x for x in paths if os.path.exists(x)] + ([p["root"]] if os.path.isdir(p["root"]) else [])
+    config_dir = os.path.dirname(p["config_path"])
+    if not there and os.path.isdir(config_dir) and not os.listdir(config_dir):
+        # left empty without the guard (teardown.yml -e release=true removed the rentals' record from it): rmdir only
+        # ever removes an empty directory
+        if not module.check_mode:
+            os.rmdir(config_dir)
+        return [config_dir]
     if module.check_mode or not there:
         return there
     if os.path.exists(paths[0]):

@@ -1,13 +1,20 @@
-"""A faithful fake of the two Hyperbolic API endpoints the inventory plugin reads.
+"""A faithful fake of the Hyperbolic API endpoints the collection uses, in the shapes the public clients use
+(docs/INVENTORY.md, "Where the API shapes come from", names the client and commit of each).
 
 Serves (Bearer key required):
 
-* ``GET /v2/on-demand/virtual-machine-rentals`` -> JSON array of rentals
-  (id, status, label, gpuType, gpuCount, region, providerData.sshNetworking[{host,port,user}])
+* the current on-demand API: ``GET /v2/on-demand/rental-options`` (bare array of options, as getcomputable/gpu-index
+  captured it live), ``POST``/``GET /v2/on-demand/virtual-machine-rentals`` (a Pending rental with a numeric id,
+  Running with ``providerData.sshNetworking`` after ``pending_polls`` listings; claude-hyperbolic-guardrails,
+  lisa-rtm), ``POST .../terminate`` ``{"rentalId": <number>}``, ``GET /v2/customer/balance``; errors as
+  ``{"code", "message", "issues"?}`` (hyperbolic-go's APIError): REGION_DISABLED, INSUFFICIENT_BALANCE,
+  RENTAL_NOT_FOUND, ALREADY_TERMINATED, NO_CAPACITY;
 * ``GET /v1/marketplace/instances`` -> ``{"instances": [...]}`` (id, sshCommand,
-  instance.status, instance.gpu_count, instance.hardware.gpus[].model, ...)
+  instance.status, instance.gpu_count, instance.hardware.gpus[].model, ...), and the v1 marketplace's machines,
+  create and terminate (agent kit, MCP server), ``GET /billing/get_current_balance``.
 
-Faults it can inject: 401/403 (with the API's JSON ``detail`` message), 404 per source, the
+Faults it can inject: an on-demand create whose answer is lost after the rental was made (``lose_answer``), a
+balance too low (``set_balance``), a disabled region, a long Pending (``pending_polls``), 401/403 (with the API's JSON ``detail`` message), 404 per source, the
 next N requests answered 429 (with ``Retry-After``) or 5xx, slow answers, any raw body for a
 source (malformed JSON, an HTML page, the wrong shape), and fleets of thousands of instances.
 It counts requests so tests can assert a cache hit made none.
@@ -47,6 +54,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 ON_DEMAND_PATH = "/v2/on-demand/virtual-machine-rentals"
 MARKETPLACE_PATH = "/v1/marketplace/instances"
 PATHS = {ON_DEMAND_PATH: "on_demand", MARKETPLACE_PATH: "marketplace"}
+# Renting on the current on-demand API (docs/INVENTORY.md names each shape's public source): options, the rental
+# itself (create with POST on the list's path), terminate by the numeric rental id, and the account's balance.
+OPTIONS_PATH = "/v2/on-demand/rental-options"
+OD_TERMINATE_PATH = "/v2/on-demand/virtual-machine-rentals/terminate"
+BALANCE_PATH = "/v2/customer/balance"
+LEGACY_BALANCE_PATH = "/billing/get_current_balance"
+DROP = 0  # a status meaning: close the connection without an answer (the answer to a create is lost)
 # Renting (HyperbolicLabs' agent kit and MCP server; userMetadata as SkyPilot's client sends it).
 MACHINES_PATH = "/v1/marketplace"
 CREATE_PATH = "/v1/marketplace/instances/create"
@@ -79,6 +93,51 @@ def on_demand_rental(ident, label, host, port=22, user="ubuntu", status="running
             "sshNetworking": [{"host": host, "port": port, "user": user}],
         },
     }
+
+
+def rental_option(gpu_type="h100", gpu_count=8, region="us-east-1", cents=2552, enabled=True,
+                  machine_type="virtual-machine", available=None, form="sxm5", connection="ethernet"):
+    """One row of ``GET /v2/on-demand/rental-options`` (a bare array), as getcomputable/gpu-index captured it live
+    (tests/fixtures/observatory/hyperbolic/rental_options.json): ``costPerHourCents`` prices the whole option."""
+    row = {"enabled": enabled, "costPerHourCents": cents, "region": region, "gpuCount": gpu_count, "gpuType": gpu_type,
+           "gpuFormFactor": form, "connectionType": connection, "machineType": machine_type,
+           "nodes": [{"cpuModel": "Intel Xeon Platinum", "gpuCount": gpu_count, "ramGb": 240 * gpu_count,
+                      "storageGb": 720 * gpu_count, "vcpuCount": 20 * gpu_count}]}
+    if connection == "ethernet":
+        row["ethernetVariant"] = "normal"
+    if available is not None:
+        row["totalAvailable"] = available
+    return row
+
+
+def current_rental(ident, label, status="Running", host=None, port=22, user="ubuntu", gpu_type="h100", gpu_count=8,
+                   region="us-east-1", cents=2552):
+    """One rental of ``GET /v2/on-demand/virtual-machine-rentals`` in the current API's shape, as the clients that read
+    it use it (claude-hyperbolic-guardrails server/index.ts, lisa-rtm fast/hyperbolic.py): a numeric ``id`` (what
+    terminate takes), a string ``rentalId``, capitalised statuses, ``currentTerm.costPerHourCents``, and
+    ``providerData.sshNetworking`` once Running."""
+    record = {"id": ident, "rentalId": "r%08x" % (ident * 2654435761 % 2 ** 32), "status": status, "gpuType": gpu_type,
+              "gpuCount": gpu_count, "region": region, "label": label, "createdAt": "2026-11-26 12:00:00.000+00",
+              "startedAt": None, "currentTerm": {"costPerHourCents": cents}, "providerData": {}}
+    if host:
+        record["startedAt"] = "2026-11-26 12:02:20.000+00"
+        record["providerData"] = {"sshNetworking": [{"host": host, "port": port, "user": user}],
+                                  "nodeNetworking": [{"publicIp": host}]}
+    return record
+
+
+def marketplace_v2_rental(ident, host, port=22, user="ubuntu", status="Running", gpu_model="h100-sxm5-80gb",
+                          gpu_count=8, cents=1592, user_metadata=None):
+    """One rental of the earlier ``/v2/marketplace/virtual-machine-rentals`` API (SkyPilot's provisioner,
+    HyperbolicLabs' CLI cmd/instances.go): ``meta.ssh_command`` ("ssh user@host -p port"), ``meta.resources.gpus``,
+    ``meta.userMetadata`` and ``costPerHour`` in cents."""
+    return {"id": ident, "createdAt": "2025-07-08 21:53:35.367+00", "startedAt": "2025-07-08 21:55:01.000+00",
+            "terminatedAt": None, "externalId": "ext-%s" % ident, "costPerHour": cents, "status": status,
+            "meta": {"name": "vm-%s" % ident, "rental_type": "virtual-machine", "gpu_count": gpu_count,
+                     "public_ip": host, "ssh_command": "ssh %s@%s -p %d" % (user, host, port),
+                     "resources": {"ram_gb": 180, "storage_gb": 850, "vcpu_count": 28,
+                                   "gpus": {gpu_model: {"count": gpu_count}}},
+                     "userMetadata": user_metadata or {}}}
 
 
 def marketplace_instance(ident, host, port=22, user="ubuntu", status="online",
@@ -238,6 +297,17 @@ class FakeHyperbolic:
             self.fail_status_after = {}  # create number -> status the instance ends in ("failed") instead of online
             self.creates = 0
             self.terminated = []         # ids, in order
+            # The on-demand API.
+            self.options = []            # GET /v2/on-demand/rental-options rows
+            self.balance = {"balanceCents": 100000, "maxOverdraftCents": 0}
+            self.od_rentals = []         # {"record", "polls_left", "host", "option"}: rentals made through the API
+            self.od_ids = itertools.count(18001)
+            self.od_creates = 0
+            self.od_terminated = []      # numeric ids, in order
+            self.od_bodies = []          # the create bodies, as sent
+            self.pending_polls = 1       # listings a new rental answers Pending before Running
+            self.lost_answers = set()    # create numbers (1-based) whose answer is lost once the rental exists
+            self.disabled_regions = {"us-central-1"}  # the default region, disabled (lisa-rtm's REGION_DISABLED)
             self._ids = itertools.count(1)
             self._reset_counters()
 
@@ -301,6 +371,97 @@ class FakeHyperbolic:
         """Answer the ``number``-th create (1-based, counted since reset) with ``status``."""
         with self._lock:
             self.create_faults[int(number)] = (int(status), detail)
+
+    def set_options(self, rows, host_pool=None):
+        """The on-demand rental options, and the SSH addresses new rentals get (sandbox containers in tests)."""
+        with self._lock:
+            self.options = [dict(r) for r in rows]
+            if host_pool is not None:
+                self.host_pool = [tuple(h) for h in host_pool]
+
+    def set_balance(self, cents, overdraft=0):
+        with self._lock:
+            self.balance = {"balanceCents": cents, "maxOverdraftCents": overdraft}
+
+    def lose_answer(self, number):
+        """The ``number``-th on-demand create (1-based) makes the rental, then the connection drops unanswered."""
+        with self._lock:
+            self.lost_answers.add(int(number))
+
+    def active_rentals(self):
+        with self._lock:
+            return [r["record"] for r in self.od_rentals if r["record"]["status"] != "Terminated"]
+
+    @staticmethod
+    def _error(status, code, message, issues=None):
+        # hyperbolic-go's APIError carries Code, Message and Issues: the body a client reads them from.
+        return status, {}, dict({"code": code, "message": message}, **({"issues": issues} if issues else {}))
+
+    def _od_create(self, body):
+        self.od_creates += 1
+        self.od_bodies.append(dict(body))
+        gpu_type, gpu_count, region = body.get("gpuType"), body.get("gpuCount"), body.get("region") or "us-central-1"
+        if not isinstance(gpu_type, str) or not isinstance(gpu_count, int) or isinstance(gpu_count, bool):
+            return self._error(400, "BAD_REQUEST", "Input validation failed", ["gpuType: expected string",
+                                                                               "gpuCount: expected number"])
+        if region in self.disabled_regions:
+            return self._error(400, "REGION_DISABLED", "Region %s is disabled" % region)
+        option = next((o for o in self.options if o.get("enabled") and o.get("machineType") == "virtual-machine"
+                       and o.get("gpuType") == gpu_type and o.get("gpuCount") == gpu_count and o.get("region") == region),
+                      None)
+        if option is None or option.get("totalAvailable") == 0:
+            return self._error(409, "NO_CAPACITY", "No %d x %s available in %s" % (gpu_count, gpu_type, region))
+        cost = option["costPerHourCents"]
+        if self.balance["balanceCents"] + self.balance["maxOverdraftCents"] < cost:
+            return self._error(402, "INSUFFICIENT_BALANCE", "Insufficient balance: %d cents, %d needed for an hour" % (
+                self.balance["balanceCents"], cost))
+        if not self.host_pool:
+            return self._error(503, "NO_CAPACITY", "no capacity left to start an instance")
+        if option.get("totalAvailable") is not None:
+            option["totalAvailable"] -= 1
+        ident = next(self.od_ids)
+        label = body.get("label") if isinstance(body.get("label"), str) and body.get("label") else "soft-apricot-%d" % ident
+        record = current_rental(ident, label, status="Pending", gpu_type=gpu_type, gpu_count=gpu_count, region=region,
+                                cents=cost)
+        self.od_rentals.append({"record": record, "polls_left": self.pending_polls, "host": self.host_pool.pop(0),
+                                "option": option})
+        if self.od_creates in self.lost_answers:
+            return DROP, {}, b""
+        return 200, {}, dict(record)
+
+    def _od_listing(self):
+        """The static rentals plus those made here: Pending for ``pending_polls`` listings, then Running with their
+        SSH details; Terminated ones leave the list."""
+        items = list(self.on_demand)
+        for entry in self.od_rentals:
+            record = entry["record"]
+            if record["status"] == "Pending":
+                if entry["polls_left"] > 0:
+                    entry["polls_left"] -= 1
+                else:
+                    host, port, user = entry["host"]
+                    running = current_rental(record["id"], record["label"], "Running", host, port, user, record["gpuType"],
+                                             record["gpuCount"], record["region"], record["currentTerm"]["costPerHourCents"])
+                    record.update(running, rentalId=record["rentalId"])
+            if record["status"] != "Terminated":
+                items.append(record)
+        return items
+
+    def _od_terminate(self, body):
+        rid = body.get("rentalId")
+        if not isinstance(rid, int) or isinstance(rid, bool):
+            return self._error(400, "BAD_REQUEST", "Input validation failed", ["rentalId: expected number, received NaN"])
+        entry = next((r for r in self.od_rentals if r["record"]["id"] == rid), None)
+        if entry is None:
+            return self._error(404, "RENTAL_NOT_FOUND", "Rental %d not found" % rid)
+        if entry["record"]["status"] == "Terminated":
+            return self._error(409, "ALREADY_TERMINATED", "Rental %d is already terminated" % rid)
+        entry["record"]["status"] = "Terminated"
+        self.host_pool.append(entry["host"])
+        if entry["option"].get("totalAvailable") is not None:
+            entry["option"]["totalAvailable"] += 1
+        self.od_terminated.append(rid)
+        return 200, {}, {"message": "Rental successfully terminated", "rentalId": rid}
 
     def rented_items(self):
         with self._lock:
@@ -408,6 +569,23 @@ class FakeHyperbolic:
             return 401, {"WWW-Authenticate": "Bearer"}, {"detail": "Not authenticated"}
         if authorization != "Bearer " + self.api_key:
             return 401, {"WWW-Authenticate": "Bearer"}, {"detail": self.auth_message}
+        if method == "GET" and path == OPTIONS_PATH:
+            return 200, {}, self.options
+        if method == "GET" and path == BALANCE_PATH:
+            return 200, {}, dict(self.balance)
+        if method == "GET" and path == LEGACY_BALANCE_PATH:
+            return 200, {}, {"credits": self.balance["balanceCents"]}
+        if method == "POST" and path in (ON_DEMAND_PATH, OD_TERMINATE_PATH):
+            try:
+                body = json.loads(payload or b"{}")
+            except ValueError:
+                return self._error(400, "BAD_REQUEST", "body is not JSON")
+            if not isinstance(body, dict):
+                return self._error(400, "BAD_REQUEST", "body is not a JSON object")
+            return self._od_create(body) if path == ON_DEMAND_PATH else self._od_terminate(body)
+        if method == "GET" and path == ON_DEMAND_PATH and self.od_rentals and "on_demand" not in self.raw_bodies \
+                and not self.source_status.get("on_demand"):
+            return 200, {}, self._od_listing()
         if method == "POST" and path in (MACHINES_PATH, CREATE_PATH, TERMINATE_PATH):
             try:
                 body = json.loads(payload or b"{}")
@@ -500,6 +678,9 @@ class FakeHyperbolic:
                 status, headers, body, delay = decided
                 if delay:
                     time.sleep(delay)
+                if status == DROP:  # the request took effect; its answer never comes
+                    self.close_connection = True
+                    return
                 self._send(status, headers, body)
 
             def do_GET(self):  # noqa: N802

@@ -1,9 +1,11 @@
-"""From nothing to a cluster and back to nothing, on the sandbox: the fake Hyperbolic API rents out the sandbox's
-own containers (its marketplace lists two machines; a rented instance answers SSH at a container's address).
+"""From nothing to a cluster and back to nothing, on the sandbox, through each API: the fake Hyperbolic API rents out
+the sandbox's own containers (a rented instance answers SSH at a container's address). On the current on-demand API
+(the default) its rental options list 8 x h100 in us-east-1 at $25.52/h; on the v1 marketplace it lists two machines.
 
-provision.yml -e nodes=3 -e gpu=H100 rents three, waits for SSH and builds Ray cluster 'prov' on them with site.yml;
-the inventory plugin then lists them (head prov-0); a second run rents nothing and changes nothing;
-teardown.yml -e release=true stops Ray and releases exactly those three; the inventory is empty again. The API
+provision.yml -e nodes=3 -e gpu=H100 rents three, waits for SSH and builds Ray cluster 'prov' on them with site.yml,
+keeping the rentals' record (with their prices) on the controller and on the head; the inventory plugin then lists
+them (head prov-0, with their price); a second run rents nothing and changes nothing; teardown.yml -e release=true
+stops Ray and releases exactly those three, on both APIs, and the records go; the inventory is empty again. The API
 key never shows. Then the idle guard on the sandbox's own cluster (tagged 'default' through the fake API): with
 a job running it releases nothing; once the job has ended longer ago than the limit it stops Ray and releases
 the cluster's instances, saying why in the journal. The sandbox is converged again afterwards.
@@ -22,7 +24,9 @@ import yaml
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import HyperbolicClient
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic_rent import Rent
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayClient
-from tests.fake_hyperbolic.server import FakeHyperbolic, machine_item
+import pytest
+
+from tests.fake_hyperbolic.server import FakeHyperbolic, machine_item, rental_option
 from tests.fake_hyperbolic.testing import HYPERBOLIC_TEST_KEY, unwrap
 from tests.integration.conftest import ROOT, SANDBOX, sandbox_nodes, sandbox_playbook, venv_bin
 from tests.integration.test_sandbox_code import gateway
@@ -37,11 +41,11 @@ def flat(text):
     return " ".join(text.split()).replace("''", "'")
 
 
-def inventory_dir(tmp_path, url):
+def inventory_dir(tmp_path, url, source="marketplace"):
     inv = tmp_path / "inventory"
     (inv / "group_vars").mkdir(parents=True)
     (inv / "prov.hyperbolic.yml").write_text(yaml.safe_dump({
-        "plugin": "rlinfra.verl.hyperbolic", "api_url": url, "sources": ["marketplace"], "name_pattern": "prov-*",
+        "plugin": "rlinfra.verl.hyperbolic", "api_url": url, "sources": [source], "name_pattern": "prov-*",
         "cluster_from": r"^(?P<cluster>.+)-\d+$", "retries": 1, "retry_backoff": 0.1}))
     (inv / "group_vars" / "all.yml").write_text(yaml.safe_dump({
         "ansible_python_interpreter": "/usr/bin/python3", "python_env_offline": True, "python_env_wheelhouse": "/data/wheelhouse",
@@ -73,35 +77,68 @@ def listed(inv, url):
     return unwrap(json.loads(proc.stdout))
 
 
-def test_rent_build_release(sandbox, tmp_path):
+def creates_of(fake, api):
+    path = "/v2/on-demand/virtual-machine-rentals" if api == "on_demand" else "/v1/marketplace/instances/create"
+    return len([r for r in fake.requests if r[0] == "POST" and r[1] == path])
+
+
+def active_of(fake, api):
+    return fake.active_rentals() if api == "on_demand" else fake.rented
+
+
+@pytest.mark.parametrize("api", ["on_demand", "marketplace"])
+def test_rent_build_release(sandbox, tmp_path, api):
     nodes = sandbox_nodes()
+    head = next(n for n in nodes if n["role"] == "head")
+    records = tmp_path / "records"
     with FakeHyperbolic(api_key=HYPERBOLIC_TEST_KEY) as fake:
-        fake.set_machines(MACHINES, host_pool=[(n["ip"], 22, "root") for n in nodes])
-        inv = inventory_dir(tmp_path, fake.url)
+        pool = [(n["ip"], 22, "root") for n in nodes]
+        if api == "on_demand":
+            fake.set_options([rental_option("h100", 8, "us-east-1", cents=2552)], host_pool=pool)
+        else:
+            fake.set_machines(MACHINES, host_pool=pool)
+        inv = inventory_dir(tmp_path, fake.url, source=api)
+        switches = ["nodes=3", "gpu=H100", "label=prov", "hyperbolic_record_dir=%s" % records] + (
+            ["api=marketplace"] if api == "marketplace" else [])
         try:
-            first = run("provision.yml", inv, "nodes=3", "gpu=H100", "label=prov", url=fake.url)
+            first = run("provision.yml", inv, *switches, url=fake.url)
             assert first.returncode == 0, first.output[-4000:]
-            assert len(fake.rented) == 3 and HYPERBOLIC_TEST_KEY not in first.output
+            assert len(active_of(fake, api)) == 3 and HYPERBOLIC_TEST_KEY not in first.output
             assert re.search(r"Cluster 'prov': 3 nodes alive", flat(first.output)), first.output[-3000:]
+            record = json.loads((records / "prov.json").read_text())
+            assert sorted(r["name"] for r in record["rentals"].values()) == ["prov-0", "prov-1", "prov-2"]
+            assert {r["api"] for r in record["rentals"].values()} == {api}
+            on_head = on_node(head["name"], "stat -c '%a %U' /etc/rlinfra/hyperbolic-prov.json; "
+                                            "cat /etc/rlinfra/hyperbolic-prov.json")
+            assert on_head.startswith("600 root\n") and json.loads(on_head.split("\n", 1)[1]) == record
 
             data = listed(inv, fake.url)
             assert data["ray_head"]["hosts"] == ["prov-0"] and sorted(data["ray_workers"]["hosts"]) == ["prov-1", "prov-2"]
             hostvars = data["_meta"]["hostvars"]
             assert {h: v["ray_cluster"] for h, v in hostvars.items()} == {"prov-0": "prov", "prov-1": "prov", "prov-2": "prov"}
             assert sorted(v["ansible_host"] for v in hostvars.values()) == sorted(n["ip"] for n in nodes)
+            if api == "on_demand":  # the API's price of each rental, as the run's cost reads it
+                assert {v["hyperbolic_cost_per_hour"] for v in hostvars.values()} == {25.52}
+                assert {r["cost_per_hour"] for r in record["rentals"].values()} == {25.52}
+                assert fake.od_bodies == [
+                    {"gpuType": "h100", "gpuCount": 8, "region": "us-east-1", "label": "prov-%d" % n} for n in range(3)]
 
-            creates = len([r for r in fake.requests if r[1].endswith("/create")])
-            again = run("provision.yml", inv, "nodes=3", "gpu=H100", "label=prov", url=fake.url)
+            creates = creates_of(fake, api)
+            again = run("provision.yml", inv, *switches, url=fake.url)
             assert again.returncode == 0, again.output[-4000:]
-            assert len([r for r in fake.requests if r[1].endswith("/create")]) == creates
+            assert creates_of(fake, api) == creates == 3
             assert set(recap(again.output).values()) == {0}, again.output[-3000:]
 
-            down = run("teardown.yml", inv, "release=true", "teardown_stop_jobs=true", url=fake.url)
+            down = run("teardown.yml", inv, "release=true", "teardown_stop_jobs=true",
+                       "hyperbolic_record_dir=%s" % records, url=fake.url)
             assert down.returncode == 0, down.output[-4000:]
-            assert fake.rented == [] and len(fake.terminated) == 3
+            assert active_of(fake, api) == []
+            assert len(fake.od_terminated if api == "on_demand" else fake.terminated) == 3
+            assert not (records / "prov.json").exists()
             assert "ray_head" not in listed(inv, fake.url) or not listed(inv, fake.url)["ray_head"].get("hosts")
             for n in nodes:
-                assert on_node(n["name"], "ls /etc/systemd/system/ray-*.service 2>/dev/null").strip() == "", n["name"]
+                assert on_node(n["name"], "ls /etc/systemd/system/ray-*.service /etc/rlinfra 2>/dev/null").strip() == "", \
+                    n["name"]
         finally:
             restore = sandbox_playbook("site.yml")
             assert restore.returncode == 0, restore.output[-4000:]

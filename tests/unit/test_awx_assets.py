@@ -143,7 +143,7 @@ def _roles_of(node, found):
     """Role names used anywhere in a play or task list (roles:, include_role, import_role)."""
     if isinstance(node, dict):
         for key, value in node.items():
-            if key == "roles" and isinstance(value, list):
+            if key == "roles" and isinstance(value, list) and "hosts" in node:  # a play's, not check_settings' roles:
                 for r in value:
                     found.add(r if isinstance(r, str) else (r.get("role") or r.get("name")))
             elif key in ("ansible.builtin.include_role", "ansible.builtin.import_role", "include_role", "import_role"):

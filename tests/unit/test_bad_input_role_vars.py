@@ -224,6 +224,14 @@ ROWS = [
          "shown) (credentials for a private index go in the nodes' ~/.netrc, which uv reads)"),
     rule("extra_index_string", {"python_env_extra_index_urls": "http://x"},
          "python_env_extra_index_urls must be a list, got 'http://x'"),
+    # -- provision.yml's and teardown.yml's hyperbolic_* variables --------------------------------------------
+    rule("min_hours_word", {"hyperbolic_min_hours": "two"}, "hyperbolic_min_hours must be a number, got 'two'"),
+    rule("daily_budget_zero", {"hyperbolic_daily_budget": 0},
+         "hyperbolic_daily_budget must be a number of US dollars a day above 0, got 0"),
+    rule("ssh_public_key_not_a_key", {"hyperbolic_ssh_public_key": "not a key"},
+         "hyperbolic_ssh_public_key must be one OpenSSH public key line (ssh-ed25519 AAAA... comment), got 'not a key'"),
+    rule("record_dir_tilde", {"hyperbolic_record_dir": "~/.rlinfra"},
+         "hyperbolic_record_dir must be an absolute path (starting with /), got '~/.rlinfra'"),
     # -- types and choices: the entry points' argument specs -----------------------------------------------
     spec("auth_mode_choice", "ray_head/main", {"ray_auth_mode": "maybe"},
          "value of ray_auth_mode must be one of: token, disabled, got: maybe"),
@@ -312,11 +320,15 @@ def _entry(r):
     return ENTRY_OF[S.owner(sorted(r.given)[0])]
 
 
+# provision.yml's and teardown.yml's variables are checked by those playbooks, not by a role (test below).
+ROLE_ROWS = [r for r in ROWS if r.entry or S.owner(sorted(r.given)[0]) in ENTRY_OF]
+
+
 @pytest.fixture(scope="module")
 def played(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("role_vars")
     hosts = {}
-    for r in ROWS:
+    for r in ROLE_ROWS:
         entry = _entry(r)
         hostvars = dict(CONTEXT.get(entry, {}))
         hostvars.update(r.given)
@@ -345,7 +357,7 @@ def played(tmp_path_factory):
     return proc, out, failures, tmp
 
 
-@pytest.mark.parametrize("r", ROWS, ids=[r.id for r in ROWS])
+@pytest.mark.parametrize("r", ROLE_ROWS, ids=[r.id for r in ROLE_ROWS])
 def test_each_host_stops_with_its_line(played, r):
     proc, out, failures, tmp = played
     assert proc.returncode != 0
@@ -421,3 +433,19 @@ def test_site_checks_every_role_before_any_role_runs():
     # unchanged re-run too.
     tasks = first_changing["tasks"]
     assert tasks[0]["rlinfra.verl.converge_record"]["settings"] == ["storage_lvm", "nfs_mount", "python_env", "ray"]
+
+
+@pytest.mark.parametrize("playbook", ["provision.yml", "teardown.yml"])
+def test_the_hyperbolic_variables_stop_their_playbook_before_the_api_is_asked(playbook, tmp_path):
+    """One line naming the variable; the API (an address nothing answers on) is never asked, nothing is written."""
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               HYPERBOLIC_API_KEY="hb-test-key-not-real", HYPERBOLIC_API_URL="http://127.0.0.1:9", HOME=str(tmp_path))
+    inventory = tmp_path / "inv.yml"
+    inventory.write_text(json.dumps({"all": {"children": {"ray_head": {"hosts": {"h0": {"ray_cluster": "c"}}}}}}))
+    switches = ["-e", "nodes=1", "-e", "gpu=H100"] if playbook == "provision.yml" else ["-e", "release=true"]
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(inventory),
+                           playbook, "-e", "hyperbolic_min_hours=two"] + switches,
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "hyperbolic_min_hours must be a number, got 'two'" in out, out[-3000:]
+    assert "127.0.0.1:9" not in out and not (tmp_path / ".rlinfra").exists()

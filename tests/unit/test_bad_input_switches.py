@@ -49,7 +49,7 @@ ROWS = [
     Row("gpu_count_word", "provision", ["nodes=2", "gpu_count=eight"], "gpu_count must be a whole number from 1, got 'eight'"),
     Row("gpu_count_dash", "provision", ["nodes=2", "gpu-count=8"],
         "-e gpu-count is not a switch of provision.yml; did you mean -e gpu_count? (its switches: nodes, gpu, gpu_count, "
-        "label, max_price, region, keep_partial)"),
+        "label, max_price, region, keep_partial, api)"),
     # -- near misses of a switch's name: Ansible would set a variable nobody reads ---------------------------
     Row("dryrun", "submit", ["exp=smoke", "dryrun=true"],
         "-e dryrun is not a switch of submit.yml; did you mean -e dry_run? (its switches: %s, checkpoint_cluster, "
@@ -73,10 +73,10 @@ ROWS = [
         "-e steps is not a switch of merge.yml; did you mean -e step? (its switches: %s, step)" % JOB),
     Row("purge_short", "teardown", ["teardown-purge=true"],
         "-e teardown-purge is not a switch of teardown.yml; did you mean -e teardown_purge? (its switches: cluster, "
-        "teardown_stop_jobs, teardown_purge, release)"),
+        "teardown_stop_jobs, teardown_purge, release, api)"),
     Row("stop_jobs_plural", "teardown", ["teardown_stop_job=true"],
         "-e teardown_stop_job is not a switch of teardown.yml; did you mean -e teardown_stop_jobs? (its switches: "
-        "cluster, teardown_stop_jobs, teardown_purge, release)"),
+        "cluster, teardown_stop_jobs, teardown_purge, release, api)"),
     Row("restart_dashes", "site", ["ray-restart-running-jobs=true"],
         "-e ray-restart-running-jobs is not a switch of site.yml; did you mean -e ray_restart_running_jobs? "
         "(its switches: ray_restart_running_jobs)"),
@@ -86,7 +86,7 @@ ROWS = [
     Row("status_wait", "status", ["exp=smoke", "wait=false"],
         "-e wait is not a switch of status.yml (its switches: %s); it would be ignored: drop it" % JOB),
     Row("teardown_dry_run", "teardown", ["dry_run=true"],
-        "-e dry_run is not a switch of teardown.yml (its switches: cluster, teardown_stop_jobs, teardown_purge, release); "
+        "-e dry_run is not a switch of teardown.yml (its switches: cluster, teardown_stop_jobs, teardown_purge, release, api); "
         "it would be ignored: drop it"),
     Row("site_purge", "site", ["teardown_purge=true"],
         "-e teardown_purge is not a switch of site.yml (its switches: ray_restart_running_jobs); it would be "

@@ -96,6 +96,8 @@ def test_hosts_vars_and_filters(harness):
         "hyperbolic_id": "vm-7f3a2d", "hyperbolic_label": "exp-a-1", "hyperbolic_status": "Running",
         "hyperbolic_gpu_type": "H100-SXM5-80GB", "hyperbolic_gpu_count": 8,
         "hyperbolic_region": "us-east-1", "hyperbolic_source": "on_demand", "ray_cluster": "a",
+        "hyperbolic_kind": "virtual-machine", "hyperbolic_node": None, "hyperbolic_private_ip": None,
+        "hyperbolic_cost_per_hour": None, "hyperbolic_user_metadata": None,
     }
     assert hosts["brave-otter-cat"]["ansible_port"] == 31065
     assert hosts["brave-otter-cat"]["hyperbolic_source"] == "marketplace"
@@ -274,3 +276,35 @@ def test_verify_file(tmp_path):
         path.write_text("plugin: rlinfra.verl.hyperbolic\n")
         assert bool(plugin.verify_file(str(path))) is ok, name
     assert not plugin.verify_file(str(tmp_path / "missing.hyperbolic.yml"))
+
+
+# ----------------------------------------------------------------------------- the rental shapes the clients read
+def test_rentals_of_the_earlier_shape_become_hosts_with_their_price_metadata_and_nodes(tmp_path, monkeypatch):
+    """SkyPilot's reading of ``/v2/marketplace/virtual-machine-rentals`` (sky/provision/hyperbolic/utils.py @02b1563):
+    SSH only in ``meta.ssh_command``, GPUs in ``meta.resources.gpus``, the tag in ``meta.userMetadata``, the price
+    in ``costPerHour`` (cents); HyperbolicLabs' CLI (cmd/instances.go): bare metal in ``meta.node_networking``."""
+    skypilot = {"id": 123, "status": "Running", "costPerHour": 149, "terminatedAt": None,
+                "meta": {"ssh_command": "ssh ubuntu@192.0.2.40 -p 31022", "internal_ip": "10.0.0.2",
+                         "resources": {"gpus": {"h100-sxm5-80gb": {"count": 1}}},
+                         "userMetadata": {"rlinfra": {"label": "exp-s", "name": "exp-s-0"}}}}
+    tagged_elsewhere = {"id": 124, "status": "Running", "costPerHour": 149,
+                        "meta": {"ssh_command": "ssh ubuntu@192.0.2.41 -p 31023",
+                                 "userMetadata": {"skypilot": {"cluster_name": "c1"}}}}
+    metal = {"id": 900, "status": "Running", "costPerHour": 4000,
+             "meta": {"rental_type": "bare-metal", "username": "root", "name": "exp-m",
+                      "node_networking": [{"public_ip": "192.0.2.70", "private_ip": "10.1.0.7"},
+                                          {"public_ip": "192.0.2.71", "private_ip": "10.1.0.8"}]}}
+    harness = Harness(tmp_path, raw_answer(on_demand=[skypilot, tagged_elsewhere, metal]), monkeypatch)
+    snap = harness.parse({"sources": ["on_demand"]})
+    hosts = snap["hosts"]
+    assert sorted(hosts) == ["124", "exp-m-node0", "exp-m-node1", "exp-s-0"]
+    s0 = hosts["exp-s-0"]
+    assert (s0["ansible_host"], s0["ansible_port"], s0["hyperbolic_gpu_type"], s0["hyperbolic_gpu_count"],
+            s0["hyperbolic_cost_per_hour"], s0["hyperbolic_private_ip"], s0["ray_cluster"]) == (
+        "192.0.2.40", 31022, "h100-sxm5-80gb", 1, 1.49, "10.0.0.2", "exp-s")
+    assert hosts["124"]["hyperbolic_user_metadata"] == {"skypilot": {"cluster_name": "c1"}}
+    assert hosts["124"]["ray_cluster"] == "default"
+    assert [(hosts[n]["ansible_host"], hosts[n]["hyperbolic_node"], hosts[n]["hyperbolic_id"], hosts[n]["ansible_user"])
+            for n in ("exp-m-node0", "exp-m-node1")] == [("192.0.2.70", 0, "900", "root"), ("192.0.2.71", 1, "900", "root")]
+    assert hosts["exp-m-node0"]["hyperbolic_kind"] == "bare-metal"
+    assert harness.warnings == []  # none left out for its SSH details, as before this shape was read

@@ -143,7 +143,7 @@ def test_a_failed_rental_part_way_releases_what_this_call_rented(fake):
     with pytest.raises(RentError) as err:
         renter(fake).present("exp-d", 3, gpu_model="H100")
     first = fake.terminated[0]
-    assert str(err.value) == ("renting exp-d-1 on c1/gpu-b failed: Hyperbolic API answered HTTP 400 on POST "
+    assert str(err.value) == ("renting exp-d-1 (c1/gpu-b) failed: Hyperbolic API answered HTTP 400 on POST "
                               "/v1/marketplace/instances/create: Not enough GPUs available; released what this call "
                               "rented: %s" % first)
     assert fake.rented == [] and fake.terminated == [first]
@@ -183,6 +183,7 @@ PLAY = """
   gather_facts: false
   tasks:
     - rlinfra.verl.hyperbolic_instance:
+        api: marketplace
         label: "{{ label }}"
         count: 2
         gpu_model: H100
@@ -269,10 +270,10 @@ def test_the_module_refuses_before_asking_the_api(label, args, expected, fake, m
 def test_the_module_any_model_under_a_price_and_absent_without_a_model(fake, monkeypatch, module_runner):
     monkeypatch.setenv("HYPERBOLIC_API_KEY", HYPERBOLIC_TEST_KEY)
     monkeypatch.setenv("HYPERBOLIC_API_URL", fake.url)
-    out = module_runner(hyperbolic_instance.main, dict(label="exp-s", count=1, gpu_model="any", max_price=1.5),
-                        check_mode=True)
+    out = module_runner(hyperbolic_instance.main, dict(api="marketplace", label="exp-s", count=1, gpu_model="any",
+                                                       max_price=1.5), check_mode=True)
     assert out["changed"] and [(p["name"], p["node_name"]) for p in out["would_rent"]] == [
         ("exp-s-0", "gpu-c")]  # any model, under the price: the A100 machine, the only one at or under $1.50
-    out = module_runner(hyperbolic_instance.main, dict(label="exp-s", state="absent"))
+    out = module_runner(hyperbolic_instance.main, dict(api="marketplace", label="exp-s", state="absent"))
     assert out.get("failed") is not True and out["changed"] is False, out
     assert creates(fake) == []

@@ -51,7 +51,8 @@ def test_normalize_on_demand_fixture():
     assert first == {
         "source": "on_demand", "id": "vm-7f3a2c", "label": "exp-a-0", "status": "running",
         "gpu_type": "H100-SXM5-80GB", "gpu_count": 8, "region": "us-east-1",
-        "ssh": {"host": "203.0.113.10", "port": 22, "user": "ubuntu"},
+        "ssh": {"host": "203.0.113.10", "port": 22, "user": "ubuntu"}, "cost_per_hour": None,
+        "kind": "virtual-machine", "private_ip": None, "user_metadata": None,
     }
     # port given as a string, non-default user
     assert records["vm-7f3a2d"]["ssh"] == {"host": "203.0.113.11", "port": 30022, "user": "root"}
@@ -64,6 +65,45 @@ def test_normalize_on_demand_fixture():
     assert records["vm-space01"]["ssh"]["port"] == 2222
     # API text is kept verbatim (marking it unsafe is the plugin's job)
     assert records["vm-jinja01"]["label"] == "{{ lookup('pipe', 'id') }}"
+
+
+def test_normalize_on_demand_reads_both_public_shapes():
+    """The current on-demand shape (claude-hyperbolic-guardrails, lisa-rtm) and the earlier /v2/marketplace one
+    (SkyPilot's provisioner, HyperbolicLabs' CLI): SSH, GPUs, price and the name this collection gave it."""
+    current = {"id": 18025, "rentalId": "6qsRH8--y1YL", "status": "Running", "gpuType": "h100", "gpuCount": 8,
+               "region": "ca-east-1", "label": "exp-a-0", "currentTerm": {"costPerHourCents": 2552},
+               "providerData": {"sshNetworking": [{"host": "38.80.122.148", "port": 22, "user": "ubuntu"}]}}
+    earlier = {"id": 123, "status": "Running", "costPerHour": 149, "terminatedAt": None,
+               "meta": {"ssh_command": "ssh ubuntu@1.2.3.4 -p 31022", "gpu_count": 1,
+                        "resources": {"gpus": {"h100-sxm5-80gb": {"count": 1}}},
+                        "userMetadata": {"rlinfra": {"label": "exp-b", "name": "exp-b-0"}}}}
+    assert hb.normalize_on_demand(current) == {
+        "source": "on_demand", "id": "18025", "label": "exp-a-0", "status": "Running", "gpu_type": "h100",
+        "gpu_count": 8, "region": "ca-east-1", "ssh": {"host": "38.80.122.148", "port": 22, "user": "ubuntu"},
+        "cost_per_hour": 25.52, "kind": "virtual-machine", "private_ip": None, "user_metadata": None}
+    assert hb.normalize_on_demand(earlier) == {
+        "source": "on_demand", "id": "123", "label": "exp-b-0", "status": "Running", "gpu_type": "h100-sxm5-80gb",
+        "gpu_count": 1, "region": None, "ssh": {"host": "1.2.3.4", "port": 31022, "user": "ubuntu"}, "cost_per_hour": 1.49,
+        "kind": "virtual-machine", "private_ip": None, "user_metadata": {"rlinfra": {"label": "exp-b", "name": "exp-b-0"}}}
+
+
+def test_bare_metal_rentals_of_several_nodes_become_one_record_per_node():
+    """HyperbolicLabs' CLI (cmd/instances.go, OnDemandInstanceMeta): bare-metal rentals carry ``rental_type``,
+    ``node_networking`` [{public_ip, private_ip}] and ``username``; SkyPilot's reading gives ``internal_ip`` on VMs."""
+    metal = {"id": 900, "status": "Running", "costPerHour": 4000,
+             "meta": {"rental_type": "bare-metal", "node_count": 2, "username": "root", "network_type": "infiniband",
+                      "name": "exp-c", "node_networking": [{"public_ip": "192.0.2.70", "private_ip": "10.1.0.7"},
+                                                           {"public_ip": "192.0.2.71", "private_ip": "10.1.0.8"},
+                                                           {"public_ip": "not a host!", "private_ip": "10.1.0.9"}]}}
+    record = hb.normalize_on_demand(metal)
+    assert record["kind"] == "bare-metal" and record["cost_per_hour"] == 40.0 and len(record["nodes"]) == 2
+    nodes = hb.expand_nodes([record])
+    assert [(n["label"], n["node"], n["ssh"], n["private_ip"], n["id"]) for n in nodes] == [
+        ("exp-c-node0", 0, {"host": "192.0.2.70", "port": 22, "user": "root"}, "10.1.0.7", "900"),
+        ("exp-c-node1", 1, {"host": "192.0.2.71", "port": 22, "user": "root"}, "10.1.0.8", "900")]
+    vm = hb.normalize_on_demand({"id": 5, "status": "Running",
+                                 "meta": {"ssh_command": "ssh ubuntu@1.2.3.4 -p 31022", "internal_ip": "10.0.0.2"}})
+    assert vm["private_ip"] == "10.0.0.2" and hb.expand_nodes([vm]) == [vm]
 
 
 def test_normalize_on_demand_accepts_sshcommand_shape():
@@ -79,7 +119,8 @@ def test_normalize_marketplace_fixture():
     assert otter == {
         "source": "marketplace", "id": "brave-otter-cat", "label": None, "status": "online",
         "gpu_type": "NVIDIA-H100-80GB-HBM3", "gpu_count": 2, "region": "us-central-1",
-        "ssh": {"host": "ssh.hyperbolic.example", "port": 31065, "user": "ubuntu"},
+        "ssh": {"host": "ssh.hyperbolic.example", "port": 31065, "user": "ubuntu"}, "cost_per_hour": None,
+        "kind": "virtual-machine", "private_ip": None, "user_metadata": None,
     }
     heron = records["calm-heron-fox"]
     assert heron["ssh"] == {"host": "192.0.2.50", "port": 2222, "user": "root"}

@@ -19,7 +19,7 @@ from ansible_collections.rlinfra.verl.plugins.action.idle_guard import guard_cod
 from ansible_collections.rlinfra.verl.plugins.module_utils import idle_guard as G
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import HyperbolicClient
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic_rent import Rent
-from tests.fake_hyperbolic.server import FakeHyperbolic, machine_item, marketplace_instance
+from tests.fake_hyperbolic.server import FakeHyperbolic, machine_item, marketplace_instance, rental_option
 from tests.fake_hyperbolic.testing import HYPERBOLIC_TEST_KEY
 
 NOW = 1_800_000_000.0
@@ -80,7 +80,7 @@ def cluster(tmp_path):
         yield fake, token
 
 
-def run_once(fake, token, jobs, limit=60, url=None):
+def run_once(fake, token, jobs, limit=60, url=None, record=None):
     dash = Dashboard(jobs)
     calls, lines = [], []
 
@@ -90,7 +90,8 @@ def run_once(fake, token, jobs, limit=60, url=None):
             return subprocess.CompletedProcess(args, 0, "ActiveEnterTimestampMonotonic=1000000\n", "")
         return subprocess.CompletedProcess(args, 0, "", "")
     config = dict(label="exp-a", idle_release_after=limit, api_key=HYPERBOLIC_TEST_KEY, api_url=fake.url,
-                  dashboard_url=url or dash.url, token_path=str(token), release_timeout=5)
+                  dashboard_url=url or dash.url, token_path=str(token), release_timeout=5,
+                  record=str(record or token.parent / "no-record.json"))
     rc = G.run(config, out=lines.append, systemctl=systemctl, now=lambda: NOW)
     dash.server.shutdown()
     return rc, lines, calls, dash
@@ -110,6 +111,33 @@ def test_a_busy_cluster_is_kept_an_idle_one_released(cluster):
     assert all(HYPERBOLIC_TEST_KEY not in line for line in lines)
 
 
+def test_on_demand_rentals_are_released_by_name_and_by_the_heads_record(cluster):
+    """The current API (docs/INVENTORY.md): one rental keeps its label exp-a-0; another, whose label the API did not
+    keep, is the cluster's only by the record provision.yml copied to the head. Both go; another label's stays."""
+    fake, token = cluster
+    fake.set_options([rental_option("h100", 8, "us-east-1", cents=2552)], host_pool=[("127.0.0.1", 22, "ubuntu")] * 3)
+    client = HyperbolicClient(HYPERBOLIC_TEST_KEY, fake.url, retries=0)
+    Rent(client, probe=lambda h, p: "", api="on_demand").present("exp-a", 2, gpu_model="H100", region="us-east-1",
+                                                                  wait=False)
+    Rent(client, probe=lambda h, p: "", api="on_demand").present("other", 1, gpu_model="H100", region="us-east-1",
+                                                                  wait=False)
+    unnamed = fake.od_rentals[1]["record"]
+    unnamed["label"] = "soft-apricot-%d" % unnamed["id"]
+    record = token.parent / "hyperbolic-exp-a.json"
+    record.write_text(json.dumps({"label": "exp-a", "rentals": {str(unnamed["id"]): {"api": "on_demand", "name": "exp-a-1"}}}))
+    rc, lines, calls, dash = run_once(fake, token, [job("r1", "SUCCEEDED", end=(NOW - 90) * 1000)], record=record)
+    ids = [str(r["record"]["id"]) for r in fake.od_rentals]
+    # by name, the record's unnamed one first
+    assert rc == 0 and lines[2] == "idle guard (exp-a): released %s, %s, fake-instance-0001, fake-instance-0002" % (
+        ids[1], ids[0]), lines
+    assert [r["label"] for r in fake.active_rentals()] == ["other-0"]
+
+    record.write_text("{half")
+    rc, lines, calls, dash = run_once(fake, token, [job("r1", "SUCCEEDED", end=(NOW - 90) * 1000)], record=record)
+    assert lines[2].startswith("idle guard (exp-a): the record %s cannot be read" % record), lines
+    assert lines[2].endswith("; releasing by name only") and [r["label"] for r in fake.active_rentals()] == ["other-0"]
+
+
 def test_unreadable_jobs_release_nothing(cluster):
     fake, token = cluster
     rc, lines, calls, dash = run_once(fake, token, [], url="http://127.0.0.1:9")
@@ -124,7 +152,7 @@ def test_the_code_sent_to_the_head_runs_without_ansible(tmp_path):
         path.write_text(text)
     python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
     probe = ("import sys; sys.modules['ansible'] = None; "  # as on a node without Ansible
-             "from ansible_collections.rlinfra.verl.plugins.module_utils import idle_guard, hyperbolic_rent; print('ok')")
+             "from ansible_collections.rlinfra.verl.plugins.module_utils import idle_guard, hyperbolic_rent, hyperbolic_record; print('ok')")
     proc = subprocess.run([python, "-I", "-c", "import sys; sys.path.insert(0, %r); %s" % (str(tmp_path), probe)],
                           capture_output=True, text=True, timeout=60)
     assert proc.stdout.strip() == "ok", proc.stderr[-2000:]
