@@ -47,7 +47,9 @@ def test_hosts_hostvars_groups_and_clusters(fake_hyperbolic, inventory_file, ans
         "ansible_host": "10.0.0.2", "ansible_port": 20002, "ansible_user": "ubuntu",
         "hyperbolic_id": "vm-000002", "hyperbolic_label": "verl-a-00002", "hyperbolic_status": "running",
         "hyperbolic_gpu_type": "H100-SXM5-80GB", "hyperbolic_gpu_count": 8, "hyperbolic_region": "us-east-1",
-        "hyperbolic_source": "on_demand", "ray_cluster": "a",
+        "hyperbolic_source": "on_demand", "ray_cluster": "a", "hyperbolic_kind": "virtual-machine",
+        "hyperbolic_node": None, "hyperbolic_private_ip": None, "hyperbolic_cost_per_hour": None,
+        "hyperbolic_user_metadata": None,
     }
     market = hostvars["verl-b-00003"]  # marketplace, "ssh -p P user@h"
     assert (market["ansible_host"], market["ansible_port"], market["ansible_user"]) == ("10.0.0.3", 22, "ubuntu")
