@@ -11,6 +11,8 @@ and of the fetch that brought each bundle back.
 
 from __future__ import annotations
 
+from ansible_collections.rlinfra.verl.plugins.module_utils import failure_causes as C
+
 
 def _first_line(text, limit=300):
     lines = [ln.strip() for ln in str(text or "").splitlines() if ln.strip()]
@@ -72,6 +74,41 @@ def node_logs_report(collected, fetched=None, check_mode=False):
             "driver_hosts": drivers}
 
 
+TAIL_BYTES = 512 * 1024
+
+
+def run_causes(collected, log_path="", step=None):
+    """Why a run died, one line each (module_utils/failure_causes.py): the causes in the driver's log saved at
+    ``log_path`` on the controller (its last 512 KiB) - a full checkpoint volume (with the free space the nodes
+    reported, ``at step N`` when known), CUDA out of memory, an NCCL timeout or lost connection - then each node's
+    kernel events (Xid errors, uncorrectable memory errors, the OOM killer, links down). ``collected``: the looped
+    results of rlinfra.verl.ray_node_logs."""
+    results = [r for r in collected or [] if isinstance(r, dict) and not r.get("failed") and not r.get("unreachable")]
+    volumes = {}
+    for res in results:
+        for vol in res.get("volumes") or []:
+            if isinstance(vol, dict) and vol.get("free_bytes") is not None:
+                volumes[vol["path"]] = min(vol["free_bytes"], volumes.get(vol["path"], vol["free_bytes"]))
+    text = ""
+    if log_path:
+        try:
+            with open(log_path, "rb") as handle:
+                handle.seek(0, 2)
+                handle.seek(max(0, handle.tell() - TAIL_BYTES))
+                text = handle.read().decode("utf-8", "replace")
+        except OSError:
+            text = ""
+    lines = []
+    for cause in C.driver_log_causes(text, [dict(path=p, free_bytes=f) for p, f in sorted(volumes.items())]):
+        if step is not None and cause.startswith("the checkpoint volume ") and "): " in cause:
+            head, tail = cause.split("): ", 1)
+            cause = "%s) at step %s: %s" % (head, step, tail)
+        lines.append(cause)
+    for res in results:
+        lines += C.kernel_causes(res.get("kernel_events") or [], str(res.get("item") or ""))
+    return lines
+
+
 class FilterModule:
     def filters(self):
-        return {"node_logs_report": node_logs_report}
+        return {"node_logs_report": node_logs_report, "run_causes": run_causes}

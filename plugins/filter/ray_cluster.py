@@ -63,21 +63,42 @@ def worker_head(worker, heads, hostvars):
     return dict(name=head, ip=str(ip), error="")
 
 
+def excluded_of(hosts, hostvars):
+    """{host: its rlinfra_excluded local fact} of the hosts fitness.yml left out (as the facts read this run say)."""
+    out = {}
+    for h in hosts:
+        hv = hostvars[h] if h in hostvars else {}
+        local = hv.get("ansible_local") if "ansible_local" in hv else None
+        fact = (local or {}).get("rlinfra_excluded") if isinstance(local, dict) else None
+        if fact:
+            out[h] = fact
+    return out
+
+
+def ray_active(hosts, hostvars):
+    """``hosts`` without those fitness.yml left out of their cluster (their Ray is stopped)."""
+    excluded = excluded_of(hosts, hostvars)
+    return [h for h in hosts if h not in excluded]
+
+
 def converge_plan(hosts, hostvars, groups):
     """Which of ``hosts`` site.yml converges in full and which it found as their last converge left them (see
     module_utils/converge_record.plan), plus the lines it prints about it."""
     nodes = list(groups.get("ray_head") or []) + [h for h in groups.get("ray_workers") or [] if h not in (groups.get("ray_head") or [])]
     clusters = ray_clusters(nodes, hostvars)
 
+    excluded = excluded_of(nodes, hostvars)
+
     def members_of(host):
         name = cluster_of(host, hostvars)
-        return name, clusters.get(name, [host])
+        return name, [h for h in clusters.get(name, [host]) if h not in excluded]
 
     states = {h: hostvars[h].get("ansible_converge_record") for h in hosts if h in hostvars}
-    return plan(list(hosts), states, members_of)
+    return plan(list(hosts), states, members_of, {h: f for h, f in excluded.items() if h in hosts})
 
 
 class FilterModule:
     def filters(self):
         return {"in_ray_cluster": in_ray_cluster, "ray_clusters": ray_clusters, "worker_head": worker_head,
-                "converge_plan": converge_plan, "env_mismatch": env_mismatch}
+                "converge_plan": converge_plan, "env_mismatch": env_mismatch,
+                "ray_active": ray_active}

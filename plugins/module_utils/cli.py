@@ -57,6 +57,7 @@ SWITCHES = {
     "region": V.Name(empty=True, nullable=False),
     "keep_partial": V.Switch(nullable=False),
     "api": V.Choice(("on_demand", "marketplace"), nullable=False),
+    "replace_unfit": V.Switch(nullable=False),
 }
 # Words pass every playbook (an AWX workflow sends its survey answers to every playbook of its chain).
 WORDS = ("exp", "run", "cluster", "checkpoint_cluster", "gpu", "label", "max_price", "region", "api")
@@ -70,13 +71,14 @@ PLAYBOOKS = {
     "logs": _JOB + ("attempt",),
     "merge": _JOB + ("step",),
     "teardown": ("cluster", "teardown_stop_jobs", "teardown_purge", "release", "api"),
-    "provision": ("nodes", "gpu", "gpu_count", "label", "max_price", "region", "keep_partial", "api"),
+    "provision": ("nodes", "gpu", "gpu_count", "label", "max_price", "region", "keep_partial", "api", "replace_unfit"),
+    "fitness": ("cluster",),
 }
 
 # A playbook that runs another in the same run: the other's checks accept the first one's switches.
-CHAINS = {"site": ("provision",)}
+CHAINS = {"site": ("provision",), "fitness": ("provision",)}
 # Variables of the collection's roles and plugins, and Ansible's own: given with -e on purpose.
-_OWN_PREFIXES = ("verl_job_", "ray_", "nfs_mount_", "storage_lvm_", "python_env_", "hyperbolic_", "ansible_")
+_OWN_PREFIXES = ("verl_job_", "ray_", "nfs_mount_", "storage_lvm_", "python_env_", "hyperbolic_", "fitness_", "ansible_")
 
 
 def _near_miss(name, known):

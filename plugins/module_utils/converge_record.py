@@ -175,7 +175,18 @@ def observe(watch, facts, probe):
         "gpus": probe.gpus(),
         "controller": probe.controller() if watch.get("nft_tables") else "",
         "address": [facts.get("ansible_default_ipv4", {}).get("address", ""), sorted(facts.get("ansible_all_ipv4_addresses") or [])],
+        # Which interface reaches the head, its MTU, the RDMA ports: what ray_net_ifname auto exports follows them.
+        "net": net_summary(facts.get("ansible_rlinfra_net")),
     }
+
+
+def net_summary(net):
+    """The parts of ``ansible_rlinfra_net`` that decide Ray's address and the collectives' interface."""
+    net = net if isinstance(net, dict) else {}
+    return dict(links=sorted([k, v.get("mtu"), v.get("up")] for k, v in (net.get("links") or {}).items()),
+                addresses=sorted(list(a) for a in net.get("addresses") or []),
+                routes=sorted([r.get("dest"), r.get("dev"), r.get("src"), r.get("via"), r.get("metric")] for r in net.get("routes") or []),
+                ib=sorted([p.get("hca"), p.get("port"), p.get("state")] for p in net.get("ib") or []))
 
 
 def _describe(category, key, before, now):
@@ -189,7 +200,7 @@ def _describe(category, key, before, now):
         return "%s changed (%s)" % (key, "content" if before[0] != now[0] else "mode or owner")
     what = {"packages": "the packages in %s" % key, "nft": "the live firewall table %s" % key, "mounts": "the mount at %s" % key,
             "gpus": "the GPUs", "controller": "the controller's address (the firewall admits it)",
-            "address": "the node's addresses"}.get(category, category)
+            "address": "the node's addresses", "net": "the node's interfaces or routes"}.get(category, category)
     return "%s changed" % what
 
 
@@ -275,14 +286,19 @@ def content(inputs, watch, observed, facts, members):
                       sort_keys=True, indent=1) + "\n"
 
 
-def plan(hosts, states, members_of):
+def plan(hosts, states, members_of, excluded=None):
     """Which of ``hosts`` site.yml converges fully: every host of a cluster in which any host is not as its record
     says, or whose recorded members differ from the cluster's members now. ``states``: {host: the check's
-    ansible_converge_record}; ``members_of(host)``: (cluster name, its member hosts now).
-    Returns {converge, checked, reasons, lines}: the lines say it per cluster, hosts grouped by reason."""
-    clusters = {}
+    ansible_converge_record}; ``members_of(host)``: (cluster name, its member hosts now, those left out excluded);
+    ``excluded``: {host: its rlinfra_excluded fact} - workers fitness.yml left out, neither converged nor waited for.
+    Returns {converge, checked, reasons, lines, excluded}: the lines say it per cluster, hosts grouped by reason."""
+    excluded = excluded or {}
+    clusters, left = {}, {}
     for host in hosts:
         name, members = members_of(host)
+        if host in excluded:
+            left.setdefault(name, []).append(host)
+            continue
         clusters.setdefault(name, ([], members))[0].append(host)
     converge, checked, reasons, lines = [], [], {}, []
     for name, (in_play, members) in sorted(clusters.items()):
@@ -306,4 +322,10 @@ def plan(hosts, states, members_of):
             checked += in_play
             lines.append("Cluster '%s': all %d node(s) as their last converge left them (checked in one call each: inputs, "
                          "files, packages, units, firewall, mounts, addresses); nothing to converge." % (name, len(in_play)))
-    return dict(converge=converge, checked=checked, reasons=reasons, lines=lines)
+    for name in sorted(left):
+        for host in sorted(left[name]):
+            fact = excluded[host] if isinstance(excluded[host], dict) else {}
+            lines.append("Cluster '%s': %s is left out (fitness.yml, since %s: %s); its Ray stays stopped until "
+                         "fitness.yml finds it fit again." % (name, host, fact.get("since") or "?",
+                                                              (fact.get("reason") or "unfit")[:300]))
+    return dict(converge=converge, checked=checked, reasons=reasons, lines=lines, excluded=sorted(excluded))

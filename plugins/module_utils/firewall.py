@@ -16,6 +16,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
+from ansible_collections.rlinfra.verl.plugins.module_utils import ray_net
 from ansible_collections.rlinfra.verl.plugins.module_utils.numbers import whole_number
 from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
 
@@ -83,40 +84,9 @@ def ray_ports(ports, protected=(22,)):
 
 
 def member_address(hostvars_of_host):
-    """The private address a member uses for Ray, as the roles resolve it; '' when it cannot be known.
-
-    ``ray_node_ip`` is what this run resolved (set by the roles), then ``ray_private_ip`` from the inventory,
-    then the facts (the role default's own rule), then the address a previous run published, then a literal
-    ``ansible_host``.
-    """
-    hv = hostvars_of_host or {}
-
-    def get(key):
-        try:
-            value = hv[key] if key in hv else None
-        except Exception:  # an inventory template that cannot be resolved for another host
-            return None
-        return value if value not in (None, "") else None
-
-    for key in ("ray_node_ip", "ray_private_ip"):
-        value = get(key)
-        if isinstance(value, str) and value.strip():
-            return value.strip()
-    default4 = get("ansible_default_ipv4")
-    if isinstance(default4, dict) and default4.get("address"):
-        return str(default4["address"])
-    for address in get("ansible_all_ipv4_addresses") or []:
-        if not str(address).startswith("127."):
-            return str(address)
-    local = get("ansible_local")
-    if isinstance(local, dict) and isinstance(local.get("rlinfra_ray"), dict) and local["rlinfra_ray"].get("node_ip"):
-        return str(local["rlinfra_ray"]["node_ip"])
-    # A host left out by --limit has no facts: its SSH address, when it is a literal one, is still its own.
-    host = get("ansible_host")
-    try:
-        return str(ipaddress.ip_address(str(host).strip())) if host else ""
-    except ValueError:
-        return ""
+    """The private address a member uses for Ray, without its cluster's context (module_utils/ray_net.address_of has
+    the rule; the firewall filter gives it the cluster when it has it)."""
+    return ray_net.address_of("_", {"_": hostvars_of_host or {}})
 
 
 def allowed_sources(members, controller="", extra=()):
@@ -175,8 +145,9 @@ def controller_address(ssh_connection):
 
 
 def render(ports, v4, v6, table=TABLE):
-    """The nftables script: create-or-keep the table, flush it, fill it - so ``nft -f`` replaces it atomically
-    and re-applying the same file gives the same ruleset."""
+    """The nftables script: create-or-keep the table, delete it, define it anew, in one transaction - so ``nft -f``
+    replaces it atomically. Not ``flush table``: that keeps set elements, and an interval set whose shape changed
+    (a port range moved, two addresses became one /31) then fails with "File exists"."""
     if not _NAME.match(table):
         raise FirewallError("table name must be letters, digits and _, got %r" % (table,))
     port_list = ", ".join(_show(r) for r in ports)
@@ -213,7 +184,7 @@ def render(ports, v4, v6, table=TABLE):
         "#!/usr/sbin/nft -f",
         "# Written by rlinfra.verl (role ray): only Ray's ports, only this table. Do not edit; re-run site.yml.",
         "table %s %s" % (FAMILY, table),
-        "flush table %s %s" % (FAMILY, table),
+        "delete table %s %s" % (FAMILY, table),
         "table %s %s {" % (FAMILY, table),
     ] + body + ["}", ""]
     return "\n".join(lines)

@@ -401,11 +401,17 @@ class Rent:
 
     def present(self, label, count, gpu_model="", gpu_count=8, max_price=None, region="", wait=True, timeout=900,
                 keep_partial=False, check_mode=False, min_hours=1.0, daily_budget=None, machine_type="virtual-machine",
-                ssh_public_key=""):
+                ssh_public_key="", replace=()):
         have = self.ours(label)
+        replaced = []
+        if replace:
+            # Unfit machines given back first; what is rented then takes their names again (<label>-<n>, the lowest
+            # free number), so the inventory's hosts keep their names on new machines.
+            replaced = self._replace(label, have, [str(r) for r in replace], check_mode, timeout)
+            have = [i for i in have if str(i.get("id")) not in replaced] if check_mode else self.ours(label)
         need = max(0, count - len(have))
-        result = dict(changed=need > 0, rented=[], released=[], would_rent=[], extra=max(0, len(have) - count),
-                      api=self.api.name)
+        result = dict(changed=need > 0 or bool(replaced), rented=[], released=list(replaced), would_rent=[],
+                      extra=max(0, len(have) - count), api=self.api.name, replaced=replaced)
         if need:
             plan, why = self.api.plan(need, gpu_model, gpu_count, max_price, region, machine_type)
             if why:
@@ -428,6 +434,32 @@ class Rent:
             return result
         result["instances"] = self._wait(label, result, timeout, keep_partial)
         return result
+
+    def _replace(self, label, have, ids, check_mode, timeout):
+        """Release ``ids`` (rentals of ``label``) and wait until the API no longer lists them; the ids released."""
+        mine = {str(i.get("id")): name_of(i, label) for i in have}
+        foreign = [i for i in ids if i not in mine]
+        if foreign:
+            raise RentError("replace names %s, which %s not a rental of label %s (its rentals: %s); nothing was released "
+                            "or rented" % (", ".join(foreign), "is" if len(foreign) == 1 else "are", label,
+                                           ", ".join("%s (%s)" % (k, v) for k, v in sorted(mine.items())) or "none"))
+        if check_mode:
+            return list(ids)
+        released, failures, dummy = self.release(ids)
+        if failures:
+            raise RentError("could not release %s to replace them (released %s): run again, or release them in "
+                            "Hyperbolic's console - they cost money; nothing was rented" % (
+                                "; ".join(failures), ", ".join(released) or "nothing"))
+        self.log("released %s to replace them" % ", ".join("%s (%s)" % (i, mine[i]) for i in released))
+        deadline = self.clock() + timeout
+        pause = POLL_FIRST
+        while any(str(i.get("id")) in released for i in self.ours(label)):
+            if self.clock() >= deadline:
+                raise RentError("released %s to replace them, but the API still lists them after %ss: nothing was "
+                                "rented; run again" % (", ".join(released), timeout))
+            self.sleep(pause)
+            pause = min(POLL_MAX, pause * 1.5)
+        return released
 
     def _create(self, label, plan, result, keep_partial, ssh_public_key):
         prices = result.setdefault("prices", {})  # dollars an hour, by name, as rented (the record keeps them)

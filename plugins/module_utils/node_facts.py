@@ -78,7 +78,88 @@ def ip_runner(module):
     return run
 
 
-def node_facts(run, fact_dir, names):
+_LINK = re.compile(r"^\d+:\s+([^:@\s]+)(?:@\S+)?:\s+<([^>]*)>.*?\bmtu\s+(\d+)(?:.*?\bstate\s+(\S+))?")
+_ROUTE_LINE = re.compile(r"^(?:(unicast|local|broadcast|blackhole|unreachable|prohibit|throw)\s+)?(\S+)(.*)$")
+
+
+def parse_links(text):
+    """``{interface: {"mtu", "up"}}`` from ``ip -o link show``: up means administratively up with a carrier (LOWER_UP),
+    or state UP/UNKNOWN (loopback, tunnels)."""
+    out = {}
+    for line in text.splitlines():
+        match = _LINK.match(line.strip())
+        if not match:
+            continue
+        flags = match.group(2).split(",")
+        state = (match.group(4) or "").upper()
+        up = "UP" in flags and ("LOWER_UP" in flags or state in ("UP", "UNKNOWN"))
+        out[match.group(1)] = dict(mtu=int(match.group(3)), up=up)
+    return out
+
+
+def parse_routes(text):
+    """``[{"dest", "dev", "src", "via", "metric"}]`` of the main table from ``ip -4 route show``: ``dest`` is a CIDR
+    (``default`` becomes 0.0.0.0/0); routes that send nowhere (blackhole, unreachable, ...) are left out."""
+    routes = []
+    for line in text.splitlines():
+        match = _ROUTE_LINE.match(line.strip())
+        if not match or match.group(1) not in (None, "unicast"):
+            continue
+        dest, rest = match.group(2), match.group(3)
+        words = rest.split()
+        opts = {words[i]: words[i + 1] for i in range(len(words) - 1) if words[i] in ("dev", "src", "via", "metric")}
+        if "dev" not in opts:
+            continue
+        dest = "0.0.0.0/0" if dest == "default" else dest if "/" in dest else dest + "/32"
+        try:
+            metric = int(opts.get("metric", 0))
+        except ValueError:
+            metric = 0
+        routes.append(dict(dest=dest, dev=opts["dev"], src=opts.get("src", ""), via=opts.get("via", ""), metric=metric))
+    return routes
+
+
+def infiniband_ports(sysfs="/sys/class/infiniband"):
+    """``[{"hca", "port", "state", "link_layer"}]`` of the node's RDMA ports (InfiniBand or RoCE), from sysfs; [] without
+    any."""
+    out = []
+    try:
+        hcas = sorted(os.listdir(sysfs))
+    except OSError:
+        return out
+    for hca in hcas:
+        ports_dir = os.path.join(sysfs, hca, "ports")
+        try:
+            ports = sorted(os.listdir(ports_dir), key=lambda p: (len(p), p))
+        except OSError:
+            continue
+        for port in ports:
+            def read(name, port=port):
+                try:
+                    with open(os.path.join(ports_dir, port, name), encoding="utf-8") as handle:
+                        return handle.read().strip()
+                except OSError:
+                    return ""
+            # state reads "4: ACTIVE"; link_layer "InfiniBand" or "Ethernet" (RoCE)
+            out.append(dict(hca=hca, port=port, state=read("state").split(":")[-1].strip(), link_layer=read("link_layer")))
+    return out
+
+
+def network(run, sysfs="/sys/class/infiniband", addresses=None):
+    """``ansible_rlinfra_net``: the interfaces (MTU, up), IPv4 addresses, main routes and RDMA ports, from which the
+    controller chooses Ray's address and the interface collectives use (module_utils/ray_net.py)."""
+    rc_link, links, dummy = run(["ip", "-o", "link", "show"])
+    rc_route, routes, dummy = run(["ip", "-4", "route", "show"])
+    # Only interfaces with an IPv4 address can carry Ray or a collective (a docker host's hundreds of veths cannot).
+    named = {i for i, a, p in addresses or []}
+    links = {k: v for k, v in (parse_links(links) if rc_link == 0 else {}).items() if k in named}
+    return dict(links=links,
+                addresses=[[i, a, p] for i, a, p in (addresses or [])],
+                routes=parse_routes(routes) if rc_route == 0 else [],
+                ib=infiniband_ports(sysfs))
+
+
+def node_facts(run, fact_dir, names, sysfs="/sys/class/infiniband"):
     """The ``ansible_facts`` of M(rlinfra.verl.node_facts): ``run(argv) -> (rc, out, err)`` runs a command."""
     rc, route, dummy = run(["ip", "-4", "route", "get", ROUTE_PROBE])
     rc_addr, addrs, dummy = run(["ip", "-4", "-o", "addr", "show"])
@@ -91,4 +172,5 @@ def node_facts(run, fact_dir, names):
     # Named as setup names them: the controller makes ansible_facts.X and, by default, the variable ansible_X of each.
     return dict(ansible_default_ipv4=default_ipv4(route if rc == 0 else "", addresses),
                 ansible_all_ipv4_addresses=[a for i, a, p in addresses if not a.startswith("127.")],
+                ansible_rlinfra_net=network(run, sysfs, addresses),
                 ansible_local=local)

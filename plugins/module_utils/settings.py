@@ -24,7 +24,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as 
 from ansible_collections.rlinfra.verl.plugins.module_utils.numbers import whole_number
 
 # "hyperbolic": provision.yml's and teardown.yml's variables (hyperbolic_*), checked the same way.
-ROLES = ("storage_lvm", "nfs_mount", "python_env", "ray", "hyperbolic")
+ROLES = ("storage_lvm", "nfs_mount", "python_env", "ray", "hyperbolic", "fitness")
 
 _USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}\$?$")
 _UMASK = re.compile(r"^0?[0-7]{3}$")
@@ -244,12 +244,16 @@ def _args_item():
 PORTS = ("ray_gcs_port", "ray_dashboard_port", "ray_node_manager_port", "ray_object_manager_port",
          "ray_dashboard_agent_grpc_port", "ray_runtime_env_agent_port", "ray_metrics_export_port",
          "ray_dashboard_agent_listen_port", "ray_client_server_port", "ray_autoscaler_metrics_port",
-         "ray_dashboard_metrics_port", "ray_min_worker_port", "ray_max_worker_port")
+         "ray_dashboard_metrics_port", "ray_min_worker_port", "ray_max_worker_port", "ray_fitness_port",
+         "ray_fitness_store_port")
 
 _CREDENTIALS_HINT = " (credentials for a private index go in the nodes' ~/.netrc, which uv reads)"
 
 RULES = {
     "ray_private_ip": PrivateIp(),
+    "ray_net_ifname": V.Text(empty=False, max_len=256, pattern=r"^(auto|none|\^?=?[A-Za-z0-9_.:-]{1,15}(,[A-Za-z0-9_.:-]{1,15})*)$",
+                             what="auto, none, or interface names in NCCL_SOCKET_IFNAME's syntax (eth0, ens,eth, "
+                                  "^docker,lo, =ens5)"),
     "ray_cluster": V.Name(),
     "ray_env": _RayEnv(),
     "ray_rocm_env": _RayEnv(),
@@ -296,6 +300,24 @@ RULES = {
     "python_env_packages": V.ListOf(V.Requirement()),
     "python_env_index_url": V.Url(schemes=("https", "http", "file"), empty=True, hint=_CREDENTIALS_HINT),
     "python_env_extra_index_urls": V.ListOf(V.Url(schemes=("https", "http", "file"), hint=_CREDENTIALS_HINT)),
+    "ray_fitness_check": V.Switch(),
+    "fitness_min_gbit": V.Number(0, 1e5, unit="Gbit/s"),
+    "fitness_ray_min_gbit": V.Number(0, 1e5, unit="Gbit/s"),
+    "fitness_allreduce_min_busbw": V.Number(0, 1e5, unit="GB/s"),
+    "fitness_allreduce": V.Choice(("auto", "gloo", "off")),
+    "fitness_seconds": V.Number(0.1, 60, unit="seconds"),
+    "fitness_pairs_max": V.Int(0, 64),
+    "fitness_ray_object_mib": V.Int(1, 4096, unit="MiB"),
+    "fitness_ray_timeout": V.Int(10, 86400, unit="seconds"),
+    "fitness_gpu": V.Choice(("auto", "off")),
+    "fitness_dcgm": V.Switch(),
+    "fitness_min_free_gib": V.Number(0, 1e6, unit="GiB"),
+    "fitness_min_scratch_free_gib": V.Number(0, 1e6, unit="GiB"),
+    "fitness_shared_path": V.AbsPath(spaces=False),
+    "fitness_scratch_path": V.AbsPath(spaces=False),
+    "fitness_exclude_unfit": V.Switch(),
+    "fitness_report_only": V.Switch(),
+    "fitness_artifacts_dir": V.AbsPath(relative=True, spaces=False),
     "hyperbolic_min_hours": V.Number(0, 24 * 365, unit="hours"),
     "hyperbolic_daily_budget": V.Number(0, above=True, unit="US dollars a day"),
     "hyperbolic_ssh_public_key": V.Text(max_len=16384, pattern=r"^(ssh|ecdsa)-[A-Za-z0-9-]+ [A-Za-z0-9+/=]+( .*)?$|^$",

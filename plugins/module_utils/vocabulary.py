@@ -342,14 +342,17 @@ class Secret(Type):
     words = "a secret (never shown)"
     sample_value = "s3cr3t-sample-value"
 
-    def __init__(self, multiline=False, max_len=65536, **kw):
+    def __init__(self, multiline=False, max_len=65536, empty=True, **kw):
         super().__init__(**kw)
         self.multiline = multiline
         self.max_len = max_len
+        self.empty = empty
 
     def check(self, value):
         if not isinstance(value, str):
             raise Bad("be text")
+        if not value and not self.empty:
+            raise Bad("not be empty")
         if len(value) > self.max_len:
             raise Bad("be at most %d characters" % self.max_len)
         if self.multiline:
@@ -362,6 +365,8 @@ class Secret(Type):
 
     def corpus(self):
         c = super().corpus().add("nul", "tok\x00en")
+        if not self.empty:
+            c.add("empty", "")
         if not self.multiline:
             c.add("newline", "s3cr3t-sample-value\nHost: evil").add("space", "s3cr3t sample").add("cr", "tok\ren")
         return c

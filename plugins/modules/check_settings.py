@@ -27,7 +27,7 @@ options:
     type: list
     elements: str
     required: true
-    choices: [storage_lvm, nfs_mount, python_env, ray, hyperbolic]
+    choices: [storage_lvm, nfs_mount, python_env, ray, hyperbolic, fitness]
 attributes:
   check_mode:
     support: full

@@ -28,7 +28,7 @@ options:
     description: The playbook whose switches to read.
     type: str
     required: true
-    choices: [logs, merge, provision, site, status, stop, submit, teardown]
+    choices: [fitness, logs, merge, provision, site, status, stop, submit, teardown]
 attributes:
   check_mode:
     support: full

@@ -98,6 +98,15 @@ options:
       - Empty (the default), no record.
     type: path
     default: ""
+  replace:
+    description:
+      - With O(state=present), rentals of O(label) (their ids) to give back first - unfit machines - and wait until the
+        API no longer lists them; what is rented then takes their names again (the lowest free C(<label>-<n>)), so
+        the inventory's hosts keep their names on the new machines (provision.yml C(-e replace_unfit=true)).
+      - An id that is not a rental of O(label) is refused in one line, and nothing is released or rented.
+    type: list
+    elements: str
+    default: []
   head_record:
     description:
       - The text of the head's copy of the record (provision.yml copies the record to C(/etc/rlinfra/hyperbolic-<label>.json)
@@ -170,6 +179,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+replaced:
+  description: The rentals given back to be replaced (O(replace)).
+  returned: with state=present
+  type: list
+  elements: str
 instances:
   description: Every rental of the label (after the wait, all running and answering SSH), by name, with its price.
   returned: state=present
@@ -253,6 +267,7 @@ ARGS = V.Args(
     ssh_public_key=V.Text(max_len=16384, pattern=r"^(ssh|ecdsa)-[A-Za-z0-9-]+ [A-Za-z0-9+/=]+( .*)?$|^$",
                           what="one OpenSSH public key line (ssh-ed25519 AAAA... comment)", default=""),
     record=V.AbsPath(empty=True, default=""),
+    replace=V.ListOf(V.Text(empty=False, max_len=80, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$", what="a rental id"), default=[]),
     head_record=V.Text(max_len=4 * 1024 * 1024, empty=True, default="", lines=True, what="the text of the head's record (JSON)"),
     wait=V.Switch(default=True),
     wait_timeout=V.Int(1, 86400, unit="seconds", default=900),
@@ -317,7 +332,7 @@ def main():
                                   wait=p["wait"], timeout=p["wait_timeout"], keep_partial=p["keep_partial"],
                                   check_mode=module.check_mode, min_hours=p["min_hours"],
                                   daily_budget=p["daily_budget"], machine_type=p["machine_type"],
-                                  ssh_public_key=p["ssh_public_key"])
+                                  ssh_public_key=p["ssh_public_key"], replace=p["replace"])
     except HyperbolicError as exc:
         module.fail_json(msg="hyperbolic_instance (label %s): %s" % (p["label"], exc))
     if p["record"] and not module.check_mode:

@@ -14,7 +14,7 @@ description:
     ports (O(ports)) from any address that is neither loopback, a member of the cluster (O(members)), the controller
     (O(controller), else the first field of O(ssh_connection)) nor in O(allow). Every other port (SSH included),
     every other table and rule is left alone.
-  - The rules are written to O(path) (root-only) with C(flush table) inside, checked with C(nft -c), then applied
+  - The rules are written to O(path) (root-only) with C(delete table) inside (one transaction), checked with C(nft -c), then applied
     with C(nft -f) in one transaction. The module remembers a digest of the table it applied and applies again only
     when the file changes or the live table differs (someone flushed it, a reboot without the persistence unit).
   - Where nftables cannot be used (no C(nft) binary, or C(nft list tables) fails, as in a container without

@@ -105,6 +105,12 @@ options:
         noted, not an error.
     type: int
     default: 2000
+  volumes:
+    description:
+      - Paths whose free space to report (RV(volumes)), for the run's failure line (a full checkpoint volume).
+    type: list
+    elements: path
+    default: []
   extra_patterns:
     description:
       - Regular expressions (full match) on file names in the session's C(logs) directory to collect as well.
@@ -169,6 +175,16 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+kernel_events:
+  description: The kernel log's Xid errors, uncorrectable memory errors, OOM kills and links going down (the last 50).
+  returned: always
+  type: list
+  elements: dict
+volumes:
+  description: One C({path, free_bytes}) per O(volumes) (C(free_bytes) null when it cannot be read).
+  returned: always
+  type: list
+  elements: dict
 fetched:
   description: With O(dest) - whether the bundle was brought back and unpacked.
   returned: when dest is set, not in check mode
@@ -277,6 +293,8 @@ import shutil
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rlinfra.verl.plugins.module_utils import gpu_health as G
+from ansible_collections.rlinfra.verl.plugins.module_utils.room import free_space
 from ansible_collections.rlinfra.verl.plugins.module_utils import node_logs as N
 from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayClient, RayError
@@ -299,6 +317,7 @@ ARGS = V.Args(
     max_file_mib=V.Number(0.001, 1024, unit="MiB", default=8),
     max_total_mib=V.Number(0.001, 16384, unit="MiB", default=64),
     kernel_lines=V.Int(0, 1000000, default=2000),
+    volumes=V.ListOf(V.AbsPath(), default=[]),
     extra_patterns=V.ListOf(V.Regex(empty=False), default=[]),
     bundle_root=V.Text(max_len=200, pattern=N.BUNDLE_ROOT_RE, default="",
                        what="a plain directory name (letters, digits, '.', '_', '-'; not . or ..)"),
@@ -376,8 +395,12 @@ def main():
 
     max_file = int(p["max_file_mib"] * N.MIB)
     max_total = int(p["max_total_mib"] * N.MIB)
+    # What the failure line says of the node (module_utils/failure_causes.py): its kernel's events (Xid, ECC, the OOM
+    # killer, links down) and the free space of the run's volumes.
+    events = G.kernel_events(kernel_text.splitlines())[-50:] if kernel_text else []
+    volumes = [dict(path=v, free_bytes=(free_space(v) or (None,))[0]) for v in p["volumes"]]
     result = dict(changed=False, job_id=job_id or None, job_id_source=source, temp_dir=temp_dir, session=latest,
-                  driver_log=driver_log, kernel_source=kernel_source, notes=notes)
+                  driver_log=driver_log, kernel_source=kernel_source, notes=notes, kernel_events=events, volumes=volumes)
     if module.check_mode:
         files = [dict(name=e["name"], source=e["source"], kind=e["kind"], size=e["size"],
                       kept_bytes=min(e["size"], max_file), truncated=e["size"] > max_file, redactions=0)

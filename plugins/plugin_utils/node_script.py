@@ -201,6 +201,8 @@ def leaves(value):
 # Modules whose whole work is one function of module_utils (``function(params, module)`` returns the module's
 # result): their actions, and other actions that run them, take the plain script first.
 SCRIPTED = {
+    "rlinfra.verl.fitness_net": ("fitness_net", "measure"),
+    "rlinfra.verl.fitness_node": ("fitness_node", "check"),
     "rlinfra.verl.ray_cluster_info": ("cluster_info", "info"),
     "rlinfra.verl.ray_job": ("job_run", "run_job"),
     "rlinfra.verl.ray_job_poll": ("job_poll", "poll"),

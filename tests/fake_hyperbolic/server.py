@@ -305,6 +305,10 @@ class FakeHyperbolic:
             self.od_creates = 0
             self.od_terminated = []      # numeric ids, in order
             self.od_bodies = []          # the create bodies, as sent
+            # Called with (host, port, user) of each terminated rental, outside the lock: a test wipes that machine
+            # (a released instance is gone; a sandbox container is not).
+            self.on_terminate = None
+            self._released = []
             self.pending_polls = 1       # listings a new rental answers Pending before Running
             self.lost_answers = set()    # create numbers (1-based) whose answer is lost once the rental exists
             self.disabled_regions = {"us-central-1"}  # the default region, disabled (lisa-rtm's REGION_DISABLED)
@@ -458,6 +462,7 @@ class FakeHyperbolic:
             return self._error(409, "ALREADY_TERMINATED", "Rental %d is already terminated" % rid)
         entry["record"]["status"] = "Terminated"
         self.host_pool.append(entry["host"])
+        self._released.append(entry["host"])
         if entry["option"].get("totalAvailable") is not None:
             entry["option"]["totalAvailable"] += 1
         self.od_terminated.append(rid)
@@ -504,6 +509,7 @@ class FakeHyperbolic:
         self.rented.remove(entry)
         entry["node"]["gpus_reserved"] -= entry["gpus"]
         self.host_pool.append(entry["host"])
+        self._released.append(entry["host"])
         self.terminated.append(ident)
         return 200, {}, {"status": "success"}
 
@@ -553,6 +559,10 @@ class FakeHyperbolic:
             status, headers, answer = self._decide(method, path, authorization, payload)
             body = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
             self.requests.append((method, path, status, authorization == "Bearer " + self.api_key))
+            released, self._released = self._released, []
+        for host in released:
+            if self.on_terminate is not None:
+                self.on_terminate(host)
         return status, headers, body, delay
 
     def _decide(self, method, path, authorization, payload=b""):

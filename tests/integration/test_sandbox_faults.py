@@ -340,3 +340,41 @@ def test_resume_on_another_shape_is_refused(whole):
                      r"world size 2; not resubmitted: bring the cluster back to 3 rank\(s\)" % sid, flat), flat[-4000:]
     assert [j["submission_id"] for j in attempts(whole, sid)] == [sid]  # nothing resubmitted
     assert_clean(run.output)
+
+
+XID = "2026-11-26T12:03:44,000000+00:00 NVRM: Xid (PCI:0000:3b:00): 79, pid=0, GPU has fallen off the bus."
+
+
+def test_no_room_is_refused_and_a_run_that_fills_its_volume_is_named_with_the_gpu_fault(whole):
+    """Room to run, then why a run died: a checkpoint volume with 0 B free is refused before submitting; with the
+    room check lowered to 0 the run dies at its first save, and the failure names the full volume (from the driver's
+    ENOSPC and the head's measurement) and the Xid a worker's kernel logged (a stand-in dmesg printing NVIDIA's
+    documented line)."""
+    head, worker = whole["head"]["name"], whole["nodes"][-1]["name"]
+    root = "/data/full-" + TAG
+    name = experiment(whole, "fault_full", {"max_restarts": 0})
+    mounted = on_node(head, "mkdir -p {0} && mount -t tmpfs -o size=256k tmpfs {0} && mkdir -p {0}/rlinfra_smoke/default "
+                            "&& (dd if=/dev/zero of={0}/filler bs=4k 2>/dev/null; df -B1 --output=avail {0} | tail -1)".format(root))
+    assert mounted.strip() == "0", mounted
+    on_node(worker, "printf '#!/bin/sh\\necho \"%s\"\\n' > /usr/local/bin/dmesg && chmod 755 /usr/local/bin/dmesg" % XID)
+    try:
+        refused = Playbook("submit.yml", "exp=" + name, "verl_job_checkpoint_root=" + root, exp_dir=whole["exp_dir"])
+        assert refused.wait() != 0
+        text = " ".join(refused.output.split())
+        assert re.search(r"the checkpoint volume %s\S* has 0 B free, below 10(\.0)? GiB" % re.escape(root), text), text[-3000:]
+        assert "nothing was submitted" in text and not attempts(whole, "rlinfra-%s-default" % name)
+
+        run = Playbook("submit.yml", "exp=" + name, "verl_job_checkpoint_root=" + root, "verl_job_min_free_gib=0",
+                       exp_dir=whole["exp_dir"])
+        assert run.wait() != 0
+        text = " ".join(run.output.split())
+        assert re.search(r"the checkpoint volume %s\S* is full \(0 B free\) at step \d+: free space or lower "
+                         r"trainer\.max_actor_ckpt_to_keep" % re.escape(root), text), text[-4000:]
+        assert re.search(r"%s: Xid 79 \(GPU has fallen off the bus\) on 0000:3b:00 at 2026-11-26T12:03:44" % worker,
+                         text), text[-4000:]
+        assert re.search(r"ended FAILED at step \d+ \(driver exit code 1\); recovery is off .*; see the log: the checkpoint "
+                         r"volume %s\S* is full" % re.escape(root), text), text[-4000:]
+        assert_clean(run.output)
+    finally:
+        on_node(worker, "rm -f /usr/local/bin/dmesg")
+        on_node(head, "umount {0}; rm -rf {0}".format(root))

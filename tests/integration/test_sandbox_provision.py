@@ -190,3 +190,58 @@ def test_idle_guard_keeps_a_busy_cluster_and_releases_an_idle_one(sandbox):
             assert restore.returncode == 0, restore.output[-4000:]
             assert on_node(head["name"], "ls /etc/systemd/system/rlinfra-idle-guard.timer 2>&1; ls /etc/rlinfra 2>&1").count(
                 "No such file") == 2
+
+
+BAD_GPU_XML = ROOT / "tests" / "unit" / "fixtures" / "gpu" / "nvidia_smi_q_x_v100s_8gpu_drv460_TRIMMED_VARIANT_bad.xml"
+STAND_IN = "#!/bin/sh\n[ \"$1 $2\" = \"-q -x\" ] && cat /usr/local/share/rlinfra-test/nvidia.xml && exit 0\nexit 9\n"
+
+
+def test_replace_unfit_gives_back_the_bad_machine_and_rents_another(sandbox, tmp_path):
+    """provision.yml -e replace_unfit=true on two rentals, the second a machine whose nvidia-smi (a stand-in printing
+    a real ``-q -x`` document with uncorrectable ECC errors) shows a bad GPU: round 1 names it, gives its rental back
+    (the fake wipes that container, as a released machine is gone) and rents another under the same name; the
+    cluster converges on the new machine; round 2 finds every node fit and the final check passes."""
+    nodes = sandbox_nodes()
+    head = next(n for n in nodes if n["role"] == "head")
+    bad, spare = [n for n in nodes if n["role"] != "head"]
+    records = tmp_path / "records"
+    on_node(bad["name"], "mkdir -p /usr/local/share/rlinfra-test && cat > /usr/local/share/rlinfra-test/nvidia.xml",
+            stdin=BAD_GPU_XML.read_text())
+    on_node(bad["name"], "cat > /usr/local/bin/nvidia-smi && chmod 755 /usr/local/bin/nvidia-smi", stdin=STAND_IN)
+    by_ip = {n["ip"]: n["name"] for n in nodes}
+
+    def wipe(host):
+        on_node(by_ip[host[0]], "systemctl disable --now ray-worker ray-head 2>/dev/null; systemctl reset-failed; "
+                                "rm -f /usr/local/bin/nvidia-smi /etc/ansible/facts.d/rlinfra_*.fact")
+
+    with FakeHyperbolic(api_key=HYPERBOLIC_TEST_KEY) as fake:
+        fake.set_options([rental_option("h100", 8, "us-east-1", cents=2552)],
+                         host_pool=[(n["ip"], 22, "root") for n in (head, bad, spare)])
+        fake.on_terminate = wipe
+        inv = inventory_dir(tmp_path, fake.url, source="on_demand")
+        switches = ["nodes=2", "gpu=H100", "label=prov", "replace_unfit=true", "fitness_min_gbit=0.2",
+                    "hyperbolic_record_dir=%s" % records]
+        try:
+            out = run("provision.yml", inv, *switches, url=fake.url)
+            text = flat(out.output)
+            assert out.returncode == 0, out.output[-5000:]
+            first = json.loads(json.dumps(fake.od_bodies))
+            assert len(first) == 3 and [b["label"] for b in first] == ["prov-0", "prov-1", "prov-1"]
+            assert len(fake.od_terminated) == 1
+            assert re.search(r"round 1: replacing prov-1 = rental %d" % fake.od_terminated[0], text), text[-4000:]
+            assert re.search(r"prov-1 GPU 3 \([0-9A-F:.]+\): \d+ uncorrectable ECC error", text), text[-4000:]
+            assert "round 2: every node is fit, nothing to replace" in text, text[-4000:]
+            assert re.search(r"Cluster 'prov': 2 nodes alive", text), text[-3000:]
+            hosts = {r["record"]["label"]: r["host"][0] for r in fake.od_rentals if r["record"]["status"] != "Terminated"}
+            assert hosts == {"prov-0": head["ip"], "prov-1": spare["ip"]}, hosts
+            names = sorted(r["name"] for r in json.loads((records / "prov.json").read_text())["rentals"].values())
+            assert names == ["prov-0", "prov-1"]
+            assert HYPERBOLIC_TEST_KEY not in out.output
+            down = run("teardown.yml", inv, "release=true", "teardown_stop_jobs=true",
+                       "hyperbolic_record_dir=%s" % records, url=fake.url)
+            assert down.returncode == 0, down.output[-4000:]
+            assert fake.active_rentals() == []
+        finally:
+            on_node(bad["name"], "rm -f /usr/local/bin/nvidia-smi; rm -rf /usr/local/share/rlinfra-test")
+            restore = sandbox_playbook("site.yml")
+            assert restore.returncode == 0, restore.output[-4000:]

@@ -224,6 +224,46 @@ ROWS = [
          "shown) (credentials for a private index go in the nodes' ~/.netrc, which uv reads)"),
     rule("extra_index_string", {"python_env_extra_index_urls": "http://x"},
          "python_env_extra_index_urls must be a list, got 'http://x'"),
+    rule("net_ifname_spaces", {"ray_net_ifname": "eth0 eth1"},
+         "ray_net_ifname must be auto, none, or interface names in NCCL_SOCKET_IFNAME's syntax (eth0, ens,eth, ^docker,lo, "
+         "=ens5), got 'eth0 eth1'"),
+    rule("fitness_check_typo", {"ray_fitness_check": "ture"},
+         "ray_fitness_check must be true or false (also yes/no/1/0, any case), got 'ture'"),
+    # -- fitness.yml's thresholds and switches (role fitness) -----------------------------------------------------
+    rule("fitness_min_gbit_negative", {"fitness_min_gbit": -1},
+         "fitness_min_gbit must be a number of Gbit/s from 0 to 100000.0, got -1"),
+    rule("fitness_ray_min_gbit_negative", {"fitness_ray_min_gbit": -0.5},
+         "fitness_ray_min_gbit must be a number of Gbit/s from 0 to 100000.0, got -0.5"),
+    rule("fitness_busbw_negative", {"fitness_allreduce_min_busbw": -1},
+         "fitness_allreduce_min_busbw must be a number of GB/s from 0 to 100000.0, got -1"),
+    spec("fitness_allreduce_choice", "fitness/main", {"fitness_allreduce": "nccl"},
+         "value of fitness_allreduce must be one of: auto, gloo, off, got: nccl"),
+    rule("fitness_seconds_zero", {"fitness_seconds": 0}, "fitness_seconds must be a number of seconds from 0.1 to 60, got 0"),
+    rule("fitness_pairs_max_big", {"fitness_pairs_max": 65}, "fitness_pairs_max must be a whole number from 0 to 64, got 65"),
+    rule("fitness_object_zero", {"fitness_ray_object_mib": 0},
+         "fitness_ray_object_mib must be a whole number of MiB from 1 to 4096, got 0"),
+    rule("fitness_ray_timeout_short", {"fitness_ray_timeout": 5},
+         "fitness_ray_timeout must be a whole number of seconds from 10 to 86400, got 5"),
+    spec("fitness_gpu_choice", "fitness/main", {"fitness_gpu": "nvidia"},
+         "value of fitness_gpu must be one of: auto, off, got: nvidia"),
+    rule("fitness_dcgm_typo", {"fitness_dcgm": "yes please"},
+         "fitness_dcgm must be true or false (also yes/no/1/0, any case), got 'yes please'"),
+    rule("fitness_free_negative", {"fitness_min_free_gib": -1},
+         "fitness_min_free_gib must be a number of GiB from 0 to 1000000.0, got -1"),
+    rule("fitness_scratch_free_negative", {"fitness_min_scratch_free_gib": -2},
+         "fitness_min_scratch_free_gib must be a number of GiB from 0 to 1000000.0, got -2"),
+    spec("fitness_min_gbit_word", "fitness/main", {"fitness_min_gbit": "fast"},
+         "argument 'fitness_min_gbit' is of type str and we were unable to convert to float"),
+    rule("fitness_shared_relative", {"fitness_shared_path": "data"},
+         "fitness_shared_path must be an absolute path (starting with /), got 'data'"),
+    rule("fitness_scratch_relative", {"fitness_scratch_path": "scratch"},
+         "fitness_scratch_path must be an absolute path (starting with /), got 'scratch'"),
+    rule("fitness_exclude_typo", {"fitness_exclude_unfit": "ture"},
+         "fitness_exclude_unfit must be true or false (also yes/no/1/0, any case), got 'ture'"),
+    rule("fitness_report_only_typo", {"fitness_report_only": "flase"},
+         "fitness_report_only must be true or false (also yes/no/1/0, any case), got 'flase'"),
+    rule("fitness_artifacts_spaces", {"fitness_artifacts_dir": "my dir"},
+         "fitness_artifacts_dir must be a path without spaces, got 'my dir'"),
     # -- provision.yml's and teardown.yml's hyperbolic_* variables --------------------------------------------
     rule("min_hours_word", {"hyperbolic_min_hours": "two"}, "hyperbolic_min_hours must be a number, got 'two'"),
     rule("daily_budget_zero", {"hyperbolic_daily_budget": 0},
@@ -279,7 +319,9 @@ def test_table_is_large_enough():
     tried = {name for r in ROWS if r.kind == "rule" for name in r.given}
     assert not set(S.RULES) - tried - set(S.PORTS) - {"ray_config_dir", "nfs_mount_probe_timeout",
                                                       "storage_lvm_mount_owner", "storage_lvm_mount_group",
-                                                      "python_env_python", "python_env_wheelhouse"}
+                                                      "python_env_python", "python_env_wheelhouse",
+                                                      # choices the argument spec refuses first (spec rows above)
+                                                      "fitness_allreduce", "fitness_gpu"}
 
 
 def test_good_defaults_pass():
@@ -298,7 +340,7 @@ def test_good_defaults_pass():
 # ---- the same rows, for real -------------------------------------------------------------------------------
 
 ENTRY_OF = {"ray": "ray_head/main", "nfs_mount": "nfs_mount/main", "storage_lvm": "storage_lvm/main",
-            "python_env": "python_env/main"}
+            "python_env": "python_env/main", "fitness": "fitness/main"}
 # What a host needs so that its role gets past "nothing to do" (an empty server or device list ends the role).
 CONTEXT = {"nfs_mount/main": {"nfs_mount_server": "192.0.2.1"}, "storage_lvm/main": {"storage_lvm_devices": ["/dev/x"]}}
 

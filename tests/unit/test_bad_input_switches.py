@@ -49,7 +49,13 @@ ROWS = [
     Row("gpu_count_word", "provision", ["nodes=2", "gpu_count=eight"], "gpu_count must be a whole number from 1, got 'eight'"),
     Row("gpu_count_dash", "provision", ["nodes=2", "gpu-count=8"],
         "-e gpu-count is not a switch of provision.yml; did you mean -e gpu_count? (its switches: nodes, gpu, gpu_count, "
-        "label, max_price, region, keep_partial, api)"),
+        "label, max_price, region, keep_partial, api, replace_unfit)"),
+    Row("replace_unfit_typo", "provision", ["nodes=2", "replace_unfit=ture"],
+        "replace_unfit must be true or false (also yes/no/1/0, any case), got 'ture'"),
+    Row("fitness_cluster_near_miss", "fitness", ["clustr=a"],
+        "-e clustr is not a switch of fitness.yml; did you mean -e cluster? (its switches: cluster)"),
+    Row("fitness_cluster_dash", "fitness", ["cluster=-a"],
+        "cluster must be a name of letters, digits, _ . - (starting with a letter or digit, at most 80), got '-a'"),
     # -- near misses of a switch's name: Ansible would set a variable nobody reads ---------------------------
     Row("dryrun", "submit", ["exp=smoke", "dryrun=true"],
         "-e dryrun is not a switch of submit.yml; did you mean -e dry_run? (its switches: %s, checkpoint_cluster, "

@@ -295,3 +295,20 @@ def test_the_heads_copy_of_the_record_releases_what_the_api_keeps_no_name_for(en
     assert damaged["changed"] is False and len(warned) == 1, damaged
     assert warned[0].startswith("the head's copy of the record cannot be read") and warned[0].endswith(
         "using the controller's record and the API's names only"), warned
+
+
+def test_replacing_an_unfit_rental_gives_it_back_and_rents_one_under_its_name(fake):
+    rent = renter(fake)
+    first = rent.present("exp-r", 3, gpu_model="H100", region="us-east-1")
+    by_name = {i["name"]: i["id"] for i in first["instances"]}
+    again = rent.present("exp-r", 3, gpu_model="H100", region="us-east-1", replace=[by_name["exp-r-1"]])
+    now = {i["name"]: i["id"] for i in again["instances"]}
+    assert again["replaced"] == [by_name["exp-r-1"]] and again["released"] == [by_name["exp-r-1"]]
+    assert sorted(now) == ["exp-r-0", "exp-r-1", "exp-r-2"] and now["exp-r-1"] != by_name["exp-r-1"]
+    assert (now["exp-r-0"], now["exp-r-2"]) == (by_name["exp-r-0"], by_name["exp-r-2"])
+    assert int(by_name["exp-r-1"]) in fake.od_terminated and len(fake.active_rentals()) == 3
+    creates_before = len(creates(fake))
+    with pytest.raises(RentError) as err:
+        rent.present("exp-r", 3, gpu_model="H100", region="us-east-1", replace=["9001"])
+    assert str(err.value).startswith("replace names 9001, which is not a rental of label exp-r (its rentals: ")
+    assert str(err.value).endswith("; nothing was released or rented") and len(creates(fake)) == creates_before

@@ -110,7 +110,7 @@ def rules(v6=()):
 def test_script_replaces_only_its_own_table():
     text = rules()
     lines = text.splitlines()
-    assert lines[2:5] == ["table inet rlinfra_ray", "flush table inet rlinfra_ray", "table inet rlinfra_ray {"]
+    assert lines[2:5] == ["table inet rlinfra_ray", "delete table inet rlinfra_ray", "table inet rlinfra_ray {"]
     assert "flush ruleset" not in text and text.count("table ") == 3
     assert "elements = { 6379-6381, 8265, 10001-19999, 52365 }" in text
     assert "elements = { 10.0.0.5, 10.0.0.6, 172.18.0.1 }" in text
@@ -139,6 +139,23 @@ def test_nft_accepts_the_script(tmp_path):
     if proc.returncode != 0 and ("Operation not permitted" in proc.stderr or "cache" in proc.stderr.lower()):
         pytest.skip("nft -c needs CAP_NET_ADMIN here: " + proc.stderr.strip())
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.skipif(not (shutil.which("nft") and shutil.which("unshare")), reason="no nft/unshare here")
+def test_a_changed_shape_replaces_the_live_table(tmp_path):
+    """The kernel really applies one script over another whose interval sets changed shape (a port range moved,
+    three addresses became a /31 and one more): ``flush table`` kept the old elements and failed "File exists"."""
+    first, second = tmp_path / "a.nft", tmp_path / "b.nft"
+    _, merged = fw.ray_ports(PORTS)
+    first.write_text(fw.render(merged, ["172.25.0.1", "172.25.0.2", "172.25.0.3"], []))
+    moved = [(lo + 1 if lo == 10001 else lo, hi) for lo, hi in merged]
+    second.write_text(fw.render(moved, ["172.25.0.1", "172.25.0.2/31", "172.25.0.4"], []))
+    script = "nft -f %s && nft -f %s && nft -f %s && nft list table inet rlinfra_ray" % (first, second, second)
+    proc = subprocess.run(["unshare", "-n", "sh", "-c", script], capture_output=True, text=True, check=False)
+    if proc.returncode != 0 and "Operation not permitted" in proc.stderr:
+        pytest.skip("needs CAP_SYS_ADMIN for a network namespace: " + proc.stderr.strip())
+    assert proc.returncode == 0, proc.stderr
+    assert "10002-19999" in proc.stdout and "172.25.0.4" in proc.stdout and "172.25.0.3," not in proc.stdout
 
 
 # --- the module, over a fake nft ------------------------------------------------------------------------

@@ -177,8 +177,9 @@ def test_role_defaults_to_the_collection_rule():
     spec = _role_file("meta", "argument_specs.yml")["argument_specs"]["node"]["options"]["ray_env_secret_pattern"]
     assert spec["type"] == "str" and spec["default"] == ""
     public, secret = _env_expressions()
-    assert public == "{{ ray_env | rlinfra.verl.plain_env(ray_env_secret_pattern) }}"
-    assert secret == "{{ ray_env | rlinfra.verl.secret_env(ray_env_secret_pattern) }}"
+    # ray__env: ray_env over the interface variables the role adds (roles/ray/vars/main.yml), never secrets.
+    assert public == "{{ ray__env | rlinfra.verl.plain_env(ray_env_secret_pattern) }}"
+    assert secret == "{{ ray__env | rlinfra.verl.secret_env(ray_env_secret_pattern) }}"
 
 
 PLAY = """
@@ -198,7 +199,7 @@ def test_role_split_for_real(tmp_path):
     public, secret = _env_expressions()
     default = _role_file("defaults", "main.yml")["ray_env_secret_pattern"]
     cases = {"default": default, "old_rule": OLD_ROLE_PATTERN, "tokens_only": "TOKEN$"}
-    hosts = {name: {"ray_env": ENV, "ray_env_secret_pattern": pattern} for name, pattern in cases.items()}
+    hosts = {name: {"ray__env": ENV, "ray_env_secret_pattern": pattern} for name, pattern in cases.items()}
     inventory = {"all": {"vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
                          "hosts": hosts}}
     (tmp_path / "inventory.yml").write_text(json.dumps(inventory))

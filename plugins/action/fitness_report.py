@@ -1,0 +1,85 @@
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Action ``rlinfra.verl.fitness_report``: fitness.yml's verdict for one cluster (module_utils/fitness_report.py),
+written as JSON under the controller's artifacts directory. Documentation: plugins/modules/fitness_report.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.rlinfra.verl.plugins.module_utils import fitness_ray
+from ansible_collections.rlinfra.verl.plugins.module_utils.files import write_atomic
+from ansible_collections.rlinfra.verl.plugins.module_utils.fitness_report import verdict
+from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
+from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import typed_args
+
+ARGS = V.Args(
+    cluster=V.Name(required=True),
+    head=V.Host(required=True),
+    members=V.ListOf(V.Host(), required=True),
+    links=V.Raw(reason="a fitness_net result, as that module returned it", ansible="dict", default={}),
+    ray=V.Raw(reason="a ray_job result, as that module returned it", ansible="dict", default={}),
+    exclude_unfit=V.Switch(default=False),
+    thresholds=V.Section(dict(min_gbit=V.Number(0, 1e6), ray_min_gbit=V.Number(0, 1e6),
+                              allreduce_min_busbw=V.Number(0, 1e6)), default={}),
+    artifacts_dir=V.AbsPath(relative=True, empty=True, default="artifacts/fitness"),
+)
+ARGUMENT_SPEC = ARGS.spec
+
+
+def ray_result(job):
+    """The Ray check's result from the ray_job task's result: what the script printed, else one error."""
+    job = job or {}
+    if job.get("skipped"):
+        return dict(error="not run (%s)" % (job.get("skip_reason") or "skipped"))
+    try:
+        return fitness_ray.parse(job.get("logs_tail") or "")
+    except ValueError as exc:
+        status = job.get("status") or ("failed: %s" % job.get("msg") if job.get("failed") else "no status")
+        return dict(error="%s (job %s)" % (exc, status))
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        args, failure = typed_args(self, ARGS)
+        if failure:
+            return dict(result, **failure)
+        hostvars = task_vars.get("hostvars") or {}
+        nodes, excluded = [], []
+        for host in args["members"]:
+            hv = hostvars[host] if host in hostvars else {}
+            me = hv.get("fitness__me") if "fitness__me" in hv else None
+            check = hv.get("fitness__node") if "fitness__node" in hv else None
+            nodes.append(dict(host=host, ip=str((me or {}).get("ip") or ""), ifname=str((me or {}).get("ifname") or ""),
+                              check=check or {"error": "no result (the node did not answer)"}))
+            local = hv.get("ansible_local") if "ansible_local" in hv else None
+            if isinstance(local, dict) and local.get("rlinfra_excluded"):
+                excluded.append(host)
+        out = verdict(args["cluster"], args["head"], nodes, (args["links"] or {}).get("links") or [],
+                      ray_result(args["ray"]), args["thresholds"], excluded, args["exclude_unfit"])
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        out["document"]["time"] = out["record"]["time"] = stamp
+        path = ""
+        if not self._task.check_mode and args["artifacts_dir"]:
+            base = args["artifacts_dir"]
+            if not os.path.isabs(base):
+                base = os.path.join(os.getcwd(), base)
+            path = os.path.join(base, "%s-%s.json" % (args["cluster"], stamp))
+            os.makedirs(base, mode=0o700, exist_ok=True)
+            write_atomic(path, json.dumps(out["document"], indent=1, sort_keys=True, default=str) + "\n", 0o600)
+            out["record"]["path"] = path
+            out["summary"][0] += " - " + path
+        result.update(changed=False, table=out["table"], lines=out["lines"], unfit=out["unfit"], fit=not out["failure"],
+                      path=path, document=out["document"], record=out["record"], summary=out["summary"],
+                      exclude=out["exclude"], readmit=out["readmit"], reasons=out["reasons"], failure=out["failure"])
+        return result

@@ -1,0 +1,750 @@
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Whether a node's GPUs are fit to train on: the outputs of the GPU tools read into plain dicts, and the
+judgement, one line per problem, in words an operator acts on.
+
+Read here (parse only, no command is run):
+
+* ``nvidia-smi -q -x`` (:func:`parse_nvidia_xml`): every XML schema seen from driver 460 to 595
+  (``nvsmi_device_v11`` .. ``v13``: ``clocks_throttle_reasons`` / ``clocks_event_reasons``, per-location or
+  ``double_bit/total`` ECC counts, ``retired_pages`` and ``remapped_rows`` as values or ``N/A``);
+* the plain ``nvidia-smi`` banner and ``nvidia-smi --version`` (:func:`parse_nvidia_banner`), R610's
+  ``CUDA UMD Version`` included; torch's ``torch/version.py`` (:func:`torch_cuda`), without importing torch;
+* ``dcgmi diag -r 1|2`` as a table (:func:`parse_dcgmi_diag`) or ``-j`` JSON (:func:`parse_dcgmi_diag_json`,
+  DCGM 3.x and the 4.x shape);
+* ``amd-smi metric --json`` and ``rocm-smi --json`` (:func:`parse_amd_smi_metric`, :func:`parse_rocm_smi`):
+  only the fields those outputs carry;
+* kernel log lines (:func:`kernel_events`): NVIDIA Xid errors, uncorrectable memory / PCIe errors, the OOM
+  killer, network links going down; ``dmesg``, ``dmesg -T``, ``dmesg --time-format iso`` and
+  ``journalctl -k -o short-iso`` lines.
+
+:func:`gpu_lines` judges one node from those. Every format was checked against real outputs; each one's
+public source is listed in tests/unit/fixtures/gpu/SOURCES.md.
+
+Standard library only, and nothing from the collection: this file is copied to the nodes and run by a
+plain python3.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+
+# Xid codes and their meaning: NVIDIA's Xid catalog, https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html
+# (the "Description" column; transcribed through leptonai/gpud's catalog_generated.go, generated from NVIDIA's
+# Xid-Catalog.xlsx). 61 is "Unused" on Ampere and later; the meaning given is the older table's.
+XID = {
+    8: "GPU stopped processing",
+    13: "Graphics Engine Exception",
+    31: "GPU memory page fault",
+    43: "GPU stopped processing",
+    45: "Preemptive cleanup, due to previous errors",
+    46: "GPU stopped processing",
+    48: "Double Bit ECC Error",
+    61: "Internal micro-controller breakpoint/warning",
+    62: "Internal micro-controller halt",
+    63: "GPU memory remapping event",
+    64: "GPU memory remapping failure",
+    68: "NVDEC0 Exception",
+    69: "Graphics Engine class error",
+    74: "NVLINK Error",
+    79: "GPU has fallen off the bus",
+    92: "High single-bit ECC error rate",
+    94: "Contained memory error",
+    95: "Uncontained memory error",
+    109: "Context Switch Timeout Error",
+    110: "Security Fault Error",
+    119: "GSP RPC Timeout",
+    120: "GSP Error",
+    121: "C2C Error",
+    136: "Link Training Failed",
+    140: "ECC Unrecovered Error",
+    143: "GPU Initialization Error",
+    144: "NVLINK: SAW Error",
+    145: "NVLINK: RLW Error",
+    146: "NVLINK: TLW Error",
+    147: "NVLINK: TREX Error",
+    148: "NVLINK: NVLPW_CTRL Error",
+    149: "NVLINK: NETIR Error",
+    150: "NVLINK: MSE Error",
+    151: "Key rotation Error",
+    154: "GPU Recovery Action Changed",
+    155: "NVLINK: SW Defined Error",
+    156: "Resource Retirement Event",
+    158: "GPU Fatal Timeout",
+}
+
+# The Xids after which a GPU is unfit until someone acts on the machine. The rule, from the catalog's
+# "Resolution Bucket (Immediate Action)" column: an action on the machine makes an Xid severe, an action on the
+# application does not.
+#
+# * RESET_GPU, RESTART_BM (reboot the machine), RESTART_VM and CONTACT_SUPPORT (a code that should never appear) are
+#   severe: 46, 61, 62, 64, 79, 95, 109, 110, 119, 120, 136, 140, 143, 151, 155, 156, 158; so are the workflows that
+#   end in a GPU reset: 48 (WORKFLOW_XID_48, a double-bit ECC error: its row is retired or remapped at the next
+#   reset) and 74 (WORKFLOW_NVLINK_ERR, a fatal NVLink error);
+# * RESTART_APP and IGNORE are not: the application's own faults (13, 31, 68, 69), 43, 45 (cleanup after another
+#   Xid, which is judged itself), 63 (a row marked for remapping: nvidia-smi's remapped_rows tells whether a reset
+#   is pending, and gpu_lines reports that), 92 (correctable errors), 94 (a contained error: the application dies,
+#   the GPU is fine), 121 (C2C);
+# * two depend on the message (see xid_severe): the NVLink5 errors 144-150 (WORKFLOW_NVLINK5_ERR) are severe when the
+#   driver calls them Fatal ("NETIR Fatal"; the catalog's decode table resets the GPU for those and ignores the
+#   non-fatal ones, which at worst crash the application: "Xid 45 ... caused by previous Xid 145"), and 154 names
+#   the recovery action the driver now requires ("... to 0x1 (GPU Reset Required)"): severe unless that is None.
+XID_SEVERE = frozenset({46, 48, 61, 62, 64, 74, 79, 95, 109, 110, 119, 120, 136, 140, 143, 151, 155, 156, 158})
+XID_SEVERE_WHEN_FATAL = frozenset(range(144, 151))
+_RECOVERY_ACTION = re.compile(r"recovery action changed from .*? to (0x[0-9A-Fa-f]+) \(([^)]*)\)")
+
+
+def xid_severe(event):
+    """Whether the Xid ``event`` (of :func:`kernel_events`) makes its GPU unfit: its code is in :data:`XID_SEVERE`,
+    or an NVLink5 error (144-150) the driver calls Fatal, or an Xid 154 whose new recovery action is not None."""
+    code, line = event.get("code"), event.get("line") or ""
+    if code in XID_SEVERE:
+        return True
+    if code in XID_SEVERE_WHEN_FATAL:
+        return re.search(r"\bFatal\b", line) is not None  # "Nonfatal" / "Non-fatal" are not
+    if code == 154:
+        action = _RECOVERY_ACTION.search(line)
+        return action is not None and int(action.group(1), 16) != 0
+    return False
+
+
+def _text(elem, path):
+    """The stripped text at ``path`` under ``elem``; None when missing, empty or N/A."""
+    if elem is None:
+        return None
+    found = elem.find(path)
+    if found is None or found.text is None:
+        return None
+    value = found.text.strip()
+    if not value or value.upper() in ("N/A", "[N/A]") or value.startswith(("Requested functionality", "Unknown Error")):
+        return None
+    return value
+
+
+def _yes(value, yes=("yes", "enabled", "active"), no=("no", "disabled", "not active")):
+    if value is None:
+        return None
+    value = value.strip().lower()
+    if value in yes:
+        return True
+    if value in no:
+        return False
+    return None
+
+
+def _int(value):
+    """The leading whole number of ``value`` (``"66 C"`` -> 66, ``"2"`` -> 2), None when there is none."""
+    if value is None:
+        return None
+    match = re.match(r"\s*(-?\d+)", str(value))
+    return int(match.group(1)) if match else None
+
+
+def _version(value):
+    """``value`` when it reads as a version (``535.54.03``, ``12.2``), else None (R610 prints "Deprecated, ..."
+    where a version used to be)."""
+    return value if value and re.match(r"\d+(\.\d+)*$", value) else None
+
+
+def _first_line(text, width=100):
+    for line in str(text or "").splitlines():
+        if line.strip():
+            line = line.strip()
+            return line if len(line) <= width else line[:width - 3] + "..."
+    return "(empty)"
+
+
+def _uncorrectable(counts):
+    """Uncorrectable ECC errors of one ``<volatile>`` or ``<aggregate>`` element: ``double_bit/total`` in the
+    v11 schema (Volta and older), the sum of the ``*_uncorrectable*`` locations in later ones (``sram_uncorrectable``
+    and ``dram_uncorrectable``; v13 splits SRAM into ``_parity`` and ``_secded``); None when none is a number."""
+    if counts is None:
+        return None
+    if counts.find("double_bit") is not None:
+        return _int(_text(counts, "double_bit/total"))
+    tags = [child.tag for child in counts if "uncorrectable" in child.tag]
+    if "sram_uncorrectable" in tags:  # a total of its own: never add the parts to it as well
+        tags = [t for t in tags if not t.startswith("sram_uncorrectable_")]
+    values = [_int(_text(counts, tag)) for tag in tags]
+    values = [v for v in values if v is not None]
+    return sum(values) if values else None
+
+
+def _reason(reasons, name):
+    """One clocks event (throttle) reason: True when Active, False when Not Active, None when not reported."""
+    if reasons is None:
+        return None
+    for child in reasons:
+        if child.tag.endswith("_" + name):
+            return _yes(child.text)
+    return None
+
+
+def _gpu(elem, position):
+    minor = _int(_text(elem, "minor_number"))
+    retired = [_yes(_text(elem, "retired_pages/" + tag)) for tag in ("pending_blacklist", "pending_retirement")]
+    retired = True if True in retired else (False if False in retired else None)
+    reasons = elem.find("clocks_event_reasons")
+    if reasons is None:
+        reasons = elem.find("clocks_throttle_reasons")
+    return {
+        "index": minor if minor is not None else position,
+        "name": _text(elem, "product_name") or "",
+        "uuid": _text(elem, "uuid"),
+        "bus_id": elem.get("id") or _text(elem, "pci/pci_bus_id"),
+        "persistence_mode": _yes(_text(elem, "persistence_mode")),
+        "ecc_mode": _yes(_text(elem, "ecc_mode/current_ecc")),
+        "ecc_uncorrectable_volatile": _uncorrectable(elem.find("ecc_errors/volatile")),
+        "ecc_uncorrectable_aggregate": _uncorrectable(elem.find("ecc_errors/aggregate")),
+        "retired_pending": retired,
+        "remap_pending": _yes(_text(elem, "remapped_rows/remapped_row_pending")),
+        "remap_failure": _yes(_text(elem, "remapped_rows/remapped_row_failure")),
+        "hw_slowdown": _reason(reasons, "hw_slowdown"),
+        "hw_thermal_slowdown": _reason(reasons, "hw_thermal_slowdown"),
+        "sw_thermal_slowdown": _reason(reasons, "sw_thermal_slowdown"),
+        "temperature": _int(_text(elem, "temperature/gpu_temp")),
+    }
+
+
+def parse_nvidia_xml(text):
+    """``nvidia-smi -q -x`` read into ``dict(driver_version, cuda_version, gpus)``; each GPU a dict of
+    ``index`` (``<minor_number>``, else its position), ``name``, ``uuid``, ``bus_id``, ``persistence_mode``,
+    ``ecc_mode``, ``ecc_uncorrectable_volatile`` / ``_aggregate``, ``retired_pending``, ``remap_pending``,
+    ``remap_failure``, ``hw_slowdown``, ``hw_thermal_slowdown``, ``sw_thermal_slowdown``, ``temperature``
+    (None wherever the GPU reports N/A). ValueError, one line, for anything that is not that XML."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("not nvidia-smi XML: the output is empty")
+    try:
+        root = ET.fromstring(text.strip())
+    except ET.ParseError as e:
+        raise ValueError("not nvidia-smi XML (%s): %s" % (e, _first_line(text))) from None
+    if root.tag != "nvidia_smi_log":
+        raise ValueError("not nvidia-smi XML: the root element is <%s>, not <nvidia_smi_log>" % root.tag[:40])
+    return {
+        # R610 deprecates "driver version" for "KMD version"
+        "driver_version": _version(_text(root, "driver_version")) or _version(_text(root, "kmd_version")),
+        "cuda_version": _version(_text(root, "cuda_version")) or _version(_text(root, "cuda_umd_version")),
+        "gpus": [_gpu(elem, position) for position, elem in enumerate(root.findall("gpu"))],
+    }
+
+
+_BANNER_CUDA = re.compile(r"CUDA (?:UMD )?Version\s*:\s*(\d+\.\d+)", re.IGNORECASE)
+
+
+def parse_nvidia_banner(text):
+    """The CUDA version the driver supports, from plain ``nvidia-smi`` (``CUDA Version: 12.4``, R610's
+    ``CUDA UMD Version: 13.3``) or ``nvidia-smi --version``; None when the text has none."""
+    match = _BANNER_CUDA.search(str(text or ""))
+    return match.group(1) if match else None
+
+
+_TORCH_CUDA = re.compile(r"""^cuda\s*(?::[^=\n]*)?=\s*(?:'([^'\n]*)'|"([^"\n]*)"|None\b)""", re.MULTILINE)
+
+
+def torch_cuda(version_py_text):
+    """The CUDA version torch was built for, from the text of ``torch/version.py`` (``cuda: Optional[str] =
+    '12.4'``; torch 1.x wrote ``cuda = '10.2'``); None for a CPU or ROCm build or an unreadable file."""
+    match = _TORCH_CUDA.search(str(version_py_text or ""))
+    if not match:
+        return None
+    return _version(match.group(1) or match.group(2))
+
+
+def _major_minor(version):
+    match = re.match(r"\s*(\d+)(?:\.(\d+))?", str(version or ""))
+    return (int(match.group(1)), int(match.group(2) or 0)) if match else None
+
+
+def cuda_mismatch(driver_cuda, torch_cuda):  # pylint: disable=redefined-outer-name
+    """'' when a torch built for CUDA ``torch_cuda`` runs on a driver that supports CUDA ``driver_cuda``; else
+    the problem in a phrase. A driver of the same major version but a lower minor is fine (CUDA minor version
+    compatibility); unknown versions are not judged."""
+    driver, built = _major_minor(driver_cuda), _major_minor(torch_cuda)
+    if driver is None or built is None or driver[0] >= built[0]:
+        return ""
+    return ("the driver supports CUDA %s, older than the CUDA %s torch in the environment was built for: update the "
+            "NVIDIA driver or install a torch built for CUDA %d" % (driver_cuda, torch_cuda, driver[0]))
+
+
+# dcgmi diag ------------------------------------------------------------------------------------------------------
+
+def _gpus_named(text):
+    found = []
+    for number in re.findall(r"\bGPU\s*(\d+)\b", text):
+        if number not in found:
+            found.append(number)
+    return ", ".join(found) or None
+
+
+def _cells(line):
+    """(name cell, raw result cell) of a table row ``| name | result |``; the last row of a cut table may lack
+    its closing bar."""
+    parts = line.split("|")
+    if len(parts) < 3:
+        return None
+    result = parts[2]
+    if len(parts) >= 4:  # "| " + text + "  |": DCGM pads one blank before and two after
+        result = result[1:-2] if len(result) >= 3 else result.strip()
+    else:
+        result = result[1:].rstrip()
+    return parts[1].strip(), result
+
+
+def _dcgm_row(state, name, raw):
+    """One row ``| name | raw |`` of a dcgmi diag table into ``state`` (current test, continuation mode, the
+    failure that continuation rows extend, the failures)."""
+    failures = state["failures"]
+    if name == "Error":
+        state["mode"] = "error"
+        current = state["test"]
+        if not (failures and current and failures[-1]["test"] == current and not failures[-1]["_raw"]):
+            failures.append({"test": current or state["category"] or "Error", "gpu": None, "_raw": ""})
+        state["target"] = failures[-1]  # the Fail just before, or a failure of its own
+        state["target"]["_raw"] += raw
+        return
+    if name == "Warning":
+        state.update(mode="warning", target=None)
+        return
+    if name:
+        state.update(test=name, mode="result", target=None)
+        state["rows"] += 1
+    if state["mode"] == "error" and state["target"] is not None:
+        state["target"]["_raw"] += raw  # an Error's next line (DCGM wraps at the column width, mid-word)
+    elif state["mode"] == "result":
+        value = raw.strip()
+        fail = re.match(r"Fail\b(?:\s*-\s*(?:GPUs?\s*:\s*)?(.*))?", value) or re.match(r"GPU\s*(\d+)\s*:\s*Fail\b", value)
+        if fail:
+            state["target"] = {"test": state["test"], "gpu": (fail.group(1) or "").strip() or None, "_raw": ""}
+            failures.append(state["target"])
+
+
+def parse_dcgmi_diag(text):
+    """The table ``dcgmi diag -r 1`` / ``-r 2`` prints, read into ``dict(passed, failures)``; each failure
+    ``dict(test, gpu, detail)``: a ``Fail`` result (``Fail - GPU: 0`` names the GPUs) with the ``Error`` rows that
+    follow it as ``detail`` (DCGM wraps them mid-word at the column width; they are joined back), or an ``Error``
+    row of its own. ``gpu`` is None when neither the result nor the error names a GPU. ValueError when the text
+    has no result table (``dcgmi`` printing only an error, for one)."""
+    text = str(text or "")
+    state = {"category": None, "test": None, "mode": None, "target": None, "rows": 0, "failures": []}
+    for line in text.splitlines():
+        stripped = line.strip()
+        header = re.match(r"[|+]-+\s+(\S.*?)\s+-+[+|]", stripped)
+        if header:
+            state.update(category=header.group(1), test=None, mode=None, target=None)
+            continue
+        cells = _cells(stripped) if stripped.startswith("|") and not stripped.startswith("|=") else None
+        if cells is not None and cells[0] != "Diagnostic" and state["category"] != "Metadata":
+            _dcgm_row(state, *cells)
+    failures = state["failures"]
+    if state["rows"] == 0 and not failures:
+        raise ValueError("not dcgmi diag output (no result table): %s" % _first_line(text))
+    for failure in failures:
+        failure["detail"] = re.sub(r"\s+", " ", failure.pop("_raw")).strip()
+        if failure["gpu"] is None:
+            failure["gpu"] = _gpus_named(failure["detail"])
+    return {"passed": not failures, "failures": failures}
+
+
+def _warnings(result):
+    texts = []
+    for warning in result.get("warnings") or []:
+        if isinstance(warning, dict):
+            warning = warning.get("warning") or warning.get("message")
+        if warning:
+            texts.append(str(warning))
+    return " ".join(texts)
+
+
+def _result_gpu(result):
+    if "gpu_ids" in result:
+        return str(result["gpu_ids"]).replace(",", ", ") if result["gpu_ids"] not in (None, "") else None
+    if "entity_id" in result:  # DCGM 4.x
+        group = str(result.get("entity_group") or "GPU")
+        return str(result["entity_id"]) if group.upper() == "GPU" else "%s %s" % (group, result["entity_id"])
+    return None
+
+
+def parse_dcgmi_diag_json(text):
+    """``dcgmi diag -j`` read into ``dict(passed, failures)`` like :func:`parse_dcgmi_diag`. DCGM 3.x writes
+    ``{"DCGM GPU Diagnostic": {"test_categories": [...]}}`` with ``gpu_ids`` per result (and ``null`` between
+    tests); 4.x ``{"DCGM Diagnostic": ...}`` with ``entity_group`` / ``entity_id`` and a ``test_summary``.
+    Text before the JSON (dcgmi prints warnings there) is skipped. ValueError for anything else."""
+    text = str(text or "")
+    start, end = text.find("{"), text.rfind("}")
+    try:
+        data = json.loads(text[start:end + 1]) if 0 <= start < end else None
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        raise ValueError("not dcgmi diag JSON: %s" % _first_line(text))
+    diag = data.get("DCGM GPU Diagnostic", data.get("DCGM Diagnostic"))
+    if not isinstance(diag, dict):
+        raise ValueError("not dcgmi diag JSON: no \"DCGM GPU Diagnostic\" or \"DCGM Diagnostic\" object")
+    failures = []
+    if diag.get("runtime_error"):
+        failures.append({"test": "runtime", "gpu": None, "detail": str(diag["runtime_error"])})
+    for category in diag.get("test_categories") or []:
+        for test in (category or {}).get("tests") or []:
+            if not isinstance(test, dict):
+                continue
+            name = str(test.get("name") or category.get("category") or "?")
+            failed = []
+            for result in test.get("results") or []:
+                if isinstance(result, dict) and str(result.get("status", "")).upper() == "FAIL":
+                    failed.append({"test": name, "gpu": _result_gpu(result), "detail": _warnings(result)})
+            summary = test.get("test_summary") or {}
+            if not failed and str(summary.get("status", "")).upper() == "FAIL":
+                failed.append({"test": name, "gpu": None, "detail": ""})
+            failures.extend(failed)
+    return {"passed": not failures, "failures": failures}
+
+
+# AMD -------------------------------------------------------------------------------------------------------------
+
+def _json(text, what):
+    try:
+        return json.loads(str(text or ""))
+    except ValueError:
+        raise ValueError("not %s JSON: %s" % (what, _first_line(text))) from None
+
+
+def _amd_value(value):
+    """amd-smi's ``{"value": 36, "unit": "C"}`` or bare ``36`` as a number; None for ``"N/A"``."""
+    if isinstance(value, dict):
+        value = value.get("value")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value
+
+
+def parse_amd_smi_metric(text):
+    """``amd-smi metric --json`` read into one dict per GPU: ``index``, ``ecc_uncorrectable``, ``ecc_correctable``,
+    ``ecc_deferred`` (amd-smi's ``ecc.total_*_count``), ``throttled`` (``power.throttle_status``),
+    ``temperature_edge`` / ``_hotspot`` / ``_mem`` (C), ``vram_total_mb``, ``vram_used_mb``; ``hw_slowdown`` is
+    always None (amd-smi does not tell a hardware slowdown apart). Accepts the list and ``{"gpu_data": [...]}``."""
+    data = _json(text, "amd-smi metric")
+    if isinstance(data, dict) and isinstance(data.get("gpu_data"), list):
+        data = data["gpu_data"]
+    if not isinstance(data, list) or not all(isinstance(item, dict) and "gpu" in item for item in data):
+        raise ValueError("not amd-smi metric JSON: expected a list of {\"gpu\": N, ...}")
+    gpus = []
+    for item in data:
+        ecc = item.get("ecc") if isinstance(item.get("ecc"), dict) else {}
+        power = item.get("power") if isinstance(item.get("power"), dict) else {}
+        temperature = item.get("temperature") if isinstance(item.get("temperature"), dict) else {}
+        memory = item.get("mem_usage") if isinstance(item.get("mem_usage"), dict) else {}
+        status = str(power.get("throttle_status") or "").upper()
+        gpus.append({
+            "index": int(item["gpu"]),
+            "ecc_uncorrectable": _amd_value(ecc.get("total_uncorrectable_count")),
+            "ecc_correctable": _amd_value(ecc.get("total_correctable_count")),
+            "ecc_deferred": _amd_value(ecc.get("total_deferred_count")),
+            "hw_slowdown": None,
+            "throttled": {"THROTTLED": True, "UNTHROTTLED": False}.get(status),
+            "temperature_edge": _amd_value(temperature.get("edge")),
+            "temperature_hotspot": _amd_value(temperature.get("hotspot")),
+            "temperature_mem": _amd_value(temperature.get("mem")),
+            "vram_total_mb": _amd_value(memory.get("total_vram")),
+            "vram_used_mb": _amd_value(memory.get("used_vram")),
+        })
+    return gpus
+
+
+def _number(value):
+    try:
+        number = float(str(value).strip())
+    except (TypeError, ValueError):
+        return None
+    return int(number) if number.is_integer() else number
+
+
+def parse_rocm_smi(text):
+    """``rocm-smi --json`` (any set of ``--show...`` options, ``--showallinfo`` included) read into one dict per
+    ``cardN``, by N: ``index``, ``name`` (``Device Name``, else ``Card series``), ``bus_id`` (``PCI Bus``),
+    ``temperature_edge`` / ``_junction`` / ``_memory`` (C), ``vram_total_bytes``, ``vram_used_bytes``,
+    ``pcie_replay_count``, ``gpu_use_percent``; None for what the options did not ask for."""
+    data = _json(text, "rocm-smi")
+    if not isinstance(data, dict) or not any(re.match(r"card\d+$", str(k)) for k in data):
+        raise ValueError("not rocm-smi JSON: expected {\"card0\": {...}, ...}")
+    gpus = []
+    for key in sorted((k for k in data if re.match(r"card\d+$", k)), key=lambda k: int(k[4:])):
+        card = {str(k).lower(): v for k, v in (data[key] or {}).items()}
+        name = card.get("device name") or card.get("card series")
+        gpus.append({
+            "index": int(key[4:]),
+            "name": str(name) if name not in (None, "", "N/A") else None,
+            "bus_id": card.get("pci bus"),
+            "temperature_edge": _number(card.get("temperature (sensor edge) (c)")),
+            "temperature_junction": _number(card.get("temperature (sensor junction) (c)")),
+            "temperature_memory": _number(card.get("temperature (sensor memory) (c)")),
+            "vram_total_bytes": _number(card.get("vram total memory (b)")),
+            "vram_used_bytes": _number(card.get("vram total used memory (b)")),
+            "pcie_replay_count": _number(card.get("pcie replay count")),
+            "gpu_use_percent": _number(card.get("gpu use (%)")),
+        })
+    return gpus
+
+
+# Kernel log ------------------------------------------------------------------------------------------------------
+
+_MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+_DAY = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
+_TIMES = [
+    # dmesg -T: [Fri Aug 30 11:43:09 2024]
+    re.compile(r"^\[(%s %s +\d+ \d\d:\d\d:\d\d \d{4})\]" % (_DAY, _MONTH)),
+    # dmesg --time-format iso (with --decode: "kern  :warn  : "), journalctl -o short-iso
+    re.compile(r"^(?:\w+\s*:\s*\w+\s*:\s*)?(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:[.,]\d+)?(Z|[+-]\d\d:?\d\d)?\s"),
+    # syslog / journalctl short: "May 18 19:02:39 host kernel: ..."
+    re.compile(r"^(%s +\d+ \d\d:\d\d:\d\d)\s" % _MONTH),
+    # OpenWrt logread: "Sun Jun 11 23:02:41 2023 kern.info kernel: ..."
+    re.compile(r"^(%s %s +\d+ \d\d:\d\d:\d\d \d{4})\s" % (_DAY, _MONTH)),
+    # plain dmesg: seconds since boot; "[  +0.000001]" (dmesg -d / -H deltas) is no time at all
+    re.compile(r"^\[\s*(\d+\.\d+)\]"),
+]
+
+
+def _time(line):
+    for regex in _TIMES:
+        match = regex.match(line)
+        if match:
+            return re.sub(r"\s+", " ", "".join(g for g in match.groups() if g))
+    return None
+
+
+def when(time):
+    """How a kernel event's ``time`` reads in a sentence: ``at 2025-01-21T04:41:44+00:00``, ``74889 s after boot``
+    for plain dmesg's seconds, '' when unknown."""
+    if not time:
+        return ""
+    if re.match(r"\d+(\.\d+)?$", time):
+        return "%d s after boot" % int(float(time))
+    return "at " + time
+
+
+_XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})[^)]*\):\s*(\d+)")
+_OFF_BUS = re.compile(r"NVRM: GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.\d)?: GPU has fallen off the bus")
+_THE_GPU = re.compile(r"NVRM: The NVIDIA GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.\d)?\s*$")
+_EDAC_UE = re.compile(r"\bEDAC (\S+?):.*\b(?:UE|[Uu]ncorrected|[Uu]ncorrectable)\b")
+_AER_UE = re.compile(r"(?:(\S+): )?(?:AER: (?:Multiple )?Uncorrect(?:ed|able) \(|PCIe Bus Error: severity=Uncorrect)")
+_OOM = re.compile(r"[Oo]ut of memory: Kill(?:ed)? process (\d+) \(([^)]*)\)")
+_LINK_DOWN = re.compile(r"([A-Za-z0-9_.@-]+):?\s+(?:NIC\s+)?Link is Down|([A-Za-z0-9_.@-]+): Port: \d+ Link DOWN\b")
+
+
+def _event(kind, line, time, **fields):
+    event = {"kind": kind, "time": time, "code": None, "meaning": None, "device": None, "line": line.strip()}
+    event.update(fields)
+    return event
+
+
+def _xid_fields(match):
+    code = int(match.group(2))
+    meaning = XID.get(code)
+    action = _RECOVERY_ACTION.search(match.string) if code == 154 else None
+    if action:
+        meaning = "GPU recovery action changed to %s" % action.group(2)
+    return {"kind": "xid", "code": code, "meaning": meaning, "device": match.group(1)}
+
+
+def _aer_device(match):
+    device = match.group(1)
+    return device if device and re.match(r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:", device) else None
+
+
+# (expression, the event's fields from its match), first match wins
+_LINE_EVENTS = (
+    (_XID, _xid_fields),
+    (_OFF_BUS, lambda m: {"kind": "xid", "code": 79, "meaning": XID[79], "device": m.group(1)}),
+    (_EDAC_UE, lambda m: {"kind": "ecc", "meaning": "uncorrectable memory error (EDAC %s)" % m.group(1), "device": m.group(1)}),
+    (_AER_UE, lambda m: {"kind": "ecc", "meaning": "uncorrected PCIe error (AER)", "device": _aer_device(m)}),
+    (_OOM, lambda m: {"kind": "oom", "meaning": "killed %s (pid %s)" % (m.group(2), m.group(1))}),
+    (_LINK_DOWN, lambda m: {"kind": "nic_down", "meaning": "link down", "device": m.group(1) or m.group(2)}),
+)
+
+
+def _line_event(line, time):
+    """The event one kernel log line reports, None for the lines that do not matter."""
+    for regex, fields in _LINE_EVENTS:
+        match = regex.search(line)
+        if match:
+            fields = fields(match)
+            return _event(fields.pop("kind"), line, time, **fields)
+    return None
+
+
+def kernel_events(lines):
+    """The kernel log lines that matter for training, as dicts ``kind, time, code, meaning, device, line``:
+
+    * ``xid``: ``NVRM: Xid (PCI:0000:3b:00): 79, ...`` (code, its :data:`XID` meaning, the PCI address as
+      ``device``). The driver's "GPU has fallen off the bus" message counts as Xid 79 whether or not the Xid line
+      was logged with it (it is also printed alone, over three lines);
+    * ``ecc``: uncorrectable host memory errors (EDAC ``UE``) and uncorrected PCIe errors (AER);
+    * ``oom``: the OOM killer killing a process (``meaning`` names it and its pid);
+    * ``nic_down``: a network interface losing its link (``device`` is the interface).
+
+    ``time`` is the line's timestamp as printed, ISO ones cut to the second, plain dmesg's seconds since boot as
+    a number (see :func:`when`), None when the line has none. Everything else is ignored."""
+    if isinstance(lines, str):
+        lines = lines.splitlines()
+    events = []
+    # "NVRM: The NVIDIA GPU <address>" waiting for its "fallen off the bus" two lines later
+    off_bus = {"device": None, "time": None, "lines": []}
+    for raw in lines or []:
+        line = str(raw).rstrip("\n")
+        time = _time(line)
+        if off_bus["device"]:
+            off_bus["lines"].append(line.strip())
+            if "fallen off the bus" in line:
+                events.append(_event("xid", " ".join(off_bus["lines"]), off_bus["time"], code=79, meaning=XID[79],
+                                     device=off_bus["device"]))
+                off_bus["device"] = None
+                continue
+            if len(off_bus["lines"]) >= 4:
+                off_bus["device"] = None
+        match = _THE_GPU.search(line)
+        if match:
+            off_bus.update(device=match.group(1), time=time, lines=[line.strip()])
+            continue
+        event = _line_event(line, time)
+        if event is not None:
+            events.append(event)
+    return events
+
+
+# Judgement -------------------------------------------------------------------------------------------------------
+
+def _pci_key(bus_id):
+    """(domain, bus, device) of a PCI address as nvidia-smi (``00000000:3B:00.0``) or an Xid (``0000:3b:00``)
+    writes it; None when it is not one."""
+    match = re.match(r"\s*(?:([0-9A-Fa-f]{1,8}):)?([0-9A-Fa-f]{1,2}):([0-9A-Fa-f]{1,2})(?:\.[0-7])?\s*$", str(bus_id or ""))
+    if not match:
+        return None
+    return int(match.group(1) or "0", 16), int(match.group(2), 16), int(match.group(3), 16)
+
+
+def _plural(count, word, plural=None):
+    return "%d %s" % (count, word if count == 1 else (plural or word + "s"))
+
+
+def _numbers(values):
+    values = [str(v) for v in values]
+    return ("GPU " if len(values) == 1 else "GPUs ") + ", ".join(values)
+
+
+def _clip(text, width=120):
+    text = re.sub(r"\s+", " ", str(text)).strip()
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def occurrence(events):
+    """When ``events`` (of one kind, code and device) happened, to follow their description: `` at T``;
+    `` 3 times, first at T`` when they happened at several times (the same time twice, as a message printed over
+    two lines, counts once); '' when no time is known."""
+    times = []
+    for event in events or ():
+        time = when(event.get("time"))
+        if time not in times:
+            times.append(time)
+    first = times[0] if times else ""
+    if len(times) > 1:
+        return " %d times%s" % (len(times), ", first " + first if first else "")
+    return " " + first if first else ""
+
+
+def _xid_text(event):
+    code = event.get("code")
+    meaning = event.get("meaning") or XID.get(code)
+    return "Xid %s (%s)" % (code, meaning) if meaning else "Xid %s" % code
+
+
+def _dcgm_line(failure):
+    gpu = failure.get("gpu")
+    if gpu:
+        gpu = " on all GPUs" if str(gpu).lower() == "all" else " on " + _numbers(re.split(r"\s*,\s*", str(gpu)))
+    detail = failure.get("detail")
+    return "dcgmi diag: %s failed%s%s" % (failure.get("test") or "a test", gpu or "", " (%s)" % _clip(detail) if detail else "")
+
+
+def _node_lines(report, gpus, expected_count, torch_version, at_node):
+    lines = []
+    if expected_count is not None and len(gpus) != int(expected_count):
+        answer = "answers" if len(gpus) == 1 else "answer"
+        lines.append("%s%s %s nvidia-smi, Ray will be offered %d" % (at_node, _plural(len(gpus), "GPU"), answer, int(expected_count)))
+    mismatch = cuda_mismatch(report.get("cuda_version"), torch_version)
+    if mismatch:
+        lines.append(at_node + mismatch)
+    off = [g.get("index") for g in gpus if g.get("persistence_mode") is False]
+    if off:
+        lines.append("%spersistence mode is off on %s" % (at_node, _numbers(off)))
+    return lines
+
+
+def _gpu_problems(gpu):
+    problems = []
+    ecc = gpu.get("ecc_uncorrectable_volatile")
+    if ecc:
+        problems.append("%s since the driver loaded" % _plural(ecc, "uncorrectable ECC error"))
+    if gpu.get("retired_pending"):
+        problems.append("retired pages pending (reset the GPU)")
+    if gpu.get("remap_failure"):
+        problems.append("row remapping failed")
+    if gpu.get("remap_pending"):
+        problems.append("row remapping pending (reset the GPU)")
+    if gpu.get("hw_slowdown") and not gpu.get("hw_thermal_slowdown"):  # HW Slowdown is also on for a thermal one
+        problems.append("hardware slowdown active")
+    if gpu.get("hw_thermal_slowdown") or gpu.get("sw_thermal_slowdown"):
+        problems.append("thermal slowdown active")
+    return problems
+
+
+def _severe_xids(gpus, xid_events):
+    """The severe Xid events by (owner, code), in log order; owner is ``("gpu", index)`` for a GPU nvidia-smi
+    lists at the Xid's PCI address, else ``("pci", address)``."""
+    by_key = {}
+    for gpu in gpus:
+        key = _pci_key(gpu.get("bus_id"))
+        if key is not None:
+            by_key.setdefault(key, gpu)
+    xids = {}
+    for event in xid_events or ():
+        if event.get("kind", "xid") != "xid" or not xid_severe(event):
+            continue
+        gpu = by_key.get(_pci_key(event.get("device")))
+        owner = ("gpu", gpu.get("index")) if gpu is not None else ("pci", str(event.get("device") or "?").lower())
+        xids.setdefault((owner, event["code"]), []).append(event)
+    return xids
+
+
+def gpu_lines(report, expected_count=None, xid_events=(), dcgm=None,  # pylint: disable=too-many-arguments,too-many-positional-arguments
+              torch_cuda=None, node=""):  # pylint: disable=redefined-outer-name
+    """What is wrong with one node's GPUs, one line per problem (none: an empty list). ``report`` is
+    :func:`parse_nvidia_xml`'s dict; ``expected_count`` the GPUs Ray will offer; ``xid_events`` from
+    :func:`kernel_events` (only the severe ones count, see :func:`xid_severe`, put on a GPU by PCI address: nvidia-smi's
+    ``00000000:3B:00.0`` is the Xid's ``0000:3b:00``); ``dcgm`` from :func:`parse_dcgmi_diag` /
+    :func:`parse_dcgmi_diag_json`; ``torch_cuda`` the CUDA version the environment's torch was built for.
+
+    Lines start with ``node`` when given: node-level ones ``gpu-2: ...`` (GPU count, CUDA mismatch, persistence
+    mode, dcgmi), a GPU's ``gpu-2 GPU 3 (00000000:3B:00.0): ...`` (ECC errors, retired pages or row remapping,
+    slowdowns, severe Xids), an Xid on a GPU nvidia-smi does not list ``gpu-2 GPU 0000:3b:00 (not listed by
+    nvidia-smi): ...``."""
+    report = report or {}
+    gpus = sorted(report.get("gpus") or [], key=lambda g: g.get("index", 0))
+    at_node = (node + ": ") if node else ""
+    on_node = (node + " ") if node else ""
+    lines = _node_lines(report, gpus, expected_count, torch_cuda, at_node)
+    xids = _severe_xids(gpus, xid_events)
+    for gpu in gpus:
+        prefix = "%sGPU %s (%s): " % (on_node, gpu.get("index"), gpu.get("bus_id") or "?")
+        lines.extend(prefix + problem for problem in _gpu_problems(gpu))
+        lines.extend(prefix + _xid_text(events[0]) + occurrence(events)
+                     for (owner, _code), events in xids.items() if owner == ("gpu", gpu.get("index")))
+    lines.extend("%sGPU %s (not listed by nvidia-smi): %s%s" % (on_node, owner[1], _xid_text(events[0]), occurrence(events))
+                 for (owner, _code), events in xids.items() if owner[0] == "pci")
+    if dcgm:
+        failures = dcgm.get("failures") or []
+        lines.extend(at_node + _dcgm_line(failure) for failure in failures)
+        if not failures and dcgm.get("passed") is False:
+            lines.append(at_node + "dcgmi diag failed")
+    return lines

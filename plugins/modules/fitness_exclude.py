@@ -1,0 +1,119 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: fitness_exclude
+short_description: Leave an unfit worker out of its Ray cluster, or take it back
+version_added: 0.10.0
+description:
+  - O(state=excluded) stops and disables the node's Ray service (O(service)) and records why in the local fact
+    C(rlinfra_excluded) (O(fact_path), JSON - C(reason), C(since)); site.yml then leaves the node out of its cluster
+    (no Ray started there, not waited for) and status.yml names it. fitness.yml does this with
+    C(fitness_exclude_unfit=true).
+  - O(state=included) removes the record; the next site.yml starts the node's Ray again. Nothing is started here.
+author:
+  - rlinfra maintainers (@rlinfra)
+options:
+  state:
+    description: Whether the node is left out.
+    type: str
+    choices: [excluded, included]
+    required: true
+  reason:
+    description: Why (the fitness lines); kept in the record.
+    type: str
+    default: ""
+  service:
+    description: The node's Ray service.
+    type: str
+    default: ray-worker.service
+  fact_path:
+    description: The record.
+    type: path
+    default: /etc/ansible/facts.d/rlinfra_excluded.fact
+attributes:
+  check_mode:
+    support: full
+    description: Says what it would change.
+  diff_mode:
+    support: none
+    description: No diff.
+"""
+
+EXAMPLES = r"""
+- name: Leave this worker out
+  rlinfra.verl.fitness_exclude:
+    state: excluded
+    reason: "gpu-2 GPU 3 (00000000:3B:00.0): Xid 79 (GPU has fallen off the bus)"
+"""
+
+RETURN = r"""
+since:
+  description: When the node was left out (ISO 8601), empty when it is not.
+  returned: always
+  type: str
+"""
+
+import json
+import os
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
+from ansible_collections.rlinfra.verl.plugins.module_utils.files import makedirs, write_atomic
+
+ARGS = V.Args(
+    state=V.Choice(("excluded", "included"), required=True),
+    reason=V.Text(lines=True, max_len=65536, default=""),
+    service=V.Text(pattern=r"^[A-Za-z0-9_][A-Za-z0-9:_.@-]*\.service$", what="a systemd service name", default="ray-worker.service"),
+    fact_path=V.AbsPath(default="/etc/ansible/facts.d/rlinfra_excluded.fact"),
+)
+ARGUMENT_SPEC = ARGS.spec
+
+
+def read(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            value = json.load(handle)
+        return value if isinstance(value, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    V.enforce(module, ARGS)
+    p = module.params
+    before = read(p["fact_path"]) if os.path.exists(p["fact_path"]) else None
+    if p["state"] == "included":
+        if before is not None and not module.check_mode:
+            os.unlink(p["fact_path"])
+        module.exit_json(changed=before is not None, since="")
+    since = (before or {}).get("since") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    record = dict(reason=p["reason"], since=since)
+    changed = before != record
+    systemctl = module.get_bin_path("systemctl")
+    active = False
+    if systemctl:
+        rc, out, dummy = module.run_command([systemctl, "is-active", p["service"]])
+        active = out.strip() in ("active", "activating", "reloading")
+        rc, out_enabled, dummy = module.run_command([systemctl, "is-enabled", p["service"]])
+        changed = changed or active or out_enabled.strip() == "enabled"
+    if changed and not module.check_mode:
+        makedirs(os.path.dirname(p["fact_path"]), 0o755)
+        write_atomic(p["fact_path"], json.dumps(record, sort_keys=True) + "\n", 0o644)
+        if systemctl:
+            rc, dummy, err = module.run_command([systemctl, "disable", "--now", p["service"]])
+            if rc != 0:
+                module.fail_json(msg="fitness_exclude: could not stop %s: %s" % (p["service"], err.strip()[-300:]))
+            # ray start --block exits 1 on a requested stop; the unit reads inactive, not failed, once left out.
+            module.run_command([systemctl, "reset-failed", p["service"]])
+    module.exit_json(changed=changed, since=since)
+
+
+if __name__ == "__main__":
+    main()
