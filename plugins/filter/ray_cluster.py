@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.converge_record import plan
 from ansible_collections.rlinfra.verl.plugins.module_utils.python_env import mismatch
+from ansible_collections.rlinfra.verl.plugins.module_utils.switches import switch_value
 
 DEFAULT_CLUSTER = "default"
 
@@ -94,7 +95,14 @@ def converge_plan(hosts, hostvars, groups):
         return name, [h for h in clusters.get(name, [host]) if h not in excluded]
 
     states = {h: hostvars[h].get("ansible_converge_record") for h in hosts if h in hostvars}
-    return plan(list(hosts), states, members_of, {h: f for h, f in excluded.items() if h in hosts})
+    out = plan(list(hosts), states, members_of, {h: f for h, f in excluded.items() if h in hosts})
+    # ray_fitness_check (already checked strictly by converge_record's settings): the hosts site.yml's last play
+    # checks, left-out workers included (a fit one is taken back). Groups, so that a run without it adds no play time.
+    fitness = [h for h in hosts if h in hostvars and switch_value(hostvars[h].get("ray_fitness_check", False))[0] is True]
+    out["groups"] = [dict(host=h, groups=[g for g, on in (("rlinfra_converge", h in out["converge"]),
+                                                          ("rlinfra_fitness", h in fitness)) if on])
+                     for h in hosts if h in out["converge"] or h in fitness]
+    return out
 
 
 class FilterModule:

@@ -145,25 +145,69 @@ def infiniband_ports(sysfs="/sys/class/infiniband"):
     return out
 
 
-def network(run, sysfs="/sys/class/infiniband", addresses=None):
+IFF_UP = 0x1
+
+
+def sysfs_links(names, root="/sys/class/net"):
+    """``parse_links``' answer for the interfaces ``names``, read from sysfs (no process: this runs on every node of every
+    re-run); None when sysfs cannot be read. Up: administratively up (flags) with a carrier, or operstate up/unknown."""
+    out = {}
+    for name in names:
+        base = os.path.join(root, name)
+
+        def read(attr, base=base):
+            try:
+                with open(os.path.join(base, attr), encoding="utf-8") as handle:
+                    return handle.read().strip()
+            except OSError:  # carrier cannot be read on a down interface
+                return ""
+        mtu, flags = read("mtu"), read("flags")
+        if not mtu.isdigit() or not flags:
+            return None
+        try:
+            admin_up = bool(int(flags, 16) & IFF_UP)
+        except ValueError:
+            return None
+        out[name] = dict(mtu=int(mtu), up=admin_up and (read("carrier") == "1" or read("operstate") in ("up", "unknown")))
+    return out
+
+
+def default_route_text(routes):
+    """``ip -4 route get``'s answer for the main table's default route (lowest metric) of ``parse_routes``' list: what
+    default_ipv4 reads, without asking ``ip`` again; '' without a default route."""
+    defaults = sorted((r for r in routes if r["dest"] == "0.0.0.0/0"), key=lambda r: r["metric"])
+    if not defaults:
+        return ""
+    r = defaults[0]
+    return " ".join([ROUTE_PROBE] + (["via", r["via"]] if r["via"] else []) + ["dev", r["dev"]] + (["src", r["src"]] if r["src"] else []))
+
+
+def network(run, sysfs="/sys/class/infiniband", addresses=None, routes=None, netfs="/sys/class/net"):
     """``ansible_rlinfra_net``: the interfaces (MTU, up), IPv4 addresses, main routes and RDMA ports, from which the
     controller chooses Ray's address and the interface collectives use (module_utils/ray_net.py)."""
-    rc_link, links, dummy = run(["ip", "-o", "link", "show"])
-    rc_route, routes, dummy = run(["ip", "-4", "route", "show"])
+    if routes is None:
+        rc_route, text, dummy = run(["ip", "-4", "route", "show"])
+        routes = parse_routes(text) if rc_route == 0 else []
     # Only interfaces with an IPv4 address can carry Ray or a collective (a docker host's hundreds of veths cannot).
-    named = {i for i, a, p in addresses or []}
-    links = {k: v for k, v in (parse_links(links) if rc_link == 0 else {}).items() if k in named}
+    named = sorted({i for i, a, p in addresses or []})
+    links = sysfs_links(named, netfs)
+    if links is None:
+        rc_link, text, dummy = run(["ip", "-o", "link", "show"])
+        links = {k: v for k, v in (parse_links(text) if rc_link == 0 else {}).items() if k in named}
     return dict(links=links,
                 addresses=[[i, a, p] for i, a, p in (addresses or [])],
-                routes=parse_routes(routes) if rc_route == 0 else [],
+                routes=routes,
                 ib=infiniband_ports(sysfs))
 
 
-def node_facts(run, fact_dir, names, sysfs="/sys/class/infiniband"):
-    """The ``ansible_facts`` of M(rlinfra.verl.node_facts): ``run(argv) -> (rc, out, err)`` runs a command."""
-    rc, route, dummy = run(["ip", "-4", "route", "get", ROUTE_PROBE])
+def node_facts(run, fact_dir, names, sysfs="/sys/class/infiniband", netfs="/sys/class/net"):
+    """The ``ansible_facts`` of M(rlinfra.verl.node_facts): ``run(argv) -> (rc, out, err)`` runs a command. Two
+    processes (``ip`` for the addresses and the routes); the rest from sysfs."""
     rc_addr, addrs, dummy = run(["ip", "-4", "-o", "addr", "show"])
     addresses = parse_addresses(addrs) if rc_addr == 0 else []
+    rc_route, text, dummy = run(["ip", "-4", "route", "show"])
+    routes = parse_routes(text) if rc_route == 0 else []
+    rc, route = (0, default_route_text(routes)) if rc_route == 0 else run(["ip", "-4", "route", "get", ROUTE_PROBE])[:2]
     local = {}
     for name in names:
         value = local_fact(os.path.join(fact_dir, name + ".fact"))
@@ -172,5 +216,5 @@ def node_facts(run, fact_dir, names, sysfs="/sys/class/infiniband"):
     # Named as setup names them: the controller makes ansible_facts.X and, by default, the variable ansible_X of each.
     return dict(ansible_default_ipv4=default_ipv4(route if rc == 0 else "", addresses),
                 ansible_all_ipv4_addresses=[a for i, a, p in addresses if not a.startswith("127.")],
-                ansible_rlinfra_net=network(run, sysfs, addresses),
+                ansible_rlinfra_net=network(run, sysfs, addresses, routes, netfs),
                 ansible_local=local)

@@ -132,6 +132,21 @@ def test_multi_homed_nodes_get_their_own_address_and_interface_and_a_slow_link_i
                 on_node(name, "ip route replace %s 2>/dev/null; true" % route)
 
 
+def test_site_runs_the_checks_when_asked(nodes):
+    """ray_fitness_check: true makes site.yml end with fitness.yml's checks (its table), on a converged cluster too;
+    without it a no-op re-run has no fitness play hosts at all."""
+    head, dummy = nodes
+    run = sandbox_playbook("site.yml", "ray_fitness_check=true", LOW)
+    assert run.returncode == 0, run.output[-4000:]
+    text = flat(run.output)
+    assert re.search(r"Cluster default: fit - \S+/artifacts/fitness/default-\d{8}T\d{6}Z\.json", text), text[-3000:]
+    # the checks' Ray job and the new verdict kept on the head are the only changes; the nodes are as they were
+    assert {h: c for h, c in recap(run.output).items() if h != head["name"]} == {n["name"]: 0 for n in nodes[1]}
+    assert recap(run.output)[head["name"]] <= 2
+    plain = sandbox_playbook("site.yml")
+    assert plain.returncode == 0 and "Run fitness.yml's checks" not in plain.output and set(recap(plain.output).values()) == {0}
+
+
 XID_LINE = "2026-11-26T12:03:44,000000+00:00 NVRM: Xid (PCI:%s): 79, pid=0, GPU has fallen off the bus."
 
 

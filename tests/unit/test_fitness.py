@@ -209,8 +209,23 @@ def test_site_leaves_the_excluded_worker_unconverged_and_says_so():
     assert plan["lines"][-1] == ("Cluster 'default': w2 is left out (fitness.yml, since 2026-11-26T12:00:00Z: w2 GPU 3: "
                                  "Xid 79); its Ray stays stopped until fitness.yml finds it fit again.")
     assert ray_active(["h0", "w1", "w2"], hv) == ["h0", "w1"]
+    assert plan["groups"] == []  # a no-op re-run adds nobody to a group: its later plays have no hosts
     del hv["w2"]["ansible_local"]  # taken back: the members changed, the cluster converges
     assert sorted(converge_plan(["h0", "w1", "w2"], hv, groups)["converge"]) == ["h0", "w1", "w2"]
+
+
+def test_site_checks_fitness_on_the_hosts_that_ask_for_it():
+    from ansible_collections.rlinfra.verl.plugins.filter.ray_cluster import converge_plan
+    groups = {"ray_head": ["h0"], "ray_workers": ["w1"]}
+    state = {"converged": True, "reason": "", "members": ["h0", "w1"]}
+    hv = {"h0": {"ansible_converge_record": state, "ray_fitness_check": "yes"},
+          "w1": {"ansible_converge_record": dict(state, reason="unit changed"), "ray_fitness_check": True}}
+    plan = converge_plan(["h0", "w1"], hv, groups)
+    assert plan["groups"] == [{"host": "h0", "groups": ["rlinfra_converge", "rlinfra_fitness"]},
+                              {"host": "w1", "groups": ["rlinfra_converge", "rlinfra_fitness"]}]
+    hv["w1"]["ray_fitness_check"] = "false"
+    hv["w1"]["ansible_converge_record"] = state
+    assert converge_plan(["h0", "w1"], hv, groups)["groups"] == [{"host": "h0", "groups": ["rlinfra_fitness"]}]
 
 
 def test_a_dead_run_names_its_causes_from_the_driver_log_and_the_kernel_logs(tmp_path):

@@ -176,6 +176,27 @@ def test_node_facts_carry_the_network(tmp_path):
     outputs = {("ip", "-4", "route", "get", F.ROUTE_PROBE): "8.8.8.8 via 172.20.0.1 dev eth1 src 172.20.0.2 uid 0\n    cache",
                ("ip", "-4", "-o", "addr", "show"): ADDRS_2NIC, ("ip", "-o", "link", "show"): LINKS_2NIC,
                ("ip", "-4", "route", "show"): ROUTES_2NIC}
-    facts = F.node_facts(lambda argv: (0, outputs[tuple(argv)], ""), str(tmp_path), [], sysfs=str(tmp_path / "ib"))
+    asked = []
+
+    def run(argv):
+        asked.append(tuple(argv))
+        return 0, outputs[tuple(argv)], ""
+    # no sysfs here: the links come from ``ip -o link show``
+    facts = F.node_facts(run, str(tmp_path), [], sysfs=str(tmp_path / "ib"), netfs=str(tmp_path / "net"))
     assert facts["ansible_default_ipv4"]["interface"] == "eth1"
     assert facts["ansible_rlinfra_net"] == TWO_NIC
+    assert ("ip", "-4", "route", "get", F.ROUTE_PROBE) not in asked  # the default route is read from the table
+    # with sysfs (as on every Linux node): the same links, one process fewer
+    for name, (mtu, flags, carrier, state) in {"eth0": ("1500", "0x1003", "1", "up"), "eth1": ("1500", "0x1003", "1", "up"),
+                                               "eth2": ("1500", "0x1002", "", "down"),
+                                               "lo": ("65536", "0x9", "", "unknown")}.items():
+        d = tmp_path / "net" / name
+        d.mkdir(parents=True)
+        for attr, value in (("mtu", mtu), ("flags", flags), ("carrier", carrier), ("operstate", state)):
+            if value:
+                (d / attr).write_text(value + "\n")
+    asked.clear()
+    again = F.node_facts(run, str(tmp_path), [], sysfs=str(tmp_path / "ib"), netfs=str(tmp_path / "net"))
+    assert again == facts and len(asked) == 2
+    (tmp_path / "net" / "eth1" / "flags").write_text("0x1002\n")  # administratively down
+    assert F.sysfs_links(["eth1"], str(tmp_path / "net")) == {"eth1": {"mtu": 1500, "up": False}}
