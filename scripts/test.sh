@@ -4,15 +4,33 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-scripts/bootstrap.sh
-sandbox/sandbox.sh wheelhouse
-# shellcheck disable=SC1091
-source .venv/bin/activate
 stages=("$@"); ((${#stages[@]})) || stages=(gates unit molecule vm)
 declare -A took
 t0=$(date +%s)
+current="" current_start=$t0
+# The stage times, as a table, however the run ends (a failed stage is named with the time it ran).
+report() {
+  local rc=$? s
+  echo "=== stage times (s)"
+  printf '%-10s %8s\n' stage seconds
+  for s in setup "${stages[@]}"; do
+    if [ -n "${took[$s]:-}" ]; then printf '%-10s %8s\n' "$s" "${took[$s]}"
+    elif [ "$s" = "$current" ]; then printf '%-10s %8s  FAILED (exit %s)\n' "$s" "$(( $(date +%s) - current_start ))" "$rc"
+    else printf '%-10s %8s\n' "$s" "-"; fi
+  done
+  printf '%-10s %8s\n' total "$(( $(date +%s) - t0 ))"
+}
+trap report EXIT
+current=setup
+scripts/bootstrap.sh
+sandbox/sandbox.sh wheelhouse
+took[setup]=$(( $(date +%s) - t0 ))
+# shellcheck disable=SC1091
+source .venv/bin/activate
 run_stage() {
-  local s=$1 start=$(date +%s)
+  local s=$1 start
+  start=$(date +%s)
+  current=$s current_start=$start
   echo "=== stage: $s"
   case $s in
     gates) scripts/gates.sh ;;
@@ -30,6 +48,7 @@ run_stage() {
     *) echo "unknown stage $s" >&2; return 2 ;;
   esac
   took[$s]=$(( $(date +%s) - start ))
+  current=""
 }
 for s in "${stages[@]}"; do run_stage "$s"; done
 echo "=== all stages passed in $(( $(date +%s) - t0 )) s: $(for s in "${stages[@]}"; do printf '%s=%ss ' "$s" "${took[$s]}"; done)"

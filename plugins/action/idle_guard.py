@@ -12,21 +12,18 @@ import os
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.rlinfra.verl.plugins.modules.idle_guard import ARGS
+from ansible_collections.rlinfra.verl.plugins.plugin_utils.node_script import closure
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import typed_args
 
 MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
-# The guard and what it imports (standard library otherwise), under their package path on the node.
-CODE = ("idle_guard.py", "hyperbolic.py", "hyperbolic_rent.py", "hyperbolic_record.py", "files.py", "numbers.py",
-        "plain_http.py")
+# The guard and everything it imports (node_script's closure: standard library otherwise), under their package path on
+# the node. hyperbolic imports Ansible only for its default opener; the guard passes plain_http's.
 PACKAGE = "ansible_collections/rlinfra/verl/plugins/module_utils/"
 
 
 def guard_code(directory=MODULE_UTILS):
-    files = {}
-    for name in CODE:
-        with open(os.path.join(directory, name), encoding="utf-8") as handle:
-            files[PACKAGE + name] = handle.read()
-    return files
+    return {PACKAGE + name + ".py": text for name, text in sorted(
+        closure(["idle_guard", "files"], directory, lazy_ansible=("hyperbolic",)).items())}
 
 
 ARGUMENT_SPEC = ARGS.spec  # what tests/unit/test_action_docs.py holds to the documentation

@@ -6,7 +6,7 @@ instances once no Ray job has run for ``idle_release_after`` seconds.
 
     PYTHONPATH=/opt/rlinfra/idle-guard python3 -m ansible_collections.rlinfra.verl.plugins.module_utils.idle_guard CONFIG
 
-Standard library plus the collection's Hyperbolic client (copied next to it by M(rlinfra.verl.idle_guard)); the
+Standard library plus the collection's Hyperbolic and Ray clients (copied next to it by M(rlinfra.verl.idle_guard)); the
 node's own python3, not Ansible. CONFIG (root-only JSON) holds the label, the limit, the API URL and key, the head's
 dashboard URL and token path. Every run prints one line saying what it saw and did (the journal keeps it).
 
@@ -20,9 +20,9 @@ import json
 import subprocess
 import sys
 import time
-import urllib.request
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.plain_http import open_url
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayClient
 
 ACTIVE = ("PENDING", "RUNNING")
 UNIT = "ray-head.service"
@@ -62,9 +62,8 @@ def decide(jobs, now, ray_up_for, limit):
 
 
 def list_jobs(dashboard, token, timeout=10):
-    request = urllib.request.Request(dashboard.rstrip("/") + "/api/jobs/", headers={"Authorization": "Bearer " + token} if token else {})
-    with urllib.request.build_opener().open(request, timeout=timeout) as answer:  # the head's own dashboard
-        data = json.loads(answer.read().decode("utf-8"))
+    """The head's own dashboard, through the collection's one Ray client (its token never in an error line)."""
+    data = RayClient(dashboard, token=token or None, timeout=timeout, retries=2, backoff=0.5).list_jobs()
     return data if isinstance(data, list) else []
 
 

@@ -834,8 +834,11 @@ def test_configure_loads_into_a_controller_idempotently_and_removes(tmp_path, cl
         has_merge = (ROOT / "merge.yml").is_file()
         jts = {o["name"]: o for o in fake._objects("job_templates")}
         expected = {"rlinfra-verl site", "rlinfra-verl submit", "rlinfra-verl stop", "rlinfra-verl status",
-                    "rlinfra-verl logs", "rlinfra-verl teardown", "rlinfra-verl provision"}
+                    "rlinfra-verl logs", "rlinfra-verl teardown", "rlinfra-verl provision", "rlinfra-verl fitness"}
         assert set(jts) == expected | ({"rlinfra-verl merge"} if has_merge else set())
+        fitness = jts["rlinfra-verl fitness"]
+        assert fitness["playbook"] == "fitness.yml" and fitness["ask_variables_on_launch"] is True
+        assert [q["variable"] for q in fake.surveys[("job_templates", fitness["id"])]["spec"]] == ["cluster"]
         submit = jts["rlinfra-verl submit"]
         assert submit["playbook"] == "submit.yml" and submit["survey_enabled"] and submit["execution_environment"] == ee["id"]
         survey = fake.surveys[("job_templates", submit["id"])]

@@ -152,7 +152,8 @@ def test_the_code_sent_to_the_head_runs_without_ansible(tmp_path):
         path.write_text(text)
     python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
     probe = ("import sys; sys.modules['ansible'] = None; "  # as on a node without Ansible
-             "from ansible_collections.rlinfra.verl.plugins.module_utils import idle_guard, hyperbolic_rent, hyperbolic_record; print('ok')")
+             "from ansible_collections.rlinfra.verl.plugins.module_utils import idle_guard, hyperbolic_rent, hyperbolic_record, "
+             "ray_client; print('ok')")
     proc = subprocess.run([python, "-I", "-c", "import sys; sys.path.insert(0, %r); %s" % (str(tmp_path), probe)],
                           capture_output=True, text=True, timeout=60)
     assert proc.stdout.strip() == "ok", proc.stderr[-2000:]
