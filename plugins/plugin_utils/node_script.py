@@ -9,8 +9,10 @@ no bytecode - about a quarter of a CPU-second on a small node, more than a conve
 every node of every re-run. The script here carries the function's module and everything it imports from
 module_utils (found by reading their imports; standard library otherwise), imports them from memory and prints
 the function's result as one JSON line. An action runs it through its connection (stdin, become as for a
-module); any problem - code that needs Ansible's runtime, no python3, an error on the node, output that is not
-the expected line - gives None, and the action runs the module instead. When the target is the controller itself
+module). Only a script that never reached the function - code that needs Ansible's runtime, no such Python, code
+the node's Python cannot load - gives None, and the action runs the module instead (said at -vv). Once the function
+has started it may have acted (submitted a job, waited an hour): an error from then on is the task's failure, in one
+line, and the module is never run after it. When the target is the controller itself
 (:func:`runs_here`), the action's own process runs the function, which gives the same result without a Python to
 start. Either way the task's ``environment`` applies, as it does to a module.
 """
@@ -26,10 +28,17 @@ import sys
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+display = Display()
 
 PACKAGE = "ansible_collections.rlinfra.verl.plugins.module_utils"
 MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
 MARK = "RLINFRA-NODE-SCRIPT "
+# Printed once the code is loaded, just before the function runs: past it the function may have acted (submitted a
+# job, waited an hour), so the module is never run after it - a failure from then on is the task's failure.
+STARTED = "RLINFRA-NODE-SCRIPT-STARTED"
+RAISED = "RLINFRA-NODE-SCRIPT-RAISED "
 LONGEST_SECRET = 65536
 _FROM_MODULE = re.compile(r"^\s*from\s+%s\.(\w+)\s+import\b" % re.escape(PACKAGE), re.M)
 # "from <package> import a as A, b" on one line, or in parentheses over several.
@@ -56,7 +65,14 @@ from %(package)s.%(module)s import %(function)s
 from %(package)s.plain_module import PlainModule
 _args = json.loads(%(args)s)
 _module = PlainModule(_args, json.loads(%(secrets)s), %(check_mode)r)
-sys.stdout.write(%(mark)r + json.dumps(_module.reply(%(function)s(_args, _module)), default=str) + "\n")
+sys.stdout.write(%(started)r + "\n")
+sys.stdout.flush()
+try:
+    _value = %(function)s(_args, _module)
+except Exception as _exc:
+    sys.stdout.write(%(raised)r + json.dumps(_module.reply({"error": "%%s: %%s" %% (type(_exc).__name__, _exc)}), default=str) + "\n")
+    raise
+sys.stdout.write(%(mark)r + json.dumps(_module.reply(_value), default=str) + "\n")
 '''
 # How the node's Python runs the script from stdin. Not ``python -``: Python reads a script given so one byte per
 # read() (a syscall per byte of ~70 kB, ~60 ms of a ~150 ms call); this reads it whole. (The loader above is no
@@ -104,14 +120,16 @@ def script(module, function, args, directory=MODULE_UTILS, no_log_values=(), che
     sources = closure([module, "plain_module"], directory)
     packages = [PACKAGE.rsplit(".", n)[0] for n in range(PACKAGE.count(".") + 1)]
     return LOADER % dict(sources=repr(json.dumps({"%s.%s" % (PACKAGE, k): v for k, v in sources.items()})), packages=packages,
-                         package=PACKAGE, module=module, function=function, mark=MARK, args=repr(json.dumps(args)),
+                         package=PACKAGE, module=module, function=function, mark=MARK, started=STARTED, raised=RAISED,
+                         args=repr(json.dumps(args)),
                          secrets=repr(json.dumps(sorted(set(no_log_values)))), check_mode=bool(check_mode),
                          environ=repr(json.dumps(dict(environ or {}))))
 
 
 def run_here(module, function, args, no_log_values=(), check_mode=False, environ=None):
     """What the script of :func:`script` would print, from this process: the function's module imported here, the
-    environment set around the call; None when it raised (as a script that fails gives None)."""
+    environment set around the call; a failed result naming the exception when it raised (never the module then:
+    the function may have acted)."""
     closure([module, "plain_module"])  # the same rule as for the script: code that imports Ansible gets the module
     code = importlib.import_module("%s.%s" % (PACKAGE, module))
     plain = importlib.import_module(PACKAGE + ".plain_module")
@@ -121,12 +139,38 @@ def run_here(module, function, args, no_log_values=(), check_mode=False, environ
         args = json.loads(json.dumps(args))
         plain_module = plain.PlainModule(args, no_log_values, check_mode)
         value = json.loads(json.dumps(plain_module.reply(getattr(code, function)(args, plain_module)), default=str))
-    except Exception:  # noqa: BLE001 - a failing call goes to the module, which reports it (TaskTimeoutError is no Exception)
-        return None
+    except Exception as exc:  # noqa: BLE001 - any error of the function is the task's (TaskTimeoutError is no Exception)
+        return raised(module, function, plain_module.reply({"error": "%s: %s" % (type(exc).__name__, exc)})["error"])
     finally:
         os.environ.clear()
         os.environ.update(saved)
     return value if isinstance(value, dict) else None
+
+
+def raised(module, function, error):
+    """The task's failure when the function raised after it started: one line, never followed by the module."""
+    return dict(failed=True, changed=False, msg="%s failed: %s (module_utils/%s.py %s(); not run again as a module, "
+                "since it may have acted)" % (function, str(error)[:2000], module, function))
+
+
+def outcome(rc, stdout, stderr=""):
+    """(kind, value) of a script's run: ("result", the function's result), ("raised", the exception's line) when it
+    raised or stopped after it started, ("not started", why) when it never reached the function (no such Python,
+    code it cannot load): only then may the module run instead."""
+    value = reply(rc, stdout)
+    if value is not None:
+        return "result", value
+    lines = (stdout or "").splitlines()
+    for line in reversed(lines):
+        if line.startswith(RAISED):
+            try:
+                return "raised", str(json.loads(line[len(RAISED):]).get("error"))
+            except (ValueError, AttributeError):
+                return "raised", line[len(RAISED):]
+    tail = " ".join((stderr or "").strip().splitlines()[-1:])[-300:]
+    if STARTED in lines:
+        return "raised", "the script stopped after the function started (exit code %s)%s" % (rc, ": " + tail if tail else "")
+    return "not started", "exit code %s%s" % (rc, ": " + tail if tail else "")
 
 
 def reply(rc, stdout):
@@ -147,8 +191,10 @@ def interpreter(templar, task_vars):
     """The node's Python as a module would use it: ansible_python_interpreter, else the one discovered earlier in
     the run, else python3 from the node's PATH."""
     given = task_vars.get("ansible_python_interpreter")
-    if given:
-        return str(templar.template(given))
+    given = str(templar.template(given)) if given else ""
+    # auto, auto_silent, auto_legacy...: discovery's words, not a path (the module's runtime resolves them).
+    if given and not given.startswith("auto"):
+        return given
     return (task_vars.get("ansible_facts") or {}).get("discovered_interpreter_python") or "python3"
 
 
@@ -180,8 +226,16 @@ def run(action, task_vars, module, function, args, no_log_values=()):
             text = script(module, function, args, no_log_values=no_log_values, check_mode=check_mode, environ=environ)
             res = action._low_level_execute_command("%s -c %s" % (python, shlex.quote(RUN_STDIN)), sudoable=True,
                                                     in_data=text.encode())
-            value, runtime = reply(res.get("rc"), res.get("stdout")), "script"
-    except NeedsModule:
+            kind, value = outcome(res.get("rc"), res.get("stdout"), res.get("stderr"))
+            if kind == "raised":
+                value = raised(module, function, value)
+            elif kind == "not started":
+                display.vv("rlinfra.verl: %s.%s as a plain script did not start with %s (%s); running the module" % (
+                    module, function, python, value))
+                return None
+            runtime = "script"
+    except NeedsModule as exc:
+        display.vv("rlinfra.verl: %s.%s runs as a module: %s" % (module, function, exc))
         return None
     return None if value is None else dict(value, runtime=runtime)
 

@@ -123,7 +123,9 @@ def test_in_this_process_the_check_gives_what_the_script_gives(tmp_path, monkeyp
     def boom(args, module):
         raise KeyError("path")
     monkeypatch.setattr(R, "check", boom)
-    assert N.run_here("converge_record", "check", params, environ={"RLX_ENV": "x"}) is None
+    failed = N.run_here("converge_record", "check", params, environ={"RLX_ENV": "x"})
+    assert failed["failed"] is True and failed["msg"].startswith("check failed: KeyError: 'path' (module_utils/converge_record.py")
+    assert "not run again as a module" in failed["msg"]
     assert "RLX_ENV" not in os.environ
 
 
@@ -218,12 +220,32 @@ def test_the_record_written_as_a_script_is_the_one_the_check_then_finds(tmp_path
     assert on_node(params)["recorded"] is True
 
 
-def test_an_error_on_the_node_gives_no_reply(tmp_path):
-    """A failure inside the function (here: a bad parameter) ends the script non-zero: the action then runs the module,
-    which reports it the usual way."""
+def test_an_error_in_the_function_is_the_tasks_failure_never_a_second_run(tmp_path):
+    """A failure inside the function (here: a bad parameter) ends the script non-zero after it started: the function
+    may have acted, so the action reports the error and never runs the module after it. A script that never reached
+    the function (a Python that cannot load it) is the only case for the module."""
     code, out, err = run_isolated(N.script("converge_record", "check", {"path": str(tmp_path)}), str(tmp_path))
     assert code != 0 and "KeyError" in err
     assert N.reply(code, out) is None
+    assert N.outcome(code, out, err) == ("raised", "KeyError: 'fact_dir'")
+    assert N.outcome(1, N.STARTED + "\n", "Killed") == ("raised", "the script stopped after the function started (exit code 1): Killed")
+    code, out, err = run_isolated("raise SystemExit(3)\n" + N.script("converge_record", "check", {}), str(tmp_path))
+    assert N.outcome(code, out, err) == ("not started", "exit code 3")
+    code, out, err = run_isolated("import rlinfra_no_such_module\n", str(tmp_path))
+    kind, why = N.outcome(code, out, err)
+    assert kind == "not started" and "ModuleNotFoundError" in why
+
+
+def test_auto_interpreter_words_are_not_paths():
+    class T:
+        @staticmethod
+        def template(v):
+            return v
+    facts = {"ansible_facts": {"discovered_interpreter_python": "/usr/bin/python3.11"}}
+    for word in ("auto", "auto_silent", "auto_legacy", "auto_legacy_silent"):
+        assert N.interpreter(T, dict(facts, ansible_python_interpreter=word)) == "/usr/bin/python3.11"
+        assert N.interpreter(T, {"ansible_python_interpreter": word}) == "python3"
+    assert N.interpreter(T, dict(facts, ansible_python_interpreter="/opt/py/bin/python")) == "/opt/py/bin/python"
 
 
 def test_the_result_is_masked_on_the_node_as_ansible_masks_a_module_result(tmp_path):
