@@ -27,6 +27,8 @@ from ansible.utils.display import Display
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import attempts as A
 from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E
+from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_render
+from ansible_collections.rlinfra.verl.plugins.module_utils import masking
 from ansible_collections.rlinfra.verl.plugins.module_utils import recovery as R
 from ansible_collections.rlinfra.verl.plugins.module_utils import verl_metrics as M
 from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_schema as ES
@@ -433,7 +435,7 @@ class Watch:
             if up.get("failed"):
                 raise Done("package", "the working_dir package %s could not be uploaded again: %s; run submit.yml "
                            "again" % (package["uri"], up.get("msg")))
-        entrypoint, nnodes, gpus = E.reshape(job["job_template"], nodes)
+        entrypoint, nnodes, gpus = experiment_render.reshape(job["job_template"], nodes)
         previous, self.attempt = self.sid, self.attempt + 1
         self.sid = A.attempt_id(self.base, self.attempt)
         metadata = dict(job.get("metadata") or {}, rlinfra_attempt=str(self.attempt), rlinfra_previous=previous,
@@ -477,8 +479,8 @@ class Watch:
         for name in self.args["secret_names"]:
             value = ((self.args["runtime_env"] or {}).get("env_vars") or {}).get(name)
             if value:
-                text = text.replace(str(value), E.MASK)
-        return E.mask_secrets(text, self.args["secret_values"])
+                text = text.replace(str(value), masking.MASK)
+        return masking.mask_values(text, self.args["secret_values"])
 
     def artifacts_dir(self):
         """The run's artifacts directory, made 0700 when missing; None (and one line, once) when it cannot be used:

@@ -14,7 +14,8 @@ from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E
-from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_schema as ES_
+from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_schema
+from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_render
 from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_source as ES
 from ansible_collections.rlinfra.verl.plugins.module_utils import hf_prefetch as HFP
 from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_file as SF
@@ -39,7 +40,7 @@ def _ref(value):
 def _extra_params(value):
     """verl_job_params: the same grammar as the file's params."""
     errors = []
-    E.flatten_params(value, errors.append)
+    experiment_schema.flatten_params(value, errors.append)
     if errors:
         raise V.Line("extra params (verl_job_params): " + errors[0])
     return value
@@ -78,7 +79,7 @@ ARGS = V.Args(
     wait_timeout=_role("wait_timeout", "verl_job_wait_timeout", V.Int(1)),
     progress_interval=_role("progress_interval", "verl_job_progress_interval", V.Int(1)),
     poll_interval=_role("poll_interval", "verl_job_poll_interval", V.Number(
-        ES_.MIN_POLL_INTERVAL, hint=" (the dashboard serves the whole cluster)")),
+        experiment_schema.MIN_POLL_INTERVAL, hint=" (the dashboard serves the whole cluster)")),
     stop_on_timeout=V.Switch(),
 )
 ARGUMENT_SPEC = ARGS.spec
@@ -170,7 +171,7 @@ class ActionModule(ActionBase):
             source = located.as_dict()
         cluster = args["cluster"] or exp.cluster
         E.validate_name(cluster, "cluster")
-        sid = E.submission_id(exp.name, cluster, args["run"] or None)
+        sid = experiment_render.submission_id(exp.name, cluster, args["run"] or None)
         heads, hosts, clusters = self._inventory(task_vars, cluster)
 
         out = dict(experiment=exp.summary(), source=source, experiments_dir=source.get("experiments_dir"),
@@ -184,7 +185,7 @@ class ActionModule(ActionBase):
                 wait[key] = args[arg]
         out["wait"] = wait
         out["project"] = exp.project
-        out["checkpoint_dir"] = E.checkpoint_dir(exp, args["checkpoint_root"], args["checkpoint_cluster"] or cluster)
+        out["checkpoint_dir"] = experiment_render.checkpoint_dir(exp, args["checkpoint_root"], args["checkpoint_cluster"] or cluster)
         if args["stage"] == "validate":
             if not heads:
                 raise E.ExperimentError(
@@ -208,13 +209,13 @@ class ActionModule(ActionBase):
             nodes, source = args["nodes"], "cluster"
         else:
             nodes, source = self._inventory_nodes(task_vars, hosts, heads, args["default_gpus_per_node"]), "inventory"
-        rendered = E.render(exp, nodes, cluster=cluster, run=args["run"] or None,
+        rendered = experiment_render.render(exp, nodes, cluster=cluster, run=args["run"] or None,
                             checkpoint_root=args["checkpoint_root"], venv=args["venv"] or None,
                             secret_names_present=present, checkpoint_cluster=args["checkpoint_cluster"] or None,
                             secrets_dir=args["secrets_dir"] or SF.default_dir(args["checkpoint_root"]),
                             code=args["code"], code_root=args["code_root"] or None)
-        E.check_job_size(exp.label, rendered)
-        E.check_fits(exp, nodes, cluster, "alive now" if source == "cluster" else "in the inventory")
+        experiment_render.check_job_size(exp.label, rendered)
+        experiment_render.check_fits(exp, nodes, cluster, "alive now" if source == "cluster" else "in the inventory")
         out.update(rendered)
         out["nodes_source"] = source
         out["nodes"] = nodes

@@ -11,7 +11,7 @@ becomes ``********`` (longest values first, empty values ignored).
 
 from __future__ import annotations
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.experiment import MASK, mask_secrets
+from ansible_collections.rlinfra.verl.plugins.module_utils.masking import MASK, mask_values
 
 
 def redact(text, values, mask=MASK):
@@ -19,7 +19,7 @@ def redact(text, values, mask=MASK):
         values = list(values.values())
     elif isinstance(values, str):
         values = [values]
-    return mask_secrets("" if text is None else str(text), [str(v) for v in (values or []) if v], mask)
+    return mask_values("" if text is None else str(text), [str(v) for v in (values or []) if v], mask)
 
 
 class FilterModule:

@@ -32,6 +32,7 @@ import time
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import files
 from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
+from ansible_collections.rlinfra.verl.plugins.module_utils.masking import mask_values
 
 SECTION_KEYS = ("repo", "ref", "submodules", "path", "name", "token_secret", "ssh_key_secret")
 COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
@@ -209,8 +210,7 @@ def _run(argv, env, cwd, secrets):
         proc.communicate()
         raise CodeError("git %s took more than %d s: check the repository's address and the network" % (argv[1], GIT_TIMEOUT))
     out, errout = out.decode("utf-8", "replace"), errout.decode("utf-8", "replace")
-    for s in secrets:
-        out, errout = out.replace(s, "********"), errout.replace(s, "********")
+    out, errout = mask_values(out, secrets), mask_values(errout, secrets)
     return proc.returncode, out, errout
 
 

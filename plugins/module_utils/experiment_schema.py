@@ -9,6 +9,7 @@ tests/unit/test_bad_input_generated.py walks :data:`SCHEMA` and feeds every key 
 
 from __future__ import annotations
 
+import difflib
 import re
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import secret_names
@@ -31,7 +32,69 @@ HYDRA_DICT_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 ENV_REFERENCE = re.compile(r"^\$\{(oc\.env|env):[A-Za-z_][A-Za-z0-9_]*(,[^}]*)?\}$")
 
 
-def _fmt(value):
+# ------------------------------------------------------------------------------------------------------------
+# The error every experiment module raises, and the words its lines use
+# ------------------------------------------------------------------------------------------------------------
+
+MAPPING, LIST, STR, INT, NUM, BOOL = "mapping", "list", "string", "integer", "number", "boolean"
+
+
+class ExperimentError(Exception):
+    """One or more problems with an experiment; each entry of ``errors`` is one clear line."""
+
+    def __init__(self, errors):
+        self.errors = list(errors) if isinstance(errors, (list, tuple)) else [errors]
+        super().__init__("\n".join(self.errors))
+
+
+def type_name(value):
+    """The kind of a YAML value as the error lines name it (``mapping``, ``list``, ``string``...)."""
+    if isinstance(value, bool):
+        return BOOL
+    if isinstance(value, int):
+        return INT
+    if isinstance(value, float):
+        return NUM
+    if isinstance(value, str):
+        return STR
+    if isinstance(value, dict):
+        return MAPPING
+    if isinstance(value, list):
+        return LIST
+    if value is None:
+        return "null"
+    return type(value).__name__
+
+
+def is_kind(value, kind):
+    if kind == MAPPING:
+        return isinstance(value, dict)
+    if kind == LIST:
+        return isinstance(value, list)
+    if kind == STR:
+        return isinstance(value, str)
+    if kind == BOOL:
+        return isinstance(value, bool)
+    if kind == INT:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == NUM:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    raise ValueError(kind)
+
+
+def an(kind):
+    """``a string``, ``an integer``."""
+    return ("an " if kind[:1] in "aeiou" else "a ") + kind
+
+
+def did_you_mean(word, candidates):
+    """`` (did you mean 'x'?)`` for the closest candidate, or nothing."""
+    close = difflib.get_close_matches(str(word), list(candidates), n=1, cutoff=0.6)
+    return " (did you mean '%s'?)" % close[0] if close else ""
+
+
+def fmt(value):
+    """A value as an error line repeats it: its repr, at most 60 characters."""
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -44,11 +107,11 @@ def _check_key(key, where, err, top):
     prefix, rest = KEY_PREFIX_RE.match(key).groups()
     if prefix and not top:
         err("%s: %s: Hydra prefixes (+, ++, ~) are only allowed on a top-level params key, e.g. '+trainer.x'"
-            % (where, _fmt(key)))
+            % (where, fmt(key)))
         return False
     segments = rest.split(".")
     if not all(KEY_SEGMENT_RE.match(s) for s in segments):
-        err("%s: %s is not a valid Hydra key (dotted names of letters, digits, '_', '-')" % (where, _fmt(key)))
+        err("%s: %s is not a valid Hydra key (dotted names of letters, digits, '_', '-')" % (where, fmt(key)))
         return False
     return True
 
@@ -62,12 +125,12 @@ def _check_value(value, where, err):
         ok = True
         for k, v in value.items():
             if not isinstance(k, str) or not HYDRA_DICT_KEY.match(k):
-                err("%s: %s cannot be a key of a Hydra dict value" % (where, _fmt(k)))
+                err("%s: %s cannot be a key of a Hydra dict value" % (where, fmt(k)))
                 ok = False
             else:
                 ok = _check_value(v, "%s.%s" % (where, k), err) and ok
         return ok
-    err("%s: unsupported value of type %s (%s); quote it to pass a string" % (where, type(value).__name__, _fmt(value)))
+    err("%s: unsupported value of type %s (%s); quote it to pass a string" % (where, type(value).__name__, fmt(value)))
     return False
 
 
@@ -86,7 +149,7 @@ def flatten_params(params, err, prefix="", out=None, top=True, seen=None):
         return out
     for key, value in params.items():
         if not isinstance(key, str):
-            err("params%s: key %s must be a string" % ("." + prefix.rstrip(".") if prefix else "", _fmt(key)))
+            err("params%s: key %s must be a string" % ("." + prefix.rstrip(".") if prefix else "", fmt(key)))
             continue
         where = "params." + prefix + key
         if not _check_key(key, "params." + prefix.rstrip(".") if prefix else "params", err, top and not prefix):
@@ -192,7 +255,7 @@ class _Quantity(V.Number):
 def _custom_resources(value):
     for key, amount in value.items():
         if not isinstance(key, str) or not key.strip():
-            raise V.Line("resources.entrypoint_resources: %s is not a resource name" % _fmt(key))
+            raise V.Line("resources.entrypoint_resources: %s is not a resource name" % fmt(key))
         if key.lower() in RAY_BUILTIN_RESOURCES:
             # Any spelling: 'gpu' would be a custom resource no node has, a job pending for ever.
             raise V.Line("resources.entrypoint_resources.%s: Ray takes CPUs, GPUs and memory through their own keys, "

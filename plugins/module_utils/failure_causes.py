@@ -21,30 +21,14 @@ from __future__ import annotations
 import re
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.gpu_health import XID, occurrence
-from ansible_collections.rlinfra.verl.plugins.module_utils.secret_names import SECRET_NAME_PATTERN
+from ansible_collections.rlinfra.verl.plugins.module_utils.masking import mask_patterns
 
-MASK = "********"
 ECHO = 120  # the most characters of the log a line repeats
 NEARLY_FULL = 1 << 30  # a volume with less free space than this is the full one when the log names no path
 
-# The collection's rule for secret names (module_utils/secret_names.py), matched in free text in any case:
-# NAME=value, NAME: value, "NAME": "value"; and bearer tokens and passwords in URLs.
-_SECRET = re.compile(r"""(?i)([A-Za-z0-9_.-]*(?:%s)[A-Za-z0-9_.-]*["']?\s*[=:]\s*["']?)(?!(?:bearer|basic)\s)([^\s"',;&)}\]]+)"""
-                     % SECRET_NAME_PATTERN)
-_BEARER = re.compile(r"(?i)(\b(?:bearer|basic)\s+)([A-Za-z0-9._~+/=-]{8,})")
-_URL_PASSWORD = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^/\s:@]+:)([^@\s/]+)(@)")
-
-
-def mask(text):
-    """``text`` with the values that look like secrets replaced by ``********``."""
-    text = _BEARER.sub(lambda m: m.group(1) + MASK, str(text))
-    text = _SECRET.sub(lambda m: m.group(1) + MASK, text)
-    return _URL_PASSWORD.sub(lambda m: m.group(1) + MASK + m.group(3), text)
-
-
 def _echo(text, width=ECHO):
     """A piece of the log fit to repeat: secrets masked, blanks squeezed, at most ``width`` characters."""
-    text = re.sub(r"\s+", " ", mask(text)).strip()
+    text = re.sub(r"\s+", " ", mask_patterns(text)).strip()
     return text if len(text) <= width else text[:width - 3] + "..."
 
 

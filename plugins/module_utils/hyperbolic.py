@@ -34,6 +34,7 @@ from email.utils import parsedate_to_datetime
 from urllib.error import HTTPError, URLError
 from urllib.parse import urlsplit
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.masking import mask_values
 from ansible_collections.rlinfra.verl.plugins.module_utils.numbers import loose_count, whole_number
 
 
@@ -297,10 +298,7 @@ class HyperbolicClient:
     # ---------------------------------------------------------------- helpers
     def scrub(self, text):
         """Remove the API key from any text (defence in depth for error messages)."""
-        text = str(text)
-        if self._api_key and self._api_key in text:
-            text = text.replace(self._api_key, "<redacted>")
-        return text
+        return mask_values(str(text), [self._api_key])
 
     def _backoff(self, attempt):
         base = self.retry_backoff * (2 ** attempt)

@@ -28,12 +28,12 @@ import time
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import ray_client, secret_names
 from ansible_collections.rlinfra.verl.plugins.module_utils.files import env_items
+from ansible_collections.rlinfra.verl.plugins.module_utils.masking import mask_partial_tail, redact
 
 DEFAULT_TEMP_DIR = "/workspace/ray"
 FACT_PATH = ray_client.FACT_PATH
 DEFAULT_TOKEN_PATH = "/etc/ray/auth_token"
 SECRETS_ENV_NAME = "ray-secrets.env"
-MASK = b"********"
 MIB = 1024 * 1024
 DAEMON_LOGS = ("raylet.out", "raylet.err", "gcs_server.out", "gcs_server.err")
 JOB_ID_RE = re.compile(r"^[0-9a-fA-F]{2,64}$")
@@ -85,40 +85,6 @@ def name_maskers(pattern=DEFAULT_SECRET_NAME_PATTERN):
         # Authorization: Bearer <token>
         re.compile(rb"""[Bb]earer\s+(?P<value>[A-Za-z0-9._~+/=-]{8,})"""),
     ]
-
-
-def redact(data, variants, maskers=(), mask=MASK):
-    """``data`` (bytes) with every occurrence of each variant, and every value a masker finds,
-    masked; returns (bytes, count)."""
-    count = 0
-    for value in variants:
-        n = data.count(value)
-        if n:
-            count += n
-            data = data.replace(value, mask)
-    for regex in maskers:
-        hits = [0]
-
-        def sub(m):
-            if m.group("value") == mask:
-                return m.group(0)
-            hits[0] += 1
-            start, end = m.span("value")
-            return m.group(0)[:start - m.start()] + mask + m.group(0)[end - m.start():]
-        data = regex.sub(sub, data)
-        count += hits[0]
-    return data, count
-
-
-def mask_partial_tail(data, variants, mask=MASK):
-    """A file read while it is written may end in the first bytes of a secret: mask such a tail."""
-    if not data or data.endswith(b"\n"):
-        return data, 0
-    for value in variants:
-        for n in range(min(len(value) - 1, len(data)), 0, -1):
-            if data.endswith(value[:n]):
-                return data[:-n] + mask, 1
-    return data, 0
 
 
 def read_env_file_values(path):

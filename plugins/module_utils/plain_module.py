@@ -14,11 +14,10 @@ import os
 import shutil
 import subprocess
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.masking import masked
+
 # AnsibleModule.get_bin_path looks in these too, whatever PATH says.
 SBIN = ("/sbin", "/usr/sbin", "/usr/local/sbin")
-
-
-MASK = "********"
 
 
 def finish(module, result):
@@ -26,24 +25,6 @@ def finish(module, result):
     if result.get("failed"):
         module.fail_json(**dict((k, v) for k, v in result.items() if k != "failed"))
     module.exit_json(**result)
-
-
-def masked(value, secrets):
-    """``value`` with every occurrence of each secret string replaced by ``********``, keys included, the longest
-    secret first (one that contains another is not left half-masked)."""
-    secrets = sorted({s for s in secrets if isinstance(s, str) and s}, key=len, reverse=True)
-
-    def walk(v):
-        if isinstance(v, str):
-            for secret in secrets:
-                v = v.replace(secret, MASK)
-            return v
-        if isinstance(v, dict):
-            return dict((walk(k), walk(x)) for k, x in v.items())
-        if isinstance(v, (list, tuple, set)):
-            return [walk(x) for x in v]
-        return v
-    return walk(value) if secrets else value
 
 
 class PlainModule:

@@ -23,6 +23,7 @@ from urllib.parse import quote, urlsplit
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import secret_names
 from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
+from ansible_collections.rlinfra.verl.plugins.module_utils.masking import mask_values
 from ansible_collections.rlinfra.verl.plugins.module_utils.numbers import tidy
 from ansible_collections.rlinfra.verl.plugins.module_utils.plain_http import open_url
 
@@ -427,7 +428,7 @@ class RayClient:
 
     def _redact(self, text):
         text = text if isinstance(text, str) else str(text)
-        return text.replace(self._token, "********") if self._token else text
+        return mask_values(text, [self._token])
 
     def _fail(self, cls, msg, status=None, body=None):
         return cls(self._redact(msg), status=status, body=self._redact(body) if body else body)

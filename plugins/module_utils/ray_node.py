@@ -135,18 +135,37 @@ def fact_text(fact):
     return json.dumps(fact, indent=4, sort_keys=True, separators=(",", ": ")) + "\n"
 
 
-def put(path, text, mode, uid=None, check_mode=False):
+SECRET_BEFORE = "(a secret file: its content is not shown)\n"
+SECRET_AFTER = "(a secret file: its new content is not shown)\n"
+
+
+def file_diff(path, before, after, old_mode, mode):
+    """One entry of a module's ``diff`` (what ``--diff`` prints) for ``path``; a file only its owner may read (mode
+    0600 and the like: a token, the secrets' environment) shows that it changes, never its content."""
+    secret = not mode & 0o077
+    header = "%s (mode %04o)" % (path, mode) if old_mode != mode else path
+    return dict(before_header=path if before is not None else "%s (absent)" % path, after_header=header,
+                before="" if before is None else (SECRET_BEFORE if secret else before),
+                after=(SECRET_AFTER if before != after else SECRET_BEFORE) if secret else after)
+
+
+def put(path, text, mode, uid=None, check_mode=False, diff=None):
     """Write ``text`` whole (files.write_atomic) unless ``path`` holds it with ``mode`` (and owner ``uid``);
-    True when it (would have) changed. A secret gets its mode before its first byte, its owner right after."""
+    True when it (would have) changed. A secret gets its mode before its first byte, its owner right after.
+    ``diff``: a list that gets the change as :func:`file_diff` shows it."""
+    before = old_mode = None
     try:
         with open(path) as handle:
-            same = handle.read() == text
+            before = handle.read()
         st = os.stat(path)
-        same = same and (st.st_mode & 0o7777) == mode and (uid is None or st.st_uid == uid)
+        old_mode = st.st_mode & 0o7777
+        same = before == text and old_mode == mode and (uid is None or st.st_uid == uid)
     except OSError:
         same = False
     if same:
         return False
+    if diff is not None:
+        diff.append(file_diff(path, before, text, old_mode, mode))
     if not check_mode:
         write_atomic(path, text, mode)
         if uid is not None and os.stat(path).st_uid != uid:

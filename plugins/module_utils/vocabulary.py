@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 
 NOTSET = object()
 
-MASK = "********"
+from ansible_collections.rlinfra.verl.plugins.module_utils.masking import MASK
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -151,8 +151,10 @@ attributes:
     support: full
     description: Reports what would be written, installed, restarted; changes nothing and does not wait.
   diff_mode:
-    support: none
-    description: RV(files) and RV(reasons) say what changed.
+    support: full
+    description: Each file written (the unit, the environment files, the local fact, the boot unit) with its
+      change; files only their owner may read (the token, the secrets' environment, the converge record) show
+      that they change, not their content.
 seealso:
   - module: rlinfra.verl.ray_node_state
   - module: rlinfra.verl.ray_firewall
@@ -306,6 +308,7 @@ class Node:
         self.p = module.params
         self.check = module.check_mode
         self.files = []
+        self.diff = [] if module._diff else None  # --diff: each file's change, secrets' content hidden
         try:
             self.uid = pwd.getpwnam(self.p["user"]).pw_uid
         except KeyError:
@@ -314,7 +317,7 @@ class Node:
         self.state_path = os.path.join(self.p["config_dir"], "rlinfra-state.json")
 
     def put(self, path, text, mode, uid=None):
-        if put(path, text, mode, uid, self.check):
+        if put(path, text, mode, uid, self.check, self.diff):
             self.files.append(path)
             return True
         return False
@@ -482,8 +485,9 @@ def main():
     # What Ray now runs: a run that changed something but failed before this point restarts it next time.
     node.put(node.state_path, record_content(node.parts, node.fingerprint), 0o600)
     changed = bool(node.files or firewall.get("changed") or started or opened or not enabled)
+    extra = dict(diff=node.diff) if node.diff else {}
     module.exit_json(changed=changed, gpus=int(gpus) if str(gpus).isdigit() else gpus, gpu_vendor=vendor, files=node.files, reasons=reasons,
-                     started=started, firewall=firewall, closed_logs=len(opened))
+                     started=started, firewall=firewall, closed_logs=len(opened), **extra)
 
 
 if __name__ == "__main__":

@@ -166,6 +166,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rlinfra.verl.plugins.module_utils import owned, ray_client
 from ansible_collections.rlinfra.verl.plugins.module_utils import verl_checkpoint as C
 from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
+from ansible_collections.rlinfra.verl.plugins.module_utils.masking import mask_values
 
 ARGS = V.Args(
     checkpoint_dir=V.AbsPath(required=True),
@@ -292,7 +293,7 @@ class Merge:
         proc = subprocess.run(argv, input=self.p["hf_token"] + "\n", env=env, capture_output=True, text=True,
                               check=False)
         if proc.returncode != 0:
-            line = _last_line(proc.stderr, "no output").replace(self.p["hf_token"], "********")
+            line = mask_values(_last_line(proc.stderr, "no output"), [self.p["hf_token"]])
             self.fail("upload of %s to Hugging Face repo %s failed (exit %d): %s" % (
                 self.target, repo, proc.returncode, line), step=step, record=record)
         record = dict(record, uploaded=dict(record.get("uploaded") or {}, **{repo: step}))

@@ -200,6 +200,11 @@ def test_teardown_refuses_under_a_job_stops_it_when_asked_then_site_rebuilds(run
             nodes) in flat(check.output).replace("''", "'")
         for sign in ("NoneType", "Error rendering template", "Traceback"):
             assert sign not in check.output
+        # --diff shows each file ray_node would write, node by node; the token's and the secrets' only as changing.
+        assert check.output.count("+++ after: /etc/systemd/system/ray-head.service") == 1, check.output[-3000:]
+        assert check.output.count("+++ after: /etc/systemd/system/ray-worker.service") == len(nodes) - 1
+        assert re.search(r"^\+ExecStart=.*ray start", check.output, re.M), check.output[-3000:]
+        assert check.output.count("+(a secret file: its new content is not shown)") >= len(nodes)
     finally:
         site = playbook("site.yml")
         outputs.append(site.output)

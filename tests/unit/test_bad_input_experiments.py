@@ -23,6 +23,9 @@ import pytest
 import yaml
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E
+from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_yaml
+from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_quote
+from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_render
 from ansible_collections.rlinfra.verl.plugins.module_utils import ray_package
 from ansible_collections.rlinfra.verl.plugins.module_utils import verl_preflight as P
 
@@ -42,7 +45,7 @@ BOMB = HEAD + """params:
   h: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g]
   i: [*h, *h, *h, *h, *h, *h, *h, *h, *h]
 """
-BIG = HEAD + "#" * E.MAX_FILE_BYTES + "\n"
+BIG = HEAD + "#" * experiment_yaml.MAX_FILE_BYTES + "\n"
 ALLOWED_MSG = "(dotted names of letters, digits, '_', '-')"
 LINUX_ARG = "over the 131071 Linux allows for one"
 
@@ -290,12 +293,12 @@ def _run_stage(r, d, tmp_path):
     """Raise ExperimentError as the stage would; return what was produced on the way (nothing)."""
     if r.stage == "sid":
         exp = E.load_experiment(r.id, d)
-        return E.submission_id("s" * 80, exp.cluster, "r" * 30)
+        return experiment_render.submission_id("s" * 80, exp.cluster, "r" * 30)
     exp = E.load_experiment(r.id, d)
     if r.stage == "render":
-        rendered = E.render(exp, NODES)
-        E.check_job_size(exp.label, rendered)
-        E.check_fits(exp, NODES, rendered["cluster"])
+        rendered = experiment_render.render(exp, NODES)
+        experiment_render.check_job_size(exp.label, rendered)
+        experiment_render.check_fits(exp, NODES, rendered["cluster"])
     elif r.stage == "preflight":
         dest = str(tmp_path / "pkg.zip")
         check = P.check_working_dir(exp.working_dir_path, exp.excludes, dest=dest)
@@ -396,10 +399,10 @@ def test_yaml_1_1_boolean_words_are_keys_not_booleans(tmp_path):
 def test_shell_metacharacters_in_values_are_quoted_exactly(tmp_path, value):
     (tmp_path / "meta.yml").write_text(HEAD + "params:\n  $weird-key: %s\n" % json.dumps(value))
     exp = E.load_experiment("meta", str(tmp_path))
-    rendered = E.render(exp, NODES)
+    rendered = experiment_render.render(exp, NODES)
     argv = shlex.split(rendered["entrypoint"])
     assert argv[:2] == ["python3", "train.py"]
-    assert argv[2:] == rendered["overrides"] == ["$weird-key=" + E.hydra_value(value)]
+    assert argv[2:] == rendered["overrides"] == ["$weird-key=" + experiment_quote.hydra_value(value)]
 
 
 def test_symlink_loop_inside_working_dir_is_left_out(tmp_path):

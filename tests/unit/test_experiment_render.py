@@ -16,6 +16,9 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import code_checkout as CC
 from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E
+from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_quote
+from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_render
+from ansible_collections.rlinfra.verl.plugins.module_utils import masking
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXPERIMENTS = os.path.join(REPO, "experiments")
@@ -212,7 +215,7 @@ def test_every_shipped_experiment_has_a_golden_entrypoint():
 @pytest.mark.parametrize("name", sorted(GOLDEN))
 def test_golden_entrypoint(name):
     exp = load(name)
-    rendered = E.render(exp, FAKE_NODES, code=checked_out(exp))
+    rendered = experiment_render.render(exp, FAKE_NODES, code=checked_out(exp))
     assert rendered["entrypoint"] == " ".join(GOLDEN[name])
     assert rendered["submission_id"] == SUBMISSION_IDS[name]
     # What the program receives: the shell gives back exactly the overrides, one argv item each.
@@ -221,7 +224,7 @@ def test_golden_entrypoint(name):
 
 
 def test_verl_quickstart_overrides_and_filled_keys():
-    r = E.render(load("gsm8k_ppo_qwen05b"), FAKE_NODES, venv="/opt/rlinfra/venv")
+    r = experiment_render.render(load("gsm8k_ppo_qwen05b"), FAKE_NODES, venv="/opt/rlinfra/venv")
     assert "trainer.logger=['console']" in r["overrides"]
     assert "actor_rollout_ref.actor.optim.lr=1e-6" in r["overrides"]
     assert r["filled"] == [
@@ -243,7 +246,7 @@ def test_verl_quickstart_overrides_and_filled_keys():
 
 
 def test_explicit_cluster_shape_is_kept():
-    r = E.render(load("math_grpo_qwen14b"), FAKE_NODES[:2])
+    r = experiment_render.render(load("math_grpo_qwen14b"), FAKE_NODES[:2])
     assert "trainer.nnodes=4" in r["overrides"] and "trainer.n_gpus_per_node=8" in r["overrides"]
     assert not any(o.startswith(("trainer.nnodes", "trainer.n_gpus_per_node")) for o in r["filled"])
     assert (r["nnodes"], r["gpus_per_node"]) == (4, 8)
@@ -252,15 +255,15 @@ def test_explicit_cluster_shape_is_kept():
 def test_shape_comes_from_the_live_cluster():
     nodes = [dict(FAKE_NODES[0], resources={"CPU": 64, "GPU": 4}), dict(FAKE_NODES[1], resources={"CPU": 64, "GPU": 4}),
              dict(FAKE_NODES[2], resources={"CPU": 8})]  # a CPU-only node does not count
-    r = E.render(load("gsm8k_grpo_qwen05b"), nodes)
+    r = experiment_render.render(load("gsm8k_grpo_qwen05b"), nodes)
     assert r["filled"][-2:] == ["trainer.nnodes=2", "trainer.n_gpus_per_node=4"]
-    cpu_only = E.render(load("smoke"), [dict(n, resources={"CPU": 2}) for n in FAKE_NODES[:3]])
+    cpu_only = experiment_render.render(load("smoke"), [dict(n, resources={"CPU": 2}) for n in FAKE_NODES[:3]])
     assert cpu_only["filled"][-2:] == ["trainer.nnodes=3", "trainer.n_gpus_per_node=0"]
 
 
 def test_nemo_rl_fills_its_own_keys_and_runs_in_its_code():
     exp = load("nemo_rl_grpo_math")
-    r = E.render(exp, FAKE_NODES, code=checked_out(exp))
+    r = experiment_render.render(exp, FAKE_NODES, code=checked_out(exp))
     assert r["filled"] == ["checkpointing.checkpoint_dir=/data/checkpoints/nemo_rl_math/default/nemo_rl_grpo_math",
                            "cluster.num_nodes=4", "cluster.gpus_per_node=8"]
     assert shlex.split(r["entrypoint"])[:4] == ["cd", "/data/code/RL@" + CODE_COMMIT, "&&", "uv"]
@@ -268,7 +271,7 @@ def test_nemo_rl_fills_its_own_keys_and_runs_in_its_code():
     assert r["code"] == {"repo": "https://github.com/NVIDIA-NeMo/RL.git", "ref": "main", "commit": CODE_COMMIT,
                          "workdir": "/data/code/RL@" + CODE_COMMIT}
     # A dry run does not resolve the ref: the directory says which commit it will be.
-    dry = E.render(exp, FAKE_NODES)
+    dry = experiment_render.render(exp, FAKE_NODES)
     assert shlex.split(dry["entrypoint"])[:2] == ["cd", "/data/code/RL@<commit of main>"] and dry["code"]["commit"] is None
 
 
@@ -277,27 +280,27 @@ def test_code_path_and_other_frameworks_run_in_the_checkout():
                 "code": {"repo": "git@github.com:org/trainer.git", "ref": "v1.2", "path": "src/app", "submodules": False}})
     assert exp.code == {"repo": "git@github.com:org/trainer.git", "ref": "v1.2", "submodules": False, "path": "src/app",
                         "name": "trainer", "token_secret": None, "ssh_key_secret": None}
-    r = E.render(exp, FAKE_NODES, code=checked_out(exp), secret_names_present=["HF_TOKEN"], secrets_dir="/data/s")
+    r = experiment_render.render(exp, FAKE_NODES, code=checked_out(exp), secret_names_present=["HF_TOKEN"], secrets_dir="/data/s")
     head = "cd /data/code/trainer@%s/src/app && python3 train.py" % CODE_COMMIT
     assert r["entrypoint"].endswith(head) and r["entrypoint"].startswith("set -a;")
     # A recovery renders the job again from its template: still in the checkout.
-    assert E.reshape(r["job_template"], FAKE_NODES[:1])[0] == r["entrypoint"]
+    assert experiment_render.reshape(r["job_template"], FAKE_NODES[:1])[0] == r["entrypoint"]
     round_trip = E.Experiment.from_summary(exp.summary())
     assert round_trip.code == exp.code
 
 
 def test_submission_id_is_deterministic_with_run_suffix_and_cluster():
     exp = load("smoke")
-    assert E.render(exp, FAKE_NODES)["submission_id"] == E.render(exp, FAKE_NODES[:1])["submission_id"]
-    assert E.render(exp, FAKE_NODES, run="2")["submission_id"] == "rlinfra-smoke-default-2"
-    assert E.render(exp, FAKE_NODES, cluster="gpu2", run="retry.3")["submission_id"] == "rlinfra-smoke-gpu2-retry.3"
+    assert experiment_render.render(exp, FAKE_NODES)["submission_id"] == experiment_render.render(exp, FAKE_NODES[:1])["submission_id"]
+    assert experiment_render.render(exp, FAKE_NODES, run="2")["submission_id"] == "rlinfra-smoke-default-2"
+    assert experiment_render.render(exp, FAKE_NODES, cluster="gpu2", run="retry.3")["submission_id"] == "rlinfra-smoke-gpu2-retry.3"
     with pytest.raises(E.ExperimentError, match="invalid run suffix"):
-        E.submission_id("smoke", "default", "2; rm -rf /")
+        experiment_render.submission_id("smoke", "default", "2; rm -rf /")
 
 
 def test_checkpoint_root_and_extra_params():
     exp = E.load_experiment("smoke", EXPERIMENTS, extra_params={"trainer": {"total_training_steps": 5, "new_key": "x"}})
-    r = E.render(exp, FAKE_NODES[:1], checkpoint_root="/tmp/ck/")
+    r = experiment_render.render(exp, FAKE_NODES[:1], checkpoint_root="/tmp/ck/")
     assert "trainer.total_training_steps=5" in r["overrides"]  # replaced in place
     assert r["overrides"].index("trainer.total_training_steps=5") == 0
     assert "trainer.new_key=x" in r["overrides"]
@@ -307,11 +310,11 @@ def test_checkpoint_root_and_extra_params():
 def test_secrets_are_masked_in_display_and_absent_from_runtime_env():
     exp = make({"framework": "custom", "entrypoint": {"command": "python3 x.py"}, "secrets": ["WANDB_API_KEY"],
                 "optional_secrets": ["HF_TOKEN"], "env": {"A": 1}})
-    r = E.render(exp, FAKE_NODES[:1], secret_names_present=["WANDB_API_KEY"])
+    r = experiment_render.render(exp, FAKE_NODES[:1], secret_names_present=["WANDB_API_KEY"])
     assert r["runtime_env"]["env_vars"] == {"PYTHONUNBUFFERED": "1", "A": "1"}
     assert r["runtime_env_display"]["env_vars"] == {"PYTHONUNBUFFERED": "1", "A": "1", "WANDB_API_KEY": "********"}
     assert "WANDB" not in r["entrypoint"]
-    assert E.mask_secrets("key=abc123 and abc123x", ["abc123", ""]) == "key=******** and ********x"
+    assert masking.mask_values("key=abc123 and abc123x", ["abc123", ""]) == "key=******** and ********x"
 
 
 # Quoting ------------------------------------------------------------------------------------
@@ -352,7 +355,7 @@ QUOTING = [
 @pytest.mark.parametrize("value, item", QUOTING, ids=[repr(v)[:30] for v, _ in QUOTING])
 def test_override_survives_shell_and_hydra(value, item):
     exp = make({"framework": "custom", "entrypoint": {"command": "python3 prog.py"}, "params": {"k": value}})
-    r = E.render(exp, FAKE_NODES[:1])
+    r = experiment_render.render(exp, FAKE_NODES[:1])
     assert r["overrides"] == [item]
     argv = shlex.split(r["entrypoint"])
     assert argv == ["python3", "prog.py", item]
@@ -363,7 +366,7 @@ def test_override_survives_shell_and_hydra(value, item):
 def test_numbers_written_like_yaml_floats_stay_numbers_for_hydra():
     # PyYAML reads 1e-6 as a string: it is passed bare, so Hydra (and verl) read a float, as on a command line.
     exp = make({"framework": "custom", "entrypoint": {"command": "p"}, "params": {"lr": "1e-6"}})
-    item = shlex.split(E.render(exp, FAKE_NODES[:1])["entrypoint"])[1]
+    item = shlex.split(experiment_render.render(exp, FAKE_NODES[:1])["entrypoint"])[1]
     assert item == "lr=1e-6"
     assert PARSER.parse_override(item).value() == 1e-6
 
@@ -371,7 +374,7 @@ def test_numbers_written_like_yaml_floats_stay_numbers_for_hydra():
 def test_hydra_prefixes_and_flat_keys():
     exp = make({"framework": "custom", "entrypoint": {"command": "p"},
                 "params": {"+trainer.extra": "x y", "~trainer.old": None, "trainer": {"a.b": 1}}})
-    r = E.render(exp, FAKE_NODES[:1])
+    r = experiment_render.render(exp, FAKE_NODES[:1])
     assert r["overrides"] == ["+trainer.extra='x y'", "~trainer.old", "trainer.a.b=1"]
     assert [o.key_or_group for o in PARSER.parse_overrides(shlex.split(r["entrypoint"])[1:])] == [
         "trainer.extra", "trainer.old", "trainer.a.b"]
@@ -379,4 +382,4 @@ def test_hydra_prefixes_and_flat_keys():
 
 @pytest.mark.parametrize("text", ["plain", "a b", "it's", 'q"x', "$x", "`x`", "\\", "!", "it's!", "", "\n"])
 def test_shell_quote_roundtrip(text):
-    assert shlex.split("x " + E.shell_quote(text)) == ["x", text]
+    assert shlex.split("x " + experiment_quote.shell_quote(text)) == ["x", text]

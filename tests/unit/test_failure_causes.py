@@ -16,6 +16,7 @@ import pytest
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import failure_causes as C
 from ansible_collections.rlinfra.verl.plugins.module_utils import gpu_health as G
+from ansible_collections.rlinfra.verl.plugins.module_utils import masking
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "gpu"
 
@@ -145,7 +146,7 @@ def test_secrets_are_masked():
     nccl = "ubuntu:39964:40044 [0] misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by remote peer hf_token=hf_AbCdEf123456"
     assert C.driver_log_causes(nccl) == [
         "NCCL lost a connection between nodes (socketProgress: Connection closed by remote peer hf_token=********)"]
-    assert C.mask("HF_TOKEN=hf_abc api_key: 'zzz' Authorization: Bearer abcdefghijkl https://user:pw@host/x tokenizer=gpt2") == (
+    assert masking.mask_patterns("HF_TOKEN=hf_abc api_key: 'zzz' Authorization: Bearer abcdefghijkl https://user:pw@host/x tokenizer=gpt2") == (
         "HF_TOKEN=******** api_key: '********' Authorization: Bearer ******** https://user:********@host/x tokenizer=gpt2")
 
 

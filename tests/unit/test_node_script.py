@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import converge_record as R
-from ansible_collections.rlinfra.verl.plugins.module_utils.plain_module import PlainModule, masked
+from ansible_collections.rlinfra.verl.plugins.module_utils.masking import masked
+from ansible_collections.rlinfra.verl.plugins.module_utils.plain_module import PlainModule
 from ansible_collections.rlinfra.verl.plugins.plugin_utils import node_script as N
 
 
@@ -147,6 +148,8 @@ def test_the_function_runs_here_only_on_this_controller_as_this_user_with_this_p
 
 def test_the_script_sets_the_task_environment(tmp_path):
     write(tmp_path, "plain_module", (Path(N.MODULE_UTILS) / "plain_module.py").read_text())
+    for name in ("masking", "secret_names"):  # what plain_module imports
+        write(tmp_path, name, (Path(N.MODULE_UTILS) / (name + ".py")).read_text())
     write(tmp_path, "envreader", "import os\ndef read(args, module):\n    return {'v': os.environ.get('RLX_ENV')}\n")
     N._SOURCES.clear()
     text = N.script("envreader", "read", {}, str(tmp_path), environ={"RLX_ENV": "from-task"})
@@ -254,6 +257,8 @@ def test_the_result_is_masked_on_the_node_as_ansible_masks_a_module_result(tmp_p
     token_file = tmp_path / "token"
     token_file.write_text("tok-SECRET-1234\n")
     write(tmp_path, "plain_module", (Path(N.MODULE_UTILS) / "plain_module.py").read_text())
+    for name in ("masking", "secret_names"):  # what plain_module imports
+        write(tmp_path, name, (Path(N.MODULE_UTILS) / (name + ".py")).read_text())
     write(tmp_path, "reader", "def read(args, module):\n"
                               "    token = open(args['path']).read().strip()\n"
                               "    module.no_log_values.add(token)\n"

@@ -13,6 +13,7 @@ import zipfile
 import pytest
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E
+from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_render
 from ansible_collections.rlinfra.verl.plugins.module_utils import ray_package as R
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayAuthError, RayClient
 from ansible_collections.rlinfra.verl.plugins.module_utils import verl_preflight as P
@@ -27,7 +28,7 @@ def nodes(n, gpus=8, cpus=96):
 
 def rendered(name, cluster=None, **extra):
     exp = E.load_experiment(name, EXPERIMENTS, extra_params=extra or None)
-    return exp, E.render(exp, cluster if cluster is not None else nodes(4))
+    return exp, experiment_render.render(exp, cluster if cluster is not None else nodes(4))
 
 
 def test_verl_is_really_there_and_not_imported():
@@ -66,7 +67,7 @@ def test_mandatory_rollout_name_is_required():
     exp = E.validate("norollout", os.path.join(EXPERIMENTS, "norollout.yml"), {"params": {
         "data": {"train_files": "/d/t.parquet", "val_files": "/d/v.parquet"},
         "actor_rollout_ref": {"model": {"path": "Qwen/Qwen2.5-0.5B-Instruct"}}}})
-    result = P.check_verl_config(E.render(exp, nodes(1))["overrides"])
+    result = P.check_verl_config(experiment_render.render(exp, nodes(1))["overrides"])
     assert result["status"] == "failed"
     assert "leaves actor_rollout_ref.rollout.name unset" in result["message"]
     assert "reward.reward_model" not in result["message"]  # disabled section (enable: false)

@@ -350,3 +350,27 @@ def test_a_world_open_firewall_is_refused_before_anything(node):
     assert ray_node.ARGS.errors(dict(firewall=dict(world, allow_world=True))) == []
     assert ray_node.ARGS.errors(dict(firewall=dict(world, allow_world="yes"))) == []  # a switch's words, as a switch
     assert len(ray_node.ARGS.errors(dict(firewall=dict(world, allow_world=False)))) == 1
+
+
+def test_diff_shows_each_file_that_would_change_and_hides_the_secrets(node):
+    """site.yml --check --diff: each file ray_node would write, with its change; the token and the secrets' file
+    say they change, never their content; a converged node shows nothing."""
+    first = node(check_mode=True, _ansible_diff=True)
+    by_path = dict((d["after_header"].split(" (")[0], d) for d in first["diff"])
+    unit = by_path[str(node.tmp / "units" / "ray-worker.service")]
+    assert unit["before"] == "" and unit["after"] == "ExecStart=ray start --num-gpus=4\n" and "absent" in unit["before_header"]
+    assert by_path[str(node.tmp / "etc" / "ray.env")]["after"] == "RAY_AUTH_MODE=token\n"
+    for secret in ("auth_token", "ray-secrets.env"):
+        entry = by_path[str(node.tmp / "etc" / secret)]
+        assert entry["after"] == "(a secret file: its new content is not shown)\n"
+    assert TOKEN not in json.dumps(first) and "hf_secret_value_123" not in json.dumps(first)
+    node()
+    assert "diff" not in node(check_mode=True, _ansible_diff=True)
+    changed = node(check_mode=True, _ansible_diff=True, env="RAY_AUTH_MODE=token\nX=1\n")
+    [entry] = [d for d in changed["diff"] if d["after_header"].startswith(str(node.tmp / "etc" / "ray.env"))]
+    assert (entry["before"], entry["after"]) == ("RAY_AUTH_MODE=token\n", "RAY_AUTH_MODE=token\nX=1\n")
+    rotated = node(check_mode=True, _ansible_diff=True, token="another-token-value-0123456789")
+    [entry] = [d for d in rotated["diff"] if d["after_header"].startswith(str(node.tmp / "etc" / "auth_token"))]
+    assert (entry["before"], entry["after"]) == ("(a secret file: its content is not shown)\n",
+                                                 "(a secret file: its new content is not shown)\n")
+    assert "another-token-value-0123456789" not in json.dumps(rotated) and TOKEN not in json.dumps(rotated)

@@ -9,6 +9,7 @@ import pytest
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import attempts as A
 from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E
+from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_render
 from ansible_collections.rlinfra.verl.plugins.module_utils import recovery as R
 from ansible_collections.rlinfra.verl.plugins.module_utils import verl_checkpoint as C
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import ACTIVE_STATUSES
@@ -138,23 +139,23 @@ def test_shape_check_refuses_another_world_size_unless_allowed(tmp_path):
 def test_reshape_changes_only_the_shape_rlinfra_filled():
     exp = E.load_experiment("smoke", os.path.join(REPO, "experiments"))
     three = [node(i, "10.0.0.%d" % i) for i in range(3)]
-    rendered = E.render(exp, three)
-    assert E.reshape(rendered["job_template"]) == (rendered["entrypoint"], 3, 0)
-    entrypoint, nnodes, gpus = E.reshape(rendered["job_template"], three[:2])
+    rendered = experiment_render.render(exp, three)
+    assert experiment_render.reshape(rendered["job_template"]) == (rendered["entrypoint"], 3, 0)
+    entrypoint, nnodes, gpus = experiment_render.reshape(rendered["job_template"], three[:2])
     assert (nnodes, gpus) == (2, 0) and "trainer.nnodes=2" in entrypoint and "trainer.nnodes=3" not in entrypoint
     assert entrypoint.replace("trainer.nnodes=2", "trainer.nnodes=3") == rendered["entrypoint"]
     pinned = E.load_experiment("smoke", os.path.join(REPO, "experiments"), extra_params={"trainer": {"nnodes": 3}})
-    template = E.render(pinned, three)["job_template"]
-    assert E.reshape(template, three[:1])[1] == 3  # set by the experiment: kept
+    template = experiment_render.render(pinned, three)["job_template"]
+    assert experiment_render.reshape(template, three[:1])[1] == 3  # set by the experiment: kept
 
 
 def test_checkpoint_dir_names_the_cluster_and_can_borrow_another():
     exp = E.load_experiment("smoke", os.path.join(REPO, "experiments"))
-    a = E.render(exp, [node(1, "10.0.0.1")], cluster="a")
-    b = E.render(exp, [node(1, "10.0.0.1")], cluster="b")
+    a = experiment_render.render(exp, [node(1, "10.0.0.1")], cluster="a")
+    b = experiment_render.render(exp, [node(1, "10.0.0.1")], cluster="b")
     assert a["checkpoint_dir"] == "/data/checkpoints/rlinfra_smoke/a/smoke" != b["checkpoint_dir"]
     assert "trainer.default_local_dir=/data/checkpoints/rlinfra_smoke/a/smoke" in a["overrides"]
-    borrowed = E.render(exp, [node(1, "10.0.0.1")], cluster="b", checkpoint_cluster="a")
+    borrowed = experiment_render.render(exp, [node(1, "10.0.0.1")], cluster="b", checkpoint_cluster="a")
     assert borrowed["checkpoint_dir"] == a["checkpoint_dir"] and borrowed["submission_id"] == b["submission_id"]
 
 

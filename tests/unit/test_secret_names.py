@@ -15,7 +15,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.rlinfra.verl.plugins.filter.ray_env import plain_env, secret_env
-from ansible_collections.rlinfra.verl.plugins.module_utils import node_logs, ray_client
+from ansible_collections.rlinfra.verl.plugins.module_utils import masking, node_logs, ray_client
 from ansible_collections.rlinfra.verl.plugins.module_utils import secret_names as SN
 from ansible_collections.rlinfra.verl.plugins.module_utils import settings as S
 
@@ -67,7 +67,7 @@ def test_the_modules_mask_by_the_same_rule():
     assert node_logs.DEFAULT_SECRET_NAME_PATTERN == SN.SECRET_NAME_PATTERN
     # node_logs embeds the text in its own expressions: an alternation of words (a lookahead at most).
     assert re.fullmatch(r"[A-Z]+(\(\?![A-Z]+\))?(\|[A-Z]+)*", SN.SECRET_NAME_PATTERN)
-    masked, count = node_logs.redact(b'"HF_TOKEN": "abc123", HF_HOME=/data/hf, TOKENIZERS_PARALLELISM=true',
+    masked, count = masking.redact(b'"HF_TOKEN": "abc123", HF_HOME=/data/hf, TOKENIZERS_PARALLELISM=true',
                                      [], node_logs.name_maskers())
     assert (masked, count) == (b'"HF_TOKEN": "********", HF_HOME=/data/hf, TOKENIZERS_PARALLELISM=true', 1)
 

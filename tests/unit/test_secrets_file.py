@@ -9,6 +9,8 @@ import subprocess
 import pytest
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E
+from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_render
+from ansible_collections.rlinfra.verl.plugins.module_utils import masking
 from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_file as SF
 from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_run as S
 
@@ -65,7 +67,7 @@ def make(data):
 
 def test_render_routes_secrets_by_file_and_keeps_the_entrypoint_for_recoveries():
     exp = make({"secrets": ["WANDB_API_KEY"], "optional_secrets": ["HF_TOKEN"], "env": {"PYTHONPATH": "/opt/x"}})
-    r = E.render(exp, [{"node_ip": "10.0.0.1", "is_head": True, "resources": {"CPU": 4}}],
+    r = experiment_render.render(exp, [{"node_ip": "10.0.0.1", "is_head": True, "resources": {"CPU": 4}}],
                  secret_names_present=["WANDB_API_KEY"], secrets_dir="/data/.rlinfra/secrets/")
     env = r["runtime_env"]["env_vars"]
     assert r["secrets_file"] == env["RLINFRA_SECRETS_FILE"] == "/data/.rlinfra/secrets/default/rlinfra-q-default.env"
@@ -74,14 +76,14 @@ def test_render_routes_secrets_by_file_and_keeps_the_entrypoint_for_recoveries()
     assert "WANDB_API_KEY" not in env and "HF_TOKEN" not in env
     assert r["runtime_env"]["worker_process_setup_hook"] == "rlinfra_secrets.load"
     assert r["entrypoint"].startswith('set -a; . "$RLINFRA_SECRETS_FILE"; set +a; python3 x.py')
-    assert E.reshape(r["job_template"])[0] == r["entrypoint"]  # what a recovery attempt submits
-    assert r["runtime_env_display"]["env_vars"]["WANDB_API_KEY"] == E.MASK
+    assert experiment_render.reshape(r["job_template"])[0] == r["entrypoint"]  # what a recovery attempt submits
+    assert r["runtime_env_display"]["env_vars"]["WANDB_API_KEY"] == masking.MASK
     assert r["runtime_env_display"]["worker_process_setup_hook"] == "rlinfra_secrets.load"
 
 
 def test_render_without_secrets_changes_nothing():
     exp = make({"optional_secrets": ["HF_TOKEN"]})
-    r = E.render(exp, [], secret_names_present=[], secrets_dir="/data/.rlinfra/secrets")
+    r = experiment_render.render(exp, [], secret_names_present=[], secrets_dir="/data/.rlinfra/secrets")
     assert r["secrets_file"] is None and r["entrypoint"] == "python3 x.py"
     assert set(r["runtime_env"]) == {"env_vars"} and "PYTHONPATH" not in r["runtime_env"]["env_vars"]
 

@@ -12,6 +12,7 @@ import pytest
 from ansible_collections.rlinfra.verl.plugins.filter.job_result import NOT_WAITED, job_result
 from ansible_collections.rlinfra.verl.plugins.filter.secrets_file import secret_values
 from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E
+from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_render
 from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_file as SF
 from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_run as S
 
@@ -26,7 +27,7 @@ def test_an_experiment_rebuilt_from_its_summary_renders_the_same_job(name):
     again = E.Experiment.from_summary(exp.summary())
     assert again.summary() == exp.summary()
     kw = dict(cluster="c1", run="2", venv="/opt/v", secret_names_present=exp.secrets, secrets_dir="/data/.rlinfra/secrets")
-    assert E.render(again, NODES, **kw) == E.render(exp, NODES, **kw)
+    assert experiment_render.render(again, NODES, **kw) == experiment_render.render(exp, NODES, **kw)
 
 
 def test_from_summary_never_reads_the_file(tmp_path):
@@ -165,7 +166,7 @@ def test_verl_submit_takes_every_rendered_job(name):
     from ansible_collections.rlinfra.verl.plugins.modules import verl_submit
     exp = E.load_experiment(name, EXPERIMENTS)
     for kw in ({}, dict(secret_names_present=["HF_TOKEN"], secrets_dir="/data/rlinfra-secrets")):
-        job = E.render(exp, NODES, **kw)
+        job = experiment_render.render(exp, NODES, **kw)
         job["package"] = {"uri": "gcs://_ray_pkg_%s.zip" % ("0" * 40), "path": "/tmp/pkg/x.zip"}
         jobs = [{"submission_id": "other", "status": "RUNNING", "metadata": {}, "job_id": "02000000"}]
         assert verl_submit.ARGS.errors(dict(job=job, jobs=jobs, secrets={"HF_TOKEN": "hf_x"}, hook="x = 1\n")) == []
@@ -173,7 +174,7 @@ def test_verl_submit_takes_every_rendered_job(name):
 
 def test_verl_submit_refuses_a_bad_job_in_one_line_before_anything(module_runner, tmp_path):
     from ansible_collections.rlinfra.verl.plugins.modules import verl_submit
-    job = E.render(E.load_experiment("smoke", EXPERIMENTS), NODES)
+    job = experiment_render.render(E.load_experiment("smoke", EXPERIMENTS), NODES)
     for bad, line in ((dict(submission_id="team/run"), "job.submission_id must be 1-200 letters"),
                       (dict(checkpoint_dir="ckpt"), "job.checkpoint_dir must be an absolute path (starting with /), "
                                                     "got 'ckpt'"),
