@@ -9,15 +9,15 @@ every node that leaves the cluster, notices a head restart (the job vanishes) an
 ``step:N`` for ``stall_timeout`` seconds), and, when the experiment's ``recovery`` allows it, stops
 what is left of the attempt, waits for the cluster to be whole again, checks that the latest
 checkpoint fits the cluster's shape, re-uploads the working_dir and submits the next attempt
-(``<id>-a2``, ...) which resumes from the checkpoint. The decisions are in module_utils/recovery.py;
-the result is complete (attempts, lost nodes, summary lines), the playbook only prints it.
+(``<id>-a2``, ...) which resumes from the checkpoint. Every decision and line of it is
+module_utils/watchdog.py's state machine (its rules in module_utils/recovery.py); this action does
+the I/O it asks for. The result is complete (attempts, lost nodes, summary lines), the playbook only prints it.
 Documentation: plugins/modules/ray_job_wait.py."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import math
 import os
 import time
 
@@ -26,13 +26,12 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import attempts as A
-from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E
-from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_render
 from ansible_collections.rlinfra.verl.plugins.module_utils import masking
 from ansible_collections.rlinfra.verl.plugins.module_utils import recovery as R
 from ansible_collections.rlinfra.verl.plugins.module_utils import verl_metrics as M
 from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_schema as ES
 from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
+from ansible_collections.rlinfra.verl.plugins.module_utils import watchdog
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import typed_args
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import DASHBOARD_ARGS
 from ansible_collections.rlinfra.verl.plugins.plugin_utils import node_script
@@ -72,8 +71,6 @@ ARGS = V.Args(
 ARGUMENT_SPEC = ARGS.spec
 # What an `experiment` (a verl_experiment render result) gives when the option itself is not set.
 FROM_WAIT = ("timeout", "progress_interval", "poll_interval", "stop_on_timeout", "stall_timeout", "outage_grace")
-RESULT_KEYS = ("submission_id", "status", "message", "start_time", "end_time", "duration_s", "driver_exit_code",
-               "logs_tail", "last_step", "last_metrics", "dashboard_url")
 FULL_LOG = 100000000
 
 
@@ -107,43 +104,39 @@ class Done(Exception):
 
 
 class Watch:
+    """The watch's I/O: the modules it runs on the target, the lines it prints, the log and metrics it saves
+    on the controller. What to do next is module_utils/watchdog.py's (``self.dog``); this only does it."""
+
     def __init__(self, action, args, task_vars):
         self.action = action
         self.args = args
         self.task_vars = task_vars
         self.clock = time.monotonic
         self.t0 = self.clock()
-        self.settings = R.recovery_settings(args["recovery"])
-        self.base = args["base_submission_id"] or args["submission_id"]
-        self.sid = args["submission_id"]
-        self.attempt = A.attempt_number(self.sid, self.base) or 1
-        self.restarts = self.attempt - 1
-        self.label = args["label"] or self.base
-        self.names = self.node_names(args["hosts"])
+        self.label = args["label"] or args["base_submission_id"] or args["submission_id"]
+        self.dog = watchdog.Watchdog(args, self.t0, names=self.node_names(args["hosts"]))
         self.dash = dict(address=args["address"], auth_token=args["auth_token"], auth_token_path=args["auth_token_path"],
                          validate_certs=args["validate_certs"])
-        # The dashboard URL the modules on the target used (the option, or the target's local fact), and the
-        # job's link there as ray_job_poll last gave it.
-        self.address = args["address"]
+        # The job's link on the dashboard as ray_job_poll last gave it.
         self.job_url = None
-        self.known = {}          # node_id -> node, alive when last seen
-        self.head = None         # node_id of the alive head
-        self.lost = []           # every node that left, for the summary
-        self.rows = []           # one per ended attempt
-        self.events = []         # timings of faults and recoveries
         self.log_paths = []
         self.artifacts_error = ""  # why the log or metrics could not be saved (the job's status is not affected)
         self.metrics = {}        # the newest metrics files written (verl_metrics.write)
         self.metrics_at = None   # when they were last refreshed while the job ran
-        self.res = {}
         self.ended_log = None    # (submission_id, whole log) when the last poll saw that attempt end
-        self.min_nodes = self.settings["min_nodes"]
-        self.new_attempt()
+
+    # The watch's state is the machine's; these read it (and poll/check mode set it) by the old names.
+    sid = property(lambda self: self.dog.sid)
+    attempt = property(lambda self: self.dog.attempt)
+    restarts = property(lambda self: self.dog.restarts)
+    rows = property(lambda self: self.dog.rows)
+    lost = property(lambda self: self.dog.lost)
+    events = property(lambda self: self.dog.events)
+    res = property(lambda self: self.dog.res, lambda self, value: setattr(self.dog, "res", value))
+    # The dashboard URL the modules on the target used (the option, or the target's local fact).
+    address = property(lambda self: self.dog.address, lambda self, value: setattr(self.dog, "address", value))
 
     # --- plumbing ---------------------------------------------------------------------------
-
-    def elapsed(self):
-        return R.hms(self.clock() - self.t0)
 
     def say(self, line):
         display.display("%s: %s" % (self.label, line))
@@ -170,13 +163,6 @@ class Watch:
             names.setdefault(host, host)
         return names
 
-    def new_attempt(self):
-        self.started = self.clock()
-        self.step = None
-        self.step_at = self.clock()
-        self.lost_here = []
-        self.seen = False
-
     # --- reading ----------------------------------------------------------------------------
 
     def poll(self, seconds, tail=None):
@@ -199,181 +185,52 @@ class Watch:
         env.update(("RLINFRA_SECRET_%d" % i, v) for i, v in enumerate(self.args["secret_values"]) if v)
         return {"env_vars": env}
 
-    def watch_nodes(self, nodes):
-        """Name every node that left since the last look; True when the head restarted."""
-        head_now = R.head_id(nodes)
-        restarted = bool(self.head and head_now and head_now != self.head)
-        if restarted:
-            self.say("the Ray head restarted at %s (a new head node joined); every Ray node re-registers"
-                     % self.elapsed())
-            self.known = {}
-        for node in R.lost_nodes(self.known, nodes):
-            label = R.node_label(node, self.names)
-            if node.get("is_head"):
-                self.say("the Ray head %s went down at %s (ray-head restarting, or the node is down); Ray loses its "
-                         "jobs with it" % (label, self.elapsed()))
-            else:
-                self.say("node %s left the cluster at %s" % (label, self.elapsed()))
-            entry = dict(label=label, node_ip=node.get("node_ip"), at=self.elapsed(), attempt=self.attempt,
-                         head=bool(node.get("is_head")))
-            self.lost.append(entry)
-            self.lost_here.append(entry)
-            self.events.append(dict(event="head_restart" if entry["head"] else "node_lost", node=label,
-                                    at_s=round(self.clock() - self.t0, 1)))
-            self.known.pop(node["node_id"], None)
-        self.known.update(R.alive(nodes))
-        self.head = head_now or self.head
-        return restarted
-
-    # --- the loop ---------------------------------------------------------------------------
+    # --- the loop: the machine's requests, done ---------------------------------------------------
 
     def run(self):
-        deadline = self.t0 + self.args["timeout"]
-        outage = None
-        while True:
-            remaining = deadline - self.clock()
-            if remaining <= 0:
-                self.on_timeout()
-            chunk = max(1, min(self.args["progress_interval"], int(math.ceil(remaining))))
-            res = self.poll(chunk)
-            if not res.get("reachable"):
-                if outage is None:
-                    outage = self.clock()
-                    self.say("the Ray dashboard does not answer (%s); waiting up to %ss for it"
-                             % (res.get("error"), self.args["outage_grace"]))
-                    self.events.append(dict(event="unreachable", at_s=round(self.clock() - self.t0, 1)))
-                if self.clock() - outage > self.args["outage_grace"]:
-                    raise Done("unreachable", "the Ray dashboard at %s has not answered for %ds (%s): the state of job "
-                               "%s is unknown. Check the head (systemctl status ray-head), then run status.yml for the "
-                               "experiment" % (self.address or "?", self.clock() - outage, res.get("error"), self.sid))
-                time.sleep(min(5.0, self.args["poll_interval"] * 2))
-                continue
-            if outage is not None:
-                self.say("the Ray dashboard answers again after %ds" % (self.clock() - outage))
-                outage = None
-            restarted = self.watch_nodes(res.get("nodes") or [])
-            if not res.get("found"):
-                if self.seen or restarted:
-                    self.res = dict(self.res, status=None)
-                    self.events.append(dict(event="head_restart", at_s=round(self.clock() - self.t0, 1)))
-                    self.say("job %s is gone from the cluster at %s: the Ray head restarted (Ray keeps no jobs across "
-                             "a head restart)" % (self.sid, self.elapsed()))
-                    self.end_attempt("head_restart", self.res, save_log=False)
-                    continue
-                raise Done("missing", "Ray job %s does not exist on the cluster at %s (deleted, or the head restarted "
-                           "before this wait began); run submit.yml again to start it" % (self.sid, self.address or "?"))
-            self.seen = True
-            self.res = res
-            self.say_progress(res)
-            self.refresh_metrics(res)
-            if res.get("last_step") != self.step:
-                if self.step is None and res.get("last_step") is not None and self.events and \
-                        "first_step_s" not in self.events[-1] and self.events[-1].get("event") == "resubmitted":
-                    self.events[-1]["first_step_s"] = round(self.clock() - self.t0, 1)
-                self.step, self.step_at = res.get("last_step"), self.clock()
-            status = res.get("status")
-            if status in R.TERMINAL:
-                head_gone = status in ("FAILED", "STOPPED") and not self.lost_here and self.head_going_down()
-                if status == "FAILED" and not self.lost_here and not head_gone and \
-                        R.looks_like_lost_node("%s\n%s" % (res.get("message"), res.get("logs_tail"))):
-                    self.settle_nodes()
-                event = R.end_event(status, self.lost_here)
-                if head_gone or (event == "node_lost" and self.head_down()):
-                    event = "head_restart"
-                if event == "succeeded":
-                    self.end_attempt("succeeded", res)
-                    return
-                self.end_attempt(event, res)
-                continue
-            if self.lost_here:
-                event = "head_restart" if self.head_down() else "node_lost"
-                if self.recoverable(event):
-                    if event == "node_lost":  # a head that went down took the job with it
-                        self.say("stopping attempt %d (%s): it lost a node and would hang or fail"
-                                 % (self.attempt, self.sid))
-                        self.stop(self.sid)
-                    self.end_attempt(event, res, stopped=event == "node_lost")
-                    continue
-            stall = self.args["stall_timeout"]
-            if stall > 0 and status == "RUNNING" and self.clock() - self.step_at >= stall:
-                self.events.append(dict(event="stalled", at_s=round(self.clock() - self.t0, 1)))
-                self.say("no new step for %ds (last step %s): job %s is stalled" % (
-                    self.clock() - self.step_at, "-" if self.step is None else self.step, self.sid))
-                recover = self.recoverable("stalled")
-                if recover:
-                    self.stop(self.sid)
-                self.end_attempt("stalled", res, stopped=recover)
+        """Does what the watchdog asks until it ends the watch; raises Done unless the job succeeded."""
+        steps = self.dog.watch(self.t0)
+        try:
+            request = next(steps)
+            while True:
+                answer = self.do(request)
+                request = steps.send((answer, self.clock()))
+        except StopIteration as end:
+            reason, line = end.value
+        finally:
+            steps.close()
+        if reason != "succeeded":
+            raise Done(reason, line)
 
-    def head_down(self):
-        return any(n["head"] for n in self.lost_here)
-
-    def head_going_down(self):
-        """A job can end STOPPED or FAILED just before its head goes down (``ray stop`` ends the drivers
-        first): look again before putting the end on the job."""
-        time.sleep(2)
-        res = self.poll(0, tail=0)
-        if not res.get("reachable"):
-            self.say("the Ray dashboard stopped answering as job %s ended: the head is going down" % self.sid)
-            return True
-        self.watch_nodes(res.get("nodes") or [])
-        return self.head_down()
-
-    def settle_nodes(self, seconds=60):
-        """A failure that reads like a lost node: watch the nodes until Ray marks one dead (its
-        health checks take up to ~30 s) or ``seconds`` pass."""
-        deadline = self.clock() + seconds
-        while not self.lost_here and self.clock() < deadline:
-            info = self.cluster(timeout=10)
-            if info.get("failed"):
-                return
-            self.watch_nodes(info.get("nodes") or [])
-            if not self.lost_here:
-                time.sleep(3)
+    def do(self, request):
+        kind, params = request[0], request[1:]
+        if kind == "poll":
+            return self.poll(params[0], tail=params[1])
+        if kind == "say":
+            return self.say(params[0])
+        if kind == "progress":
+            self.say_progress(params[0])
+            return self.refresh_metrics(params[0])
+        if kind == "sleep":
+            return time.sleep(params[0])
+        if kind == "stop":
+            return self.stop(params[0])
+        if kind == "save_log":
+            return self.save_log(params[0])
+        if kind == "cluster":
+            return self.cluster(**params[0])
+        if kind == "checkpoint":
+            return self.module("rlinfra.verl.verl_checkpoint_info", dict(path=params[0]))
+        if kind == "upload":
+            return self.module("rlinfra.verl.ray_package", dict(self.dash, uri=params[0]["uri"], src=params[0]["src"]))
+        if kind == "submit":
+            sid, entrypoint, metadata, resources = params
+            return self.module("rlinfra.verl.ray_job", dict(self.dash, **A.submit_args(
+                sid, entrypoint, self.args["runtime_env"], metadata, resources)))
+        raise ValueError("the watchdog asked for %r, which the wait does not do" % kind)
 
     def say_progress(self, res):
         display.display(R.progress_line(self.label, res, self.args["metrics"], self.args["max_metrics"], self.attempt))
-
-    def recoverable(self, event):
-        return R.can_recover(event, self.settings, self.restarts)[0]
-
-    def end_attempt(self, why, res, save_log=True, stopped=False):
-        """Record the attempt's end, save its log, then recover or stop the watch."""
-        row = R.attempt_row(self.attempt, self.sid, res, why, stopped=stopped)
-        if save_log:
-            self.save_log(self.sid)
-        self.rows.append(row)
-        if why == "succeeded":
-            return
-        if why == "stopped":  # somebody meant it: never "recovered"
-            raise Done(why, "Ray job %s was stopped from outside this wait (stop.yml, the dashboard or `ray job stop`); "
-                       "not resubmitted. To go on from its checkpoint, submit a new run (submit.yml with -e run=NEW)"
-                       % self.sid)
-        ok, reason = R.can_recover(why, self.settings, self.restarts)
-        if not ok:
-            raise Done(why, self.failure_line(why, res, reason))
-        self.recover(why, res)
-
-    def failure_line(self, why, res, reason):
-        lost = "; lost: %s" % ", ".join(n["label"] for n in self.lost) if self.lost else ""
-        # A log read as the head went down can miss the steps that the wait has already seen.
-        last = (res or {}).get("last_step")
-        last = self.step if last is None else last
-        step = " at step %s" % last if last is not None else ""
-        status = (res or {}).get("status")
-        what = {
-            "failed": "ended FAILED%s%s" % (
-                step, " (driver exit code %s)" % res.get("driver_exit_code")
-                if res and res.get("driver_exit_code") is not None else ""),
-            "node_lost": "ended %s%s after a node left the cluster" % (status or "FAILED", step),
-            "head_restart": "is gone%s: the Ray head restarted and Ray keeps no jobs across a restart" % step,
-            "stalled": "is stalled%s: no new step for %ss (wait.stall_timeout)" % (step, self.args["stall_timeout"]),
-        }.get(why, why)
-        todo = ("run submit.yml with -e run=NEW to resume from the checkpoint" if why in ("node_lost", "head_restart")
-                else "it is left running: stop.yml stops it, or set recovery.on to restart it" if why == "stalled"
-                and status in R.ACTIVE else "see the log")
-        return "Ray job %s %s%s; %s; %s" % (self.sid, what, lost, reason, todo)
-
-    # --- recovery ---------------------------------------------------------------------------
 
     def stop(self, sid):
         res = self.module("rlinfra.verl.ray_job", dict(
@@ -383,87 +240,6 @@ class Watch:
 
     def cluster(self, **kwargs):
         return self.module("rlinfra.verl.ray_cluster_info", dict(self.dash, **kwargs))
-
-    def recover(self, why, res):
-        self.restarts += 1
-        detected = round(self.clock() - self.t0, 1)
-        self.say("attempt %d (%s) ended: %s, at step %s; recovery %d of %d" % (
-            self.attempt, self.sid, R.WHY.get(why, why), "-" if res.get("last_step") is None else res["last_step"],
-            self.restarts, self.settings["max_restarts"]))
-        # Never two runs of one experiment at once: stop every attempt of this run that is still active.
-        info = self.cluster(jobs=True, timeout=60, wait_for_nodes=1)
-        for job in A.attempts_of(info.get("jobs") or [], self.base):
-            if job.get("status") in R.ACTIVE:
-                self.say("stopping %s (still %s) before the next attempt" % (job["submission_id"], job["status"]))
-                self.stop(job["submission_id"])
-        if self.min_nodes is None:
-            first = self.res.get("metadata") or {}
-            try:
-                self.min_nodes = int(first.get("rlinfra_nodes") or 0) or len(self.known) or 1
-            except ValueError:
-                self.min_nodes = len(self.known) or 1
-        time.sleep(float(self.settings["backoff_s"]))
-        self.say("waiting up to %ss for %d alive node(s)" % (self.settings["node_wait_timeout"], self.min_nodes))
-        info = self.cluster(wait_for_nodes=self.min_nodes, timeout=int(self.settings["node_wait_timeout"]))
-        if info.get("failed"):
-            raise Done("no_nodes", "Ray job %s was not resubmitted: %s%s. Bring the nodes back (site.yml), then run "
-                       "submit.yml again; it attaches to the newest attempt" % (
-                           self.sid, info.get("msg"), "; lost: %s" % ", ".join(n["label"] for n in self.lost)
-                           if self.lost else ""))
-        nodes = info.get("nodes") or []
-        self.watch_nodes(nodes)
-        ckpt = {}
-        if self.args["checkpoint_dir"]:
-            ckpt = self.module("rlinfra.verl.verl_checkpoint_info", dict(path=self.args["checkpoint_dir"]))
-            if ckpt.get("failed"):
-                raise Done("checkpoint", "cannot read the checkpoint directory %s on the head: %s"
-                           % (self.args["checkpoint_dir"], ckpt.get("msg")))
-        ok, line = R.shape_check(ckpt, nodes, self.settings["allow_reshard"])
-        if line:
-            self.say(line)
-        if not ok:
-            raise Done("shape", "Ray job %s was not resubmitted: %s" % (self.sid, line))
-        self.resubmit(why, nodes, ckpt, detected)
-
-    def resubmit(self, why, nodes, ckpt, detected):
-        job = self.args["job"] or {}
-        if not job.get("job_template"):
-            raise Done(why, "Ray job %s %s; the wait has no job to resubmit (no job given)" % (self.sid, R.WHY[why]))
-        package = job.get("package") or None
-        if package:
-            up = self.module("rlinfra.verl.ray_package", dict(self.dash, uri=package["uri"], src=package["src"]))
-            if up.get("failed"):
-                raise Done("package", "the working_dir package %s could not be uploaded again: %s; run submit.yml "
-                           "again" % (package["uri"], up.get("msg")))
-        entrypoint, nnodes, gpus = experiment_render.reshape(job["job_template"], nodes)
-        previous, self.attempt = self.sid, self.attempt + 1
-        self.sid = A.attempt_id(self.base, self.attempt)
-        metadata = dict(job.get("metadata") or {}, rlinfra_attempt=str(self.attempt), rlinfra_previous=previous,
-                        rlinfra_recovered_from=why)
-        res = self.module("rlinfra.verl.ray_job", dict(self.dash, **A.submit_args(
-            self.sid, entrypoint, self.args["runtime_env"], metadata, job.get("resources"))))
-        if res.get("failed"):
-            raise Done("submit", "attempt %d (%s) could not be submitted: %s" % (self.attempt, self.sid, res.get("msg")))
-        step = (ckpt or {}).get("latest_step")
-        self.say("attempt %d (%s) submitted at %s after %s; %s" % (
-            self.attempt, self.sid, self.elapsed(), why.replace("_", " "),
-            "resumes from checkpoint step %s" % step if step is not None else "no checkpoint yet: starts from scratch"))
-        self.events.append(dict(event="resubmitted", after=why, detected_s=detected,
-                                submitted_s=round(self.clock() - self.t0, 1), attempt=self.attempt,
-                                resume_step=step))
-        self.new_attempt()
-
-    def on_timeout(self):
-        status = self.res.get("status")
-        if self.args["stop_on_timeout"] and status in R.ACTIVE:
-            self.stop(self.sid)
-            self.res = self.poll(0)
-        self.rows.append(R.attempt_row(self.attempt, self.sid, self.res, "timeout"))
-        self.save_log(self.sid)
-        raise Done("timeout", "Ray job %s is still %s after %ss%s; %s" % (
-            self.sid, status, self.args["timeout"],
-            " (verl step %s)" % self.res.get("last_step") if self.res.get("last_step") is not None else "",
-            "stopped it (stop_on_timeout)" if self.args["stop_on_timeout"] else "it keeps running"))
 
     # --- logs -------------------------------------------------------------------------------
 
@@ -547,20 +323,9 @@ class Watch:
             self.metrics = dict(written, last_step=last_step)
 
     def result(self, reason, line):
-        out = {k: self.res.get(k) for k in RESULT_KEYS}
-        out["dashboard_url"] = out["dashboard_url"] or self.job_url
-        out["address"] = self.address
-        out.update(succeeded=reason == "succeeded", submission_id=self.sid, attempt=self.attempt, attempts=self.rows, lost_nodes=self.lost,
-                   events=self.events, reason=reason, log_paths=self.log_paths, metrics=self.metrics,
-                   log_path=self.log_paths[-1]
-                   if self.log_paths else "", timed_out=reason == "timeout",
-                   waited_s=round(self.clock() - self.t0, 1), job_id=self.res.get("job_id"),
-                   artifacts_error=self.artifacts_error)
-        if reason != "succeeded":
-            out["status"] = out["status"] if reason not in ("head_restart",) else None
-            out["reason_line"] = line
-        out["summary"] = R.summary_lines(out, self.args["metrics"])
-        return out
+        return self.dog.result(reason, line, self.clock(), job_url=self.job_url, log_paths=self.log_paths,
+                               metrics=self.metrics, artifacts_error=self.artifacts_error,
+                               preferred=self.args["metrics"])
 
 
 class ActionModule(ActionBase):

@@ -207,3 +207,8 @@ def test_recovery_schema_is_checked_like_the_rest(tmp_path):
     ("", False)])
 def test_failures_that_read_like_a_lost_node(text, lost):
     assert R.looks_like_lost_node(text) is lost
+
+
+def test_progress_line_names_the_attempt_and_prints_odd_numbers():
+    res = {"status": "RUNNING", "duration_s": None, "last_step": 7, "last_metrics": {"x": float("inf"), "y": 123456.0}}
+    assert R.progress_line("gsm8k", res, [], 5, attempt=2) == "gsm8k: RUNNING (attempt 2), -, step:7 - x:inf - y:1.235e+05"

@@ -1,0 +1,459 @@
+"""The watchdog's state machine (module_utils/watchdog.py) on scripted poll sequences: each row feeds the
+answers of the I/O it asks for and asserts every line it says, every stop, log, cluster look, sleep and
+submission it asks for, and how the watch ends. A change in the watchdog's logic or wording fails a row."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.rlinfra.verl.plugins.module_utils import watchdog
+
+SID = "rlinfra-gsm8k-default"
+A2 = SID + "-a2"
+URL = "http://10.0.0.1:8265"
+NAMES = {"10.0.0.1": "head-1", "10.0.0.2": "gpu-2", "10.0.0.3": "gpu-3"}
+TEMPLATE = {"pairs": [["trainer.nnodes", 3], ["trainer.n_gpus_per_node", 0]], "head": "python3 -m verl.trainer.main_ppo",
+            "shape_keys": ["trainer.nnodes", "trainer.n_gpus_per_node"], "filled": [True, True]}
+JOB = {"job_template": TEMPLATE, "metadata": {"rlinfra_experiment": "gsm8k"}, "resources": None, "package": None}
+PACKAGE = {"uri": "gcs://_ray_pkg_x.zip", "src": "/tmp/pkg"}
+REC = {"max_restarts": 1, "backoff_s": 10}
+ON = dict(recovery=REC, job=JOB, checkpoint_dir="/ckpt")
+M3 = {"rlinfra_nodes": "3"}
+
+
+def node(node_id, ip, head=False, state="ALIVE"):
+    return {"node_id": node_id, "node_ip": ip, "node_name": ip, "is_head": head, "state": state, "resources": {"CPU": 2}}
+
+
+HEAD = node("h1", "10.0.0.1", head=True)
+NEW_HEAD = node("h2", "10.0.0.1", head=True)
+W2 = node("w2", "10.0.0.2")
+W3 = node("w3", "10.0.0.3")
+W3_DEAD = node("w3", "10.0.0.3", state="DEAD")
+W3_BACK = node("w3b", "10.0.0.3")
+W9 = node("w9", "10.0.0.9")
+ALL = (HEAD, W2, W3)
+NO_W3 = (HEAD, W2)
+NO_HEAD = (W2, W3)
+RESTARTED = (NEW_HEAD, W2, W3)
+
+
+def job(status="RUNNING", step=None, nodes=ALL, **res):
+    return dict(reachable=True, found=True, status=status, last_step=step, nodes=list(nodes), **res)
+
+
+def gone(nodes=ALL):
+    return dict(reachable=True, found=False, nodes=list(nodes))
+
+
+def down(error="connection refused"):
+    return dict(reachable=False, found=False, error=error)
+
+
+def entrypoint(nnodes=3):
+    return "python3 -m verl.trainer.main_ppo trainer.nnodes=%d trainer.n_gpus_per_node=0" % nnodes
+
+
+WHY = {"node_lost": "a node left the cluster", "failed": "the job failed", "stalled": "no new training step",
+       "head_restart": "the Ray head restarted (Ray keeps no jobs across a head restart)"}
+
+
+def recovered(why, step, at, nodes=3, resume=None, backoff=10, checkpoint=True, entry_nodes=None):
+    """What a recovery of attempt 1 asks for and says, up to the next attempt's submission."""
+    out = ["attempt 1 (%s) ended: %s, at step %s; recovery 1 of 1" % (SID, WHY[why], step),
+           "cluster jobs=True timeout=60 wait_for_nodes=1", "sleep %g" % backoff,
+           "waiting up to 600s for %d alive node(s)" % nodes, "cluster timeout=600 wait_for_nodes=%d" % nodes]
+    out += ["checkpoint /ckpt"] if checkpoint else []
+    return out + ["submit %s after %s from %s: %s" % (A2, why, SID, entrypoint(entry_nodes or nodes)),
+                  "attempt 2 (%s) submitted at %s after %s; %s" % (
+                      A2, at, why.replace("_", " "), "resumes from checkpoint step %s" % resume
+                      if resume is not None else "no checkpoint yet: starts from scratch")]
+
+
+def recovery_answers(nodes=ALL, jobs=(), ckpt=None, checkpoint=True):
+    """The answers to a recovery's cluster looks, checkpoint read and submission."""
+    return [{"jobs": list(jobs)}, {"nodes": list(nodes)}] + ([ckpt or {}] if checkpoint else []) + [{}]
+
+
+LOST_W3 = "node gpu-3 (10.0.0.3) left the cluster at %s"
+HEAD_DOWN = "the Ray head head-1 (10.0.0.1) went down at %s (ray-head restarting, or the node is down); Ray loses its jobs with it"
+HEAD_RESTARTED = "the Ray head restarted at %s (a new head node joined); every Ray node re-registers"
+GONE = "job %s is gone from the cluster at %s: the Ray head restarted (Ray keeps no jobs across a head restart)"
+HEAD_GONE_LINE = ("Ray job %s is gone%s: the Ray head restarted and Ray keeps no jobs across a restart%s; %s; run submit.yml "
+                  "with -e run=NEW to resume from the checkpoint")
+OFF = "recovery is off (recovery.max_restarts: 0)"
+SPENT = "all 1 restart(s) of recovery.max_restarts are used"
+RESUME = "run submit.yml with -e run=NEW to resume from the checkpoint"
+STOPPED_LINE = ("Ray job %s was stopped from outside this wait (stop.yml, the dashboard or `ray job stop`); not resubmitted. "
+                "To go on from its checkpoint, submit a new run (submit.yml with -e run=NEW)" % SID)
+OUTAGE = "the Ray dashboard does not answer (connection refused); waiting up to %ss for it"
+SHAPE = ("checkpoint /ckpt/global_step_5 (step 5) was written by world size 3 (model_world_size_3_rank_*.pt) but the "
+         "cluster now has 2 node(s) x 0 GPU(s) = world size 2")
+HEAD_CHECK = ["sleep 2", "poll 0 tail=0"]
+
+# A first attempt that loses gpu-3 at 0:00:20 and is recovered as attempt 2 at 0:00:30 (recovery on).
+LOSE_AND_RECOVER = dict(
+    script=[job(step=1, metadata=M3), job(step=2, nodes=NO_W3, metadata=M3)]
+    + recovery_answers((HEAD, W2, W3_BACK), [{"submission_id": SID, "status": "STOPPED"}], {"latest_step": 2}),
+    trace=[LOST_W3 % "0:00:20", "stopping attempt 1 (%s): it lost a node and would hang or fail" % SID, "stop " + SID,
+           "save_log " + SID] + recovered("node_lost", 2, "0:00:30", resume=2))
+
+
+def show(request):
+    """A request as the tables write it: a line the user reads as it is, an I/O request in short."""
+    kind, params = request[0], request[1:]
+    if kind == "say":
+        return params[0]
+    if kind == "poll":
+        return "poll %s%s" % (params[0], "" if params[1] is None else " tail=%s" % params[1])
+    if kind == "sleep":
+        return "sleep %g" % params[0]
+    if kind == "cluster":
+        return "cluster " + " ".join("%s=%s" % item for item in sorted(params[0].items()))
+    if kind == "upload":
+        return "upload %s" % params[0]["uri"]
+    if kind == "submit":
+        sid, command, metadata, dummy = params
+        assert metadata["rlinfra_attempt"] == sid.rsplit("-a", 1)[1]
+        assert metadata["rlinfra_experiment"] == "gsm8k"  # the run's own metadata is kept
+        return "submit %s after %s from %s: %s" % (sid, metadata["rlinfra_recovered_from"], metadata["rlinfra_previous"],
+                                                  command)
+    return "%s %s" % (kind, params[0])
+
+
+def drive(script, **opts):
+    """Runs the machine on ``script`` (the answers to its polls, cluster looks, checkpoint reads, uploads and
+    submissions, in order): a poll takes the seconds it asked for, a sleep its seconds, the rest no time;
+    an answer's ``_dt`` overrides how long its call took. Returns the machine, the trace (every request
+    but progress lines and the usual polls), the seconds of those polls, and how the watch ended."""
+    args = dict(submission_id=SID, address=URL, progress_interval=10, poll_interval=5.0)
+    args.update(opts)
+    dog = watchdog.Watchdog(args, 0.0, names=NAMES)
+    steps = dog.watch(0.0)
+    answers = iter([dict(a) for a in script])
+    trace, polls, now = [], [], 0.0
+    request = next(steps)
+    try:
+        while True:
+            kind = request[0]
+            answer = next(answers) if kind in ("poll", "cluster", "checkpoint", "upload", "submit") else None
+            took = (answer or {}).pop("_dt", request[1] if kind in ("poll", "sleep") else 0)
+            if kind == "poll" and request[2] is None and request[1] > 0:
+                polls.append(request[1])
+            elif kind != "progress":
+                trace.append(show(request))
+            now += took
+            request = steps.send((answer, now))
+    except StopIteration as end:
+        assert next(answers, None) is None, "answers left over: the watch ended sooner than the row says"
+        return dog, trace, polls, end.value
+
+
+ROWS = [
+    # --- plain ends ---------------------------------------------------------------------------------
+    dict(name="succeeds_at_once", script=[job("SUCCEEDED", 3)], trace=["save_log " + SID], end=("succeeded", None),
+         check=lambda dog, polls: dog.rows[0]["status"] == "SUCCEEDED" and polls == [10]),
+    dict(name="runs_then_succeeds", script=[job(step=1), job(step=2), job("SUCCEEDED", 3)], trace=["save_log " + SID],
+         end=("succeeded", None), check=lambda dog, polls: polls == [10, 10, 10] and not dog.lost),
+    dict(name="missing_from_the_start", script=[gone()], trace=[],
+         end=("missing", "Ray job %s does not exist on the cluster at %s (deleted, or the head restarted before this "
+                         "wait began); run submit.yml again to start it" % (SID, URL))),
+    dict(name="missing_and_no_address_known", opts=dict(address=None), script=[gone()], trace=[],
+         end=("missing", "Ray job %s does not exist on the cluster at ? (deleted, or the head restarted before this "
+                         "wait began); run submit.yml again to start it" % SID)),
+    dict(name="failed_recovery_off", script=[job(step=1), job("FAILED", 4, driver_exit_code=1, message="ValueError: x"),
+                                             job("FAILED", 4)],
+         trace=HEAD_CHECK + ["save_log " + SID],
+         end=("failed", "Ray job %s ended FAILED at step 4 (driver exit code 1); %s; see the log" % (SID, OFF))),
+    dict(name="failed_not_in_recovery_on", opts=ON, script=[job("FAILED", 4, driver_exit_code=1), job("FAILED", 4)],
+         trace=HEAD_CHECK + ["save_log " + SID],
+         end=("failed", "Ray job %s ended FAILED at step 4 (driver exit code 1); recovery.on does not include failed; "
+                        "see the log" % SID)),
+    dict(name="failed_without_exit_code_or_step", script=[job("FAILED"), job("FAILED")],
+         trace=HEAD_CHECK + ["save_log " + SID], end=("failed", "Ray job %s ended FAILED; %s; see the log" % (SID, OFF))),
+    dict(name="failed_recovered_when_on_includes_failed",
+         opts=dict(ON, recovery=dict(REC, on=["failed"])),
+         script=[job(step=1, metadata=M3), job("FAILED", 4, driver_exit_code=1, metadata=M3), job("FAILED", 4)]
+         + recovery_answers(ALL, [{"submission_id": SID, "status": "FAILED"}], {"latest_step": 4})
+         + [job("SUCCEEDED", 6)],
+         trace=HEAD_CHECK + ["save_log " + SID] + recovered("failed", 4, "0:00:32", resume=4) + ["save_log " + A2],
+         end=("succeeded", None),
+         check=lambda dog, polls: [r["status"] for r in dog.rows] == ["FAILED", "SUCCEEDED"] and dog.sid == A2),
+    dict(name="stopped_from_outside", script=[job(step=2), job("STOPPED", 2), job("STOPPED", 2)],
+         trace=HEAD_CHECK + ["save_log " + SID], end=("stopped", STOPPED_LINE)),
+    dict(name="stopped_from_outside_is_never_recovered", opts=ON, script=[job("STOPPED", 2), job("STOPPED", 2)],
+         trace=HEAD_CHECK + ["save_log " + SID], end=("stopped", STOPPED_LINE),
+         check=lambda dog, polls: dog.restarts == 0),
+    # --- the head ----------------------------------------------------------------------------------
+    dict(name="stopped_as_the_head_goes_down", script=[job(step=3), job("STOPPED", 3), down()],
+         trace=HEAD_CHECK + ["the Ray dashboard stopped answering as job %s ended: the head is going down" % SID,
+                             "save_log " + SID],
+         end=("head_restart", HEAD_GONE_LINE % (SID, " at step 3", "", OFF))),
+    dict(name="failed_and_the_second_look_misses_the_head", script=[job(step=3), job("FAILED", 3), job("FAILED", 3, NO_HEAD)],
+         trace=HEAD_CHECK + [HEAD_DOWN % "0:00:22", "save_log " + SID],
+         end=("head_restart", HEAD_GONE_LINE % (SID, " at step 3", "; lost: head-1 (10.0.0.1)", OFF))),
+    dict(name="head_restart_job_gone_recovery_off", script=[job(step=3), gone(RESTARTED)],
+         trace=[HEAD_RESTARTED % "0:00:20", GONE % (SID, "0:00:20")],
+         end=("head_restart", HEAD_GONE_LINE % (SID, " at step 3", "", OFF)),
+         check=lambda dog, polls: dog.rows[0]["status"] == "LOST" and dog.res["status"] is None),
+    dict(name="job_gone_without_a_new_head_after_it_was_seen", script=[job(step=3), gone()],
+         trace=[GONE % (SID, "0:00:20")], end=("head_restart", HEAD_GONE_LINE % (SID, " at step 3", "", OFF))),
+    dict(name="head_restart_job_gone_recovered", opts=ON,
+         script=[job(step=3, metadata=M3), gone(RESTARTED)] + recovery_answers(RESTARTED, (), {"latest_step": 3})
+         + [job("SUCCEEDED", 6, RESTARTED)],
+         trace=[HEAD_RESTARTED % "0:00:20", GONE % (SID, "0:00:20")] + recovered("head_restart", 3, "0:00:30", resume=3)
+         + ["save_log " + A2],
+         end=("succeeded", None), check=lambda dog, polls: [r["status"] for r in dog.rows] == ["LOST", "SUCCEEDED"]),
+    dict(name="head_down_in_the_list_then_job_gone", script=[job(step=3), job(step=3, nodes=NO_HEAD), gone(RESTARTED)],
+         trace=[HEAD_DOWN % "0:00:20", HEAD_RESTARTED % "0:00:30", GONE % (SID, "0:00:30")],
+         end=("head_restart", HEAD_GONE_LINE % (SID, " at step 3", "; lost: head-1 (10.0.0.1)", OFF)),
+         check=lambda dog, polls: [e["event"] for e in dog.events] == ["head_restart", "head_restart"]),
+    dict(name="head_down_mid_run_recovered_without_a_stop", opts=dict(ON, checkpoint_dir=""),
+         script=[job(step=3), job(step=3, nodes=NO_HEAD)] + recovery_answers(RESTARTED, checkpoint=False)
+         + [job("SUCCEEDED", 1, RESTARTED)],
+         trace=[HEAD_DOWN % "0:00:20", "save_log " + SID]
+         + recovered("head_restart", 3, "0:00:30", nodes=2, checkpoint=False, entry_nodes=3)[:5]
+         + [HEAD_RESTARTED % "0:00:30"]
+         + recovered("head_restart", 3, "0:00:30", checkpoint=False)[-2:] + ["save_log " + A2],
+         end=("succeeded", None)),
+    dict(name="succeeds_while_the_head_is_lost", script=[job(step=1), job("SUCCEEDED", 2, NO_HEAD)],
+         trace=[HEAD_DOWN % "0:00:20", "save_log " + SID], end=("succeeded", None)),
+    dict(name="head_restarts_before_the_resubmitted_attempt_is_seen", opts=ON,
+         script=LOSE_AND_RECOVER["script"] + [gone((NEW_HEAD, W2, W3_BACK))],
+         trace=LOSE_AND_RECOVER["trace"] + [HEAD_RESTARTED % "0:00:40", GONE % (A2, "0:00:40")],
+         # The step is the last one the watch saw, attempt 1's: attempt 2 never showed one.
+         end=("head_restart", HEAD_GONE_LINE % (A2, " at step 2", "; lost: gpu-3 (10.0.0.3)", SPENT))),
+    # --- lost nodes -------------------------------------------------------------------------------
+    dict(name="failure_reads_like_a_lost_node_and_ray_marks_it_dead",
+         script=[job(step=5), job("FAILED", 5, message="ray.exceptions.ActorDiedError: The actor died unexpectedly"),
+                 job("FAILED", 5), {"nodes": [HEAD, W2, W3_DEAD]}],
+         trace=HEAD_CHECK + ["cluster timeout=10", LOST_W3 % "0:00:22", "save_log " + SID],
+         end=("node_lost", "Ray job %s ended FAILED at step 5 after a node left the cluster; lost: gpu-3 (10.0.0.3); %s; %s"
+              % (SID, OFF, RESUME))),
+    dict(name="failure_reads_like_a_lost_node_but_every_node_stays",
+         script=[job(step=5), job("FAILED", 5, logs_tail="NCCL error: unhandled system error"), job("FAILED", 5)]
+         + [dict(nodes=list(ALL), _dt=10)] * 5,
+         trace=HEAD_CHECK + ["cluster timeout=10", "sleep 3"] * 5 + ["save_log " + SID],
+         end=("failed", "Ray job %s ended FAILED at step 5; %s; see the log" % (SID, OFF))),
+    dict(name="failure_reads_like_a_lost_node_and_cluster_info_fails",
+         script=[job("FAILED", 5, message="NodeDiedError"), job("FAILED", 5), {"failed": True, "msg": "timed out"}],
+         trace=HEAD_CHECK + ["cluster timeout=10", "save_log " + SID],
+         end=("failed", "Ray job %s ended FAILED at step 5; %s; see the log" % (SID, OFF))),
+    dict(name="node_lost_then_the_job_fails_recovery_off",
+         script=[job(step=1), job(step=2, nodes=NO_W3), job("FAILED", 2, NO_W3)],
+         trace=[LOST_W3 % "0:00:20", "save_log " + SID],
+         end=("node_lost", "Ray job %s ended FAILED at step 2 after a node left the cluster; lost: gpu-3 (10.0.0.3); %s; %s"
+              % (SID, OFF, RESUME))),
+    dict(name="node_lost_then_back_and_the_job_succeeds",
+         script=[job(step=1), job(step=2, nodes=NO_W3), job(step=3, nodes=(HEAD, W2, W3_BACK)),
+                 job("SUCCEEDED", 4, (HEAD, W2, W3_BACK))],
+         trace=[LOST_W3 % "0:00:20", "save_log " + SID], end=("succeeded", None),
+         check=lambda dog, polls: len(dog.lost) == 1 and set(dog.known) == {"h1", "w2", "w3b"}),
+    dict(name="node_lost_and_the_job_succeeds_in_the_same_poll", script=[job(step=1), job("SUCCEEDED", 2, NO_W3)],
+         trace=[LOST_W3 % "0:00:20", "save_log " + SID], end=("succeeded", None),
+         check=lambda dog, polls: dog.result("succeeded", None, 20.0)["lost_nodes"][0]["label"] == "gpu-3 (10.0.0.3)"),
+    dict(name="node_lost_and_the_job_stopped_from_outside", script=[job(step=1), job("STOPPED", 1, NO_W3)],
+         trace=[LOST_W3 % "0:00:20", "save_log " + SID], end=("stopped", STOPPED_LINE)),
+    dict(name="stopped_and_the_second_look_finds_a_worker_gone", opts=dict(recovery={"max_restarts": 1, "on": ["failed"]}),
+         script=[job(step=3), job("STOPPED", 3), job("STOPPED", 3, NO_W3)],
+         trace=HEAD_CHECK + [LOST_W3 % "0:00:22", "save_log " + SID], end=("stopped", STOPPED_LINE)),
+    dict(name="node_lost_not_in_recovery_on", opts=dict(ON, recovery={"max_restarts": 2, "on": ["stalled"]}),
+         script=[job(step=1), job(step=2, nodes=NO_W3), job("FAILED", 2, NO_W3)],
+         trace=[LOST_W3 % "0:00:20", "save_log " + SID],
+         end=("node_lost", "Ray job %s ended FAILED at step 2 after a node left the cluster; lost: gpu-3 (10.0.0.3); "
+              "recovery.on does not include node_lost; %s" % (SID, RESUME))),
+    dict(name="node_not_in_the_inventory", script=[job(step=1, nodes=ALL + (W9,)), job("SUCCEEDED", 2)],
+         trace=["node 10.0.0.9 (not in the inventory) left the cluster at 0:00:20", "save_log " + SID],
+         end=("succeeded", None)),
+    dict(name="node_lost_mid_run_recovered", opts=ON,
+         script=LOSE_AND_RECOVER["script"] + [job(step=3, nodes=(HEAD, W2, W3_BACK)),
+                                              job("SUCCEEDED", 5, (HEAD, W2, W3_BACK))],
+         trace=LOSE_AND_RECOVER["trace"] + ["save_log " + A2], end=("succeeded", None),
+         check=lambda dog, polls: [(r["status"], r["why"]) for r in dog.rows] == [("STOPPED", "node_lost"),
+                                                                               ("SUCCEEDED", "succeeded")]
+         and dog.events == [dict(event="node_lost", node="gpu-3 (10.0.0.3)", at_s=20.0),
+                            dict(event="resubmitted", after="node_lost", detected_s=20.0, submitted_s=30.0, attempt=2,
+                                 resume_step=2, first_step_s=40.0)]),
+    dict(name="second_loss_after_a_recovery_spends_the_budget", opts=ON,
+         script=LOSE_AND_RECOVER["script"] + [job(step=3, nodes=(HEAD, W2, W3_BACK)), job(step=4, nodes=(HEAD, W3_BACK)),
+                                              job("FAILED", 4, (HEAD, W3_BACK))],
+         trace=LOSE_AND_RECOVER["trace"] + ["node gpu-2 (10.0.0.2) left the cluster at 0:00:50", "save_log " + A2],
+         end=("node_lost", "Ray job %s ended FAILED at step 4 after a node left the cluster; lost: gpu-3 (10.0.0.3), "
+              "gpu-2 (10.0.0.2); %s; %s" % (A2, SPENT, RESUME)),
+         check=lambda dog, polls: [n["attempt"] for n in dog.lost] == [1, 2]),
+    dict(name="started_as_attempt_2_with_no_restart_left", opts=dict(ON, submission_id=A2, base_submission_id=SID),
+         script=[job(step=1), job(step=2, nodes=NO_W3), job("FAILED", 2, NO_W3)],
+         trace=[LOST_W3 % "0:00:20", "save_log " + A2],
+         end=("node_lost", "Ray job %s ended FAILED at step 2 after a node left the cluster; lost: gpu-3 (10.0.0.3); %s; %s"
+              % (A2, SPENT, RESUME)),
+         check=lambda dog, polls: (dog.attempt, dog.restarts, dog.rows[0]["attempt"]) == (2, 1, 2)),
+    # --- outages ----------------------------------------------------------------------------------
+    dict(name="outage_then_back", script=[down(), job(step=2), job("SUCCEEDED", 3)],
+         trace=[OUTAGE % 300, "sleep 5", "the Ray dashboard answers again after 15s", "save_log " + SID],
+         end=("succeeded", None), check=lambda dog, polls: dog.events == [dict(event="unreachable", at_s=10.0)]),
+    dict(name="outage_past_the_grace", opts=dict(outage_grace=30), script=[down()] * 4,
+         trace=[OUTAGE % 30, "sleep 5", "sleep 5", "sleep 5"],
+         end=("unreachable", "the Ray dashboard at %s has not answered for 45s (connection refused): the state of job %s "
+              "is unknown. Check the head (systemctl status ray-head), then run status.yml for the experiment" % (URL, SID))),
+    dict(name="outage_with_a_short_poll_interval_and_no_address", opts=dict(outage_grace=5, poll_interval=1, address=None),
+         script=[down("timed out")] * 2,
+         trace=["the Ray dashboard does not answer (timed out); waiting up to 5s for it", "sleep 2"],
+         end=("unreachable", "the Ray dashboard at ? has not answered for 12s (timed out): the state of job %s is "
+              "unknown. Check the head (systemctl status ray-head), then run status.yml for the experiment" % SID)),
+    dict(name="two_outages_each_said_once", script=[down(), down(), job(step=1), down(), job("SUCCEEDED", 2)],
+         trace=[OUTAGE % 300, "sleep 5", "sleep 5", "the Ray dashboard answers again after 30s", OUTAGE % 300, "sleep 5",
+                "the Ray dashboard answers again after 15s", "save_log " + SID],
+         end=("succeeded", None), check=lambda dog, polls: [e["at_s"] for e in dog.events] == [10.0, 50.0]),
+    # --- stalls -----------------------------------------------------------------------------------
+    dict(name="stall_recovery_off", opts=dict(stall_timeout=25), script=[job(step=1)] * 4,
+         trace=["no new step for 30s (last step 1): job %s is stalled" % SID, "save_log " + SID],
+         end=("stalled", "Ray job %s is stalled at step 1: no new step for 25s (wait.stall_timeout); %s; it is left "
+              "running: stop.yml stops it, or set recovery.on to restart it" % (SID, OFF)),
+         check=lambda dog, polls: dog.rows[0]["status"] == "RUNNING"),
+    dict(name="stall_before_any_step", opts=dict(stall_timeout=25), script=[job()] * 3,
+         trace=["no new step for 30s (last step -): job %s is stalled" % SID, "save_log " + SID],
+         end=("stalled", "Ray job %s is stalled: no new step for 25s (wait.stall_timeout); %s; it is left running: "
+              "stop.yml stops it, or set recovery.on to restart it" % (SID, OFF))),
+    dict(name="stall_recovered", opts=dict(ON, stall_timeout=25, recovery={"max_restarts": 1, "on": ["stalled"], "backoff_s": 1}),
+         script=[job(step=6, metadata=M3)] * 4 + recovery_answers(ALL, [{"submission_id": SID, "status": "STOPPED"}],
+                                                                  {"latest_step": 6}) + [job("SUCCEEDED", 8)],
+         trace=["no new step for 30s (last step 6): job %s is stalled" % SID, "stop " + SID, "save_log " + SID]
+         + recovered("stalled", 6, "0:00:41", resume=6, backoff=1) + ["save_log " + A2],
+         end=("succeeded", None), check=lambda dog, polls: dog.rows[0]["status"] == "STOPPED"),
+    dict(name="stall_with_recovery_for_other_events_only", opts=dict(stall_timeout=25, recovery={"max_restarts": 1, "on": ["node_lost"]}),
+         script=[job(step=1)] * 4, trace=["no new step for 30s (last step 1): job %s is stalled" % SID, "save_log " + SID],
+         end=("stalled", "Ray job %s is stalled at step 1: no new step for 25s (wait.stall_timeout); recovery.on does not "
+              "include stalled; it is left running: stop.yml stops it, or set recovery.on to restart it" % SID)),
+    dict(name="no_stall_while_pending", opts=dict(stall_timeout=25), script=[job("PENDING")] * 4 + [job("SUCCEEDED", 1)],
+         trace=["save_log " + SID], end=("succeeded", None)),
+    dict(name="new_steps_restart_the_stall_clock", opts=dict(stall_timeout=15),
+         script=[job(step=n) for n in range(1, 5)] + [job("SUCCEEDED", 5)], trace=["save_log " + SID],
+         end=("succeeded", None)),
+    dict(name="stall_off", script=[job(step=1)] * 6 + [job("SUCCEEDED", 1)], trace=["save_log " + SID],
+         end=("succeeded", None)),
+    # --- the wait's timeout -------------------------------------------------------------------------
+    dict(name="timeout_while_running", opts=dict(timeout=25), script=[job(step=1), job(step=2), job(step=3)],
+         trace=["save_log " + SID],
+         end=("timeout", "Ray job %s is still RUNNING after 25s (verl step 3); it keeps running" % SID),
+         check=lambda dog, polls: polls == [10, 10, 5] and dog.rows[0]["why"] == "timeout"),
+    dict(name="timeout_stops_the_job_when_asked", opts=dict(timeout=25, stop_on_timeout=True),
+         script=[job(step=1), job(step=2), job(step=3), job("STOPPED", 3)],
+         trace=["stop " + SID, "poll 0", "save_log " + SID],
+         end=("timeout", "Ray job %s is still RUNNING after 25s (verl step 3); stopped it (stop_on_timeout)" % SID),
+         check=lambda dog, polls: dog.rows[0]["status"] == "STOPPED"),
+    dict(name="timeout_and_the_job_succeeded_as_it_was_stopped", opts=dict(timeout=10, stop_on_timeout=True),
+         script=[job(step=1), job("SUCCEEDED", 2)], trace=["stop " + SID, "poll 0", "save_log " + SID],
+         end=("timeout", "Ray job %s is still RUNNING after 10s (verl step 2); stopped it (stop_on_timeout)" % SID),
+         check=lambda dog, polls: (dog.rows[0]["status"], dog.rows[0]["why"]) == ("SUCCEEDED", "timeout")),
+    dict(name="timeout_during_an_outage_before_any_answer", opts=dict(timeout=10, stop_on_timeout=True), script=[down()],
+         trace=[OUTAGE % 300, "sleep 5", "save_log " + SID],
+         end=("timeout", "Ray job %s is still None after 10s; stopped it (stop_on_timeout)" % SID)),
+    # --- recovery's steps -----------------------------------------------------------------------------
+    dict(name="min_nodes_from_recovery_settings", opts=dict(ON, recovery=dict(REC, min_nodes=2)),
+         script=LOSE_AND_RECOVER["script"][:2] + recovery_answers(NO_W3, (), {"latest_step": 2}) + [job("SUCCEEDED", 3, NO_W3)],
+         trace=LOSE_AND_RECOVER["trace"][:4] + recovered("node_lost", 2, "0:00:30", nodes=2, resume=2) + ["save_log " + A2],
+         end=("succeeded", None)),
+    dict(name="min_nodes_not_met", opts=ON,
+         script=LOSE_AND_RECOVER["script"][:3] + [{"failed": True, "msg": "2 of 3 node(s) alive after 600s"}],
+         trace=LOSE_AND_RECOVER["trace"][:9],
+         end=("no_nodes", "Ray job %s was not resubmitted: 2 of 3 node(s) alive after 600s; lost: gpu-3 (10.0.0.3). Bring "
+              "the nodes back (site.yml), then run submit.yml again; it attaches to the newest attempt" % SID)),
+    dict(name="min_nodes_from_alive_nodes_when_the_metadata_is_unreadable", opts=ON,
+         script=[job(step=1), job(step=2, nodes=NO_W3, metadata={"rlinfra_nodes": "three"})]
+         + recovery_answers(NO_W3, (), {"latest_step": 2}) + [job("SUCCEEDED", 3, NO_W3)],
+         trace=LOSE_AND_RECOVER["trace"][:4] + recovered("node_lost", 2, "0:00:30", nodes=2, resume=2) + ["save_log " + A2],
+         end=("succeeded", None)),
+    dict(name="resume_on_another_shape_refused", opts=ON,
+         script=LOSE_AND_RECOVER["script"][:2] + recovery_answers(NO_W3, (), {
+             "latest_step": 5, "world_size": 3, "step_dir": "/ckpt/global_step_5"})[:3],
+         trace=LOSE_AND_RECOVER["trace"][:9] + ["checkpoint /ckpt", SHAPE + "; not resubmitted: bring the cluster back to "
+                                                "3 rank(s) (site.yml) and run submit.yml again, or set recovery.allow_reshard: "
+                                                "true if the trainer can reshard"],
+         end=("shape", "Ray job %s was not resubmitted: %s; not resubmitted: bring the cluster back to 3 rank(s) (site.yml) "
+              "and run submit.yml again, or set recovery.allow_reshard: true if the trainer can reshard" % (SID, SHAPE))),
+    dict(name="resume_on_another_shape_when_resharding_is_allowed", opts=dict(ON, recovery=dict(REC, allow_reshard=True)),
+         script=LOSE_AND_RECOVER["script"][:2] + recovery_answers(NO_W3, (), {
+             "latest_step": 5, "world_size": 3, "step_dir": "/ckpt/global_step_5"}) + [job("SUCCEEDED", 9, NO_W3)],
+         trace=LOSE_AND_RECOVER["trace"][:9] + ["checkpoint /ckpt", SHAPE + "; resubmitting anyway (recovery.allow_reshard: "
+                                                "true)"]
+         + recovered("node_lost", 2, "0:00:30", resume=5, entry_nodes=2)[-2:] + ["save_log " + A2],
+         end=("succeeded", None)),
+    dict(name="checkpoint_directory_unreadable", opts=ON,
+         script=LOSE_AND_RECOVER["script"][:4] + [{"failed": True, "msg": "Permission denied"}],
+         trace=LOSE_AND_RECOVER["trace"][:10],
+         end=("checkpoint", "cannot read the checkpoint directory /ckpt on the head: Permission denied")),
+    dict(name="nothing_to_resubmit", opts=dict(ON, job={}), script=LOSE_AND_RECOVER["script"][:5],
+         trace=LOSE_AND_RECOVER["trace"][:10],
+         end=("node_lost", "Ray job %s a node left the cluster; the wait has no job to resubmit (no job given)" % SID)),
+    dict(name="package_upload_fails", opts=dict(ON, job=dict(JOB, package=PACKAGE)),
+         script=LOSE_AND_RECOVER["script"][:5] + [{"failed": True, "msg": "dashboard refused"}],
+         trace=LOSE_AND_RECOVER["trace"][:10] + ["upload gcs://_ray_pkg_x.zip"],
+         end=("package", "the working_dir package gcs://_ray_pkg_x.zip could not be uploaded again: dashboard refused; "
+              "run submit.yml again")),
+    dict(name="package_uploaded_again_then_submitted", opts=dict(ON, job=dict(JOB, package=PACKAGE)),
+         script=LOSE_AND_RECOVER["script"][:5] + [{}] + LOSE_AND_RECOVER["script"][5:]
+         + [job("SUCCEEDED", 3, (HEAD, W2, W3_BACK))],
+         trace=LOSE_AND_RECOVER["trace"][:10] + ["upload gcs://_ray_pkg_x.zip"] + LOSE_AND_RECOVER["trace"][10:]
+         + ["save_log " + A2],
+         end=("succeeded", None)),
+    dict(name="submission_refused", opts=ON,
+         script=LOSE_AND_RECOVER["script"][:5] + [{"failed": True, "msg": "already exists"}],
+         trace=LOSE_AND_RECOVER["trace"][:11],
+         end=("submit", "attempt 2 (%s) could not be submitted: already exists" % A2),
+         check=lambda dog, polls: (dog.sid, dog.attempt, dog.restarts) == (A2, 2, 1)),
+    dict(name="every_active_attempt_of_the_run_is_stopped_first", opts=ON,
+         script=LOSE_AND_RECOVER["script"][:2] + recovery_answers(ALL, [
+             {"submission_id": SID, "status": "RUNNING"}, {"submission_id": "rlinfra-other-default", "status": "RUNNING"},
+             {"submission_id": SID + "-a3", "status": "PENDING"}], {"latest_step": 2}) + [job("SUCCEEDED", 3)],
+         trace=LOSE_AND_RECOVER["trace"][:6] + ["stopping %s (still RUNNING) before the next attempt" % SID, "stop " + SID,
+                                                "stopping %s-a3 (still PENDING) before the next attempt" % SID,
+                                                "stop %s-a3" % SID] + LOSE_AND_RECOVER["trace"][6:] + ["save_log " + A2],
+         end=("succeeded", None)),
+    dict(name="an_attempt_that_succeeded_as_it_was_stopped_is_still_followed", opts=ON,
+         script=LOSE_AND_RECOVER["script"][:2] + recovery_answers(ALL, [{"submission_id": SID, "status": "SUCCEEDED"}],
+                                                                  {"latest_step": 2}) + [job("SUCCEEDED", 2)],
+         trace=LOSE_AND_RECOVER["trace"] + ["save_log " + A2], end=("succeeded", None)),
+]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[row["name"] for row in ROWS])
+def test_poll_sequence(row):
+    dog, trace, polls, end = drive(row["script"], **row.get("opts", {}))
+    assert trace == row["trace"]
+    assert end == row["end"]
+    if row.get("check"):
+        assert row["check"](dog, polls)
+
+
+def test_the_table_covers_at_least_forty_sequences():
+    assert len(ROWS) >= 40 and len({row["name"] for row in ROWS}) == len(ROWS)
+
+
+def test_result_of_a_head_restart_has_no_status_and_names_the_line():
+    dog, dummy, dummy, (reason, line) = drive([job(step=3), gone(RESTARTED)])
+    out = dog.result(reason, line, 25.0, job_url=URL + "/#/jobs/x", log_paths=["/a/x.log"],
+                     artifacts_error="disk full")
+    assert (out["status"], out["reason"], out["reason_line"], out["succeeded"], out["timed_out"]) == (
+        None, "head_restart", line, False, False)
+    assert (out["dashboard_url"], out["address"], out["log_path"], out["waited_s"], out["last_step"]) == (
+        URL + "/#/jobs/x", URL, "/a/x.log", 25.0, 3)
+    assert out["summary"][0] == "status:        UNKNOWN - " + line
+    assert "artifacts:     NOT SAVED - disk full" in out["summary"]
+
+
+def test_result_of_a_success_after_a_recovery():
+    dog, dummy, dummy, (reason, line) = drive(
+        LOSE_AND_RECOVER["script"] + [job("SUCCEEDED", 5, dashboard_url=URL + "/#/jobs/a2")], **ON)
+    out = dog.result(reason, line, 60.0)
+    assert (out["status"], out["succeeded"], out["submission_id"], out["attempt"], out["log_path"]) == (
+        "SUCCEEDED", True, A2, 2, "")
+    assert "reason_line" not in out and out["dashboard_url"] == URL + "/#/jobs/a2"
+    assert "  1. %s: STOPPED (a node left the cluster), steps reached 2" % SID in out["summary"]
+
+
+def test_the_clock_starts_when_the_watch_does():
+    dog = watchdog.Watchdog(dict(submission_id=SID, stall_timeout=5, progress_interval=10), 100.0)
+    steps = dog.watch(1000.0)
+    assert next(steps) == ("poll", 10, None)
+    assert steps.send((job(step=1), 1010.0)) == ("progress", job(step=1))
+    assert dog.step_at == 1000.0 and dog.elapsed() == "0:00:10"
