@@ -12,7 +12,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils import cli
 from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import read, typed_args
 
-ARGS = V.Args(playbook=V.Choice(sorted(cli.PLAYBOOKS), required=True))
+ARGS = V.Args(playbook=V.Choice(sorted(cli.PLAYBOOKS), required=True), cluster=V.Switch())
 ARGUMENT_SPEC = ARGS.spec
 
 
@@ -41,4 +41,8 @@ class ActionModule(ActionBase):
         result.update(changed=False, switches=parsed)
         if errors:
             result.update(failed=True, errors=errors, msg=cli.summary(playbook, errors))
+            return result
+        cluster = args.get("cluster")
+        if (playbook in cli.NEEDS_CLUSTER if cluster is None else cluster) and not task_vars.get("groups", {}).get("ray_head"):
+            result.update(failed=True, msg=cli.no_cluster(playbook, task_vars.get("ansible_inventory_sources")))
         return result
