@@ -20,7 +20,7 @@ description:
   - Fails with one line naming every problem and saying nothing was done. Variables of the collection's roles
     (C(verl_job_*), C(ray_*), ...) and names far from any switch pass untouched.
   - A playbook that works on a cluster of the inventory (O(cluster)) fails with one line, naming the inventory
-    sources, when no host is in group C(ray_head): Ansible only warns when a source cannot be loaded, and the run
+    sources, when no host is in group C(ray_head) - Ansible only warns when a source cannot be loaded, and the run
     would otherwise go on, and succeed, on no hosts.
   - The rules live in C(plugins/module_utils/cli.py).
 version_added: 0.3.0
