@@ -50,7 +50,7 @@ TARGET_S = 1.0
 
 
 def venv_bin(name):
-    candidate = ROOT / ".venv" / "bin" / name
+    candidate = Path(sys.executable).parent / name
     return str(candidate) if candidate.exists() else (shutil.which(name) or name)
 
 

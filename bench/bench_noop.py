@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 from _report import write_section  # noqa: E402
 
-PLAYBOOK = str(ROOT / ".venv/bin/ansible-playbook")
+PLAYBOOK = str(Path(sys.executable).parent / "ansible-playbook")
 INVENTORY = str(ROOT / ".sandbox/inventory.yml")
 
 

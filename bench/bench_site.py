@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT / "collections"))
 from _report import write_section  # noqa: E402
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayClient  # noqa: E402
 
-PLAYBOOK = str(ROOT / ".venv/bin/ansible-playbook")
+PLAYBOOK = str(Path(sys.executable).parent / "ansible-playbook")
 STATE = ROOT / ".sandbox/state.json"
 # Twelve Ray nodes on two cores and 24 GiB: one logical CPU each (the smoke actors need one) and a
 # small object store, otherwise each raylet reserves 30% of the container's view of memory.

@@ -6,26 +6,19 @@ anything changes. Documentation: plugins/modules/check_settings.py; the rules: m
 
 from __future__ import annotations
 
-from ansible.plugins.action import ActionBase
-
 from ansible_collections.rlinfra.verl.plugins.module_utils import settings as S
 from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
-from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import settings_failure, typed_args
+from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import TypedAction, settings_failure
 
 ARGS = V.Args(roles=V.ListOf(V.Choice(S.ROLES), required=True))
 ARGUMENT_SPEC = ARGS.spec
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(TypedAction):
+    ARGS = ARGS
     _requires_connection = False
 
-    def run(self, tmp=None, task_vars=None):
-        task_vars = task_vars or {}
-        result = super().run(tmp, task_vars)
-        args, failure = typed_args(self, ARGS)
-        if failure:
-            return dict(result, **failure)
+    def act(self, result, args, task_vars):
         checked, failure = settings_failure(self._templar, task_vars, args["roles"])
         result.update(changed=False, checked=checked, **failure)
         return result

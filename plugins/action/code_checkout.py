@@ -7,25 +7,20 @@ Documentation: plugins/modules/code_checkout.py."""
 
 from __future__ import annotations
 
-from ansible.plugins.action import ActionBase
-
 from ansible_collections.rlinfra.verl.plugins.module_utils import code_checkout as C
-from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import typed_args
+from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import TypedAction
 
 ARGS = C.ARGS  # the module's declaration (module_utils/code_checkout.py)
 ARGUMENT_SPEC = C.ARGUMENT_SPEC
 
 
-class ActionModule(ActionBase):
+# The vocabulary's types first, as the module's main() enforces them: a bad option (a token in the repo's URL, a relative
+# root) is refused before git runs; the lines never show a secret.
+class ActionModule(TypedAction):
+    ARGS = ARGS
+    ERRORS_LIST = True
 
-    def run(self, tmp=None, task_vars=None):
-        task_vars = task_vars or {}
-        result = super().run(tmp, task_vars)
-        # The vocabulary's types first, as the module's main() enforces them: a bad option (a token in the repo's URL,
-        # a relative root) is refused here, before git runs; the lines never show a secret.
-        args, failure = typed_args(self, ARGS)
-        if failure:
-            return dict(result, errors=failure["msg"].splitlines(), **failure)
+    def act(self, result, args, task_vars):
         code, errors = C.module_section(args)
         if errors:
             return dict(result, failed=True, msg=errors[0], errors=errors)

@@ -6,18 +6,16 @@ anything is done. Documentation: plugins/modules/command_line.py; the rules: mod
 
 from __future__ import annotations
 
-from ansible.plugins.action import ActionBase
-
 from ansible_collections.rlinfra.verl.plugins.module_utils import cli
 from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
-from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import read, typed_args
+from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import TypedAction, read
 
-ARGS = V.Args(playbook=V.Choice(sorted(cli.PLAYBOOKS), required=True))
+ARGS = V.Args(playbook=V.Choice(sorted(cli.PLAYBOOKS), required=True), cluster=V.Switch())
 ARGUMENT_SPEC = ARGS.spec
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(TypedAction):
+    ARGS = ARGS
     _requires_connection = False
 
     def _given(self):
@@ -28,12 +26,7 @@ class ActionModule(ActionBase):
         except Exception:  # pylint: disable=broad-except
             return None
 
-    def run(self, tmp=None, task_vars=None):
-        task_vars = task_vars or {}
-        result = super().run(tmp, task_vars)
-        args, failure = typed_args(self, ARGS)
-        if failure:
-            return dict(result, **failure)
+    def act(self, result, args, task_vars):
         playbook = args["playbook"]
         values, errors = read(self._templar, task_vars, cli.PLAYBOOKS[playbook])
         parsed, more = cli.check(playbook, self._given(), values)
@@ -41,4 +34,8 @@ class ActionModule(ActionBase):
         result.update(changed=False, switches=parsed)
         if errors:
             result.update(failed=True, errors=errors, msg=cli.summary(playbook, errors))
+            return result
+        cluster = args.get("cluster")
+        if (playbook in cli.NEEDS_CLUSTER if cluster is None else cluster) and not task_vars.get("groups", {}).get("ray_head"):
+            result.update(failed=True, msg=cli.no_cluster(playbook, task_vars.get("ansible_inventory_sources")))
         return result

@@ -12,13 +12,12 @@ import hashlib
 import os
 
 from ansible.errors import AnsibleError
-from ansible.plugins.action import ActionBase
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.converge_record import digest
 from ansible_collections.rlinfra.verl.plugins.module_utils.settings import plain
 from ansible_collections.rlinfra.verl.plugins.modules.converge_record import ARGS, ARGUMENT_SPEC
 from ansible_collections.rlinfra.verl.plugins.plugin_utils import node_script
-from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import settings_failure, typed_args
+from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import TypedAction, settings_failure
 
 # The variables the roles site.yml runs read, by prefix; a name with "__" is a role's own (set during a run).
 PREFIXES = ("storage_lvm_", "nfs_mount_", "python_env_", "ray_")
@@ -68,16 +67,10 @@ def inputs_digest(templar, task_vars):
     return digest([collection_digest(), values])
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(TypedAction):
+    ARGS = ARGS
 
-    def run(self, tmp=None, task_vars=None):
-        task_vars = task_vars or {}
-        result = super().run(tmp, task_vars)
-        params, failure = typed_args(self, ARGS)  # the module's types (vocabulary.enforce), before anything
-        if failure:
-            result.update(failure)
-            return result
+    def act(self, result, params, task_vars):
         args = dict(self._task.args)
         roles = args.pop("settings", None) or []
         if roles:

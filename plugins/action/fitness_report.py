@@ -10,13 +10,11 @@ import json
 import os
 import time
 
-from ansible.plugins.action import ActionBase
-
 from ansible_collections.rlinfra.verl.plugins.module_utils import fitness_ray
 from ansible_collections.rlinfra.verl.plugins.module_utils.files import write_atomic
 from ansible_collections.rlinfra.verl.plugins.module_utils.fitness_report import verdict
 from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
-from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import typed_args
+from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import TypedAction
 
 ARGS = V.Args(
     cluster=V.Name(required=True),
@@ -44,16 +42,11 @@ def ray_result(job):
         return dict(error="%s (job %s)" % (exc, status))
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(TypedAction):
+    ARGS = ARGS
     _requires_connection = False
 
-    def run(self, tmp=None, task_vars=None):
-        task_vars = task_vars or {}
-        result = super().run(tmp, task_vars)
-        args, failure = typed_args(self, ARGS)
-        if failure:
-            return dict(result, **failure)
+    def act(self, result, args, task_vars):
         hostvars = task_vars.get("hostvars") or {}
         nodes, excluded = [], []
         for host in args["members"]:

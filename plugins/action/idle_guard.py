@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import os
 
-from ansible.plugins.action import ActionBase
-
 from ansible_collections.rlinfra.verl.plugins.modules.idle_guard import ARGS
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.node_script import closure
-from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import typed_args
+from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import TypedAction
 
 MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
 # The guard and everything it imports (node_script's closure: standard library otherwise), under their package path on
@@ -29,16 +27,10 @@ def guard_code(directory=MODULE_UTILS):
 ARGUMENT_SPEC = ARGS.spec  # what tests/unit/test_action_docs.py holds to the documentation
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(TypedAction):
+    ARGS = ARGS
 
-    def run(self, tmp=None, task_vars=None):
-        task_vars = task_vars or {}
-        result = super().run(tmp, task_vars)
-        dummy, failure = typed_args(self, ARGS)  # the module's types (vocabulary.enforce), before anything
-        if failure:
-            result.update(failure)
-            return result
+    def act(self, result, typed, task_vars):
         args = dict(self._task.args)
         if args.get("state", "present") == "present":
             args["files"] = guard_code()

@@ -6,26 +6,19 @@ Documentation: plugins/modules/ray_node_guard.py; the decision: module_utils/nod
 
 from __future__ import annotations
 
-from ansible.plugins.action import ActionBase
-
 from ansible_collections.rlinfra.verl.plugins.module_utils.node_state import guard_result
 from ansible_collections.rlinfra.verl.plugins.modules.ray_node_guard import ARGS
-from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import typed_args
+from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import TypedAction
 
 
 ARGUMENT_SPEC = ARGS.spec  # what tests/unit/test_action_docs.py holds to the documentation
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(TypedAction):
+    ARGS = ARGS
     _requires_connection = False
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars or {})
-        args, failure = typed_args(self, ARGS)  # the module's types (vocabulary.enforce), before anything
-        if failure:
-            result.update(failure)
-            return result
+    def act(self, result, args, task_vars):
         result.update(guard_result(args))
         if not result.get("warnings"):
             result.pop("warnings", None)

@@ -12,25 +12,19 @@ import base64
 import tarfile
 
 from ansible.errors import AnsibleError
-from ansible.plugins.action import ActionBase
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import node_logs as N
 from ansible_collections.rlinfra.verl.plugins.modules.ray_node_logs import ARGS
-from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import typed_args
+from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import TypedAction
 
 
 ARGUMENT_SPEC = ARGS.spec  # what tests/unit/test_action_docs.py holds to the documentation
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(TypedAction):
+    ARGS = ARGS
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars)
-        dummy, failure = typed_args(self, ARGS)  # the module's types (vocabulary.enforce), before anything
-        if failure:
-            result.update(failure)
-            return result
+    def act(self, result, typed, task_vars):
         args = dict(self._task.args)
         dest = str(args.pop("dest", "") or "")
         try:

@@ -11,7 +11,6 @@ import os
 import tempfile
 
 from ansible.errors import AnsibleError
-from ansible.plugins.action import ActionBase
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E
 from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_schema
@@ -22,7 +21,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_file a
 from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_run as S
 from ansible_collections.rlinfra.verl.plugins.module_utils import verl_preflight as P
 from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
-from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import typed_args
+from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import TypedAction
 from ansible_collections.rlinfra.verl.plugins.module_utils.numbers import int_or_none
 
 COLLECTION_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -92,17 +91,13 @@ def _text(value):
 _int = int_or_none
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(TypedAction):
+    ARGS = ARGS
+    ERRORS_LIST = True
     _requires_connection = False
 
-    def run(self, tmp=None, task_vars=None):
-        task_vars = task_vars or {}
-        result = super().run(tmp, task_vars)
+    def act(self, result, args, task_vars):
         result["changed"] = False
-        args, failure = typed_args(self, ARGS)
-        if failure:
-            return dict(result, errors=failure["msg"].splitlines(), **failure)
         try:
             result.update(self._run(args, task_vars))
         except E.ExperimentError as e:

@@ -13,14 +13,12 @@ from __future__ import annotations
 import base64
 import os
 
-from ansible.plugins.action import ActionBase
-
 from ansible_collections.rlinfra.verl.plugins.module_utils import attempts as A
 from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_run as S
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import ACTIVE_STATUSES
 from ansible_collections.rlinfra.verl.plugins.modules.verl_submit import ARGS
 from ansible_collections.rlinfra.verl.plugins.plugin_utils import node_script
-from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import typed_args
+from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import TypedAction
 
 HOOK_SOURCE = os.path.join(os.path.dirname(__file__), "..", "module_utils", "secrets_file.py")
 # A zip up to this size travels inside the module call (base64); a larger one is copied to the head first.
@@ -34,16 +32,11 @@ class Refused(Exception):
 ARGUMENT_SPEC = ARGS.spec  # what tests/unit/test_action_docs.py holds to the documentation
 
 
-class ActionModule(ActionBase):
+class ActionModule(TypedAction):
+    ARGS = ARGS
     TRANSFERS_FILES = True
 
-    def run(self, tmp=None, task_vars=None):
-        task_vars = task_vars or {}
-        result = super().run(tmp, task_vars)
-        args, failure = typed_args(self, ARGS)  # the module's types (vocabulary.enforce), before anything
-        if failure:
-            result.update(failure)
-            return result
+    def act(self, result, args, task_vars):
         self.task_vars = task_vars
         try:
             result.update(self._submit(args))

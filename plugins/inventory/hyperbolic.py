@@ -39,10 +39,11 @@ description:
   - The inventory cache (O(cache)) stores the raw API answers only; filtering, naming, clusters,
     heads, O(compose), O(groups) and O(keyed_groups) are applied after the cache, so a cached run
     gives exactly the same inventory as the run that filled the cache, without any HTTP request.
-  - An inventory that cannot be loaded stops the run with one error line naming the file and the cause
+  - An inventory that cannot be loaded adds no host and fails with one line naming the file and the cause
     (a rejected key with the HTTP status and the API's message, an unreachable API, malformed JSON, an
-    answer of the wrong shape, every source answering 404, an unknown or invalid option) and exit
-    status 1, instead of an empty inventory; file and option errors are found before any API request.
+    answer of the wrong shape, every source answering 404, an unknown or invalid option); Ansible shows
+    it as a warning, and the collection's playbooks that need a cluster then stop with one line when no
+    host is in C(ray_head). File and option errors are found before any API request.
   - An instance whose SSH details cannot be used (an C(sshCommand) that is not
     C(ssh USER@HOST [-p PORT]), a port out of range, a host or user that is not a name) is left out
     with one warning naming its id; it never becomes a host with a guessed address.
@@ -247,6 +248,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import (
     url_is_plain_remote_http,
     valid_ssh_user,
 )
+from ansible_collections.rlinfra.verl.plugins.plugin_utils.inventory_load import failed_before, give_up
 
 try:  # ansible-core >= 2.19
     from ansible.errors import AnsibleTemplateSyntaxError
@@ -270,23 +272,6 @@ _MAX_SSH_WARNINGS = 5
 _NUMBER_OPTIONS = (("timeout", {"above": True}), ("retries", {"maximum": 100, "integer": True}),
                    ("retry_backoff", {}), ("retry_max_wait", {}), ("max_response_mib", {"above": True, "maximum": 1024}),
                    ("cache_timeout", {"integer": True}))
-
-
-class InventoryLoadFailed(SystemExit):
-    """Stops the Ansible run after the one ``[ERROR]`` line (``message``) is shown.
-
-    Ansible turns any ``Exception`` from an inventory plugin into a multi-line warning, tries the
-    same file with every other enabled plugin (more warnings) and then carries on with an empty
-    inventory, so ``site.yml`` "succeeds" on no hosts. A ``SystemExit`` is the one way out of
-    its inventory loader; it ends the process with status 1 and prints nothing more.
-    """
-
-    def __init__(self, message):
-        super().__init__(1)
-        self.message = message
-
-    def __str__(self):
-        return self.message
 
 
 class _NotOurs(AnsibleParserError):
@@ -500,9 +485,10 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
     def parse(self, inventory, loader, path, cache=True):
         super().parse(inventory, loader, path, cache)
         self._secrets = []
+        failed_before(inventory, path)
         try:
             self._parse(path, cache)
-        except (_NotOurs, InventoryLoadFailed):
+        except _NotOurs:
             raise
         except (AnsibleError, HyperbolicError) as exc:
             self._fail(path, _error_text(exc))
@@ -513,9 +499,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                        % (type(exc).__name__, exc))
 
     def _fail(self, path, message):
-        line = "%s: cannot load %s: %s" % (PLUGIN, path, one_line(self._scrub(message), 1000))
-        self.display.error(line)
-        raise InventoryLoadFailed(line)
+        give_up(self.inventory, path, "%s: cannot load %s: %s" % (PLUGIN, path, one_line(self._scrub(message), 1000)))
 
     def _scrub(self, text):
         text = str(text)

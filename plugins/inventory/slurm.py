@@ -16,7 +16,7 @@ description:
     all of them form one Ray cluster, C(ray_cluster) = O(ray_cluster), else the job's name, else its id.
   - Host variables - C(ansible_host) (the node's C(NodeAddr)), C(slurm_job_id), C(slurm_job_name), C(slurm_partition),
     C(slurm_gpus_per_node) (the job's per-node GPU request, else its GPU allocation over its nodes), C(slurm_node_addr).
-  - A job that is pending, has ended or is unknown stops the run with one line saying so and what to do.
+  - A job that is pending, has ended or is unknown fails the source with one line saying so and what to do.
   - Only files named C(*slurm.yml) or C(*slurm.yaml) are read.
 author:
   - rlinfra maintainers (@rlinfra)
@@ -55,7 +55,8 @@ options:
     type: int
     default: 30
 notes:
-  - A failure ends the process (status 1) right after its error line, so no playbook runs on an empty inventory.
+  - A failure adds no host; Ansible shows its line as a warning, and the collection's playbooks that need a cluster
+    then stop with one line, as no host is in C(ray_head).
   - "The flow: allocate (C(salloc -N 3 --gres=gpu:8) or C(sbatch -N 3 --job-name rl --wrap 'sleep infinity')), then
     C(site.yml) and C(submit.yml) with this inventory, then C(teardown.yml) and C(scancel)."
 """
@@ -83,9 +84,9 @@ from ansible.errors import AnsibleError
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 from ansible.utils.unsafe_proxy import wrap_var
 
-from ansible_collections.rlinfra.verl.plugins.inventory.hyperbolic import InventoryLoadFailed
 from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
 from ansible_collections.rlinfra.verl.plugins.module_utils.slurm import Slurm, SlurmError
+from ansible_collections.rlinfra.verl.plugins.plugin_utils.inventory_load import failed_before, give_up
 
 PLUGIN = "rlinfra.verl.slurm"
 # The options' types (module_utils/vocabulary.py); the constructed and cache options Ansible checks itself, but a
@@ -116,17 +117,11 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
 
     def parse(self, inventory, loader, path, cache=True):
         super().parse(inventory, loader, path, cache)
+        failed_before(inventory, path)
         try:
             self._parse(path, cache)
-        except InventoryLoadFailed:
-            raise
         except (AnsibleError, SlurmError) as exc:
-            self._fail(path, str(exc))
-
-    def _fail(self, path, message):
-        line = "%s: cannot load %s: %s" % (PLUGIN, path, " ".join(str(message).split()))
-        self.display.error(line)
-        raise InventoryLoadFailed(line)
+            give_up(inventory, path, "%s: cannot load %s: %s" % (PLUGIN, path, " ".join(str(exc).split())))
 
     def _parse(self, path, cache):
         config = self.loader.load_from_file(path, cache="none") or {}

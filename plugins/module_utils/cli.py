@@ -75,6 +75,11 @@ PLAYBOOKS = {
     "fitness": ("cluster",),
 }
 
+# The playbooks that work on a cluster of the inventory. Ansible only warns when an inventory source cannot be loaded
+# and goes on with no hosts, so these stop when no host is in ray_head. teardown.yml checks its own (a cluster whose
+# head is gone is still taken down); provision.yml rents its cluster.
+NEEDS_CLUSTER = ("site", "submit", "status", "stop", "logs", "merge", "fitness")
+
 # A playbook that runs another in the same run: the other's checks accept the first one's switches.
 CHAINS = {"site": ("provision",), "fitness": ("provision",)}
 # Variables of the collection's roles and plugins, and Ansible's own: given with -e on purpose.
@@ -136,3 +141,10 @@ def check(playbook, given, values):
 
 def summary(playbook, errors):
     return "Bad command line for %s.yml, nothing was done: %s" % (playbook, "; ".join(errors))
+
+
+def no_cluster(playbook, sources):
+    """The one line for a run whose inventory (``sources``: ansible_inventory_sources) gave no host in ray_head."""
+    return ("No Ray cluster for %s.yml, nothing was done: no host in group ray_head; the inventory (%s) gave none "
+            "(a source that could not be loaded is named in the warning above): fix it and rerun"
+            % (playbook, ", ".join(str(s) for s in sources or ()) or "none given"))

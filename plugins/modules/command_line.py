@@ -19,6 +19,9 @@ description:
     its survey answers to every playbook of its chain.
   - Fails with one line naming every problem and saying nothing was done. Variables of the collection's roles
     (C(verl_job_*), C(ray_*), ...) and names far from any switch pass untouched.
+  - A playbook that works on a cluster of the inventory (O(cluster)) fails with one line, naming the inventory
+    sources, when no host is in group C(ray_head) - Ansible only warns when a source cannot be loaded, and the run
+    would otherwise go on, and succeed, on no hosts.
   - The rules live in C(plugins/module_utils/cli.py).
 version_added: 0.3.0
 author:
@@ -29,6 +32,11 @@ options:
     type: str
     required: true
     choices: [fitness, logs, merge, provision, site, status, stop, submit, teardown]
+  cluster:
+    description:
+      - Whether the run needs a host in group C(ray_head); checked only when the switches are good.
+      - Unset, the playbooks C(site), C(submit), C(status), C(stop), C(logs), C(merge) and C(fitness) need one.
+    type: bool
 attributes:
   check_mode:
     support: full

@@ -65,6 +65,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
 from ansible_collections.rlinfra.verl.plugins.module_utils.files import makedirs, write_atomic
+from ansible_collections.rlinfra.verl.plugins.module_utils.node_facts import local_fact
 
 ARGS = V.Args(
     state=V.Choice(("excluded", "included"), required=True),
@@ -76,19 +77,16 @@ ARGUMENT_SPEC = ARGS.spec
 
 
 def read(path):
-    try:
-        with open(path, encoding="utf-8") as handle:
-            value = json.load(handle)
-        return value if isinstance(value, dict) else {}
-    except (OSError, ValueError):
-        return {}
+    """The record as site.yml reads it (node_facts.local_fact): None when there is none, {} when it is not one."""
+    fact = local_fact(path)
+    return fact if fact is None or isinstance(fact, dict) else {}
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     V.enforce(module, ARGS)
     p = module.params
-    before = read(p["fact_path"]) if os.path.exists(p["fact_path"]) else None
+    before = read(p["fact_path"])
     if p["state"] == "included":
         if before is not None and not module.check_mode:
             os.unlink(p["fact_path"])

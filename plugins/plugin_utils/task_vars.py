@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from ansible.errors import AnsibleError
+from ansible.plugins.action import ActionBase
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import settings as S
 from ansible_collections.rlinfra.verl.plugins.module_utils.settings import plain
@@ -47,3 +48,28 @@ def typed_args(action, declared):
     if lines:
         return args, dict(failed=True, changed=False, msg="\n".join(lines))
     return args, None
+
+
+class TypedAction(ActionBase):
+    """An action whose arguments pass :func:`typed_args` before it does anything. A subclass sets ``ARGS`` (its
+    module's ``V.Args``) and writes ``act(result, args, task_vars)``, which returns the task's result."""
+
+    TRANSFERS_FILES = False
+    ARGS = None
+    # The actions whose callers read ``errors`` (one entry per bad field) get it with a refused argument too.
+    ERRORS_LIST = False
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        args, failure = typed_args(self, self.ARGS)
+        if failure:
+            if self.ERRORS_LIST:
+                failure["errors"] = failure["msg"].splitlines()
+            result.update(failure)
+            return result
+        return self.act(result, args, task_vars)
+
+    def act(self, result, args, task_vars):
+        raise NotImplementedError
+

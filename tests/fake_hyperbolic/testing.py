@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -13,8 +15,18 @@ HYPERBOLIC_TEST_KEY = "sk-hyperbolic-TEST-6f1d0c9a7b2e4d3f"
 
 
 def venv_bin(name):
-    path = ROOT / ".venv" / "bin" / name
+    """An Ansible CLI next to the running interpreter (wherever its venv lives), else from PATH."""
+    path = Path(sys.executable).parent / name
     return str(path) if path.exists() else name
+
+
+_LOAD_FAILED = re.compile(r"^\[WARNING\]: Failed to parse inventory with '[^']+' plugin: (.*)$", re.M)
+
+
+def load_failures(stderr, prefix="rlinfra.verl."):
+    """The distinct lines the collection's inventory plugins failed a source with, as Ansible warns them (once per
+    plugin that tried the file: ours, then 'auto')."""
+    return sorted({line for line in _LOAD_FAILED.findall(stderr) if line.startswith(prefix)})
 
 
 def ansible_env(tmp_path, **extra):

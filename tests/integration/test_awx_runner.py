@@ -39,6 +39,7 @@ import secrets
 import shutil
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -47,7 +48,8 @@ import yaml
 ansible_runner = pytest.importorskip("ansible_runner")
 
 ROOT = Path(__file__).resolve().parents[2]
-VENV_BIN = ROOT / ".venv" / "bin"
+# The running interpreter's bin directory: its venv may live anywhere (a worktree links the checkout's).
+VENV_BIN = Path(sys.executable).parent
 SANDBOX_KEY = ROOT / ".sandbox" / "id_ed25519"
 
 # Fake, recognizable credential values, unique to this test session: finding one anywhere means

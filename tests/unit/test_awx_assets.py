@@ -31,7 +31,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[2]
-VENV_BIN = ROOT / ".venv" / "bin"
+# The running interpreter's bin directory: its venv may live anywhere (a worktree links the checkout's).
+VENV_BIN = Path(sys.executable).parent
 AWX = ROOT / "awx"
 CONFIGURE = AWX / "configure.yml"
 EE_FILE = ROOT / "execution-environment.yml"

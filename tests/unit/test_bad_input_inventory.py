@@ -4,9 +4,11 @@ and the proof that nothing wrong was produced.
 
 Three kinds of rows:
 
-* ``fatal``: the inventory cannot be loaded. The plugin shows ONE ``[ERROR]`` line,
-  ``rlinfra.verl.hyperbolic: cannot load PATH: <cause>``, stops the run (``InventoryLoadFailed``,
-  a ``SystemExit(1)``) and adds no host; rows about the file or the options make no API request.
+* ``fatal``: the inventory cannot be loaded. The plugin raises ``AnsibleParserError`` with ONE line,
+  ``rlinfra.verl.hyperbolic: cannot load PATH: <cause>``, and adds no host; rows about the file or the
+  options make no API request. Ansible warns that line (for our plugin and for ``auto``, which hands the
+  file back to it: the API is not asked twice) and goes on with no hosts; a playbook that needs a cluster
+  (``site.yml``) then stops at its first task with its own line, and nothing runs.
 * ``warn``: one instance (or the cache) is unusable. The inventory loads, with ONE ``[WARNING]``
   line naming the instance, and without that instance: never a wrong host.
 * ``quiet``: hostile but harmless data (Jinja, a huge label, wrong-typed fields) loads without
@@ -14,8 +16,8 @@ Three kinds of rows:
 
 Rows run in-process against the fake Hyperbolic API on 127.0.0.1 (``via="plugin"``); the
 ``via="inventory"`` / ``via="playbook"`` rows run the real ``ansible-inventory --list`` or
-``ansible-playbook`` from the repository root (its ansible.cfg applies) and prove the exit status,
-that stderr holds exactly that one line, and that nothing was printed or played.
+``ansible-playbook site.yml`` from the repository root (its ansible.cfg applies) and prove the exit
+status, that the warning holds exactly that one line, and that nothing was listed or played.
 The API key never appears in any output.
 """
 
@@ -29,13 +31,14 @@ import socket
 
 import pytest
 import yaml
+from ansible.errors import AnsibleParserError
 
 from conftest_hyperbolic import PLUGIN_NAME, _register_definitions, snapshot
 
 from ansible_collections.rlinfra.verl.plugins.inventory import hyperbolic as plugin_mod
 from tests.fake_hyperbolic.server import FakeHyperbolic, marketplace_instance, on_demand_rental
 from tests.fake_hyperbolic.testing import HYPERBOLIC_TEST_KEY as KEY
-from tests.fake_hyperbolic.testing import ansible_env, run, venv_bin
+from tests.fake_hyperbolic.testing import ansible_env, load_failures, run, venv_bin
 
 OD = "/v2/on-demand/virtual-machine-rentals"
 MK = "/v1/marketplace/instances"
@@ -342,7 +345,7 @@ ROWS = [
         on_demand_rental("vm-b", "twin", "198.51.100.2"), on_demand_rental("vm-a", "twin", "198.51.100.1")],
         marketplace=[]), check=hosts_are("twin", "twin-vm-b")),
 
-    # --- the real CLIs: exit status 1, exactly one line on stderr, nothing listed or played -------------
+    # --- the real CLIs: the one line in Ansible's warning, nothing listed; site.yml stops before any host --
     row("cli-inventory-http-401", "fatal", r"Hyperbolic API rejected the API key: HTTP 401 Unauthorized on GET "
         + OD + r": Invalid API key; check HYPERBOLIC_API_KEY \(or api_key\)", setup=wrong_key(401),
         via="inventory", requests=2),
@@ -379,7 +382,7 @@ class _Capture:
         return lambda *args, **kwargs: None
 
 
-Outcome = collections.namedtuple("Outcome", "failed errors warnings snap marker rc stdout")
+Outcome = collections.namedtuple("Outcome", "failed errors warnings snap marker rc stdout stderr")
 
 
 class Ctx:
@@ -430,9 +433,9 @@ class Ctx:
                 plugin.update_cache_if_changed()
             except AttributeError:  # what the inventory manager does when no cache is in use
                 pass
-        except plugin_mod.InventoryLoadFailed as exc:
-            failed = exc
-        return Outcome(failed, capture.errors, capture.warnings, snapshot(inventory), self.marker, None, None)
+        except AnsibleParserError as exc:
+            failed = exc.message
+        return Outcome(failed, capture.errors, capture.warnings, snapshot(inventory), self.marker, None, None, "")
 
     def run_cli(self, via):
         self.write()
@@ -440,20 +443,20 @@ class Ctx:
         if via == "inventory":
             result = run([venv_bin("ansible-inventory"), "-i", str(self.path), "--list"], env)
         else:
-            playbook = self.tmp_path / "play.yml"
-            playbook.write_text("- hosts: all\n  gather_facts: false\n  tasks:\n"
-                                "    - ansible.builtin.debug: {msg: played}\n")
-            result = run([venv_bin("ansible-playbook"), "-i", str(self.path), str(playbook)], env)
+            result = run([venv_bin("ansible-playbook"), "-i", str(self.path), "site.yml"], env)
         snap = None
         if result.rc == 0 and via == "inventory":
             data = result.data
             snap = {"hosts": data["_meta"]["hostvars"], "groups": {}}
+        failures = load_failures(result.stderr)
+        if failures:  # Ansible's warnings span several lines; the one line is what our plugin gave
+            return Outcome(failures[0] if len(failures) == 1 else failures, [], [], snap, self.marker, result.rc,
+                           result.stdout, result.stderr)
         lines = [line for line in result.stderr.splitlines() if line.strip()]
         errors = [line[len("[ERROR]: "):] for line in lines if line.startswith("[ERROR]: ")]
         warnings = [line[len("[WARNING]: "):] for line in lines if line.startswith("[WARNING]: ")]
         assert len(errors) + len(warnings) == len(lines), result.stderr  # nothing but those lines
-        failed = plugin_mod.InventoryLoadFailed(errors[0]) if result.rc == 1 and len(errors) == 1 else None
-        return Outcome(failed, errors, warnings, snap, self.marker, result.rc, result.stdout)
+        return Outcome(None, errors, warnings, snap, self.marker, result.rc, result.stdout, result.stderr)
 
 
 @pytest.fixture
@@ -478,17 +481,19 @@ def test_bad_input(case, fake, tmp_path, monkeypatch):
 
     if case.kind == "fatal":
         prefix = re.escape("rlinfra.verl.hyperbolic: cannot load %s: " % ctx.path)
-        assert out.failed is not None, out
-        assert re.fullmatch(prefix + expect, out.failed.message), out.failed.message
-        assert out.errors == [out.failed.message] and out.warnings == [], out
-        assert "\n" not in out.failed.message
-        if case.via == "plugin":
-            assert out.failed.code == 1
+        assert isinstance(out.failed, str), out
+        assert re.fullmatch(prefix + expect, out.failed), out.failed
+        assert out.errors == [] and out.warnings == [], out
+        assert "\n" not in out.failed
+        if case.via != "playbook":
             assert out.snap["hosts"] == {}, "a broken inventory added hosts"
-        elif case.via == "inventory":
-            assert out.rc == 1 and out.stdout == "", out
         else:
-            assert out.rc == 1 and "PLAY" not in out.stdout and "played" not in out.stdout, out
+            # site.yml stops at its first task, on localhost, with its one line; no play reaches a host
+            assert out.rc == 2, out
+            assert ("No Ray cluster for site.yml, nothing was done: no host in group ray_head; the inventory (%s) "
+                    "gave none" % ctx.path) in out.stdout, out.stdout
+            assert re.search(r"localhost\s+: ok=0\s+changed=0\s+unreachable=0\s+failed=1", out.stdout), out.stdout
+            assert out.stdout.count("PLAY [") == 1 and out.stdout.count("TASK [") == 1, out.stdout
     else:
         assert out.failed is None and out.errors == [], out
         if case.via != "plugin":
@@ -502,7 +507,7 @@ def test_bad_input(case, fake, tmp_path, monkeypatch):
         assert case.check(out, fake) is not False
     if case.requests is not None:
         assert fake.request_count == case.requests, fake.requests
-    for text in out.errors + out.warnings + [out.stdout or ""]:
+    for text in out.errors + out.warnings + [out.stdout or "", out.stderr or "", str(out.failed or "")]:
         assert KEY not in text and KEY[::-1] not in text and "hunter2" not in text
 
 

@@ -221,3 +221,28 @@ def test_good_switches_pass_the_first_task(runs, i):
     out, name, result = _first_task(runs["good_%d" % i])
     assert name == "Read the command line strictly"
     assert not result.get("failed") and result["switches"] == want
+
+
+# ---- an inventory that gave no cluster -----------------------------------------------------------------------
+
+def test_only_the_playbooks_that_work_on_a_cluster_need_one():
+    # provision.yml rents its cluster; teardown.yml also takes down a cluster whose head is gone (its own check).
+    assert set(cli.NEEDS_CLUSTER) == set(cli.PLAYBOOKS) - {"provision", "teardown"}
+    assert cli.no_cluster("submit", ["a.hyperbolic.yml", "b.yml"]) == (
+        "No Ray cluster for submit.yml, nothing was done: no host in group ray_head; the inventory (a.hyperbolic.yml, "
+        "b.yml) gave none (a source that could not be loaded is named in the warning above): fix it and rerun")
+
+
+@pytest.mark.parametrize("groups", [{}, {"ray_workers": {"hosts": {"w0": {"ray_cluster": "a"}}}}], ids=["empty", "no_head"])
+def test_a_cluster_playbook_stops_at_its_first_task_without_a_head(tmp_path, groups):
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"children": groups}}))
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(inventory),
+                           "playbooks/submit.yml", "-e", "exp=smoke"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    out, name, result = _first_task(proc)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert name == "Read the command line strictly"
+    assert result["msg"] == cli.no_cluster("submit", [str(inventory)])
+    assert len(out["plays"]) == 1 and len(out["plays"][0]["tasks"]) == 1

@@ -15,6 +15,7 @@ import subprocess
 import pytest
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import slurm as S
+from tests.fake_hyperbolic.testing import load_failures
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "slurm")
 
@@ -132,7 +133,8 @@ def test_json_answer_is_used_when_offered():
     ("job_id", "42; rm", "job_id must be a Slurm job id (digits, or digits_digits for an array task), got '42; rm'"),
 ])
 def test_options_are_checked_by_type_before_any_slurm_tool_runs(tmp_path, option, value, line):
-    """One line, exit 1, no host, and no Slurm tool (nor ssh) started: a spy on PATH would leave a file."""
+    """One line (Ansible's warning, once for our plugin, once for 'auto'), no host, and no Slurm tool (nor ssh) started:
+    a spy on PATH would leave a file."""
     import sys
     spy = tmp_path / "bin"
     spy.mkdir()
@@ -145,7 +147,25 @@ def test_options_are_checked_by_type_before_any_slurm_tool_runs(tmp_path, option
     env = dict(os.environ, PATH="%s:%s" % (spy, os.environ["PATH"]), ANSIBLE_CONFIG=os.path.join(root, "ansible.cfg"))
     proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-inventory"), "-i", str(inv), "--list"],
                           cwd=root, env=env, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 1
-    errors = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert errors == ["[ERROR]: rlinfra.verl.slurm: cannot load %s: %s" % (inv, line)], proc.stderr
+    assert proc.returncode == 0 and json.loads(proc.stdout)["_meta"]["hostvars"] == {}
+    assert load_failures(proc.stderr) == ["rlinfra.verl.slurm: cannot load %s: %s" % (inv, line)], proc.stderr
     assert not list(tmp_path.glob("ran-*"))
+
+
+def test_a_failed_source_fails_again_without_asking_while_the_same_inventory_is_built():
+    """'auto' hands our file back to our plugin: the same line, no second round of Slurm tools or API requests; a new
+    inventory (refresh_inventory) asks again."""
+    from ansible.errors import AnsibleParserError
+    from ansible.inventory.data import InventoryData
+
+    from ansible_collections.rlinfra.verl.plugins.plugin_utils import inventory_load as L
+
+    first, second = InventoryData(), InventoryData()
+    L.failed_before(first, "/x.slurm.yml")  # nothing failed yet
+    with pytest.raises(AnsibleParserError, match="^rlinfra.verl.slurm: cannot load /x.slurm.yml: job 42 ended$"):
+        L.give_up(first, "/x.slurm.yml", "rlinfra.verl.slurm: cannot load /x.slurm.yml: job 42 ended")
+    with pytest.raises(AnsibleParserError, match="job 42 ended"):
+        L.failed_before(first, "/x.slurm.yml")
+    L.failed_before(second, "/x.slurm.yml")
+    L.failed_before(first, "/other.slurm.yml")
+
