@@ -248,6 +248,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import (
     url_is_plain_remote_http,
     valid_ssh_user,
 )
+from ansible_collections.rlinfra.verl.plugins.module_utils.masking import mask_values
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.inventory_load import failed_before, give_up
 
 try:  # ansible-core >= 2.19
@@ -502,11 +503,9 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         give_up(self.inventory, path, "%s: cannot load %s: %s" % (PLUGIN, path, one_line(self._scrub(message), 1000)))
 
     def _scrub(self, text):
-        text = str(text)
-        for secret in self._secrets + [os.environ.get("HYPERBOLIC_API_KEY")]:
-            if secret and len(secret) >= 4 and secret in text:
-                text = text.replace(secret, "<redacted>")
-        return text
+        # 4 characters at least: a shorter "secret" (a placeholder) would mask ordinary words of the message.
+        secrets = [s for s in self._secrets + [os.environ.get("HYPERBOLIC_API_KEY")] if s and len(s) >= 4]
+        return mask_values(str(text), secrets)
 
     def update_cache_if_changed(self):
         # the inventory is complete at this point: a cache that cannot be written costs the next

@@ -306,7 +306,16 @@ class Watchdog:
             self.restarts, self.settings["max_restarts"]))
         # Never two runs of one experiment at once: stop every attempt of this run that is still active.
         info = yield from self.ask("cluster", dict(jobs=True, timeout=60, wait_for_nodes=1))
-        for job in attempts.attempts_of(info.get("jobs") or [], self.base):
+        jobs = attempts.attempts_of(info.get("jobs") or [], self.base)
+        if any(job.get("submission_id") == self.sid and job.get("status") == "SUCCEEDED" for job in jobs):
+            # The end race: the attempt finished between the look that condemned it and the stop. Its run is complete;
+            # another attempt would train again from the last checkpoint.
+            self.restarts -= 1
+            self.rows[-1] = recovery.attempt_row(self.attempt, self.sid, dict(res, status="SUCCEEDED"), "succeeded")
+            yield from self.say("attempt %d (%s) had SUCCEEDED before it could be stopped: the run is complete, no new "
+                                "attempt" % (self.attempt, self.sid))
+            return ("succeeded", None)
+        for job in jobs:
             if job.get("status") in recovery.ACTIVE:
                 yield from self.say("stopping %s (still %s) before the next attempt" % (job["submission_id"], job["status"]))
                 yield from self.ask("stop", job["submission_id"])

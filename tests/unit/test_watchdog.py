@@ -409,10 +409,14 @@ ROWS = [
                                                 "stopping %s-a3 (still PENDING) before the next attempt" % SID,
                                                 "stop %s-a3" % SID] + LOSE_AND_RECOVER["trace"][6:] + ["save_log " + A2],
          end=("succeeded", None)),
-    dict(name="an_attempt_that_succeeded_as_it_was_stopped_is_still_followed", opts=ON,
-         script=LOSE_AND_RECOVER["script"][:2] + recovery_answers(ALL, [{"submission_id": SID, "status": "SUCCEEDED"}],
-                                                                  {"latest_step": 2}) + [job("SUCCEEDED", 2)],
-         trace=LOSE_AND_RECOVER["trace"] + ["save_log " + A2], end=("succeeded", None)),
+    # The end race: the attempt SUCCEEDED as it was being stopped for a lost node: the run is complete, nothing resubmitted.
+    dict(name="an_attempt_that_succeeded_as_it_was_stopped_ends_the_run", opts=ON,
+         script=LOSE_AND_RECOVER["script"][:2] + [{"jobs": [{"submission_id": SID, "status": "SUCCEEDED"}]}],
+         trace=LOSE_AND_RECOVER["trace"][:6] + [
+             "attempt 1 (%s) had SUCCEEDED before it could be stopped: the run is complete, no new attempt" % SID],
+         end=("succeeded", None),
+         check=lambda dog, polls: [(r["status"], r["why"]) for r in dog.rows] == [("SUCCEEDED", "succeeded")]
+         and dog.restarts == 0 and dog.attempt == 1),
 ]
 
 
