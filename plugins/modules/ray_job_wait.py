@@ -131,7 +131,7 @@ options:
     default: ""
   experiment:
     description:
-      - The job as M(rlinfra.verl.verl_experiment) rendered it (its C(stage=render) result). Every option not set on the task is
+      - The job as M(rlinfra.verl.verl_experiment_render) rendered it (its result). Every option not set on the task is
         taken from it - O(base_submission_id), the wait settings (O(timeout), O(progress_interval), O(poll_interval),
         O(stop_on_timeout), O(stall_timeout), O(outage_grace)), O(runtime_env), O(secret_names) (the secrets present), O(label), O(recovery), O(job),
         O(checkpoint_dir) and O(hosts) (the cluster's inventory hosts).

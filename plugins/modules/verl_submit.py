@@ -31,7 +31,7 @@ extends_documentation_fragment:
   - rlinfra.verl.ray_dashboard
 options:
   job:
-    description: The result of M(rlinfra.verl.verl_experiment) with C(stage=render).
+    description: The result of M(rlinfra.verl.verl_experiment_render).
     type: dict
     required: true
   jobs:
@@ -149,7 +149,7 @@ def _line(name, t, value):
 
 
 def job_problems(job):
-    """What the module reads of the rendered job (M(rlinfra.verl.verl_experiment) with stage=render), by the rules
+    """What the module reads of the rendered job (M(rlinfra.verl.verl_experiment_render)), by the rules
     ray_job, ray_package and the secrets file apply; one line each, naming ``job.<key>``."""
     problems = [_line("job.submission_id", SUBMISSION_ID, job.get("submission_id"))]
     entrypoint = job.get("entrypoint")

@@ -463,20 +463,29 @@ def test_action_gives_the_same_line_and_writes_no_package(tmp_path):
     packages = tmp_path / "packages"
     items = [{"name": r.id, "args": {}} for r in ACTION_ROWS] + [{"name": "fine", "args": a} for _, a, _ in ARG_ROWS]
     out = tmp_path / "results.json"
-    task_args = {"name": "{{ item.name }}", "experiments_dir": str(d), "nodes": NODES, "package_dir": str(packages)}
-    for key in ("wait_timeout", "poll_interval", "checkpoint_root", "checkpoint_cluster", "venv", "params"):
-        task_args[key] = "{{ item.args.%s | default(omit) }}" % key
+    # As submit.yml does: verl_experiment loads and validates, verl_experiment_render renders what it loaded.
+    load_args = {"name": "{{ item.name }}", "experiments_dir": str(d)}
+    for key in ("checkpoint_root", "checkpoint_cluster", "params"):
+        load_args[key] = "{{ item.args.%s | default(omit) }}" % key
+    render_args = {"loaded": "{{ item }}", "nodes": NODES, "package_dir": str(packages)}
+    for key in ("wait_timeout", "poll_interval", "checkpoint_root", "checkpoint_cluster", "venv"):
+        render_args[key] = "{{ item.item.args.%s | default(omit) }}" % key
     (tmp_path / "play.yml").write_text(json.dumps([{
         "name": "Render bad experiments", "hosts": "localhost", "gather_facts": False,
         "tasks": [
-            {"name": "Render", "rlinfra.verl.verl_experiment": task_args, "loop": items, "register": "results",
+            {"name": "Load", "rlinfra.verl.verl_experiment": load_args, "loop": items, "register": "loads",
              "ignore_errors": True, "loop_control": {"label": "{{ item.name }}"}},
-            {"name": "Save", "ansible.builtin.copy": {"content": "{{ results.results | to_json }}", "dest": str(out),
-                                                      "mode": "0600"}},
+            {"name": "Render", "rlinfra.verl.verl_experiment_render": render_args, "loop": "{{ loads.results }}",
+             "when": "item is not failed", "register": "renders", "ignore_errors": True,
+             "loop_control": {"label": "{{ item.item.name }}"}},
+            {"name": "Save", "ansible.builtin.copy": {
+                "content": "{{ {'loads': loads.results, 'renders': renders.results} | to_json }}", "dest": str(out),
+                "mode": "0600"}},
         ]}]))
     proc = _playbook(["-i", _inventory(tmp_path), str(tmp_path / "play.yml")], tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    results = json.loads(out.read_text())
+    saved = json.loads(out.read_text())
+    results = [load if load.get("failed") else render for load, render in zip(saved["loads"], saved["renders"])]
     assert len(results) == len(items)
     for r, res in zip(ACTION_ROWS, results):
         assert res["failed"] is True, r.id

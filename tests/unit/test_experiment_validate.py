@@ -146,9 +146,8 @@ def test_action_plugin_reports_each_line(tmp_path):
     playbook.write_text(json.dumps([{
         "name": "Validate bad experiments", "hosts": "localhost", "gather_facts": False,
         "tasks": [
-            {"name": "Render", "rlinfra.verl.verl_experiment": {
-                "name": "{{ item }}", "experiments_dir": "{{ '%s' if item != 'gsm8k_grp' and '/' not in item else '' }}" % BAD,
-                "nodes": []},
+            {"name": "Validate", "rlinfra.verl.verl_experiment": {
+                "name": "{{ item }}", "experiments_dir": "{{ '%s' if item != 'gsm8k_grp' and '/' not in item else '' }}" % BAD},
              "loop": names, "register": "results", "ignore_errors": True},
             {"name": "Save", "ansible.builtin.copy": {"content": "{{ results.results | to_json }}", "dest": str(out),
                                                       "mode": "0600"}},

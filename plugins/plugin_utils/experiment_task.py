@@ -1,0 +1,119 @@
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""What the two experiment actions share: ``verl_experiment`` (find, load, validate; the cluster's head in the
+inventory) and ``verl_experiment_render`` (the Ray job from that result, and the preflight checks). The inventory's
+view of a cluster (its head, its hosts, their GPUs for a dry run) and the option types both declare."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleError
+
+from ansible_collections.rlinfra.verl.plugins.module_utils import experiment
+from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_schema
+from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_source
+from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
+from ansible_collections.rlinfra.verl.plugins.module_utils.numbers import int_or_none
+from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import TypedAction
+
+
+def _ref(value):
+    """An experiment's name, or ``rlinfra.verl:NAME`` for a bundled example (experiment_source's rule)."""
+    try:
+        experiment.validate_name(experiment_source.parse_ref(value)[0])
+    except experiment_schema.ExperimentError as e:
+        raise V.Line(str(e))
+    return value
+
+
+def _extra_params(value):
+    """verl_job_params: the same grammar as the file's params."""
+    errors = []
+    experiment_schema.flatten_params(value, errors.append)
+    if errors:
+        raise V.Line("extra params (verl_job_params): " + errors[0])
+    return value
+
+
+def role(option, variable, t):
+    """``t`` named in its error lines as the option and the role variable that sets it."""
+    t.label = "%s (%s)" % (option, variable)
+    return t
+
+
+def name_arg():
+    return V.Custom("str", _ref, ["../etc/passwd", "a b", ""], "smoke", required=True)
+
+
+def params_arg():
+    return V.Custom("dict", _extra_params, [{"a b": 1}, {"hf_token": "hf_s3cr3t"}, {"~x": 1}], {}, default={})
+
+
+def checkpoint_args():
+    return dict(
+        checkpoint_root=role("checkpoint_root", "verl_job_checkpoint_root",
+                             V.AbsPath(default=experiment.DEFAULT_CHECKPOINT_ROOT, ansible="str")),
+        checkpoint_cluster=role("checkpoint_cluster", "-e checkpoint_cluster", V.Name(empty=True, default="")))
+
+
+def text(value):
+    return "" if value is None else str(value)
+
+
+def hostvar(task_vars, host, name, default=None):
+    try:
+        value = task_vars["hostvars"][host].get(name, default)
+    except (KeyError, AnsibleError):
+        return default
+    return default if value is None else value
+
+
+def inventory(task_vars, cluster):
+    """(heads, hosts, clusters): the cluster's hosts of ray_head, all its hosts, the clusters with a head."""
+    groups = task_vars.get("groups") or {}
+    members = {}
+    for group in ("ray_head", "ray_workers"):
+        for host in groups.get(group, []):
+            if (text(hostvar(task_vars, host, "ray_cluster")) or experiment.DEFAULT_CLUSTER) == cluster:
+                members.setdefault(host, group == "ray_head")
+    heads = [h for h, is_head in members.items() if is_head]
+    clusters = sorted({text(hostvar(task_vars, h, "ray_cluster")) or experiment.DEFAULT_CLUSTER
+                       for h in groups.get("ray_head", [])})
+    return heads, list(members), clusters
+
+
+def inventory_nodes(task_vars, hosts, heads, default_gpus):
+    """The nodes a dry run renders for, as ray_cluster_info would list them, from the inventory."""
+    nodes = []
+    for host in hosts:
+        # ray_num_gpus may be 'auto' (counted on the node at install time): unknown here.
+        gpus = int_or_none(hostvar(task_vars, host, "ray_num_gpus"))
+        if gpus is None:
+            gpus = int_or_none(hostvar(task_vars, host, "hyperbolic_gpu_count"))
+        if gpus is None:
+            gpus = default_gpus
+        cpus = int_or_none(hostvar(task_vars, host, "ray_num_cpus"))
+        resources = {"GPU": gpus}
+        if cpus is not None:
+            resources["CPU"] = cpus
+        ip = hostvar(task_vars, host, "ray_private_ip") or hostvar(task_vars, host, "ansible_host") or host
+        nodes.append(dict(node_ip=text(ip), node_name=host, is_head=host in heads, resources=resources))
+    return nodes
+
+
+class ExperimentAction(TypedAction):
+    """An experiment action: never contacts a host; a problem with the experiment is its lines in ``errors``."""
+
+    ERRORS_LIST = True
+    _requires_connection = False
+
+    def act(self, result, args, task_vars):
+        result["changed"] = False
+        try:
+            result.update(self.work(args, task_vars))
+        except experiment_schema.ExperimentError as e:
+            result.update(failed=True, msg=str(e), errors=e.errors)
+        return result
+
+    def work(self, args, task_vars):
+        raise NotImplementedError
