@@ -12,6 +12,7 @@ controller needs nothing beyond ansible-core.
 
 from __future__ import annotations
 
+import array
 import csv
 import io
 import math
@@ -92,11 +93,177 @@ def write(base, text):
         return out
     out["csv"] = base + ".metrics.csv"
     files.write_if_changed(out["csv"], csv_text(rows), MODE)
-    shown = panels(rows)
+    shown = [(title, key, thin(points)) for title, key, points in panels(rows)]
     if shown:
         out["png"] = base + ".metrics.png"
         files.write_atomic(out["png"], plot(shown), MODE)
         out["panels"] = [key for dummy, key, dummy2 in shown]
+    return out
+
+
+class Follow:
+    """The metrics of a log given a piece at a time (:meth:`feed`), written by :meth:`write` to the same CSV and
+    PNG as :func:`write` writes from the whole text, at a cost that does not grow with the log: the rows go to the
+    end of the CSV (the file is only rewritten, from itself, when a step comes again or out of order, or a metric
+    appears that the CSV has no column for), and only the plotted metrics' points are kept, as numbers.
+
+    ``last`` is ``(step, metrics)`` of the newest progress line fed (:func:`verl_log.last_progress` of the text so
+    far); a line not yet ended waits for the next piece or :meth:`finish`. ``base`` None: only ``last`` is kept."""
+
+    def __init__(self, base=None):
+        self.base = base
+        self.carry = ""
+        self.last = (None, {})
+        self.pending = {}       # step -> metrics not yet in the CSV
+        self.columns = []       # the CSV's, "step" left out
+        self.steps = 0          # rows in the CSV
+        self.tail_step = None   # the CSV's last row's step
+        self.size = 0           # the CSV's length
+        self.points = {key: (array.array("d"), array.array("d")) for dummy, keys in PANELS for key in keys}
+
+    def feed(self, text):
+        text = self.carry + (text or "")
+        end = len(text)
+        while end and text[end - 1] not in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029":
+            end -= 1
+        self.carry = text[end:]
+        self._lines(text[:end])
+
+    def finish(self):
+        """The last line, ended or not (the log is whole)."""
+        carry, self.carry = self.carry, ""
+        self._lines(carry)
+
+    def _lines(self, text):
+        if "step:" not in text:
+            return
+        for line in text.splitlines():
+            if "step:" in line:
+                parsed = parse_progress_line(line)
+                if parsed:
+                    self.last = parsed
+                    if self.base is not None:
+                        self.pending.pop(parsed[0], None)
+                        self.pending[parsed[0]] = parsed[1]
+
+    # -- writing ---------------------------------------------------------------------------------------
+    def write(self):
+        """Write what was fed since the last call; the same answer as :func:`write`."""
+        out = dict(csv=None, png=None, steps=self.steps, panels=[])
+        if self.base is None or (not self.steps and not self.pending):
+            return out
+        path = self.base + ".metrics.csv"
+        rows = sorted(self.pending.items())
+        self.pending = {}
+        if rows:
+            self._write_rows(path, rows)
+        out.update(csv=path, steps=self.steps)
+        shown = self.panels()
+        if shown:
+            out["png"] = self.base + ".metrics.png"
+            files.write_atomic(out["png"], plot(shown), MODE)
+            out["panels"] = [key for dummy, key, dummy2 in shown]
+        return out
+
+    def _write_rows(self, path, rows):
+        known = set(self.columns)
+        if self.steps and rows[0][0] > self.tail_step and self._intact(path) and \
+                all(k in known for dummy, metrics in rows for k in metrics):
+            with open(path, "ab") as f:
+                self._append(f, rows)
+            return
+        # A step again, a step before the last, a new metric: the table again, from the file and the new rows (the
+        # columns in the order the log first printed them, as columns() gives them from the whole log).
+        merged = self._read(path) if self.steps else {}
+        for step, metrics in rows:
+            merged[step] = dict((k, _cell(v)) for k, v in metrics.items())
+        merged = sorted(merged.items())
+        self.columns = columns(merged)[1:]
+        self.points = {key: (array.array("d"), array.array("d")) for key in self.points}
+        self.steps = 0
+        body = io.BytesIO()
+        body.write(self._line(["step"] + self.columns))
+        self.size = body.tell()
+        self._append(body, [(step, dict((k, float(v)) for k, v in cells.items())) for step, cells in merged],
+                     cells=dict(merged))
+        files.write_atomic(path, body.getvalue(), MODE)
+
+    def _append(self, f, rows, cells=None):
+        for step, metrics in rows:
+            self.tail_step = step
+            row = cells[step] if cells is not None else dict((k, _cell(v)) for k, v in metrics.items())
+            line = self._line([step] + [row.get(k, "") for k in self.columns])
+            f.write(line)
+            self.size += len(line)
+            self.steps += 1
+            for key, (xs, ys) in self.points.items():
+                value = metrics.get(key)
+                if value is not None and math.isfinite(value):
+                    xs.append(step)
+                    ys.append(value)
+
+    @staticmethod
+    def _line(cells):
+        out = io.StringIO()
+        csv.writer(out, lineterminator="\n").writerow(cells)
+        return out.getvalue().encode("utf-8")
+
+    def _intact(self, path):
+        """The CSV is still the one written here (its size), else it is written again whole."""
+        try:
+            return os.stat(path).st_size == self.size
+        except OSError:
+            return False
+
+    def _read(self, path):
+        """step -> {key: cell} of the CSV as written (the rows are rewritten from it)."""
+        try:
+            with open(path, newline="") as f:
+                table = list(csv.reader(f))
+        except OSError:
+            table = []
+        if not table or table[0][1:] != self.columns:
+            raise ValueError("%s changed under the wait; it is written again from the next log" % path)
+        return dict((int(r[0]), dict((k, v) for k, v in zip(self.columns, r[1:]) if v != "")) for r in table[1:] if r)
+
+    def panels(self):
+        """:func:`panels` of the rows written."""
+        out = []
+        for title, keys in PANELS:
+            for key in keys:
+                xs, ys = self.points[key]
+                if xs:
+                    out.append((title, key, thin(list(zip((int(x) for x in xs), ys)))))
+                    break
+        return out
+
+
+# The plot shows at most this many points per panel as they are; more are thinned to each pixel column's first,
+# lowest, highest and last point (:func:`thin`), which draws the same picture.
+PLOT_POINTS = 2048
+
+
+def thin(points):
+    if len(points) <= PLOT_POINTS:
+        return points
+    x0, dummy, x1, dummy2 = plot_area(0)
+    first, span = points[0][0], (points[-1][0] - points[0][0]) or 1
+    width = x1 - x0 - 4
+    out, column, bucket = [], None, []
+
+    def flush():
+        if bucket:
+            low, high = min(bucket, key=lambda p: p[1]), max(bucket, key=lambda p: p[1])
+            keep = [bucket[0], low, high, bucket[-1]]
+            out.extend(sorted(set(keep), key=keep.index))
+
+    for point in points:
+        col = int(round((point[0] - first) * width / span))
+        if col != column:
+            flush()
+            column, bucket = col, []
+        bucket.append(point)
+    flush()
     return out
 
 
@@ -147,9 +314,12 @@ class Canvas:
             self.px[y][3 * x:3 * x + 3] = bytes(color)
 
     def rect(self, x0, y0, x1, y1, color):
+        x0, x1 = max(0, x0), min(self.width, x1 + 1)
+        if x1 <= x0:
+            return
+        run = bytes(color) * (x1 - x0)
         for y in range(max(0, y0), min(self.height, y1 + 1)):
-            for x in range(max(0, x0), min(self.width, x1 + 1)):
-                self.px[y][3 * x:3 * x + 3] = bytes(color)
+            self.px[y][3 * x0:3 * x1] = run
 
     def line(self, x0, y0, x1, y1, color, thick=1):
         dx, dy = abs(x1 - x0), -abs(y1 - y0)
