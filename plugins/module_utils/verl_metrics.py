@@ -93,7 +93,7 @@ def write(base, text):
         return out
     out["csv"] = base + ".metrics.csv"
     files.write_if_changed(out["csv"], csv_text(rows), MODE)
-    shown = [(title, key, thin(points)) for title, key, points in panels(rows)]
+    shown = [(title, key, kept(points)) for title, key, points in panels(rows)]
     if shown:
         out["png"] = base + ".metrics.png"
         files.write_atomic(out["png"], plot(shown), MODE)
@@ -119,7 +119,7 @@ class Follow:
         self.steps = 0          # rows in the CSV
         self.tail_step = None   # the CSV's last row's step
         self.size = 0           # the CSV's length
-        self.points = {key: (array.array("d"), array.array("d")) for dummy, keys in PANELS for key in keys}
+        self.points = {key: Series() for dummy, keys in PANELS for key in keys}
 
     def feed(self, text):
         text = self.carry + (text or "")
@@ -179,7 +179,7 @@ class Follow:
             merged[step] = dict((k, _cell(v)) for k, v in metrics.items())
         merged = sorted(merged.items())
         self.columns = columns(merged)[1:]
-        self.points = {key: (array.array("d"), array.array("d")) for key in self.points}
+        self.points = {key: Series() for key in self.points}
         self.steps = 0
         body = io.BytesIO()
         body.write(self._line(["step"] + self.columns))
@@ -196,11 +196,10 @@ class Follow:
             f.write(line)
             self.size += len(line)
             self.steps += 1
-            for key, (xs, ys) in self.points.items():
+            for key, series in self.points.items():
                 value = metrics.get(key)
                 if value is not None and math.isfinite(value):
-                    xs.append(step)
-                    ys.append(value)
+                    series.add(step, value)
 
     @staticmethod
     def _line(cells):
@@ -231,16 +230,21 @@ class Follow:
         out = []
         for title, keys in PANELS:
             for key in keys:
-                xs, ys = self.points[key]
-                if xs:
-                    out.append((title, key, thin(list(zip((int(x) for x in xs), ys)))))
+                series = self.points[key]
+                if series:
+                    out.append((title, key, thin(series.points())))
                     break
         return out
 
 
 # The plot shows at most this many points per panel as they are; more are thinned to each pixel column's first,
-# lowest, highest and last point (:func:`thin`), which draws the same picture.
+# lowest, highest and last point (:func:`thin`) and drawn as the band they fill (the picture the lines drew).
 PLOT_POINTS = 2048
+_BINS = PLOT_POINTS // 2
+
+
+class Thinned(list):
+    """Points that :func:`thin` kept of more than PLOT_POINTS: :func:`plot` draws each pixel column's band."""
 
 
 def thin(points):
@@ -249,13 +253,12 @@ def thin(points):
     x0, dummy, x1, dummy2 = plot_area(0)
     first, span = points[0][0], (points[-1][0] - points[0][0]) or 1
     width = x1 - x0 - 4
-    out, column, bucket = [], None, []
+    out, column, bucket = Thinned(), None, []
 
     def flush():
         if bucket:
-            low, high = min(bucket, key=lambda p: p[1]), max(bucket, key=lambda p: p[1])
-            keep = [bucket[0], low, high, bucket[-1]]
-            out.extend(sorted(set(keep), key=keep.index))
+            keep = [bucket[0], min(bucket, key=lambda p: p[1]), max(bucket, key=lambda p: p[1]), bucket[-1]]
+            out.extend(sorted(set(keep), key=lambda p: p[0]))
 
     for point in points:
         col = int(round((point[0] - first) * width / span))
@@ -265,6 +268,86 @@ def thin(points):
         bucket.append(point)
     flush()
     return out
+
+
+class Series:
+    """One metric's points for the plot, in step order (:meth:`add`), kept in a size that does not grow with the
+    run: as they are up to PLOT_POINTS, then as at most _BINS bins of ``width`` steps, each its first, lowest,
+    highest and last point (the bins double in width as the run goes on); :meth:`points` gives them to :func:`thin`.
+    A bin (9 numbers: its index, then 4 steps and values) is finer than the plot's pixel columns."""
+
+    def __init__(self):
+        self.raw = (array.array("d"), array.array("d"))
+        self.bins = None
+        self.origin, self.width = 0, 1
+
+    def __bool__(self):
+        return bool(self.raw[0]) if self.bins is None else bool(self.bins)
+
+    def add(self, step, value):
+        if self.bins is None:
+            self.raw[0].append(step)
+            self.raw[1].append(value)
+            if len(self.raw[0]) > PLOT_POINTS:
+                self._bin()
+            return
+        index = (step - self.origin) // self.width
+        while index >= _BINS:
+            self._merge()
+            index = (step - self.origin) // self.width
+        b = self.bins
+        if b and b[-9] == index:
+            if value < b[-5]:
+                b[-6], b[-5] = step, value
+            if value > b[-3]:
+                b[-4], b[-3] = step, value
+            b[-2], b[-1] = step, value
+        else:
+            b.extend((index, step, value, step, value, step, value, step, value))
+
+    def _bin(self):
+        xs, ys = self.raw
+        self.origin, self.width = xs[0], 1
+        while (xs[-1] - self.origin) // self.width >= _BINS:
+            self.width *= 2
+        self.bins, self.raw = array.array("d"), None
+        for step, value in zip(xs, ys):
+            self.add(step, value)
+
+    def _merge(self):
+        self.width *= 2
+        old, self.bins = self.bins, array.array("d")
+        b = self.bins
+        for at in range(0, len(old), 9):
+            index = old[at] // 2
+            if b and b[-9] == index:
+                if old[at + 4] < b[-5]:
+                    b[-6], b[-5] = old[at + 3], old[at + 4]
+                if old[at + 6] > b[-3]:
+                    b[-4], b[-3] = old[at + 5], old[at + 6]
+                b[-2], b[-1] = old[at + 7], old[at + 8]
+            else:
+                b.extend(old[at:at + 9])
+                b[-9] = index
+
+    def points(self):
+        if self.bins is None:
+            return [(int(s), v) for s, v in zip(*self.raw)]
+        out, b = [], self.bins
+        for at in range(0, len(b), 9):
+            keep = sorted(set((int(b[at + i]), b[at + i + 1]) for i in (1, 3, 5, 7)))
+            out.extend(keep)
+        return Thinned(out)  # drawn as bands, however few are left
+
+
+def kept(points):
+    """What the plot shows of ``points`` (step order): :func:`thin` of what a :class:`Series` keeps of them."""
+    if len(points) <= PLOT_POINTS:
+        return points
+    series = Series()
+    for step, value in points:
+        series.add(step, value)
+    return thin(series.points())
 
 
 # --- drawing ----------------------------------------------------------------------------------
@@ -386,11 +469,30 @@ def plot(shown):
         span_s = (last - first) or 1
         xy = [(x0 + 2 + int(round((s - first) * (x1 - x0 - 4) / span_s)),
                y1 - 2 - int(round((v - lo) * (y1 - y0 - 4) / span_v)) if hi != lo else (y0 + y1) // 2) for s, v in points]
+        if isinstance(points, Thinned):
+            bands(canvas, xy)
+            continue
         if len(xy) == 1:
             canvas.rect(xy[0][0] - 2, xy[0][1] - 2, xy[0][0] + 2, xy[0][1] + 2, LINE)
         for (ax, ay), (bx, by) in zip(xy, xy[1:]):
             canvas.line(ax, ay, bx, by, LINE, thick=2)
     return canvas.png()
+
+
+def bands(canvas, xy):
+    """Many points, several to a pixel column: each column's band from its lowest to its highest point, joined to
+    the column before (what lines through every point fill), one rectangle a column."""
+    last = None
+    at = 0
+    while at < len(xy):
+        x, low, high = xy[at][0], xy[at][1], xy[at][1]
+        if last is not None:
+            low, high = min(low, last), max(high, last)
+        while at < len(xy) and xy[at][0] == x:
+            low, high = min(low, xy[at][1]), max(high, xy[at][1])
+            last = xy[at][1]
+            at += 1
+        canvas.rect(x, low, x + 1, high + 1, LINE)
 
 
 def describe(result):
