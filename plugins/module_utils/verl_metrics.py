@@ -252,22 +252,32 @@ def thin(points):
         return points
     x0, dummy, x1, dummy2 = plot_area(0)
     first, span = points[0][0], (points[-1][0] - points[0][0]) or 1
-    width = x1 - x0 - 4
-    out, column, bucket = Thinned(), None, []
-
-    def flush():
-        if bucket:
-            keep = [bucket[0], min(bucket, key=lambda p: p[1]), max(bucket, key=lambda p: p[1]), bucket[-1]]
-            out.extend(sorted(set(keep), key=lambda p: p[0]))
-
+    scale = (x1 - x0 - 4) / span
+    out = Thinned()
+    column = None
     for point in points:
-        col = int(round((point[0] - first) * width / span))
+        col = int(round((point[0] - first) * scale))
         if col != column:
-            flush()
-            column, bucket = col, []
-        bucket.append(point)
-    flush()
+            if column is not None:
+                _keep(out, start, low, high, end)
+            column, start, low, high = col, point, point, point
+        elif point[1] < low[1]:
+            low = point
+        elif point[1] > high[1]:
+            high = point
+        end = point
+    _keep(out, start, low, high, end)
     return out
+
+
+def _keep(out, start, low, high, end):
+    """A pixel column's first, lowest, highest and last point, in step order, each once."""
+    out.append(start)
+    for point in (low, high) if low[0] <= high[0] else (high, low):
+        if point[0] != out[-1][0]:
+            out.append(point)
+    if end[0] != out[-1][0]:
+        out.append(end)
 
 
 class Series:
@@ -333,11 +343,11 @@ class Series:
     def points(self):
         if self.bins is None:
             return [(int(s), v) for s, v in zip(*self.raw)]
-        out, b = [], self.bins
+        out, b = Thinned(), self.bins  # drawn as bands, however few are left
         for at in range(0, len(b), 9):
-            keep = sorted(set((int(b[at + i]), b[at + i + 1]) for i in (1, 3, 5, 7)))
-            out.extend(keep)
-        return Thinned(out)  # drawn as bands, however few are left
+            s1, v1, s2, v2, s3, v3, s4, v4 = b[at + 1:at + 9]
+            _keep(out, (int(s1), v1), (int(s2), v2), (int(s3), v3), (int(s4), v4))
+        return out
 
 
 def kept(points):
