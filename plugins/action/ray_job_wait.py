@@ -16,7 +16,6 @@ Documentation: plugins/modules/ray_job_wait.py."""
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import time
@@ -28,13 +27,13 @@ from ansible.utils.display import Display
 from ansible_collections.rlinfra.verl.plugins.module_utils import attempts as A
 from ansible_collections.rlinfra.verl.plugins.module_utils import masking
 from ansible_collections.rlinfra.verl.plugins.module_utils import recovery as R
-from ansible_collections.rlinfra.verl.plugins.module_utils import verl_metrics as M
 from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_schema as ES
 from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
 from ansible_collections.rlinfra.verl.plugins.module_utils import watchdog
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import typed_args
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import DASHBOARD_ARGS
 from ansible_collections.rlinfra.verl.plugins.plugin_utils import node_script
+from ansible_collections.rlinfra.verl.plugins.plugin_utils.log_copy import LogCopy
 
 display = Display()
 
@@ -71,7 +70,8 @@ ARGS = V.Args(
 ARGUMENT_SPEC = ARGS.spec
 # What an `experiment` (a verl_experiment render result) gives when the option itself is not set.
 FROM_WAIT = ("timeout", "progress_interval", "poll_interval", "stop_on_timeout", "stall_timeout", "outage_grace")
-FULL_LOG = 100000000
+# Calls of ray_job_poll one poll may add to read a log that grew more than one call returns (8 MiB each).
+CATCH_UP_CALLS = 64
 
 
 def from_experiment(args, given):
@@ -123,7 +123,7 @@ class Watch:
         self.artifacts_error = ""  # why the log or metrics could not be saved (the job's status is not affected)
         self.metrics = {}        # the newest metrics files written (verl_metrics.write)
         self.metrics_at = None   # when they were last refreshed while the job ran
-        self.ended_log = None    # (submission_id, whole log) when the last poll saw that attempt end
+        self.copy = None         # the attempt's log as followed here (plugin_utils/log_copy.py)
 
     # The watch's state is the machine's; these read it (and poll/check mode set it) by the old names.
     sid = property(lambda self: self.dog.sid)
@@ -166,18 +166,53 @@ class Watch:
     # --- reading ----------------------------------------------------------------------------
 
     def poll(self, seconds, tail=None):
-        res = self.module("rlinfra.verl.ray_job_poll", dict(
-            self.dash, submission_id=self.sid, timeout=int(seconds), poll_interval=self.args["poll_interval"],
-            logs_tail_lines=self.args["logs_tail_lines"] if tail is None else tail,
-            runtime_env=self.mask_env(), secret_names=self.args["secret_names"],
-            full_log_at_end=bool(self.args["log_dir"]) and tail is None))
-        # The whole log of an attempt that ended came with this call: save_log takes it from here.
-        self.ended_log = (self.sid, res.pop("full_log")) if "full_log" in res else None
+        copy = self.log_copy(self.sid)
+        res = self.module("rlinfra.verl.ray_job_poll", self.poll_args(seconds, tail, copy))
         if res.get("failed"):  # a rejected token, a bad argument, no dashboard address: nothing a retry fixes
             raise Done("error", res.get("msg") or "ray_job_poll failed")
         self.address = res.get("address") or self.address
         self.job_url = res.get("dashboard_url") or self.job_url
+        self.take_log(copy, res)
         return res
+
+    def poll_args(self, seconds, tail, copy):
+        """ray_job_poll's arguments: it reads only the log's bytes after the copy's offset."""
+        return dict(
+            self.dash, submission_id=self.sid, timeout=int(seconds), poll_interval=self.args["poll_interval"],
+            logs_tail_lines=self.args["logs_tail_lines"] if tail is None else tail,
+            runtime_env=self.mask_env(), secret_names=self.args["secret_names"], **copy.poll_args())
+
+    def log_copy(self, sid):
+        """The attempt's log as followed here: a new one for a new attempt."""
+        if self.copy is None or self.copy.sid != sid:
+            check_mode = getattr(getattr(self.action, "_task", None), "check_mode", False)  # writes nothing then
+            self.copy = LogCopy(sid, "" if check_mode else self.args["log_dir"], self.mask_log)
+        return self.copy
+
+    def take_log(self, copy, res):
+        """Append what the poll read of the log to the copy and the metrics (more calls while the log has more than
+        one call returns: a wait that comes to a long run catches up once); the newest step is the copy's."""
+        if not res.get("found") or "log_offset" not in res:
+            return
+        if copy.path and not copy.checked:
+            copy.checked = True
+            if not self.artifacts_dir():
+                copy.path = None
+        more, calls = self.feed_log(copy, res), 0
+        while more and calls < CATCH_UP_CALLS:
+            calls += 1
+            extra = self.module("rlinfra.verl.ray_job_poll", self.poll_args(0, 0, copy))
+            if extra.get("failed") or not extra.get("found"):
+                break
+            more = self.feed_log(copy, extra)
+        res["last_step"], res["last_metrics"] = copy.metrics.last[0], dict(copy.metrics.last[1])
+
+    def feed_log(self, copy, res):
+        try:
+            return copy.take(res)
+        except OSError as e:  # the copy stops; the metrics and the watch go on
+            self.artifact_failed(self.args["log_dir"], e)
+            return copy.behind
 
     def mask_env(self):
         """What ray_job_poll masks by: the values of the runtime_env and the secret values."""
@@ -243,15 +278,10 @@ class Watch:
 
     # --- logs -------------------------------------------------------------------------------
 
-    def full_log(self, sid):
-        """The attempt's whole driver log, secrets masked (by ray_job_poll, then by value here)."""
-        if self.ended_log and self.ended_log[0] == sid:
-            res = dict(found=True, logs_tail=self.ended_log[1])
-        else:
-            res = self.poll(0, tail=FULL_LOG) if sid == self.sid else {}
-        text = res.get("logs_tail") if res.get("found") else (self.res.get("logs_tail") or "")
+    def mask_log(self, text):
+        """The driver log's text with the secrets masked (by ray_job_poll, then by value here)."""
         if not text:
-            return ""
+            return text
         for name in self.args["secret_names"]:
             value = ((self.args["runtime_env"] or {}).get("env_vars") or {}).get(name)
             if value:
@@ -279,25 +309,18 @@ class Watch:
             self.say(self.artifacts_error)
 
     def save_log(self, sid):
-        """The attempt's log, 0600 on the controller, and its metrics (CSV, PNG) beside it."""
+        """The attempt's log, 0600 on the controller (the copy appended to while it ran, read to its end now), and
+        its metrics (CSV, PNG) beside it."""
         if not self.args["log_dir"]:
             return
-        text = self.full_log(sid)
-        if not text or not self.artifacts_dir():
-            return
-        path = os.path.join(self.args["log_dir"], "%s.log" % sid)
-        try:
-            fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(text.rstrip("\n") + "\n")
-            os.replace(path + ".tmp", path)
-        except OSError as e:  # a full or read-only disk: said once; the run's result stands
-            with contextlib.suppress(OSError):
-                os.unlink(path + ".tmp")
-            self.artifact_failed(self.args["log_dir"], e)
+        copy = self.log_copy(sid)
+        if copy.behind and sid == self.sid:
+            self.poll(0, tail=0)
+        path = copy.finish() if copy.path else None
+        if not path or not self.artifacts_dir():
             return
         self.log_paths.append(path)
-        self.write_metrics(sid, text)
+        self.write_metrics(sid)
 
     def refresh_metrics(self, res):
         """While the job runs: the metrics files again, at most once per progress interval, when a step is new."""
@@ -306,13 +329,13 @@ class Watch:
         if self.metrics_at is not None and self.clock() - self.metrics_at < self.args["progress_interval"]:
             return
         self.metrics_at = self.clock()
-        text = self.full_log(self.sid)
-        if text and self.artifacts_dir():
-            self.write_metrics(self.sid, text, last_step=res.get("last_step"))
+        if self.artifacts_dir():
+            self.write_metrics(self.sid, last_step=res.get("last_step"))
 
-    def write_metrics(self, sid, text, last_step=None):
+    def write_metrics(self, sid, last_step=None):
+        """The metrics files from the lines followed so far: only the rows that are new are written."""
         try:
-            written = M.write(os.path.join(self.args["log_dir"], sid), text)
+            written = self.log_copy(sid).metrics.write()
         except OSError as e:  # a full disk must not end the wait: the job goes on
             self.artifact_failed(self.args["log_dir"], e)
             return

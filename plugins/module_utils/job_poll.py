@@ -11,7 +11,8 @@ import time
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import (
     MIN_POLL_INTERVAL, TERMINAL_STATUSES, RayAuthError, RayError, check_seconds, check_submission_id, check_tail_lines,
-    client_from_module, ms_to_iso, poll_pauses, tail_lines)
+    client_from_module, ms_to_iso, normalize_address, poll_pauses, tail_lines)
+from ansible_collections.rlinfra.verl.plugins.module_utils import log_follow
 from ansible_collections.rlinfra.verl.plugins.module_utils.attempts import with_lines
 from ansible_collections.rlinfra.verl.plugins.module_utils.secret_names import secret_values
 from ansible_collections.rlinfra.verl.plugins.module_utils.recovery import summary_lines
@@ -55,22 +56,57 @@ def watch(client, sid, timeout, poll_interval, clock=time.monotonic, sleep=time.
     return job, nodes, error
 
 
-def result(client, sid, job, nodes, error, tail, full_at_end=False):
+def local_log(client, sid):
+    """The job's driver log file on this host, when this host is the head of the cluster ``client`` talks to (its
+    rlinfra_ray fact names the same dashboard, and Ray's temp dir); None otherwise."""
+    fact = getattr(client, "fact", None) or {}
+    temp_dir, url = fact.get("temp_dir"), fact.get("dashboard_url")
+    if not isinstance(temp_dir, str) or not temp_dir.startswith("/") or not isinstance(url, str):
+        return None
+    try:
+        if normalize_address(url) != client.address:
+            return None
+    except RayError:
+        return None
+    return log_follow.driver_log_path(temp_dir, sid)
+
+
+def log_since(client, sid, offset, file_id, tail, final, cap=log_follow.CHUNK_BYTES):
+    """(new whole lines after ``offset`` as :func:`log_follow.read_new` answers, the log's last ``tail`` lines): from
+    the file on this host, seeking, when it is here; else from Ray's API, which reads the whole log on the head (only
+    the new part is returned)."""
+    path = local_log(client, sid)
+    got = log_follow.read_new(path, offset, file_id, cap=cap, final=final) if path else None
+    if got is not None:
+        return got, log_follow.read_tail(path, tail)
+    try:
+        logs = client.get_logs(sid)
+    except RayError:
+        logs = ""
+    return log_follow.slice_new(logs, offset, file_id, cap=cap, final=final, name=sid), tail_lines(logs, tail)
+
+
+def result(client, sid, job, nodes, error, tail, full_at_end=False, offset=None, file_id=""):
     job = job or {}
-    logs = ""
-    full = full_at_end and job.get("status") in TERMINAL_STATUSES
-    if job and (tail > 0 or full):
-        try:
-            logs = client.get_logs(sid)
-        except RayError:
-            logs = ""
-    step, metrics = last_progress(logs)
+    logs, new = "", None
+    full = full_at_end and job.get("status") in TERMINAL_STATUSES and offset is None
+    if job and offset is not None:  # only what is new since the caller's offset, and the tail from the file's end
+        new, logs_tail = log_since(client, sid, offset, file_id, tail, job.get("status") in TERMINAL_STATUSES)
+        step, metrics = last_progress(new["text"])
+    else:
+        if job and (tail > 0 or full):
+            try:
+                logs = client.get_logs(sid)
+            except RayError:
+                logs = ""
+        step, metrics = last_progress(logs)
+        logs_tail = tail_lines(logs, tail)
     start, end = job.get("start_time"), job.get("end_time")
     duration = round(((end or time.time() * 1000) - start) / 1000.0, 3) if start else None
     out = dict(changed=False, submission_id=sid, found=bool(job), reachable=error is None, error=error or "",
                status=job.get("status"), message=job.get("message"), job_id=job.get("job_id"),
                metadata=job.get("metadata") or {}, start_time=ms_to_iso(start), end_time=ms_to_iso(end),
-               duration_s=duration, driver_exit_code=job.get("driver_exit_code"), logs_tail=tail_lines(logs, tail),
+               duration_s=duration, driver_exit_code=job.get("driver_exit_code"), logs_tail=logs_tail,
                last_step=step, last_metrics=metrics, nodes=nodes, dashboard_url=client.job_url(sid),
                address=client.address)
     out["summary"] = summary_lines(dict(out, reason_line=(job.get("message") or "").strip().splitlines()[0][:300]
@@ -78,6 +114,10 @@ def result(client, sid, job, nodes, error, tail, full_at_end=False):
     out["summary"].append("dashboard:     %s" % out["dashboard_url"])
     if full:
         out["full_log"] = logs
+    if offset is not None:
+        new = new or dict(text="", offset=0, size=0, file_id="", reset=False, source="none")
+        out.update(log_chunk=new["text"], log_offset=new["offset"], log_size=new["size"],
+                   log_file_id=new["file_id"], log_reset=new["reset"], log_source=new["source"])
     return out
 
 
@@ -107,6 +147,7 @@ def poll(p, module):
                             address=client.address)
             sid, extra = attempts[-1]["submission_id"], dict(attempts=attempts)
         job, nodes, error = watch(client, sid, p["timeout"], p["poll_interval"])
-        return dict(result(client, sid, job, nodes, error, p["logs_tail_lines"], p["full_log_at_end"]), **extra)
+        return dict(result(client, sid, job, nodes, error, p["logs_tail_lines"], p["full_log_at_end"],
+                           offset=p.get("log_offset"), file_id=p.get("log_file_id") or ""), **extra)
     except RayError as e:
         return dict(failed=True, msg=str(e), submission_id=p["submission_id"], **e.details())

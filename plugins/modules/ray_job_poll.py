@@ -62,6 +62,23 @@ options:
         that keeps the log needs no second call).
     type: bool
     default: false
+  log_offset:
+    description:
+      - Read the driver log from this byte offset on - the RV(log_offset) of the previous call; V(0) for the start. Only
+        the new whole lines come back, in RV(log_chunk) (at most 8 MiB a call; call again while RV(log_offset) is below
+        RV(log_size)), so a poll costs the same at hour 72 as at hour 1. RV(logs_tail) is then read back from the
+        log's end and RV(last_step) is the newest step of RV(log_chunk); O(full_log_at_end) is not used.
+      - On the head (its C(rlinfra_ray) local fact names this dashboard and Ray's temp dir) the file
+        C(session_latest/logs/job-driver-<submission_id>.log) is read directly; elsewhere the log comes whole from
+        Ray's API and only its new part is returned (RV(log_source) says which).
+      - Not set - the log's tail only, read whole (the default).
+    type: int
+  log_file_id:
+    description:
+      - The RV(log_file_id) of the previous call with O(log_offset); when the log is another file now (a new session,
+        the job submitted again) or shorter than O(log_offset), it is read from 0 again (RV(log_reset)).
+    type: str
+    default: ""
 attributes:
   check_mode:
     support: full
@@ -164,8 +181,36 @@ full_log:
   description: The whole driver log, secrets masked; only when O(full_log_at_end) is set and the job has ended.
   returned: when the job ended and O(full_log_at_end=true)
   type: str
+log_chunk:
+  description:
+    - With O(log_offset) - the log's whole lines after it (secrets masked); a line still being written waits for the
+      next call, except once the job has ended.
+  returned: when log_offset is set
+  type: str
+log_offset:
+  description: With O(log_offset) - where the next call reads from (the byte after RV(log_chunk)).
+  returned: when log_offset is set
+  type: int
+log_size:
+  description: With O(log_offset) - the log's size in bytes now; RV(log_offset) below it means more to read.
+  returned: when log_offset is set
+  type: int
+log_file_id:
+  description: With O(log_offset) - which file was read, for the next call's O(log_file_id).
+  returned: when log_offset is set
+  type: str
+log_reset:
+  description: With O(log_offset) - the log was read from 0 again (another file, or a shorter one than the offset).
+  returned: when log_offset is set
+  type: bool
+log_source:
+  description:
+    - With O(log_offset) - V(file) (the driver log file on this host, read from the offset), V(ray_api) (Ray's API,
+      the whole log read on the head) or V(none) (the job is unknown).
+  returned: when log_offset is set
+  type: str
 last_step:
-  description: Newest verl step in the log, or null.
+  description: Newest verl step in the log (with O(log_offset), in RV(log_chunk)), or null.
   returned: always
   type: int
 last_metrics:
@@ -216,6 +261,10 @@ ARGS = V.Args(
     secret_names=V.ListOf(V.EnvName(), default=[], no_log=False),  # names; their values are masked
     run=V.Switch(default=False),
     full_log_at_end=V.Switch(default=False),
+    # Incremental reading (ray_job_wait keeps both per attempt): unset reads the tail the old way.
+    log_offset=V.Int(0),
+    log_file_id=V.Text(default="", max_len=200, pattern=r"^[A-Za-z0-9_.:@-]*$",
+                       what="a log_file_id that ray_job_poll returned (letters, digits, _ . : @ -)"),
     **DASHBOARD_ARGS
 )
 ARGUMENT_SPEC = ARGS.spec

@@ -353,6 +353,28 @@ def test_job_and_poll_with_the_fact(ray_head, head_fact, module_runner):
     assert absent.get("failed") is not True and ray_head.client().get_job(sid) is None
 
 
+def test_poll_from_an_offset_reads_the_driver_log_file_on_the_head(ray_head, head_fact, module_runner):
+    """ray_job_poll with log_offset: on the head (the fact names this dashboard and Ray's temp dir) the driver log
+    file is read from the offset; elsewhere Ray's API gives the whole log and only the new part comes back."""
+    sid = new_id("offset")
+    script = "for i in range(400): print('(TaskRunner pid=1) step:%d - actor/pg_loss:%d.5 - x' % (i, i) + ' pad' * 20)"
+    res = module_runner(ray_job.main, dict(submission_id=sid, entrypoint="%s -c \"%s\"" % (sys.executable, script),
+                                           state="finished", wait_timeout=120, poll_interval=POLL))
+    assert res.get("status") == "SUCCEEDED", res
+    whole = ray_head.client().get_logs(sid)
+    first = module_runner(ray_job_poll.main, dict(submission_id=sid, logs_tail_lines=3, log_offset=0))
+    assert (first["log_source"], first["log_chunk"], first["log_offset"]) == ("file", whole, len(whole.encode()))
+    assert first["logs_tail"] == "\n".join(whole.splitlines()[-3:]) and first["last_step"] == 399
+    near_end = len(whole.encode()) - 300
+    again = module_runner(ray_job_poll.main, dict(submission_id=sid, log_offset=near_end,
+                                                  log_file_id=first["log_file_id"]))
+    assert whole.endswith(again["log_chunk"]) and len(again["log_chunk"]) <= 300 and not again["log_reset"]
+    head_fact.unlink()  # not the head any more, for the module: Ray's API
+    api = module_runner(ray_job_poll.main, dict(address=ray_head.address, auth_token=ray_head.token, submission_id=sid,
+                                                log_offset=near_end, log_file_id=first["log_file_id"]))
+    assert (api["log_source"], api["log_reset"], api["log_chunk"]) == ("ray_api", True, whole)
+
+
 def test_package_with_the_fact(ray_head, head_fact, tmp_path, module_runner):
     uri = "gcs://_ray_pkg_%s.zip" % uuid.uuid4().hex[:16].rjust(40, "0")
     res = module_runner(ray_package.main, dict(uri=uri, src=str(tmp_path / "absent.zip")), check_mode=True)
