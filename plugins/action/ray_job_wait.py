@@ -48,7 +48,7 @@ ARGS = V.Args(
     stall_timeout=V.Int(0, default=0, hint=" (0 is off)"),
     outage_grace=V.Int(1, default=300),
     logs_tail_lines=V.Int(0, 10000, default=50),
-    runtime_env=V.Raw("the run's runtime_env as verl_experiment rendered it (checked there)", ansible="dict", no_log=True),
+    runtime_env=V.Raw("the run's runtime_env as verl_experiment_render rendered it (checked there)", ansible="dict", no_log=True),
     secret_names=V.ListOf(V.EnvName(), default=[]),
     # The secrets' values, only to mask them in logs and results: they are not in runtime_env (submit.yml
     # sends them by the run's secrets file, docs/SECURITY.md), and never go to Ray from here.
@@ -57,25 +57,25 @@ ARGS = V.Args(
     metrics=V.ListOf(V.Text(empty=False, max_len=200), default=DEFAULT_METRICS),
     max_metrics=V.Int(0, 100, default=5),
     recovery=V.Section(ES.SECTIONS["recovery"].fields, default={}),
-    job=V.Raw("what a recovery resubmits, as verl_experiment rendered it", ansible="dict", default={}),
+    job=V.Raw("what a recovery resubmits, as verl_experiment_render rendered it", ansible="dict", default={}),
     checkpoint_dir=V.AbsPath(empty=True, default="", ansible="str"),
     hosts=V.ListOf(V.Text(empty=False, max_len=253), default=[]),
     log_dir=V.AbsPath(relative=True, empty=True, default="", ansible="str"),
-    experiment=V.Raw("rlinfra.verl.verl_experiment's render result", ansible="dict"),
+    experiment=V.Raw("rlinfra.verl.verl_experiment_render's result", ansible="dict"),
     package_src=V.AbsPath(relative=True, empty=True, default="", ansible="str"),
     **DASHBOARD_ARGS
 )
 # An empty address goes on empty to the modules on the target, which read it from the target's
 # rlinfra_ray local fact.
 ARGUMENT_SPEC = ARGS.spec
-# What an `experiment` (a verl_experiment render result) gives when the option itself is not set.
+# What an `experiment` (a verl_experiment_render result) gives when the option itself is not set.
 FROM_WAIT = ("timeout", "progress_interval", "poll_interval", "stop_on_timeout", "stall_timeout", "outage_grace")
 # Calls of ray_job_poll one poll may add to read a log that grew more than one call returns (8 MiB each).
 CATCH_UP_CALLS = 64
 
 
 def from_experiment(args, given):
-    """``args`` completed from ``args['experiment']`` (a verl_experiment render result): the run's id,
+    """``args`` completed from ``args['experiment']`` (a verl_experiment_render result): the run's id,
     its wait settings, runtime_env, recovery, what a recovery submits, its checkpoints and hosts.
     An option set on the task wins."""
     exp = args["experiment"]
