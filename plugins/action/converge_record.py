@@ -70,28 +70,28 @@ def inputs_digest(templar, task_vars):
 class ActionModule(TypedAction):
     ARGS = ARGS
 
-    def act(self, result, params, task_vars):
-        args = dict(self._task.args)
-        roles = args.pop("settings", None) or []
+    def act(self, result, args, task_vars):
+        module_args = dict(self._task.args)
+        roles = module_args.pop("settings", None) or []
         if roles:
             dummy, failure = settings_failure(self._templar, task_vars, roles)
             if failure:
                 result.update(changed=False, **failure)
                 return result
-        if args.get("state", "check") == "check":
-            if not args.get("inputs"):
-                args["inputs"] = inputs_digest(self._templar, task_vars)
-            params["inputs"] = args["inputs"]
-            res = node_script.run(self, task_vars, "converge_record", "check", params)
+        if module_args.get("state", "check") == "check":
+            if not module_args.get("inputs"):
+                module_args["inputs"] = inputs_digest(self._templar, task_vars)
+            args["inputs"] = module_args["inputs"]
+            res = node_script.run(self, task_vars, "converge_record", "check", args)
             if res is not None:
                 result.update(res, changed=False)
                 return result
-        elif params.get("inputs") and not node_script.expands_on_node(ARGUMENT_SPEC, args):
+        elif args.get("inputs") and not node_script.expands_on_node(ARGUMENT_SPEC, module_args):
             # The record: the same code, at the end of every converge in full.
-            res = node_script.run(self, task_vars, "converge_record", "write", params)
+            res = node_script.run(self, task_vars, "converge_record", "write", args)
             if res is not None:
                 result.update(res)
                 return result
-        result.update(self._execute_module(module_name="rlinfra.verl.converge_record", module_args=args, task_vars=task_vars),
+        result.update(self._execute_module(module_name="rlinfra.verl.converge_record", module_args=module_args, task_vars=task_vars),
                       runtime="module")
         return result

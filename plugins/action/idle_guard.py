@@ -30,9 +30,9 @@ ARGUMENT_SPEC = ARGS.spec  # what tests/unit/test_action_docs.py holds to the do
 class ActionModule(TypedAction):
     ARGS = ARGS
 
-    def act(self, result, typed, task_vars):
-        args = dict(self._task.args)
-        if args.get("state", "present") == "present":
-            args["files"] = guard_code()
-        result.update(self._execute_module(module_name="rlinfra.verl.idle_guard", module_args=args, task_vars=task_vars))
+    def act(self, result, args, task_vars):
+        module_args = dict(self._task.args)
+        if module_args.get("state", "present") == "present":
+            module_args["files"] = guard_code()
+        result.update(self._execute_module(module_name="rlinfra.verl.idle_guard", module_args=module_args, task_vars=task_vars))
         return result

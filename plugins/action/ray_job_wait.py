@@ -225,15 +225,17 @@ class Watch:
     def run(self):
         """Does what the watchdog asks until it ends the watch; raises Done unless the job succeeded."""
         steps = self.dog.watch(self.t0)
+        ended = None
         try:
             request = next(steps)
             while True:
                 answer = self.do(request)
                 request = steps.send((answer, self.clock()))
         except StopIteration as end:
-            reason, line = end.value
+            ended = end.value
         finally:
             steps.close()
+        reason, line = ended
         if reason != "succeeded":
             raise Done(reason, line)
 

@@ -24,11 +24,11 @@ ARGUMENT_SPEC = ARGS.spec  # what tests/unit/test_action_docs.py holds to the do
 class ActionModule(TypedAction):
     ARGS = ARGS
 
-    def act(self, result, typed, task_vars):
-        args = dict(self._task.args)
-        dest = str(args.pop("dest", "") or "")
+    def act(self, result, args, task_vars):
+        module_args = dict(self._task.args)
+        dest = str(module_args.pop("dest", "") or "")
         try:
-            res = self._execute_module(module_name="rlinfra.verl.ray_node_logs", module_args=args, task_vars=task_vars)
+            res = self._execute_module(module_name="rlinfra.verl.ray_node_logs", module_args=module_args, task_vars=task_vars)
             res.pop("invocation", None)  # it lists the secret values (censored, but never needed here)
             result.update(res)
             if dest and res.get("bundle") and not (res.get("failed") or res.get("unreachable") or self._task.check_mode):

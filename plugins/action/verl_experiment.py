@@ -62,8 +62,8 @@ class ActionModule(experiment_task.ExperimentAction):
             playbook_dir=experiment_task.text(task_vars.get("playbook_dir")), cwd=os.getcwd(),
             collection_root=COLLECTION_ROOT, artifacts_dir=args["artifacts_dir"])
         exp = experiment.load_experiment_file(name, located.path, extra_params=args["params"] or None)
-        out, heads, clusters = validated(exp, located.as_dict(), args["cluster"] or exp.cluster, args["run"], task_vars,
-                        args["checkpoint_root"], args["checkpoint_cluster"])
+        out, heads, clusters = validated(exp, located.as_dict(), args["cluster"] or exp.cluster, args["run"],
+                                         task_vars, args["checkpoint_root"], args["checkpoint_cluster"])
         if not heads:
             raise ExperimentError(
                 "no host of group ray_head belongs to Ray cluster '%s' (experiment %s, ray_cluster); clusters "

@@ -9,7 +9,6 @@ Loading and validating is experiment.py's; this never reads the file."""
 from __future__ import annotations
 
 import copy
-import os
 
 from ansible_collections.rlinfra.verl.plugins.module_utils import code_checkout as CC
 from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_file as SF
@@ -21,6 +20,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.experiment_quote impo
 from ansible_collections.rlinfra.verl.plugins.module_utils.experiment_schema import (
     MAX_ARG_BYTES, NAME_RE, ExperimentError, fmt)
 from ansible_collections.rlinfra.verl.plugins.module_utils.masking import MASK
+
 
 def submission_id(name, cluster, run=None):
     """``rlinfra-<experiment>-<cluster>[-<run>]``: re-running submit never starts a duplicate."""

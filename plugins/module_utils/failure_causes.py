@@ -26,6 +26,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.masking import mask_p
 ECHO = 120  # the most characters of the log a line repeats
 NEARLY_FULL = 1 << 30  # a volume with less free space than this is the full one when the log names no path
 
+
 def _echo(text, width=ECHO):
     """A piece of the log fit to repeat: secrets masked, blanks squeezed, at most ``width`` characters."""
     text = re.sub(r"\s+", " ", mask_patterns(text)).strip()

@@ -105,7 +105,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 run:
-  description: The run suffix of the submission id (O(run) of M(rlinfra.verl.verl_experiment)), empty for none.
+  description: The run suffix of the submission id (O(run)), empty for none.
   returned: always
   type: str
 run_artifacts_dir:

@@ -154,7 +154,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 run:
-  description: The run suffix of the submission id (O(run) of M(rlinfra.verl.verl_experiment)), empty for none.
+  description: The run suffix of the submission id (O(rlinfra.verl.verl_experiment#module:run)), empty for none.
   returned: always
   type: str
 run_artifacts_dir:
@@ -195,7 +195,7 @@ experiments_dir:
   returned: always
   type: str
 artifacts_dir:
-  description: Controller directory of the run's artifacts (see O(artifacts_dir)).
+  description: Controller directory of the run's artifacts (see O(rlinfra.verl.verl_experiment#module:artifacts_dir)).
   returned: always
   type: str
   sample: /home/me/rl-project/artifacts

@@ -26,9 +26,12 @@ import re
 import shlex
 import sys
 
+from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
+
+from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
 
 display = Display()
 
@@ -206,13 +209,32 @@ def runs_here(action, python):
     return connection.transport == "local" and not connection.become and python == sys.executable
 
 
+SWITCH = "rlinfra_node_script"
+
+
+def wanted(task_vars):
+    """(whether the plain-script route is on, the line when ``rlinfra_node_script`` is not a switch). Off, every
+    SCRIPTED module runs as Ansible runs modules: the way out on a node whose Python cannot run the script, and the
+    baseline bench/bench_script_route.py times the route against."""
+    value = task_vars.get(SWITCH)
+    if value is None:
+        return True, None
+    try:
+        return V.Switch().check(value), None
+    except V.Bad as e:
+        return None, "%s must %s, got %r" % (SWITCH, e, value)
+
+
 def run(action, task_vars, module, function, args, no_log_values=()):
     """``function(args)`` of module_utils ``module`` on the action's host through its connection (or in this process,
     :func:`runs_here`), with the task's ``environment``; its result with ``runtime`` saying where it ran (``script`` or
     ``local``), None when it could not run that way (then run the module)."""
+    on, line = wanted(task_vars)
+    if line:
+        raise AnsibleActionFail(line)
     connection = action._connection
     # The script goes on stdin, as a pipelined module does (whether or not the configuration pipelines modules).
-    if not connection.has_pipelining or (connection.become and not connection.become.pipelining):
+    if not on or not connection.has_pipelining or (connection.become and not connection.become.pipelining):
         return None
     environ = {}
     action._compute_environment_string(environ)
@@ -275,8 +297,11 @@ def expands_on_node(spec, module_args):
 def call(action, task_vars, module_name, module_args):
     """What module ``module_name`` (one of SCRIPTED) returns for ``module_args``: from its function run as a plain
     script (``runtime: script``), else from the module itself (``runtime: module``) - arguments it would refuse, a
-    path it would expand on the node, a script that cannot run."""
+    path it would expand on the node, a script that cannot run, or ``rlinfra_node_script: false``."""
     utils, function = SCRIPTED[module_name]
+    on, line = wanted(task_vars)
+    if line:
+        return dict(failed=True, changed=False, msg=line)
     declared = importlib.import_module("ansible_collections.rlinfra.verl.plugins.modules." + module_name.rsplit(".", 1)[1])
     spec = declared.ARGUMENT_SPEC
     checked = ArgumentSpecValidator(spec).validate(dict(module_args))
@@ -287,7 +312,7 @@ def call(action, task_vars, module_name, module_args):
         lines = declared.ARGS.errors(params)
         if lines:
             return dict(failed=True, changed=False, msg="\n".join(lines))
-    if not checked.error_messages and not expands_on_node(spec, module_args):
+    if on and not checked.error_messages and not expands_on_node(spec, module_args):
         secrets = [v for k, opt in spec.items() if opt.get("no_log") for v in leaves(params.get(k))]
         res = run(action, task_vars, utils, function, params, no_log_values=secrets)
         if res is not None:

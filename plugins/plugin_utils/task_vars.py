@@ -72,4 +72,3 @@ class TypedAction(ActionBase):
 
     def act(self, result, args, task_vars):
         raise NotImplementedError
-

@@ -307,3 +307,25 @@ def test_every_scripted_module_runs_without_ansible(module_name, tmp_path):
                         "from %s.%s import %s\nprint('RLINFRA-IMPORTED', callable(%s))\n" % (N.PACKAGE, utils, function, function))
     rc, out, err = run_isolated(text, tmp_path)
     assert rc == 0 and "RLINFRA-IMPORTED True" in out, err[-2000:]
+
+
+def test_the_switch_turns_the_route_off_and_a_misspelt_one_is_a_line():
+    """rlinfra_node_script: false runs the module as Ansible does; a value that is not a switch changes nothing."""
+    class Action:
+        calls = []
+
+        def _execute_module(self, module_name, module_args, task_vars):
+            self.calls.append(module_name)
+            return {"changed": False}
+    action = Action()
+    args = {"submission_id": "x"}
+    assert N.call(action, {"rlinfra_node_script": "false"}, "rlinfra.verl.ray_job_poll", args) == {
+        "changed": False, "runtime": "module"}
+    assert action.calls == ["rlinfra.verl.ray_job_poll"]
+    bad = N.call(action, {"rlinfra_node_script": "flase"}, "rlinfra.verl.ray_job_poll", args)
+    assert bad == {"failed": True, "changed": False,
+                   "msg": "rlinfra_node_script must be true or false (also yes/no/1/0, any case), got 'flase'"}
+    assert action.calls == ["rlinfra.verl.ray_job_poll"]
+    assert N.wanted({}) == (True, None) and N.wanted({"rlinfra_node_script": True}) == (True, None)
+    with pytest.raises(Exception, match="rlinfra_node_script must be true or false"):
+        N.run(action, {"rlinfra_node_script": "2"}, "node_state", "node_state", {})
