@@ -1,27 +1,27 @@
 #!/usr/bin/env bash
-# The whole test suite: quality gates, unit and integration tests, molecule scenarios, the storage VM.
-# Usage: scripts/test.sh [stage ...]   (stages: gates unit molecule vm; default: all)
-# With more than one stage, the unit stage (which waits on the shared sandbox cluster and on Ray) runs
-# beside the others (which wait on their own containers and on qemu), niced so the timing-sensitive
-# sandbox tests keep the CPU first; TEST_LANES=1 runs the stages one after another instead.
+# The whole test suite: quality gates, unit tests, integration tests, molecule scenarios, the storage VM.
+# Usage: scripts/test.sh [stage ...]   (stages: gates unit integration molecule vm; default: all)
+# With more than one stage, the integration stage (which waits on the shared sandbox cluster and on Ray) runs in
+# one lane and the others (the CPU-bound gates and unit tests, molecule's own containers, qemu) in a second, niced
+# so that the timing-sensitive sandbox tests keep the CPU first; TEST_LANES=1 runs the stages one after another.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-stages=("$@"); ((${#stages[@]})) || stages=(gates unit molecule vm)
+stages=("$@"); ((${#stages[@]})) || stages=(gates unit integration molecule vm)
 LOGS=$ROOT/.cache/test-logs
 t0=$(date +%s)
 rm -rf "$LOGS"; mkdir -p "$LOGS"
 # The stage times, as a table, however the run ends (a stage that failed or never finished says so).
 report() {
   local rc=$? s
-  echo "=== stage times (s, wall clock; side-by-side stages overlap)"
-  printf '%-10s %8s\n' stage seconds
+  echo "=== stage times (s, wall clock; the two lanes overlap)"
+  printf '%-12s %8s\n' stage seconds
   for s in setup "${stages[@]}"; do
-    if [ -f "$LOGS/$s.time" ]; then printf '%-10s %8s\n' "$s" "$(cat "$LOGS/$s.time")"
-    elif [ -f "$LOGS/$s.failed" ]; then printf '%-10s %8s  FAILED\n' "$s" "$(cat "$LOGS/$s.failed")"
-    else printf '%-10s %8s\n' "$s" "-"; fi
+    if [ -f "$LOGS/$s.time" ]; then printf '%-12s %8s\n' "$s" "$(cat "$LOGS/$s.time")"
+    elif [ -f "$LOGS/$s.failed" ]; then printf '%-12s %8s  FAILED\n' "$s" "$(cat "$LOGS/$s.failed")"
+    else printf '%-12s %8s\n' "$s" "-"; fi
   done
-  printf '%-10s %8s\n' total "$(( $(date +%s) - t0 ))"
+  printf '%-12s %8s\n' total "$(( $(date +%s) - t0 ))"
   exit "$rc"
 }
 trap report EXIT
@@ -36,11 +36,12 @@ run_stage() {
   echo "=== stage: $s"
   case $s in
     gates) scripts/gates.sh || rc=$? ;;
-    unit)
+    unit) pytest -q -p no:cacheprovider -rs --durations=10 tests/unit || rc=$? ;;
+    integration)
       # The AWX test brings the sandbox up when it is not; leave the machine as it was.
       local had_sandbox=0; [ -f .sandbox/inventory.yml ] && had_sandbox=1
       # test_storage_vm.py needs the VM that the vm stage boots: run there, never skipped here.
-      pytest -q -p no:cacheprovider -rs --durations=15 --ignore=tests/integration/test_storage_vm.py tests || rc=$?
+      pytest -q -p no:cacheprovider -rs --durations=15 --ignore=tests/integration/test_storage_vm.py tests/integration || rc=$?
       [ $had_sandbox = 1 ] || sandbox/sandbox.sh down ;;
     molecule)
       for scenario in ${MOLECULE_SCENARIOS:-python_env ray_head ray_worker storage_lvm nfs_mount cluster}; do
@@ -56,7 +57,7 @@ run_stage() {
 # Stages one after another, stopping at the first that fails.
 run_lane() { local s; for s in "$@"; do run_stage "$s" || return 1; done; }
 side=() main=()
-for s in "${stages[@]}"; do if [ "$s" = unit ]; then main+=("$s"); else side+=("$s"); fi; done
+for s in "${stages[@]}"; do if [ "$s" = integration ]; then main+=("$s"); else side+=("$s"); fi; done
 if [ "${TEST_LANES:-2}" = 1 ] || [ ${#main[@]} = 0 ] || [ ${#side[@]} = 0 ]; then
   run_lane "${stages[@]}"
 else
@@ -67,7 +68,7 @@ else
   side_pid=$!
   main_rc=0; run_lane "${main[@]}" || main_rc=$?
   side_rc=0; wait "$side_pid" || side_rc=$?
-  echo "=== side stages (${side[*]}), run beside the unit stage: their output"
+  echo "=== side lane (${side[*]}), run beside the integration stage: its output"
   cat "$LOGS/side.log"
   [ $main_rc = 0 ] && [ $side_rc = 0 ] || exit 1
 fi

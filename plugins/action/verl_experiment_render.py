@@ -25,7 +25,8 @@ from ansible_collections.rlinfra.verl.plugins.plugin_utils import experiment_tas
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.experiment_task import role
 
 ARGS = V.Args(
-    loaded=V.Raw("rlinfra.verl.verl_experiment's result for the experiment", ansible="dict", required=True),
+    loaded=V.Raw("rlinfra.verl.verl_experiment's result for the experiment", ansible="dict", required=True,
+                 sample={"experiment": {}, "submission_id": "rlinfra-smoke-default", "cluster": "default"}),
     nodes=V.Raw("the alive nodes as rlinfra.verl.ray_cluster_info returns them", ansible="list", elements="dict"),
     default_gpus_per_node=role("default_gpus_per_node", "verl_job_dry_run_gpus_per_node", V.Int(0, 1024, default=8)),
     venv=role("venv", "verl_job_venv", V.AbsPath(empty=True, default="", ansible="str")),
@@ -56,7 +57,9 @@ class ActionModule(experiment_task.ExperimentAction):
 
     def work(self, args, task_vars):
         loaded = args["loaded"]
-        if not isinstance(loaded.get("experiment"), dict) or "submission_id" not in loaded:
+        summary = loaded.get("experiment")
+        if not isinstance(summary, dict) or not {"name", "path"} <= set(summary) or "submission_id" not in loaded \
+                or "cluster" not in loaded:
             raise ExperimentError("loaded is not a result of rlinfra.verl.verl_experiment: register that task and pass it")
         exp = experiment.Experiment.from_summary(loaded["experiment"])
         cluster = loaded["cluster"]
