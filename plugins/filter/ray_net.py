@@ -3,12 +3,12 @@
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Filters ``rlinfra.verl.ray_address`` (the address a node's Ray uses, the default of ``ray_private_ip``) and
 ``rlinfra.verl.ray_net`` (that address, the interface collectives use, the environment that names it, and every
-problem in one line each). The rules: module_utils/ray_net.py."""
+problem in one line each). The rules: module_utils/ray/net.py."""
 
 from __future__ import annotations
 
 from ansible_collections.rlinfra.verl.plugins.filter.ray_cluster import cluster_of, in_ray_cluster
-from ansible_collections.rlinfra.verl.plugins.module_utils import ray_net as N
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import net as N
 
 
 def _cluster(host, hostvars, groups):
@@ -20,7 +20,7 @@ def _cluster(host, hostvars, groups):
 
 
 def ray_address(host, hostvars, groups):
-    """The address ``host``'s Ray binds to and advertises (module_utils/ray_net.address_of)."""
+    """The address ``host``'s Ray binds to and advertises (module_utils/ray/net.address_of)."""
     members, head = _cluster(host, hostvars, groups)
     return N.address_of(host, hostvars, members, head)
 
