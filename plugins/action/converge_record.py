@@ -82,13 +82,13 @@ class ActionModule(TypedAction):
             if not module_args.get("inputs"):
                 module_args["inputs"] = inputs_digest(self._templar, task_vars)
             args["inputs"] = module_args["inputs"]
-            res = node_script.run(self, task_vars, "converge_record", "check", args)
+            res = node_script.run(self, task_vars, "ray.converge_record", "check", args)
             if res is not None:
                 result.update(res, changed=False)
                 return result
         elif args.get("inputs") and not node_script.expands_on_node(ARGUMENT_SPEC, module_args):
             # The record: the same code, at the end of every converge in full.
-            res = node_script.run(self, task_vars, "converge_record", "write", args)
+            res = node_script.run(self, task_vars, "ray.converge_record", "write", args)
             if res is not None:
                 result.update(res)
                 return result

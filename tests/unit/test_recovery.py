@@ -1,5 +1,5 @@
-"""The watchdog's decisions (module_utils/ray/recovery.py), attempt naming (attempts.py), the checkpoint
-reader (verl_checkpoint.py) and re-rendering an entrypoint for another cluster shape (experiment.reshape)."""
+"""The watchdog's decisions (module_utils/ray/recovery.py), attempt naming (ray/attempts.py), the checkpoint
+reader (verl/checkpoint.py) and re-rendering an entrypoint for another cluster shape (experiment.reshape)."""
 
 from __future__ import annotations
 
