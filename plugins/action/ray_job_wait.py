@@ -26,7 +26,7 @@ from ansible.utils.display import Display
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import attempts
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import masking
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray import recovery as R
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.recovery import DEFAULT_METRICS, progress_line
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_schema
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import watchdog
@@ -37,7 +37,6 @@ from ansible_collections.rlinfra.verl.plugins.plugin_utils.log_copy import LogCo
 
 display = Display()
 
-DEFAULT_METRICS = R.DEFAULT_METRICS
 ARGS = vocabulary.Args(
     submission_id=vocabulary.SubmissionId(required=True),
     base_submission_id=vocabulary.SubmissionId(empty=True, default=""),
@@ -267,7 +266,7 @@ class Watch:
         raise ValueError("the watchdog asked for %r, which the wait does not do" % kind)
 
     def say_progress(self, res):
-        display.display(R.progress_line(self.label, res, self.args["metrics"], self.args["max_metrics"], self.attempt))
+        display.display(progress_line(self.label, res, self.args["metrics"], self.args["max_metrics"], self.attempt))
 
     def stop(self, sid):
         res = self.module("rlinfra.verl.ray_job", dict(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import code_checkout
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import secrets_file as SF
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl.secrets_file import ENTRYPOINT_PREFIX, FILE_VAR, HOOK, file_path
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.cluster_shape import cluster_shape
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl.experiment import (
     DEFAULT_CHECKPOINT_ROOT, DEFAULT_ENV, MAX_SUBMISSION_ID, NEMO_RL_DEFAULTS, SHAPE_KEYS, SUBMISSION_PREFIX,
@@ -176,7 +176,7 @@ def render(exp, nodes, cluster=None, run=None, checkpoint_root=DEFAULT_CHECKPOIN
     secrets_run_dir = "%s/%s" % (secrets_dir.rstrip("/"), cluster) if secrets_dir else None
     secrets_dir = secrets_dir.rstrip("/") if present and secrets_dir else None
     if secrets_dir:
-        template["head"] = SF.ENTRYPOINT_PREFIX + template["head"]
+        template["head"] = ENTRYPOINT_PREFIX + template["head"]
     entrypoint = reshape(template)[0]
 
     env_vars = dict(DEFAULT_ENV)
@@ -221,10 +221,10 @@ def _route_secrets(runtime_env, secrets_dir, cluster, sid):
     sources the file for the driver and Ray's setup hook (found on PYTHONPATH, on the shared volume
     next to the files) loads it in every worker. Returns the file's path."""
     env_vars = runtime_env["env_vars"]
-    path = SF.file_path(secrets_dir, cluster, sid)
-    env_vars[SF.FILE_VAR] = path
+    path = file_path(secrets_dir, cluster, sid)
+    env_vars[FILE_VAR] = path
     # The experiment's own PYTHONPATH stays, after the hook's directory; no trailing ':' (it would
     # put the worker's current directory on sys.path).
     env_vars["PYTHONPATH"] = secrets_dir + (":" + env_vars["PYTHONPATH"] if env_vars.get("PYTHONPATH") else "")
-    runtime_env["worker_process_setup_hook"] = SF.HOOK
+    runtime_env["worker_process_setup_hook"] = HOOK
     return path
