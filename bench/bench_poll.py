@@ -88,8 +88,8 @@ def generate(path, size, seed=7):
 HEAD = r"""
 import json, os, resource, sys, time
 sys.path.insert(0, sys.argv[1])
-from ansible_collections.rlinfra.verl.plugins.module_utils import job_poll
-from ansible_collections.rlinfra.verl.plugins.module_utils.plain_module import PlainModule
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import job_poll
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import PlainModule
 temp_dir, sid, mode, secret = sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
 path = os.path.join(temp_dir, "session_latest", "logs", "job-driver-%s.log" % sid)
 
@@ -116,8 +116,8 @@ print(json.dumps(dict(call=took, cpu=cpu, last_step=res["last_step"], out=len(li
 CONTROLLER = r"""
 import json, os, pickle, sys, time
 sys.path.insert(0, sys.argv[1])
-from ansible_collections.rlinfra.verl.plugins.module_utils import verl_metrics as M
-from ansible_collections.rlinfra.verl.plugins.module_utils import log_follow as F
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import metrics as verl_metrics
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import log_follow
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.log_copy import LogCopy
 state, log, mode = sys.argv[2], sys.argv[3], sys.argv[4]
 if mode == "new":
@@ -142,7 +142,7 @@ print(json.dumps(dict(call=took, cpu=cpu, steps=written["steps"], png=bool(writt
 PREPARE = r"""
 import os, pickle, sys
 sys.path.insert(0, sys.argv[1])
-from ansible_collections.rlinfra.verl.plugins.module_utils import log_follow as F
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import log_follow
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.log_copy import LogCopy
 state, log, copy_dir, sid, new = sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6])
 copy = LogCopy(sid, copy_dir)

@@ -4,7 +4,7 @@
 Starts one Ray head on 127.0.0.1 with token auth (the same helper as the unit tests' ``ray_head``
 fixture), then runs ``--rounds`` rounds, alternating the two ways so that load drift hits both:
 
-* ``module``: a fresh ``python`` process that imports ``plugins/module_utils/ray_client.py`` (what
+* ``module``: a fresh ``python`` process that imports ``plugins/module_utils/ray/client.py`` (what
   ``rlinfra.verl.ray_job`` runs), submits ``echo hi`` and polls every ``--poll`` seconds until it ends;
 * ``cli``: ``ray job submit --address URL --submission-id ID -- echo hi`` (it waits by default);
 * ``playbook``: what a user waits for - ``ansible-playbook`` with one ``rlinfra.verl.ray_job`` task
@@ -51,7 +51,7 @@ BENCH_MD = ROOT / "docs" / "BENCHMARKS.md"
 MODULE_CODE = r"""
 import sys
 sys.path.insert(0, sys.argv[1])
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayClient, resolve_token
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayClient, resolve_token
 client = RayClient(sys.argv[2], token=resolve_token())
 client.submit_job(sys.argv[3], "echo hi")
 job, timed_out = client.wait_for_job(sys.argv[3], timeout=300, poll_interval=float(sys.argv[4]))

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "collections"))
 from _report import write_section  # noqa: E402
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayClient  # noqa: E402
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayClient  # noqa: E402
 
 PLAYBOOK = str(Path(sys.executable).parent / "ansible-playbook")
 STATE = ROOT / ".sandbox/state.json"

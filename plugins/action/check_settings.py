@@ -2,15 +2,15 @@
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Controller-side action ``rlinfra.verl.check_settings``: the roles' variables checked as values before
-anything changes. Documentation: plugins/modules/check_settings.py; the rules: module_utils/settings.py."""
+anything changes. Documentation: plugins/modules/check_settings.py; the rules: module_utils/common/settings.py."""
 
 from __future__ import annotations
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import settings as S
-from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import settings
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import TypedAction, settings_failure
 
-ARGS = V.Args(roles=V.ListOf(V.Choice(S.ROLES), required=True))
+ARGS = vocabulary.Args(roles=vocabulary.ListOf(vocabulary.Choice(settings.ROLES), required=True))
 ARGUMENT_SPEC = ARGS.spec
 
 

@@ -7,11 +7,11 @@ Documentation: plugins/modules/code_checkout.py."""
 
 from __future__ import annotations
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import code_checkout as C
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import code_checkout
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import TypedAction
 
-ARGS = C.ARGS  # the module's declaration (module_utils/code_checkout.py)
-ARGUMENT_SPEC = C.ARGUMENT_SPEC
+ARGS = code_checkout.ARGS  # the module's declaration (module_utils/verl/code_checkout.py)
+ARGUMENT_SPEC = code_checkout.ARGUMENT_SPEC
 
 
 # The vocabulary's types first, as the module's main() enforces them: a bad option (a token in the repo's URL, a relative
@@ -21,14 +21,14 @@ class ActionModule(TypedAction):
     ERRORS_LIST = True
 
     def act(self, result, args, task_vars):
-        code, errors = C.module_section(args)
+        code, errors = code_checkout.module_section(args)
         if errors:
             return dict(result, failed=True, msg=errors[0], errors=errors)
         if not args["commit"]:
             try:
-                with C.Git(code["repo"], args["token"], args["ssh_key"]) as git:
-                    args["commit"] = C.resolve(code, git)
-            except C.CodeError as e:
+                with code_checkout.Git(code["repo"], args["token"], args["ssh_key"]) as git:
+                    args["commit"] = code_checkout.resolve(code, git)
+            except code_checkout.CodeError as e:
                 return dict(result, failed=True, msg="%s (resolved on the controller)" % e)
         module_args = dict((k, v) for k, v in args.items() if v is not None)
         result.update(self._execute_module(module_name="rlinfra.verl.code_checkout", module_args=module_args,

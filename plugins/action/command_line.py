@@ -2,15 +2,15 @@
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Controller-side action ``rlinfra.verl.command_line``: a playbook's ``-e`` switches read strictly before
-anything is done. Documentation: plugins/modules/command_line.py; the rules: module_utils/cli.py."""
+anything is done. Documentation: plugins/modules/command_line.py; the rules: module_utils/common/cli.py."""
 
 from __future__ import annotations
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import cli
-from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import cli
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import TypedAction, read
 
-ARGS = V.Args(playbook=V.Choice(sorted(cli.PLAYBOOKS), required=True), cluster=V.Switch())
+ARGS = vocabulary.Args(playbook=vocabulary.Choice(sorted(cli.PLAYBOOKS), required=True), cluster=vocabulary.Switch())
 ARGUMENT_SPEC = ARGS.spec
 
 

@@ -4,7 +4,7 @@
 """Action ``rlinfra.verl.converge_record``: digests what the run was given (on the controller), then reads the node:
 the check as a plain script (plugin_utils/node_script.py, the same code without Ansible's module runtime - it runs
 on every node of every re-run), the module when that cannot run and for state=write. Documentation:
-plugins/modules/converge_record.py; the rules: module_utils/converge_record.py."""
+plugins/modules/converge_record.py; the rules: module_utils/ray/converge_record.py."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import os
 
 from ansible.errors import AnsibleError
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.converge_record import digest
-from ansible_collections.rlinfra.verl.plugins.module_utils.settings import plain
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.converge_record import digest
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.settings import plain
 from ansible_collections.rlinfra.verl.plugins.modules.converge_record import ARGS, ARGUMENT_SPEC
 from ansible_collections.rlinfra.verl.plugins.plugin_utils import node_script
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import TypedAction, settings_failure
@@ -82,13 +82,13 @@ class ActionModule(TypedAction):
             if not module_args.get("inputs"):
                 module_args["inputs"] = inputs_digest(self._templar, task_vars)
             args["inputs"] = module_args["inputs"]
-            res = node_script.run(self, task_vars, "converge_record", "check", args)
+            res = node_script.run(self, task_vars, "ray.converge_record", "check", args)
             if res is not None:
                 result.update(res, changed=False)
                 return result
         elif args.get("inputs") and not node_script.expands_on_node(ARGUMENT_SPEC, module_args):
             # The record: the same code, at the end of every converge in full.
-            res = node_script.run(self, task_vars, "converge_record", "write", args)
+            res = node_script.run(self, task_vars, "ray.converge_record", "write", args)
             if res is not None:
                 result.update(res)
                 return result

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
-"""Action ``rlinfra.verl.fitness_report``: fitness.yml's verdict for one cluster (module_utils/fitness_report.py),
+"""Action ``rlinfra.verl.fitness_report``: fitness.yml's verdict for one cluster (module_utils/node/fitness_report.py),
 written as JSON under the controller's artifacts directory. Documentation: plugins/modules/fitness_report.py."""
 
 from __future__ import annotations
@@ -10,22 +10,22 @@ import json
 import os
 import time
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import fitness_ray
-from ansible_collections.rlinfra.verl.plugins.module_utils.files import write_atomic
-from ansible_collections.rlinfra.verl.plugins.module_utils.fitness_report import verdict
-from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
+from ansible_collections.rlinfra.verl.plugins.module_utils.node import fitness_ray
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import write_atomic
+from ansible_collections.rlinfra.verl.plugins.module_utils.node.fitness_report import verdict
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import TypedAction
 
-ARGS = V.Args(
-    cluster=V.Name(required=True),
-    head=V.Host(required=True),
-    members=V.ListOf(V.Host(), required=True),
-    links=V.Raw(reason="a fitness_net result, as that module returned it", ansible="dict", default={}),
-    ray=V.Raw(reason="a ray_job result, as that module returned it", ansible="dict", default={}),
-    exclude_unfit=V.Switch(default=False),
-    thresholds=V.Section(dict(min_gbit=V.Number(0, 1e6), ray_min_gbit=V.Number(0, 1e6),
-                              allreduce_min_busbw=V.Number(0, 1e6)), default={}),
-    artifacts_dir=V.AbsPath(relative=True, empty=True, default="artifacts/fitness"),
+ARGS = vocabulary.Args(
+    cluster=vocabulary.Name(required=True),
+    head=vocabulary.Host(required=True),
+    members=vocabulary.ListOf(vocabulary.Host(), required=True),
+    links=vocabulary.Raw(reason="a fitness_net result, as that module returned it", ansible="dict", default={}),
+    ray=vocabulary.Raw(reason="a ray_job result, as that module returned it", ansible="dict", default={}),
+    exclude_unfit=vocabulary.Switch(default=False),
+    thresholds=vocabulary.Section(dict(min_gbit=vocabulary.Number(0, 1e6), ray_min_gbit=vocabulary.Number(0, 1e6),
+                                       allreduce_min_busbw=vocabulary.Number(0, 1e6)), default={}),
+    artifacts_dir=vocabulary.AbsPath(relative=True, empty=True, default="artifacts/fitness"),
 )
 ARGUMENT_SPEC = ARGS.spec
 

@@ -3,7 +3,7 @@
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Action ``rlinfra.verl.ray_cluster_info``: the module's code as a plain script on the target (plugin_utils/node_script.py;
 no Ansible module runtime to start, which costs more than the dashboard's answers), the module when that cannot
-run. Documentation: plugins/modules/ray_cluster_info.py; the code: module_utils/cluster_info.py."""
+run. Documentation: plugins/modules/ray_cluster_info.py; the code: module_utils/ray/cluster_info.py."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Action ``rlinfra.verl.ray_job``: the module's code as a plain script on the target (plugin_utils/node_script.py; no
 Ansible module runtime to start, which costs more than a short job's submit and polls), the module when that cannot
-run or the task is async. Documentation: plugins/modules/ray_job.py; the code: module_utils/job_run.py."""
+run or the task is async. Documentation: plugins/modules/ray_job.py; the code: module_utils/ray/job_run.py."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ every node that leaves the cluster, notices a head restart (the job vanishes) an
 what is left of the attempt, waits for the cluster to be whole again, checks that the latest
 checkpoint fits the cluster's shape, re-uploads the working_dir and submits the next attempt
 (``<id>-a2``, ...) which resumes from the checkpoint. Every decision and line of it is
-module_utils/watchdog.py's state machine (its rules in module_utils/recovery.py); this action does
+module_utils/ray/watchdog.py's state machine (its rules in module_utils/ray/recovery.py); this action does
 the I/O it asks for. The result is complete (attempts, lost nodes, summary lines), the playbook only prints it.
 Documentation: plugins/modules/ray_job_wait.py."""
 
@@ -24,45 +24,44 @@ from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import attempts as A
-from ansible_collections.rlinfra.verl.plugins.module_utils import masking
-from ansible_collections.rlinfra.verl.plugins.module_utils import recovery as R
-from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_schema as ES
-from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
-from ansible_collections.rlinfra.verl.plugins.module_utils import watchdog
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import attempts
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import masking
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.recovery import DEFAULT_METRICS, progress_line
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_schema
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import watchdog
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import typed_args
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import DASHBOARD_ARGS
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import DASHBOARD_ARGS
 from ansible_collections.rlinfra.verl.plugins.plugin_utils import node_script
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.log_copy import LogCopy
 
 display = Display()
 
-DEFAULT_METRICS = R.DEFAULT_METRICS
-ARGS = V.Args(
-    submission_id=V.SubmissionId(required=True),
-    base_submission_id=V.SubmissionId(empty=True, default=""),
-    timeout=V.Int(1, default=86400),
-    progress_interval=V.Int(1, default=60),
-    poll_interval=V.Number(ES.MIN_POLL_INTERVAL, default=5.0),
-    stop_on_timeout=V.Switch(default=False),
-    stall_timeout=V.Int(0, default=0, hint=" (0 is off)"),
-    outage_grace=V.Int(1, default=300),
-    logs_tail_lines=V.Int(0, 10000, default=50),
-    runtime_env=V.Raw("the run's runtime_env as verl_experiment_render rendered it (checked there)", ansible="dict", no_log=True),
-    secret_names=V.ListOf(V.EnvName(), default=[]),
+ARGS = vocabulary.Args(
+    submission_id=vocabulary.SubmissionId(required=True),
+    base_submission_id=vocabulary.SubmissionId(empty=True, default=""),
+    timeout=vocabulary.Int(1, default=86400),
+    progress_interval=vocabulary.Int(1, default=60),
+    poll_interval=vocabulary.Number(experiment_schema.MIN_POLL_INTERVAL, default=5.0),
+    stop_on_timeout=vocabulary.Switch(default=False),
+    stall_timeout=vocabulary.Int(0, default=0, hint=" (0 is off)"),
+    outage_grace=vocabulary.Int(1, default=300),
+    logs_tail_lines=vocabulary.Int(0, 10000, default=50),
+    runtime_env=vocabulary.Raw("the run's runtime_env as verl_experiment_render rendered it (checked there)", ansible="dict", no_log=True),
+    secret_names=vocabulary.ListOf(vocabulary.EnvName(), default=[]),
     # The secrets' values, only to mask them in logs and results: they are not in runtime_env (submit.yml
     # sends them by the run's secrets file, docs/SECURITY.md), and never go to Ray from here.
-    secret_values=V.ListOf(V.Secret(multiline=True), default=[]),
-    label=V.Text(default="", max_len=200),
-    metrics=V.ListOf(V.Text(empty=False, max_len=200), default=DEFAULT_METRICS),
-    max_metrics=V.Int(0, 100, default=5),
-    recovery=V.Section(ES.SECTIONS["recovery"].fields, default={}),
-    job=V.Raw("what a recovery resubmits, as verl_experiment_render rendered it", ansible="dict", default={}),
-    checkpoint_dir=V.AbsPath(empty=True, default="", ansible="str"),
-    hosts=V.ListOf(V.Text(empty=False, max_len=253), default=[]),
-    log_dir=V.AbsPath(relative=True, empty=True, default="", ansible="str"),
-    experiment=V.Raw("rlinfra.verl.verl_experiment_render's result", ansible="dict"),
-    package_src=V.AbsPath(relative=True, empty=True, default="", ansible="str"),
+    secret_values=vocabulary.ListOf(vocabulary.Secret(multiline=True), default=[]),
+    label=vocabulary.Text(default="", max_len=200),
+    metrics=vocabulary.ListOf(vocabulary.Text(empty=False, max_len=200), default=DEFAULT_METRICS),
+    max_metrics=vocabulary.Int(0, 100, default=5),
+    recovery=vocabulary.Section(experiment_schema.SECTIONS["recovery"].fields, default={}),
+    job=vocabulary.Raw("what a recovery resubmits, as verl_experiment_render rendered it", ansible="dict", default={}),
+    checkpoint_dir=vocabulary.AbsPath(empty=True, default="", ansible="str"),
+    hosts=vocabulary.ListOf(vocabulary.Text(empty=False, max_len=253), default=[]),
+    log_dir=vocabulary.AbsPath(relative=True, empty=True, default="", ansible="str"),
+    experiment=vocabulary.Raw("rlinfra.verl.verl_experiment_render's result", ansible="dict"),
+    package_src=vocabulary.AbsPath(relative=True, empty=True, default="", ansible="str"),
     **DASHBOARD_ARGS
 )
 # An empty address goes on empty to the modules on the target, which read it from the target's
@@ -105,7 +104,7 @@ class Done(Exception):
 
 class Watch:
     """The watch's I/O: the modules it runs on the target, the lines it prints, the log and metrics it saves
-    on the controller. What to do next is module_utils/watchdog.py's (``self.dog``); this only does it."""
+    on the controller. What to do next is module_utils/ray/watchdog.py's (``self.dog``); this only does it."""
 
     def __init__(self, action, args, task_vars):
         self.action = action
@@ -262,12 +261,12 @@ class Watch:
             return self.module("rlinfra.verl.ray_package", dict(self.dash, uri=params[0]["uri"], src=params[0]["src"]))
         if kind == "submit":
             sid, entrypoint, metadata, resources = params
-            return self.module("rlinfra.verl.ray_job", dict(self.dash, **A.submit_args(
+            return self.module("rlinfra.verl.ray_job", dict(self.dash, **attempts.submit_args(
                 sid, entrypoint, self.args["runtime_env"], metadata, resources)))
         raise ValueError("the watchdog asked for %r, which the wait does not do" % kind)
 
     def say_progress(self, res):
-        display.display(R.progress_line(self.label, res, self.args["metrics"], self.args["max_metrics"], self.attempt))
+        display.display(progress_line(self.label, res, self.args["metrics"], self.args["max_metrics"], self.attempt))
 
     def stop(self, sid):
         res = self.module("rlinfra.verl.ray_job", dict(

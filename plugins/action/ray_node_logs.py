@@ -13,7 +13,7 @@ import tarfile
 
 from ansible.errors import AnsibleError
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import node_logs as N
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import node_logs
 from ansible_collections.rlinfra.verl.plugins.modules.ray_node_logs import ARGS
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import TypedAction
 
@@ -48,7 +48,7 @@ class ActionModule(TypedAction):
             if got.get("failed"):
                 out["fetch_error"] = got.get("msg") or "slurp failed"
                 return out
-            files, refused = N.unpack(base64.b64decode(got["content"]), dest)
+            files, refused = node_logs.unpack(base64.b64decode(got["content"]), dest)
             out.update(fetched=True, unpacked=len(files), refused=refused)
         except (OSError, tarfile.TarError, ValueError, AnsibleError) as e:
             out["fetch_error"] = "the bundle could not be brought back: %s" % (getattr(e, "strerror", None) or e)

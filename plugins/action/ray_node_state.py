@@ -4,7 +4,7 @@
 """Action ``rlinfra.verl.ray_node_state``: the module's code as a plain script on the target (plugin_utils/node_script.py;
 site.yml's check runs it on every node before anything changes, where starting Ansible's module runtime cost more than
 the comparison), the module when that cannot run. Documentation: plugins/modules/ray_node_state.py; the code:
-module_utils/node_state.py."""
+module_utils/ray/node_state.py."""
 
 from __future__ import annotations
 

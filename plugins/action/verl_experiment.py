@@ -9,22 +9,22 @@ from __future__ import annotations
 
 import os
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import experiment
-from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_render
-from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_source
-from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
-from ansible_collections.rlinfra.verl.plugins.module_utils.experiment_schema import ExperimentError
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_render
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_source
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl.experiment_schema import ExperimentError
 from ansible_collections.rlinfra.verl.plugins.plugin_utils import experiment_task
 
 COLLECTION_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
-ARGS = V.Args(
+ARGS = vocabulary.Args(
     name=experiment_task.name_arg(),
-    loaded=V.Raw("this action's own result for the same experiment, earlier in the run", ansible="dict"),
-    experiments_dir=V.AbsPath(relative=True, empty=True, default="", ansible="str"),
-    artifacts_dir=V.AbsPath(relative=True, empty=True, default="", ansible="str"),
-    cluster=V.Name(empty=True, default=""),
-    run=V.Name(empty=True, default=""),
+    loaded=vocabulary.Raw("this action's own result for the same experiment, earlier in the run", ansible="dict"),
+    experiments_dir=vocabulary.AbsPath(relative=True, empty=True, default="", ansible="str"),
+    artifacts_dir=vocabulary.AbsPath(relative=True, empty=True, default="", ansible="str"),
+    cluster=vocabulary.Name(empty=True, default=""),
+    run=vocabulary.Name(empty=True, default=""),
     params=experiment_task.params_arg(),
     **experiment_task.checkpoint_args()
 )

@@ -12,39 +12,39 @@ from __future__ import annotations
 import os
 import tempfile
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import experiment
-from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_render
-from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_schema
-from ansible_collections.rlinfra.verl.plugins.module_utils import hf_prefetch as HFP
-from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_file as SF
-from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_run as S
-from ansible_collections.rlinfra.verl.plugins.module_utils import verl_preflight as P
-from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
-from ansible_collections.rlinfra.verl.plugins.module_utils.experiment_schema import ExperimentError
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_render
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_schema
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import hf_prefetch
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import secrets_file
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import secrets_run
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import preflight as verl_preflight
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl.experiment_schema import ExperimentError
 from ansible_collections.rlinfra.verl.plugins.plugin_utils import experiment_task
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.experiment_task import role
 
-ARGS = V.Args(
-    loaded=V.Raw("rlinfra.verl.verl_experiment's result for the experiment", ansible="dict", required=True,
-                 sample={"experiment": {}, "submission_id": "rlinfra-smoke-default", "cluster": "default"}),
-    nodes=V.Raw("the alive nodes as rlinfra.verl.ray_cluster_info returns them", ansible="list", elements="dict"),
-    default_gpus_per_node=role("default_gpus_per_node", "verl_job_dry_run_gpus_per_node", V.Int(0, 1024, default=8)),
-    venv=role("venv", "verl_job_venv", V.AbsPath(empty=True, default="", ansible="str")),
-    secret_vars=V.ListOf(V.EnvName(), default=[]),
+ARGS = vocabulary.Args(
+    loaded=vocabulary.Raw("rlinfra.verl.verl_experiment's result for the experiment", ansible="dict", required=True,
+                          sample={"experiment": {}, "submission_id": "rlinfra-smoke-default", "cluster": "default"}),
+    nodes=vocabulary.Raw("the alive nodes as rlinfra.verl.ray_cluster_info returns them", ansible="list", elements="dict"),
+    default_gpus_per_node=role("default_gpus_per_node", "verl_job_dry_run_gpus_per_node", vocabulary.Int(0, 1024, default=8)),
+    venv=role("venv", "verl_job_venv", vocabulary.AbsPath(empty=True, default="", ansible="str")),
+    secret_vars=vocabulary.ListOf(vocabulary.EnvName(), default=[]),
     # Where the run's secrets file goes (shared volume); empty: .rlinfra/secrets next to checkpoint_root.
-    secrets_dir=role("secrets_dir", "verl_job_secrets_dir", V.AbsPath(empty=True, default="", ansible="str")),
-    code=V.Raw("rlinfra.verl.code_checkout's result", ansible="dict"),
-    code_root=role("code_root", "verl_job_code_root", V.AbsPath(empty=True, default="", ansible="str")),
-    preflight=V.Switch(default=True),
-    fail_on_preflight=V.Switch(default=True),
-    verl_config_check=V.Choice(("auto", "required", "skip"), default="auto"),
-    package_dir=V.AbsPath(relative=True, empty=True, default="", ansible="str"),
-    wait=V.Switch(),
-    wait_timeout=role("wait_timeout", "verl_job_wait_timeout", V.Int(1)),
-    progress_interval=role("progress_interval", "verl_job_progress_interval", V.Int(1)),
-    poll_interval=role("poll_interval", "verl_job_poll_interval", V.Number(
+    secrets_dir=role("secrets_dir", "verl_job_secrets_dir", vocabulary.AbsPath(empty=True, default="", ansible="str")),
+    code=vocabulary.Raw("rlinfra.verl.code_checkout's result", ansible="dict"),
+    code_root=role("code_root", "verl_job_code_root", vocabulary.AbsPath(empty=True, default="", ansible="str")),
+    preflight=vocabulary.Switch(default=True),
+    fail_on_preflight=vocabulary.Switch(default=True),
+    verl_config_check=vocabulary.Choice(("auto", "required", "skip"), default="auto"),
+    package_dir=vocabulary.AbsPath(relative=True, empty=True, default="", ansible="str"),
+    wait=vocabulary.Switch(),
+    wait_timeout=role("wait_timeout", "verl_job_wait_timeout", vocabulary.Int(1)),
+    progress_interval=role("progress_interval", "verl_job_progress_interval", vocabulary.Int(1)),
+    poll_interval=role("poll_interval", "verl_job_poll_interval", vocabulary.Number(
         experiment_schema.MIN_POLL_INTERVAL, hint=" (the dashboard serves the whole cluster)")),
-    stop_on_timeout=V.Switch(),
+    stop_on_timeout=vocabulary.Switch(),
     **experiment_task.checkpoint_args()
 )
 ARGUMENT_SPEC = ARGS.spec
@@ -71,7 +71,7 @@ class ActionModule(experiment_task.ExperimentAction):
 
         # Secrets: names only. Values are added later by a no_log task, from verl_job_secrets or
         # the controller environment (the same precedence is applied there).
-        from_vars, from_env = S.sources(exp.secrets + exp.optional_secrets, args["secret_vars"], os.environ)
+        from_vars, from_env = secrets_run.sources(exp.secrets + exp.optional_secrets, args["secret_vars"], os.environ)
         present = from_vars + from_env
         missing = [n for n in exp.secrets if n not in present]
         out["secrets"] = dict(required=exp.secrets, optional=exp.optional_secrets, present=present,
@@ -85,7 +85,7 @@ class ActionModule(experiment_task.ExperimentAction):
         rendered = experiment_render.render(
             exp, nodes, cluster=cluster, run=loaded.get("run") or None, checkpoint_root=args["checkpoint_root"],
             venv=args["venv"] or None, secret_names_present=present, checkpoint_cluster=args["checkpoint_cluster"] or None,
-            secrets_dir=args["secrets_dir"] or SF.default_dir(args["checkpoint_root"]), code=args["code"],
+            secrets_dir=args["secrets_dir"] or secrets_file.default_dir(args["checkpoint_root"]), code=args["code"],
             code_root=args["code_root"] or None)
         experiment_render.check_job_size(exp.label, rendered)
         experiment_render.check_fits(exp, nodes, cluster, "alive now" if source == "cluster" else "in the inventory")
@@ -99,9 +99,9 @@ class ActionModule(experiment_task.ExperimentAction):
             if exp.framework == "verl":
                 checks.append(self._check_verl(args["verl_config_check"], rendered["overrides"],
                                                exp.entrypoint.get("config") or experiment.VERL_DEFAULTS["config"]))
-            checks.append(P.check_resources(exp.framework, exp.conventions, rendered["nnodes"],
-                                            rendered["gpus_per_node"], nodes, cluster, rendered["resources"],
-                                            custom_known=source == "cluster"))
+            checks.append(verl_preflight.check_resources(exp.framework, exp.conventions, rendered["nnodes"],
+                                                         rendered["gpus_per_node"], nodes, cluster, rendered["resources"],
+                                                         custom_known=source == "cluster"))
         package = None
         if exp.working_dir:
             wd_check, package = self._package(exp, args["package_dir"])
@@ -110,7 +110,7 @@ class ActionModule(experiment_task.ExperimentAction):
                 out["runtime_env"]["working_dir"] = package["uri"]
                 out["runtime_env_display"]["working_dir"] = "%s (%s)" % (package["uri"], exp.working_dir_path)
         out["package"] = package
-        out["preflight"] = P.summarize(checks)
+        out["preflight"] = verl_preflight.summarize(checks)
         out["preflight"]["lines"] = ["%s: %s" % (c["status"], c["message"]) for c in checks]
         out["display"] = self._dry_run_view(out, exp, experiment_task.text(task_vars.get("inventory_hostname")),
                                             args["default_gpus_per_node"])
@@ -136,40 +136,40 @@ class ActionModule(experiment_task.ExperimentAction):
             working_dir=out["package"] if out["package"] is not None else "none", wait=out["wait"],
             code="%s@%s in %s" % (out["code"]["repo"], out["code"]["commit"] or "(%s, resolved when submitted)" % out["code"]["ref"],
                                   out["code"]["workdir"]) if out["code"] else "none",
-            prefetch=["%s into %s" % (HFP.label(i), exp.prefetch["hub_cache"] or exp.prefetch["hf_home"] + "/hub")
-                      for i in HFP.items_of(exp.prefetch)] if exp.prefetch else "none",
+            prefetch=["%s into %s" % (hf_prefetch.label(i), exp.prefetch["hub_cache"] or exp.prefetch["hf_home"] + "/hub")
+                      for i in hf_prefetch.items_of(exp.prefetch)] if exp.prefetch else "none",
             preflight="ok" if out["preflight"]["ok"] else "FAILED")
 
     def _check_secrets(self, exp, present, missing):
         if missing:
-            return P.check("secrets", "failed", "; ".join(
+            return verl_preflight.check("secrets", "failed", "; ".join(
                 "secret %s is required by %s but is set neither in the controller's environment nor in "
                 "verl_job_secrets (export %s=... or put it in verl_job_secrets, e.g. from Ansible Vault)"
                 % (n, exp.label, n) for n in missing))
         names = exp.secrets + exp.optional_secrets
         if not names:
-            return P.check("secrets", "passed", "no secrets")
-        return P.check("secrets", "passed", "secrets passed to the job (by a 0600 file on the shared volume): %s%s" % (
+            return verl_preflight.check("secrets", "passed", "no secrets")
+        return verl_preflight.check("secrets", "passed", "secrets passed to the job (by a 0600 file on the shared volume): %s%s" % (
             ", ".join(present) or "none",
             "; optional and not set: %s" % ", ".join(n for n in exp.optional_secrets if n not in present)
             if any(n not in present for n in exp.optional_secrets) else ""))
 
     def _check_verl(self, mode, overrides, config_name):
         if mode == "skip":
-            return P.check("verl_config", "skipped", "verl config check skipped (verl_job_verl_config_check=skip)")
-        result = P.check_verl_config(overrides, config_name)
+            return verl_preflight.check("verl_config", "skipped", "verl config check skipped (verl_job_verl_config_check=skip)")
+        result = verl_preflight.check_verl_config(overrides, config_name)
         if mode == "required" and result["status"] == "skipped":
             result["status"] = "failed"
         return result
 
     def _package(self, exp, package_dir):
         if not package_dir:
-            wd = P.check_working_dir(exp.working_dir_path, exp.excludes)
+            wd = verl_preflight.check_working_dir(exp.working_dir_path, exp.excludes)
             return wd, wd.get("package")
         os.makedirs(package_dir, mode=0o700, exist_ok=True)
         fd, tmp_path = tempfile.mkstemp(prefix=".pkg-", suffix=".zip", dir=package_dir)
         os.close(fd)
-        wd = P.check_working_dir(exp.working_dir_path, exp.excludes, dest=tmp_path)
+        wd = verl_preflight.check_working_dir(exp.working_dir_path, exp.excludes, dest=tmp_path)
         pkg = wd.get("package")
         if not pkg:
             if os.path.exists(tmp_path):

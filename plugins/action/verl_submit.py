@@ -13,14 +13,14 @@ from __future__ import annotations
 import base64
 import os
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import attempts as A
-from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_run as S
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import ACTIVE_STATUSES
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import attempts
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import secrets_run
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import ACTIVE_STATUSES
 from ansible_collections.rlinfra.verl.plugins.modules.verl_submit import ARGS
 from ansible_collections.rlinfra.verl.plugins.plugin_utils import node_script
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import TypedAction
 
-HOOK_SOURCE = os.path.join(os.path.dirname(__file__), "..", "module_utils", "secrets_file.py")
+HOOK_SOURCE = os.path.join(os.path.dirname(__file__), "..", "module_utils", "verl", "secrets_file.py")
 # A zip up to this size travels inside the module call (base64); a larger one is copied to the head first.
 INLINE_MAX = 8 * 1024 * 1024
 
@@ -56,15 +56,15 @@ class ActionModule(TypedAction):
     def _submit(self, args):
         job, jobs = args["job"], args["jobs"]
         sid = job["submission_id"]
-        current = A.newest_attempt(jobs, sid)
-        holder = A.checkpoint_holder(jobs, job.get("checkpoint_dir"), sid, ACTIVE_STATUSES)
+        current = attempts.newest_attempt(jobs, sid)
+        holder = attempts.checkpoint_holder(jobs, job.get("checkpoint_dir"), sid, ACTIVE_STATUSES)
         if holder is not None and current is None:
             raise Refused(
                 "%s (%s) already writes %s: two runs in one checkpoint directory would resume from each other's "
                 "checkpoints. Wait for it or stop it (stop.yml), or give this run its own directory (params "
                 "trainer.default_local_dir)." % (holder["submission_id"], holder.get("status"), job.get("checkpoint_dir")))
         call = {k: v for k, v in args.items() if v is not None and k not in ("hook", "package_data")}
-        call.update(submit=current is None, write_secrets=S.needed(current))
+        call.update(submit=current is None, write_secrets=secrets_run.needed(current))
         if job.get("secrets_file"):
             with open(HOOK_SOURCE) as f:
                 call["hook"] = f.read()

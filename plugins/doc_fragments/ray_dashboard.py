@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
-"""Options of every module that talks to the Ray dashboard (module_utils/ray_client.py)."""
+"""Options of every module that talks to the Ray dashboard (module_utils/ray/client.py)."""
 
 from __future__ import annotations
 

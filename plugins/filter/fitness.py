@@ -1,11 +1,11 @@
 # -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
-"""Filter ``rlinfra.verl.fitness_entrypoint``: the command line of fitness.yml's Ray check (module_utils/fitness_ray.py)."""
+"""Filter ``rlinfra.verl.fitness_entrypoint``: the command line of fitness.yml's Ray check (module_utils/node/fitness_ray.py)."""
 
 from __future__ import annotations
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.fitness_ray import entrypoint
+from ansible_collections.rlinfra.verl.plugins.module_utils.node.fitness_ray import entrypoint
 
 
 def fitness_entrypoint(head_ip, object_mib=16, pairs_max=8, allreduce="auto", store_port=6386, timeout=300):

@@ -7,7 +7,7 @@ ray_job_wait. Everything was decided by those; this only puts it together."""
 
 from __future__ import annotations
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.run_cost import cost_line, node_prices, run_cost, run_seconds
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.run_cost import cost_line, node_prices, run_cost, run_seconds
 
 NOT_WAITED = "status:        not waited for (wait disabled): run status.yml for the experiment"
 

@@ -11,7 +11,7 @@ and of the fetch that brought each bundle back.
 
 from __future__ import annotations
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import failure_causes as C
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import failure_causes
 
 
 def _first_line(text, limit=300):
@@ -78,7 +78,7 @@ TAIL_BYTES = 512 * 1024
 
 
 def run_causes(collected, log_path="", step=None):
-    """Why a run died, one line each (module_utils/failure_causes.py): the causes in the driver's log saved at
+    """Why a run died, one line each (module_utils/verl/failure_causes.py): the causes in the driver's log saved at
     ``log_path`` on the controller (its last 512 KiB) - a full checkpoint volume (with the free space the nodes
     reported, ``at step N`` when known), CUDA out of memory, an NCCL timeout or lost connection - then each node's
     kernel events (Xid errors, uncorrectable memory errors, the OOM killer, links down). ``collected``: the looped
@@ -99,13 +99,13 @@ def run_causes(collected, log_path="", step=None):
         except OSError:
             text = ""
     lines = []
-    for cause in C.driver_log_causes(text, [dict(path=p, free_bytes=f) for p, f in sorted(volumes.items())]):
+    for cause in failure_causes.driver_log_causes(text, [dict(path=p, free_bytes=f) for p, f in sorted(volumes.items())]):
         if step is not None and cause.startswith("the checkpoint volume ") and "): " in cause:
             head, tail = cause.split("): ", 1)
             cause = "%s) at step %s: %s" % (head, step, tail)
         lines.append(cause)
     for res in results:
-        lines += C.kernel_causes(res.get("kernel_events") or [], str(res.get("item") or ""))
+        lines += failure_causes.kernel_causes(res.get("kernel_events") or [], str(res.get("item") or ""))
     return lines
 
 

@@ -6,13 +6,13 @@
     {{ info.jobs | rlinfra.verl.pick_attempt('rlinfra-smoke-default', attempt) }}
 
 The first submission of a run is its submission id, automatic recoveries are ``<id>-a2``,
-``<id>-a3``, ... (module_utils/attempts.py names them). No attempt given: the newest.
+``<id>-a3``, ... (module_utils/ray/attempts.py names them). No attempt given: the newest.
 """
 
 from __future__ import annotations
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.attempts import attempt_id, attempts_of
-from ansible_collections.rlinfra.verl.plugins.module_utils.numbers import whole_number
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.attempts import attempt_id, attempts_of
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.numbers import whole_number
 
 
 def _attempt_number(value):

@@ -4,9 +4,9 @@
 
 from __future__ import annotations
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.converge_record import plan
-from ansible_collections.rlinfra.verl.plugins.module_utils.python_env import mismatch
-from ansible_collections.rlinfra.verl.plugins.module_utils.switches import switch_value
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.converge_record import plan
+from ansible_collections.rlinfra.verl.plugins.module_utils.node.python_env import mismatch
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.switches import switch_value
 
 DEFAULT_CLUSTER = "default"
 
@@ -33,7 +33,7 @@ def ray_clusters(hosts, hostvars):
 
 def env_mismatch(host, heads, hostvars):
     """'' when ``host`` runs its cluster head's Python environment, else one line saying how they differ
-    (module_utils/python_env.py's rule)."""
+    (module_utils/node/python_env.py's rule)."""
     head = in_ray_cluster(heads or [], hostvars, cluster_of(host, hostvars))
     if not head:
         return ""
@@ -84,7 +84,7 @@ def ray_active(hosts, hostvars):
 
 def converge_plan(hosts, hostvars, groups):
     """Which of ``hosts`` site.yml converges in full and which it found as their last converge left them (see
-    module_utils/converge_record.plan), plus the lines it prints about it."""
+    module_utils/ray/converge_record.plan), plus the lines it prints about it."""
     nodes = list(groups.get("ray_head") or []) + [h for h in groups.get("ray_workers") or [] if h not in (groups.get("ray_head") or [])]
     clusters = ray_clusters(nodes, hostvars)
 

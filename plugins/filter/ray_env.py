@@ -2,7 +2,7 @@
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Filters ``rlinfra.verl.secret_env`` and ``rlinfra.verl.plain_env``: the two halves of an environment
-mapping, split by the collection's one rule for secret names (plugins/module_utils/secret_names.py).
+mapping, split by the collection's one rule for secret names (plugins/module_utils/common/secret_names.py).
 The ray role writes the plain half to ``ray.env`` and the secret half to the root-only ``ray-secrets.env``:
 
     {{ ray_env | rlinfra.verl.plain_env(ray_env_secret_pattern) }}
@@ -18,7 +18,7 @@ import re
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.secret_names import split_env
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.secret_names import split_env
 
 
 def _split(env, pattern, name):

@@ -10,7 +10,7 @@ ray roles resolve it, for M(rlinfra.verl.ray_firewall).
 from __future__ import annotations
 
 from ansible_collections.rlinfra.verl.plugins.filter.ray_net import ray_address
-from ansible_collections.rlinfra.verl.plugins.module_utils.firewall import member_address
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.firewall import member_address
 
 
 def ray_firewall_members(hosts, hostvars, groups=None):

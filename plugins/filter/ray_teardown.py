@@ -2,7 +2,7 @@
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Filter of teardown.yml: ``rlinfra.verl.ray_teardown_refusal`` (whether running jobs forbid the teardown, as one
-line). What a purge may remove is rlinfra.verl.owned_dir's rule (module_utils/owned.py).
+line). What a purge may remove is rlinfra.verl.owned_dir's rule (module_utils/common/owned.py).
 
     {{ heads | rlinfra.verl.ray_teardown_refusal(hostvars, stop_jobs) }}
 """

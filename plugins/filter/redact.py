@@ -11,7 +11,7 @@ becomes ``********`` (longest values first, empty values ignored).
 
 from __future__ import annotations
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.masking import MASK, mask_values
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import MASK, mask_values
 
 
 def redact(text, values, mask=MASK):

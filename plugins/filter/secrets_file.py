@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
-"""Filters of the secrets-file route (plugins/module_utils/secrets_run.py, docs/SECURITY.md):
+"""Filters of the secrets-file route (plugins/module_utils/verl/secrets_run.py, docs/SECURITY.md):
 
     {{ names | rlinfra.verl.secret_values(verl_job_secrets) }}   {name: value} from there, else the environment
     {{ names | rlinfra.verl.mask_values(verl_job_secrets) }}     those values and every value given there
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import os
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.secrets_run import done as secrets_file_done
-from ansible_collections.rlinfra.verl.plugins.module_utils.secrets_run import values
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl.secrets_run import done as secrets_file_done
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl.secrets_run import values
 
 
 def secret_values(names, given=None):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.switches import switch_value
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.switches import switch_value
 
 
 def strict_bool(value, name="switch"):

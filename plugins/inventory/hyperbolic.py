@@ -232,7 +232,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 from ansible.utils.unsafe_proxy import wrap_var
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import (
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.client import (
     DEFAULT_SSH_USER,
     SOURCES,
     HyperbolicClient,
@@ -248,7 +248,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import (
     url_is_plain_remote_http,
     valid_ssh_user,
 )
-from ansible_collections.rlinfra.verl.plugins.module_utils.masking import mask_values
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import mask_values
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.inventory_load import failed_before, give_up
 
 try:  # ansible-core >= 2.19

@@ -84,22 +84,22 @@ from ansible.errors import AnsibleError
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 from ansible.utils.unsafe_proxy import wrap_var
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
-from ansible_collections.rlinfra.verl.plugins.module_utils.slurm import Slurm, SlurmError
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.node.slurm import Slurm, SlurmError
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.inventory_load import failed_before, give_up
 
 PLUGIN = "rlinfra.verl.slurm"
-# The options' types (module_utils/vocabulary.py); the constructed and cache options Ansible checks itself, but a
+# The options' types (module_utils/common/vocabulary.py); the constructed and cache options Ansible checks itself, but a
 # negative cache_timeout it would take.
 TYPES = {
-    "job_id": V.Text(pattern=r"^[0-9]+(_[0-9]+)?$", what="a Slurm job id (digits, or digits_digits for an array task)"),
-    "job_name": V.Text(max_len=200),
-    "ray_cluster": V.Name(empty=True),
-    "login_host": V.Text(pattern=r"^([A-Za-z0-9_.-]+@)?[A-Za-z0-9][A-Za-z0-9_.-]*$",
-                         what="a login node as host or user@host (not an ssh option)"),
-    "ssh_args": V.ListOf(V.Text(empty=False)),
-    "timeout": V.Int(1, 3600),
-    "cache_timeout": V.Int(0),
+    "job_id": vocabulary.Text(pattern=r"^[0-9]+(_[0-9]+)?$", what="a Slurm job id (digits, or digits_digits for an array task)"),
+    "job_name": vocabulary.Text(max_len=200),
+    "ray_cluster": vocabulary.Name(empty=True),
+    "login_host": vocabulary.Text(pattern=r"^([A-Za-z0-9_.-]+@)?[A-Za-z0-9][A-Za-z0-9_.-]*$",
+                                  what="a login node as host or user@host (not an ssh option)"),
+    "ssh_args": vocabulary.ListOf(vocabulary.Text(empty=False)),
+    "timeout": vocabulary.Int(1, 3600),
+    "cache_timeout": vocabulary.Int(0),
 }
 CACHE_FORMAT = 1
 OPTIONS = ("plugin", "job_id", "job_name", "ray_cluster", "login_host", "ssh_args", "timeout", "compose", "groups",
@@ -138,7 +138,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             if value is not None:
                 try:
                     t.validate(value)
-                except V.Bad as e:
+                except vocabulary.Bad as e:
                     raise SlurmError(t.line(name, value, e))
         job_id, job_name = self.get_option("job_id") or "", self.get_option("job_name") or ""
         if config.get("job_id") and job_name:

@@ -17,7 +17,7 @@ description:
     names, and no newline or control character in anything written to a systemd unit, an environment file or
     C(/etc/fstab).
   - Fails with one line naming every bad variable, what it must be and the value it got. Changes nothing.
-  - The rules live in C(plugins/module_utils/settings.py).
+  - The rules live in C(plugins/module_utils/common/settings.py).
 version_added: 0.3.0
 author:
   - rlinfra maintainers (@rlinfra)

@@ -112,35 +112,35 @@ line:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import code_checkout as C
-from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import code_checkout
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 
-# Declared in module_utils/code_checkout.py: the action checks the same declaration on the controller.
-ARGS = C.ARGS
-ARGUMENT_SPEC = C.ARGUMENT_SPEC
+# Declared in module_utils/verl/code_checkout.py: the action checks the same declaration on the controller.
+ARGS = code_checkout.ARGS
+ARGUMENT_SPEC = code_checkout.ARGUMENT_SPEC
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    V.enforce(module, ARGS)
+    vocabulary.enforce(module, ARGS)
     p = module.params
-    code, errors = C.module_section(p)
+    code, errors = code_checkout.module_section(p)
     if errors:
         module.fail_json(msg=errors[0], errors=errors)
     try:
-        with C.Git(code["repo"], p["token"], p["ssh_key"]) as git:
-            commit = p["commit"] or C.resolve(code, git)
-            if not C.COMMIT_RE.match(commit):
+        with code_checkout.Git(code["repo"], p["token"], p["ssh_key"]) as git:
+            commit = p["commit"] or code_checkout.resolve(code, git)
+            if not code_checkout.COMMIT_RE.match(commit):
                 module.fail_json(msg="commit: %r is not a full 40-character commit" % commit)
-            changed, record = C.checkout(code, commit, p["root"], git, check_mode=module.check_mode,
-                                         lock_timeout=p["lock_timeout"])
-    except C.CodeError as e:
+            changed, record = code_checkout.checkout(code, commit, p["root"], git, check_mode=module.check_mode,
+                                                     lock_timeout=p["lock_timeout"])
+    except code_checkout.CodeError as e:
         module.fail_json(msg=str(e))
     except OSError as e:
         module.fail_json(msg="code %s: %s" % (code["repo"], e))
-    module.exit_json(changed=changed, commit=commit, dir=C.directory(p["root"], code, commit),
-                     workdir=C.workdir(p["root"], code, commit), submodules=record.get("submodules") or [],
-                     line=C.report(code, commit, changed, record, module.check_mode))
+    module.exit_json(changed=changed, commit=commit, dir=code_checkout.directory(p["root"], code, commit),
+                     workdir=code_checkout.workdir(p["root"], code, commit), submodules=record.get("submodules") or [],
+                     line=code_checkout.report(code, commit, changed, record, module.check_mode))
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ description:
   - A playbook that works on a cluster of the inventory (O(cluster)) fails with one line, naming the inventory
     sources, when no host is in group C(ray_head) - Ansible only warns when a source cannot be loaded, and the run
     would otherwise go on, and succeed, on no hosts.
-  - The rules live in C(plugins/module_utils/cli.py).
+  - The rules live in C(plugins/module_utils/common/cli.py).
 version_added: 0.3.0
 author:
   - rlinfra maintainers (@rlinfra)

@@ -163,45 +163,45 @@ runtime:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils import converge_record as R
-from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import converge_record
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 
 # systemctl reads a unit name starting with '-' as an option.
-UNIT_NAME = V.Text(empty=False, max_len=256, pattern=r"^[A-Za-z0-9_][A-Za-z0-9:_.@\\-]*$",
-                   what="a systemd unit name (letters, digits, : _ . @ \\ -, starting with a letter, digit or _)")
-NFT_TABLE = V.Text(empty=False, max_len=41, pattern=r"^[A-Za-z][A-Za-z0-9_]{0,40}$",
-                   what="an nftables table name (letters, digits and _, starting with a letter, at most 41)")
+UNIT_NAME = vocabulary.Text(empty=False, max_len=256, pattern=r"^[A-Za-z0-9_][A-Za-z0-9:_.@\\-]*$",
+                            what="a systemd unit name (letters, digits, : _ . @ \\ -, starting with a letter, digit or _)")
+NFT_TABLE = vocabulary.Text(empty=False, max_len=41, pattern=r"^[A-Za-z][A-Za-z0-9_]{0,40}$",
+                            what="an nftables table name (letters, digits and _, starting with a letter, at most 41)")
 
-ARGS = V.Args(
-    state=V.Choice(("check", "write"), default="check"),
-    path=V.AbsPath(default="/etc/ray/rlinfra-converged.json"),
-    inputs=V.Text(max_len=64, pattern=r"^[0-9a-f]{64}$",
-                  what="the digest a check returned (ansible_converge_record.inputs: 64 hexadecimal digits)"),
-    watch=V.Options(dict(
-        files=V.ListOf(V.AbsPath(), default=[]),
-        dirs=V.ListOf(V.AbsPath(), default=[]),
+ARGS = vocabulary.Args(
+    state=vocabulary.Choice(("check", "write"), default="check"),
+    path=vocabulary.AbsPath(default="/etc/ray/rlinfra-converged.json"),
+    inputs=vocabulary.Text(max_len=64, pattern=r"^[0-9a-f]{64}$",
+                           what="the digest a check returned (ansible_converge_record.inputs: 64 hexadecimal digits)"),
+    watch=vocabulary.Options(dict(
+        files=vocabulary.ListOf(vocabulary.AbsPath(), default=[]),
+        dirs=vocabulary.ListOf(vocabulary.AbsPath(), default=[]),
         # Glob patterns (python*), matched on the node.
-        packages=V.ListOf(V.AbsPath(ansible="str"), default=[]),
-        units=V.ListOf(UNIT_NAME, default=[]),
-        nft_tables=V.ListOf(NFT_TABLE, default=[]),
+        packages=vocabulary.ListOf(vocabulary.AbsPath(ansible="str"), default=[]),
+        units=vocabulary.ListOf(UNIT_NAME, default=[]),
+        nft_tables=vocabulary.ListOf(NFT_TABLE, default=[]),
     ), default={}),
-    facts=V.MapOf(V.Text(empty=False, max_len=255, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
-                         what="a variable name (letters, digits, _; not starting with a digit)"),
-                  V.Raw(reason="a fact's value is whatever the converge published; a check sets it again as it was"),
-                  default={}),
-    members=V.ListOf(V.Text(empty=False, max_len=255), default=[]),
-    settings=V.ListOf(V.Choice(("storage_lvm", "nfs_mount", "python_env", "ray")), default=[]),
-    local=V.ListOf(V.Name(), default=["rlinfra_ray"]),
-    fact_dir=V.AbsPath(default="/etc/ansible/facts.d"),
+    facts=vocabulary.MapOf(vocabulary.Text(empty=False, max_len=255, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+                                           what="a variable name (letters, digits, _; not starting with a digit)"),
+                           vocabulary.Raw(reason="a fact's value is whatever the converge published; a check sets it again as it was"),
+                           default={}),
+    members=vocabulary.ListOf(vocabulary.Text(empty=False, max_len=255), default=[]),
+    settings=vocabulary.ListOf(vocabulary.Choice(("storage_lvm", "nfs_mount", "python_env", "ray")), default=[]),
+    local=vocabulary.ListOf(vocabulary.Name(), default=["rlinfra_ray"]),
+    fact_dir=vocabulary.AbsPath(default="/etc/ansible/facts.d"),
 )
 ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True, required_if=[("state", "write", ["inputs"])])
-    V.enforce(module, ARGS)
+    vocabulary.enforce(module, ARGS)
     p = module.params
-    module.exit_json(**(R.write(p, module) if p["state"] == "write" else dict(changed=False, **R.check(p, module))))
+    module.exit_json(**(converge_record.write(p, module) if p["state"] == "write" else dict(changed=False, **converge_record.check(p, module))))
 
 
 if __name__ == "__main__":

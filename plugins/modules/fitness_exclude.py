@@ -63,15 +63,15 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
-from ansible_collections.rlinfra.verl.plugins.module_utils.files import makedirs, write_atomic
-from ansible_collections.rlinfra.verl.plugins.module_utils.node_facts import local_fact
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import makedirs, write_atomic
+from ansible_collections.rlinfra.verl.plugins.module_utils.node.facts import local_fact
 
-ARGS = V.Args(
-    state=V.Choice(("excluded", "included"), required=True),
-    reason=V.Text(lines=True, max_len=65536, default=""),
-    service=V.Text(pattern=r"^[A-Za-z0-9_][A-Za-z0-9:_.@-]*\.service$", what="a systemd service name", default="ray-worker.service"),
-    fact_path=V.AbsPath(default="/etc/ansible/facts.d/rlinfra_excluded.fact"),
+ARGS = vocabulary.Args(
+    state=vocabulary.Choice(("excluded", "included"), required=True),
+    reason=vocabulary.Text(lines=True, max_len=65536, default=""),
+    service=vocabulary.Text(pattern=r"^[A-Za-z0-9_][A-Za-z0-9:_.@-]*\.service$", what="a systemd service name", default="ray-worker.service"),
+    fact_path=vocabulary.AbsPath(default="/etc/ansible/facts.d/rlinfra_excluded.fact"),
 )
 ARGUMENT_SPEC = ARGS.spec
 
@@ -84,7 +84,7 @@ def read(path):
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    V.enforce(module, ARGS)
+    vocabulary.enforce(module, ARGS)
     p = module.params
     before = read(p["fact_path"])
     if p["state"] == "included":

@@ -14,7 +14,7 @@ description:
     receiver counted, in Gbit/s, over the interface Ray and the collectives use.
   - Every node to the head, one at a time; for a cluster of at most O(pairs_max) nodes every ordered pair, in rounds of
     disjoint pairs. Then tells every agent to stop.
-  - The code is in C(plugins/module_utils/fitness_net.py).
+  - The code is in C(plugins/module_utils/node/fitness_net.py).
 author:
   - rlinfra maintainers (@rlinfra)
 options:
@@ -69,25 +69,25 @@ links:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
-from ansible_collections.rlinfra.verl.plugins.module_utils.fitness_net import measure
-from ansible_collections.rlinfra.verl.plugins.module_utils.plain_module import finish
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.node.fitness_net import measure
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import finish
 
-ARGS = V.Args(
-    nodes=V.ListOf(V.Section(dict(host=V.Host(required=True), ip=V.Address(required=True),
-                                  ifname=V.Text(max_len=256, default=""))), required=True),
-    head=V.Host(required=True),
-    port=V.Port(default=6385),
-    nonce=V.Secret(required=True, empty=False),
-    seconds=V.Number(0.1, 60, unit="seconds", default=1.0),
-    pairs_max=V.Int(0, 64, default=8),
+ARGS = vocabulary.Args(
+    nodes=vocabulary.ListOf(vocabulary.Section(dict(host=vocabulary.Host(required=True), ip=vocabulary.Address(required=True),
+                                                    ifname=vocabulary.Text(max_len=256, default=""))), required=True),
+    head=vocabulary.Host(required=True),
+    port=vocabulary.Port(default=6385),
+    nonce=vocabulary.Secret(required=True, empty=False),
+    seconds=vocabulary.Number(0.1, 60, unit="seconds", default=1.0),
+    pairs_max=vocabulary.Int(0, 64, default=8),
 )
 ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    V.enforce(module, ARGS)
+    vocabulary.enforce(module, ARGS)
     finish(module, measure(module.params, module))
 
 

@@ -18,7 +18,7 @@ description:
     C(amd-smi) on AMD nodes - and the kernel log since boot (C(dmesg), else C(journalctl -k)) for Xid events,
     uncorrectable memory errors, the OOM killer and links going down; and the free space on O(volumes).
   - Every problem is one line naming the node (and the GPU index and bus id); the rules are in
-    C(plugins/module_utils/gpu_health.py) and C(plugins/module_utils/room.py). Runs as a plain script on the node
+    C(plugins/module_utils/node/gpu_health.py) and C(plugins/module_utils/common/room.py). Runs as a plain script on the node
     where it can (no module runtime).
 author:
   - rlinfra maintainers (@rlinfra)
@@ -108,30 +108,30 @@ lines:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
-from ansible_collections.rlinfra.verl.plugins.module_utils.fitness_node import check
-from ansible_collections.rlinfra.verl.plugins.module_utils.plain_module import finish
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.node.fitness_node import check
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import finish
 
-ARGS = V.Args(
-    node=V.Host(required=True),
-    ip=V.Address(empty=True, default=""),
-    port=V.Port(default=6385),
-    nonce=V.Secret(default=""),
-    lifetime=V.Int(1, 3600, unit="seconds", default=300),
-    gpu=V.Choice(("auto", "off"), default="auto"),
-    dcgm=V.Switch(default=True),
-    expected_gpus=V.Text(pattern=r"^(auto|[0-9]{1,3})$", what="auto or a whole number", default="auto"),
-    venv=V.AbsPath(default="/opt/rlinfra/venv"),
-    volumes=V.ListOf(V.Section(dict(
-        what=V.Text(max_len=40, required=True), path=V.AbsPath(required=True), min_free_gib=V.Number(0, 1e6, default=0),
-        estimate=V.Choice(("none", "checkpoints"), default="none"))), default=[]),
+ARGS = vocabulary.Args(
+    node=vocabulary.Host(required=True),
+    ip=vocabulary.Address(empty=True, default=""),
+    port=vocabulary.Port(default=6385),
+    nonce=vocabulary.Secret(default=""),
+    lifetime=vocabulary.Int(1, 3600, unit="seconds", default=300),
+    gpu=vocabulary.Choice(("auto", "off"), default="auto"),
+    dcgm=vocabulary.Switch(default=True),
+    expected_gpus=vocabulary.Text(pattern=r"^(auto|[0-9]{1,3})$", what="auto or a whole number", default="auto"),
+    venv=vocabulary.AbsPath(default="/opt/rlinfra/venv"),
+    volumes=vocabulary.ListOf(vocabulary.Section(dict(
+        what=vocabulary.Text(max_len=40, required=True), path=vocabulary.AbsPath(required=True), min_free_gib=vocabulary.Number(0, 1e6, default=0),
+        estimate=vocabulary.Choice(("none", "checkpoints"), default="none"))), default=[]),
 )
 ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    V.enforce(module, ARGS)
+    vocabulary.enforce(module, ARGS)
     finish(module, check(module.params, module))
 
 

@@ -17,7 +17,7 @@ description:
   - "Returns the table fitness.yml prints, one line per failing node or pair (for example
     C(gpu-2 -> gpu-0: 0.02 Gbit/s over ens5 (threshold 1 Gbit/s))), the unfit nodes, and writes the whole result as
     JSON to C(<artifacts_dir>/<cluster>-<time>.json) on the controller (mode 0600)."
-  - The rules are in C(plugins/module_utils/fitness_report.py). Runs on the controller; changes nothing on the nodes.
+  - The rules are in C(plugins/module_utils/node/fitness_report.py). Runs on the controller; changes nothing on the nodes.
 author:
   - rlinfra maintainers (@rlinfra)
 options:

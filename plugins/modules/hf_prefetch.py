@@ -145,15 +145,15 @@ lines:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import hf_prefetch as H
-from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import hf_prefetch
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 
 
 def _repos(plural):
-    """The rule of an experiment's ``prefetch.<plural>`` (module_utils/hf_prefetch.py), its lines naming the option."""
+    """The rule of an experiment's ``prefetch.<plural>`` (module_utils/verl/hf_prefetch.py), its lines naming the option."""
     def problems(value):
         errors = []
-        H.normalize({plural: value}, errors.append)
+        hf_prefetch.normalize({plural: value}, errors.append)
         return [e[len("prefetch."):] if e.startswith("prefetch.") else e for e in errors]
     return problems
 
@@ -163,41 +163,41 @@ def _repo_list(plural):
            ("revision", [{"repo": "org/x", "revision": "a..b"}]), ("unknown_key", [{"repo": "org/x", "branch": "main"}]),
            ("number", [5]), ("twice", ["org/x", "org/x"]),
            ("patterns", [{"repo": "org/x", "allow_patterns": []}])]
-    return V.Custom("list", V.Custom.lines(_repos(plural)), bad, [], elements="raw", default=[])
+    return vocabulary.Custom("list", vocabulary.Custom.lines(_repos(plural)), bad, [], elements="raw", default=[])
 
 
-ARGS = V.Args(
+ARGS = vocabulary.Args(
     models=_repo_list("models"),
     datasets=_repo_list("datasets"),
-    hf_home=V.AbsPath(required=True),
-    hub_cache=V.AbsPath(),
+    hf_home=vocabulary.AbsPath(required=True),
+    hub_cache=vocabulary.AbsPath(),
     # Not file:// (it would read the node's own files), no credentials or query (the token has its own option).
-    endpoint=V.Url(schemes=("https", "http"), default=H.DEFAULT_ENDPOINT),
-    token=V.Secret(default=""),
-    timeout=V.Int(1, 3600, unit="seconds", default=60),
-    retries=V.Int(1, 100, default=3),
-    lock_timeout=V.Int(0, 7 * 86400, unit="seconds", default=3600),
-    shared_path=V.AbsPath(empty=True, default=""),
+    endpoint=vocabulary.Url(schemes=("https", "http"), default=hf_prefetch.DEFAULT_ENDPOINT),
+    token=vocabulary.Secret(default=""),
+    timeout=vocabulary.Int(1, 3600, unit="seconds", default=60),
+    retries=vocabulary.Int(1, 100, default=3),
+    lock_timeout=vocabulary.Int(0, 7 * 86400, unit="seconds", default=3600),
+    shared_path=vocabulary.AbsPath(empty=True, default=""),
 )
 ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    V.enforce(module, ARGS)
+    vocabulary.enforce(module, ARGS)
     p = module.params
     errors = []
-    items, dummy = H.normalize({"models": p["models"], "datasets": p["datasets"]}, errors.append)
+    items, dummy = hf_prefetch.normalize({"models": p["models"], "datasets": p["datasets"]}, errors.append)
     if errors:  # the types checked each list already; kept for a rule of normalize the lists do not see
         module.fail_json(msg=errors[0], errors=errors)
     if p["shared_path"]:
-        problem = H.not_shared(p["hf_home"], p["shared_path"])
+        problem = hf_prefetch.not_shared(p["hf_home"], p["shared_path"])
         if problem:
             module.fail_json(msg=problem)
     try:
-        changed, results, lines = H.prefetch(items, p["hf_home"], p["hub_cache"], p["endpoint"], p["token"], p["timeout"],
-                                             p["retries"], module.check_mode, p["lock_timeout"])
-    except H.PrefetchError as e:
+        changed, results, lines = hf_prefetch.prefetch(items, p["hf_home"], p["hub_cache"], p["endpoint"], p["token"], p["timeout"],
+                                                       p["retries"], module.check_mode, p["lock_timeout"])
+    except hf_prefetch.PrefetchError as e:
         module.fail_json(msg="prefetch: %s" % e)
     except OSError as e:
         module.fail_json(msg="prefetch into %s: %s" % (p["hf_home"], e))

@@ -241,41 +241,41 @@ extra:
 """
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback
-from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
-from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import DEFAULT_API_URL, HyperbolicClient, HyperbolicError
-from ansible_collections.rlinfra.verl.plugins.module_utils import hyperbolic_record
-from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic_rent import APIS, LABEL, Rent
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.client import DEFAULT_API_URL, HyperbolicClient, HyperbolicError
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import record as hyperbolic_record
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.rent import APIS, LABEL, Rent
 
 
 ANY = "any"
-ARGS = V.Args(
-    state=V.Choice(("present", "absent"), default="present"),
-    api=V.Choice(APIS, default="on_demand"),
-    label=V.Text(empty=False, max_len=40, pattern=LABEL, required=True,
-                 what="1-40 lower-case letters, digits and '-' (not at either end)",
-                 hint=": it names the instances (<label>-0, <label>-1, ...), their Ray cluster and its hosts"),
-    count=V.Int(1, 256, default=1),
+ARGS = vocabulary.Args(
+    state=vocabulary.Choice(("present", "absent"), default="present"),
+    api=vocabulary.Choice(APIS, default="on_demand"),
+    label=vocabulary.Text(empty=False, max_len=40, pattern=LABEL, required=True,
+                          what="1-40 lower-case letters, digits and '-' (not at either end)",
+                          hint=": it names the instances (<label>-0, <label>-1, ...), their Ray cluster and its hosts"),
+    count=vocabulary.Int(1, 256, default=1),
     # Empty is refused for state=present after the types (a cross-field rule: main); "any" takes any model.
-    gpu_model=V.Text(max_len=80, pattern=r"^[A-Za-z0-9][A-Za-z0-9 _.-]*$",
-                     what="a GPU model such as H100 (letters, digits, space, _ . -), or any", default=""),
-    gpu_count=V.Int(1, 64, default=8),
-    machine_type=V.Choice(("virtual-machine", "bare-metal"), default="virtual-machine"),
-    max_price=V.Number(0, above=True, unit="US dollars per GPU-hour"),
-    region=V.Name(empty=True, max_len=64, default=""),
-    min_hours=V.Number(0, 24 * 365, default=1),
-    daily_budget=V.Number(0, above=True, unit="US dollars"),
-    ssh_public_key=V.Text(max_len=16384, pattern=r"^(ssh|ecdsa)-[A-Za-z0-9-]+ [A-Za-z0-9+/=]+( .*)?$|^$",
-                          what="one OpenSSH public key line (ssh-ed25519 AAAA... comment)", default=""),
-    record=V.AbsPath(empty=True, default=""),
-    replace=V.ListOf(V.Text(empty=False, max_len=80, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$", what="a rental id"), default=[]),
-    head_record=V.Text(max_len=4 * 1024 * 1024, empty=True, default="", lines=True, what="the text of the head's record (JSON)"),
-    wait=V.Switch(default=True),
-    wait_timeout=V.Int(1, 86400, unit="seconds", default=900),
-    keep_partial=V.Switch(default=False),
-    api_key=V.Secret(env="HYPERBOLIC_API_KEY"),
-    api_url=V.Url(schemes=("https", "http"), empty=True, env="HYPERBOLIC_API_URL"),
-    validate_certs=V.Switch(default=True),
-    timeout=V.Seconds(0.1, 600, default=30),
+    gpu_model=vocabulary.Text(max_len=80, pattern=r"^[A-Za-z0-9][A-Za-z0-9 _.-]*$",
+                              what="a GPU model such as H100 (letters, digits, space, _ . -), or any", default=""),
+    gpu_count=vocabulary.Int(1, 64, default=8),
+    machine_type=vocabulary.Choice(("virtual-machine", "bare-metal"), default="virtual-machine"),
+    max_price=vocabulary.Number(0, above=True, unit="US dollars per GPU-hour"),
+    region=vocabulary.Name(empty=True, max_len=64, default=""),
+    min_hours=vocabulary.Number(0, 24 * 365, default=1),
+    daily_budget=vocabulary.Number(0, above=True, unit="US dollars"),
+    ssh_public_key=vocabulary.Text(max_len=16384, pattern=r"^(ssh|ecdsa)-[A-Za-z0-9-]+ [A-Za-z0-9+/=]+( .*)?$|^$",
+                                   what="one OpenSSH public key line (ssh-ed25519 AAAA... comment)", default=""),
+    record=vocabulary.AbsPath(empty=True, default=""),
+    replace=vocabulary.ListOf(vocabulary.Text(empty=False, max_len=80, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$", what="a rental id"), default=[]),
+    head_record=vocabulary.Text(max_len=4 * 1024 * 1024, empty=True, default="", lines=True, what="the text of the head's record (JSON)"),
+    wait=vocabulary.Switch(default=True),
+    wait_timeout=vocabulary.Int(1, 86400, unit="seconds", default=900),
+    keep_partial=vocabulary.Switch(default=False),
+    api_key=vocabulary.Secret(env="HYPERBOLIC_API_KEY"),
+    api_url=vocabulary.Url(schemes=("https", "http"), empty=True, env="HYPERBOLIC_API_URL"),
+    validate_certs=vocabulary.Switch(default=True),
+    timeout=vocabulary.Seconds(0.1, 600, default=30),
     _env_fallback=env_fallback,
 )
 ARGUMENT_SPEC = ARGS.spec
@@ -298,7 +298,7 @@ def bad_input(p):
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    V.enforce(module, ARGS)
+    vocabulary.enforce(module, ARGS)
     p = module.params
     why = bad_input(p)
     if why:

@@ -16,7 +16,7 @@ description:
     stops Ray on the head and releases every Hyperbolic instance tagged with O(label) through the API, saying why in
     one journal line (C(journalctl -u rlinfra-idle-guard)). When it cannot read the jobs it releases nothing.
   - It runs the node's C(python3) on a copy of the collection's Hyperbolic client and the guard
-    (C(module_utils/idle_guard.py)), which the action plugin sends from the controller, under O(root). The API key
+    (C(module_utils/hyperbolic/idle_guard.py)), which the action plugin sends from the controller, under O(root). The API key
     lives only in O(config_path) (root, mode 0600), never in a unit or an argument.
   - O(state=absent) stops and removes the timer, its units, the config and the copy.
   - This releases machines that may hold data on their local disks; keep what matters on the shared volume.
@@ -104,27 +104,27 @@ import os
 import shutil
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils.files import makedirs, write_if_changed
-from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import makedirs, write_if_changed
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 
-ARGS = V.Args(
-    state=V.Choice(("present", "absent"), default="present"),
+ARGS = vocabulary.Args(
+    state=vocabulary.Choice(("present", "absent"), default="present"),
     # Needed with state=present (present() says which are missing): label, idle_release_after, api_key, dashboard_url.
-    label=V.Name(),
+    label=vocabulary.Name(),
     # 0 (off) is what a removal passes; with state=present the module asks for 1 or more (missing, below).
-    idle_release_after=V.Int(0, V.YEAR, unit="seconds"),
-    check_every=V.Int(10, V.YEAR, unit="seconds", default=300),
-    api_key=V.Secret(),
-    api_url=V.Url(schemes=("https", "http"), default="https://api.hyperbolic.xyz"),
-    dashboard_url=V.Url(schemes=("http", "https"), path=False),
+    idle_release_after=vocabulary.Int(0, vocabulary.YEAR, unit="seconds"),
+    check_every=vocabulary.Int(10, vocabulary.YEAR, unit="seconds", default=300),
+    api_key=vocabulary.Secret(),
+    api_url=vocabulary.Url(schemes=("https", "http"), default="https://api.hyperbolic.xyz"),
+    dashboard_url=vocabulary.Url(schemes=("http", "https"), path=False),
     # A path on the head, not the token; type str as documented.
-    token_path=V.AbsPath(empty=True, default="", no_log=False, ansible="str"),
+    token_path=vocabulary.AbsPath(empty=True, default="", no_log=False, ansible="str"),
     # Both go into the service's unit (Environment=PYTHONPATH=..., ExecStart=... CONFIG): no spaces.
-    root=V.AbsPath(spaces=False, default="/opt/rlinfra/idle-guard"),
-    config_path=V.AbsPath(spaces=False, default="/etc/rlinfra/idle-guard.json"),
-    unit_dir=V.AbsPath(default="/etc/systemd/system"),
+    root=vocabulary.AbsPath(spaces=False, default="/opt/rlinfra/idle-guard"),
+    config_path=vocabulary.AbsPath(spaces=False, default="/etc/rlinfra/idle-guard.json"),
+    unit_dir=vocabulary.AbsPath(default="/etc/systemd/system"),
     # Filled by the action: the guard's code, below root.
-    files=V.MapOf(V.RelPath(), V.Text(lines=True, max_len=1 << 22), default={}),
+    files=vocabulary.MapOf(vocabulary.RelPath(), vocabulary.Text(lines=True, max_len=1 << 22), default={}),
 )
 ARGUMENT_SPEC = ARGS.spec
 NAME = "rlinfra-idle-guard"
@@ -135,7 +135,7 @@ After=network-online.target
 [Service]
 Type=oneshot
 Environment=PYTHONPATH=%(root)s
-ExecStart=%(python)s -m ansible_collections.rlinfra.verl.plugins.module_utils.idle_guard %(config)s
+ExecStart=%(python)s -m ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.idle_guard %(config)s
 """
 TIMER = """[Unit]
 Description=rlinfra.verl idle guard, every %(every)ss
@@ -219,7 +219,7 @@ def absent(module, p):
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    V.enforce(module, ARGS)
+    vocabulary.enforce(module, ARGS)
     p = module.params
     files = present(module, p) if p["state"] == "present" else absent(module, p)
     module.exit_json(changed=bool(files), files=files)

@@ -74,20 +74,20 @@ ansible_facts:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
-from ansible_collections.rlinfra.verl.plugins.module_utils.node_facts import ip_runner, node_facts
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.node.facts import ip_runner, node_facts
 
-ARGS = V.Args(
+ARGS = vocabulary.Args(
     # Each names <fact_dir>/<name>.fact: a name, never a path.
-    local=V.ListOf(V.Name(), default=["rlinfra_ray"]),
-    fact_dir=V.AbsPath(default="/etc/ansible/facts.d"),
+    local=vocabulary.ListOf(vocabulary.Name(), default=["rlinfra_ray"]),
+    fact_dir=vocabulary.AbsPath(default="/etc/ansible/facts.d"),
 )
 ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    V.enforce(module, ARGS)
+    vocabulary.enforce(module, ARGS)
     module.exit_json(changed=False, ansible_facts=node_facts(ip_runner(module), module.params["fact_dir"], module.params["local"]))
 
 

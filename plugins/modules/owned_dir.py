@@ -10,7 +10,7 @@ module: owned_dir
 short_description: Remove a directory only when it is provably this collection's own
 version_added: 0.4.0
 description:
-  - Removes O(path) (C(state=absent)) after proving it may go (module_utils/owned.py, the rule every removal of a
+  - Removes O(path) (C(state=absent)) after proving it may go (module_utils/common/owned.py, the rule every removal of a
     user-visible directory follows) - an absolute path without C(..), not a system or top-level directory, not equal
     to, inside or containing any of O(keep) (written or with links resolved), not a symbolic link, not a mount point,
     and, when it holds anything, holding one of O(markers) (a file the collection writes there).
@@ -70,22 +70,22 @@ removed:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils import owned
-from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import owned
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 
-ARGS = V.Args(
-    path=V.AbsPath(required=True),
-    markers=V.ListOf(V.Name(), required=True, empty=False),
-    keep=V.ListOf(V.AbsPath(), default=[]),
-    what=V.Text(empty=False, max_len=100, default="directory"),
-    state=V.Choice(("absent",), default="absent"),
+ARGS = vocabulary.Args(
+    path=vocabulary.AbsPath(required=True),
+    markers=vocabulary.ListOf(vocabulary.Name(), required=True, empty=False),
+    keep=vocabulary.ListOf(vocabulary.AbsPath(), default=[]),
+    what=vocabulary.Text(empty=False, max_len=100, default="directory"),
+    state=vocabulary.Choice(("absent",), default="absent"),
 )
 ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    V.enforce(module, ARGS)
+    vocabulary.enforce(module, ARGS)
     p = module.params
     inputs = [("the kept directory", k, "which a teardown never removes") for k in p["keep"]]
     try:

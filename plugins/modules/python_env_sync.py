@@ -180,33 +180,33 @@ import os
 import zipfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils.files import write_if_changed
-from ansible_collections.rlinfra.verl.plugins.module_utils.files import write_atomic
-from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
-from ansible_collections.rlinfra.verl.plugins.module_utils.python_env import (
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import write_if_changed
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import write_atomic
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.node.python_env import (
     ENSUREPIP_SCRIPT, INSPECT_SCRIPT, TOOLING, ensurepip_wheels, fast_path, fingerprint, frozen_lines, inputs_digest,
     python_version, read_json, requirement_lines, state_path, unneeded, uv_changes, uv_wheel)
 
 # A local index (a PEP 503 directory on the shared volume) is file://; never credentials or a query in any of them.
 INDEX_SCHEMES = ("https", "http", "file")
-ARGS = V.Args(
-    venv=V.AbsPath(required=True),
+ARGS = vocabulary.Args(
+    venv=vocabulary.AbsPath(required=True),
     # Requirements only: an option line (--extra-index-url=..., -r FILE, -e .) would change where or how everything is
     # installed; the sources have their own options.
-    packages=V.ListOf(V.Requirement(), required=True),
-    no_build_isolation_packages=V.ListOf(V.Requirement(), default=[]),
-    no_deps_packages=V.ListOf(V.Requirement(), default=[]),
-    find_links=V.ListOf(V.PathOrUrl(schemes=INDEX_SCHEMES), default=[]),
-    no_index=V.Switch(default=False),
-    index_url=V.Url(schemes=INDEX_SCHEMES, empty=True, default=""),
-    extra_index_urls=V.ListOf(V.Url(schemes=INDEX_SCHEMES), default=[]),
-    prune=V.Switch(default=True),
-    keep=V.ListOf(V.Name(), default=list(TOOLING)),
-    fingerprint_file=V.AbsPath(empty=True),
-    python=V.AbsPath(empty=True, default=""),
-    wheelhouse=V.AbsPath(empty=True),
-    requirements_copy=V.AbsPath(empty=True),
-    download_only=V.Switch(default=False),
+    packages=vocabulary.ListOf(vocabulary.Requirement(), required=True),
+    no_build_isolation_packages=vocabulary.ListOf(vocabulary.Requirement(), default=[]),
+    no_deps_packages=vocabulary.ListOf(vocabulary.Requirement(), default=[]),
+    find_links=vocabulary.ListOf(vocabulary.PathOrUrl(schemes=INDEX_SCHEMES), default=[]),
+    no_index=vocabulary.Switch(default=False),
+    index_url=vocabulary.Url(schemes=INDEX_SCHEMES, empty=True, default=""),
+    extra_index_urls=vocabulary.ListOf(vocabulary.Url(schemes=INDEX_SCHEMES), default=[]),
+    prune=vocabulary.Switch(default=True),
+    keep=vocabulary.ListOf(vocabulary.Name(), default=list(TOOLING)),
+    fingerprint_file=vocabulary.AbsPath(empty=True),
+    python=vocabulary.AbsPath(empty=True, default=""),
+    wheelhouse=vocabulary.AbsPath(empty=True),
+    requirements_copy=vocabulary.AbsPath(empty=True),
+    download_only=vocabulary.Switch(default=False),
 )
 ARGUMENT_SPEC = ARGS.spec
 UV_ENV = {"UV_NO_PROGRESS": "1", "NO_COLOR": "1"}
@@ -345,7 +345,7 @@ class Sync:
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    V.enforce(module, ARGS)
+    vocabulary.enforce(module, ARGS)
     p = module.params
     sync = Sync(module)
     if p["no_index"] and not sync.wheelhouse and not p["find_links"]:

@@ -165,17 +165,17 @@ missing_hosts:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils.cluster_info import info
-from ansible_collections.rlinfra.verl.plugins.module_utils.plain_module import finish
-from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import DASHBOARD_ARGS
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.cluster_info import info
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import finish
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import DASHBOARD_ARGS
 
-ARGS = V.Args(
-    wait_for_nodes=V.Int(0),
-    # An empty entry passes the type for module_utils/cluster_info.py's own line (an inventory variable not set).
-    expected_hosts=V.ListOf(V.Host(empty=True)),
-    timeout=V.Int(0, default=300),
-    jobs=V.Switch(default=False),
+ARGS = vocabulary.Args(
+    wait_for_nodes=vocabulary.Int(0),
+    # An empty entry passes the type for module_utils/ray/cluster_info.py's own line (an inventory variable not set).
+    expected_hosts=vocabulary.ListOf(vocabulary.Host(empty=True)),
+    timeout=vocabulary.Int(0, default=300),
+    jobs=vocabulary.Switch(default=False),
     **DASHBOARD_ARGS
 )
 ARGUMENT_SPEC = ARGS.spec
@@ -183,7 +183,7 @@ ARGUMENT_SPEC = ARGS.spec
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    V.enforce(module, ARGS)
+    vocabulary.enforce(module, ARGS)
     finish(module, info(module.params, module))
 
 

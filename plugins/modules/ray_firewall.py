@@ -136,36 +136,36 @@ rules:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
-from ansible_collections.rlinfra.verl.plugins.module_utils.firewall import PortsType
-from ansible_collections.rlinfra.verl.plugins.module_utils.nft import Nft, absent, present
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.firewall import PortsType
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.nft import Nft, absent, present
 
 
-ARGS = V.Args(
-    state=V.Choice(("present", "absent"), default="present"),
+ARGS = vocabulary.Args(
+    state=vocabulary.Choice(("present", "absent"), default="present"),
     ports=PortsType(),
-    # An empty address passes the type for module_utils/firewall.py's own line (the member's facts are missing).
-    members=V.ListOf(V.Options(dict(
-        host=V.Text(empty=False, max_len=255, required=True),
-        address=V.Address(empty=True, default=""),
+    # An empty address passes the type for module_utils/ray/firewall.py's own line (the member's facts are missing).
+    members=vocabulary.ListOf(vocabulary.Options(dict(
+        host=vocabulary.Text(empty=False, max_len=255, required=True),
+        address=vocabulary.Address(empty=True, default=""),
     )), default=[]),
-    controller=V.Address(empty=True, default=""),
-    ssh_connection=V.Text(max_len=512, default=""),
+    controller=vocabulary.Address(empty=True, default=""),
+    ssh_connection=vocabulary.Text(max_len=512, default=""),
     # A network wider than /8 (IPv4) or /16 (IPv6) that is not private opens Ray's ports to a large part of the
     # internet: refused unless allow_world is true.
-    allow=V.ListOf(V.Cidr(world_switch="allow_world"), default=[]),
-    allow_world=V.Switch(default=False),
-    protected_ports=V.ListOf(V.Port(), default=[22]),
-    path=V.AbsPath(default="/etc/ray/rlinfra-firewall.nft"),
-    table=V.Text(empty=False, max_len=41, pattern=r"^[A-Za-z][A-Za-z0-9_]{0,40}$", default="rlinfra_ray",
-                 what="an nftables table name (letters, digits and _, starting with a letter, at most 41)"),
+    allow=vocabulary.ListOf(vocabulary.Cidr(world_switch="allow_world"), default=[]),
+    allow_world=vocabulary.Switch(default=False),
+    protected_ports=vocabulary.ListOf(vocabulary.Port(), default=[22]),
+    path=vocabulary.AbsPath(default="/etc/ray/rlinfra-firewall.nft"),
+    table=vocabulary.Text(empty=False, max_len=41, pattern=r"^[A-Za-z][A-Za-z0-9_]{0,40}$", default="rlinfra_ray",
+                          what="an nftables table name (letters, digits and _, starting with a letter, at most 41)"),
 )
 ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    V.enforce(module, ARGS)
+    vocabulary.enforce(module, ARGS)
     if module.params["state"] == "present" and module.params["ports"] is None:
         module.fail_json(msg="ports must be given with state=present (Ray's ports, name -> port or low-high range)",
                          changed=False)

@@ -246,33 +246,33 @@ timed_out:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils.job_run import run_job
-from ansible_collections.rlinfra.verl.plugins.module_utils.plain_module import finish
-from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import (
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.job_run import run_job
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import finish
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import (
     DASHBOARD_ARGS, MAX_ARG_BYTES, MAX_LOGS_TAIL_LINES, MIN_POLL_INTERVAL, check_entrypoint, check_resources,
     check_runtime_env, string_values)
 
 
-ARGS = V.Args(
-    submission_id=V.SubmissionId(required=True),
-    entrypoint=V.Custom("str", V.Custom.lines(check_entrypoint), [" \t ", "echo a\0b", "echo " + "x" * MAX_ARG_BYTES],
-                        "echo hi"),
-    runtime_env=V.Custom("dict", V.Custom.lines(lambda v: check_runtime_env(v)[1]),
-                         [{"env_vars": ["A=1"]}, {"env_vars": {"A=B": "1"}}, {"env_vars": {"X": "a\0b"}}], {}),
-    metadata=V.Custom("dict", V.Custom.lines(lambda v: string_values("metadata", v)[1]), [{"x": {"a": 1}}, {"x": None}],
-                      {}),
-    entrypoint_num_cpus=V.Number(0),
-    entrypoint_num_gpus=V.Number(0),
-    entrypoint_memory=V.Int(0),
-    entrypoint_resources=V.Custom("dict", V.Custom.lines(lambda v: check_resources(custom=v)),
-                                  [{"GPU": 1}, {"accel": "lots"}], {}),
-    state=V.Choice(("submitted", "finished", "stopped", "absent"), default="submitted"),
-    wait_timeout=V.Int(1, default=3600, hint=" (use state=submitted not to wait)"),
-    stop_on_timeout=V.Switch(default=True),
-    poll_interval=V.Number(MIN_POLL_INTERVAL, default=5.0),
-    logs_tail_lines=V.Int(0, MAX_LOGS_TAIL_LINES, default=50),
-    run=V.Switch(default=False),
+ARGS = vocabulary.Args(
+    submission_id=vocabulary.SubmissionId(required=True),
+    entrypoint=vocabulary.Custom("str", vocabulary.Custom.lines(check_entrypoint), [" \t ", "echo a\0b", "echo " + "x" * MAX_ARG_BYTES],
+                                 "echo hi"),
+    runtime_env=vocabulary.Custom("dict", vocabulary.Custom.lines(lambda v: check_runtime_env(v)[1]),
+                                  [{"env_vars": ["A=1"]}, {"env_vars": {"A=B": "1"}}, {"env_vars": {"X": "a\0b"}}], {}),
+    metadata=vocabulary.Custom("dict", vocabulary.Custom.lines(lambda v: string_values("metadata", v)[1]), [{"x": {"a": 1}}, {"x": None}],
+                               {}),
+    entrypoint_num_cpus=vocabulary.Number(0),
+    entrypoint_num_gpus=vocabulary.Number(0),
+    entrypoint_memory=vocabulary.Int(0),
+    entrypoint_resources=vocabulary.Custom("dict", vocabulary.Custom.lines(lambda v: check_resources(custom=v)),
+                                           [{"GPU": 1}, {"accel": "lots"}], {}),
+    state=vocabulary.Choice(("submitted", "finished", "stopped", "absent"), default="submitted"),
+    wait_timeout=vocabulary.Int(1, default=3600, hint=" (use state=submitted not to wait)"),
+    stop_on_timeout=vocabulary.Switch(default=True),
+    poll_interval=vocabulary.Number(MIN_POLL_INTERVAL, default=5.0),
+    logs_tail_lines=vocabulary.Int(0, MAX_LOGS_TAIL_LINES, default=50),
+    run=vocabulary.Switch(default=False),
     **DASHBOARD_ARGS
 )
 ARGUMENT_SPEC = ARGS.spec
@@ -280,7 +280,7 @@ ARGUMENT_SPEC = ARGS.spec
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    V.enforce(module, ARGS)
+    vocabulary.enforce(module, ARGS)
     finish(module, run_job(module.params, module))
 
 

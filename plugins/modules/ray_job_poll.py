@@ -239,32 +239,32 @@ summary:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils.job_poll import poll
-from ansible_collections.rlinfra.verl.plugins.module_utils.plain_module import finish
-from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import (
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.job_poll import poll
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import finish
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import (
     DASHBOARD_ARGS, MIN_POLL_INTERVAL, check_runtime_env)
-from ansible_collections.rlinfra.verl.plugins.module_utils.secret_names import secret_values
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.secret_names import secret_values
 
-ARGS = V.Args(
-    submission_id=V.SubmissionId(required=True),
-    timeout=V.Int(0, default=0),
-    poll_interval=V.Number(MIN_POLL_INTERVAL, default=2.0),
+ARGS = vocabulary.Args(
+    submission_id=vocabulary.SubmissionId(required=True),
+    timeout=vocabulary.Int(0, default=0),
+    poll_interval=vocabulary.Number(MIN_POLL_INTERVAL, default=2.0),
     # No upper bound: ray_job_wait reads the whole log through it, to save it.
-    logs_tail_lines=V.Int(0, default=50, hint=" (0 does not read the log)"),
+    logs_tail_lines=vocabulary.Int(0, default=50, hint=" (0 does not read the log)"),
     # The job's runtime_env, by ray_job's rule. Not no_log: Ansible would then mask every value in it
     # (PYTHONUNBUFFERED's "1" too) wherever it appears in the result; the secret values are added to
-    # no_log_values by name (main below and module_utils/job_poll.py).
-    runtime_env=V.Custom("dict", V.Custom.lines(lambda v: check_runtime_env(v)[1]),
-                         [{"env_vars": ["A=1"]}, {"env_vars": {"A=B": "1"}}, {"env_vars": {"X": "a\0b"}},
-                          {"working_dir": ""}], {}),
-    secret_names=V.ListOf(V.EnvName(), default=[], no_log=False),  # names; their values are masked
-    run=V.Switch(default=False),
-    full_log_at_end=V.Switch(default=False),
+    # no_log_values by name (main below and module_utils/ray/job_poll.py).
+    runtime_env=vocabulary.Custom("dict", vocabulary.Custom.lines(lambda v: check_runtime_env(v)[1]),
+                                  [{"env_vars": ["A=1"]}, {"env_vars": {"A=B": "1"}}, {"env_vars": {"X": "a\0b"}},
+                                  {"working_dir": ""}], {}),
+    secret_names=vocabulary.ListOf(vocabulary.EnvName(), default=[], no_log=False),  # names; their values are masked
+    run=vocabulary.Switch(default=False),
+    full_log_at_end=vocabulary.Switch(default=False),
     # Incremental reading (ray_job_wait keeps both per attempt): unset reads the tail the old way.
-    log_offset=V.Int(0),
-    log_file_id=V.Text(default="", max_len=200, pattern=r"^[A-Za-z0-9_.:@-]*$",
-                       what="a log_file_id that ray_job_poll returned (letters, digits, _ . : @ -)"),
+    log_offset=vocabulary.Int(0),
+    log_file_id=vocabulary.Text(default="", max_len=200, pattern=r"^[A-Za-z0-9_.:@-]*$",
+                                what="a log_file_id that ray_job_poll returned (letters, digits, _ . : @ -)"),
     **DASHBOARD_ARGS
 )
 ARGUMENT_SPEC = ARGS.spec
@@ -275,7 +275,7 @@ def main():
     # Masking only (no work): a refusal's invocation shows the runtime_env, whose secret values stay hidden.
     env_vars = (module.params["runtime_env"] or {}).get("env_vars")
     module.no_log_values.update(secret_values(env_vars, module.params["secret_names"] or ()))
-    V.enforce(module, ARGS)
+    vocabulary.enforce(module, ARGS)
     finish(module, poll(module.params, module))
 
 

@@ -219,19 +219,19 @@ import re
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils.node_state import part_digests, record_content, restart_reasons
-from ansible_collections.rlinfra.verl.plugins.module_utils.nft import BOOT_UNIT, BOOT_UNIT_NAME, Nft, ancestor_env, install_nft, present
-from ansible_collections.rlinfra.verl.plugins.module_utils.python_env import read_json
-from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
-from ansible_collections.rlinfra.verl.plugins.module_utils.firewall import PortsType
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import DASHBOARD_ARGS, RayAuthError, RayError, client_from_module
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray_node import (
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.node_state import part_digests, record_content, restart_reasons
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.nft import BOOT_UNIT, BOOT_UNIT_NAME, Nft, ancestor_env, install_nft, present
+from ansible_collections.rlinfra.verl.plugins.module_utils.node.python_env import read_json
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.firewall import PortsType
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import DASHBOARD_ARGS, RayAuthError, RayError, client_from_module
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.node import (
     NUM_GPUS_PLACEHOLDER, Systemd, amd_env, close_logs, detect_gpus, ensure_dir, fact_text, open_logs, put, wait_for_port)
 
 
 def check_num_gpus(value):
     if value != "auto" and not (re.fullmatch(r"[0-9]{1,4}", value or "") and int(value) <= 1024):
-        raise V.Bad("be auto or a whole number of GPUs from 0 to 1024")
+        raise vocabulary.Bad("be auto or a whole number of GPUs from 0 to 1024")
     return value
 
 
@@ -239,61 +239,61 @@ USER = dict(empty=False, max_len=33, pattern=r"^[a-z_][a-z0-9_-]{0,31}\$?$",
             what="a user name (lowercase letters, digits, _ and -)")
 # The options of rlinfra.verl.ray_firewall with state=present (ray_firewall declares them for itself: a module
 # cannot import another); none set takes ray_firewall's default (FIREWALL_DEFAULTS, path in config_dir).
-FIREWALL = V.Options(dict(
+FIREWALL = vocabulary.Options(dict(
     ports=PortsType(required=True),
-    # An empty address passes the type for module_utils/firewall.py's own line (the member's facts are missing).
-    members=V.ListOf(V.Options(dict(
-        host=V.Text(empty=False, max_len=255, required=True),
-        address=V.Address(empty=True),
+    # An empty address passes the type for module_utils/ray/firewall.py's own line (the member's facts are missing).
+    members=vocabulary.ListOf(vocabulary.Options(dict(
+        host=vocabulary.Text(empty=False, max_len=255, required=True),
+        address=vocabulary.Address(empty=True),
     ), suboptions=False)),
-    controller=V.Address(empty=True),
-    ssh_connection=V.Text(max_len=512),
+    controller=vocabulary.Address(empty=True),
+    ssh_connection=vocabulary.Text(max_len=512),
     # Refused when it opens Ray's ports to a large part of the internet, unless allow_world (beside it) is true.
-    allow=V.ListOf(V.Cidr(world_switch="allow_world")),
-    allow_world=V.Switch(),
-    protected_ports=V.ListOf(V.Port()),
-    path=V.AbsPath(),
-    table=V.Text(empty=False, max_len=41, pattern=r"^[A-Za-z][A-Za-z0-9_]{0,40}$",
-                 what="an nftables table name (letters, digits and _, starting with a letter, at most 41)"),
+    allow=vocabulary.ListOf(vocabulary.Cidr(world_switch="allow_world")),
+    allow_world=vocabulary.Switch(),
+    protected_ports=vocabulary.ListOf(vocabulary.Port()),
+    path=vocabulary.AbsPath(),
+    table=vocabulary.Text(empty=False, max_len=41, pattern=r"^[A-Za-z][A-Za-z0-9_]{0,40}$",
+                          what="an nftables table name (letters, digits and _, starting with a letter, at most 41)"),
 ), suboptions=False)
 # What the roles write to the node's rlinfra_ray local fact (read back by the modules that talk to the dashboard).
-FACT = V.Options(dict(
-    role=V.Choice(("head", "worker")),
-    cluster=V.Name(),
-    node_ip=V.Address(empty=True),
-    gcs_address=V.HostPort(empty=True),
-    dashboard_url=V.Url(schemes=("http", "https"), path=False, default_scheme="http", empty=True),
-    token_path=V.AbsPath(empty=True),
-    venv=V.AbsPath(empty=True),
-    temp_dir=V.AbsPath(empty=True),
-    idle_guard=V.Switch(),
+FACT = vocabulary.Options(dict(
+    role=vocabulary.Choice(("head", "worker")),
+    cluster=vocabulary.Name(),
+    node_ip=vocabulary.Address(empty=True),
+    gcs_address=vocabulary.HostPort(empty=True),
+    dashboard_url=vocabulary.Url(schemes=("http", "https"), path=False, default_scheme="http", empty=True),
+    token_path=vocabulary.AbsPath(empty=True),
+    venv=vocabulary.AbsPath(empty=True),
+    temp_dir=vocabulary.AbsPath(empty=True),
+    idle_guard=vocabulary.Switch(),
 ), suboptions=False, default={})
 
-ARGS = V.Args(
-    role=V.Choice(("head", "worker"), required=True),
-    config_dir=V.AbsPath(default="/etc/ray"),
-    temp_dir=V.AbsPath(required=True),
-    user=V.Text(default="root", **USER),
-    unit=V.Text(lines=True, empty=False, max_len=1 << 20, required=True, sample="ExecStart=ray start\n"),
-    num_gpus=V.Custom("str", check_num_gpus, ["soon", "-1", "1.5", "1025", " 8"], "auto", default="auto"),
-    rocm_env=V.EnvMap(default={}),
-    env=V.Text(lines=True, max_len=1 << 20, default=""),
-    secret_env=V.Secret(multiline=True, max_len=1 << 20, default=""),
-    token=V.Secret(default=""),
+ARGS = vocabulary.Args(
+    role=vocabulary.Choice(("head", "worker"), required=True),
+    config_dir=vocabulary.AbsPath(default="/etc/ray"),
+    temp_dir=vocabulary.AbsPath(required=True),
+    user=vocabulary.Text(default="root", **USER),
+    unit=vocabulary.Text(lines=True, empty=False, max_len=1 << 20, required=True, sample="ExecStart=ray start\n"),
+    num_gpus=vocabulary.Custom("str", check_num_gpus, ["soon", "-1", "1.5", "1025", " 8"], "auto", default="auto"),
+    rocm_env=vocabulary.EnvMap(default={}),
+    env=vocabulary.Text(lines=True, max_len=1 << 20, default=""),
+    secret_env=vocabulary.Secret(multiline=True, max_len=1 << 20, default=""),
+    token=vocabulary.Secret(default=""),
     fact=FACT,
-    fact_path=V.AbsPath(default="/etc/ansible/facts.d/rlinfra_ray.fact"),
-    unit_dir=V.AbsPath(default="/etc/systemd/system"),
+    fact_path=vocabulary.AbsPath(default="/etc/ansible/facts.d/rlinfra_ray.fact"),
+    unit_dir=vocabulary.AbsPath(default="/etc/systemd/system"),
     firewall=FIREWALL,
-    restart_inputs=V.MapOf(V.Name(), V.Raw(reason="a part is hashed whole, whatever its shape (its digest is compared)"),
-                           default={}),
-    python_env_state=V.AbsPath(),
-    foreseen=V.ListOf(V.Text(empty=False, max_len=200), default=[]),
-    running_jobs=V.ListOf(V.Text(empty=False, max_len=200), default=[]),
-    restart_running_jobs=V.Switch(default=False),
-    wait=V.Choice(("alive", "gcs", "none"), default="alive"),
-    node_ip=V.Address(empty=True, default=""),
-    gcs_address=V.HostPort(empty=True, default=""),
-    timeout=V.Int(0, default=120),
+    restart_inputs=vocabulary.MapOf(vocabulary.Name(), vocabulary.Raw(reason="a part is hashed whole, whatever its shape (its digest is compared)"),
+                                    default={}),
+    python_env_state=vocabulary.AbsPath(),
+    foreseen=vocabulary.ListOf(vocabulary.Text(empty=False, max_len=200), default=[]),
+    running_jobs=vocabulary.ListOf(vocabulary.Text(empty=False, max_len=200), default=[]),
+    restart_running_jobs=vocabulary.Switch(default=False),
+    wait=vocabulary.Choice(("alive", "gcs", "none"), default="alive"),
+    node_ip=vocabulary.Address(empty=True, default=""),
+    gcs_address=vocabulary.HostPort(empty=True, default=""),
+    timeout=vocabulary.Int(0, default=120),
     **DASHBOARD_ARGS
 )
 ARGUMENT_SPEC = ARGS.spec
@@ -426,7 +426,7 @@ def rocm_smi(module):
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    V.enforce(module, ARGS)
+    vocabulary.enforce(module, ARGS)
     p = module.params
     for wait, key in (("alive", "node_ip"), ("gcs", "gcs_address")):
         if p["wait"] == wait and not p[key].strip():

@@ -293,37 +293,37 @@ import shutil
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils import gpu_health as G
-from ansible_collections.rlinfra.verl.plugins.module_utils.room import free_space
-from ansible_collections.rlinfra.verl.plugins.module_utils import node_logs as N
-from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayClient, RayError
+from ansible_collections.rlinfra.verl.plugins.module_utils.node import gpu_health
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.room import free_space
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import node_logs
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayClient, RayError
 
-ARGS = V.Args(
+ARGS = vocabulary.Args(
     # Ray's submission ids are free text; the driver log of any id of these characters can be named.
-    submission_id=V.Text(empty=False, max_len=201, pattern=N.SUBMISSION_ID_RE, required=True, sample="rlinfra-sample",
-                         what="a Ray submission id (letters, digits, '_', '.', ':', '-', starting with a letter or digit)"),
-    job_id=V.Text(max_len=80, pattern=r"^\s*[0-9A-Fa-f]{2,64}\s*$", default="",
-                  what="a hex Ray job id (e.g. 02000000, the job_id of GET /api/jobs/<id>)"),
-    address=V.Url(schemes=("http", "https"), path=False, default_scheme="http", empty=True, default=""),
-    auth_token=V.Secret(default=""),
-    validate_certs=V.Switch(default=True),
-    temp_dir=V.AbsPath(empty=True, default=""),
-    secret_values=V.ListOf(V.Secret(multiline=True), default=[]),
+    submission_id=vocabulary.Text(empty=False, max_len=201, pattern=node_logs.SUBMISSION_ID_RE, required=True, sample="rlinfra-sample",
+                                  what="a Ray submission id (letters, digits, '_', '.', ':', '-', starting with a letter or digit)"),
+    job_id=vocabulary.Text(max_len=80, pattern=r"^\s*[0-9A-Fa-f]{2,64}\s*$", default="",
+                           what="a hex Ray job id (e.g. 02000000, the job_id of GET /api/jobs/<id>)"),
+    address=vocabulary.Url(schemes=("http", "https"), path=False, default_scheme="http", empty=True, default=""),
+    auth_token=vocabulary.Secret(default=""),
+    validate_certs=vocabulary.Switch(default=True),
+    temp_dir=vocabulary.AbsPath(empty=True, default=""),
+    secret_values=vocabulary.ListOf(vocabulary.Secret(multiline=True), default=[]),
     # Names and paths of secrets, not secrets.
-    secret_name_pattern=V.Regex(compiler=N.name_maskers, default=N.DEFAULT_SECRET_NAME_PATTERN, no_log=False),
-    token_path=V.AbsPath(empty=True, default=""),
-    secret_env_files=V.ListOf(V.AbsPath(), no_log=False),
-    max_file_mib=V.Number(0.001, 1024, unit="MiB", default=8),
-    max_total_mib=V.Number(0.001, 16384, unit="MiB", default=64),
-    kernel_lines=V.Int(0, 1000000, default=2000),
-    volumes=V.ListOf(V.AbsPath(), default=[]),
-    extra_patterns=V.ListOf(V.Regex(empty=False), default=[]),
-    bundle_root=V.Text(max_len=200, pattern=N.BUNDLE_ROOT_RE, default="",
-                       what="a plain directory name (letters, digits, '.', '_', '-'; not . or ..)"),
-    dest_dir=V.AbsPath(empty=True, default=""),
+    secret_name_pattern=vocabulary.Regex(compiler=node_logs.name_maskers, default=node_logs.DEFAULT_SECRET_NAME_PATTERN, no_log=False),
+    token_path=vocabulary.AbsPath(empty=True, default=""),
+    secret_env_files=vocabulary.ListOf(vocabulary.AbsPath(), no_log=False),
+    max_file_mib=vocabulary.Number(0.001, 1024, unit="MiB", default=8),
+    max_total_mib=vocabulary.Number(0.001, 16384, unit="MiB", default=64),
+    kernel_lines=vocabulary.Int(0, 1000000, default=2000),
+    volumes=vocabulary.ListOf(vocabulary.AbsPath(), default=[]),
+    extra_patterns=vocabulary.ListOf(vocabulary.Regex(empty=False), default=[]),
+    bundle_root=vocabulary.Text(max_len=200, pattern=node_logs.BUNDLE_ROOT_RE, default="",
+                                what="a plain directory name (letters, digits, '.', '_', '-'; not . or ..)"),
+    dest_dir=vocabulary.AbsPath(empty=True, default=""),
     # Read by the action of the same name (the controller side); the module leaves it alone.
-    dest=V.AbsPath(empty=True, default=""),
+    dest=vocabulary.AbsPath(empty=True, default=""),
 )
 ARGUMENT_SPEC = ARGS.spec
 
@@ -346,27 +346,27 @@ def lookup_job_id(p, token, notes):
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    V.enforce(module, ARGS)  # the ids, the expressions, the sizes and bundle_root, by their types
+    vocabulary.enforce(module, ARGS)  # the ids, the expressions, the sizes and bundle_root, by their types
     p = module.params
     job_id = (p["job_id"] or "").strip().lower()
-    maskers = N.name_maskers(p["secret_name_pattern"])
-    fact = N.read_fact()
-    temp_dir = p["temp_dir"] or fact.get("temp_dir") or N.DEFAULT_TEMP_DIR
-    token_path = p["token_path"] or fact.get("token_path") or N.DEFAULT_TOKEN_PATH
+    maskers = node_logs.name_maskers(p["secret_name_pattern"])
+    fact = node_logs.read_fact()
+    temp_dir = p["temp_dir"] or fact.get("temp_dir") or node_logs.DEFAULT_TEMP_DIR
+    token_path = p["token_path"] or fact.get("token_path") or node_logs.DEFAULT_TOKEN_PATH
     env_files = p["secret_env_files"]
     if env_files is None:
-        env_files = [os.path.join(os.path.dirname(token_path), N.SECRETS_ENV_NAME)]
+        env_files = [os.path.join(os.path.dirname(token_path), node_logs.SECRETS_ENV_NAME)]
 
     # Every value to mask; none of them may reach the result (the no_log values are masked by Ansible
     # too, but the ones read here on the node are not module parameters).
-    token = N.read_secret_file(token_path)
+    token = node_logs.read_secret_file(token_path)
     values = list(p["secret_values"]) + [token, p["auth_token"]]
     for path in env_files:
-        values += N.read_env_file_values(path)
+        values += node_logs.read_env_file_values(path)
     for value in values:
         if value:
             module.no_log_values.add(value)
-    variants = N.secret_variants(values)
+    variants = node_logs.secret_variants(values)
 
     notes = []
     source = "given" if job_id else None
@@ -375,29 +375,29 @@ def main():
         source = "jobs_api" if job_id else None
     elif not job_id:
         notes.append("no job_id and no address to look it up: worker logs left out")
-    if job_id and not N.JOB_ID_RE.match(job_id):
+    if job_id and not node_logs.JOB_ID_RE.match(job_id):
         notes.append("the Jobs API gave job_id %r, not hex: worker logs left out" % job_id)
         job_id, source = None, None
 
-    latest, every = N.sessions(temp_dir)
+    latest, every = node_logs.sessions(temp_dir)
     if not every:
         notes.append("no Ray session under %s (Ray never ran here, or another ray_temp_dir)" % temp_dir)
-    entries = N.plan(temp_dir, p["submission_id"], job_id, p["extra_patterns"])
+    entries = node_logs.plan(temp_dir, p["submission_id"], job_id, p["extra_patterns"])
     driver_log = next((e["name"] for e in entries if e["name"].rsplit("/", 1)[-1].startswith("job-driver-")), None)
 
     kernel_text, kernel_source = None, None
     if p["kernel_lines"]:
-        kernel_text, kernel_source, kernel_notes = N.kernel_log(
+        kernel_text, kernel_source, kernel_notes = node_logs.kernel_log(
             lambda argv: module.run_command(argv, errors="surrogate_or_replace"), p["kernel_lines"],
             module.get_bin_path)
         if kernel_text is None:
             notes.append("kernel log unavailable (%s)" % "; ".join(kernel_notes))
 
-    max_file = int(p["max_file_mib"] * N.MIB)
-    max_total = int(p["max_total_mib"] * N.MIB)
-    # What the failure line says of the node (module_utils/failure_causes.py): its kernel's events (Xid, ECC, the OOM
+    max_file = int(p["max_file_mib"] * node_logs.MIB)
+    max_total = int(p["max_total_mib"] * node_logs.MIB)
+    # What the failure line says of the node (module_utils/verl/failure_causes.py): its kernel's events (Xid, ECC, the OOM
     # killer, links down) and the free space of the run's volumes.
-    events = G.kernel_events(kernel_text.splitlines())[-50:] if kernel_text else []
+    events = gpu_health.kernel_events(kernel_text.splitlines())[-50:] if kernel_text else []
     volumes = [dict(path=v, free_bytes=(free_space(v) or (None,))[0]) for v in p["volumes"]]
     result = dict(changed=False, job_id=job_id or None, job_id_source=source, temp_dir=temp_dir, session=latest,
                   driver_log=driver_log, kernel_source=kernel_source, notes=notes, kernel_events=events, volumes=volumes)
@@ -407,7 +407,7 @@ def main():
                  for e in entries]
         module.exit_json(files=files, skipped=[], redactions=0, **result)
 
-    files, skipped, blobs = N.collect(entries, variants, max_file, max_total, kernel=kernel_text, maskers=maskers)
+    files, skipped, blobs = node_logs.collect(entries, variants, max_file, max_total, kernel=kernel_text, maskers=maskers)
     manifest = dict(submission_id=p["submission_id"], job_id=job_id or None, job_id_source=source, temp_dir=temp_dir,
                     session=latest, files=files, skipped=skipped, kernel_source=kernel_source, notes=notes,
                     max_file_bytes=max_file, max_total_bytes=max_total)
@@ -419,8 +419,8 @@ def main():
     bundle_dir = tempfile.mkdtemp(prefix="rlinfra-logs-", dir=p["dest_dir"] or None)
     bundle = os.path.join(bundle_dir, "logs.tar.gz")
     try:
-        size = N.pack(bundle, blobs, manifest, mtimes={e["name"]: e["mtime"] for e in entries},
-                      root=p["bundle_root"])
+        size = node_logs.pack(bundle, blobs, manifest, mtimes={e["name"]: e["mtime"] for e in entries},
+                              root=p["bundle_root"])
     except (OSError, ValueError) as e:
         shutil.rmtree(bundle_dir, ignore_errors=True)
         module.fail_json(msg="cannot write the log bundle in %s: %s" % (bundle_dir, e))

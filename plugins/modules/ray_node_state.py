@@ -141,35 +141,35 @@ fingerprint:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
-from ansible_collections.rlinfra.verl.plugins.module_utils.node_state import node_state
-from ansible_collections.rlinfra.verl.plugins.module_utils.plain_module import finish
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.node_state import node_state
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import finish
 
 
 # systemctl reads a unit name starting with '-' as an option.
 UNIT_NAME = dict(empty=False, max_len=256, pattern=r"^[A-Za-z0-9_][A-Za-z0-9:_.@\\-]*$",
                  what="a systemd unit name (letters, digits, : _ . @ \\ -, starting with a letter, digit or _)")
 
-ARGS = V.Args(
-    path=V.AbsPath(required=True),
-    service=V.Text(required=True, sample="ray-worker.service", **UNIT_NAME),
-    inputs=V.MapOf(V.Name(), V.Raw(reason="a part is hashed whole, whatever its shape (its digest is compared)"),
-                   default={}),
-    python_env_state=V.AbsPath(),
-    python_env=V.Options(dict(
-        python=V.AbsPath(required=True),
-        packages=V.ListOf(V.Requirement(), default=[]),
-        no_build_isolation_packages=V.ListOf(V.Requirement(), default=[]),
-        no_deps_packages=V.ListOf(V.Requirement(), default=[]),
+ARGS = vocabulary.Args(
+    path=vocabulary.AbsPath(required=True),
+    service=vocabulary.Text(required=True, sample="ray-worker.service", **UNIT_NAME),
+    inputs=vocabulary.MapOf(vocabulary.Name(), vocabulary.Raw(reason="a part is hashed whole, whatever its shape (its digest is compared)"),
+                            default={}),
+    python_env_state=vocabulary.AbsPath(),
+    python_env=vocabulary.Options(dict(
+        python=vocabulary.AbsPath(required=True),
+        packages=vocabulary.ListOf(vocabulary.Requirement(), default=[]),
+        no_build_isolation_packages=vocabulary.ListOf(vocabulary.Requirement(), default=[]),
+        no_deps_packages=vocabulary.ListOf(vocabulary.Requirement(), default=[]),
     )),
-    state=V.Choice(("query", "recorded"), default="query"),
+    state=vocabulary.Choice(("query", "recorded"), default="query"),
 )
 ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    V.enforce(module, ARGS)
+    vocabulary.enforce(module, ARGS)
     finish(module, node_state(module.params, module))
 
 

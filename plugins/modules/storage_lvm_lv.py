@@ -77,30 +77,30 @@ existed:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
-from ansible_collections.rlinfra.verl.plugins.module_utils.storage_lv import apply
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.node.storage_lv import apply
 
 
 def _lvm_name(**kw):
-    """A volume group's or logical volume's name, as the role's settings check it (module_utils/settings.py)."""
-    return V.Text(empty=False, max_len=128, pattern=r"^(?!\.\.?$)[A-Za-z0-9+_.][A-Za-z0-9+_.-]{0,127}$",
-                  what="an LVM name (letters, digits, + _ . -, not starting with -)", **kw)
+    """A volume group's or logical volume's name, as the role's settings check it (module_utils/common/settings.py)."""
+    return vocabulary.Text(empty=False, max_len=128, pattern=r"^(?!\.\.?$)[A-Za-z0-9+_.][A-Za-z0-9+_.-]{0,127}$",
+                           what="an LVM name (letters, digits, + _ . -, not starting with -)", **kw)
 
 
-ARGS = V.Args(
+ARGS = vocabulary.Args(
     vg=_lvm_name(required=True),
     lv=_lvm_name(required=True),
-    layout=V.Choice(("striped", "linear"), default="striped"),
-    stripe_size=V.Text(max_len=16, pattern=r"^[0-9]+[kKmM]?$", what="empty or a size such as 256k", default=""),
+    layout=vocabulary.Choice(("striped", "linear"), default="striped"),
+    stripe_size=vocabulary.Text(max_len=16, pattern=r"^[0-9]+[kKmM]?$", what="empty or a size such as 256k", default=""),
     # The lvg step's new physical volumes, each with its size in bytes (check mode counts their space).
-    planned=V.MapOf(V.AbsPath(), V.Int(0, unit="bytes", nullable=False), default={}),
+    planned=vocabulary.MapOf(vocabulary.AbsPath(), vocabulary.Int(0, unit="bytes", nullable=False), default={}),
 )
 ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    V.enforce(module, ARGS)
+    vocabulary.enforce(module, ARGS)
     result = apply(module.params, module.check_mode)
     error = result.pop("error", "")
     if error:

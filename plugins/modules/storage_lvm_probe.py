@@ -122,76 +122,76 @@ import os
 import re
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
-from ansible_collections.rlinfra.verl.plugins.module_utils.storage_probe import Probe
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.node.storage_probe import Probe
 
 DEFAULT_PATTERN = "^(nvme[0-9]+n[0-9]+|sd[a-z]+|vd[a-z]+|xvd[a-z]+)$"
 _DEVICE = re.compile(r"^/dev/[A-Za-z0-9/_.:-]+$")
 
 
 def _devices(value):
-    """auto, or a list of block devices under /dev (the role's storage_lvm_devices rule, module_utils/settings.py)."""
+    """auto, or a list of block devices under /dev (the role's storage_lvm_devices rule, module_utils/common/settings.py)."""
     if value == "auto":
         return value
     if not isinstance(value, list):
-        raise V.Bad("be auto or a list of block devices (for example [/dev/nvme1n1])")
+        raise vocabulary.Bad("be auto or a list of block devices (for example [/dev/nvme1n1])")
     for item in value:
         if not isinstance(item, str) or not _DEVICE.match(item) or ".." in item.split("/"):
-            raise V.Bad("be a list of block devices under /dev; %s is not one" % (
-                repr(item) if isinstance(item, str) else V.type_word(item)))
+            raise vocabulary.Bad("be a list of block devices under /dev; %s is not one" % (
+                repr(item) if isinstance(item, str) else vocabulary.type_word(item)))
     return value
 
 
 def _pattern(value):
-    V.one_line(value, "a regular expression")
+    vocabulary.one_line(value, "a regular expression")
     try:
         re.compile(value)
     except re.error as e:
-        raise V.Bad("be a regular expression (%s)" % e)
+        raise vocabulary.Bad("be a regular expression (%s)" % e)
     return value
 
 
 def _disk(value):
     """A disk that discovery never takes: its kernel name (nvme0n1) or a path to its device node."""
     if isinstance(value, str) and value.startswith("/"):
-        return V.AbsPath().check(value)
+        return vocabulary.AbsPath().check(value)
     try:
-        return V.Name(max_len=255).check(value)
-    except V.Bad:
-        raise V.Bad("be a disk's kernel name (nvme0n1) or the absolute path of its device node")
+        return vocabulary.Name(max_len=255).check(value)
+    except vocabulary.Bad:
+        raise vocabulary.Bad("be a disk's kernel name (nvme0n1) or the absolute path of its device node")
 
 
 def _lvm_name(**kw):
-    """A volume group's or logical volume's name, as the role's settings check it (module_utils/settings.py)."""
-    return V.Text(empty=False, max_len=128, pattern=r"^(?!\.\.?$)[A-Za-z0-9+_.][A-Za-z0-9+_.-]{0,127}$",
-                  what="an LVM name (letters, digits, + _ . -, not starting with -)", **kw)
+    """A volume group's or logical volume's name, as the role's settings check it (module_utils/common/settings.py)."""
+    return vocabulary.Text(empty=False, max_len=128, pattern=r"^(?!\.\.?$)[A-Za-z0-9+_.][A-Za-z0-9+_.-]{0,127}$",
+                           what="an LVM name (letters, digits, + _ . -, not starting with -)", **kw)
 
 
-ARGS = V.Args(
-    devices=V.Custom("raw", _devices, [("word", "sdb"), ("not_dev", ["sdb"]), ("dotdot", ["/dev/../etc/passwd"]),
-                                       ("space", ["/dev/sd b"]), ("number", [5]), ("upper_auto", "AUTO"),
-                                       ("mapping", {"/dev/sdb": 1})],
-                     "auto", required=True),
-    layout=V.Choice(("striped", "linear", "plain"), default="striped"),
+ARGS = vocabulary.Args(
+    devices=vocabulary.Custom("raw", _devices, [("word", "sdb"), ("not_dev", ["sdb"]), ("dotdot", ["/dev/../etc/passwd"]),
+                                                ("space", ["/dev/sd b"]), ("number", [5]), ("upper_auto", "AUTO"),
+                                                ("mapping", {"/dev/sdb": 1})],
+                              "auto", required=True),
+    layout=vocabulary.Choice(("striped", "linear", "plain"), default="striped"),
     vg_name=_lvm_name(default="vg_scratch"),
     lv_name=_lvm_name(default="lv_scratch"),
-    mount_point=V.AbsPath(default="/workspace"),
-    force=V.Switch(default=False),
-    stop_after=V.Choice(("", "discover", "vg"), default=""),
-    fallback_plain=V.Switch(default=True),
-    discover_pattern=V.Custom("str", _pattern, [("unbalanced", "(nvme"), ("newline", "sd[a-z]+\nx"),
-                                                ("repeat", "*sd")], DEFAULT_PATTERN, default=DEFAULT_PATTERN),
-    discover_exclude=V.ListOf(V.Custom("str", _disk, [("relative", "dev/sda"), ("dotdot", "/dev/../etc"),
-                                                      ("dotdot_name", ".."), ("empty", ""), ("newline", "sda\n")],
+    mount_point=vocabulary.AbsPath(default="/workspace"),
+    force=vocabulary.Switch(default=False),
+    stop_after=vocabulary.Choice(("", "discover", "vg"), default=""),
+    fallback_plain=vocabulary.Switch(default=True),
+    discover_pattern=vocabulary.Custom("str", _pattern, [("unbalanced", "(nvme"), ("newline", "sd[a-z]+\nx"),
+                                                         ("repeat", "*sd")], DEFAULT_PATTERN, default=DEFAULT_PATTERN),
+    discover_exclude=vocabulary.ListOf(vocabulary.Custom("str", _disk, [("relative", "dev/sda"), ("dotdot", "/dev/../etc"),
+                                                                        ("dotdot_name", ".."), ("empty", ""), ("newline", "sda\n")],
                                        "nvme0n1"), default=[]),
-    discover_min_size=V.Int(0, unit="bytes", default=0),
+    discover_min_size=vocabulary.Int(0, unit="bytes", default=0),
 )
 ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    V.enforce(module, ARGS)
+    vocabulary.enforce(module, ARGS)
     if os.geteuid() != 0:
         module.fail_json(msg="storage_lvm: the device probe needs root (become: true)")
     out = Probe(module.params).decide()

@@ -73,16 +73,16 @@ ranks:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl_checkpoint import inspect
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl.checkpoint import inspect
 
-ARGS = V.Args(path=V.AbsPath(required=True))
+ARGS = vocabulary.Args(path=vocabulary.AbsPath(required=True))
 ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    V.enforce(module, ARGS)
+    vocabulary.enforce(module, ARGS)
     module.exit_json(changed=False, **inspect(module.params["path"]))
 
 

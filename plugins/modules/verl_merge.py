@@ -163,27 +163,28 @@ import shutil
 import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils import owned, ray_client
-from ansible_collections.rlinfra.verl.plugins.module_utils import verl_checkpoint as C
-from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
-from ansible_collections.rlinfra.verl.plugins.module_utils.masking import mask_values
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import owned
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import client as ray_client
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import checkpoint as verl_checkpoint
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import mask_values
 
-ARGS = V.Args(
-    checkpoint_dir=V.AbsPath(required=True),
-    experiment=V.Name(required=True),
-    project=V.Name(empty=True, default=""),
-    step=V.Int(1),
-    target=V.AbsPath(required=True),
-    venv=V.AbsPath(empty=True, default=""),
-    framework=V.Choice(("verl", "nemo_rl", "custom"), default="verl"),
-    force=V.Switch(default=False),
-    trust_remote_code=V.Switch(default=False),
-    host_label=V.Text(empty=False, max_len=200, default="this host"),
-    logs_tail_lines=V.Int(0, 10000, default=30),
-    hf_repo=V.HfRepoId(empty=True, default=""),
-    hf_token=V.Secret(default=""),
-    hf_private=V.Switch(default=True),
-    hf_endpoint=V.Url(empty=True, default=""),
+ARGS = vocabulary.Args(
+    checkpoint_dir=vocabulary.AbsPath(required=True),
+    experiment=vocabulary.Name(required=True),
+    project=vocabulary.Name(empty=True, default=""),
+    step=vocabulary.Int(1),
+    target=vocabulary.AbsPath(required=True),
+    venv=vocabulary.AbsPath(empty=True, default=""),
+    framework=vocabulary.Choice(("verl", "nemo_rl", "custom"), default="verl"),
+    force=vocabulary.Switch(default=False),
+    trust_remote_code=vocabulary.Switch(default=False),
+    host_label=vocabulary.Text(empty=False, max_len=200, default="this host"),
+    logs_tail_lines=vocabulary.Int(0, 10000, default=30),
+    hf_repo=vocabulary.HfRepoId(empty=True, default=""),
+    hf_token=vocabulary.Secret(default=""),
+    hf_private=vocabulary.Switch(default=True),
+    hf_endpoint=vocabulary.Url(empty=True, default=""),
 )
 ARGUMENT_SPEC = ARGS.spec
 
@@ -211,7 +212,7 @@ def _last_line(text, fallback):
 
 
 def _write_record(directory, record):
-    path = os.path.join(directory, C.RECORD)
+    path = os.path.join(directory, verl_checkpoint.RECORD)
     with open(path + ".tmp", "w") as f:
         f.write(json.dumps(record, indent=4, sort_keys=True) + "\n")
     os.chmod(path + ".tmp", 0o644)
@@ -276,7 +277,7 @@ class Merge:
         """``act`` (owned.check or owned.replace) on the target: never a directory the merge reads, nor one it did not
         make."""
         try:
-            return act(markers=(C.RECORD,), what="merge target", inputs=(
+            return act(markers=(verl_checkpoint.RECORD,), what="merge target", inputs=(
                 ("the checkpoint directory", self.p["checkpoint_dir"]), ("the venv", self.venv)),
                 fix="merge into a directory of its own, outside the checkpoints (verl_job_models_root for merge.yml)")
         except owned.NotOurs as e:
@@ -306,7 +307,7 @@ class Merge:
         if framework != "verl":
             # The train workflow merges after every experiment: one verl does not train is not a failure.
             self.module.exit_json(changed=False, merged=False, step=None, source="", target="", uploaded_to="",
-                                  report=C.not_verl_report(p["experiment"], framework))
+                                  report=verl_checkpoint.not_verl_report(p["experiment"], framework))
         if p["hf_repo"] and not p["hf_token"]:
             self.fail("verl_job_hf_repo is %s but no Hugging Face token is set: export HF_TOKEN=... where "
                       "ansible-playbook runs, or set verl_job_hf_token (or HF_TOKEN in verl_job_secrets, e.g. from "
@@ -315,12 +316,12 @@ class Merge:
         self.python = os.path.join(self.venv, "bin", "python")
         self.owned(lambda **kw: owned.check(self.target, **kw))
         try:
-            step, actor, files = C.merge_source(p["checkpoint_dir"], p["experiment"], p["step"], p["host_label"])
-        except C.MergeError as e:
+            step, actor, files = verl_checkpoint.merge_source(p["checkpoint_dir"], p["experiment"], p["step"], p["host_label"])
+        except verl_checkpoint.MergeError as e:
             self.fail(str(e))
-        print_ = C.fingerprint(files)
-        record = C.read_record(self.target)
-        needed = C.merge_needed(record, step, actor, print_, p["force"])
+        print_ = verl_checkpoint.fingerprint(files)
+        record = verl_checkpoint.read_record(self.target)
+        needed = verl_checkpoint.merge_needed(record, step, actor, print_, p["force"])
         check = self.module.check_mode
         if needed and not check:
             record = self.merge(step, actor, print_)
@@ -331,12 +332,12 @@ class Merge:
         self.module.exit_json(
             changed=needed or uploaded, merged=needed, step=step, source=actor, target=self.target, record=record,
             uploaded_to=p["hf_repo"] if uploaded else "", venv=self.venv,
-            report=C.report(p["experiment"], step, actor, self.target, needed, check, record, p["hf_repo"], uploaded))
+            report=verl_checkpoint.report(p["experiment"], step, actor, self.target, needed, check, record, p["hf_repo"], uploaded))
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    V.enforce(module, ARGS)
+    vocabulary.enforce(module, ARGS)
     Merge(module).run()
 
 

@@ -92,19 +92,19 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_run as S
-from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import secrets_run
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 
-ARGS = V.Args(
-    secrets_dir=V.AbsPath(required=True),
-    path=V.AbsPath(required=True),  # and <secrets_dir>/<cluster>/<submission id>.env: bad_path, after the types
-    values=V.MapOf(V.EnvName(), V.Secret(multiline=True), default={}),  # values may span lines (a key)
-    hook=V.Text(lines=True, max_len=1048576, what="the hook module's Python source", default=""),
-    jobs=V.ListOf(V.MapOf(V.Text(empty=False, max_len=200),
-                          V.Raw(reason="a Ray job's record as ray_cluster_info returns it, read with .get")),
-                  max_items=100000, default=[]),
-    write=V.Switch(default=True),
-    state=V.Choice(("present", "absent"), default="present"),
+ARGS = vocabulary.Args(
+    secrets_dir=vocabulary.AbsPath(required=True),
+    path=vocabulary.AbsPath(required=True),  # and <secrets_dir>/<cluster>/<submission id>.env: bad_path, after the types
+    values=vocabulary.MapOf(vocabulary.EnvName(), vocabulary.Secret(multiline=True), default={}),  # values may span lines (a key)
+    hook=vocabulary.Text(lines=True, max_len=1048576, what="the hook module's Python source", default=""),
+    jobs=vocabulary.ListOf(vocabulary.MapOf(vocabulary.Text(empty=False, max_len=200),
+                                            vocabulary.Raw(reason="a Ray job's record as ray_cluster_info returns it, read with .get")),
+                           max_items=100000, default=[]),
+    write=vocabulary.Switch(default=True),
+    state=vocabulary.Choice(("present", "absent"), default="present"),
 )
 ARGUMENT_SPEC = ARGS.spec
 
@@ -113,7 +113,7 @@ def bad_path(p):
     """'' when ``path`` is a run's file, ``<secrets_dir>/<cluster>/<submission id>.env``; else the line. Its directory
     is made 0700 and its other .env files of ended runs removed: never a directory outside secrets_dir."""
     path, root = os.path.normpath(p["path"]), os.path.normpath(p["secrets_dir"])
-    parts = os.path.relpath(path, root).split(os.sep) if V.inside(path, root) else []
+    parts = os.path.relpath(path, root).split(os.sep) if vocabulary.inside(path, root) else []
     if len(parts) == 2 and parts[0] not in (".", "..") and parts[1].endswith(".env") and len(parts[1]) > len(".env"):
         return ""
     return ("path must be a run's file <secrets_dir>/<cluster>/<submission id>.env, one directory inside secrets_dir "
@@ -122,14 +122,14 @@ def bad_path(p):
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    V.enforce(module, ARGS)
+    vocabulary.enforce(module, ARGS)
     p = module.params
     why = bad_path(p)
     if why:
         module.fail_json(msg=why, changed=False)
     try:
-        result = S.converge(p["secrets_dir"], p["path"], p["values"], p["hook"], p["jobs"], p["write"],
-                            p["state"], check=module.check_mode)
+        result = secrets_run.converge(p["secrets_dir"], p["path"], p["values"], p["hook"], p["jobs"], p["write"],
+                                      p["state"], check=module.check_mode)
     except (OSError, ValueError) as e:
         module.fail_json(msg="secrets file %s: %s" % (p["path"], getattr(e, "strerror", None) or e))
     module.exit_json(**result)

@@ -120,30 +120,30 @@ msg:
 import re
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils.attempts import ENTRYPOINT_RESOURCES
-from ansible_collections.rlinfra.verl.plugins.module_utils.job_submit import submit_job
-from ansible_collections.rlinfra.verl.plugins.module_utils.plain_module import finish
-from ansible_collections.rlinfra.verl.plugins.module_utils import ray_client
-from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import (
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.attempts import ENTRYPOINT_RESOURCES
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.job_submit import submit_job
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import finish
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import client as ray_client
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import (
     DASHBOARD_ARGS, check_entrypoint, check_resources, check_runtime_env, string_values)
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray_package import RAY_PKG_PREFIX
-from ansible_collections.rlinfra.verl.plugins.module_utils.secret_names import secret_values
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.package import RAY_PKG_PREFIX
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.secret_names import secret_values
 
 # The action sends a zip of up to 8 MiB inside the call, base64.
 PACKAGE_DATA_MAX = 4 * -(-8 * 1024 * 1024 // 3)
 _BASE64 = re.compile(r"^[A-Za-z0-9+/]*={0,2}$")
-PACKAGE_URI = V.Text(empty=False, max_len=200, pattern=r"^gcs://%s[0-9a-f]{40}\.zip$" % RAY_PKG_PREFIX,
-                     what="a package URI made by rlinfra, gcs://%s<sha1 of the zip>.zip" % RAY_PKG_PREFIX)
-SUBMISSION_ID = V.SubmissionId()
-ABS_PATH = V.AbsPath(empty=True)
+PACKAGE_URI = vocabulary.Text(empty=False, max_len=200, pattern=r"^gcs://%s[0-9a-f]{40}\.zip$" % RAY_PKG_PREFIX,
+                              what="a package URI made by rlinfra, gcs://%s<sha1 of the zip>.zip" % RAY_PKG_PREFIX)
+SUBMISSION_ID = vocabulary.SubmissionId()
+ABS_PATH = vocabulary.AbsPath(empty=True)
 
 
 def _line(name, t, value):
     """The vocabulary's line for ``value`` as ``t`` at ``name``, or None when it is good."""
     try:
         t.check(value)
-    except V.Bad as e:
+    except vocabulary.Bad as e:
         return t.line(name, value, e)
     return None
 
@@ -154,42 +154,42 @@ def job_problems(job):
     problems = [_line("job.submission_id", SUBMISSION_ID, job.get("submission_id"))]
     entrypoint = job.get("entrypoint")
     if not isinstance(entrypoint, str):
-        problems.append("job.entrypoint must be the shell command that starts the driver, got %s" % V.type_word(entrypoint))
+        problems.append("job.entrypoint must be the shell command that starts the driver, got %s" % vocabulary.type_word(entrypoint))
     else:
         problems += ["job." + x for x in check_entrypoint(entrypoint)]
     for key, check in (("runtime_env", lambda v: check_runtime_env(v)[1]), ("metadata", lambda v: string_values("metadata", v)[1]),
                        ("resources", lambda v: check_resources(*[v.get(k) for k in ENTRYPOINT_RESOURCES]))):
         value = job.get(key)
         if value is not None and not isinstance(value, dict):
-            problems.append("job.%s must be a mapping, got %s" % (key, V.type_word(value)))
+            problems.append("job.%s must be a mapping, got %s" % (key, vocabulary.type_word(value)))
         elif value:
             problems += [("job.resources." if key == "resources" else "job.") + x for x in check(value)]
     if job.get("secrets_file"):
-        problems += [_line("job.secrets_dir", V.AbsPath(), job.get("secrets_dir")),
-                     _line("job.secrets_file", V.AbsPath(under=str(job.get("secrets_dir") or "/")), job["secrets_file"])]
+        problems += [_line("job.secrets_dir", vocabulary.AbsPath(), job.get("secrets_dir")),
+                     _line("job.secrets_file", vocabulary.AbsPath(under=str(job.get("secrets_dir") or "/")), job["secrets_file"])]
     package = job.get("package")
     if package is not None and not isinstance(package, dict):
-        problems.append("job.package must be a mapping (uri, path), got %s" % V.type_word(package))
+        problems.append("job.package must be a mapping (uri, path), got %s" % vocabulary.type_word(package))
     elif package:
         problems += [_line("job.package.uri", PACKAGE_URI, package.get("uri")),
-                     _line("job.package.path", V.AbsPath(), package.get("path"))]
+                     _line("job.package.path", vocabulary.AbsPath(), package.get("path"))]
     problems.append(_line("job.checkpoint_dir", ABS_PATH, job.get("checkpoint_dir") or ""))
     return [x for x in problems if x]
 
 
 def check_package_data(value):
     if len(value) > PACKAGE_DATA_MAX:
-        raise V.Bad("be at most %d characters (a zip of 8 MiB, base64): a larger zip is copied first" % PACKAGE_DATA_MAX)
+        raise vocabulary.Bad("be at most %d characters (a zip of 8 MiB, base64): a larger zip is copied first" % PACKAGE_DATA_MAX)
     if len(value) % 4 or not _BASE64.match(value):
-        raise V.Bad("be the zip in base64 (set by the action; leave it unset)")
+        raise vocabulary.Bad("be the zip in base64 (set by the action; leave it unset)")
     return value
 
 
 JOB_SAMPLE = {"submission_id": "rlinfra-sample-default", "entrypoint": "echo hi", "runtime_env": {}, "metadata": {},
               "resources": {}, "secrets_file": None, "package": None, "checkpoint_dir": "/data/checkpoints/sample"}
 
-ARGS = V.Args(
-    job=V.Custom("dict", V.Custom.lines(job_problems), [
+ARGS = vocabulary.Args(
+    job=vocabulary.Custom("dict", vocabulary.Custom.lines(job_problems), [
         ("no_id", dict(JOB_SAMPLE, submission_id=None)), ("id_slash", dict(JOB_SAMPLE, submission_id="a/b")),
         ("entrypoint_blank", dict(JOB_SAMPLE, entrypoint=" ")), ("entrypoint_list", dict(JOB_SAMPLE, entrypoint=["x"])),
         ("env_vars_list", dict(JOB_SAMPLE, runtime_env={"env_vars": ["A=1"]})),
@@ -201,15 +201,15 @@ ARGS = V.Args(
         ("package_path", dict(JOB_SAMPLE, package={"uri": "gcs://%s%s.zip" % (RAY_PKG_PREFIX, "0" * 40),
                                                    "path": "x.zip"})),
         ("checkpoint_dir", dict(JOB_SAMPLE, checkpoint_dir="../ckpt"))], JOB_SAMPLE, required=True),
-    jobs=V.ListOf(ray_client.JOB_RECORD, default=[]),
-    secrets=V.MapOf(V.EnvName(), V.Secret(multiline=True, nullable=False), default={}),
+    jobs=vocabulary.ListOf(ray_client.JOB_RECORD, default=[]),
+    secrets=vocabulary.MapOf(vocabulary.EnvName(), vocabulary.Secret(multiline=True, nullable=False), default={}),
     # Type str: the action validates on the controller, where type path would expand ~ and $VAR there.
-    package_dest=V.AbsPath(empty=True, default="", ansible="str"),
-    write_secrets=V.Switch(default=True),
-    submit=V.Switch(default=True),
-    hook=V.Text(lines=True, max_len=1 << 20, default=""),
-    package_data=V.Custom("str", check_package_data, [("not_base64", "not base64!"), ("length", "abc")], "",
-                          default="", no_log=True),
+    package_dest=vocabulary.AbsPath(empty=True, default="", ansible="str"),
+    write_secrets=vocabulary.Switch(default=True),
+    submit=vocabulary.Switch(default=True),
+    hook=vocabulary.Text(lines=True, max_len=1 << 20, default=""),
+    package_data=vocabulary.Custom("str", check_package_data, [("not_base64", "not base64!"), ("length", "abc")], "",
+                                   default="", no_log=True),
     **DASHBOARD_ARGS
 )
 ARGUMENT_SPEC = ARGS.spec
@@ -220,7 +220,7 @@ def main():
     # Masking only (no work): a refusal's invocation shows the job, whose secret-looking values stay hidden.
     env = (module.params["job"] or {}).get("runtime_env")
     module.no_log_values.update(secret_values(env.get("env_vars") if isinstance(env, dict) else None))
-    V.enforce(module, ARGS)
+    vocabulary.enforce(module, ARGS)
     finish(module, submit_job(module.params, module))
 
 

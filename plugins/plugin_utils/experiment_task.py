@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleError
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import experiment
-from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_schema
-from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_source
-from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
-from ansible_collections.rlinfra.verl.plugins.module_utils.numbers import int_or_none
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_schema
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_source
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.numbers import int_or_none
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import TypedAction
 
 
@@ -22,7 +22,7 @@ def _ref(value):
     try:
         experiment.validate_name(experiment_source.parse_ref(value)[0])
     except experiment_schema.ExperimentError as e:
-        raise V.Line(str(e))
+        raise vocabulary.Line(str(e))
     return value
 
 
@@ -31,7 +31,7 @@ def _extra_params(value):
     errors = []
     experiment_schema.flatten_params(value, errors.append)
     if errors:
-        raise V.Line("extra params (verl_job_params): " + errors[0])
+        raise vocabulary.Line("extra params (verl_job_params): " + errors[0])
     return value
 
 
@@ -42,18 +42,18 @@ def role(option, variable, t):
 
 
 def name_arg():
-    return V.Custom("str", _ref, ["../etc/passwd", "a b", ""], "smoke", required=True)
+    return vocabulary.Custom("str", _ref, ["../etc/passwd", "a b", ""], "smoke", required=True)
 
 
 def params_arg():
-    return V.Custom("dict", _extra_params, [{"a b": 1}, {"hf_token": "hf_s3cr3t"}, {"~x": 1}], {}, default={})
+    return vocabulary.Custom("dict", _extra_params, [{"a b": 1}, {"hf_token": "hf_s3cr3t"}, {"~x": 1}], {}, default={})
 
 
 def checkpoint_args():
     return dict(
         checkpoint_root=role("checkpoint_root", "verl_job_checkpoint_root",
-                             V.AbsPath(default=experiment.DEFAULT_CHECKPOINT_ROOT, ansible="str")),
-        checkpoint_cluster=role("checkpoint_cluster", "-e checkpoint_cluster", V.Name(empty=True, default="")))
+                             vocabulary.AbsPath(default=experiment.DEFAULT_CHECKPOINT_ROOT, ansible="str")),
+        checkpoint_cluster=role("checkpoint_cluster", "-e checkpoint_cluster", vocabulary.Name(empty=True, default="")))
 
 
 def text(value):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import verl_metrics as M
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import metrics as verl_metrics
 
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 
@@ -21,7 +21,7 @@ class LogCopy:
         self.offset, self.file_id, self.size = 0, "", 0
         self.path = os.path.join(log_dir, "%s.log" % sid) if log_dir else None
         self.base = os.path.join(log_dir, sid) if log_dir else None
-        self.metrics = M.Follow(self.base)
+        self.metrics = verl_metrics.Follow(self.base)
         self.mask = mask or (lambda text: text)
         self.fresh = True       # the next write starts the copy over (a copy of an earlier wait is replaced)
         self.written = 0        # bytes in the copy
@@ -41,7 +41,7 @@ class LogCopy:
         if "log_offset" not in res:
             return False
         if res.get("log_reset"):
-            self.metrics = M.Follow(self.base)
+            self.metrics = verl_metrics.Follow(self.base)
             self.fresh = True
             self.newline = True
             if self.path and os.path.lexists(self.path):

@@ -31,21 +31,23 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 
 display = Display()
 
 PACKAGE = "ansible_collections.rlinfra.verl.plugins.module_utils"
 MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
+# The module every script loads besides the function's: the stand-in for AnsibleModule.
+PLAIN_MODULE = "common.plain_module"
 MARK = "RLINFRA-NODE-SCRIPT "
 # Printed once the code is loaded, just before the function runs: past it the function may have acted (submitted a
 # job, waited an hour), so the module is never run after it - a failure from then on is the task's failure.
 STARTED = "RLINFRA-NODE-SCRIPT-STARTED"
 RAISED = "RLINFRA-NODE-SCRIPT-RAISED "
 LONGEST_SECRET = 65536
-_FROM_MODULE = re.compile(r"^\s*from\s+%s\.(\w+)\s+import\b" % re.escape(PACKAGE), re.M)
-# "from <package> import a as A, b" on one line, or in parentheses over several.
-_FROM_PACKAGE = re.compile(r"^[ \t]*from[ \t]+%s[ \t]+import[ \t]+(?:\(([^)]*)\)|([^\n]*))" % re.escape(PACKAGE), re.M)
+# "from <package>[.sub[.module]] import a as A, b" on one line, or in parentheses over several: the dotted part after the
+# package (a module, or a sub-package whose names are modules) and the names.
+_FROM = re.compile(r"^[ \t]*from[ \t]+%s(?:\.([\w.]+))?[ \t]+import[ \t]+(?:\(([^)]*)\)|([^\n]*))" % re.escape(PACKAGE), re.M)
 _ANSIBLE = re.compile(r"^\s*(from|import)\s+ansible(\.|\s)", re.M)
 _SOURCES = {}
 
@@ -65,7 +67,7 @@ class _Memory:
         exec(compile(_SOURCES.get(module.__name__, ""), "<rlinfra>/" + module.__name__, "exec"), module.__dict__)
 sys.meta_path.insert(0, _Memory())
 from %(package)s.%(module)s import %(function)s
-from %(package)s.plain_module import PlainModule
+from %(package)s.common.plain_module import PlainModule
 _args = json.loads(%(args)s)
 _module = PlainModule(_args, json.loads(%(secrets)s), %(check_mode)r)
 sys.stdout.write(%(started)r + "\n")
@@ -87,20 +89,31 @@ class NeedsModule(Exception):
     """The code cannot run without Ansible's module runtime."""
 
 
+def _path(name, directory):
+    """The file or directory of module_utils module or sub-package ``name`` (dotted: ``ray.job_poll``), no suffix."""
+    return os.path.join(directory, *name.split("."))
+
+
 def _source(name, directory):
     key = (directory, name)
     if key not in _SOURCES:
         try:
-            with open(os.path.join(directory, name + ".py"), encoding="utf-8") as handle:
+            with open(_path(name, directory) + ".py", encoding="utf-8") as handle:
                 _SOURCES[key] = handle.read()
         except OSError as e:
             raise NeedsModule("module_utils %s cannot be read: %s" % (name, e))
     return _SOURCES[key]
 
 
+def packages(names):
+    """The sub-packages of module_utils that modules ``names`` (dotted: ``ray.job_poll``) lie in: ``["ray"]``."""
+    return sorted(set(name.rsplit(".", n)[0] for name in names for n in range(1, name.count(".") + 1)))
+
+
 def closure(names, directory=MODULE_UTILS, lazy_ansible=()):
-    """{module name: source} of ``names`` and every module_utils module they import, directly or not. ``lazy_ansible``:
-    modules that import Ansible only inside a function their caller never reaches (hyperbolic's default opener)."""
+    """{module name: source} of ``names`` and every module_utils module they import, directly or not; names are
+    dotted below module_utils (``ray.job_poll``), their sub-packages in :func:`packages`. ``lazy_ansible``: modules
+    that import Ansible only inside a function their caller never reaches (hyperbolic.client's default opener)."""
     found, todo = {}, list(names)
     while todo:
         name = todo.pop()
@@ -109,10 +122,13 @@ def closure(names, directory=MODULE_UTILS, lazy_ansible=()):
         text = found[name] = _source(name, directory)
         if name not in lazy_ansible and _ANSIBLE.search(text):
             raise NeedsModule("module_utils %s imports Ansible" % name)
-        todo += _FROM_MODULE.findall(text)
-        for groups in _FROM_PACKAGE.findall(text):
-            names = re.sub(r"#[^\n]*", "", groups[0] or groups[1])
-            todo += [part.split()[0] for part in names.replace("\n", " ").split(",") if part.strip()]
+        for base, group, line in _FROM.findall(text):
+            imported = re.sub(r"#[^\n]*", "", group or line)
+            imported = [part.split()[0] for part in imported.replace("\n", " ").split(",") if part.strip()]
+            if base and not os.path.isdir(_path(base, directory)):
+                todo.append(base)  # from <package>.ray.client import RayClient
+            else:  # from <package>.ray import client, job_poll: modules of the sub-package
+                todo += [(base + "." if base else "") + part for part in imported]
     return found
 
 
@@ -120,9 +136,10 @@ def script(module, function, args, directory=MODULE_UTILS, no_log_values=(), che
     """The Python source that prints ``MARK + json(function(args, PlainModule(args)))``, ``no_log_values`` (and what
     the function adds to them, such as a token it read) masked, ``environ`` (the task's ``environment``) set for it;
     raises NeedsModule."""
-    sources = closure([module, "plain_module"], directory)
-    packages = [PACKAGE.rsplit(".", n)[0] for n in range(PACKAGE.count(".") + 1)]
-    return LOADER % dict(sources=repr(json.dumps({"%s.%s" % (PACKAGE, k): v for k, v in sources.items()})), packages=packages,
+    sources = closure([module, PLAIN_MODULE], directory)
+    names = [PACKAGE.rsplit(".", n)[0] for n in range(PACKAGE.count(".") + 1)]
+    names += ["%s.%s" % (PACKAGE, name) for name in packages(sources)]
+    return LOADER % dict(sources=repr(json.dumps({"%s.%s" % (PACKAGE, k): v for k, v in sources.items()})), packages=names,
                          package=PACKAGE, module=module, function=function, mark=MARK, started=STARTED, raised=RAISED,
                          args=repr(json.dumps(args)),
                          secrets=repr(json.dumps(sorted(set(no_log_values)))), check_mode=bool(check_mode),
@@ -133,9 +150,9 @@ def run_here(module, function, args, no_log_values=(), check_mode=False, environ
     """What the script of :func:`script` would print, from this process: the function's module imported here, the
     environment set around the call; a failed result naming the exception when it raised (never the module then:
     the function may have acted)."""
-    closure([module, "plain_module"])  # the same rule as for the script: code that imports Ansible gets the module
+    closure([module, PLAIN_MODULE])  # the same rule as for the script: code that imports Ansible gets the module
     code = importlib.import_module("%s.%s" % (PACKAGE, module))
-    plain = importlib.import_module(PACKAGE + ".plain_module")
+    plain = importlib.import_module("%s.%s" % (PACKAGE, PLAIN_MODULE))
     saved = dict(os.environ)
     os.environ.update(environ or {})
     try:
@@ -153,7 +170,7 @@ def run_here(module, function, args, no_log_values=(), check_mode=False, environ
 def raised(module, function, error):
     """The task's failure when the function raised after it started: one line, never followed by the module."""
     return dict(failed=True, changed=False, msg="%s failed: %s (module_utils/%s.py %s(); not run again as a module, "
-                "since it may have acted)" % (function, str(error)[:2000], module, function))
+                "since it may have acted)" % (function, str(error)[:2000], module.replace(".", "/"), function))
 
 
 def outcome(rc, stdout, stderr=""):
@@ -220,8 +237,8 @@ def wanted(task_vars):
     if value is None:
         return True, None
     try:
-        return V.Switch().check(value), None
-    except V.Bad as e:
+        return vocabulary.Switch().check(value), None
+    except vocabulary.Bad as e:
         return None, "%s must %s, got %r" % (SWITCH, e, value)
 
 
@@ -278,13 +295,13 @@ def leaves(value):
 # Modules whose whole work is one function of module_utils (``function(params, module)`` returns the module's
 # result): their actions, and other actions that run them, take the plain script first.
 SCRIPTED = {
-    "rlinfra.verl.fitness_net": ("fitness_net", "measure"),
-    "rlinfra.verl.fitness_node": ("fitness_node", "check"),
-    "rlinfra.verl.ray_cluster_info": ("cluster_info", "info"),
-    "rlinfra.verl.ray_job": ("job_run", "run_job"),
-    "rlinfra.verl.ray_job_poll": ("job_poll", "poll"),
-    "rlinfra.verl.ray_node_state": ("node_state", "node_state"),
-    "rlinfra.verl.verl_submit": ("job_submit", "submit_job"),
+    "rlinfra.verl.fitness_net": ("node.fitness_net", "measure"),
+    "rlinfra.verl.fitness_node": ("node.fitness_node", "check"),
+    "rlinfra.verl.ray_cluster_info": ("ray.cluster_info", "info"),
+    "rlinfra.verl.ray_job": ("ray.job_run", "run_job"),
+    "rlinfra.verl.ray_job_poll": ("ray.job_poll", "poll"),
+    "rlinfra.verl.ray_node_state": ("ray.node_state", "node_state"),
+    "rlinfra.verl.verl_submit": ("ray.job_submit", "submit_job"),
 }
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import settings as S
-from ansible_collections.rlinfra.verl.plugins.module_utils.settings import plain
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import settings
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.settings import plain
 
 
 def read(templar, task_vars, names):
@@ -26,12 +26,12 @@ def read(templar, task_vars, names):
 
 
 def settings_failure(templar, task_vars, roles):
-    """The roles' variables checked as values (rules: module_utils/settings.py), for the actions check_settings and
+    """The roles' variables checked as values (rules: module_utils/common/settings.py), for the actions check_settings and
     converge_record. Returns ``(checked names, result fields)``: the fields are empty when every value is good, else
     ``failed``, ``errors`` and the one ``msg`` naming the host."""
     # A variable left to the role's default is good by construction: only defined ones are read.
-    values, errors = read(templar, task_vars, S.names_for(roles))
-    errors += S.check(values)
+    values, errors = read(templar, task_vars, settings.names_for(roles))
+    errors += settings.check(values)
     if not errors:
         return sorted(values), {}
     host = task_vars.get("inventory_hostname", "this host")
@@ -41,7 +41,7 @@ def settings_failure(templar, task_vars, roles):
 
 def typed_args(action, declared):
     """An action's arguments: Ansible's own spec check (``validate_argument_spec``, which fails the task with its
-    line), then the types of module_utils/vocabulary.py. Returns ``(args, None)``, or ``(args, failure)`` with the
+    line), then the types of module_utils/common/vocabulary.py. Returns ``(args, None)``, or ``(args, failure)`` with the
     task's failed result, one line per bad field, before the action does anything."""
     dummy, args = action.validate_argument_spec(argument_spec=declared.spec)
     lines = declared.errors(args)

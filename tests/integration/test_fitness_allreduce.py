@@ -9,7 +9,7 @@ import os
 import socket
 import subprocess
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import fitness_ray as FR
+from ansible_collections.rlinfra.verl.plugins.module_utils.node import fitness_ray
 from tests.integration.test_merge import merge_venv  # noqa: F401  (the fixture)
 
 RANK = """
@@ -24,7 +24,7 @@ print("ROWS " + json.dumps(rows))
 
 def test_two_gloo_ranks_measure_and_report_as_nccl_tests(merge_venv, tmp_path):  # noqa: F811
     code = tmp_path / "allreduce.py"
-    code.write_text(FR.ALLREDUCE_CODE)
+    code.write_text(fitness_ray.ALLREDUCE_CODE)
     script = tmp_path / "rank.py"
     script.write_text(RANK)
     with socket.socket() as s:
@@ -40,6 +40,6 @@ def test_two_gloo_ranks_measure_and_report_as_nccl_tests(merge_venv, tmp_path): 
     for r in rows:
         assert r["time_us"] > 0 and r["algbw"] > 0
         assert abs(r["algbw"] - r["bytes"] / (r["time_us"] / 1e6) / 1e9) <= 0.01 * r["algbw"] + 0.002
-        assert r["busbw"] == round(r["algbw"] * FR.bus_factor(2), 3) == r["algbw"]
-    table = FR.table(rows)
+        assert r["busbw"] == round(r["algbw"] * fitness_ray.bus_factor(2), 3) == r["algbw"]
+    table = fitness_ray.table(rows)
     assert table[2].split()[:5] == ["1048576", "262144", "float", "sum", "-1"] and table[-1].startswith("# Avg bus bandwidth")

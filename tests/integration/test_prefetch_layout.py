@@ -1,7 +1,7 @@
 """The cache rlinfra.verl.hf_prefetch writes is the one huggingface_hub itself writes, and reads offline.
 
 Against tests/fake_hf_hub on loopback: huggingface_hub's own snapshot_download (the merge test's venv,
-tests/integration/merge_venv.sh) fills one cache, module_utils/hf_prefetch.py another; the repository folders must
+tests/integration/merge_venv.sh) fills one cache, module_utils/verl/hf_prefetch.py another; the repository folders must
 be identical (blob names and contents, refs, every snapshot link's target). Then, with the Hub unreachable and
 HF_HUB_OFFLINE=1, huggingface_hub finds every file of the prefetched cache, scan_cache_dir reports it without
 warnings, and transformers loads the model's config and tokenizer from it by repository id.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import hf_prefetch as hp
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import hf_prefetch
 from tests.fake_hf_hub.server import FakeHub
 from tests.integration.test_merge import merge_venv  # noqa: F401  (the fixture)
 
@@ -81,8 +81,8 @@ def test_same_layout_as_huggingface_hub_and_readable_offline(merge_venv, hub, tm
                           timeout=300, check=False)
     assert real.returncode == 0, real.stderr[-3000:]
 
-    items, dummy = hp.normalize({"models": ["org/tiny"], "datasets": ["org/data"]}, pytest.fail)
-    changed, results, lines = hp.prefetch(items, str(tmp_path / "ours"), endpoint=hub.url, token=TOKEN)
+    items, dummy = hf_prefetch.normalize({"models": ["org/tiny"], "datasets": ["org/data"]}, pytest.fail)
+    changed, results, lines = hf_prefetch.prefetch(items, str(tmp_path / "ours"), endpoint=hub.url, token=TOKEN)
     assert changed and [r["status"] for r in results] == ["downloaded", "downloaded"], lines
     for folder in ("models--org--tiny", "datasets--org--data"):
         theirs, ours = tree(tmp_path / "real" / folder), tree(tmp_path / "ours" / "hub" / folder)

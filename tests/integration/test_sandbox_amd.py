@@ -17,7 +17,7 @@ import subprocess
 
 from tests.fake_hyperbolic.testing import venv_bin
 from tests.integration.conftest import ROOT, SANDBOX_INVENTORY, sandbox_nodes
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray_node import env_names
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.node import env_names
 
 RECAP = re.compile(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=\d+\s+failed=(\d+)", re.M)
 DEVICES = ("mkdir -p /dev/dri && mknod -m 666 /dev/kfd c 238 0 && mknod -m 666 /dev/dri/renderD200 c 226 200 "

@@ -25,7 +25,7 @@ import yaml
 from tests.fake_hyperbolic.testing import venv_bin
 from tests.integration.conftest import ROOT, SANDBOX_INVENTORY, sandbox_nodes
 from tests.integration.test_submit_loopback import smoke_result
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayClient
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayClient
 
 TAG = secrets.token_hex(4)
 CKPT_ROOT = "/data/checkpoints-faults-" + TAG

@@ -105,7 +105,7 @@ def test_ray_ports_closed_to_strangers(sandbox):
         on_node(n["name"], "kill $(cat /run/fw-standin.pid); rm -f /run/fw-standin.pid")
 
     # The controller (this host, the source of the SSH connections) reads the dashboard.
-    from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayClient
+    from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayClient
 
     token = on_node(head["name"], "cat /etc/ray/auth_token").strip()
     alive = [x for x in RayClient("http://%s:%d" % (head["ip"], FIXED["dashboard"]), token=token, timeout=10).list_nodes()

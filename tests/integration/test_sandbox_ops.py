@@ -20,7 +20,7 @@ import pytest
 from tests.fake_hyperbolic.testing import venv_bin
 from tests.integration.conftest import ROOT, SANDBOX_INVENTORY, sandbox_nodes
 from tests.integration.localhost_play import flat
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayClient
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayClient
 
 TAG = secrets.token_hex(5)
 RUN = "ops-" + TAG
@@ -171,7 +171,7 @@ def test_teardown_refuses_under_a_job_stops_it_when_asked_then_site_rebuilds(run
         assert set(again.recap) == {"localhost"} | {n["name"] for n in nodes}
         assert all(r["changed"] == 0 for r in again.recap.values()), again.recap
 
-        # A purge removes only what is provably the collection's own (module_utils/owned.py), checked on every node
+        # A purge removes only what is provably the collection's own (module_utils/common/owned.py), checked on every node
         # before anything goes: a temp dir set on the shared volume is refused in one line, and nothing is removed.
         unsafe = playbook("teardown.yml", "teardown_purge=true", json.dumps({"ray_temp_dir": "/data/ray-tmp"}))
         outputs.append(unsafe.output)

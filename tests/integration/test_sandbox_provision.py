@@ -21,9 +21,9 @@ import time
 
 import yaml
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import HyperbolicClient
-from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic_rent import Rent
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayClient
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.client import HyperbolicClient
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.rent import Rent
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayClient
 import pytest
 
 from tests.fake_hyperbolic.server import FakeHyperbolic, machine_item, rental_option

@@ -29,7 +29,7 @@ from ansible.module_utils import _internal as ansible_internal
 from ansible.module_utils.common import warnings as ansible_warnings
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayClient, RayError
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayClient, RayError
 
 RAY = str(Path(sys.executable).with_name("ray"))
 START_TIMEOUT = 360

@@ -38,7 +38,7 @@ CONFIGURE = AWX / "configure.yml"
 EE_FILE = ROOT / "execution-environment.yml"
 META_EE = ROOT / "meta" / "execution-environment.yml"
 SURVEY_TYPES = {"text", "textarea", "password", "integer", "float", "multiplechoice", "multiselect"}
-EXPERIMENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")  # plugins/module_utils/experiment.py NAME_RE
+EXPERIMENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")  # plugins/module_utils/verl/experiment.py NAME_RE
 # Import name -> distribution, for packages that may not be installed where the tests run.
 KNOWN_DISTRIBUTIONS = {"yaml": "PyYAML", "hydra": "hydra-core", "omegaconf": "omegaconf", "verl": "verl"}
 # Fake secrets given to the dump: none of them may appear in it or in its output.
@@ -557,11 +557,16 @@ def test_modules_need_only_the_standard_library_on_targets():
             seen.add(path)
             for name, guarded in _third_party_imports(path):
                 assert guarded, "%s (used by module %s) imports %s unguarded" % (path.name, module.name, name)
-            for m in re.finditer(r"ansible_collections\.rlinfra\.verl\.plugins\.module_utils(?:\.(\w+)| import (\w+))",
+            for m in re.finditer(r"ansible_collections\.rlinfra\.verl\.plugins\.module_utils((?:\.\w+)*) import ([\w ,]+)",
                                  path.read_text()):
-                dep = utils / ((m.group(1) or m.group(2)) + ".py")
-                if dep.is_file():
-                    pending.append(dep)
+                base = utils.joinpath(*m.group(1).split(".")[1:])
+                if base.with_suffix(".py").is_file():  # from ...module_utils.ray.client import RayClient
+                    pending.append(base.with_suffix(".py"))
+                    continue
+                for name in m.group(2).split(","):  # from ...module_utils.ray import client as ray_client, job_poll
+                    dep = base / (name.split()[0] + ".py") if name.split() else None
+                    if dep is not None and dep.is_file():
+                        pending.append(dep)
 
 
 def test_ee_has_the_collections_the_roles_use():

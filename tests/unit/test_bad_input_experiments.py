@@ -22,12 +22,12 @@ import time
 import pytest
 import yaml
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E
-from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_yaml
-from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_quote
-from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_render
-from ansible_collections.rlinfra.verl.plugins.module_utils import ray_package
-from ansible_collections.rlinfra.verl.plugins.module_utils import verl_preflight as P
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment as E
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_yaml
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_quote
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_render
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import package as ray_package
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import preflight as P
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")

@@ -1,5 +1,5 @@
 """Bad input, generated from the declarations: every field of every module, action, experiment key, role variable and
-command-line switch is declared with a type of module_utils/vocabulary.py, and each type brings its own corpus of bad
+command-line switch is declared with a type of module_utils/common/vocabulary.py, and each type brings its own corpus of bad
 values. Each (field, bad value) pair is one case: the surface must refuse it in one line that names the field, never
 show a secret, and do nothing (no request to the stub server that every URL points at, no command started, no file
 written). A new module, action, key or variable is covered the day it is declared; one without a type fails
@@ -25,7 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from ansible_collections.rlinfra.verl.plugins import modules as modules_pkg
-from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 
 from tests.unit.conftest import run_module
 
@@ -85,7 +85,7 @@ def _module_cases():
     cases = []
     for name, mod in sorted(MODULES.items()):
         args = getattr(mod, "ARGS", None)
-        if not isinstance(args, V.Args):
+        if not isinstance(args, vocabulary.Args):
             continue
         for field, t in args:
             for label, value, typed in t.corpus():
@@ -105,7 +105,7 @@ def test_every_field_is_typed():
     missing = []
     for name, mod in sorted(MODULES.items()):
         args = getattr(mod, "ARGS", None)
-        if not isinstance(args, V.Args):
+        if not isinstance(args, vocabulary.Args):
             missing.append("%s: no ARGS" % name)
         elif getattr(mod, "ARGUMENT_SPEC", None) != args.spec:
             missing.append("%s: ARGUMENT_SPEC is not ARGS.spec" % name)
@@ -156,11 +156,11 @@ def test_module_refuses(module, field, label, value, stub, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Experiment keys: every key of module_utils/experiment_schema.py, at every level
+# Experiment keys: every key of module_utils/verl/experiment_schema.py, at every level
 
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E  # noqa: E402
-from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_schema as ES  # noqa: E402
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment  # noqa: E402
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_schema  # noqa: E402
 
 BASE = {"framework": "custom", "entrypoint": {"command": "python3 train.py"}}
 
@@ -168,21 +168,21 @@ BASE = {"framework": "custom", "entrypoint": {"command": "python3 train.py"}}
 def _keys(t, path, framework, parents=()):
     """``(path, type, framework, parents)`` of every key below ``t``; a list's item is ``[0]``; ``parents``: the
     ``(path, Section)`` pairs above it, whose required keys a case fills with good values."""
-    if isinstance(t, V.Section):
+    if isinstance(t, vocabulary.Section):
         if path:
             yield path, t, framework, parents
         for key, sub in t.fields.items():
             yield from _keys(sub, "%s.%s" % (path, key) if path else key, framework, parents + ((path, t),))
-    elif isinstance(t, ES._ByFramework):
+    elif isinstance(t, experiment_schema._ByFramework):
         for name, section in t.sections.items():
             yield from _keys(section, path, name, parents)
-    elif isinstance(t, V.ListOf):
+    elif isinstance(t, vocabulary.ListOf):
         yield path, t, framework, parents
         yield from _keys(t.item, path + "[0]", framework, parents)
-    elif isinstance(t, V.OneOf):
+    elif isinstance(t, vocabulary.OneOf):
         yield path, t, framework, parents
         for sub in t.types:
-            if isinstance(sub, V.Section):  # its keys; the other forms' values are in the OneOf's own corpus
+            if isinstance(sub, vocabulary.Section):  # its keys; the other forms' values are in the OneOf's own corpus
                 yield from _keys(sub, path, framework, parents)
     else:
         yield path, t, framework, parents
@@ -213,7 +213,7 @@ def _put(data, path, value):
 
 def _experiment_cases():
     seen, cases = set(), []
-    for path, t, framework, parents in _keys(ES.SCHEMA, "", "custom"):
+    for path, t, framework, parents in _keys(experiment_schema.SCHEMA, "", "custom"):
         for label, value, typed in t.corpus():
             if (path, framework, label) not in seen:
                 seen.add((path, framework, label))
@@ -239,8 +239,8 @@ def test_experiment_key_refuses(path, framework, label, value, parents, tmp_path
             _put(data, "%s.%s" % (parent, key) if parent else key, copy.deepcopy(sample))
     _put(data, path, copy.deepcopy(value))
     before = _tree(str(tmp_path))
-    with pytest.raises(E.ExperimentError) as err:
-        E.validate("case", str(tmp_path / "case.yml"), data)
+    with pytest.raises(experiment.ExperimentError) as err:
+        experiment.validate("case", str(tmp_path / "case.yml"), data)
     lines = err.value.errors
     assert len(lines) == 1, lines
     line = lines[0]
@@ -252,23 +252,23 @@ def test_experiment_key_refuses(path, framework, label, value, parents, tmp_path
 
 def test_every_experiment_key_has_cases():
     keys = {p for p, f, l, v, ps in EXPERIMENT_CASES}
-    top = set(ES.SCHEMA.fields)
+    top = set(experiment_schema.SCHEMA.fields)
     assert top <= keys and "wait.timeout" in keys and "code.repo" in keys and "prefetch.models[0].revision" in keys
     assert "entrypoint.module" in keys and "entrypoint.repo_dir" in keys and "entrypoint.command" in keys
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Role variables (module_utils/settings.py RULES) and command-line switches (module_utils/cli.py SWITCHES)
+# Role variables (module_utils/common/settings.py RULES) and command-line switches (module_utils/common/cli.py SWITCHES)
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import cli  # noqa: E402
-from ansible_collections.rlinfra.verl.plugins.module_utils import settings as S  # noqa: E402
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import cli  # noqa: E402
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import settings  # noqa: E402
 
-ROLE_CASES = [(name, label, value) for name, t in sorted(S.RULES.items()) for label, value, typed in t.corpus()]
+ROLE_CASES = [(name, label, value) for name, t in sorted(settings.RULES.items()) for label, value, typed in t.corpus()]
 
 
 @pytest.mark.parametrize("name,label,value", ROLE_CASES, ids=["%s-%s" % (n, l) for n, l, v in ROLE_CASES])
 def test_role_variable_refuses(name, label, value):
-    lines = S.check({name: value})
+    lines = settings.check({name: value})
     assert len(lines) == 1 and lines[0].startswith(name), lines
     assert not any(mark in lines[0] for mark in SECRET_MARKS), lines
 
@@ -311,7 +311,7 @@ def test_every_role_variable_of_a_checked_role_has_a_type():
                                        "roles", "*", "meta", "argument_specs.yml")):
         for entry in yaml.safe_load(open(path))["argument_specs"].values():
             for name in entry.get("options") or {}:
-                if S.owner(name) and name not in S.RULES and name not in typed_by_spec_only:
+                if settings.owner(name) and name not in settings.RULES and name not in typed_by_spec_only:
                     missing.append(name)
     assert not sorted(set(missing)), sorted(set(missing))
 
@@ -331,7 +331,7 @@ def _actions():
         module = MODULES.get(info.name)
         # An action whose arguments are its module's: the module's cases cover the declaration, and
         # test_scripted_actions_refuse_on_the_controller the action's own use of it.
-        if isinstance(args, V.Args) and (module is None or getattr(module, "ARGS", None) is not args):
+        if isinstance(args, vocabulary.Args) and (module is None or getattr(module, "ARGS", None) is not args):
             out[info.name] = args
     return out
 
@@ -365,7 +365,7 @@ def test_every_action_declares_its_arguments():
         mod = importlib.import_module("%s.%s" % (action_pkg.__name__, info.name))
         spec = getattr(mod, "ARGUMENT_SPEC", None)
         args = getattr(mod, "ARGS", None) or getattr(MODULES.get(info.name), "ARGS", None)
-        if spec is not None and not (isinstance(args, V.Args) and args.spec == spec):
+        if spec is not None and not (isinstance(args, vocabulary.Args) and args.spec == spec):
             missing.append(info.name)
         if spec is None and not hasattr(mod, "ActionModule"):
             continue

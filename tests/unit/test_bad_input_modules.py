@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayClient, RayError
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayClient, RayError
 from ansible_collections.rlinfra.verl.plugins.modules import ray_cluster_info, ray_job, ray_job_poll, ray_package
 
 SECRET = "s3cr3t-value-4711"

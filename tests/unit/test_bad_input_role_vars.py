@@ -5,7 +5,7 @@ Two kinds of rows:
 
 * ``rule``: what a type cannot say (an address Ray can bind to, ports, counts, mount options, no newline
   in anything written to a unit, an environment file or fstab). Checked by
-  ``rlinfra.verl.check_settings`` (rules in ``module_utils/settings.py``), the first task of every role
+  ``rlinfra.verl.check_settings`` (rules in ``module_utils/common/settings.py``), the first task of every role
   entry point, and by site.yml before any role runs.
 * ``spec``: a wrong type or choice, refused by the role's ``meta/argument_specs.yml`` entry point (which
   Ansible applies only when ``tasks_from`` names the entry point exactly: see
@@ -31,7 +31,7 @@ import yaml
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import settings as S
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import settings
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PORT_LINE = "must be a TCP port from 1 to 65535"
@@ -305,7 +305,7 @@ def _spec(entry):
 @pytest.mark.parametrize("r", ROWS, ids=[r.id for r in ROWS])
 def test_one_clear_line(r):
     if r.kind == "rule":
-        assert S.check(r.given) == [r.expect]
+        assert settings.check(r.given) == [r.expect]
     else:
         errors = ArgumentSpecValidator(_spec(r.entry)).validate(dict(r.given)).error_messages
         errors = [e for e in errors if not e.startswith("missing required arguments")]
@@ -317,11 +317,11 @@ def test_table_is_large_enough():
     assert len({r.id for r in ROWS}) == len(ROWS)
     # Every rule is exercised by at least one row, so a rule cannot rot unseen.
     tried = {name for r in ROWS if r.kind == "rule" for name in r.given}
-    assert not set(S.RULES) - tried - set(S.PORTS) - {"ray_config_dir", "nfs_mount_probe_timeout",
-                                                      "storage_lvm_mount_owner", "storage_lvm_mount_group",
-                                                      "python_env_python", "python_env_wheelhouse",
-                                                      # choices the argument spec refuses first (spec rows above)
-                                                      "fitness_allreduce", "fitness_gpu"}
+    assert not set(settings.RULES) - tried - set(settings.PORTS) - {"ray_config_dir", "nfs_mount_probe_timeout",
+                                                                    "storage_lvm_mount_owner", "storage_lvm_mount_group",
+                                                                    "python_env_python", "python_env_wheelhouse",
+                                                                    # choices the argument spec refuses first (spec rows above)
+                                                                    "fitness_allreduce", "fitness_gpu"}
 
 
 def test_good_defaults_pass():
@@ -331,10 +331,10 @@ def test_good_defaults_pass():
         with open(os.path.join(ROOT, "roles", role, "defaults", "main.yml")) as f:
             values.update({k: v for k, v in yaml.safe_load(f).items() if "{{" not in str(v)})
     values.update(ray_private_ip="10.0.0.5", nfs_mount_server="nfs-1.internal", storage_lvm_devices=["/dev/nvme1n1"])
-    assert S.check(values) == []
-    assert S.check({"ray_private_ip": "127.0.0.1", "ray_num_gpus": "8", "ray_limit_nofile": "infinity",
-                    "storage_lvm_devices": "auto", "ray_firewall_allow": ["10.0.0.0/8", "fd00::1"]}) == []
-    assert S.check({"ray_firewall_allow": ["0.0.0.0/0", "::/0"], "ray_firewall_allow_world": True}) == []
+    assert settings.check(values) == []
+    assert settings.check({"ray_private_ip": "127.0.0.1", "ray_num_gpus": "8", "ray_limit_nofile": "infinity",
+                           "storage_lvm_devices": "auto", "ray_firewall_allow": ["10.0.0.0/8", "fd00::1"]}) == []
+    assert settings.check({"ray_firewall_allow": ["0.0.0.0/0", "::/0"], "ray_firewall_allow_world": True}) == []
 
 
 # ---- the same rows, for real -------------------------------------------------------------------------------
@@ -359,11 +359,11 @@ PLAY = """
 def _entry(r):
     if r.entry:
         return r.entry
-    return ENTRY_OF[S.owner(sorted(r.given)[0])]
+    return ENTRY_OF[settings.owner(sorted(r.given)[0])]
 
 
 # provision.yml's and teardown.yml's variables are checked by those playbooks, not by a role (test below).
-ROLE_ROWS = [r for r in ROWS if r.entry or S.owner(sorted(r.given)[0]) in ENTRY_OF]
+ROLE_ROWS = [r for r in ROWS if r.entry or settings.owner(sorted(r.given)[0]) in ENTRY_OF]
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """Bad command-line switches, one table: every row is one ``ansible-playbook <playbook>.yml -e ...``
 a careless user types, and the exact line it must give. Nothing may be done by it: the line comes from
-``rlinfra.verl.command_line``, the first task of every playbook (rules in ``module_utils/cli.py``).
+``rlinfra.verl.command_line``, the first task of every playbook (rules in ``module_utils/common/cli.py``).
 
 Every row runs twice: in-process against the rules, and for real (``ansible-playbook`` from the
 repository root against a one-host local inventory), where the run must stop at its first task with that
@@ -19,7 +19,7 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import cli
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import cli
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BOOL = "must be true or false (also yes/no/1/0, any case), got"

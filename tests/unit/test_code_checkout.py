@@ -1,4 +1,4 @@
-"""module_utils/code_checkout.py: an experiment's code resolved to a commit and checked out once, with submodules.
+"""module_utils/verl/code_checkout.py: an experiment's code resolved to a commit and checked out once, with submodules.
 
 Real git on real repositories in tmp_path: a bare repository with a submodule (a relative URL, as NeMo RL's are),
 served over git's smart HTTP with a token (tests/fake_git) or read by path; the checkout is what git made, the
@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import code_checkout as CC
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import code_checkout as CC
 from tests.fake_git.server import GitServer
 
 TOKEN = "ghp_" + "t" * 36

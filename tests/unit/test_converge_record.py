@@ -16,7 +16,7 @@ import pytest
 
 from ansible_collections.rlinfra.verl.plugins.action import converge_record as A
 from ansible_collections.rlinfra.verl.plugins.filter.ray_cluster import converge_plan
-from ansible_collections.rlinfra.verl.plugins.module_utils import converge_record as R
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import converge_record as R
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOK = str(Path(sys.executable).with_name("ansible-playbook"))

@@ -14,11 +14,11 @@ import shlex
 import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import code_checkout as CC
-from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E
-from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_quote
-from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_render
-from ansible_collections.rlinfra.verl.plugins.module_utils import masking
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import code_checkout
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_quote
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_render
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import masking
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXPERIMENTS = os.path.join(REPO, "experiments")
@@ -191,7 +191,7 @@ SUBMISSION_IDS = {
 
 
 def load(name):
-    return E.load_experiment(name, EXPERIMENTS)
+    return experiment.load_experiment(name, EXPERIMENTS)
 
 
 def checked_out(exp, commit=None):
@@ -200,16 +200,16 @@ def checked_out(exp, commit=None):
         return None
     commit = commit or CODE_COMMIT
     return {"commit": commit, "dir": "/data/code/%s@%s" % (exp.code["name"], commit),
-            "workdir": CC.workdir("/data/code", exp.code, commit)}
+            "workdir": code_checkout.workdir("/data/code", exp.code, commit)}
 
 
 def make(data, name="q", experiments_dir=None, **kw):
     path = os.path.join(experiments_dir or EXPERIMENTS, name + ".yml")
-    return E.validate(name, path, data, **kw)
+    return experiment.validate(name, path, data, **kw)
 
 
 def test_every_shipped_experiment_has_a_golden_entrypoint():
-    assert sorted(GOLDEN) == E.experiment_names(EXPERIMENTS)
+    assert sorted(GOLDEN) == experiment.experiment_names(EXPERIMENTS)
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN))
@@ -285,7 +285,7 @@ def test_code_path_and_other_frameworks_run_in_the_checkout():
     assert r["entrypoint"].endswith(head) and r["entrypoint"].startswith("set -a;")
     # A recovery renders the job again from its template: still in the checkout.
     assert experiment_render.reshape(r["job_template"], FAKE_NODES[:1])[0] == r["entrypoint"]
-    round_trip = E.Experiment.from_summary(exp.summary())
+    round_trip = experiment.Experiment.from_summary(exp.summary())
     assert round_trip.code == exp.code
 
 
@@ -294,12 +294,12 @@ def test_submission_id_is_deterministic_with_run_suffix_and_cluster():
     assert experiment_render.render(exp, FAKE_NODES)["submission_id"] == experiment_render.render(exp, FAKE_NODES[:1])["submission_id"]
     assert experiment_render.render(exp, FAKE_NODES, run="2")["submission_id"] == "rlinfra-smoke-default-2"
     assert experiment_render.render(exp, FAKE_NODES, cluster="gpu2", run="retry.3")["submission_id"] == "rlinfra-smoke-gpu2-retry.3"
-    with pytest.raises(E.ExperimentError, match="invalid run suffix"):
+    with pytest.raises(experiment.ExperimentError, match="invalid run suffix"):
         experiment_render.submission_id("smoke", "default", "2; rm -rf /")
 
 
 def test_checkpoint_root_and_extra_params():
-    exp = E.load_experiment("smoke", EXPERIMENTS, extra_params={"trainer": {"total_training_steps": 5, "new_key": "x"}})
+    exp = experiment.load_experiment("smoke", EXPERIMENTS, extra_params={"trainer": {"total_training_steps": 5, "new_key": "x"}})
     r = experiment_render.render(exp, FAKE_NODES[:1], checkpoint_root="/tmp/ck/")
     assert "trainer.total_training_steps=5" in r["overrides"]  # replaced in place
     assert r["overrides"].index("trainer.total_training_steps=5") == 0

@@ -1,4 +1,4 @@
-"""Where an experiment comes from and where its artifacts go (module_utils/experiment_source.py): the user's
+"""Where an experiment comes from and where its artifacts go (module_utils/verl/experiment_source.py): the user's
 project, an explicit directory, or the collection's bundled examples by their explicit name only.
 
 Checked on the pure rule (temporary project trees) and end to end: ``ansible-playbook rlinfra.verl.submit``
@@ -16,8 +16,8 @@ import sys
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E
-from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_source as ES
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_source
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
@@ -39,7 +39,7 @@ def project(root, names=("mine",), inventory="inventory.yml"):
 def locate(ref, **kw):
     kw.setdefault("environ", {})
     kw.setdefault("collection_root", REPO)
-    return ES.locate(ref, **kw)
+    return experiment_source.locate(ref, **kw)
 
 
 def test_bundled_examples_only_by_their_explicit_name(tmp_path):
@@ -48,14 +48,14 @@ def test_bundled_examples_only_by_their_explicit_name(tmp_path):
     assert (src.how, src.path, src.name) == ("bundled", os.path.join(REPO, "experiments", "smoke.yml"), "smoke")
     assert src.artifacts_dir == str(root / "artifacts")  # the current directory's: the user's, not the collection's
     # A plain name never reads the bundled examples, and the line says how to name them.
-    with pytest.raises(E.ExperimentError) as err:
+    with pytest.raises(experiment.ExperimentError) as err:
         locate("smoke", cwd=str(root), inventory_sources=[str(root / "inventory.yml")])
     line = str(err.value)
     assert "\n" not in line
     assert line.startswith("experiment 'smoke' not found: no smoke.yml or smoke.yaml; searched %s, %s (" % (
         root / "experiments", tmp_path / "experiments"))
     assert "experiments there: mine" in line and line.endswith("-e exp=rlinfra.verl:smoke")
-    with pytest.raises(E.ExperimentError) as err:
+    with pytest.raises(experiment.ExperimentError) as err:
         locate("rlinfra.verl:smok", cwd=str(root))
     assert str(err.value).startswith("the collection has no example 'smok' (did you mean 'smoke'?); its examples: ")
     assert "rlinfra.verl:gsm8k_grpo_qwen05b" in str(err.value)
@@ -92,11 +92,11 @@ def test_search_order_and_the_collection_playbooks(tmp_path):
     assert locate("wrapped", cwd=str(tmp_path), playbook_dir=str(wrapper / "playbooks")).path == str(
         wrapper / "experiments" / "wrapped.yml")
     # ... the collection's own playbooks/ are not (its experiments/ are the bundled examples).
-    searched = ES.project_dirs([], os.path.join(REPO, "playbooks"), str(tmp_path), REPO)
+    searched = experiment_source.project_dirs([], os.path.join(REPO, "playbooks"), str(tmp_path), REPO)
     assert os.path.join(REPO, "experiments") not in searched
     assert searched == [str(tmp_path / "experiments"), os.path.join(os.path.dirname(str(tmp_path)), "experiments")]
     # A host list (-i 'a,b,') is no directory: skipped, never a crash.
-    assert ES.project_dirs(["localhost,"], "", str(tmp_path), REPO)[0] == str(tmp_path / "experiments")
+    assert experiment_source.project_dirs(["localhost,"], "", str(tmp_path), REPO)[0] == str(tmp_path / "experiments")
 
 
 def test_an_explicit_directory_is_the_only_one_read(tmp_path):
@@ -107,16 +107,16 @@ def test_an_explicit_directory_is_the_only_one_read(tmp_path):
     src = locate("team", explicit_dir=str(elsewhere), cwd=str(root))
     assert (src.how, src.path, src.artifacts_dir) == ("explicit", str(elsewhere / "team.yml"), str(root / "artifacts"))
     # The environment variable, when the variable is empty; the variable wins over it.
-    assert locate("team", environ={ES.ENV_VAR: str(elsewhere)}, cwd=str(root)).how == "explicit"
-    assert locate("mine", explicit_dir=str(root / "experiments"), environ={ES.ENV_VAR: str(elsewhere)},
+    assert locate("team", environ={experiment_source.ENV_VAR: str(elsewhere)}, cwd=str(root)).how == "explicit"
+    assert locate("mine", explicit_dir=str(root / "experiments"), environ={experiment_source.ENV_VAR: str(elsewhere)},
                   cwd=str(tmp_path)).path == str(root / "experiments" / "mine.yml")
-    with pytest.raises(E.ExperimentError) as err:
+    with pytest.raises(experiment.ExperimentError) as err:
         locate("mine", explicit_dir=str(elsewhere), cwd=str(root))
     assert str(err.value) == ("experiment 'mine' not found: no mine.yml or mine.yaml; searched %s "
                               "(verl_job_experiments_dir); experiments there: team; set verl_job_experiments_dir (or "
                               "RLINFRA_EXPERIMENTS_DIR) to read another directory" % elsewhere)
-    with pytest.raises(E.ExperimentError) as err:
-        locate("mine", environ={ES.ENV_VAR: str(tmp_path / "nope")}, cwd=str(root))
+    with pytest.raises(experiment.ExperimentError) as err:
+        locate("mine", environ={experiment_source.ENV_VAR: str(tmp_path / "nope")}, cwd=str(root))
     assert str(err.value) == ("experiments directory %s (RLINFRA_EXPERIMENTS_DIR) does not exist; point "
                               "RLINFRA_EXPERIMENTS_DIR at the directory of your experiment files" % (tmp_path / "nope"))
 
@@ -127,7 +127,7 @@ def test_artifacts_dir_given_wins_and_bad_names_are_one_line(tmp_path):
     for ref, start in (("", "name the experiment: -e exp=NAME"), ("rlinfra.verl:", "name the experiment"),
                        ("../etc/passwd", "invalid experiment name '../etc/passwd'"),
                        ("rlinfra.verl:../x", "invalid experiment name '../x'")):
-        with pytest.raises(E.ExperimentError) as err:
+        with pytest.raises(experiment.ExperimentError) as err:
             locate(ref, cwd=str(root))
         assert str(err.value).startswith(start) and "\n" not in str(err.value)
 
@@ -176,12 +176,12 @@ def test_installed_playbook_from_a_subdirectory_uses_the_users_experiment(tmp_pa
 def test_an_experiments_directory_that_is_a_file_is_named_so(tmp_path):
     root = project(tmp_path / "p")
     (tmp_path / "exps.txt").write_text("not a directory")
-    with pytest.raises(E.ExperimentError) as err:
+    with pytest.raises(experiment.ExperimentError) as err:
         locate("mine", explicit_dir=str(tmp_path / "exps.txt"), cwd=str(root))
     assert str(err.value) == ("experiments directory %s (verl_job_experiments_dir) is not a directory; point "
                               "verl_job_experiments_dir at the directory of your experiment files" % (tmp_path / "exps.txt"))
-    with pytest.raises(E.ExperimentError) as err:
-        E.load_experiment("mine", str(tmp_path / "exps.txt"))
+    with pytest.raises(experiment.ExperimentError) as err:
+        experiment.load_experiment("mine", str(tmp_path / "exps.txt"))
     assert str(err.value) == "experiments directory %s is not a directory (set verl_job_experiments_dir)" % (
         tmp_path / "exps.txt")
 
@@ -193,13 +193,13 @@ def test_an_experiment_that_links_outside_its_directory_is_not_read(tmp_path, ho
     secret = tmp_path / "id_rsa"
     secret.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n")
     os.symlink(secret, root / "experiments" / "leak.yml")
-    with pytest.raises(E.ExperimentError) as err:
+    with pytest.raises(experiment.ExperimentError) as err:
         if how == "explicit":
             locate("leak", explicit_dir=str(root / "experiments"), cwd=str(root))
         elif how == "project":
             locate("leak", cwd=str(root))
         else:
-            E.load_experiment("leak", str(root / "experiments"))
+            experiment.load_experiment("leak", str(root / "experiments"))
     line = str(err.value)
     assert line == ("%s is a link to %s, outside the experiments directory %s: copy the experiment into the directory, "
                     "or point verl_job_experiments_dir at the directory that holds it"
@@ -207,4 +207,4 @@ def test_an_experiment_that_links_outside_its_directory_is_not_read(tmp_path, ho
     assert "BEGIN" not in line and "b3Bl" not in line
     # A link inside the directory (an alias of another experiment) stays allowed.
     os.symlink(root / "experiments" / "mine.yml", root / "experiments" / "alias.yml")
-    assert E.load_experiment("alias", str(root / "experiments")).name == "alias"
+    assert experiment.load_experiment("alias", str(root / "experiments")).name == "alias"

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "experiments_bad")
@@ -80,35 +80,35 @@ BAD_NAME = ("invalid experiment name '../etc/passwd': use 1-80 letters, digits, 
 
 
 def test_every_bad_file_has_an_expected_message():
-    assert sorted(EXPECTED) == E.experiment_names(BAD)
+    assert sorted(EXPECTED) == experiment.experiment_names(BAD)
     assert len(EXPECTED) >= 10
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_one_clear_line(name):
-    with pytest.raises(E.ExperimentError) as err:
-        E.load_experiment(name, BAD)
+    with pytest.raises(experiment.ExperimentError) as err:
+        experiment.load_experiment(name, BAD)
     assert err.value.errors == [EXPECTED[name]]
     assert str(err.value) == EXPECTED[name] and "\n" not in str(err.value)
 
 
 def test_not_found_lists_the_available_experiments():
-    with pytest.raises(E.ExperimentError) as err:
-        E.load_experiment("gsm8k_grp", os.path.join(REPO, "experiments"))
+    with pytest.raises(experiment.ExperimentError) as err:
+        experiment.load_experiment("gsm8k_grp", os.path.join(REPO, "experiments"))
     assert str(err.value) == NOT_FOUND
 
 
 def test_bad_experiment_name():
-    with pytest.raises(E.ExperimentError) as err:
-        E.load_experiment("../etc/passwd", os.path.join(REPO, "experiments"))
+    with pytest.raises(experiment.ExperimentError) as err:
+        experiment.load_experiment("../etc/passwd", os.path.join(REPO, "experiments"))
     assert str(err.value) == BAD_NAME
 
 
 def test_several_problems_give_one_line_each(tmp_path):
     (tmp_path / "multi.yml").write_text("framework: custom\nentrypoint: {command: x}\nenv: {A: true}\nsecrets: [b-c]\n"
                                         "wait: {timeout: -1}\n")
-    with pytest.raises(E.ExperimentError) as err:
-        E.load_experiment("multi", str(tmp_path))
+    with pytest.raises(experiment.ExperimentError) as err:
+        experiment.load_experiment("multi", str(tmp_path))
     assert err.value.errors == [
         'multi.yml: env.A must be one line of text or a number (quote true/false: "true"), got True',
         "multi.yml: secrets[0] must be an environment variable name (letters, digits, _; not starting with a digit), "
@@ -118,8 +118,8 @@ def test_several_problems_give_one_line_each(tmp_path):
 
 
 def test_extra_params_are_validated_too():
-    with pytest.raises(E.ExperimentError) as err:
-        E.load_experiment("smoke", os.path.join(REPO, "experiments"), extra_params={"bad key": 1})
+    with pytest.raises(experiment.ExperimentError) as err:
+        experiment.load_experiment("smoke", os.path.join(REPO, "experiments"), extra_params={"bad key": 1})
     assert str(err.value) == ("smoke.yml: extra params (verl_job_params): params: 'bad key' is not a valid Hydra key "
                               "(dotted names of letters, digits, '_', '-')")
 

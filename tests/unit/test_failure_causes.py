@@ -1,4 +1,4 @@
-"""Causes of a failed training run (module_utils/failure_causes.py): each real driver-log line of
+"""Causes of a failed training run (module_utils/verl/failure_causes.py): each real driver-log line of
 tests/unit/fixtures/gpu/training_failures.txt and nccl_connection_lines.txt (CUDA out of memory in every torch
 wording, NCCL watchdog timeouts, NCCL losing a peer, a full volume during torch.save or a safetensors save) read into
 its exact cause line, newest first and once each; the full volume put on the checkpoint volume that holds it;
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import failure_causes as C
-from ansible_collections.rlinfra.verl.plugins.module_utils import gpu_health as G
-from ansible_collections.rlinfra.verl.plugins.module_utils import masking
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import failure_causes
+from ansible_collections.rlinfra.verl.plugins.module_utils.node import gpu_health
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import masking
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "gpu"
 
@@ -70,24 +70,24 @@ def test_each_real_line_gives_its_cause():
     assert len(lines) == len(LINE_CAUSES)
     for line, cause in zip(lines, LINE_CAUSES):
         expected = [cause] if cause else []
-        assert C.driver_log_causes(line) == expected, line
+        assert failure_causes.driver_log_causes(line) == expected, line
 
 
 def test_the_whole_log_newest_first_each_once():
-    assert C.driver_log_causes("\n".join(log_lines("training_failures.txt"))) == [
+    assert failure_causes.driver_log_causes("\n".join(log_lines("training_failures.txt"))) == [
         "a volume is full (No space left on device): " + FULL,
         "an NCCL ALLREDUCE timed out after 8 s " + TIMEOUT_ADVICE,
         "an NCCL REDUCE_SCATTER_BASE timed out after 600 s " + TIMEOUT_ADVICE,
         "CUDA out of memory (tried to allocate 12.50 MiB on GPU 0): " + OOM_ADVICE,
     ]
-    assert not C.driver_log_causes("")
-    assert not C.driver_log_causes(None)
+    assert not failure_causes.driver_log_causes("")
+    assert not failure_causes.driver_log_causes(None)
 
 
 def test_every_rank_running_out_of_memory_is_one_cause():
     line = log_lines("training_failures.txt")[0]
     ranks = "\n".join("[rank%d]: %s" % (rank, line.replace("GPU 0", "GPU %d" % rank)) for rank in range(8))  # ranks built here
-    assert C.driver_log_causes(ranks) == ["CUDA out of memory (tried to allocate 22.00 MiB on GPU 7): " + OOM_ADVICE]
+    assert failure_causes.driver_log_causes(ranks) == ["CUDA out of memory (tried to allocate 22.00 MiB on GPU 7): " + OOM_ADVICE]
 
 
 ENOSPC = "OSError: [Errno 28] No space left on device"  # the real line (torch.save); the tests below append a path
@@ -96,15 +96,15 @@ VOLUMES = [{"path": "/data", "free_bytes": 5 << 40}, {"path": "/data/checkpoints
 
 def test_full_volume_named_by_the_path_of_the_line():
     line = ENOSPC + ": '/data/checkpoints/global_step_100/actor/model_world_size_8_rank_0.pt'"  # CPython's format
-    assert C.driver_log_causes(line, volumes=VOLUMES) == [
+    assert failure_causes.driver_log_causes(line, volumes=VOLUMES) == [
         "the checkpoint volume /data/checkpoints is full (0 B free): free space or lower trainer.max_actor_ckpt_to_keep"]
-    assert C.driver_log_causes(line) == [
+    assert failure_causes.driver_log_causes(line) == [
         "a volume is full (No space left on device at /data/checkpoints/global_step_100/actor/model_world_size_8_rank_0.pt): " + FULL]
     elsewhere = ENOSPC + ": '/tmp/ray/session_latest/logs/raylet.out'"
-    assert C.driver_log_causes(elsewhere, volumes=[VOLUMES[1]]) == [
+    assert failure_causes.driver_log_causes(elsewhere, volumes=[VOLUMES[1]]) == [
         "a volume is full (No space left on device at /tmp/ray/session_latest/logs/raylet.out): " + FULL]
     # /data/checkpoints-old is not inside /data/checkpoints
-    assert C.driver_log_causes(ENOSPC + ": '/data/checkpoints-old/f'", volumes=[VOLUMES[1]]) == [
+    assert failure_causes.driver_log_causes(ENOSPC + ": '/data/checkpoints-old/f'", volumes=[VOLUMES[1]]) == [
         "a volume is full (No space left on device at /data/checkpoints-old/f): " + FULL]
 
 
@@ -112,9 +112,9 @@ def test_full_volume_without_a_path_is_the_nearly_full_checkpoint_volume():
     safetensors = log_lines("training_failures.txt")[-3]
     assert "StorageFull" in safetensors
     volumes = [{"path": "/data/checkpoints", "free_bytes": 512 << 20}, {"path": "/scratch", "free_bytes": 3 << 30}]
-    assert C.driver_log_causes(safetensors, volumes=volumes) == [
+    assert failure_causes.driver_log_causes(safetensors, volumes=volumes) == [
         "the checkpoint volume /data/checkpoints is full (512 MiB free): free space or lower trainer.max_actor_ckpt_to_keep"]
-    assert C.driver_log_causes(ENOSPC, volumes=[{"path": "/scratch", "free_bytes": 3 << 30}]) == [
+    assert failure_causes.driver_log_causes(ENOSPC, volumes=[{"path": "/scratch", "free_bytes": 3 << 30}]) == [
         "a volume is full (No space left on device): " + FULL]
 
 
@@ -128,23 +128,23 @@ NCCL_CAUSES = [
 
 
 def test_nccl_losing_a_peer():
-    assert [C.driver_log_causes(block) for block in blocks("nccl_connection_lines.txt")] == [[cause] for cause in NCCL_CAUSES]
+    assert [failure_causes.driver_log_causes(block) for block in blocks("nccl_connection_lines.txt")] == [[cause] for cause in NCCL_CAUSES]
 
 
 def test_connection_errors_outside_nccl_are_not_nccl_causes():
     # torch's TCPStore (pytorch/pytorch#74146), not NCCL
-    assert not C.driver_log_causes("RuntimeError: Connection reset by peer")
+    assert not failure_causes.driver_log_causes("RuntimeError: Connection reset by peer")
 
 
 def test_secrets_are_masked():
     # real lines with a secret added (built here)
     path = ENOSPC + ": '/mnt/s3/ckpt?X-Amz-Security-Token=FwoGZXIvYXdzEJr&sig=1'"
-    causes = C.driver_log_causes(path)
+    causes = failure_causes.driver_log_causes(path)
     assert len(causes) == 1
     cause = causes[0]
     assert "FwoGZXIvYXdzEJr" not in cause and "X-Amz-Security-Token=********" in cause
     nccl = "ubuntu:39964:40044 [0] misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by remote peer hf_token=hf_AbCdEf123456"
-    assert C.driver_log_causes(nccl) == [
+    assert failure_causes.driver_log_causes(nccl) == [
         "NCCL lost a connection between nodes (socketProgress: Connection closed by remote peer hf_token=********)"]
     assert masking.mask_patterns("HF_TOKEN=hf_abc api_key: 'zzz' Authorization: Bearer abcdefghijkl https://user:pw@host/x tokenizer=gpt2") == (
         "HF_TOKEN=******** api_key: '********' Authorization: Bearer ******** https://user:********@host/x tokenizer=gpt2")
@@ -152,7 +152,7 @@ def test_secrets_are_masked():
 
 def test_echoes_are_clipped():
     line = ENOSPC + ": '/data/" + "a" * 300 + "'"  # a long path, built here
-    causes = C.driver_log_causes(line)
+    causes = failure_causes.driver_log_causes(line)
     assert len(causes) == 1
     echoed = causes[0].split("No space left on device at ", 1)[1].split("): ", 1)[0]
     assert len(echoed) == 120 and echoed.endswith("...")
@@ -160,7 +160,7 @@ def test_echoes_are_clipped():
 
 @pytest.mark.parametrize("count, text", [(0, "0 B"), (1023, "1023 B"), (512 << 10, "512 KiB"), (3 << 29, "1.5 GiB"), (5 << 40, "5 TiB")])
 def test_sizes(count, text):
-    assert C._size(count) == text  # pylint: disable=protected-access
+    assert failure_causes._size(count) == text  # pylint: disable=protected-access
 
 
 KERNEL_CAUSES = [
@@ -201,7 +201,7 @@ KERNEL_CAUSES = [
 
 
 def test_kernel_causes_of_the_real_lines():
-    events = G.kernel_events(log_lines("kernel_lines.txt"))
-    assert C.kernel_causes(events, "gpu-2") == KERNEL_CAUSES
-    assert C.kernel_causes(events[:1], "") == ["Xid 13 (Graphics Engine Exception) on 0000:cb:00 at Fri Aug 30 11:43:09 2024"]
-    assert not C.kernel_causes([], "gpu-2")
+    events = gpu_health.kernel_events(log_lines("kernel_lines.txt"))
+    assert failure_causes.kernel_causes(events, "gpu-2") == KERNEL_CAUSES
+    assert failure_causes.kernel_causes(events[:1], "") == ["Xid 13 (Graphics Engine Exception) on 0000:cb:00 at Fri Aug 30 11:43:09 2024"]
+    assert not failure_causes.kernel_causes([], "gpu-2")

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import fitness_net as FN
-from ansible_collections.rlinfra.verl.plugins.module_utils import fitness_ray as FR
-from ansible_collections.rlinfra.verl.plugins.module_utils.fitness_report import verdict
-from ansible_collections.rlinfra.verl.plugins.module_utils.plain_module import PlainModule
+from ansible_collections.rlinfra.verl.plugins.module_utils.node import fitness_net
+from ansible_collections.rlinfra.verl.plugins.module_utils.node import fitness_ray
+from ansible_collections.rlinfra.verl.plugins.module_utils.node.fitness_report import verdict
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import PlainModule
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gpu"
 
@@ -31,7 +31,7 @@ def free_port():
 def test_round_robin_covers_every_pair_once_in_disjoint_rounds():
     for n in range(2, 10):
         names = ["n%d" % i for i in range(n)]
-        rounds = FN.rounds(names)
+        rounds = fitness_net.rounds(names)
         pairs = [frozenset(p) for r in rounds for p in r]
         assert sorted(map(sorted, pairs)) == sorted(sorted((a, b)) for i, a in enumerate(names) for b in names[i + 1:])
         assert all(len({h for p in r for h in p}) == 2 * len(r) for r in rounds)  # a node is in one pair per round
@@ -43,46 +43,46 @@ def test_agents_measure_every_ordered_pair_then_go(tmp_path):
     nodes = [dict(host="n%d" % i, ip="127.0.0.%d" % (i + 1)) for i in range(3)]
     nonce = "n0nce-%d" % port
     for n in nodes:
-        started = FN.start_agent(dict(ip=n["ip"], port=port, nonce=nonce, lifetime=60), PlainModule())
+        started = fitness_net.start_agent(dict(ip=n["ip"], port=port, nonce=nonce, lifetime=60), PlainModule())
         assert started == dict(changed=False, listening="%s:%d" % (n["ip"], port))
     # A request without the nonce gets nothing.
-    assert "error" in FN.ask("127.0.0.1", port, dict(nonce="wrong", cmd="ping"), 2.0)
-    assert FN.ask("127.0.0.1", port, dict(nonce=nonce, cmd="ping"), 2.0) == {"ok": True}
+    assert "error" in fitness_net.ask("127.0.0.1", port, dict(nonce="wrong", cmd="ping"), 2.0)
+    assert fitness_net.ask("127.0.0.1", port, dict(nonce=nonce, cmd="ping"), 2.0) == {"ok": True}
     # An agent an interrupted run left behind gives the port to the next run's.
-    assert FN.start_agent(dict(ip="127.0.0.1", port=port, nonce=nonce + "-2", lifetime=60), PlainModule())["listening"]
-    assert "error" in FN.ask("127.0.0.1", port, dict(nonce=nonce, cmd="ping"), 2.0)
-    FN.ask("127.0.0.1", port, dict(nonce=nonce + "-2", cmd="bye"), 2.0)
-    assert FN.start_agent(dict(ip="127.0.0.1", port=port, nonce=nonce, lifetime=60), PlainModule())["listening"]
+    assert fitness_net.start_agent(dict(ip="127.0.0.1", port=port, nonce=nonce + "-2", lifetime=60), PlainModule())["listening"]
+    assert "error" in fitness_net.ask("127.0.0.1", port, dict(nonce=nonce, cmd="ping"), 2.0)
+    fitness_net.ask("127.0.0.1", port, dict(nonce=nonce + "-2", cmd="bye"), 2.0)
+    assert fitness_net.start_agent(dict(ip="127.0.0.1", port=port, nonce=nonce, lifetime=60), PlainModule())["listening"]
     # Anything else on the port: one line.
     with socket.socket() as other:
         other.bind(("127.0.0.2", free_port()))
         other.listen(1)
         busy = other.getsockname()[1]
-        taken = FN.start_agent(dict(ip="127.0.0.2", port=busy, nonce=nonce, lifetime=5), PlainModule())
+        taken = fitness_net.start_agent(dict(ip="127.0.0.2", port=busy, nonce=nonce, lifetime=5), PlainModule())
     assert taken["failed"] and taken["msg"].startswith("cannot listen on 127.0.0.2:%d for the network check (Address "
                                                        "already in use)" % busy)
-    out = FN.measure(dict(nodes=nodes, head="n0", port=port, nonce=nonce, seconds=0.2, pairs_max=8), PlainModule())
+    out = fitness_net.measure(dict(nodes=nodes, head="n0", port=port, nonce=nonce, seconds=0.2, pairs_max=8), PlainModule())
     assert [(l["from"], l["to"]) for l in out["links"]] == [(a, b) for a in ("n0", "n1", "n2") for b in ("n0", "n1", "n2")
                                                            if a != b]
     assert all(l["gbit"] > 0 and l["bytes"] > 0 and "error" not in l for l in out["links"]), out
     # told to go: the port is free again
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and FN.ask("127.0.0.1", port, dict(nonce=nonce, cmd="ping"), 0.5).get("ok"):
+    while time.monotonic() < deadline and fitness_net.ask("127.0.0.1", port, dict(nonce=nonce, cmd="ping"), 0.5).get("ok"):
         time.sleep(0.1)
-    assert "error" in FN.ask("127.0.0.1", port, dict(nonce=nonce, cmd="ping"), 0.5)
+    assert "error" in fitness_net.ask("127.0.0.1", port, dict(nonce=nonce, cmd="ping"), 0.5)
 
 
 def test_a_large_cluster_measures_each_node_to_its_head_only():
     port = free_port()
     nodes = [dict(host="n%d" % i, ip="127.0.1.%d" % (i + 1)) for i in range(3)]
     for n in nodes:
-        FN.start_agent(dict(ip=n["ip"], port=port, nonce="x" * 8, lifetime=30), PlainModule())
-    out = FN.measure(dict(nodes=nodes, head="n1", port=port, nonce="x" * 8, seconds=0.1, pairs_max=2), PlainModule())
+        fitness_net.start_agent(dict(ip=n["ip"], port=port, nonce="x" * 8, lifetime=30), PlainModule())
+    out = fitness_net.measure(dict(nodes=nodes, head="n1", port=port, nonce="x" * 8, seconds=0.1, pairs_max=2), PlainModule())
     assert [(l["from"], l["to"]) for l in out["links"]] == [("n0", "n1"), ("n2", "n1")]
 
 
 def test_an_agent_that_is_not_there_is_an_error_not_a_number():
-    assert FN.stream("127.0.0.1", free_port(), "x", 0.1)["error"].startswith("cannot connect to 127.0.0.1:")
+    assert fitness_net.stream("127.0.0.1", free_port(), "x", 0.1)["error"].startswith("cannot connect to 127.0.0.1:")
 
 
 def node(host, ip, lines=(), gpus=(8, 8), shared=50, scratch=20):
@@ -150,7 +150,7 @@ def test_ray_and_node_problems_are_named():
 
 
 def test_the_ray_check_command_line_carries_its_script_and_parameters():
-    line = FR.entrypoint("10.0.0.5", object_mib=4, pairs_max=3, allreduce="gloo", store_port=7000)
+    line = fitness_ray.entrypoint("10.0.0.5", object_mib=4, pairs_max=3, allreduce="gloo", store_port=7000)
     match = re.fullmatch(r"python -c \"import base64; exec\(base64\.b64decode\('([A-Za-z0-9+/=]+)'\)\)\"", line)
     code = base64.b64decode(match.group(1)).decode()
     compile(code, "<fitness>", "exec")
@@ -158,23 +158,23 @@ def test_the_ray_check_command_line_carries_its_script_and_parameters():
     assert (params["head_ip"], params["object_mib"], params["pairs_max"], params["allreduce"], params["store_port"]) == (
         "10.0.0.5", 4, 3, "gloo", 7000)
     compile(params["rank_code"], "<rank>", "exec")
-    assert FR.parse("noise\n%s{\"objects\": [], \"nodes\": [\"a\"]}\n" % FR.MARK) == {"objects": [], "nodes": ["a"]}
+    assert fitness_ray.parse("noise\n%s{\"objects\": [], \"nodes\": [\"a\"]}\n" % fitness_ray.MARK) == {"objects": [], "nodes": ["a"]}
     with pytest.raises(ValueError, match=r"^the Ray check printed no result \(its log ends: Traceback boom\)$"):
-        FR.parse("x\nTraceback boom\n")
+        fitness_ray.parse("x\nTraceback boom\n")
 
 
 def test_the_all_reduce_table_is_nccl_tests_own():
     real = (FIXTURES / "nccl_tests_all_reduce.txt").read_text().splitlines()
     header = next(i for i, l in enumerate(real) if l.startswith("#       size"))
     rows = [dict(bytes=8388608, count=2097152, time_us=135.8, algbw=61.77, busbw=115.82)]
-    ours = FR.table(rows)
+    ours = fitness_ray.table(rows)
     assert ours[0] == real[header][:len(ours[0])].rstrip() or real[header].startswith(ours[0])
     assert real[header + 1].startswith(ours[1].rstrip())
     sample = next(l for l in real[header + 2:] if l.strip().startswith("8388608"))
     assert ours[2][:len("       8388608       2097152     float     sum      -1")] == sample[:len(
         "       8388608       2097152     float     sum      -1")]
     assert re.fullmatch(r"# Avg bus bandwidth    : [0-9.]+ ", ours[-1])
-    assert FR.bus_factor(16) == 2 * 15 / 16
+    assert fitness_ray.bus_factor(16) == 2 * 15 / 16
 
 
 def test_submit_waits_for_the_nodes_left_in_and_refuses_an_unfit_cluster():
@@ -232,7 +232,7 @@ def test_a_dead_run_names_its_causes_from_the_driver_log_and_the_kernel_logs(tmp
     """The driver log ends with torch.save's real ENOSPC line (tests/unit/fixtures/gpu/training_failures.txt); one node's
     kernel log holds a real Xid 79 line (kernel_lines.txt); the head reports its checkpoint volume's free space."""
     from ansible_collections.rlinfra.verl.plugins.filter.node_logs_report import run_causes
-    from ansible_collections.rlinfra.verl.plugins.module_utils.gpu_health import kernel_events
+    from ansible_collections.rlinfra.verl.plugins.module_utils.node.gpu_health import kernel_events
     lines = (FIXTURES / "training_failures.txt").read_text().splitlines()
     enospc = next(l for l in lines if l.startswith("OSError: [Errno 28] No space left on device"))
     xid = next(l for l in (FIXTURES / "kernel_lines.txt").read_text().splitlines() if "Xid" in l and ": 79," in l)

@@ -1,4 +1,4 @@
-"""GPU health (module_utils/gpu_health.py): reading ``nvidia-smi -q -x`` in every schema seen (drivers 460 to 595),
+"""GPU health (module_utils/node/gpu_health.py): reading ``nvidia-smi -q -x`` in every schema seen (drivers 460 to 595),
 the ``nvidia-smi`` banner (R610's ``CUDA UMD Version`` included), torch's ``version.py``, ``dcgmi diag`` as a table
 and as JSON, ``amd-smi metric --json`` and ``rocm-smi --json``, kernel log lines (Xid, EDAC/AER, OOM killer, link
 down), the severe-Xid rule against NVIDIA's catalog, and the judgement's exact lines.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import gpu_health as G
+from ansible_collections.rlinfra.verl.plugins.module_utils.node import gpu_health
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "gpu"
 
@@ -26,7 +26,7 @@ def fixture(name):
 
 
 def xml(name):
-    return G.parse_nvidia_xml(fixture(name))
+    return gpu_health.parse_nvidia_xml(fixture(name))
 
 
 def log_lines(name):
@@ -45,50 +45,50 @@ BY_MESSAGE = set(range(144, 151)) | {154}
 
 def test_xid_table_names_every_code_asked_for():
     for code in (13, 31, 43, 45, 48, 61, 62, 63, 64, 68, 69, 74, 79, 92, 94, 95, 109, 119, 120, 121, 140, 143, 145, 149):
-        assert G.XID[code]
+        assert gpu_health.XID[code]
 
 
 @pytest.mark.parametrize("code", sorted(CATALOG))
 def test_xid_meanings_are_the_catalog_descriptions(code):
     if code == 61:  # "Unused" on Ampere and later: the older table's meaning is kept
-        assert G.XID[61] == "Internal micro-controller breakpoint/warning"
+        assert gpu_health.XID[61] == "Internal micro-controller breakpoint/warning"
         return
     description = CATALOG[code]["short"].split("\n")[0].split(" -- ")[0].strip()
-    assert G.XID[code] == description
+    assert gpu_health.XID[code] == description
 
 
 @pytest.mark.parametrize("code", sorted(set(CATALOG) - BY_MESSAGE))
 def test_severe_xids_follow_the_catalog_immediate_action(code):
-    assert (code in G.XID_SEVERE) == (CATALOG[code]["immediate_action"] in SEVERE_ACTIONS)
+    assert (code in gpu_health.XID_SEVERE) == (CATALOG[code]["immediate_action"] in SEVERE_ACTIONS)
 
 
 def test_severe_and_not_severe_xids():
-    assert {48, 62, 64, 74, 79, 95, 109, 119, 120, 140, 143} <= G.XID_SEVERE
+    assert {48, 62, 64, 74, 79, 95, 109, 119, 120, 140, 143} <= gpu_health.XID_SEVERE
     # application faults, cleanup after another Xid, a row marked for remapping, correctable errors, contained errors
-    assert not {13, 31, 43, 45, 63, 68, 69, 92, 94, 121, 154} & G.XID_SEVERE
-    assert not BY_MESSAGE & G.XID_SEVERE
+    assert not {13, 31, 43, 45, 63, 68, 69, 92, 94, 121, 154} & gpu_health.XID_SEVERE
+    assert not BY_MESSAGE & gpu_health.XID_SEVERE
 
 
 def test_nvlink5_xids_are_severe_when_fatal():
-    events = [e for e in G.kernel_events(log_lines("kernel_lines.txt")) if e["code"] in (145, 149)]
-    assert [(e["code"], G.xid_severe(e)) for e in events] == [(145, False), (149, True), (149, True)]
+    events = [e for e in gpu_health.kernel_events(log_lines("kernel_lines.txt")) if e["code"] in (145, 149)]
+    assert [(e["code"], gpu_health.xid_severe(e)) for e in events] == [(145, False), (149, True), (149, True)]
     assert "RLW_RXPIPE Nonfatal" in events[0]["line"]
     assert "NETIR Fatal" in events[1]["line"] and "NETIR_LINK_EVT Fatal" in events[2]["line"]
-    assert G.xid_severe({"code": 79, "line": ""}) and not G.xid_severe({"code": 13, "line": ""})
+    assert gpu_health.xid_severe({"code": 79, "line": ""}) and not gpu_health.xid_severe({"code": 13, "line": ""})
 
 
 def test_xid_154_is_severe_unless_no_action_is_required():
     # The Xid 154 message as NVIDIA's tooling tests write it (no capture with a source was found): built here.
     reset = "[Sat Jul 11 05:52:47 2026] NVRM: Xid (PCI:0000:2a:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"
     none = "NVRM: Xid (PCI:0000:2a:00): 154, GPU recovery action changed from 0x1 (GPU Reset Required) to 0x0 (None)"
-    events = G.kernel_events([reset, none])
+    events = gpu_health.kernel_events([reset, none])
     assert len(events) == 2
     first, second = events[0], events[1]
     assert (first["code"], first["meaning"], first["device"]) == (154, "GPU recovery action changed to GPU Reset Required", "0000:2a:00")
     assert second["meaning"] == "GPU recovery action changed to None"
-    assert G.xid_severe(first) and not G.xid_severe(second)
+    assert gpu_health.xid_severe(first) and not gpu_health.xid_severe(second)
     report = {"gpus": [{"index": 0, "bus_id": "00000000:2A:00.0", "persistence_mode": True}]}
-    assert G.gpu_lines(report, xid_events=[first, second], node="gpu-2") == [
+    assert gpu_health.gpu_lines(report, xid_events=[first, second], node="gpu-2") == [
         "gpu-2 GPU 0 (00000000:2A:00.0): Xid 154 (GPU recovery action changed to GPU Reset Required) at Sat Jul 11 05:52:47 2026"]
 
 
@@ -171,7 +171,7 @@ def test_v13_sram_parity_and_secded_counts_are_added():
     text = text.replace("<sram_uncorrectable_parity>N/A</sram_uncorrectable_parity>", "<sram_uncorrectable_parity>1</sram_uncorrectable_parity>", 1)
     text = text.replace("<sram_uncorrectable_secded>N/A</sram_uncorrectable_secded>", "<sram_uncorrectable_secded>2</sram_uncorrectable_secded>", 1)
     text = text.replace("<dram_uncorrectable>N/A</dram_uncorrectable>", "<dram_uncorrectable>4</dram_uncorrectable>", 1)
-    gpu = G.parse_nvidia_xml(text)["gpus"][0]
+    gpu = gpu_health.parse_nvidia_xml(text)["gpus"][0]
     assert (gpu["ecc_uncorrectable_volatile"], gpu["ecc_uncorrectable_aggregate"]) == (7, None)
 
 
@@ -181,12 +181,12 @@ def test_r610_kmd_version_when_driver_version_is_deprecated():
     text = fixture("nvidia_smi_q_x_rtx4000_sff_ada_drv595_TRIMMED.xml").replace(
         "<driver_version>595.84</driver_version>",
         "<driver_version>Deprecated, see \"KMD version\" instead</driver_version>\n\t<kmd_version>610.57.04</kmd_version>")
-    assert G.parse_nvidia_xml(text)["driver_version"] == "610.57.04"
+    assert gpu_health.parse_nvidia_xml(text)["driver_version"] == "610.57.04"
 
 
 def test_index_is_the_position_when_minor_number_is_not_a_number():
     text = fixture("nvidia_smi_q_x_v100s_8gpu_drv460_TRIMMED.xml").replace("<minor_number>0</minor_number>", "<minor_number>N/A</minor_number>")
-    assert [g["index"] for g in G.parse_nvidia_xml(text)["gpus"]] == list(range(8))
+    assert [g["index"] for g in gpu_health.parse_nvidia_xml(text)["gpus"]] == list(range(8))
 
 
 @pytest.mark.parametrize("text, pattern", [
@@ -199,7 +199,7 @@ def test_index_is_the_position_when_minor_number_is_not_a_number():
 ])
 def test_not_nvidia_smi_xml_is_one_line_value_error(text, pattern):
     with pytest.raises(ValueError) as info:
-        G.parse_nvidia_xml(text)
+        gpu_health.parse_nvidia_xml(text)
     message = str(info.value)
     assert re.match(pattern, message), message
     assert "\n" not in message and len(message) < 200
@@ -216,22 +216,22 @@ def test_not_nvidia_smi_xml_is_one_line_value_error(text, pattern):
     ("nvidia_smi_q_x_a10g_drv515.xml", None),
 ])
 def test_banner_cuda_version(name, cuda):
-    assert G.parse_nvidia_banner(fixture(name)) == cuda
+    assert gpu_health.parse_nvidia_banner(fixture(name)) == cuda
 
 
 def test_banner_lines_of_every_layout():
     banners = [line for line in log_lines("nvidia_smi_header_lines_variants.txt") if line.startswith("|")]
-    assert [G.parse_nvidia_banner(line) for line in banners] == ["11.7", "12.1", "12.2", "12.4", "13.0", "13.3"]
-    assert G.parse_nvidia_banner("") is None
+    assert [gpu_health.parse_nvidia_banner(line) for line in banners] == ["11.7", "12.1", "12.2", "12.4", "13.0", "13.3"]
+    assert gpu_health.parse_nvidia_banner("") is None
 
 
 def test_torch_cuda_from_version_py():
-    assert G.torch_cuda(fixture("torch_version_py_2.13.0_cpu.txt")) is None
-    assert G.torch_cuda(fixture("torch_version_py_2.13.0_VARIANT_cu126.txt")) == "12.6"
+    assert gpu_health.torch_cuda(fixture("torch_version_py_2.13.0_cpu.txt")) is None
+    assert gpu_health.torch_cuda(fixture("torch_version_py_2.13.0_VARIANT_cu126.txt")) == "12.6"
     # torch 1.x wrote plain assignments (input built here)
-    assert G.torch_cuda("__version__ = '1.7.1'\ndebug = False\ncuda = '10.2'\ngit_version = 'x'\nhip = None\n") == "10.2"
-    assert G.torch_cuda("hip: Optional[str] = '6.2'\n") is None
-    assert G.torch_cuda("garbage") is None
+    assert gpu_health.torch_cuda("__version__ = '1.7.1'\ndebug = False\ncuda = '10.2'\ngit_version = 'x'\nhip = None\n") == "10.2"
+    assert gpu_health.torch_cuda("hip: Optional[str] = '6.2'\n") is None
+    assert gpu_health.torch_cuda("garbage") is None
 
 
 MISMATCH_11_4 = ("the driver supports CUDA 11.4, older than the CUDA 12.1 torch in the environment was built for: "
@@ -248,29 +248,29 @@ MISMATCH_11_4 = ("the driver supports CUDA 11.4, older than the CUDA 12.1 torch 
     ("junk", "12.4", ""),
 ])
 def test_cuda_mismatch(driver, torch, phrase):
-    assert G.cuda_mismatch(driver, torch) == phrase
+    assert gpu_health.cuda_mismatch(driver, torch) == phrase
 
 
 # dcgmi diag ---------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", ["dcgmi_diag_r2_pass_a100x8_dcgm3.3.3_awsome.txt", "dcgmi_diag_r1_pass_a100x8_dcgm3.3.3_TRIMMED_from_r2.txt"])
 def test_dcgmi_diag_pass(name):
-    assert G.parse_dcgmi_diag(fixture(name)) == {"passed": True, "failures": []}
+    assert gpu_health.parse_dcgmi_diag(fixture(name)) == {"passed": True, "failures": []}
 
 
 def test_dcgmi_diag_fail_names_the_gpu_and_skips_the_warning():
-    assert G.parse_dcgmi_diag(fixture("dcgmi_diag_r2_fail_gpu_memory_thermal_stas00_EXCERPT.txt")) == {
+    assert gpu_health.parse_dcgmi_diag(fixture("dcgmi_diag_r2_fail_gpu_memory_thermal_stas00_EXCERPT.txt")) == {
         "passed": False, "failures": [{"test": "GPU Memory", "gpu": "0", "detail": ""}]}
 
 
 def test_dcgmi_diag_error_row_joined_across_its_wrapped_lines():
-    assert G.parse_dcgmi_diag(fixture("dcgmi_diag_fail_xid64_rowremap_pending_stas00_EXCERPT.txt")) == {
+    assert gpu_health.parse_dcgmi_diag(fixture("dcgmi_diag_fail_xid64_rowremap_pending_stas00_EXCERPT.txt")) == {
         "passed": False,
         "failures": [{"test": "Deployment", "gpu": "3", "detail": "GPU 3 has uncorrectable memory errors and row remappings are pending"}]}
 
 
 def test_dcgmi_diag_error_rows_belong_to_the_fail_above():
-    assert G.parse_dcgmi_diag(fixture("dcgmi_diag_r1_a100x8_dcgm3.3.3_VARIANT_fail_rowremap.txt")) == {
+    assert gpu_health.parse_dcgmi_diag(fixture("dcgmi_diag_r1_a100x8_dcgm3.3.3_VARIANT_fail_rowremap.txt")) == {
         "passed": False,
         "failures": [{"test": "Page Retirement/Row Remap", "gpu": "3",
                       "detail": "GPU 3 has uncorrectable memory errors and row remappings are pending"}]}
@@ -278,16 +278,16 @@ def test_dcgmi_diag_error_rows_belong_to_the_fail_above():
 
 def test_dcgmi_diag_without_a_table():
     with pytest.raises(ValueError, match=r"^not dcgmi diag output \(no result table\): bash: dcgmi: command not found$"):
-        G.parse_dcgmi_diag("bash: dcgmi: command not found\n")
+        gpu_health.parse_dcgmi_diag("bash: dcgmi: command not found\n")
 
 
 @pytest.mark.parametrize("name", ["dcgmi_diag_json_dcgm3.1.0_8gpu_pass.json", "dcgmi_diag_json_dcgm3.1.0_8gpu_pass_raw_with_warning_prefix.txt"])
 def test_dcgmi_diag_json_pass(name):
-    assert G.parse_dcgmi_diag_json(fixture(name)) == {"passed": True, "failures": []}
+    assert gpu_health.parse_dcgmi_diag_json(fixture(name)) == {"passed": True, "failures": []}
 
 
 def test_dcgmi_diag_json_fail():
-    assert G.parse_dcgmi_diag_json(fixture("dcgmi_diag_json_dcgm3.1.0_8gpu_VARIANT_fail_gpu3.json")) == {
+    assert gpu_health.parse_dcgmi_diag_json(fixture("dcgmi_diag_json_dcgm3.1.0_8gpu_VARIANT_fail_gpu3.json")) == {
         "passed": False,
         "failures": [{"test": "Page Retirement/Row Remap", "gpu": "3",
                       "detail": "GPU 3 has uncorrectable memory errors and row remappings are pending"}]}
@@ -302,18 +302,18 @@ def test_dcgmi_diag_json_dcgm4_shape():
                 {"error_category": 1, "error_id": 95, "error_severity": 2, "warning": "GPU 1 has uncorrectable memory errors"}]}]},
         {"name": "pcie", "test_summary": {"status": "Fail"}, "results": []}]}]},
         "metadata": {"version": "4.2.3"}}
-    assert G.parse_dcgmi_diag_json(json.dumps(data)) == {"passed": False, "failures": [
+    assert gpu_health.parse_dcgmi_diag_json(json.dumps(data)) == {"passed": False, "failures": [
         {"test": "memory", "gpu": "1", "detail": "GPU 1 has uncorrectable memory errors"},
         {"test": "pcie", "gpu": None, "detail": ""}]}
     runtime = {"DCGM GPU Diagnostic": {"version": "3.1.2", "runtime_error": "Runtime error message"}}
-    assert G.parse_dcgmi_diag_json(json.dumps(runtime)) == {
+    assert gpu_health.parse_dcgmi_diag_json(json.dumps(runtime)) == {
         "passed": False, "failures": [{"test": "runtime", "gpu": None, "detail": "Runtime error message"}]}
 
 
 @pytest.mark.parametrize("text", ["", "Error: unable to connect", '{"other": 1}', "[1, 2]"])
 def test_dcgmi_diag_json_garbage(text):
     with pytest.raises(ValueError, match=r"^not dcgmi diag JSON"):
-        G.parse_dcgmi_diag_json(text)
+        gpu_health.parse_dcgmi_diag_json(text)
 
 
 # AMD ----------------------------------------------------------------------------------------------------------
@@ -323,16 +323,16 @@ def test_amd_smi_metric():
                  "throttled": False, "temperature_edge": 36, "temperature_hotspot": 37, "temperature_mem": 32,
                  "vram_total_mb": 8176, "vram_used_mb": 202}]
     text = fixture("amd_smi_metric_json_rx6600_luckylinux.json")
-    assert G.parse_amd_smi_metric(text) == expected
+    assert gpu_health.parse_amd_smi_metric(text) == expected
     # newer amd-smi wraps the list (seen in third-party parsers, not in a capture): the same list wrapped here
-    assert G.parse_amd_smi_metric(json.dumps({"gpu_data": json.loads(text)})) == expected
+    assert gpu_health.parse_amd_smi_metric(json.dumps({"gpu_data": json.loads(text)})) == expected
     for garbage in ("", "amd-smi: command not found", '{"card0": {}}'):
         with pytest.raises(ValueError, match=r"^not amd-smi metric JSON"):
-            G.parse_amd_smi_metric(garbage)
+            gpu_health.parse_amd_smi_metric(garbage)
 
 
 def test_rocm_smi_mi100():
-    gpus = G.parse_rocm_smi(fixture("rocm_smi_json_mi100x4_rocm602_telegraf.json"))
+    gpus = gpu_health.parse_rocm_smi(fixture("rocm_smi_json_mi100x4_rocm602_telegraf.json"))
     assert [g["index"] for g in gpus] == [0, 1, 2, 3]
     assert [g["bus_id"] for g in gpus] == ["0000:83:00.0", "0000:A3:00.0", "0000:C3:00.0", "0000:E3:00.0"]
     assert gpus[0] == {"index": 0, "name": "Arcturus GL-XL [Instinct MI100]", "bus_id": "0000:83:00.0",
@@ -341,16 +341,16 @@ def test_rocm_smi_mi100():
 
 
 def test_rocm_smi_radeon_and_showallinfo():
-    assert G.parse_rocm_smi(fixture("rocm_smi_json_rx6700xt_rocm612_telegraf.json")) == [
+    assert gpu_health.parse_rocm_smi(fixture("rocm_smi_json_rx6700xt_rocm612_telegraf.json")) == [
         {"index": 0, "name": "Navi 22 [Radeon RX 6700/6700 XT / 6800M]", "bus_id": "0000:07:00.0",
          "temperature_edge": 45, "temperature_junction": 47, "temperature_memory": 46,
          "vram_total_bytes": 12868124672, "vram_used_bytes": 1572745216, "pcie_replay_count": 0, "gpu_use_percent": 0}]
-    assert G.parse_rocm_smi(fixture("rocm_smi_showallinfo_json_rx6600_jq_reformatted_luckylinux.json")) == [
+    assert gpu_health.parse_rocm_smi(fixture("rocm_smi_showallinfo_json_rx6600_jq_reformatted_luckylinux.json")) == [
         {"index": 0, "name": "Navi 23 [Radeon RX 6600/6600 XT/6600M]", "bus_id": "0000:0B:00.0",
          "temperature_edge": None, "temperature_junction": None, "temperature_memory": None,
          "vram_total_bytes": None, "vram_used_bytes": None, "pcie_replay_count": None, "gpu_use_percent": 0}]
     with pytest.raises(ValueError, match=r"^not rocm-smi JSON"):
-        G.parse_rocm_smi(fixture("amd_smi_metric_json_rx6600_luckylinux.json"))
+        gpu_health.parse_rocm_smi(fixture("amd_smi_metric_json_rx6600_luckylinux.json"))
 
 
 # Kernel log ---------------------------------------------------------------------------------------------------
@@ -401,7 +401,7 @@ KERNEL_EVENTS = [
 
 
 def test_kernel_events_of_the_real_lines():
-    events = G.kernel_events(log_lines("kernel_lines.txt"))
+    events = gpu_health.kernel_events(log_lines("kernel_lines.txt"))
     assert [(e["kind"], e["time"], e["code"], e["device"]) for e in events] == KERNEL_EVENTS
     by_line = {e["line"]: e for e in events}
     assert by_line["[74889.644138] NVRM: Xid (PCI:0000:02:00): 79, GPU has fallen off the bus."]["meaning"] == "GPU has fallen off the bus"
@@ -430,48 +430,48 @@ def test_kernel_events_ignore_the_rest():
         "file-rss:3324kB, shmem-rss:0kB",
     ]
     assert all(line in fixture("kernel_lines.txt") for line in ignored)
-    assert not G.kernel_events(ignored)
+    assert not gpu_health.kernel_events(ignored)
 
 
 def test_kernel_events_journalctl_short_iso_and_a_text_block():
     # journalctl -k -o short-iso prefix on a real Xid line (no short-iso capture was found: the prefix is built here)
     line = "2026-11-26T12:03:44+0000 gpu-2 kernel: NVRM: Xid (PCI:0000:2b:00): 79, GPU has fallen off the bus."
-    assert G.kernel_events(line + "\n") == [{"kind": "xid", "time": "2026-11-26T12:03:44+0000", "code": 79,
-                                            "meaning": "GPU has fallen off the bus", "device": "0000:2b:00", "line": line}]
-    assert G.when("2026-11-26T12:03:44+0000") == "at 2026-11-26T12:03:44+0000"
-    assert G.when("74889.644138") == "74889 s after boot"
-    assert G.when(None) == ""
+    assert gpu_health.kernel_events(line + "\n") == [{"kind": "xid", "time": "2026-11-26T12:03:44+0000", "code": 79,
+                                                      "meaning": "GPU has fallen off the bus", "device": "0000:2b:00", "line": line}]
+    assert gpu_health.when("2026-11-26T12:03:44+0000") == "at 2026-11-26T12:03:44+0000"
+    assert gpu_health.when("74889.644138") == "74889 s after boot"
+    assert gpu_health.when(None) == ""
 
 
 # Judgement ----------------------------------------------------------------------------------------------------
 
 def test_pci_addresses_match_across_case_and_domain_width():
-    assert G._pci_key("00000000:3B:00.0") == G._pci_key("0000:3b:00") == (0, 0x3B, 0)  # pylint: disable=protected-access
-    assert G._pci_key("00000001:6C:00.0") == G._pci_key("0001:6c:00")  # pylint: disable=protected-access
-    assert G._pci_key("00000000:3B:00.0") != G._pci_key("0001:3b:00")  # pylint: disable=protected-access
-    assert G._pci_key("GPU-76098dc1") is None  # pylint: disable=protected-access
+    assert gpu_health._pci_key("00000000:3B:00.0") == gpu_health._pci_key("0000:3b:00") == (0, 0x3B, 0)  # pylint: disable=protected-access
+    assert gpu_health._pci_key("00000001:6C:00.0") == gpu_health._pci_key("0001:6c:00")  # pylint: disable=protected-access
+    assert gpu_health._pci_key("00000000:3B:00.0") != gpu_health._pci_key("0001:3b:00")  # pylint: disable=protected-access
+    assert gpu_health._pci_key("GPU-76098dc1") is None  # pylint: disable=protected-access
 
 
 def test_healthy_node_gives_no_lines():
     report = xml("nvidia_smi_q_x_rtx4000_sff_ada_drv595_TRIMMED.xml")  # persistence on, ECC off, no slowdown
-    dcgm = G.parse_dcgmi_diag(fixture("dcgmi_diag_r2_pass_a100x8_dcgm3.3.3_awsome.txt"))
+    dcgm = gpu_health.parse_dcgmi_diag(fixture("dcgmi_diag_r2_pass_a100x8_dcgm3.3.3_awsome.txt"))
     # real Xid 13 / 31 lines (application faults, not severe) with the address changed to this GPU's
-    events = G.kernel_events([
+    events = gpu_health.kernel_events([
         "[31609.615230] NVRM: Xid (PCI:0000:06:00): 13, Graphics Exception: Class 0x0 Subchannel 0x0 Mismatch",
         "[22859.081860] NVRM: Xid (PCI:0000:06:00): 31, pid=14292, name=python, Ch 00000030, intr 00000000. MMU Fault: ENGINE HOST0 "
         "HUBCLIENT_ESC faulted @ 0x10_00200000. Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ"])
     assert [e["code"] for e in events] == [13, 31]
-    assert not G.gpu_lines(report, expected_count=1, xid_events=events, dcgm=dcgm, torch_cuda="12.6", node="gpu-2")
-    assert not G.gpu_lines(report)
+    assert not gpu_health.gpu_lines(report, expected_count=1, xid_events=events, dcgm=dcgm, torch_cuda="12.6", node="gpu-2")
+    assert not gpu_health.gpu_lines(report)
 
 
 def test_real_fixtures_only_lack_persistence_mode():
-    assert G.gpu_lines(xml("nvidia_smi_q_x_v100s_8gpu_drv460_TRIMMED.xml"), expected_count=8, node="gpu-2") == [
+    assert gpu_health.gpu_lines(xml("nvidia_smi_q_x_v100s_8gpu_drv460_TRIMMED.xml"), expected_count=8, node="gpu-2") == [
         "gpu-2: persistence mode is off on GPUs 0, 1, 2, 3, 4, 5, 6, 7"]
-    assert G.gpu_lines(xml("nvidia_smi_q_x_a10g_drv515.xml"), expected_count=1, node="gpu-2") == [
+    assert gpu_health.gpu_lines(xml("nvidia_smi_q_x_a10g_drv515.xml"), expected_count=1, node="gpu-2") == [
         "gpu-2: persistence mode is off on GPU 0"]
     # the telegraf file holds 1 of the 4 attached GPUs
-    assert G.gpu_lines(xml("nvidia_smi_q_x_a100_sxm4_mig_drv535.xml"), expected_count=4, node="gpu-2") == [
+    assert gpu_health.gpu_lines(xml("nvidia_smi_q_x_a100_sxm4_mig_drv535.xml"), expected_count=4, node="gpu-2") == [
         "gpu-2: 1 GPU answers nvidia-smi, Ray will be offered 4",
         "gpu-2: persistence mode is off on GPU 1"]
 
@@ -489,9 +489,9 @@ def test_bad_v100s_node_every_line():
         "May 18 19:02:39 kernel: NVRM: GPU 0000:2b:00.0: GPU has fallen off the bus.",
         "NVRM: Xid (PCI:0000:10:1c): 63, pid=1896, Row Remapper: New row marked for remapping, reset gpu to activate.",
     ]
-    dcgm = G.parse_dcgmi_diag(fixture("dcgmi_diag_r2_fail_gpu_memory_thermal_stas00_EXCERPT.txt"))
-    torch = G.torch_cuda(fixture("torch_version_py_2.13.0_VARIANT_cu126.txt"))
-    assert G.gpu_lines(report, expected_count=8, xid_events=G.kernel_events(kernel), dcgm=dcgm, torch_cuda=torch, node="gpu-2") == [
+    dcgm = gpu_health.parse_dcgmi_diag(fixture("dcgmi_diag_r2_fail_gpu_memory_thermal_stas00_EXCERPT.txt"))
+    torch = gpu_health.torch_cuda(fixture("torch_version_py_2.13.0_VARIANT_cu126.txt"))
+    assert gpu_health.gpu_lines(report, expected_count=8, xid_events=gpu_health.kernel_events(kernel), dcgm=dcgm, torch_cuda=torch, node="gpu-2") == [
         "gpu-2: the driver supports CUDA 11.2, older than the CUDA 12.6 torch in the environment was built for: "
         "update the NVIDIA driver or install a torch built for CUDA 11",
         "gpu-2: persistence mode is off on GPUs 0, 1, 2, 3, 4, 5, 6, 7",
@@ -511,16 +511,16 @@ def test_seven_gpus_answer_and_no_node_name():
     report["gpus"] = [g for g in report["gpus"] if g["index"] != 7]  # GPU 7 gone from nvidia-smi (edited here)
     for gpu in report["gpus"]:
         gpu["persistence_mode"] = True
-    assert G.gpu_lines(report, expected_count=8, node="gpu-2") == ["gpu-2: 7 GPUs answer nvidia-smi, Ray will be offered 8"]
-    assert G.gpu_lines(report, expected_count=8) == ["7 GPUs answer nvidia-smi, Ray will be offered 8"]
+    assert gpu_health.gpu_lines(report, expected_count=8, node="gpu-2") == ["gpu-2: 7 GPUs answer nvidia-smi, Ray will be offered 8"]
+    assert gpu_health.gpu_lines(report, expected_count=8) == ["7 GPUs answer nvidia-smi, Ray will be offered 8"]
 
 
 def test_remap_and_ecc_thermal_variants():
-    assert G.gpu_lines(xml("nvidia_smi_q_x_a10g_drv515_VARIANT_remap.xml"), expected_count=1, node="gpu-2") == [
+    assert gpu_health.gpu_lines(xml("nvidia_smi_q_x_a10g_drv515_VARIANT_remap.xml"), expected_count=1, node="gpu-2") == [
         "gpu-2: persistence mode is off on GPU 0",
         "gpu-2 GPU 0 (00000000:00:1E.0): row remapping failed",
         "gpu-2 GPU 0 (00000000:00:1E.0): row remapping pending (reset the GPU)"]
-    assert G.gpu_lines(xml("nvidia_smi_q_x_a100_sxm4_mig_drv535_VARIANT_ecc_thermal.xml")) == [
+    assert gpu_health.gpu_lines(xml("nvidia_smi_q_x_a100_sxm4_mig_drv535_VARIANT_ecc_thermal.xml")) == [
         "persistence mode is off on GPU 1",
         "GPU 1 (00000000:01:00.0): 1 uncorrectable ECC error since the driver loaded",
         "GPU 1 (00000000:01:00.0): thermal slowdown active"]
@@ -530,8 +530,8 @@ def test_repeated_xids_on_one_gpu_make_one_line():
     # The two real Xid 119 lines (0000:9b:00) judged against a GPU at that address; the report is built here.
     report = {"driver_version": "550.127.08", "cuda_version": "12.4", "gpus": [{
         "index": 4, "name": "NVIDIA H100 80GB HBM3", "uuid": None, "bus_id": "00000000:9B:00.0", "persistence_mode": True}]}
-    events = G.kernel_events(log_lines("kernel_lines.txt"))
-    assert G.gpu_lines(report, xid_events=events, node="gpu-2") == [
+    events = gpu_health.kernel_events(log_lines("kernel_lines.txt"))
+    assert gpu_health.gpu_lines(report, xid_events=events, node="gpu-2") == [
         "gpu-2 GPU 4 (00000000:9B:00.0): Xid 119 (GSP RPC Timeout) 2 times, first at Sun Feb 23 16:24:18 2025",
         "gpu-2 GPU 0000:07:00 (not listed by nvidia-smi): Xid 48 (Double Bit ECC Error) at Dec 2 11:38:47",
         "gpu-2 GPU 0000:0a:00 (not listed by nvidia-smi): Xid 62 (Internal micro-controller halt) 14370 s after boot",
@@ -549,12 +549,12 @@ def test_repeated_xids_on_one_gpu_make_one_line():
 
 def test_dcgm_lines():
     report = xml("nvidia_smi_q_x_rtx4000_sff_ada_drv595_TRIMMED.xml")
-    json_fail = G.parse_dcgmi_diag_json(fixture("dcgmi_diag_json_dcgm3.1.0_8gpu_VARIANT_fail_gpu3.json"))
-    assert G.gpu_lines(report, dcgm=json_fail, node="gpu-2") == [
+    json_fail = gpu_health.parse_dcgmi_diag_json(fixture("dcgmi_diag_json_dcgm3.1.0_8gpu_VARIANT_fail_gpu3.json"))
+    assert gpu_health.gpu_lines(report, dcgm=json_fail, node="gpu-2") == [
         "gpu-2: dcgmi diag: Page Retirement/Row Remap failed on GPU 3 (GPU 3 has uncorrectable memory errors and row remappings are pending)"]
     long = {"passed": False, "failures": [{"test": "Persistence Mode", "gpu": "0, 1, 2", "detail": "x" * 300}]}
-    line = G.gpu_lines(report, dcgm=long)[0]
+    line = gpu_health.gpu_lines(report, dcgm=long)[0]
     assert line == "dcgmi diag: Persistence Mode failed on GPUs 0, 1, 2 (%s...)" % ("x" * 117)
-    assert G.gpu_lines(report, dcgm={"passed": False, "failures": []}, node="gpu-2") == ["gpu-2: dcgmi diag failed"]
+    assert gpu_health.gpu_lines(report, dcgm={"passed": False, "failures": []}, node="gpu-2") == ["gpu-2: dcgmi diag failed"]
     every = {"passed": False, "failures": [{"test": "PCIe", "gpu": "All", "detail": ""}]}
-    assert G.gpu_lines(report, dcgm=every) == ["dcgmi diag: PCIe failed on all GPUs"]
+    assert gpu_health.gpu_lines(report, dcgm=every) == ["dcgmi diag: PCIe failed on all GPUs"]

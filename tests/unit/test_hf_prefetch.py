@@ -1,4 +1,4 @@
-"""module_utils/hf_prefetch.py: Hugging Face models and datasets fetched once into the Hub cache.
+"""module_utils/verl/hf_prefetch.py: Hugging Face models and datasets fetched once into the Hub cache.
 
 Against tests/fake_hf_hub (the Hub's download endpoints on loopback, with its "CDN" on another port), on real
 files: the layout, the skip when already there (no download, and no request at all for a pinned commit),
@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import hf_prefetch as hp
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import hf_prefetch as hp
 from tests.fake_hf_hub.server import FakeHub, git_blob_id
 
 TOKEN = "hf_" + "s" * 34
@@ -241,7 +241,7 @@ def test_the_module_fetches_into_the_cache(hub, tmp_path, module_runner):
 def test_hf_home_off_the_shared_volume_is_refused(tmp_path):
     """The prefetch runs on the head: a cache on a disk of the head alone helps no other node. Same file system as
     the checkpoints, or a network file system: fine. /proc stands for a different, local file system here."""
-    from ansible_collections.rlinfra.verl.plugins.module_utils import hf_prefetch as HP
+    from ansible_collections.rlinfra.verl.plugins.module_utils.verl import hf_prefetch as HP
     mounts = tmp_path / "mounts"
     mounts.write_text("/dev/vda / ext4 rw 0 0\nproc /proc proc rw 0 0\n")
     shared = tmp_path / "data" / "checkpoints"

@@ -1,4 +1,4 @@
-"""HyperbolicClient: auth header, errors, retries and backoff (plugins/module_utils/hyperbolic.py)."""
+"""HyperbolicClient: auth header, errors, retries and backoff (plugins/module_utils/hyperbolic/client.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 import conftest_hyperbolic  # noqa: F401  (sys.path set-up)
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import hyperbolic as hb
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import client as hyperbolic
 from tests.fake_hyperbolic.server import FakeHyperbolic, make_fleet
 
 KEY = "sk-unit-test-0123456789abcdef"
@@ -57,7 +57,7 @@ def client(opener, sleeps=None, **kwargs):
     params = dict(api_key=KEY, api_url="https://api.example.test/", retries=3, retry_backoff=0.5,
                   retry_max_wait=10, opener=opener, sleep=(sleeps.append if sleeps is not None else lambda s: None))
     params.update(kwargs)
-    return hb.HyperbolicClient(**params)
+    return hyperbolic.HyperbolicClient(**params)
 
 
 def test_bearer_header_and_url():
@@ -81,7 +81,7 @@ def test_marketplace_envelope():
 def test_auth_error_one_line_with_api_message_no_key(status, word):
     body = json.dumps({"detail": "Invalid API key %s" % KEY}).encode()  # even if the API echoes it
     opener = Script(lambda url: _http_error(url, status, body))
-    with pytest.raises(hb.HyperbolicAuthError) as err:
+    with pytest.raises(hyperbolic.HyperbolicAuthError) as err:
         client(opener).list_source("on_demand")
     text = str(err.value)
     assert "HTTP %d %s" % (status, word) in text
@@ -119,11 +119,11 @@ def test_404_is_not_found_and_fetch_skips_it():
 def test_fetch_failure_of_any_source_raises_first_in_order():
     opener = by_path({"/virtual-machine-rentals": lambda url: _http_error(url, 401, b'{"detail": "bad key"}'),
                       "/marketplace/instances": lambda url: _http_error(url, 403, b'{"detail": "no"}')})
-    with pytest.raises(hb.HyperbolicAuthError, match="HTTP 401"):
+    with pytest.raises(hyperbolic.HyperbolicAuthError, match="HTTP 401"):
         client(opener).fetch(["on_demand", "marketplace"])
     opener = by_path({"/virtual-machine-rentals": _Resp([]),
                       "/marketplace/instances": lambda url: _http_error(url, 422, b"")})
-    with pytest.raises(hb.HyperbolicError, match="HTTP 422"):
+    with pytest.raises(hyperbolic.HyperbolicError, match="HTTP 422"):
         client(opener).fetch(["on_demand", "marketplace"])
 
 
@@ -153,7 +153,7 @@ def test_retry_after_is_capped():
 def test_gives_up_after_retries_with_clear_message():
     sleeps = []
     opener = Script(*[(lambda u: _http_error(u, 500, b'{"detail": "boom"}'))] * 4)
-    with pytest.raises(hb.HyperbolicUnavailable) as err:
+    with pytest.raises(hyperbolic.HyperbolicUnavailable) as err:
         client(opener, sleeps).list_source("on_demand")
     assert "after 4 attempts" in str(err.value) and "HTTP 500: boom" in str(err.value)
     assert len(sleeps) == 3
@@ -162,7 +162,7 @@ def test_gives_up_after_retries_with_clear_message():
 @pytest.mark.parametrize("exc", [socket.timeout("timed out"), TimeoutError(), URLError(socket.timeout("timed out"))])
 def test_timeouts_are_retried_then_fail(exc):
     opener = Script(exc, exc)
-    with pytest.raises(hb.HyperbolicUnavailable, match="timed out"):
+    with pytest.raises(hyperbolic.HyperbolicUnavailable, match="timed out"):
         client(opener, retries=1, timeout=2).list_source("on_demand")
     assert len(opener.calls) == 2
 
@@ -174,21 +174,21 @@ def test_connection_refused_is_retried():
 
 def test_other_4xx_fails_without_retry():
     opener = Script(lambda u: _http_error(u, 422, b'{"detail": [{"msg": "bad"}]}'))
-    with pytest.raises(hb.HyperbolicError, match="HTTP 422") as err:
+    with pytest.raises(hyperbolic.HyperbolicError, match="HTTP 422") as err:
         client(opener).list_source("on_demand")
-    assert not isinstance(err.value, hb.HyperbolicUnavailable)
+    assert not isinstance(err.value, hyperbolic.HyperbolicUnavailable)
     assert len(opener.calls) == 1
 
 
 def test_not_json_fails_clearly():
     opener = Script(_Resp(b"<html>maintenance</html>"))
-    with pytest.raises(hb.HyperbolicResponseError, match="malformed JSON from https://api.example.test/v2/"):
+    with pytest.raises(hyperbolic.HyperbolicResponseError, match="malformed JSON from https://api.example.test/v2/"):
         client(opener).list_source("on_demand")
 
 
 def test_missing_key_and_repr():
-    with pytest.raises(hb.HyperbolicError, match="HYPERBOLIC_API_KEY"):
-        hb.HyperbolicClient(api_key="")
+    with pytest.raises(hyperbolic.HyperbolicError, match="HYPERBOLIC_API_KEY"):
+        hyperbolic.HyperbolicClient(api_key="")
     assert KEY not in repr(client(Script()))
     assert client(Script()).scrub("x %s y" % KEY) == "x ******** y"
 
@@ -198,15 +198,15 @@ def test_against_fake_server_over_loopback():
     with FakeHyperbolic(api_key=KEY) as fake:
         fake.set_fleet(10)
         fake.fail_next(1, status=500)
-        c = hb.HyperbolicClient(api_key=KEY, api_url=fake.url, retries=2, retry_backoff=0.01, timeout=5)
+        c = hyperbolic.HyperbolicClient(api_key=KEY, api_url=fake.url, retries=2, retry_backoff=0.01, timeout=5)
         result = c.fetch(["on_demand", "marketplace"])
         assert len(result["sources"]["on_demand"]) == 5
         assert len(result["sources"]["marketplace"]) == 5
         assert fake.request_count == 3
         assert all(ok for (_m, _p, status, ok) in fake.requests if status == 200)
 
-        bad = hb.HyperbolicClient(api_key="wrong", api_url=fake.url, retries=0)
-        with pytest.raises(hb.HyperbolicAuthError, match="HTTP 401 Unauthorized.*Invalid API key"):
+        bad = hyperbolic.HyperbolicClient(api_key="wrong", api_url=fake.url, retries=0)
+        with pytest.raises(hyperbolic.HyperbolicAuthError, match="HTTP 401 Unauthorized.*Invalid API key"):
             bad.list_source("on_demand")
 
 
@@ -224,9 +224,9 @@ def test_certificate_failure_is_not_retried():
 
     err = URLError(ssl.SSLCertVerificationError(1, "[SSL: CERTIFICATE_VERIFY_FAILED] self-signed"))
     opener = Script(err, err)
-    with pytest.raises(hb.HyperbolicError, match="TLS certificate verification failed") as exc:
+    with pytest.raises(hyperbolic.HyperbolicError, match="TLS certificate verification failed") as exc:
         client(opener).list_source("on_demand")
-    assert not isinstance(exc.value, hb.HyperbolicUnavailable)
+    assert not isinstance(exc.value, hyperbolic.HyperbolicUnavailable)
     assert len(opener.calls) == 1
 
 
@@ -234,9 +234,9 @@ def test_an_answer_over_the_bound_is_not_read_whole():
     """A 76 MB answer was read whole (65 s, 1.4 GB): now at most max_response_mib + 1 byte is read, and one line."""
     big = b"[" + b"{}," * (2 * 1024 * 1024) + b"{}]"
     script = Script(_Resp(big))
-    client = hb.HyperbolicClient(KEY, api_url="https://api.example.test", opener=script, sleep=lambda s: None,
-                                 max_response_mib=1)
-    with pytest.raises(hb.HyperbolicError) as err:
+    client = hyperbolic.HyperbolicClient(KEY, api_url="https://api.example.test", opener=script, sleep=lambda s: None,
+                                         max_response_mib=1)
+    with pytest.raises(hyperbolic.HyperbolicError) as err:
         client.list_source("on_demand")
     assert str(err.value) == ("the answer to GET /v2/on-demand/virtual-machine-rentals is over 1 MiB, more than an "
                               "instance list can be: not read; if the account really holds that much, raise "
@@ -245,7 +245,7 @@ def test_an_answer_over_the_bound_is_not_read_whole():
 
 def test_a_null_instance_list_is_said():
     script = Script(_Resp({"instances": None}))
-    client = hb.HyperbolicClient(KEY, api_url="https://api.example.test", opener=script, sleep=lambda s: None)
+    client = hyperbolic.HyperbolicClient(KEY, api_url="https://api.example.test", opener=script, sleep=lambda s: None)
     raw = client.fetch(["marketplace"])
     assert raw["sources"]["marketplace"] == []
     assert raw["notes"] == {"marketplace": 'marketplace answer from https://api.example.test/v1/marketplace/instances '

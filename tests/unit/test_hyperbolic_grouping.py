@@ -12,7 +12,7 @@ from ansible.errors import AnsibleParserError
 from conftest_hyperbolic import Harness, fixture_answer, load_fixture, raw_answer
 
 from ansible_collections.rlinfra.verl.plugins.inventory import hyperbolic as plugin_mod
-from ansible_collections.rlinfra.verl.plugins.module_utils import hyperbolic as hb
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import client as hb
 
 CLUSTER_RE = "^exp-(?P<cluster>[^-]+)-"
 

@@ -1,4 +1,4 @@
-"""Renting and releasing Hyperbolic marketplace machines (module_utils/hyperbolic_rent.py), against the fake API
+"""Renting and releasing Hyperbolic marketplace machines (module_utils/hyperbolic/rent.py), against the fake API
 on loopback with its create/terminate, capacity, prices and injected failures; the instances' SSH is a real TCP
 listener that answers with an SSH banner. Then the module itself through ansible-playbook: check mode, bad input,
 and that the API key never shows."""
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import HyperbolicClient
-from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic_rent import Rent, RentError, check_label, choose, names
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.client import HyperbolicClient
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.rent import Rent, RentError, check_label, choose, names
 from ansible_collections.rlinfra.verl.plugins.modules import hyperbolic_instance
 from tests.fake_hyperbolic.server import FakeHyperbolic, machine_item, marketplace_instance
 from tests.fake_hyperbolic.testing import HYPERBOLIC_TEST_KEY

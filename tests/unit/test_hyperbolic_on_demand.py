@@ -1,4 +1,4 @@
-"""Renting on Hyperbolic's current on-demand API (module_utils/hyperbolic_rent.py, api="on_demand") against the fake API on
+"""Renting on Hyperbolic's current on-demand API (module_utils/hyperbolic/rent.py, api="on_demand") against the fake API on
 loopback, which serves the shapes the public clients use (docs/INVENTORY.md, "Which shape came from where"):
 
 * options: ``GET /v2/on-demand/rental-options``, a bare array as getcomputable/gpu-index captured it live;
@@ -20,8 +20,8 @@ import threading
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import HyperbolicClient
-from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic_rent import (
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.client import HyperbolicClient
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.rent import (
     Rent, RentError, choose_options, money, ours)
 from tests.fake_hyperbolic.server import FakeHyperbolic, current_rental, marketplace_v2_rental, rental_option
 from tests.fake_hyperbolic.testing import HYPERBOLIC_TEST_KEY

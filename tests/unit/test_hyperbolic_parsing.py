@@ -1,4 +1,4 @@
-"""Parsing of both Hyperbolic API shapes (plugins/module_utils/hyperbolic.py)."""
+"""Parsing of both Hyperbolic API shapes (plugins/module_utils/hyperbolic/client.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from conftest_hyperbolic import load_fixture
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import hyperbolic as hb
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import client as hyperbolic
 
 
 # ----------------------------------------------------------------------------- ssh commands
@@ -27,17 +27,17 @@ from ansible_collections.rlinfra.verl.plugins.module_utils import hyperbolic as 
     ("ssh -i '/path with space/key' ubuntu@h.example -p 2022", ("h.example", 2022, "ubuntu")),
 ])
 def test_parse_ssh_command(command, expected):
-    got = hb.parse_ssh_command(command)
+    got = hyperbolic.parse_ssh_command(command)
     assert (got["host"], got["port"], got["user"]) == expected
 
 
 def test_parse_ssh_command_default_user_and_bad_input():
-    assert hb.parse_ssh_command("ssh h.example", default_user="root")["user"] == "root"
+    assert hyperbolic.parse_ssh_command("ssh h.example", default_user="root")["user"] == "root"
     # not a usable "ssh USER@HOST [-p PORT]": no host is better than a wrong one (details in
     # tests/unit/test_bad_input_inventory.py)
     for bad in (None, "", "ssh", "ssh -p 22", 42, "ssh -p 99999 u@h", "ssh ubuntu@h.example -p 2022 nvidia-smi",
                 "please connect via console", "ssh please"):
-        assert hb.parse_ssh_command(bad) is None, bad
+        assert hyperbolic.parse_ssh_command(bad) is None, bad
 
 
 # ----------------------------------------------------------------------------- on_demand
@@ -46,7 +46,7 @@ def _by_id(records):
 
 
 def test_normalize_on_demand_fixture():
-    records = _by_id(hb.normalize_instances("on_demand", load_fixture("on_demand_rentals.json")))
+    records = _by_id(hyperbolic.normalize_instances("on_demand", load_fixture("on_demand_rentals.json")))
     first = records["vm-7f3a2c"]
     assert first == {
         "source": "on_demand", "id": "vm-7f3a2c", "label": "exp-a-0", "status": "running",
@@ -77,11 +77,11 @@ def test_normalize_on_demand_reads_both_public_shapes():
                "meta": {"ssh_command": "ssh ubuntu@1.2.3.4 -p 31022", "gpu_count": 1,
                         "resources": {"gpus": {"h100-sxm5-80gb": {"count": 1}}},
                         "userMetadata": {"rlinfra": {"label": "exp-b", "name": "exp-b-0"}}}}
-    assert hb.normalize_on_demand(current) == {
+    assert hyperbolic.normalize_on_demand(current) == {
         "source": "on_demand", "id": "18025", "label": "exp-a-0", "status": "Running", "gpu_type": "h100",
         "gpu_count": 8, "region": "ca-east-1", "ssh": {"host": "38.80.122.148", "port": 22, "user": "ubuntu"},
         "cost_per_hour": 25.52, "kind": "virtual-machine", "private_ip": None, "user_metadata": None}
-    assert hb.normalize_on_demand(earlier) == {
+    assert hyperbolic.normalize_on_demand(earlier) == {
         "source": "on_demand", "id": "123", "label": "exp-b-0", "status": "Running", "gpu_type": "h100-sxm5-80gb",
         "gpu_count": 1, "region": None, "ssh": {"host": "1.2.3.4", "port": 31022, "user": "ubuntu"}, "cost_per_hour": 1.49,
         "kind": "virtual-machine", "private_ip": None, "user_metadata": {"rlinfra": {"label": "exp-b", "name": "exp-b-0"}}}
@@ -95,26 +95,26 @@ def test_bare_metal_rentals_of_several_nodes_become_one_record_per_node():
                       "name": "exp-c", "node_networking": [{"public_ip": "192.0.2.70", "private_ip": "10.1.0.7"},
                                                            {"public_ip": "192.0.2.71", "private_ip": "10.1.0.8"},
                                                            {"public_ip": "not a host!", "private_ip": "10.1.0.9"}]}}
-    record = hb.normalize_on_demand(metal)
+    record = hyperbolic.normalize_on_demand(metal)
     assert record["kind"] == "bare-metal" and record["cost_per_hour"] == 40.0 and len(record["nodes"]) == 2
-    nodes = hb.expand_nodes([record])
+    nodes = hyperbolic.expand_nodes([record])
     assert [(n["label"], n["node"], n["ssh"], n["private_ip"], n["id"]) for n in nodes] == [
         ("exp-c-node0", 0, {"host": "192.0.2.70", "port": 22, "user": "root"}, "10.1.0.7", "900"),
         ("exp-c-node1", 1, {"host": "192.0.2.71", "port": 22, "user": "root"}, "10.1.0.8", "900")]
-    vm = hb.normalize_on_demand({"id": 5, "status": "Running",
-                                 "meta": {"ssh_command": "ssh ubuntu@1.2.3.4 -p 31022", "internal_ip": "10.0.0.2"}})
-    assert vm["private_ip"] == "10.0.0.2" and hb.expand_nodes([vm]) == [vm]
+    vm = hyperbolic.normalize_on_demand({"id": 5, "status": "Running",
+                                         "meta": {"ssh_command": "ssh ubuntu@1.2.3.4 -p 31022", "internal_ip": "10.0.0.2"}})
+    assert vm["private_ip"] == "10.0.0.2" and hyperbolic.expand_nodes([vm]) == [vm]
 
 
 def test_normalize_on_demand_accepts_sshcommand_shape():
     item = {"id": "x", "status": "running", "sshCommand": "ssh -p 2022 root@h.example"}
-    assert hb.normalize_on_demand(item)["ssh"] == {"host": "h.example", "port": 2022, "user": "root"}
+    assert hyperbolic.normalize_on_demand(item)["ssh"] == {"host": "h.example", "port": 2022, "user": "root"}
 
 
 # ----------------------------------------------------------------------------- marketplace
 def test_normalize_marketplace_fixture():
     items = load_fixture("marketplace_instances.json")["instances"]
-    records = _by_id(hb.normalize_instances("marketplace", items))
+    records = _by_id(hyperbolic.normalize_instances("marketplace", items))
     otter = records["brave-otter-cat"]
     assert otter == {
         "source": "marketplace", "id": "brave-otter-cat", "label": None, "status": "online",
@@ -135,28 +135,28 @@ def test_normalize_marketplace_fixture():
 def test_normalize_marketplace_accepts_ssh_networking_shape():
     item = {"id": "m1", "instance": {"status": "online"},
             "providerData": {"sshNetworking": [{"host": "h", "port": 2000, "user": "u"}]}}
-    assert hb.normalize_marketplace(item)["ssh"] == {"host": "h", "port": 2000, "user": "u"}
+    assert hyperbolic.normalize_marketplace(item)["ssh"] == {"host": "h", "port": 2000, "user": "u"}
 
 
 # ----------------------------------------------------------------------------- shapes and errors
 def test_extract_items_shapes():
-    assert hb.extract_items("on_demand", [{"id": 1}]) == [{"id": 1}]
-    assert hb.extract_items("on_demand", {"rentals": [{"id": 1}]}) == [{"id": 1}]
-    assert hb.extract_items("marketplace", {"instances": [{"id": 1}]}) == [{"id": 1}]
-    assert hb.extract_items("marketplace", {"instances": None}) == []
+    assert hyperbolic.extract_items("on_demand", [{"id": 1}]) == [{"id": 1}]
+    assert hyperbolic.extract_items("on_demand", {"rentals": [{"id": 1}]}) == [{"id": 1}]
+    assert hyperbolic.extract_items("marketplace", {"instances": [{"id": 1}]}) == [{"id": 1}]
+    assert hyperbolic.extract_items("marketplace", {"instances": None}) == []
     for source, bad in (("on_demand", {"x": 1}), ("on_demand", "nope"), ("marketplace", {"instances": [1]}),
                         ("marketplace", 3)):
-        with pytest.raises(hb.HyperbolicResponseError):
-            hb.extract_items(source, bad)
+        with pytest.raises(hyperbolic.HyperbolicResponseError):
+            hyperbolic.extract_items(source, bad)
 
 
 def test_item_without_id_fails_whole_source():
-    with pytest.raises(hb.HyperbolicResponseError, match="no usable id"):
-        hb.normalize_instances("on_demand", [{"id": "ok", "status": "running"}, {"status": "running"}])
+    with pytest.raises(hyperbolic.HyperbolicResponseError, match="no usable id"):
+        hyperbolic.normalize_instances("on_demand", [{"id": "ok", "status": "running"}, {"status": "running"}])
 
 
 def test_numeric_ids_become_text():
-    record = hb.normalize_on_demand({"id": 12345, "status": "running", "gpuCount": "2"})
+    record = hyperbolic.normalize_on_demand({"id": 12345, "status": "running", "gpuCount": "2"})
     assert record["id"] == "12345" and record["gpu_count"] == 2
 
 
@@ -171,7 +171,7 @@ def test_numeric_ids_become_text():
     ("starting", {"all"}, True),
 ])
 def test_status_filter(status, wanted, keep):
-    assert hb.status_is_wanted(status, wanted) is keep
+    assert hyperbolic.status_is_wanted(status, wanted) is keep
 
 
 @pytest.mark.parametrize("body, message", [
@@ -182,12 +182,12 @@ def test_status_filter(status, wanted, keep):
     (b"", ""),
 ])
 def test_api_message(body, message):
-    assert hb.api_message(body) == message
+    assert hyperbolic.api_message(body) == message
 
 
 def test_retry_after_parsing():
-    assert hb._retry_after_seconds("3") == 3.0
-    assert hb._retry_after_seconds("0.5") == 0.5
-    assert hb._retry_after_seconds(None) is None
-    assert hb._retry_after_seconds("soon") is None
-    assert hb._retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412470.0) == pytest.approx(10.0)
+    assert hyperbolic._retry_after_seconds("3") == 3.0
+    assert hyperbolic._retry_after_seconds("0.5") == 0.5
+    assert hyperbolic._retry_after_seconds(None) is None
+    assert hyperbolic._retry_after_seconds("soon") is None
+    assert hyperbolic._retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412470.0) == pytest.approx(10.0)

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.rlinfra.verl.plugins.action.idle_guard import guard_code
-from ansible_collections.rlinfra.verl.plugins.module_utils import idle_guard as G
-from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import HyperbolicClient
-from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic_rent import Rent
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import idle_guard
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.client import HyperbolicClient
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.rent import Rent
 from tests.fake_hyperbolic.server import FakeHyperbolic, machine_item, marketplace_instance, rental_option
 from tests.fake_hyperbolic.testing import HYPERBOLIC_TEST_KEY
 
@@ -30,19 +30,19 @@ def job(sid, status, start=None, end=None):
 
 
 def test_decide():
-    assert G.decide([job("a", "RUNNING", start=1)], NOW, 10_000, 60) == (False, "busy: job(s) a running or pending; nothing to do")
+    assert idle_guard.decide([job("a", "RUNNING", start=1)], NOW, 10_000, 60) == (False, "busy: job(s) a running or pending; nothing to do")
     ended = [job("a", "SUCCEEDED", end=(NOW - 30) * 1000), job("b", "FAILED", end=(NOW - 500) * 1000)]
-    release, line = G.decide(ended, NOW, 10_000, 60)
+    release, line = idle_guard.decide(ended, NOW, 10_000, 60)
     assert not release and line == "idle for 30s (the last job, a, ended 30s ago), below the limit of 60s; nothing to do"
-    release, line = G.decide(ended, NOW + 100, 10_000, 60)
+    release, line = idle_guard.decide(ended, NOW + 100, 10_000, 60)
     assert release and line.startswith("idle for 130s (the last job, a, ended 130s ago), at or over the limit of 60s")
     # Ray restarted after the last job: idle counts from Ray's start.
-    assert G.decide(ended, NOW + 100, 20, 60)[0] is False
-    assert G.decide([], NOW, 7200, 3600) == (True, "idle for 7200s (no job has run since Ray started 7200s ago), at or over "
-                                                   "the limit of 3600s (idle_release_after): stopping Ray and releasing the cluster's instances")
-    assert G.decide([], NOW, None, 60)[0] is False
-    assert G.since_ray_started("ActiveEnterTimestampMonotonic=5000000\n", "125.50 100.0\n") == 120.5
-    assert G.since_ray_started("ActiveEnterTimestampMonotonic=0", "1 1") is None
+    assert idle_guard.decide(ended, NOW + 100, 20, 60)[0] is False
+    assert idle_guard.decide([], NOW, 7200, 3600) == (True, "idle for 7200s (no job has run since Ray started 7200s ago), at or over "
+                                                      "the limit of 3600s (idle_release_after): stopping Ray and releasing the cluster's instances")
+    assert idle_guard.decide([], NOW, None, 60)[0] is False
+    assert idle_guard.since_ray_started("ActiveEnterTimestampMonotonic=5000000\n", "125.50 100.0\n") == 120.5
+    assert idle_guard.since_ray_started("ActiveEnterTimestampMonotonic=0", "1 1") is None
 
 
 class Dashboard:
@@ -92,7 +92,7 @@ def run_once(fake, token, jobs, limit=60, url=None, record=None):
     config = dict(label="exp-a", idle_release_after=limit, api_key=HYPERBOLIC_TEST_KEY, api_url=fake.url,
                   dashboard_url=url or dash.url, token_path=str(token), release_timeout=5,
                   record=str(record or token.parent / "no-record.json"))
-    rc = G.run(config, out=lines.append, systemctl=systemctl, now=lambda: NOW)
+    rc = idle_guard.run(config, out=lines.append, systemctl=systemctl, now=lambda: NOW)
     dash.server.shutdown()
     return rc, lines, calls, dash
 
@@ -118,9 +118,9 @@ def test_on_demand_rentals_are_released_by_name_and_by_the_heads_record(cluster)
     fake.set_options([rental_option("h100", 8, "us-east-1", cents=2552)], host_pool=[("127.0.0.1", 22, "ubuntu")] * 3)
     client = HyperbolicClient(HYPERBOLIC_TEST_KEY, fake.url, retries=0)
     Rent(client, probe=lambda h, p: "", api="on_demand").present("exp-a", 2, gpu_model="H100", region="us-east-1",
-                                                                  wait=False)
+                                                                 wait=False)
     Rent(client, probe=lambda h, p: "", api="on_demand").present("other", 1, gpu_model="H100", region="us-east-1",
-                                                                  wait=False)
+                                                                 wait=False)
     unnamed = fake.od_rentals[1]["record"]
     unnamed["label"] = "soft-apricot-%d" % unnamed["id"]
     record = token.parent / "hyperbolic-exp-a.json"
@@ -152,8 +152,8 @@ def test_the_code_sent_to_the_head_runs_without_ansible(tmp_path):
         path.write_text(text)
     python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
     probe = ("import sys; sys.modules['ansible'] = None; "  # as on a node without Ansible
-             "from ansible_collections.rlinfra.verl.plugins.module_utils import idle_guard, hyperbolic_rent, hyperbolic_record, "
-             "ray_client; print('ok')")
+             "from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import idle_guard, rent, record; "
+             "from ansible_collections.rlinfra.verl.plugins.module_utils.ray import client; print('ok')")
     proc = subprocess.run([python, "-I", "-c", "import sys; sys.path.insert(0, %r); %s" % (str(tmp_path), probe)],
                           capture_output=True, text=True, timeout=60)
     assert proc.stdout.strip() == "ok", proc.stderr[-2000:]

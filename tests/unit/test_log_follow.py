@@ -1,5 +1,5 @@
 """A poll costs the same at hour 1 and at hour 72: the driver log read from an offset on the head
-(module_utils/log_follow.py, job_poll.result), the metrics followed line by line (verl_metrics.Follow) and the
+(module_utils/ray/log_follow.py, job_poll.result), the metrics followed line by line (verl_metrics.Follow) and the
 controller's copy appended to (plugin_utils/log_copy.py, ray_job_wait)."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import random
 import pytest
 
 from ansible_collections.rlinfra.verl.plugins.action import ray_job_wait as W
-from ansible_collections.rlinfra.verl.plugins.module_utils import job_poll
-from ansible_collections.rlinfra.verl.plugins.module_utils import log_follow as F
-from ansible_collections.rlinfra.verl.plugins.module_utils import verl_metrics as M
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import tail_lines
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl_log import last_progress
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import job_poll
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import log_follow
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import metrics as verl_metrics
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import tail_lines
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl.log import last_progress
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.log_copy import LogCopy
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "verl_log_sample.txt")
@@ -42,58 +42,58 @@ def sample_log(steps=60, seed=1):
 def test_growth_reads_only_new_whole_lines(tmp_path):
     path = tmp_path / "job-driver-x.log"
     path.write_bytes(b"one\ntwo\nthr")
-    got = F.read_new(str(path), 0)
+    got = log_follow.read_new(str(path), 0)
     assert (got["text"], got["offset"], got["size"], got["reset"], got["source"]) == ("one\ntwo\n", 8, 11, False, "file")
     with open(path, "ab") as f:
         f.write(b"ee\nfour\n")
-    again = F.read_new(str(path), got["offset"], got["file_id"])
+    again = log_follow.read_new(str(path), got["offset"], got["file_id"])
     assert (again["text"], again["offset"], again["reset"]) == ("three\nfour\n", 19, False)
-    assert F.read_new(str(path), again["offset"], again["file_id"])["text"] == ""
-    assert F.read_new(str(tmp_path / "absent.log"), 0) is None
+    assert log_follow.read_new(str(path), again["offset"], again["file_id"])["text"] == ""
+    assert log_follow.read_new(str(tmp_path / "absent.log"), 0) is None
 
 
 def test_partial_last_line_goes_out_once_the_job_ended(tmp_path):
     path = tmp_path / "log"
     path.write_bytes(b"a\nno newline at the end")
-    assert F.read_new(str(path), 2)["text"] == ""
-    final = F.read_new(str(path), 2, final=True)
+    assert log_follow.read_new(str(path), 2)["text"] == ""
+    final = log_follow.read_new(str(path), 2, final=True)
     assert (final["text"], final["offset"]) == ("no newline at the end", 23)
 
 
 def test_truncation_and_another_file_start_again_from_zero(tmp_path):
     path = tmp_path / "log"
     path.write_bytes(b"x" * 50 + b"\n")
-    first = F.read_new(str(path), 0)
+    first = log_follow.read_new(str(path), 0)
     path.write_bytes(b"short\n")  # rewritten shorter, same inode
-    shrunk = F.read_new(str(path), first["offset"], first["file_id"])
+    shrunk = log_follow.read_new(str(path), first["offset"], first["file_id"])
     assert (shrunk["text"], shrunk["reset"], shrunk["offset"]) == ("short\n", True, 6)
     os.unlink(path)
     path.write_bytes(b"new session, new file, long enough to pass the old offset\n" * 3)  # a new inode
-    other = F.read_new(str(path), shrunk["offset"], "0:1")
+    other = log_follow.read_new(str(path), shrunk["offset"], "0:1")
     assert other["reset"] and other["text"].startswith("new session") and other["offset"] == other["size"]
 
 
 def test_a_new_submission_id_is_another_file_through_the_api_too():
     log = "first line\nsecond\n"
-    got = F.slice_new(log, 0, name="run-a1")
+    got = log_follow.slice_new(log, 0, name="run-a1")
     assert (got["text"], got["file_id"], got["source"]) == (log, "ray-api:run-a1", "ray_api")
-    other = F.slice_new("a2 line\n", 5, got["file_id"], name="run-a2")
+    other = log_follow.slice_new("a2 line\n", 5, got["file_id"], name="run-a2")
     assert (other["reset"], other["text"]) == (True, "a2 line\n")
 
 
 def test_cap_cuts_at_a_line_and_a_long_line_at_a_character(tmp_path):
     path = tmp_path / "log"
     path.write_bytes(b"aaaa\nbbbb\ncccc\n")
-    got = F.read_new(str(path), 0, cap=12)
+    got = log_follow.read_new(str(path), 0, cap=12)
     assert (got["text"], got["offset"], got["size"]) == ("aaaa\nbbbb\n", 10, 15)
-    rest = F.read_new(str(path), got["offset"], got["file_id"], cap=12)
+    rest = log_follow.read_new(str(path), got["offset"], got["file_id"], cap=12)
     assert (rest["text"], rest["offset"]) == ("cccc\n", 15)
     # One line longer than the cap: cut where a character ends, never inside the UTF-8 sequence of "\u00e9" or "\u20ac".
     long_line = ("\u00e9\u20ac" * 10 + "\n").encode("utf-8")
     path.write_bytes(long_line)
     text, offset = "", 0
     while offset < len(long_line):
-        piece = F.read_new(str(path), offset, cap=4)
+        piece = log_follow.read_new(str(path), offset, cap=4)
         assert "\ufffd" not in piece["text"] and piece["offset"] > offset
         text, offset = text + piece["text"], piece["offset"]
     assert text.encode("utf-8") == long_line
@@ -107,11 +107,11 @@ def test_utf8_split_across_the_boundary_random_caps(tmp_path, seed):
     path.write_bytes(data)
     out, offset, fid = [], 0, ""
     while offset < len(data):
-        got = F.read_new(str(path), offset, fid, cap=rng.randint(3, 300), final=True)
+        got = log_follow.read_new(str(path), offset, fid, cap=rng.randint(3, 300), final=True)
         out.append(got["text"])
         offset, fid = got["offset"], got["file_id"]
     assert "".join(out).encode("utf-8") == data
-    assert F.utf8_cut("\u00e9".encode("utf-8")[:1]) == 0 and F.utf8_cut(b"ab") == 2
+    assert log_follow.utf8_cut("\u00e9".encode("utf-8")[:1]) == 0 and log_follow.utf8_cut(b"ab") == 2
 
 
 def test_tail_from_the_end_is_the_tail_of_the_whole_text(tmp_path):
@@ -119,11 +119,11 @@ def test_tail_from_the_end_is_the_tail_of_the_whole_text(tmp_path):
     path = tmp_path / "log"
     path.write_text(text, encoding="utf-8")
     for n in (0, 1, 5, 50, 10000):
-        assert F.read_tail(str(path), n) == tail_lines(text, n)
-    bounded = F.read_tail(str(path), 3, limit=200)  # fewer lines when they are longer than the limit: whole ones
+        assert log_follow.read_tail(str(path), n) == tail_lines(text, n)
+    bounded = log_follow.read_tail(str(path), 3, limit=200)  # fewer lines when they are longer than the limit: whole ones
     assert bounded and tail_lines(text, 3).endswith("\n" + bounded)
     path.write_text(text.rstrip("\n"), encoding="utf-8")
-    assert F.read_tail(str(path), 4) == tail_lines(text, 4)
+    assert log_follow.read_tail(str(path), 4) == tail_lines(text, 4)
 
 
 class FakeClient:
@@ -168,8 +168,8 @@ def test_poll_result_reads_the_file_on_the_head_else_the_api(tmp_path):
 def test_follow_equals_the_whole_file_parser_in_random_chunks(tmp_path, seed):
     rng = random.Random(seed)
     text = sample_log(2500 if seed == 0 else 80, seed)  # 2500 steps: the plot is thinned
-    whole = M.write(str(tmp_path / "whole"), text)
-    follow = M.Follow(str(tmp_path / "inc"))
+    whole = verl_metrics.write(str(tmp_path / "whole"), text)
+    follow = verl_metrics.Follow(str(tmp_path / "inc"))
     at = 0
     while at < len(text):
         size = rng.choice((1, 7, 100, 5000, 100000))
@@ -191,7 +191,7 @@ def test_follow_equals_the_whole_file_parser_in_random_chunks(tmp_path, seed):
 
 
 def test_follow_appends_rows_and_rewrites_only_for_a_step_out_of_order(tmp_path):
-    follow = M.Follow(str(tmp_path / "m"))
+    follow = verl_metrics.Follow(str(tmp_path / "m"))
     follow.feed("step:1 - a:1\nstep:2 - a:2\n")
     follow.write()
     csv_path = str(tmp_path / "m.metrics.csv")
@@ -203,7 +203,7 @@ def test_follow_appends_rows_and_rewrites_only_for_a_step_out_of_order(tmp_path)
     follow.write()
     text = "step:1 - a:1\nstep:2 - a:2\nstep:3 - a:3\nstep:3 - a:4\nstep:2 - a:9 - b:1\n"
     with open(csv_path) as f:
-        assert f.read() == M.csv_text(M.steps(text))
+        assert f.read() == verl_metrics.csv_text(verl_metrics.steps(text))
 
 
 # The controller's copy, appended to --------------------------------------------------------------------
@@ -213,7 +213,7 @@ def polls_of(text, cap, status="RUNNING"):
     data = text.encode("utf-8")
     offset, out = 0, []
     while True:
-        got = F.slice_new(data, offset, cap=cap, final=status != "RUNNING", name="x")
+        got = log_follow.slice_new(data, offset, cap=cap, final=status != "RUNNING", name="x")
         out.append(dict(found=True, status=status, log_chunk=got["text"], log_offset=got["offset"],
                         log_size=got["size"], log_file_id=got["file_id"], log_reset=got["reset"]))
         offset = got["offset"]
@@ -258,4 +258,4 @@ def test_the_wait_passes_offsets_catches_up_and_saves_the_copy(tmp_path, monkeyp
     assert w.log_paths == [str(tmp_path / "rlinfra-gsm8k-default.log")]
     assert repr((w.res["last_step"], w.res["last_metrics"])) == repr(last_progress(text))
     with open(tmp_path / "rlinfra-gsm8k-default.metrics.csv") as f:
-        assert f.read() == M.csv_text(M.steps(text))
+        assert f.read() == verl_metrics.csv_text(verl_metrics.steps(text))

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import node_facts as nf
+from ansible_collections.rlinfra.verl.plugins.module_utils.node import facts as nf
 from ansible_collections.rlinfra.verl.plugins.modules import node_facts as node_facts_module
 
 ROUTE = "8.8.8.8 via 10.1.0.1 dev ens5 src 10.1.2.3 uid 0 \n    cache \n"

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import converge_record as R
-from ansible_collections.rlinfra.verl.plugins.module_utils.masking import masked
-from ansible_collections.rlinfra.verl.plugins.module_utils.plain_module import PlainModule
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import converge_record as R
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import masked
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import PlainModule
 from ansible_collections.rlinfra.verl.plugins.plugin_utils import node_script as N
 
 
@@ -26,13 +26,20 @@ def run_isolated(text, cwd):
 
 
 def write(directory, name, text):
-    (directory / (name + ".py")).write_text(text)
+    path = directory.joinpath(*name.split(".")).with_suffix(".py")  # a dotted name lies in a sub-package
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
 
 
 def test_the_closure_follows_every_import_form_and_refuses_ansible(tmp_path):
     pkg = N.PACKAGE
     write(tmp_path, "a", "from %s.b import x\nfrom %s import (\n    c,  # a comment\n    d as D,\n)\n"
-                         "from %s import f as F  # one name per line, two lines\nfrom %s import g as G\n" % (pkg, pkg, pkg, pkg))
+                         "from %s import f as F  # one name per line, two lines\nfrom %s import g as G\n"
+                         "from %s.sub import h, k as K  # modules of a sub-package\nfrom %s.sub.i import z\n" % ((pkg,) * 6))
+    write(tmp_path, "sub.h", "from %s.sub import j\n" % pkg)
+    write(tmp_path, "sub.i", "z = 0\n")
+    write(tmp_path, "sub.j", "\n")
+    write(tmp_path, "sub.k", "\n")
     write(tmp_path, "f", "\n")
     write(tmp_path, "g", "\n")
     write(tmp_path, "b", "x = 1\n")
@@ -40,7 +47,8 @@ def test_the_closure_follows_every_import_form_and_refuses_ansible(tmp_path):
     write(tmp_path, "d", "import os\n")
     write(tmp_path, "e", "y = 2\n")
     write(tmp_path, "lonely", "z = 3\n")
-    assert sorted(N.closure(["a"], str(tmp_path))) == ["a", "b", "c", "d", "e", "f", "g"]
+    assert sorted(N.closure(["a"], str(tmp_path))) == ["a", "b", "c", "d", "e", "f", "g", "sub.h", "sub.i", "sub.j", "sub.k"]
+    assert N.packages(["a", "sub.h", "sub.deeper.x"]) == ["sub", "sub.deeper"]
     write(tmp_path, "e", "from ansible.module_utils.basic import AnsibleModule\n")
     N._SOURCES.clear()
     with pytest.raises(N.NeedsModule, match="e imports Ansible"):
@@ -82,11 +90,11 @@ def test_the_converge_check_as_a_script_gives_what_the_module_gives(tmp_path):
     watch = {"files": [], "dirs": [str(etc)], "packages": [], "units": [], "nft_tables": []}
     module = PlainModule()
     params = dict(path=str(tmp_path / "record.json"), inputs="in1", fact_dir=str(facts_dir), local=["rlinfra_ray"])
-    from ansible_collections.rlinfra.verl.plugins.module_utils.node_facts import ip_runner, node_facts
+    from ansible_collections.rlinfra.verl.plugins.module_utils.node.facts import ip_runner, node_facts
     observed = R.observe(watch, node_facts(ip_runner(module), str(facts_dir), ["rlinfra_ray"]), R.Probe(module))
     (tmp_path / "record.json").write_text(R.content("in1", watch, observed, {"ray_node_ip": "10.1.2.3"}, ["h1"]))
 
-    code, out, err = run_isolated(N.script("converge_record", "check", params), str(tmp_path))
+    code, out, err = run_isolated(N.script("ray.converge_record", "check", params), str(tmp_path))
     assert code == 0, err
     got = N.reply(code, out)
     assert got == json.loads(json.dumps(R.check(params, module)))
@@ -95,10 +103,10 @@ def test_the_converge_check_as_a_script_gives_what_the_module_gives(tmp_path):
     assert got["ansible_facts"]["ansible_converge_record"]["members"] == ["h1"]
 
     (etc / "ray.env").write_text("A=2\n")
-    got = N.reply(*run_isolated(N.script("converge_record", "check", params), str(tmp_path))[:2])
+    got = N.reply(*run_isolated(N.script("ray.converge_record", "check", params), str(tmp_path))[:2])
     assert got["reason"] == "%s changed (content)" % (etc / "ray.env")
     assert got == json.loads(json.dumps(R.check(params, module)))
-    got = N.reply(*run_isolated(N.script("converge_record", "check", dict(params, inputs="in2")), str(tmp_path))[:2])
+    got = N.reply(*run_isolated(N.script("ray.converge_record", "check", dict(params, inputs="in2")), str(tmp_path))[:2])
     assert got["reason"] == "the collection or the roles' variables changed"
 
 
@@ -109,23 +117,23 @@ def test_in_this_process_the_check_gives_what_the_script_gives(tmp_path, monkeyp
     etc.mkdir()
     (etc / "ray.env").write_text("A=1\n")
     params = dict(path=str(tmp_path / "record.json"), inputs="in1", fact_dir=str(tmp_path / "facts"), local=[])
-    here = N.run_here("converge_record", "check", params)
-    assert here == N.reply(*run_isolated(N.script("converge_record", "check", params), str(tmp_path))[:2])
+    here = N.run_here("ray.converge_record", "check", params)
+    assert here == N.reply(*run_isolated(N.script("ray.converge_record", "check", params), str(tmp_path))[:2])
     assert here["reason"] == "no converge record"
 
-    from ansible_collections.rlinfra.verl.plugins.module_utils import plain_module
+    from ansible_collections.rlinfra.verl.plugins.module_utils.common import plain_module
     monkeypatch.setattr(plain_module.PlainModule, "reply", lambda self, result: dict(result, env=os.environ.get("RLX_ENV")),
                         raising=True)
     monkeypatch.setattr(R, "check", lambda args, module: {"token": os.environ.get("RLX_ENV")})
-    assert N.run_here("converge_record", "check", params, environ={"RLX_ENV": "from-task"}) == \
+    assert N.run_here("ray.converge_record", "check", params, environ={"RLX_ENV": "from-task"}) == \
         {"token": "from-task", "env": "from-task"}
     assert "RLX_ENV" not in os.environ
 
     def boom(args, module):
         raise KeyError("path")
     monkeypatch.setattr(R, "check", boom)
-    failed = N.run_here("converge_record", "check", params, environ={"RLX_ENV": "x"})
-    assert failed["failed"] is True and failed["msg"].startswith("check failed: KeyError: 'path' (module_utils/converge_record.py")
+    failed = N.run_here("ray.converge_record", "check", params, environ={"RLX_ENV": "x"})
+    assert failed["failed"] is True and failed["msg"].startswith("check failed: KeyError: 'path' (module_utils/ray/converge_record.py")
     assert "not run again as a module" in failed["msg"]
     assert "RLX_ENV" not in os.environ
 
@@ -147,9 +155,8 @@ def test_the_function_runs_here_only_on_this_controller_as_this_user_with_this_p
 
 
 def test_the_script_sets_the_task_environment(tmp_path):
-    write(tmp_path, "plain_module", (Path(N.MODULE_UTILS) / "plain_module.py").read_text())
-    for name in ("masking", "secret_names"):  # what plain_module imports
-        write(tmp_path, name, (Path(N.MODULE_UTILS) / (name + ".py")).read_text())
+    for name in ("plain_module", "masking", "secret_names"):  # plain_module and what it imports
+        write(tmp_path, "common." + name, (Path(N.MODULE_UTILS) / "common" / (name + ".py")).read_text())
     write(tmp_path, "envreader", "import os\ndef read(args, module):\n    return {'v': os.environ.get('RLX_ENV')}\n")
     N._SOURCES.clear()
     text = N.script("envreader", "read", {}, str(tmp_path), environ={"RLX_ENV": "from-task"})
@@ -161,7 +168,7 @@ def test_the_restart_check_as_a_script_gives_what_the_module_gives(tmp_path):
     """site.yml's check before anything changes (ray_node_state) runs the same way: without a record it foresees a
     restart only where the unit is active; with the record the module wrote, nothing; a changed input is named.
     The unit here is one systemd does not know (no systemd in the test's container either: inactive)."""
-    from ansible_collections.rlinfra.verl.plugins.module_utils import node_state as NS
+    from ansible_collections.rlinfra.verl.plugins.module_utils.ray import node_state
     from ansible_collections.rlinfra.verl.plugins.modules.ray_node_state import ARGUMENT_SPEC
     from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
@@ -176,12 +183,12 @@ def test_the_restart_check_as_a_script_gives_what_the_module_gives(tmp_path):
         return ArgumentSpecValidator(ARGUMENT_SPEC).validate(raw).validated_parameters
 
     def on_node(p):
-        code, out, err = run_isolated(N.script("node_state", "node_state", p), str(tmp_path))
+        code, out, err = run_isolated(N.script("ray.node_state", "node_state", p), str(tmp_path))
         assert code == 0, err
         return N.reply(code, out)
 
     first = on_node(params())
-    assert first == json.loads(json.dumps(NS.node_state(params(), PlainModule())))
+    assert first == json.loads(json.dumps(node_state.node_state(params(), PlainModule())))
     assert (first["active"], first["recorded"], first["restart"], first["reasons"]) == (False, False, False, ["no_record"])
     wrote = on_node(params(state="recorded"))
     assert wrote["changed"] is True and oct((tmp_path / "state.json").stat().st_mode & 0o777) == "0o600"
@@ -207,7 +214,7 @@ def test_the_record_written_as_a_script_is_the_one_the_check_then_finds(tmp_path
                   members=["h2", "h1"], fact_dir=str(facts_dir), local=["rlinfra_ray"])
 
     def on_node(p, check_mode=False):
-        code, out, err = run_isolated(N.script("converge_record", "write", p, check_mode=check_mode), str(tmp_path))
+        code, out, err = run_isolated(N.script("ray.converge_record", "write", p, check_mode=check_mode), str(tmp_path))
         assert code == 0, err
         return N.reply(code, out)
 
@@ -217,7 +224,7 @@ def test_the_record_written_as_a_script_is_the_one_the_check_then_finds(tmp_path
     assert oct(path.stat().st_mode & 0o777) == "0o600" and json.loads(path.read_text())["members"] == ["h1", "h2"]
     assert on_node(params)["recorded"] is False
     check = dict(path=str(path), inputs="in1", fact_dir=str(facts_dir), local=["rlinfra_ray"])
-    found = N.reply(*run_isolated(N.script("converge_record", "check", check), str(tmp_path))[:2])
+    found = N.reply(*run_isolated(N.script("ray.converge_record", "check", check), str(tmp_path))[:2])
     assert found["reason"] == "" and found["ansible_facts"]["ray_node_ip"] == "10.1.2.3"
     (etc / "ray.env").write_text("A=2\n")
     assert on_node(params)["recorded"] is True
@@ -227,12 +234,12 @@ def test_an_error_in_the_function_is_the_tasks_failure_never_a_second_run(tmp_pa
     """A failure inside the function (here: a bad parameter) ends the script non-zero after it started: the function
     may have acted, so the action reports the error and never runs the module after it. A script that never reached
     the function (a Python that cannot load it) is the only case for the module."""
-    code, out, err = run_isolated(N.script("converge_record", "check", {"path": str(tmp_path)}), str(tmp_path))
+    code, out, err = run_isolated(N.script("ray.converge_record", "check", {"path": str(tmp_path)}), str(tmp_path))
     assert code != 0 and "KeyError" in err
     assert N.reply(code, out) is None
     assert N.outcome(code, out, err) == ("raised", "KeyError: 'fact_dir'")
     assert N.outcome(1, N.STARTED + "\n", "Killed") == ("raised", "the script stopped after the function started (exit code 1): Killed")
-    code, out, err = run_isolated("raise SystemExit(3)\n" + N.script("converge_record", "check", {}), str(tmp_path))
+    code, out, err = run_isolated("raise SystemExit(3)\n" + N.script("ray.converge_record", "check", {}), str(tmp_path))
     assert N.outcome(code, out, err) == ("not started", "exit code 3")
     code, out, err = run_isolated("import rlinfra_no_such_module\n", str(tmp_path))
     kind, why = N.outcome(code, out, err)
@@ -256,9 +263,8 @@ def test_the_result_is_masked_on_the_node_as_ansible_masks_a_module_result(tmp_p
     line; warnings and check mode pass as for a module."""
     token_file = tmp_path / "token"
     token_file.write_text("tok-SECRET-1234\n")
-    write(tmp_path, "plain_module", (Path(N.MODULE_UTILS) / "plain_module.py").read_text())
-    for name in ("masking", "secret_names"):  # what plain_module imports
-        write(tmp_path, name, (Path(N.MODULE_UTILS) / (name + ".py")).read_text())
+    for name in ("plain_module", "masking", "secret_names"):  # plain_module and what it imports
+        write(tmp_path, "common." + name, (Path(N.MODULE_UTILS) / "common" / (name + ".py")).read_text())
     write(tmp_path, "reader", "def read(args, module):\n"
                               "    token = open(args['path']).read().strip()\n"
                               "    module.no_log_values.add(token)\n"
@@ -328,4 +334,4 @@ def test_the_switch_turns_the_route_off_and_a_misspelt_one_is_a_line():
     assert action.calls == ["rlinfra.verl.ray_job_poll"]
     assert N.wanted({}) == (True, None) and N.wanted({"rlinfra_node_script": True}) == (True, None)
     with pytest.raises(Exception, match="rlinfra_node_script must be true or false"):
-        N.run(action, {"rlinfra_node_script": "2"}, "node_state", "node_state", {})
+        N.run(action, {"rlinfra_node_script": "2"}, "ray.node_state", "node_state", {})

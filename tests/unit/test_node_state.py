@@ -1,5 +1,5 @@
 """Restart decisions of a Ray node (rlinfra.verl.ray_node_state) and site.yml's refusal to restart Ray under a
-running job (rlinfra.verl.ray_node_guard, module_utils/node_state.py)."""
+running job (rlinfra.verl.ray_node_guard, module_utils/ray/node_state.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import node_state as ns
-from ansible_collections.rlinfra.verl.plugins.module_utils.python_env import inputs_digest
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import node_state as ns
+from ansible_collections.rlinfra.verl.plugins.module_utils.node.python_env import inputs_digest
 from ansible_collections.rlinfra.verl.plugins.modules import ray_node_guard, ray_node_state
 
 INPUTS = {"ray_env": "e" * 64, "token": "t" * 64, "unit": {"role": "worker", "temp_dir": "/workspace/ray"}}

@@ -1,4 +1,4 @@
-"""Numbers read from loose values (module_utils/numbers.py): each helper's contract, and that the callers
+"""Numbers read from loose values (module_utils/common/numbers.py): each helper's contract, and that the callers
 that moved onto them read what they read before."""
 
 from __future__ import annotations
@@ -8,12 +8,14 @@ import math
 import pytest
 
 from ansible_collections.rlinfra.verl.plugins.filter.pick_attempt import pick_attempt
-from ansible_collections.rlinfra.verl.plugins.module_utils import cli, firewall, hyperbolic
-from ansible_collections.rlinfra.verl.plugins.module_utils import numbers as N
-from ansible_collections.rlinfra.verl.plugins.module_utils import settings as S
-from ansible_collections.rlinfra.verl.plugins.module_utils import verl_preflight as P
-from ansible_collections.rlinfra.verl.plugins.module_utils.cluster_shape import cluster_shape
-from ansible_collections.rlinfra.verl.plugins.module_utils.experiment import SHAPE_KEYS
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import cli
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import firewall
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import client as hyperbolic
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import numbers
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import settings
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import preflight as verl_preflight
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.cluster_shape import cluster_shape
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl.experiment import SHAPE_KEYS
 
 NAN = float("nan")
 
@@ -50,22 +52,22 @@ TABLE = [
 
 @pytest.mark.parametrize("value, whole, as_int, count, as_float", TABLE, ids=[repr(r[0]) for r in TABLE])
 def test_each_helper_reads_what_it_says(value, whole, as_int, count, as_float):
-    assert N.whole_number(value) == whole and type(N.whole_number(value)) is type(whole)
-    assert N.int_or_none(value) == as_int
-    assert N.loose_count(value) == count
-    assert N.float_or_none(value) == as_float
+    assert numbers.whole_number(value) == whole and type(numbers.whole_number(value)) is type(whole)
+    assert numbers.int_or_none(value) == as_int
+    assert numbers.loose_count(value) == count
+    assert numbers.float_or_none(value) == as_float
 
 
 def test_nan():
-    assert N.whole_number(NAN) is None and N.int_or_none(NAN) is None and N.loose_count(NAN) is None
-    assert math.isnan(N.float_or_none(NAN)) and math.isnan(N.float_or_none("nan"))
-    assert N.loose_count("1e400") is None  # inf: too large for an int
+    assert numbers.whole_number(NAN) is None and numbers.int_or_none(NAN) is None and numbers.loose_count(NAN) is None
+    assert math.isnan(numbers.float_or_none(NAN)) and math.isnan(numbers.float_or_none("nan"))
+    assert numbers.loose_count("1e400") is None  # inf: too large for an int
 
 
 def test_tidy():
-    assert N.tidy(8.0) == 8 and type(N.tidy(8.0)) is int
-    assert N.tidy(8.5) == 8.5 and N.tidy(8) == 8 and N.tidy("8.0") == "8.0" and N.tidy(None) is None
-    assert math.isinf(N.tidy(float("inf")))
+    assert numbers.tidy(8.0) == 8 and type(numbers.tidy(8.0)) is int
+    assert numbers.tidy(8.5) == 8.5 and numbers.tidy(8) == 8 and numbers.tidy("8.0") == "8.0" and numbers.tidy(None) is None
+    assert math.isinf(numbers.tidy(float("inf")))
 
 
 # --- the callers ------------------------------------------------------------------------------------------
@@ -79,13 +81,13 @@ def test_tidy():
     ("\u0663", "ray_gcs_port must be a TCP port from 1 to 65535, got '\u0663'"),
 ])
 def test_settings_read_whole_numbers_strictly(value, line):
-    assert S.check({"ray_gcs_port": value}) == ([line] if line else [])
+    assert settings.check({"ray_gcs_port": value}) == ([line] if line else [])
 
 
 def test_settings_range_messages_unchanged():
-    assert S.check({"ray_start_timeout": -1}) == ["ray_start_timeout must be a whole number from 1 up, got -1"]
-    assert S.check({"ray_start_timeout": "-1"}) == ["ray_start_timeout must be a whole number from 1 up, got '-1'"]
-    assert S.check({"ray_num_gpus": " 8 "}) == []
+    assert settings.check({"ray_start_timeout": -1}) == ["ray_start_timeout must be a whole number from 1 up, got -1"]
+    assert settings.check({"ray_start_timeout": "-1"}) == ["ray_start_timeout must be a whole number from 1 up, got '-1'"]
+    assert settings.check({"ray_num_gpus": " 8 "}) == []
 
 
 @pytest.mark.parametrize("value, want", [
@@ -139,10 +141,10 @@ def test_cluster_shape_reads_resources_as_floats():
 
 def test_preflight_names_the_shape_keys_of_the_conventions():
     nodes = [{"resources": {"GPU": 8.0, "CPU": 64.0}}]
-    verl = P.check_resources("verl", "verl", 2, 8, nodes)
+    verl = verl_preflight.check_resources("verl", "verl", 2, 8, nodes)
     assert verl["status"] == "failed" and "%s=2 x %s=8" % SHAPE_KEYS["verl"] in verl["message"]
-    nemo = P.check_resources("nemo_rl", "nemo_rl", 2, 8, nodes)
+    nemo = verl_preflight.check_resources("nemo_rl", "nemo_rl", 2, 8, nodes)
     assert "%s=2 x %s=8" % SHAPE_KEYS["nemo_rl"] in nemo["message"]
     # conventions: none - the framework's own keys name the shape
-    assert "%s=2 x %s=8" % SHAPE_KEYS["verl"] in P.check_resources("verl", "none", 2, 8, nodes)["message"]
+    assert "%s=2 x %s=8" % SHAPE_KEYS["verl"] in verl_preflight.check_resources("verl", "none", 2, 8, nodes)["message"]
     assert "GPUs per node [8]" in verl["message"]  # 8.0 shown as 8

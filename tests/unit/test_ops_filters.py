@@ -158,7 +158,7 @@ def test_worker_head_finds_the_one_head_of_the_workers_cluster_and_its_address()
 
 @pytest.mark.parametrize("value,bad", [(True, False), ("yes", False), (0, False), ("ture", True), ("", True), (2, True)])
 def test_the_firewall_switch_is_a_setting_read_strictly(value, bad):
-    from ansible_collections.rlinfra.verl.plugins.module_utils.settings import check
+    from ansible_collections.rlinfra.verl.plugins.module_utils.common.settings import check
     errors = check({"ray_firewall": value})
     assert bool(errors) is bad, errors
     if bad:

@@ -1,4 +1,4 @@
-"""rlinfra.verl.owned_dir and module_utils/owned.py: a directory is removed only when it is provably the collection's
+"""rlinfra.verl.owned_dir and module_utils/common/owned.py: a directory is removed only when it is provably the collection's
 own, on real directory trees; every refusal is one line and leaves everything in place."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import owned
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import owned
 from ansible_collections.rlinfra.verl.plugins.modules import owned_dir
 
 MARK = "rlinfra-fingerprint.txt"

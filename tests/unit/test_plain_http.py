@@ -1,4 +1,4 @@
-"""module_utils/plain_http.py, the Ray dashboard client's HTTP on the standard library (it runs as a plain script on
+"""module_utils/common/plain_http.py, the Ray dashboard client's HTTP on the standard library (it runs as a plain script on
 the head): against real HTTP and HTTPS servers on loopback - certificates checked unless validate_certs is false,
 redirects refused with their status, a JSON body sent as the client sends it, the token in its header only."""
 
@@ -12,8 +12,8 @@ import threading
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.plain_http import open_url
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayClient, RayError, RayHTTPError
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_http import open_url
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayClient, RayError, RayHTTPError
 
 TOKEN = "tok-plain-http-0123456789"
 

@@ -12,11 +12,11 @@ import zipfile
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E
-from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_render
-from ansible_collections.rlinfra.verl.plugins.module_utils import ray_package as R
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayAuthError, RayClient
-from ansible_collections.rlinfra.verl.plugins.module_utils import verl_preflight as P
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_render
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import package as R
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayAuthError, RayClient
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import preflight as verl_preflight
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXPERIMENTS = os.path.join(REPO, "experiments")
@@ -27,12 +27,12 @@ def nodes(n, gpus=8, cpus=96):
 
 
 def rendered(name, cluster=None, **extra):
-    exp = E.load_experiment(name, EXPERIMENTS, extra_params=extra or None)
+    exp = experiment.load_experiment(name, EXPERIMENTS, extra_params=extra or None)
     return exp, experiment_render.render(exp, cluster if cluster is not None else nodes(4))
 
 
 def test_verl_is_really_there_and_not_imported():
-    config_dir = P.verl_config_dir()
+    config_dir = verl_preflight.verl_config_dir()
     assert config_dir and os.path.isfile(os.path.join(config_dir, "ppo_trainer.yaml"))
     assert importlib.util.find_spec("verl").origin.endswith("verl/__init__.py")
     import sys
@@ -42,14 +42,14 @@ def test_verl_is_really_there_and_not_imported():
 @pytest.mark.parametrize("name", ["gsm8k_ppo_qwen05b", "gsm8k_grpo_qwen05b", "math_grpo_qwen14b"])
 def test_shipped_verl_experiments_compose(name):
     _, r = rendered(name)
-    result = P.check_verl_config(r["overrides"])
+    result = verl_preflight.check_verl_config(r["overrides"])
     assert result["status"] == "passed", result["message"]
     assert "verl 0.9.1" in result["message"]
 
 
 def test_misspelt_key_fails_naming_it():
     _, r = rendered("gsm8k_ppo_qwen05b", trainer={"nnodez": 2})
-    result = P.check_verl_config(r["overrides"])
+    result = verl_preflight.check_verl_config(r["overrides"])
     assert result["status"] == "failed"
     assert "Could not override 'trainer.nnodez'" in result["message"]
     assert "Did you mean 'trainer.nnodes'?" in result["message"]
@@ -58,24 +58,24 @@ def test_misspelt_key_fails_naming_it():
 
 def test_wrong_type_fails_naming_key_and_type():
     _, r = rendered("gsm8k_ppo_qwen05b", trainer={"total_epochs": "fifteen"})
-    result = P.check_verl_config(r["overrides"])
+    result = verl_preflight.check_verl_config(r["overrides"])
     assert result["status"] == "failed"
     assert "trainer.total_epochs='fifteen': verl expects an integer here (its default is 30)" in result["message"]
 
 
 def test_mandatory_rollout_name_is_required():
-    exp = E.validate("norollout", os.path.join(EXPERIMENTS, "norollout.yml"), {"params": {
+    exp = experiment.validate("norollout", os.path.join(EXPERIMENTS, "norollout.yml"), {"params": {
         "data": {"train_files": "/d/t.parquet", "val_files": "/d/v.parquet"},
         "actor_rollout_ref": {"model": {"path": "Qwen/Qwen2.5-0.5B-Instruct"}}}})
-    result = P.check_verl_config(experiment_render.render(exp, nodes(1))["overrides"])
+    result = verl_preflight.check_verl_config(experiment_render.render(exp, nodes(1))["overrides"])
     assert result["status"] == "failed"
     assert "leaves actor_rollout_ref.rollout.name unset" in result["message"]
     assert "reward.reward_model" not in result["message"]  # disabled section (enable: false)
 
 
 def test_skipped_with_reason_when_verl_is_missing(monkeypatch):
-    monkeypatch.setattr(P.importlib.util, "find_spec", lambda name: None)
-    result = P.check_verl_config(["trainer.nnodes=1"])
+    monkeypatch.setattr(verl_preflight.importlib.util, "find_spec", lambda name: None)
+    result = verl_preflight.check_verl_config(["trainer.nnodes=1"])
     assert result["status"] == "skipped"
     assert "verl is not installed in the controller's Python" in result["message"]
     assert "pip install --no-deps verl==0.9.1" in result["message"]
@@ -85,7 +85,7 @@ def test_skipped_with_reason_when_verl_is_missing(monkeypatch):
 
 def test_gpu_shortage_fails():
     exp, r = rendered("math_grpo_qwen14b", cluster=nodes(2))
-    result = P.check_resources(exp.framework, exp.conventions, r["nnodes"], r["gpus_per_node"], nodes(2), "math14b")
+    result = verl_preflight.check_resources(exp.framework, exp.conventions, r["nnodes"], r["gpus_per_node"], nodes(2), "math14b")
     assert result["status"] == "failed"
     assert result["message"] == (
         "not enough GPUs: trainer.nnodes=4 x trainer.n_gpus_per_node=8 needs 4 node(s) with 8 GPU(s) each (32 GPUs), "
@@ -96,33 +96,33 @@ def test_gpu_shortage_fails():
 def test_cpu_rule_three_per_gpu():
     exp, r = rendered("math_grpo_qwen14b")
     small = nodes(4, gpus=8, cpus=16)
-    result = P.check_resources(exp.framework, exp.conventions, r["nnodes"], r["gpus_per_node"], small, "math14b")
+    result = verl_preflight.check_resources(exp.framework, exp.conventions, r["nnodes"], r["gpus_per_node"], small, "math14b")
     assert result["status"] == "failed"
     assert "verl reserves 3 CPUs per GPU, so each of the 4 node(s) needs 24 CPUs for 8 GPUs" in result["message"]
     # Exactly 24 CPUs per node leave nothing for the TaskRunner and the driver (entrypoint_num_cpus: 1).
     tight = nodes(4, gpus=8, cpus=24)
-    result = P.check_resources(exp.framework, exp.conventions, 4, 8, tight, "math14b", r["resources"])
+    result = verl_preflight.check_resources(exp.framework, exp.conventions, 4, 8, tight, "math14b", r["resources"])
     assert result["status"] == "failed" and "TaskRunner plus the entrypoint need 2 more" in result["message"]
     ok = nodes(3, gpus=8, cpus=24) + nodes(1, gpus=8, cpus=26)
-    assert P.check_resources(exp.framework, exp.conventions, 4, 8, ok, "math14b", r["resources"])["status"] == "passed"
+    assert verl_preflight.check_resources(exp.framework, exp.conventions, 4, 8, ok, "math14b", r["resources"])["status"] == "passed"
 
 
 def test_no_gpu_at_all_and_cpu_only_custom():
     exp, r = rendered("gsm8k_grpo_qwen05b", cluster=nodes(3, gpus=0, cpus=2))
-    result = P.check_resources("verl", "verl", r["nnodes"], r["gpus_per_node"], nodes(3, gpus=0, cpus=2))
+    result = verl_preflight.check_resources("verl", "verl", r["nnodes"], r["gpus_per_node"], nodes(3, gpus=0, cpus=2))
     assert result["status"] == "failed"
     assert "verl needs GPUs but the job asks for trainer.nnodes=3 x trainer.n_gpus_per_node=0" in result["message"]
     smoke, rs = rendered("smoke", cluster=nodes(3, gpus=0, cpus=2))
-    assert P.check_resources("custom", "verl", rs["nnodes"], rs["gpus_per_node"], nodes(3, gpus=0, cpus=2))["status"] \
+    assert verl_preflight.check_resources("custom", "verl", rs["nnodes"], rs["gpus_per_node"], nodes(3, gpus=0, cpus=2))["status"] \
         == "passed"
-    too_big = P.check_resources("custom", "none", 0, 0, nodes(3, gpus=0, cpus=2), "default", {"entrypoint_num_gpus": 1})
+    too_big = verl_preflight.check_resources("custom", "none", 0, 0, nodes(3, gpus=0, cpus=2), "default", {"entrypoint_num_gpus": 1})
     assert too_big["status"] == "failed" and "can hold the entrypoint" in too_big["message"]
 
 
 def test_nemo_rl_gpu_check():
     exp, r = rendered("nemo_rl_grpo_math")
-    assert P.check_resources("nemo_rl", "nemo_rl", 4, 8, nodes(4))["status"] == "passed"
-    result = P.check_resources("nemo_rl", "nemo_rl", 4, 8, nodes(3))
+    assert verl_preflight.check_resources("nemo_rl", "nemo_rl", 4, 8, nodes(4))["status"] == "passed"
+    result = verl_preflight.check_resources("nemo_rl", "nemo_rl", 4, 8, nodes(3))
     assert result["status"] == "failed" and "cluster.num_nodes=4 x cluster.gpus_per_node=8" in result["message"]
 
 
@@ -135,7 +135,7 @@ def test_oversized_working_dir_fails_at_rays_real_limit(tmp_path):
     with open(big / "data.bin", "wb") as f:  # incompressible, just over the limit
         for _ in range(101):
             f.write(os.urandom(1024 * 1024))
-    result = P.check_working_dir(str(big))
+    result = verl_preflight.check_working_dir(str(big))
     assert result["status"] == "failed"
     assert "zips to more than 100.0 MiB, over Ray's limit" in result["message"]
     assert not list(big.glob("*.part"))
@@ -154,7 +154,7 @@ def test_checkpoints_and_safetensors_are_excluded(tmp_path):
         f.truncate(300 * 1024 * 1024)  # sparse: big on paper, but excluded anyway
     (wd / "checkpoints" / "global_step_1" / "model.pt").write_bytes(os.urandom(1024))
     (wd / "notes.tmp").write_text("x")
-    result = P.check_working_dir(str(wd), excludes=["*.tmp"])
+    result = verl_preflight.check_working_dir(str(wd), excludes=["*.tmp"])
     assert result["status"] == "passed", result["message"]
     pkg = R.build_package(str(wd), ["*.tmp"])
     names = zipfile.ZipFile(io.BytesIO(pkg["data"])).namelist()

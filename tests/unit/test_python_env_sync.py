@@ -1,4 +1,4 @@
-"""rlinfra.verl.python_env_sync and module_utils/python_env.py: exact installs (uv pip sync semantics).
+"""rlinfra.verl.python_env_sync and module_utils/node/python_env.py: exact installs (uv pip sync semantics).
 
 The choosing is tested on made-up metadata; the module itself runs in-process against a real virtualenv
 (made with ``python -m venv``, uv installed into it) with wheels from the sandbox's wheelhouse, offline.
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import files
-from ansible_collections.rlinfra.verl.plugins.module_utils import python_env as pe
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import files
+from ansible_collections.rlinfra.verl.plugins.module_utils.node import python_env
 from ansible_collections.rlinfra.verl.plugins.modules import python_env_sync
 
 WHEELHOUSE = Path(__file__).resolve().parents[2] / ".sandbox" / "wheelhouse"
@@ -56,26 +56,26 @@ DISTS = {
 
 
 def test_needed_follows_extras_markers_and_cycles():
-    keep = pe.needed(DISTS, [root("ray[Default]==2.60.0", "ray", ["Default"])],
-                     no_deps=[root("sgl_kernel==0.3", "sgl-kernel")])
+    keep = python_env.needed(DISTS, [root("ray[Default]==2.60.0", "ray", ["Default"])],
+                             no_deps=[root("sgl_kernel==0.3", "sgl-kernel")])
     assert keep == {"ray", "click", "aiohttp", "yarl", "smart-open", "boto3", "wrapt", "sgl-kernel",
                     "pip", "uv", "wheel", "packaging"}  # not pandas (extra data), torch (no-deps), iniconfig
 
 
 def test_unneeded_names_what_the_lists_dropped():
-    remove, reason = pe.unneeded(DISTS, [root("ray==2.60.0", "ray")])
+    remove, reason = python_env.unneeded(DISTS, [root("ray==2.60.0", "ray")])
     assert reason is None
     assert remove == ["aiohttp", "boto3", "iniconfig", "pandas", "sgl_kernel", "smart_open", "torch", "wrapt", "yarl"]
 
 
 def test_root_that_does_not_apply_is_not_required():
     roots = [root("ray", "ray"), root("pywin32; sys_platform == 'win32'", "pywin32", applies=False)]
-    remove, reason = pe.unneeded(DISTS, roots)
+    remove, reason = python_env.unneeded(DISTS, roots)
     assert reason is None and "click" not in remove
 
 
 def test_dry_run_leaves_missing_requirements_out():
-    remove, reason = pe.unneeded(DISTS, [root("ray", "ray"), root("new==1", "new")], ignore_missing=True)
+    remove, reason = python_env.unneeded(DISTS, [root("ray", "ray"), root("new==1", "new")], ignore_missing=True)
     assert reason is None and "iniconfig" in remove and "click" not in remove
 
 
@@ -85,34 +85,34 @@ def test_dry_run_leaves_missing_requirements_out():
     ([root("ray", "ray")], [root("gone==1", "gone")], "'gone==1' not installed"),
 ])
 def test_nothing_removed_when_the_needed_set_is_unknown(roots, no_deps, words):
-    remove, reason = pe.unneeded(DISTS, roots, no_deps)
+    remove, reason = python_env.unneeded(DISTS, roots, no_deps)
     assert remove == [] and words in reason
 
 
 def test_requirement_lines_skip_options_and_comments():
-    assert pe.requirement_lines(["ray==1", " ", "# c", "--extra-index-url https://x", " six "]) == ["ray==1", "six"]
+    assert python_env.requirement_lines(["ray==1", " ", "# c", "--extra-index-url https://x", " six "]) == ["ray==1", "six"]
 
 
 def test_uv_changes_real_and_dry_run():
     real = "Using Python 3.11.2 environment at: /v\nResolved 2 packages in 2ms\nUninstalled 1 package in 1ms\n" \
            "Installed 2 packages in 1ms\n - six==1.16.0\n + six==1.17.0\n + mdurl==0.1.2\n ~ idna==3.20\n"
-    assert pe.uv_changes(real) == (["six==1.17.0", "mdurl==0.1.2", "idna==3.20"], ["six==1.16.0"])
-    assert pe.uv_changes("Would uninstall 1 package\n - six==1.17.0\n") == ([], ["six==1.17.0"])
-    assert pe.uv_changes("Audited 3 packages in 2ms\nWould make no changes\n") == ([], [])
+    assert python_env.uv_changes(real) == (["six==1.17.0", "mdurl==0.1.2", "idna==3.20"], ["six==1.16.0"])
+    assert python_env.uv_changes("Would uninstall 1 package\n - six==1.17.0\n") == ([], ["six==1.17.0"])
+    assert python_env.uv_changes("Audited 3 packages in 2ms\nWould make no changes\n") == ([], [])
 
 
 def test_fingerprint_covers_the_interpreter_and_ignores_order():
-    a = pe.fingerprint("Python 3.11.2 (main) [GCC 12.2.0]", ["b==1", "a==1"])
-    assert a == pe.fingerprint("Python 3.11.2 (main) [GCC 12.2.0]", ["a==1", "b==1"])
-    assert a != pe.fingerprint("Python 3.11.7 (main) [GCC 12.2.0]", ["a==1", "b==1"])
-    assert a != pe.fingerprint("Python 3.11.2 (main) [GCC 12.2.0]", ["a==1", "b==2"])
+    a = python_env.fingerprint("Python 3.11.2 (main) [GCC 12.2.0]", ["b==1", "a==1"])
+    assert a == python_env.fingerprint("Python 3.11.2 (main) [GCC 12.2.0]", ["a==1", "b==1"])
+    assert a != python_env.fingerprint("Python 3.11.7 (main) [GCC 12.2.0]", ["a==1", "b==1"])
+    assert a != python_env.fingerprint("Python 3.11.2 (main) [GCC 12.2.0]", ["a==1", "b==2"])
 
 
 def test_inputs_digest_ignores_order_not_content():
-    one = pe.inputs_digest(["ray==1", "six"], ["flash-attn"], [], "Python 3.11.2")
-    assert one == pe.inputs_digest(["six", "ray==1", "# comment"], ["flash-attn"], [], "Python 3.11.2")
-    assert one != pe.inputs_digest(["six", "ray==1"], [], ["flash-attn"], "Python 3.11.2")
-    assert one != pe.inputs_digest(["ray==1", "six"], ["flash-attn"], [], "Python 3.11.7")
+    one = python_env.inputs_digest(["ray==1", "six"], ["flash-attn"], [], "Python 3.11.2")
+    assert one == python_env.inputs_digest(["six", "ray==1", "# comment"], ["flash-attn"], [], "Python 3.11.2")
+    assert one != python_env.inputs_digest(["six", "ray==1"], [], ["flash-attn"], "Python 3.11.2")
+    assert one != python_env.inputs_digest(["ray==1", "six"], ["flash-attn"], [], "Python 3.11.7")
 
 
 def test_write_if_changed(tmp_path):
@@ -193,7 +193,7 @@ def test_module_installs_exactly_and_is_idempotent(sync, venv):
     state = json.loads((venv / "rlinfra-state.json").read_text())
     assert state == {"fingerprint": moved["fingerprint"], "inputs": moved["inputs_digest"],
                      "python": moved["python_version"]}
-    assert moved["inputs_digest"] == pe.inputs_digest(["mdurl==0.1.2", "iniconfig==2.3.1"], [], [], moved["python_version"])
+    assert moved["inputs_digest"] == python_env.inputs_digest(["mdurl==0.1.2", "iniconfig==2.3.1"], [], [], moved["python_version"])
 
 
 def test_module_keeps_no_deps_packages_alone(sync):
@@ -246,16 +246,16 @@ def test_offline_without_a_wheelhouse_is_one_line(module_runner, tmp_path):
 def test_uv_wheel_picks_this_machine():
     names = ["uv-0.13.9-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
              "uv-0.13.9-py3-none-manylinux_2_17_aarch64.manylinux2014_aarch64.whl", "uv-0.13.9.tar.gz", "six-1.whl"]
-    assert pe.uv_wheel(names, "x86_64") == names[0] and pe.uv_wheel(names, "arm64") == names[1]
-    assert pe.uv_wheel(names, "ppc64le") is None and pe.uv_wheel([], "x86_64") is None
+    assert python_env.uv_wheel(names, "x86_64") == names[0] and python_env.uv_wheel(names, "arm64") == names[1]
+    assert python_env.uv_wheel(names, "ppc64le") is None and python_env.uv_wheel([], "x86_64") is None
 
 
 def test_ensurepip_wheels_answer(tmp_path):
     wheel = tmp_path / "pip-23.0.1-py3-none-any.whl"
     wheel.touch()
-    assert pe.ensurepip_wheels(json.dumps([["pip", "23.0.1", str(wheel)]])) == [("pip", "23.0.1", str(wheel))]
-    assert pe.ensurepip_wheels(json.dumps([["pip", "23.0.1", str(tmp_path / "gone.whl")]])) is None
-    assert pe.ensurepip_wheels("[]") is None and pe.ensurepip_wheels("Traceback") is None
+    assert python_env.ensurepip_wheels(json.dumps([["pip", "23.0.1", str(wheel)]])) == [("pip", "23.0.1", str(wheel))]
+    assert python_env.ensurepip_wheels(json.dumps([["pip", "23.0.1", str(tmp_path / "gone.whl")]])) is None
+    assert python_env.ensurepip_wheels("[]") is None and python_env.ensurepip_wheels("Traceback") is None
 
 
 def test_new_venv_is_made_fast_and_is_what_python_m_venv_makes(module_runner, venv, tmp_path):

@@ -12,10 +12,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import (
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import (
     EXISTS_MARKER, FIRST_POLL_PAUSE, POLL_BACKOFF, RayAuthError, RayClient, RayHTTPError, RayUnreachableError, ms_to_iso,
     normalize_address, poll_pauses, tail_lines)
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl_log import last_progress, parse_progress_line
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl.log import last_progress, parse_progress_line
 
 
 
@@ -224,7 +224,7 @@ def test_last_progress_picks_newest():
 
 
 def test_token_file_is_read_where_the_module_runs(tmp_path, monkeypatch):
-    from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayError, resolve_token
+    from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayError, resolve_token
     monkeypatch.setenv("RAY_AUTH_TOKEN", "from-env")
     token_file = tmp_path / "auth_token"
     token_file.write_text("from-file\n")
@@ -242,7 +242,7 @@ def test_token_file_is_read_where_the_module_runs(tmp_path, monkeypatch):
 def fact(tmp_path, monkeypatch):
     """Points FACT_PATH at a file in tmp_path (absent until written); returns a writer: a dict is written as
     JSON, a str as it is."""
-    from ansible_collections.rlinfra.verl.plugins.module_utils import ray_client
+    from ansible_collections.rlinfra.verl.plugins.module_utils.ray import client as ray_client
     path = tmp_path / "facts.d" / "rlinfra_ray.fact"
     monkeypatch.setattr(ray_client, "FACT_PATH", str(path))
 
@@ -260,7 +260,7 @@ FACT = {"role": "head", "cluster": "c1", "node_ip": "10.0.0.5", "gcs_address": "
 
 
 def test_the_fact_gives_address_and_token_path(fact):
-    from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import dashboard_target, local_ray_fact
+    from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import dashboard_target, local_ray_fact
     fact(FACT)
     assert local_ray_fact() == FACT
     target = dashboard_target("", None, None)
@@ -272,7 +272,7 @@ def test_the_fact_gives_address_and_token_path(fact):
 
 
 def test_explicit_options_win_over_the_fact(fact):
-    from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import dashboard_target
+    from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import dashboard_target
     fact(FACT)
     target = dashboard_target("http://127.0.0.1:1", None, "/run/my_token")
     assert (target["address"], target["auth_token_path"]) == ("http://127.0.0.1:1", "/run/my_token")
@@ -283,7 +283,7 @@ def test_explicit_options_win_over_the_fact(fact):
 
 
 def test_the_fact_token_file_comes_before_the_environment(fact, tmp_path, monkeypatch):
-    from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import dashboard_target, resolve_token
+    from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import dashboard_target, resolve_token
     token_file = tmp_path / "auth_token"
     token_file.write_text("from-fact-file\n")
     fact(dict(FACT, token_path=str(token_file)))
@@ -295,7 +295,7 @@ def test_the_fact_token_file_comes_before_the_environment(fact, tmp_path, monkey
 
 
 def test_no_fact_and_no_address_is_one_line(fact):
-    from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayError, dashboard_target
+    from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayError, dashboard_target
     with pytest.raises(RayError) as err:
         dashboard_target("", None, None)
     assert str(err.value) == ("no Ray dashboard address on this host: it has no rlinfra_ray local fact (%s, written by "
@@ -306,7 +306,7 @@ def test_no_fact_and_no_address_is_one_line(fact):
 
 
 def test_a_fact_without_dashboard_url_is_one_line(fact):
-    from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayError, dashboard_target
+    from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayError, dashboard_target
     fact({k: v for k, v in FACT.items() if k != "dashboard_url"})
     with pytest.raises(RayError, match=r"^no Ray dashboard address on this host: its rlinfra_ray local fact \(%s\) "
                        r"has no dashboard_url \(run site.yml again\) and address is not set$" % fact.path):
@@ -320,7 +320,7 @@ def test_a_fact_without_dashboard_url_is_one_line(fact):
     ('["http://10.0.0.5:8265"]', "not a JSON object but list: it is damaged"),
 ])
 def test_a_broken_fact_is_one_line_naming_the_file(fact, content, reason):
-    from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayError, dashboard_target, local_ray_fact
+    from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayError, dashboard_target, local_ray_fact
     fact(content)
     line = "the rlinfra_ray local fact %s is %s; run site.yml again to rewrite it" % (fact.path, reason)
     for call in (local_ray_fact, lambda: dashboard_target("")):
@@ -330,7 +330,7 @@ def test_a_broken_fact_is_one_line_naming_the_file(fact, content, reason):
 
 
 def test_a_broken_fact_only_looked_at_for_the_token_is_a_warning(fact):
-    from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayError, dashboard_target
+    from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayError, dashboard_target
     fact("{")
     target = dashboard_target("http://10.0.0.5:8265", None, None)
     assert target["address"] == "http://10.0.0.5:8265" and target["auth_token_path"] is None
@@ -344,7 +344,7 @@ def test_a_broken_fact_only_looked_at_for_the_token_is_a_warning(fact):
 
 
 def test_an_unusable_dashboard_url_in_the_fact_names_the_fact(fact):
-    from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayError, dashboard_target
+    from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayError, dashboard_target
     fact(dict(FACT, dashboard_url="http://10.0.0.5:8265/#/jobs"))
     with pytest.raises(RayError) as err:
         dashboard_target("")
@@ -354,7 +354,7 @@ def test_an_unusable_dashboard_url_in_the_fact_names_the_fact(fact):
 
 
 def test_an_unreadable_fact_is_one_line(fact):
-    from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayError, local_ray_fact
+    from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayError, local_ray_fact
     fact.path.mkdir(parents=True)  # a directory where the file should be: open() fails like a permission error
     with pytest.raises(RayError, match=r"^cannot read the rlinfra_ray local fact %s: Is a directory \(does the play "
                        r"run with become\?\)$" % fact.path):
@@ -364,7 +364,7 @@ def test_an_unreadable_fact_is_one_line(fact):
 def test_the_watchdog_poll_sees_a_short_job_end_promptly(ray_head):
     """ray_job_poll's watch (one chunk of submit.yml's wait) uses the same early-then-back-off pauses:
     a 2 s job is seen ending well before the 5 s poll_interval experiments default to."""
-    from ansible_collections.rlinfra.verl.plugins.module_utils.job_poll import watch
+    from ansible_collections.rlinfra.verl.plugins.module_utils.ray.job_poll import watch
     pauses = []
 
     def sleep(seconds):

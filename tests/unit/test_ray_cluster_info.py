@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import ray_client
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import client as ray_client
 from ansible_collections.rlinfra.verl.plugins.modules import ray_cluster_info
-from ansible_collections.rlinfra.verl.plugins.module_utils.cluster_info import missing_hosts
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.cluster_info import missing_hosts
 
 ABSENT_IP = "10.255.255.7"  # never contacted: only compared with the node list
 

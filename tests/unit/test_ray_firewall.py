@@ -1,5 +1,5 @@
 """Which ports and addresses the Ray firewall lets through, and the nftables script it writes
-(module_utils/firewall.py, filter ray_firewall_members, module rlinfra.verl.ray_firewall)."""
+(module_utils/ray/firewall.py, filter ray_firewall_members, module rlinfra.verl.ray_firewall)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from ansible_collections.rlinfra.verl.plugins.filter.ray_firewall import ray_firewall_members
-from ansible_collections.rlinfra.verl.plugins.module_utils import firewall as fw
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import firewall
 from ansible_collections.rlinfra.verl.plugins.modules import ray_firewall
 
 PORTS = {"gcs": 6379, "dashboard": "8265", "node_manager": 6380, "object_manager": 6381, "workers": "10002-19999",
@@ -21,62 +21,62 @@ MEMBERS = [{"host": "head", "address": "10.0.0.5"}, {"host": "w1", "address": "1
 # --- ports ----------------------------------------------------------------------------------------------
 
 def test_ports_are_checked_and_merged():
-    by_name, merged = fw.ray_ports(PORTS)
+    by_name, merged = firewall.ray_ports(PORTS)
     assert by_name["workers"] == (10002, 19999) and by_name["dashboard"] == (8265, 8265)
     assert merged == [(6379, 6381), (8265, 8265), (10001, 19999), (52365, 52365)]
 
 
 @pytest.mark.parametrize("value", ["abc", "0", "70000", "20-10", True, None, 1.5, "1-2-3", ""])
 def test_a_bad_port_is_one_line_naming_it(value):
-    with pytest.raises(fw.FirewallError) as err:
-        fw.ray_ports({"gcs": value})
+    with pytest.raises(firewall.FirewallError) as err:
+        firewall.ray_ports({"gcs": value})
     assert "port gcs" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_a_fixed_port_inside_the_worker_range_is_refused():
-    with pytest.raises(fw.FirewallError, match="overlap: workers .*metrics"):
-        fw.ray_ports({"workers": "10002-19999", "metrics": 12000})
+    with pytest.raises(firewall.FirewallError, match="overlap: workers .*metrics"):
+        firewall.ray_ports({"workers": "10002-19999", "metrics": 12000})
 
 
 @pytest.mark.parametrize("protected", [(22,), (22, 2222)])
 def test_ssh_is_never_a_ray_port(protected):
-    with pytest.raises(fw.FirewallError, match="SSH port %d" % protected[-1]):
-        fw.ray_ports({"workers": "%d-%d" % (protected[-1] - 1, protected[-1] + 1)}, protected=protected)
+    with pytest.raises(firewall.FirewallError, match="SSH port %d" % protected[-1]):
+        firewall.ray_ports({"workers": "%d-%d" % (protected[-1] - 1, protected[-1] + 1)}, protected=protected)
 
 
 def test_no_ports_is_an_error():
-    with pytest.raises(fw.FirewallError):
-        fw.ray_ports({})
+    with pytest.raises(firewall.FirewallError):
+        firewall.ray_ports({})
 
 
 # --- addresses ------------------------------------------------------------------------------------------
 
 def test_members_controller_and_extra_are_allowed():
-    v4, v6, origin = fw.allowed_sources(MEMBERS, "172.18.0.1", ["192.168.7.0/24", "fd00::/64", "10.0.0.5"])
+    v4, v6, origin = firewall.allowed_sources(MEMBERS, "172.18.0.1", ["192.168.7.0/24", "fd00::/64", "10.0.0.5"])
     assert v4 == ["10.0.0.5", "10.0.0.6", "172.18.0.1", "192.168.7.0/24"]
     assert v6 == ["fd00::/64"]
     assert origin["10.0.0.5"] == "member head" and origin["172.18.0.1"] == "controller"
 
 
 def test_neighbouring_addresses_collapse():
-    v4, _, _ = fw.allowed_sources([{"host": "a", "address": "10.0.0.4"}, {"host": "b", "address": "10.0.0.5"}])
+    v4, _, _ = firewall.allowed_sources([{"host": "a", "address": "10.0.0.4"}, {"host": "b", "address": "10.0.0.5"}])
     assert v4 == ["10.0.0.4/31"]
 
 
 def test_a_member_without_address_fails_naming_it():
-    with pytest.raises(fw.FirewallError, match="member.*w2 is unknown.*--limit"):
-        fw.allowed_sources(MEMBERS + [{"host": "w2", "address": ""}])
+    with pytest.raises(firewall.FirewallError, match="member.*w2 is unknown.*--limit"):
+        firewall.allowed_sources(MEMBERS + [{"host": "w2", "address": ""}])
 
 
 def test_a_bad_address_fails_naming_where_it_came_from():
-    with pytest.raises(fw.FirewallError, match="ray_firewall_allow: 'nope'"):
-        fw.allowed_sources(MEMBERS, "", ["nope"])
+    with pytest.raises(firewall.FirewallError, match="ray_firewall_allow: 'nope'"):
+        firewall.allowed_sources(MEMBERS, "", ["nope"])
 
 
 @pytest.mark.parametrize("raw, want", [("172.18.0.1 40022 172.18.0.2 22", "172.18.0.1"),
                                        ("fe80::1 4 fe80::2 22", "fe80::1"), ("", ""), ("garbage 1 2 3", "")])
 def test_controller_from_ssh_connection(raw, want):
-    assert fw.controller_address(raw) == want
+    assert firewall.controller_address(raw) == want
 
 
 @pytest.mark.parametrize("hv, want", [
@@ -90,7 +90,7 @@ def test_controller_from_ssh_connection(raw, want):
     ({}, ""),
 ])
 def test_member_address_follows_the_roles(hv, want):
-    assert fw.member_address(hv) == want
+    assert firewall.member_address(hv) == want
 
 
 def test_members_filter_keeps_order_and_unknown_hosts():
@@ -102,9 +102,9 @@ def test_members_filter_keeps_order_and_unknown_hosts():
 # --- the script -----------------------------------------------------------------------------------------
 
 def rules(v6=()):
-    _, merged = fw.ray_ports(PORTS)
-    v4, v6s, _ = fw.allowed_sources(MEMBERS, "172.18.0.1", list(v6))
-    return fw.render(merged, v4, v6s)
+    _, merged = firewall.ray_ports(PORTS)
+    v4, v6s, _ = firewall.allowed_sources(MEMBERS, "172.18.0.1", list(v6))
+    return firewall.render(merged, v4, v6s)
 
 
 def test_script_replaces_only_its_own_table():
@@ -127,8 +127,8 @@ def test_script_is_stable():
 
 
 def test_bad_table_name_is_refused():
-    with pytest.raises(fw.FirewallError):
-        fw.render([(1, 2)], [], [], table="x; flush ruleset")
+    with pytest.raises(firewall.FirewallError):
+        firewall.render([(1, 2)], [], [], table="x; flush ruleset")
 
 
 @pytest.mark.skipif(not shutil.which("nft"), reason="no nft here (scripts/bootstrap.sh installs nftables)")
@@ -146,10 +146,10 @@ def test_a_changed_shape_replaces_the_live_table(tmp_path):
     """The kernel really applies one script over another whose interval sets changed shape (a port range moved,
     three addresses became a /31 and one more): ``flush table`` kept the old elements and failed "File exists"."""
     first, second = tmp_path / "a.nft", tmp_path / "b.nft"
-    _, merged = fw.ray_ports(PORTS)
-    first.write_text(fw.render(merged, ["172.25.0.1", "172.25.0.2", "172.25.0.3"], []))
+    _, merged = firewall.ray_ports(PORTS)
+    first.write_text(firewall.render(merged, ["172.25.0.1", "172.25.0.2", "172.25.0.3"], []))
     moved = [(lo + 1 if lo == 10001 else lo, hi) for lo, hi in merged]
-    second.write_text(fw.render(moved, ["172.25.0.1", "172.25.0.2/31", "172.25.0.4"], []))
+    second.write_text(firewall.render(moved, ["172.25.0.1", "172.25.0.2/31", "172.25.0.4"], []))
     script = "nft -f %s && nft -f %s && nft -f %s && nft list table inet rlinfra_ray" % (first, second, second)
     proc = subprocess.run(["unshare", "-n", "sh", "-c", script], capture_output=True, text=True, check=False)
     if proc.returncode != 0 and "Operation not permitted" in proc.stderr:

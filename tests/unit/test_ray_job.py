@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import ray_client
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import RayClient
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import client as ray_client
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayClient
 from ansible_collections.rlinfra.verl.plugins.modules import ray_job, ray_job_poll, ray_package
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ import pytest
 
 from ansible_collections.rlinfra.verl.plugins.action import ray_job_wait as W
 from ansible_collections.rlinfra.verl.plugins.action.ray_job_wait import DEFAULT_METRICS
-from ansible_collections.rlinfra.verl.plugins.module_utils.recovery import hms, progress_line
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.recovery import hms, progress_line
 
 
 def test_progress_line_prefers_key_metrics():

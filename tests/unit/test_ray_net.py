@@ -1,4 +1,4 @@
-"""Ray's address and the collectives' interface on multi-homed nodes (module_utils/ray_net.py, filters ray_address and
+"""Ray's address and the collectives' interface on multi-homed nodes (module_utils/ray/net.py, filters ray_address and
 ray_net, node_facts' network reading), on the outputs of the real ``ip`` commands as the sandbox's nodes print them:
 a head and a worker on one private network, a second worker whose default route moved to a second network (as
 ``docker network connect`` does it), a third whose interface was renamed ens5."""
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from ansible_collections.rlinfra.verl.plugins.filter.ray_firewall import ray_firewall_members
 from ansible_collections.rlinfra.verl.plugins.filter.ray_net import ray_address, ray_net
-from ansible_collections.rlinfra.verl.plugins.module_utils import node_facts as F
-from ansible_collections.rlinfra.verl.plugins.module_utils import ray_net as N
+from ansible_collections.rlinfra.verl.plugins.module_utils.node import facts as node_facts
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import net as N
 
 LINKS_2NIC = """1: lo: <LOOPBACK,UP,LOWER_UP> mtu 65536 qdisc noqueue state UNKNOWN mode DEFAULT group default qlen 1000\\    link/loopback 00:00:00:00:00:00 brd 00:00:00:00:00:00
 2: eth0@if41: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noqueue state UP mode DEFAULT group default \\    link/ether 02:42:ac:13:00:03 brd ff:ff:ff:ff:ff:ff link-netnsid 0
@@ -29,10 +29,10 @@ blackhole 10.66.0.0/16
 
 
 def net(links, addrs, routes, ib=()):
-    addresses = F.parse_addresses(addrs)
+    addresses = node_facts.parse_addresses(addrs)
     named = {i for i, a, p in addresses}
-    return dict(links={k: v for k, v in F.parse_links(links).items() if k in named},
-                addresses=[[i, a, p] for i, a, p in addresses], routes=F.parse_routes(routes), ib=list(ib))
+    return dict(links={k: v for k, v in node_facts.parse_links(links).items() if k in named},
+                addresses=[[i, a, p] for i, a, p in addresses], routes=node_facts.parse_routes(routes), ib=list(ib))
 
 
 def simple(ifname, address, prefix=16, mtu=1500, gateway="", up=True):
@@ -49,10 +49,10 @@ RENAMED = simple("ens5", "172.19.0.4")
 
 
 def test_the_ip_outputs_are_read_as_the_kernel_has_them():
-    assert F.parse_links(LINKS_2NIC) == {
+    assert node_facts.parse_links(LINKS_2NIC) == {
         "lo": dict(mtu=65536, up=True), "eth0": dict(mtu=1500, up=True), "eth1": dict(mtu=1500, up=True),
         "eth2": dict(mtu=1500, up=False)}
-    assert F.parse_routes(ROUTES_2NIC) == [
+    assert node_facts.parse_routes(ROUTES_2NIC) == [
         dict(dest="0.0.0.0/0", dev="eth1", src="", via="172.20.0.1", metric=0),
         dict(dest="172.19.0.0/16", dev="eth0", src="172.19.0.3", via="", metric=0),
         dict(dest="172.20.0.0/16", dev="eth1", src="172.20.0.2", via="", metric=0),
@@ -154,11 +154,11 @@ def test_active_rdma_ports_are_offered_as_nccl_ib_hca(tmp_path):
         d.mkdir(parents=True)
         (d / "state").write_text(state + "\n")
         (d / "link_layer").write_text(layer + "\n")
-    ports = F.infiniband_ports(str(tmp_path))
+    ports = node_facts.infiniband_ports(str(tmp_path))
     assert ports == [dict(hca="mlx5_0", port="1", state="ACTIVE", link_layer="InfiniBand"),
                      dict(hca="mlx5_1", port="1", state="DOWN", link_layer="InfiniBand"),
                      dict(hca="mlx5_2", port="1", state="ACTIVE", link_layer="Ethernet")]
-    assert F.infiniband_ports(str(tmp_path / "none")) == []
+    assert node_facts.infiniband_ports(str(tmp_path / "none")) == []
     hv = hostvars_for(h0=HEAD, w1=dict(TWO_NIC, ib=ports), w2=RENAMED)
     assert ray_net("w1", hv, GROUPS, "172.19.0.3")["env"]["NCCL_IB_HCA"] == "mlx5_0:1,mlx5_2:1"
     assert "NCCL_IB_HCA" not in ray_net("w1", hv, GROUPS, "172.19.0.3", "auto", {"NCCL_IB_HCA": "mlx5_0"})["env"]
@@ -173,7 +173,7 @@ def test_without_network_facts_the_old_rule_stands():
 
 
 def test_node_facts_carry_the_network(tmp_path):
-    outputs = {("ip", "-4", "route", "get", F.ROUTE_PROBE): "8.8.8.8 via 172.20.0.1 dev eth1 src 172.20.0.2 uid 0\n    cache",
+    outputs = {("ip", "-4", "route", "get", node_facts.ROUTE_PROBE): "8.8.8.8 via 172.20.0.1 dev eth1 src 172.20.0.2 uid 0\n    cache",
                ("ip", "-4", "-o", "addr", "show"): ADDRS_2NIC, ("ip", "-o", "link", "show"): LINKS_2NIC,
                ("ip", "-4", "route", "show"): ROUTES_2NIC}
     asked = []
@@ -182,10 +182,10 @@ def test_node_facts_carry_the_network(tmp_path):
         asked.append(tuple(argv))
         return 0, outputs[tuple(argv)], ""
     # no sysfs here: the links come from ``ip -o link show``
-    facts = F.node_facts(run, str(tmp_path), [], sysfs=str(tmp_path / "ib"), netfs=str(tmp_path / "net"))
+    facts = node_facts.node_facts(run, str(tmp_path), [], sysfs=str(tmp_path / "ib"), netfs=str(tmp_path / "net"))
     assert facts["ansible_default_ipv4"]["interface"] == "eth1"
     assert facts["ansible_rlinfra_net"] == TWO_NIC
-    assert ("ip", "-4", "route", "get", F.ROUTE_PROBE) not in asked  # the default route is read from the table
+    assert ("ip", "-4", "route", "get", node_facts.ROUTE_PROBE) not in asked  # the default route is read from the table
     # with sysfs (as on every Linux node): the same links, one process fewer
     for name, (mtu, flags, carrier, state) in {"eth0": ("1500", "0x1003", "1", "up"), "eth1": ("1500", "0x1003", "1", "up"),
                                                "eth2": ("1500", "0x1002", "", "down"),
@@ -196,7 +196,7 @@ def test_node_facts_carry_the_network(tmp_path):
             if value:
                 (d / attr).write_text(value + "\n")
     asked.clear()
-    again = F.node_facts(run, str(tmp_path), [], sysfs=str(tmp_path / "ib"), netfs=str(tmp_path / "net"))
+    again = node_facts.node_facts(run, str(tmp_path), [], sysfs=str(tmp_path / "ib"), netfs=str(tmp_path / "net"))
     assert again == facts and len(asked) == 2
     (tmp_path / "net" / "eth1" / "flags").write_text("0x1002\n")  # administratively down
-    assert F.sysfs_links(["eth1"], str(tmp_path / "net")) == {"eth1": {"mtu": 1500, "up": False}}
+    assert node_facts.sysfs_links(["eth1"], str(tmp_path / "net")) == {"eth1": {"mtu": 1500, "up": False}}

@@ -1,4 +1,4 @@
-"""rlinfra.verl.ray_node and module_utils/ray_node.py, nft.py: one node converged in one call.
+"""rlinfra.verl.ray_node and module_utils/ray/node.py, nft.py: one node converged in one call.
 
 The module runs in-process on files under tmp_path, over a fake systemctl (the real one is exercised by the
 sandbox and molecule scenarios); the helpers run on real files, processes and sockets.
@@ -13,9 +13,9 @@ import sys
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import nft as nft_utils
-from ansible_collections.rlinfra.verl.plugins.module_utils import node_state
-from ansible_collections.rlinfra.verl.plugins.module_utils import ray_node as rn
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import nft as nft_utils
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import node_state
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import node as rn
 from ansible_collections.rlinfra.verl.plugins.modules import ray_node
 
 TOKEN = "tok-" + "x" * 40

@@ -1,4 +1,4 @@
-"""rlinfra.verl.ray_node_logs and module_utils/node_logs.py: which files of a node belong to a job,
+"""rlinfra.verl.ray_node_logs and module_utils/ray/node_logs.py: which files of a node belong to a job,
 bounded tails, secrets masked in the bytes before they are packed, the bundle's modes."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import threading
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import masking
-from ansible_collections.rlinfra.verl.plugins.module_utils import node_logs as N
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import masking
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import node_logs as N
 from ansible_collections.rlinfra.verl.plugins.modules import ray_node_logs
 
 SID = "rlinfra-smoke-default"

@@ -1,5 +1,5 @@
-"""The watchdog's decisions (module_utils/recovery.py), attempt naming (attempts.py), the checkpoint
-reader (verl_checkpoint.py) and re-rendering an entrypoint for another cluster shape (experiment.reshape)."""
+"""The watchdog's decisions (module_utils/ray/recovery.py), attempt naming (ray/attempts.py), the checkpoint
+reader (verl/checkpoint.py) and re-rendering an entrypoint for another cluster shape (experiment.reshape)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import os
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import attempts as A
-from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E
-from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_render
-from ansible_collections.rlinfra.verl.plugins.module_utils import recovery as R
-from ansible_collections.rlinfra.verl.plugins.module_utils import verl_checkpoint as C
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray_client import ACTIVE_STATUSES
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import attempts
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_render
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import recovery as R
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import checkpoint as verl_checkpoint
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import ACTIVE_STATUSES
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -26,21 +26,21 @@ def node(i, ip, state="ALIVE", head=False, gpus=0):
 
 def test_attempt_ids_round_trip_and_foreign_ids_are_not_attempts():
     base = "rlinfra-smoke-default"
-    assert A.attempt_id(base, 1) == base and A.attempt_id(base, 2) == base + "-a2"
-    assert [A.attempt_number(A.attempt_id(base, n), base) for n in (1, 2, 10)] == [1, 2, 10]
+    assert attempts.attempt_id(base, 1) == base and attempts.attempt_id(base, 2) == base + "-a2"
+    assert [attempts.attempt_number(attempts.attempt_id(base, n), base) for n in (1, 2, 10)] == [1, 2, 10]
     for other in (base + "-2", base + "-a1", base + "-a02", base + "-ax", "rlinfra-smoke-default2", "", None):
-        assert A.attempt_number(other, base) is None, other
+        assert attempts.attempt_number(other, base) is None, other
 
 
 def test_newest_attempt_is_the_highest_number_not_the_latest_listed():
     base = "rlinfra-smoke-default"
     jobs = [{"submission_id": base + "-a10", "status": "RUNNING"}, {"submission_id": base, "status": "FAILED"},
             {"submission_id": base + "-a2", "status": "STOPPED"}, {"submission_id": base + "-2", "status": "RUNNING"}]
-    assert A.newest_attempt(jobs, base)["submission_id"] == base + "-a10"
-    assert A.newest_attempt(jobs, base)["attempt"] == 10
-    assert [j["attempt"] for j in A.attempts_of(jobs, base)] == [1, 2, 10]
-    assert A.newest_attempt([], base) is None
-    lines = [j["line"] for j in A.with_lines(
+    assert attempts.newest_attempt(jobs, base)["submission_id"] == base + "-a10"
+    assert attempts.newest_attempt(jobs, base)["attempt"] == 10
+    assert [j["attempt"] for j in attempts.attempts_of(jobs, base)] == [1, 2, 10]
+    assert attempts.newest_attempt([], base) is None
+    lines = [j["line"] for j in attempts.with_lines(
         [{"submission_id": base + "-a2", "status": "RUNNING", "start_time": "t2", "metadata": {"rlinfra_recovered_from": "node_lost"}}],
         base)]
     assert lines == ["attempt 2: %s-a2 RUNNING, started t2, ended - (resubmitted after node lost)" % base]
@@ -50,10 +50,10 @@ def test_checkpoint_holder_is_another_active_run_on_the_same_directory():
     jobs = [{"submission_id": "rlinfra-x-default", "status": "RUNNING", "metadata": {"rlinfra_checkpoint_dir": "/c/x"}},
             {"submission_id": "rlinfra-x-default-2", "status": "RUNNING", "metadata": {"rlinfra_checkpoint_dir": "/c/x/"}},
             {"submission_id": "rlinfra-x-default-3", "status": "SUCCEEDED", "metadata": {"rlinfra_checkpoint_dir": "/c/x"}}]
-    assert A.checkpoint_holder(jobs, "/c/x", "rlinfra-x-default", ACTIVE_STATUSES)["submission_id"] == "rlinfra-x-default-2"
-    assert A.checkpoint_holder(jobs, "/c/x", "rlinfra-x-default-2", ACTIVE_STATUSES)["submission_id"] == "rlinfra-x-default"
-    assert A.checkpoint_holder(jobs[2:], "/c/x", "rlinfra-x-default", ACTIVE_STATUSES) is None  # ended runs hold nothing
-    assert A.checkpoint_holder(jobs, "/c/y", "rlinfra-y-default", ACTIVE_STATUSES) is None
+    assert attempts.checkpoint_holder(jobs, "/c/x", "rlinfra-x-default", ACTIVE_STATUSES)["submission_id"] == "rlinfra-x-default-2"
+    assert attempts.checkpoint_holder(jobs, "/c/x", "rlinfra-x-default-2", ACTIVE_STATUSES)["submission_id"] == "rlinfra-x-default"
+    assert attempts.checkpoint_holder(jobs[2:], "/c/x", "rlinfra-x-default", ACTIVE_STATUSES) is None  # ended runs hold nothing
+    assert attempts.checkpoint_holder(jobs, "/c/y", "rlinfra-y-default", ACTIVE_STATUSES) is None
 
 
 # --- nodes and events ----------------------------------------------------------------------
@@ -103,7 +103,7 @@ def make_checkpoint(root, steps, world, tracker=True):
 def test_checkpoint_info_reads_latest_step_and_world_size(tmp_path):
     make_checkpoint(tmp_path, [5, 10], 3)
     (tmp_path / "global_step_15.tmp-1").mkdir()  # a half-written step is not a step
-    info = C.inspect(str(tmp_path))
+    info = verl_checkpoint.inspect(str(tmp_path))
     assert (info["exists"], info["steps"], info["latest_step"], info["world_size"], info["ranks"]) == \
         (True, [5, 10], 10, 3, [0, 1, 2])
     assert info["step_dir"] == str(tmp_path / "global_step_10")
@@ -111,16 +111,16 @@ def test_checkpoint_info_reads_latest_step_and_world_size(tmp_path):
 
 def test_checkpoint_info_without_tracker_missing_and_empty(tmp_path):
     make_checkpoint(tmp_path / "a", [2, 7], 16, tracker=False)
-    assert C.inspect(str(tmp_path / "a"))["latest_step"] == 7
-    missing = C.inspect(str(tmp_path / "nope"))
+    assert verl_checkpoint.inspect(str(tmp_path / "a"))["latest_step"] == 7
+    missing = verl_checkpoint.inspect(str(tmp_path / "nope"))
     assert (missing["exists"], missing["latest_step"], missing["world_size"]) == (False, None, None)
     (tmp_path / "empty").mkdir()
-    assert C.inspect(str(tmp_path / "empty"))["latest_step"] is None
+    assert verl_checkpoint.inspect(str(tmp_path / "empty"))["latest_step"] is None
 
 
 def test_shape_check_refuses_another_world_size_unless_allowed(tmp_path):
     make_checkpoint(tmp_path, [5], 3)
-    ckpt = C.inspect(str(tmp_path))
+    ckpt = verl_checkpoint.inspect(str(tmp_path))
     three = [node(i, "10.0.0.%d" % i) for i in range(3)]
     assert R.shape_check(ckpt, three) == (True, "")
     ok, line = R.shape_check(ckpt, three[:2])
@@ -137,20 +137,20 @@ def test_shape_check_refuses_another_world_size_unless_allowed(tmp_path):
 
 
 def test_reshape_changes_only_the_shape_rlinfra_filled():
-    exp = E.load_experiment("smoke", os.path.join(REPO, "experiments"))
+    exp = experiment.load_experiment("smoke", os.path.join(REPO, "experiments"))
     three = [node(i, "10.0.0.%d" % i) for i in range(3)]
     rendered = experiment_render.render(exp, three)
     assert experiment_render.reshape(rendered["job_template"]) == (rendered["entrypoint"], 3, 0)
     entrypoint, nnodes, gpus = experiment_render.reshape(rendered["job_template"], three[:2])
     assert (nnodes, gpus) == (2, 0) and "trainer.nnodes=2" in entrypoint and "trainer.nnodes=3" not in entrypoint
     assert entrypoint.replace("trainer.nnodes=2", "trainer.nnodes=3") == rendered["entrypoint"]
-    pinned = E.load_experiment("smoke", os.path.join(REPO, "experiments"), extra_params={"trainer": {"nnodes": 3}})
+    pinned = experiment.load_experiment("smoke", os.path.join(REPO, "experiments"), extra_params={"trainer": {"nnodes": 3}})
     template = experiment_render.render(pinned, three)["job_template"]
     assert experiment_render.reshape(template, three[:1])[1] == 3  # set by the experiment: kept
 
 
 def test_checkpoint_dir_names_the_cluster_and_can_borrow_another():
-    exp = E.load_experiment("smoke", os.path.join(REPO, "experiments"))
+    exp = experiment.load_experiment("smoke", os.path.join(REPO, "experiments"))
     a = experiment_render.render(exp, [node(1, "10.0.0.1")], cluster="a")
     b = experiment_render.render(exp, [node(1, "10.0.0.1")], cluster="b")
     assert a["checkpoint_dir"] == "/data/checkpoints/rlinfra_smoke/a/smoke" != b["checkpoint_dir"]
@@ -181,7 +181,7 @@ def test_recovery_schema_is_checked_like_the_rest(tmp_path):
         data = {"framework": "custom", "entrypoint": {"command": "python3 x.py"}, "recovery": recovery}
         if wait:
             data["wait"] = wait
-        return E.validate("x", str(tmp_path / "x.yml"), data)
+        return experiment.validate("x", str(tmp_path / "x.yml"), data)
 
     assert load({"max_restarts": 3, "on": ["node_lost", "failed"]}).recovery["max_restarts"] == 3
     for recovery, wait, line in [
@@ -193,7 +193,7 @@ def test_recovery_schema_is_checked_like_the_rest(tmp_path):
         ({"max_restarts": -1}, None, "x.yml: recovery.max_restarts must be a whole number from 0 to 1000, got -1"),
         ({}, {"stall_timeout": -5}, "x.yml: wait.stall_timeout must not be negative, got -5 (0 is off)"),
     ]:
-        with pytest.raises(E.ExperimentError) as err:
+        with pytest.raises(experiment.ExperimentError) as err:
             load(recovery, wait)
         assert err.value.errors[0].startswith(line), err.value.errors
 

@@ -1,9 +1,9 @@
-"""The run's GPU-hours and cost (module_utils/run_cost.py) and its line in submit.yml's summary (job_result)."""
+"""The run's GPU-hours and cost (module_utils/hyperbolic/run_cost.py) and its line in submit.yml's summary (job_result)."""
 
 from __future__ import annotations
 
 from ansible_collections.rlinfra.verl.plugins.filter.job_result import job_result
-from ansible_collections.rlinfra.verl.plugins.module_utils.run_cost import cost_line, node_prices, run_cost, run_seconds
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.run_cost import cost_line, node_prices, run_cost, run_seconds
 
 RENDERED = {"experiment": {"name": "smoke", "framework": "none", "path": "/e/smoke.yml"}, "cluster": "c",
             "submission_id": "rlinfra-smoke-c", "checkpoint_dir": "/d", "run_artifacts_dir": "/a"}

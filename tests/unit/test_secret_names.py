@@ -1,4 +1,4 @@
-"""The collection's one rule for secret names (module_utils/secret_names.py), the filters the ray role
+"""The collection's one rule for secret names (module_utils/common/secret_names.py), the filters the ray role
 splits ``ray_env`` with (``rlinfra.verl.secret_env`` / ``plain_env``), and the role's wiring of them."""
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.rlinfra.verl.plugins.filter.ray_env import plain_env, secret_env
-from ansible_collections.rlinfra.verl.plugins.module_utils import masking, node_logs, ray_client
-from ansible_collections.rlinfra.verl.plugins.module_utils import secret_names as SN
-from ansible_collections.rlinfra.verl.plugins.module_utils import settings as S
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import masking
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import node_logs, client as ray_client
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import secret_names
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import settings
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 # The ray role's own rule before the collection had one (its default ray_env_secret_pattern).
@@ -36,37 +37,37 @@ OLD_SECRETS = ["HF_TOKEN", "TOKEN", "MY_SECRET", "DB_PASSWORD", "MYSQL_PASSWD", 
 
 @pytest.mark.parametrize("name", SECRETS)
 def test_secret_names_are_secrets(name):
-    assert SN.is_secret_name(name) is True
+    assert secret_names.is_secret_name(name) is True
 
 
 @pytest.mark.parametrize("name", PLAIN)
 def test_plain_names_are_not(name):
-    assert SN.is_secret_name(name) is False
+    assert secret_names.is_secret_name(name) is False
 
 
 def test_the_rule_is_case_insensitive_and_unanchored():
-    assert SN.SECRET_NAME.flags & re.IGNORECASE
-    assert SN.SECRET_NAME.pattern == SN.SECRET_NAME_PATTERN == "TOKEN(?!IZER)|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH"
-    assert SN.is_secret_name("token_for_x") and SN.is_secret_name("X_AUTH_HEADER") and SN.is_secret_name("apikey")
+    assert secret_names.SECRET_NAME.flags & re.IGNORECASE
+    assert secret_names.SECRET_NAME.pattern == secret_names.SECRET_NAME_PATTERN == "TOKEN(?!IZER)|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH"
+    assert secret_names.is_secret_name("token_for_x") and secret_names.is_secret_name("X_AUTH_HEADER") and secret_names.is_secret_name("apikey")
     # Broad on purpose: a word merely containing one of the rule's words is hidden too, except a tokenizer's.
-    assert SN.is_secret_name("MY_TOKENS") and not SN.is_secret_name("TOKENIZERS_PARALLELISM")
-    assert not SN.is_secret_name("") and not SN.is_secret_name(7)
+    assert secret_names.is_secret_name("MY_TOKENS") and not secret_names.is_secret_name("TOKENIZERS_PARALLELISM")
+    assert not secret_names.is_secret_name("") and not secret_names.is_secret_name(7)
 
 
 @pytest.mark.parametrize("name", OLD_SECRETS)
 def test_every_name_the_old_role_rule_hid_is_still_hidden(name):
     assert re.search(OLD_ROLE_PATTERN, name)
-    assert SN.is_secret_name(name)
+    assert secret_names.is_secret_name(name)
 
 
 def test_the_modules_mask_by_the_same_rule():
     """ray_client (values masked in module results) and node_logs (values masked in logs) read the rule from
     its one home: same words, same case-insensitivity."""
-    assert ray_client.SECRET_NAME.pattern == SN.SECRET_NAME_PATTERN
-    assert ray_client.SECRET_NAME.flags == SN.SECRET_NAME.flags
-    assert node_logs.DEFAULT_SECRET_NAME_PATTERN == SN.SECRET_NAME_PATTERN
+    assert ray_client.SECRET_NAME.pattern == secret_names.SECRET_NAME_PATTERN
+    assert ray_client.SECRET_NAME.flags == secret_names.SECRET_NAME.flags
+    assert node_logs.DEFAULT_SECRET_NAME_PATTERN == secret_names.SECRET_NAME_PATTERN
     # node_logs embeds the text in its own expressions: an alternation of words (a lookahead at most).
-    assert re.fullmatch(r"[A-Z]+(\(\?![A-Z]+\))?(\|[A-Z]+)*", SN.SECRET_NAME_PATTERN)
+    assert re.fullmatch(r"[A-Z]+(\(\?![A-Z]+\))?(\|[A-Z]+)*", secret_names.SECRET_NAME_PATTERN)
     masked, count = masking.redact(b'"HF_TOKEN": "abc123", HF_HOME=/data/hf, TOKENIZERS_PARALLELISM=true',
                                      [], node_logs.name_maskers())
     assert (masked, count) == (b'"HF_TOKEN": "********", HF_HOME=/data/hf, TOKENIZERS_PARALLELISM=true', 1)
@@ -76,34 +77,34 @@ def test_the_documented_defaults_spell_the_rule():
     """Module documentation cannot import: where it spells the rule, it must spell this one."""
     from ansible_collections.rlinfra.verl.plugins.modules import ray_node_logs
     options = yaml.safe_load(ray_node_logs.DOCUMENTATION)["options"]
-    assert options["secret_name_pattern"]["default"] == SN.SECRET_NAME_PATTERN
+    assert options["secret_name_pattern"]["default"] == secret_names.SECRET_NAME_PATTERN
 
 
 def test_an_override_replaces_the_rule_case_sensitively():
-    assert SN.is_secret_name("WANDB_API_KEY", OLD_ROLE_PATTERN)
-    assert not SN.is_secret_name("WANDB_API_KEY_FILE", OLD_ROLE_PATTERN)
-    assert not SN.is_secret_name("hf_token", OLD_ROLE_PATTERN)
-    assert SN.is_secret_name("MY_CERT", "CERT")
-    assert not SN.is_secret_name("HF_TOKEN", "CERT")
+    assert secret_names.is_secret_name("WANDB_API_KEY", OLD_ROLE_PATTERN)
+    assert not secret_names.is_secret_name("WANDB_API_KEY_FILE", OLD_ROLE_PATTERN)
+    assert not secret_names.is_secret_name("hf_token", OLD_ROLE_PATTERN)
+    assert secret_names.is_secret_name("MY_CERT", "CERT")
+    assert not secret_names.is_secret_name("HF_TOKEN", "CERT")
     # empty or None: the collection's rule
-    assert SN.name_rule("") is SN.SECRET_NAME and SN.name_rule(None) is SN.SECRET_NAME
+    assert secret_names.name_rule("") is secret_names.SECRET_NAME and secret_names.name_rule(None) is secret_names.SECRET_NAME
     with pytest.raises(re.error):
-        SN.is_secret_name("X", "(")
+        secret_names.is_secret_name("X", "(")
 
 
 def test_split_env_keeps_values_and_covers_every_entry():
     env = {"HF_TOKEN": "hf_x", "HF_HOME": "/data/hf", "WANDB_API_KEY": "w", "NCCL_DEBUG": "WARN", "N": 3}
-    plain, secret = SN.split_env(env)
+    plain, secret = secret_names.split_env(env)
     assert plain == {"HF_HOME": "/data/hf", "NCCL_DEBUG": "WARN", "N": 3}
     assert secret == {"HF_TOKEN": "hf_x", "WANDB_API_KEY": "w"}
-    assert SN.split_env(None) == ({}, {}) and SN.split_env({}) == ({}, {})
+    assert secret_names.split_env(None) == ({}, {}) and secret_names.split_env({}) == ({}, {})
 
 
 def test_secret_values_are_what_the_modules_mask():
     env = {"HF_TOKEN": "hf_x", "HF_HOME": "/data/hf", "EMPTY_TOKEN": "", "PORT_KEY": 8, "MY_VAR": "v"}
-    assert SN.secret_values(env) == ["hf_x", "8"]
-    assert SN.secret_values(env, ["MY_VAR", "HF_HOME"]) == ["hf_x", "/data/hf", "8", "v"]
-    assert SN.secret_values(None) == [] and SN.secret_values("HF_TOKEN=x") == []
+    assert secret_names.secret_values(env) == ["hf_x", "8"]
+    assert secret_names.secret_values(env, ["MY_VAR", "HF_HOME"]) == ["hf_x", "/data/hf", "8", "v"]
+    assert secret_names.secret_values(None) == [] and secret_names.secret_values("HF_TOKEN=x") == []
 
 
 # --- the filters ------------------------------------------------------------------------------------------
@@ -152,9 +153,9 @@ def test_filter_errors(call, message):
 
 
 def test_bad_override_is_a_settings_error():
-    assert S.check({"ray_env_secret_pattern": ""}) == []
-    assert S.check({"ray_env_secret_pattern": OLD_ROLE_PATTERN}) == []
-    [line] = S.check({"ray_env_secret_pattern": "(TOKEN"})
+    assert settings.check({"ray_env_secret_pattern": ""}) == []
+    assert settings.check({"ray_env_secret_pattern": OLD_ROLE_PATTERN}) == []
+    [line] = settings.check({"ray_env_secret_pattern": "(TOKEN"})
     assert line.startswith("ray_env_secret_pattern must be empty (the collection's rule for secret names) or a "
                            "regular expression (missing ), unterminated subpattern")
     assert line.endswith("got '(TOKEN'")

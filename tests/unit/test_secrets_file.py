@@ -8,21 +8,21 @@ import subprocess
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E
-from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_render
-from ansible_collections.rlinfra.verl.plugins.module_utils import masking
-from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_file as SF
-from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_run as S
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_render
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import masking
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import secrets_file
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import secrets_run
 
 NASTY = {"HF_TOKEN": "hf_a'b\"c$HOME`id`\\n;x", "MULTI": "line1\nline2 $(x) ${PATH}", "EMPTYISH": " ", "PLAIN": "p"}
 
 
 def test_shell_and_hook_read_the_same_values(tmp_path):
     path = tmp_path / "run.env"
-    path.write_text(SF.dumps(NASTY))
-    assert SF.loads(path.read_text()) == NASTY
+    path.write_text(secrets_file.dumps(NASTY))
+    assert secrets_file.loads(path.read_text()) == NASTY
     # What dash does with the entrypoint prefix: the values verbatim, nothing expanded or run.
-    script = SF.ENTRYPOINT_PREFIX + 'python3 -c "import json, os; print(json.dumps({k: os.environ[k] for k in %r}))"' \
+    script = secrets_file.ENTRYPOINT_PREFIX + 'python3 -c "import json, os; print(json.dumps({k: os.environ[k] for k in %r}))"' \
         % sorted(NASTY)
     out = subprocess.run(["/bin/sh", "-c", script], env={"RLINFRA_SECRETS_FILE": str(path), "PATH": os.environ["PATH"]},
                          capture_output=True, text=True, check=True).stdout
@@ -31,38 +31,38 @@ def test_shell_and_hook_read_the_same_values(tmp_path):
 
 def test_a_missing_file_fails_the_driver_and_the_hook(tmp_path, monkeypatch):
     gone = str(tmp_path / "gone.env")
-    proc = subprocess.run(["/bin/sh", "-c", SF.ENTRYPOINT_PREFIX + "echo ran"], env={"RLINFRA_SECRETS_FILE": gone},
+    proc = subprocess.run(["/bin/sh", "-c", secrets_file.ENTRYPOINT_PREFIX + "echo ran"], env={"RLINFRA_SECRETS_FILE": gone},
                           capture_output=True, text=True)
     assert proc.returncode != 0 and "ran" not in proc.stdout
-    monkeypatch.setenv(SF.FILE_VAR, gone)
+    monkeypatch.setenv(secrets_file.FILE_VAR, gone)
     with pytest.raises(RuntimeError, match="cannot read the run's secrets file .*gone.env"):
-        SF.load()
+        secrets_file.load()
 
 
 def test_hook_loads_into_the_environment(tmp_path, monkeypatch):
     path = tmp_path / "run.env"
-    path.write_text(SF.dumps({"RLINFRA_TEST_SECRET": "v'1"}))
-    monkeypatch.setenv(SF.FILE_VAR, str(path))
+    path.write_text(secrets_file.dumps({"RLINFRA_TEST_SECRET": "v'1"}))
+    monkeypatch.setenv(secrets_file.FILE_VAR, str(path))
     monkeypatch.delenv("RLINFRA_TEST_SECRET", raising=False)
-    assert SF.load() == ["RLINFRA_TEST_SECRET"]
+    assert secrets_file.load() == ["RLINFRA_TEST_SECRET"]
     assert os.environ["RLINFRA_TEST_SECRET"] == "v'1"
 
 
 @pytest.mark.parametrize("values", [{"1BAD": "x"}, {"A B": "x"}, {"A": "nul\0"}])
 def test_dumps_refuses_what_cannot_be_an_environment_variable(values):
     with pytest.raises(ValueError):
-        SF.dumps(values)
+        secrets_file.dumps(values)
 
 
 def test_default_dir_is_next_to_the_checkpoint_root():
-    assert SF.default_dir("/data/checkpoints") == "/data/.rlinfra/secrets"
-    assert SF.default_dir("/data/checkpoints/") == "/data/.rlinfra/secrets"
-    assert SF.default_dir("/ckpt") == "/.rlinfra/secrets"
+    assert secrets_file.default_dir("/data/checkpoints") == "/data/.rlinfra/secrets"
+    assert secrets_file.default_dir("/data/checkpoints/") == "/data/.rlinfra/secrets"
+    assert secrets_file.default_dir("/ckpt") == "/.rlinfra/secrets"
 
 
 def make(data):
     base = {"framework": "custom", "entrypoint": {"command": "python3 x.py"}}
-    return E.validate("q", "/nonexistent/q.yml", dict(base, **data))
+    return experiment.validate("q", "/nonexistent/q.yml", dict(base, **data))
 
 
 def test_render_routes_secrets_by_file_and_keeps_the_entrypoint_for_recoveries():
@@ -89,20 +89,20 @@ def test_render_without_secrets_changes_nothing():
 
 
 def test_filters_decide_when_the_file_is_written_and_removed():
-    assert S.needed(None) and S.needed({"status": "RUNNING"})
-    assert S.needed({"status": "FAILED"})  # the wait may recover it
-    assert not S.needed({"status": "SUCCEEDED"}) and not S.needed({"status": "STOPPED"})
-    assert S.done({"reason": "succeeded", "status": "SUCCEEDED"})
-    assert S.done({"reason": "failed", "status": "FAILED"})
-    assert S.done({"reason": "head_restart", "status": None})
-    assert not S.done({"reason": "timeout", "status": "RUNNING"})
-    assert not S.done({"reason": "unreachable", "status": "RUNNING"})
-    assert not S.done({"skipped": True}) and not S.done(None)
+    assert secrets_run.needed(None) and secrets_run.needed({"status": "RUNNING"})
+    assert secrets_run.needed({"status": "FAILED"})  # the wait may recover it
+    assert not secrets_run.needed({"status": "SUCCEEDED"}) and not secrets_run.needed({"status": "STOPPED"})
+    assert secrets_run.done({"reason": "succeeded", "status": "SUCCEEDED"})
+    assert secrets_run.done({"reason": "failed", "status": "FAILED"})
+    assert secrets_run.done({"reason": "head_restart", "status": None})
+    assert not secrets_run.done({"reason": "timeout", "status": "RUNNING"})
+    assert not secrets_run.done({"reason": "unreachable", "status": "RUNNING"})
+    assert not secrets_run.done({"skipped": True}) and not secrets_run.done(None)
     jobs = [{"submission_id": "r-1", "status": "SUCCEEDED"}, {"submission_id": "r-2", "status": "FAILED"},
             {"submission_id": "r-2-a2", "status": "RUNNING"}, {"submission_id": "r-3", "status": "STOPPED"}]
     paths = ["/s/c/r-1.env", "/s/c/r-2.env", "/s/c/r-3.env", "/s/c/r-4.env", "/s/c/new.env", "/s/c/x.txt"]
-    assert S.stale(paths, jobs, "new") == ["/s/c/r-1.env", "/s/c/r-3.env", "/s/c/r-4.env"]
+    assert secrets_run.stale(paths, jobs, "new") == ["/s/c/r-1.env", "/s/c/r-3.env", "/s/c/r-4.env"]
 
 
 def test_file_text_round_trips_through_the_filter():
-    assert SF.loads(SF.dumps(NASTY)) == NASTY
+    assert secrets_file.loads(secrets_file.dumps(NASTY)) == NASTY

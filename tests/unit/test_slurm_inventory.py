@@ -1,4 +1,4 @@
-"""module_utils/slurm.py: what Slurm's tools print, read into the job and its nodes.
+"""module_utils/node/slurm.py: what Slurm's tools print, read into the job and its nodes.
 
 The ``-o`` texts are recorded from the real Slurm 22.05 the sandbox runs (fixtures/slurm/, where
 tests/integration/test_sandbox_slurm.py runs the plugin against the live daemons); the JSON form follows the shape
@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import slurm as S
+from ansible_collections.rlinfra.verl.plugins.module_utils.node import slurm as S
 from tests.fake_hyperbolic.testing import load_failures
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "slurm")

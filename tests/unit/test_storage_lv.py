@@ -1,4 +1,4 @@
-"""The logical volume step's decisions (module_utils/storage_lv.py ``next_step``): which lvcreate/lvextend
+"""The logical volume step's decisions (module_utils/node/storage_lv.py ``next_step``): which lvcreate/lvextend
 runs for the free extents of each physical volume. The commands themselves run on real LVM in the molecule
 storage_lvm scenario and the VM stage."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.storage_lv import next_step
+from ansible_collections.rlinfra.verl.plugins.module_utils.node.storage_lv import next_step
 from ansible_collections.rlinfra.verl.plugins.modules import storage_lvm_lv, storage_lvm_probe
 
 P = dict(vg="vg_scratch", lv="lv_scratch", layout="striped", stripe_size="")
@@ -32,7 +32,7 @@ def test_stripe_size_and_linear_layout():
     assert left == {"/dev/a": 0, "/dev/c": 0}
 
 
-# The modules refuse a bad option before any LVM command or device probe (their ARGS, module_utils/vocabulary.py) ----
+# The modules refuse a bad option before any LVM command or device probe (their ARGS, module_utils/common/vocabulary.py) ----
 
 LVM_NAME = "an LVM name (letters, digits, + _ . -, not starting with -)"
 REFUSED = [

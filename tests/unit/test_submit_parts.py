@@ -11,10 +11,10 @@ import pytest
 
 from ansible_collections.rlinfra.verl.plugins.filter.job_result import NOT_WAITED, job_result
 from ansible_collections.rlinfra.verl.plugins.filter.secrets_file import secret_values
-from ansible_collections.rlinfra.verl.plugins.module_utils import experiment as E
-from ansible_collections.rlinfra.verl.plugins.module_utils import experiment_render
-from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_file as SF
-from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_run as S
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment as E
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_render
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import secrets_file as SF
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import secrets_run
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXPERIMENTS = os.path.join(REPO, "experiments")
@@ -45,7 +45,7 @@ def test_secret_values_prefer_ansible_then_the_environment(monkeypatch):
     got = secret_values(["HF_TOKEN", "WANDB_API_KEY", "NOPE"], {"HF_TOKEN": "vault", "WANDB_API_KEY": ""})
     assert got == {"HF_TOKEN": "vault", "WANDB_API_KEY": "wandb-env"}
     # The preflight's split of the same names follows the same rule.
-    assert S.sources(["HF_TOKEN", "WANDB_API_KEY", "NOPE"], ["HF_TOKEN"], os.environ) == (["HF_TOKEN"], ["WANDB_API_KEY"])
+    assert secrets_run.sources(["HF_TOKEN", "WANDB_API_KEY", "NOPE"], ["HF_TOKEN"], os.environ) == (["HF_TOKEN"], ["WANDB_API_KEY"])
 
 
 def _mode(path):
@@ -60,11 +60,11 @@ def test_secrets_file_converges_and_removes_only_ended_runs(tmp_path):
     for other in ("rlinfra-b-c1.env", "rlinfra-old-c1.env", "notes.txt"):
         (root / "c1" / other).write_text("x")
     # Check mode: says what it would do, touches nothing.
-    res = S.converge(str(root), run, {"HF_TOKEN": "v1"}, "HOOK", jobs, True, "present", check=True)
+    res = secrets_run.converge(str(root), run, {"HF_TOKEN": "v1"}, "HOOK", jobs, True, "present", check=True)
     assert res["changed"] and res["written"] and not os.path.exists(run)
     assert (root / "c1" / "rlinfra-old-c1.env").exists()
 
-    res = S.converge(str(root), run, {"HF_TOKEN": "v1"}, "HOOK", jobs, True, "present")
+    res = secrets_run.converge(str(root), run, {"HF_TOKEN": "v1"}, "HOOK", jobs, True, "present")
     assert res["changed"] and res["written"]
     assert res["removed"] == [str(root / "c1" / "rlinfra-old-c1.env")]
     assert SF.loads(open(run).read()) == {"HF_TOKEN": "v1"}
@@ -72,25 +72,25 @@ def test_secrets_file_converges_and_removes_only_ended_runs(tmp_path):
     assert (root / "rlinfra_secrets.py").read_text() == "HOOK" and _mode(root / "rlinfra_secrets.py") == 0o644
     assert (root / "c1" / "rlinfra-b-c1.env").exists() and (root / "c1" / "notes.txt").exists()
 
-    again = S.converge(str(root), run, {"HF_TOKEN": "v1"}, "HOOK", jobs, True, "present")
+    again = secrets_run.converge(str(root), run, {"HF_TOKEN": "v1"}, "HOOK", jobs, True, "present")
     assert again == {"changed": False, "written": False, "removed": []}
 
     os.chmod(run, 0o644)  # loosened by hand: put back
-    assert S.converge(str(root), run, {"HF_TOKEN": "v1"}, "HOOK", jobs, True, "present")["written"]
+    assert secrets_run.converge(str(root), run, {"HF_TOKEN": "v1"}, "HOOK", jobs, True, "present")["written"]
     assert _mode(run) == 0o600
 
     # A run that ended well starts nothing: not rewritten (write=false), and state=absent removes it.
-    assert not S.converge(str(root), run, {"HF_TOKEN": "v2"}, "HOOK", jobs, False, "present")["changed"]
+    assert not secrets_run.converge(str(root), run, {"HF_TOKEN": "v2"}, "HOOK", jobs, False, "present")["changed"]
     assert SF.loads(open(run).read()) == {"HF_TOKEN": "v1"}
-    assert S.converge(str(root), run, {}, "", [], True, "absent") == {"changed": True, "written": False, "removed": [run]}
+    assert secrets_run.converge(str(root), run, {}, "", [], True, "absent") == {"changed": True, "written": False, "removed": [run]}
     assert not os.path.exists(run)
-    assert S.converge(str(root), run, {}, "", [], True, "absent")["changed"] is False
+    assert secrets_run.converge(str(root), run, {}, "", [], True, "absent")["changed"] is False
 
 
 def test_secrets_file_refuses_a_value_no_shell_can_hold_before_changing_anything(tmp_path):
     root = tmp_path / "secrets"
     with pytest.raises(ValueError, match="cannot be an environment variable"):
-        S.converge(str(root), str(root / "c" / "r.env"), {"X": "a\0b"}, "HOOK", [], True, "present")
+        secrets_run.converge(str(root), str(root / "c" / "r.env"), {"X": "a\0b"}, "HOOK", [], True, "present")
     assert not root.exists()
 
 
@@ -162,7 +162,7 @@ def test_mask_values_are_the_run_secrets_and_every_given_value(monkeypatch):
 
 @pytest.mark.parametrize("name", sorted(E.experiment_names(EXPERIMENTS)))
 def test_verl_submit_takes_every_rendered_job(name):
-    """verl_submit's declared types (module_utils/vocabulary.py) take what verl_experiment renders."""
+    """verl_submit's declared types (module_utils/common/vocabulary.py) take what verl_experiment renders."""
     from ansible_collections.rlinfra.verl.plugins.modules import verl_submit
     exp = E.load_experiment(name, EXPERIMENTS)
     for kw in ({}, dict(secret_names_present=["HF_TOKEN"], secrets_dir="/data/rlinfra-secrets")):

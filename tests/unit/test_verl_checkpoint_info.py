@@ -1,4 +1,4 @@
-"""rlinfra.verl.verl_checkpoint_info: the module around module_utils/verl_checkpoint.py's ``inspect`` (its reading is
+"""rlinfra.verl.verl_checkpoint_info: the module around module_utils/verl/checkpoint.py's ``inspect`` (its reading is
 tested in test_recovery.py): it reads an absolute path only."""
 
 from __future__ import annotations

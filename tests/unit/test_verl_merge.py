@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import ray_client
-from ansible_collections.rlinfra.verl.plugins.module_utils import verl_checkpoint as C
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import client as ray_client
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import checkpoint as verl_checkpoint
 from ansible_collections.rlinfra.verl.plugins.modules import verl_merge
 
 EXP = "gsm8k"
@@ -43,23 +43,23 @@ def ckpt(tmp_path):
     d.mkdir()
     make_step(d, 10)
     make_step(d, 20)
-    (d / C.TRACKER).write_text("20\n")
+    (d / verl_checkpoint.TRACKER).write_text("20\n")
     return d
 
 
 def test_the_tracker_names_the_step_and_only_shards_count(ckpt):
-    step, actor, files = C.merge_source(str(ckpt), EXP)
+    step, actor, files = verl_checkpoint.merge_source(str(ckpt), EXP)
     assert step == 20 and actor == str(ckpt / "global_step_20" / "actor")
     assert [f[0] for f in files] == ["fsdp_config.json", "model_world_size_2_rank_0.pt", "model_world_size_2_rank_1.pt"]
-    assert C.merge_source(str(ckpt), EXP, 10)[0] == 10
+    assert verl_checkpoint.merge_source(str(ckpt), EXP, 10)[0] == 10
 
 
 @pytest.mark.parametrize("setup,step,line", [
     (lambda d: None, 30, "experiment gsm8k has no checkpoint of step 30: {d}/global_step_30/actor does not exist; "
                          "steps found: 10, 20"),
-    (lambda d: os.remove(d / C.TRACKER), None, "experiment gsm8k has no checkpoint to merge: {d}/"
+    (lambda d: os.remove(d / verl_checkpoint.TRACKER), None, "experiment gsm8k has no checkpoint to merge: {d}/"
      "latest_checkpointed_iteration.txt does not exist; steps found: 10, 20 (name one with -e step=N)"),
-    (lambda d: (d / C.TRACKER).write_text("soon"), None, "experiment gsm8k has no checkpoint to merge: {d}/"
+    (lambda d: (d / verl_checkpoint.TRACKER).write_text("soon"), None, "experiment gsm8k has no checkpoint to merge: {d}/"
      "latest_checkpointed_iteration.txt does not hold a step number; steps found: 10, 20 (name one with -e step=N)"),
     (lambda d: os.remove(d / "global_step_20" / "actor" / "fsdp_config.json"), None,
      "{d}/global_step_20/actor is not a complete verl FSDP checkpoint (it has no fsdp_config.json): merge.yml "
@@ -70,26 +70,26 @@ def test_the_tracker_names_the_step_and_only_shards_count(ckpt):
 ])
 def test_refusals_are_one_line(ckpt, setup, step, line):
     setup(ckpt)
-    with pytest.raises(C.MergeError) as e:
-        C.merge_source(str(ckpt), EXP, step)
+    with pytest.raises(verl_checkpoint.MergeError) as e:
+        verl_checkpoint.merge_source(str(ckpt), EXP, step)
     assert str(e.value) == line.format(d=ckpt)
 
 
 def test_no_directory_names_the_host(tmp_path):
-    with pytest.raises(C.MergeError, match=r"^experiment gsm8k has no checkpoint directory %s on head-0 \(no checkpoint "
+    with pytest.raises(verl_checkpoint.MergeError, match=r"^experiment gsm8k has no checkpoint directory %s on head-0 \(no checkpoint "
                        r"saved yet, or verl_job_checkpoint_root differs from the job's\)$" % (tmp_path / "nope")):
-        C.merge_source(str(tmp_path / "nope"), EXP, host="head-0")
+        verl_checkpoint.merge_source(str(tmp_path / "nope"), EXP, host="head-0")
 
 
 def test_a_checkpoint_saved_again_is_merged_again(ckpt):
-    step, actor, files = C.merge_source(str(ckpt), EXP)
-    record = {"step": step, "source": actor, "fingerprint": C.fingerprint(files)}
-    assert not C.merge_needed(record, step, actor, C.fingerprint(files))
-    assert C.merge_needed(record, step, actor, C.fingerprint(files), force=True)
-    assert C.merge_needed(record, 10, actor, C.fingerprint(files))
+    step, actor, files = verl_checkpoint.merge_source(str(ckpt), EXP)
+    record = {"step": step, "source": actor, "fingerprint": verl_checkpoint.fingerprint(files)}
+    assert not verl_checkpoint.merge_needed(record, step, actor, verl_checkpoint.fingerprint(files))
+    assert verl_checkpoint.merge_needed(record, step, actor, verl_checkpoint.fingerprint(files), force=True)
+    assert verl_checkpoint.merge_needed(record, 10, actor, verl_checkpoint.fingerprint(files))
     shard = ckpt / "global_step_20" / "actor" / "model_world_size_2_rank_1.pt"
     shard.write_bytes(b"y" * 99)
-    assert C.merge_needed(record, step, actor, C.fingerprint(C.merge_source(str(ckpt), EXP)[2]))
+    assert verl_checkpoint.merge_needed(record, step, actor, verl_checkpoint.fingerprint(verl_checkpoint.merge_source(str(ckpt), EXP)[2]))
 
 
 def args(ckpt, tmp_path, **extra):
@@ -112,21 +112,21 @@ def test_check_mode_says_what_it_would_merge_and_touches_nothing(ckpt, tmp_path,
 def test_a_failing_merger_leaves_the_model_as_it_was(ckpt, tmp_path, module_runner):
     target = tmp_path / "models" / EXP
     target.mkdir(parents=True)
-    (target / C.RECORD).write_text(json.dumps({"step": 10, "merged_at": "earlier"}))
+    (target / verl_checkpoint.RECORD).write_text(json.dumps({"step": 10, "merged_at": "earlier"}))
     out = module_runner(verl_merge.main, args(ckpt, tmp_path))
     assert out["failed"]
     assert out["msg"].startswith("verl's model merger failed on %s/global_step_20/actor (exit 1): " % ckpt), out["msg"]
     assert "No module named 'verl'" in out["msg"] and "\n" not in out["msg"]
-    assert json.loads((target / C.RECORD).read_text())["step"] == 10
+    assert json.loads((target / verl_checkpoint.RECORD).read_text())["step"] == 10
     assert sorted(os.listdir(tmp_path / "models")) == [EXP]  # no staging directory left
 
 
 def test_already_merged_changes_nothing(ckpt, tmp_path, module_runner):
-    step, actor, files = C.merge_source(str(ckpt), EXP)
+    step, actor, files = verl_checkpoint.merge_source(str(ckpt), EXP)
     target = tmp_path / "models" / EXP
     target.mkdir(parents=True)
-    (target / C.RECORD).write_text(json.dumps({"step": step, "source": actor, "fingerprint": C.fingerprint(files),
-                                               "merged_at": "2026-11-01T00:00:00Z"}))
+    (target / verl_checkpoint.RECORD).write_text(json.dumps({"step": step, "source": actor, "fingerprint": verl_checkpoint.fingerprint(files),
+                                                             "merged_at": "2026-11-01T00:00:00Z"}))
     out = module_runner(verl_merge.main, args(ckpt, tmp_path))
     assert not out["changed"] and not out["merged"]
     assert out["report"] == ("%s already holds step 20 of gsm8k (merged 2026-11-01T00:00:00Z); nothing to merge "
@@ -246,13 +246,13 @@ def test_a_target_that_is_not_a_merged_model_is_refused(ckpt, tmp_path, module_r
 def test_a_target_that_is_a_link_is_refused(ckpt, tmp_path, module_runner):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    (elsewhere / C.RECORD).write_text("{}")
+    (elsewhere / verl_checkpoint.RECORD).write_text("{}")
     (tmp_path / "models").mkdir()
     os.symlink(elsewhere, tmp_path / "models" / EXP)
     out = module_runner(verl_merge.main, args(ckpt, tmp_path))
     assert out["failed"] and out["msg"].startswith("refusing to replace the merge target %s/models/%s: it is a symbolic "
                                                    "link (to %s)" % (tmp_path, EXP, elsewhere)), out["msg"]
-    assert (elsewhere / C.RECORD).exists()
+    assert (elsewhere / verl_checkpoint.RECORD).exists()
 
 
 def test_a_target_that_is_a_mount_point_is_refused(ckpt, tmp_path, module_runner, monkeypatch):

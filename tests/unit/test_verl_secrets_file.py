@@ -1,4 +1,4 @@
-"""rlinfra.verl.verl_secrets_file: the module around module_utils/secrets_run.py's ``converge`` (the file's format and
+"""rlinfra.verl.verl_secrets_file: the module around module_utils/verl/secrets_run.py's ``converge`` (the file's format and
 when it is written are tested in test_secrets_file.py and test_submit_parts.py). It touches nothing outside
 ``<secrets_dir>/<cluster>/``, and never shows a secret."""
 
@@ -10,7 +10,7 @@ import stat
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import secrets_file as SF
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import secrets_file
 from ansible_collections.rlinfra.verl.plugins.modules import verl_secrets_file
 
 SECRET = "hf_s3cr3t-value"
@@ -22,7 +22,7 @@ def test_the_module_writes_the_run_s_file_and_removes_it(tmp_path, module_runner
     args = {"secrets_dir": str(root), "path": str(path), "values": {"HF_TOKEN": SECRET, "KEY": "line1\nline2"}}
     out = module_runner(verl_secrets_file.main, args)
     assert out["changed"] and out["written"] and SECRET not in json.dumps(out)
-    assert SF.loads(path.read_text()) == args["values"] and stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert secrets_file.loads(path.read_text()) == args["values"] and stat.S_IMODE(os.stat(path).st_mode) == 0o600
     out = module_runner(verl_secrets_file.main, dict(args, state="absent"))
     assert out["changed"] and not path.exists()
 

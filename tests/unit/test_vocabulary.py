@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import vocabulary as V
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 
 TYPES = {
-    "text": V.Text(), "text_nonempty": V.Text(empty=False), "name": V.Name(), "choice": V.Choice(("a", "b")),
-    "env_name": V.EnvName(), "secret": V.Secret(), "secret_key": V.Secret(multiline=True), "int": V.Int(1, 10),
-    "int_low": V.Int(0), "number": V.Number(0.1, 5), "seconds": V.Seconds(), "switch": V.Switch(),
-    "abs_path": V.AbsPath(), "confined": V.AbsPath(under="/data/models"), "rel_path": V.RelPath(), "url": V.Url(),
-    "url_https": V.Url(schemes=("https",)), "git_url": V.GitUrl(), "git_ref": V.GitRef(), "hf_repo": V.HfRepoId(),
-    "host": V.Host(), "address": V.Address(), "cidr": V.Cidr(), "port": V.Port(), "ifname": V.IfName(),
-    "requirement": V.Requirement(), "submission_id": V.SubmissionId(), "list": V.ListOf(V.Name()),
-    "map": V.MapOf(V.Name(), V.Int(0)), "env": V.EnvMap(), "required_text": V.Text(required=True),
+    "text": vocabulary.Text(), "text_nonempty": vocabulary.Text(empty=False), "name": vocabulary.Name(), "choice": vocabulary.Choice(("a", "b")),
+    "env_name": vocabulary.EnvName(), "secret": vocabulary.Secret(), "secret_key": vocabulary.Secret(multiline=True), "int": vocabulary.Int(1, 10),
+    "int_low": vocabulary.Int(0), "number": vocabulary.Number(0.1, 5), "seconds": vocabulary.Seconds(), "switch": vocabulary.Switch(),
+    "abs_path": vocabulary.AbsPath(), "confined": vocabulary.AbsPath(under="/data/models"), "rel_path": vocabulary.RelPath(), "url": vocabulary.Url(),
+    "url_https": vocabulary.Url(schemes=("https",)), "git_url": vocabulary.GitUrl(), "git_ref": vocabulary.GitRef(), "hf_repo": vocabulary.HfRepoId(),
+    "host": vocabulary.Host(), "address": vocabulary.Address(), "cidr": vocabulary.Cidr(), "port": vocabulary.Port(), "ifname": vocabulary.IfName(),
+    "requirement": vocabulary.Requirement(), "submission_id": vocabulary.SubmissionId(), "list": vocabulary.ListOf(vocabulary.Name()),
+    "map": vocabulary.MapOf(vocabulary.Name(), vocabulary.Int(0)), "env": vocabulary.EnvMap(), "required_text": vocabulary.Text(required=True),
 }
 SECRETS = ("s3cr3t", "ghp_")
 
@@ -36,11 +36,11 @@ CASES = [(name, label, value) for name, t in sorted(TYPES.items()) for label, va
 @pytest.mark.parametrize("name,label,value", CASES, ids=["%s-%s" % (n, l) for n, l, v in CASES])
 def test_every_corpus_value_is_refused_in_one_line(name, label, value):
     t = TYPES[name]
-    with pytest.raises(V.Bad) as err:
+    with pytest.raises(vocabulary.Bad) as err:
         t.validate(value)
     line = t.line("field", value, str(err.value))
     assert line.startswith("field must ") and "\n" not in line, line
-    if t.secret or isinstance(t, (V.Url, V.GitUrl)) or name in ("list", "map") and t.secret:
+    if t.secret or isinstance(t, (vocabulary.Url, vocabulary.GitUrl)) or name in ("list", "map") and t.secret:
         assert not any(s in line for s in SECRETS), line
 
 
@@ -51,16 +51,16 @@ def test_the_sample_is_good(name):
 
 
 def test_lines():
-    assert V.Int(1, 10).line("n", 0, "be a whole number from 1 to 10") == "n must be a whole number from 1 to 10, got 0"
-    t = V.Secret()
-    with pytest.raises(V.Bad) as err:
+    assert vocabulary.Int(1, 10).line("n", 0, "be a whole number from 1 to 10") == "n must be a whole number from 1 to 10, got 0"
+    t = vocabulary.Secret()
+    with pytest.raises(vocabulary.Bad) as err:
         t.validate("abc\ndef")
     assert t.line("token", "abc\ndef", str(err.value)) == ("token must be the secret alone, without spaces, line breaks "
                                                            "or other characters a token cannot have (the value is not "
                                                            "shown)")
-    u = V.Url()
+    u = vocabulary.Url()
     bad = "https://user:s3cr3t@example.org:8443/a/b?x=1"
-    with pytest.raises(V.Bad) as err:
+    with pytest.raises(vocabulary.Bad) as err:
         u.validate(bad)
     assert u.line("endpoint", bad, str(err.value)) == (
         "endpoint must be an https:// or http:// URL without credentials before '@' (give a token through its own secret "
@@ -72,22 +72,22 @@ def test_lines():
                                          ("fd00::/8", True), ("2001:db8::/32", True)])
 def test_world_open_networks(value, world):
     if world:
-        V.Cidr().validate(value)
+        vocabulary.Cidr().validate(value)
     else:
-        with pytest.raises(V.Bad, match="opens to the whole internet"):
-            V.Cidr(world_switch="ray_firewall_allow_world").validate(value)
-        V.Cidr(world=True).validate(value)
+        with pytest.raises(vocabulary.Bad, match="opens to the whole internet"):
+            vocabulary.Cidr(world_switch="ray_firewall_allow_world").validate(value)
+        vocabulary.Cidr(world=True).validate(value)
 
 
 @pytest.mark.parametrize("good", ["ray[default]==2.60.0", "torch==2.13.0+cpu", "verl", "numpy>=1.26,<2",
                                   "pkg @ https://example.org/p.whl", "x; python_version<'3.12'", "a_b.c-d~=1.0"])
 def test_requirements_that_stay_good(good):
-    V.Requirement().validate(good)
+    vocabulary.Requirement().validate(good)
 
 
 def test_args_spec_and_errors():
-    args = V.Args(path=V.AbsPath(required=True), token=V.Secret(default=""), n=V.Int(0, default=3),
-                  word=V.Choice(("a", "b"), default="a"), flag=V.Switch(default=False), note=V.Text(no_log=False))
+    args = vocabulary.Args(path=vocabulary.AbsPath(required=True), token=vocabulary.Secret(default=""), n=vocabulary.Int(0, default=3),
+                           word=vocabulary.Choice(("a", "b"), default="a"), flag=vocabulary.Switch(default=False), note=vocabulary.Text(no_log=False))
     assert args.spec == {"path": {"type": "path", "required": True}, "token": {"type": "str", "default": "", "no_log": True},
                          "n": {"type": "int", "default": 3}, "word": {"type": "str", "default": "a", "choices": ["a", "b"]},
                          "flag": {"type": "bool", "default": False}, "note": {"type": "str", "no_log": False}}
@@ -100,5 +100,5 @@ def test_args_spec_and_errors():
 
 
 def test_overlap():
-    assert V.overlap("/data/ckpt", "/data/ckpt/a") and V.overlap("/data/ckpt/a", "/data/ckpt")
-    assert V.overlap("/data/ckpt/", "/data/ckpt") and not V.overlap("/data/ckpt2", "/data/ckpt")
+    assert vocabulary.overlap("/data/ckpt", "/data/ckpt/a") and vocabulary.overlap("/data/ckpt/a", "/data/ckpt")
+    assert vocabulary.overlap("/data/ckpt/", "/data/ckpt") and not vocabulary.overlap("/data/ckpt2", "/data/ckpt")

@@ -1,4 +1,4 @@
-"""The watchdog's state machine (module_utils/watchdog.py) on scripted poll sequences: each row feeds the
+"""The watchdog's state machine (module_utils/ray/watchdog.py) on scripted poll sequences: each row feeds the
 answers of the I/O it asks for and asserts every line it says, every stop, log, cluster look, sleep and
 submission it asks for, and how the watch ends. A change in the watchdog's logic or wording fails a row."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils import watchdog
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import watchdog
 
 SID = "rlinfra-gsm8k-default"
 A2 = SID + "-a2"

@@ -1,0 +1,102 @@
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Masking secrets in what the collection shows: the one place that replaces a secret by ``********``.
+
+Two kinds of masking, both here:
+
+* known values (a token the task was given, the values of the run's secret variables): :func:`mask_values` for
+  text, :func:`masked` for a whole result (dicts and lists, keys included), :func:`redact` and
+  :func:`mask_partial_tail` for log bytes read from a node;
+* values that look like secrets by their name or shape, known or not (``HF_TOKEN=...``, ``Authorization: Bearer``,
+  a password in a URL): :func:`mask_patterns` for a line the collection repeats, ``node_logs.name_maskers`` for
+  log bytes (its expressions are built from the same name rule, module_utils/common/secret_names.py).
+
+Longest value first everywhere: a secret that contains another is never left half-masked. Standard library only:
+modules on the nodes import it through the plain-script route.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.secret_names import SECRET_NAME_PATTERN
+
+MASK = "********"
+MASK_BYTES = MASK.encode("ascii")
+
+# The collection's rule for secret names, matched in free text in any case: NAME=value, NAME: value, "NAME": "value";
+# and bearer tokens and passwords in URLs.
+_SECRET = re.compile(r"""(?i)([A-Za-z0-9_.-]*(?:%s)[A-Za-z0-9_.-]*["']?\s*[=:]\s*["']?)(?!(?:bearer|basic)\s)([^\s"',;&)}\]]+)"""
+                     % SECRET_NAME_PATTERN)
+_BEARER = re.compile(r"(?i)(\b(?:bearer|basic)\s+)([A-Za-z0-9._~+/=-]{8,})")
+_URL_PASSWORD = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^/\s:@]+:)([^@\s/]+)(@)")
+
+
+def _longest_first(values):
+    return sorted({v for v in values if v}, key=len, reverse=True)
+
+
+def mask_values(text, values, mask=MASK):
+    """``text`` with every occurrence of each value replaced by ``mask``; empty values ignored."""
+    if not text:
+        return text
+    for value in _longest_first(values):
+        text = text.replace(value, mask)
+    return text
+
+
+def masked(value, secrets):
+    """``value`` (a result: str, dict, list...) with every occurrence of each secret string masked, keys included."""
+    secrets = _longest_first(s for s in secrets if isinstance(s, str))
+
+    def walk(v):
+        if isinstance(v, str):
+            return mask_values(v, secrets)
+        if isinstance(v, dict):
+            return dict((walk(k), walk(x)) for k, x in v.items())
+        if isinstance(v, (list, tuple, set)):
+            return [walk(x) for x in v]
+        return v
+    return walk(value) if secrets else value
+
+
+def mask_patterns(text):
+    """``text`` with the values that look like secrets (by name, bearer, URL password) replaced by ``********``."""
+    text = _BEARER.sub(lambda m: m.group(1) + MASK, str(text))
+    text = _SECRET.sub(lambda m: m.group(1) + MASK, text)
+    return _URL_PASSWORD.sub(lambda m: m.group(1) + MASK + m.group(3), text)
+
+
+def redact(data, variants, maskers=(), mask=MASK_BYTES):
+    """``data`` (bytes) with every occurrence of each variant, and every group ``value`` a masker finds, masked;
+    returns (bytes, count)."""
+    count = 0
+    for value in variants:
+        n = data.count(value)
+        if n:
+            count += n
+            data = data.replace(value, mask)
+    for regex in maskers:
+        hits = [0]
+
+        def sub(m):
+            if m.group("value") == mask:
+                return m.group(0)
+            hits[0] += 1
+            start, end = m.span("value")
+            return m.group(0)[:start - m.start()] + mask + m.group(0)[end - m.start():]
+        data = regex.sub(sub, data)
+        count += hits[0]
+    return data, count
+
+
+def mask_partial_tail(data, variants, mask=MASK_BYTES):
+    """A file read while it is written may end in the first bytes of a secret: mask such a tail."""
+    if not data or data.endswith(b"\n"):
+        return data, 0
+    for value in variants:
+        for n in range(min(len(value) - 1, len(data)), 0, -1):
+            if data.endswith(value[:n]):
+                return data[:-n] + mask, 1
+    return data, 0

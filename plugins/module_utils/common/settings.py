@@ -1,0 +1,398 @@
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""The roles' variables as values, checked before a role changes anything.
+
+Argument specs check types (``ray_gcs_port=abc`` is refused by Ansible itself); these rules check
+what a type cannot say: an address Ray can bind to, a port in range and not taken twice, a GPU count,
+a mount option string that mount(8) and /etc/fstab accept, and, above all, no newline or control
+character in anything that lands in a systemd unit, an environment file or fstab (a newline in
+``ray_private_ip`` would add an ``ExecStartPre=`` line to the unit).
+
+``check(settings)`` -> one line per bad variable, each naming the variable, what it must be and the
+value it got. Rules are keyed by variable name, each a type of module_utils/common/vocabulary.py (or one of the roles' own
+kinds below, built the same way, with a corpus of bad values for tests/unit/test_bad_input_generated.py); the role a
+variable belongs to is its prefix.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.numbers import whole_number
+
+# "hyperbolic": provision.yml's and teardown.yml's variables (hyperbolic_*), checked the same way.
+ROLES = ("storage_lvm", "nfs_mount", "python_env", "ray", "hyperbolic", "fitness")
+
+_USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}\$?$")
+_UMASK = re.compile(r"^0?[0-7]{3}$")
+_MODE = re.compile(r"^0?[0-7]{3,4}$")
+_RESOURCE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:/-]{0,63}$")
+_LVM_NAME = re.compile(r"^(?!\.\.?$)[A-Za-z0-9+_.][A-Za-z0-9+_.-]{0,127}$")
+_SIZE = re.compile(r"^[0-9]+(\.[0-9]+)?[KMGTP]?i?B?$", re.IGNORECASE)
+_STRIPE = re.compile(r"^([0-9]+[kKmM]?)?$")
+_OPTION = re.compile(r"^[A-Za-z0-9_.:/=+@-]+$")
+# Anything written to a systemd unit, an environment file or fstab: one line (a newline in ray_private_ip would add
+# an ExecStartPre= line to the unit).
+ONE_LINE = "be one line without control characters"
+
+Bad = vocabulary.Bad
+
+
+def _text(value):
+    if not isinstance(value, str):
+        raise Bad("be text")
+    if vocabulary._CONTROL.search(value):
+        raise Bad(ONE_LINE)
+    return value
+
+
+# ---- the kinds of the roles' own values, beside the vocabulary's ----------------------------------------------
+
+class PrivateIp(vocabulary.Address):
+    """The address Ray binds to and advertises."""
+
+    def check(self, value):
+        text = _text(value).strip()
+        if not text:
+            raise Bad("be this node's private IP address (the node's facts showed none: set it in the inventory)")
+        try:
+            ip = ipaddress.ip_address(text)
+        except ValueError:
+            raise Bad("be this node's private IP address (for example 10.0.0.5)")
+        if ip.is_unspecified or ip.is_multicast:
+            raise Bad("be an address the other nodes can reach (Ray advertises it), not %s" % text)
+        return text
+
+    def corpus(self):
+        return super().corpus().add("empty", "")
+
+
+class _Pattern(vocabulary.Type):
+    """Text of one line matching ``pattern``, else :class:`Bad` with ``words``."""
+
+    def __init__(self, pattern, words, bad=(), typed_ok=False, **kw):
+        super().__init__(**kw)
+        self.pattern, self.words_, self.bad, self.typed_ok = pattern, words, bad, typed_ok
+
+    def check(self, value):
+        text = str(value) if self.typed_ok and isinstance(value, (int, float)) and not isinstance(value, bool) else value
+        if not self.pattern.match(_text(text)):
+            raise Bad(self.words_)
+        return value
+
+    def corpus(self):
+        c = super().corpus().add("newline", "a\nb")
+        for item in self.bad:
+            c.add(repr(item), item)
+        return c
+
+
+class _Either(vocabulary.Type):
+    """A word (``auto``, ``infinity``, empty) or a whole number from ``low``."""
+
+    def __init__(self, words, low, must, **kw):
+        super().__init__(must=must, **kw)
+        self.words_, self.low = words, low
+
+    def check(self, value):
+        if value in self.words_:
+            return value
+        number = whole_number(value)
+        if number is None or number < self.low:
+            raise Bad(self.must)
+        return number
+
+    def corpus(self):
+        return super().corpus().add("word", "lots").add("below", self.low - 1).add("fraction", 1.5).add(
+            "upper", "AUTO").add("boolean", True, typed=True)
+
+
+class _Whole(vocabulary.Type):
+    """A whole number from ``low`` written as settings are (an int or digits), else ``must``."""
+
+    def __init__(self, low, must, **kw):
+        super().__init__(must=must, **kw)
+        self.low = low
+
+    def check(self, value):
+        number = whole_number(value)
+        if number is None or number < self.low:
+            raise Bad(self.must)
+        return number
+
+    def corpus(self):
+        return super().corpus().add("word", "2h").add("below", self.low - 1).add("fraction", 1.5).add(
+            "boolean", True, typed=True)
+
+
+class _Path(vocabulary.Type):
+    """An absolute path without spaces (it lands in a unit or fstab), shorter than ``max_len``."""
+
+    def __init__(self, max_len=None, **kw):
+        super().__init__(**kw)
+        self.max_len = max_len
+        self.sample_value = "/data/sample"
+
+    def check(self, value):
+        text = _text(value)
+        if not text.startswith("/") or re.search(r"\s", text) or ".." in text.split("/"):
+            raise Bad("be an absolute path without spaces or '..'")
+        if self.max_len and len(text) >= self.max_len:
+            raise Bad("be an absolute path shorter than %d characters (Ray's socket paths must fit in 107)"
+                      % self.max_len)
+        return text
+
+    def corpus(self):
+        c = super().corpus().add("relative", "ray").add("space", "/work space/ray").add("newline", "/x\ny").add(
+            "dotdot", "/data/../etc")
+        if self.max_len:
+            c.add("too_long", "/" + "x" * self.max_len)
+        return c
+
+
+class _MountOptions(vocabulary.Type):
+    def check(self, value):
+        text = _text(value)
+        words = text.split(",")
+        if not text or any(not w or not _OPTION.match(w) for w in words):
+            raise Bad("be comma-separated mount options without spaces, for example defaults,noatime")
+        return text
+
+    def corpus(self):
+        return super().corpus().add("empty", "").add("space", "rw, hard").add("empty_word", "rw,,hard").add(
+            "newline", "rw\n/dev/sda / ext4 defaults 0 0")
+
+
+class _Mode(vocabulary.Type):
+    def check(self, value):
+        if not isinstance(value, str):
+            raise Bad("be an octal mode in quotes such as '0755' (unquoted, YAML reads a number)")
+        if not _MODE.match(_text(value)):
+            raise Bad("be an octal mode such as 0755, quoted")
+        return value
+
+    def corpus(self):
+        return super().corpus().add("unquoted", 755).add("not_octal", "0999").add("word", "rwx")
+
+
+class _RayEnv(vocabulary.EnvMap):
+    """ray_env: variable names to one-line text or numbers (they land in an environment file)."""
+
+    def corpus(self):
+        return super().corpus().add("nested", {"X": {"y": 1}}).add("string", "A=1")
+
+
+class _SecretPattern(vocabulary.Type):
+    """Empty (the collection's rule for secret names) or the user's own regular expression."""
+
+    def check(self, value):
+        if value in ("", None):
+            return ""
+        try:
+            re.compile(_text(value))
+        except re.error as e:
+            raise Bad("be empty (the collection's rule for secret names) or a regular expression (%s)" % e)
+        return value
+
+    def corpus(self):
+        return super().corpus().add("unbalanced", "(TOKEN").add("newline", "a\nb")
+
+
+class _Resources(vocabulary.Type):
+    def check(self, value):
+        if not isinstance(value, dict):
+            raise Bad("be a mapping of custom resource names to amounts")
+        for name, amount in value.items():
+            if not isinstance(name, str) or not _RESOURCE.match(name):
+                raise Bad("be a mapping of resource names (letters, digits, _ . : / -) to amounts; %s is not one"
+                          % vocabulary._shown(name))
+            if name in ("CPU", "GPU", "memory", "object_store_memory"):
+                raise Bad("be custom resources only; %s is set with its own variable (ray_num_cpus, ray_num_gpus)" % name)
+            if isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount < 0:
+                raise Bad("be a mapping to amounts of 0 or more; %s has %s" % (name, vocabulary._shown(amount)))
+        return value
+
+    def corpus(self):
+        return super().corpus().add("gpu", {"GPU": 2}).add("word", {"accel": "lots"}).add("negative", {"accel": -1}).add(
+            "list", ["x"])
+
+
+class _Devices(vocabulary.Type):
+    def check(self, value):
+        if value == "auto":
+            return value
+        if not isinstance(value, list):
+            raise Bad("be auto or a list of block devices (for example [/dev/nvme1n1])")
+        for item in value:
+            if not isinstance(item, str) or not re.match(r"^/dev/[A-Za-z0-9/_.:-]+$", item) or ".." in item.split("/"):
+                raise Bad("be a list of block devices under /dev; %s is not one" % vocabulary._shown(item))
+        return value
+
+    def corpus(self):
+        return super().corpus().add("string", "/dev/sdb").add("no_dev", ["sdb"]).add("dotdot", ["/dev/../etc/x"])
+
+
+def _args_item():
+    return vocabulary.Text(what="one line of text (one argument)")
+
+
+# ---- the rules: every variable a role checks, with its type ----------------------------------------------------
+
+PORTS = ("ray_gcs_port", "ray_dashboard_port", "ray_node_manager_port", "ray_object_manager_port",
+         "ray_dashboard_agent_grpc_port", "ray_runtime_env_agent_port", "ray_metrics_export_port",
+         "ray_dashboard_agent_listen_port", "ray_client_server_port", "ray_autoscaler_metrics_port",
+         "ray_dashboard_metrics_port", "ray_min_worker_port", "ray_max_worker_port", "ray_fitness_port",
+         "ray_fitness_store_port")
+
+_CREDENTIALS_HINT = " (credentials for a private index go in the nodes' ~/.netrc, which uv reads)"
+
+RULES = {
+    "ray_private_ip": PrivateIp(),
+    "ray_net_ifname": vocabulary.Text(empty=False, max_len=256, pattern=r"^(auto|none|\^?=?[A-Za-z0-9_.:-]{1,15}(,[A-Za-z0-9_.:-]{1,15})*)$",
+                                      what="auto, none, or interface names in NCCL_SOCKET_IFNAME's syntax (eth0, ens,eth, "
+                                      "^docker,lo, =ens5)"),
+    "ray_cluster": vocabulary.Name(),
+    "ray_env": _RayEnv(),
+    "ray_rocm_env": _RayEnv(),
+    "ray_env_secret_pattern": _SecretPattern(),
+    "ray_temp_dir": _Path(60),
+    "ray_config_dir": _Path(),
+    "ray_venv": _Path(),
+    "ray_umask": _Pattern(_UMASK, "be an octal umask such as 0027", ["0999", "27a"]),
+    "ray_user": _Pattern(_USER, "be a user name (lowercase letters, digits, _ and -)", ["ray user", "Root"]),
+    "ray_num_cpus": _Either(("", None), 0, "be empty (Ray detects it) or a whole number from 0 up"),
+    "ray_num_gpus": _Either(("auto",), 0, "be auto or a whole number from 0 up"),
+    "ray_resources": _Resources(),
+    "ray_extra_args": vocabulary.ListOf(_args_item()),
+    "ray_limit_nofile": _Either(("infinity",), 1, "be infinity or a whole number from 1 up"),
+    "ray_limit_nproc": _Either(("infinity",), 1, "be infinity or a whole number from 1 up"),
+    "ray_start_timeout": _Whole(1, "be a whole number from 1 up"),
+    "ray_head_idle_release_after": _Whole(0, "be a whole number of seconds, 0 for off"),
+    "ray_head_idle_check_every": _Whole(10, "be a whole number of seconds from 10"),
+    "ray_firewall_controller": vocabulary.Address(empty=True),
+    "ray_firewall": vocabulary.Switch(),
+    "ray_firewall_allow": vocabulary.ListOf(vocabulary.Cidr(world_switch="ray_firewall_allow_world")),
+    "ray_firewall_allow_world": vocabulary.Switch(),
+    "nfs_mount_server": vocabulary.Host(empty=True),
+    "nfs_mount_export": _Path(),
+    "nfs_mount_path": _Path(),
+    "nfs_mount_options": _MountOptions(),
+    "nfs_mount_connect_timeout": _Whole(1, "be a whole number from 1 up"),
+    "nfs_mount_probe_timeout": _Whole(1, "be a whole number from 1 up"),
+    "storage_lvm_devices": _Devices(),
+    "storage_lvm_vg_name": _Pattern(_LVM_NAME, "be an LVM name (letters, digits, + _ . -, not starting with -)",
+                                    ["-vg", "my lv", ".."]),
+    "storage_lvm_lv_name": _Pattern(_LVM_NAME, "be an LVM name (letters, digits, + _ . -, not starting with -)",
+                                    ["-lv", "my lv"]),
+    "storage_lvm_stripe_size": _Pattern(_STRIPE, "be empty or a size such as 256k", ["256 kb", "big"], typed_ok=True),
+    "storage_lvm_mount_point": _Path(),
+    "storage_lvm_mount_options": _MountOptions(),
+    "storage_lvm_mount_mode": _Mode(),
+    "storage_lvm_mount_owner": _Pattern(_USER, "be a user name (lowercase letters, digits, _ and -)", ["a b"]),
+    "storage_lvm_mount_group": _Pattern(_USER, "be a user name (lowercase letters, digits, _ and -)", ["a b"]),
+    "storage_lvm_discover_min_size": _Pattern(_SIZE, "be a size such as 1G or 500M", ["big", "1 G"], typed_ok=True),
+    "python_env_path": _Path(),
+    "python_env_python": _Path(),
+    "python_env_wheelhouse": _Path(),
+    "python_env_packages": vocabulary.ListOf(vocabulary.Requirement()),
+    "python_env_index_url": vocabulary.Url(schemes=("https", "http", "file"), empty=True, hint=_CREDENTIALS_HINT),
+    "python_env_extra_index_urls": vocabulary.ListOf(vocabulary.Url(schemes=("https", "http", "file"), hint=_CREDENTIALS_HINT)),
+    "ray_fitness_check": vocabulary.Switch(),
+    "fitness_min_gbit": vocabulary.Number(0, 1e5, unit="Gbit/s"),
+    "fitness_ray_min_gbit": vocabulary.Number(0, 1e5, unit="Gbit/s"),
+    "fitness_allreduce_min_busbw": vocabulary.Number(0, 1e5, unit="GB/s"),
+    "fitness_allreduce": vocabulary.Choice(("auto", "gloo", "off")),
+    "fitness_seconds": vocabulary.Number(0.1, 60, unit="seconds"),
+    "fitness_pairs_max": vocabulary.Int(0, 64),
+    "fitness_ray_object_mib": vocabulary.Int(1, 4096, unit="MiB"),
+    "fitness_ray_timeout": vocabulary.Int(10, 86400, unit="seconds"),
+    "fitness_gpu": vocabulary.Choice(("auto", "off")),
+    "fitness_dcgm": vocabulary.Switch(),
+    "fitness_min_free_gib": vocabulary.Number(0, 1e6, unit="GiB"),
+    "fitness_min_scratch_free_gib": vocabulary.Number(0, 1e6, unit="GiB"),
+    "fitness_shared_path": vocabulary.AbsPath(spaces=False),
+    "fitness_scratch_path": vocabulary.AbsPath(spaces=False),
+    "fitness_exclude_unfit": vocabulary.Switch(),
+    "fitness_report_only": vocabulary.Switch(),
+    "fitness_artifacts_dir": vocabulary.AbsPath(relative=True, spaces=False),
+    "hyperbolic_min_hours": vocabulary.Number(0, 24 * 365, unit="hours"),
+    "hyperbolic_daily_budget": vocabulary.Number(0, above=True, unit="US dollars a day"),
+    "hyperbolic_ssh_public_key": vocabulary.Text(max_len=16384, pattern=r"^(ssh|ecdsa)-[A-Za-z0-9-]+ [A-Za-z0-9+/=]+( .*)?$|^$",
+                                                 what="one OpenSSH public key line (ssh-ed25519 AAAA... comment)"),
+    "hyperbolic_record_dir": vocabulary.AbsPath(spaces=False),
+}
+RULES.update((name, vocabulary.Port()) for name in PORTS)
+
+
+def owner(name):
+    """The role a variable belongs to: the longest role prefix it starts with (None when none)."""
+    owners = [r for r in ROLES if name.startswith(r + "_")]
+    return max(owners, key=len) if owners else None
+
+
+def names_for(roles):
+    """The checked variables of the given roles."""
+    unknown = [r for r in roles if r not in ROLES]
+    if unknown:
+        raise ValueError("unknown role(s) %s; known: %s" % (", ".join(unknown), ", ".join(ROLES)))
+    return sorted(n for n in RULES if owner(n) in roles)
+
+
+def plain(value):
+    """The value with Ansible's tagged types turned into Python's own (so that a line shows ``int``)."""
+    if isinstance(value, dict):
+        return {plain(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    for kind in (bool, int, float, str):
+        if isinstance(value, kind):
+            return kind(value)
+    return value
+
+
+def check(settings):
+    """``{name: value}`` -> list of error lines (empty when every value is good). Unknown names are ignored."""
+    settings = plain(settings)
+    errors = []
+    for name in sorted(settings):
+        rule = RULES.get(name)
+        if rule is None:
+            continue
+        try:
+            rule.validate(settings[name], settings)
+        except Bad as e:
+            errors.append(rule.line(name, settings[name], e))
+    errors.extend(_port_clashes(settings))
+    return errors
+
+
+def _port_clashes(settings):
+    given = {}
+    for name in PORTS:
+        if name in settings:
+            try:
+                given[name] = vocabulary.Port().validate(settings[name])
+            except Bad:
+                return []  # already reported
+    errors = []
+    by_number = {}
+    for name, number in given.items():
+        by_number.setdefault(number, []).append(name)
+    for number, names in sorted(by_number.items()):
+        if len(names) > 1:
+            errors.append("%s all use port %d: give each its own port" % (" and ".join(sorted(names)), number))
+    low, high = given.get("ray_min_worker_port"), given.get("ray_max_worker_port")
+    if low is not None and high is not None:
+        if low > high:
+            errors.append("ray_min_worker_port (%d) must not be above ray_max_worker_port (%d)" % (low, high))
+        else:
+            inside = sorted(n for n, p in given.items() if low <= p <= high and n not in ("ray_min_worker_port",
+                                                                                          "ray_max_worker_port"))
+            if inside:
+                errors.append("%s fall%s inside the worker port range %d-%d (ray_min_worker_port..ray_max_worker_port): "
+                              "move %s or the range" % (", ".join(inside), "s" if len(inside) == 1 else "", low, high,
+                                                        "it" if len(inside) == 1 else "them"))
+    return errors

@@ -1,0 +1,1393 @@
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""One vocabulary of value types for every input surface: module and action arguments, experiment keys, role
+variables, command-line switches and inventory plugin options.
+
+A surface declares each of its fields with a type from here (``AbsPath()``, ``Url(schemes=("https",))``,
+``Secret()``, ``Int(1, 100)``...). The type knows
+
+* what a good value is (:meth:`Type.check`, which returns the value as the code should use it, or raises
+  :class:`Bad` with what the value *must* be);
+* how to show a bad value in an error line without leaking it (:meth:`Type.shown`: a secret is never shown, a URL
+  only as scheme and host);
+* a corpus of bad values of its own kind (:meth:`Type.corpus`), from which ``tests/unit/test_bad_input_generated.py``
+  builds a case for every field of every surface, so a field is covered the day it is declared;
+* for module arguments, the Ansible argument-spec entry it stands for (:meth:`Type.ansible_spec`).
+
+:class:`Args` is a module's or action's whole argument declaration: ``Args(...).spec`` is the Ansible
+``argument_spec``; :meth:`Args.errors` checks parsed parameters (after Ansible's own type conversion) and gives one
+line per bad field, ``"<name> must <what it must be>, got <shown value>"``; :func:`enforce` fails a module with them.
+
+Cross-field rules (a merge target that overlaps its checkpoints, a world-open firewall without its explicit switch)
+stay with the surface that knows both fields. Standard library only: code that runs on the nodes imports it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import math
+import os
+import re
+from urllib.parse import urlsplit
+
+NOTSET = object()
+
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import MASK
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_HOST = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                   r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$")
+# Linux: at most 15 bytes (IFNAMSIZ - 1), no '/', no whitespace, not '.' or '..'; ':' marks an alias.
+_IFNAME = re.compile(r"^[A-Za-z0-9_.+@-]{1,15}$")
+_GIT_REF = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_./-]{0,199}$")
+_HF_REPO = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/)?[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")
+_REQUIREMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,\s-]*\])?\s*"
+                          r"(?:(?:[<>=!~]=?|===)\s*[A-Za-z0-9*+!._-]+\s*(?:,\s*(?:[<>=!~]=?|===)\s*[A-Za-z0-9*+!._-]+\s*)*)?"
+                          r"(?:\s*@\s*\S+)?(?:\s*;\s*[^;]+)?$")
+YEAR = 366 * 86400
+
+
+class Bad(ValueError):
+    """What a value must be, as the words after "must" (``be an absolute path``); the surface adds the name."""
+
+
+class Line(Bad):
+    """A whole error line, from a surface's own rule (:class:`Custom`), used as it is."""
+
+
+class Inner(Bad):
+    """A bad item of a list (``where`` = ``[3]``) or a bad value of a mapping (``.KEY``): the line names it."""
+
+    def __init__(self, where, t, value, bad):
+        super().__init__(str(bad))
+        self.where, self.t, self.value, self.bad = where, t, value, bad
+
+
+class Corpus(list):
+    """Bad values of a type: ``(label, value, typed)``; ``typed`` marks a value of the wrong Python type, which only
+    surfaces without their own type conversion (experiment files, role variables, switches) see as such."""
+
+    def add(self, label, value, typed=False):
+        self.append((label, value, typed))
+        return self
+
+
+def _short(text, limit=80):
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def type_word(value):
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return type(value).__name__
+
+
+def _shown(value):
+    if isinstance(value, str):
+        return repr(_short(value))
+    if value is None:
+        return "null"
+    if isinstance(value, (dict, list, tuple)):
+        return "%s (%s)" % (_short(repr(value), 60), type_word(value))
+    return repr(value)
+
+
+def _leaves(value):
+    if isinstance(value, dict):
+        return [x for k, v in value.items() for x in _leaves(k) + _leaves(v)]
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in _leaves(v)]
+    return [value] if isinstance(value, str) and value else []
+
+
+def one_line(value, what="one line of text"):
+    if not isinstance(value, str):
+        raise Bad("be %s" % what)
+    if _CONTROL.search(value):
+        raise Bad("be %s without line breaks or control characters" % what)
+    return value
+
+
+class Type:
+    """A kind of value. Keyword arguments describe the field that has the type: ``required``, ``default``,
+    ``aliases``, ``no_log`` (for module arguments), ``hint`` (appended to the error line)."""
+
+    ansible = "str"
+    elements = None
+    secret = False          # the value may carry a secret: never shown, never echoed
+    words = "a value"       # what a good value is, for the docs' table
+    sample_value = "x"
+
+    def __init__(self, required=False, default=NOTSET, aliases=(), no_log=None, hint="", nullable=True, sample=NOTSET,
+                 label="", ansible=None, must="", env=None):
+        self.must = must        # what every refusal says instead of the kind's own words ("be infinity or ...")
+        self.env = env          # a module option Ansible fills from this environment variable when the task gives none
+        self.label = label      # how lines name the field when not by its own name ("venv (verl_job_venv)")
+        if ansible:
+            self.ansible = ansible  # the Ansible spec type, where it differs from the kind's (a path kept as "str")
+        self.required = required
+        self.default = default
+        self.aliases = tuple(aliases)
+        self.no_log = no_log
+        self.hint = hint
+        # None means "not given" for an optional field of a module (Ansible passes it for unset options).
+        self.nullable = nullable and not required
+        if sample is not NOTSET:
+            self.sample_value = sample
+
+    # -- checking ----------------------------------------------------------------------------------
+    def check(self, value):
+        """The value as the code should use it; :class:`Bad` when it is not good."""
+        return value
+
+    def validate(self, value, context=None):
+        """:meth:`check`, with None allowed for an optional field; ``context`` holds the surface's other values (a
+        type that depends on a switch beside it, as :class:`Cidr` on its ``world_switch``, reads it there)."""
+        if value is None:
+            if self.nullable:
+                return None
+            raise Bad("be given" if self.required else "be set (null is not a value here)")
+        if not self.must:
+            return self.check_in(value, context or {})
+        try:
+            return self.check_in(value, context or {})
+        except (Line, Inner):
+            raise
+        except Bad:
+            raise Bad(self.must)
+
+    def check_in(self, value, context):
+        return self.check(value)
+
+    def problems(self, value, where, context=None):
+        """``[(path, type, value, Bad)]``: every problem of ``value`` (one at most here; containers list each bad
+        item), for surfaces that report them all (an experiment file). ``type.line(path, value, bad)`` is the line."""
+        try:
+            self.validate(value, context)
+            return []
+        except Bad as e:
+            return [(where, self, value, e)]
+
+    def conceal(self, value):
+        """The strings of a refused ``value`` that no output may hold (Ansible masks them, the invocation included)."""
+        return _leaves(value) if self.secret else []
+
+    def shown(self, value):
+        """How an error line shows a bad value: never a secret."""
+        return "the value is not shown" if self.secret else "got %s" % _shown(value)
+
+    def line(self, name, value, bad):
+        name = self.label or name
+        if isinstance(bad, Line):
+            return str(bad)
+        if isinstance(bad, Inner):
+            return bad.t.line(name + bad.where if name else bad.where.lstrip("."), bad.value, bad.bad)
+        shown = self.shown(value)
+        sep = " (" if shown.startswith("the value") else ", "
+        end = ")" if sep == " (" else ""
+        return "%s must %s%s%s%s%s" % (name, bad, sep, shown, end, self.hint)
+
+    # -- the generated bad-input cases ----------------------------------------------------------------
+    def corpus(self):
+        c = Corpus()
+        if not self.nullable:
+            c.add("null", None, typed=True)
+        return c
+
+    def sample(self):
+        """A good value (for the fields a generated case does not make bad); may hold ``{tmp}`` / ``{stub}``."""
+        return self.sample_value
+
+    # -- Ansible ------------------------------------------------------------------------------------------
+    def ansible_spec(self):
+        spec = {"type": self.ansible}
+        if self.elements:
+            spec["elements"] = self.elements
+        if self.required:
+            spec["required"] = True
+        if self.default is not NOTSET:
+            spec["default"] = self.default
+        if self.aliases:
+            spec["aliases"] = list(self.aliases)
+        no_log = self.secret if self.no_log is None else self.no_log
+        if no_log or self.no_log is False:
+            spec["no_log"] = bool(no_log)
+        choices = getattr(self, "choices", None) or getattr(getattr(self, "item", None), "choices", None)
+        if choices:
+            spec["choices"] = list(choices)
+        return spec
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Text
+
+
+class Text(Type):
+    """One line of text (no line break or control character), ``empty`` allowed or not, at most ``max_len``."""
+
+    words = "one line of text"
+
+    def __init__(self, empty=True, max_len=4096, pattern=None, what=None, lines=False, **kw):
+        super().__init__(**kw)
+        self.empty = empty
+        self.max_len = max_len
+        self.pattern = re.compile(pattern) if isinstance(pattern, str) else pattern
+        self.lines = lines
+        self.what = what or ("text" if lines else "one line of text")
+
+    def check(self, value):
+        if self.lines:
+            # Several lines (a shell script, a description): line breaks and tabs, no other control character.
+            if not isinstance(value, str):
+                raise Bad("be %s" % self.what)
+            if re.search(r"[\x00-\x08\x0b-\x1f\x7f]", value):
+                raise Bad("be %s without control characters (NUL, escapes)" % self.what)
+        else:
+            one_line(value, self.what)
+        if not value.strip():
+            if self.empty:
+                return value
+            raise Bad("not be empty (it must be %s)" % self.what)
+        if len(value) > self.max_len:
+            raise Bad("be at most %d characters long" % self.max_len)
+        if self.pattern is not None and not self.pattern.match(value):
+            raise Bad("be %s" % self.what)
+        return value
+
+    def corpus(self):
+        c = super().corpus().add("nul", "a\x00b").add("too_long", "x" * (self.max_len + 1))
+        if not self.lines:
+            c.add("newline", "a\nb")
+        c.add("list", ["x"], typed=True)
+        if not self.empty:
+            c.add("empty", "").add("blank", "  ")
+        return c
+
+
+class Name(Text):
+    """A name for a file, a label, a cluster: letters, digits, ``_ . -``, starting with a letter or digit."""
+
+    words = "a name of letters, digits, _ . -"
+
+    def __init__(self, max_len=80, empty=False, **kw):
+        super().__init__(empty=empty, max_len=max_len, pattern=_NAME,
+                         what="a name of letters, digits, _ . - (starting with a letter or digit, at most %d)" % max_len,
+                         **kw)
+
+    def check(self, value):
+        value = super().check(value)
+        if value in (".", ".."):
+            raise Bad("be %s" % self.what)
+        return value
+
+    def corpus(self):
+        return super().corpus().add("slash", "a/b").add("space", "a b").add("dash_first", "-x").add(
+            "dotdot", "..").add("unicode", "j\u00f6b")
+
+
+class Choice(Type):
+    words = "one of a fixed set"
+
+    def __init__(self, choices, **kw):
+        super().__init__(**kw)
+        self.choices = tuple(choices)
+        self.sample_value = self.choices[0]
+
+    def check(self, value):
+        if value not in self.choices:
+            close = difflib.get_close_matches(str(value), [str(c) for c in self.choices], n=1, cutoff=0.6)
+            raise Bad("be one of %s%s" % (", ".join(str(c) for c in self.choices),
+                                          " (did you mean '%s'?)" % close[0] if close else ""))
+        return value
+
+    def corpus(self):
+        c = super().corpus().add("unknown", "no-such-choice")
+        if "" not in self.choices:
+            c.add("empty", "")
+        return c
+
+
+class EnvName(Text):
+    words = "an environment variable name"
+
+    def __init__(self, empty=False, **kw):
+        super().__init__(empty=empty, max_len=255, pattern=_ENV_NAME,
+                         what="an environment variable name (letters, digits, _; not starting with a digit)", **kw)
+        self.sample_value = "HF_TOKEN"
+
+    def corpus(self):
+        return super().corpus().add("equals", "A=B").add("digit_first", "1A").add("dash", "A-B")
+
+
+class Secret(Type):
+    """A token, key or password: never shown, never in a message. One line without spaces or control characters
+    (it becomes an HTTP header or an environment value); ``multiline`` for a key file's content (PEM)."""
+
+    secret = True
+    words = "a secret (never shown)"
+    sample_value = "s3cr3t-sample-value"
+
+    def __init__(self, multiline=False, max_len=65536, empty=True, **kw):
+        super().__init__(**kw)
+        self.multiline = multiline
+        self.max_len = max_len
+        self.empty = empty
+
+    def check(self, value):
+        if not isinstance(value, str):
+            raise Bad("be text")
+        if not value and not self.empty:
+            raise Bad("not be empty")
+        if len(value) > self.max_len:
+            raise Bad("be at most %d characters" % self.max_len)
+        if self.multiline:
+            if re.search(r"[\x00-\x08\x0b-\x1f\x7f]", value):
+                raise Bad("be the key's text without control characters")
+            return value
+        if value and any(not 33 <= ord(c) <= 126 for c in value):
+            raise Bad("be the secret alone, without spaces, line breaks or other characters a token cannot have")
+        return value
+
+    def corpus(self):
+        c = super().corpus().add("nul", "tok\x00en")
+        if not self.empty:
+            c.add("empty", "")
+        if not self.multiline:
+            c.add("newline", "s3cr3t-sample-value\nHost: evil").add("space", "s3cr3t sample").add("cr", "tok\ren")
+        return c
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Numbers and switches
+
+
+def _number(value, integer, strict=False):
+    if isinstance(value, bool) or (strict and not isinstance(value, (int, float))):
+        raise Bad("be a whole number" if integer else "be a number")
+    if integer:
+        if isinstance(value, int):
+            return value
+        if isinstance(value, str) and re.fullmatch(r"\s*-?[0-9]+\s*", value):
+            return int(value)
+        raise Bad("be a whole number")
+    if isinstance(value, (int, float)):
+        number = float(value) if isinstance(value, float) else value
+    elif isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            raise Bad("be a number")
+    else:
+        raise Bad("be a number")
+    if isinstance(number, float) and not math.isfinite(number):
+        raise Bad("be a finite number")
+    return number
+
+
+def _bounds(t, c):
+    """The bad values every number has: a boolean, digits as text where only a number is read, each side of its range."""
+    c.add("boolean", True, typed=True)
+    if t.strict:
+        c.add("number_as_text", "2", typed=True)
+    if t.low is not None:
+        c.add("below", t.low - 1)
+    if t.high is not None:
+        c.add("above", t.high + 1)
+    return c
+
+
+class Int(Type):
+    """A whole number from ``low`` to ``high`` (either may be None)."""
+
+    ansible = "int"
+    words = "a whole number in a range"
+
+    def __init__(self, low=None, high=None, unit="", strict=False, **kw):
+        super().__init__(**kw)
+        self.low, self.high, self.unit, self.strict = low, high, unit, strict
+        self.sample_value = low if low is not None and low > 0 else (1 if high is None or high >= 1 else high)
+
+    def _range(self):
+        unit = " %s" % self.unit if self.unit else ""
+        if self.low is not None and self.high is not None:
+            return "be a whole number%s from %s to %s" % (unit.replace(" ", " of ", 1), self.low, self.high)
+        if self.low is not None:
+            return "be at least %s%s" % (self.low, unit) if self.low else "not be negative"
+        return "be at most %s%s" % (self.high, unit)
+
+    def check(self, value):
+        number = _number(value, True, self.strict)
+        if (self.low is not None and number < self.low) or (self.high is not None and number > self.high):
+            raise Bad(self._range())
+        return number
+
+    def corpus(self):
+        return _bounds(self, super().corpus().add("word", "soon").add("fraction", 1.5))
+
+
+class Number(Type):
+    """A finite number from ``low`` to ``high`` (either may be None); ``above`` makes ``low`` exclusive."""
+
+    ansible = "float"
+    words = "a finite number in a range"
+
+    def __init__(self, low=None, high=None, above=False, unit="", strict=False, **kw):
+        super().__init__(**kw)
+        self.low, self.high, self.above, self.unit, self.strict = low, high, above, unit, strict
+        self.sample_value = (low or 0) + 1 if high is None else (high if low is None else (low + high) / 2.0)
+
+    def check(self, value):
+        number = _number(value, False, self.strict)
+        unit = " of %s" % self.unit if self.unit else ""
+        low_bad = self.low is not None and (number <= self.low if self.above else number < self.low)
+        if low_bad or (self.high is not None and number > self.high):
+            if self.low is not None and self.high is not None:
+                raise Bad("be a number%s from %s to %s" % (unit, self.low, self.high))
+            if self.low is not None:
+                if self.above:
+                    raise Bad("be a number%s above %s" % (unit, self.low))
+                raise Bad("not be negative" if self.low == 0 else "be at least %s" % self.low)
+            raise Bad("be at most %s" % self.high)
+        return number
+
+    def corpus(self):
+        return _bounds(self, super().corpus().add("nan", float("nan")).add("inf", float("inf")).add("word", "lots"))
+
+
+class Seconds(Number):
+    """A duration in seconds: finite, from ``low`` (0 by default) to ``high`` (a year by default)."""
+
+    words = "a duration in seconds"
+
+    def __init__(self, low=0, high=YEAR, integer=False, **kw):
+        super().__init__(low=low, high=high, unit="seconds", **kw)
+        self.integer = integer
+        if integer:
+            self.ansible = "int"
+        self.sample_value = max(1, low or 0)
+
+    def check(self, value):
+        if self.integer:
+            _number(value, True)
+        return super().check(value)
+
+    def corpus(self):
+        # An int option given inf or nan: Ansible's own conversion raises OverflowError before any check of ours.
+        return Corpus(c for c in super().corpus() if not (self.integer and isinstance(c[1], float)))
+
+
+class Switch(Type):
+    """On or off, read strictly: a misspelt true is an error, not false."""
+
+    ansible = "bool"
+    words = "true or false"
+    sample_value = False
+    WORDS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
+
+    def __init__(self, words=True, **kw):
+        super().__init__(**kw)
+        self.words_ok = words  # False: only a real boolean (an experiment file's true/false)
+
+    def check(self, value):
+        if isinstance(value, bool):
+            return value
+        if not self.words_ok:
+            raise Bad("be true or false")
+        if isinstance(value, int) and value in (0, 1):
+            return bool(value)
+        if isinstance(value, str) and value.strip().lower() in self.WORDS:
+            return self.WORDS[value.strip().lower()]
+        raise Bad("be true or false (also yes/no/1/0, any case)")
+
+    def corpus(self):
+        return super().corpus().add("typo", "treu").add("word", "maybe").add("two", 2, typed=True).add(
+            "list", [True], typed=True)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Paths
+
+
+class AbsPath(Type):
+    """An absolute path without ``..`` components, line breaks or control characters; ``empty`` allows ``""``
+    (an option's "unset"). ``under``: it must lie inside that directory (a path confined under a root)."""
+
+    ansible = "path"
+    words = "an absolute path"
+    sample_value = "{tmp}/sample"
+
+    def __init__(self, empty=False, under=None, max_len=4095, spaces=True, relative=False, **kw):
+        super().__init__(**kw)
+        self.empty, self.under, self.max_len, self.spaces, self.relative = empty, under, max_len, spaces, relative
+        if under:
+            self.sample_value = under.rstrip("/") + "/sample"
+
+    def check(self, value):
+        what = ("a path" if self.relative else "an absolute path") + (" inside %s" % self.under if self.under else "")
+        if value == "" and self.empty:
+            return value
+        one_line(value, what)
+        if not value.strip():
+            raise Bad("be %s, not empty" % what)
+        if not value.startswith("/") and not self.relative:
+            raise Bad("be %s (starting with /)" % what)
+        if ".." in value.split("/"):
+            raise Bad("be %s without '..'" % what)
+        if not self.spaces and re.search(r"\s", value):
+            raise Bad("be %s without spaces" % what)
+        if len(value) > self.max_len:
+            raise Bad("be %s of at most %d characters" % (what, self.max_len))
+        if self.under and not inside(value, self.under):
+            raise Bad("be %s" % what)
+        return value
+
+    def corpus(self):
+        c = super().corpus().add("dotdot", "/data/../etc").add("newline", "/data/a\nb").add("nul", "/data/a\x00b").add(
+            "number", 5, typed=True)
+        if not self.relative:
+            c.add("relative", "data/x").add("dot_relative", "./x")
+        if not self.empty:
+            c.add("empty", "")
+        if self.under:
+            c.add("outside", "/etc")
+        return c
+
+
+class RelPath(Type):
+    """A relative path that stays inside its base: no leading ``/``, no ``..`` component."""
+
+    words = "a relative path inside its base"
+    sample_value = "."
+
+    def check(self, value):
+        one_line(value, "a relative path")
+        if value.startswith("/") or ".." in value.split("/") or not value.strip():
+            raise Bad("be a relative path inside its base (not starting with /, no '..')")
+        return value
+
+    def corpus(self):
+        return super().corpus().add("absolute", "/etc").add("dotdot", "../x").add("inner_dotdot", "a/../../x").add(
+            "nul", "a\x00b").add("empty", "")
+
+
+def inside(path, root):
+    """Whether ``path`` is ``root`` or below it, by components after normalizing (no file system access)."""
+    path, root = os.path.normpath(path), os.path.normpath(root)
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def overlap(a, b):
+    """Whether one of two paths is the other or lies inside it."""
+    return inside(a, b) or inside(b, a)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# URLs and remote names
+
+
+def url_shown(value):
+    """A URL as an error line may show it: scheme, host and port; user-info, path, query and fragment never (a token
+    can hide in any of them)."""
+    if not isinstance(value, str):
+        return type_word(value)
+    if re.search(r"\s", value.strip()):
+        return "a value with spaces or line breaks (not shown)"
+    try:
+        parts = urlsplit(value.strip())
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return "a value that is not a URL (not shown)"
+    if not parts.scheme or not host:
+        return "a value that is not a URL (not shown)"
+    at = MASK + "@" if "@" in parts.netloc else ""
+    rest = "/..." if (parts.path not in ("", "/") or parts.query or parts.fragment) else ""
+    return "%s://%s%s%s%s" % (parts.scheme, at, host if ":" not in host else "[%s]" % host,
+                              ":%d" % port if port else "", rest)
+
+
+class Url(Type):
+    """A URL with one of ``schemes``, a host, and no credentials: nothing before ``@`` in the host part, no query
+    string or fragment (a token hides there); ``path`` False also refuses a path. Error lines show only scheme and
+    host (:func:`url_shown`). ``empty`` allows ``""`` (unset); ``default_scheme`` is assumed when the value has none
+    (``10.0.0.5:8265``). :meth:`check` returns the URL with its scheme, without a trailing ``/``."""
+
+    words = "a URL without credentials"
+    sample_value = "{stub}"
+
+    def __init__(self, schemes=("https", "http"), empty=False, path=True, default_scheme="", **kw):
+        super().__init__(**kw)
+        self.schemes, self.empty, self.path, self.default_scheme = tuple(schemes), empty, path, default_scheme
+        if "http" not in self.schemes:
+            # The generated cases' stub speaks plain HTTP; a closed loopback port takes no request either.
+            self.sample_value = "%s://127.0.0.1:9" % self.schemes[0]
+
+    def shown(self, value):
+        if self.default_scheme and isinstance(value, str) and "://" not in value:
+            value = "%s://%s" % (self.default_scheme, value)
+        return "got %s" % url_shown(value)
+
+    def conceal(self, value):
+        # A refused URL may hold a token anywhere but where url_shown shows it.
+        return [v for v in _leaves(value) if url_shown(v) not in (v, v.rstrip("/"))]
+
+    def check(self, value):
+        if isinstance(value, str) and not value.strip() and self.empty:
+            return ""
+        what = "an %s URL" % " or ".join(s + "://" for s in self.schemes)
+        one_line(value, what)
+        if re.search(r"\s", value):
+            raise Bad("be %s without spaces" % what)
+        if self.default_scheme and "://" not in value:
+            value = "%s://%s" % (self.default_scheme, value)
+        try:
+            parts = urlsplit(value)
+            port = parts.port
+        except ValueError as e:
+            raise Bad("be %s (%s)" % (what, str(e).split(":", maxsplit=1)[0].lower()))
+        if parts.scheme.lower() not in self.schemes:
+            raise Bad("be %s" % what)
+        if parts.scheme.lower() != "file" and not parts.hostname:
+            raise Bad("be %s with a host" % what)
+        if port == 0:
+            raise Bad("be %s with a port from 1 to 65535" % what)
+        if "@" in parts.netloc:
+            raise Bad("be %s without credentials before '@' (give a token through its own secret option)" % what)
+        if parts.query or parts.fragment or "?" in value or "#" in value:
+            raise Bad("be %s without a query string or fragment (a token does not belong in a URL)" % what)
+        if not self.path and parts.path not in ("", "/"):
+            raise Bad("be %s without a path (scheme, host and port only)" % what)
+        return value.rstrip("/") if parts.path in ("", "/") else value
+
+    def corpus(self):
+        c = super().corpus().add("userinfo_token", "https://ghp_s3cr3tT0ken@example.org/x").add(
+            "userinfo_password", "https://user:s3cr3tPass@example.org/x").add(
+            "query_token", "https://example.org/x?token=s3cr3tQuery").add(
+            "fragment", "https://example.org/x#s3cr3tFrag").add("scheme", "ftp://example.org/x").add(
+            "no_host", "https:///x").add("space", "https://exa mple.org/").add(
+            "port_range", "https://example.org:70000/").add("newline", "https://example.org/\nx")
+        if not self.default_scheme:
+            c.add("not_url", "example.org")
+        if "file" not in self.schemes:
+            c.add("file", "file:///etc/passwd")
+        if not self.empty:
+            c.add("empty", "")
+        if not self.path:
+            c.add("path", "http://127.0.0.1:8265/api/jobs")
+        return c
+
+
+class GitUrl(Type):
+    """A git remote: ``https://host/...``, ``ssh://[user@]host/...``, ``git://``, ``file:///...``, or scp-like
+    ``user@host:path``. A password or token in it is refused (a user name is fine over SSH)."""
+
+    words = "a git URL without credentials"
+    sample_value = "https://example.org/org/repo.git"
+    _SCP = re.compile(r"^[A-Za-z0-9_.-]+@[A-Za-z0-9_.-]+:[^\s]+$")
+
+    def shown(self, value):
+        if isinstance(value, str) and self._SCP.match(value):
+            return "got %s" % _shown(value)
+        return "got %s" % url_shown(value)
+
+    def conceal(self, value):
+        return [v for v in _leaves(value) if not self._SCP.match(v) and url_shown(v) not in (v, v.rstrip("/"))]
+
+    def check(self, value):
+        what = "a git URL (https://host/org/repo.git, git@host:org/repo.git, ssh://, git:// or file://)"
+        one_line(value, what)
+        if re.search(r"\s", value):
+            raise Bad("be %s" % what)
+        if self._SCP.match(value) and "://" not in value:
+            return value
+        try:
+            parts = urlsplit(value)
+            parts.port  # noqa: B018
+        except ValueError:
+            raise Bad("be %s" % what)
+        scheme = parts.scheme.lower()
+        if scheme not in ("https", "http", "ssh", "git", "file"):
+            raise Bad("be %s" % what)
+        if scheme != "file" and not parts.hostname:
+            raise Bad("be %s" % what)
+        if "@" in parts.netloc and (scheme != "ssh" or ":" in parts.netloc.rsplit("@", 1)[0]):
+            raise Bad("be %s without credentials: name the secret that holds a token in code.token_secret" % what)
+        if parts.query or parts.fragment or "?" in value or "#" in value:
+            raise Bad("be %s without a query string or fragment (a token does not belong in a URL)" % what)
+        return value
+
+    def corpus(self):
+        return super().corpus().add("userinfo_token", "https://ghp_s3cr3tT0ken@github.com/org/x.git").add(
+            "userinfo_password", "https://user:s3cr3tPass@github.com/org/x.git").add(
+            "ssh_password", "ssh://git:s3cr3tPass@github.com/org/x.git").add(
+            "query_token", "https://github.com/org/x.git?access_token=s3cr3tQuery").add(
+            "fragment", "https://github.com/org/x.git#s3cr3tFrag").add("scheme", "ftp://github.com/org/x.git").add(
+            "not_url", "github.com/org/x").add("empty", "").add("newline", "https://github.com/x\n")
+
+
+class GitRef(Text):
+    words = "a branch, tag or 40-character commit"
+
+    def __init__(self, empty=False, **kw):
+        super().__init__(empty=empty, max_len=200, pattern=_GIT_REF, what="a branch, a tag or a full 40-character commit",
+                         **kw)
+        self.sample_value = "main"
+
+    def check(self, value):
+        value = super().check(value)
+        if ".." in value or value.endswith("/") or value.endswith(".lock") or "//" in value or "@{" in value:
+            raise Bad("be %s" % self.what)
+        return value
+
+    def corpus(self):
+        return super().corpus().add("dotdot", "a..b").add("option", "--upload-pack=x").add("space", "a b").add(
+            "lock", "x.lock")
+
+
+class HfRepoId(Text):
+    words = "a Hugging Face repository id (org/name)"
+
+    def __init__(self, empty=False, **kw):
+        super().__init__(empty=empty, max_len=192, pattern=_HF_REPO,
+                         what="a Hugging Face repository id (org/name: letters, digits, _ - .; no '--' or '..')", **kw)
+        self.sample_value = "org/name"
+
+    def check(self, value):
+        value = super().check(value)
+        if "--" in value or ".." in value:
+            raise Bad("be %s" % self.what)
+        return value
+
+    def corpus(self):
+        return super().corpus().add("url", "https://huggingface.co/org/x").add("three_parts", "a/b/c").add(
+            "dashes", "org/a--b").add("dotdot", "org/..")
+
+
+class Host(Text):
+    """A host name or an IP address."""
+
+    words = "a host name or IP address"
+
+    def __init__(self, empty=False, **kw):
+        super().__init__(empty=empty, max_len=253, what="a host name or IP address", **kw)
+        self.sample_value = "127.0.0.1"
+
+    def check(self, value):
+        value = super().check(value)
+        if not value and self.empty:
+            return value
+        text = value.strip()
+        try:
+            ipaddress.ip_address(text)
+            return text
+        except ValueError:
+            pass
+        if not _HOST.match(text):
+            raise Bad("be %s" % self.what)
+        return text
+
+    def corpus(self):
+        return super().corpus().add("option", "-oProxyCommand=x").add("url", "http://h/").add("space", "a b")
+
+
+class Address(Text):
+    """An IP address a node can bind to and others can reach (not 0.0.0.0, not multicast)."""
+
+    words = "an IP address others can reach"
+
+    def __init__(self, empty=False, **kw):
+        super().__init__(empty=empty, max_len=64, what="an IP address (for example 10.0.0.5)", **kw)
+        self.sample_value = "10.0.0.5"
+
+    def check(self, value):
+        value = super().check(value)
+        if not value.strip() and self.empty:
+            return ""
+        try:
+            ip = ipaddress.ip_address(value.strip())
+        except ValueError:
+            raise Bad("be %s" % self.what)
+        if ip.is_unspecified or ip.is_multicast:
+            raise Bad("be an address the other nodes can reach, not %s" % ip)
+        return str(ip)
+
+    def corpus(self):
+        return super().corpus().add("any", "0.0.0.0").add("any6", "::").add("name", "node-1").add(
+            "multicast", "224.0.0.1")
+
+
+WORLD_PREFIX = {4: 8, 6: 16}
+
+
+class Cidr(Text):
+    """An IP address or network. A network wider than /8 (IPv4) or /16 (IPv6) opens to a large part of the internet:
+    refused unless ``world`` (the surface's explicit ``*_allow_world: true``)."""
+
+    words = "an IP network (not world-wide unless allowed)"
+
+    def __init__(self, empty=False, world=False, world_switch="", **kw):
+        super().__init__(empty=empty, max_len=64, what="an IP address or network (for example 10.0.0.0/24)", **kw)
+        self.world, self.world_switch = world, world_switch
+        self.sample_value = "10.0.0.0/24"
+
+    def check(self, value):
+        return self.check_in(value, {})
+
+    def check_in(self, value, context):
+        value = super().check(value)
+        try:
+            net = ipaddress.ip_network(value.strip(), strict=False)
+        except ValueError:
+            raise Bad("be %s" % self.what)
+        world = self.world or (self.world_switch and context.get(self.world_switch) is True)
+        if not world and net.prefixlen < WORLD_PREFIX[net.version] and not (net.is_private and not net.is_global):
+            raise Bad("be a network narrower than /%d: %s opens to the whole internet or a large part of it%s" % (
+                WORLD_PREFIX[net.version], net,
+                " (set %s: true if that is really meant)" % self.world_switch if self.world_switch else ""))
+        return str(net)
+
+    def corpus(self):
+        return super().corpus().add("world", "0.0.0.0/0").add("world6", "::/0").add("half", "0.0.0.0/1").add(
+            "netmask_world", "0.0.0.0/0.0.0.0").add("not_network", "10.0.0.0/33").add("name", "example.org")
+
+
+class Port(Int):
+    words = "a TCP port"
+
+    def __init__(self, **kw):
+        kw.setdefault("must", "be a TCP port from 1 to 65535")
+        super().__init__(1, 65535, **kw)
+        self.sample_value = 8265
+
+    def _range(self):
+        return "be a TCP port from 1 to 65535"
+
+
+class IfName(Text):
+    """A network interface name as Linux allows it: 1-15 characters, no '/', whitespace or ':'."""
+
+    words = "a network interface name"
+
+    def __init__(self, empty=False, **kw):
+        super().__init__(empty=empty, max_len=15, pattern=_IFNAME, what="a network interface name (at most 15 "
+                         "letters, digits, _ . + @ -)", **kw)
+        self.sample_value = "eth0"
+
+    def check(self, value):
+        value = super().check(value)
+        if value in (".", ".."):
+            raise Bad("be %s" % self.what)
+        return value
+
+    def corpus(self):
+        return super().corpus().add("slash", "eth/0").add("long", "e" * 16).add("space", "eth 0").add("colon", "eth0:1")
+
+
+class HostPort(Text):
+    """``host:port``: a host name, an IPv4 address or ``[IPv6]``, and a TCP port (Ray's GCS address)."""
+
+    words = "host:port"
+
+    def __init__(self, empty=False, **kw):
+        super().__init__(empty=empty, max_len=300, what="host:port (for example 10.0.0.5:6379)", **kw)
+        self.sample_value = "127.0.0.1:6379"
+
+    def check(self, value):
+        value = super().check(value)
+        if not value.strip():
+            return value
+        host, sep, port = value.strip().rpartition(":")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        try:
+            if not sep:
+                raise Bad("no port")
+            Host().check(host)
+            Port().check(port)
+        except Bad:
+            raise Bad("be %s" % self.what)
+        return value
+
+    def corpus(self):
+        return super().corpus().add("no_port", "10.0.0.5").add("port_range", "10.0.0.5:70000").add(
+            "option", "-oProxyCommand=x:22").add("space", "a b:6379").add("url", "http://10.0.0.5:6379")
+
+
+class Regex(Text):
+    """A regular expression, as ``compiler`` takes it (``re.compile``, or the code that embeds it in its own
+    expressions)."""
+
+    words = "a regular expression"
+
+    def __init__(self, compiler=re.compile, **kw):
+        super().__init__(max_len=1024, what="a regular expression", **kw)
+        self.compiler = compiler
+        self.sample_value = "x"
+
+    def check(self, value):
+        value = super().check(value)
+        if not value:
+            return value
+        try:
+            re.compile(value)
+        except (re.error, ValueError) as e:
+            raise Bad("be a regular expression Python compiles (%s)" % str(e).splitlines()[0])
+        if self.compiler is not re.compile:
+            try:
+                self.compiler(value)
+            except (re.error, ValueError) as e:  # a position there is in the embedding expression: left out
+                raise Bad("be a regular expression that still works inside another (%s)"
+                          % re.sub(r" at position \d+.*", "", str(e).splitlines()[0]))
+        return value
+
+    def corpus(self):
+        return super().corpus().add("unbalanced", "(").add("nothing_to_repeat", "*x")
+
+
+class PathOrUrl(Type):
+    """A directory on the node (an absolute path) or a URL (no credentials; shown as scheme and host only), as pip's
+    --find-links takes either."""
+
+    words = "an absolute path or a URL without credentials"
+    sample_value = "{tmp}"
+
+    def __init__(self, schemes=("https", "http", "file"), **kw):
+        super().__init__(**kw)
+        self.path, self.url = AbsPath(), Url(schemes=schemes)
+
+    def _type(self, value):
+        return self.url if isinstance(value, str) and "://" in value else self.path
+
+    def check(self, value):
+        return self._type(value).check(value)
+
+    def shown(self, value):
+        return self._type(value).shown(value)
+
+    def conceal(self, value):
+        return self._type(value).conceal(value)
+
+    def corpus(self):
+        c = super().corpus()
+        for kind, t in (("path", self.path), ("url", self.url)):
+            for label, value, typed in t.corpus():
+                if value is not None:
+                    c.add("%s_%s" % (kind, label), value, typed)
+        return c
+
+
+class Requirement(Text):
+    """One Python requirement (``name[extras] <op> version``, ``name @ url``, markers); never an option line
+    (``--extra-index-url=...``, ``-r FILE``, ``-e .``), which would change where or how everything is installed."""
+
+    words = "a Python requirement, not an option"
+
+    def __init__(self, empty=False, **kw):
+        super().__init__(empty=empty, max_len=1024, what="a requirement such as 'ray[default]==2.60.0' (not an option "
+                         "line such as --index-url or -r FILE)", **kw)
+        self.sample_value = "ray==2.60.0"
+
+    def check(self, value):
+        value = super().check(value)
+        text = value.strip()
+        if text.startswith("-") or not _REQUIREMENT.match(text) or re.search(r"\s-{1,2}[A-Za-z]", text):
+            raise Bad("be %s" % self.what)
+        return text
+
+    def corpus(self):
+        return super().corpus().add("index", "--extra-index-url=https://evil.example/simple").add(
+            "requirements_file", "-r /etc/shadow").add("editable", "-e .").add("trailing_option",
+                                                                               "ray --index-url=http://x")
+
+
+class SubmissionId(Text):
+    words = "a Ray submission id"
+
+    def __init__(self, empty=False, **kw):
+        super().__init__(empty=empty, max_len=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$",
+                         what="1-200 letters, digits, '_', '.' or '-', starting with a letter or digit (Ray cannot read, "
+                         "stop nor delete a job whose id has '/' or other characters)", **kw)
+        self.sample_value = "rlinfra-sample"
+
+    def corpus(self):
+        return super().corpus().add("slash", "team/run").add("query", "x?delete=1").add("dotdot", "..")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Containers
+
+
+class ListOf(Type):
+    """A list whose every item has type ``item`` (at most ``max_items``)."""
+
+    ansible = "list"
+    words = "a list"
+
+    def __init__(self, item, max_items=10000, empty=True, **kw):
+        super().__init__(**kw)
+        self.item, self.max_items, self.empty = item, max_items, empty
+        self.elements = {"int": "int", "float": "float", "bool": "bool", "path": "path", "dict": "dict",
+                         "list": "raw"}.get(item.ansible, "str")
+        self.secret = item.secret
+        self.sample_value = [item.sample()]
+
+    def ansible_spec(self):
+        spec = super().ansible_spec()
+        if getattr(self.item, "suboptions", False):
+            spec["options"] = Args(**self.item.fields).spec
+        return spec
+
+    def shown(self, value):
+        return "the value is not shown" if self.secret else "got %s" % _shown(value)
+
+    def check(self, value):
+        return self.check_in(value, {})
+
+    def check_in(self, value, context):
+        if not isinstance(value, (list, tuple)):
+            raise Bad("be a list")
+        if not value and not self.empty:
+            raise Bad("be a list of at least one item")
+        if len(value) > self.max_items:
+            raise Bad("be a list of at most %d items" % self.max_items)
+        out = []
+        for i, item in enumerate(value):
+            try:
+                out.append(self.item.validate(item, context) if item is not None else self.item.check(item))
+            except Bad as e:
+                raise Inner("[%d]" % i, self.item, item, e)
+        return out
+
+    def conceal(self, value):
+        return [x for v in (value if isinstance(value, (list, tuple)) else [value]) for x in self.item.conceal(v)]
+
+    def problems(self, value, where, context=None):
+        if not isinstance(value, (list, tuple)) or len(value) > self.max_items or (not value and not self.empty):
+            return super().problems(value, where, context)
+        return [p for i, item in enumerate(value) for p in self.item.problems(item, "%s[%d]" % (where, i), context)]
+
+    def corpus(self):
+        c = super().corpus().add("scalar", "x", typed=True).add("too_many", [self.item.sample()] * (self.max_items + 1))
+        for label, value, typed in self.item.corpus():
+            if value is not None:
+                c.add("item_" + label, [value], typed=typed)
+        if not self.empty:
+            c.add("empty", [])
+        return c
+
+
+class MapOf(Type):
+    """A mapping from ``key`` to ``value`` types."""
+
+    ansible = "dict"
+    words = "a mapping"
+
+    def __init__(self, key, value, max_items=10000, **kw):
+        super().__init__(**kw)
+        self.key, self.value, self.max_items = key, value, max_items
+        self.secret = value.secret
+        self.sample_value = {key.sample(): value.sample()}
+
+    def check(self, value):
+        if not isinstance(value, dict):
+            raise Bad("be a mapping")
+        if len(value) > self.max_items:
+            raise Bad("be a mapping of at most %d entries" % self.max_items)
+        out = {}
+        for k, v in value.items():
+            try:
+                k2 = self.key.check(k)
+            except Bad as e:
+                raise Inner(" (a key)", self.key, k, e)
+            try:
+                out[k2] = self.value.check(v) if v is not None or not self.value.nullable else None
+            except Bad as e:
+                raise Inner(".%s" % _short(str(k2), 60), self.value, v, e)
+        return out
+
+    def problems(self, value, where, context=None):
+        if not isinstance(value, dict) or len(value) > self.max_items:
+            return super().problems(value, where, context)
+        out = []
+        for k, v in value.items():
+            try:
+                self.check({k: v})
+            except Bad as e:
+                out.append((where, self, {k: v}, e))
+        return out
+
+    def conceal(self, value):
+        if not isinstance(value, dict):
+            return self.value.conceal(value)
+        return [x for k, v in value.items() for x in self.key.conceal(k) + self.value.conceal(v)]
+
+    def corpus(self):
+        c = super().corpus().add("list", ["x"], typed=True)
+        for label, value, typed in self.key.corpus():
+            if isinstance(value, str):
+                c.add("key_" + label, {value: self.value.sample()})
+        for label, value, typed in self.value.corpus():
+            if value is not None:
+                c.add("value_" + label, {self.key.sample(): value}, typed=typed)
+        return c
+
+
+class EnvMap(MapOf):
+    """Environment variables: names to one-line text or numbers (never lists, mappings or null)."""
+
+    words = "a mapping of environment variable names to one-line values"
+
+    def __init__(self, **kw):
+        super().__init__(EnvName(), Text(max_len=131071), **kw)
+        self.sample_value = {"PYTHONUNBUFFERED": "1"}
+
+    def check(self, value):
+        if isinstance(value, dict):
+            value = dict((k, str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                          else v) for k, v in value.items())
+        return super().check(value)
+
+
+class _UnknownKey(Type):
+    """The "type" of a key a :class:`Section` does not know: its line names the section and the keys it allows."""
+
+    def __init__(self, section):
+        super().__init__()
+        self.section = section
+
+    def line(self, name, value, bad):
+        fields = list(self.section.fields)
+        close = difflib.get_close_matches(str(value), fields, n=1, cutoff=0.6)
+        did = " (did you mean '%s'?)" % close[0] if close else ""
+        return "%s: unknown key %s%s; allowed: %s" % (name or "top level", _shown(value), did, ", ".join(fields))
+
+
+class Section(Type):
+    """A mapping with known keys, each of its own type (an experiment's ``wait:``). :meth:`problems` gives every
+    problem with its key path; :meth:`check` raises the first. Unknown keys are refused with a did-you-mean."""
+
+    ansible = "dict"
+    words = "a mapping of known keys"
+
+    def __init__(self, fields, suboptions=False, **kw):
+        super().__init__(**kw)
+        self.fields = fields
+        # A module's dict option: Ansible also checks it as suboptions (``options`` in the spec), and its generated
+        # cases are its fields' own (an experiment's sections are walked key by key instead).
+        self.suboptions = suboptions
+        self.sample_value = dict((k, t.sample()) for k, t in fields.items() if t.required)
+
+    def problems(self, value, where, context=None):
+        """``[(path, type, value, Bad)]`` for every bad key of ``value`` below ``where``; ``type.line(path, value,
+        bad)`` is the line. The fields beside a key are its context (a Cidr's world switch), switches read as such."""
+        if not isinstance(value, dict):
+            return [(where, self, value, Bad("be a mapping of %s" % ", ".join(self.fields)))]
+        if self.suboptions or context is None:
+            context = dict(value)
+            for key, t in self.fields.items():
+                if isinstance(t, Switch) and value.get(key) is not None:
+                    try:
+                        context[key] = t.check(value[key])
+                    except Bad:
+                        pass
+        out = []
+        for key, item in value.items():
+            path = "%s.%s" % (where, key) if where else str(key)
+            t = self.fields.get(key)
+            if t is None:
+                out.append((where, _UnknownKey(self), key, Bad("be a known key")))
+                continue
+            section = t if isinstance(t, Section) else getattr(t, "section_for", lambda c: None)(context or value)
+            if section is not None and isinstance(item, dict):
+                out.extend(section.problems(item, path, context or value))
+            elif item is not None:
+                out.extend(t.problems(item, path, context or value))
+        for key, t in self.fields.items():
+            if t.required and key not in value:
+                path = "%s.%s" % (where, key) if where else key
+                out.append((path, t, None, Bad("be given")))
+        return out
+
+    def check(self, value):
+        found = self.problems(value, "")
+        if found:
+            path, t, item, bad = found[0]
+            raise Inner("." + path if path else "", t, item, bad)
+        return value
+
+    def walk(self, where=""):
+        """``(path, type)`` of every field below ``where``, sections included."""
+        for key, t in self.fields.items():
+            path = "%s.%s" % (where, key) if where else key
+            yield path, t
+            if isinstance(t, Section):
+                yield from t.walk(path)
+
+    def conceal(self, value):
+        if not isinstance(value, dict):
+            return super().conceal(value)
+        return [x for key, t in self.fields.items() if value.get(key) is not None for x in t.conceal(value[key])]
+
+    def ansible_spec(self):
+        spec = super().ansible_spec()
+        if self.suboptions:
+            spec["options"] = Args(**self.fields).spec
+        return spec
+
+    def corpus(self):
+        c = super().corpus().add("list", ["x"], typed=True).add("unknown_key", dict(self.sample(), no_such_key=1))
+        if self.suboptions:
+            for key, t in self.fields.items():
+                for label, bad, typed in t.corpus():
+                    c.add("%s_%s" % (key, label), dict(self.sample(), **{key: bad}), typed=typed)
+        return c
+
+
+def Options(fields, suboptions=True, **kw):  # noqa: N802 - reads as a type in a declaration
+    """A module's dict option with known keys (a :class:`Section` Ansible checks as suboptions too)."""
+    return Section(fields, suboptions=suboptions, **kw)
+
+
+class OneOf(Type):
+    """The first of ``types`` that takes the value (a prefetch item: a repository id, or a mapping with repo:)."""
+
+    words = "one of several forms"
+
+    def __init__(self, *types, **kw):
+        super().__init__(**kw)
+        self.types = types
+        self.ansible = "raw"
+        self.sample_value = types[0].sample()
+
+    def check_in(self, value, context):
+        shape = "dict" if isinstance(value, dict) else "list" if isinstance(value, (list, tuple)) else "str"
+        fitting = None
+        for t in self.types:
+            try:
+                return t.validate(value, context)
+            except Bad as e:
+                kind = t.ansible if t.ansible in ("dict", "list") else "str"
+                if fitting is None or kind == shape:
+                    fitting = (kind == shape, e)
+        raise fitting[1]
+
+    def corpus(self):
+        c = super().corpus()
+        for t in self.types:
+            for label, value, typed in t.corpus():
+                if value is not None and not typed:
+                    c.add(label, value)
+        return c
+
+
+class Custom(Type):
+    """A field whose rule is its surface's own (a Ray runtime_env, a metadata mapping): ``check`` raises :class:`Bad`
+    (or :class:`Line`, a whole line), ``bad`` lists bad values for the generated tests."""
+
+    words = "checked by its own rule"
+
+    def __init__(self, ansible, check, bad, sample, elements=None, secret=False, **kw):
+        super().__init__(sample=sample, **kw)
+        self.ansible, self.elements, self.secret = ansible, elements, secret
+        self._check, self._bad = check, list(bad)
+
+    @staticmethod
+    def lines(problems):
+        """A check from a function that returns problem lines: the first becomes the :class:`Line`."""
+        def check(value):
+            found = problems(value)
+            if found:
+                raise Line(found[0])
+            return value
+        return check
+
+    def check(self, value):
+        return self._check(value)
+
+    def corpus(self):
+        c = super().corpus()
+        for i, item in enumerate(self._bad):
+            c.add(*(item if isinstance(item, tuple) else ("bad%d" % i, item)))
+        return c
+
+
+class Raw(Type):
+    """Any value, checked later by the code that reads it; ``reason`` says why (the docs' table lists every Raw
+    field, so each stays a conscious choice). No generated cases."""
+
+    ansible = "raw"
+    words = "any value (checked where it is read)"
+
+    def __init__(self, reason, ansible="raw", elements=None, **kw):
+        super().__init__(**kw)
+        self.reason, self.ansible, self.elements = reason, ansible, elements
+
+    def corpus(self):
+        return Corpus()
+
+
+# ------------------------------------------------------------------------------------------------------------
+# A surface's declaration
+
+
+class Args:
+    """A module's or action's arguments: ``name=Type(...)``. ``spec`` is the Ansible argument_spec."""
+
+    def __init__(self, _env_fallback=None, **fields):
+        """``_env_fallback``: Ansible's ``env_fallback`` (the module passes it: this file imports no Ansible), for the
+        fields declared with ``env=``."""
+        self.fields = fields
+        self.spec = dict((name, t.ansible_spec()) for name, t in fields.items())
+        for name, t in fields.items():
+            if t.env:
+                if _env_fallback is None:
+                    raise ValueError("%s takes the environment variable %s: pass _env_fallback" % (name, t.env))
+                self.spec[name]["fallback"] = (_env_fallback, [t.env])
+
+    def __iter__(self):
+        return iter(self.fields.items())
+
+    def errors(self, params, concealed=None):
+        """One line per bad field of ``params`` (as Ansible parsed them), in declaration order; the strings no output
+        may show (a refused URL, a secret) are added to the list ``concealed``."""
+        lines = []
+        for name, t in self.fields.items():
+            if name not in params:
+                continue
+            value = params[name]
+            try:
+                t.validate(value, params)
+            except Bad as e:
+                lines.append(t.line(name, value, e))
+                if concealed is not None:
+                    concealed.extend(t.conceal(value))
+        return lines
+
+    def samples(self):
+        """Good values for the required fields (the generated tests fill the rest of a case with them)."""
+        return dict((name, t.sample()) for name, t in self.fields.items() if t.required)
+
+
+def enforce(module, args):
+    """Fail ``module`` (an AnsibleModule or PlainModule-like object with ``params`` and ``fail_json``) with one line
+    per bad field of ``args``; nothing has been done yet."""
+    concealed = []
+    lines = args.errors(module.params, concealed)
+    if lines:
+        module.no_log_values.update(concealed)  # masked everywhere in the result, the invocation included
+        module.fail_json(msg="\n".join(lines), changed=False)

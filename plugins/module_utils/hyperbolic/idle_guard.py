@@ -1,0 +1,136 @@
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""The idle guard: run by a systemd timer on a cluster's head, it stops Ray and releases the cluster's Hyperbolic
+instances once no Ray job has run for ``idle_release_after`` seconds.
+
+    PYTHONPATH=/opt/rlinfra/idle-guard python3 -m ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.idle_guard CONFIG
+
+Standard library plus the collection's Hyperbolic and Ray clients (copied next to it by M(rlinfra.verl.idle_guard)); the
+node's own python3, not Ansible. CONFIG (root-only JSON) holds the label, the limit, the API URL and key, the head's
+dashboard URL and token path. Every run prints one line saying what it saw and did (the journal keeps it).
+
+Idle means: no job PENDING or RUNNING, and the later of the last job's end and Ray's start is longer ago than the
+limit. When Ray's jobs cannot be read, it does nothing but say so: a guard never releases on a guess.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_http import open_url
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayClient
+
+ACTIVE = ("PENDING", "RUNNING")
+UNIT = "ray-head.service"
+RECORD = "/etc/rlinfra/hyperbolic-%s.json"  # provision.yml's copy of the label's record
+
+
+def since_ray_started(show_text, uptime_text):
+    """Seconds since the unit became active, from ``systemctl show -p ActiveEnterTimestampMonotonic`` and /proc/uptime;
+    None when it is not known."""
+    try:
+        mono = int(show_text.strip().split("=", 1)[-1])
+        uptime = float(uptime_text.split()[0])
+    except (ValueError, IndexError):
+        return None
+    return uptime - mono / 1e6 if mono else None
+
+
+def decide(jobs, now, ray_up_for, limit):
+    """``(release, line)``: whether to release, and the line that says why. ``jobs``: Ray's job list (start_time and
+    end_time in ms since the epoch); ``now``: seconds since the epoch; ``ray_up_for``: seconds since Ray started."""
+    active = [j.get("submission_id") or j.get("job_id") or "?" for j in jobs if str(j.get("status")) in ACTIVE]
+    if active:
+        return False, "busy: job(s) %s running or pending; nothing to do" % ", ".join(sorted(active))
+    ended = [j for j in jobs if j.get("end_time")]
+    last = max(ended, key=lambda j: j["end_time"]) if ended else None
+    idle_job = now - last["end_time"] / 1000.0 if last else None
+    candidates = [x for x in (idle_job, ray_up_for) if x is not None]
+    if not candidates:
+        return False, "cannot tell how long the cluster has been idle (no job ever ended, Ray's start unknown); nothing to do"
+    idle = min(candidates)
+    what = ("the last job, %s, ended %ds ago" % (last.get("submission_id") or last.get("job_id"), idle_job)) if last else \
+        "no job has run since Ray started %ds ago" % ray_up_for
+    if idle < limit:
+        return False, "idle for %ds (%s), below the limit of %ds; nothing to do" % (idle, what, limit)
+    return True, "idle for %ds (%s), at or over the limit of %ds (idle_release_after): stopping Ray and releasing the " \
+                 "cluster's instances" % (idle, what, limit)
+
+
+def list_jobs(dashboard, token, timeout=10):
+    """The head's own dashboard, through the collection's one Ray client (its token never in an error line)."""
+    data = RayClient(dashboard, token=token or None, timeout=timeout, retries=2, backoff=0.5).list_jobs()
+    return data if isinstance(data, list) else []
+
+
+def say(line):
+    """One line to the journal (the service's standard output)."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def run(config, out=say, systemctl=None, now=time.time):
+    """One check. Returns the process exit code: 0 when it decided (released or not), 1 when it could not look."""
+    from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.client import HyperbolicClient, HyperbolicError
+    from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.rent import Rent
+    from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import record as hyperbolic_record
+
+    def call(*args):
+        return (systemctl or (lambda a: subprocess.run(["systemctl"] + list(a), capture_output=True, text=True, check=False)))(args)
+    label, limit = config["label"], int(config["idle_release_after"])
+    try:
+        with open(config["token_path"]) as handle:
+            token = handle.read().strip()
+    except OSError:
+        token = ""
+    try:
+        jobs = list_jobs(config["dashboard_url"], token)
+    except Exception as exc:  # pylint: disable=broad-except
+        out("idle guard (%s): cannot read Ray's jobs at %s (%s); not releasing anything" % (label, config["dashboard_url"], exc))
+        return 1
+    shown = call("show", "-p", "ActiveEnterTimestampMonotonic", UNIT)
+    try:
+        with open("/proc/uptime") as handle:
+            uptime = handle.read()
+    except OSError:
+        uptime = ""
+    release, line = decide(jobs, now(), since_ray_started(getattr(shown, "stdout", ""), uptime), limit)
+    out("idle guard (%s): %s" % (label, line))
+    if not release:
+        return 0
+    stopped = call("stop", UNIT)
+    out("idle guard (%s): %s" % (label, "Ray stopped" if getattr(stopped, "returncode", 1) == 0 else
+                                 "stopping Ray failed (%s); releasing anyway" % getattr(stopped, "stderr", "").strip()))
+    released = []
+    try:  # the rentals the API keeps no name for are the record's
+        record = hyperbolic_record.read(config.get("record") or RECORD % label, label)
+    except ValueError as exc:
+        out("idle guard (%s): %s; releasing by name only" % (label, exc))
+        record = {}
+    # Both APIs: the guard must find the cluster's rentals wherever provision.yml made them (an API that answers 404
+    # has none).
+    for api in ("on_demand", "marketplace"):
+        try:
+            client = HyperbolicClient(config["api_key"], config["api_url"], opener=open_url)
+            rent = Rent(client, api=api, record_ids=hyperbolic_record.ids(record, api))
+            released += rent.absent(label, timeout=int(config.get("release_timeout", 300)))["released"]
+        except HyperbolicError as exc:
+            out("idle guard (%s): releasing on the %s API failed: %s" % (label, api, exc))
+            return 1
+    out("idle guard (%s): released %s" % (label, ", ".join(released) or "nothing (no rental is named or tagged %s)" % label))
+    return 0
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    with open(argv[0]) as handle:
+        config = json.load(handle)
+    return run(config)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

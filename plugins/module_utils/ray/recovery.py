@@ -1,0 +1,192 @@
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""The decisions of the job watchdog (``rlinfra.verl.ray_job_wait``), without any I/O: which node
+left, whether an attempt ended by an event the experiment recovers from, whether a checkpoint can
+resume on the cluster's current shape, and the lines the user reads. The action does the talking."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.cluster_shape import cluster_shape, world_size
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl.metrics import describe as describe_metrics
+
+RECOVERY_EVENTS = ("node_lost", "head_restart", "stalled", "failed")
+# min_nodes None: the number of nodes alive when the run was first submitted.
+RECOVERY_DEFAULTS = {"max_restarts": 0, "on": ["node_lost", "head_restart", "stalled"], "backoff_s": 10,
+                     "min_nodes": None, "node_wait_timeout": 600, "allow_reshard": False}
+
+# verl's key metrics, shown first in progress lines and summaries.
+DEFAULT_METRICS = ["critic/score/mean", "critic/rewards/mean", "reward/mean", "actor/pg_loss", "pg_loss",
+                   "actor/entropy", "response_length/mean", "timing_s/step"]
+TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
+ACTIVE = ("PENDING", "RUNNING")
+WHY = {
+    "succeeded": "succeeded",
+    "failed": "the job failed",
+    "node_lost": "a node left the cluster",
+    "head_restart": "the Ray head restarted (Ray keeps no jobs across a head restart)",
+    "stalled": "no new training step",
+    "stopped": "stopped from outside this wait",
+    "timeout": "still running at the wait timeout",
+    "unreachable": "the dashboard stopped answering",
+    "missing": "the job does not exist",
+}
+
+
+# How a lost node shows in a driver's failure before Ray has marked the node dead (its health
+# checks take up to ~30 s): Ray's actor/worker/object errors and NCCL's connection errors.
+LOST_NODE_SIGNS = re.compile(
+    r"ActorDiedError|ActorUnavailableError|RayActorError|NodeDiedError|OwnerDiedError|ObjectLostError|"
+    r"WorkerCrashedError|LocalRayletDiedError|The actor died unexpectedly|node .{0,80}(?:died|is dead|was marked dead)|"
+    r"NCCL (?:error|communicator was aborted)|ncclRemoteError|Connection reset by peer", re.IGNORECASE)
+
+
+def looks_like_lost_node(text):
+    """Whether a failure's message or log tail reads like a node (or its processes) went away."""
+    return bool(LOST_NODE_SIGNS.search(text or ""))
+
+
+def hms(seconds):
+    if seconds is None:
+        return "-"
+    seconds = int(max(0, seconds))
+    return "%d:%02d:%02d" % (seconds // 3600, seconds // 60 % 60, seconds % 60)
+
+
+def fmt_metric(value):
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return str(value)
+        return ("%.4g" % value) if abs(value) < 1e5 else ("%.3e" % value)
+    return str(value)
+
+
+def pick_metrics(metrics, preferred, limit):
+    metrics = metrics or {}
+    chosen = [k for k in preferred if k in metrics][:limit]
+    if not chosen:
+        chosen = list(metrics)[:min(limit, 4)]
+    return [(k, metrics[k]) for k in chosen]
+
+
+def progress_line(label, res, preferred, limit, attempt=1):
+    status = res.get("status") or "UNKNOWN"
+    head = "%s: %s%s" % (label, status, " (attempt %d)" % attempt if attempt > 1 else "") if label else status
+    parts = [head, hms(res.get("duration_s"))]
+    step = res.get("last_step")
+    if step is None:
+        parts.append("no step yet")
+    else:
+        parts.append(" - ".join(["step:%s" % step] + ["%s:%s" % (k, fmt_metric(v))
+                                                      for k, v in pick_metrics(res.get("last_metrics"), preferred, limit)]))
+    return ", ".join(parts)
+
+
+def recovery_settings(recovery):
+    """The experiment's ``recovery`` mapping with its defaults."""
+    out = dict(RECOVERY_DEFAULTS)
+    out.update({k: v for k, v in (recovery or {}).items() if v is not None})
+    out["on"] = list(out["on"])
+    return out
+
+
+def node_label(node, names):
+    """``rlinfra-sbx-3 (172.23.0.4)``: the inventory host when the address is known, else the address."""
+    ip = node.get("node_ip") or node.get("node_name") or node.get("node_id", "?")[:12]
+    host = (names or {}).get(ip) or (names or {}).get(node.get("node_name") or "")
+    return "%s (%s)" % (host, ip) if host else "%s (not in the inventory)" % ip
+
+
+def alive(nodes):
+    return {n["node_id"]: n for n in nodes or [] if n.get("state") == "ALIVE" and n.get("node_id")}
+
+
+def head_id(nodes):
+    return next((i for i, n in alive(nodes).items() if n.get("is_head")), None)
+
+
+def lost_nodes(known, nodes):
+    """Nodes of ``known`` (node_id -> node, alive when last seen) that are not alive in ``nodes``."""
+    now = alive(nodes)
+    return [n for i, n in known.items() if i not in now]
+
+
+def end_event(status, lost_in_attempt, stopped_by_us=False):
+    """Why a terminal attempt ended, as a recovery event name."""
+    if status == "SUCCEEDED":
+        return "succeeded"
+    if status == "STOPPED":
+        return None if stopped_by_us else "stopped"
+    return "node_lost" if lost_in_attempt else "failed"
+
+
+def can_recover(event, settings, restarts_used):
+    """(True, '') or (False, why not) for an event, given the experiment's recovery settings."""
+    if event not in settings["on"]:
+        if settings["max_restarts"] <= 0:
+            return False, "recovery is off (recovery.max_restarts: 0)"
+        return False, "recovery.on does not include %s" % event
+    if restarts_used >= settings["max_restarts"]:
+        return False, ("recovery is off (recovery.max_restarts: 0)" if settings["max_restarts"] <= 0 else
+                       "all %d restart(s) of recovery.max_restarts are used" % settings["max_restarts"])
+    return True, ""
+
+
+def shape_check(ckpt, nodes, allow_reshard=False):
+    """(ok, line): whether the latest checkpoint (``verl_checkpoint_info``'s result) can resume on a
+    cluster made of ``nodes``. Without shards (no checkpoint, or not an FSDP one) there is nothing
+    to check."""
+    nnodes, gpus = cluster_shape(nodes)
+    now = world_size(nnodes, gpus)
+    written = (ckpt or {}).get("world_size")
+    if not written or written == now:
+        return True, ""
+    line = ("checkpoint %s (step %s) was written by world size %d (model_world_size_%d_rank_*.pt) but the cluster "
+            "now has %d node(s) x %d GPU(s) = world size %d"
+            % (ckpt.get("step_dir"), ckpt.get("latest_step"), written, written, nnodes, gpus, now))
+    if allow_reshard:
+        return True, line + "; resubmitting anyway (recovery.allow_reshard: true)"
+    return False, line + ("; not resubmitted: bring the cluster back to %d rank(s) (site.yml) and run submit.yml "
+                          "again, or set recovery.allow_reshard: true if the trainer can reshard" % written)
+
+
+def attempt_row(attempt, sid, res, why, started=None, stopped=False):
+    """One row of the summary; an attempt that had not ended when it was given up on is STOPPED (by
+    the wait) or LOST (with the head)."""
+    status = (res or {}).get("status")
+    if status not in TERMINAL:
+        status = "STOPPED" if stopped else "LOST" if why == "head_restart" else status
+    return dict(attempt=attempt, submission_id=sid, status=status, why=why,
+                last_step=(res or {}).get("last_step"), start_time=(res or {}).get("start_time") or started,
+                end_time=(res or {}).get("end_time"), duration_s=(res or {}).get("duration_s"))
+
+
+def summary_lines(result, preferred=tuple(DEFAULT_METRICS), limit=6):
+    """The end-of-run summary the playbook prints, from the wait's result."""
+    lines = []
+    metrics = pick_metrics(result.get("last_metrics"), list(preferred), limit)
+    lines.append("status:        %s%s" % (result.get("status") or "UNKNOWN",
+                                          " - %s" % result["reason_line"] if result.get("reason_line") else ""))
+    lines.append("submission_id: %s" % result.get("submission_id"))
+    lines.append("duration:      %s" % ("-" if result.get("duration_s") is None else "%.1f s" % float(result["duration_s"])))
+    lines.append("last step:     %s %s" % ("-" if result.get("last_step") is None else result["last_step"],
+                                           " - ".join("%s:%s" % (k, fmt_metric(v)) for k, v in metrics)))
+    for node in result.get("lost_nodes") or []:
+        lines.append("%s %s at %s" % ("head down:    " if node.get("head") else "node lost:    ", node["label"], node["at"]))
+    rows = result.get("attempts") or []
+    if len(rows) > 1 or any(r.get("why") not in ("succeeded", None) for r in rows):
+        lines.append("attempts:")
+        for r in rows:
+            lines.append("  %d. %s: %s%s, steps reached %s" % (
+                r["attempt"], r["submission_id"], r.get("status") or "-",
+                " (%s)" % WHY.get(r.get("why"), r.get("why")) if r.get("why") and r.get("why") != "succeeded" else "",
+                "-" if r.get("last_step") is None else r["last_step"]))
+    for path in result.get("log_paths") or []:
+        lines.append("log:           %s" % path)
+    if result.get("artifacts_error"):
+        lines.append("artifacts:     NOT SAVED - %s" % result["artifacts_error"])
+    lines += describe_metrics(result.get("metrics"))
+    return lines

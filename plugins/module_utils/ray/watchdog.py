@@ -1,0 +1,397 @@
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""The job watchdog of ``rlinfra.verl.ray_job_wait`` as a state machine without I/O.
+
+Why: the watchdog's rules (when a lost node ends an attempt, when the head took the job with it, when a
+job is stalled, how long an outage is borne, when and how an attempt is resubmitted, and every line the
+user reads about it) were woven into the action's polling loop, where only the sandbox could test them.
+Here they run on answers alone, so a table of poll sequences tests them (tests/unit/test_watchdog.py).
+
+:meth:`Watchdog.watch` is a generator. It yields requests, tuples whose first item names the I/O the
+action must do, and receives ``(answer, now)`` for each: the answer (a module's result, or None) and the
+controller's clock after it (any monotonic seconds). It returns ``(reason, line)`` when the watch is over:
+``("succeeded", None)``, or why it ended and the one line that says so. The requests:
+
+* ``("poll", seconds, tail)``: ``ray_job_poll`` for up to ``seconds``; ``tail`` None is the usual tail
+  (and the whole log when the attempt ends), 0 no log. Answer: its result.
+* ``("say", line)``: print the line. ``("progress", res)``: print the progress line of a poll's result
+  (and refresh the metrics files).
+* ``("sleep", seconds)``. ``("stop", submission_id)``: stop that job. ``("save_log", submission_id)``.
+* ``("cluster", kwargs)``: ``ray_cluster_info`` with these options. Answer: its result.
+* ``("checkpoint", path)``: ``verl_checkpoint_info``. ``("upload", package)``: ``ray_package``.
+* ``("submit", submission_id, entrypoint, metadata, resources)``: ``ray_job`` submitting the next attempt.
+
+The lower rules (which node left, which events are recoverable, checkpoint shapes, the summary) are in
+module_utils/ray/recovery.py; attempt names in module_utils/ray/attempts.py."""
+
+from __future__ import annotations
+
+import math
+
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import attempts
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_render
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import recovery
+
+# The result keys taken from the last poll of the job.
+RESULT_KEYS = ("submission_id", "status", "message", "start_time", "end_time", "duration_s", "driver_exit_code",
+               "logs_tail", "last_step", "last_metrics", "dashboard_url")
+# The wait's options the machine reads, with ray_job_wait's defaults (a caller may give only some).
+OPTIONS = dict(base_submission_id="", timeout=86400, progress_interval=60, poll_interval=5.0, stop_on_timeout=False,
+               stall_timeout=0, outage_grace=300, recovery=None, job=None, checkpoint_dir="")
+
+
+class Watchdog:
+    """One run's watch: its attempts, the nodes it has seen, the faults and what was done about them."""
+
+    def __init__(self, args, now, names=None):
+        opts = dict(OPTIONS)
+        opts.update((k, v) for k, v in args.items() if k in OPTIONS or k == "submission_id")
+        self.opts = opts
+        self.settings = recovery.recovery_settings(opts["recovery"])
+        self.base = opts["base_submission_id"] or opts["submission_id"]
+        self.sid = opts["submission_id"]
+        self.attempt = attempts.attempt_number(self.sid, self.base) or 1
+        self.restarts = self.attempt - 1
+        self.names = names or {}   # address -> inventory host
+        self.min_nodes = self.settings["min_nodes"]
+        # The dashboard URL the modules on the target used; the action keeps it current from each poll.
+        self.address = args.get("address")
+        self.t0 = self.now = now
+        self.known = {}            # node_id -> node, alive when last seen
+        self.head = None           # node_id of the alive head
+        self.lost = []             # every node that left, for the summary
+        self.rows = []             # one per ended attempt
+        self.events = []           # timings of faults and recoveries
+        self.res = {}              # the job as the last poll that found it gave it
+        self.new_attempt()
+
+    # --- plumbing ---------------------------------------------------------------------------
+
+    def new_attempt(self):
+        self.step = None
+        self.step_at = self.now
+        self.lost_here = []
+        self.seen = False
+
+    def ask(self, *request):
+        """One request out, its answer in; the clock comes with every answer."""
+        answer, self.now = yield request
+        return answer
+
+    def say(self, line):
+        return self.ask("say", line)
+
+    def elapsed(self):
+        return recovery.hms(self.now - self.t0)
+
+    def at_s(self):
+        return round(self.now - self.t0, 1)
+
+    def head_down(self):
+        return any(n["head"] for n in self.lost_here)
+
+    def recoverable(self, event):
+        return recovery.can_recover(event, self.settings, self.restarts)[0]
+
+    # --- the loop ---------------------------------------------------------------------------
+
+    def watch(self, now=None):
+        """The watch until the job ends or is given up on (see the module's docstring)."""
+        if now is not None:
+            self.t0 = self.now = self.step_at = now
+        deadline = self.t0 + self.opts["timeout"]
+        outage = None
+        while True:
+            remaining = deadline - self.now
+            if remaining <= 0:
+                return (yield from self.on_timeout())
+            chunk = max(1, min(self.opts["progress_interval"], int(math.ceil(remaining))))
+            res = yield from self.ask("poll", chunk, None)
+            if not res.get("reachable"):
+                if outage is None:
+                    outage = self.now
+                    yield from self.say("the Ray dashboard does not answer (%s); waiting up to %ss for it"
+                                        % (res.get("error"), self.opts["outage_grace"]))
+                    self.events.append(dict(event="unreachable", at_s=self.at_s()))
+                if self.now - outage > self.opts["outage_grace"]:
+                    return ("unreachable", "the Ray dashboard at %s has not answered for %ds (%s): the state of job "
+                            "%s is unknown. Check the head (systemctl status ray-head), then run status.yml for the "
+                            "experiment" % (self.address or "?", self.now - outage, res.get("error"), self.sid))
+                yield from self.ask("sleep", min(5.0, self.opts["poll_interval"] * 2))
+                continue
+            if outage is not None:
+                yield from self.say("the Ray dashboard answers again after %ds" % (self.now - outage))
+                outage = None
+            restarted = yield from self.watch_nodes(res.get("nodes") or [])
+            if not res.get("found"):
+                if self.seen or restarted:
+                    self.res = dict(self.res, status=None)
+                    self.events.append(dict(event="head_restart", at_s=self.at_s()))
+                    yield from self.say("job %s is gone from the cluster at %s: the Ray head restarted (Ray keeps no "
+                                        "jobs across a head restart)" % (self.sid, self.elapsed()))
+                    end = yield from self.end_attempt("head_restart", self.res, save_log=False)
+                    if end:
+                        return end
+                    continue
+                return ("missing", "Ray job %s does not exist on the cluster at %s (deleted, or the head restarted "
+                        "before this wait began); run submit.yml again to start it" % (self.sid, self.address or "?"))
+            self.seen = True
+            self.res = res
+            yield from self.ask("progress", res)
+            self.note_step(res.get("last_step"))
+            status = res.get("status")
+            if status in recovery.TERMINAL:
+                end = yield from self.on_end(status, res)
+                if end:
+                    return end
+                continue
+            if self.lost_here:
+                event = "head_restart" if self.head_down() else "node_lost"
+                if self.recoverable(event):
+                    if event == "node_lost":  # a head that went down took the job with it
+                        yield from self.say("stopping attempt %d (%s): it lost a node and would hang or fail"
+                                            % (self.attempt, self.sid))
+                        yield from self.ask("stop", self.sid)
+                    end = yield from self.end_attempt(event, res, stopped=event == "node_lost")
+                    if end:
+                        return end
+                    continue
+            stall = self.opts["stall_timeout"]
+            if stall > 0 and status == "RUNNING" and self.now - self.step_at >= stall:
+                self.events.append(dict(event="stalled", at_s=self.at_s()))
+                yield from self.say("no new step for %ds (last step %s): job %s is stalled" % (
+                    self.now - self.step_at, "-" if self.step is None else self.step, self.sid))
+                recover = self.recoverable("stalled")
+                if recover:
+                    yield from self.ask("stop", self.sid)
+                end = yield from self.end_attempt("stalled", res, stopped=recover)
+                if end:
+                    return end
+
+    def note_step(self, step):
+        """A new step restarts the stall clock; the first one of a resubmitted attempt times the recovery."""
+        if step == self.step:
+            return
+        if self.step is None and step is not None and self.events and "first_step_s" not in self.events[-1] \
+                and self.events[-1].get("event") == "resubmitted":
+            self.events[-1]["first_step_s"] = self.at_s()
+        self.step, self.step_at = step, self.now
+
+    def on_end(self, status, res):
+        """An attempt that Ray says has ended: why (a lost node or the head can be the cause while Ray
+        names none), then the end of the watch, or None when the next attempt was submitted."""
+        head_gone = False
+        if status in ("FAILED", "STOPPED") and not self.lost_here:
+            head_gone = yield from self.head_going_down()
+        if status == "FAILED" and not self.lost_here and not head_gone and \
+                recovery.looks_like_lost_node("%s\n%s" % (res.get("message"), res.get("logs_tail"))):
+            yield from self.settle_nodes()
+        event = recovery.end_event(status, self.lost_here)
+        if head_gone or (event == "node_lost" and self.head_down()):
+            event = "head_restart"
+        if event == "succeeded":
+            yield from self.end_attempt("succeeded", res)
+            return ("succeeded", None)
+        return (yield from self.end_attempt(event, res))
+
+    def head_going_down(self):
+        """A job can end STOPPED or FAILED just before its head goes down (``ray stop`` ends the drivers
+        first): look again before putting the end on the job."""
+        yield from self.ask("sleep", 2)
+        res = yield from self.ask("poll", 0, 0)
+        if not res.get("reachable"):
+            yield from self.say("the Ray dashboard stopped answering as job %s ended: the head is going down"
+                                % self.sid)
+            return True
+        yield from self.watch_nodes(res.get("nodes") or [])
+        return self.head_down()
+
+    def settle_nodes(self, seconds=60):
+        """A failure that reads like a lost node: watch the nodes until Ray marks one dead (its
+        health checks take up to ~30 s) or ``seconds`` pass."""
+        deadline = self.now + seconds
+        while not self.lost_here and self.now < deadline:
+            info = yield from self.ask("cluster", dict(timeout=10))
+            if info.get("failed"):
+                return
+            yield from self.watch_nodes(info.get("nodes") or [])
+            if not self.lost_here:
+                yield from self.ask("sleep", 3)
+
+    def watch_nodes(self, nodes):
+        """Name every node that left since the last look; True when the head restarted."""
+        head_now = recovery.head_id(nodes)
+        restarted = bool(self.head and head_now and head_now != self.head)
+        if restarted:
+            yield from self.say("the Ray head restarted at %s (a new head node joined); every Ray node re-registers"
+                                % self.elapsed())
+            self.known = {}
+        for node in recovery.lost_nodes(self.known, nodes):
+            label = recovery.node_label(node, self.names)
+            if node.get("is_head"):
+                yield from self.say("the Ray head %s went down at %s (ray-head restarting, or the node is down); Ray "
+                                    "loses its jobs with it" % (label, self.elapsed()))
+            else:
+                yield from self.say("node %s left the cluster at %s" % (label, self.elapsed()))
+            entry = dict(label=label, node_ip=node.get("node_ip"), at=self.elapsed(), attempt=self.attempt,
+                         head=bool(node.get("is_head")))
+            self.lost.append(entry)
+            self.lost_here.append(entry)
+            self.events.append(dict(event="head_restart" if entry["head"] else "node_lost", node=label,
+                                    at_s=self.at_s()))
+            self.known.pop(node["node_id"], None)
+        self.known.update(recovery.alive(nodes))
+        self.head = head_now or self.head
+        return restarted
+
+    def on_timeout(self):
+        status = self.res.get("status")
+        if self.opts["stop_on_timeout"] and status in recovery.ACTIVE:
+            yield from self.ask("stop", self.sid)
+            self.res = yield from self.ask("poll", 0, None)
+        self.rows.append(recovery.attempt_row(self.attempt, self.sid, self.res, "timeout"))
+        yield from self.ask("save_log", self.sid)
+        return ("timeout", "Ray job %s is still %s after %ss%s; %s" % (
+            self.sid, status, self.opts["timeout"],
+            " (verl step %s)" % self.res.get("last_step") if self.res.get("last_step") is not None else "",
+            "stopped it (stop_on_timeout)" if self.opts["stop_on_timeout"] else "it keeps running"))
+
+    # --- an attempt's end, and recovery ---------------------------------------------------------
+
+    def end_attempt(self, why, res, save_log=True, stopped=False):
+        """Record the attempt's end and save its log; then the end of the watch, or None when it goes on
+        (succeeded: the caller ends it; recovered: the next attempt is watched)."""
+        row = recovery.attempt_row(self.attempt, self.sid, res, why, stopped=stopped)
+        if save_log:
+            yield from self.ask("save_log", self.sid)
+        self.rows.append(row)
+        if why == "succeeded":
+            return None
+        if why == "stopped":  # somebody meant it: never "recovered"
+            return (why, "Ray job %s was stopped from outside this wait (stop.yml, the dashboard or `ray job stop`); "
+                    "not resubmitted. To go on from its checkpoint, submit a new run (submit.yml with -e run=NEW)"
+                    % self.sid)
+        ok, reason = recovery.can_recover(why, self.settings, self.restarts)
+        if not ok:
+            return (why, self.failure_line(why, res, reason))
+        return (yield from self.recover(why, res))
+
+    def failure_line(self, why, res, reason):
+        lost = "; lost: %s" % ", ".join(n["label"] for n in self.lost) if self.lost else ""
+        # A log read as the head went down can miss the steps that the wait has already seen.
+        last = (res or {}).get("last_step")
+        last = self.step if last is None else last
+        step = " at step %s" % last if last is not None else ""
+        status = (res or {}).get("status")
+        what = {
+            "failed": "ended FAILED%s%s" % (
+                step, " (driver exit code %s)" % res.get("driver_exit_code")
+                if res and res.get("driver_exit_code") is not None else ""),
+            "node_lost": "ended %s%s after a node left the cluster" % (status or "FAILED", step),
+            "head_restart": "is gone%s: the Ray head restarted and Ray keeps no jobs across a restart" % step,
+            "stalled": "is stalled%s: no new step for %ss (wait.stall_timeout)" % (step, self.opts["stall_timeout"]),
+        }.get(why, why)
+        todo = ("run submit.yml with -e run=NEW to resume from the checkpoint" if why in ("node_lost", "head_restart")
+                else "it is left running: stop.yml stops it, or set recovery.on to restart it" if why == "stalled"
+                and status in recovery.ACTIVE else "see the log")
+        return "Ray job %s %s%s; %s; %s" % (self.sid, what, lost, reason, todo)
+
+    def recover(self, why, res):
+        """Stop what is left of the run, wait for the nodes, check the checkpoint's shape, resubmit."""
+        self.restarts += 1
+        detected = self.at_s()
+        yield from self.say("attempt %d (%s) ended: %s, at step %s; recovery %d of %d" % (
+            self.attempt, self.sid, recovery.WHY.get(why, why), "-" if res.get("last_step") is None else res["last_step"],
+            self.restarts, self.settings["max_restarts"]))
+        # Never two runs of one experiment at once: stop every attempt of this run that is still active.
+        info = yield from self.ask("cluster", dict(jobs=True, timeout=60, wait_for_nodes=1))
+        jobs = attempts.attempts_of(info.get("jobs") or [], self.base)
+        if any(job.get("submission_id") == self.sid and job.get("status") == "SUCCEEDED" for job in jobs):
+            # The end race: the attempt finished between the look that condemned it and the stop. Its run is complete;
+            # another attempt would train again from the last checkpoint.
+            self.restarts -= 1
+            self.rows[-1] = recovery.attempt_row(self.attempt, self.sid, dict(res, status="SUCCEEDED"), "succeeded")
+            yield from self.say("attempt %d (%s) had SUCCEEDED before it could be stopped: the run is complete, no new "
+                                "attempt" % (self.attempt, self.sid))
+            return ("succeeded", None)
+        for job in jobs:
+            if job.get("status") in recovery.ACTIVE:
+                yield from self.say("stopping %s (still %s) before the next attempt" % (job["submission_id"], job["status"]))
+                yield from self.ask("stop", job["submission_id"])
+        if self.min_nodes is None:
+            first = self.res.get("metadata") or {}
+            try:
+                self.min_nodes = int(first.get("rlinfra_nodes") or 0) or len(self.known) or 1
+            except ValueError:
+                self.min_nodes = len(self.known) or 1
+        yield from self.ask("sleep", float(self.settings["backoff_s"]))
+        yield from self.say("waiting up to %ss for %d alive node(s)" % (self.settings["node_wait_timeout"], self.min_nodes))
+        info = yield from self.ask("cluster", dict(wait_for_nodes=self.min_nodes,
+                                                   timeout=int(self.settings["node_wait_timeout"])))
+        if info.get("failed"):
+            return ("no_nodes", "Ray job %s was not resubmitted: %s%s. Bring the nodes back (site.yml), then run "
+                    "submit.yml again; it attaches to the newest attempt" % (
+                        self.sid, info.get("msg"), "; lost: %s" % ", ".join(n["label"] for n in self.lost)
+                        if self.lost else ""))
+        nodes = info.get("nodes") or []
+        yield from self.watch_nodes(nodes)
+        ckpt = {}
+        if self.opts["checkpoint_dir"]:
+            ckpt = yield from self.ask("checkpoint", self.opts["checkpoint_dir"])
+            if ckpt.get("failed"):
+                return ("checkpoint", "cannot read the checkpoint directory %s on the head: %s"
+                        % (self.opts["checkpoint_dir"], ckpt.get("msg")))
+        ok, line = recovery.shape_check(ckpt, nodes, self.settings["allow_reshard"])
+        if line:
+            yield from self.say(line)
+        if not ok:
+            return ("shape", "Ray job %s was not resubmitted: %s" % (self.sid, line))
+        return (yield from self.resubmit(why, nodes, ckpt, detected))
+
+    def resubmit(self, why, nodes, ckpt, detected):
+        job = self.opts["job"] or {}
+        if not job.get("job_template"):
+            return (why, "Ray job %s %s; the wait has no job to resubmit (no job given)" % (self.sid, recovery.WHY[why]))
+        package = job.get("package") or None
+        if package:
+            up = yield from self.ask("upload", package)
+            if up.get("failed"):
+                return ("package", "the working_dir package %s could not be uploaded again: %s; run submit.yml "
+                        "again" % (package["uri"], up.get("msg")))
+        entrypoint = experiment_render.reshape(job["job_template"], nodes)[0]
+        previous, self.attempt = self.sid, self.attempt + 1
+        self.sid = attempts.attempt_id(self.base, self.attempt)
+        metadata = dict(job.get("metadata") or {}, rlinfra_attempt=str(self.attempt), rlinfra_previous=previous,
+                        rlinfra_recovered_from=why)
+        res = yield from self.ask("submit", self.sid, entrypoint, metadata, job.get("resources"))
+        if res.get("failed"):
+            return ("submit", "attempt %d (%s) could not be submitted: %s" % (self.attempt, self.sid, res.get("msg")))
+        step = (ckpt or {}).get("latest_step")
+        yield from self.say("attempt %d (%s) submitted at %s after %s; %s" % (
+            self.attempt, self.sid, self.elapsed(), why.replace("_", " "),
+            "resumes from checkpoint step %s" % step if step is not None else "no checkpoint yet: starts from scratch"))
+        self.events.append(dict(event="resubmitted", after=why, detected_s=detected, submitted_s=self.at_s(),
+                                attempt=self.attempt, resume_step=step))
+        self.new_attempt()
+        return None
+
+    # --- the result ------------------------------------------------------------------------------
+
+    def result(self, reason, line, now, job_url=None, log_paths=(), metrics=None, artifacts_error="",
+               preferred=tuple(recovery.DEFAULT_METRICS)):
+        """The wait's result: the job as last seen, every attempt, lost node and event, the summary lines.
+        The artifacts (log paths, metrics files, why they could not be saved) are the action's."""
+        log_paths = list(log_paths)
+        out = {k: self.res.get(k) for k in RESULT_KEYS}
+        out["dashboard_url"] = out["dashboard_url"] or job_url
+        out["address"] = self.address
+        out.update(succeeded=reason == "succeeded", submission_id=self.sid, attempt=self.attempt, attempts=self.rows,
+                   lost_nodes=self.lost, events=self.events, reason=reason, log_paths=log_paths, metrics=metrics or {},
+                   log_path=log_paths[-1] if log_paths else "", timed_out=reason == "timeout",
+                   waited_s=round(now - self.t0, 1), job_id=self.res.get("job_id"), artifacts_error=artifacts_error)
+        if reason != "succeeded":
+            out["status"] = out["status"] if reason not in ("head_restart",) else None
+            out["reason_line"] = line
+        out["summary"] = recovery.summary_lines(out, preferred)
+        return out

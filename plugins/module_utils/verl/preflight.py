@@ -1,0 +1,337 @@
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Checks run before an experiment is submitted, so that mistakes fail in seconds, not after
+the cluster has spent minutes starting a run:
+
+* ``verl_config``: compose verl's own Hydra config (``ppo_trainer`` by default) with the rendered
+  overrides. Needs ``verl`` (installed with ``--no-deps``, only its config files are read; verl is
+  never imported), ``hydra-core`` and ``omegaconf`` in the controller's Python; skipped, saying
+  so, when they are missing.
+* ``resources``: the cluster has the GPUs asked for and, per node, the CPUs verl's placement
+  groups reserve (rule below).
+* ``working_dir``: the zipped working_dir stays under Ray's upload limit.
+
+Resource rule for verl (verl 0.9, ``ResourcePoolManager.max_colocate_count = 3``): verl reserves one
+placement-group bundle ``{"CPU": 3, "GPU": 1}`` per GPU, all the bundles of a node in one group, so
+each of the ``trainer.nnodes`` nodes it uses needs at least ``trainer.n_gpus_per_node`` GPUs and
+``3 x trainer.n_gpus_per_node`` CPUs. On top, the cluster needs 1 CPU for verl's ``TaskRunner`` actor
+plus the entrypoint's ``entrypoint_num_cpus``. For NeMo RL only GPUs are checked
+(``cluster.num_nodes`` nodes with ``cluster.gpus_per_node`` GPUs each); for custom programs only the
+entrypoint's own resources.
+
+Each check is a dict ``{name, status: passed|failed|skipped, message}``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.util
+import os
+import sys
+
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import package as ray_package
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl.experiment import SHAPE_KEYS
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.numbers import float_or_none, tidy
+
+VERL_CPUS_PER_GPU = 3  # verl ResourcePoolManager.max_colocate_count: bundle {"CPU": 3, "GPU": 1} per GPU
+VERL_TASK_RUNNER_CPUS = 1  # verl's TaskRunner actor (plain @ray.remote: 1 CPU to schedule)
+_BASE_CACHE = {}
+INSTALL_HINT = "pip install --no-deps verl==0.9.1 && pip install hydra-core omegaconf"
+
+
+def check(name, status, message, **extra):
+    out = dict(name=name, status=status, message=message)
+    out.update(extra)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# verl's Hydra config
+# --------------------------------------------------------------------------------------------
+
+def verl_config_dir():
+    """``<verl package>/trainer/config`` without importing verl, or None."""
+    try:
+        spec = importlib.util.find_spec("verl")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin:
+        return None
+    path = os.path.join(os.path.dirname(spec.origin), "trainer", "config")
+    return path if os.path.isdir(path) else None
+
+
+def _verl_version(config_dir):
+    try:
+        from importlib import metadata
+
+        return metadata.version("verl")
+    except Exception:
+        return "unknown version"
+
+
+def _flat_keys(node, prefix=""):
+    out = []
+    if isinstance(node, dict):
+        for k, v in node.items():
+            key = "%s%s" % (prefix, k)
+            out.append(key)
+            out.extend(_flat_keys(v, key + "."))
+    return out
+
+
+def _missing_mandatory(cfg, OmegaConf):
+    """``???`` keys left in the composed config, except under a section with ``enable: false``."""
+    missing = []
+
+    def walk(node, prefix):
+        if OmegaConf.is_dict(node):
+            try:
+                if node.get("enable", None) is False:
+                    return
+            except Exception:
+                pass
+            for key in node.keys():
+                full = "%s%s" % (prefix, key)
+                if OmegaConf.is_missing(node, key):
+                    missing.append(full)
+                    continue
+                try:
+                    child = node._get_node(key)
+                except Exception:
+                    continue
+                if OmegaConf.is_dict(child):
+                    walk(child, full + ".")
+
+    walk(cfg, "")
+    return missing
+
+
+def _expected_type_problem(key, base_value, new_value):
+    if base_value is None or new_value is None or isinstance(base_value, str):
+        return None
+    if isinstance(base_value, bool):
+        ok = isinstance(new_value, bool)
+        want = "a boolean"
+    elif isinstance(base_value, int):
+        ok = isinstance(new_value, int) and not isinstance(new_value, bool)
+        want = "an integer"
+    elif isinstance(base_value, float):
+        ok = isinstance(new_value, (int, float)) and not isinstance(new_value, bool)
+        want = "a number"
+    else:
+        return None
+    if ok:
+        return None
+    return "%s=%r: verl expects %s here (its default is %r)" % (key, new_value, want, base_value)
+
+
+def check_verl_config(overrides, config_name="ppo_trainer", config_dir=None):
+    """Compose verl's config with ``overrides`` (argv items, as Hydra receives them)."""
+    name = "verl_config"
+    config_dir = config_dir or verl_config_dir()
+    if config_dir is None:
+        return check(name, "skipped", "verl config check skipped: verl is not installed in the controller's Python "
+                     "(%s); to catch misspelt keys before submitting: %s" % (sys.executable, INSTALL_HINT))
+    try:
+        from hydra import compose, initialize_config_dir
+        from hydra.core.global_hydra import GlobalHydra
+        from omegaconf import OmegaConf
+    except ImportError as e:
+        return check(name, "skipped", "verl config check skipped: %s in the controller's Python (%s); %s"
+                     % (e, sys.executable, INSTALL_HINT))
+    version = _verl_version(config_dir)
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=config_dir, version_base=None):
+            key = (config_dir, config_name)
+            if key not in _BASE_CACHE:  # verl's defaults, to compare types and suggest keys
+                try:
+                    _BASE_CACHE[key] = compose(config_name, overrides=[])
+                except Exception as e:
+                    return check(name, "failed", "verl config %r cannot be composed from %s: %s"
+                                 % (config_name, config_dir, _one_line(e)))
+            base = _BASE_CACHE[key]
+            try:
+                cfg = compose(config_name, overrides=list(overrides))
+            except Exception as e:
+                return check(name, "failed", _compose_error(e, base, OmegaConf, version))
+    finally:
+        GlobalHydra.instance().clear()
+
+    problems = []
+    for item in overrides:
+        key = item.split("=", 1)[0].lstrip("+~")
+        if "=" not in item:
+            continue
+        try:
+            base_value = OmegaConf.select(base, key, throw_on_missing=False, throw_on_resolution_failure=False)
+            new_value = OmegaConf.select(cfg, key, throw_on_missing=False, throw_on_resolution_failure=False)
+        except Exception:
+            continue
+        problem = _expected_type_problem(key, base_value, new_value)
+        if problem:
+            problems.append(problem)
+    missing = _missing_mandatory(cfg, OmegaConf)
+    if missing:
+        problems.append("verl's config leaves %s unset (???): set %s in params (e.g. actor_rollout_ref.rollout.name: vllm)"
+                        % (", ".join(missing), "it" if len(missing) == 1 else "them"))
+    if problems:
+        return check(name, "failed", "verl config check (verl %s, %s): %s" % (version, config_name, "; ".join(problems)))
+    return check(name, "passed", "verl config check passed: %d override(s) compose with verl %s's %s"
+                 % (len(overrides), version, config_name))
+
+
+def _compose_error(exc, base, OmegaConf, version):
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    cause = getattr(exc, "__cause__", None)
+    text = " ".join(lines[:2]) if lines else type(exc).__name__
+    if cause is not None and str(cause).strip():
+        first = str(cause).strip().splitlines()[0]
+        if first not in text:
+            text += " (%s)" % first
+    hint = ""
+    if "Could not override '" in text:
+        key = text.split("Could not override '", 1)[1].split("'", 1)[0]
+        keys = _flat_keys(OmegaConf.to_container(base, resolve=False))
+        close = difflib.get_close_matches(key, keys, n=1, cutoff=0.75)
+        if close:
+            hint = " Did you mean '%s'?" % close[0]
+    return "verl config check failed (verl %s): %s%s" % (version, text, hint)
+
+
+def _one_line(exc):
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+# --------------------------------------------------------------------------------------------
+# Cluster resources
+# --------------------------------------------------------------------------------------------
+
+def _res(node, key):
+    return float_or_none((node.get("resources") or {}).get(key))
+
+
+def check_resources(framework, conventions, nnodes, gpus_per_node, nodes, cluster="default", resources=None,
+                    custom_known=False):
+    """Check ``nodes`` (alive nodes with ``resources``) against what the job will ask for.
+    ``custom_known``: the nodes carry all their resources (read from the live cluster, not from the
+    inventory), so the entrypoint's custom resources can be checked too."""
+    name = "resources"
+    nodes = list(nodes or [])
+    resources = resources or {}
+    ep_cpus = float(resources.get("entrypoint_num_cpus") or 0)
+    ep_gpus = float(resources.get("entrypoint_num_gpus") or 0)
+    if not nodes:
+        return check(name, "failed", "Ray cluster '%s' has no alive node" % cluster)
+    gpus = [_res(n, "GPU") or 0.0 for n in nodes]
+    cpus = [_res(n, "CPU") for n in nodes]
+    cpu_known = all(c is not None for c in cpus)
+    shape = "%d node(s), GPUs per node %s, CPUs per node %s" % (
+        len(nodes), [tidy(g) for g in gpus], [tidy(c) if c is not None else "?" for c in cpus])
+    notes = []
+
+    if framework in ("verl", "nemo_rl"):
+        # The keys the job's shape was read from; with conventions: none, the framework's own, for the message.
+        keys = SHAPE_KEYS.get(conventions) or SHAPE_KEYS[framework]
+        nn, gpn = int(nnodes or 0), int(gpus_per_node or 0)
+        asked = "%s=%d x %s=%d" % (keys[0], nn, keys[1], gpn)
+        if nn < 1 or gpn < 1:
+            return check(name, "failed", "%s needs GPUs but the job asks for %s, from cluster '%s' (%s)"
+                         % (framework, asked, cluster, shape))
+        fit = [i for i, g in enumerate(gpus) if g >= gpn]
+        if len(fit) < nn:
+            return check(name, "failed", "not enough GPUs: %s needs %d node(s) with %d GPU(s) each (%d GPUs), but "
+                         "cluster '%s' has %d such node(s) and %s GPU(s) in all (%s)"
+                         % (asked, nn, gpn, nn * gpn, cluster, len(fit), tidy(sum(gpus)), shape))
+        if framework == "verl":
+            need = VERL_CPUS_PER_GPU * gpn
+            if cpu_known:
+                cpu_fit = [i for i in fit if cpus[i] >= need]
+                if len(cpu_fit) < nn:
+                    return check(name, "failed", "not enough CPUs: verl reserves %d CPUs per GPU, so each of the %d "
+                                 "node(s) needs %d CPUs for %d GPUs, but only %d node(s) of cluster '%s' have that (%s)"
+                                 % (VERL_CPUS_PER_GPU, nn, need, gpn, len(cpu_fit), cluster, shape))
+                # Whatever the bundles leave, on any node, must hold the TaskRunner and the driver.
+                spare = sum(cpus) - nn * need
+                extra = VERL_TASK_RUNNER_CPUS + ep_cpus
+                if spare < extra:
+                    return check(name, "failed", "not enough CPUs: verl's placement groups take %d CPUs and the "
+                                 "TaskRunner plus the entrypoint need %s more, but cluster '%s' has %s CPUs in all (%s)"
+                                 % (nn * need, tidy(extra), cluster, tidy(sum(cpus)), shape))
+            else:
+                notes.append("CPU counts unknown, CPU rule (%d per GPU) not checked" % VERL_CPUS_PER_GPU)
+    custom = dict(resources.get("entrypoint_resources") or {}) if custom_known else {}
+    if ep_cpus or ep_gpus or custom:
+        ok = [i for i in range(len(nodes)) if gpus[i] >= ep_gpus and (cpus[i] is None or cpus[i] >= ep_cpus)
+              and all((_res(nodes[i], k) or 0.0) >= float(v) for k, v in custom.items())]
+        if not ok:
+            # A job no node can hold is not refused by Ray: it stays PENDING until the wait times out.
+            wanted = ", ".join("%s=%s" % (k, tidy(v)) for k, v in sorted(custom.items()))
+            wanted = ", entrypoint_resources: " + wanted if wanted else ""
+            return check(name, "failed", "no node of cluster '%s' can hold the entrypoint (entrypoint_num_cpus=%s, "
+                         "entrypoint_num_gpus=%s%s; %s)" % (cluster, tidy(ep_cpus), tidy(ep_gpus), wanted, shape))
+    message = "cluster '%s' fits the job: %s" % (cluster, shape)
+    if notes:
+        message += "; " + "; ".join(notes)
+    return check(name, "passed", message)
+
+
+# --------------------------------------------------------------------------------------------
+# working_dir
+# --------------------------------------------------------------------------------------------
+
+def check_working_dir(path, excludes=(), max_bytes=ray_package.RAY_PACKAGE_MAX_BYTES, dest=None):
+    """Zip the working_dir (to ``dest`` when given); passes with the package's uri and size."""
+    name = "working_dir"
+    if not path:
+        return check(name, "skipped", "no working_dir")
+    try:
+        pkg = ray_package.build_package(path, excludes, max_bytes=max_bytes, dest=dest)
+    except ray_package.PackageError as e:
+        return check(name, "failed", str(e))
+    except OSError as e:
+        return check(name, "failed", _unreadable(path, excludes, e))
+    pkg.pop("data", None)
+    return check(name, "passed", "working_dir %s: %d file(s), %s zipped, under Ray's %s limit (checkpoints/ and "
+                 "*.safetensors excluded)" % (path, pkg["files"], ray_package.mib(pkg["size"]),
+                                              ray_package.mib(max_bytes)), package=pkg)
+
+
+def _unreadable(root, excludes, error):
+    """One line naming the file of ``root`` that could not be read. An error raised while reading
+    (EIO) carries no file name: the files are then read again, in package order, to find it."""
+    culprit = error.filename
+    if not culprit:
+        patterns = tuple(ray_package.DEFAULT_EXCLUDES) + tuple(excludes or ())
+        try:
+            for dummy, full, is_dir in ray_package.iter_entries(root, patterns):
+                if is_dir:
+                    continue
+                try:
+                    with open(full, "rb") as f:
+                        while f.read(1 << 20):
+                            pass
+                except OSError as e:
+                    culprit, error = full, e
+                    break
+        except OSError:
+            pass
+    reason = error.strerror or str(error)
+    if culprit:
+        rel = os.path.relpath(culprit, root) if os.path.isabs(culprit) else culprit
+        return ("working_dir %s: cannot read %s (%s); fix the file's permissions, or leave it out with the "
+                "experiment's excludes (e.g. excludes: [%s])" % (root, rel, reason, _yaml_item(rel)))
+    return "working_dir %s cannot be read (%s); check the directory's permissions and disk" % (root, reason)
+
+
+def _yaml_item(rel):
+    return '"%s"' % rel.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def summarize(checks):
+    failed = [c for c in checks if c["status"] == "failed"]
+    return dict(ok=not failed, checks=checks, failed=[c["message"] for c in failed],
+                skipped=[c["message"] for c in checks if c["status"] == "skipped"])

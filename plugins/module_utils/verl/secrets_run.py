@@ -1,0 +1,116 @@
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""When a run's secrets file (plugins/module_utils/verl/secrets_file.py) is written, kept and removed,
+and the converging of it on the head (module rlinfra.verl.verl_secrets_file)."""
+
+from __future__ import annotations
+
+import os
+
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.attempts import attempts_of
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import write_if_changed
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import ACTIVE_STATUSES
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl.secrets_file import HOOK_MODULE, dumps
+
+# A run left in these states starts no new process: neither a recovery (the wait resubmits only
+# after a failure) nor a re-attach needs its secrets.
+FINAL_OK = frozenset(("SUCCEEDED", "STOPPED"))
+# The wait ends with the job still possibly running (it is left running on a timeout, unknown when
+# the dashboard stopped answering): its workers may still start and read the file.
+UNFINISHED_REASONS = frozenset(("timeout", "unreachable", "check_mode", "error"))
+
+
+def sources(names, given, environ):
+    """``(from_vars, from_env)``: the secrets among ``names`` whose values the user gave in Ansible
+    (``given``: the names of verl_job_secrets with a value, or that dict), else that the controller's
+    environment has; a value in Ansible wins."""
+    from_vars = [n for n in names if n in given and (not isinstance(given, dict) or given[n] not in ("", None))]
+    from_env = [n for n in names if n not in from_vars and environ.get(n)]
+    return from_vars, from_env
+
+
+def values(names, given, environ):
+    """The ``{name: value}`` of the secrets among ``names``, by the rule of :func:`sources`."""
+    from_vars, from_env = sources(names, given or {}, environ)
+    out = {n: str(given[n]) for n in from_vars}
+    out.update((n, environ[n]) for n in from_env)
+    return out
+
+
+def needed(current):
+    """``current``: the run's newest attempt (or None, a new submission)."""
+    return current is None or (current or {}).get("status") not in FINAL_OK
+
+
+def done(waited):
+    """After a wait: True when the run's latest attempt can start no process any more."""
+    waited = waited or {}
+    if waited.get("skipped") or not waited.get("reason"):
+        return False
+    if waited.get("reason") in UNFINISHED_REASONS:
+        return False
+    return waited.get("status") not in ACTIVE_STATUSES
+
+
+def stale(paths, jobs, keep=None):
+    """The files among ``paths`` (``<dir>/<cluster>/<submission id>.env``) whose run has no
+    PENDING/RUNNING attempt in ``jobs`` (that cluster's job list); ``keep`` is never stale."""
+    out = []
+    for path in paths or []:
+        name = os.path.basename(str(path))
+        if not name.endswith(".env"):
+            continue
+        base = name[: -len(".env")]
+        if base == keep:
+            continue
+        if not any(j.get("status") in ACTIVE_STATUSES for j in attempts_of(jobs, base)):
+            out.append(path)
+    return sorted(out)
+
+
+def _mkdir(path, mode, check):
+    if os.path.isdir(path):
+        if (os.stat(path).st_mode & 0o7777) == mode:
+            return False
+        if not check:
+            os.chmod(path, mode)
+        return True
+    if not check:
+        os.makedirs(path, mode=mode, exist_ok=True)
+        os.chmod(path, mode)
+    return True
+
+
+def prune(run_dir, jobs, check=False):
+    """The files of ended runs in ``run_dir`` (``<secrets dir>/<cluster>``) removed, for a submit whose own run has no
+    secrets file; returns the paths removed."""
+    if not run_dir or not os.path.isdir(run_dir) or os.path.islink(run_dir):
+        return []
+    removed = stale(sorted(os.path.join(run_dir, n) for n in os.listdir(run_dir)), jobs)
+    for old in removed:
+        if not check:
+            os.unlink(old)
+    return removed
+
+
+def converge(secrets_dir, path, values, hook, jobs, write, state, check=False):
+    """The run's file at ``path`` present (with ``values``) or absent; returns the module's result."""
+    run_dir = os.path.dirname(path)
+    if state == "absent":
+        gone = os.path.lexists(path)
+        if gone and not check:
+            os.unlink(path)
+        return dict(changed=gone, written=False, removed=[path] if gone else [])
+    text = dumps(values or {})  # a value no shell can hold fails here, before anything changes
+    changed = _mkdir(secrets_dir, 0o700, check)
+    changed = _mkdir(run_dir, 0o700, check) or changed
+    if hook:
+        changed = write_if_changed(os.path.join(secrets_dir, HOOK_MODULE + ".py"), hook, 0o644, check) or changed
+    present = sorted(os.path.join(run_dir, n) for n in os.listdir(run_dir)) if os.path.isdir(run_dir) else []
+    removed = stale(present, jobs, keep=os.path.basename(path)[: -len(".env")])
+    for old in removed:
+        if not check:
+            os.unlink(old)
+    written = bool(write) and write_if_changed(path, text, 0o600, check)
+    return dict(changed=changed or bool(removed) or written, written=written, removed=removed)
