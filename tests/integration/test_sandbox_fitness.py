@@ -70,13 +70,15 @@ def nodes(sandbox):
 def test_multi_homed_nodes_get_their_own_address_and_interface_and_a_slow_link_is_named(nodes):
     head, (w1, w2) = nodes[0], nodes[1][:2]
     docker("network", "rm", EXTRA_NET, check=False)
-    docker("network", "create", "--internal", "--subnet", "172.31.250.0/24", EXTRA_NET)
+    # Outside Docker's default pools (172.17-31.x, 192.168.x), from which the networks other stages create meanwhile
+    # (molecule's) get theirs: a fixed subnet there can overlap one of them.
+    docker("network", "create", "--internal", "--subnet", "10.231.250.0/24", EXTRA_NET)
     routes = {n["name"]: on_node(n["name"], "ip -4 route show default").strip() for n in (w1, w2)}
     try:
         docker("network", "connect", EXTRA_NET, w1["name"])
-        extra = re.search(r"^\d+:\s+(\S+)\s+inet 172\.31\.250\.", on_node(w1["name"], "ip -o -4 addr show"), re.M).group(1)
+        extra = re.search(r"^\d+:\s+(\S+)\s+inet 10\.231\.250\.", on_node(w1["name"], "ip -o -4 addr show"), re.M).group(1)
         # the default route goes out over the new NIC, as over a rented machine's public one
-        on_node(w1["name"], "ip route replace default via 172.31.250.1 dev %s" % extra)
+        on_node(w1["name"], "ip route replace default via 10.231.250.1 dev %s" % extra)
         assert "dev %s" % extra in on_node(w1["name"], "ip -4 route show default")
         on_node(w2["name"], "ip link set eth0 down && ip link set eth0 name ens5 && ip link set ens5 up && "
                             "ip route replace default dev ens5 2>/dev/null; true")
