@@ -124,7 +124,7 @@ if mode == "new":
     with open(state, "rb") as f:
         copy = pickle.load(f)
     copy.mask = lambda text: text.replace("hf_benchsecret_1234567890", "********")  # ray_job_wait's mask_log
-    got = F.read_new(log, copy.offset, copy.file_id)  # the poll's answer (made on the head; not timed)
+    got = log_follow.read_new(log, copy.offset, copy.file_id)  # the poll's answer (made on the head; not timed)
     res = dict(found=True, status="RUNNING", log_chunk=got["text"], log_offset=got["offset"], log_size=got["size"],
                log_file_id=got["file_id"], log_reset=got["reset"])
     c0, t0 = time.process_time(), time.perf_counter()
@@ -148,7 +148,7 @@ state, log, copy_dir, sid, new = sys.argv[2], sys.argv[3], sys.argv[4], sys.argv
 copy = LogCopy(sid, copy_dir)
 stop = os.path.getsize(log) - new
 while copy.offset < stop:
-    got = F.read_new(log, copy.offset, copy.file_id, cap=min(F.CHUNK_BYTES, stop - copy.offset))
+    got = log_follow.read_new(log, copy.offset, copy.file_id, cap=min(log_follow.CHUNK_BYTES, stop - copy.offset))
     copy.take(dict(found=True, status="RUNNING", log_chunk=got["text"], log_offset=got["offset"], log_size=stop,
                    log_file_id=got["file_id"], log_reset=got["reset"]))
 copy.metrics.write()
