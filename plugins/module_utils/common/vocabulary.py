@@ -1360,6 +1360,16 @@ class Args:
         """Good values for the required fields (the generated tests fill the rest of a case with them)."""
         return dict((name, t.sample()) for name, t in self.fields.items() if t.required)
 
+    def new_module(self, ansible_module, concealed=None, **kw):
+        """What a module's ``main()`` starts with: ``ansible_module`` (AnsibleModule, passed in: this file imports no
+        Ansible) for these fields, check mode supported, ``kw`` for the rest of its arguments (``required_if``...),
+        with every bad field refused (:func:`enforce`). ``concealed(params)``: values no output may show, masked before
+        the fields are checked, since a refusal's invocation shows every parameter."""
+        module = ansible_module(argument_spec=self.spec, supports_check_mode=True, **kw)
+        if concealed is not None:
+            module.no_log_values.update(concealed(module.params))
+        enforce(module, self)
+        return module
 
 
 def enforce(module, args):
