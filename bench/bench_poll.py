@@ -117,7 +117,7 @@ CONTROLLER = r"""
 import json, os, pickle, sys, time
 sys.path.insert(0, sys.argv[1])
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import metrics as verl_metrics
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray import log_follow
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import _log_follow as log_follow
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.log_copy import LogCopy
 state, log, mode = sys.argv[2], sys.argv[3], sys.argv[4]
 if mode == "new":
@@ -142,7 +142,7 @@ print(json.dumps(dict(call=took, cpu=cpu, steps=written["steps"], png=bool(writt
 PREPARE = r"""
 import os, pickle, sys
 sys.path.insert(0, sys.argv[1])
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray import log_follow
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import _log_follow as log_follow
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.log_copy import LogCopy
 state, log, copy_dir, sid, new = sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6])
 copy = LogCopy(sid, copy_dir)

@@ -113,7 +113,6 @@ line:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import code_checkout
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 
 # Declared in module_utils/verl/code_checkout.py: the action checks the same declaration on the controller.
 ARGS = code_checkout.ARGS
@@ -121,8 +120,7 @@ ARGUMENT_SPEC = code_checkout.ARGUMENT_SPEC
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    vocabulary.enforce(module, ARGS)
+    module = ARGS.new_module(AnsibleModule)
     p = module.params
     code, errors = code_checkout.module_section(p)
     if errors:

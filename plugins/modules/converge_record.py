@@ -198,8 +198,7 @@ ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True, required_if=[("state", "write", ["inputs"])])
-    vocabulary.enforce(module, ARGS)
+    module = ARGS.new_module(AnsibleModule, required_if=[("state", "write", ["inputs"])])
     p = module.params
     module.exit_json(**(converge_record.write(p, module) if p["state"] == "write" else dict(changed=False, **converge_record.check(p, module))))
 

@@ -83,8 +83,7 @@ def read(path):
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    vocabulary.enforce(module, ARGS)
+    module = ARGS.new_module(AnsibleModule)
     p = module.params
     before = read(p["fact_path"])
     if p["state"] == "included":

@@ -71,7 +71,7 @@ links:
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.node.fitness_net import measure
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import finish
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import run_module
 
 ARGS = vocabulary.Args(
     nodes=vocabulary.ListOf(vocabulary.Section(dict(host=vocabulary.Host(required=True), ip=vocabulary.Address(required=True),
@@ -86,9 +86,7 @@ ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    vocabulary.enforce(module, ARGS)
-    finish(module, measure(module.params, module))
+    run_module(AnsibleModule, ARGS, measure)
 
 
 if __name__ == "__main__":

@@ -110,7 +110,7 @@ lines:
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.node.fitness_node import check
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import finish
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import run_module
 
 ARGS = vocabulary.Args(
     node=vocabulary.Host(required=True),
@@ -130,9 +130,7 @@ ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    vocabulary.enforce(module, ARGS)
-    finish(module, check(module.params, module))
+    run_module(AnsibleModule, ARGS, check)
 
 
 if __name__ == "__main__":

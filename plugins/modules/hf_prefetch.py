@@ -183,8 +183,7 @@ ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    vocabulary.enforce(module, ARGS)
+    module = ARGS.new_module(AnsibleModule)
     p = module.params
     errors = []
     items, dummy = hf_prefetch.normalize({"models": p["models"], "datasets": p["datasets"]}, errors.append)

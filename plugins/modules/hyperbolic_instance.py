@@ -297,8 +297,7 @@ def bad_input(p):
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    vocabulary.enforce(module, ARGS)
+    module = ARGS.new_module(AnsibleModule)
     p = module.params
     why = bad_input(p)
     if why:

@@ -218,8 +218,7 @@ def absent(module, p):
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    vocabulary.enforce(module, ARGS)
+    module = ARGS.new_module(AnsibleModule)
     p = module.params
     files = present(module, p) if p["state"] == "present" else absent(module, p)
     module.exit_json(changed=bool(files), files=files)

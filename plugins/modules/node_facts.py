@@ -86,8 +86,7 @@ ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    vocabulary.enforce(module, ARGS)
+    module = ARGS.new_module(AnsibleModule)
     module.exit_json(changed=False, ansible_facts=node_facts(ip_runner(module), module.params["fact_dir"], module.params["local"]))
 
 

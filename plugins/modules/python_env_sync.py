@@ -344,8 +344,7 @@ class Sync:
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    vocabulary.enforce(module, ARGS)
+    module = ARGS.new_module(AnsibleModule)
     p = module.params
     sync = Sync(module)
     if p["no_index"] and not sync.wheelhouse and not p["find_links"]:

@@ -166,7 +166,7 @@ missing_hosts:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.cluster_info import info
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import finish
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import run_module
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import DASHBOARD_ARGS
 
@@ -182,9 +182,7 @@ ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    vocabulary.enforce(module, ARGS)
-    finish(module, info(module.params, module))
+    run_module(AnsibleModule, ARGS, info)
 
 
 if __name__ == "__main__":

@@ -164,8 +164,7 @@ ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    vocabulary.enforce(module, ARGS)
+    module = ARGS.new_module(AnsibleModule)
     if module.params["state"] == "present" and module.params["ports"] is None:
         module.fail_json(msg="ports must be given with state=present (Ray's ports, name -> port or low-high range)",
                          changed=False)

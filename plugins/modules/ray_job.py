@@ -247,7 +247,7 @@ timed_out:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.job_run import run_job
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import finish
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import run_module
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import (
     DASHBOARD_ARGS, MAX_ARG_BYTES, MAX_LOGS_TAIL_LINES, MIN_POLL_INTERVAL, check_entrypoint, check_resources,
@@ -279,9 +279,7 @@ ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    vocabulary.enforce(module, ARGS)
-    finish(module, run_job(module.params, module))
+    run_module(AnsibleModule, ARGS, run_job)
 
 
 if __name__ == "__main__":

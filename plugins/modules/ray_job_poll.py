@@ -240,7 +240,7 @@ summary:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.job_poll import poll
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import finish
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import run_module
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import (
     DASHBOARD_ARGS, MIN_POLL_INTERVAL, check_runtime_env)
@@ -270,13 +270,13 @@ ARGS = vocabulary.Args(
 ARGUMENT_SPEC = ARGS.spec
 
 
+def concealed(params):
+    """A refusal's invocation shows the runtime_env: its secret values, masked before the fields are checked."""
+    return secret_values((params["runtime_env"] or {}).get("env_vars"), params["secret_names"] or ())
+
+
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    # Masking only (no work): a refusal's invocation shows the runtime_env, whose secret values stay hidden.
-    env_vars = (module.params["runtime_env"] or {}).get("env_vars")
-    module.no_log_values.update(secret_values(env_vars, module.params["secret_names"] or ()))
-    vocabulary.enforce(module, ARGS)
-    finish(module, poll(module.params, module))
+    run_module(AnsibleModule, ARGS, poll, concealed=concealed)
 
 
 if __name__ == "__main__":

@@ -425,8 +425,7 @@ def rocm_smi(module):
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    vocabulary.enforce(module, ARGS)
+    module = ARGS.new_module(AnsibleModule)
     p = module.params
     for wait, key in (("alive", "node_ip"), ("gcs", "gcs_address")):
         if p["wait"] == wait and not p[key].strip():

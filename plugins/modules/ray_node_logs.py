@@ -345,8 +345,7 @@ def lookup_job_id(p, token, notes):
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    vocabulary.enforce(module, ARGS)  # the ids, the expressions, the sizes and bundle_root, by their types
+    module = ARGS.new_module(AnsibleModule)  # the ids, the expressions, the sizes and bundle_root, by their types
     p = module.params
     job_id = (p["job_id"] or "").strip().lower()
     maskers = node_logs.name_maskers(p["secret_name_pattern"])

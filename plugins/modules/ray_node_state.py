@@ -143,7 +143,7 @@ fingerprint:
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.node_state import node_state
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import finish
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import run_module
 
 
 # systemctl reads a unit name starting with '-' as an option.
@@ -168,9 +168,7 @@ ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    vocabulary.enforce(module, ARGS)
-    finish(module, node_state(module.params, module))
+    run_module(AnsibleModule, ARGS, node_state)
 
 
 if __name__ == "__main__":

@@ -190,8 +190,7 @@ ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    vocabulary.enforce(module, ARGS)
+    module = ARGS.new_module(AnsibleModule)
     if os.geteuid() != 0:
         module.fail_json(msg="storage_lvm: the device probe needs root (become: true)")
     out = Probe(module.params).decide()

@@ -66,16 +66,6 @@ options:
     description: Extra parameters, nested like the experiment's C(params), replacing same keys.
     type: dict
     default: {}
-  checkpoint_root:
-    description: Checkpoints go to C(<checkpoint_root>/<project>/<cluster>/<experiment>) on the shared volume.
-    type: str
-    default: /data/checkpoints
-  checkpoint_cluster:
-    description:
-      - The cluster named in the checkpoint directory; empty for the cluster the run goes to. Set it to resume
-        another cluster's checkpoints on purpose.
-    type: str
-    default: ""
 attributes:
   check_mode:
     support: full
@@ -90,6 +80,8 @@ seealso:
   - module: rlinfra.verl.verl_experiment_render
   - module: rlinfra.verl.ray_job
   - module: rlinfra.verl.ray_package
+extends_documentation_fragment:
+  - rlinfra.verl.experiment_checkpoint
 """
 
 EXAMPLES = r"""

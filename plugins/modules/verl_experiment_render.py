@@ -42,16 +42,6 @@ options:
     description: GPUs per host assumed for a dry run when the inventory does not say.
     type: int
     default: 8
-  checkpoint_root:
-    description: Checkpoints go to C(<checkpoint_root>/<project>/<cluster>/<experiment>) on the shared volume.
-    type: str
-    default: /data/checkpoints
-  checkpoint_cluster:
-    description:
-      - The cluster named in the checkpoint directory; empty for the cluster the run goes to. Set it to resume
-        another cluster's checkpoints on purpose.
-    type: str
-    default: ""
   code:
     description:
       - The experiment's code as M(rlinfra.verl.code_checkout) checked it out (C(commit), C(dir), C(workdir)); the
@@ -131,6 +121,8 @@ seealso:
   - module: rlinfra.verl.verl_experiment
   - module: rlinfra.verl.ray_job
   - module: rlinfra.verl.ray_package
+extends_documentation_fragment:
+  - rlinfra.verl.experiment_checkpoint
 """
 
 EXAMPLES = r"""

@@ -336,8 +336,7 @@ class Merge:
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    vocabulary.enforce(module, ARGS)
+    module = ARGS.new_module(AnsibleModule)
     Merge(module).run()
 
 

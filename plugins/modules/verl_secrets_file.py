@@ -121,8 +121,7 @@ def bad_path(p):
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    vocabulary.enforce(module, ARGS)
+    module = ARGS.new_module(AnsibleModule)
     p = module.params
     why = bad_path(p)
     if why:

@@ -122,7 +122,7 @@ import re
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.attempts import ENTRYPOINT_RESOURCES
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.job_submit import submit_job
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import finish
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import run_module
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import client as ray_client
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import (
@@ -215,13 +215,14 @@ ARGS = vocabulary.Args(
 ARGUMENT_SPEC = ARGS.spec
 
 
+def concealed(params):
+    """A refusal's invocation shows the job: its secret-looking values, masked before the fields are checked."""
+    env = (params["job"] or {}).get("runtime_env")
+    return secret_values(env.get("env_vars") if isinstance(env, dict) else None)
+
+
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    # Masking only (no work): a refusal's invocation shows the job, whose secret-looking values stay hidden.
-    env = (module.params["job"] or {}).get("runtime_env")
-    module.no_log_values.update(secret_values(env.get("env_vars") if isinstance(env, dict) else None))
-    vocabulary.enforce(module, ARGS)
-    finish(module, submit_job(module.params, module))
+    run_module(AnsibleModule, ARGS, submit_job, concealed=concealed)
 
 
 if __name__ == "__main__":

@@ -50,6 +50,8 @@ def params_arg():
 
 
 def checkpoint_args():
+    """The checkpoint options of verl_experiment and verl_experiment_render (documented once, in the
+    rlinfra.verl.experiment_checkpoint documentation fragment)."""
     return dict(
         checkpoint_root=role("checkpoint_root", "verl_job_checkpoint_root",
                              vocabulary.AbsPath(default=experiment.DEFAULT_CHECKPOINT_ROOT, ansible="str")),

@@ -23,8 +23,8 @@ import pytest
 import yaml
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment as E
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_yaml
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_quote
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import _experiment_yaml as experiment_yaml
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import _experiment_quote as experiment_quote
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_render
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import package as ray_package
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import preflight as P

@@ -16,7 +16,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import code_checkout
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_quote
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import _experiment_quote as experiment_quote
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_render
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import masking
 

@@ -1,5 +1,5 @@
 """A poll costs the same at hour 1 and at hour 72: the driver log read from an offset on the head
-(module_utils/ray/log_follow.py, job_poll.result), the metrics followed line by line (verl_metrics.Follow) and the
+(module_utils/ray/_log_follow.py, job_poll.result), the metrics followed line by line (verl_metrics.Follow) and the
 controller's copy appended to (plugin_utils/log_copy.py, ray_job_wait)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 from ansible_collections.rlinfra.verl.plugins.action import ray_job_wait as W
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import job_poll
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray import log_follow
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import _log_follow as log_follow
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import metrics as verl_metrics
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import tail_lines
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl.log import last_progress

@@ -27,6 +27,14 @@ def finish(module, result):
     module.exit_json(**result)
 
 
+def run_module(ansible_module, args, function, **kw):
+    """The whole ``main()`` of a module whose work is ``function(params, module)`` (plugin_utils/node_script.py's
+    SCRIPTED): the module from ``args.new_module(ansible_module, **kw)`` (vocabulary.Args: every bad field refused
+    first), then :func:`finish`. The module passes AnsibleModule in: this file imports no Ansible."""
+    module = args.new_module(ansible_module, **kw)
+    finish(module, function(module.params, module))
+
+
 class PlainModule:
     def __init__(self, params=None, no_log_values=(), check_mode=False):
         self.params = dict(params or {})

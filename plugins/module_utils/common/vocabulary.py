@@ -40,6 +40,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _HOST = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
                    r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$")
+_DOTS = re.compile(r"^\.\.?\Z")  # "." and "..": a directory's own names, never a name of a thing
 # Linux: at most 15 bytes (IFNAMSIZ - 1), no '/', no whitespace, not '.' or '..'; ':' marks an alias.
 _IFNAME = re.compile(r"^[A-Za-z0-9_.+@-]{1,15}$")
 _GIT_REF = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_./-]{0,199}$")
@@ -238,17 +239,29 @@ class Type:
 
 
 class Text(Type):
-    """One line of text (no line break or control character), ``empty`` allowed or not, at most ``max_len``."""
+    """One line of text (no line break or control character), ``empty`` allowed or not, at most ``max_len``.
+
+    A kind of text (a subclass) declares its ``empty``, ``max_len``, ``pattern``, ``what`` and ``refused`` as class
+    attributes rather than in an ``__init__`` of its own; the keyword arguments of a field override the first four."""
 
     words = "one line of text"
+    empty = True
+    max_len = 4096
+    pattern = None
+    what = ""
+    # What the pattern lets through that is no good all the same, found anywhere in the value ("." or ".." as a name).
+    refused = None
 
-    def __init__(self, empty=True, max_len=4096, pattern=None, what=None, lines=False, **kw):
+    def __init__(self, empty=None, max_len=None, pattern=None, what=None, lines=False, **kw):
         super().__init__(**kw)
-        self.empty = empty
-        self.max_len = max_len
-        self.pattern = re.compile(pattern) if isinstance(pattern, str) else pattern
+        if empty is not None:
+            self.empty = empty
+        if max_len is not None:
+            self.max_len = max_len
+        if pattern is not None:
+            self.pattern = re.compile(pattern) if isinstance(pattern, str) else pattern
         self.lines = lines
-        self.what = what or ("text" if lines else "one line of text")
+        self.what = what or self.what or ("text" if lines else "one line of text")
 
     def check(self, value):
         if self.lines:
@@ -261,12 +274,17 @@ class Text(Type):
             one_line(value, self.what)
         if not value.strip():
             if self.empty:
-                return value
+                return self.check_text(value)
             raise Bad("not be empty (it must be %s)" % self.what)
         if len(value) > self.max_len:
             raise Bad("be at most %d characters long" % self.max_len)
-        if self.pattern is not None and not self.pattern.match(value):
+        if (self.pattern is not None and not self.pattern.match(value)) or (self.refused and self.refused.search(value)):
             raise Bad("be %s" % self.what)
+        return self.check_text(value)
+
+    def check_text(self, value):
+        """The kind's own rule, for a value that passed the rules of all text (one line, not too long, its pattern;
+        a blank value only where ``empty`` allows it): the value as the code should use it, or :class:`Bad`."""
         return value
 
     def corpus(self):
@@ -283,17 +301,12 @@ class Name(Text):
     """A name for a file, a label, a cluster: letters, digits, ``_ . -``, starting with a letter or digit."""
 
     words = "a name of letters, digits, _ . -"
+    refused = _DOTS
 
     def __init__(self, max_len=80, empty=False, **kw):
         super().__init__(empty=empty, max_len=max_len, pattern=_NAME,
                          what="a name of letters, digits, _ . - (starting with a letter or digit, at most %d)" % max_len,
                          **kw)
-
-    def check(self, value):
-        value = super().check(value)
-        if value in (".", ".."):
-            raise Bad("be %s" % self.what)
-        return value
 
     def corpus(self):
         return super().corpus().add("slash", "a/b").add("space", "a b").add("dash_first", "-x").add(
@@ -324,11 +337,9 @@ class Choice(Type):
 
 class EnvName(Text):
     words = "an environment variable name"
-
-    def __init__(self, empty=False, **kw):
-        super().__init__(empty=empty, max_len=255, pattern=_ENV_NAME,
-                         what="an environment variable name (letters, digits, _; not starting with a digit)", **kw)
-        self.sample_value = "HF_TOKEN"
+    empty, max_len, pattern = False, 255, _ENV_NAME
+    what = "an environment variable name (letters, digits, _; not starting with a digit)"
+    sample_value = "HF_TOKEN"
 
     def corpus(self):
         return super().corpus().add("equals", "A=B").add("digit_first", "1A").add("dash", "A-B")
@@ -742,17 +753,10 @@ class GitUrl(Type):
 
 class GitRef(Text):
     words = "a branch, tag or 40-character commit"
-
-    def __init__(self, empty=False, **kw):
-        super().__init__(empty=empty, max_len=200, pattern=_GIT_REF, what="a branch, a tag or a full 40-character commit",
-                         **kw)
-        self.sample_value = "main"
-
-    def check(self, value):
-        value = super().check(value)
-        if ".." in value or value.endswith("/") or value.endswith(".lock") or "//" in value or "@{" in value:
-            raise Bad("be %s" % self.what)
-        return value
+    empty, max_len, pattern = False, 200, _GIT_REF
+    what = "a branch, a tag or a full 40-character commit"
+    sample_value = "main"
+    refused = re.compile(r"\.\.|//|@\{|/\Z|\.lock\Z")  # what git refuses in a ref name, of what _GIT_REF lets through
 
     def corpus(self):
         return super().corpus().add("dotdot", "a..b").add("option", "--upload-pack=x").add("space", "a b").add(
@@ -761,43 +765,36 @@ class GitRef(Text):
 
 class HfRepoId(Text):
     words = "a Hugging Face repository id (org/name)"
-
-    def __init__(self, empty=False, **kw):
-        super().__init__(empty=empty, max_len=192, pattern=_HF_REPO,
-                         what="a Hugging Face repository id (org/name: letters, digits, _ - .; no '--' or '..')", **kw)
-        self.sample_value = "org/name"
-
-    def check(self, value):
-        value = super().check(value)
-        if "--" in value or ".." in value:
-            raise Bad("be %s" % self.what)
-        return value
+    empty, max_len, pattern = False, 192, _HF_REPO
+    what = "a Hugging Face repository id (org/name: letters, digits, _ - .; no '--' or '..')"
+    sample_value = "org/name"
+    refused = re.compile(r"--|\.\.")
 
     def corpus(self):
         return super().corpus().add("url", "https://huggingface.co/org/x").add("three_parts", "a/b/c").add(
             "dashes", "org/a--b").add("dotdot", "org/..")
 
 
+def _ip(text):
+    """The IP address ``text`` is (spaces around it aside), None when it is none."""
+    try:
+        return ipaddress.ip_address(text.strip())
+    except ValueError:
+        return None
+
+
 class Host(Text):
     """A host name or an IP address."""
 
     words = "a host name or IP address"
+    empty, max_len, what = False, 253, "a host name or IP address"
+    sample_value = "127.0.0.1"
 
-    def __init__(self, empty=False, **kw):
-        super().__init__(empty=empty, max_len=253, what="a host name or IP address", **kw)
-        self.sample_value = "127.0.0.1"
-
-    def check(self, value):
-        value = super().check(value)
+    def check_text(self, value):
         if not value and self.empty:
             return value
         text = value.strip()
-        try:
-            ipaddress.ip_address(text)
-            return text
-        except ValueError:
-            pass
-        if not _HOST.match(text):
+        if _ip(text) is None and not _HOST.match(text):
             raise Bad("be %s" % self.what)
         return text
 
@@ -809,18 +806,14 @@ class Address(Text):
     """An IP address a node can bind to and others can reach (not 0.0.0.0, not multicast)."""
 
     words = "an IP address others can reach"
+    empty, max_len, what = False, 64, "an IP address (for example 10.0.0.5)"
+    sample_value = "10.0.0.5"
 
-    def __init__(self, empty=False, **kw):
-        super().__init__(empty=empty, max_len=64, what="an IP address (for example 10.0.0.5)", **kw)
-        self.sample_value = "10.0.0.5"
-
-    def check(self, value):
-        value = super().check(value)
+    def check_text(self, value):
         if not value.strip() and self.empty:
             return ""
-        try:
-            ip = ipaddress.ip_address(value.strip())
-        except ValueError:
+        ip = _ip(value)
+        if ip is None:
             raise Bad("be %s" % self.what)
         if ip.is_unspecified or ip.is_multicast:
             raise Bad("be an address the other nodes can reach, not %s" % ip)
@@ -839,11 +832,12 @@ class Cidr(Text):
     refused unless ``world`` (the surface's explicit ``*_allow_world: true``)."""
 
     words = "an IP network (not world-wide unless allowed)"
+    empty, max_len, what = False, 64, "an IP address or network (for example 10.0.0.0/24)"
+    sample_value = "10.0.0.0/24"
 
-    def __init__(self, empty=False, world=False, world_switch="", **kw):
-        super().__init__(empty=empty, max_len=64, what="an IP address or network (for example 10.0.0.0/24)", **kw)
+    def __init__(self, world=False, world_switch="", **kw):
+        super().__init__(**kw)
         self.world, self.world_switch = world, world_switch
-        self.sample_value = "10.0.0.0/24"
 
     def check(self, value):
         return self.check_in(value, {})
@@ -882,17 +876,10 @@ class IfName(Text):
     """A network interface name as Linux allows it: 1-15 characters, no '/', whitespace or ':'."""
 
     words = "a network interface name"
-
-    def __init__(self, empty=False, **kw):
-        super().__init__(empty=empty, max_len=15, pattern=_IFNAME, what="a network interface name (at most 15 "
-                         "letters, digits, _ . + @ -)", **kw)
-        self.sample_value = "eth0"
-
-    def check(self, value):
-        value = super().check(value)
-        if value in (".", ".."):
-            raise Bad("be %s" % self.what)
-        return value
+    empty, max_len, pattern = False, 15, _IFNAME
+    what = "a network interface name (at most 15 letters, digits, _ . + @ -)"
+    sample_value = "eth0"
+    refused = _DOTS
 
     def corpus(self):
         return super().corpus().add("slash", "eth/0").add("long", "e" * 16).add("space", "eth 0").add("colon", "eth0:1")
@@ -902,13 +889,10 @@ class HostPort(Text):
     """``host:port``: a host name, an IPv4 address or ``[IPv6]``, and a TCP port (Ray's GCS address)."""
 
     words = "host:port"
+    empty, max_len, what = False, 300, "host:port (for example 10.0.0.5:6379)"
+    sample_value = "127.0.0.1:6379"
 
-    def __init__(self, empty=False, **kw):
-        super().__init__(empty=empty, max_len=300, what="host:port (for example 10.0.0.5:6379)", **kw)
-        self.sample_value = "127.0.0.1:6379"
-
-    def check(self, value):
-        value = super().check(value)
+    def check_text(self, value):
         if not value.strip():
             return value
         host, sep, port = value.strip().rpartition(":")
@@ -933,14 +917,13 @@ class Regex(Text):
     expressions)."""
 
     words = "a regular expression"
+    max_len, what = 1024, "a regular expression"
 
     def __init__(self, compiler=re.compile, **kw):
-        super().__init__(max_len=1024, what="a regular expression", **kw)
+        super().__init__(**kw)
         self.compiler = compiler
-        self.sample_value = "x"
 
-    def check(self, value):
-        value = super().check(value)
+    def check_text(self, value):
         if not value:
             return value
         try:
@@ -996,14 +979,11 @@ class Requirement(Text):
     (``--extra-index-url=...``, ``-r FILE``, ``-e .``), which would change where or how everything is installed."""
 
     words = "a Python requirement, not an option"
+    empty, max_len = False, 1024
+    what = "a requirement such as 'ray[default]==2.60.0' (not an option line such as --index-url or -r FILE)"
+    sample_value = "ray==2.60.0"
 
-    def __init__(self, empty=False, **kw):
-        super().__init__(empty=empty, max_len=1024, what="a requirement such as 'ray[default]==2.60.0' (not an option "
-                         "line such as --index-url or -r FILE)", **kw)
-        self.sample_value = "ray==2.60.0"
-
-    def check(self, value):
-        value = super().check(value)
+    def check_text(self, value):
         text = value.strip()
         if text.startswith("-") or not _REQUIREMENT.match(text) or re.search(r"\s-{1,2}[A-Za-z]", text):
             raise Bad("be %s" % self.what)
@@ -1017,12 +997,10 @@ class Requirement(Text):
 
 class SubmissionId(Text):
     words = "a Ray submission id"
-
-    def __init__(self, empty=False, **kw):
-        super().__init__(empty=empty, max_len=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$",
-                         what="1-200 letters, digits, '_', '.' or '-', starting with a letter or digit (Ray cannot read, "
-                         "stop nor delete a job whose id has '/' or other characters)", **kw)
-        self.sample_value = "rlinfra-sample"
+    empty, max_len, pattern = False, 200, re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$")
+    what = ("1-200 letters, digits, '_', '.' or '-', starting with a letter or digit (Ray cannot read, stop nor delete a "
+            "job whose id has '/' or other characters)")
+    sample_value = "rlinfra-sample"
 
     def corpus(self):
         return super().corpus().add("slash", "team/run").add("query", "x?delete=1").add("dotdot", "..")
@@ -1381,6 +1359,17 @@ class Args:
     def samples(self):
         """Good values for the required fields (the generated tests fill the rest of a case with them)."""
         return dict((name, t.sample()) for name, t in self.fields.items() if t.required)
+
+    def new_module(self, ansible_module, concealed=None, **kw):
+        """What a module's ``main()`` starts with: ``ansible_module`` (AnsibleModule, passed in: this file imports no
+        Ansible) for these fields, check mode supported, ``kw`` for the rest of its arguments (``required_if``...),
+        with every bad field refused (:func:`enforce`). ``concealed(params)``: values no output may show, masked before
+        the fields are checked, since a refusal's invocation shows every parameter."""
+        module = ansible_module(argument_spec=self.spec, supports_check_mode=True, **kw)
+        if concealed is not None:
+            module.no_log_values.update(concealed(module.params))
+        enforce(module, self)
+        return module
 
 
 def enforce(module, args):

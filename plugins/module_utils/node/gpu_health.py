@@ -420,6 +420,25 @@ def _amd_value(value):
     return value
 
 
+def _section(item, name):
+    """A section of amd-smi's entry for a GPU (``ecc``, ``power``...); {} when it is missing or not an object."""
+    value = item.get(name)
+    return value if isinstance(value, dict) else {}
+
+
+# The numbers parse_amd_smi_metric reads: its key -> (the section of amd-smi's entry for a GPU, the key in it).
+AMD_SMI_METRICS = {
+    "ecc_uncorrectable": ("ecc", "total_uncorrectable_count"),
+    "ecc_correctable": ("ecc", "total_correctable_count"),
+    "ecc_deferred": ("ecc", "total_deferred_count"),
+    "temperature_edge": ("temperature", "edge"),
+    "temperature_hotspot": ("temperature", "hotspot"),
+    "temperature_mem": ("temperature", "mem"),
+    "vram_total_mb": ("mem_usage", "total_vram"),
+    "vram_used_mb": ("mem_usage", "used_vram"),
+}
+
+
 def parse_amd_smi_metric(text):
     """``amd-smi metric --json`` read into one dict per GPU: ``index``, ``ecc_uncorrectable``, ``ecc_correctable``,
     ``ecc_deferred`` (amd-smi's ``ecc.total_*_count``), ``throttled`` (``power.throttle_status``),
@@ -432,24 +451,11 @@ def parse_amd_smi_metric(text):
         raise ValueError("not amd-smi metric JSON: expected a list of {\"gpu\": N, ...}")
     gpus = []
     for item in data:
-        ecc = item.get("ecc") if isinstance(item.get("ecc"), dict) else {}
-        power = item.get("power") if isinstance(item.get("power"), dict) else {}
-        temperature = item.get("temperature") if isinstance(item.get("temperature"), dict) else {}
-        memory = item.get("mem_usage") if isinstance(item.get("mem_usage"), dict) else {}
-        status = str(power.get("throttle_status") or "").upper()
-        gpus.append({
-            "index": int(item["gpu"]),
-            "ecc_uncorrectable": _amd_value(ecc.get("total_uncorrectable_count")),
-            "ecc_correctable": _amd_value(ecc.get("total_correctable_count")),
-            "ecc_deferred": _amd_value(ecc.get("total_deferred_count")),
-            "hw_slowdown": None,
-            "throttled": {"THROTTLED": True, "UNTHROTTLED": False}.get(status),
-            "temperature_edge": _amd_value(temperature.get("edge")),
-            "temperature_hotspot": _amd_value(temperature.get("hotspot")),
-            "temperature_mem": _amd_value(temperature.get("mem")),
-            "vram_total_mb": _amd_value(memory.get("total_vram")),
-            "vram_used_mb": _amd_value(memory.get("used_vram")),
-        })
+        status = str(_section(item, "power").get("throttle_status") or "").upper()
+        gpu = {"index": int(item["gpu"]), "hw_slowdown": None,
+               "throttled": {"THROTTLED": True, "UNTHROTTLED": False}.get(status)}
+        gpu.update((key, _amd_value(_section(item, part).get(name))) for key, (part, name) in AMD_SMI_METRICS.items())
+        gpus.append(gpu)
     return gpus
 
 
@@ -459,6 +465,18 @@ def _number(value):
     except (TypeError, ValueError):
         return None
     return int(number) if number.is_integer() else number
+
+
+# The numbers parse_rocm_smi reads: its key -> rocm-smi's key for a card (in lower case).
+ROCM_SMI_NUMBERS = {
+    "temperature_edge": "temperature (sensor edge) (c)",
+    "temperature_junction": "temperature (sensor junction) (c)",
+    "temperature_memory": "temperature (sensor memory) (c)",
+    "vram_total_bytes": "vram total memory (b)",
+    "vram_used_bytes": "vram total used memory (b)",
+    "pcie_replay_count": "pcie replay count",
+    "gpu_use_percent": "gpu use (%)",
+}
 
 
 def parse_rocm_smi(text):
@@ -473,18 +491,10 @@ def parse_rocm_smi(text):
     for key in sorted((k for k in data if re.match(r"card\d+$", k)), key=lambda k: int(k[4:])):
         card = {str(k).lower(): v for k, v in (data[key] or {}).items()}
         name = card.get("device name") or card.get("card series")
-        gpus.append({
-            "index": int(key[4:]),
-            "name": str(name) if name not in (None, "", "N/A") else None,
-            "bus_id": card.get("pci bus"),
-            "temperature_edge": _number(card.get("temperature (sensor edge) (c)")),
-            "temperature_junction": _number(card.get("temperature (sensor junction) (c)")),
-            "temperature_memory": _number(card.get("temperature (sensor memory) (c)")),
-            "vram_total_bytes": _number(card.get("vram total memory (b)")),
-            "vram_used_bytes": _number(card.get("vram total used memory (b)")),
-            "pcie_replay_count": _number(card.get("pcie replay count")),
-            "gpu_use_percent": _number(card.get("gpu use (%)")),
-        })
+        gpu = {"index": int(key[4:]), "name": str(name) if name not in (None, "", "N/A") else None,
+               "bus_id": card.get("pci bus")}
+        gpu.update((out, _number(card.get(source))) for out, source in ROCM_SMI_NUMBERS.items())
+        gpus.append(gpu)
     return gpus
 
 

@@ -12,7 +12,7 @@ import time
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import (
     MIN_POLL_INTERVAL, TERMINAL_STATUSES, RayAuthError, RayError, check_seconds, check_submission_id, check_tail_lines,
     client_from_module, ms_to_iso, normalize_address, poll_pauses, tail_lines)
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray import log_follow
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import _log_follow as log_follow
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.attempts import with_lines
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.secret_names import secret_values
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.recovery import summary_lines

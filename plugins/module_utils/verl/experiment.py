@@ -5,9 +5,9 @@
 
 Pure Python (PyYAML only), importable without Ansible, so that the ``verl_experiment`` action
 plugin and the tests share one implementation. docs/EXPERIMENTS.md documents the file format.
-The concerns live apart: reading YAML within limits (experiment_yaml.py), what a file may hold
+The concerns live apart: reading YAML within limits (_experiment_yaml.py), what a file may hold
 (experiment_schema.py, which also holds :class:`ExperimentError`), rendering the Ray job
-(experiment_render.py, its quoting in experiment_quote.py), masking (masking.py).
+(experiment_render.py, its quoting in _experiment_quote.py), masking (masking.py).
 
 * :func:`load_experiment` reads and validates a file; every problem is one line of
   :class:`ExperimentError` (``NAME.yml: key: what is wrong``).
@@ -25,7 +25,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.verl import code_chec
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import hf_prefetch
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl.experiment_schema import (
     INT, NAME_RE, SCHEMA, ExperimentError, an, did_you_mean, flatten_params, fmt, is_kind, type_name)
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl.experiment_yaml import read_yaml
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl._experiment_yaml import read_yaml
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.recovery import RECOVERY_DEFAULTS
 
 DEFAULT_CONVENTIONS = {"verl": "verl", "nemo_rl": "nemo_rl", "custom": "none"}
@@ -48,7 +48,7 @@ VERL_REQUIRED = (
     ("data.val_files", "validation parquet file(s), e.g. /data/datasets/gsm8k/test.parquet"),
 )
 
-# Limits (docs/EXPERIMENTS.md, "Limits"); the file's own (size, YAML values, depth) are experiment_yaml.py's.
+# Limits (docs/EXPERIMENTS.md, "Limits"); the file's own (size, YAML values, depth) are _experiment_yaml.py's.
 # Ray starts the entrypoint with /bin/sh -c ENTRYPOINT, one argv item, and Linux refuses any single
 # argv or environment string of MAX_ARG_STRLEN (32 pages = 131072 bytes, NUL included) or more:
 # the job would be created and then fail with "Argument list too long".

@@ -16,7 +16,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.ray.cluster_shape imp
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl.experiment import (
     DEFAULT_CHECKPOINT_ROOT, DEFAULT_ENV, MAX_SUBMISSION_ID, NEMO_RL_DEFAULTS, SHAPE_KEYS, SUBMISSION_PREFIX,
     VERL_DEFAULTS, validate_name)
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl.experiment_quote import hydra_override, shell_quote
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl._experiment_quote import hydra_override, shell_quote
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl.experiment_schema import (
     MAX_ARG_BYTES, NAME_RE, ExperimentError, fmt)
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import MASK

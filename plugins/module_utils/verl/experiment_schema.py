@@ -25,11 +25,6 @@ RAY_BUILTIN_RESOURCES = {"cpu": "entrypoint_num_cpus", "gpu": "entrypoint_num_gp
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
 PY_MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-KEY_SEGMENT_RE = re.compile(r"^(?:[A-Za-z_$][A-Za-z0-9_$-]*|0|[1-9][0-9]*)$")
-KEY_PREFIX_RE = re.compile(r"^(\+\+|\+|~)?(.*)$")
-HYDRA_DICT_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
-# A params value that only points at the environment (OmegaConf's resolver) holds no secret itself.
-ENV_REFERENCE = re.compile(r"^\$\{(oc\.env|env):[A-Za-z_][A-Za-z0-9_]*(,[^}]*)?\}$")
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -47,22 +42,16 @@ class ExperimentError(Exception):
         super().__init__("\n".join(self.errors))
 
 
+# The Python type of each kind of YAML value, in the order type_name tries them: bool before int, since a bool is an
+# int to isinstance.
+YAML_KINDS = ((bool, BOOL), (int, INT), (float, NUM), (str, STR), (dict, MAPPING), (list, LIST), (type(None), "null"))
+
+
 def type_name(value):
     """The kind of a YAML value as the error lines name it (``mapping``, ``list``, ``string``...)."""
-    if isinstance(value, bool):
-        return BOOL
-    if isinstance(value, int):
-        return INT
-    if isinstance(value, float):
-        return NUM
-    if isinstance(value, str):
-        return STR
-    if isinstance(value, dict):
-        return MAPPING
-    if isinstance(value, list):
-        return LIST
-    if value is None:
-        return "null"
+    for python_type, kind in YAML_KINDS:
+        if isinstance(value, python_type):
+            return kind
     return type(value).__name__
 
 
@@ -101,6 +90,12 @@ def fmt(value):
 
 # ------------------------------------------------------------------------------------------------------------
 # params: Hydra overrides
+
+KEY_SEGMENT_RE = re.compile(r"^(?:[A-Za-z_$][A-Za-z0-9_$-]*|0|[1-9][0-9]*)$")
+KEY_PREFIX_RE = re.compile(r"^(\+\+|\+|~)?(.*)$")
+HYDRA_DICT_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+# A params value that only points at the environment (OmegaConf's resolver) holds no secret itself.
+ENV_REFERENCE = re.compile(r"^\$\{(oc\.env|env):[A-Za-z_][A-Za-z0-9_]*(,[^}]*)?\}$")
 
 
 def _check_key(key, where, err, top):
