@@ -134,7 +134,7 @@ else:
     c0, t0 = time.process_time(), time.perf_counter()
     with open(log, encoding="utf-8") as f:  # the whole log, as the last poll brought it
         text = f.read()
-    written = M.write(os.path.join(os.path.dirname(state), "before"), text)
+    written = verl_metrics.write(os.path.join(os.path.dirname(state), "before"), text)
 took, cpu = time.perf_counter() - t0, time.process_time() - c0
 print(json.dumps(dict(call=took, cpu=cpu, steps=written["steps"], png=bool(written["png"]))))
 """
@@ -255,9 +255,9 @@ def main():
         "the rounds, each cell 1 MB / 124 MB. `call CPU`: the measured call's CPU time in the process; `process CPU`: "
         "the whole process's user+sys time (Python's start and the imports included); max RSS from `os.wait4`; `call "
         "wall`: the call's wall time, which the other jobs on the machine blur (CPU time is the steadier measure "
-        "here). Load average (1 min) at start/end: %.1f / %.1f (2 cores, "
-        "shared with another CI run)." % (len(METRICS), c1["lines"], c2["lines"], platform.machine(),
-                                          platform.python_version(), load_before, load_after),
+        "here). Load average (1 min) at start/end: %.1f / %.1f (%d cores)." % (
+            len(METRICS), c1["lines"], c2["lines"], platform.machine(), platform.python_version(), load_before,
+            load_after, os.cpu_count()),
         "",
         "The functions are measured directly, without a Ray head: the head's figure is `job_poll.result` (what "
         "`ray_job_poll` returns, minus the two dashboard reads of the job and the nodes, which do not depend on the "
