@@ -6,6 +6,8 @@
 #   sandbox/sandbox.sh inventory  print the Ansible inventory (YAML)
 #   sandbox/sandbox.sh status     list nodes with their addresses
 #   sandbox/sandbox.sh wheelhouse fill .sandbox/wheelhouse with what the nodes install (molecule uses it too)
+#   sandbox/sandbox.sh image      build the container-mode test image (Python and Ray from the wheelhouse) and save it
+#                                 as an archive the nodes see at /data/images/rlinfra-ray.tar (cached)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -16,6 +18,8 @@ VOL=$PREFIX-data
 IMAGE=${RLINFRA_IMAGE:-rlinfra/debian-systemd:bookworm}
 WHEELHOUSE=${SANDBOX_WHEELHOUSE:-$ROOT/.sandbox/wheelhouse}
 NODE_REQS=${SANDBOX_REQUIREMENTS:-$ROOT/sandbox/node-requirements.txt}
+IMAGES=${SANDBOX_IMAGES:-$ROOT/.sandbox/images}
+RAY_IMAGE=rlinfra/ray-node:sandbox
 PRIVILEGED=${SANDBOX_PRIVILEGED:-false}
 log() { printf '[sandbox] %s\n' "$*" >&2; }
 die() { printf 'sandbox: %s\n' "$*" >&2; exit 1; }
@@ -77,7 +81,7 @@ up() {
   [[ $count =~ ^[1-9][0-9]?$ ]] || die "node count must be 1-99, got '$count'"
   docker info >/dev/null 2>&1 || die "no Docker engine: run scripts/bootstrap.sh first (installs and starts it)"
   "$ROOT/sandbox/build-image.sh"
-  mkdir -p "$STATE" "$WHEELHOUSE"; chmod 700 "$STATE"
+  mkdir -p "$STATE" "$WHEELHOUSE" "$IMAGES"; chmod 700 "$STATE"
   [ -f "$STATE/id_ed25519" ] || ssh-keygen -q -t ed25519 -N '' -C rlinfra-sandbox -f "$STATE/id_ed25519"
   fill_wheelhouse
   docker network inspect "$NET" >/dev/null 2>&1 || docker network create --internal --label "rlinfra.sandbox=$PREFIX" "$NET" >/dev/null
@@ -90,7 +94,8 @@ up() {
     if docker inspect "$name" >/dev/null 2>&1; then docker start "$name" >/dev/null; continue; fi
     docker run -d --name "$name" --hostname "$name" --label "rlinfra.sandbox=$PREFIX" \
       --network "$NET" "${flags[@]}" --shm-size 1g \
-      -v "$VOL:/data" -v "$WHEELHOUSE:/data/wheelhouse:ro" "$IMAGE" /lib/systemd/systemd >/dev/null
+      -v "$VOL:/data" -v "$WHEELHOUSE:/data/wheelhouse:ro" -v "$IMAGES:/data/images:ro" \
+      -v /var/lib/containers "$IMAGE" /lib/systemd/systemd >/dev/null
   done
   for name in $(nodes); do
     docker exec -i "$name" sh -c 'mkdir -p -m 700 /root/.ssh && cat > /root/.ssh/authorized_keys && chmod 600 /root/.ssh/authorized_keys' <"$STATE/id_ed25519.pub"
@@ -110,9 +115,34 @@ wait_ssh() {
   return 1
 }
 
+# The container-mode test image: the sandbox's base with Ray's venv from the wheelhouse, flattened into one layer
+# (docker export | import: no registry, no Dockerfile base to pull), with a marker file only the image has, saved as
+# a docker-archive. Rebuilt only when this function, the base image or the node requirements change.
+image() {
+  local want have cid archive=$IMAGES/rlinfra-ray.tar
+  mkdir -p "$IMAGES"
+  "$ROOT/sandbox/build-image.sh"
+  fill_wheelhouse
+  want=$( { declare -f image; docker image inspect -f '{{.Id}}' "$IMAGE"; cat "$NODE_REQS"; } | sha256sum | cut -c1-16)
+  have=$(cat "$IMAGES/.stamp" 2>/dev/null || true)
+  [ "$want" = "$have" ] && [ -s "$archive" ] && return 0
+  log "building $RAY_IMAGE (Ray from the wheelhouse) and its archive"
+  cid=$(docker create --network none -v "$WHEELHOUSE:/wheelhouse:ro" "$IMAGE" /bin/sh -c '
+    python3 -m venv /opt/rlinfra/venv && /opt/rlinfra/venv/bin/pip install -q --no-index --find-links /wheelhouse \
+      "ray[default]==2.60.0" && echo rlinfra-sandbox-ray-image > /etc/rlinfra-container-image &&
+    rm -rf /root/.cache /usr/share/doc /usr/share/man /usr/share/locale /var/cache/apt/*')
+  docker start -a "$cid" >/dev/null || { docker rm "$cid" >/dev/null; die "installing Ray into the image failed"; }
+  docker export "$cid" | docker import -c 'ENV PATH=/opt/rlinfra/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+    -c 'CMD ["/bin/bash"]' - "$RAY_IMAGE" >/dev/null
+  docker rm "$cid" >/dev/null
+  docker save -o "$archive.part" "$RAY_IMAGE" && mv "$archive.part" "$archive"
+  echo "$want" >"$IMAGES/.stamp"
+  log "$RAY_IMAGE saved to $archive ($(du -h "$archive" | cut -f1))"
+}
+
 down() {
   local n
-  for n in $(nodes); do docker rm -f "$n" >/dev/null; done
+  for n in $(nodes); do docker rm -f -v "$n" >/dev/null; done
   docker network rm "$NET" >/dev/null 2>&1 || true
   docker volume rm "$VOL" >/dev/null 2>&1 || true
   rm -f "$STATE/inventory.yml" "$STATE/state.json"
@@ -124,6 +154,7 @@ case "${1:-}" in
   down) down ;;
   inventory) [ -f "$STATE/inventory.yml" ] || die "no sandbox: run 'sandbox/sandbox.sh up' first"; cat "$STATE/inventory.yml" ;;
   wheelhouse) fill_wheelhouse ;;
+  image) image ;;
   status) for n in $(nodes); do printf '%s\t%s\t%s\n' "$n" "$(node_ip "$n")" "$(docker inspect -f '{{.State.Status}}' "$n")"; done ;;
-  *) die "usage: sandbox/sandbox.sh up [N] | down | inventory | status | wheelhouse" ;;
+  *) die "usage: sandbox/sandbox.sh up [N] | down | inventory | status | wheelhouse | image" ;;
 esac

@@ -104,8 +104,20 @@ options:
     type: dict
     default: {}
   python_env_state:
-    description: The record of the Python environment Ray runs from (C(<venv>/rlinfra-state.json)).
+    description:
+      - The record of the environment Ray runs from - a venv's (C(<venv>/rlinfra-state.json)) or, in container mode, the
+        image's (C(<config_dir>/rlinfra-image.json), M(rlinfra.verl.ray_container)); its fingerprint is part of what
+        decides a restart.
     type: path
+  container_engine:
+    description:
+      - Container mode - the engine (V(podman) or V(docker)) of the O(unit)'s run line. The node puts its own part in
+        place of the unit's C(@CONTAINER_ARGS@) - every name of O(env) and O(secret_env) as C(--env NAME) (the values
+        reach the engine through the unit's environment files, never as arguments) and its GPUs (NVIDIA through CDI or
+        C(--gpus), AMD through C(/dev/kfd), C(/dev/dri) and the video group). Empty - the venv.
+    type: str
+    choices: ["", podman, docker]
+    default: ""
   foreseen:
     description: In check mode, the restart reasons the check before the run foresaw (a dry run installs nothing, so the fingerprint cannot tell).
     type: list
@@ -223,6 +235,8 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.ray.node_state import
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.nft import BOOT_UNIT, BOOT_UNIT_NAME, Nft, ancestor_env, install_nft, present
 from ansible_collections.rlinfra.verl.plugins.module_utils.node.python_env import read_json
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import env_items
+from ansible_collections.rlinfra.verl.plugins.module_utils.node import container
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.firewall import PortsType
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import DASHBOARD_ARGS, RayAuthError, RayError, client_from_module
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.node import (
@@ -287,6 +301,7 @@ ARGS = vocabulary.Args(
     restart_inputs=vocabulary.MapOf(vocabulary.Name(), vocabulary.Raw(reason="a part is hashed whole, whatever its shape (its digest is compared)"),
                                     default={}),
     python_env_state=vocabulary.AbsPath(),
+    container_engine=vocabulary.Choice(("", "podman", "docker"), default=""),
     foreseen=vocabulary.ListOf(vocabulary.Text(empty=False, max_len=200), default=[]),
     running_jobs=vocabulary.ListOf(vocabulary.Text(empty=False, max_len=200), default=[]),
     restart_running_jobs=vocabulary.Switch(default=False),
@@ -449,7 +464,11 @@ def main():
     env_changed = node.put(os.path.join(cfg, "ray.env"), env, 0o644)
     env_changed = node.put(os.path.join(cfg, "ray-secrets.env"), p["secret_env"], 0o600, node.uid) or env_changed
     firewall = node.firewall(systemd) if p["firewall"] is not None else {}
-    unit_changed = node.put(node.unit_path, p["unit"].replace(NUM_GPUS_PLACEHOLDER, str(gpus)), 0o644)
+    unit = p["unit"].replace(NUM_GPUS_PLACEHOLDER, str(gpus))
+    if p["container_engine"]:
+        names = [name for name, dummy in env_items(env)] + [name for name, dummy in env_items(p["secret_env"])]
+        unit = unit.replace(container.ARGS_PLACEHOLDER, container.node_args(p["container_engine"], vendor, gpus, names))
+    unit_changed = node.put(node.unit_path, unit, 0o644)
 
     active = systemd.active(service)
     reasons = node.reasons(active, unit_changed, env_changed, token_changed)

@@ -148,6 +148,25 @@ ROWS = [
     rule("cluster_space", {"ray_cluster": "my cluster"},
          "ray_cluster must be a name of letters, digits, _ . - (starting with a letter or digit, at most 80), "
          "got 'my cluster'"),
+    # -- ray: container mode --------------------------------------------------------------------------------------
+    rule("container_image_credentials", {"ray_container_image": "user:s3cr3tPass@registry.example/verl:1"},
+         "ray_container_image must be a container image reference without credentials: set "
+         "ray_container_registry_username and ray_container_registry_password instead (the value, which holds "
+         "credentials, is not shown)"),
+    rule("container_image_uppercase", {"ray_container_image": "Verl/Verl:1"},
+         "ray_container_image must be a container image reference ([registry/]name[:tag][@sha256:digest], for example "
+         "docker.io/verlai/verl:app-verl0.5-vllm0.10.0-mcore0.13.0-te2.2), got 'Verl/Verl:1'"),
+    rule("container_archive_relative", {"ray_container_image_archive": "images/verl.tar"},
+         "ray_container_image_archive must be an absolute path (starting with /), got 'images/verl.tar'"),
+    rule("container_engine_typo", {"ray_container_engine": "podmn"},
+         "ray_container_engine must be one of auto, podman, docker (did you mean 'podman'?), got 'podmn'"),
+    rule("container_registry_user_space", {"ray_container_registry_username": "a b"},
+         "ray_container_registry_username must be a registry user name (no spaces or colons), got 'a b'"),
+    rule("container_registry_password_newline", {"ray_container_registry_password": "a\nb"},
+         "ray_container_registry_password must be the secret alone, without spaces, line breaks or other characters a "
+         "token cannot have (the value is not shown)"),
+    rule("container_mount_relative", {"ray_container_mounts": ["/data", "data2"]},
+         "ray_container_mounts[1] must be an absolute path without spaces or '..', got 'data2'"),
     rule("firewall_controller_any", {"ray_firewall_controller": "0.0.0.0"},
          "ray_firewall_controller must be an address the other nodes can reach, not 0.0.0.0, got '0.0.0.0'"),
     rule("firewall_allow_bad_prefix", {"ray_firewall_allow": ["10.0.0.0/33"]},

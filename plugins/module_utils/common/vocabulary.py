@@ -751,6 +751,42 @@ class GitUrl(Type):
             "not_url", "github.com/org/x").add("empty", "").add("newline", "https://github.com/x\n")
 
 
+class ImageRef(Text):
+    """A container image reference: ``[registry[:port]/]path[:tag][@sha256:<64 hex>]``, as docker and podman read
+    it. Credentials (``user:pass@registry``) are refused: they go through ray_container_registry_* instead."""
+
+    words = "a container image reference"
+    max_len = 512
+    pattern = re.compile(
+        r"^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]{1,5})?/)?"
+        r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+        r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$")
+    what = ("a container image reference ([registry/]name[:tag][@sha256:digest], for example "
+            "docker.io/verlai/verl:app-verl0.5-vllm0.10.0-mcore0.13.0-te2.2)")
+    sample_value = "docker.io/verlai/verl:app-verl0.5-vllm0.10.0-mcore0.13.0-te2.2"
+
+    @staticmethod
+    def _credentials(value):
+        return isinstance(value, str) and "@" in value.split("/", 1)[0] and "@sha256:" not in value.split("/", 1)[0]
+
+    def shown(self, value):
+        return "the value, which holds credentials, is not shown" if self._credentials(value) else super().shown(value)
+
+    def conceal(self, value):
+        return [value] if self._credentials(value) else super().conceal(value)
+
+    def check(self, value):
+        if self._credentials(value):
+            raise Bad("be a container image reference without credentials: set ray_container_registry_username and "
+                      "ray_container_registry_password instead")
+        return super().check(value)
+
+    def corpus(self):
+        return super().corpus().add("credentials", "user:s3cr3tPass@registry.example/x:1").add(
+            "upper", "Verlai/Verl:1").add("space", "verl ai").add("dash_first", "-x").add(
+            "short_digest", "x@sha256:abc").add("scheme", "https://registry.example/x")
+
+
 class GitRef(Text):
     words = "a branch, tag or 40-character commit"
     empty, max_len, pattern = False, 200, _GIT_REF

@@ -16,6 +16,8 @@ import json
 import os
 import re
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.node.container import FINGERPRINT_PREFIX
+
 # The environment's own tooling: never removed, whatever the requirement lists say.
 TOOLING = ("pip", "setuptools", "wheel", "uv")
 STATE_FILE_NAME = "rlinfra-state.json"
@@ -251,6 +253,16 @@ def mismatch(host, mine, head, theirs):
     environment is not there to read (check mode before its first converge: no fingerprint) is not compared."""
     if not mine.get("fingerprint") or not theirs.get("fingerprint") or mine["fingerprint"] == theirs["fingerprint"]:
         return ""
+    image = FINGERPRINT_PREFIX  # the node runs a container image
+    if str(mine["fingerprint"]).startswith(image) or str(theirs["fingerprint"]).startswith(image):
+        def what(env):
+            fp = str(env["fingerprint"])
+            return ("image %s (%s)" % (fp[len(image):][:12], ", ".join(env.get("frozen") or []) or "?")
+                    if fp.startswith(image) else "a venv (fingerprint %s)" % fp[:12])
+        return ("%s runs %s, head %s runs %s: every node of a cluster must run the same image. Re-run site.yml (each "
+                "node loads ray_container_image_archive or pulls ray_container_image when it lacks it), or make "
+                "ray_container_image and ray_container_image_archive the same for the whole cluster." % (
+                    host, what(mine), head, what(theirs)))
     frozen, ref = list(mine.get("frozen") or []), list(theirs.get("frozen") or [])
     interp = ""
     if mine.get("python_version") != theirs.get("python_version"):

@@ -1,0 +1,245 @@
+# -*- coding: utf-8 -*-
+# Copyright: rlinfra maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Container mode (``ray_container_image``): which engine runs the node's image, whether the image is there (loaded
+from an archive on the shared volume, or pulled with credentials that never reach an argument list), what it is
+(its ID, the fingerprint the restart rule and the cluster's environment check compare), and the ``run`` command line
+the Ray unit starts. Small functions, each given the engine's calls as a ``run(argv, data=None) -> (rc, out, err)``
+callable, so tests/unit can drive them without an engine. Standard library only (it runs on the nodes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import tarfile
+
+ENGINES = ("podman", "docker")
+# A fingerprint of the image the node runs; "image:" keeps it apart from a venv's (python_env.py) in every comparison.
+FINGERPRINT_PREFIX = "image:"
+_HEX64 = re.compile(r"^(?:sha256:)?([0-9a-f]{64})$")
+_MAX_MANIFEST = 16 * 1024 * 1024
+
+
+class ContainerError(Exception):
+    """One line: what went wrong and what to do."""
+
+
+def choose_engine(wanted, which):
+    """``(name, path)`` of the engine to use. ``wanted``: auto (podman where both exist: daemonless, the unit's own
+    process is the container's parent), podman or docker. ``which(name)`` -> absolute path or None.
+    ``(name, None)`` when it is missing (the caller installs it or says so)."""
+    if wanted == "auto":
+        for name in ENGINES:
+            path = which(name)
+            if path:
+                return name, path
+        return "podman", None
+    if wanted not in ENGINES:
+        raise ContainerError("ray_container_engine must be auto, podman or docker, got %r" % (wanted,))
+    return wanted, which(wanted)
+
+
+def image_id(text):
+    """The image ID (64 hex characters, no ``sha256:``) in an engine's answer or an archive's config name."""
+    match = _HEX64.match(str(text or "").strip())
+    return match.group(1) if match else None
+
+
+def archive_image(path):
+    """``{"id", "tags"}`` of the one image in a ``docker save`` / ``podman save`` archive (docker-archive: its
+    manifest.json names the config blob, whose sha256 is the image ID), read without unpacking the layers."""
+    try:
+        with tarfile.open(path, "r:*") as tar:
+            member = tar.getmember("manifest.json")
+            if member.size > _MAX_MANIFEST:
+                raise ContainerError("%s: its manifest.json is %d bytes; is it an image archive?" % (path, member.size))
+            manifest = json.loads(tar.extractfile(member).read().decode("utf-8"))
+    except KeyError:
+        raise ContainerError("%s has no manifest.json: make it with `podman save -o FILE IMAGE` or `docker save -o FILE "
+                             "IMAGE` (docker-archive format)" % path)
+    except FileNotFoundError:
+        raise ContainerError("ray_container_image_archive %s does not exist on this node: put the archive on the "
+                             "shared volume (podman save -o FILE IMAGE) or fix the path" % path)
+    except (OSError, tarfile.TarError, ValueError) as exc:
+        raise ContainerError("%s cannot be read as an image archive (%s): is the file whole? Save it again with "
+                             "`podman save -o FILE IMAGE`" % (path, exc.__class__.__name__))
+    if not isinstance(manifest, list) or len(manifest) != 1 or not isinstance(manifest[0], dict):
+        raise ContainerError("%s holds %s images; save exactly one image into the archive" % (
+            path, len(manifest) if isinstance(manifest, list) else "no readable"))
+    config = str(manifest[0].get("Config") or "")
+    found = image_id(os.path.basename(config).rsplit(".json", 1)[0])
+    if not found:
+        raise ContainerError("%s: its manifest names no image config (%r); save it again" % (path, config[:80]))
+    tags = [str(t) for t in manifest[0].get("RepoTags") or [] if isinstance(t, str)]
+    return {"id": found, "tags": tags}
+
+
+def inspect(run, engine_path, ref):
+    """``{"id", "digests"}`` of an image the engine holds, or None when it holds none by that name."""
+    rc, out, dummy = run([engine_path, "image", "inspect", "--format", "{{.Id}} {{json .RepoDigests}}", ref])
+    if rc != 0:
+        return None
+    first, _, rest = out.strip().splitlines()[0].partition(" ") if out.strip() else ("", "", "")
+    found = image_id(first)
+    if not found:
+        return None
+    try:
+        digests = [str(d) for d in json.loads(rest or "[]") or []]
+    except ValueError:
+        digests = []
+    return {"id": found, "digests": sorted(digests)}
+
+
+def same_tag(ref, tags):
+    """Whether ``ref`` is among an archive's tags, as the engines write them (``docker.io/``, ``localhost/``)."""
+    def bare(name):
+        for prefix in ("docker.io/library/", "docker.io/", "localhost/"):
+            if name.startswith(prefix):
+                return name[len(prefix):]
+        return name
+    want = bare(ref if ":" in ref.rsplit("/", 1)[-1] or "@" in ref else ref + ":latest")
+    return any(bare(t) == want for t in tags)
+
+
+def registry_of(ref):
+    """The registry part of a reference (``docker.io`` when it names none), for a login."""
+    first = ref.split("/", 1)[0]
+    if "/" in ref and ("." in first or ":" in first or first == "localhost"):
+        return first
+    return "docker.io"
+
+
+def ensure_image(run, engine, engine_path, ref, archive="", credentials=None, auth_dir="", check=False):
+    """Make sure the engine holds the image; ``{"id", "digests", "loaded", "pulled"}``.
+    From ``archive`` when given: loaded only when its image ID is not there yet (a re-run loads nothing), then tagged
+    ``ref`` when the archive does not carry that name. Else ``ref`` is pulled only when missing - a tag is resolved
+    once and its ID recorded; a new image is a new reference or a new archive, never a silent re-pull.
+    ``credentials``: ``{"username", "password"}`` for the pull; the password goes to ``login --password-stdin``
+    and the login lands in a file under ``auth_dir`` (root only), never in an argument list or a message."""
+    result = {"loaded": False, "pulled": False, "tagged": False}
+    if archive:
+        wanted = archive_image(archive)
+        have = inspect(run, engine_path, wanted["id"])
+        if have is None:
+            result["loaded"] = True
+            if check:
+                return dict(result, id=wanted["id"], digests=[])
+            rc, out, err = run([engine_path, "load", "-i", archive])
+            if rc != 0:
+                raise ContainerError("%s load of %s failed: %s; nothing else was changed" % (engine, archive, _last(err or out)))
+            have = inspect(run, engine_path, wanted["id"])
+            if have is None:
+                raise ContainerError("%s loaded %s but holds no image %s afterwards; save the archive again" % (
+                    engine, archive, wanted["id"][:12]))
+        if ref and inspect(run, engine_path, ref) != have:
+            result["tagged"] = True
+            if not check:
+                rc, out, err = run([engine_path, "tag", wanted["id"], ref])
+                if rc != 0:
+                    raise ContainerError("%s tag %s %s failed: %s" % (engine, wanted["id"][:12], ref, _last(err or out)))
+        return dict(result, **have)
+    have = inspect(run, engine_path, ref)
+    if have is not None:
+        return dict(result, **have)
+    result["pulled"] = True
+    if check:
+        return dict(result, id=None, digests=[])
+    pull = [engine_path, "pull", ref]
+    if credentials and credentials.get("username"):
+        pull = _login(run, engine, engine_path, ref, credentials, auth_dir)
+    rc, out, err = run(pull)
+    if rc != 0:
+        raise ContainerError("%s pull %s failed: %s; nothing else was changed" % (engine, ref, _last(err or out)))
+    have = inspect(run, engine_path, ref)
+    if have is None:
+        raise ContainerError("%s pulled %s but does not hold it afterwards" % (engine, ref))
+    return dict(result, **have)
+
+
+def _login(run, engine, engine_path, ref, credentials, auth_dir):
+    """Log in through stdin into a file of ``auth_dir`` (root only); the pull command that uses that login."""
+    os.makedirs(auth_dir, mode=0o700, exist_ok=True)
+    os.chmod(auth_dir, 0o700)
+    registry = registry_of(ref)
+    if engine == "docker":
+        login = [engine_path, "--config", auth_dir, "login", "--username", credentials["username"], "--password-stdin",
+                 registry]
+        pull = [engine_path, "--config", auth_dir, "pull", ref]
+    else:
+        auth = os.path.join(auth_dir, "auth.json")
+        login = [engine_path, "login", "--authfile", auth, "--username", credentials["username"], "--password-stdin",
+                 registry]
+        pull = [engine_path, "pull", "--authfile", auth, ref]
+    rc, out, err = run(login, data=credentials.get("password") or "")
+    if rc != 0:
+        raise ContainerError("%s login to %s as %s was refused: %s; check ray_container_registry_username and "
+                             "ray_container_registry_password; nothing was changed" % (
+                                 engine, registry, credentials["username"], _last(err or out)))
+    return pull
+
+
+def _last(text):
+    lines = [line.strip() for line in str(text or "").splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "no output"
+
+
+def fingerprint(found):
+    return FINGERPRINT_PREFIX + found["id"]
+
+
+def gpu_args(engine, vendor, count):
+    """What passes the node's GPUs into the container: NVIDIA through CDI (podman; ``nvidia-ctk cdi generate`` on the
+    node) or ``--gpus`` (docker); AMD through its device nodes and the video group (ROCm's own instructions)."""
+    if not count or str(count) == "0":
+        return []
+    if vendor == "amd":
+        return ["--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video",
+                "--security-opt", "seccomp=unconfined"]
+    if vendor == "nvidia":
+        return ["--device", "nvidia.com/gpu=all"] if engine == "podman" else ["--gpus", "all"]
+    return []
+
+
+# Where the node's own part of the run line goes: the unit is rendered on the controller, but the GPUs and the
+# environment's names (the AMD presets included) are known on the node (rlinfra.verl.ray_node fills it in).
+ARGS_PLACEHOLDER = "@CONTAINER_ARGS@"
+
+
+def node_args(engine, vendor, count, env_names):
+    """The node's part of the run line: each environment variable by name only (``--env NAME``: the engine takes the
+    value from its own environment, which the unit's EnvironmentFile gave it, so no value - no secret - is ever an
+    argument), then the GPUs."""
+    argv = []
+    for name in sorted(set(env_names)):
+        argv += ["--env", name]
+    return " ".join(shlex.quote(a) for a in argv + gpu_args(engine, vendor, count))
+
+
+def run_prefix(engine, engine_path, name, mounts, read_only, env_names=(), nofile=None):
+    """The start of the Ray unit's ``<engine> run`` line, up to the node's part (ARGS_PLACEHOLDER) and the image:
+    host network and IPC (Ray's object store and NCCL's shared memory are the host's), ``--init`` to reap Ray's
+    children, every mount at the same path inside as outside (so every path the collection computes holds inside).
+    Docker's containers do not inherit the unit's limits (its daemon starts them), so they are passed; podman's
+    process is the unit's own and its containers inherit them."""
+    if engine not in ENGINES:
+        raise ContainerError("the container engine must be podman or docker, got %r" % (engine,))
+    argv = [engine_path, "run", "--rm", "--name", name, "--network", "host", "--ipc", "host", "--init"]
+    if engine == "docker":
+        argv += ["--ulimit", "memlock=-1:-1"]
+        if nofile and str(nofile) != "infinity":
+            argv += ["--ulimit", "nofile=%s:%s" % (nofile, nofile)]
+    for path in mounts:
+        argv += ["--volume", "%s:%s" % (path, path)]
+    for path in read_only:
+        argv += ["--volume", "%s:%s:ro" % (path, path)]
+    for env in sorted(set(env_names)):
+        argv += ["--env", env]
+    return " ".join(shlex.quote(str(a)) for a in argv) + " " + ARGS_PLACEHOLDER
+
+
+def state_content(found, ref, engine):
+    """The record ray_node and ray_node_state read (its ``fingerprint``), as python_env_sync writes one for a venv."""
+    return json.dumps({"fingerprint": fingerprint(found), "image": ref, "image_id": found["id"],
+                       "digests": found.get("digests") or [], "engine": engine}, indent=2, sort_keys=True) + "\n"

@@ -1,0 +1,237 @@
+"""Container mode's decisions (module_utils/node/container.py), driven with a stand-in for the engine's calls: the engine
+chosen, an archive read and loaded only when its image is missing, a pull only when missing, the login through stdin,
+the run line (no value of the environment in it, the GPUs per vendor and engine), the record, and one line for each
+failure."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+
+import pytest
+
+from ansible_collections.rlinfra.verl.plugins.filter.container import container_run
+from ansible_collections.rlinfra.verl.plugins.module_utils.node import container
+from ansible_collections.rlinfra.verl.plugins.module_utils.node.python_env import mismatch
+
+ID = "a" * 64
+OTHER = "b" * 64
+PODMAN = "/usr/bin/podman"
+
+
+def archive(tmp_path, manifest, name="img.tar"):
+    path = tmp_path / name
+    with tarfile.open(path, "w") as tar:
+        data = json.dumps(manifest).encode()
+        info = tarfile.TarInfo("manifest.json")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return str(path)
+
+
+class Engine:
+    """Answers ``image inspect`` from ``held`` ({ref or id: id}); records every call and what went to stdin."""
+
+    def __init__(self, held=None, fail=()):
+        self.held = dict(held or {})
+        self.calls = []
+        self.stdin = []
+        self.fail = set(fail)
+
+    def __call__(self, argv, data=None):
+        self.calls.append(list(argv))
+        self.stdin.append(data)
+        verb = argv[1] if argv[1] != "--config" else argv[3]
+        if verb in self.fail:
+            return 1, "", "Error: %s went wrong\n" % verb
+        if argv[1:3] == ["image", "inspect"]:
+            ref = argv[-1]
+            found = self.held.get(ref)
+            return (0, "%s [\"x@sha256:%s\"]\n" % (found, "c" * 64), "") if found else (125, "", "no such image")
+        if verb == "load":
+            self.held[ID] = ID
+            self.held["localhost/rlinfra/ray-node:sandbox"] = ID
+            return 0, "Loaded image: localhost/rlinfra/ray-node:sandbox\n", ""
+        if verb == "tag":
+            self.held[argv[-1]] = argv[-2]
+            return 0, "", ""
+        if verb == "pull":
+            self.held[argv[-1]] = OTHER
+            return 0, "", ""
+        if verb == "login":
+            return 0, "Login Succeeded!\n", ""
+        raise AssertionError(argv)
+
+    def verbs(self):
+        return [c[1] if c[1] != "--config" else c[3] for c in self.calls if c[1:3] != ["image", "inspect"]]
+
+
+@pytest.mark.parametrize("wanted, have, expect", [
+    ("auto", {"podman", "docker"}, ("podman", "/usr/bin/podman")),
+    ("auto", {"docker"}, ("docker", "/usr/bin/docker")),
+    ("auto", set(), ("podman", None)),
+    ("docker", {"podman", "docker"}, ("docker", "/usr/bin/docker")),
+    ("podman", {"docker"}, ("podman", None)),
+])
+def test_engine_choice(wanted, have, expect):
+    assert container.choose_engine(wanted, lambda n: "/usr/bin/" + n if n in have else None) == expect
+
+
+def test_engine_choice_refuses_an_unknown_engine():
+    with pytest.raises(container.ContainerError, match="auto, podman or docker"):
+        container.choose_engine("containerd", lambda n: None)
+
+
+def test_archive_read_without_unpacking(tmp_path):
+    path = archive(tmp_path, [{"Config": "%s.json" % ID, "RepoTags": ["rlinfra/ray-node:sandbox"], "Layers": []}])
+    assert container.archive_image(path) == {"id": ID, "tags": ["rlinfra/ray-node:sandbox"]}
+    oci = archive(tmp_path, [{"Config": "blobs/sha256/%s" % ID, "RepoTags": None}], "oci.tar")
+    assert container.archive_image(oci) == {"id": ID, "tags": []}
+
+
+@pytest.mark.parametrize("manifest, words", [
+    ([], "holds 0 images"),
+    ([{"Config": "a.json"}, {"Config": "b.json"}], "holds 2 images"),
+    ({"not": "a list"}, "no readable images"),
+    ([{"Config": "nothex.json"}], "names no image config"),
+])
+def test_archive_problems_are_one_line(tmp_path, manifest, words):
+    with pytest.raises(container.ContainerError, match=words) as err:
+        container.archive_image(archive(tmp_path, manifest))
+    assert "\n" not in str(err.value)
+
+
+def test_archive_missing_half_written_or_not_an_archive(tmp_path):
+    with pytest.raises(container.ContainerError, match="does not exist on this node"):
+        container.archive_image(str(tmp_path / "none.tar"))
+    whole = archive(tmp_path, [{"Config": "%s.json" % ID}])
+    half = tmp_path / "half.tar"
+    half.write_bytes(open(whole, "rb").read()[:700])
+    with pytest.raises(container.ContainerError, match="is the file whole"):
+        container.archive_image(str(half))
+    plain = tmp_path / "plain.tar"
+    with tarfile.open(plain, "w") as tar:
+        info = tarfile.TarInfo("etc/hosts")
+        tar.addfile(info, io.BytesIO(b""))
+    with pytest.raises(container.ContainerError, match="has no manifest.json"):
+        container.archive_image(str(plain))
+
+
+def test_archive_loaded_only_when_its_image_is_missing(tmp_path):
+    path = archive(tmp_path, [{"Config": "%s.json" % ID, "RepoTags": ["localhost/rlinfra/ray-node:sandbox"]}])
+    engine = Engine()
+    got = container.ensure_image(engine, "podman", PODMAN, "rlinfra/ray-node:sandbox", archive=path)
+    assert got["id"] == ID and got["loaded"] and engine.verbs() == ["load", "tag"]
+    again = container.ensure_image(engine, "podman", PODMAN, "rlinfra/ray-node:sandbox", archive=path)
+    assert not again["loaded"] and not again["tagged"] and engine.verbs() == ["load", "tag"]
+
+
+def test_archive_in_check_mode_changes_nothing(tmp_path):
+    path = archive(tmp_path, [{"Config": "%s.json" % ID}])
+    engine = Engine()
+    got = container.ensure_image(engine, "podman", PODMAN, "x:1", archive=path, check=True)
+    assert got["loaded"] and got["id"] == ID and engine.verbs() == []
+
+
+def test_a_failed_load_is_one_line(tmp_path):
+    path = archive(tmp_path, [{"Config": "%s.json" % ID}])
+    with pytest.raises(container.ContainerError, match="load of .* failed: Error: load went wrong; nothing else"):
+        container.ensure_image(Engine(fail={"load"}), "podman", PODMAN, "x:1", archive=path)
+
+
+def test_pull_only_when_missing_and_never_again():
+    engine = Engine()
+    got = container.ensure_image(engine, "podman", PODMAN, "registry.example/verl:1")
+    assert got["pulled"] and got["id"] == OTHER and engine.verbs() == ["pull"]
+    again = container.ensure_image(engine, "podman", PODMAN, "registry.example/verl:1")
+    assert not again["pulled"] and engine.verbs() == ["pull"]
+
+
+@pytest.mark.parametrize("engine_name, login, pull", [
+    ("podman", ["/e", "login", "--authfile", "{d}/auth.json", "--username", "u", "--password-stdin", "registry.example:5000"],
+     ["/e", "pull", "--authfile", "{d}/auth.json", "registry.example:5000/verl:1"]),
+    ("docker", ["/e", "--config", "{d}", "login", "--username", "u", "--password-stdin", "registry.example:5000"],
+     ["/e", "--config", "{d}", "pull", "registry.example:5000/verl:1"]),
+])
+def test_login_takes_the_password_on_stdin_only(tmp_path, engine_name, login, pull):
+    engine = Engine()
+    auth = str(tmp_path / "registry")
+    container.ensure_image(engine, engine_name, "/e", "registry.example:5000/verl:1",
+                           credentials={"username": "u", "password": "s3cr3t-pw"}, auth_dir=auth)
+    assert engine.calls[1] == [a.format(d=auth) for a in login]
+    assert engine.calls[2] == [a.format(d=auth) for a in pull]
+    assert engine.stdin[1] == "s3cr3t-pw"
+    assert not any("s3cr3t-pw" in " ".join(c) for c in engine.calls)
+    assert (tmp_path / "registry").stat().st_mode & 0o777 == 0o700
+
+
+def test_refused_login_is_one_line_without_the_password(tmp_path):
+    with pytest.raises(container.ContainerError) as err:
+        container.ensure_image(Engine(fail={"login"}), "podman", PODMAN, "registry.example/verl:1",
+                               credentials={"username": "u", "password": "s3cr3t-pw"}, auth_dir=str(tmp_path / "a"))
+    assert "login to registry.example as u was refused" in str(err.value) and "s3cr3t-pw" not in str(err.value)
+
+
+@pytest.mark.parametrize("ref, registry", [
+    ("verlai/verl:1", "docker.io"), ("ubuntu", "docker.io"), ("nvcr.io/nvidia/nemo:25", "nvcr.io"),
+    ("localhost/x:1", "localhost"), ("10.0.0.5:5000/x", "10.0.0.5:5000"),
+])
+def test_registry_of(ref, registry):
+    assert container.registry_of(ref) == registry
+
+
+@pytest.mark.parametrize("engine, vendor, count, expect", [
+    ("podman", "nvidia", 8, ["--device", "nvidia.com/gpu=all"]),
+    ("docker", "nvidia", 8, ["--gpus", "all"]),
+    ("podman", "amd", 8, ["--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video",
+                          "--security-opt", "seccomp=unconfined"]),
+    ("docker", "amd", "2", ["--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video",
+                            "--security-opt", "seccomp=unconfined"]),
+    ("podman", "nvidia", 0, []),
+    ("podman", "", 0, []),
+])
+def test_gpus_passed_per_vendor_and_engine(engine, vendor, count, expect):
+    assert container.gpu_args(engine, vendor, count) == expect
+
+
+def test_node_args_name_the_environment_never_its_values():
+    text = container.node_args("podman", "amd", 2, ["RAY_AUTH_MODE", "HF_TOKEN", "HIP_VISIBLE_DEVICES", "HF_TOKEN"])
+    assert text == ("--env HF_TOKEN --env HIP_VISIBLE_DEVICES --env RAY_AUTH_MODE --device /dev/kfd --device /dev/dri "
+                    "--group-add video --security-opt seccomp=unconfined")
+
+
+def test_run_prefix_podman_and_docker():
+    podman = container_run("podman", PODMAN, "rlinfra-ray-head", ["/workspace/ray", "/data"], ["/etc/ray"],
+                           ["AUTOSCALER_METRIC_PORT"], 1048576)
+    assert podman == ("/usr/bin/podman run --rm --name rlinfra-ray-head --network host --ipc host --init "
+                      "--volume /workspace/ray:/workspace/ray --volume /data:/data --volume /etc/ray:/etc/ray:ro "
+                      "--env AUTOSCALER_METRIC_PORT @CONTAINER_ARGS@")
+    docker = container_run("docker", "/usr/bin/docker", "rlinfra-ray-worker", ["/data"], [], [], 65536)
+    assert docker == ("/usr/bin/docker run --rm --name rlinfra-ray-worker --network host --ipc host --init "
+                      "--ulimit memlock=-1:-1 --ulimit nofile=65536:65536 --volume /data:/data @CONTAINER_ARGS@")
+
+
+def test_run_prefix_refuses_what_would_make_a_broken_unit():
+    from ansible.errors import AnsibleFilterError
+    with pytest.raises(AnsibleFilterError, match="must be absolute"):
+        container_run("podman", "", "n", ["/data"])
+    with pytest.raises(AnsibleFilterError, match="mounts must be a list"):
+        container_run("podman", PODMAN, "n", "/data")
+    with pytest.raises(AnsibleFilterError, match="podman or docker"):
+        container_run("lxc", PODMAN, "n", ["/data"])
+
+
+def test_record_holds_the_image_as_the_fingerprint():
+    record = json.loads(container.state_content({"id": ID, "digests": []}, "x:1", "podman"))
+    assert record["fingerprint"] == "image:" + ID and record["image"] == "x:1" and record["engine"] == "podman"
+
+
+def test_nodes_with_different_images_are_named_in_one_line():
+    line = mismatch("w1", {"fingerprint": "image:" + OTHER, "frozen": ["verl:2"]},
+                    "h", {"fingerprint": "image:" + ID, "frozen": ["verl:1"]})
+    assert line.startswith("w1 runs image %s (verl:2), head h runs image %s (verl:1)" % (OTHER[:12], ID[:12]))
+    assert "\n" not in line
+    mixed = mismatch("w1", {"fingerprint": "f" * 64, "frozen": []}, "h", {"fingerprint": "image:" + ID, "frozen": ["v:1"]})
+    assert "w1 runs a venv (fingerprint ffffffffffff), head h runs image" in mixed
+    assert mismatch("w1", {"fingerprint": "image:" + ID}, "h", {"fingerprint": "image:" + ID}) == ""
