@@ -159,7 +159,7 @@ ARGUMENT_SPEC = ARGS.spec
 
 def find_engine(module):
     """``(engine, path or None)`` as O(engine) asks (the argument spec has refused any other choice)."""
-    return container.choose_engine(module.params["engine"], lambda name: module.get_bin_path(name))
+    return container.choose_engine(module.params["engine"], module.get_bin_path)
 
 
 def engine_ready(module):

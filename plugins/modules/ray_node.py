@@ -281,6 +281,14 @@ FACT = vocabulary.Options(dict(
     venv=vocabulary.AbsPath(empty=True),
     temp_dir=vocabulary.AbsPath(empty=True),
     idle_guard=vocabulary.Switch(),
+    # Container mode: where the node's Ray runs (the engine, the container's name, the image and its ID).
+    container=vocabulary.Options(dict(
+        engine=vocabulary.Choice(("podman", "docker")),
+        engine_path=vocabulary.AbsPath(),
+        name=vocabulary.Name(),
+        image=vocabulary.ImageRef(),
+        image_id=vocabulary.Text(pattern=r"^[0-9a-f]{64}$", what="an image ID (64 hex characters)"),
+    ), suboptions=False, default={}),
 ), suboptions=False, default={})
 
 ARGS = vocabulary.Args(

@@ -98,6 +98,8 @@ def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path):
     names = [n["name"] for n in nodes]
     head = next(n["name"] for n in nodes if n["role"] == "head")
     assert on_node(head, "test -s %s && echo ok" % ARCHIVE).strip() == "ok"
+    for name in names:  # as a fresh node (an earlier run of this test left its images)
+        on_node(name, "podman rmi -f %s %s-v2 >/dev/null 2>&1; podman image prune -f >/dev/null 2>&1" % (IMAGE, IMAGE))
 
     try:
         first = playbook("site.yml", CONTAINER)
@@ -152,17 +154,19 @@ def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path):
         assert "rlinfra-%s-default-%s" % (EXP, run) in errors[0], errors[0]
         assert running_images(nodes) == before
         assert all(on_node(name, "podman image exists %s-v2 && echo yes" % IMAGE).strip() == "" for name in names)
-        stopped = playbook("stop.yml", "exp=" + EXP, "run=" + run)
+        stopped = playbook("stop.yml", "exp=" + EXP, "run=" + run, {"verl_job_experiments_dir": str(exp_dir)})
         assert stopped.returncode == 0, stopped.output[-3000:]
         applied = playbook("site.yml", V2)
         assert applied.returncode == 0, applied.output[-5000:]
         after = running_images(nodes)
         assert all(v2_id.startswith(image_id) and image_id for image_id in after.values()), (v2_id, after)
     finally:
-        playbook("stop.yml", "exp=" + EXP, "run=v2-" + TAG)
+        # Other tests share the sandbox: no job left, the venv back, Ray restarted from it.
+        playbook("stop.yml", "exp=" + EXP, "run=v2-" + TAG, {"verl_job_experiments_dir": str(tmp_path / "experiments")})
         back = playbook("site.yml")
-        assert back.returncode == 0, back.output[-5000:]
-        for n in nodes:
-            unit = on_node(n["name"], "cat /etc/systemd/system/ray-%s.service" % n["role"])
-            assert "/opt/rlinfra/venv/bin/ray start" in unit and "podman" not in unit, unit
         on_node(head, "rm -rf /data/checkpoints-ctr-" + TAG)
+        shutil.rmtree(ROOT / "artifacts" / EXP, ignore_errors=True)
+    assert back.returncode == 0, back.output[-5000:]
+    for n in nodes:
+        unit = on_node(n["name"], "cat /etc/systemd/system/ray-%s.service" % n["role"])
+        assert "/opt/rlinfra/venv/bin/ray start" in unit and "podman" not in unit, unit

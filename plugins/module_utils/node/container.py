@@ -81,7 +81,7 @@ def inspect(run, engine_path, ref):
     rc, out, dummy = run([engine_path, "image", "inspect", "--format", "{{.Id}} {{json .RepoDigests}}", ref])
     if rc != 0:
         return None
-    first, _, rest = out.strip().splitlines()[0].partition(" ") if out.strip() else ("", "", "")
+    first, dummy, rest = out.strip().splitlines()[0].partition(" ") if out.strip() else ("", "", "")
     found = image_id(first)
     if not found:
         return None
