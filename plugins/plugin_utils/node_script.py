@@ -269,12 +269,12 @@ def run(action, task_vars, module, function, args, no_log_values=()):
             if kind == "raised":
                 value = raised(module, function, value)
             elif kind == "not started":
-                display.vv("rlinfra.verl: %s.%s as a plain script did not start with %s (%s); running the module" % (
+                display.v("rlinfra.verl: %s.%s as a plain script did not start with %s (%s); running the module" % (
                     module, function, python, value))
                 return None
             runtime = "script"
     except NeedsModule as exc:
-        display.vv("rlinfra.verl: %s.%s runs as a module: %s" % (module, function, exc))
+        display.v("rlinfra.verl: %s.%s runs as a module: %s" % (module, function, exc))
         return None
     return None if value is None else dict(value, runtime=runtime)
 
