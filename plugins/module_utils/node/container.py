@@ -92,17 +92,6 @@ def inspect(run, engine_path, ref):
     return {"id": found, "digests": sorted(digests)}
 
 
-def same_tag(ref, tags):
-    """Whether ``ref`` is among an archive's tags, as the engines write them (``docker.io/``, ``localhost/``)."""
-    def bare(name):
-        for prefix in ("docker.io/library/", "docker.io/", "localhost/"):
-            if name.startswith(prefix):
-                return name[len(prefix):]
-        return name
-    want = bare(ref if ":" in ref.rsplit("/", 1)[-1] or "@" in ref else ref + ":latest")
-    return any(bare(t) == want for t in tags)
-
-
 def registry_of(ref):
     """The registry part of a reference (``docker.io`` when it names none), for a login."""
     first = ref.split("/", 1)[0]
