@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
-"""``{{ inventory_hostname | rlinfra.verl.would_change(python_env__sync, ray__node) }}``: in check mode, one line per
+"""``{{ inventory_hostname | rlinfra.verl.would_change(python_env__sync, ray__node, ray__image) }}``: in check mode, one line per
 node saying what the run would change there, from what the roles' modules reported (nothing was changed)."""
 
 from __future__ import annotations
@@ -11,9 +11,15 @@ def _result(res):
     return res if isinstance(res, dict) and not res.get("skipped") else {}
 
 
-def would_change(host, env=None, node=None):
-    env, node = _result(env), _result(node)
+def would_change(host, env=None, node=None, image=None):
+    env, node, image = _result(env), _result(node), _result(image)
     parts = []
+    if image.get("installed"):
+        parts.append("%s installed" % image.get("engine", "podman"))
+    if image.get("loaded"):
+        parts.append("the image loaded from its archive")
+    elif image.get("pulled"):
+        parts.append("the image pulled")
     if env.get("changed"):
         if not env.get("fingerprint"):
             parts.append("a new Python environment with the pinned package set")

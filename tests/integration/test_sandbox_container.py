@@ -18,16 +18,21 @@ import re
 import secrets
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import yaml
 
 from tests.fake_hyperbolic.testing import venv_bin
-from tests.integration.conftest import ROOT, SANDBOX_INVENTORY, sandbox_nodes
+from tests.integration.conftest import ROOT, SANDBOX_INVENTORY, SANDBOX_STATE, sandbox_nodes
+from tests.integration.test_sandbox_secrets_argv import STOP as SAMPLER_STOP, Sampler
+from tests.integration.test_sandbox_faults import BAD_SIGNS, SLOW, WAIT, Playbook
 from tests.integration.test_submit_loopback import all_text_under
 
 TAG = secrets.token_hex(4)
+CKPT_ROOT = "/data/checkpoints-ctr-" + TAG
 IMAGE = "rlinfra/ray-node:sandbox"
+SANDBOX_IMAGE = os.environ.get("RLINFRA_IMAGE") or "rlinfra/debian-systemd:bookworm"
 ARCHIVE = "/data/images/rlinfra-ray.tar"
 MARKER = "rlinfra-sandbox-ray-image"
 CONTAINER = {"ray_container_image": IMAGE, "ray_container_image_archive": ARCHIVE, "ray_container_mounts": ["/data"]}
@@ -39,7 +44,10 @@ V2 = dict(CONTAINER, ray_container_image=IMAGE + "-v2", ray_container_image_arch
 def playbook(name, *extra):
     args = [venv_bin("ansible-playbook"), "-i", str(SANDBOX_INVENTORY), name]
     for item in extra:
-        args += ["-e", item if isinstance(item, str) else json.dumps(item)]
+        if isinstance(item, str) and item.startswith("--"):
+            args.append(item)  # a flag (--check) as it is, else extra vars
+        else:
+            args += ["-e", item if isinstance(item, str) else json.dumps(item)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_") and k != "HF_TOKEN"}
     env.update(ANSIBLE_NOCOLOR="1")
     proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200, check=False)
@@ -73,6 +81,64 @@ def second_image():
                           check=True).stdout.strip().split(":")[-1]
 
 
+REGISTRY_CONFIG = """version: 0.1
+storage:
+  filesystem:
+    rootdirectory: /var/lib/docker-registry
+http:
+  addr: :5000
+  tls:
+    certificate: /certs/server.crt
+    key: /certs/server.key
+auth:
+  htpasswd:
+    realm: rlinfra-test
+    path: /certs/htpasswd
+"""
+
+
+def start_registry(tmp_path, user, password):
+    """Debian's docker-registry in a container of the sandbox's image on the sandbox's network: TLS from a test CA
+    (the nodes are made to trust it as a user would, in the system store), htpasswd (bcrypt) auth. Its name."""
+    state = json.loads(SANDBOX_STATE.read_text())
+    network = state["network"]
+    name = network.rsplit("-net", 1)[0] + "-registry"
+    certs = tmp_path / "registry"
+    certs.mkdir()
+    ssl = ["openssl"]
+    subprocess.run(ssl + ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=rlinfra test CA",
+                          "-keyout", str(certs / "ca.key"), "-out", str(certs / "ca.crt")], check=True, capture_output=True)
+    (certs / "san.cnf").write_text("subjectAltName=DNS:%s\nbasicConstraints=CA:FALSE\n" % name)
+    subprocess.run(ssl + ["req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=" + name, "-keyout",
+                          str(certs / "server.key"), "-out", str(certs / "server.csr")], check=True, capture_output=True)
+    subprocess.run(ssl + ["x509", "-req", "-in", str(certs / "server.csr"), "-CA", str(certs / "ca.crt"), "-CAkey",
+                          str(certs / "ca.key"), "-CAcreateserial", "-days", "2", "-extfile", str(certs / "san.cnf"),
+                          "-out", str(certs / "server.crt")], check=True, capture_output=True)
+    (certs / "config.yml").write_text(REGISTRY_CONFIG)
+    htpasswd = subprocess.run(["docker", "run", "--rm", "-i", "--network", "none", SANDBOX_IMAGE, "htpasswd", "-iBn", user],
+                              input=password, capture_output=True, text=True, check=True).stdout
+    (certs / "htpasswd").write_text(htpasswd)
+    for f in certs.iterdir():
+        f.chmod(0o644)
+    subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+    subprocess.run(["docker", "run", "-d", "--name", name, "--network", network, "-v", "%s:/certs:ro" % certs,
+                    SANDBOX_IMAGE, "/usr/bin/docker-registry", "serve", "/certs/config.yml"], capture_output=True,
+                   check=True, timeout=120)
+    for node in state["nodes"]:
+        subprocess.run(["docker", "cp", str(certs / "ca.crt"),
+                        "%s:/usr/local/share/ca-certificates/rlinfra-test-ca.crt" % node["name"]], check=True,
+                       capture_output=True)
+        on_node(node["name"], "update-ca-certificates >/dev/null 2>&1")
+    return name
+
+
+def stop_registry(name):
+    subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+    for node in sandbox_nodes():
+        on_node(node["name"], "rm -f /usr/local/share/ca-certificates/rlinfra-test-ca.crt; "
+                              "update-ca-certificates --fresh >/dev/null 2>&1; rm -f /root/push-auth.json")
+
+
 def running_images(nodes):
     return {n["name"]: on_node(n["name"], "podman ps --filter name=rlinfra-ray --format '{{.ImageID}}'").strip()
             for n in nodes}
@@ -102,6 +168,21 @@ def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path):
         on_node(name, "podman rmi -f %s %s-v2 >/dev/null 2>&1; podman image prune -f >/dev/null 2>&1" % (IMAGE, IMAGE))
 
     try:
+        # What a careful user runs first: --check --diff says what each node would get and changes nothing.
+        units = {n["name"]: on_node(n["name"], "cat /etc/systemd/system/ray-%s.service 2>/dev/null" % n["role"])
+                 for n in nodes}
+        check = playbook("site.yml", "--check", "--diff", CONTAINER)
+        assert check.returncode == 0, check.output[-5000:]
+        flat = " ".join(check.output.split())
+        for name in names:
+            assert re.search(r"%s would get: the image loaded from its archive; .*Ray (started|restarted)" % name, flat), \
+                check.output[-3000:]
+            assert on_node(name, "podman image exists %s && echo yes" % IMAGE).strip() == ""
+        assert {n["name"]: on_node(n["name"], "cat /etc/systemd/system/ray-%s.service 2>/dev/null" % n["role"])
+                for n in nodes} == units
+        for sign in BAD_SIGNS:
+            assert sign not in check.output, check.output[-3000:]
+
         first = playbook("site.yml", CONTAINER)
         assert first.returncode == 0, first.output[-5000:]
         for n in nodes:
@@ -131,19 +212,45 @@ def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path):
 
         exp_dir = experiment(tmp_path)
         submit = playbook("submit.yml", "exp=" + EXP, {"verl_job_experiments_dir": str(exp_dir),
-                                                       "verl_job_checkpoint_root": "/data/checkpoints-ctr-" + TAG})
+                                                       "verl_job_checkpoint_root": CKPT_ROOT})
         assert submit.returncode == 0, submit.output[-5000:]
         assert "SUCCEEDED" in submit.output, submit.output[-3000:]
         driver_log = all_text_under(ROOT / "artifacts" / EXP)
         assert MARKER in driver_log, driver_log[-3000:]
         assert "SMOKE_RESULT " in driver_log, driver_log[-3000:]
 
+        # A worker killed mid-run in container mode: named, and the run resumes as with the venv (systemd restarts
+        # the node's container when the machine comes back).
+        fault = "ctr-fault-" + TAG
+        data = yaml.safe_load((exp_dir / (EXP + ".yml")).read_text())
+        data["wait"], data["recovery"] = dict(WAIT), {"max_restarts": 3, "backoff_s": 2}
+        data["params"]["trainer"].update(SLOW["trainer"])
+        (exp_dir / (fault + ".yml")).write_text(yaml.safe_dump(data))
+        worker = next(n for n in nodes if n["role"] != "head")
+        run = Playbook("submit.yml", "exp=" + fault, json.dumps({"verl_job_checkpoint_root": CKPT_ROOT}), exp_dir=exp_dir)
+        tracker = "%s/rlinfra_smoke/default/%s/latest_checkpointed_iteration.txt" % (CKPT_ROOT, fault)
+        deadline = time.monotonic() + 240
+        while not on_node(head, "cat %s 2>/dev/null" % tracker).strip() and time.monotonic() < deadline:
+            assert run.proc.poll() is None, run.output[-4000:]
+            time.sleep(1)
+        subprocess.run(["docker", "kill", worker["name"]], capture_output=True, check=True, timeout=60)
+        time.sleep(20)
+        subprocess.run(["docker", "start", worker["name"]], capture_output=True, check=True, timeout=60)
+        assert run.wait() == 0, run.output[-5000:]
+        assert run.first(r"node %s \(%s\) left the cluster at" % (worker["name"], re.escape(worker["ip"])))[1], \
+            run.output[-4000:]
+        assert run.first(r"attempt 2 \(rlinfra-%s-default-a2\) submitted .* resumes from checkpoint step \d+" % fault)[1], \
+            run.output[-4000:]
+        assert "SUCCEEDED" in run.output and MARKER in all_text_under(ROOT / "artifacts" / fault)
+        back_in = on_node(worker["name"], "podman ps --filter name=rlinfra-ray --format '{{.Names}}'").strip()
+        assert back_in == "rlinfra-ray-worker", back_in
+
         # A new image while a job runs: refused before anything changes; applied once the job is stopped.
         v2_id = second_image()
         before = running_images(nodes)
         assert len(set(before.values())) == 1 and v2_id[:12] not in list(before.values())[0], before
         run = "v2-" + TAG
-        slow = {"verl_job_experiments_dir": str(exp_dir), "verl_job_checkpoint_root": "/data/checkpoints-ctr-" + TAG,
+        slow = {"verl_job_experiments_dir": str(exp_dir), "verl_job_checkpoint_root": CKPT_ROOT,
                 "verl_job_params": {"trainer": {"total_training_steps": 900, "save_freq": 300, "step_sleep_s": 1.0}}}
         started = playbook("submit.yml", "exp=" + EXP, "run=" + run, "wait=false", slow)
         assert started.returncode == 0, started.output[-4000:]
@@ -160,12 +267,72 @@ def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path):
         assert applied.returncode == 0, applied.output[-5000:]
         after = running_images(nodes)
         assert all(v2_id.startswith(image_id) and image_id for image_id in after.values()), (v2_id, after)
+
+        # A private registry (TLS from a test CA, htpasswd): an image pulled by reference with credentials.
+        user, password = "rlinfra-bot", "pw-" + secrets.token_hex(12)
+        registry = start_registry(tmp_path, user, password)
+        ref = "%s:5000/rlinfra/ray-node:pulled" % registry
+        # The image to pull: the first image plus 20 MB of its own, built and pushed from the head, then removed
+        # there so that every node pulls it.
+        pushed = on_node(head, (
+            "set -e; podman rm -f rlinfra-mk >/dev/null 2>&1 || true; "
+            "podman run --name rlinfra-mk --network none {img} sh -c 'head -c 20000000 /dev/urandom > /blob' && "
+            "podman commit -q rlinfra-mk {ref} >/dev/null && podman rm rlinfra-mk >/dev/null && "
+            "printf %s '{pw}' | podman login --authfile /root/push-auth.json -u {user} --password-stdin {reg}:5000 "
+            ">/dev/null && podman push -q --authfile /root/push-auth.json {ref} && podman image inspect --format "
+            "'{{{{.Id}}}}' {ref} && podman rmi {ref} >/dev/null && echo pushed").format(
+                img=IMAGE, ref=ref, pw=password, user=user, reg=registry))
+        assert pushed.strip().endswith("pushed"), pushed
+        pulled_id = pushed.split()[-2]
+        wrong = dict(CONTAINER, ray_container_image=ref, ray_container_image_archive="",
+                     ray_container_registry_username=user, ray_container_registry_password="wrong-" + password)
+        refused = playbook("site.yml", wrong)
+        assert refused.returncode != 0, refused.output[-4000:]
+        for name in names:  # each node: one line naming the refused login, and nothing changed
+            lines = [line for line in refused.output.splitlines() if line.startswith("[ERROR]") and name in line]
+            assert len(lines) == 1, refused.output[-4000:]
+            assert re.search(r"podman login to %s:5000 as %s was refused: .*nothing was changed" % (
+                re.escape(registry), user), lines[0]), lines[0]
+        assert password not in refused.output
+        assert running_images(nodes) == after
+        assert all(on_node(name, "podman image exists %s && echo yes" % ref).strip() == "" for name in names)
+
+        needles = {"registry password": password}
+        samplers = [Sampler(n["name"], needles) for n in nodes] + [Sampler(None, needles)]
+        for sampler in samplers:
+            sampler.start()
+        try:
+            good = playbook("site.yml", dict(wrong, ray_container_registry_password=password))
+        finally:
+            for n in nodes:
+                on_node(n["name"], "touch " + SAMPLER_STOP)
+            Path(SAMPLER_STOP).touch()
+            for sampler in samplers:
+                sampler.join(60)
+            Path(SAMPLER_STOP).unlink()
+            for n in nodes:
+                on_node(n["name"], "rm -f " + SAMPLER_STOP)
+        assert good.returncode == 0, good.output[-5000:]
+        assert all(s.samples >= 5 for s in samplers), [s.samples for s in samplers]
+        assert not [hit for s in samplers for hit in s.hits], [hit for s in samplers for hit in s.hits]
+        assert password not in good.output
+        assert set(running_images(nodes).values()) == {pulled_id[:12]}, (pulled_id, running_images(nodes))
+        for n in nodes:
+            record = json.loads(on_node(n["name"], "cat /etc/ray/rlinfra-image.json"))
+            assert record["digests"] and all(d.startswith(ref.rsplit(":", 1)[0] + "@sha256:") for d in record["digests"])
+            auth = on_node(n["name"], "stat -c '%a %U' /etc/ray/registry /etc/ray/registry/auth.json").split("\n")
+            assert auth[:2] == ["700 root", "600 root"], auth
+            assert password not in on_node(n["name"], "grep -rl . /etc/ray /etc/systemd/system 2>/dev/null | "
+                                                      "xargs cat 2>/dev/null")
     finally:
+        if "registry" in locals():
+            stop_registry(registry)
         # Other tests share the sandbox: no job left, the venv back, Ray restarted from it.
         playbook("stop.yml", "exp=" + EXP, "run=v2-" + TAG, {"verl_job_experiments_dir": str(tmp_path / "experiments")})
         back = playbook("site.yml")
-        on_node(head, "rm -rf /data/checkpoints-ctr-" + TAG)
+        on_node(head, "rm -rf " + CKPT_ROOT)
         shutil.rmtree(ROOT / "artifacts" / EXP, ignore_errors=True)
+        shutil.rmtree(ROOT / "artifacts" / ("ctr-fault-" + TAG), ignore_errors=True)
     assert back.returncode == 0, back.output[-5000:]
     for n in nodes:
         unit = on_node(n["name"], "cat /etc/systemd/system/ray-%s.service" % n["role"])

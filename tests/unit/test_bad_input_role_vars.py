@@ -165,6 +165,13 @@ ROWS = [
     rule("container_registry_password_newline", {"ray_container_registry_password": "a\nb"},
          "ray_container_registry_password must be the secret alone, without spaces, line breaks or other characters a "
          "token cannot have (the value is not shown)"),
+    rule("container_archive_without_image", {"ray_container_image_archive": "/data/images/verl.tar"},
+         "ray_container_image_archive is set but ray_container_image is not: set ray_container_image to the reference "
+         "the archive holds (docker save's name:tag), which is what switches the cluster to container mode"),
+    rule("container_registry_user_alone", {"ray_container_image": "registry.example/verl:1",
+                                           "ray_container_registry_username": "bot"},
+         "ray_container_registry_username and ray_container_registry_password go together: set both (the password "
+         "through Ansible Vault), or neither for a public image"),
     rule("container_mount_relative", {"ray_container_mounts": ["/data", "data2"]},
          "ray_container_mounts[1] must be an absolute path without spaces or '..', got 'data2'"),
     rule("firewall_controller_any", {"ray_firewall_controller": "0.0.0.0"},

@@ -373,6 +373,23 @@ def check(settings):
         except Bad as e:
             errors.append(rule.line(name, settings[name], e))
     errors.extend(_port_clashes(settings))
+    if not errors:  # a pair is judged once each value is good (one line per mistake)
+        errors.extend(_container_pairs(settings))
+    return errors
+
+
+def _container_pairs(settings):
+    """Container settings that mean nothing alone: said, rather than quietly running the venv path."""
+    errors = []
+    image = settings.get("ray_container_image")
+    if settings.get("ray_container_image_archive") and not image:
+        errors.append("ray_container_image_archive is set but ray_container_image is not: set ray_container_image to the "
+                      "reference the archive holds (docker save's name:tag), which is what switches the cluster to "
+                      "container mode")
+    user, password = settings.get("ray_container_registry_username"), settings.get("ray_container_registry_password")
+    if bool(user) != bool(password):
+        errors.append("ray_container_registry_username and ray_container_registry_password go together: set both "
+                      "(the password through Ansible Vault), or neither for a public image")
     return errors
 
 

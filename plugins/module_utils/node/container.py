@@ -149,6 +149,7 @@ def ensure_image(run, engine, engine_path, ref, archive="", credentials=None, au
 
 def _login(run, engine, engine_path, ref, credentials, auth_dir):
     """Log in through stdin into a file of ``auth_dir`` (root only); the pull command that uses that login."""
+    existed = os.path.isdir(auth_dir)
     os.makedirs(auth_dir, mode=0o700, exist_ok=True)
     os.chmod(auth_dir, 0o700)
     registry = registry_of(ref)
@@ -163,6 +164,11 @@ def _login(run, engine, engine_path, ref, credentials, auth_dir):
         pull = [engine_path, "pull", "--authfile", auth, ref]
     rc, out, err = run(login, data=credentials.get("password") or "")
     if rc != 0:
+        if not existed:  # "nothing was changed" holds: the directory made for this login goes (it is empty)
+            try:
+                os.rmdir(auth_dir)
+            except OSError:
+                pass
         raise ContainerError("%s login to %s as %s was refused: %s; check ray_container_registry_username and "
                              "ray_container_registry_password; nothing was changed" % (
                                  engine, registry, credentials["username"], _last(err or out)))
