@@ -26,6 +26,7 @@ import yaml
 from tests.fake_hyperbolic.testing import venv_bin
 from tests.integration.conftest import ROOT, SANDBOX_INVENTORY, SANDBOX_STATE, sandbox_nodes
 from tests.integration.test_sandbox_secrets_argv import STOP as SAMPLER_STOP, Sampler
+from tests.integration.test_sandbox_amd import DEVICES, raylet_env
 from tests.integration.test_sandbox_faults import BAD_SIGNS, SLOW, WAIT, Playbook
 from tests.integration.test_submit_loopback import all_text_under
 
@@ -139,6 +140,14 @@ def stop_registry(name):
                               "update-ca-certificates --fresh >/dev/null 2>&1; rm -f /root/push-auth.json")
 
 
+def vars_file(tmp_path, data):
+    """Extra vars in a file of mode 0600 (as a user passes a Vault file): a value on the command line is in argv."""
+    path = tmp_path / ("vars-%s.json" % secrets.token_hex(4))
+    path.touch(mode=0o600)
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
 def running_images(nodes):
     return {n["name"]: on_node(n["name"], "podman ps --filter name=rlinfra-ray --format '{{.ImageID}}'").strip()
             for n in nodes}
@@ -167,7 +176,11 @@ def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path):
     for name in names:  # as a fresh node (an earlier run of this test left its images)
         on_node(name, "podman rmi -f %s %s-v2 >/dev/null 2>&1; podman image prune -f >/dev/null 2>&1" % (IMAGE, IMAGE))
 
+    amd = nodes[-1]  # an AMD worker: ROCm's device nodes made as test_sandbox_amd makes them
     try:
+        made = subprocess.run(["docker", "exec", amd["name"], "sh", "-c", DEVICES + " && echo made"],
+                              capture_output=True, text=True, timeout=60, check=False)
+        assert made.stdout.strip() == "made", made.stderr
         # What a careful user runs first: --check --diff says what each node would get and changes nothing.
         units = {n["name"]: on_node(n["name"], "cat /etc/systemd/system/ray-%s.service 2>/dev/null" % n["role"])
                  for n in nodes}
@@ -196,6 +209,13 @@ def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path):
             raylet = on_node(n["name"], "for p in $(pgrep -f raylet); do test -f /proc/$p/root/etc/rlinfra-container-image "
                                         "&& echo inside; done").split()
             assert raylet and set(raylet) == {"inside"}, raylet
+        # The AMD worker's GPUs pass into its container (ROCm's device nodes, the video group) and Ray counts them.
+        unit = on_node(amd["name"], "cat /etc/systemd/system/ray-worker.service")
+        assert "--device /dev/kfd --device /dev/dri --group-add video" in unit and "--num-gpus=2" in unit, unit
+        inside = on_node(amd["name"], "podman exec rlinfra-ray-worker sh -c 'test -c /dev/kfd && ls /dev/dri'").split()
+        assert {"renderD200", "renderD201"} <= set(inside), inside
+        assert raylet_env(amd).get("HIP_VISIBLE_DEVICES") == "0,1"
+        assert re.search(r"nodes alive, [0-9.]+ CPUs, 2(\.0)? GPUs", " ".join(first.output.split())), first.output[-3000:]
         loaded_ids = {on_node(name, "podman image inspect --format '{{.Id}}' %s" % IMAGE).strip() for name in names}
         assert len(loaded_ids) == 1 and "" not in loaded_ids, loaded_ids
 
@@ -209,6 +229,12 @@ def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path):
         assert again.returncode == 0, again.output[-5000:]
         assert all(changed == 0 and failed == 0 for changed, failed in recap(again.output).values()), again.output[-3000:]
         assert set(names) <= set(recap(again.output)), again.output[-3000:]
+
+        # The AMD devices go, so that the runs below see the cluster the other tests see (no GPUs).
+        on_node(amd["name"], "rm -f /dev/kfd /dev/dri/renderD200 /dev/dri/renderD201")
+        without = playbook("site.yml", CONTAINER)
+        assert without.returncode == 0, without.output[-5000:]
+        assert "--num-gpus=0" in on_node(amd["name"], "cat /etc/systemd/system/ray-worker.service")
 
         exp_dir = experiment(tmp_path)
         submit = playbook("submit.yml", "exp=" + EXP, {"verl_job_experiments_dir": str(exp_dir),
@@ -276,7 +302,7 @@ def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path):
         # there so that every node pulls it.
         pushed = on_node(head, (
             "set -e; podman rm -f rlinfra-mk >/dev/null 2>&1 || true; "
-            "podman run --name rlinfra-mk --network none {img} sh -c 'head -c 20000000 /dev/urandom > /blob' && "
+            "podman run --name rlinfra-mk --network host {img} sh -c 'head -c 20000000 /dev/urandom > /blob' && "
             "podman commit -q rlinfra-mk {ref} >/dev/null && podman rm rlinfra-mk >/dev/null && "
             "printf %s '{pw}' | podman login --authfile /root/push-auth.json -u {user} --password-stdin {reg}:5000 "
             ">/dev/null && podman push -q --authfile /root/push-auth.json {ref} && podman image inspect --format "
@@ -286,13 +312,15 @@ def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path):
         pulled_id = pushed.split()[-2]
         wrong = dict(CONTAINER, ray_container_image=ref, ray_container_image_archive="",
                      ray_container_registry_username=user, ray_container_registry_password="wrong-" + password)
-        refused = playbook("site.yml", wrong)
+        refused = playbook("site.yml", "@" + vars_file(tmp_path, wrong))
         assert refused.returncode != 0, refused.output[-4000:]
-        for name in names:  # each node: one line naming the refused login, and nothing changed
-            lines = [line for line in refused.output.splitlines() if line.startswith("[ERROR]") and name in line]
-            assert len(lines) == 1, refused.output[-4000:]
-            assert re.search(r"podman login to %s:5000 as %s was refused: .*nothing was changed" % (
-                re.escape(registry), user), lines[0]), lines[0]
+        flat = " ".join(refused.output.split())
+        line = r"podman login to %s:5000 as %s was refused: .{0,200}invalid username/password; check " \
+               r"ray_container_registry_username and ray_container_registry_password; nothing was changed" % (
+                   re.escape(registry), user)
+        for name in names:  # each node: its one line naming the refused login; nothing changed
+            assert re.search(r"fatal: \[%s\]: FAILED! => changed: false msg: '%s'" % (name, line), flat), flat[-3000:]
+            assert on_node(name, "test -e /etc/ray/registry || echo none").strip() == "none"
         assert password not in refused.output
         assert running_images(nodes) == after
         assert all(on_node(name, "podman image exists %s && echo yes" % ref).strip() == "" for name in names)
@@ -302,7 +330,7 @@ def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path):
         for sampler in samplers:
             sampler.start()
         try:
-            good = playbook("site.yml", dict(wrong, ray_container_registry_password=password))
+            good = playbook("site.yml", "@" + vars_file(tmp_path, dict(wrong, ray_container_registry_password=password)))
         finally:
             for n in nodes:
                 on_node(n["name"], "touch " + SAMPLER_STOP)
@@ -327,7 +355,8 @@ def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path):
     finally:
         if "registry" in locals():
             stop_registry(registry)
-        # Other tests share the sandbox: no job left, the venv back, Ray restarted from it.
+        # Other tests share the sandbox: no job left, no AMD devices, the venv back, Ray restarted from it.
+        on_node(amd["name"], "rm -f /dev/kfd /dev/dri/renderD200 /dev/dri/renderD201")
         playbook("stop.yml", "exp=" + EXP, "run=v2-" + TAG, {"verl_job_experiments_dir": str(tmp_path / "experiments")})
         back = playbook("site.yml")
         on_node(head, "rm -rf " + CKPT_ROOT)
