@@ -29,6 +29,12 @@ def write_atomic(path, text, mode, prefix=".rlinfra-"):
             os.unlink(tmp)
 
 
+def append_to(path):
+    """``path`` opened to add bytes at its end, never through a symbolic link (OSError ELOOP): a file this collection
+    keeps adding to (a run's metrics table) that was replaced by a link would add them to whatever it points at."""
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)), "ab")
+
+
 def write_if_changed(path, text, mode, check_mode=False):
     """:func:`write_atomic` unless ``path`` holds ``text`` with ``mode`` already; True when it (would have)
     changed. In check mode nothing is written."""
