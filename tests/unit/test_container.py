@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import tarfile
 
 import pytest
@@ -173,6 +174,20 @@ def test_refused_login_is_one_line_without_the_password(tmp_path):
     assert "login to registry.example as u was refused" in str(err.value) and "s3cr3t-pw" not in str(err.value)
 
 
+
+def test_a_login_directory_that_is_a_link_is_refused_and_its_target_untouched(tmp_path):
+    """/etc/ray/registry made a link to /etc: it was made 0700 (every user locked out) and the login written there."""
+    etc = tmp_path / "etc"
+    etc.mkdir(mode=0o755)
+    os.symlink(etc, tmp_path / "registry")
+    engine = Engine()
+    with pytest.raises(container.ContainerError) as err:
+        container.ensure_image(engine, "podman", PODMAN, "registry.example/verl:1",
+                               credentials={"username": "u", "password": "s3cr3t-pw"}, auth_dir=str(tmp_path / "registry"))
+    assert str(err.value) == ("the registry login's directory %s/registry cannot be used: it is a symbolic link (to %s); "
+                              "a private directory is never reached through one; nothing was changed" % (tmp_path, etc))
+    assert etc.stat().st_mode & 0o777 == 0o755 and os.listdir(etc) == [] and "login" not in engine.verbs()
+
 @pytest.mark.parametrize("ref, registry", [
     ("verlai/verl:1", "docker.io"), ("ubuntu", "docker.io"), ("nvcr.io/nvidia/nemo:25", "nvcr.io"),
     ("localhost/x:1", "localhost"), ("10.0.0.5:5000/x", "10.0.0.5:5000"),
@@ -235,3 +250,24 @@ def test_nodes_with_different_images_are_named_in_one_line():
     mixed = mismatch("w1", {"fingerprint": "f" * 64, "frozen": []}, "h", {"fingerprint": "image:" + ID, "frozen": ["v:1"]})
     assert "w1 runs a venv (fingerprint ffffffffffff), head h runs image" in mixed
     assert mismatch("w1", {"fingerprint": "image:" + ID}, "h", {"fingerprint": "image:" + ID}) == ""
+
+
+# The purge removes only the image the record names --------------------------------------------------------------
+
+@pytest.mark.parametrize("recorded", [False, True])
+def test_the_purge_removes_only_the_recorded_image(tmp_path, module_runner, monkeypatch, recorded):
+    """Without a record the image was removed by its reference: an image the node had and used besides Ray."""
+    from ansible.module_utils.basic import AnsibleModule
+    from ansible_collections.rlinfra.verl.plugins.modules import ray_container
+    engine = Engine(held={"docker.io/library/python:3.11": OTHER, ID: ID})
+    monkeypatch.setattr(AnsibleModule, "get_bin_path", lambda self, name, *a, **kw: PODMAN if name == "podman" else None)
+    monkeypatch.setattr(AnsibleModule, "run_command", lambda self, argv, **kw: (
+        engine.calls.append(list(argv)) or (0, "", "") if argv[1] == "rmi" else engine(argv, kw.get("data"))))
+    state = tmp_path / "rlinfra-image.json"
+    if recorded:
+        state.write_text(json.dumps({"image_id": ID}))
+    out = module_runner(ray_container.main, {"state": "absent", "image": "docker.io/library/python:3.11",
+                                             "engine": "podman", "state_path": str(state)})
+    rmi = [c for c in engine.calls if c[1] == "rmi"]
+    assert rmi == ([[PODMAN, "rmi", ID]] if recorded else []) and out["removed"] == recorded, out
+    assert not state.exists()

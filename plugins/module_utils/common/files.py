@@ -29,6 +29,16 @@ def write_atomic(path, text, mode, prefix=".rlinfra-"):
             os.unlink(tmp)
 
 
+def private_dir(path, mode=0o700):
+    """``path`` a directory of ``mode``, made when missing. Never a symbolic link (OSError ELOOP, its strerror saying
+    so): ``chmod`` would change what it points at (``/etc``), and what is written in it would land there."""
+    if os.path.islink(path):
+        raise OSError(errno.ELOOP, "it is a symbolic link (to %s); a private directory is never reached through one"
+                      % os.path.realpath(path))
+    os.makedirs(path, mode=mode, exist_ok=True)
+    os.chmod(path, mode)
+
+
 def append_to(path):
     """``path`` opened to add bytes at its end, never through a symbolic link (OSError ELOOP): a file this collection
     keeps adding to (a run's metrics table) that was replaced by a link would add them to whatever it points at."""

@@ -15,6 +15,8 @@ import re
 import shlex
 import tarfile
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import files
+
 ENGINES = ("podman", "docker")
 # A fingerprint of the image the node runs; "image:" keeps it apart from a venv's (python_env.py) in every comparison.
 FINGERPRINT_PREFIX = "image:"
@@ -149,8 +151,11 @@ def ensure_image(run, engine, engine_path, ref, archive="", credentials=None, au
 
 def _login(run, engine, engine_path, ref, credentials, auth_dir):
     """Log in through stdin into a file of ``auth_dir`` (root only); the pull command that uses that login."""
-    os.makedirs(auth_dir, mode=0o700, exist_ok=True)
-    os.chmod(auth_dir, 0o700)
+    try:
+        files.private_dir(auth_dir)
+    except OSError as e:
+        raise ContainerError("the registry login's directory %s cannot be used: %s; nothing was changed" % (
+            auth_dir, e.strerror or e))
     registry = registry_of(ref)
     if engine == "docker":
         login = [engine_path, "--config", auth_dir, "login", "--username", credentials["username"], "--password-stdin",
