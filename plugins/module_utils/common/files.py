@@ -39,10 +39,12 @@ def private_dir(path, mode=0o700):
     os.chmod(path, mode)
 
 
-def append_to(path):
-    """``path`` opened to add bytes at its end, never through a symbolic link (OSError ELOOP): a file this collection
-    keeps adding to (a run's metrics table) that was replaced by a link would add them to whatever it points at."""
-    return os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)), "ab")
+def open_writing(path, append=False, mode=0o644):
+    """``path`` opened for bytes, at its end (``append``) or emptied, made with ``mode`` when missing; never through a
+    symbolic link (OSError ELOOP). For a file written piece by piece (a run's metrics table, a download being
+    resumed), which :func:`write_atomic` cannot do: one replaced by a link would fill or empty whatever it points at."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC) | getattr(os, "O_NOFOLLOW", 0)
+    return os.fdopen(os.open(path, flags, mode), "ab" if append else "wb")
 
 
 def write_if_changed(path, text, mode, check_mode=False):

@@ -170,7 +170,7 @@ class Follow:
         known = set(self.columns)
         if self.steps and rows[0][0] > self.tail_step and self._intact(path) and \
                 all(k in known for dummy, metrics in rows for k in metrics):
-            with files.append_to(path) as f:
+            with files.open_writing(path, append=True, mode=MODE) as f:
                 self._append(f, rows)
             return
         # A step again, a step before the last, a new metric: the table again, from the file and the new rows (the
