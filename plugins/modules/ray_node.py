@@ -346,7 +346,11 @@ class Node:
         return False
 
     def ensure_dir(self, path, mode, uid=None, keep_mode=False):
-        if ensure_dir(path, mode, uid, self.check, keep_mode):
+        try:
+            changed = ensure_dir(path, mode, uid, self.check, keep_mode)
+        except OSError as e:
+            self.module.fail_json(msg="%s cannot be used: %s" % (path, e.strerror or e))
+        if changed:
             self.files.append(path)
 
     def firewall(self, systemd):

@@ -77,8 +77,8 @@ def test_a_run_directory_that_is_a_link_is_refused_and_nothing_changes(tmp_path,
     args = {"secrets_dir": str(root), "path": str(root / "c1" / "run-1.env"), "values": {"HF_TOKEN": SECRET}}
     out = module_runner(verl_secrets_file.main, args)
     assert out["failed"] and not out.get("changed") and out["msg"] == (
-        "secrets file %s/c1/run-1.env: %s/c1 is a symbolic link (to %s): a secrets directory is never reached through "
-        "one; make it a directory, or set verl_job_secrets_dir to one" % (root, root, project))
+        "secrets file %s/c1/run-1.env: %s/c1: it is a symbolic link (to %s); a secrets directory is never reached "
+        "through one; make it a directory, or set verl_job_secrets_dir to one" % (root, root, project))
     assert _tree(tmp_path) == before and SECRET not in json.dumps(out)
 
 

@@ -29,12 +29,18 @@ def write_atomic(path, text, mode, prefix=".rlinfra-"):
             os.unlink(tmp)
 
 
-def private_dir(path, mode=0o700):
-    """``path`` a directory of ``mode``, made when missing. Never a symbolic link (OSError ELOOP, its strerror saying
-    so): ``chmod`` would change what it points at (``/etc``), and what is written in it would land there."""
+def refuse_link(path, what="a directory the collection keeps"):
+    """OSError ELOOP (its strerror the reason) when ``path`` is a symbolic link. For a directory the collection makes,
+    chmods and writes in: through a link, ``chmod`` changes what it points at (``/etc``), and what is written lands
+    there. (A file written whole needs none of this: :func:`write_atomic` replaces a link, never writes through it.)"""
     if os.path.islink(path):
-        raise OSError(errno.ELOOP, "it is a symbolic link (to %s); a private directory is never reached through one"
-                      % os.path.realpath(path))
+        raise OSError(errno.ELOOP, "it is a symbolic link (to %s); %s is never reached through one"
+                      % (os.path.realpath(path), what))
+
+
+def private_dir(path, mode=0o700):
+    """``path`` a directory of ``mode``, made when missing; never a link (:func:`refuse_link`)."""
+    refuse_link(path, "a private directory")
     os.makedirs(path, mode=mode, exist_ok=True)
     os.chmod(path, mode)
 
@@ -47,11 +53,17 @@ def open_writing(path, append=False, mode=0o644):
     return os.fdopen(os.open(path, flags, mode), "ab" if append else "wb")
 
 
+def no_follow(path, flags):
+    """An ``opener`` for ``open()`` that never opens through a symbolic link (OSError ELOOP)."""
+    return os.open(path, flags | getattr(os, "O_NOFOLLOW", 0))
+
+
 def write_if_changed(path, text, mode, check_mode=False):
     """:func:`write_atomic` unless ``path`` holds ``text`` with ``mode`` already; True when it (would have)
     changed. In check mode nothing is written."""
     try:
-        with open(path) as f:
+        # A link is never "the same": it is replaced, and what it points at is not read.
+        with open(path, opener=no_follow) as f:
             same = f.read() == text and (os.stat(path).st_mode & 0o7777) == mode
     except OSError:
         same = False

@@ -10,7 +10,7 @@ import os
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.attempts import attempts_of
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import owned, vocabulary
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import write_if_changed
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import refuse_link, write_if_changed
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import ACTIVE_STATUSES
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl.secrets_file import HEADER, HOOK_MODULE, dumps
 
@@ -90,9 +90,10 @@ def _ours_to_remove(paths, jobs, keep=None):
 def _mkdir(path, mode, check):
     # chmod and listing go through a link to wherever it points; a system directory (verl_job_secrets_dir=/data)
     # would be closed to everyone else.
-    if os.path.islink(path):
-        raise ValueError("%s is a symbolic link (to %s): a secrets directory is never reached through one; make it a "
-                         "directory, or set verl_job_secrets_dir to one" % (path, os.path.realpath(path)))
+    try:
+        refuse_link(path, "a secrets directory")
+    except OSError as e:
+        raise ValueError("%s: %s; make it a directory, or set verl_job_secrets_dir to one" % (path, e.strerror))
     if vocabulary.normpath(path) in owned.SYSTEM:
         raise ValueError("%s is a system directory: it would be made 0700; set verl_job_secrets_dir to a directory "
                          "of its own" % path)
