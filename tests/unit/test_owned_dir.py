@@ -147,3 +147,35 @@ def test_staging_is_new_and_never_a_path_that_was_there(tmp_path):
     made = owned.staging(str(tmp_path / "models" / "model"))
     assert os.path.dirname(made) == str(tmp_path / "models") and not os.path.islink(made)
     assert os.listdir(made) == [] and stat.S_IMODE(os.stat(made).st_mode) == 0o755 and os.listdir(elsewhere) == []
+
+
+# A marker proves what the collection made, never a directory it was given and wrote into -------------------------
+
+def test_claim_marks_only_a_directory_made_here_or_found_empty(tmp_path):
+    assert owned.claim(str(tmp_path / "new" / "venv")) and (tmp_path / "new" / "venv" / owned.CLAIM).is_file()
+    (tmp_path / "empty").mkdir()
+    assert owned.claim(str(tmp_path / "empty"), check_mode=True) and not (tmp_path / "empty" / owned.CLAIM).exists()
+    assert owned.claim(str(tmp_path / "empty")) and owned.claimed(str(tmp_path / "empty"))
+    assert owned.claim(str(tmp_path / "empty"))  # ours already
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "thesis.tex").write_text("mine")
+    os.symlink(tmp_path / "empty", tmp_path / "link")
+    (tmp_path / "file").write_text("x")
+    for theirs in (home, tmp_path / "link", tmp_path / "file"):
+        assert not owned.claim(str(theirs)) and not owned.claimed(str(theirs))
+    assert sorted(os.listdir(home)) == ["thesis.tex"]
+
+
+def test_a_users_directory_the_collection_wrote_into_is_not_purged(tmp_path, module_runner):
+    """python_env_path (or ray_temp_dir) naming a user's directory: the venv's fingerprint file (or Ray's session_latest)
+    then landed in it, and the purge, taking that for the marker, removed the user's files with it."""
+    home = tmp_path / "alice"
+    home.mkdir()
+    (home / "thesis.tex").write_text("mine")
+    assert not owned.claim(str(home))
+    _venv(home)  # what python_env then put there, its fingerprint file included
+    out = module_runner(owned_dir.main, _args(home, markers=[owned.CLAIM]))
+    assert out["failed"] and out["msg"] == ("refusing to remove the Python environment %s: it holds files but not "
+                                            "rlinfra-owned.txt, so it was not made by rlinfra" % home)
+    assert (home / "thesis.tex").read_text() == "mine"

@@ -14,6 +14,10 @@ purged by a teardown) goes through :func:`check`, which refuses, in one line and
 * an existing directory that holds anything but is not marked as the collection's: one of ``markers`` (a file the
   collection writes there, such as ``.rlinfra-merge.json``) must be in it. An empty directory holds nothing to lose.
 
+A marker proves only what the collection made. A directory it is merely given and then writes into (a venv created in
+a directory that held a user's files, Ray's sessions in a temp dir that was already in use) is not made its own by
+that: :func:`claim` marks a directory (:data:`CLAIM`) only when it makes it, or finds it empty.
+
 Paths are compared as Linux reads them (:func:`vocabulary.normpath`: ``//mnt`` is ``/mnt``).
 
 Temporary directories a process makes for itself (``tempfile.mkdtemp``) are not user data and need none of this; so
@@ -30,6 +34,7 @@ import re
 import shutil
 import tempfile
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import write_atomic
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.vocabulary import normpath
 
 SYSTEM = frozenset(("/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib64", "/media", "/mnt", "/opt",
@@ -37,6 +42,8 @@ SYSTEM = frozenset(("/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib
                     "/usr/local", "/var/lib", "/var/tmp", "/var/log", "/opt/rlinfra"))
 
 MOUNTINFO = "/proc/self/mountinfo"
+# The marker of a directory this collection made (claim): the venv and Ray's temp dir a purge removes.
+CLAIM = "rlinfra-owned.txt"
 
 
 class NotOurs(Exception):
@@ -113,6 +120,32 @@ def remove(path, markers, inputs=(), what="directory", fix=""):
         return False
     shutil.rmtree(normpath(path))
     return True
+
+
+def claim(path, mode=0o755, check_mode=False):
+    """Make ``path`` the collection's own where nothing of anyone else's is in it: a missing or empty directory is made
+    (with its parents) and given :data:`CLAIM`; one that holds it already is ours. True when it is (would be) ours;
+    False for a link, a file, or a directory holding anything else, which stays its owner's and is never removed."""
+    norm = normpath(path)
+    if os.path.islink(norm) or (os.path.lexists(norm) and not os.path.isdir(norm)):
+        return False
+    if os.path.isdir(norm):
+        entries = os.listdir(norm)
+        if CLAIM in entries:
+            return True
+        if entries:
+            return False
+    if not check_mode:
+        os.makedirs(norm, mode=mode, exist_ok=True)
+        write_atomic(os.path.join(norm, CLAIM), "made by rlinfra.verl; a teardown with purge removes it as a whole "
+                     "(docs/SECURITY.md)\n", 0o644)
+    return True
+
+
+def claimed(path):
+    """Whether ``path`` is a directory :func:`claim` made ours (its marker a file, not a link)."""
+    marker = os.path.join(normpath(path), CLAIM)
+    return not os.path.islink(normpath(path)) and os.path.isfile(marker) and not os.path.islink(marker)
 
 
 def staging(path, mode=0o755):
