@@ -101,11 +101,10 @@ files:
 
 import json
 import os
-import shutil
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import makedirs, write_if_changed
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import owned, vocabulary
 
 ARGS = vocabulary.Args(
     state=vocabulary.Choice(("present", "absent"), default="present"),
@@ -191,7 +190,17 @@ def present(module, p):
     return written
 
 
+# The guard's code directory holds the package tree the action sends (plugins/action/idle_guard.py's PACKAGE): what
+# marks it as this module's, so a root set to a directory of other things is refused, not emptied.
+ROOT_MARKER = "ansible_collections"
+
+
 def absent(module, p):
+    if os.path.isdir(p["root"]):
+        try:
+            owned.check(p["root"], (ROOT_MARKER,), what="idle guard's code directory", verb="remove")
+        except owned.NotOurs as e:
+            module.fail_json(msg=str(e), changed=False)
     paths = [os.path.join(p["unit_dir"], NAME + ".timer"), os.path.join(p["unit_dir"], NAME + ".service"), p["config_path"]]
     there = [x for x in paths if os.path.exists(x)] + ([p["root"]] if os.path.isdir(p["root"]) else [])
     config_dir = os.path.dirname(p["config_path"])
@@ -206,8 +215,8 @@ def absent(module, p):
     if os.path.exists(paths[0]):
         module.run_command([module.get_bin_path("systemctl", required=True), "disable", "--now", NAME + ".timer"])
     for path in there:
-        if os.path.isdir(path):
-            shutil.rmtree(path)
+        if path == p["root"]:
+            owned.remove(path, (ROOT_MARKER,), what="idle guard's code directory")
         else:
             os.unlink(path)
     config_dir = os.path.dirname(p["config_path"])

@@ -24,8 +24,8 @@ options:
     type: path
     required: true
   markers:
-    description: Names of files, one of which a directory the collection made holds (C(rlinfra-fingerprint.txt) in a
-      venv, C(session_latest) in Ray's temp dir).
+    description: Names of files, one of which a directory the collection made holds (C(rlinfra-owned.txt), which the venv
+      and Ray's temp dir get when the collection makes them).
     type: list
     elements: str
     required: true
@@ -57,7 +57,7 @@ EXAMPLES = r"""
 - name: Purge the venv, only if site.yml made it
   rlinfra.verl.owned_dir:
     path: /opt/rlinfra/venv
-    markers: [rlinfra-fingerprint.txt]
+    markers: [rlinfra-owned.txt]
     keep: [/data]
     what: Python environment
 """

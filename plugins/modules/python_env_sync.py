@@ -182,7 +182,7 @@ import zipfile
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import write_if_changed
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import write_atomic
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import owned, vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.node.python_env import (
     ENSUREPIP_SCRIPT, INSPECT_SCRIPT, TOOLING, ensurepip_wheels, fast_path, fingerprint, frozen_lines, inputs_digest,
     python_version, read_json, requirement_lines, state_path, unneeded, uv_changes, uv_wheel)
@@ -265,6 +265,8 @@ class Sync:
         if not os.path.exists(self.python):
             if not p["python"]:
                 self.module.fail_json(msg="%s has no interpreter (%s): create the virtualenv first or set python" % (self.venv, self.python))
+            # Ours (pruned, and removed by a purge) only when made here or in an empty directory: owned.claim.
+            owned.claim(self.venv)
             self.run([p["python"], "-m", "venv"] + (["--without-pip"] if boot else []) + [self.venv],
                      "creating the virtualenv with %s" % p["python"])
             made = True
@@ -321,6 +323,9 @@ class Sync:
                         "uv pip install --no-deps of python_env_no_deps_packages")
 
     def prune(self, packages, nbi, nodeps, keep):
+        if not owned.claimed(self.venv):
+            return ("%s was not made by rlinfra (no %s in it), so packages dropped from the lists are not removed from "
+                    "it" % (self.venv, owned.CLAIM))
         query = json.dumps({"roots": requirement_lines(packages) + requirement_lines(nbi),
                             "no_deps": requirement_lines(nodeps)})
         out, dummy = self.run([self.python, "-c", INSPECT_SCRIPT], "reading the installed packages", data=query)

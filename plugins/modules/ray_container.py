@@ -66,9 +66,9 @@ options:
     required: true
   state:
     description:
-      - V(present) makes the image ready. V(absent) (teardown.yml's purge) removes the image the record names (else
-        O(image)) from the engine, and the record; nothing is installed then, and a missing engine or image is
-        nothing to do.
+      - V(present) makes the image ready. V(absent) (teardown.yml's purge) removes the image the record names from the
+        engine, and the record; without a record the image is left (O(image) alone does not show the collection put
+        it there). Nothing is installed then, and a missing engine or image is nothing to do.
     type: str
     choices: [present, absent]
     default: present
@@ -185,7 +185,9 @@ def engine_ready(module):
 
 
 def remove(module):
-    """The image the record names (else the reference) out of the engine, and the record; a second run finds nothing."""
+    """The image the record names out of the engine, and the record; a second run finds nothing. Without a record the
+    image is left: the reference alone does not prove the image is the collection's (the node may have had it, and
+    may use it, before and besides Ray)."""
     p = module.params
     engine, path = find_engine(module)
     recorded = None
@@ -195,8 +197,8 @@ def remove(module):
     except (OSError, ValueError, AttributeError):
         pass
     removed = False
-    if path:
-        found = container.inspect(lambda argv, data=None: module.run_command(argv), path, recorded or p["image"])
+    if path and recorded:
+        found = container.inspect(lambda argv, data=None: module.run_command(argv), path, recorded)
         if found:
             removed = True
             if not module.check_mode:

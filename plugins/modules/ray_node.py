@@ -234,7 +234,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.node_state import part_digests, record_content, restart_reasons
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.nft import BOOT_UNIT, BOOT_UNIT_NAME, Nft, ancestor_env, install_nft, present
 from ansible_collections.rlinfra.verl.plugins.module_utils.node.python_env import read_json
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import owned, vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import env_items
 from ansible_collections.rlinfra.verl.plugins.module_utils.node import container
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.firewall import PortsType
@@ -346,7 +346,11 @@ class Node:
         return False
 
     def ensure_dir(self, path, mode, uid=None, keep_mode=False):
-        if ensure_dir(path, mode, uid, self.check, keep_mode):
+        try:
+            changed = ensure_dir(path, mode, uid, self.check, keep_mode)
+        except OSError as e:
+            self.module.fail_json(msg="%s cannot be used: %s" % (path, e.strerror or e))
+        if changed:
             self.files.append(path)
 
     def firewall(self, systemd):
@@ -468,6 +472,8 @@ def main():
 
     node.ensure_dir(cfg, 0o755)
     node.ensure_dir(p["temp_dir"], 0o700, node.uid, keep_mode=True)  # Ray loosens its tree on start: left alone then
+    if not module.check_mode:
+        owned.claim(p["temp_dir"], 0o700)  # a purge removes it only when made here (or empty): owned.claim
     token_changed = bool(p["token"]) and node.put(os.path.join(cfg, "auth_token"), p["token"], 0o600, node.uid)
     env_changed = node.put(os.path.join(cfg, "ray.env"), env, 0o644)
     env_changed = node.put(os.path.join(cfg, "ray-secrets.env"), p["secret_env"], 0o600, node.uid) or env_changed

@@ -164,6 +164,7 @@ import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import owned
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import write_atomic
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import client as ray_client
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import checkpoint as verl_checkpoint
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
@@ -212,11 +213,9 @@ def _last_line(text, fallback):
 
 
 def _write_record(directory, record):
-    path = os.path.join(directory, verl_checkpoint.RECORD)
-    with open(path + ".tmp", "w") as f:
-        f.write(json.dumps(record, indent=4, sort_keys=True) + "\n")
-    os.chmod(path + ".tmp", 0o644)
-    os.replace(path + ".tmp", path)
+    # A temporary file of its own, never a fixed name: a link planted as "<record>.tmp" would be written through.
+    write_atomic(os.path.join(directory, verl_checkpoint.RECORD), json.dumps(record, indent=4, sort_keys=True) + "\n",
+                 0o644)
 
 
 class Merge:
@@ -224,7 +223,7 @@ class Merge:
         self.module = module
         self.p = module.params
         self.target = self.p["target"].rstrip("/")
-        self.staging = os.path.join(os.path.dirname(self.target), ".%s.merging" % os.path.basename(self.target))
+        self.staging = None  # made by merge(), beside the target (owned.staging)
         self.venv = self.p["venv"]
         self.python = None
 
@@ -249,9 +248,12 @@ class Merge:
     def fail(self, msg, **extra):
         self.module.fail_json(msg=msg, target=self.target, merged=False, uploaded_to="", **extra)
 
+    def drop_staging(self):
+        if self.staging:
+            shutil.rmtree(self.staging, ignore_errors=True)
+
     def merge(self, step, actor, print_):
-        shutil.rmtree(self.staging, ignore_errors=True)
-        os.makedirs(os.path.dirname(self.target), mode=0o755, exist_ok=True)
+        self.staging = owned.staging(self.target)
         argv = [self.python, "-m", "verl.model_merger", "merge", "--backend", "fsdp", "--local_dir", actor,
                 "--target_dir", self.staging] + (["--trust-remote-code"] if self.p["trust_remote_code"] else [])
         # Everything comes from the checkpoint (config and tokenizer in its huggingface/).
@@ -262,7 +264,7 @@ class Merge:
             self.fail("verl's model merger could not start on %s: %s (is %s the cluster's venv?)" % (
                 actor, e.strerror, self.venv))
         if proc.returncode != 0:
-            shutil.rmtree(self.staging, ignore_errors=True)
+            self.drop_staging()
             tail = (proc.stdout.splitlines() + proc.stderr.splitlines())[-self.p["logs_tail_lines"]:]
             self.fail("verl's model merger failed on %s (exit %d): %s" % (
                 actor, proc.returncode, _last_line(proc.stderr, "no output")), merger_output=tail)
@@ -281,7 +283,7 @@ class Merge:
                 ("the checkpoint directory", self.p["checkpoint_dir"]), ("the venv", self.venv)),
                 fix="merge into a directory of its own, outside the checkpoints (verl_job_models_root for merge.yml)")
         except owned.NotOurs as e:
-            shutil.rmtree(self.staging, ignore_errors=True)
+            self.drop_staging()
             self.fail(str(e))
 
     def upload(self, step, record):

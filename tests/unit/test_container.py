@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import tarfile
 
 import pytest
@@ -154,16 +155,28 @@ def test_pull_only_when_missing_and_never_again():
     ("docker", ["/e", "--config", "{d}", "login", "--username", "u", "--password-stdin", "registry.example:5000"],
      ["/e", "--config", "{d}", "pull", "registry.example:5000/verl:1"]),
 ])
-def test_login_takes_the_password_on_stdin_only(tmp_path, engine_name, login, pull):
-    engine = Engine()
-    auth = str(tmp_path / "registry")
+def test_login_takes_the_password_on_stdin_only_and_lives_for_one_pull(tmp_path, engine_name, login, pull):
+    seen = {}
+
+    class Watching(Engine):
+        def __call__(self, argv, data=None):
+            if "pull" in argv:  # while the pull runs: the login's own directory, root only, inside auth_dir
+                session = os.path.dirname(argv[argv.index("--authfile") + 1]) if "--authfile" in argv else \
+                    argv[argv.index("--config") + 1]
+                seen.update(session=session, modes=(os.stat(str(tmp_path / "registry")).st_mode & 0o777,
+                                                    os.stat(session).st_mode & 0o777))
+            return Engine.__call__(self, argv, data)
+
+    engine = Watching()
     container.ensure_image(engine, engine_name, "/e", "registry.example:5000/verl:1",
-                           credentials={"username": "u", "password": "s3cr3t-pw"}, auth_dir=auth)
-    assert engine.calls[1] == [a.format(d=auth) for a in login]
-    assert engine.calls[2] == [a.format(d=auth) for a in pull]
+                           credentials={"username": "u", "password": "s3cr3t-pw"}, auth_dir=str(tmp_path / "registry"))
+    session = seen["session"]
+    assert os.path.dirname(session) == str(tmp_path / "registry") and seen["modes"] == (0o700, 0o700)
+    assert engine.calls[1] == [a.format(d=session) for a in login]
+    assert engine.calls[2] == [a.format(d=session) for a in pull]
     assert engine.stdin[1] == "s3cr3t-pw"
     assert not any("s3cr3t-pw" in " ".join(c) for c in engine.calls)
-    assert (tmp_path / "registry").stat().st_mode & 0o777 == 0o700
+    assert not (tmp_path / "registry").exists()  # the login is gone with the pull, and the directory made for it
 
 
 def test_refused_login_is_one_line_without_the_password(tmp_path):
@@ -171,7 +184,22 @@ def test_refused_login_is_one_line_without_the_password(tmp_path):
         container.ensure_image(Engine(fail={"login"}), "podman", PODMAN, "registry.example/verl:1",
                                credentials={"username": "u", "password": "s3cr3t-pw"}, auth_dir=str(tmp_path / "a"))
     assert "login to registry.example as u was refused" in str(err.value) and "s3cr3t-pw" not in str(err.value)
+    assert not (tmp_path / "a").exists()  # nothing was changed
 
+
+
+def test_a_login_directory_that_is_a_link_is_refused_and_its_target_untouched(tmp_path):
+    """/etc/ray/registry made a link to /etc: it was made 0700 (every user locked out) and the login written there."""
+    etc = tmp_path / "etc"
+    etc.mkdir(mode=0o755)
+    os.symlink(etc, tmp_path / "registry")
+    engine = Engine()
+    with pytest.raises(container.ContainerError) as err:
+        container.ensure_image(engine, "podman", PODMAN, "registry.example/verl:1",
+                               credentials={"username": "u", "password": "s3cr3t-pw"}, auth_dir=str(tmp_path / "registry"))
+    assert str(err.value) == ("the registry login's directory %s/registry cannot be used: it is a symbolic link (to %s); "
+                              "a private directory is never reached through one; nothing was changed" % (tmp_path, etc))
+    assert etc.stat().st_mode & 0o777 == 0o755 and os.listdir(etc) == [] and "login" not in engine.verbs()
 
 @pytest.mark.parametrize("ref, registry", [
     ("verlai/verl:1", "docker.io"), ("ubuntu", "docker.io"), ("nvcr.io/nvidia/nemo:25", "nvcr.io"),
@@ -235,3 +263,24 @@ def test_nodes_with_different_images_are_named_in_one_line():
     mixed = mismatch("w1", {"fingerprint": "f" * 64, "frozen": []}, "h", {"fingerprint": "image:" + ID, "frozen": ["v:1"]})
     assert "w1 runs a venv (fingerprint ffffffffffff), head h runs image" in mixed
     assert mismatch("w1", {"fingerprint": "image:" + ID}, "h", {"fingerprint": "image:" + ID}) == ""
+
+
+# The purge removes only the image the record names --------------------------------------------------------------
+
+@pytest.mark.parametrize("recorded", [False, True])
+def test_the_purge_removes_only_the_recorded_image(tmp_path, module_runner, monkeypatch, recorded):
+    """Without a record the image was removed by its reference: an image the node had and used besides Ray."""
+    from ansible.module_utils.basic import AnsibleModule
+    from ansible_collections.rlinfra.verl.plugins.modules import ray_container
+    engine = Engine(held={"docker.io/library/python:3.11": OTHER, ID: ID})
+    monkeypatch.setattr(AnsibleModule, "get_bin_path", lambda self, name, *a, **kw: PODMAN if name == "podman" else None)
+    monkeypatch.setattr(AnsibleModule, "run_command", lambda self, argv, **kw: (
+        engine.calls.append(list(argv)) or (0, "", "") if argv[1] == "rmi" else engine(argv, kw.get("data"))))
+    state = tmp_path / "rlinfra-image.json"
+    if recorded:
+        state.write_text(json.dumps({"image_id": ID}))
+    out = module_runner(ray_container.main, {"state": "absent", "image": "docker.io/library/python:3.11",
+                                             "engine": "podman", "state_path": str(state)})
+    rmi = [c for c in engine.calls if c[1] == "rmi"]
+    assert rmi == ([[PODMAN, "rmi", ID]] if recorded else []) and out["removed"] == recorded, out
+    assert not state.exists()

@@ -142,6 +142,21 @@ def test_corrupted_download_is_removed_and_named(hub, tmp_path):
     assert changed and results[0]["status"] == "downloaded"
 
 
+
+@pytest.mark.parametrize("resumed", [False, True])
+def test_a_partial_file_that_is_a_link_is_dropped_never_written_through(hub, tmp_path, resumed):
+    """<blob>.incomplete replaced by a link to a user's file: the download truncated it (or was appended to it)."""
+    victim = tmp_path / "users-file"
+    victim.write_bytes(b"mine" * (100 if resumed else 1))  # shorter than the blob: taken as a partial download
+    blobs = tmp_path / "hf" / "hub" / "models--org--tiny" / "blobs"
+    blobs.mkdir(parents=True)
+    os.symlink(victim, blobs / (hp.hashlib.sha256(WEIGHTS).hexdigest() + ".incomplete"))
+    changed, results, dummy = run(hub, tmp_path, {"models": ["org/tiny"]})
+    assert changed and results[0]["status"] == "downloaded"
+    assert victim.read_bytes() == b"mine" * (100 if resumed else 1)
+    assert (tmp_path / "hf" / "hub" / "models--org--tiny" / "snapshots" / hub.commit / "model.safetensors").read_bytes() == WEIGHTS
+    assert not list(blobs.glob("*.incomplete"))
+
 def test_failures_are_one_line_each(hub, tmp_path):
     cases = [({"models": ["org/tiny"]}, "", r"^model org/tiny@main: the Hub at \S+ answered 401 .*set HF_TOKEN in verl_job_secrets"),
              ({"models": ["org/tiny"]}, "hf_wrong", r"answered 401 .*token was refused"),

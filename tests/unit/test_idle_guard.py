@@ -157,3 +157,29 @@ def test_the_code_sent_to_the_head_runs_without_ansible(tmp_path):
     proc = subprocess.run([python, "-I", "-c", "import sys; sys.path.insert(0, %r); %s" % (str(tmp_path), probe)],
                           capture_output=True, text=True, timeout=60)
     assert proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+# Removing the guard removes only its own code directory --------------------------------------------------------
+
+@pytest.mark.parametrize("setup,why", [
+    (lambda root: (root / "notes.txt").write_text("mine"),
+     "it holds files but not ansible_collections, so it was not made by rlinfra"),
+    (lambda root: os.symlink(root.parent / "elsewhere", root), "it is a symbolic link (to {t}/elsewhere)"),
+])
+def test_removing_the_guard_refuses_a_root_that_is_not_its_own(tmp_path, module_runner, setup, why):
+    from ansible_collections.rlinfra.verl.plugins.modules import idle_guard as module
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "data.bin").write_text("keep")
+    root = tmp_path / "guard"
+    if "link" not in why:
+        root.mkdir()
+    setup(root)
+    (tmp_path / "units").mkdir()
+    (tmp_path / "units" / "rlinfra-idle-guard.service").write_text("[Unit]\n")
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    out = module_runner(module.main, {"state": "absent", "root": str(root), "unit_dir": str(tmp_path / "units"),
+                                      "config_path": str(tmp_path / "etc" / "idle-guard.json")})
+    assert out["failed"] and not out.get("changed") and out["msg"] == (
+        "refusing to remove the idle guard's code directory %s: %s" % (root, why.format(t=tmp_path)))
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before
+    assert (tmp_path / "elsewhere" / "data.bin").read_text() == "keep"

@@ -206,6 +206,25 @@ def test_follow_appends_rows_and_rewrites_only_for_a_step_out_of_order(tmp_path)
         assert f.read() == verl_metrics.csv_text(verl_metrics.steps(text))
 
 
+
+def test_a_metrics_table_replaced_by_a_link_is_replaced_not_appended_through(tmp_path):
+    """The table is appended to while its size is the one written: a link put in its place to a file of that size
+    (here a copy, so the rows read back are the same) had the next rows added to that file."""
+    follow = verl_metrics.Follow(str(tmp_path / "m"))
+    follow.feed("step:1 - a:1\nstep:2 - a:2\n")
+    follow.write()
+    csv_path = tmp_path / "m.metrics.csv"
+    victim = tmp_path / "users-table.csv"
+    victim.write_bytes(csv_path.read_bytes())
+    before = victim.read_bytes()
+    csv_path.unlink()
+    os.symlink(victim, csv_path)
+    follow.feed("step:3 - a:3\n")
+    follow.write()
+    assert victim.read_bytes() == before and not csv_path.is_symlink()
+    assert csv_path.read_text() == verl_metrics.csv_text(verl_metrics.steps("step:1 - a:1\nstep:2 - a:2\nstep:3 - a:3\n"))
+
+
 # The controller's copy, appended to --------------------------------------------------------------------
 
 def polls_of(text, cap, status="RUNNING"):

@@ -106,6 +106,29 @@ def test_ensure_dir_creates_and_keeps_an_existing_mode_when_asked(tmp_path):
     assert rn.ensure_dir(path, 0o700) is True and oct(os.stat(path).st_mode & 0o777) == "0o700"
 
 
+def test_the_config_dir_and_its_files_are_never_written_through_a_link(tmp_path):
+    """/etc/ray made a link to /etc: it was chmodded 0755; /etc/ray/ray.env a link to a shadow-like file: --diff showed
+    its content (it was read through the link)."""
+    etc = tmp_path / "etc"
+    etc.mkdir(mode=0o700)
+    shadow = etc / "shadow"
+    shadow.write_text("root:$6$hash:0:0\n")
+    os.chmod(shadow, 0o600)
+    os.symlink(etc, tmp_path / "ray")
+    with pytest.raises(OSError) as e:
+        rn.ensure_dir(str(tmp_path / "ray"), 0o755)
+    assert e.value.strerror == ("it is a symbolic link (to %s); a directory the collection keeps is never reached through "
+                                "one" % etc)
+    assert oct(etc.stat().st_mode & 0o777) == "0o700"
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    os.symlink(shadow, conf / "ray.env")
+    diff = []
+    assert rn.put(str(conf / "ray.env"), "A=1\n", 0o600, diff=diff) is True
+    assert "hash" not in json.dumps(diff) and shadow.read_text() == "root:$6$hash:0:0\n"
+    assert not os.path.islink(conf / "ray.env") and (conf / "ray.env").read_text() == "A=1\n"
+
+
 def test_open_logs_finds_only_logs_others_can_read(tmp_path):
     logs = tmp_path / "session_1" / "logs"
     logs.mkdir(parents=True)

@@ -57,8 +57,9 @@ def test_secrets_file_converges_and_removes_only_ended_runs(tmp_path):
     run = str(root / "c1" / "rlinfra-a-c1.env")
     jobs = [{"submission_id": "rlinfra-b-c1", "status": "RUNNING"}, {"submission_id": "rlinfra-old-c1", "status": "FAILED"}]
     (root / "c1").mkdir(parents=True)
-    for other in ("rlinfra-b-c1.env", "rlinfra-old-c1.env", "notes.txt"):
-        (root / "c1" / other).write_text("x")
+    for other in ("rlinfra-b-c1.env", "rlinfra-old-c1.env"):
+        (root / "c1" / other).write_text(SF.dumps({"HF_TOKEN": "old"}))
+    (root / "c1" / "notes.txt").write_text("x")
     # Check mode: says what it would do, touches nothing.
     res = secrets_run.converge(str(root), run, {"HF_TOKEN": "v1"}, "HOOK", jobs, True, "present", check=True)
     assert res["changed"] and res["written"] and not os.path.exists(run)

@@ -262,3 +262,60 @@ def test_a_target_that_is_a_mount_point_is_refused(ckpt, tmp_path, module_runner
     monkeypatch.setattr(os.path, "ismount", lambda p: p == str(target) or real(p))
     out = module_runner(verl_merge.main, args(ckpt, tmp_path))
     assert out["failed"] and out["msg"].startswith("refusing to replace the merge target %s: it is a mount point" % target)
+
+
+# What the merge builds and writes beside the target: never a path that was there before ------------------------
+
+FAKE_MERGER = '''
+import os, sys
+target = sys.argv[sys.argv.index("--target_dir") + 1]
+os.makedirs(target, exist_ok=True)
+with open(os.path.join(target, "config.json"), "w") as f:
+    f.write("merged")
+'''
+
+
+@pytest.fixture
+def fake_verl(tmp_path, monkeypatch):
+    """A verl whose model merger writes config.json into --target_dir, as the real one does."""
+    pkg = tmp_path / "fake" / "verl"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "model_merger.py").write_text(FAKE_MERGER)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "fake"))
+
+
+@pytest.mark.parametrize("planted", ["link", "dir"])
+def test_the_merge_never_builds_in_a_path_that_was_there(ckpt, tmp_path, module_runner, fake_verl, planted):
+    """The staging directory had a fixed name (.gsm8k.merging): a link there had the merger write through it into
+    the user's directory, and the link then became the target; a directory there was emptied unchecked."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "config.json").write_text("mine")
+    (tmp_path / "models").mkdir()
+    old = tmp_path / "models" / (".%s.merging" % EXP)
+    if planted == "link":
+        os.symlink(mine, old)
+    else:
+        os.rename(mine, old)
+        mine = old
+    out = module_runner(verl_merge.main, args(ckpt, tmp_path))
+    assert out["changed"] and out["merged"] and out["step"] == 20, out
+    target = tmp_path / "models" / EXP
+    assert not os.path.islink(target) and (target / "config.json").read_text() == "merged"
+    assert json.loads((target / verl_checkpoint.RECORD).read_text())["step"] == 20
+    assert oct(os.stat(target).st_mode & 0o777) == oct(0o755)
+    assert (mine / "config.json").read_text() == "mine" and sorted(os.listdir(mine)) == ["config.json"]
+    assert sorted(os.listdir(tmp_path / "models")) == sorted([EXP, old.name])  # nothing of the merge's left
+
+
+def test_the_record_is_never_written_through_a_link(tmp_path):
+    victim = tmp_path / "shadow"
+    victim.write_text("root:x:0:0\n")
+    target = tmp_path / "model"
+    target.mkdir()
+    os.symlink(victim, target / (verl_checkpoint.RECORD + ".tmp"))
+    verl_merge._write_record(str(target), {"step": 20})
+    assert victim.read_text() == "root:x:0:0\n"
+    assert json.loads((target / verl_checkpoint.RECORD).read_text()) == {"step": 20}
+    assert oct(os.stat(target / verl_checkpoint.RECORD).st_mode & 0o777) == oct(0o644)

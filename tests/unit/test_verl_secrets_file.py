@@ -55,3 +55,56 @@ def test_the_module_refuses_before_touching_a_file(label, args, expected, tmp_pa
     out = module_runner(verl_secrets_file.main, params)
     assert out["failed"] is True and out["msg"] == expected.replace("{root}", str(root)) and not out.get("changed")
     assert SECRET not in json.dumps(out) and not root.exists()
+
+
+# Only the collection's own files go, and never through a link --------------------------------------------------
+
+def _tree(path):
+    return sorted((os.path.relpath(os.path.join(r, n), path), stat.S_IMODE(os.lstat(os.path.join(r, n)).st_mode))
+                  for r, ds, fs in os.walk(path) for n in ds + fs)
+
+
+def test_a_run_directory_that_is_a_link_is_refused_and_nothing_changes(tmp_path, module_runner):
+    """<secrets_dir>/<cluster> made a link to a project: its mode was set to 0700 and its .env files of "ended runs"
+    (every .env without a running job of that name) were removed."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "prod.env").write_text("DB_PASSWORD=x\n")
+    root = tmp_path / "secrets"
+    root.mkdir(mode=0o700)
+    os.symlink(project, root / "c1")
+    before = _tree(tmp_path)
+    args = {"secrets_dir": str(root), "path": str(root / "c1" / "run-1.env"), "values": {"HF_TOKEN": SECRET}}
+    out = module_runner(verl_secrets_file.main, args)
+    assert out["failed"] and not out.get("changed") and out["msg"] == (
+        "secrets file %s/c1/run-1.env: %s/c1: it is a symbolic link (to %s); a secrets directory is never reached "
+        "through one; make it a directory, or set verl_job_secrets_dir to one" % (root, root, project))
+    assert _tree(tmp_path) == before and SECRET not in json.dumps(out)
+
+
+def test_a_system_secrets_directory_is_refused(module_runner):
+    out = module_runner(verl_secrets_file.main, {"secrets_dir": "//srv", "path": "/srv/c1/run-1.env", "values": {}})
+    assert out["failed"] and out["msg"] == ("secrets file /srv/c1/run-1.env: //srv is a system directory: it would be made "
+                                            "0700; set verl_job_secrets_dir to a directory of its own")
+
+
+def test_only_files_rlinfra_wrote_are_removed(tmp_path, module_runner):
+    root = tmp_path / "secrets"
+    (root / "c1").mkdir(parents=True)
+    ours = root / "c1" / "old-run.env"
+    ours.write_text(secrets_file.dumps({"HF_TOKEN": "old"}))
+    theirs = root / "c1" / "prod.env"
+    theirs.write_text("DB_PASSWORD=x\n")
+    elsewhere = tmp_path / "elsewhere.env"
+    elsewhere.write_text(secrets_file.dumps({}))
+    os.symlink(elsewhere, root / "c1" / "linked.env")
+    args = {"secrets_dir": str(root), "path": str(root / "c1" / "run-1.env"), "values": {"HF_TOKEN": SECRET}}
+    out = module_runner(verl_secrets_file.main, args)
+    assert out["changed"] and out["removed"] == [str(ours)]
+    assert theirs.read_text() == "DB_PASSWORD=x\n" and os.path.islink(root / "c1" / "linked.env") and elsewhere.exists()
+    # state=absent of a file rlinfra did not write: refused, kept
+    out = module_runner(verl_secrets_file.main, dict(args, path=str(theirs), state="absent"))
+    assert out["failed"] and not out.get("changed") and out["msg"] == (
+        "secrets file %s: refusing to remove it: it is not a secrets file rlinfra wrote (its first line is not %r)"
+        % (theirs, secrets_file.HEADER))
+    assert theirs.read_text() == "DB_PASSWORD=x\n"

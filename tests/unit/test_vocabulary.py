@@ -102,3 +102,6 @@ def test_args_spec_and_errors():
 def test_overlap():
     assert vocabulary.overlap("/data/ckpt", "/data/ckpt/a") and vocabulary.overlap("/data/ckpt/a", "/data/ckpt")
     assert vocabulary.overlap("/data/ckpt/", "/data/ckpt") and not vocabulary.overlap("/data/ckpt2", "/data/ckpt")
+    # Linux reads //data as /data (os.path.normpath keeps the two slashes)
+    assert vocabulary.overlap("//data/ckpt", "/data/ckpt/a") and vocabulary.inside("/data//./ckpt", "//data")
+    assert vocabulary.normpath("//data/./x/") == "/data/x" and vocabulary.normpath("///x") == "/x"

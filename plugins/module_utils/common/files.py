@@ -29,11 +29,41 @@ def write_atomic(path, text, mode, prefix=".rlinfra-"):
             os.unlink(tmp)
 
 
+def refuse_link(path, what="a directory the collection keeps"):
+    """OSError ELOOP (its strerror the reason) when ``path`` is a symbolic link. For a directory the collection makes,
+    chmods and writes in: through a link, ``chmod`` changes what it points at (``/etc``), and what is written lands
+    there. (A file written whole needs none of this: :func:`write_atomic` replaces a link, never writes through it.)"""
+    if os.path.islink(path):
+        raise OSError(errno.ELOOP, "it is a symbolic link (to %s); %s is never reached through one"
+                      % (os.path.realpath(path), what))
+
+
+def private_dir(path, mode=0o700):
+    """``path`` a directory of ``mode``, made when missing; never a link (:func:`refuse_link`)."""
+    refuse_link(path, "a private directory")
+    os.makedirs(path, mode=mode, exist_ok=True)
+    os.chmod(path, mode)
+
+
+def open_writing(path, append=False, mode=0o644):
+    """``path`` opened for bytes, at its end (``append``) or emptied, made with ``mode`` when missing; never through a
+    symbolic link (OSError ELOOP). For a file written piece by piece (a run's metrics table, a download being
+    resumed), which :func:`write_atomic` cannot do: one replaced by a link would fill or empty whatever it points at."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC) | getattr(os, "O_NOFOLLOW", 0)
+    return os.fdopen(os.open(path, flags, mode), "ab" if append else "wb")
+
+
+def no_follow(path, flags):
+    """An ``opener`` for ``open()`` that never opens through a symbolic link (OSError ELOOP)."""
+    return os.open(path, flags | getattr(os, "O_NOFOLLOW", 0))
+
+
 def write_if_changed(path, text, mode, check_mode=False):
     """:func:`write_atomic` unless ``path`` holds ``text`` with ``mode`` already; True when it (would have)
     changed. In check mode nothing is written."""
     try:
-        with open(path) as f:
+        # A link is never "the same": it is replaced, and what it points at is not read.
+        with open(path, opener=no_follow) as f:
             same = f.read() == text and (os.stat(path).st_mode & 0o7777) == mode
     except OSError:
         same = False

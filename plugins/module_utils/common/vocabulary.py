@@ -596,9 +596,16 @@ class RelPath(Type):
             "nul", "a\x00b").add("empty", "")
 
 
+def normpath(path):
+    """``os.path.normpath``, and a path starting with exactly two slashes read as Linux reads it: ``normpath`` keeps
+    ``//etc`` (POSIX leaves its meaning to the system), which would then be neither ``/etc`` nor inside ``/``."""
+    path = os.path.normpath(path)
+    return path[1:] if path.startswith("//") else path
+
+
 def inside(path, root):
     """Whether ``path`` is ``root`` or below it, by components after normalizing (no file system access)."""
-    path, root = os.path.normpath(path), os.path.normpath(root)
+    path, root = normpath(path), normpath(root)
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 

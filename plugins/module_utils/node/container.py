@@ -13,7 +13,11 @@ import json
 import os
 import re
 import shlex
+import shutil
 import tarfile
+import tempfile
+
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import files
 
 ENGINES = ("podman", "docker")
 # A fingerprint of the image the node runs; "image:" keeps it apart from a venv's (python_env.py) in every comparison.
@@ -135,10 +139,10 @@ def ensure_image(run, engine, engine_path, ref, archive="", credentials=None, au
     result["pulled"] = True
     if check:
         return dict(result, id=None, digests=[])
-    pull = [engine_path, "pull", ref]
     if credentials and credentials.get("username"):
-        pull = _login(run, engine, engine_path, ref, credentials, auth_dir)
-    rc, out, err = run(pull)
+        rc, out, err = _pull_logged_in(run, engine, engine_path, ref, credentials, auth_dir)
+    else:
+        rc, out, err = run([engine_path, "pull", ref])
     if rc != 0:
         raise ContainerError("%s pull %s failed: %s; nothing else was changed" % (engine, ref, _last(err or out)))
     have = inspect(run, engine_path, ref)
@@ -147,32 +151,41 @@ def ensure_image(run, engine, engine_path, ref, archive="", credentials=None, au
     return dict(result, **have)
 
 
-def _login(run, engine, engine_path, ref, credentials, auth_dir):
-    """Log in through stdin into a file of ``auth_dir`` (root only); the pull command that uses that login."""
+def _pull_logged_in(run, engine, engine_path, ref, credentials, auth_dir):
+    """Log in through stdin into a directory of this call's own under ``auth_dir`` (root only, never a link), pull,
+    and remove the login: a registry credential lives on the node for one pull, not for the cluster's life.
+    ``(rc, out, err)`` of the pull."""
     existed = os.path.isdir(auth_dir)
-    os.makedirs(auth_dir, mode=0o700, exist_ok=True)
-    os.chmod(auth_dir, 0o700)
-    registry = registry_of(ref)
-    if engine == "docker":
-        login = [engine_path, "--config", auth_dir, "login", "--username", credentials["username"], "--password-stdin",
-                 registry]
-        pull = [engine_path, "--config", auth_dir, "pull", ref]
-    else:
-        auth = os.path.join(auth_dir, "auth.json")
-        login = [engine_path, "login", "--authfile", auth, "--username", credentials["username"], "--password-stdin",
-                 registry]
-        pull = [engine_path, "pull", "--authfile", auth, ref]
-    rc, out, err = run(login, data=credentials.get("password") or "")
-    if rc != 0:
-        if not existed:  # "nothing was changed" holds: the directory made for this login goes (it is empty)
+    try:
+        files.private_dir(auth_dir)
+    except OSError as e:
+        raise ContainerError("the registry login's directory %s cannot be used: %s; nothing was changed" % (
+            auth_dir, e.strerror or e))
+    session = tempfile.mkdtemp(dir=auth_dir, prefix="login-")
+    try:
+        registry = registry_of(ref)
+        if engine == "docker":
+            login = [engine_path, "--config", session, "login", "--username", credentials["username"],
+                     "--password-stdin", registry]
+            pull = [engine_path, "--config", session, "pull", ref]
+        else:
+            auth = os.path.join(session, "auth.json")
+            login = [engine_path, "login", "--authfile", auth, "--username", credentials["username"],
+                     "--password-stdin", registry]
+            pull = [engine_path, "pull", "--authfile", auth, ref]
+        rc, out, err = run(login, data=credentials.get("password") or "")
+        if rc != 0:
+            raise ContainerError("%s login to %s as %s was refused: %s; check ray_container_registry_username and "
+                                 "ray_container_registry_password; nothing was changed" % (
+                                     engine, registry, credentials["username"], _last(err or out)))
+        return run(pull)
+    finally:
+        shutil.rmtree(session, ignore_errors=True)  # made by this call (mkdtemp): no one else's
+        if not existed:
             try:
                 os.rmdir(auth_dir)
             except OSError:
                 pass
-        raise ContainerError("%s login to %s as %s was refused: %s; check ray_container_registry_username and "
-                             "ray_container_registry_password; nothing was changed" % (
-                                 engine, registry, credentials["username"], _last(err or out)))
-    return pull
 
 
 def _last(text):

@@ -13,7 +13,7 @@ import re
 import socket
 import time
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import env_items, write_atomic
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import env_items, no_follow, refuse_link, write_atomic
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.nft import read_text
 
 NUM_GPUS_PLACEHOLDER = "@NUM_GPUS@"
@@ -155,7 +155,8 @@ def put(path, text, mode, uid=None, check_mode=False, diff=None):
     ``diff``: a list that gets the change as :func:`file_diff` shows it."""
     before = old_mode = None
     try:
-        with open(path) as handle:
+        # Never through a link (--diff would show what it points at): a link is replaced by write_atomic.
+        with open(path, opener=no_follow) as handle:
             before = handle.read()
         st = os.stat(path)
         old_mode = st.st_mode & 0o7777
@@ -175,7 +176,9 @@ def put(path, text, mode, uid=None, check_mode=False, diff=None):
 
 def ensure_dir(path, mode, uid=None, check_mode=False, keep_mode=False):
     """Create ``path`` with ``mode`` (and owner) when missing; fix the mode of an existing one unless ``keep_mode``.
-    True when it (would have) changed."""
+    True when it (would have) changed. Never a link (files.refuse_link: /etc/ray made a link to /etc would be chmodded).
+    """
+    refuse_link(path)
     try:
         st = os.stat(path)
     except FileNotFoundError:

@@ -30,7 +30,7 @@ import subprocess
 import tempfile
 import time
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import files
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import files, owned
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import mask_values
 
@@ -280,8 +280,7 @@ def checkout(code, commit, root, git, check_mode=False, lock_timeout=1800, sleep
         record = read_record(final)
         if record is not None and record.get("commit") == commit:
             return False, record  # another run finished it while this one waited
-        tmp = "%s.tmp-%d" % (final, os.getpid())
-        shutil.rmtree(tmp, ignore_errors=True)
+        tmp = owned.staging(final)
         try:
             record = _build(code, commit, tmp, git)
             os.rename(tmp, final)
@@ -297,7 +296,6 @@ def _build(code, commit, tmp, git):
             raise CodeError("code %s@%s: %s failed: %s%s" % (code["repo"], commit[:12], what, _last(errout), _hint(errout, git)))
         return out
 
-    os.makedirs(tmp, 0o755)
     step("git init", "init", "-q")
     step("git remote add", "remote", "add", "origin", code["repo"])
     rc, dummy, dummy2 = git("fetch", "-q", "--depth", "1", "origin", commit, cwd=tmp)

@@ -399,6 +399,8 @@ class Hub:
                                 "fetch it again" % (label(item), f["path"], digest[:12], f["blob"][:12]))
 
     def _fetch(self, url, dest, size):
+        if os.path.islink(dest):
+            os.unlink(dest)  # the partial file's name is ours; a link there is dropped, never resumed into
         have = os.path.getsize(dest) if os.path.exists(dest) else 0
         if have > size:
             os.unlink(dest)
@@ -412,7 +414,7 @@ class Hub:
         try:
             if have and resp.getcode() != 206:
                 have = 0  # the server sends the whole file again
-            with open(dest, "ab" if have else "wb") as out:
+            with fs.open_writing(dest, append=bool(have)) as out:
                 while True:
                     chunk = resp.read(CHUNK)
                     if not chunk:

@@ -17,6 +17,7 @@ import csv
 import io
 import math
 import os
+import stat
 import struct
 import zlib
 
@@ -169,7 +170,7 @@ class Follow:
         known = set(self.columns)
         if self.steps and rows[0][0] > self.tail_step and self._intact(path) and \
                 all(k in known for dummy, metrics in rows for k in metrics):
-            with open(path, "ab") as f:
+            with files.open_writing(path, append=True, mode=MODE) as f:
                 self._append(f, rows)
             return
         # A step again, a step before the last, a new metric: the table again, from the file and the new rows (the
@@ -208,9 +209,11 @@ class Follow:
         return out.getvalue().encode("utf-8")
 
     def _intact(self, path):
-        """The CSV is still the one written here (its size), else it is written again whole."""
+        """The CSV is still the one written here (a file of its size, not a link put in its place), else it is written
+        again whole (atomically: a link there is replaced, never written through)."""
         try:
-            return os.stat(path).st_size == self.size
+            st = os.lstat(path)
+            return stat.S_ISREG(st.st_mode) and st.st_size == self.size
         except OSError:
             return False
 

@@ -27,6 +27,8 @@ HOOK = HOOK_MODULE + ".load"
 # dash (Debian's /bin/sh, which Ray's job supervisor runs the entrypoint with) exits when `.` cannot
 # read the file, so a missing file fails the job at once instead of running it without its secrets.
 ENTRYPOINT_PREFIX = 'set -a; . "$%s"; set +a; ' % FILE_VAR
+# The first line of every file :func:`dumps` writes: what marks a file as one rlinfra may remove (secrets_run.ours).
+HEADER = "# rlinfra: secrets of one run; removed when the run ends (docs/SECURITY.md)"
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -44,7 +46,7 @@ def file_path(directory, cluster, submission_id):
 
 def dumps(values):
     """``NAME='value'`` lines, quoted for a POSIX shell (and read back by :func:`loads`)."""
-    lines = ["# rlinfra: secrets of one run; removed when the run ends (docs/SECURITY.md)"]
+    lines = [HEADER]
     for name in sorted(values):
         value = values[name]
         if not NAME_RE.match(str(name)):

@@ -9,9 +9,10 @@ from __future__ import annotations
 import os
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.attempts import attempts_of
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import write_if_changed
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import owned, vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import refuse_link, write_if_changed
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import ACTIVE_STATUSES
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl.secrets_file import HOOK_MODULE, dumps
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl.secrets_file import HEADER, HOOK_MODULE, dumps
 
 # A run left in these states starts no new process: neither a recovery (the wait resubmits only
 # after a failure) nor a re-attach needs its secrets.
@@ -69,7 +70,33 @@ def stale(paths, jobs, keep=None):
     return sorted(out)
 
 
+def ours(path):
+    """Whether ``path`` is a secrets file rlinfra wrote (a file, not a link, starting with :data:`HEADER`): the only
+    files removed here. The directory is the user's choice (verl_job_secrets_dir) and its name the cluster's, so a
+    ``<name>.env`` in it may be anyone's (a project's own .env)."""
+    if os.path.islink(path) or not os.path.isfile(path):
+        return False
+    try:
+        with open(path, errors="replace") as f:
+            return f.readline().rstrip("\n") == HEADER
+    except OSError:
+        return False
+
+
+def _ours_to_remove(paths, jobs, keep=None):
+    return [x for x in stale(paths, jobs, keep) if ours(x)]
+
+
 def _mkdir(path, mode, check):
+    # chmod and listing go through a link to wherever it points; a system directory (verl_job_secrets_dir=/data)
+    # would be closed to everyone else.
+    try:
+        refuse_link(path, "a secrets directory")
+    except OSError as e:
+        raise ValueError("%s: %s; make it a directory, or set verl_job_secrets_dir to one" % (path, e.strerror))
+    if vocabulary.normpath(path) in owned.SYSTEM:
+        raise ValueError("%s is a system directory: it would be made 0700; set verl_job_secrets_dir to a directory "
+                         "of its own" % path)
     if os.path.isdir(path):
         if (os.stat(path).st_mode & 0o7777) == mode:
             return False
@@ -87,7 +114,7 @@ def prune(run_dir, jobs, check=False):
     secrets file; returns the paths removed."""
     if not run_dir or not os.path.isdir(run_dir) or os.path.islink(run_dir):
         return []
-    removed = stale(sorted(os.path.join(run_dir, n) for n in os.listdir(run_dir)), jobs)
+    removed = _ours_to_remove(sorted(os.path.join(run_dir, n) for n in os.listdir(run_dir)), jobs)
     for old in removed:
         if not check:
             os.unlink(old)
@@ -99,6 +126,9 @@ def converge(secrets_dir, path, values, hook, jobs, write, state, check=False):
     run_dir = os.path.dirname(path)
     if state == "absent":
         gone = os.path.lexists(path)
+        if gone and not ours(path):
+            raise ValueError("refusing to remove it: it is not a secrets file rlinfra wrote (its first line is not %r)"
+                             % HEADER)
         if gone and not check:
             os.unlink(path)
         return dict(changed=gone, written=False, removed=[path] if gone else [])
@@ -108,7 +138,7 @@ def converge(secrets_dir, path, values, hook, jobs, write, state, check=False):
     if hook:
         changed = write_if_changed(os.path.join(secrets_dir, HOOK_MODULE + ".py"), hook, 0o644, check) or changed
     present = sorted(os.path.join(run_dir, n) for n in os.listdir(run_dir)) if os.path.isdir(run_dir) else []
-    removed = stale(present, jobs, keep=os.path.basename(path)[: -len(".env")])
+    removed = _ours_to_remove(present, jobs, keep=os.path.basename(path)[: -len(".env")])
     for old in removed:
         if not check:
             os.unlink(old)
