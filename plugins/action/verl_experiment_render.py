@@ -40,9 +40,9 @@ ARGS = vocabulary.Args(
     verl_config_check=vocabulary.Choice(("auto", "required", "skip"), default="auto"),
     package_dir=vocabulary.AbsPath(relative=True, empty=True, default="", ansible="str"),
     wait=vocabulary.Switch(),
-    wait_timeout=role("wait_timeout", "verl_job_wait_timeout", vocabulary.Int(1)),
-    progress_interval=role("progress_interval", "verl_job_progress_interval", vocabulary.Int(1)),
-    poll_interval=role("poll_interval", "verl_job_poll_interval", vocabulary.Number(
+    wait_timeout=role("wait_timeout", "verl_job_wait_timeout", vocabulary.Seconds(1, integer=True)),
+    progress_interval=role("progress_interval", "verl_job_progress_interval", vocabulary.Seconds(1, integer=True)),
+    poll_interval=role("poll_interval", "verl_job_poll_interval", vocabulary.Seconds(
         experiment_schema.MIN_POLL_INTERVAL, hint=" (the dashboard serves the whole cluster)")),
     stop_on_timeout=vocabulary.Switch(),
     **experiment_task.checkpoint_args()

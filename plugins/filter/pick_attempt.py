@@ -12,17 +12,14 @@ The first submission of a run is its submission id, automatic recoveries are ``<
 from __future__ import annotations
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.attempts import attempt_id, attempts_of
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.numbers import whole_number
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import cli
 
 
 def _attempt_number(value):
     """(number or None for the newest, error or None)."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None, None
-    number = whole_number(value)
-    if number is None or number < 1:
-        return None, "attempt must be a whole number from 1, got %r" % (value,)
-    return number, None
+    return cli._value("attempt", value)  # the switch's own type: the same line as the first task's
 
 
 def pick_attempt(jobs, base, attempt=None):

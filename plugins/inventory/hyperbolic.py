@@ -270,9 +270,11 @@ _MAX_NAME = 64
 _RESERVED_HOSTS = frozenset(("localhost", "127.0.0.1", "all", "ungrouped", "ray_head", "ray_workers"))
 _BOOL_OPTIONS = ("validate_certs", "cache", "strict", "use_extra_vars", "leading_separator")
 _MAX_SSH_WARNINGS = 5
-_NUMBER_OPTIONS = (("timeout", {"above": True}), ("retries", {"maximum": 100, "integer": True}),
-                   ("retry_backoff", {}), ("retry_max_wait", {}), ("max_response_mib", {"above": True, "maximum": 1024}),
-                   ("cache_timeout", {"integer": True}))
+# Every number has a ceiling: a timeout or wait of 1e300 seconds overflows the C time types the socket and sleep take.
+_NUMBER_OPTIONS = (("timeout", {"above": True, "maximum": 3600}), ("retries", {"maximum": 100, "integer": True}),
+                   ("retry_backoff", {"maximum": 3600}), ("retry_max_wait", {"maximum": 3600}),
+                   ("max_response_mib", {"above": True, "maximum": 1024}),
+                   ("cache_timeout", {"integer": True, "maximum": 366 * 86400}))
 
 
 class _NotOurs(AnsibleParserError):
@@ -649,7 +651,8 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             retries=self.get_option("retries"),
             retry_backoff=self.get_option("retry_backoff"),
             retry_max_wait=self.get_option("retry_max_wait"),
-            validate_certs=self.get_option("validate_certs"),
+            # null (validate_certs: with nothing after it) is the default, never "off"
+            validate_certs=self.get_option("validate_certs") is not False,
             max_response_mib=self.get_option("max_response_mib"),
         )
 

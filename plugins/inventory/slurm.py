@@ -167,6 +167,15 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
     def _populate(self, job, nodes):
         inventory = self.inventory
         cluster = self.get_option("ray_cluster") or job["name"] or job["job_id"]
+        try:
+            cluster = vocabulary.Name().check(cluster)
+        except vocabulary.Bad:
+            # The job's name (sbatch --job-name "my run") is Slurm's free text; the cluster's name lands in paths and
+            # units: the job's id stands in, said once, rather than a check of the roles failing later on every host.
+            self.display.warning("%s: Slurm job %s is named %s, which is no Ray cluster name (letters, digits, _ . -): "
+                                 "ray_cluster is %s; set the ray_cluster option to choose one"
+                                 % (PLUGIN, job["job_id"], vocabulary._shown(job["name"]), job["job_id"]))
+            cluster = job["job_id"]
         head_group, workers_group = inventory.add_group("ray_head"), inventory.add_group("ray_workers")
         strict = self.get_option("strict")
         for i, node in enumerate(nodes):

@@ -244,7 +244,7 @@ from ansible.module_utils.basic import AnsibleModule, env_fallback
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.client import DEFAULT_API_URL, HyperbolicClient, HyperbolicError
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import record as hyperbolic_record
-from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.rent import APIS, LABEL, Rent
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.rent import APIS, LABEL, MAX_GPUS, MAX_INSTANCES, MAX_PRICE, Rent
 
 
 ANY = "any"
@@ -254,13 +254,13 @@ ARGS = vocabulary.Args(
     label=vocabulary.Text(empty=False, max_len=40, pattern=LABEL, required=True,
                           what="1-40 lower-case letters, digits and '-' (not at either end)",
                           hint=": it names the instances (<label>-0, <label>-1, ...), their Ray cluster and its hosts"),
-    count=vocabulary.Int(1, 256, default=1),
+    count=vocabulary.Int(1, MAX_INSTANCES, default=1),
     # Empty is refused for state=present after the types (a cross-field rule: main); "any" takes any model.
     gpu_model=vocabulary.Text(max_len=80, pattern=r"^[A-Za-z0-9][A-Za-z0-9 _.-]*$",
                               what="a GPU model such as H100 (letters, digits, space, _ . -), or any", default=""),
-    gpu_count=vocabulary.Int(1, 64, default=8),
+    gpu_count=vocabulary.Int(1, MAX_GPUS, default=8),
     machine_type=vocabulary.Choice(("virtual-machine", "bare-metal"), default="virtual-machine"),
-    max_price=vocabulary.Number(0, above=True, unit="US dollars per GPU-hour"),
+    max_price=vocabulary.Number(0, MAX_PRICE, above=True, unit="US dollars per GPU-hour"),
     region=vocabulary.Name(empty=True, max_len=64, default=""),
     min_hours=vocabulary.Number(0, 24 * 365, default=1),
     daily_budget=vocabulary.Number(0, above=True, unit="US dollars"),

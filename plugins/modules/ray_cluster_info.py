@@ -174,7 +174,7 @@ ARGS = vocabulary.Args(
     wait_for_nodes=vocabulary.Int(0),
     # An empty entry passes the type for module_utils/ray/cluster_info.py's own line (an inventory variable not set).
     expected_hosts=vocabulary.ListOf(vocabulary.Host(empty=True)),
-    timeout=vocabulary.Int(0, default=300),
+    timeout=vocabulary.Seconds(0, integer=True, default=300),
     jobs=vocabulary.Switch(default=False),
     **DASHBOARD_ARGS
 )

@@ -60,7 +60,9 @@ options:
       - Further addresses or networks allowed to reach Ray's ports.
       - A public network wider than C(/8) (IPv4) or C(/16) (IPv6) - V(0.0.0.0/0), V(::/0), V(0.0.0.0/1)... - opens Ray's
         ports (and with them the cluster) to the whole internet or a large part of it; it is refused, before anything
-        changes, unless O(allow_world) is true.
+        changes, unless O(allow_world) is true. So are IPv6 networks carrying that much IPv4 (V(::ffff:0:0/96),
+        V(64:ff9b::/96), V(2002::/16)), narrower networks that together open as much, and bits set after the prefix
+        (V(203.0.113.7/8)).
     type: list
     elements: str
     default: []
@@ -153,7 +155,7 @@ ARGS = vocabulary.Args(
     ssh_connection=vocabulary.Text(max_len=512, default=""),
     # A network wider than /8 (IPv4) or /16 (IPv6) that is not private opens Ray's ports to a large part of the
     # internet: refused unless allow_world is true.
-    allow=vocabulary.ListOf(vocabulary.Cidr(world_switch="allow_world"), default=[]),
+    allow=vocabulary.Networks(world_switch="allow_world", default=[]),
     allow_world=vocabulary.Switch(default=False),
     protected_ports=vocabulary.ListOf(vocabulary.Port(), default=[22]),
     path=vocabulary.AbsPath(default="/etc/ray/rlinfra-firewall.nft"),

@@ -268,9 +268,9 @@ ARGS = vocabulary.Args(
     entrypoint_resources=vocabulary.Custom("dict", vocabulary.Custom.lines(lambda v: check_resources(custom=v)),
                                            [{"GPU": 1}, {"accel": "lots"}], {}),
     state=vocabulary.Choice(("submitted", "finished", "stopped", "absent"), default="submitted"),
-    wait_timeout=vocabulary.Int(1, default=3600, hint=" (use state=submitted not to wait)"),
+    wait_timeout=vocabulary.Seconds(1, integer=True, default=3600, hint=" (use state=submitted not to wait)"),
     stop_on_timeout=vocabulary.Switch(default=True),
-    poll_interval=vocabulary.Number(MIN_POLL_INTERVAL, default=5.0),
+    poll_interval=vocabulary.Seconds(MIN_POLL_INTERVAL, default=5.0),
     logs_tail_lines=vocabulary.Int(0, MAX_LOGS_TAIL_LINES, default=50),
     run=vocabulary.Switch(default=False),
     **DASHBOARD_ARGS

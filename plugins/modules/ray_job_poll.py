@@ -248,8 +248,8 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.common.secret_names i
 
 ARGS = vocabulary.Args(
     submission_id=vocabulary.SubmissionId(required=True),
-    timeout=vocabulary.Int(0, default=0),
-    poll_interval=vocabulary.Number(MIN_POLL_INTERVAL, default=2.0),
+    timeout=vocabulary.Seconds(0, integer=True, default=0),
+    poll_interval=vocabulary.Seconds(MIN_POLL_INTERVAL, default=2.0),
     # No upper bound: ray_job_wait reads the whole log through it, to save it.
     logs_tail_lines=vocabulary.Int(0, default=50, hint=" (0 does not read the log)"),
     # The job's runtime_env, by ray_job's rule. Not no_log: Ansible would then mask every value in it

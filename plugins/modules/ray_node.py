@@ -244,8 +244,8 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.ray.node import (
 
 
 def check_num_gpus(value):
-    if value != "auto" and not (re.fullmatch(r"[0-9]{1,4}", value or "") and int(value) <= 1024):
-        raise vocabulary.Bad("be auto or a whole number of GPUs from 0 to 1024")
+    if value != "auto" and not (re.fullmatch(r"[0-9]{1,4}", value or "") and int(value) <= vocabulary.MAX_GPUS):
+        raise vocabulary.Bad("be auto or a whole number of GPUs from 0 to %d" % vocabulary.MAX_GPUS)
     return value
 
 
@@ -263,7 +263,7 @@ FIREWALL = vocabulary.Options(dict(
     controller=vocabulary.Address(empty=True),
     ssh_connection=vocabulary.Text(max_len=512),
     # Refused when it opens Ray's ports to a large part of the internet, unless allow_world (beside it) is true.
-    allow=vocabulary.ListOf(vocabulary.Cidr(world_switch="allow_world")),
+    allow=vocabulary.Networks(world_switch="allow_world"),
     allow_world=vocabulary.Switch(),
     protected_ports=vocabulary.ListOf(vocabulary.Port()),
     path=vocabulary.AbsPath(),
@@ -316,7 +316,7 @@ ARGS = vocabulary.Args(
     wait=vocabulary.Choice(("alive", "gcs", "none"), default="alive"),
     node_ip=vocabulary.Address(empty=True, default=""),
     gcs_address=vocabulary.HostPort(empty=True, default=""),
-    timeout=vocabulary.Int(0, default=120),
+    timeout=vocabulary.Seconds(0, integer=True, default=120),
     **DASHBOARD_ARGS
 )
 ARGUMENT_SPEC = ARGS.spec

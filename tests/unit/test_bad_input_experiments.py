@@ -181,12 +181,30 @@ ROWS = [
     row("inf_num_gpus", HEAD + "resources: {entrypoint_num_gpus: .inf}\n",
         "inf_num_gpus.yml: resources.entrypoint_num_gpus must be a finite number, got inf"),
     row("tiny_poll_interval", HEAD + "wait: {poll_interval: 0.001}\n",
-        "tiny_poll_interval.yml: wait.poll_interval must be at least 0.1, got 0.001 (the dashboard serves the whole "
-        "cluster)"),
+        "tiny_poll_interval.yml: wait.poll_interval must be a number of seconds from 0.1 to 31622400, got 0.001 (the "
+        "dashboard serves the whole cluster)"),
     row("zero_timeout", HEAD + "wait: {timeout: 0}\n",
-        "zero_timeout.yml: wait.timeout must be at least 1, got 0"),
+        "zero_timeout.yml: wait.timeout must be a number of seconds from 1 to 31622400, got 0"),
     row("negative_stall_timeout", HEAD + "wait: {stall_timeout: -1}\n",
-        "negative_stall_timeout.yml: wait.stall_timeout must not be negative, got -1 (0 is off)"),
+        "negative_stall_timeout.yml: wait.stall_timeout must be a number of seconds from 0 to 31622400, got -1 (0 is off)"),
+    # Durations past a year overflow the C time types sleep and socket take, after the job was submitted.
+    row("huge_poll_interval", HEAD + "wait: {poll_interval: 1.0e+300}\n",
+        "huge_poll_interval.yml: wait.poll_interval must be a number of seconds from 0.1 to 31622400, got 1e+300 (the "
+        "dashboard serves the whole cluster)"),
+    row("huge_timeout", HEAD + "wait: {timeout: 10000000000000}\n",
+        "huge_timeout.yml: wait.timeout must be a number of seconds from 1 to 31622400, got 10000000000000"),
+    row("huge_node_wait_timeout", HEAD + "recovery: {node_wait_timeout: 100000000000}\n",
+        "huge_node_wait_timeout.yml: recovery.node_wait_timeout must be a number of seconds from 1 to 31622400, got "
+        "100000000000"),
+    row("negative_outage_grace", HEAD + "wait: {outage_grace: -5}\n",
+        "negative_outage_grace.yml: wait.outage_grace must be a number of seconds from 1 to 31622400, got -5"),
+    row("code_repo_option_host", HEAD + "code: {repo: 'ssh://-oProxyCommand=id/x.git'}\n",
+        "code_repo_option_host.yml: code.repo must be a git URL (https://host/org/repo.git, git@host:org/repo.git, ssh://, "
+        "git:// or file://), got ssh://-oproxycommand=id/..."),
+    row("code_ref_dot", HEAD + "code: {repo: 'https://example.org/org/x.git', ref: .}\n",
+        "code_ref_dot.yml: code.ref must be a branch, a tag or a full 40-character commit, got '.'"),
+    row("code_ref_upstream", HEAD + "code: {repo: 'https://example.org/org/x.git', ref: '@{upstream}'}\n",
+        "code_ref_upstream.yml: code.ref must be a branch, a tag or a full 40-character commit, got '@{upstream}'"),
     row("resource_below_precision", HEAD + "resources: {entrypoint_num_cpus: 0.00001}\n",
         "resource_below_precision.yml: resources.entrypoint_num_cpus must be 0 or at least 0.0001 (Ray's resource "
         "precision), got 1e-05"),
@@ -424,11 +442,12 @@ def test_symlink_loop_inside_working_dir_is_left_out(tmp_path):
 ACTION_ROWS = [r for r in ROWS if r.setup is None and r.stage in ("load", "render")]
 # Role values given with -e: held to the same rules as the file's.
 ARG_ROWS = [
-    ("wait_timeout_negative", {"wait_timeout": -5}, "wait_timeout (verl_job_wait_timeout) must be at least 1, got -5"),
+    ("wait_timeout_negative", {"wait_timeout": -5}, "wait_timeout (verl_job_wait_timeout) must be a number of seconds from 1 to 31622400, got -5"),
     ("poll_interval_nan", {"poll_interval": "nan"},
      "poll_interval (verl_job_poll_interval) must be a finite number, got nan (the dashboard serves the whole cluster)"),
     ("poll_interval_tiny", {"poll_interval": 0.01},
-     "poll_interval (verl_job_poll_interval) must be at least 0.1, got 0.01 (the dashboard serves the whole cluster)"),
+     "poll_interval (verl_job_poll_interval) must be a number of seconds from 0.1 to 31622400, got 0.01 (the dashboard serves the "
+     "whole cluster)"),
     ("checkpoint_root_relative", {"checkpoint_root": "data/ckpt"},
      "checkpoint_root (verl_job_checkpoint_root) must be an absolute path (starting with /), got 'data/ckpt'"),
     ("checkpoint_cluster_traversal", {"checkpoint_cluster": "../other"},

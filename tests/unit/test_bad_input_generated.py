@@ -300,9 +300,9 @@ def test_every_role_variable_of_a_checked_role_has_a_type():
         "storage_lvm_fstype", "storage_lvm_layout", "storage_lvm_stop_after", "ray_node_idle_guard", "ray_node_role",
         # Reach a module whose own ARGS type them (the generated module cases cover them there).
         "nfs_mount_fstype", "nfs_mount_packages", "nfs_mount_probe_file", "python_env_fingerprint_file",
-        "python_env_no_build_isolation_packages", "python_env_no_deps_packages", "ray_auth_token", "ray_head_dashboard_host",
-        "ray_head_extra_args", "ray_head_idle_api_key", "ray_head_idle_api_url", "ray_node_dashboard_url",
-        "ray_node_gcs_address", "ray_node_start_args", "ray_node_token", "ray_worker_extra_args",
+        "python_env_no_build_isolation_packages", "python_env_no_deps_packages", "ray_auth_token",
+        "ray_head_idle_api_key", "ray_head_idle_api_url", "ray_node_dashboard_url",
+        "ray_node_gcs_address", "ray_node_start_args", "ray_node_token",
         "storage_lvm_discover_exclude", "storage_lvm_discover_pattern", "storage_lvm_fs_label", "storage_lvm_mkfs_options",
         "storage_lvm_packages",
     }

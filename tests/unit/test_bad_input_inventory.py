@@ -43,6 +43,8 @@ from tests.fake_hyperbolic.testing import ansible_env, load_failures, run, venv_
 OD = "/v2/on-demand/virtual-machine-rentals"
 MK = "/v1/marketplace/instances"
 FORM = re.escape("is not of the form 'ssh USER@HOST [-p PORT]'")
+NO_MACHINE = re.escape("is no machine's address (0.0.0.0, ::, multicast and broadcast name none; SSH to 0.0.0.0 "
+                       "reaches this one)")
 GOOD = on_demand_rental("vm-good", "good-0", "203.0.113.10")
 
 Row = collections.namedtuple("Row", "id kind config setup expect check requests via env")
@@ -272,13 +274,23 @@ ROWS = [
         config={"name_patern": "exp-*"}, requests=0),
     row("validate-certs-typo", "fatal", r"validate_certs must be true or false, got 'ture'",
         config={"validate_certs": "ture"}, requests=0),
-    row("timeout-zero", "fatal", r"timeout must be more than 0, got 0", config={"timeout": 0}, requests=0),
+    row("timeout-zero", "fatal", r"timeout must be more than 0 and at most 3600, got 0", config={"timeout": 0}, requests=0),
     row("retries-negative", "fatal", r"retries must be between 0 and 100, got -1", config={"retries": -1},
         requests=0),
-    row("cache-timeout-negative", "fatal", r"cache_timeout must be at least 0, got -5", config={"cache_timeout": -5},
+    row("cache-timeout-negative", "fatal", r"cache_timeout must be between 0 and 31622400, got -5", config={"cache_timeout": -5},
         requests=0),
-    row("max-response-zero", "fatal", r"max_response_mib must be between 0 and 1024, got 0",
+    row("max-response-zero", "fatal", r"max_response_mib must be more than 0 and at most 1024, got 0",
         config={"max_response_mib": 0}, requests=0),
+    # 1e300 seconds reached the socket as an OverflowError line after the first request: every number has a ceiling.
+    row("timeout-huge", "fatal", r"timeout must be more than 0 and at most 3600, got 1e\+300", config={"timeout": 1e300},
+        requests=0),
+    row("retry-max-wait-huge", "fatal", r"retry_max_wait must be between 0 and 3600, got 1e\+300",
+        config={"retry_max_wait": 1e300}, requests=0),
+    row("cache-timeout-huge", "fatal", r"cache_timeout must be between 0 and 31622400, got 10{30}",
+        config={"cache_timeout": 10 ** 30}, requests=0),
+    # Arrays nested 5000 deep: "failed: RecursionError: ..." before; now the malformed-JSON line.
+    row("answer-nested-too-deeply", "fatal", r"malformed JSON from {url}" + OD + r": nested too deeply \(the answer "
+        r"starts with '\[{60}'\); is api_url the Hyperbolic API\?", setup=raw_body("on_demand", "[" * 5000 + "]" * 5000)),
     # A 76 MB answer was read whole (65 s, 1.4 GB): now at most max_response_mib, then one line.
     row("answer-over-the-bound", "fatal", r"the answer to GET " + OD + r" is over 0\.001 MiB, more than an instance "
         r"list can be: not read; if the account really holds that much, raise max_response_mib",
@@ -311,6 +323,13 @@ ROWS = [
         setup=market("m-inject", "ssh ubuntu@-oProxyCommand=id"), check=hosts_are("good-0")),
     row("ssh-networking-port-zero", "warn", r"instance 'vm-p0' \(on_demand\) left out: sshNetworking port 0 is "
         r"out of range 1-65535", setup=rental("vm-p0", port=0), check=hosts_are("good-0")),
+    # SSH to 0.0.0.0 reaches the controller itself: an API answer may never make it a cluster node.
+    row("ssh-networking-any-address", "warn", r"instance 'vm-any' \(on_demand\) left out: sshNetworking host "
+        r"'0\.0\.0\.0' " + NO_MACHINE, setup=rental("vm-any", host="0.0.0.0"),
+        check=hosts_are("good-0")),
+    row("ssh-command-multicast", "warn", r"instance 'm-mc' \(marketplace\) left out: sshCommand 'ssh "
+        r"ubuntu@224\.0\.0\.1': '224\.0\.0\.1' " + NO_MACHINE,
+        setup=market("m-mc", "ssh ubuntu@224.0.0.1"), check=hosts_are("good-0")),
     row("ssh-networking-bad-user", "warn", r"instance 'vm-user' \(on_demand\) left out: sshNetworking user "
         r"'root; reboot' is not a valid user name", setup=rental("vm-user", user="root; reboot"),
         check=hosts_are("good-0")),

@@ -113,14 +113,19 @@ ROWS = [
     job("entrypoint_too_long", "entrypoint is 131078 bytes, over the 131071 Linux allows for one command line argument "
         "(Ray runs it with /bin/sh -c); move long values into a file", entrypoint="echo " + "x" * 131073),
     # --- durations and counts -------------------------------------------------------------------
-    job("wait_timeout_zero", "wait_timeout must be at least 1, got 0 (use state=submitted not to wait)",
+    job("wait_timeout_zero", "wait_timeout must be a number of seconds from 1 to 31622400, got 0 (use state=submitted not to wait)",
         wait_timeout=0, state="finished"),
-    job("wait_timeout_negative", "wait_timeout must be at least 1, got -5 (use state=submitted not to wait)",
+    job("wait_timeout_negative", "wait_timeout must be a number of seconds from 1 to 31622400, got -5 (use state=submitted not to wait)",
         wait_timeout=-5),
-    job("poll_interval_zero", "poll_interval must be at least 0.1, got 0.0", poll_interval=0),
+    job("poll_interval_zero", "poll_interval must be a number of seconds from 0.1 to 31622400, got 0.0", poll_interval=0),
     job("poll_interval_nan", "poll_interval must be a finite number, got nan", poll_interval="nan"),
     job("poll_interval_inf", "poll_interval must be a finite number, got inf", poll_interval="inf"),
-    job("poll_interval_tiny", "poll_interval must be at least 0.1, got 0.001", poll_interval=0.001),
+    job("poll_interval_tiny", "poll_interval must be a number of seconds from 0.1 to 31622400, got 0.001", poll_interval=0.001),
+    # Seconds past a year overflowed the C time types a socket or sleep takes, after the job was submitted.
+    job("wait_timeout_huge", "wait_timeout must be a number of seconds from 1 to 31622400, got 1000000000000 (use "
+        "state=submitted not to wait)", wait_timeout=10 ** 12),
+    job("poll_interval_huge", "poll_interval must be a number of seconds from 0.1 to 31622400, got 1e+300",
+        poll_interval=1e300),
     job("logs_tail_lines_huge", "logs_tail_lines must be a whole number from 0 to 10000, got 1000000000",
         logs_tail_lines=10 ** 9),
     job("logs_tail_lines_negative", "logs_tail_lines must be a whole number from 0 to 10000, got -1",
@@ -162,13 +167,13 @@ ROWS = [
                                        r"done$"), state="done"),
     # --- the other modules ----------------------------------------------------------------------
     row("poll_sid_slash", "ray_job_poll", SID % "a/b", submission_id="a/b"),
-    row("poll_negative_timeout", "ray_job_poll", "timeout must not be negative, got -1", submission_id="x", timeout=-1),
-    row("poll_zero_interval", "ray_job_poll", "poll_interval must be at least 0.1, got 0.0", submission_id="x",
+    row("poll_negative_timeout", "ray_job_poll", "timeout must be a number of seconds from 0 to 31622400, got -1", submission_id="x", timeout=-1),
+    row("poll_zero_interval", "ray_job_poll", "poll_interval must be a number of seconds from 0.1 to 31622400, got 0.0", submission_id="x",
         poll_interval=0),
     # ray_job_poll has no upper bound: ray_job_wait reads the whole log through it, to save it.
     row("poll_tail_negative", "ray_job_poll", "logs_tail_lines must not be negative, got -5 (0 does not read the log)",
         submission_id="x", logs_tail_lines=-5),
-    row("info_negative_timeout", "ray_cluster_info", "timeout must not be negative, got -10", timeout=-10),
+    row("info_negative_timeout", "ray_cluster_info", "timeout must be a number of seconds from 0 to 31622400, got -10", timeout=-10),
     row("info_negative_nodes", "ray_cluster_info", "wait_for_nodes must not be negative, got -2", wait_for_nodes=-2),
     row("info_empty_host", "ray_cluster_info", "expected_hosts: an entry is empty (an inventory variable that is not "
         "set?)", expected_hosts=["10.0.0.5", ""]),
@@ -223,7 +228,7 @@ def test_several_problems_one_line_each(module_runner, stub):
         "entrypoint is empty: give the shell command that starts the driver (leave entrypoint out only to look up, "
         "stop or delete an existing job)",
         "entrypoint_resources.CPU: " + BUILTIN % "entrypoint_num_cpus",
-        "wait_timeout must be at least 1, got 0 (use state=submitted not to wait)",
+        "wait_timeout must be a number of seconds from 1 to 31622400, got 0 (use state=submitted not to wait)",
     ]
 
 

@@ -39,6 +39,10 @@ IP_LINE = "must be this node's private IP address (for example 10.0.0.5)"
 ONE_LINE = "must be one line without control characters"
 OPTIONS = "must be comma-separated mount options without spaces, for example defaults,noatime"
 ABS = "must be an absolute path without spaces"
+# What a role would write into a unit line, and systemd (or the container engine's --volume) would read itself.
+UNIT_PATH = ("without : or any of % $ \\ ' \" ` ; (systemd reads them in a unit line, a container mount splits "
+             "at :)")
+RAY_ARG = "without spaces or any of % $ \\ ' \" ` ; (systemd reads them in the unit's ExecStart line)"
 
 Row = collections.namedtuple("Row", "id kind given expect entry")
 
@@ -88,21 +92,21 @@ ROWS = [
          "ray_client_server_port falls inside the worker port range 10002-19999 (ray_min_worker_port.."
          "ray_max_worker_port): move it or the range"),
     # -- ray: counts and limits ----------------------------------------------------------------------------
-    rule("gpus_word", {"ray_num_gpus": "lots"}, "ray_num_gpus must be auto or a whole number from 0 up, got 'lots'"),
-    rule("gpus_negative", {"ray_num_gpus": -1}, "ray_num_gpus must be auto or a whole number from 0 up, got -1"),
+    rule("gpus_word", {"ray_num_gpus": "lots"}, "ray_num_gpus must be auto or a whole number from 0 to 1024, got 'lots'"),
+    rule("gpus_negative", {"ray_num_gpus": -1}, "ray_num_gpus must be auto or a whole number from 0 to 1024, got -1"),
     rule("gpus_fraction", {"ray_num_gpus": 1.5},
-         "ray_num_gpus must be auto or a whole number from 0 up, got 1.5"),
-    rule("gpus_AUTO_upper", {"ray_num_gpus": "AUTO"}, "ray_num_gpus must be auto or a whole number from 0 up, got 'AUTO'"),
+         "ray_num_gpus must be auto or a whole number from 0 to 1024, got 1.5"),
+    rule("gpus_AUTO_upper", {"ray_num_gpus": "AUTO"}, "ray_num_gpus must be auto or a whole number from 0 to 1024, got 'AUTO'"),
     rule("cpus_word", {"ray_num_cpus": "many"},
-         "ray_num_cpus must be empty (Ray detects it) or a whole number from 0 up, got 'many'"),
+         "ray_num_cpus must be empty (Ray detects it) or a whole number from 0 to 65536, got 'many'"),
     rule("nofile_unlimited", {"ray_limit_nofile": "unlimited"},
-         "ray_limit_nofile must be infinity or a whole number from 1 up, got 'unlimited'"),
-    rule("nproc_zero", {"ray_limit_nproc": 0}, "ray_limit_nproc must be infinity or a whole number from 1 up, got 0"),
-    rule("start_timeout_zero", {"ray_start_timeout": 0}, "ray_start_timeout must be a whole number from 1 up, got 0"),
+         "ray_limit_nofile must be infinity or a whole number from 1 to 1073741816, got 'unlimited'"),
+    rule("nproc_zero", {"ray_limit_nproc": 0}, "ray_limit_nproc must be infinity or a whole number from 1 to 1073741816, got 0"),
+    rule("start_timeout_zero", {"ray_start_timeout": 0}, "ray_start_timeout must be a whole number of seconds from 1 to 86400, got 0"),
     rule("idle_release_words", {"ray_head_idle_release_after": "2h"},
-         "ray_head_idle_release_after must be a whole number of seconds, 0 for off, got '2h'"),
+         "ray_head_idle_release_after must be a whole number of seconds, 0 for off, at most 31622400 (a year), got '2h'"),
     rule("idle_check_too_often", {"ray_head_idle_check_every": 1},
-         "ray_head_idle_check_every must be a whole number of seconds from 10, got 1"),
+         "ray_head_idle_check_every must be a whole number of seconds from 10 to 86400, got 1"),
     # -- ray: what lands in the unit and its files ---------------------------------------------------------
     rule("umask_not_octal", {"ray_umask": "0999"}, "ray_umask must be an octal umask such as 0027, got '0999'"),
     rule("user_with_space", {"ray_user": "ray user"},
@@ -143,7 +147,7 @@ ROWS = [
     rule("extra_args_string", {"ray_extra_args": "--num-gpus=2"},
          "ray_extra_args must be a list, got '--num-gpus=2'"),
     rule("extra_args_newline", {"ray_extra_args": ["--x\nExecStartPre=/bin/sh"]},
-         "ray_extra_args[0] must be one line of text (one argument) without line breaks or control characters, got "
+         "ray_extra_args[0] must be one argument of ray start without line breaks or control characters, got "
          "'--x\\nExecStartPre=/bin/sh'"),
     rule("cluster_space", {"ray_cluster": "my cluster"},
          "ray_cluster must be a name of letters, digits, _ . - (starting with a letter or digit, at most 80), "
@@ -190,6 +194,76 @@ ROWS = [
          "of it (set ray_firewall_allow_world: true if that is really meant), got '::/0'"),
     rule("firewall_allow_world_typo", {"ray_firewall_allow_world": "yse"},
          "ray_firewall_allow_world must be true or false (also yes/no/1/0, any case), got 'yse'"),
+    # -- fresh forms (hardening review): what systemd, the container engine or the firewall would read otherwise ---
+    rule("ip_scoped_specifier", {"ray_private_ip": "fe80::1%eth0"},
+         "ray_private_ip must be an address the other nodes can reach (Ray advertises it), without a %scope "
+         "(fe80::1%eth0 is this node's own link-local name), got 'fe80::1%eth0'"),
+    rule("ip_broadcast", {"ray_private_ip": "255.255.255.255"},
+         "ray_private_ip must be an address the other nodes can reach (Ray advertises it), not 255.255.255.255, got "
+         "'255.255.255.255'"),
+    rule("ip_mapped_any", {"ray_private_ip": "::ffff:0.0.0.0"},
+         "ray_private_ip must be an address the other nodes can reach (Ray advertises it), not ::ffff:0:0, got "
+         "'::ffff:0.0.0.0'"),
+    rule("ip_leading_space", {"ray_private_ip": " 10.0.0.5"}, "ray_private_ip %s, got ' 10.0.0.5'" % IP_LINE),
+    rule("dashboard_host_any", {"ray_head_dashboard_host": "0.0.0.0"},
+         "ray_head_dashboard_host must be an address the other nodes can reach, not 0.0.0.0, got '0.0.0.0' (empty: the "
+         "node's private address; reach the dashboard through an SSH tunnel)"),
+    rule("dashboard_host_newline", {"ray_head_dashboard_host": NL},
+         "ray_head_dashboard_host must be an IP address (for example 10.0.0.5) without line breaks or control "
+         "characters, got %r (empty: the node's private address; reach the dashboard through an SSH tunnel)" % NL),
+    rule("head_extra_args_newline", {"ray_head_extra_args": ["--x\nExecStartPre=/bin/sh"]},
+         "ray_head_extra_args[0] must be one argument of ray start without line breaks or control characters, got "
+         "'--x\\nExecStartPre=/bin/sh'"),
+    rule("extra_args_rebind_dashboard", {"ray_head_extra_args": ["--dashboard-host=0.0.0.0"]},
+         "ray_head_extra_args[0] must not be --dashboard-host, which the role sets itself (from "
+         "ray_head_dashboard_host), got '--dashboard-host=0.0.0.0'"),
+    rule("worker_extra_args_node_ip", {"ray_worker_extra_args": ["--node-ip-address", "0.0.0.0"]},
+         "ray_worker_extra_args[0] must not be --node-ip-address, which the role sets itself (from ray_private_ip), "
+         "got '--node-ip-address'"),
+    rule("extra_args_specifier", {"ray_extra_args": ["--labels=%n"]},
+         "ray_extra_args[0] must be one argument of ray start, " + RAY_ARG + ", got '--labels=%n'"),
+    rule("extra_args_variable", {"ray_extra_args": ["--object-store-memory=$MEM"]},
+         "ray_extra_args[0] must be one argument of ray start, " + RAY_ARG + ", got '--object-store-memory=$MEM'"),
+    rule("extra_args_two_words", {"ray_extra_args": ["--system-config {}"]},
+         "ray_extra_args[0] must be one argument of ray start, " + RAY_ARG + ", got '--system-config {}'"),
+    rule("temp_dir_specifier", {"ray_temp_dir": "/tmp/ray-%i"},
+         "ray_temp_dir must be an absolute path " + UNIT_PATH + ", got '/tmp/ray-%i'"),
+    rule("venv_variable", {"ray_venv": "/opt/$USER/venv"}, "ray_venv must be an absolute path " + UNIT_PATH + ", got '/opt/$USER/venv'"),
+    rule("config_dir_backslash", {"ray_config_dir": "/etc/ray\\x"},
+         "ray_config_dir must be an absolute path " + UNIT_PATH + ", got '/etc/ray\\\\x'"),
+    rule("container_mount_two_paths", {"ray_container_mounts": ["/data:/etc"]},
+         "ray_container_mounts[0] must be an absolute path " + UNIT_PATH + ", got '/data:/etc'"),
+    rule("container_mount_selinux_option", {"ray_container_mounts": ["/data:/x:z"]},
+         "ray_container_mounts[0] must be an absolute path " + UNIT_PATH + ", got '/data:/x:z'"),
+    rule("resources_infinite", {"ray_resources": {"accel": float("inf")}},
+         "ray_resources must be a mapping to amounts of 0 or more; accel has inf, got {'accel': inf} (a mapping)"),
+    rule("gpus_a_billion", {"ray_num_gpus": 10 ** 9}, "ray_num_gpus must be auto or a whole number from 0 to 1024, got 1000000000"),
+    rule("start_timeout_huge", {"ray_start_timeout": 10 ** 30},
+         "ray_start_timeout must be a whole number of seconds from 1 to 86400, got 1000000000000000000000000000000"),
+    rule("nofile_exponent", {"ray_limit_nofile": "1e400"},
+         "ray_limit_nofile must be infinity or a whole number from 1 to 1073741816, got '1e400'"),
+    rule("firewall_allow_mapped_world", {"ray_firewall_allow": ["::ffff:0:0/96"]},
+         "ray_firewall_allow[0] must be a network narrower than /8: ::ffff:0:0/96 (all of 0.0.0.0/0) opens to the "
+         "whole internet or a large part of it (set ray_firewall_allow_world: true if that is really meant), got "
+         "'::ffff:0:0/96'"),
+    rule("firewall_allow_nat64_world", {"ray_firewall_allow": ["64:ff9b::/96"]},
+         "ray_firewall_allow[0] must be a network narrower than /8: 64:ff9b::/96 (all of 0.0.0.0/0) opens to the "
+         "whole internet or a large part of it (set ray_firewall_allow_world: true if that is really meant), got "
+         "'64:ff9b::/96'"),
+    rule("firewall_allow_host_bits", {"ray_firewall_allow": ["203.0.113.7/8"]},
+         "ray_firewall_allow[0] must be an IP address or network (for example 10.0.0.0/24) without bits set after the "
+         "prefix (203.0.113.7/8 is inside 203.0.0.0/8: write 203.0.113.7 for one address, or 203.0.0.0/8 for the "
+         "network), got '203.0.113.7/8'"),
+    rule("firewall_allow_halves", {"ray_firewall_allow": ["128.0.0.0/1", "0.0.0.0/1"]},
+         "ray_firewall_allow[0] must be a network narrower than /8: 128.0.0.0/1 opens to the whole internet or a "
+         "large part of it (set ray_firewall_allow_world: true if that is really meant), got '128.0.0.0/1'"),
+    rule("firewall_allow_every_eight", {"ray_firewall_allow": ["%d.0.0.0/8" % i for i in range(256)]},
+         "ray_firewall_allow must be networks that together stay narrower than /8: these 256 networks together open "
+         "to the whole internet or a large part of it (set ray_firewall_allow_world: true if that is really meant), "
+         "got ['0.0.0.0/8', '1.0.0.0/8', '2.0.0.0/8', '3.0.0.0/8', '4.0... (a list)"),
+    rule("firewall_controller_broadcast", {"ray_firewall_controller": "255.255.255.255"},
+         "ray_firewall_controller must be an address the other nodes can reach, not 255.255.255.255, got "
+         "'255.255.255.255'"),
     # -- nfs_mount -----------------------------------------------------------------------------------------
     rule("nfs_options_empty", {"nfs_mount_options": ""}, "nfs_mount_options %s, got ''" % OPTIONS),
     rule("nfs_options_space", {"nfs_mount_options": "rw, hard"}, "nfs_mount_options %s, got 'rw, hard'" % OPTIONS),
@@ -206,7 +280,7 @@ ROWS = [
                                                                "spaces or '..', got '/mnt/my data'"),
     rule("nfs_export_newline", {"nfs_mount_export": "/export\nx"}, "nfs_mount_export %s, got '/export\\nx'" % ONE_LINE),
     rule("nfs_timeout_zero", {"nfs_mount_connect_timeout": 0},
-         "nfs_mount_connect_timeout must be a whole number from 1 up, got 0"),
+         "nfs_mount_connect_timeout must be a whole number of seconds from 1 to 86400, got 0"),
     # -- storage_lvm ---------------------------------------------------------------------------------------
     rule("lvm_devices_string", {"storage_lvm_devices": "/dev/sdb"},
          "storage_lvm_devices must be auto or a list of block devices (for example [/dev/nvme1n1]), got '/dev/sdb'"),

@@ -45,8 +45,8 @@ ROWS = [
     Row("restart_typo", "site", ["ray_restart_running_jobs=treu"], "ray_restart_running_jobs %s 'treu'" % BOOL),
     Row("release_typo", "teardown", ["release=ture"], "release %s 'ture'" % BOOL),
     Row("keep_partial_typo", "provision", ["nodes=2", "keep_partial=yse"], "keep_partial %s 'yse'" % BOOL),
-    Row("nodes_zero", "provision", ["nodes=0"], "nodes must be a whole number from 1, got '0'"),
-    Row("gpu_count_word", "provision", ["nodes=2", "gpu_count=eight"], "gpu_count must be a whole number from 1, got 'eight'"),
+    Row("nodes_zero", "provision", ["nodes=0"], "nodes must be a whole number from 1 to 256, got '0'"),
+    Row("gpu_count_word", "provision", ["nodes=2", "gpu_count=eight"], "gpu_count must be a whole number from 1 to 64, got 'eight'"),
     Row("gpu_count_dash", "provision", ["nodes=2", "gpu-count=8"],
         "-e gpu-count is not a switch of provision.yml; did you mean -e gpu_count? (its switches: nodes, gpu, gpu_count, "
         "label, max_price, region, keep_partial, api, replace_unfit)"),
@@ -103,12 +103,12 @@ ROWS = [
     Row("merge_attempt", "merge", ["exp=smoke", "attempt=2"],
         "-e attempt is not a switch of merge.yml (its switches: %s, step); it would be ignored: drop it" % JOB),
     # -- counts ---------------------------------------------------------------------------------------------
-    Row("attempt_word", "logs", ["exp=smoke", "attempt=last"], "attempt must be a whole number from 1, got 'last'"),
-    Row("attempt_zero", "logs", ["exp=smoke", "attempt=0"], "attempt must be a whole number from 1, got '0'"),
-    Row("attempt_negative", "logs", ["exp=smoke", "attempt=-1"], "attempt must be a whole number from 1, got '-1'"),
-    Row("step_word", "merge", ["exp=smoke", "step=latest"], "step must be a whole number from 1, got 'latest'"),
-    Row("step_fraction", "merge", ["exp=smoke", "step=1.5"], "step must be a whole number from 1, got '1.5'"),
-    Row("step_json_float", "merge", ["exp=smoke", '{"step": 2.0}'], "step must be a whole number from 1, got 2.0"),
+    Row("attempt_word", "logs", ["exp=smoke", "attempt=last"], "attempt must be a whole number from 1 to 1000000, got 'last'"),
+    Row("attempt_zero", "logs", ["exp=smoke", "attempt=0"], "attempt must be a whole number from 1 to 1000000, got '0'"),
+    Row("attempt_negative", "logs", ["exp=smoke", "attempt=-1"], "attempt must be a whole number from 1 to 1000000, got '-1'"),
+    Row("step_word", "merge", ["exp=smoke", "step=latest"], "step must be a whole number from 1 to 1000000000000, got 'latest'"),
+    Row("step_fraction", "merge", ["exp=smoke", "step=1.5"], "step must be a whole number from 1 to 1000000000000, got '1.5'"),
+    Row("step_json_float", "merge", ["exp=smoke", '{"step": 2.0}'], "step must be a whole number from 1 to 1000000000000, got 2.0"),
     # -- words ----------------------------------------------------------------------------------------------
     Row("exp_list", "submit", ['{"exp": ["a", "b"]}'], EXP + ", got ['a', 'b'] (a list)"),
     Row("exp_mapping", "status", ['{"exp": {"name": "smoke"}}'], EXP + ", got {'name': 'smoke'} (a mapping)"),
@@ -122,8 +122,22 @@ ROWS = [
         "gpu must not be empty (it must be a GPU model such as H100 (or any, with max_price)), got ''"),
     Row("max_price_word", "provision", ["nodes=1", "gpu=H100", "max_price=cheap"], "max_price must be a number, got 'cheap'"),
     Row("max_price_zero", "provision", ["nodes=1", "gpu=H100", "max_price=0"],
-        "max_price must be a number of dollars per hour above 0, got '0'"),
+        "max_price must be a number of US dollars per GPU-hour above 0 and at most 1000, got '0'"),
     Row("run_bool", "stop", ['{"exp": "smoke", "run": true}'], "run must be " + NAME + ", got True"),
+    # Counts and prices past any real rental: the switch says so, not a module's argument further down.
+    Row("nodes_a_billion", "provision", ["nodes=1000000000", "gpu=H100"],
+        "nodes must be a whole number from 1 to 256, got '1000000000'"),
+    Row("gpu_count_huge", "provision", ["nodes=1", "gpu=H100", "gpu_count=4096"],
+        "gpu_count must be a whole number from 1 to 64, got '4096'"),
+    Row("max_price_huge", "provision", ["nodes=1", "gpu=H100", "max_price=1e300"],
+        "max_price must be a number of US dollars per GPU-hour above 0 and at most 1000, got '1e300'"),
+    Row("max_price_negative", "provision", ["nodes=1", "gpu=H100", "max_price=-2"],
+        "max_price must be a number of US dollars per GPU-hour above 0 and at most 1000, got '-2'"),
+    Row("attempt_huge", "logs", ["exp=smoke", "attempt=1000000000000000000000000000000"],
+        "attempt must be a whole number from 1 to 1000000, got '1000000000000000000000000000000'"),
+    Row("dry_run_list", "submit", ["exp=smoke", '{"dry_run": []}'],
+        "dry_run must be true or false (also yes/no/1/0, any case), got [] (a list)"),
+    Row("wait_on", "submit", ["exp=smoke", "wait=on"], "wait %s 'on'" % BOOL),
 ]
 # Rows whose extra vars are good: the switch parses, and the run goes on past the first task.
 GOOD = [

@@ -113,7 +113,7 @@ def test_several_problems_give_one_line_each(tmp_path):
         'multi.yml: env.A must be one line of text or a number (quote true/false: "true"), got True',
         "multi.yml: secrets[0] must be an environment variable name (letters, digits, _; not starting with a digit), "
         "got 'b-c'",
-        "multi.yml: wait.timeout must be at least 1, got -1",
+        "multi.yml: wait.timeout must be a number of seconds from 1 to 31622400, got -1",
     ]
 
 

@@ -237,8 +237,11 @@ REFUSED = [
     ("any_without_price", {"gpu_model": "any"},
      "hyperbolic_instance: gpu_model any rents any GPU model at any price: set max_price (US dollars per GPU-hour), or "
      "name the model (for example H100)" + NOTHING),
-    ("price_zero", {"max_price": 0}, "max_price must be a number of US dollars per GPU-hour above 0, got 0.0"),
-    ("price_negative", {"max_price": -2.5}, "max_price must be a number of US dollars per GPU-hour above 0, got -2.5"),
+    ("price_zero", {"max_price": 0}, "max_price must be a number of US dollars per GPU-hour above 0 and at most 1000, got 0.0"),
+    ("price_negative", {"max_price": -2.5}, "max_price must be a number of US dollars per GPU-hour above 0 and at most 1000, got -2.5"),
+    ("price_huge", {"max_price": 25000}, "max_price must be a number of US dollars per GPU-hour above 0 and at most 1000, "
+     "got 25000.0"),
+    ("count_huge", {"count": 10 ** 9}, "count must be a whole number from 1 to 256, got 1000000000"),
     ("price_nan", {"max_price": "nan"}, "max_price must be a finite number, got nan"),
     ("price_inf", {"max_price": "inf"}, "max_price must be a finite number, got inf"),
     ("label", {"label": "Exp_H"}, LABEL_LINE % "Exp_H"),

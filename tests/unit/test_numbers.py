@@ -85,18 +85,21 @@ def test_settings_read_whole_numbers_strictly(value, line):
 
 
 def test_settings_range_messages_unchanged():
-    assert settings.check({"ray_start_timeout": -1}) == ["ray_start_timeout must be a whole number from 1 up, got -1"]
-    assert settings.check({"ray_start_timeout": "-1"}) == ["ray_start_timeout must be a whole number from 1 up, got '-1'"]
+    line = "ray_start_timeout must be a whole number of seconds from 1 to 86400, got "
+    assert settings.check({"ray_start_timeout": -1}) == [line + "-1"]
+    assert settings.check({"ray_start_timeout": "-1"}) == [line + "'-1'"]
+    # 10**30 seconds overflows the C time types a node's tools take it into: every whole number has a ceiling
+    assert settings.check({"ray_start_timeout": 10 ** 30}) == [line + "1000000000000000000000000000000"]
     assert settings.check({"ray_num_gpus": " 8 "}) == []
 
 
 @pytest.mark.parametrize("value, want", [
     ("3", (3, None)), (" 3 ", (3, None)), (3, (3, None)),
-    ("0", (None, "attempt must be a whole number from 1, got '0'")),
-    (-2, (None, "attempt must be a whole number from 1, got -2")),
-    (2.0, (None, "attempt must be a whole number from 1, got 2.0")),
-    (True, (None, "attempt must be a whole number from 1, got True")),
-    ("\u00b2", (None, "attempt must be a whole number from 1, got '\u00b2'")),
+    ("0", (None, "attempt must be a whole number from 1 to 1000000, got '0'")),
+    (-2, (None, "attempt must be a whole number from 1 to 1000000, got -2")),
+    (2.0, (None, "attempt must be a whole number from 1 to 1000000, got 2.0")),
+    (True, (None, "attempt must be a whole number from 1 to 1000000, got True")),
+    ("\u00b2", (None, "attempt must be a whole number from 1 to 1000000, got '\u00b2'")),
 ])
 def test_cli_counts(value, want):
     assert cli._value("attempt", value) == want
@@ -109,7 +112,7 @@ def test_pick_attempt_numbers():
     assert pick_attempt(jobs, "r", None)["attempt"] == 2
     for bad in (True, 2.0, "-1", "0", "\u00b2"):  # '\u00b2' once raised a ValueError out of the filter
         assert pick_attempt(jobs, "r", bad)["error"] == (
-            "attempt must be a whole number from 1, got %r (-e attempt=K, or leave it out for the newest)" % (bad,))
+            "attempt must be a whole number from 1 to 1000000, got %r (-e attempt=K, or leave it out for the newest)" % (bad,))
 
 
 def test_firewall_ports():

@@ -58,6 +58,12 @@ def test_members_controller_and_extra_are_allowed():
     assert origin["10.0.0.5"] == "member head" and origin["172.18.0.1"] == "controller"
 
 
+def test_an_ipv4_mapped_network_keeps_its_prefix():
+    """::ffff:10.0.0.0/104 is 10.0.0.0/8 as nftables sees its (IPv4) packets; it became 10.0.0.0/32 before."""
+    v4, v6, _ = firewall.allowed_sources([{"host": "a", "address": "::ffff:10.1.0.4"}], "", ["::ffff:192.168.7.0/120"])
+    assert v4 == ["10.1.0.4", "192.168.7.0/24"] and v6 == []
+
+
 def test_neighbouring_addresses_collapse():
     v4, _, _ = firewall.allowed_sources([{"host": "a", "address": "10.0.0.4"}, {"host": "b", "address": "10.0.0.5"}])
     assert v4 == ["10.0.0.4/31"]

@@ -119,6 +119,43 @@ def test_each_failure_is_one_line():
         assert "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize("answer", ['{"jobs": {"0": {}}}', '{"jobs": "x"}', '{"jobs": [5]}', '{"jobs": [null]}', '[1, 2]',
+                                    '"jobs"', '{"jobs": [{"job_id": 1, "nodes": {"a": 1}, "name": ["x"], "job_state": {"s": 1}}]}'])
+def test_a_json_answer_of_another_shape_is_one_line_or_the_text_form(answer):
+    """Odd --json shapes: never a traceback (jobs[0] of a mapping, .get of a number); the text form is asked then."""
+    run = Script({"scontrol --json": (0, answer, ""), "scontrol -o show job 1": (0, fixture("job_running.txt"), "")})
+    try:
+        job = S.Slurm(run=run).job("1")
+    except S.SlurmError as e:
+        assert "\n" not in str(e)
+        return
+    assert isinstance(job["nodes"], str) and isinstance(job["name"], str)
+
+
+@pytest.mark.parametrize("names, nodes, pattern", [
+    ("-oProxyCommand=touch\n", None, r"^Slurm gave node name '-oProxyCommand=touch', which must be a host name or IP "
+                                      r"address: check the node's definition in slurm.conf"),
+    ("n1\n", "NodeName=n1 NodeAddr=-oProxyCommand=id State=IDLE\n",
+     r"^Slurm gave NodeAddr of node 'n1' '-oProxyCommand=id', which must be a host name or IP address"),
+    ("n1\n", "NodeName=n1 NodeAddr=0.0.0.0 State=IDLE\n",
+     r"^Slurm gave NodeAddr of node 'n1' '0.0.0.0', which must be a machine's address, not 0.0.0.0"),
+    ("a/../b\n", None, r"^Slurm gave node name 'a/../b', which must be a host name or IP address"),
+    ("3 RUNNING extra\n", None, None),
+])
+def test_node_names_and_addresses_become_hosts_only_when_they_are_hosts(names, nodes, pattern):
+    """What scontrol answers becomes inventory hosts and ansible_host, which ssh reads as its destination."""
+    run = Script({"scontrol --json": (1, "", "no --json"), "scontrol -o show job 1": (0, fixture("job_running.txt"), ""),
+                  "show hostnames": (0, names, ""), "show node": (0, nodes or "", ""),
+                  "squeue": (0, "3 RUNNING extra\n4\n", "")})
+    if pattern is None:  # squeue lines of another shape: one line, never an unpacking error
+        with pytest.raises(S.SlurmError, match=r"^2 Slurm jobs are named 'rl' \(3 RUNNING, 4 \): set job_id"):
+            S.Slurm(run=run).allocation(job_name="rl")
+        return
+    with pytest.raises(S.SlurmError, match=pattern) as e:
+        S.Slurm(run=run).allocation(job_id="1")
+    assert "\n" not in str(e.value)
+
+
 def test_json_answer_is_used_when_offered():
     data = {"jobs": [{"job_id": 5, "name": "rl", "job_state": "RUNNING", "partition": "p", "nodes": "n1", "tres_per_node": ""}]}
     run = Script({"scontrol --json": (0, json.dumps(data), "")})

@@ -16,6 +16,8 @@ TYPES = {
     "host": vocabulary.Host(), "address": vocabulary.Address(), "cidr": vocabulary.Cidr(), "port": vocabulary.Port(), "ifname": vocabulary.IfName(),
     "requirement": vocabulary.Requirement(), "submission_id": vocabulary.SubmissionId(), "list": vocabulary.ListOf(vocabulary.Name()),
     "map": vocabulary.MapOf(vocabulary.Name(), vocabulary.Int(0)), "env": vocabulary.EnvMap(), "required_text": vocabulary.Text(required=True),
+    "networks": vocabulary.Networks(world_switch="allow_world"), "image": vocabulary.ImageRef(),
+    "seconds_int": vocabulary.Seconds(1, integer=True),
 }
 SECRETS = ("s3cr3t", "ghp_")
 
@@ -69,7 +71,12 @@ def test_lines():
 
 @pytest.mark.parametrize("value,world", [("0.0.0.0/0", False), ("::/0", False), ("0.0.0.0/1", False),
                                          ("10.0.0.0/8", True), ("192.168.0.0/16", True), ("1.2.3.0/24", True),
-                                         ("fd00::/8", True), ("2001:db8::/32", True)])
+                                         ("fd00::/8", True), ("2001:db8::/32", True),
+                                         # IPv6 networks of IPv4 addresses are judged by the IPv4 they carry
+                                         ("::ffff:0:0/96", False), ("::/96", False), ("64:ff9b::/96", False),
+                                         ("2002::/16", False), ("::/80", False), ("0::0/0", False),
+                                         ("::ffff:10.0.0.0/104", True), ("2002:a00::/24", True),
+                                         ("::ffff:1.2.3.0/120", True)])
 def test_world_open_networks(value, world):
     if world:
         vocabulary.Cidr().validate(value)
@@ -83,6 +90,47 @@ def test_world_open_networks(value, world):
                                   "pkg @ https://example.org/p.whl", "x; python_version<'3.12'", "a_b.c-d~=1.0"])
 def test_requirements_that_stay_good(good):
     vocabulary.Requirement().validate(good)
+
+
+@pytest.mark.parametrize("good", ["pkg @ git+https://github.com/org/x.git@v1#egg=x", "pkg @ git+ssh://git@github.com/org/x.git",
+                                  "pkg @ file:///data/wheels/p.whl", "pkg @ https://h.example/p.whl#sha256=abc",
+                                  "pkg @ https://h.example/p.whl ; python_version>'3'"])
+def test_requirement_urls_that_stay_good(good):
+    vocabulary.Requirement().validate(good)
+
+
+def test_a_requirement_url_with_credentials_is_never_shown():
+    t, bad = vocabulary.Requirement(), "ray @ https://user:s3cr3tPass@example.org/ray.whl"
+    with pytest.raises(vocabulary.Bad) as err:
+        t.validate(bad)
+    line = t.line("python_env_packages[0]", bad, err.value)
+    assert "s3cr3t" not in line and line.endswith("got 'ray' @ https://********@example.org/..."), line
+    assert t.conceal(bad) == [bad]
+
+
+@pytest.mark.parametrize("good", [["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "1.2.3.0/24"], ["1.0.0.0/8", "1.0.0.0/8"],
+                                  ["1.0.0.0/8", "2.3.0.0/16"], ["fd00::/8", "2001:db8::/32"], []])
+def test_networks_that_stay_good_together(good):
+    vocabulary.Networks(world_switch="allow_world").validate(good)
+
+
+def test_networks_together_world_open_only_with_the_switch():
+    every = ["%d.0.0.0/8" % i for i in range(256)]
+    with pytest.raises(vocabulary.Bad, match="these 256 networks together open to the whole internet"):
+        vocabulary.Networks(world_switch="allow_world").validate(every)
+    assert len(vocabulary.Networks(world_switch="allow_world").validate(every, {"allow_world": True})) == 256
+
+
+@pytest.mark.parametrize("good", ["10.0.0.5", "127.0.0.1", "::1", "fd00::5", "::ffff:10.0.0.5"])
+def test_addresses_that_stay_good(good):
+    vocabulary.Address().validate(good)
+
+
+def test_mapped_networks_keep_their_prefix():
+    import ipaddress
+    assert str(vocabulary.ipv4_mapped_network(ipaddress.ip_network("::ffff:10.0.0.0/104"))) == "10.0.0.0/8"
+    assert str(vocabulary.ipv4_mapped_network(ipaddress.ip_network("::ffff:10.0.0.5"))) == "10.0.0.5/32"
+    assert str(vocabulary.ipv4_mapped_network(ipaddress.ip_network("fd00::/8"))) == "fd00::/8"
 
 
 def test_args_spec_and_errors():

@@ -23,13 +23,15 @@ import difflib
 import re
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.rent import MAX_GPUS, MAX_INSTANCES, MAX_PRICE
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$"
-_COUNT = "be a whole number from 1"
 
 
-def _count():
-    return vocabulary.Int(1, nullable=False, must=_COUNT)
+def _count(high):
+    """A count from 1 to ``high``: the rental's own bounds for provision.yml's, and for an attempt or a step a number
+    no run reaches (10**30 is no attempt, and would only become a path no run has)."""
+    return vocabulary.Int(1, high, nullable=False, must="be a whole number from 1 to %d" % high)
 
 
 # Each switch's type (module_utils/common/vocabulary.py). A switch given as null (from -e @file) is refused, never unset.
@@ -42,18 +44,18 @@ SWITCHES = {
     "checkpoint_cluster": vocabulary.Name(empty=True, nullable=False),
     "dry_run": vocabulary.Switch(nullable=False),
     "wait": vocabulary.Switch(nullable=False),
-    "attempt": _count(),
-    "step": _count(),
+    "attempt": _count(10 ** 6),
+    "step": _count(10 ** 12),
     "teardown_stop_jobs": vocabulary.Switch(nullable=False),
     "teardown_purge": vocabulary.Switch(nullable=False),
     "ray_restart_running_jobs": vocabulary.Switch(nullable=False),
     "release": vocabulary.Switch(nullable=False),
-    "nodes": _count(),
+    "nodes": _count(MAX_INSTANCES),
     "gpu": vocabulary.Text(empty=False, max_len=64, nullable=False, pattern=r"^[A-Za-z0-9][A-Za-z0-9 _.-]*$",
                            what="a GPU model such as H100 (or any, with max_price)"),
-    "gpu_count": _count(),
+    "gpu_count": _count(MAX_GPUS),
     "label": vocabulary.Name(nullable=False),
-    "max_price": vocabulary.Number(0, above=True, nullable=False, unit="dollars per hour"),
+    "max_price": vocabulary.Number(0, MAX_PRICE, above=True, nullable=False, unit="US dollars per GPU-hour"),
     "region": vocabulary.Name(empty=True, nullable=False),
     "keep_partial": vocabulary.Switch(nullable=False),
     "api": vocabulary.Choice(("on_demand", "marketplace"), nullable=False),

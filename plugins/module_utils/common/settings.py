@@ -17,7 +17,6 @@ variable belongs to is its prefix.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
@@ -37,6 +36,14 @@ _OPTION = re.compile(r"^[A-Za-z0-9_.:/=+@-]+$")
 # Anything written to a systemd unit, an environment file or fstab: one line (a newline in ray_private_ip would add
 # an ExecStartPre= line to the unit).
 ONE_LINE = "be one line without control characters"
+# What systemd reads in a unit line before the program sees it: % starts a specifier (%n: the unit's name), $ a
+# variable, \ an escape, quotes group words and vanish, and ` ; are shell words a reader would take as such. One rule
+# for every value a role writes into the unit's lines (paths, Ray's extra arguments).
+_UNIT_SPECIAL = re.compile(r"[%$\\'\"`;]")
+UNIT_CHARS = "% $ \\ ' \" ` ;"
+# The most that means anything for a resource limit (Linux's largest fs.nr_open) and for a wait on a node (a day).
+_LIMIT_MAX = 1073741816
+_DAY = 86400
 
 Bad = vocabulary.Bad
 
@@ -54,17 +61,14 @@ def _text(value):
 class PrivateIp(vocabulary.Address):
     """The address Ray binds to and advertises."""
 
+    what = "this node's private IP address (for example 10.0.0.5)"
+    reach = "be an address the other nodes can reach (Ray advertises it), %s"
+
     def check(self, value):
-        text = _text(value).strip()
-        if not text:
+        if not _text(value).strip():
             raise Bad("be this node's private IP address (the node's facts showed none: set it in the inventory)")
-        try:
-            ip = ipaddress.ip_address(text)
-        except ValueError:
-            raise Bad("be this node's private IP address (for example 10.0.0.5)")
-        if ip.is_unspecified or ip.is_multicast:
-            raise Bad("be an address the other nodes can reach (Ray advertises it), not %s" % text)
-        return text
+        super().check(value)
+        return value
 
     def corpus(self):
         return super().corpus().add("empty", "")
@@ -90,46 +94,43 @@ class _Pattern(vocabulary.Type):
         return c
 
 
-class _Either(vocabulary.Type):
-    """A word (``auto``, ``infinity``, empty) or a whole number from ``low``."""
-
-    def __init__(self, words, low, must, **kw):
-        super().__init__(must=must, **kw)
-        self.words_, self.low = words, low
-
-    def check(self, value):
-        if value in self.words_:
-            return value
-        number = whole_number(value)
-        if number is None or number < self.low:
-            raise Bad(self.must)
-        return number
-
-    def corpus(self):
-        return super().corpus().add("word", "lots").add("below", self.low - 1).add("fraction", 1.5).add(
-            "upper", "AUTO").add("boolean", True, typed=True)
-
-
 class _Whole(vocabulary.Type):
-    """A whole number from ``low`` written as settings are (an int or digits), else ``must``."""
+    """A whole number from ``low`` to ``high`` written as settings are (an int or digits), else ``must``. Every one
+    has a ``high``: 10**30 seconds overflows the C time types the node's tools take it into."""
 
-    def __init__(self, low, must, **kw):
+    def __init__(self, low, must, high, **kw):
         super().__init__(must=must, **kw)
-        self.low = low
+        self.low, self.high = low, high
 
     def check(self, value):
         number = whole_number(value)
-        if number is None or number < self.low:
+        if number is None or not self.low <= number <= self.high:
             raise Bad(self.must)
         return number
 
     def corpus(self):
-        return super().corpus().add("word", "2h").add("below", self.low - 1).add("fraction", 1.5).add(
-            "boolean", True, typed=True)
+        return super().corpus().add("word", "2h").add("below", self.low - 1).add("above", self.high + 1).add(
+            "fraction", 1.5).add("boolean", True, typed=True).add("exponent", "1e400")
+
+
+class _Either(_Whole):
+    """A word (``auto``, ``infinity``, empty) or a whole number from ``low`` to ``high``."""
+
+    def __init__(self, words, low, must, high, **kw):
+        super().__init__(low, must, high, **kw)
+        self.words_ = words
+
+    def check(self, value):
+        return value if value in self.words_ else super().check(value)
+
+    def corpus(self):
+        return super().corpus().add("upper", "AUTO")
 
 
 class _Path(vocabulary.Type):
-    """An absolute path without spaces (it lands in a unit or fstab), shorter than ``max_len``."""
+    """An absolute path without spaces (it lands in a unit or fstab), shorter than ``max_len``, without what systemd
+    reads in a unit line (:data:`UNIT_CHARS`) or ``:``, which splits a container mount (``--volume SRC:DST``) and
+    the unit's PATH."""
 
     def __init__(self, max_len=None, **kw):
         super().__init__(**kw)
@@ -140,6 +141,9 @@ class _Path(vocabulary.Type):
         text = _text(value)
         if not text.startswith("/") or re.search(r"\s", text) or ".." in text.split("/"):
             raise Bad("be an absolute path without spaces or '..'")
+        if _UNIT_SPECIAL.search(text) or ":" in text:
+            raise Bad("be an absolute path without : or any of %s (systemd reads them in a unit line, a container "
+                      "mount splits at :)" % UNIT_CHARS)
         if self.max_len and len(text) >= self.max_len:
             raise Bad("be an absolute path shorter than %d characters (Ray's socket paths must fit in 107)"
                       % self.max_len)
@@ -147,7 +151,8 @@ class _Path(vocabulary.Type):
 
     def corpus(self):
         c = super().corpus().add("relative", "ray").add("space", "/work space/ray").add("newline", "/x\ny").add(
-            "dotdot", "/data/../etc")
+            "dotdot", "/data/../etc").add("specifier", "/data/%n").add("variable", "/data/$HOME").add(
+            "colon", "/data:/etc").add("backslash", "/data/a\\x").add("quote", "/data/a'b")
         if self.max_len:
             c.add("too_long", "/" + "x" * self.max_len)
         return c
@@ -211,13 +216,13 @@ class _Resources(vocabulary.Type):
                           % vocabulary._shown(name))
             if name in ("CPU", "GPU", "memory", "object_store_memory"):
                 raise Bad("be custom resources only; %s is set with its own variable (ray_num_cpus, ray_num_gpus)" % name)
-            if isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount < 0:
+            if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not 0 <= amount < float("inf"):
                 raise Bad("be a mapping to amounts of 0 or more; %s has %s" % (name, vocabulary._shown(amount)))
         return value
 
     def corpus(self):
         return super().corpus().add("gpu", {"GPU": 2}).add("word", {"accel": "lots"}).add("negative", {"accel": -1}).add(
-            "list", ["x"])
+            "list", ["x"]).add("infinite", {"accel": float("inf")}).add("nan", {"accel": float("nan")})
 
 
 class _Devices(vocabulary.Type):
@@ -235,8 +240,42 @@ class _Devices(vocabulary.Type):
         return super().corpus().add("string", "/dev/sdb").add("no_dev", ["sdb"]).add("dotdot", ["/dev/../etc/x"])
 
 
-def _args_item():
-    return vocabulary.Text(what="one line of text (one argument)")
+# ray start's options the roles set themselves, each with the variable that sets it: given again in extra args, the
+# later one wins (--dashboard-host=0.0.0.0 would bind the dashboard on every address, --temp-dir would leave the one
+# teardown purges).
+ROLE_OPTIONS = {
+    "--node-ip-address": "ray_private_ip", "--dashboard-host": "ray_head_dashboard_host", "--temp-dir": "ray_temp_dir",
+    "--port": "ray_gcs_port", "--dashboard-port": "ray_dashboard_port", "--node-manager-port": "ray_node_manager_port",
+    "--object-manager-port": "ray_object_manager_port", "--dashboard-agent-grpc-port": "ray_dashboard_agent_grpc_port",
+    "--dashboard-agent-listen-port": "ray_dashboard_agent_listen_port",
+    "--runtime-env-agent-port": "ray_runtime_env_agent_port", "--metrics-export-port": "ray_metrics_export_port",
+    "--min-worker-port": "ray_min_worker_port", "--max-worker-port": "ray_max_worker_port",
+    "--ray-client-server-port": "ray_client_server_port", "--num-cpus": "ray_num_cpus", "--num-gpus": "ray_num_gpus",
+    "--resources": "ray_resources", "--include-dashboard": "ray_head_include_dashboard", "--address": "the inventory",
+    "--head": "the inventory", "--block": "the role",
+}
+
+
+class _RayArg(vocabulary.Text):
+    """One argument of ``ray start`` in the unit's ExecStart line: one word systemd passes as it is, and none of the
+    options the roles set (:data:`ROLE_OPTIONS`)."""
+
+    def __init__(self, **kw):
+        super().__init__(empty=False, max_len=4096, what="one argument of ray start", **kw)
+
+    def check_text(self, value):
+        if re.search(r"\s", value) or _UNIT_SPECIAL.search(value):
+            raise Bad("be one argument of ray start, without spaces or any of %s (systemd reads them in the unit's "
+                      "ExecStart line)" % UNIT_CHARS)
+        option = value.split("=", 1)[0]
+        if option in ROLE_OPTIONS:
+            raise Bad("not be %s, which the role sets itself (from %s)" % (option, ROLE_OPTIONS[option]))
+        return value
+
+    def corpus(self):
+        return super().corpus().add("space", "--x y").add("specifier", "--x=%n").add("variable", "--x=$HOME").add(
+            "quote", '--system-config={"a":1}').add("dashboard_host", "--dashboard-host=0.0.0.0").add(
+            "node_ip_apart", "--node-ip-address")
 
 
 # ---- the rules: every variable a role checks, with its type ----------------------------------------------------
@@ -263,15 +302,22 @@ RULES = {
     "ray_venv": _Path(),
     "ray_umask": _Pattern(_UMASK, "be an octal umask such as 0027", ["0999", "27a"]),
     "ray_user": _Pattern(_USER, "be a user name (lowercase letters, digits, _ and -)", ["ray user", "Root"]),
-    "ray_num_cpus": _Either(("", None), 0, "be empty (Ray detects it) or a whole number from 0 up"),
-    "ray_num_gpus": _Either(("auto",), 0, "be auto or a whole number from 0 up"),
+    "ray_num_cpus": _Either(("", None), 0, "be empty (Ray detects it) or a whole number from 0 to 65536", 65536),
+    "ray_num_gpus": _Either(("auto",), 0, "be auto or a whole number from 0 to %d" % vocabulary.MAX_GPUS,
+                            vocabulary.MAX_GPUS),
     "ray_resources": _Resources(),
-    "ray_extra_args": vocabulary.ListOf(_args_item()),
-    "ray_limit_nofile": _Either(("infinity",), 1, "be infinity or a whole number from 1 up"),
-    "ray_limit_nproc": _Either(("infinity",), 1, "be infinity or a whole number from 1 up"),
-    "ray_start_timeout": _Whole(1, "be a whole number from 1 up"),
-    "ray_head_idle_release_after": _Whole(0, "be a whole number of seconds, 0 for off"),
-    "ray_head_idle_check_every": _Whole(10, "be a whole number of seconds from 10"),
+    "ray_extra_args": vocabulary.ListOf(_RayArg()),
+    "ray_head_extra_args": vocabulary.ListOf(_RayArg()),
+    "ray_worker_extra_args": vocabulary.ListOf(_RayArg()),
+    # Where the dashboard (and the Jobs API) binds; empty: ray_private_ip. Never every address (0.0.0.0).
+    "ray_head_dashboard_host": vocabulary.Address(empty=True, hint=" (empty: the node's private address; reach the "
+                                                  "dashboard through an SSH tunnel)"),
+    "ray_limit_nofile": _Either(("infinity",), 1, "be infinity or a whole number from 1 to %d" % _LIMIT_MAX, _LIMIT_MAX),
+    "ray_limit_nproc": _Either(("infinity",), 1, "be infinity or a whole number from 1 to %d" % _LIMIT_MAX, _LIMIT_MAX),
+    "ray_start_timeout": _Whole(1, "be a whole number of seconds from 1 to %d" % _DAY, _DAY),
+    "ray_head_idle_release_after": _Whole(0, "be a whole number of seconds, 0 for off, at most %d (a year)"
+                                          % vocabulary.YEAR, vocabulary.YEAR),
+    "ray_head_idle_check_every": _Whole(10, "be a whole number of seconds from 10 to %d" % _DAY, _DAY),
     "ray_container_image": vocabulary.ImageRef(empty=True),
     "ray_container_image_archive": vocabulary.AbsPath(empty=True),
     "ray_container_engine": vocabulary.Choice(("auto", "podman", "docker")),
@@ -281,14 +327,14 @@ RULES = {
     "ray_container_mounts": vocabulary.ListOf(_Path()),
     "ray_firewall_controller": vocabulary.Address(empty=True),
     "ray_firewall": vocabulary.Switch(),
-    "ray_firewall_allow": vocabulary.ListOf(vocabulary.Cidr(world_switch="ray_firewall_allow_world")),
+    "ray_firewall_allow": vocabulary.Networks(world_switch="ray_firewall_allow_world"),
     "ray_firewall_allow_world": vocabulary.Switch(),
     "nfs_mount_server": vocabulary.Host(empty=True),
     "nfs_mount_export": _Path(),
     "nfs_mount_path": _Path(),
     "nfs_mount_options": _MountOptions(),
-    "nfs_mount_connect_timeout": _Whole(1, "be a whole number from 1 up"),
-    "nfs_mount_probe_timeout": _Whole(1, "be a whole number from 1 up"),
+    "nfs_mount_connect_timeout": _Whole(1, "be a whole number of seconds from 1 to %d" % _DAY, _DAY),
+    "nfs_mount_probe_timeout": _Whole(1, "be a whole number of seconds from 1 to %d" % _DAY, _DAY),
     "storage_lvm_devices": _Devices(),
     "storage_lvm_vg_name": _Pattern(_LVM_NAME, "be an LVM name (letters, digits, + _ . -, not starting with -)",
                                     ["-vg", "my lv", ".."]),

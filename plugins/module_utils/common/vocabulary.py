@@ -49,6 +49,8 @@ _REQUIREMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,\s-]*\])?
                           r"(?:(?:[<>=!~]=?|===)\s*[A-Za-z0-9*+!._-]+\s*(?:,\s*(?:[<>=!~]=?|===)\s*[A-Za-z0-9*+!._-]+\s*)*)?"
                           r"(?:\s*@\s*\S+)?(?:\s*;\s*[^;]+)?$")
 YEAR = 366 * 86400
+# The most GPUs one node can be said to have, for every count of them (ray_num_gpus, ray_node's num_gpus).
+MAX_GPUS = 1024
 
 
 class Bad(ValueError):
@@ -468,6 +470,8 @@ class Number(Type):
         low_bad = self.low is not None and (number <= self.low if self.above else number < self.low)
         if low_bad or (self.high is not None and number > self.high):
             if self.low is not None and self.high is not None:
+                if self.above:
+                    raise Bad("be a number%s above %s and at most %s" % (unit, self.low, self.high))
                 raise Bad("be a number%s from %s to %s" % (unit, self.low, self.high))
             if self.low is not None:
                 if self.above:
@@ -716,7 +720,8 @@ class GitUrl(Type):
 
     words = "a git URL without credentials"
     sample_value = "https://example.org/org/repo.git"
-    _SCP = re.compile(r"^[A-Za-z0-9_.-]+@[A-Za-z0-9_.-]+:[^\s]+$")
+    # user@host:path; neither user nor host starts with "-" (git clone -u@h:p reads -u as --upload-pack)
+    _SCP = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*@[A-Za-z0-9][A-Za-z0-9_.-]*:[^\s]+$")
 
     def shown(self, value):
         if isinstance(value, str) and self._SCP.match(value):
@@ -741,8 +746,8 @@ class GitUrl(Type):
         scheme = parts.scheme.lower()
         if scheme not in ("https", "http", "ssh", "git", "file"):
             raise Bad("be %s" % what)
-        if scheme != "file" and not parts.hostname:
-            raise Bad("be %s" % what)
+        if scheme != "file" and (not parts.hostname or not (_ip(parts.hostname) or _HOST.match(parts.hostname))):
+            raise Bad("be %s" % what)  # a host that is no host name (ssh://-oProxyCommand=.../x) is an option to ssh
         if "@" in parts.netloc and (scheme != "ssh" or ":" in parts.netloc.rsplit("@", 1)[0]):
             raise Bad("be %s without credentials: name the secret that holds a token in code.token_secret" % what)
         if parts.query or parts.fragment or "?" in value or "#" in value:
@@ -755,7 +760,8 @@ class GitUrl(Type):
             "ssh_password", "ssh://git:s3cr3tPass@github.com/org/x.git").add(
             "query_token", "https://github.com/org/x.git?access_token=s3cr3tQuery").add(
             "fragment", "https://github.com/org/x.git#s3cr3tFrag").add("scheme", "ftp://github.com/org/x.git").add(
-            "not_url", "github.com/org/x").add("empty", "").add("newline", "https://github.com/x\n")
+            "not_url", "github.com/org/x").add("empty", "").add("newline", "https://github.com/x\n").add(
+            "option_host", "ssh://-oProxyCommand=id/x.git").add("option_user", "-u@github.com:org/x.git")
 
 
 class ImageRef(Text):
@@ -799,11 +805,14 @@ class GitRef(Text):
     empty, max_len, pattern = False, 200, _GIT_REF
     what = "a branch, a tag or a full 40-character commit"
     sample_value = "main"
-    refused = re.compile(r"\.\.|//|@\{|/\Z|\.lock\Z")  # what git refuses in a ref name, of what _GIT_REF lets through
+    # What git refuses in a ref name, of what _GIT_REF lets through: "..", "//", "@{", a part starting with "." or
+    # ending in ".lock", a trailing "/" or "." ("." alone would be `git checkout .`, every file of the work tree).
+    refused = re.compile(r"\.\.|//|@\{|/\Z|\.lock\Z|(?:\A|/)\.|\.\Z")
 
     def corpus(self):
         return super().corpus().add("dotdot", "a..b").add("option", "--upload-pack=x").add("space", "a b").add(
-            "lock", "x.lock")
+            "lock", "x.lock").add("dot", ".").add("dot_part", "release/.hidden").add("upstream", "@{upstream}").add(
+            "ancestor", "HEAD~1").add("short_option", "-c")
 
 
 class HfRepoId(Text):
@@ -845,34 +854,99 @@ class Host(Text):
         return super().corpus().add("option", "-oProxyCommand=x").add("url", "http://h/").add("space", "a b")
 
 
+def unreachable(ip):
+    """Why other machines cannot reach ``ip`` (an ``ipaddress`` address) as this node's, or None when they can: the
+    "any" address in either spelling (``0.0.0.0``, ``::``, ``::ffff:0.0.0.0``), multicast, the IPv4 broadcast, or a
+    scoped address (``fe80::1%eth0``: its ``%`` is a specifier to systemd in a unit line, and the scope is this
+    node's own). Loopback stays good: a one-node cluster on 127.0.0.1 is a real setup."""
+    plain = ip.ipv4_mapped if ip.version == 6 and ip.ipv4_mapped else ip
+    if plain.is_unspecified or plain.is_multicast or str(plain) == "255.255.255.255":
+        return "not %s" % ip
+    if getattr(ip, "scope_id", None):
+        return "without a %%scope (%s is this node's own link-local name)" % ip
+    return None
+
+
 class Address(Text):
-    """An IP address a node can bind to and others can reach (not 0.0.0.0, not multicast)."""
+    """An IP address a node can bind to and others can reach (:func:`unreachable` says what is not)."""
 
     words = "an IP address others can reach"
     empty, max_len, what = False, 64, "an IP address (for example 10.0.0.5)"
     sample_value = "10.0.0.5"
+    reach = "be an address the other nodes can reach, %s"
 
     def check_text(self, value):
         if not value.strip() and self.empty:
             return ""
-        ip = _ip(value)
+        # Surrounding spaces: a role writes the variable as given into a unit line, where " 10.0.0.5" is two words.
+        ip = _ip(value) if value == value.strip() else None
         if ip is None:
             raise Bad("be %s" % self.what)
-        if ip.is_unspecified or ip.is_multicast:
-            raise Bad("be an address the other nodes can reach, not %s" % ip)
+        why = unreachable(ip)
+        if why:
+            raise Bad(self.reach % why)
         return str(ip)
 
     def corpus(self):
         return super().corpus().add("any", "0.0.0.0").add("any6", "::").add("name", "node-1").add(
-            "multicast", "224.0.0.1")
+            "multicast", "224.0.0.1").add("broadcast", "255.255.255.255").add("mapped_any", "::ffff:0.0.0.0").add(
+            "scoped", "fe80::1%eth0").add("spaces", " 10.0.0.5")
 
 
 WORLD_PREFIX = {4: 8, 6: 16}
 
 
+# IPv6 networks that carry IPv4 addresses: (network, where the 32 IPv4 bits start). A network of them opens what its
+# IPv4 part opens (::ffff:0:0/96 is every IPv4 address; 64:ff9b::/96 is the IPv4 internet through a NAT64 gateway;
+# 2002::/16 is it through 6to4), so the world rule judges that part.
+_EMBEDDED_IPV4 = ((ipaddress.ip_network("::ffff:0:0/96"), 96), (ipaddress.ip_network("::/96"), 96),
+                  (ipaddress.ip_network("64:ff9b::/96"), 96), (ipaddress.ip_network("2002::/16"), 16))
+_MAPPED = _EMBEDDED_IPV4[0][0]
+
+
+def ipv4_part(net):
+    """The IPv4 network an IPv6 ``net`` of IPv4-carrying addresses stands for (0.0.0.0/0 for a network holding one of
+    those ranges whole), else None."""
+    for base, start in _EMBEDDED_IPV4:
+        if net.version == 6 and net.supernet_of(base):
+            return ipaddress.ip_network("0.0.0.0/0")
+        if net.version == 6 and net.subnet_of(base):
+            bits = (int(net.network_address) >> (128 - start - 32)) & 0xFFFFFFFF
+            return ipaddress.ip_network((bits, min(32, net.prefixlen - start)), strict=False)
+    return None
+
+
+def ipv4_mapped_network(net):
+    """``net`` as nftables sees its packets: an IPv4-mapped network (``::ffff:10.0.0.0/104``) is the IPv4 one
+    (``10.0.0.0/8``), prefix kept; any other network as it is."""
+    if net.version == 6 and net.subnet_of(_MAPPED):
+        return ipv4_part(net)
+    return net
+
+
+def _public_size(net):
+    """How many addresses of the internet ``net`` opens: 0 for a private range (10.0.0.0/8, fd00::/8)."""
+    return 0 if net.is_private and not net.is_global else net.num_addresses
+
+
+def _world_size(version):
+    """The fewest addresses a world-open network holds: one bit more than the widest network allowed alone."""
+    return 1 << (33 - WORLD_PREFIX[4] if version == 4 else 129 - WORLD_PREFIX[6])
+
+
+def judged(net):
+    """The network the world rule judges for ``net``: itself, or, for an IPv6 network of IPv4-carrying addresses not
+    already too wide as IPv6, the IPv4 network it opens (::ffff:0:0/96 is 0.0.0.0/0)."""
+    if net.version == 6 and _public_size(net) >= _world_size(6):
+        return net
+    return ipv4_part(net) or net
+
+
 class Cidr(Text):
     """An IP address or network. A network wider than /8 (IPv4) or /16 (IPv6) opens to a large part of the internet:
-    refused unless ``world`` (the surface's explicit ``*_allow_world: true``)."""
+    refused unless ``world`` (the surface's explicit ``*_allow_world: true``); an IPv6 network carrying IPv4 addresses
+    is judged by its IPv4 part. Host bits after the prefix are refused: ``203.0.113.7/8`` would silently open the
+    whole /8 to someone who meant one machine."""
 
     words = "an IP network (not world-wide unless allowed)"
     empty, max_len, what = False, 64, "an IP address or network (for example 10.0.0.0/24)"
@@ -885,22 +959,74 @@ class Cidr(Text):
     def check(self, value):
         return self.check_in(value, {})
 
+    def allowed(self, context):
+        return self.world or (self.world_switch and context.get(self.world_switch) is True)
+
+    def opens(self, what, verb="opens"):
+        return "%s %s to the whole internet or a large part of it%s" % (
+            what, verb, " (set %s: true if that is really meant)" % self.world_switch if self.world_switch else "")
+
     def check_in(self, value, context):
         value = super().check(value)
         try:
             net = ipaddress.ip_network(value.strip(), strict=False)
         except ValueError:
             raise Bad("be %s" % self.what)
-        world = self.world or (self.world_switch and context.get(self.world_switch) is True)
-        if not world and net.prefixlen < WORLD_PREFIX[net.version] and not (net.is_private and not net.is_global):
-            raise Bad("be a network narrower than /%d: %s opens to the whole internet or a large part of it%s" % (
-                WORLD_PREFIX[net.version], net,
-                " (set %s: true if that is really meant)" % self.world_switch if self.world_switch else ""))
+        try:
+            ipaddress.ip_network(value.strip())
+        except ValueError:  # only the host bits, as the lenient parse above took it
+            raise Bad("be %s without bits set after the prefix (%s is inside %s: write %s for one address, or %s for the "
+                      "network)" % (self.what, value.strip(), net, value.strip().split("/")[0], net))
+        seen = judged(net)
+        if not self.allowed(context) and _public_size(seen) >= _world_size(seen.version):
+            raise Bad("be a network narrower than /%d: %s" % (WORLD_PREFIX[seen.version], self.opens(
+                str(net) if seen is net else "%s (all of %s)" % (net, seen))))
         return str(net)
 
     def corpus(self):
         return super().corpus().add("world", "0.0.0.0/0").add("world6", "::/0").add("half", "0.0.0.0/1").add(
-            "netmask_world", "0.0.0.0/0.0.0.0").add("not_network", "10.0.0.0/33").add("name", "example.org")
+            "netmask_world", "0.0.0.0/0.0.0.0").add("not_network", "10.0.0.0/33").add("name", "example.org").add(
+            "short_world", "0/0").add("mapped_world", "::ffff:0:0/96").add("nat64_world", "64:ff9b::/96").add(
+            "sixtofour_world", "2002::/16").add("host_bits", "203.0.113.7/8")
+
+
+class Networks(Type):
+    """A list of :class:`Cidr` that is also judged as a whole: narrow networks that together open as much as a network
+    refused alone (256 /8s, or 0.0.0.0/1 written as two /2s) are refused the same way, unless ``world_switch``."""
+
+    ansible = "list"
+    elements = "str"
+    words = "a list of IP networks (not world-wide together unless allowed)"
+
+    def __init__(self, world_switch="", max_items=1000, **kw):
+        super().__init__(**kw)
+        self.cidr = Cidr(world_switch=world_switch)
+        self.list = ListOf(self.cidr, max_items=max_items)
+        self.sample_value = [self.cidr.sample()]
+
+    def check(self, value):
+        return self.check_in(value, {})
+
+    def check_in(self, value, context):
+        nets = [ipaddress.ip_network(n) for n in self.list.check_in(value, context)]
+        if not self.cidr.allowed(context):
+            seen = [judged(n) for n in nets]
+            for version in (4, 6):
+                mine = [n for n in seen if n.version == version]
+                # Overlaps merged first: the same /8 given twice opens one /8.
+                if sum(_public_size(n) for n in ipaddress.collapse_addresses(mine)) >= _world_size(version):
+                    raise Bad("be networks that together stay narrower than /%d: %s" % (
+                        WORLD_PREFIX[version], self.cidr.opens("these %d networks together" % len(mine), "open")))
+        return [str(n) for n in nets]
+
+    def problems(self, value, where, context=None):
+        return self.list.problems(value, where, context) or super().problems(value, where, context)
+
+    def corpus(self):
+        c = Corpus(self.list.corpus())
+        # Each alone is narrow enough; together they open every IPv4 address, or as much as a /7.
+        return c.add("together_world", ["%d.0.0.0/8" % i for i in range(256)]).add(
+            "two_public_eights", ["1.0.0.0/8", "2.0.0.0/8"]).add("mapped_and_plain", ["::ffff:100.0.0.0/104", "101.0.0.0/8"])
 
 
 class Port(Int):
@@ -1019,23 +1145,76 @@ class PathOrUrl(Type):
 
 class Requirement(Text):
     """One Python requirement (``name[extras] <op> version``, ``name @ url``, markers); never an option line
-    (``--extra-index-url=...``, ``-r FILE``, ``-e .``), which would change where or how everything is installed."""
+    (``--extra-index-url=...``, ``-r FILE``, ``-e .``), which would change where or how everything is installed.
+
+    It becomes a line of a requirements file, where pip and uv expand ``${VAR}`` (a node's environment sent to any URL)
+    and a trailing ``\\`` joins the next line, so neither ``$`` nor ``\\`` is taken. A ``name @ url`` gives its URL
+    the rules of every URL here: no credentials, no query (a private index's credentials live in the nodes'
+    ``~/.netrc``); a fragment only as pip reads one (``#egg=``, ``#subdirectory=``, ``#sha256=``)."""
 
     words = "a Python requirement, not an option"
     empty, max_len = False, 1024
     what = "a requirement such as 'ray[default]==2.60.0' (not an option line such as --index-url or -r FILE)"
     sample_value = "ray==2.60.0"
+    _SCHEMES = ("https", "http", "file", "git+https", "git+http", "git+ssh", "git+file")
+    _FRAGMENT = re.compile(r"^(?:egg|subdirectory|sha1|sha256|sha384|sha512|md5)=[A-Za-z0-9_.+/-]+"
+                           r"(?:&(?:egg|subdirectory|sha1|sha256|sha384|sha512|md5)=[A-Za-z0-9_.+/-]+)*$")
+
+    @staticmethod
+    def _url(value):
+        """The URL of a ``name @ url`` requirement, or None."""
+        if not isinstance(value, str) or "@" not in value:
+            return None
+        rest = value.split("@", 1)[1].strip()
+        return re.split(r"\s*;", rest, maxsplit=1)[0].strip() or None
+
+    def _hides(self, value):
+        # Where a URL hides a token: before an @ in its host part, in its query or fragment.
+        url = self._url(value)
+        return url is not None and bool(re.search(r"[?#]", url) or "@" in url.split("://", 1)[-1].split("/", 1)[0])
+
+    def shown(self, value):
+        if self._hides(value):
+            return "got %s @ %s" % (_shown(value.split("@", 1)[0].strip()), url_shown(self._url(value)))
+        return super().shown(value)
+
+    def conceal(self, value):
+        return [value] if self._hides(value) else super().conceal(value)
 
     def check_text(self, value):
         text = value.strip()
-        if text.startswith("-") or not _REQUIREMENT.match(text) or re.search(r"\s-{1,2}[A-Za-z]", text):
+        if text.startswith("-") or not _REQUIREMENT.match(text) or re.search(r"\s-{1,2}[A-Za-z]|[;@]\s*-", text):
             raise Bad("be %s" % self.what)
+        if "$" in text or "\\" in text:
+            raise Bad("be %s without $ or \\ (a requirements file expands ${VAR} and joins a line ending in \\)"
+                      % self.what)
+        url = self._url(text)
+        if url is not None:
+            try:
+                parts = urlsplit(url)
+                parts.port  # noqa: B018
+            except ValueError:
+                raise Bad("be %s; its URL is not one" % self.what)
+            user = parts.netloc.rsplit("@", 1)[0] if "@" in parts.netloc else None
+            if parts.scheme.lower() not in self._SCHEMES:
+                raise Bad("be %s; its URL must start with %s" % (self.what, ", ".join(s + "://" for s in self._SCHEMES)))
+            if user is not None and (parts.scheme.lower() != "git+ssh" or ":" in user):
+                raise Bad("be %s; its URL must hold no credentials (put them in the nodes' ~/.netrc)" % self.what)
+            if parts.query or "?" in url or (parts.fragment and not self._FRAGMENT.match(parts.fragment)):
+                raise Bad("be %s; its URL must have no query string, and a fragment only as #egg=, #subdirectory= or "
+                          "#sha256= (a token does not belong in a URL)" % self.what)
         return text
 
     def corpus(self):
         return super().corpus().add("index", "--extra-index-url=https://evil.example/simple").add(
             "requirements_file", "-r /etc/shadow").add("editable", "-e .").add("trailing_option",
-                                                                               "ray --index-url=http://x")
+                                                                               "ray --index-url=http://x").add(
+            "marker_option", "ray;--index-url=http://x").add("url_option", "ray @ -e").add(
+            "env_expansion", "ray @ https://example.org/${HF_TOKEN}/ray.whl").add(
+            "continuation", "ray @ https://example.org/ray.whl\\").add(
+            "url_credentials", "ray @ https://user:s3cr3tPass@example.org/ray.whl").add(
+            "url_query_token", "ray @ https://example.org/ray.whl?token=s3cr3tQuery").add(
+            "url_scheme", "ray @ ftp://example.org/ray.whl")
 
 
 class SubmissionId(Text):

@@ -34,6 +34,7 @@ from email.utils import parsedate_to_datetime
 from urllib.error import HTTPError, URLError
 from urllib.parse import urlsplit
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import mask_values
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.numbers import loose_count, whole_number
 
@@ -192,7 +193,7 @@ def api_message(body):
         return ""
     try:
         data = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return _one_line(body)
     if isinstance(data, dict):
         # The on-demand API's errors carry a code beside the message (hyperbolic-go's APIError: Code, Message, Issues):
@@ -248,10 +249,14 @@ def check_number(name, value, minimum=0.0, maximum=None, integer=False, above=Fa
         raise HyperbolicError("%s must be a%s number, got %s" % (
             name, "n integer" if integer else "", _one_line(repr(value), 40))) from None
     if (number <= minimum if above else number < minimum) or (maximum is not None and number > maximum):
-        if maximum is not None:
-            bounds = "between %g and %g" % (minimum, maximum)
+        def shown_bound(x):  # 31622400, not 3.16224e+07
+            return "%d" % x if float(x).is_integer() else "%g" % x
+        if maximum is not None and above:
+            bounds = "more than %s and at most %s" % (shown_bound(minimum), shown_bound(maximum))
+        elif maximum is not None:
+            bounds = "between %s and %s" % (shown_bound(minimum), shown_bound(maximum))
         else:
-            bounds = "%s %g" % ("more than" if above else "at least", minimum)
+            bounds = "%s %s" % ("more than" if above else "at least", shown_bound(minimum))
         raise HyperbolicError("%s must be %s, got %s" % (name, bounds, _one_line(repr(value), 40)))
     return number
 
@@ -419,7 +424,9 @@ class HyperbolicClient:
         raw = body if isinstance(body, bytes) else str(body or "").encode("utf-8", "replace")
         try:
             return json.loads(raw.decode("utf-8"))
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            # RecursionError: arrays nested thousands deep, which no instance list is
+            exc = "nested too deeply" if isinstance(exc, RecursionError) else exc
             start = raw[:60].decode("utf-8", "replace")
             raise HyperbolicResponseError(
                 "malformed JSON from %s: %s (the answer starts with %s); is api_url the Hyperbolic API?" % (
@@ -591,6 +598,18 @@ def valid_ssh_host(host):
     return bool(_HOST_NAME.fullmatch(host)) and not host.rstrip(".").rsplit(".", 1)[-1].isdigit()
 
 
+NO_MACHINE = "is no machine's address (0.0.0.0, ::, multicast and broadcast name none; SSH to 0.0.0.0 reaches this one)"
+
+
+def no_machine(host):
+    """Whether an SSH host the API gave names no machine to connect to (vocabulary.unreachable: ``0.0.0.0``, ``::``,
+    multicast, broadcast, a scoped address). Loopback stays: the tests' machines are this one's sshd."""
+    try:
+        return bool(vocabulary.unreachable(ipaddress.ip_address(host)))
+    except ValueError:
+        return False
+
+
 def valid_ssh_user(user):
     """True for a POSIX-style login name."""
     return isinstance(user, str) and bool(_USER_OK.fullmatch(user))
@@ -702,6 +721,8 @@ def parse_ssh_command_strict(command, default_user=DEFAULT_SSH_USER):
     if not valid_ssh_host(host):
         raise ValueError("sshCommand %s: %s is not a host name or IP address" % (
             shown, _one_line(repr(host), 60)))
+    if no_machine(host):
+        raise ValueError("sshCommand %s: %s %s" % (shown, _one_line(repr(host), 60), NO_MACHINE))
     if user is None and not _is_name_like(host):
         raise ValueError("sshCommand %s is not of the form '%s'" % (shown, SSH_COMMAND_FORM))
     if user is not None and not valid_ssh_user(user):
@@ -739,6 +760,8 @@ def _ssh_from_networking(networking, default_user):
             if not valid_ssh_host(host):
                 raise ValueError("sshNetworking host %s is not a host name or IP address" % (
                     _one_line(repr(host), 60)))
+            if no_machine(host):
+                raise ValueError("sshNetworking host %s %s" % (_one_line(repr(host), 60), NO_MACHINE))
             port = _port(entry.get("port"))
             user = entry.get("user") or entry.get("username") or default_user
             if not valid_ssh_user(user):

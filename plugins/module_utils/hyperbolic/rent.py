@@ -49,6 +49,11 @@ LEGACY_BALANCE_PATH = "/billing/get_current_balance"
 APIS = ("on_demand", "marketplace")
 META_KEY = "rlinfra"
 LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
+# A rental's bounds, for provision.yml's switches (module_utils/common/cli.py) and hyperbolic_instance's arguments alike.
+MAX_INSTANCES = 256
+MAX_GPUS = 64
+# The highest max_price that still reads as a price (US dollars per GPU-hour): above it, a slip (2500 for 2.50).
+MAX_PRICE = 1000
 GONE = ("terminated", "terminating", "stopped", "deleted")
 FAILED = ("failed", "error")
 ONLINE = ("online", "running")

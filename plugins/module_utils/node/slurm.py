@@ -17,6 +17,8 @@ import re
 import shlex
 import subprocess
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+
 RUNNING = ("RUNNING",)
 WAITING = ("PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SUSPENDED", "STOPPED",
            "SIGNALING", "STAGE_OUT")
@@ -49,13 +51,17 @@ def _state(value):
 def job_from_json(data, job_id):
     """The job of ``scontrol --json show job ID``, as the fields the inventory needs."""
     jobs = data.get("jobs") if isinstance(data, dict) else None
-    if not jobs:
+    # Another shape (a mapping, a string, an item that is no mapping) is an answer this reader does not know: the
+    # text form is read instead, as for a Slurm without --json.
+    if not isinstance(jobs, list) or not jobs or not isinstance(jobs[0], dict):
         return None
     j = jobs[0]
-    gpus = gpus_from_tres(j.get("tres_per_node") or "", j.get("tres_alloc_str") or "", j.get("node_count"))
-    return {"job_id": str(j.get("job_id", job_id)), "name": j.get("name") or "", "state": _state(j.get("job_state")),
-            "reason": j.get("state_reason") or "", "partition": j.get("partition") or "", "nodes": j.get("nodes") or "",
-            "user": j.get("user_name") or "", "gpus_per_node": gpus}
+    gpus = gpus_from_tres(str(j.get("tres_per_node") or ""), str(j.get("tres_alloc_str") or ""), j.get("node_count"))
+    def text(key):  # a field of another type (a mapping where text belongs) reads as missing
+        return j.get(key) if isinstance(j.get(key), str) else ""
+    return {"job_id": str(j.get("job_id", job_id)), "name": text("name"), "state": _state(j.get("job_state")),
+            "reason": text("state_reason"), "partition": text("partition"), "nodes": text("nodes"),
+            "user": text("user_name"), "gpus_per_node": gpus}
 
 
 def job_from_text(text, job_id):
@@ -157,7 +163,8 @@ class Slurm:
                                  "--states", "PENDING,RUNNING,CONFIGURING,SUSPENDED,REQUEUED")
         if rc != 0:
             raise SlurmError("squeue --name %s failed: %s" % (name, _last(err or out)))
-        found = sorted((line.split() for line in out.splitlines() if line.strip()),
+        # "%i %T": the id and the state; a line of another shape is shown as it is, never unpacked
+        found = sorted(((line.split() + [""])[:2] for line in out.splitlines() if line.strip()),
                        key=lambda f: [int(x) for x in re.findall(r"\d+", f[0])])
         if not found:
             raise SlurmError("no pending or running Slurm job is named %r (squeue --name %s): allocate one, e.g. "
@@ -172,6 +179,8 @@ class Slurm:
         names = out.split()
         if rc != 0 or not names:
             raise SlurmError("scontrol show hostnames %s failed: %s" % (nodelist, _last(err or out)))
+        for name in names:
+            _check_host("node name", name)
         return names
 
     def addresses(self, names):
@@ -184,6 +193,8 @@ class Slurm:
             f = parse_oneliner(line.strip())
             if f.get("NodeName"):
                 found[f["NodeName"]] = {"addr": f.get("NodeAddr") or f["NodeName"], "hostname": f.get("NodeHostName") or ""}
+        for name, node in found.items():
+            _check_host("NodeAddr of node %s" % _shown(name), node["addr"])
         return found
 
     def allocation(self, job_id="", job_name=""):
@@ -199,6 +210,23 @@ class Slurm:
         if missing:
             raise SlurmError("scontrol show node did not describe %s of Slurm job %s" % (", ".join(missing), job["job_id"]))
         return job, [dict(addrs[n], name=n) for n in names]
+
+
+def _shown(text):
+    return repr(text if len(text) <= 80 else text[:77] + "...")
+
+
+def _check_host(what, value):
+    """A node's name or address becomes an inventory host and ansible_host, which ssh reads as its destination: a host
+    name or IP address (never ``-oProxyCommand=...``) that names a machine (not 0.0.0.0), else the one line."""
+    try:
+        vocabulary.Host().check(value)
+        ip = vocabulary._ip(value)
+        if ip is not None and vocabulary.unreachable(ip):
+            raise vocabulary.Bad("be a machine's address, %s" % vocabulary.unreachable(ip))
+    except vocabulary.Bad as e:
+        raise SlurmError("Slurm gave %s %s, which must %s: check the node's definition in slurm.conf (scontrol show node)"
+                         % (what, _shown(value), e))
 
 
 def _run(argv, timeout):

@@ -111,8 +111,8 @@ def allowed_sources(members, controller="", extra=()):
             net = ipaddress.ip_network(str(raw).strip(), strict=False)
         except ValueError:
             raise FirewallError("%s: %r is not an IP address or network" % (who, raw))
-        if isinstance(net, ipaddress.IPv6Network) and net.network_address.ipv4_mapped:
-            net = ipaddress.ip_network(str(net.network_address.ipv4_mapped))
+        # IPv4 packets, as nftables sees them (prefix kept: ::ffff:10.0.0.0/104 is 10.0.0.0/8, not 10.0.0.0/32)
+        net = vocabulary.ipv4_mapped_network(net)
         origin.setdefault(net, who)
     v4 = sorted((n for n in origin if n.version == 4), key=lambda n: (int(n.network_address), n.prefixlen))
     v6 = sorted((n for n in origin if n.version == 6), key=lambda n: (int(n.network_address), n.prefixlen))

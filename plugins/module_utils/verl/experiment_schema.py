@@ -302,14 +302,15 @@ SECTIONS = dict(
         entrypoint_num_cpus=_Quantity(), entrypoint_num_gpus=_Quantity(), entrypoint_memory=vocabulary.Int(0, strict=True),
         entrypoint_resources=vocabulary.Custom("dict", _custom_resources, [{"GPU": 1}, {"accel": "lots"}, {"x": -1}], {"x": 1}))),
     wait=vocabulary.Section(dict(
-        enabled=vocabulary.Switch(words=False), timeout=vocabulary.Int(1, strict=True), progress_interval=vocabulary.Int(1, strict=True),
-        poll_interval=vocabulary.Number(MIN_POLL_INTERVAL, strict=True, hint=" (the dashboard serves the whole cluster)"),
-        stop_on_timeout=vocabulary.Switch(words=False), stall_timeout=vocabulary.Int(0, strict=True, hint=" (0 is off)"),
-        outage_grace=vocabulary.Int(1, strict=True))),
+        enabled=vocabulary.Switch(words=False), timeout=vocabulary.Seconds(1, integer=True, strict=True),
+        progress_interval=vocabulary.Seconds(1, integer=True, strict=True),
+        poll_interval=vocabulary.Seconds(MIN_POLL_INTERVAL, strict=True, hint=" (the dashboard serves the whole cluster)"),
+        stop_on_timeout=vocabulary.Switch(words=False), stall_timeout=vocabulary.Seconds(0, integer=True, strict=True, hint=" (0 is off)"),
+        outage_grace=vocabulary.Seconds(1, integer=True, strict=True))),
     recovery=vocabulary.Section(dict(
         max_restarts=vocabulary.Int(0, 1000, strict=True), on=vocabulary.ListOf(vocabulary.Choice(RECOVERY_EVENTS)),
         backoff_s=vocabulary.Number(0, 86400, strict=True), min_nodes=vocabulary.Int(1, 10000, strict=True),
-        node_wait_timeout=vocabulary.Int(1, strict=True), allow_reshard=vocabulary.Switch(words=False))),
+        node_wait_timeout=vocabulary.Seconds(1, integer=True, strict=True), allow_reshard=vocabulary.Switch(words=False))),
     prefetch=vocabulary.Section(dict(
         hf_home=vocabulary.AbsPath(), models=vocabulary.ListOf(PREFETCH_ITEM), datasets=vocabulary.ListOf(PREFETCH_ITEM))),
     code=vocabulary.Section(dict(
