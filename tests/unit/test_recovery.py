@@ -191,7 +191,7 @@ def test_recovery_schema_is_checked_like_the_rest(tmp_path):
         ({"max_restarts": "3"}, None, "x.yml: recovery.max_restarts must be a whole number, got '3'"),
         ({"min_nodes": 0}, None, "x.yml: recovery.min_nodes must be a whole number from 1 to 10000, got 0"),
         ({"max_restarts": -1}, None, "x.yml: recovery.max_restarts must be a whole number from 0 to 1000, got -1"),
-        ({}, {"stall_timeout": -5}, "x.yml: wait.stall_timeout must not be negative, got -5 (0 is off)"),
+        ({}, {"stall_timeout": -5}, "x.yml: wait.stall_timeout must be a number of seconds from 0 to 31622400, got -5 (0 is off)"),
     ]:
         with pytest.raises(experiment.ExperimentError) as err:
             load(recovery, wait)
