@@ -14,6 +14,12 @@ description:
     C(<checkpoint_dir>/global_step_N/actor) is a complete verl FSDP checkpoint (shards, C(fsdp_config.json),
     C(huggingface/config.json)), and runs verl's model merger
     (C(python -m verl.model_merger merge --backend fsdp)) from O(venv) into a staging directory next to O(target).
+  - In container mode (the C(rlinfra_ray) local fact names a C(container), site.yml with C(ray_container_image), and
+    O(venv) is not set) the merger and the uploader run inside the head's running Ray container
+    (C(<engine> exec -i --env NAME ... rlinfra-ray-head python3 ...)) with the image's Python, the verl the jobs
+    trained with. The checkpoint and the target's directory must be seen inside (volumes at the same path,
+    C(ray_container_mounts)); one that is not, or a container that is not running, is one line before anything
+    changes.
   - The staging directory then replaces O(target), with a record (C(.rlinfra-merge.json)) of the step, the source
     and the shards' names, sizes and modification times; a re-run for the same checkpoint changes nothing, a
     checkpoint saved again under the same step is merged again. A failed merge leaves O(target) as it was.
@@ -49,6 +55,8 @@ options:
       - The Python environment holding verl.
       - Empty (the default) for the C(venv) of the C(rlinfra_ray) local fact of the host that runs the module
         (C(/etc/ansible/facts.d/rlinfra_ray.fact), written by site.yml); a host without one fails with one line.
+      - Empty where that fact says container mode (its C(container)), the image's C(python3) inside the head's
+        running Ray container instead (RV(runtime=container)). Set, it wins over the fact in either mode.
     type: path
     default: ""
   framework:
@@ -130,7 +138,18 @@ target:
   returned: always
   type: str
 venv:
-  description: The Python environment used (O(venv), or the C(rlinfra_ray) local fact's C(venv)).
+  description: The Python environment used (O(venv), or the C(rlinfra_ray) local fact's C(venv)); empty in container
+    mode.
+  returned: when the experiment is a verl one and the environment is known
+  type: str
+runtime:
+  description: Where verl's merger and the uploader run - V(venv) (from RV(venv)) or V(container) (inside
+    RV(container) with the image's Python).
+  returned: when the experiment is a verl one and the environment is known
+  type: str
+  choices: [venv, container]
+container:
+  description: The head's Ray container the merger runs in (container mode); empty otherwise.
   returned: when the experiment is a verl one and the environment is known
   type: str
 merged:
@@ -169,6 +188,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.ray import client as 
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import checkpoint as verl_checkpoint
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import mask_values
+from ansible_collections.rlinfra.verl.plugins.module_utils.node import container as node_container
 
 ARGS = vocabulary.Args(
     checkpoint_dir=vocabulary.AbsPath(required=True),
@@ -189,7 +209,8 @@ ARGS = vocabulary.Args(
 )
 ARGUMENT_SPEC = ARGS.spec
 
-# Runs in the cluster's venv: the token arrives on stdin and lives only in this process's environment.
+# Runs in the cluster's venv (or the head's container): the token arrives on stdin and lives only in this process's
+# environment.
 UPLOADER = r"""
 import os, sys
 os.environ["HF_TOKEN"] = sys.stdin.readline().strip()
@@ -225,25 +246,54 @@ class Merge:
         self.target = self.p["target"].rstrip("/")
         self.staging = None  # made by merge(), beside the target (owned.staging)
         self.venv = self.p["venv"]
-        self.python = None
+        self.container = {}  # container mode: ray_client.fact_container's answer
 
-    def find_venv(self):
-        """O(venv), else the venv of this host's rlinfra_ray local fact; else the task fails with one line."""
+    def find_runtime(self):
+        """O(venv); else this host's rlinfra_ray local fact: its container (container mode) or its venv; else the task
+        fails with one line."""
         if self.p["venv"]:
-            return self.p["venv"]
+            return
         where = "no Python environment with verl known on %s" % self.p["host_label"]
         try:
             fact = ray_client.local_ray_fact()
+            self.container = ray_client.fact_container(fact)
             venv = ray_client.fact_text(fact, "venv")
         except ray_client.RayError as e:
             self.fail("%s: %s, or set verl_job_venv" % (where, e))
+        if self.container:
+            return
         if not fact:
             self.fail("%s: it has no rlinfra_ray local fact (%s, written by site.yml) and verl_job_venv is not set"
                       % (where, ray_client.FACT_PATH))
         if not venv:
             self.fail("%s: its rlinfra_ray local fact (%s) names no venv and verl_job_venv is not set"
                       % (where, ray_client.FACT_PATH))
-        return venv
+        self.venv = venv
+
+    def command(self, args, env):
+        return node_container.python_command(args, env, venv=self.venv, container=self.container)
+
+    def see(self, paths):
+        """Container mode: the head's container runs and sees ``paths`` (container.check_visible); one line if not."""
+        if not self.container:
+            return
+        def run(argv, data=None):
+            proc = subprocess.run(argv, input=data, capture_output=True, text=True, check=False)
+            return proc.returncode, proc.stdout, proc.stderr
+        try:
+            node_container.check_running(run, self.container["engine_path"], self.container["name"])
+            node_container.check_visible(run, self.container["engine_path"], self.container["name"], paths)
+        except OSError as e:
+            self.fail("the head's container engine %s cannot run: %s; run site.yml" % (
+                self.container["engine_path"], e.strerror or e))
+        except node_container.ContainerError as e:
+            self.drop_staging()
+            self.fail(str(e))
+
+    def where(self):
+        if self.container:
+            return "%s the head's container engine" % self.container["engine_path"]
+        return "%s the cluster's venv" % self.venv
 
     def fail(self, msg, **extra):
         self.module.fail_json(msg=msg, target=self.target, merged=False, uploaded_to="", **extra)
@@ -254,15 +304,19 @@ class Merge:
 
     def merge(self, step, actor, print_):
         self.staging = owned.staging(self.target)
-        argv = [self.python, "-m", "verl.model_merger", "merge", "--backend", "fsdp", "--local_dir", actor,
-                "--target_dir", self.staging] + (["--trust-remote-code"] if self.p["trust_remote_code"] else [])
+        # The merger writes into the staging directory: a name no image holds by chance, so seen inside it is the
+        # host's (the target's directory seen before might be one of the image's own, such as /tmp).
+        self.see([(os.path.dirname(self.target), self.staging)])
         # Everything comes from the checkpoint (config and tokenizer in its huggingface/).
-        env = dict(os.environ, PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1")
+        argv, env = self.command(
+            ["-m", "verl.model_merger", "merge", "--backend", "fsdp", "--local_dir", actor,
+             "--target_dir", self.staging] + (["--trust-remote-code"] if self.p["trust_remote_code"] else []),
+            dict(PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1"))
         try:
             proc = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
         except OSError as e:
-            self.fail("verl's model merger could not start on %s: %s (is %s the cluster's venv?)" % (
-                actor, e.strerror, self.venv))
+            self.drop_staging()
+            self.fail("verl's model merger could not start on %s: %s (is %s?)" % (actor, e.strerror, self.where()))
         if proc.returncode != 0:
             self.drop_staging()
             tail = (proc.stdout.splitlines() + proc.stderr.splitlines())[-self.p["logs_tail_lines"]:]
@@ -288,11 +342,11 @@ class Merge:
 
     def upload(self, step, record):
         repo = self.p["hf_repo"]
-        env = dict(os.environ, PYTHONUNBUFFERED="1", HF_HUB_DISABLE_TELEMETRY="1")
+        env = dict(PYTHONUNBUFFERED="1", HF_HUB_DISABLE_TELEMETRY="1")
         if self.p["hf_endpoint"]:
             env["HF_ENDPOINT"] = self.p["hf_endpoint"]
-        argv = [self.python, "-c", UPLOADER, repo, self.target, "true" if self.p["hf_private"] else "false",
-                "rlinfra: %s step %d" % (self.p["experiment"], step)]
+        argv, env = self.command(["-c", UPLOADER, repo, self.target, "true" if self.p["hf_private"] else "false",
+                                  "rlinfra: %s step %d" % (self.p["experiment"], step)], env)
         proc = subprocess.run(argv, input=self.p["hf_token"] + "\n", env=env, capture_output=True, text=True,
                               check=False)
         if proc.returncode != 0:
@@ -314,8 +368,7 @@ class Merge:
             self.fail("verl_job_hf_repo is %s but no Hugging Face token is set: export HF_TOKEN=... where "
                       "ansible-playbook runs, or set verl_job_hf_token (or HF_TOKEN in verl_job_secrets, e.g. from "
                       "Ansible Vault)" % p["hf_repo"])
-        self.venv = self.find_venv()
-        self.python = os.path.join(self.venv, "bin", "python")
+        self.find_runtime()
         self.owned(lambda **kw: owned.check(self.target, **kw))
         try:
             step, actor, files = verl_checkpoint.merge_source(p["checkpoint_dir"], p["experiment"], p["step"], p["host_label"])
@@ -325,15 +378,23 @@ class Merge:
         record = verl_checkpoint.read_record(self.target)
         needed = verl_checkpoint.merge_needed(record, step, actor, print_, p["force"])
         check = self.module.check_mode
+        # A new merge's record has uploaded nothing yet.
+        upload = bool(p["hf_repo"]) and (needed or (record.get("uploaded") or {}).get(p["hf_repo"]) != step)
+        # Read only, so in check mode too: a dry run says a merge that could not run.
+        if needed:
+            self.see(verl_checkpoint.merge_paths_seen(actor, self.target))
+        elif upload:
+            self.see([(self.target, self.target)])
         if needed and not check:
             record = self.merge(step, actor, print_)
         uploaded = False
-        if p["hf_repo"] and not check and (record.get("uploaded") or {}).get(p["hf_repo"]) != step:
+        if upload and not check:
             record = self.upload(step, record)
             uploaded = True
         self.module.exit_json(
             changed=needed or uploaded, merged=needed, step=step, source=actor, target=self.target, record=record,
             uploaded_to=p["hf_repo"] if uploaded else "", venv=self.venv,
+            runtime="container" if self.container else "venv", container=self.container.get("name", ""),
             report=verl_checkpoint.report(p["experiment"], step, actor, self.target, needed, check, record, p["hf_repo"], uploaded))
 
 

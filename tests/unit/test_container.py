@@ -284,3 +284,55 @@ def test_the_purge_removes_only_the_recorded_image(tmp_path, module_runner, monk
     rmi = [c for c in engine.calls if c[1] == "rmi"]
     assert rmi == ([[PODMAN, "rmi", ID]] if recorded else []) and out["removed"] == recorded, out
     assert not state.exists()
+
+
+# Commands in the node's running container (verl_merge in container mode) --------------------------------------
+
+def test_exec_prefix_names_the_environment_never_its_values():
+    assert container.exec_prefix(PODMAN, "rlinfra-ray-head", {"PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1"}) == [
+        PODMAN, "exec", "-i", "--env", "HF_HUB_OFFLINE", "--env", "PYTHONUNBUFFERED", "rlinfra-ray-head"]
+    assert container.exec_prefix(PODMAN, "c", interactive=False) == [PODMAN, "exec", "c"]
+
+
+class Exec:
+    """Answers ``container inspect`` (running or not) and ``exec NAME test -d P`` (P in ``seen``); records the calls."""
+
+    def __init__(self, running="true", seen=()):
+        self.running, self.seen, self.calls = running, set(seen), []
+
+    def __call__(self, argv, data=None):
+        self.calls.append(list(argv))
+        if argv[1:3] == ["container", "inspect"]:
+            return (0, self.running + "\n", "") if self.running else (125, "", "Error: no such container")
+        if argv[1] == "exec" and argv[-3:-1] == ["test", "-d"]:
+            return (0 if argv[-1] in self.seen else 1), "", ""
+        raise AssertionError(argv)
+
+
+@pytest.mark.parametrize("running", ["false", ""])
+def test_a_container_not_running_is_one_line(running):
+    with pytest.raises(container.ContainerError) as e:
+        container.check_running(Exec(running), PODMAN, "rlinfra-ray-head")
+    assert str(e.value) == "the head's container rlinfra-ray-head is not running: run site.yml"
+
+
+def test_the_first_path_not_seen_inside_is_named_in_one_line():
+    engine = Exec(seen={"/data/ckpt", "/data/models/.x.staging-1"})
+    container.check_running(engine, PODMAN, "rlinfra-ray-head")
+    container.check_visible(engine, PODMAN, "rlinfra-ray-head", [("/data/ckpt", "/data/ckpt"),
+                                                                ("/data/models", "/data/models/.x.staging-1")])
+    assert engine.calls[-1] == [PODMAN, "exec", "rlinfra-ray-head", "test", "-d", "/data/models/.x.staging-1"]
+    with pytest.raises(container.ContainerError) as e:
+        container.check_visible(engine, PODMAN, "rlinfra-ray-head", [("/data/ckpt", "/data/ckpt"),
+                                                                    ("/scratch/models", "/scratch")])
+    assert str(e.value) == ("/scratch/models is not visible inside the head's container rlinfra-ray-head: add its "
+                            "volume to ray_container_mounts and run site.yml")
+
+
+def test_python_runs_from_the_venv_or_inside_the_container_with_values_out_of_the_arguments():
+    argv, env = container.python_command(["-m", "x"], {"HF_HUB_OFFLINE": "1"}, venv="/opt/venv")
+    assert argv == ["/opt/venv/bin/python", "-m", "x"] and env["HF_HUB_OFFLINE"] == "1"
+    argv, env = container.python_command(["-m", "x"], {"HF_HUB_OFFLINE": "1"},
+                                         container={"engine_path": PODMAN, "name": "rlinfra-ray-head"})
+    assert argv == [PODMAN, "exec", "-i", "--env", "HF_HUB_OFFLINE", "rlinfra-ray-head", "python3", "-m", "x"]
+    assert env["HF_HUB_OFFLINE"] == "1"

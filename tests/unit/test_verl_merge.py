@@ -319,3 +319,205 @@ def test_the_record_is_never_written_through_a_link(tmp_path):
     assert victim.read_text() == "root:x:0:0\n"
     assert json.loads((target / verl_checkpoint.RECORD).read_text()) == {"step": 20}
     assert oct(os.stat(target / verl_checkpoint.RECORD).st_mode & 0o777) == oct(0o644)
+
+
+# Container mode: the merger and the uploader run inside the head's Ray container, with the image's Python ------
+
+HEAD = "rlinfra-ray-head"
+
+# The stand-in for podman: ``container inspect`` says whether the head's container runs (a file "stopped" beside it
+# stops it); ``exec [-i] [--env NAME[=VALUE]] NAME python3 ...`` runs the test's Python with only the image's
+# packages (verl, huggingface_hub) and the named variables, valued from the exec's own environment as the engine
+# does; ``exec NAME test -d P`` answers from the real filesystem, except for the paths listed in "unseen" (a path
+# ending in "/" is seen, its children are not: a directory the image holds of its own, such as /tmp). Every argv is
+# recorded in calls.jsonl, every environment the container's Python got in env.jsonl.
+STAND_IN = '''#!%(python)s
+import json, os, sys
+here = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(here, "calls.jsonl"), "a") as f:
+    f.write(json.dumps(sys.argv) + "\\n")
+argv = sys.argv[1:]
+running = not os.path.exists(os.path.join(here, "stopped"))
+if argv[:2] == ["container", "inspect"]:
+    if argv[-1] != %(name)r:
+        sys.exit("Error: no such container %%s" %% argv[-1])
+    print("true" if running else "false")
+    sys.exit(0)
+assert argv[0] == "exec", argv
+args = argv[1:]
+if args[0] == "-i":
+    args = args[1:]
+env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": %(image)r}
+while args[0] == "--env":
+    key, eq, value = args[1].partition("=")
+    env[key] = value if eq else os.environ[key]
+    args = args[2:]
+name, cmd = args[0], args[1:]
+if name != %(name)r or not running:
+    sys.exit("Error: can only create exec sessions on running containers: container state improper")
+if cmd[:2] == ["test", "-d"]:
+    unseen = open(os.path.join(here, "unseen")).read().split() if os.path.exists(os.path.join(here, "unseen")) else []
+    path = cmd[2]
+    hidden = any(path.startswith(u) if u.endswith("/") else (path == u or path.startswith(u + "/")) for u in unseen)
+    sys.exit(0 if os.path.isdir(path) and not hidden else 1)
+assert cmd[0] == "python3", cmd
+with open(os.path.join(here, "env.jsonl"), "a") as f:
+    f.write(json.dumps(env) + "\\n")
+os.execve(sys.executable, [sys.executable] + cmd[1:], env)
+'''
+
+FAKE_HUB = '''
+import json, os
+class HfApi:
+    def __init__(self, endpoint=None, token=None):
+        self.token = token
+    def create_repo(self, **kw):
+        pass
+    def upload_folder(self, repo_id, folder_path, **kw):
+        with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "uploads.jsonl"), "a") as f:
+            files = sorted(set(os.listdir(folder_path)) - set(kw.get("ignore_patterns") or ()))
+            f.write(json.dumps({"repo": repo_id, "token": self.token, "files": files}) + "\\n")
+        return "https://hf.example/%s/commit/1" % repo_id
+'''
+
+TOKEN = "hf_secretSECRETsecret123"
+
+
+class Podman:
+    def __init__(self, tmp_path, fact_path):
+        self.dir = tmp_path / "engine"
+        self.image = tmp_path / "image"  # what the image's Python imports; the host's has neither verl nor the hub
+        for pkg, source in (("verl", {"__init__.py": "", "model_merger.py": FAKE_MERGER}),
+                            ("huggingface_hub", {"__init__.py": FAKE_HUB})):
+            (self.image / pkg).mkdir(parents=True)
+            for name, text in source.items():
+                (self.image / pkg / name).write_text(text)
+        self.dir.mkdir()
+        self.path = self.dir / "podman"
+        self.path.write_text(STAND_IN % dict(python=sys.executable, name=HEAD, image=str(self.image)))
+        self.path.chmod(0o755)
+        fact_path.write_text(json.dumps({"role": "head", "venv": "", "container": {
+            "engine": "podman", "engine_path": str(self.path), "name": HEAD, "image": "verlai/verl:test",
+            "image_id": "a" * 64}}))
+
+    def _lines(self, name):
+        path = self.dir / name if name != "uploads.jsonl" else self.image / name
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    def calls(self):
+        return self._lines("calls.jsonl")
+
+    def pythons(self):
+        return [c for c in self.calls() if "python3" in c]
+
+    def envs(self):
+        return self._lines("env.jsonl")
+
+    def uploads(self):
+        return self._lines("uploads.jsonl")
+
+    def hide(self, *paths):
+        (self.dir / "unseen").write_text("\n".join(str(p) for p in paths))
+
+    def stop(self):
+        (self.dir / "stopped").write_text("")
+
+
+@pytest.fixture
+def podman(tmp_path, fact_path):
+    return Podman(tmp_path, fact_path)
+
+
+def container_args(ckpt, tmp_path, **extra):
+    return dict(dict(checkpoint_dir=str(ckpt), experiment=EXP, target=str(tmp_path / "models" / EXP),
+                     host_label="head-0"), **extra)
+
+
+def test_in_container_mode_the_merge_and_the_upload_run_inside_the_head_container(ckpt, tmp_path, podman,
+                                                                                   module_runner):
+    out = module_runner(verl_merge.main, container_args(ckpt, tmp_path, hf_repo="me/model", hf_token=TOKEN))
+    assert out.get("failed") is not True, out
+    assert out["merged"] and out["step"] == 20 and out["uploaded_to"] == "me/model"
+    assert (out["runtime"], out["container"], out["venv"]) == ("container", HEAD, "")
+    target = tmp_path / "models" / EXP
+    assert (target / "config.json").read_text() == "merged"  # written by the image's verl, at the host's path
+    assert json.loads((target / verl_checkpoint.RECORD).read_text())["uploaded"] == {"me/model": 20}
+    merger, uploader = podman.pythons()
+    assert merger[:3] == [str(podman.path), "exec", "-i"] and merger[merger.index("python3") - 1] == HEAD
+    assert merger[merger.index("python3"):][:3] == ["python3", "-m", "verl.model_merger"]
+    assert uploader[:3] == [str(podman.path), "exec", "-i"] and uploader[uploader.index("python3") + 1] == "-c"
+    # Values reach the container through the exec's own environment, never its arguments; the token on stdin.
+    assert not any("=" in a for c in podman.pythons() for a in c[:c.index("python3")])
+    assert merger_env(podman)["HF_HUB_OFFLINE"] == "1" and merger_env(podman)["PYTHONUNBUFFERED"] == "1"
+    assert not any(TOKEN in a for c in podman.calls() for a in c)
+    assert all(TOKEN not in json.dumps(e) for e in podman.envs())
+    assert podman.uploads() == [{"repo": "me/model", "token": TOKEN, "files": ["config.json"]}]
+    # The checkpoint and the target's directory were seen inside first.
+    tests = [c[c.index(HEAD) + 1:] for c in podman.calls() if "test" in c]
+    assert tests[:2] == [["test", "-d", out["source"]], ["test", "-d", str(tmp_path)]]  # models/ was not made yet
+    assert sorted(os.listdir(tmp_path / "models")) == [EXP]
+    # A re-run runs nothing inside.
+    before = len(podman.pythons())
+    out = module_runner(verl_merge.main, container_args(ckpt, tmp_path, hf_repo="me/model", hf_token=TOKEN))
+    assert not out["changed"] and len(podman.pythons()) == before
+
+
+def merger_env(podman):
+    return podman.envs()[0]
+
+
+def test_an_explicit_venv_wins_over_the_container(ckpt, tmp_path, podman, module_runner):
+    out = module_runner(verl_merge.main, args(ckpt, tmp_path))
+    assert out["failed"] and "No module named 'verl'" in out["msg"]  # the venv's Python, without verl
+    assert podman.calls() == []
+
+
+@pytest.mark.parametrize("check_mode", [False, True])
+@pytest.mark.parametrize("hidden,shown", [
+    ("{ckpt}", "{ckpt}/global_step_20/actor"),
+    ("{tmp}/models", "{tmp}/models"),
+    ("{tmp}/models/", "{tmp}/models"),  # the directory is the image's own: the staging directory is not seen
+])
+def test_a_path_the_container_does_not_see_is_one_line_and_nothing_changes(ckpt, tmp_path, podman, module_runner,
+                                                                           hidden, shown, check_mode):
+    (tmp_path / "models").mkdir()
+    podman.hide(hidden.format(ckpt=ckpt, tmp=tmp_path))
+    before = _tree(tmp_path / "models"), _tree(ckpt)
+    out = module_runner(verl_merge.main, container_args(ckpt, tmp_path), check_mode=check_mode)
+    if check_mode and hidden.endswith("/"):
+        # A dry run makes no staging directory to test: it foresees the merge.
+        assert out.get("failed") is not True and out["merged"], out
+    else:
+        assert out["failed"] and out["msg"] == (
+            "%s is not visible inside the head's container %s: add its volume to ray_container_mounts and run site.yml"
+            % (shown.format(ckpt=ckpt, tmp=tmp_path), HEAD))
+    assert (_tree(tmp_path / "models"), _tree(ckpt)) == before
+    assert podman.pythons() == []
+
+
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_a_stopped_container_is_one_line(ckpt, tmp_path, podman, module_runner, check_mode):
+    podman.stop()
+    out = module_runner(verl_merge.main, container_args(ckpt, tmp_path), check_mode=check_mode)
+    assert out["failed"] and out["msg"] == "the head's container %s is not running: run site.yml" % HEAD
+    assert not (tmp_path / "models").exists() and podman.pythons() == []
+
+
+def test_a_missing_engine_is_one_line(ckpt, tmp_path, podman, module_runner):
+    podman.path.unlink()
+    out = module_runner(verl_merge.main, container_args(ckpt, tmp_path))
+    assert out["failed"] and "\n" not in out["msg"]
+    assert out["msg"].startswith("the head's container engine %s cannot run: " % podman.path), out["msg"]
+
+
+@pytest.mark.parametrize("container,words", [
+    ("podman", "container is str ('podman'), not an object"),
+    ({"engine_path": "podman", "name": HEAD}, "its container names no engine path or no container name"),
+    ({"engine_path": "/usr/bin/podman", "name": 7}, "container.name is"),
+])
+def test_a_damaged_container_fact_is_one_line(ckpt, tmp_path, fact_path, module_runner, container, words):
+    fact_path.write_text(json.dumps({"role": "head", "venv": "", "container": container}))
+    out = module_runner(verl_merge.main, container_args(ckpt, tmp_path))
+    assert out["failed"] and "\n" not in out["msg"] and words in out["msg"], out["msg"]
+    assert out["msg"].startswith("no Python environment with verl known on head-0: the rlinfra_ray local fact %s is "
+                                 "damaged: " % fact_path)

@@ -251,3 +251,47 @@ def state_content(found, ref, engine):
     """The record ray_node and ray_node_state read (its ``fingerprint``), as python_env_sync writes one for a venv."""
     return json.dumps({"fingerprint": fingerprint(found), "image": ref, "image_id": found["id"],
                        "digests": found.get("digests") or [], "engine": engine}, indent=2, sort_keys=True) + "\n"
+
+
+# Commands in a node's running container (``<engine> exec``): what runs with the image's Python on the node, e.g.
+# verl's model merger on the head (rlinfra.verl.verl_merge), so that it is the verl the jobs trained with.
+
+def exec_prefix(engine_path, name, env_names=(), interactive=True):
+    """The start of ``<engine> exec [-i] [--env NAME ...] <name>``, the command to follow. Each environment variable
+    by name only: the engine takes the value from the exec's own environment, so no value - no secret - is ever an
+    argument. ``interactive`` (``-i``) keeps the command's standard input open, how a token reaches it."""
+    argv = [engine_path, "exec"] + (["-i"] if interactive else [])
+    for env in sorted(set(env_names)):
+        argv += ["--env", env]
+    return argv + [name]
+
+
+def python_command(args, env, venv="", container=None):
+    """``(argv, environment)`` running ``python <args>`` with verl: from ``venv``, or - in container mode
+    (``container``: ray_client.fact_container's answer) - inside the node's running Ray container with the image's
+    ``python3``, the verl the jobs trained with. ``env``: what the command needs besides; in the container each is
+    named on the exec line and valued in the exec's own environment (exec_prefix), never an argument."""
+    environment = dict(os.environ, **env)
+    if container:
+        prefix = exec_prefix(container["engine_path"], container["name"], env)
+        return prefix + ["python3"] + list(args), environment
+    return [os.path.join(venv, "bin", "python")] + list(args), environment
+
+
+def check_running(run, engine_path, name, role="head"):
+    """ContainerError (one line) unless the engine runs the container ``name`` (Ray's unit started it)."""
+    rc, out, dummy = run([engine_path, "container", "inspect", "--format", "{{.State.Running}}", name])
+    if rc != 0 or out.strip().lower() != "true":
+        raise ContainerError("the %s's container %s is not running: run site.yml" % (role, name))
+
+
+def check_visible(run, engine_path, name, paths, role="head"):
+    """ContainerError (one line) for the first directory not seen inside the container at its own path.
+    ``paths``: ``(shown, tested)`` pairs - the path the message names and the one tested (e.g. a directory of this
+    run's own beside it, which no image can hold by chance as it can hold ``/tmp``). The volumes are mounted at the
+    same path inside as outside (run_prefix), so a path outside every volume is the one to name."""
+    for shown, tested in paths:
+        rc, dummy, dummy2 = run(exec_prefix(engine_path, name, interactive=False) + ["test", "-d", tested])
+        if rc != 0:
+            raise ContainerError("%s is not visible inside the %s's container %s: add its volume to "
+                                 "ray_container_mounts and run site.yml" % (shown, role, name))

@@ -320,6 +320,30 @@ def fact_text(fact, key, path=None):
     return value.strip()
 
 
+def fact_container(fact, path=None):
+    """``{"engine_path", "name", "image"}`` of the container Ray runs in on this host when its fact says container mode
+    (``container`` set by site.yml with ``ray_container_image``), else {}. A ``container`` that is not an object, or
+    names no absolute engine path or no container, is one line of RayError: a venv must not be guessed then."""
+    value = fact.get("container")
+    if not value:
+        return {}
+    where = "the rlinfra_ray local fact %s is damaged" % (path or FACT_PATH)
+    if not isinstance(value, dict):
+        raise RayError("%s: container is %s, not an object; run site.yml again to rewrite it" % (
+            where, _describe(value)))
+    out = {}
+    for key in ("engine_path", "name", "image"):
+        item = value.get(key)
+        if item is not None and not isinstance(item, str):
+            raise RayError("%s: container.%s is %s, not a string; run site.yml again to rewrite it" % (
+                where, key, _describe(item)))
+        out[key] = (item or "").strip()
+    if not out["engine_path"].startswith("/") or not out["name"]:
+        raise RayError("%s: its container names no engine path or no container name; run site.yml again to rewrite "
+                       "it" % where)
+    return out
+
+
 def dashboard_target(address=None, auth_token=None, auth_token_path=None, fact_path=None):
     """Where a module connects and which token file it reads: ``dict(address, auth_token_path, fact, warning)``.
 

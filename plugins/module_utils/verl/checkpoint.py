@@ -167,3 +167,14 @@ def not_verl_report(experiment, framework):
     """The one line merge.yml ends with for an experiment that verl does not train (nothing is merged)."""
     return ("nothing to merge: experiment %s is a %s experiment, and merge.yml merges the FSDP actor checkpoints of "
             "verl experiments" % (experiment, framework))
+
+
+def merge_paths_seen(actor, target):
+    """``(shown, tested)`` directories the container must see before a merge into ``target``: the checkpoint, and the
+    target's directory - or, not made yet, its nearest existing parent (made on the host, it appears inside through
+    that one's volume)."""
+    parent = os.path.dirname(os.path.normpath(target))
+    tested = parent
+    while not os.path.isdir(tested) and os.path.dirname(tested) != tested:
+        tested = os.path.dirname(tested)
+    return [(actor, actor), (parent, tested)]
