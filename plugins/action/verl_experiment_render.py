@@ -4,8 +4,9 @@
 """Controller-side action ``rlinfra.verl.verl_experiment_render``: the Ray job of an experiment that
 ``verl_experiment`` loaded and validated (its result, ``loaded``), for the cluster's alive nodes (or the inventory's,
 in a dry run), and the preflight checks. Documentation: plugins/modules/verl_experiment_render.py. It never reads the
-experiment file, never contacts a host nor the Ray cluster, and never sees a secret's value (only which names are
-available)."""
+experiment file, never contacts the Ray cluster, and never sees a secret's value (only which names are available). It
+contacts its host (the head) in one case only: in container mode (``container``, the head's Ray container) the verl
+config check runs there, with the image's Python (rlinfra.verl.verl_config_check), instead of the controller's."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.verl import preflight
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl.experiment_schema import ExperimentError
 from ansible_collections.rlinfra.verl.plugins.plugin_utils import experiment_task
+from ansible_collections.rlinfra.verl.plugins.plugin_utils import node_script
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.experiment_task import role
 
 ARGS = vocabulary.Args(
@@ -38,6 +40,15 @@ ARGS = vocabulary.Args(
     preflight=vocabulary.Switch(default=True),
     fail_on_preflight=vocabulary.Switch(default=True),
     verl_config_check=vocabulary.Choice(("auto", "required", "skip"), default="auto"),
+    # Container mode: the head's Ray container, as rlinfra.verl.ray_cluster_info returns it from the rlinfra_ray fact;
+    # the verl config check then runs in it. Empty (a venv, a dry run): on the controller.
+    container=vocabulary.Options(dict(
+        engine=vocabulary.Choice(("podman", "docker")),
+        engine_path=vocabulary.AbsPath(),
+        name=vocabulary.Name(),
+        image=vocabulary.ImageRef(),
+        image_id=vocabulary.Text(empty=False, pattern=r"^[0-9a-f]{64}$", what="an image ID (64 hex characters)"),
+    ), suboptions=False, default={}),
     package_dir=vocabulary.AbsPath(relative=True, empty=True, default="", ansible="str"),
     wait=vocabulary.Switch(),
     wait_timeout=role("wait_timeout", "verl_job_wait_timeout", vocabulary.Seconds(1, integer=True)),
@@ -98,7 +109,8 @@ class ActionModule(experiment_task.ExperimentAction):
             checks.append(self._check_secrets(exp, present, missing))
             if exp.framework == "verl":
                 checks.append(self._check_verl(args["verl_config_check"], rendered["overrides"],
-                                               exp.entrypoint.get("config") or experiment.VERL_DEFAULTS["config"]))
+                                               exp.entrypoint.get("config") or experiment.VERL_DEFAULTS["config"],
+                                               args["container"], task_vars))
             checks.append(verl_preflight.check_resources(exp.framework, exp.conventions, rendered["nnodes"],
                                                          rendered["gpus_per_node"], nodes, cluster, rendered["resources"],
                                                          custom_known=source == "cluster"))
@@ -154,13 +166,21 @@ class ActionModule(experiment_task.ExperimentAction):
             "; optional and not set: %s" % ", ".join(n for n in exp.optional_secrets if n not in present)
             if any(n not in present for n in exp.optional_secrets) else ""))
 
-    def _check_verl(self, mode, overrides, config_name):
+    def _check_verl(self, mode, overrides, config_name, container, task_vars):
         if mode == "skip":
             return verl_preflight.check("verl_config", "skipped", "verl config check skipped (verl_job_verl_config_check=skip)")
-        result = verl_preflight.check_verl_config(overrides, config_name)
-        if mode == "required" and result["status"] == "skipped":
-            result["status"] = "failed"
-        return result
+        problem = verl_preflight.container_problem(container)
+        if problem:
+            return verl_preflight.check("verl_config", "failed", problem)
+        if container:
+            head = experiment_task.text(task_vars.get("inventory_hostname"))
+            res = node_script.call(self, task_vars, "rlinfra.verl.verl_config_check", dict(
+                engine_path=container["engine_path"], container=container["name"], image_id=container["image_id"],
+                node=head, overrides=list(overrides), config_name=config_name))
+            result = verl_preflight.image_check(res, container["image_id"], head)
+        else:
+            result = verl_preflight.check_verl_config(overrides, config_name)
+        return verl_preflight.apply_mode(result, mode)
 
     def _package(self, exp, package_dir):
         if not package_dir:

@@ -99,6 +99,14 @@ venv:
   returned: when the dashboard address is known
   type: str
   sample: /opt/rlinfra/venv
+container:
+  description:
+    - Container mode - the node's Ray container as the C(rlinfra_ray) local fact names it (C(engine), C(engine_path),
+      C(name), C(image), C(image_id)); V({}) for a venv.
+  returned: when the dashboard address is known
+  type: dict
+  sample: {"engine": "podman", "engine_path": "/usr/bin/podman", "name": "rlinfra-ray-head", "image": "verlai/verl:0.9.1",
+           "image_id": "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}
 alive_nodes:
   description: Number of alive nodes, head included.
   returned: always

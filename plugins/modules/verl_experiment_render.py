@@ -80,11 +80,20 @@ options:
     default: true
   verl_config_check:
     description:
-      - V(auto) composes verl's config when verl is importable on the controller and says it skipped it otherwise;
-        V(required) fails when it cannot; V(skip) does not try.
+      - V(auto) composes verl's config when verl is importable on the controller (in container mode, in the image, see
+        O(container)) and says it skipped it otherwise; V(required) fails when it cannot; V(skip) does not try.
     type: str
     choices: [auto, required, skip]
     default: auto
+  container:
+    description:
+      - Container mode - the head's Ray container as M(rlinfra.verl.ray_cluster_info) returns it (RV(rlinfra.verl.ray_cluster_info#module:container)),
+        from the head's C(rlinfra_ray) local fact. Given, the verl config check runs on the task's host (the head) with
+        the image's Python (M(rlinfra.verl.verl_config_check)) instead of the controller's, and its line names the image
+        and the head; an image without verl or hydra is a skipped check (failed under O(verl_config_check=required)).
+      - Empty (a venv, a dry run) - the controller's Python.
+    type: dict
+    default: {}
   package_dir:
     description: Directory on the controller where the working_dir zip is written (kept in memory when empty).
     type: str

@@ -65,6 +65,8 @@ class _Memory:
         return None
     def exec_module(self, module):
         exec(compile(_SOURCES.get(module.__name__, ""), "<rlinfra>/" + module.__name__, "exec"), module.__dict__)
+    def get_source(self, name):
+        return _SOURCES.get(name, "")
 sys.meta_path.insert(0, _Memory())
 from %(package)s.%(module)s import %(function)s
 from %(package)s.common.plain_module import PlainModule
@@ -302,6 +304,7 @@ SCRIPTED = {
     "rlinfra.verl.ray_job_poll": ("ray.job_poll", "poll"),
     "rlinfra.verl.ray_node_state": ("ray.node_state", "node_state"),
     "rlinfra.verl.verl_submit": ("ray.job_submit", "submit_job"),
+    "rlinfra.verl.verl_config_check": ("verl.image_config_check", "check"),
 }
 
 

@@ -36,6 +36,14 @@ def _text(value):
     return value.strip() if isinstance(value, str) else ""
 
 
+def container_of(fact):
+    """The fact's container (container mode: engine_path, name, image_id, ...) when it names one, else {} (a venv)."""
+    value = fact.get("container")
+    if not isinstance(value, dict) or not all(_text(value.get(k)) for k in ("engine_path", "name", "image_id")):
+        return {}
+    return dict((k, v) for k, v in value.items() if isinstance(v, str))
+
+
 def summarize(nodes, expected, resolved):
     alive = [n for n in nodes if n.get("state") == "ALIVE"]
     out = dict(alive_nodes=len(alive), nodes=alive,
@@ -68,7 +76,7 @@ def info(p, module):
         client = client_from_module(module, retries=0 if waiting else 3)
     except RayError as e:
         return _failed(msg=str(e))
-    used = dict(address=client.address, venv=_text(client.fact.get("venv")))
+    used = dict(address=client.address, venv=_text(client.fact.get("venv")), container=container_of(client.fact))
     deadline = time.monotonic() + p["timeout"]
     all_nodes, last_error = [], None
     pauses = poll_pauses(POLL_INTERVAL)

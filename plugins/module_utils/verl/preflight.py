@@ -5,8 +5,9 @@
 the cluster has spent minutes starting a run:
 
 * ``verl_config``: compose verl's own Hydra config (``ppo_trainer`` by default) with the rendered
-  overrides. Needs ``verl`` (installed with ``--no-deps``, only its config files are read; verl is
-  never imported), ``hydra-core`` and ``omegaconf`` in the controller's Python; skipped, saying
+  overrides (verl/config_check.py). Needs ``verl`` (installed with ``--no-deps``, only its config files
+  are read; verl is never imported), ``hydra-core`` and ``omegaconf`` in the controller's Python -
+  or, in container mode, in the image (verl/image_config_check.py, run on the head); skipped, saying
   so, when they are missing.
 * ``resources``: the cluster has the GPUs asked for and, per node, the CPUs verl's placement
   groups reserve (rule below).
@@ -25,19 +26,17 @@ Each check is a dict ``{name, status: passed|failed|skipped, message}``.
 
 from __future__ import annotations
 
-import difflib
-import importlib.util
+import importlib.util  # noqa: F401 - the tests reach find_spec through this module
 import os
-import sys
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import package as ray_package
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl.experiment import SHAPE_KEYS
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.numbers import float_or_none, tidy
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl.config_check import (  # noqa: F401 - this module's API
+    INSTALL_HINT, check_verl_config, verl_config_dir)
 
 VERL_CPUS_PER_GPU = 3  # verl ResourcePoolManager.max_colocate_count: bundle {"CPU": 3, "GPU": 1} per GPU
 VERL_TASK_RUNNER_CPUS = 1  # verl's TaskRunner actor (plain @ray.remote: 1 CPU to schedule)
-_BASE_CACHE = {}
-INSTALL_HINT = "pip install --no-deps verl==0.9.1 && pip install hydra-core omegaconf"
 
 
 def check(name, status, message, **extra):
@@ -46,164 +45,38 @@ def check(name, status, message, **extra):
     return out
 
 
-# --------------------------------------------------------------------------------------------
-# verl's Hydra config
-# --------------------------------------------------------------------------------------------
+CONTAINER_KEYS = ("engine_path", "name", "image_id")
 
-def verl_config_dir():
-    """``<verl package>/trainer/config`` without importing verl, or None."""
-    try:
-        spec = importlib.util.find_spec("verl")
-    except (ImportError, ValueError):
+
+def container_problem(container):
+    """The line when ``container`` (the head's Ray container, from its rlinfra_ray fact) is given but cannot be run
+    in; None for a whole one or none ({}: a venv, a dry run)."""
+    if not container:
         return None
-    if spec is None or not spec.origin:
-        return None
-    path = os.path.join(os.path.dirname(spec.origin), "trainer", "config")
-    return path if os.path.isdir(path) else None
-
-
-def _verl_version(config_dir):
-    try:
-        from importlib import metadata
-
-        return metadata.version("verl")
-    except Exception:
-        return "unknown version"
-
-
-def _flat_keys(node, prefix=""):
-    out = []
-    if isinstance(node, dict):
-        for k, v in node.items():
-            key = "%s%s" % (prefix, k)
-            out.append(key)
-            out.extend(_flat_keys(v, key + "."))
-    return out
-
-
-def _missing_mandatory(cfg, OmegaConf):
-    """``???`` keys left in the composed config, except under a section with ``enable: false``."""
-    missing = []
-
-    def walk(node, prefix):
-        if OmegaConf.is_dict(node):
-            try:
-                if node.get("enable", None) is False:
-                    return
-            except Exception:
-                pass
-            for key in node.keys():
-                full = "%s%s" % (prefix, key)
-                if OmegaConf.is_missing(node, key):
-                    missing.append(full)
-                    continue
-                try:
-                    child = node._get_node(key)
-                except Exception:
-                    continue
-                if OmegaConf.is_dict(child):
-                    walk(child, full + ".")
-
-    walk(cfg, "")
-    return missing
-
-
-def _expected_type_problem(key, base_value, new_value):
-    if base_value is None or new_value is None or isinstance(base_value, str):
-        return None
-    if isinstance(base_value, bool):
-        ok = isinstance(new_value, bool)
-        want = "a boolean"
-    elif isinstance(base_value, int):
-        ok = isinstance(new_value, int) and not isinstance(new_value, bool)
-        want = "an integer"
-    elif isinstance(base_value, float):
-        ok = isinstance(new_value, (int, float)) and not isinstance(new_value, bool)
-        want = "a number"
-    else:
-        return None
-    if ok:
-        return None
-    return "%s=%r: verl expects %s here (its default is %r)" % (key, new_value, want, base_value)
-
-
-def check_verl_config(overrides, config_name="ppo_trainer", config_dir=None):
-    """Compose verl's config with ``overrides`` (argv items, as Hydra receives them)."""
-    name = "verl_config"
-    config_dir = config_dir or verl_config_dir()
-    if config_dir is None:
-        return check(name, "skipped", "verl config check skipped: verl is not installed in the controller's Python "
-                     "(%s); to catch misspelt keys before submitting: %s" % (sys.executable, INSTALL_HINT))
-    try:
-        from hydra import compose, initialize_config_dir
-        from hydra.core.global_hydra import GlobalHydra
-        from omegaconf import OmegaConf
-    except ImportError as e:
-        return check(name, "skipped", "verl config check skipped: %s in the controller's Python (%s); %s"
-                     % (e, sys.executable, INSTALL_HINT))
-    version = _verl_version(config_dir)
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(config_dir=config_dir, version_base=None):
-            key = (config_dir, config_name)
-            if key not in _BASE_CACHE:  # verl's defaults, to compare types and suggest keys
-                try:
-                    _BASE_CACHE[key] = compose(config_name, overrides=[])
-                except Exception as e:
-                    return check(name, "failed", "verl config %r cannot be composed from %s: %s"
-                                 % (config_name, config_dir, _one_line(e)))
-            base = _BASE_CACHE[key]
-            try:
-                cfg = compose(config_name, overrides=list(overrides))
-            except Exception as e:
-                return check(name, "failed", _compose_error(e, base, OmegaConf, version))
-    finally:
-        GlobalHydra.instance().clear()
-
-    problems = []
-    for item in overrides:
-        key = item.split("=", 1)[0].lstrip("+~")
-        if "=" not in item:
-            continue
-        try:
-            base_value = OmegaConf.select(base, key, throw_on_missing=False, throw_on_resolution_failure=False)
-            new_value = OmegaConf.select(cfg, key, throw_on_missing=False, throw_on_resolution_failure=False)
-        except Exception:
-            continue
-        problem = _expected_type_problem(key, base_value, new_value)
-        if problem:
-            problems.append(problem)
-    missing = _missing_mandatory(cfg, OmegaConf)
+    missing = [k for k in CONTAINER_KEYS if not container.get(k)]
     if missing:
-        problems.append("verl's config leaves %s unset (???): set %s in params (e.g. actor_rollout_ref.rollout.name: vllm)"
-                        % (", ".join(missing), "it" if len(missing) == 1 else "them"))
-    if problems:
-        return check(name, "failed", "verl config check (verl %s, %s): %s" % (version, config_name, "; ".join(problems)))
-    return check(name, "passed", "verl config check passed: %d override(s) compose with verl %s's %s"
-                 % (len(overrides), version, config_name))
+        return ("container names no %s: the verl config check cannot run in the head's image; pass the head's container "
+                "as rlinfra.verl.ray_cluster_info returns it (engine_path, name, image_id), or {} for a venv"
+                % " or ".join(missing))
+    return None
 
 
-def _compose_error(exc, base, OmegaConf, version):
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    cause = getattr(exc, "__cause__", None)
-    text = " ".join(lines[:2]) if lines else type(exc).__name__
-    if cause is not None and str(cause).strip():
-        first = str(cause).strip().splitlines()[0]
-        if first not in text:
-            text += " (%s)" % first
-    hint = ""
-    if "Could not override '" in text:
-        key = text.split("Could not override '", 1)[1].split("'", 1)[0]
-        keys = _flat_keys(OmegaConf.to_container(base, resolve=False))
-        close = difflib.get_close_matches(key, keys, n=1, cutoff=0.75)
-        if close:
-            hint = " Did you mean '%s'?" % close[0]
-    return "verl config check failed (verl %s): %s%s" % (version, text, hint)
+def image_check(res, image_id, head):
+    """The verl_config check from rlinfra.verl.verl_config_check's result ``res`` (run in the image on the head); a
+    failed task (the module refused its arguments, the script raised) is a failed check in one line."""
+    found = res.get("check") if isinstance(res, dict) else None
+    if not res.get("failed") and isinstance(found, dict) and found.get("status") in ("passed", "failed", "skipped"):
+        return dict(found, name="verl_config")
+    why = " ".join(str(res.get("msg") or "no result").split())[:500]
+    return check("verl_config", "failed", "verl config check could not run in image %s on %s: %s"
+                 % ((image_id or "?")[:12], head or "the head", why))
 
 
-def _one_line(exc):
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    return lines[0] if lines else type(exc).__name__
+def apply_mode(result, mode):
+    """``verl_job_verl_config_check``: under ``required`` a skipped check (no verl/hydra where it ran) fails."""
+    if mode == "required" and result["status"] == "skipped":
+        result = dict(result, status="failed")
+    return result
 
 
 # --------------------------------------------------------------------------------------------
