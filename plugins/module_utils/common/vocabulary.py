@@ -632,6 +632,23 @@ def url_shown(value):
                               ":%d" % port if port else "", rest)
 
 
+def _urlsplit_words(error):
+    """Why urlsplit refused a URL, as a line may repeat it: its own words, but never the part of the value it quotes
+    ("port could not be cast to integer value as '<token>'", "'<user>:<token>@host' does not appear to be an ipv4 or
+    ipv6 address", "netloc '<token>@host' contains invalid characters...")."""
+    text = str(error).lower()
+    words = text.split(":", maxsplit=1)[0]
+    if "'" not in text and '"' not in text:
+        return words
+    if text.startswith("port"):
+        return "the port is not a number"
+    if text.startswith("netloc"):
+        return "the host has characters a host name cannot have"
+    if "ipv4 or ipv6" in text:
+        return "a host in [ ] must be an IPv6 address"
+    return "it cannot be read as a URL"
+
+
 class Url(Type):
     """A URL with one of ``schemes``, a host, and no credentials: nothing before ``@`` in the host part, no query
     string or fragment (a token hides there); ``path`` False also refuses a path. Error lines show only scheme and
@@ -670,7 +687,7 @@ class Url(Type):
             parts = urlsplit(value)
             port = parts.port
         except ValueError as e:
-            raise Bad("be %s (%s)" % (what, str(e).split(":", maxsplit=1)[0].lower()))
+            raise Bad("be %s (%s)" % (what, _urlsplit_words(e)))
         if parts.scheme.lower() not in self.schemes:
             raise Bad("be %s" % what)
         if parts.scheme.lower() != "file" and not parts.hostname:
@@ -691,7 +708,9 @@ class Url(Type):
             "query_token", "https://example.org/x?token=s3cr3tQuery").add(
             "fragment", "https://example.org/x#s3cr3tFrag").add("scheme", "ftp://example.org/x").add(
             "no_host", "https:///x").add("space", "https://exa mple.org/").add(
-            "port_range", "https://example.org:70000/").add("newline", "https://example.org/\nx")
+            "port_range", "https://example.org:70000/").add("newline", "https://example.org/\nx").add(
+            "port_token", "https://user:s3cr3tPort").add("bracket_userinfo", "https://[user:s3cr3tBr@example.org]/").add(
+            "nfkc_userinfo", "https://s3cr3t\u2100@example.org/")
         if not self.default_scheme:
             c.add("not_url", "example.org")
         if "file" not in self.schemes:
@@ -767,16 +786,24 @@ class ImageRef(Text):
 
     @staticmethod
     def _credentials(value):
-        return isinstance(value, str) and "@" in value.split("/", 1)[0] and "@sha256:" not in value.split("/", 1)[0]
+        # An '@' belongs only to a digest at the end (@sha256:<64 hex>); any other may be user:password@ written
+        # anywhere (before the registry, after a scheme, after a path: https://u:p@registry/x, registry/u:p@x), so
+        # a value that has one is never shown.
+        return isinstance(value, str) and "@" in ImageRef._undigested(value)
+
+    @staticmethod
+    def _undigested(value):
+        return re.sub(r"@sha256:[a-f0-9]{64}\Z", "", value)
 
     def shown(self, value):
-        return "the value, which holds credentials, is not shown" if self._credentials(value) else super().shown(value)
+        return ("the value, which may hold credentials, is not shown" if self._credentials(value)
+                else super().shown(value))
 
     def conceal(self, value):
         return [value] if self._credentials(value) else super().conceal(value)
 
     def check(self, value):
-        if self._credentials(value):
+        if self._credentials(value) and "@sha256:" not in self._undigested(value):
             raise Bad("be a container image reference without credentials: set ray_container_registry_username and "
                       "ray_container_registry_password instead")
         return super().check(value)
@@ -784,7 +811,10 @@ class ImageRef(Text):
     def corpus(self):
         return super().corpus().add("credentials", "user:s3cr3tPass@registry.example/x:1").add(
             "upper", "Verlai/Verl:1").add("space", "verl ai").add("dash_first", "-x").add(
-            "short_digest", "x@sha256:abc").add("scheme", "https://registry.example/x")
+            "short_digest", "x@sha256:abc").add("scheme", "https://registry.example/x").add(
+            "scheme_credentials", "https://user:s3cr3tPass@registry.example/x:1").add(
+            "path_credentials", "registry.example/user:s3cr3tPass@x:1").add(
+            "tag_credentials", "registry.example/x:1@user:s3cr3tPass")
 
 
 class GitRef(Text):
@@ -990,10 +1020,15 @@ class PathOrUrl(Type):
         self.path, self.url = AbsPath(), Url(schemes=schemes)
 
     def _type(self, value):
-        return self.url if isinstance(value, str) and "://" in value else self.path
+        # Only a value that starts as a path is one: anything else is read as a URL, so that a URL written wrong
+        # (https:user:token@host, https:/token@host) is not shown back as a bad path, token and all.
+        return self.path if not isinstance(value, str) or value.startswith("/") or not value.strip() else self.url
 
     def check(self, value):
-        return self._type(value).check(value)
+        t = self._type(value)
+        if t is self.url and "://" not in value:
+            raise Bad("be an absolute path or a URL (%s)" % ", ".join(s + "://" for s in self.url.schemes))
+        return t.check(value)
 
     def shown(self, value):
         return self._type(value).shown(value)
@@ -1007,7 +1042,7 @@ class PathOrUrl(Type):
             for label, value, typed in t.corpus():
                 if value is not None:
                     c.add("%s_%s" % (kind, label), value, typed)
-        return c
+        return c.add("url_no_slashes", "https:user:s3cr3tPass@example.org/x").add("url_one_slash", "https:/s3cr3t@example.org/x")
 
 
 class Requirement(Text):
