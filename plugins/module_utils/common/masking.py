@@ -30,7 +30,10 @@ MASK_BYTES = MASK.encode("ascii")
 _SECRET = re.compile(r"""(?i)([A-Za-z0-9_.-]*(?:%s)[A-Za-z0-9_.-]*["']?\s*[=:]\s*["']?)(?!(?:bearer|basic)\s)([^\s"',;&)}\]]+)"""
                      % SECRET_NAME_PATTERN)
 _BEARER = re.compile(r"(?i)(\b(?:bearer|basic)\s+)([A-Za-z0-9._~+/=-]{8,})")
-_URL_PASSWORD = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^/\s:@]+:)([^@\s/]+)(@)")
+_URL_PASSWORD = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^/\s:@]*:)([^@\s/]+)(@)")
+# A token given as the user of a web URL (https://<token>@github.com/org/x.git): git, pip and curl send it as the
+# password. Over ssh a user alone (ssh://git@host) is a name, not a credential.
+_URL_TOKEN_USER = re.compile(r"(?i)(\b(?:[a-z0-9.-]+\+)?https?://)([^/\s:@]+)(@)")
 
 
 def _longest_first(values):
@@ -65,7 +68,18 @@ def mask_patterns(text):
     """``text`` with the values that look like secrets (by name, bearer, URL password) replaced by ``********``."""
     text = _BEARER.sub(lambda m: m.group(1) + MASK, str(text))
     text = _SECRET.sub(lambda m: m.group(1) + MASK, text)
-    return _URL_PASSWORD.sub(lambda m: m.group(1) + MASK + m.group(3), text)
+    text = _URL_PASSWORD.sub(lambda m: m.group(1) + MASK + m.group(3), text)
+    return _URL_TOKEN_USER.sub(lambda m: m.group(1) + MASK + m.group(3), text)
+
+
+def holds_credentials(text):
+    """Whether ``text`` carries a credential by its shape alone, whatever it is called: a password or token in a URL
+    (``https://user:pw@host``, ``https://<token>@host``) or an ``Authorization`` value (``Bearer <token>``). What a
+    value that goes on a command line or into a shown file must not hold. A ``NAME=value`` with a secret-like name is
+    left to the name rules: ``/data/keys:/opt/x`` (a PYTHONPATH) has that shape and no secret."""
+    if not isinstance(text, str):
+        return False
+    return bool(_BEARER.search(text) or _URL_PASSWORD.search(text) or _URL_TOKEN_USER.search(text))
 
 
 def redact(data, variants, maskers=(), mask=MASK_BYTES):

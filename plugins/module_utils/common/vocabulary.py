@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 
 NOTSET = object()
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import MASK
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import MASK, holds_credentials
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -99,6 +99,10 @@ def type_word(value):
 
 
 def _shown(value):
+    # Whatever the field, a value shaped like a credential (https://user:<token>@host, Bearer <token>) is never
+    # repeated: a name, a requirement or a list given one by mistake would otherwise show it back.
+    if credential_strings(value):
+        return "a value that looks like it holds a credential (not shown)"
     if isinstance(value, str):
         return repr(_short(value))
     if value is None:
@@ -114,6 +118,11 @@ def _leaves(value):
     if isinstance(value, (list, tuple)):
         return [x for v in value for x in _leaves(v)]
     return [value] if isinstance(value, str) and value else []
+
+
+def credential_strings(value):
+    """The strings of ``value`` (keys and items included) shaped like a credential (masking.holds_credentials)."""
+    return [x for x in _leaves(value) if holds_credentials(x)]
 
 
 def one_line(value, what="one line of text"):
@@ -186,7 +195,7 @@ class Type:
 
     def conceal(self, value):
         """The strings of a refused ``value`` that no output may hold (Ansible masks them, the invocation included)."""
-        return _leaves(value) if self.secret else []
+        return _leaves(value) if self.secret else credential_strings(value)
 
     def shown(self, value):
         """How an error line shows a bad value: never a secret."""
@@ -291,7 +300,7 @@ class Text(Type):
         c = super().corpus().add("nul", "a\x00b").add("too_long", "x" * (self.max_len + 1))
         if not self.lines:
             c.add("newline", "a\nb")
-        c.add("list", ["x"], typed=True)
+        c.add("list", ["x"], typed=True).add("list_credentials", ["https://user:s3cr3t@example.org/x"], typed=True)
         if not self.empty:
             c.add("empty", "").add("blank", "  ")
         return c
@@ -310,7 +319,7 @@ class Name(Text):
 
     def corpus(self):
         return super().corpus().add("slash", "a/b").add("space", "a b").add("dash_first", "-x").add(
-            "dotdot", "..").add("unicode", "j\u00f6b")
+            "dotdot", "..").add("unicode", "j\u00f6b").add("url_credentials", "https://user:s3cr3t@example.org")
 
 
 class Choice(Type):
@@ -865,7 +874,8 @@ class Host(Text):
         return text
 
     def corpus(self):
-        return super().corpus().add("option", "-oProxyCommand=x").add("url", "http://h/").add("space", "a b")
+        return super().corpus().add("option", "-oProxyCommand=x").add("url", "http://h/").add("space", "a b").add(
+            "url_credentials", "https://s3cr3t@example.org")
 
 
 class Address(Text):
@@ -1058,12 +1068,16 @@ class Requirement(Text):
         text = value.strip()
         if text.startswith("-") or not _REQUIREMENT.match(text) or re.search(r"\s-{1,2}[A-Za-z]", text):
             raise Bad("be %s" % self.what)
+        if holds_credentials(text):  # name @ https://user:<token>@host/x.whl: it would be in uv's argv and the output
+            raise Bad("be a requirement without credentials in its URL (they go in the nodes' ~/.netrc, which uv reads)")
         return text
 
     def corpus(self):
         return super().corpus().add("index", "--extra-index-url=https://evil.example/simple").add(
             "requirements_file", "-r /etc/shadow").add("editable", "-e .").add("trailing_option",
-                                                                               "ray --index-url=http://x")
+                                                                               "ray --index-url=http://x").add(
+            "url_credentials", "ray @ https://user:s3cr3t@example.org/ray.whl").add(
+            "url_token_user", "ray @ https://s3cr3t@example.org/ray.whl")
 
 
 class SubmissionId(Text):
