@@ -34,6 +34,9 @@ _URL_PASSWORD = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^/\s:@]*:)([^@\s/]+)(@)
 # A token given as the user of a web URL (https://<token>@github.com/org/x.git): git, pip and curl send it as the
 # password. Over ssh a user alone (ssh://git@host) is a name, not a credential.
 _URL_TOKEN_USER = re.compile(r"(?i)(\b(?:[a-z0-9.-]+\+)?https?://)([^/\s:@]+)(@)")
+# A URL's query, whole: a signed download URL (a CDN's Signature=, X-Amz-Signature=) is a credential for its file
+# whatever its parameters are called, and an error text of an HTTP client repeats the URL it failed on.
+_URL_QUERY = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^\s?#'\"]*\?)([^\s#'\"]+)")
 
 
 def _longest_first(values):
@@ -65,11 +68,13 @@ def masked(value, secrets):
 
 
 def mask_patterns(text):
-    """``text`` with the values that look like secrets (by name, bearer, URL password) replaced by ``********``."""
+    """``text`` with the values that look like secrets (by name, bearer, a URL's password, user-token or query)
+    replaced by ``********``."""
     text = _BEARER.sub(lambda m: m.group(1) + MASK, str(text))
     text = _SECRET.sub(lambda m: m.group(1) + MASK, text)
     text = _URL_PASSWORD.sub(lambda m: m.group(1) + MASK + m.group(3), text)
-    return _URL_TOKEN_USER.sub(lambda m: m.group(1) + MASK + m.group(3), text)
+    text = _URL_TOKEN_USER.sub(lambda m: m.group(1) + MASK + m.group(3), text)
+    return _URL_QUERY.sub(lambda m: m.group(1) + MASK, text)
 
 
 def holds_credentials(text):

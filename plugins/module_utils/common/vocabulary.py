@@ -641,7 +641,7 @@ def url_shown(value):
                               ":%d" % port if port else "", rest)
 
 
-def _urlsplit_words(error):
+def urlsplit_words(error):
     """Why urlsplit refused a URL, as a line may repeat it: its own words, but never the part of the value it quotes
     ("port could not be cast to integer value as '<token>'", "'<user>:<token>@host' does not appear to be an ipv4 or
     ipv6 address", "netloc '<token>@host' contains invalid characters...")."""
@@ -696,7 +696,7 @@ class Url(Type):
             parts = urlsplit(value)
             port = parts.port
         except ValueError as e:
-            raise Bad("be %s (%s)" % (what, _urlsplit_words(e)))
+            raise Bad("be %s (%s)" % (what, urlsplit_words(e)))
         if parts.scheme.lower() not in self.schemes:
             raise Bad("be %s" % what)
         if parts.scheme.lower() != "file" and not parts.hostname:
