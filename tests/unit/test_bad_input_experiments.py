@@ -250,6 +250,9 @@ ROWS = [
         "an experiment file is shown by the dry run and its env by the job's runtime_env to every dashboard reader: "
         "list wandb_api_key in secrets: and give its value in verl_job_secrets (e.g. Ansible Vault) or the "
         "controller's environment"),
+    row("env_secret_value_newline", HEAD + "env: {HF_TOKEN: \"hf_abc\\nX-Evil: 1\"}\n",
+        'env_secret_value_newline.yml: env.HF_TOKEN must be one line of text or a number (quote true/false: "true") '
+        "without line breaks or control characters (the value is not shown)"),
     row("env_url_with_password", HEAD + "env: {PIP_INDEX_URL: 'https://__token__:pw@example.org/simple'}\n",
         "env_url_with_password.yml: env.PIP_INDEX_URL holds what looks like a credential (a password or token in a "
         "URL, or a bearer token), and an experiment file is shown by the dry run and its env by the job's runtime_env "

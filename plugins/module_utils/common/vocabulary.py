@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 NOTSET = object()
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import MASK, holds_credentials
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.secret_names import is_secret_name
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -120,6 +121,11 @@ def _leaves(value):
     return [value] if isinstance(value, str) and value else []
 
 
+def _unshown(t, value):
+    """Whether ``t``'s line leaves ``value`` out (a credential-shaped one, :func:`_shown` says so itself)."""
+    return t.secret or bool(t.conceal(value)) and not credential_strings(value)
+
+
 def credential_strings(value):
     """The strings of ``value`` (keys and items included) shaped like a credential (masking.holds_credentials)."""
     return [x for x in _leaves(value) if holds_credentials(x)]
@@ -198,8 +204,9 @@ class Type:
         return _leaves(value) if self.secret else credential_strings(value)
 
     def shown(self, value):
-        """How an error line shows a bad value: never a secret."""
-        return "the value is not shown" if self.secret else "got %s" % _shown(value)
+        """How an error line shows a bad value: never a secret, nor a value holding what :meth:`conceal` hides (a
+        mapping of environment variables with a secret's value in it)."""
+        return "the value is not shown" if _unshown(self, value) else "got %s" % _shown(value)
 
     def line(self, name, value, bad):
         name = self.label or name
@@ -1116,7 +1123,7 @@ class ListOf(Type):
         return spec
 
     def shown(self, value):
-        return "the value is not shown" if self.secret else "got %s" % _shown(value)
+        return "the value is not shown" if _unshown(self, value) else "got %s" % _shown(value)
 
     def check(self, value):
         return self.check_in(value, {})
@@ -1177,11 +1184,16 @@ class MapOf(Type):
                 k2 = self.key.check(k)
             except Bad as e:
                 raise Inner(" (a key)", self.key, k, e)
+            t = self.value_for(k2)
             try:
-                out[k2] = self.value.check(v) if v is not None or not self.value.nullable else None
+                out[k2] = t.check(v) if v is not None or not t.nullable else None
             except Bad as e:
-                raise Inner(".%s" % _short(str(k2), 60), self.value, v, e)
+                raise Inner(".%s" % _short(str(k2), 60), t, v, e)
         return out
+
+    def value_for(self, key):
+        """The type of the value under ``key``: :attr:`value`, unless the key says more (:class:`EnvMap`)."""
+        return self.value
 
     def problems(self, value, where, context=None):
         if not isinstance(value, dict) or len(value) > self.max_items:
@@ -1197,7 +1209,7 @@ class MapOf(Type):
     def conceal(self, value):
         if not isinstance(value, dict):
             return self.value.conceal(value)
-        return [x for k, v in value.items() for x in self.key.conceal(k) + self.value.conceal(v)]
+        return [x for k, v in value.items() for x in self.key.conceal(k) + self.value_for(k).conceal(v)]
 
     def corpus(self):
         c = super().corpus().add("list", ["x"], typed=True)
@@ -1219,11 +1231,33 @@ class EnvMap(MapOf):
         super().__init__(EnvName(), Text(max_len=131071), **kw)
         self.sample_value = {"PYTHONUNBUFFERED": "1"}
 
+    def value_for(self, key):
+        # HF_TOKEN: "<token>\n" is refused like any value with a line break, but its line must not show the token.
+        return Unshown(self.value) if isinstance(key, str) and is_secret_name(key) else self.value
+
     def check(self, value):
         if isinstance(value, dict):
             value = dict((k, str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
                           else v) for k, v in value.items())
         return super().check(value)
+
+    def corpus(self):
+        return super().corpus().add("secret_value_newline", {"HF_TOKEN": "s3cr3t\nx"}).add(
+            "secret_value_list", {"WANDB_API_KEY": ["s3cr3t"]}, typed=True)
+
+
+class Unshown(Type):
+    """``t``'s rule, but its values are never shown: an environment value whose variable's name says it is a secret."""
+
+    secret = True
+
+    def __init__(self, t, **kw):
+        super().__init__(**kw)
+        self.t = t
+        self.nullable = t.nullable
+
+    def check(self, value):
+        return self.t.check(value)
 
 
 class _UnknownKey(Type):
