@@ -136,6 +136,9 @@ ROWS = [
     rule("index_url_without_slashes", {"python_env_index_url": "https:user:s3cr3t@pypi.example/simple"},
          "python_env_index_url must be an https:// or http:// or file:// URL with a host, got a value that is not a "
          "URL (not shown) (credentials for a private index go in the nodes' ~/.netrc, which uv reads)"),
+    rule("private_key_for_public", {"hyperbolic_ssh_public_key": "-----BEGIN OPENSSH PRIVATE KEY-----\ns3cr3t\n"},
+         "hyperbolic_ssh_public_key must be one OpenSSH public key line (ssh-ed25519 AAAA... comment) without line "
+         "breaks or control characters, got a value that looks like it holds a credential (not shown)"),
     rule("env_nested", {"ray_env": {"X": {"y": 1}}},
          "ray_env.X must be one line of text, got {'y': 1} (a mapping)"),
     rule("env_as_string", {"ray_env": "A=1"}, "ray_env must be a mapping, got 'A=1'"),

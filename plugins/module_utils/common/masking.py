@@ -77,14 +77,19 @@ def mask_patterns(text):
     return _URL_QUERY.sub(lambda m: m.group(1) + MASK, text)
 
 
+# A private key pasted where a public one or a name belongs (hyperbolic_ssh_public_key): its first line says so.
+_PRIVATE_KEY = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
+
+
 def holds_credentials(text):
     """Whether ``text`` carries a credential by its shape alone, whatever it is called: a password or token in a URL
     (``https://user:pw@host``, ``https://<token>@host``) or an ``Authorization`` value (``Bearer <token>``). What a
-    value that goes on a command line or into a shown file must not hold. A ``NAME=value`` with a secret-like name is
+    value that goes on a command line or into a shown file must not hold; and a PEM private key. A ``NAME=value`` with a secret-like name is
     left to the name rules: ``/data/keys:/opt/x`` (a PYTHONPATH) has that shape and no secret."""
     if not isinstance(text, str):
         return False
-    return bool(_BEARER.search(text) or _URL_PASSWORD.search(text) or _URL_TOKEN_USER.search(text))
+    return bool(_BEARER.search(text) or _URL_PASSWORD.search(text) or _URL_TOKEN_USER.search(text)
+                or _PRIVATE_KEY.search(text))
 
 
 def redact(data, variants, maskers=(), mask=MASK_BYTES):

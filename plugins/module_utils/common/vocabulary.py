@@ -306,7 +306,7 @@ class Text(Type):
     def corpus(self):
         c = super().corpus().add("nul", "a\x00b").add("too_long", "x" * (self.max_len + 1))
         if not self.lines:
-            c.add("newline", "a\nb")
+            c.add("newline", "a\nb").add("private_key", "-----BEGIN OPENSSH PRIVATE KEY-----\ns3cr3tKeyBody\n")
         c.add("list", ["x"], typed=True).add("list_credentials", ["https://user:s3cr3t@example.org/x"], typed=True)
         if not self.empty:
             c.add("empty", "").add("blank", "  ")
