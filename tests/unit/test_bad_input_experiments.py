@@ -51,7 +51,8 @@ _PARAMS_ROUTE = (", and params travel on the job's command line, which every das
                  "in secrets: (its value from verl_job_secrets or the controller's environment) and write "
                  "${oc.env:NAME} here")
 SECRET_PARAM_WHY = " looks like a secret (its name says so)" + _PARAMS_ROUTE
-SECRET_SHAPE_WHY = " holds what looks like a credential (a password or token in a URL, or a bearer token)" + _PARAMS_ROUTE
+CREDENTIAL_WORDS = "a password or token in a URL, a bearer token, a known token such as ghp_... or a private key"
+SECRET_SHAPE_WHY = " holds what looks like a credential (" + CREDENTIAL_WORDS + ")" + _PARAMS_ROUTE
 LINUX_ARG = "over the 131071 Linux allows for one"
 
 
@@ -254,10 +255,10 @@ ROWS = [
         'env_secret_value_newline.yml: env.HF_TOKEN must be one line of text or a number (quote true/false: "true") '
         "without line breaks or control characters (the value is not shown)"),
     row("env_url_with_password", HEAD + "env: {PIP_INDEX_URL: 'https://__token__:pw@example.org/simple'}\n",
-        "env_url_with_password.yml: env.PIP_INDEX_URL holds what looks like a credential (a password or token in a "
-        "URL, or a bearer token), and an experiment file is shown by the dry run and its env by the job's runtime_env "
-        "to every dashboard reader: list PIP_INDEX_URL in secrets: and give its value in verl_job_secrets (e.g. "
-        "Ansible Vault) or the controller's environment"),
+        "env_url_with_password.yml: env.PIP_INDEX_URL holds what looks like a credential (" + CREDENTIAL_WORDS + "), "
+        "and an experiment file is shown by the dry run and its env by the job's runtime_env to every dashboard "
+        "reader: list PIP_INDEX_URL in secrets: and give its value in verl_job_secrets (e.g. Ansible Vault) or the "
+        "controller's environment"),
     row("code_repo_token_uppercase_scheme", "framework: custom\nentrypoint: {command: python3 train.py}\n"
         "code: {repo: 'HTTPS://tok@github.com/org/x.git'}\n",
         "code_repo_token_uppercase_scheme.yml: code.repo must be a git URL (https://host/org/repo.git, "
@@ -265,9 +266,21 @@ ROWS = [
         "in code.token_secret, got https://********@github.com/..."),
     row("command_url_with_token", "framework: custom\nentrypoint: {command: 'git clone https://tok@example.org/x && "
         "python3 x.py'}\n",
-        "command_url_with_token.yml: entrypoint.command must hold no credential (a password or token in a URL, or a "
-        "bearer token): the entrypoint is shown to every dashboard reader; list the variable in secrets: and write "
-        "$NAME, got a value that looks like it holds a credential (not shown)"),
+        "command_url_with_token.yml: entrypoint.command must hold no credential (" + CREDENTIAL_WORDS + "): the "
+        "entrypoint is shown to every dashboard reader; list the variable in secrets: and write $NAME, got a value "
+        "that looks like it holds a credential (not shown)"),
+    row("secrets_name_and_value", HEAD + "secrets: [HF_TOKEN=hf_abc]\n",
+        "secrets_name_and_value.yml: secrets[0] must be an environment variable name (letters, digits, _; not starting "
+        "with a digit), got a value that looks like it holds a credential (not shown)"),
+    row("secrets_value_as_mapping", HEAD + "secrets: [{HF_TOKEN: hf_abc}]\n",
+        "secrets_value_as_mapping.yml: secrets[0] must be an environment variable name (letters, digits, _; not "
+        "starting with a digit), got a value that looks like it holds a credential (not shown)"),
+    row("token_secret_is_the_token", HEAD + "code: {repo: 'https://github.com/org/x.git', token_secret: "
+        "ghp_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789}\n",
+        "token_secret_is_the_token.yml: code.token_secret must be the name of the variable that holds the token, not "
+        "the token itself, got a value that looks like it holds a credential (not shown)"),
+    row("param_known_token_shape", HEAD + "params: {reward: {endpoint_auth: hf_AbCdEfGhIjKlMnOpQrStUvWxYz01234567}}\n",
+        "param_known_token_shape.yml: params.reward.endpoint_auth" + SECRET_SHAPE_WHY),
     # --- keys and types at every level ----------------------------------------------------------
     row("param_key_shell_metacharacters", HEAD + 'params: {"a;rm -rf /": 1}\n',
         "param_key_shell_metacharacters.yml: params: 'a;rm -rf /' is not a valid Hydra key " + ALLOWED_MSG),

@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 
 NOTSET = object()
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import MASK, holds_credentials
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import MASK, holds_credentials, mask_patterns
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.secret_names import is_secret_name
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -127,8 +127,15 @@ def _unshown(t, value):
 
 
 def credential_strings(value):
-    """The strings of ``value`` (keys and items included) shaped like a credential (masking.holds_credentials)."""
-    return [x for x in _leaves(value) if holds_credentials(x)]
+    """The strings of ``value`` no line may repeat: shaped like a credential (masking.holds_credentials), holding what
+    output masking would mask (``HF_TOKEN=<value>``), or under a secret's name in a mapping (``[{HF_TOKEN: ...}]``
+    where a list of names belongs)."""
+    if isinstance(value, dict):
+        return [x for k, v in value.items() for x in credential_strings(k) + (
+            _leaves(v) if isinstance(k, str) and is_secret_name(k) else credential_strings(v))]
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in credential_strings(v)]
+    return [value] if isinstance(value, str) and (holds_credentials(value) or mask_patterns(value) != value) else []
 
 
 def one_line(value, what="one line of text"):
@@ -357,8 +364,16 @@ class EnvName(Text):
     what = "an environment variable name (letters, digits, _; not starting with a digit)"
     sample_value = "HF_TOKEN"
 
+    def check_text(self, value):
+        # ghp_<36 letters> has a name's grammar: a token given where its variable's name belongs (secrets:,
+        # code.token_secret) would be repeated by every line that names the variable.
+        if holds_credentials(value):
+            raise Bad("be the name of the variable that holds the token, not the token itself")
+        return value
+
     def corpus(self):
-        return super().corpus().add("equals", "A=B").add("digit_first", "1A").add("dash", "A-B")
+        return super().corpus().add("equals", "A=B").add("digit_first", "1A").add("dash", "A-B").add(
+            "token", "ghp_s3cr3tAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA").add("name_and_value", "HF_TOKEN=hf_s3cr3t")
 
 
 class Secret(Type):
@@ -1498,4 +1513,14 @@ def enforce(module, args):
     lines = args.errors(module.params, concealed)
     if lines:
         module.no_log_values.update(concealed)  # masked everywhere in the result, the invocation included
+        # ... but Ansible never masks a mapping's keys: a concealed key is renamed in the invocation (the module stops).
+        module.params.update((k, _keys_masked(v, set(concealed))) for k, v in list(module.params.items()))
         module.fail_json(msg="\n".join(lines), changed=False)
+
+
+def _keys_masked(value, concealed):
+    if isinstance(value, dict):
+        return dict((MASK if k in concealed else k, _keys_masked(v, concealed)) for k, v in value.items())
+    if isinstance(value, list):
+        return [_keys_masked(v, concealed) for v in value]
+    return value

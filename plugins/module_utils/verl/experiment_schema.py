@@ -116,7 +116,7 @@ def _check_key(key, where, err, top):
 
 def _check_value(value, where, err):
     if isinstance(value, str) and masking.holds_credentials(value):
-        err(_secret_line(where, "holds what looks like a credential (a password or token in a URL, or a bearer token)"))
+        err(_secret_line(where, "holds what looks like a credential (%s)" % masking.CREDENTIAL_WORDS))
         return False
     if value is None or isinstance(value, (bool, int, float, str)):
         return True
@@ -232,10 +232,10 @@ PARAMS = _Params()
 def _env(value):
     for name, text in value.items():
         if masking.holds_credentials(text):  # PIP_INDEX_URL: https://__token__:<token>@...
-            raise vocabulary.Line("env.%s holds what looks like a credential (a password or token in a URL, or a bearer "
-                                  "token), and an experiment file is shown by the dry run and its env by the job's "
-                                  "runtime_env to every dashboard reader: list %s in secrets: and give its value in "
-                                  "verl_job_secrets (e.g. Ansible Vault) or the controller's environment" % (name, name))
+            raise vocabulary.Line("env.%s holds what looks like a credential (%s), and an experiment file is shown by "
+                                  "the dry run and its env by the job's runtime_env to every dashboard reader: list %s "
+                                  "in secrets: and give its value in verl_job_secrets (e.g. Ansible Vault) or the "
+                                  "controller's environment" % (name, masking.CREDENTIAL_WORDS, name))
         if isinstance(name, str) and secret_names.is_secret_name(name):
             raise vocabulary.Line("env.%s looks like a secret (its name matches the secret-name rule), and an experiment file is "
                                   "shown by the dry run and its env by the job's runtime_env to every dashboard reader: list %s "
@@ -318,8 +318,8 @@ class _OnCommandLine(vocabulary.Text):
 
     def check_text(self, value):
         if masking.holds_credentials(value):
-            raise vocabulary.Bad("hold no credential (a password or token in a URL, or a bearer token): the entrypoint "
-                                 "is shown to every dashboard reader; list the variable in secrets: and write $NAME")
+            raise vocabulary.Bad("hold no credential (%s): the entrypoint is shown to every dashboard reader; list "
+                                 "the variable in secrets: and write $NAME" % masking.CREDENTIAL_WORDS)
         return value
 
     def corpus(self):
