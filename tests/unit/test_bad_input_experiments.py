@@ -51,7 +51,8 @@ _PARAMS_ROUTE = (", and params travel on the job's command line, which every das
                  "in secrets: (its value from verl_job_secrets or the controller's environment) and write "
                  "${oc.env:NAME} here")
 SECRET_PARAM_WHY = " looks like a secret (its name says so)" + _PARAMS_ROUTE
-CREDENTIAL_WORDS = "a password or token in a URL, a bearer token, a known token such as ghp_... or a private key"
+CREDENTIAL_WORDS = ("a password or token in a URL, a bearer token, a GitHub or Hugging Face token or the like, or a "
+                    "private key")
 SECRET_SHAPE_WHY = " holds what looks like a credential (" + CREDENTIAL_WORDS + ")" + _PARAMS_ROUTE
 LINUX_ARG = "over the 131071 Linux allows for one"
 

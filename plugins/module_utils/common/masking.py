@@ -93,7 +93,8 @@ _TOKEN = re.compile(r"(?<![A-Za-z0-9_-])(gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[
 
 
 # What :func:`holds_credentials` finds, for the lines that refuse such a value.
-CREDENTIAL_WORDS = "a password or token in a URL, a bearer token, a known token such as ghp_... or a private key"
+CREDENTIAL_WORDS = ("a password or token in a URL, a bearer token, a GitHub or Hugging Face token or the like, or a "
+                    "private key")
 
 
 def holds_credentials(text):
