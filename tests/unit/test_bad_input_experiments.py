@@ -47,6 +47,13 @@ BOMB = HEAD + """params:
 """
 BIG = HEAD + "#" * experiment_yaml.MAX_FILE_BYTES + "\n"
 ALLOWED_MSG = "(dotted names of letters, digits, '_', '-')"
+_PARAMS_ROUTE = (", and params travel on the job's command line, which every dashboard reader sees: list the variable "
+                 "in secrets: (its value from verl_job_secrets or the controller's environment) and write "
+                 "${oc.env:NAME} here")
+SECRET_PARAM_WHY = " looks like a secret (its name says so)" + _PARAMS_ROUTE
+CREDENTIAL_WORDS = ("a password or token in a URL, a bearer token, a GitHub or Hugging Face token or the like, or a "
+                    "private key")
+SECRET_SHAPE_WHY = " holds what looks like a credential (" + CREDENTIAL_WORDS + ")" + _PARAMS_ROUTE
 LINUX_ARG = "over the 131071 Linux allows for one"
 
 
@@ -238,6 +245,61 @@ ROWS = [
         "an experiment file is shown by the dry run and its env by the job's runtime_env to every dashboard reader: "
         "list WANDB_API_KEY in secrets: and give its value in verl_job_secrets (e.g. Ansible Vault) or the "
         "controller's environment"),
+    # --- secrets in fresh forms: names in other cases, values of other shapes, credentials by their shape ----
+    row("param_secret_camel_case", HEAD + "params: {trainer: {wandbApiKey: abc123}}\n",
+        "param_secret_camel_case.yml: params.trainer.wandbApiKey" + SECRET_PARAM_WHY),
+    row("param_secret_plural_list", HEAD + "params: {reward: {api_keys: [sk-1, sk-2]}}\n",
+        "param_secret_plural_list.yml: params.reward.api_keys" + SECRET_PARAM_WHY),
+    row("param_secret_number", HEAD + "params: {db: {password: 123456}}\n",
+        "param_secret_number.yml: params.db.password" + SECRET_PARAM_WHY),
+    row("param_secret_in_list_item", HEAD + "params: {reward: {servers: [{url: x, api_key: sk-1}]}}\n",
+        "param_secret_in_list_item.yml: params.reward.servers[0].api_key" + SECRET_PARAM_WHY),
+    row("param_secret_header_with_prefix", HEAD + "params: {'++reward.headers.Authorization': abc123}\n",
+        "param_secret_header_with_prefix.yml: params.++reward.headers.Authorization" + SECRET_PARAM_WHY),
+    row("param_secret_uppercase", HEAD + "params: {HF_TOKEN: hf_abc}\n",
+        "param_secret_uppercase.yml: params.HF_TOKEN" + SECRET_PARAM_WHY),
+    row("param_url_with_password", HEAD + "params: {data: {train_files: 'https://u:pw@example.org/x.parquet'}}\n",
+        "param_url_with_password.yml: params.data.train_files" + SECRET_SHAPE_WHY),
+    row("param_url_with_token_user", HEAD + "params: {model: {paths: ['HTTPS://tok@example.org/m']}}\n",
+        "param_url_with_token_user.yml: params.model.paths[0]" + SECRET_SHAPE_WHY),
+    row("param_key_with_credentials", HEAD + "params: {'https://u:pw@example.org': 1}\n",
+        "param_key_with_credentials.yml: params: a value that looks like it holds a credential (not shown) is not a "
+        "valid Hydra key " + ALLOWED_MSG),
+    row("env_secret_lowercase", HEAD + "env: {wandb_api_key: abc}\n",
+        "env_secret_lowercase.yml: env.wandb_api_key looks like a secret (its name matches the secret-name rule), and "
+        "an experiment file is shown by the dry run and its env by the job's runtime_env to every dashboard reader: "
+        "list wandb_api_key in secrets: and give its value in verl_job_secrets (e.g. Ansible Vault) or the "
+        "controller's environment"),
+    row("env_secret_value_newline", HEAD + "env: {HF_TOKEN: \"hf_abc\\nX-Evil: 1\"}\n",
+        'env_secret_value_newline.yml: env.HF_TOKEN must be one line of text or a number (quote true/false: "true") '
+        "without line breaks or control characters (the value is not shown)"),
+    row("env_url_with_password", HEAD + "env: {PIP_INDEX_URL: 'https://__token__:pw@example.org/simple'}\n",
+        "env_url_with_password.yml: env.PIP_INDEX_URL holds what looks like a credential (" + CREDENTIAL_WORDS + "), "
+        "and an experiment file is shown by the dry run and its env by the job's runtime_env to every dashboard "
+        "reader: list PIP_INDEX_URL in secrets: and give its value in verl_job_secrets (e.g. Ansible Vault) or the "
+        "controller's environment"),
+    row("code_repo_token_uppercase_scheme", "framework: custom\nentrypoint: {command: python3 train.py}\n"
+        "code: {repo: 'HTTPS://tok@github.com/org/x.git'}\n",
+        "code_repo_token_uppercase_scheme.yml: code.repo must be a git URL (https://host/org/repo.git, "
+        "git@host:org/repo.git, ssh://, git:// or file://) without credentials: name the secret that holds a token "
+        "in code.token_secret, got https://********@github.com/..."),
+    row("command_url_with_token", "framework: custom\nentrypoint: {command: 'git clone https://tok@example.org/x && "
+        "python3 x.py'}\n",
+        "command_url_with_token.yml: entrypoint.command must hold no credential (" + CREDENTIAL_WORDS + "): the "
+        "entrypoint is shown to every dashboard reader; list the variable in secrets: and write $NAME, got a value "
+        "that looks like it holds a credential (not shown)"),
+    row("secrets_name_and_value", HEAD + "secrets: [HF_TOKEN=hf_abc]\n",
+        "secrets_name_and_value.yml: secrets[0] must be an environment variable name (letters, digits, _; not starting "
+        "with a digit), got a value that looks like it holds a credential (not shown)"),
+    row("secrets_value_as_mapping", HEAD + "secrets: [{HF_TOKEN: hf_abc}]\n",
+        "secrets_value_as_mapping.yml: secrets[0] must be an environment variable name (letters, digits, _; not "
+        "starting with a digit), got a value that looks like it holds a credential (not shown)"),
+    row("token_secret_is_the_token", HEAD + "code: {repo: 'https://github.com/org/x.git', token_secret: "
+        "ghp_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789}\n",
+        "token_secret_is_the_token.yml: code.token_secret must be the name of the variable that holds the token, not "
+        "the token itself, got a value that looks like it holds a credential (not shown)"),
+    row("param_known_token_shape", HEAD + "params: {reward: {endpoint_auth: hf_AbCdEfGhIjKlMnOpQrStUvWxYz01234567}}\n",
+        "param_known_token_shape.yml: params.reward.endpoint_auth" + SECRET_SHAPE_WHY),
     # --- keys and types at every level ----------------------------------------------------------
     row("param_key_shell_metacharacters", HEAD + 'params: {"a;rm -rf /": 1}\n',
         "param_key_shell_metacharacters.yml: params: 'a;rm -rf /' is not a valid Hydra key " + ALLOWED_MSG),

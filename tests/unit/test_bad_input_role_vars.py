@@ -128,6 +128,21 @@ ROWS = [
          "'BAD-NAME'"),
     rule("env_value_newline", {"ray_env": {"X": "a\nLD_PRELOAD=/evil.so"}},
          "ray_env.X must be one line of text without line breaks or control characters, got 'a\\nLD_PRELOAD=/evil.so'"),
+    # A secret's value (by the collection's name rule) is refused like any other, but never shown.
+    rule("env_secret_value_newline", {"ray_env": {"HF_TOKEN": "hf_s3cr3t\n"}},
+         "ray_env.HF_TOKEN must be one line of text without line breaks or control characters (the value is not shown)"),
+    rule("env_secret_value_list", {"ray_env": {"wandbApiKey": ["s3cr3t"]}},
+         "ray_env.wandbApiKey must be one line of text (the value is not shown)"),
+    rule("image_credentials_after_tag", {"ray_container_image": "registry.example/x:1@user:s3cr3t"},
+         "ray_container_image must be a container image reference without credentials: set "
+         "ray_container_registry_username and ray_container_registry_password instead (the value, which may hold "
+         "credentials, is not shown)"),
+    rule("index_url_without_slashes", {"python_env_index_url": "https:user:s3cr3t@pypi.example/simple"},
+         "python_env_index_url must be an https:// or http:// or file:// URL with a host, got a value that is not a "
+         "URL (not shown) (credentials for a private index go in the nodes' ~/.netrc, which uv reads)"),
+    rule("private_key_for_public", {"hyperbolic_ssh_public_key": "-----BEGIN OPENSSH PRIVATE KEY-----\ns3cr3t\n"},
+         "hyperbolic_ssh_public_key must be one OpenSSH public key line (ssh-ed25519 AAAA... comment) without line "
+         "breaks or control characters, got a value that looks like it holds a credential (not shown)"),
     rule("env_nested", {"ray_env": {"X": {"y": 1}}},
          "ray_env.X must be one line of text, got {'y': 1} (a mapping)"),
     rule("env_as_string", {"ray_env": "A=1"}, "ray_env must be a mapping, got 'A=1'"),
@@ -155,7 +170,7 @@ ROWS = [
     # -- ray: container mode --------------------------------------------------------------------------------------
     rule("container_image_credentials", {"ray_container_image": "user:s3cr3tPass@registry.example/verl:1"},
          "ray_container_image must be a container image reference without credentials: set "
-         "ray_container_registry_username and ray_container_registry_password instead (the value, which holds "
+         "ray_container_registry_username and ray_container_registry_password instead (the value, which may hold "
          "credentials, is not shown)"),
     rule("container_image_uppercase", {"ray_container_image": "Verl/Verl:1"},
          "ray_container_image must be a container image reference ([registry/]name[:tag][@sha256:digest], for example "

@@ -148,6 +148,13 @@ def test_secrets_are_masked():
         "NCCL lost a connection between nodes (socketProgress: Connection closed by remote peer hf_token=********)"]
     assert masking.mask_patterns("HF_TOKEN=hf_abc api_key: 'zzz' Authorization: Bearer abcdefghijkl https://user:pw@host/x tokenizer=gpt2") == (
         "HF_TOKEN=******** api_key: '********' Authorization: Bearer ******** https://user:********@host/x tokenizer=gpt2")
+    # Fresh forms: a token as a URL's user (any case, git+), a password after an empty user, a signed URL's query.
+    assert masking.mask_patterns("HTTPS://ghp_s3cr3t@github.com/x git+https://tok@host/y https://:pw@host/z "
+                                 "'https://cdn.example/f?Expires=1&Signature=s3cr3t'") == (
+        "HTTPS://********@github.com/x git+https://********@host/y https://:********@host/z "
+        "'https://cdn.example/f?********'")
+    assert masking.holds_credentials("HTTPS://tok@host/x") and masking.holds_credentials("Bearer abcdefghij")
+    assert not masking.holds_credentials("ssh://git@host/x") and not masking.holds_credentials("/data/keys:/opt/x")
 
 
 def test_echoes_are_clipped():

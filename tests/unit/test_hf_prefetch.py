@@ -266,3 +266,13 @@ def test_hf_home_off_the_shared_volume_is_refused(tmp_path):
         "other nodes would not find the files; set env.HF_HOME under / (e.g. /hf_home)" % shared)
     mounts.write_text("/dev/vda / ext4 rw 0 0\nnfs-1:/hf /proc nfs4 rw 0 0\n")
     assert HP.not_shared("/proc/hf_home", str(shared), str(mounts)) is None
+
+
+def test_a_redirects_signed_url_is_not_repeated():
+    """urllib's refusal of a redirect repeats its URL, whose query (a CDN signature) is a credential for the file."""
+    from urllib.error import HTTPError
+    e = HTTPError("https://cdn.example/f", 302, "Found - Redirection to url 'ftp://cdn.example/f?Expires=1&"
+                  "Signature=s3cr3tSig&Key-Pair-Id=K' is not allowed", {}, None)
+    hub = hp.Hub("https://huggingface.co", "")
+    line = hub._http_line({"kind": "model", "repo": "org/m", "revision": "main"}, e)
+    assert "s3cr3tSig" not in line and "ftp://cdn.example/f?********" in line, line

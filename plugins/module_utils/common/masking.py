@@ -26,11 +26,19 @@ MASK = "********"
 MASK_BYTES = MASK.encode("ascii")
 
 # The collection's rule for secret names, matched in free text in any case: NAME=value, NAME: value, "NAME": "value";
-# and bearer tokens and passwords in URLs.
-_SECRET = re.compile(r"""(?i)([A-Za-z0-9_.-]*(?:%s)[A-Za-z0-9_.-]*["']?\s*[=:]\s*["']?)(?!(?:bearer|basic)\s)([^\s"',;&)}\]]+)"""
+# and bearer tokens and passwords in URLs. Every run of name or scheme characters is bounded: these expressions read
+# whole values too (an experiment's 128 KiB env value), and an unbounded run before a word that is not there costs
+# the square of the length.
+_SECRET = re.compile(r"""(?i)((?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]{0,64}(?:%s)[A-Za-z0-9_.-]{0,64}["']?\s*[=:]\s*["']?)(?!(?:bearer|basic)\s)([^\s"',;&)}\]]+)"""
                      % SECRET_NAME_PATTERN)
 _BEARER = re.compile(r"(?i)(\b(?:bearer|basic)\s+)([A-Za-z0-9._~+/=-]{8,})")
-_URL_PASSWORD = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^/\s:@]+:)([^@\s/]+)(@)")
+_URL_PASSWORD = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]{0,31}://[^/\s:@]*:)([^@\s/]+)(@)")
+# A token given as the user of a web URL (https://<token>@github.com/org/x.git): git, pip and curl send it as the
+# password. Over ssh a user alone (ssh://git@host) is a name, not a credential.
+_URL_TOKEN_USER = re.compile(r"(?i)(\b(?:[a-z0-9.-]{1,31}\+)?https?://)([^/\s:@]+)(@)")
+# A URL's query, whole: a signed download URL (a CDN's Signature=, X-Amz-Signature=) is a credential for its file
+# whatever its parameters are called, and an error text of an HTTP client repeats the URL it failed on.
+_URL_QUERY = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]{0,31}://[^\s?#'\"]{0,2048}\?)([^\s#'\"]+)")
 
 
 def _longest_first(values):
@@ -62,10 +70,43 @@ def masked(value, secrets):
 
 
 def mask_patterns(text):
-    """``text`` with the values that look like secrets (by name, bearer, URL password) replaced by ``********``."""
+    """``text`` with the values that look like secrets (by name, bearer, a URL's password, user-token or query)
+    replaced by ``********``."""
     text = _BEARER.sub(lambda m: m.group(1) + MASK, str(text))
     text = _SECRET.sub(lambda m: m.group(1) + MASK, text)
-    return _URL_PASSWORD.sub(lambda m: m.group(1) + MASK + m.group(3), text)
+    text = _TOKEN.sub(MASK, text)
+    if "://" not in text:
+        return text
+    text = _URL_PASSWORD.sub(lambda m: m.group(1) + MASK + m.group(3), text)
+    text = _URL_TOKEN_USER.sub(lambda m: m.group(1) + MASK + m.group(3), text)
+    return _URL_QUERY.sub(lambda m: m.group(1) + MASK, text)
+
+
+# A private key pasted where a public one or a name belongs (hyperbolic_ssh_public_key): its first line says so.
+_PRIVATE_KEY = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
+# Tokens whose issuers give them a fixed prefix (GitHub, Hugging Face, GitLab, OpenAI and the like, Slack, AWS): known
+# by their shape wherever they are, a name field included (code.token_secret: ghp_...). Not a bare 40-hex string: a
+# git commit has that shape.
+_TOKEN = re.compile(r"(?<![A-Za-z0-9_-])(gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,}|hf_[A-Za-z0-9]{30,}|"
+                    r"glpat-[A-Za-z0-9_-]{20,}|sk-[A-Za-z0-9_-]{20,}|xox[abpr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16})"
+                    r"(?![A-Za-z0-9_-])")
+
+
+# What :func:`holds_credentials` finds, for the lines that refuse such a value.
+CREDENTIAL_WORDS = ("a password or token in a URL, a bearer token, a GitHub or Hugging Face token or the like, or a "
+                    "private key")
+
+
+def holds_credentials(text):
+    """Whether ``text`` carries a credential by its shape alone, whatever it is called: a password or token in a URL
+    (``https://user:pw@host``, ``https://<token>@host``) or an ``Authorization`` value (``Bearer <token>``). What a
+    value that goes on a command line or into a shown file must not hold; a PEM private key; a token of a known
+    issuer by its prefix (``ghp_...``, ``hf_...``). A ``NAME=value`` with a secret-like name is
+    left to the name rules: ``/data/keys:/opt/x`` (a PYTHONPATH) has that shape and no secret."""
+    if not isinstance(text, str):
+        return False
+    return bool(_BEARER.search(text) or _PRIVATE_KEY.search(text) or _TOKEN.search(text)
+                or "://" in text and (_URL_PASSWORD.search(text) or _URL_TOKEN_USER.search(text)))
 
 
 def redact(data, variants, maskers=(), mask=MASK_BYTES):

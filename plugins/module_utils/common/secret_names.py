@@ -33,15 +33,19 @@ SECRET_NAME = re.compile(SECRET_NAME_PATTERN, re.IGNORECASE)
 # Hydra keys are full of names with "token" and "key" that hold no secret (data.prompt_key, max_num_batched_tokens,
 # ppo_max_token_len_per_gpu, tokenizer.pad_token): for experiment params the rule reads the key's last part, which must
 # name the secret itself: api_key, hf_token, access_token, secret, password, credentials...
-SECRET_PARAM = re.compile(r"(^|[_.-])(api_?key|access_?key|secret_?key|private_?key|auth_?token|access_?token|"
-                          r"(hf|wandb|github|gh|gitlab|openai|hub)_?(token|key)|token|secret|password|passwd|"
-                          r"credentials?)$", re.IGNORECASE)
+# Plurals too (api_keys: a list of them), and the header that carries one (headers.Authorization, x-api-key); never
+# the bare plural "tokens" (max_new_tokens).
+SECRET_PARAM = re.compile(r"(^|[_.-])(api[_-]?keys?|access[_-]?keys?|secret[_-]?keys?|private[_-]?keys?|"
+                          r"auth[_-]?tokens?|access[_-]?tokens?|(hf|wandb|github|gh|gitlab|openai|hub)[_-]?(tokens?|keys?)|"
+                          r"token|secrets?|passwords?|passwd|passphrase|authorization|credentials?)$", re.IGNORECASE)
 SPECIAL_TOKENS = re.compile(r"(^|_)(pad|bos|eos|unk|sep|cls|mask|start|end|image|video|audio)_token$", re.IGNORECASE)
+# camelCase and PascalCase words (wandbApiKey, openAIApiKey, HfToken) read as snake_case ones: wandb_Api_Key.
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 
 def is_secret_param(key):
     """Whether the Hydra params key ``key`` (dotted) names a secret, by its last part (see :data:`SECRET_PARAM`)."""
-    last = str(key).rsplit(".", 1)[-1].lstrip("+~")
+    last = _CAMEL.sub("_", str(key).rsplit(".", 1)[-1].lstrip("+~"))
     return bool(SECRET_PARAM.search(last)) and not SPECIAL_TOKENS.search(last)
 
 

@@ -34,7 +34,8 @@ from urllib.parse import urlsplit
 
 NOTSET = object()
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import MASK
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import MASK, holds_credentials, mask_patterns
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.secret_names import is_secret_name
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -101,6 +102,10 @@ def type_word(value):
 
 
 def _shown(value):
+    # Whatever the field, a value shaped like a credential (https://user:<token>@host, Bearer <token>) is never
+    # repeated: a name, a requirement or a list given one by mistake would otherwise show it back.
+    if credential_strings(value):
+        return "a value that looks like it holds a credential (not shown)"
     if isinstance(value, str):
         return repr(_short(value))
     if value is None:
@@ -116,6 +121,23 @@ def _leaves(value):
     if isinstance(value, (list, tuple)):
         return [x for v in value for x in _leaves(v)]
     return [value] if isinstance(value, str) and value else []
+
+
+def _unshown(t, value):
+    """Whether ``t``'s line leaves ``value`` out (a credential-shaped one, :func:`_shown` says so itself)."""
+    return t.secret or bool(t.conceal(value)) and not credential_strings(value)
+
+
+def credential_strings(value):
+    """The strings of ``value`` no line may repeat: shaped like a credential (masking.holds_credentials), holding what
+    output masking would mask (``HF_TOKEN=<value>``), or under a secret's name in a mapping (``[{HF_TOKEN: ...}]``
+    where a list of names belongs)."""
+    if isinstance(value, dict):
+        return [x for k, v in value.items() for x in credential_strings(k) + (
+            _leaves(v) if isinstance(k, str) and is_secret_name(k) else credential_strings(v))]
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in credential_strings(v)]
+    return [value] if isinstance(value, str) and (holds_credentials(value) or mask_patterns(value) != value) else []
 
 
 def one_line(value, what="one line of text"):
@@ -188,11 +210,12 @@ class Type:
 
     def conceal(self, value):
         """The strings of a refused ``value`` that no output may hold (Ansible masks them, the invocation included)."""
-        return _leaves(value) if self.secret else []
+        return _leaves(value) if self.secret else credential_strings(value)
 
     def shown(self, value):
-        """How an error line shows a bad value: never a secret."""
-        return "the value is not shown" if self.secret else "got %s" % _shown(value)
+        """How an error line shows a bad value: never a secret, nor a value holding what :meth:`conceal` hides (a
+        mapping of environment variables with a secret's value in it)."""
+        return "the value is not shown" if _unshown(self, value) else "got %s" % _shown(value)
 
     def line(self, name, value, bad):
         name = self.label or name
@@ -292,8 +315,8 @@ class Text(Type):
     def corpus(self):
         c = super().corpus().add("nul", "a\x00b").add("too_long", "x" * (self.max_len + 1))
         if not self.lines:
-            c.add("newline", "a\nb")
-        c.add("list", ["x"], typed=True)
+            c.add("newline", "a\nb").add("private_key", "-----BEGIN OPENSSH PRIVATE KEY-----\ns3cr3tKeyBody\n")
+        c.add("list", ["x"], typed=True).add("list_credentials", ["https://user:s3cr3t@example.org/x"], typed=True)
         if not self.empty:
             c.add("empty", "").add("blank", "  ")
         return c
@@ -312,7 +335,7 @@ class Name(Text):
 
     def corpus(self):
         return super().corpus().add("slash", "a/b").add("space", "a b").add("dash_first", "-x").add(
-            "dotdot", "..").add("unicode", "j\u00f6b")
+            "dotdot", "..").add("unicode", "j\u00f6b").add("url_credentials", "https://user:s3cr3t@example.org")
 
 
 class Choice(Type):
@@ -343,8 +366,16 @@ class EnvName(Text):
     what = "an environment variable name (letters, digits, _; not starting with a digit)"
     sample_value = "HF_TOKEN"
 
+    def check_text(self, value):
+        # ghp_<36 letters> has a name's grammar: a token given where its variable's name belongs (secrets:,
+        # code.token_secret) would be repeated by every line that names the variable.
+        if holds_credentials(value):
+            raise Bad("be the name of the variable that holds the token, not the token itself")
+        return value
+
     def corpus(self):
-        return super().corpus().add("equals", "A=B").add("digit_first", "1A").add("dash", "A-B")
+        return super().corpus().add("equals", "A=B").add("digit_first", "1A").add("dash", "A-B").add(
+            "token", "ghp_s3cr3tAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA").add("name_and_value", "HF_TOKEN=hf_s3cr3t")
 
 
 class Secret(Type):
@@ -643,6 +674,23 @@ def url_shown(value):
                               ":%d" % port if port else "", rest)
 
 
+def urlsplit_words(error):
+    """Why urlsplit refused a URL, as a line may repeat it: its own words, but never the part of the value it quotes
+    ("port could not be cast to integer value as '<token>'", "'<user>:<token>@host' does not appear to be an ipv4 or
+    ipv6 address", "netloc '<token>@host' contains invalid characters...")."""
+    text = str(error).lower()
+    words = text.split(":", maxsplit=1)[0]
+    if "'" not in text and '"' not in text:
+        return words
+    if text.startswith("port"):
+        return "the port is not a number"
+    if text.startswith("netloc"):
+        return "the host has characters a host name cannot have"
+    if "ipv4 or ipv6" in text:
+        return "a host in [ ] must be an IPv6 address"
+    return "it cannot be read as a URL"
+
+
 class Url(Type):
     """A URL with one of ``schemes``, a host, and no credentials: nothing before ``@`` in the host part, no query
     string or fragment (a token hides there); ``path`` False also refuses a path. Error lines show only scheme and
@@ -681,7 +729,7 @@ class Url(Type):
             parts = urlsplit(value)
             port = parts.port
         except ValueError as e:
-            raise Bad("be %s (%s)" % (what, str(e).split(":", maxsplit=1)[0].lower()))
+            raise Bad("be %s (%s)" % (what, urlsplit_words(e)))
         if parts.scheme.lower() not in self.schemes:
             raise Bad("be %s" % what)
         if parts.scheme.lower() != "file" and not parts.hostname:
@@ -702,7 +750,9 @@ class Url(Type):
             "query_token", "https://example.org/x?token=s3cr3tQuery").add(
             "fragment", "https://example.org/x#s3cr3tFrag").add("scheme", "ftp://example.org/x").add(
             "no_host", "https:///x").add("space", "https://exa mple.org/").add(
-            "port_range", "https://example.org:70000/").add("newline", "https://example.org/\nx")
+            "port_range", "https://example.org:70000/").add("newline", "https://example.org/\nx").add(
+            "port_token", "https://user:s3cr3tPort").add("bracket_userinfo", "https://[user:s3cr3tBr@example.org]/").add(
+            "nfkc_userinfo", "https://s3cr3t\u2100@example.org/")
         if not self.default_scheme:
             c.add("not_url", "example.org")
         if "file" not in self.schemes:
@@ -780,16 +830,24 @@ class ImageRef(Text):
 
     @staticmethod
     def _credentials(value):
-        return isinstance(value, str) and "@" in value.split("/", 1)[0] and "@sha256:" not in value.split("/", 1)[0]
+        # An '@' belongs only to a digest at the end (@sha256:<64 hex>); any other may be user:password@ written
+        # anywhere (before the registry, after a scheme, after a path: https://u:p@registry/x, registry/u:p@x), so
+        # a value that has one is never shown.
+        return isinstance(value, str) and "@" in ImageRef._undigested(value)
+
+    @staticmethod
+    def _undigested(value):
+        return re.sub(r"@sha256:[a-f0-9]{64}\Z", "", value)
 
     def shown(self, value):
-        return "the value, which holds credentials, is not shown" if self._credentials(value) else super().shown(value)
+        return ("the value, which may hold credentials, is not shown" if self._credentials(value)
+                else super().shown(value))
 
     def conceal(self, value):
         return [value] if self._credentials(value) else super().conceal(value)
 
     def check(self, value):
-        if self._credentials(value):
+        if self._credentials(value) and "@sha256:" not in self._undigested(value):
             raise Bad("be a container image reference without credentials: set ray_container_registry_username and "
                       "ray_container_registry_password instead")
         return super().check(value)
@@ -797,7 +855,10 @@ class ImageRef(Text):
     def corpus(self):
         return super().corpus().add("credentials", "user:s3cr3tPass@registry.example/x:1").add(
             "upper", "Verlai/Verl:1").add("space", "verl ai").add("dash_first", "-x").add(
-            "short_digest", "x@sha256:abc").add("scheme", "https://registry.example/x")
+            "short_digest", "x@sha256:abc").add("scheme", "https://registry.example/x").add(
+            "scheme_credentials", "https://user:s3cr3tPass@registry.example/x:1").add(
+            "path_credentials", "registry.example/user:s3cr3tPass@x:1").add(
+            "tag_credentials", "registry.example/x:1@user:s3cr3tPass")
 
 
 class GitRef(Text):
@@ -851,7 +912,8 @@ class Host(Text):
         return text
 
     def corpus(self):
-        return super().corpus().add("option", "-oProxyCommand=x").add("url", "http://h/").add("space", "a b")
+        return super().corpus().add("option", "-oProxyCommand=x").add("url", "http://h/").add("space", "a b").add(
+            "url_credentials", "https://s3cr3t@example.org")
 
 
 def unreachable(ip):
@@ -1123,10 +1185,15 @@ class PathOrUrl(Type):
         self.path, self.url = AbsPath(), Url(schemes=schemes)
 
     def _type(self, value):
-        return self.url if isinstance(value, str) and "://" in value else self.path
+        # Only a value that starts as a path is one: anything else is read as a URL, so that a URL written wrong
+        # (https:user:token@host, https:/token@host) is not shown back as a bad path, token and all.
+        return self.path if not isinstance(value, str) or value.startswith("/") or not value.strip() else self.url
 
     def check(self, value):
-        return self._type(value).check(value)
+        t = self._type(value)
+        if t is self.url and "://" not in value:
+            raise Bad("be an absolute path or a URL (%s)" % ", ".join(s + "://" for s in self.url.schemes))
+        return t.check(value)
 
     def shown(self, value):
         return self._type(value).shown(value)
@@ -1140,7 +1207,7 @@ class PathOrUrl(Type):
             for label, value, typed in t.corpus():
                 if value is not None:
                     c.add("%s_%s" % (kind, label), value, typed)
-        return c
+        return c.add("url_no_slashes", "https:user:s3cr3tPass@example.org/x").add("url_one_slash", "https:/s3cr3t@example.org/x")
 
 
 class Requirement(Text):
@@ -1203,6 +1270,8 @@ class Requirement(Text):
             if parts.query or "?" in url or (parts.fragment and not self._FRAGMENT.match(parts.fragment)):
                 raise Bad("be %s; its URL must have no query string, and a fragment only as #egg=, #subdirectory= or "
                           "#sha256= (a token does not belong in a URL)" % self.what)
+        if holds_credentials(text):  # name @ https://<token>@host/x.whl, a known token shape: argv and the output
+            raise Bad("be a requirement without credentials in its URL (they go in the nodes' ~/.netrc, which uv reads)")
         return text
 
     def corpus(self):
@@ -1214,7 +1283,8 @@ class Requirement(Text):
             "continuation", "ray @ https://example.org/ray.whl\\").add(
             "url_credentials", "ray @ https://user:s3cr3tPass@example.org/ray.whl").add(
             "url_query_token", "ray @ https://example.org/ray.whl?token=s3cr3tQuery").add(
-            "url_scheme", "ray @ ftp://example.org/ray.whl")
+            "url_scheme", "ray @ ftp://example.org/ray.whl").add(
+            "url_token_user", "ray @ https://s3cr3t@example.org/ray.whl")
 
 
 class SubmissionId(Text):
@@ -1253,7 +1323,7 @@ class ListOf(Type):
         return spec
 
     def shown(self, value):
-        return "the value is not shown" if self.secret else "got %s" % _shown(value)
+        return "the value is not shown" if _unshown(self, value) else "got %s" % _shown(value)
 
     def check(self, value):
         return self.check_in(value, {})
@@ -1314,11 +1384,16 @@ class MapOf(Type):
                 k2 = self.key.check(k)
             except Bad as e:
                 raise Inner(" (a key)", self.key, k, e)
+            t = self.value_for(k2)
             try:
-                out[k2] = self.value.check(v) if v is not None or not self.value.nullable else None
+                out[k2] = t.check(v) if v is not None or not t.nullable else None
             except Bad as e:
-                raise Inner(".%s" % _short(str(k2), 60), self.value, v, e)
+                raise Inner(".%s" % _short(str(k2), 60), t, v, e)
         return out
+
+    def value_for(self, key):
+        """The type of the value under ``key``: :attr:`value`, unless the key says more (:class:`EnvMap`)."""
+        return self.value
 
     def problems(self, value, where, context=None):
         if not isinstance(value, dict) or len(value) > self.max_items:
@@ -1334,7 +1409,7 @@ class MapOf(Type):
     def conceal(self, value):
         if not isinstance(value, dict):
             return self.value.conceal(value)
-        return [x for k, v in value.items() for x in self.key.conceal(k) + self.value.conceal(v)]
+        return [x for k, v in value.items() for x in self.key.conceal(k) + self.value_for(k).conceal(v)]
 
     def corpus(self):
         c = super().corpus().add("list", ["x"], typed=True)
@@ -1356,11 +1431,33 @@ class EnvMap(MapOf):
         super().__init__(EnvName(), Text(max_len=131071), **kw)
         self.sample_value = {"PYTHONUNBUFFERED": "1"}
 
+    def value_for(self, key):
+        # HF_TOKEN: "<token>\n" is refused like any value with a line break, but its line must not show the token.
+        return Unshown(self.value) if isinstance(key, str) and is_secret_name(key) else self.value
+
     def check(self, value):
         if isinstance(value, dict):
             value = dict((k, str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
                           else v) for k, v in value.items())
         return super().check(value)
+
+    def corpus(self):
+        return super().corpus().add("secret_value_newline", {"HF_TOKEN": "s3cr3t\nx"}).add(
+            "secret_value_list", {"WANDB_API_KEY": ["s3cr3t"]}, typed=True)
+
+
+class Unshown(Type):
+    """``t``'s rule, but its values are never shown: an environment value whose variable's name says it is a secret."""
+
+    secret = True
+
+    def __init__(self, t, **kw):
+        super().__init__(**kw)
+        self.t = t
+        self.nullable = t.nullable
+
+    def check(self, value):
+        return self.t.check(value)
 
 
 class _UnknownKey(Type):
@@ -1601,4 +1698,14 @@ def enforce(module, args):
     lines = args.errors(module.params, concealed)
     if lines:
         module.no_log_values.update(concealed)  # masked everywhere in the result, the invocation included
+        # ... but Ansible never masks a mapping's keys: a concealed key is renamed in the invocation (the module stops).
+        module.params.update((k, _keys_masked(v, set(concealed))) for k, v in list(module.params.items()))
         module.fail_json(msg="\n".join(lines), changed=False)
+
+
+def _keys_masked(value, concealed):
+    if isinstance(value, dict):
+        return dict((MASK if k in concealed else k, _keys_masked(v, concealed)) for k, v in value.items())
+    if isinstance(value, list):
+        return [_keys_masked(v, concealed) for v in value]
+    return value

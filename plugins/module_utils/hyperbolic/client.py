@@ -36,6 +36,7 @@ from urllib.parse import urlsplit
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import mask_values
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.vocabulary import urlsplit_words
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.numbers import loose_count, whole_number
 
 
@@ -104,7 +105,8 @@ _WS = re.compile(r"\s+")
 # C0/C1 controls other than whitespace: an API message must not be able to move the cursor,
 # clear the screen or fake further lines on the user's terminal.
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
-_URL_USERINFO = re.compile(r"(?<=//)[^/@\s]*@")
+# Up to the last '@' of the host part: https://user@<token>@host keeps no piece of the token.
+_URL_USERINFO = re.compile(r"(?<=//)[^/?#\s]*@")
 
 
 def _one_line(text, limit=300):
@@ -120,8 +122,10 @@ def one_line(text, limit=300):
 
 
 def redact_url(url):
-    """``url`` without any ``user:password@`` part, for messages."""
-    return _URL_USERINFO.sub("***@", str(url))
+    """``url`` without any ``user:password@`` part, query or fragment (a key can hide in each), for messages."""
+    text = str(url)
+    base = re.split(r"[?#]", text, maxsplit=1)[0]
+    return _URL_USERINFO.sub("***@", base) + ("?..." if base != text else "")
 
 
 def check_api_url(url):
@@ -135,13 +139,15 @@ def check_api_url(url):
         return DEFAULT_API_URL
     shown = _one_line(redact_url(text), 120)
     fix = "set api_url (or HYPERBOLIC_API_URL) to a URL such as %s" % DEFAULT_API_URL
+    # Neither a value with spaces nor one urlsplit cannot read is shown: where its user-info ends is not known
+    # (https://user:<token> reads as a port), and urlsplit's own words may quote it.
     if text != text.strip() or _WS.search(text) or _CONTROL.search(text):
-        raise HyperbolicError("api_url %r contains spaces or control characters; %s" % (shown, fix))
+        raise HyperbolicError("api_url contains spaces or control characters (not shown); %s" % fix)
     try:
         parts = urlsplit(text)
         parts.port  # pylint: disable=pointless-statement  # raises ValueError on a bad port
     except ValueError as exc:
-        raise HyperbolicError("api_url %r is not a valid URL (%s); %s" % (shown, _one_line(exc, 80), fix))
+        raise HyperbolicError("api_url is not a valid URL (%s; not shown); %s" % (urlsplit_words(exc), fix))
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         raise HyperbolicError("api_url %r is not an http:// or https:// URL with a host; %s" % (shown, fix))
     if parts.username is not None or parts.password is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import re
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import masking
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import secret_names
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.recovery import RECOVERY_EVENTS
@@ -83,7 +84,9 @@ def did_you_mean(word, candidates):
 
 
 def fmt(value):
-    """A value as an error line repeats it: its repr, at most 60 characters."""
+    """A value as an error line repeats it: its repr, at most 60 characters; never one shaped like a credential."""
+    if vocabulary.credential_strings(value):
+        return "a value that looks like it holds a credential (not shown)"
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -112,6 +115,9 @@ def _check_key(key, where, err, top):
 
 
 def _check_value(value, where, err):
+    if isinstance(value, str) and masking.holds_credentials(value):
+        err(_secret_line(where, "holds what looks like a credential (%s)" % masking.CREDENTIAL_WORDS))
+        return False
     if value is None or isinstance(value, (bool, int, float, str)):
         return True
     if isinstance(value, list):
@@ -122,6 +128,9 @@ def _check_value(value, where, err):
             if not isinstance(k, str) or not HYDRA_DICT_KEY.match(k):
                 err("%s: %s cannot be a key of a Hydra dict value" % (where, fmt(k)))
                 ok = False
+            elif secret_names.is_secret_param(k) and _secret_value(v):  # a mapping in a list: [{api_key: ...}]
+                err(_secret_line("%s.%s" % (where, k)))
+                ok = False
             else:
                 ok = _check_value(v, "%s.%s" % (where, k), err) and ok
         return ok
@@ -130,8 +139,21 @@ def _check_value(value, where, err):
 
 
 def _secret_value(value):
-    """A value that would put a secret on the command line: text, not only a reference to the environment."""
-    return isinstance(value, str) and bool(value.strip()) and not ENV_REFERENCE.match(value.strip())
+    """A value that would put a secret on the command line: text (not only a reference to the environment), a number
+    (password: 123456), or a list or mapping holding one; true, false and null hold none (use_auth_token: true)."""
+    if isinstance(value, str):
+        return bool(value.strip()) and not ENV_REFERENCE.match(value.strip())
+    if isinstance(value, (list, tuple)):
+        return any(_secret_value(v) for v in value)
+    if isinstance(value, dict):
+        return any(_secret_value(v) for v in value.values())
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _secret_line(where, why="looks like a secret (its name says so)"):
+    return ("%s %s, and params travel on the job's command line, which every dashboard reader sees: list the variable "
+            "in secrets: (its value from verl_job_secrets or the controller's environment) and write ${oc.env:NAME} "
+            "here" % (where, why))
 
 
 def flatten_params(params, err, prefix="", out=None, top=True, seen=None):
@@ -163,9 +185,7 @@ def flatten_params(params, err, prefix="", out=None, top=True, seen=None):
             err("%s is set twice" % where)
             continue
         if secret_names.is_secret_param(bare) and _secret_value(value):
-            err("%s looks like a secret (its name says so), and params travel on the job's command line, which every "
-                "dashboard reader sees: list the variable in secrets: (its value from verl_job_secrets or the "
-                "controller's environment) and write ${oc.env:NAME} here" % where)
+            err(_secret_line(where))
             continue
         seen.add(bare)
         out.append((full, value))
@@ -194,6 +214,11 @@ class _Params(vocabulary.Type):
         return super().corpus().add("bad_key", {"a b": 1}).add("nul", {"x": "a\x00b"}).add("delete_value", {"~x": 1}).add(
             "inner_prefix", {"trainer": {"+x": 1}}).add("secret", {"reward_model": {"api_key": "sk-s3cr3t-value"}}).add(
             "secret_token", {"hf_token": "hf_s3cr3t"}).add("dict_key", {"x": {"a b": 1}}).add(
+            "secret_camel", {"wandbApiKey": "s3cr3t"}).add("secret_list", {"api_keys": ["sk-s3cr3t"]}).add(
+            "secret_number", {"db": {"password": 123456}}).add("secret_in_list_item", {"rm": [{"api_key": "s3cr3t"}]}).add(
+            "secret_header", {"++headers": {"Authorization": "Bearer s3cr3t-value"}}).add(
+            "url_credentials", {"data": {"train_files": "https://user:s3cr3t@example.org/x.parquet"}}).add(
+            "url_token_user", {"model": {"path": ["https://s3cr3t@example.org/m"]}}).add(
             "list", ["trainer.total_epochs=1"], typed=True)
 
 
@@ -205,7 +230,12 @@ PARAMS = _Params()
 
 
 def _env(value):
-    for name in value:
+    for name, text in value.items():
+        if masking.holds_credentials(text):  # PIP_INDEX_URL: https://__token__:<token>@...
+            raise vocabulary.Line("env.%s holds what looks like a credential (%s), and an experiment file is shown by "
+                                  "the dry run and its env by the job's runtime_env to every dashboard reader: list %s "
+                                  "in secrets: and give its value in verl_job_secrets (e.g. Ansible Vault) or the "
+                                  "controller's environment" % (name, masking.CREDENTIAL_WORDS, name))
         if isinstance(name, str) and secret_names.is_secret_name(name):
             raise vocabulary.Line("env.%s looks like a secret (its name matches the secret-name rule), and an experiment file is "
                                   "shown by the dry run and its env by the job's runtime_env to every dashboard reader: list %s "
@@ -224,7 +254,9 @@ class _Env(vocabulary.EnvMap):
 
     def corpus(self):
         return super().corpus().add("secret_name", {"WANDB_API_KEY": "s3cr3t"}).add(
-            "secret_password", {"DB_PASSWORD": "s3cr3t"})
+            "secret_password", {"DB_PASSWORD": "s3cr3t"}).add("secret_lowercase", {"wandb_api_key": "s3cr3t"}).add(
+            "url_credentials", {"PIP_INDEX_URL": "https://__token__:s3cr3t@example.org/simple"}).add(
+            "url_token_user", {"HF_ENDPOINT": "https://s3cr3t@example.org"})
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -281,15 +313,28 @@ class _ByFramework(vocabulary.Type):
         return super().corpus().add("list", ["x"], typed=True)
 
 
+class _OnCommandLine(vocabulary.Text):
+    """Text that becomes part of the job's entrypoint, which every dashboard reader sees: never a credential."""
+
+    def check_text(self, value):
+        if masking.holds_credentials(value):
+            raise vocabulary.Bad("hold no credential (%s): the entrypoint is shown to every dashboard reader; list "
+                                 "the variable in secrets: and write $NAME" % masking.CREDENTIAL_WORDS)
+        return value
+
+    def corpus(self):
+        return super().corpus().add("url_credentials", "git clone https://s3cr3t@example.org/x.git && python3 x.py")
+
+
 ENTRYPOINTS = {
     "verl": vocabulary.Section(dict(
         module=vocabulary.Text(empty=False, pattern=PY_MODULE_RE, what="a Python module name (e.g. verl.trainer.main_ppo)"),
         config=vocabulary.Text(empty=False, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_./-]*$", what="a Hydra config name (e.g. "
                                "ppo_trainer)"),
-        python=vocabulary.Text(empty=False, what="the Python command (e.g. python3)"))),
+        python=_OnCommandLine(empty=False, what="the Python command (e.g. python3)"))),
     "nemo_rl": vocabulary.Section(dict(
-        repo_dir=vocabulary.AbsPath(), script=vocabulary.RelPath(), config=vocabulary.Text(empty=False), runner=vocabulary.Text(empty=False))),
-    "custom": vocabulary.Section(dict(command=vocabulary.Text(empty=False, lines=True, max_len=MAX_ARG_BYTES))),
+        repo_dir=vocabulary.AbsPath(), script=vocabulary.RelPath(), config=_OnCommandLine(empty=False), runner=_OnCommandLine(empty=False))),
+    "custom": vocabulary.Section(dict(command=_OnCommandLine(empty=False, lines=True, max_len=MAX_ARG_BYTES))),
 }
 
 PREFETCH_ITEM = vocabulary.OneOf(vocabulary.HfRepoId(), vocabulary.Section(dict(

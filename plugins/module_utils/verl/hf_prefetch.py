@@ -37,6 +37,7 @@ import time
 from collections import OrderedDict
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import files as fs
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import masking
 
 try:
     from http import client as _http
@@ -437,7 +438,7 @@ class Hub:
             hint = "no such repository, revision or file: check the name and the revision"
         else:
             hint = "try again later"
-        return "%s: the Hub at %s answered %d %s: %s" % (what, self.endpoint, e.code, e.reason, hint)
+        return "%s: the Hub at %s answered %d %s: %s" % (what, self.endpoint, e.code, _reason(e), hint)
 
 
 class HubUnreachable(PrefetchError):
@@ -449,8 +450,9 @@ class _Short(Exception):
 
 
 def _reason(e):
+    # urllib's texts repeat the URL they failed on (a redirect's signed CDN URL, its query a credential).
     r = getattr(e, "reason", None) or e
-    return str(r) or type(r).__name__
+    return masking.mask_patterns(str(r)) or type(r).__name__
 
 
 def _file(path, blob_id, lfs_sha256, size):
