@@ -101,7 +101,7 @@ def sandbox_playbook(name, *extra, env=None):
     The result has ``output`` (stdout + stderr)."""
     args = [venv_bin("ansible-playbook"), "-i", str(SANDBOX_INVENTORY), name]
     for item in extra:
-        args += ["-e", item]
+        args += [item] if item.startswith("--") else ["-e", item]  # a flag (--check) as it is, else extra vars
     full = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_") and k not in (env or {})}
     full.update(ANSIBLE_NOCOLOR="1", **(env or {}))
     proc = subprocess.run(args, cwd=ROOT, env=full, capture_output=True, text=True, timeout=1200)

@@ -30,7 +30,7 @@ def run_playbook(directory: Path, name: str, extra_vars: dict, *extra: str, env:
     args = [ANSIBLE_PLAYBOOK, "-i", str(directory / "inventory.yml"), name] + ([verbosity] if verbosity else [])
     args += ["-e", json.dumps(extra_vars)]
     for item in extra:
-        args += ["-e", item]
+        args += [item] if item.startswith("--") else ["-e", item]  # a flag (--check) as it is, else extra vars
     full_env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
                     ANSIBLE_LOCAL_TEMP=str(directory / "ansible-tmp"))
     full_env.pop("HF_TOKEN", None)

@@ -101,7 +101,18 @@ def test_multi_homed_nodes_get_their_own_address_and_interface_and_a_slow_link_i
         assert "; nothing was changed" in flat(wrong.output)
         assert {n["name"]: on_node(n["name"], "pgrep -f 'raylet/raylet' | head -1").strip() for n in (head, w1, w2)} == pids
 
+        # --check: each node's own checks only; nothing measured between nodes or through Ray, no failure for it,
+        # nothing written (no report, no verdict on the head).
+        verdict = on_node(head["name"], "cat /etc/ray/rlinfra-fitness.json 2>/dev/null")
         before = set(glob.glob(str(ROOT / "artifacts" / "fitness" / "default-*.json")))
+        checked = sandbox_playbook("fitness.yml", LOW, "--check")
+        assert checked.returncode == 0, checked.output[-4000:]
+        assert "Cluster default: fit" in checked.output and "check mode: only each node's own checks ran" in \
+            flat(checked.output), checked.output[-3000:]
+        assert "not run (" not in checked.output
+        assert set(glob.glob(str(ROOT / "artifacts" / "fitness" / "default-*.json"))) == before
+        assert on_node(head["name"], "cat /etc/ray/rlinfra-fitness.json 2>/dev/null") == verdict
+
         start = time.monotonic()
         fit = sandbox_playbook("fitness.yml", LOW)
         took = time.monotonic() - start

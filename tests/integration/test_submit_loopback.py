@@ -189,6 +189,20 @@ def test_dry_run_needs_no_cluster(workdir):
     assert not (workdir / "artifacts").exists()
 
 
+def test_submit_in_check_mode_reads_the_cluster_and_submits_nothing(ray_head, workdir):
+    """submit.yml --check, what a careful user runs first: the cluster is read (nodes, room, preflight), the job is
+    shown as it would be submitted, and nothing is submitted or written (it used to wait for the job it had not
+    submitted and end in a failure)."""
+    proc = playbook(workdir, "submit.yml", "exp=smoke", "run=check", "--check", head=ray_head)
+    assert proc.returncode == 0, proc.output[-4000:]
+    text = flat(proc.output)
+    assert "Check mode: nothing was submitted; %s-check would be submitted to Ray cluster default as below." % SID in text
+    assert "python3 smoke_rl.py trainer.total_training_steps=30" in text
+    assert "Submitted" not in proc.output and "Wait for job" not in proc.output
+    assert all(j["submission_id"] != SID + "-check" for j in ray_head.client().job_summaries())
+    assert not (workdir / "artifacts").exists()
+
+
 def test_stop_then_resubmit_resumes(ray_head, workdir):
     client = ray_head.client()
     params = {"verl_job_params": {"trainer": {"total_training_steps": 24, "save_freq": 2, "step_sleep_s": 1.0}}}
@@ -201,6 +215,12 @@ def test_stop_then_resubmit_resumes(ray_head, workdir):
         assert client.get_job(SID + "-long")["status"] in ("PENDING", "RUNNING")
         time.sleep(1)
     assert tracker.exists(), client.get_logs(SID + "-long")[-3000:]
+
+    # --check first, as a careful user does: it says what it would stop and stops nothing.
+    checked = playbook(workdir, "stop.yml", "exp=smoke", "run=long", "--check", head=ray_head)
+    assert checked.returncode == 0, checked.output[-4000:]
+    assert "check mode: %s-long is RUNNING and would be stopped; nothing was stopped" % SID in flat(checked.output)
+    assert client.get_job(SID + "-long")["status"] == "RUNNING"
 
     stop = playbook(workdir, "stop.yml", "exp=smoke", "run=long", head=ray_head)
     assert stop.returncode == 0, stop.output[-4000:]

@@ -247,3 +247,16 @@ def test_a_dead_run_names_its_causes_from_the_driver_log_and_the_kernel_logs(tmp
                          "lower trainer.max_actor_ckpt_to_keep")
     assert len(causes) == 2 and causes[1].startswith("gpu-2: Xid 79 (GPU has fallen off the bus) on 0000:")
     assert run_causes([], "", None) == [] and run_causes(collected[2:], str(tmp_path / "none.log")) == []
+
+
+def test_check_mode_measures_nothing_through_ray_and_calls_that_no_failure():
+    """fitness.yml --check: the Ray job is skipped; that is not the cluster's failure (it read "not run (Conditional
+    result was False)" and failed the run), while a Ray check skipped for real stays one."""
+    from ansible_collections.rlinfra.verl.plugins.action.fitness_report import ray_result
+    skipped = {"skipped": True, "skip_reason": "Conditional result was False"}
+    assert ray_result(skipped, check_mode=True) == {}
+    assert ray_result(skipped) == {"error": "not run (Conditional result was False)"}
+    nodes = [dict(host="h", ip="10.0.0.1", ifname="eth0", check={"lines": []}),
+             dict(host="w", ip="10.0.0.2", ifname="eth0", check={"lines": []})]
+    out = verdict("c", "h", nodes, [], ray_result(skipped, check_mode=True))
+    assert not out["failure"] and not out["unfit"]
