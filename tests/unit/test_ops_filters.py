@@ -57,9 +57,9 @@ def test_pick_attempt_newest_or_the_one_asked_for():
 
 @pytest.mark.parametrize("attempt, message", [
     ("4", "attempt 4 of %s (%s-a4) does not exist; its attempts: 1, 2, 3" % (BASE, BASE)),
-    ("x", "attempt must be a whole number from 1, got 'x'"),
-    ("0", "attempt must be a whole number from 1, got '0'"),
-    (True, "attempt must be a whole number from 1, got True"),
+    ("x", "attempt must be a whole number from 1 to 1000000, got 'x' (-e attempt=K, or leave it out for the newest)"),
+    ("0", "attempt must be a whole number from 1 to 1000000, got '0' (-e attempt=K, or leave it out for the newest)"),
+    (True, "attempt must be a whole number from 1 to 1000000, got True (-e attempt=K, or leave it out for the newest)"),
     ("1.5", "attempt must be a whole number from 1"),
 ])
 def test_pick_attempt_errors_in_one_line(attempt, message):

@@ -96,8 +96,8 @@ IMAGE_CREDENTIALS = ("be a container image reference without credentials: set ra
     # A URL written without its // is read as a URL, never shown back as a bad path.
     (vocabulary.PathOrUrl(), "https:user:s3cr3t@example.org/simple", "be an absolute path or a URL (https://, http://, "
      "file://), got a value that is not a URL (not shown)"),
-    (vocabulary.PathOrUrl(), "data/wheels", "be an absolute path or a URL (https://, http://, file://), got a value "
-     "that is not a URL (not shown)"),
+    (vocabulary.PathOrUrl(), "user:s3cr3t@example.org/simple", "be an absolute path or a URL (https://, http://, "
+     "file://), got a value that is not a URL (not shown)"),
     # An '@' anywhere but before a digest may be user:password@.
     (vocabulary.ImageRef(), "https://user:s3cr3t@registry.example/x:1", IMAGE_CREDENTIALS),
     (vocabulary.ImageRef(), "registry.example/user:s3cr3t@x:1", IMAGE_CREDENTIALS),
@@ -195,3 +195,17 @@ def test_overlap():
     # Linux reads //data as /data (os.path.normpath keeps the two slashes)
     assert vocabulary.overlap("//data/ckpt", "/data/ckpt/a") and vocabulary.inside("/data//./ckpt", "//data")
     assert vocabulary.normpath("//data/./x/") == "/data/x" and vocabulary.normpath("///x") == "/x"
+
+
+def test_a_plain_relative_path_is_a_bad_path_shown_as_such():
+    t = vocabulary.PathOrUrl()
+    with pytest.raises(vocabulary.Bad) as err:
+        t.validate("wheels")
+    assert t.line("f", "wheels", err.value) == "f must be an absolute path (starting with /), got 'wheels'"
+
+
+def test_where_a_secret_is_kept_is_no_secret():
+    """secrets_file, secrets_dir, RAY_AUTH_TOKEN_PATH name a place: a line about them shows the path."""
+    assert vocabulary.credential_strings({"secrets_file": "/data/s/x.env", "secrets_dir": "/data/s",
+                                          "RAY_AUTH_TOKEN_PATH": "/etc/ray/auth_token"}) == []
+    assert vocabulary.credential_strings({"HF_TOKEN": "abc", "api_key": "k"}) == ["abc", "k"]

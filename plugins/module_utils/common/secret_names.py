@@ -63,6 +63,16 @@ def is_secret_name(name, pattern=None):
     return name_rule(pattern).search(str(name)) is not None
 
 
+# Where a secret is kept, or what it is called, is no secret: secrets_file, secrets_dir, RAY_AUTH_TOKEN_PATH,
+# ray_env_secret_pattern, secret_names hold a path, a pattern or names.
+_PLACE = re.compile(r"(^|[_.-])(files?|dirs?|directory|path|paths|pattern|names?)$", re.IGNORECASE)
+
+
+def holds_secret_value(name):
+    """Whether a field called ``name`` holds a secret's value (a secret's name that does not name a place)."""
+    return is_secret_name(name) and not _PLACE.search(str(name))
+
+
 def split_env(env, pattern=None):
     """``(plain, secret)``: the entries of the mapping ``env`` whose names are not / are secrets."""
     rule = name_rule(pattern)

@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 NOTSET = object()
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import MASK, holds_credentials, mask_patterns
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.secret_names import is_secret_name
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.secret_names import holds_secret_value, is_secret_name
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -134,7 +134,7 @@ def credential_strings(value):
     where a list of names belongs)."""
     if isinstance(value, dict):
         return [x for k, v in value.items() for x in credential_strings(k) + (
-            _leaves(v) if isinstance(k, str) and is_secret_name(k) else credential_strings(v))]
+            _leaves(v) if isinstance(k, str) and holds_secret_value(k) else credential_strings(v))]
     if isinstance(value, (list, tuple)):
         return [x for v in value for x in credential_strings(v)]
     return [value] if isinstance(value, str) and (holds_credentials(value) or mask_patterns(value) != value) else []
@@ -1185,9 +1185,12 @@ class PathOrUrl(Type):
         self.path, self.url = AbsPath(), Url(schemes=schemes)
 
     def _type(self, value):
-        # Only a value that starts as a path is one: anything else is read as a URL, so that a URL written wrong
-        # (https:user:token@host, https:/token@host) is not shown back as a bad path, token and all.
-        return self.path if not isinstance(value, str) or value.startswith("/") or not value.strip() else self.url
+        # A value with a ':' or '@' that does not start as a path is read as a URL, so that a URL written wrong
+        # (https:user:token@host, https:/token@host) is not shown back as a bad path, token and all; a plain relative
+        # path (wheels) is a bad path, shown as such.
+        if not isinstance(value, str) or value.startswith("/") or not value.strip() or not re.search(r"[:@]", value):
+            return self.path
+        return self.url
 
     def check(self, value):
         t = self._type(value)
