@@ -277,6 +277,7 @@ class Merge:
         """Container mode: the head's container runs and sees ``paths`` (container.check_visible); one line if not."""
         if not self.container:
             return
+
         def run(argv, data=None):
             proc = subprocess.run(argv, input=data, capture_output=True, text=True, check=False)
             return proc.returncode, proc.stdout, proc.stderr

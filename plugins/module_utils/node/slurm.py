@@ -57,6 +57,7 @@ def job_from_json(data, job_id):
         return None
     j = jobs[0]
     gpus = gpus_from_tres(str(j.get("tres_per_node") or ""), str(j.get("tres_alloc_str") or ""), j.get("node_count"))
+
     def text(key):  # a field of another type (a mapping where text belongs) reads as missing
         return j.get(key) if isinstance(j.get(key), str) else ""
     return {"job_id": str(j.get("job_id", job_id)), "name": text("name"), "state": _state(j.get("job_state")),

@@ -112,10 +112,10 @@ def _expected_type_problem(key, base_value, new_value):
 def _missing(reason, where, hint=""):
     """The check skipped: verl or hydra cannot be found in the Python that runs it."""
     if where:
-        return verdict("skipped", "the image has no verl/hydra (%s, for %s in %s): verl config check skipped; %s"
-                      % (reason, sys.executable, where, IMAGE_HINT))
-    return verdict("skipped", "verl config check skipped: %s in the controller's Python (%s); %s%s"
-                  % (reason, sys.executable, hint, INSTALL_HINT))
+        return verdict("skipped", "the image has no verl/hydra (%s, for %s in %s): verl config check skipped; %s" % (
+            reason, sys.executable, where, IMAGE_HINT))
+    return verdict("skipped", "verl config check skipped: %s in the controller's Python (%s); %s%s" % (
+        reason, sys.executable, hint, INSTALL_HINT))
 
 
 def check_verl_config(overrides, config_name="ppo_trainer", config_dir=None, where=None):
@@ -140,8 +140,8 @@ def check_verl_config(overrides, config_name="ppo_trainer", config_dir=None, whe
                 try:
                     _BASE_CACHE[key] = compose(config_name, overrides=[])
                 except Exception as e:
-                    return verdict("failed", "verl config %r cannot be composed from %s: %s%s"
-                                  % (config_name, config_dir, _one_line(e), tail))
+                    return verdict("failed", "verl config %r cannot be composed from %s: %s%s" % (
+                        config_name, config_dir, _one_line(e), tail))
             base = _BASE_CACHE[key]
             try:
                 cfg = compose(config_name, overrides=list(overrides))
@@ -168,10 +168,10 @@ def check_verl_config(overrides, config_name="ppo_trainer", config_dir=None, whe
         problems.append("verl's config leaves %s unset (???): set %s in params (e.g. actor_rollout_ref.rollout.name: vllm)"
                         % (", ".join(missing), "it" if len(missing) == 1 else "them"))
     if problems:
-        return verdict("failed", "verl config check (verl %s, %s): %s%s"
-                      % (version, config_name, "; ".join(problems), tail))
-    return verdict("passed", "verl config check passed: %d override(s) compose with verl %s's %s%s"
-                  % (len(overrides), version, config_name, tail))
+        return verdict("failed", "verl config check (verl %s, %s): %s%s" % (
+            version, config_name, "; ".join(problems), tail))
+    return verdict("passed", "verl config check passed: %d override(s) compose with verl %s's %s%s" % (
+        len(overrides), version, config_name, tail))
 
 
 def _compose_error(exc, base, OmegaConf, version):

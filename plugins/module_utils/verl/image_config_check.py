@@ -67,8 +67,8 @@ def answer(rc, stdout, stderr, label, argv):
                 return value
             break
     why = _tail(stderr) or _tail(stdout) or "no output"
-    return config_check.verdict("failed", "verl config check could not run in %s: %s exited %s: %s"
-                               % (label, " ".join(argv), rc, why))
+    return config_check.verdict("failed", "verl config check could not run in %s: %s exited %s: %s" % (
+        label, " ".join(argv), rc, why))
 
 
 def run_in_image(engine_path, container, image_id, node, overrides, config_name, timeout, run=subprocess.run):
@@ -81,11 +81,11 @@ def run_in_image(engine_path, container, image_id, node, overrides, config_name,
     try:
         proc = run(argv, input=text, capture_output=True, text=True, errors="replace", timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
-        return config_check.verdict("failed", "verl config check in %s did not finish within %ss (%s)"
-                                   % (label, timeout, " ".join(argv)))
+        return config_check.verdict("failed", "verl config check in %s did not finish within %ss (%s)" % (
+            label, timeout, " ".join(argv)))
     except OSError as e:
-        return config_check.verdict("failed", "verl config check could not run in %s: %s: %s"
-                                   % (label, engine_path, e.strerror or e))
+        return config_check.verdict("failed", "verl config check could not run in %s: %s: %s" % (
+            label, engine_path, e.strerror or e))
     return answer(proc.returncode, proc.stdout, proc.stderr, label, argv)
 
 

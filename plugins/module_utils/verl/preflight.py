@@ -26,13 +26,14 @@ Each check is a dict ``{name, status: passed|failed|skipped, message}``.
 
 from __future__ import annotations
 
-import importlib.util  # noqa: F401 - the tests reach find_spec through this module
+import importlib.util  # noqa: F401 pylint: disable=unused-import - the tests reach find_spec through this module
 import os
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import package as ray_package
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl.experiment import SHAPE_KEYS
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.numbers import float_or_none, tidy
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl.config_check import (  # noqa: F401 - this module's API
+# This module's API (the controller's check): re-exported from config_check, which the image runs on its own.
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl.config_check import (  # noqa: F401 pylint: disable=unused-import
     INSTALL_HINT, check_verl_config, verl_config_dir)
 
 VERL_CPUS_PER_GPU = 3  # verl ResourcePoolManager.max_colocate_count: bundle {"CPU": 3, "GPU": 1} per GPU
