@@ -26,7 +26,8 @@ Each check is a dict ``{name, status: passed|failed|skipped, message}``.
 
 from __future__ import annotations
 
-import importlib.util  # noqa: F401 pylint: disable=unused-import - the tests reach find_spec through this module
+# The tests reach find_spec through this module.
+import importlib.util  # noqa: F401 pylint: disable=unused-import
 import os
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import package as ray_package
