@@ -323,9 +323,9 @@ class Sync:
                         "uv pip install --no-deps of python_env_no_deps_packages")
 
     def prune(self, packages, nbi, nodeps, keep):
-        if not owned.claimed(self.venv):
-            return ("%s was not made by rlinfra (no %s in it), so packages dropped from the lists are not removed from "
-                    "it" % (self.venv, owned.CLAIM))
+        # The environment python_env_path names holds exactly the lists (a package dropped from them, or installed by
+        # hand, is removed), whoever made it: that is what python_env_path asks for. Removing the directory itself is
+        # another matter, left to a purge, which needs the claim (owned.claim) only an environment made here carries.
         query = json.dumps({"roots": requirement_lines(packages) + requirement_lines(nbi),
                             "no_deps": requirement_lines(nodeps)})
         out, dummy = self.run([self.python, "-c", INSPECT_SCRIPT], "reading the installed packages", data=query)

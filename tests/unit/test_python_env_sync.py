@@ -11,12 +11,11 @@ import os
 import shutil
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import files, owned
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import files
 from ansible_collections.rlinfra.verl.plugins.module_utils.node import python_env
 from ansible_collections.rlinfra.verl.plugins.modules import python_env_sync
 
@@ -144,7 +143,6 @@ def venv(tmp_path_factory):
         pytest.skip("wheels %s not in %s: run sandbox/sandbox.sh wheelhouse" % (", ".join(missing), WHEELHOUSE))
     base = getattr(sys, "_base_executable", sys.executable)
     path = tmp_path_factory.mktemp("pyenv") / "venv"
-    owned.claim(str(path))  # made as python_env makes it: the collection's own, so pruned
     subprocess.run([base, "-m", "venv", str(path)], check=True, capture_output=True)
     subprocess.run([str(path / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
                     "--no-index", "--find-links", str(WHEELHOUSE), "uv"], check=True, capture_output=True)
@@ -289,21 +287,6 @@ def test_converged_env_installs_nothing_and_a_hand_made_change_is_undone(sync, v
     fixed = sync(["mdurl==0.1.2"])
     assert fixed["changed"] is True and any(r.lower().startswith("six") for r in fixed["removed"])
     assert fixed["fingerprint"] == first["fingerprint"]
-
-
-
-def test_a_venv_the_collection_did_not_make_is_never_pruned(tmp_path):
-    """python_env_path naming an environment someone else made (its fingerprint file is then written into it): the
-    packages dropped from the lists were uninstalled from it."""
-    theirs = tmp_path / "theirs"
-    (theirs / "bin").mkdir(parents=True)
-    (theirs / "rlinfra-fingerprint.txt").write_text("sha256:x\n")
-    params = dict(venv=str(theirs), find_links=[], wheelhouse="", no_index=True, index_url="", extra_index_urls=[])
-    sync = python_env_sync.Sync(types.SimpleNamespace(params=params))
-    sync.run = lambda *a, **k: pytest.fail("no command may run: %r" % (a,))
-    assert sync.prune(["six"], [], [], []) == (
-        "%s was not made by rlinfra (no rlinfra-owned.txt in it), so packages dropped from the lists are not removed from "
-        "it" % theirs)
 
 
 # Option lines and credentials never reach uv: the vocabulary's types refuse them before a venv or a command exists -
