@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import secrets_file
 from tests.integration.localhost_play import REPO, flat, recap, run_playbook, write_inventory
 FAKE_HF_TOKEN = "hf_fAkE0123456789sEcReTvAlUe"
 SID = "rlinfra-smoke-default"
@@ -436,11 +437,13 @@ def test_artifacts_that_cannot_be_written_mid_run_leave_the_status_and_the_summa
     # though that run itself has no secrets.
     run_dir.unlink()
     left = workdir / ".rlinfra" / "secrets" / "default" / (SID + "-gone.env")
-    left.write_text("HF_TOKEN='x'\n")
+    left.write_text(secrets_file.HEADER + "\nHF_TOKEN='x'\n")  # as rlinfra writes it
     left.chmod(0o600)
+    theirs = left.with_name("prod.env")  # a project's own file in the directory: never rlinfra's to remove
+    theirs.write_text("API_URL=x\n")
     again = playbook(workdir, "submit.yml", "exp=smoke", "run=clean", head=ray_head)
     assert again.returncode == 0, again.output[-3000:]
-    assert not left.exists()
+    assert not left.exists() and theirs.read_text() == "API_URL=x\n"
 
 
 def test_an_artifacts_directory_that_is_a_link_is_refused_before_anything(ray_head, workdir):
