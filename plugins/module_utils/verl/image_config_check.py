@@ -16,6 +16,7 @@ import json
 import socket
 import subprocess
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.node import container as container_rules
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import config_check
 
 STATUSES = ("passed", "failed", "skipped")
@@ -46,7 +47,8 @@ def image_script(overrides, config_name, label):
 
 
 def command(engine_path, container):
-    return [engine_path, "exec", "-i", container, "python3", "-"]
+    # The exec line merge uses too (node/container.py): one rule for running something in the head's container.
+    return container_rules.exec_prefix(engine_path, container) + ["python3", "-"]
 
 
 def _tail(text, limit=300):
