@@ -5,7 +5,9 @@ What site.yml's container step does on each node, run as that step runs it: ``rl
 limited to the head (one node) or given all three nodes (at once, as site.yml's play runs them). Before each timed
 load the image is removed from the nodes (not timed). The re-run is the same playbook again on the three nodes, the
 image present: it must load nothing (``loaded`` false on every node, asserted). Sides alternate which goes first,
-round by round; medians. Goal (issue: containers): three nodes at once <= 1.5x one node; a re-run loads nothing.
+round by round; medians. The third side gives the three nodes one shared store (``image_store``): one node loads,
+the others find the image there. Goal (issue: containers): three nodes at once <= 1.5x one node; a re-run loads
+nothing.
 
 Run from the repository root with the sandbox up (sandbox/sandbox.sh up; sandbox/sandbox.sh image):
     python bench/bench_container_load.py [--rounds 5] [--no-write]
@@ -31,9 +33,11 @@ PLAYBOOK = str(Path(sys.executable).parent / "ansible-playbook")
 INVENTORY = ROOT / ".sandbox" / "inventory.yml"
 IMAGE = "rlinfra/ray-node:sandbox"
 ARCHIVE = "/data/images/rlinfra-ray.tar"
+STORE = "/data/rlinfra-bench-store"
 PLAY = [{"name": "Make the image ready", "hosts": "HOSTS", "gather_facts": False, "tasks": [
     {"name": "Load the archive when the node lacks its image", "rlinfra.verl.ray_container": {
-        "image": IMAGE, "archive": ARCHIVE, "mounts": ["/data"], "state_path": "/tmp/rlinfra-bench-image.json"},
+        "image": IMAGE, "archive": ARCHIVE, "mounts": ["/data"], "state_path": "/tmp/rlinfra-bench-image.json",
+        "image_store": "STORE"},
      "register": "image"},
     {"name": "Say what it did", "ansible.builtin.debug": {"msg": "LOADED={{ image.loaded }}"}}]}]
 
@@ -44,11 +48,14 @@ def nodes():
 
 
 def forget(names):
-    """The image off the nodes, the disk's writes finished and the page cache dropped (every load then reads the archive
+    """The images off the nodes, the disk's writes finished and the page cache dropped (every load then reads the archive
     from the disk, as a fresh node does), and the CPUs quiet again - so one step's leftovers do not land on the next."""
     for name in names:
-        subprocess.run(["docker", "exec", name, "sh", "-c", "podman rmi -f %s >/dev/null 2>&1; podman image prune -f "
-                        ">/dev/null 2>&1; rm -f /tmp/rlinfra-bench-image.json" % IMAGE], check=False)
+        # Every image goes (one sharing the test image's layer makes a load skip it: the other tests leave some).
+        subprocess.run(["docker", "exec", name, "sh", "-c", "rm -f /etc/containers/storage.conf; podman rm -af "
+                        ">/dev/null 2>&1; podman rmi -af >/dev/null 2>&1; rm -f /tmp/rlinfra-bench-image.json"],
+                       check=False)
+    subprocess.run(["docker", "exec", names[0], "rm", "-rf", STORE], check=False)
     subprocess.run(["sync"], check=False)
     try:
         with open("/proc/sys/vm/drop_caches", "w") as f:
@@ -60,9 +67,10 @@ def forget(names):
         time.sleep(2)
 
 
-def run(hosts):
+def run(hosts, store=""):
+    play = json.loads(json.dumps(PLAY[0]).replace('"STORE"', json.dumps(store)))
     with tempfile.NamedTemporaryFile("w", suffix=".yml", delete=False) as f:
-        json.dump([dict(PLAY[0], hosts=hosts)], f)
+        json.dump([dict(play, hosts=hosts)], f)
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
     env.update(ANSIBLE_NOCOLOR="1")
     t0 = time.perf_counter()
@@ -84,42 +92,56 @@ def main():
     names = nodes()
     head = names[0]
     load0 = os.getloadavg()[0]
-    one, three, rerun = [], [], []
+    took = {"one": [], "three": [], "store": [], "rerun": [], "store_rerun": []}
+    # one: the head loads into its own store; three: every node into its own, at once (site.yml's play); store: the
+    # three at once with ray_container_image_store - one loads into the shared store, the others find it there.
+    order = ["one", "three", "store"]
     for r in range(args.rounds):
-        sides = ["one", "three"] if r % 2 == 0 else ["three", "one"]
+        sides = order[r % 3:] + order[:r % 3]
         for side in sides:
             forget(names)
-            took, loaded = run(head if side == "one" else "all")
-            assert loaded == (1 if side == "one" else len(names)), (side, loaded)
-            (one if side == "one" else three).append(took)
-            print("round %d %-5s %.1f s (loaded on %d)" % (r + 1, side, took, loaded), flush=True)
-            if side == "three":
-                took, loaded = run("all")
+            store = STORE if side == "store" else ""
+            seconds, loaded = run(head if side == "one" else "all", store)
+            assert loaded == (len(names) if side == "three" else 1), (side, loaded)
+            took[side].append(seconds)
+            print("round %d %-5s %.1f s (loaded on %d)" % (r + 1, side, seconds, loaded), flush=True)
+            if side != "one":
+                seconds, loaded = run("all", store)
                 assert loaded == 0, "a re-run loaded the image again on %d node(s)" % loaded
-                rerun.append(took)
-                print("round %d rerun %.1f s (loaded on 0)" % (r + 1, took), flush=True)
+                took["rerun" if side == "three" else "store_rerun"].append(seconds)
+                print("round %d rerun %.1f s (loaded on 0)" % (r + 1, seconds), flush=True)
+    forget(names)
     load1 = os.getloadavg()[0]
     size = subprocess.run(["docker", "exec", head, "stat", "-c", "%s", ARCHIVE], capture_output=True, text=True,
                           check=True).stdout.strip()
-    m1, m3, mr = statistics.median(one), statistics.median(three), statistics.median(rerun)
+    med = {k: statistics.median(v) for k, v in took.items()}
+    m1 = med["one"]
+
+    def row(label, key, ratio):
+        v = took[key]
+        return "| %s | %.1f | %.1f-%.1f | %s |" % (label, med[key], min(v), max(v), ratio)
     body = "\n".join([
         "## Container mode: loading the image archive on one node against three at once",
         "",
         "`bench/bench_container_load.py`: `rlinfra.verl.ray_container` with `archive` (the sandbox's test image, %d MB, "
         "on the shared volume) in one `ansible-playbook` run - limited to the head, or on the three nodes at once as "
-        "site.yml's play runs it - the image removed from the nodes, the disk synced, the page cache dropped and the "
-        "CPUs let settle (load < 1, 60 s at most) before each timed load; then the same run again "
-        "with the image there (it loads nothing: `loaded` false on every node, asserted). %d rounds, sides alternating; "
-        "medians; `ansible-playbook`'s own start is in every figure. Load average (1 min) at start/end: %.1f / %.1f on "
-        "%d cores." % (int(size) // 1000000, args.rounds, load0, load1, os.cpu_count()),
+        "site.yml's play runs it, each node into its own store or, with `image_store` (`ray_container_image_store`), "
+        "into one store on the shared volume that every node then runs the image from - the image (and the store) "
+        "removed, the disk synced, the page cache dropped and the CPUs let settle (load < 1, 60 s at most) before each "
+        "timed load; then the same run again with the image there (it loads nothing: `loaded` false on every node, "
+        "asserted). %d rounds, the three sides rotating which goes first; medians; `ansible-playbook`'s own start is "
+        "in every figure. Load average (1 min) at start/end: %.1f / %.1f on %d cores." % (
+            int(size) // 1000000, args.rounds, load0, load1, os.cpu_count()),
         "",
         "| step | median (s) | min-max (s) | ratio |",
         "|---|---:|---:|---:|",
-        "| load on one node | %.1f | %.1f-%.1f | |" % (m1, min(one), max(one)),
-        "| load on three nodes at once | %.1f | %.1f-%.1f | **%.2fx** one node (goal <= 1.5x) |" % (
-            m3, min(three), max(three), m3 / m1),
-        "| re-run on three nodes (loads nothing) | %.1f | %.1f-%.1f | %.2fx one load |" % (
-            mr, min(rerun), max(rerun), mr / m1),
+        row("load on one node (its own store)", "one", ""),
+        row("load on three nodes at once, each into its own store", "three", "%.2fx one node" % (med["three"] / m1)),
+        row("load on three nodes at once, shared store (`ray_container_image_store`)", "store",
+            "**%.2fx** one node (goal <= 1.5x)" % (med["store"] / m1)),
+        row("re-run on three nodes, own stores (loads nothing)", "rerun", "%.2fx one load" % (med["rerun"] / m1)),
+        row("re-run on three nodes, shared store (loads nothing)", "store_rerun",
+            "%.2fx one load" % (med["store_rerun"] / m1)),
     ])
     print(body)
     if not args.no_write:

@@ -16,7 +16,10 @@ def would_change(host, env=None, node=None, image=None):
     parts = []
     if image.get("installed"):
         parts.append("%s installed" % image.get("engine", "podman"))
-    if image.get("loaded"):
+    if image.get("loaded") and image.get("image_store"):
+        parts.append("the image loaded from its archive into the shared store %s (once, by the first node there)"
+                     % image["image_store"])
+    elif image.get("loaded"):
         parts.append("the image loaded from its archive")
     elif image.get("pulled"):
         parts.append("the image pulled")

@@ -55,6 +55,17 @@ options:
     description: Where the login is kept (root only).
     type: path
     default: /etc/ray/registry
+  image_store:
+    description:
+      - A directory on the shared volume that holds the image once for every node (podman only). The first node to
+        take the store's lock loads the archive (or pulls the image) into it with C(podman --root); the others wait
+        and load nothing. Each node's C(/etc/containers/storage.conf) lists it in C(additionalimagestores), and the
+        nodes run the image from it, read-only.
+      - The node's storage.conf is written only when it is missing or the collection's own (its first line says so);
+        a node's own storage.conf must list the store already, or the task fails in one line and changes nothing.
+      - Empty (the default) - each node loads or pulls the image into its own store.
+    type: path
+    default: ""
   mounts:
     description: Paths the Ray unit mounts into the container; each must exist.
     type: list
@@ -69,6 +80,8 @@ options:
       - V(present) makes the image ready. V(absent) (teardown.yml's purge) removes the image the record names from the
         engine, and the record; without a record the image is left (O(image) alone does not show the collection put
         it there). Nothing is installed then, and a missing engine or image is nothing to do.
+      - An image of the shared store (O(image_store)) is left in the store, which other nodes and clusters may use;
+        the node's storage.conf is removed when it is the collection's own.
     type: str
     choices: [present, absent]
     default: present
@@ -131,13 +144,20 @@ removed:
   description: With O(state=absent), whether the image was (or would be) removed.
   returned: when O(state=absent)
   type: bool
+image_store:
+  description: The shared image store the node runs the image from (V("") - the node's own store).
+  returned: always
+  type: str
 """
 
+import contextlib
+import errno
 import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import files
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import makedirs, write_atomic
 from ansible_collections.rlinfra.verl.plugins.module_utils.node import container
 
@@ -150,11 +170,15 @@ ARGS = vocabulary.Args(
                                       default=""),
     registry_password=vocabulary.Secret(default=""),
     auth_dir=vocabulary.AbsPath(default="/etc/ray/registry"),
+    image_store=vocabulary.AbsPath(empty=True, default=""),
     mounts=vocabulary.ListOf(vocabulary.AbsPath(), default=[]),
     state_path=vocabulary.AbsPath(required=True),
     state=vocabulary.Choice(("present", "absent"), default="present"),
 )
 ARGUMENT_SPEC = ARGS.spec
+# How long a node waits for another to finish loading into the shared store before it says so: a large image over
+# a slow volume takes minutes, never an hour.
+STORE_WAIT = 3600
 
 
 def find_engine(module):
@@ -190,14 +214,16 @@ def remove(module):
     may use it, before and besides Ray)."""
     p = module.params
     engine, path = find_engine(module)
-    recorded = None
+    recorded, store = None, ""
     try:
         with open(p["state_path"], encoding="utf-8") as f:
-            recorded = container.image_id(json.load(f).get("image_id"))
+            record = json.load(f)
+        recorded = container.image_id(record.get("image_id"))
+        store = str(record.get("image_store") or "")
     except (OSError, ValueError, AttributeError):
         pass
     removed = False
-    if path and recorded:
+    if path and recorded and not store:  # the shared store's image stays: other nodes and clusters run it
         found = container.inspect(lambda argv, data=None: module.run_command(argv), path, recorded)
         if found:
             removed = True
@@ -209,8 +235,51 @@ def remove(module):
     had_record = os.path.exists(p["state_path"])
     if had_record and not module.check_mode:
         os.unlink(p["state_path"])
-    module.exit_json(changed=removed or had_record, engine=engine, engine_path=path or "", image_id=recorded, digests=[],
-                     fingerprint=None, loaded=False, pulled=False, installed=False, removed=removed)
+    conf = own_storage_conf() is not None
+    if conf and not module.check_mode:
+        os.unlink(container.STORAGE_CONF)
+    module.exit_json(changed=removed or had_record or conf, engine=engine, engine_path=path or "", image_id=recorded,
+                     digests=[], fingerprint=None, loaded=False, pulled=False, installed=False, removed=removed,
+                     image_store=store)
+
+
+def read_storage_conf(module):
+    """The node's storage.conf, or None when it has none; never read through a link (one line, nothing changed)."""
+    try:
+        with open(container.STORAGE_CONF, encoding="utf-8", opener=files.no_follow) as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            module.fail_json(msg="%s is a symbolic link: ray_container_image_store writes that file only when it is the "
+                                 "node's own file or missing; nothing was changed" % container.STORAGE_CONF, changed=False)
+        module.fail_json(msg="%s cannot be read: %s; nothing was changed" % (container.STORAGE_CONF, e.strerror or e),
+                         changed=False)
+
+
+def own_storage_conf():
+    """The node's storage.conf when it is the collection's own (its first line), else None."""
+    try:
+        with open(container.STORAGE_CONF, encoding="utf-8", opener=files.no_follow) as f:
+            text = f.read()
+    except OSError:
+        return None
+    return text if text.startswith(container.STORE_HEADER) else None
+
+
+def write_storage_conf(text):
+    makedirs(os.path.dirname(container.STORAGE_CONF), 0o755)
+    write_atomic(container.STORAGE_CONF, text, 0o644)
+
+
+def store_ready(module, run, engine, path, store, info, current):
+    """True when the node lists the shared store and sees the image (tagged) already: nothing to write or load."""
+    p = module.params
+    if container.use_store(run, path, store, info, current, None, check=True):
+        return False
+    found = container.ensure_image(run, engine, path, p["image"], archive=p["archive"], check=True, store=store)
+    return not (found["loaded"] or found["pulled"] or found["tagged"])
 
 
 def converge(module):
@@ -227,15 +296,37 @@ def converge(module):
         return module.run_command(argv, data=data, binary_data=data is not None)
 
     credentials = dict(username=p["registry_username"], password=p["registry_password"]) if p["registry_username"] else None
+    store = p["image_store"]
+    stored, info = False, None
     try:
-        found = container.ensure_image(run, engine, path, p["image"], archive=p["archive"], credentials=credentials,
-                                       auth_dir=p["auth_dir"], check=module.check_mode)
+        if store and engine != "podman":
+            raise container.ContainerError("ray_container_image_store needs podman (docker has no shared image store): "
+                                           "set ray_container_engine: podman, or unset ray_container_image_store; nothing "
+                                           "was changed")
+        lock = contextlib.nullcontext()
+        if store:
+            current = read_storage_conf(module)
+            info = container.store_info(run, path, current)
+            container.check_store(store, info["graphroot"])
+            # The store's lock only when there is something to do: converged nodes do not queue behind each other.
+            if not module.check_mode and not store_ready(module, run, engine, path, store, info, current):
+                lock = files.BoundedLock(os.path.join(store, container.STORE_LOCK), STORE_WAIT,
+                                         "another node loading the image into the shared store", container.ContainerError)
+        with lock:
+            if store:
+                stored = container.use_store(run, path, store, info, read_storage_conf(module), write_storage_conf,
+                                             check=module.check_mode)
+            found = container.ensure_image(run, engine, path, p["image"], archive=p["archive"], credentials=credentials,
+                                           auth_dir=p["auth_dir"], check=module.check_mode, store=store)
     except container.ContainerError as exc:
-        module.fail_json(msg=str(exc), changed=installed and not module.check_mode)
-    changed = installed or found["loaded"] or found["pulled"] or found["tagged"]
+        module.fail_json(msg=str(exc), changed=(installed or stored) and not module.check_mode)
+    except OSError as exc:
+        module.fail_json(msg="the shared image store %s cannot be used: %s; nothing else was changed" % (
+            store, exc.strerror or exc), changed=(installed or stored) and not module.check_mode)
+    changed = installed or stored or found["loaded"] or found["pulled"] or found["tagged"]
     fingerprint = container.fingerprint(found) if found.get("id") else None
     if found.get("id"):
-        content = container.state_content(found, p["image"], engine)
+        content = container.state_content(found, p["image"], engine, store)
         try:
             with open(p["state_path"], encoding="utf-8") as f:
                 same = f.read() == content
@@ -248,7 +339,7 @@ def converge(module):
                 write_atomic(p["state_path"], content, 0o644)
     module.exit_json(changed=changed, engine=engine, engine_path=path, image_id=found.get("id"),
                      digests=found.get("digests") or [], fingerprint=fingerprint, loaded=found["loaded"],
-                     pulled=found["pulled"], installed=installed)
+                     pulled=found["pulled"], installed=installed, image_store=store)
 
 
 def main():

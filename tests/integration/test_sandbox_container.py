@@ -39,7 +39,10 @@ MARKER = "rlinfra-sandbox-ray-image"
 CONTAINER = {"ray_container_image": IMAGE, "ray_container_image_archive": ARCHIVE, "ray_container_mounts": ["/data"]}
 EXP = "smoke-container-" + TAG
 IMAGES = Path(os.environ.get("SANDBOX_IMAGES") or ROOT / ".sandbox" / "images")
-V2 = dict(CONTAINER, ray_container_image=IMAGE + "-v2", ray_container_image_archive="/data/images/rlinfra-ray-v2.tar")
+# The second image goes through the shared image store: one node loads it there, every node runs it from there.
+STORE = "/data/rlinfra-images-" + TAG
+V2 = dict(CONTAINER, ray_container_image=IMAGE + "-v2", ray_container_image_archive="/data/images/rlinfra-ray-v2.tar",
+          ray_container_image_store=STORE)
 
 
 def playbook(name, *extra):
@@ -293,6 +296,15 @@ def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path):
         assert applied.returncode == 0, applied.output[-5000:]
         after = running_images(nodes)
         assert all(v2_id.startswith(image_id) and image_id for image_id in after.values()), (v2_id, after)
+        # Loaded once, into the shared store: every node lists it (its storage.conf, the collection's own) and runs
+        # the image from it, read-only; no node holds a copy of its own (one row, read-only); a re-run changes nothing.
+        for name in names:
+            assert on_node(name, "head -1 /etc/containers/storage.conf").startswith("# rlinfra.verl: written by")
+            assert on_node(name, "podman images --format '{{.ReadOnly}}' %s-v2" % IMAGE).split() == ["true"], name
+        assert on_node(head, "test -d %s/overlay-images && echo store" % STORE).strip() == "store"
+        again = playbook("site.yml", V2)
+        assert again.returncode == 0, again.output[-5000:]
+        assert all(changed == 0 and failed == 0 for changed, failed in recap(again.output).values()), again.output[-3000:]
 
         # A private registry (TLS from a test CA, htpasswd): an image pulled by reference with credentials.
         user, password = "rlinfra-bot", "pw-" + secrets.token_hex(12)
@@ -361,6 +373,9 @@ def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path):
         on_node(amd["name"], "rm -f /dev/kfd /dev/dri/renderD200 /dev/dri/renderD201")
         playbook("stop.yml", "exp=" + EXP, "run=v2-" + TAG, {"verl_job_experiments_dir": str(tmp_path / "experiments")})
         back = playbook("site.yml")
+        for name in names:  # the store's listing first: podman refuses a listed store that is gone
+            on_node(name, "grep -q '^# rlinfra.verl' /etc/containers/storage.conf && rm -f /etc/containers/storage.conf")
+        on_node(head, "rm -rf " + STORE)
         on_node(head, "rm -rf " + CKPT_ROOT)
         shutil.rmtree(ROOT / "artifacts" / EXP, ignore_errors=True)
         shutil.rmtree(ROOT / "artifacts" / ("ctr-fault-" + TAG), ignore_errors=True)

@@ -187,6 +187,12 @@ ROWS = [
     rule("container_archive_without_image", {"ray_container_image_archive": "/data/images/verl.tar"},
          "ray_container_image_archive is set but ray_container_image is not: set ray_container_image to the reference "
          "the archive holds (docker save's name:tag), which is what switches the cluster to container mode"),
+    rule("container_store_relative", {"ray_container_image": "registry.example/verl:1",
+                                       "ray_container_image_store": "rlinfra-images"},
+         "ray_container_image_store must be an absolute path (starting with /), got 'rlinfra-images'"),
+    rule("container_store_without_image", {"ray_container_image_store": "/data/rlinfra-images"},
+         "ray_container_image_store is set but ray_container_image is not: set ray_container_image (the image the "
+         "store is to hold), or unset ray_container_image_store"),
     rule("container_registry_user_alone", {"ray_container_image": "registry.example/verl:1",
                                            "ray_container_registry_username": "bot"},
          "ray_container_registry_username and ray_container_registry_password go together: set both (the password "

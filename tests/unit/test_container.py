@@ -39,10 +39,19 @@ class Engine:
         self.calls = []
         self.stdin = []
         self.fail = set(fail)
+        self.roots = []
 
     def __call__(self, argv, data=None):
         self.calls.append(list(argv))
         self.stdin.append(data)
+        if argv[1] == "--root":  # the shared store's writer: recorded, then answered as the engine
+            self.roots.append(argv[2])
+            argv = [argv[0]] + argv[5:]
+        if argv[1] == "info":
+            return 0, json.dumps({"store": {"graphDriverName": "overlay", "graphRoot": "/var/lib/containers/storage",
+                                            "runRoot": "/run/containers/storage"}}), ""
+        if argv[1] == "images":
+            return 0, "", ""
         verb = argv[1] if argv[1] != "--config" else argv[3]
         if verb in self.fail:
             return 1, "", "Error: %s went wrong\n" % verb
@@ -336,3 +345,117 @@ def test_python_runs_from_the_venv_or_inside_the_container_with_values_out_of_th
                                          container={"engine_path": PODMAN, "name": "rlinfra-ray-head"})
     assert argv == [PODMAN, "exec", "-i", "--env", "HF_HUB_OFFLINE", "rlinfra-ray-head", "python3", "-m", "x"]
     assert env["HF_HUB_OFFLINE"] == "1"
+
+
+# --- the shared image store (ray_container_image_store) -----------------------------------------------------------
+
+STORE = "/data/rlinfra-images"
+INFO = {"driver": "overlay", "graphroot": "/var/lib/containers/storage", "runroot": "/run/containers/storage"}
+
+
+def test_store_load_goes_into_the_store_and_a_second_node_loads_nothing(tmp_path):
+    path = archive(tmp_path, [{"Config": "%s.json" % ID, "RepoTags": ["localhost/rlinfra/ray-node:sandbox"]}])
+    engine = Engine()
+    first = container.ensure_image(engine, "podman", PODMAN, "localhost/rlinfra/ray-node:sandbox", archive=path,
+                                   store=STORE)
+    assert first["loaded"] and first["id"] == ID
+    loads = [c for c in engine.calls if "load" in c]
+    assert loads == [[PODMAN, "--root", STORE, "--runroot", container.STORE_RUNROOT, "load", "-i", path]]
+    # The next node's engine lists the store, so it sees the image there: nothing is loaded or tagged.
+    engine.calls.clear()
+    second = container.ensure_image(engine, "podman", PODMAN, "localhost/rlinfra/ray-node:sandbox", archive=path,
+                                    store=STORE)
+    assert not second["loaded"] and not second["tagged"] and second["id"] == ID
+    assert engine.verbs() == []
+
+
+def test_store_pull_goes_into_the_store_with_the_login_through_stdin(tmp_path):
+    engine = Engine()
+    found = container.ensure_image(engine, "podman", PODMAN, "reg.example:5000/verl:1", store=STORE,
+                                   credentials={"username": "u", "password": "s3cret"}, auth_dir=str(tmp_path / "auth"))
+    assert found["pulled"] and engine.roots == [STORE, STORE]
+    assert all("s3cret" not in " ".join(c) for c in engine.calls)
+    assert "s3cret" in engine.stdin
+
+
+@pytest.mark.parametrize("current, expect", [
+    (None, True),                                                      # no storage.conf: written
+    ("WANTED", False),                                                 # already as wanted
+    (container.STORE_HEADER + "[storage]\ndriver = \"vfs\"\n", True),  # the collection's own, another store: rewritten
+    ('[storage]\ndriver = "overlay"\n[storage.options]\nadditionalimagestores = ["/data/rlinfra-images"]\n', False),
+])
+def test_storage_conf_plan(current, expect):
+    wanted = container.storage_conf(STORE, INFO)
+    assert container.storage_conf_plan(wanted if current == "WANTED" else current, wanted, STORE) is expect
+
+
+def test_storage_conf_of_the_node_own_is_not_rewritten():
+    mine = '[storage]\ndriver = "overlay"\n[storage.options]\nadditionalimagestores = ["/other"]\n'
+    with pytest.raises(container.ContainerError) as e:
+        container.storage_conf_plan(mine, container.storage_conf(STORE, INFO), STORE)
+    assert str(e.value) == (
+        "/etc/containers/storage.conf is this node's own (it was not written by rlinfra): add /data/rlinfra-images to "
+        "its additionalimagestores under [storage.options], or unset ray_container_image_store; nothing was changed")
+
+
+def test_storage_conf_keeps_the_node_store_and_lists_the_shared_one():
+    text = container.storage_conf(STORE, INFO)
+    assert text.startswith(container.STORE_HEADER)
+    assert 'driver = "overlay"' in text and 'graphroot = "/var/lib/containers/storage"' in text
+    assert 'runroot = "/run/containers/storage"' in text
+    assert 'additionalimagestores = ["/data/rlinfra-images"]' in text
+
+
+@pytest.mark.parametrize("store, line", [
+    ("/var/lib/containers/storage", "overlaps the node's own podman store"),
+    ("/var/lib/containers", "overlaps the node's own podman store"),
+    ("/var/lib/containers/storage/x", "overlaps the node's own podman store"),
+    ("/data", "is a system directory"),
+    ("//data/", "is a system directory"),
+])
+def test_check_store_refuses(store, line):
+    with pytest.raises(container.ContainerError) as e:
+        container.check_store(store, INFO["graphroot"])
+    assert line in str(e.value) and str(e.value).endswith("nothing was changed")
+
+
+def test_check_store_refuses_a_link(tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    with pytest.raises(container.ContainerError, match="is a symbolic link"):
+        container.check_store(str(tmp_path / "link"), INFO["graphroot"])
+
+
+def test_use_store_makes_the_store_before_storage_conf_names_it(tmp_path):
+    store = str(tmp_path / "store")
+    engine, written = Engine(), []
+
+    def write(text):
+        assert engine.roots == [store], "storage.conf written before the store was made"
+        written.append(text)
+    assert container.use_store(engine, PODMAN, store, INFO, None, write) is True
+    assert written == [container.storage_conf(store, INFO)]
+    # Check mode: says it would change, calls nothing and writes nothing.
+    engine2, written2 = Engine(), []
+    assert container.use_store(engine2, PODMAN, str(tmp_path / "other"), INFO, None, written2.append, check=True) is True
+    assert engine2.calls == [] and written2 == []
+
+
+def test_use_store_converged_changes_nothing(tmp_path):
+    store = tmp_path / "store"
+    (store / "overlay-images").mkdir(parents=True)
+    engine = Engine()
+    assert container.use_store(engine, PODMAN, str(store), INFO, container.storage_conf(str(store), INFO),
+                               lambda text: pytest.fail("rewritten")) is False
+    assert engine.calls == []
+
+
+def test_storage_info_says_when_podman_does_not_answer():
+    with pytest.raises(container.ContainerError, match="podman info did not say where its store is"):
+        container.storage_info(lambda argv, data=None: (125, "", "Error: cannot open database\n"), PODMAN)
+
+
+def test_record_names_the_store_only_when_there_is_one():
+    found = {"id": ID, "digests": []}
+    assert "image_store" not in json.loads(container.state_content(found, "img:1", "podman"))
+    assert json.loads(container.state_content(found, "img:1", "podman", STORE))["image_store"] == STORE

@@ -110,7 +110,7 @@ class BoundedLock:
 
     def __enter__(self):
         makedirs(os.path.dirname(self.path))
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
         deadline = time.time() + self.timeout
         while True:
             try:

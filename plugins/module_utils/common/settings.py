@@ -320,6 +320,7 @@ RULES = {
     "ray_head_idle_check_every": _Whole(10, "be a whole number of seconds from 10 to %d" % _DAY, _DAY),
     "ray_container_image": vocabulary.ImageRef(empty=True),
     "ray_container_image_archive": vocabulary.AbsPath(empty=True),
+    "ray_container_image_store": vocabulary.AbsPath(empty=True, spaces=False),
     "ray_container_engine": vocabulary.Choice(("auto", "podman", "docker")),
     "ray_container_registry_username": vocabulary.Text(max_len=256, pattern=r"^[^\s:]*$",
                                                        what="a registry user name (no spaces or colons)"),
@@ -432,6 +433,9 @@ def _container_pairs(settings):
         errors.append("ray_container_image_archive is set but ray_container_image is not: set ray_container_image to the "
                       "reference the archive holds (docker save's name:tag), which is what switches the cluster to "
                       "container mode")
+    if settings.get("ray_container_image_store") and not image:
+        errors.append("ray_container_image_store is set but ray_container_image is not: set ray_container_image (the "
+                      "image the store is to hold), or unset ray_container_image_store")
     user, password = settings.get("ray_container_registry_username"), settings.get("ray_container_registry_password")
     if bool(user) != bool(password):
         errors.append("ray_container_registry_username and ray_container_registry_password go together: set both "

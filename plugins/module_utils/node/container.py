@@ -17,7 +17,8 @@ import shutil
 import tarfile
 import tempfile
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import files
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import files, owned
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.vocabulary import normpath
 
 ENGINES = ("podman", "docker")
 # A fingerprint of the image the node runs; "image:" keeps it apart from a venv's (python_env.py) in every comparison.
@@ -81,8 +82,10 @@ def archive_image(path):
 
 
 def inspect(run, engine_path, ref):
-    """``{"id", "digests"}`` of an image the engine holds, or None when it holds none by that name."""
-    rc, out, dummy = run([engine_path, "image", "inspect", "--format", "{{.Id}} {{json .RepoDigests}}", ref])
+    """``{"id", "digests"}`` of an image the engine holds, or None when it holds none by that name. ``engine_path``:
+    the engine, or an argument list that starts the engine's command line (the shared store's writer)."""
+    prefix = list(engine_path) if isinstance(engine_path, (list, tuple)) else [engine_path]
+    rc, out, dummy = run(prefix + ["image", "inspect", "--format", "{{.Id}} {{json .RepoDigests}}", ref])
     if rc != 0:
         return None
     first, dummy, rest = out.strip().splitlines()[0].partition(" ") if out.strip() else ("", "", "")
@@ -104,14 +107,125 @@ def registry_of(ref):
     return "docker.io"
 
 
-def ensure_image(run, engine, engine_path, ref, archive="", credentials=None, auth_dir="", check=False):
+# The shared image store (``ray_container_image_store``, podman only): one node loads or pulls the image into a
+# store on the shared volume, and every node's podman lists that store in ``additionalimagestores`` and runs the image
+# from it, read-only - the cluster loads an image once, not once per node. The store is written through podman's own
+# ``--root`` with a run directory of its own (not the node's), one node at a time (a lock file in the store).
+STORAGE_CONF = "/etc/containers/storage.conf"
+STORE_HEADER = "# rlinfra.verl: written by rlinfra.verl.ray_container (ray_container_image_store); teardown.yml's purge " \
+               "removes it\n"
+STORE_RUNROOT = "/run/rlinfra-image-store"
+STORE_LOCK = ".rlinfra-load.lock"
+
+
+def storage_info(run, engine_path):
+    """``{"driver", "graphroot", "runroot"}`` of the node's own podman store, as ``podman info`` reports it."""
+    rc, out, err = run([engine_path, "info", "--format", "json"])
+    try:
+        store = json.loads(out)["store"] if rc == 0 else None
+        info = {"driver": store["graphDriverName"], "graphroot": store["graphRoot"], "runroot": store["runRoot"]}
+    except (ValueError, KeyError, TypeError):
+        raise ContainerError("podman info did not say where its store is (%s); check that podman works on this node "
+                             "(podman info); nothing was changed" % _last(err or out))
+    if not all(isinstance(v, str) and v for v in info.values()):
+        raise ContainerError("podman info named no store driver or root; check podman on this node; nothing was changed")
+    return info
+
+
+def store_info(run, engine_path, current_conf):
+    """The node's own store (storage_info's answer): read back from the collection's own storage.conf when the node
+    has it (what podman read it from - no ``podman info`` on a converged node, which costs a second), else asked."""
+    if current_conf and current_conf.startswith(STORE_HEADER):
+        found = dict(re.findall(r'^(driver|graphroot|runroot) = ("(?:[^"\\]|\\.)*")$', current_conf, re.M))
+        try:
+            info = {key: json.loads(found[key]) for key in ("driver", "graphroot", "runroot")}
+        except (KeyError, ValueError):
+            info = None
+        if info and all(isinstance(v, str) and v for v in info.values()):
+            return info
+    return storage_info(run, engine_path)
+
+
+def storage_conf(store, info):
+    """The node's storage.conf listing ``store`` as a read-only image store, beside the node's own store unchanged
+    (its driver and roots as podman reported them, so no image or container of the node's is lost)."""
+    def q(value):
+        return json.dumps(str(value))
+    return (STORE_HEADER + "[storage]\ndriver = %s\ngraphroot = %s\nrunroot = %s\n\n[storage.options]\n"
+            "additionalimagestores = [%s]\n" % (q(info["driver"]), q(info["graphroot"]), q(info["runroot"]), q(store)))
+
+
+def storage_conf_plan(current, wanted, store, path=STORAGE_CONF):
+    """Whether ``path`` must be (re)written: False when it holds ``wanted``, True when it is missing or the
+    collection's own (its header), ContainerError when it is the node's own file (a person's settings are not
+    rewritten): then it must list the store already."""
+    if current is None or current == wanted:
+        return current is None
+    if current.startswith(STORE_HEADER):
+        return True
+    listed = re.search(r"^\s*additionalimagestores\s*=.*%s" % re.escape(json.dumps(store)), current, re.M)
+    if listed:
+        return False
+    raise ContainerError("%s is this node's own (it was not written by rlinfra): add %s to its additionalimagestores "
+                         "under [storage.options], or unset ray_container_image_store; nothing was changed" % (path, store))
+
+
+def check_store(store, graphroot):
+    """ContainerError (one line) when ``store`` cannot be the shared image store: the node's own store, inside it,
+    or a link (what podman writes would land where the link points)."""
+    own = normpath(graphroot)
+    norm = normpath(store)
+    if norm in owned.SYSTEM:
+        raise ContainerError("ray_container_image_store %s is a system directory: give a directory of its own on the "
+                             "shared volume (e.g. /data/rlinfra-images); nothing was changed" % store)
+    if norm == own or norm.startswith(own + "/") or own.startswith(norm + "/"):
+        raise ContainerError("ray_container_image_store %s overlaps the node's own podman store %s: give a directory of "
+                             "its own on the shared volume; nothing was changed" % (store, graphroot))
+    if os.path.islink(store):
+        raise ContainerError("ray_container_image_store %s is a symbolic link: give the directory itself; nothing was "
+                             "changed" % store)
+
+
+def use_store(run, engine_path, store, info, current_conf, write_conf, check=False):
+    """Make the node's podman list ``store``: the store's layout made (podman's own, through its writer) before any
+    storage.conf names it - podman refuses a listed store that is not one - then the node's storage.conf written
+    when it must be (storage_conf_plan). ``info``: storage_info's answer, the store already checked (check_store);
+    ``current_conf``: storage.conf's text or None; ``write_conf(text)`` writes it. True when something changed (or
+    would)."""
+    wanted = storage_conf(store, info)
+    must_write = storage_conf_plan(current_conf, wanted, store)
+    made = not os.path.isdir(os.path.join(store, "%s-images" % info["driver"]))
+    if check:
+        return must_write or made
+    if made:
+        files.makedirs(store, 0o755)
+        rc, out, err = run(store_writer(engine_path, store) + ["images", "--quiet"])
+        if rc != 0:
+            raise ContainerError("podman cannot make its image store in %s: %s; give a directory on the shared volume "
+                                 "that root can write, or unset ray_container_image_store; nothing else was changed" % (
+                                     store, _last(err or out)))
+    if must_write:
+        write_conf(wanted)
+    return must_write or made
+
+
+def store_writer(engine_path, store):
+    """podman writing into the shared store (its own root and run directory), not the node's."""
+    return [engine_path, "--root", store, "--runroot", STORE_RUNROOT]
+
+
+def ensure_image(run, engine, engine_path, ref, archive="", credentials=None, auth_dir="", check=False, store=""):
     """Make sure the engine holds the image; ``{"id", "digests", "loaded", "pulled"}``.
     From ``archive`` when given: loaded only when its image ID is not there yet (a re-run loads nothing), then tagged
     ``ref`` when the archive does not carry that name. Else ``ref`` is pulled only when missing - a tag is resolved
     once and its ID recorded; a new image is a new reference or a new archive, never a silent re-pull.
     ``credentials``: ``{"username", "password"}`` for the pull; the password goes to ``login --password-stdin``
-    and the login lands in a file under ``auth_dir`` (root only), never in an argument list or a message."""
+    and the login lands in a file under ``auth_dir`` (root only), never in an argument list or a message.
+    ``store``: the shared image store, which the engine already lists (use_store): a missing image is loaded or
+    pulled into it, and the other nodes find it there. The caller holds the store's lock (one node at a time): the
+    first node to take it loads, the others wait and load nothing."""
     result = {"loaded": False, "pulled": False, "tagged": False}
+    writer = store_writer(engine_path, store) if store else [engine_path]
     if archive:
         wanted = archive_image(archive)
         have = inspect(run, engine_path, wanted["id"])
@@ -119,9 +233,10 @@ def ensure_image(run, engine, engine_path, ref, archive="", credentials=None, au
             result["loaded"] = True
             if check:
                 return dict(result, id=wanted["id"], digests=[])
-            rc, out, err = run([engine_path, "load", "-i", archive])
+            rc, out, err = run(writer + ["load", "-i", archive])
             if rc != 0:
-                raise ContainerError("%s load of %s failed: %s; nothing else was changed" % (engine, archive, _last(err or out)))
+                raise ContainerError("%s load of %s%s failed: %s; nothing else was changed" % (
+                    engine, archive, " into the shared image store %s" % store if store else "", _last(err or out)))
             have = inspect(run, engine_path, wanted["id"])
             if have is None:
                 raise ContainerError("%s loaded %s but holds no image %s afterwards; save the archive again" % (
@@ -129,7 +244,9 @@ def ensure_image(run, engine, engine_path, ref, archive="", credentials=None, au
         if ref and inspect(run, engine_path, ref) != have:
             result["tagged"] = True
             if not check:
-                rc, out, err = run([engine_path, "tag", wanted["id"], ref])
+                # An image in the shared store is tagged there (the node's view of it is read-only).
+                tagger = writer if store and inspect(run, writer, wanted["id"]) else [engine_path]
+                rc, out, err = run(tagger + ["tag", wanted["id"], ref])
                 if rc != 0:
                     raise ContainerError("%s tag %s %s failed: %s" % (engine, wanted["id"][:12], ref, _last(err or out)))
         return dict(result, **have)
@@ -140,9 +257,9 @@ def ensure_image(run, engine, engine_path, ref, archive="", credentials=None, au
     if check:
         return dict(result, id=None, digests=[])
     if credentials and credentials.get("username"):
-        rc, out, err = _pull_logged_in(run, engine, engine_path, ref, credentials, auth_dir)
+        rc, out, err = _pull_logged_in(run, engine, writer, ref, credentials, auth_dir)
     else:
-        rc, out, err = run([engine_path, "pull", ref])
+        rc, out, err = run(writer + ["pull", ref])
     if rc != 0:
         raise ContainerError("%s pull %s failed: %s; nothing else was changed" % (engine, ref, _last(err or out)))
     have = inspect(run, engine_path, ref)
@@ -151,7 +268,7 @@ def ensure_image(run, engine, engine_path, ref, archive="", credentials=None, au
     return dict(result, **have)
 
 
-def _pull_logged_in(run, engine, engine_path, ref, credentials, auth_dir):
+def _pull_logged_in(run, engine, writer, ref, credentials, auth_dir):
     """Log in through stdin into a directory of this call's own under ``auth_dir`` (root only, never a link), pull,
     and remove the login: a registry credential lives on the node for one pull, not for the cluster's life.
     ``(rc, out, err)`` of the pull."""
@@ -165,14 +282,14 @@ def _pull_logged_in(run, engine, engine_path, ref, credentials, auth_dir):
     try:
         registry = registry_of(ref)
         if engine == "docker":
-            login = [engine_path, "--config", session, "login", "--username", credentials["username"],
-                     "--password-stdin", registry]
-            pull = [engine_path, "--config", session, "pull", ref]
+            login = writer + ["--config", session, "login", "--username", credentials["username"],
+                              "--password-stdin", registry]
+            pull = writer + ["--config", session, "pull", ref]
         else:
             auth = os.path.join(session, "auth.json")
-            login = [engine_path, "login", "--authfile", auth, "--username", credentials["username"],
-                     "--password-stdin", registry]
-            pull = [engine_path, "pull", "--authfile", auth, ref]
+            login = writer + ["login", "--authfile", auth, "--username", credentials["username"],
+                              "--password-stdin", registry]
+            pull = writer + ["pull", "--authfile", auth, ref]
         rc, out, err = run(login, data=credentials.get("password") or "")
         if rc != 0:
             raise ContainerError("%s login to %s as %s was refused: %s; check ray_container_registry_username and "
@@ -247,10 +364,14 @@ def run_prefix(engine, engine_path, name, mounts, read_only, env_names=(), nofil
     return " ".join(shlex.quote(str(a)) for a in argv) + " " + ARGS_PLACEHOLDER
 
 
-def state_content(found, ref, engine):
-    """The record ray_node and ray_node_state read (its ``fingerprint``), as python_env_sync writes one for a venv."""
-    return json.dumps({"fingerprint": fingerprint(found), "image": ref, "image_id": found["id"],
-                       "digests": found.get("digests") or [], "engine": engine}, indent=2, sort_keys=True) + "\n"
+def state_content(found, ref, engine, store=""):
+    """The record ray_node and ray_node_state read (its ``fingerprint``), as python_env_sync writes one for a venv;
+    ``image_store`` when the image is the shared store's (a purge then leaves it to the other nodes)."""
+    record = {"fingerprint": fingerprint(found), "image": ref, "image_id": found["id"],
+              "digests": found.get("digests") or [], "engine": engine}
+    if store:
+        record["image_store"] = store
+    return json.dumps(record, indent=2, sort_keys=True) + "\n"
 
 
 # Commands in a node's running container (``<engine> exec``): what runs with the image's Python on the node, e.g.
