@@ -1,7 +1,8 @@
 """The nodes' utilisation from Prometheus (module_utils/observe/prometheus.py): the PromQL, the query_range request and
 the answer read into the run report's structure.
 
-The answers are shaped as Prometheus's HTTP API documents them, https://prometheus.io/docs/prometheus/latest/querying/api/
+The answers are shaped as Prometheus's HTTP API documents them:
+https://prometheus.io/docs/prometheus/latest/querying/api/
 ("Format overview": the ``status``/``data``/``errorType``/``error``/``warnings`` envelope; "Range queries": ``GET
 /api/v1/query_range`` with ``query``, ``start``, ``end``, ``step``, answered with ``resultType: "matrix"``; "Range
 vectors": ``{"metric": {...}, "values": [[<unix_time>, "<sample_value>"], ...]}``; "Expression query result formats":
@@ -101,7 +102,8 @@ def test_addresses_in_labels():
     (TOO_MANY, "Prometheus answered bad_data: exceeded maximum resolution of 11,000 points per timeseries"),
     ("<html>502 Bad Gateway</html>", "the answer is not Prometheus's JSON"),
     ('["not", "an", "object"]', "the answer is not Prometheus's JSON object"),
-    ({"status": "success", "data": {"resultType": "vector", "result": []}}, "Prometheus's answer is not a range query's matrix (resultType 'vector')"),
+    ({"status": "success", "data": {"resultType": "vector", "result": []}},
+     "Prometheus's answer is not a range query's matrix (resultType 'vector')"),
 ])
 def test_errors_are_one_line(body, line):
     with pytest.raises(P.PrometheusError) as e:

@@ -5,7 +5,8 @@
 ``/api/v1/query_range`` request for a window (its step chosen so that a run of days stays near 1000 points a series),
 and the answer read into the run report's plain structure ``{"cpu": {host: [(epoch_s, value), ...]}, "memory": ...,
 "gpu": ..., "gpu_memory": ...}``. The HTTP request itself is made elsewhere (on the head, which reaches Prometheus);
-nothing here does I/O, so the answers Prometheus documents are enough to test it (tests/unit/test_observe_prometheus.py).
+nothing here does I/O, so the answers Prometheus documents are enough to test it
+(tests/unit/test_observe_prometheus.py).
 
 Sources: node_exporter for CPU and memory (label ``instance``, ``address:port`` of the scrape); GPUs from NVIDIA's DCGM
 exporter when it runs (label ``instance``), else Ray's own node metrics, which name the node by the label ``ip`` (Ray's
