@@ -30,6 +30,8 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.ray.recovery import D
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_schema
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import watchdog
+from ansible_collections.rlinfra.verl.plugins.module_utils.observe import report as run_report
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.run_cost import node_prices, run_cost, run_seconds
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import typed_args
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import DASHBOARD_ARGS
 from ansible_collections.rlinfra.verl.plugins.plugin_utils import node_script
@@ -112,6 +114,8 @@ class Watch:
         self.task_vars = task_vars
         self.clock = time.monotonic
         self.t0 = self.clock()
+        # The wall-clock time of t0: the watchdog's events are seconds after it, the report puts them on the clock.
+        self.started = time.time()
         self.label = args["label"] or args["base_submission_id"] or args["submission_id"]
         self.dog = watchdog.Watchdog(args, self.t0, names=self.node_names(args["hosts"]))
         self.dash = dict(address=args["address"], auth_token=args["auth_token"], auth_token_path=args["auth_token_path"],
@@ -123,6 +127,8 @@ class Watch:
         self.metrics = {}        # the newest metrics files written (verl_metrics.write)
         self.metrics_at = None   # when they were last refreshed while the job ran
         self.copy = None         # the attempt's log as followed here (plugin_utils/log_copy.py)
+        self.past = []           # (submission id, its metrics Follow) of the attempts before the current one
+        self.report = ""         # the run report's path once written (observe/report.py)
 
     # The watch's state is the machine's; these read it (and poll/check mode set it) by the old names.
     sid = property(lambda self: self.dog.sid)
@@ -184,6 +190,8 @@ class Watch:
     def log_copy(self, sid):
         """The attempt's log as followed here: a new one for a new attempt."""
         if self.copy is None or self.copy.sid != sid:
+            if self.copy is not None and self.copy.base and all(s != self.copy.sid for s, dummy in self.past):
+                self.past.append((self.copy.sid, self.copy.metrics))  # its curves stay in the run's report
             check_mode = getattr(getattr(self.action, "_task", None), "check_mode", False)  # writes nothing then
             self.copy = LogCopy(sid, "" if check_mode else self.args["log_dir"], self.mask_log)
         return self.copy
@@ -345,11 +353,94 @@ class Watch:
             return
         if written["csv"]:
             self.metrics = dict(written, last_step=last_step)
+        self.write_report()
+
+    # --- the run report -----------------------------------------------------------------------
+
+    def write_report(self, result=None):
+        """``report.html`` in the artifacts directory, from what the watch knows now; ``result`` (the wait's) makes it
+        the final one. Like the metrics, a report that cannot be written never ends the wait."""
+        if not self.args["log_dir"] or (self.copy is None and result is None) or not self.artifacts_dir():
+            return
+        try:
+            self.report = run_report.write(self.args["log_dir"], self.report_run(result))
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
+            self.say("could not write the run report in %s: %s"
+                     % (self.args["log_dir"], getattr(e, "strerror", None) or e))
+
+    def report_run(self, result=None):
+        """The report's plain data (observe/report.py's ``build``): the run's masked state only, no env value."""
+        final = result is not None
+        rows = list(self.rows)
+        if not final and self.res.get("submission_id") == self.sid:  # the attempt being watched
+            rows.append(dict(attempt=self.attempt, submission_id=self.sid, status=self.res.get("status"),
+                             last_step=self.res.get("last_step"), start_time=self.res.get("start_time")))
+        numbers = dict((r["submission_id"], r["attempt"]) for r in rows)
+        follows = list(self.past) + ([(self.copy.sid, self.copy.metrics)] if self.copy and self.copy.base else [])
+        exp = self.args["experiment"] or {}
+        hostvars = self.task_vars.get("hostvars") or {}
+        cost = None
+        if self.args["hosts"]:
+            try:
+                waited = dict(attempts=rows) if final else dict(duration_s=time.time() - self.started)
+                cost = run_cost(node_prices(self.args["hosts"], hostvars), run_seconds(waited))
+            except (AnsibleError, KeyError, TypeError, ValueError):
+                cost = None
+        utilisation, note = self.utilisation()
+        return dict(
+            experiment=self.label, submission_id=self.args["base_submission_id"] or self.sid,
+            status=(result or {}).get("status") if final else self.res.get("status"),
+            reason_line=(result or {}).get("reason_line"), attempts=rows, code=exp.get("code"),
+            fingerprint=self.host_fact("python_env_fingerprint"), image=self.host_fact("ray_container_image"),
+            nodes=list(self.args["hosts"]), gpus=self.gpus(exp), cost=cost, final=final,
+            curves=[run_report.attempt_curves(numbers.get(sid) or attempts.attempt_number(sid, self.dog.base) or 1, sid,
+                                              follow) for sid, follow in follows],
+            utilisation=utilisation, utilisation_note=note,
+            events=run_report.events_from_watch(self.events, self.dog.marks, self.started, rows),
+            logs=[(os.path.basename(p), os.path.relpath(p, self.args["log_dir"])) for p in self.log_paths]
+            or ([(os.path.basename(self.copy.path), os.path.basename(self.copy.path))] if self.copy and self.copy.path
+                else []),
+            node_logs=run_report.node_log_links(self.args["log_dir"]), watch_started=self.started,
+            generated_at=time.time())
+
+    def utilisation(self):
+        """``(structure, why not)`` of the nodes' utilisation (observe/prometheus.py's): the query runs on the head
+        (it reaches Prometheus); until it is wired here the report says why there is none."""
+        if str(self.task_vars.get("ray_metrics", True)).lower() in ("false", "no", "0", "off"):
+            return {}, "ray_metrics is false, so the cluster keeps no metrics"
+        return {}, "this wait does not query Prometheus for the nodes' utilisation yet"
+
+    def host_fact(self, name):
+        """A host variable the nodes agree on (the environment's fingerprint, the image), else None."""
+        values = set()
+        hostvars = self.task_vars.get("hostvars") or {}
+        for host in self.args["hosts"]:
+            try:
+                value = hostvars[host].get(name)
+            except (KeyError, AnsibleError, AttributeError):
+                continue
+            if value and isinstance(value, str) and "{{" not in value:
+                values.add(value)
+        return values.pop() if len(values) == 1 else None
+
+    def gpus(self, exp):
+        nodes, per_node = exp.get("nnodes"), exp.get("gpus_per_node")
+        try:
+            nodes, per_node = int(nodes), int(per_node)
+        except (TypeError, ValueError):
+            return None
+        return "%d (%d node(s) x %d)" % (nodes * per_node, nodes, per_node) if nodes and per_node else None
 
     def result(self, reason, line):
-        return self.dog.result(reason, line, self.clock(), job_url=self.job_url, log_paths=self.log_paths,
-                               metrics=self.metrics, artifacts_error=self.artifacts_error,
-                               preferred=self.args["metrics"])
+        out = self.dog.result(reason, line, self.clock(), job_url=self.job_url, log_paths=self.log_paths,
+                              metrics=self.metrics, artifacts_error=self.artifacts_error,
+                              preferred=self.args["metrics"])
+        if reason != "check_mode":
+            self.write_report(out)
+        out["report_path"] = self.report
+        if self.report:
+            out["summary"].append("report:        %s" % self.report)
+        return out
 
 
 class ActionModule(ActionBase):

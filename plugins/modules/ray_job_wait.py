@@ -126,7 +126,7 @@ options:
     elements: str
     default: []
   log_dir:
-    description: Directory on the controller where each attempt's driver log is saved (C(<submission_id>.log), mode 0600); empty for none.
+    description: Directory on the controller where each attempt's driver log is saved (C(<submission_id>.log), mode 0600), its metrics beside it, and the run report (C(report.html)); empty for none.
     type: str
     default: ""
   experiment:
@@ -267,6 +267,14 @@ log_paths:
   returned: always
   type: list
   elements: str
+report_path:
+  description:
+    - The run report, C(report.html) in O(log_dir) (one self-contained page, no external request - header, every
+      metric's curve, node utilisation, events, links to the logs; docs/OBSERVABILITY.md), or empty when it was not
+      written (no O(log_dir), check mode, or the artifacts directory could not be used).
+    - It is rewritten while the job runs, with the metrics files, and once more at the end.
+  returned: always
+  type: str
 job_id:
   description: Ray's hex job id of the last attempt.
   returned: always

@@ -63,6 +63,9 @@ class Watchdog:
         self.lost = []             # every node that left, for the summary
         self.rows = []             # one per ended attempt
         self.events = []           # timings of faults and recoveries
+        # What the run report marks besides the events (a node back, the dashboard answering again): kept apart, the
+        # result's ``events`` stay the faults and recoveries that the summary and users' playbooks read.
+        self.marks = []
         self.res = {}              # the job as the last poll that found it gave it
         self.new_attempt()
 
@@ -122,6 +125,7 @@ class Watchdog:
                 continue
             if outage is not None:
                 yield from self.say("the Ray dashboard answers again after %ds" % (self.now - outage))
+                self.marks.append(dict(event="reachable", at_s=self.at_s()))
                 outage = None
             restarted = yield from self.watch_nodes(res.get("nodes") or [])
             if not res.get("found"):
@@ -241,7 +245,14 @@ class Watchdog:
             self.events.append(dict(event="head_restart" if entry["head"] else "node_lost", node=label,
                                     at_s=self.at_s()))
             self.known.pop(node["node_id"], None)
-        self.known.update(recovery.alive(nodes))
+        alive = recovery.alive(nodes)
+        gone = set(n["label"] for n in self.lost) - set(m["node"] for m in self.marks if m["event"] == "node_back")
+        for node_id, node in alive.items():
+            label = recovery.node_label(node, self.names)
+            if node_id not in self.known and label in gone:  # a node that left is alive again (a new node id)
+                self.marks.append(dict(event="node_back", node=label, at_s=self.at_s()))
+                gone.discard(label)
+        self.known.update(alive)
         self.head = head_now or self.head
         return restarted
 

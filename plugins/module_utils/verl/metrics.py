@@ -19,6 +19,7 @@ import math
 import os
 import stat
 import struct
+import time
 import zlib
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import files
@@ -109,10 +110,17 @@ class Follow:
     appears that the CSV has no column for), and only the plotted metrics' points are kept, as numbers.
 
     ``last`` is ``(step, metrics)`` of the newest progress line fed (:func:`verl_log.last_progress` of the text so
-    far); a line not yet ended waits for the next piece or :meth:`finish`. ``base`` None: only ``last`` is kept."""
+    far); a line not yet ended waits for the next piece or :meth:`finish`. ``base`` None: only ``last`` is kept.
 
-    def __init__(self, base=None):
+    Every column's points are kept too (bounded, :class:`Series`), for the run report's curves (:meth:`curves`), with
+    ``seen_at``: the wall-clock time (epoch seconds, ``clock``) at which each step was first read, so that the curves
+    can also be drawn against the time the controller saw them (a wait that catches up on a long log sees many steps at
+    once: they share its time)."""
+
+    def __init__(self, base=None, clock=time.time):
         self.base = base
+        self.clock = clock
+        self.seen_at = {}       # step -> epoch seconds of its first line read here
         self.carry = ""
         self.last = (None, {})
         self.pending = {}       # step -> metrics not yet in the CSV
@@ -138,12 +146,14 @@ class Follow:
     def _lines(self, text):
         if "step:" not in text:
             return
+        now = self.clock() if self.base is not None else None
         for line in text.splitlines():
             if "step:" in line:
                 parsed = parse_progress_line(line)
                 if parsed:
                     self.last = parsed
                     if self.base is not None:
+                        self.seen_at.setdefault(parsed[0], now)
                         self.pending.pop(parsed[0], None)
                         self.pending[parsed[0]] = parsed[1]
 
@@ -197,9 +207,11 @@ class Follow:
             f.write(line)
             self.size += len(line)
             self.steps += 1
-            for key, series in self.points.items():
-                value = metrics.get(key)
+            for key, value in metrics.items():
                 if value is not None and math.isfinite(value):
+                    series = self.points.get(key)
+                    if series is None:
+                        series = self.points[key] = Series()
                     series.add(step, value)
 
     @staticmethod
@@ -239,6 +251,13 @@ class Follow:
                     break
         return out
 
+    def curves(self, width=None):
+        """``[(key, [(step, value)])]`` of every metric column written that has a finite value, the plot's panels'
+        first (in :data:`PANELS` order), then the CSV's order; each thinned to ``width`` columns (:func:`thin`)."""
+        first = [key for dummy, key, dummy2 in self.panels()]
+        order = first + [key for key in self.columns if key not in first]
+        return [(key, thin(self.points[key].points(), width)) for key in order if self.points.get(key)]
+
 
 # The plot shows at most this many points per panel as they are; more are thinned to each pixel column's first,
 # lowest, highest and last point (:func:`thin`) and drawn as the band they fill (the picture the lines drew).
@@ -250,12 +269,14 @@ class Thinned(list):
     """Points that :func:`thin` kept of more than PLOT_POINTS: :func:`plot` draws each pixel column's band."""
 
 
-def thin(points):
-    if len(points) <= PLOT_POINTS:
+def thin(points, width=None):
+    """``points`` as they are up to PLOT_POINTS, else each of ``width`` columns' (the plot's, by default) first, lowest,
+    highest and last point."""
+    if len(points) <= (PLOT_POINTS if width is None else 4 * width):
         return points
     x0, dummy, x1, dummy2 = plot_area(0)
     first, span = points[0][0], (points[-1][0] - points[0][0]) or 1
-    scale = (x1 - x0 - 4) / span
+    scale = ((x1 - x0 - 4) if width is None else width - 1) / span
     out = Thinned()
     column = None
     for point in points:

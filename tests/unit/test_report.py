@@ -1,0 +1,278 @@
+"""The run report (module_utils/observe/report.py): one self-contained HTML page per run, written by ray_job_wait.
+
+The curves come from real verl log lines (tests/unit/fixtures/verl_log_sample.txt) followed as the wait follows them
+(verl/metrics.py's Follow); the page is read back with html.parser and its embedded JSON with json."""
+
+from __future__ import annotations
+
+import csv
+import html.parser
+import itertools
+import json
+import os
+import random
+import re
+import stat
+
+import pytest
+
+from ansible_collections.rlinfra.verl.plugins.action import ray_job_wait as W
+from ansible_collections.rlinfra.verl.plugins.module_utils.observe import report as R
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import metrics as verl_metrics
+
+SAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "verl_log_sample.txt")
+HOSTILE = "</script><img src=x onerror=alert(1)>"
+T0 = 1700000000.0
+
+
+class Page(html.parser.HTMLParser):
+    """Tags, their attributes, and the text of each script and style element."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.tags, self.scripts, self.styles, self.text, self.open = [], [], [], [], None
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+        if tag in ("script", "style"):
+            self.open = (tag, dict(attrs), [])
+
+    def handle_endtag(self, tag):
+        if self.open and tag == self.open[0]:
+            (self.scripts if tag == "script" else self.styles).append((self.open[1], "".join(self.open[2])))
+            self.open = None
+
+    def handle_data(self, data):
+        if self.open:
+            self.open[2].append(data)
+        else:
+            self.text.append(data)
+
+
+def parse(text):
+    page = Page()
+    page.feed(text)
+    page.close()
+    assert page.open is None
+    return page
+
+
+def followed(tmp_path, text, sid="rlinfra-gsm8k-default"):
+    ticks = itertools.count(T0, 5)
+    follow = verl_metrics.Follow(str(tmp_path / sid), clock=lambda: next(ticks))
+    for line in text.splitlines(True):  # line by line: each step read at its own time
+        follow.feed(line)
+    follow.finish()
+    follow.write()
+    return follow
+
+
+def sample_run(tmp_path, **extra):
+    with open(SAMPLE) as f:
+        follow = followed(tmp_path, f.read())
+    events = [dict(event="node_lost", node="gpu-1 (10.0.0.6)", at_s=20.0),
+              dict(event="resubmitted", after="node_lost", detected_s=25.0, submitted_s=90.5, attempt=2, resume_step=34,
+                   first_step_s=200.0)]
+    marks = [dict(event="node_back", node="gpu-1 (10.0.0.6)", at_s=80.0)]
+    rows = [dict(attempt=1, submission_id="rlinfra-gsm8k-default", status="STOPPED", why="node_lost", last_step=83,
+                 start_time="2023-11-14T22:13:10.000Z", end_time="2023-11-14T22:14:00.000Z")]
+    util = {kind: {"gpu-0": [(T0 + 15 * i, 10.0 + i) for i in range(20)],
+                   "gpu-1": [(T0 + 15 * i, None if i == 3 else 50.0) for i in range(20)]}
+            for kind in ("cpu", "memory", "gpu", "gpu_memory")}
+    run = dict(experiment="gsm8k", submission_id="rlinfra-gsm8k-default", status="SUCCEEDED", attempts=rows,
+               code=dict(repo="https://github.com/volcengine/verl", ref="main", commit="0123abcd"),
+               fingerprint="sha256:feed", image=None, nodes=["gpu-0", "gpu-1"], gpus="16 (2 node(s) x 8)",
+               cost=dict(seconds=3600.0, gpu_hours=16.0, cost=51.04, cost_per_hour=51.04, nodes=2, priced=2),
+               curves=[R.attempt_curves(1, "rlinfra-gsm8k-default", follow)], utilisation=util,
+               events=R.events_from_watch(events, marks, T0, rows),
+               logs=[("rlinfra-gsm8k-default.log", "rlinfra-gsm8k-default.log")], node_logs=[("gpu-0", "nodes/gpu-0/")],
+               watch_started=T0, generated_at=T0 + 4000, final=True)
+    run.update(extra)
+    return run, follow
+
+
+def page_data(page):
+    data = [body for attrs, body in page.scripts if attrs.get("type") == "application/json"]
+    assert len(data) == 1
+    return json.loads(data[0])
+
+
+def test_the_page_holds_every_metric_node_and_event(tmp_path):
+    run, follow = sample_run(tmp_path)
+    text = R.build(run)
+    page = parse(text)
+    data = page_data(page)
+    with open(str(tmp_path / "rlinfra-gsm8k-default.metrics.csv")) as f:
+        header = next(csv.reader(f))[1:]
+    assert sorted(data["metrics"]) == sorted(header) and len(header) > 30
+    # The plot's panels first, in PANELS order: reward, then loss.
+    assert data["metrics"][:2] == ["critic/score/mean", "actor/pg_loss"]
+    steps, times, values = data["curves"][0]["series"]["critic/score/mean"]
+    assert steps == [2, 5, 34, 83] and values[0] == 0.011
+    assert times == [follow.seen_at[s] for s in steps] and times == sorted(times) and times[0] > T0
+    # One line per node in each utilisation chart; a NaN is a gap (null).
+    assert [u["kind"] for u in data["util"]] == ["cpu", "memory", "gpu", "gpu_memory"]
+    for chart in data["util"]:
+        assert chart["nodes"] == ["gpu-0", "gpu-1"] and len(chart["series"]) == 2
+        assert chart["series"][1][1][3] is None and chart["series"][0][0][0] == T0
+    # Events at absolute times: the watch began at T0; the attempt's own times are Ray's.
+    got = [(e["t"], e["kind"]) for e in data["events"]]
+    assert (T0 + 20, "node_lost") in got and (T0 + 25, "recovery") in got and (T0 + 80, "node_back") in got
+    assert (T0 + 90.5, "resubmitted") in got and (T0 + 200, "first_step") in got
+    assert (R.epoch("2023-11-14T22:13:10.000Z"), "attempt_start") in got
+    assert [t for t, dummy in got] == sorted(t for t, dummy in got)
+    assert "attempt 2 submitted, resumes from checkpoint step 34" in text
+    # node_lost at T0 + 20, in the events table
+    assert "<td>2023-11-14 22:13:40 UTC</td><td>node gpu-1 (10.0.0.6) left the cluster</td>" in text
+    # The header: known values only, never "None".
+    assert "None" not in "".join(page.text) and "GPU-hours" in text and "$51.04" in text
+    assert "https://github.com/volcengine/verl@0123abcd (ref main)" in text
+    # Links are relative: the driver log and the per-node logs.
+    hrefs = [a.get("href") for tag, a in page.tags if tag == "a"]
+    assert hrefs == ["rlinfra-gsm8k-default.log", "nodes/gpu-0/"]
+
+
+def test_nothing_is_fetched_from_anywhere(tmp_path):
+    text = R.build(sample_run(tmp_path)[0])
+    page = parse(text)
+    for tag, attrs in page.tags:
+        for name in ("src", "href", "action", "data", "poster", "srcset"):
+            value = (attrs.get(name) or "").strip().lower()
+            assert not re.match(r"^([a-z][a-z0-9+.-]*:|//)", value), (tag, name, value)
+    assert not [t for t, a in page.tags if t in ("link", "img", "iframe", "object", "embed") or
+                (t == "script" and "src" in a)]
+    for dummy, css in page.styles:
+        assert not re.search(r"url\(|@import", css)
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", text, re.I)
+    csp = [a["content"] for t, a in page.tags if t == "meta" and a.get("http-equiv") == "Content-Security-Policy"]
+    assert csp and csp[0].startswith("default-src 'none'")
+
+
+def test_a_hostile_name_is_text_everywhere(tmp_path):
+    run, follow = sample_run(tmp_path, experiment=HOSTILE, nodes=[HOSTILE], status=HOSTILE)
+    run["utilisation"] = {"cpu": {HOSTILE: [(T0, 1.0)]}}
+    run["events"] = [dict(at=T0, kind="node_lost", text="node %s left the cluster" % HOSTILE)]
+    run["curves"][0]["metrics"].append((HOSTILE, [(1, T0, 1.0)]))
+    text = R.build(run)
+    assert HOSTILE not in text and "<img" not in text
+    page = parse(text)
+    assert [t for t, a in page.tags if t == "img"] == []
+    assert HOSTILE in "".join(page.text)  # shown, as text
+    data = page_data(page)  # the script element ended where the page meant it to
+    assert HOSTILE in data["metrics"] and data["util"][0]["nodes"] == [HOSTILE]
+    assert len([a for a, body in page.scripts]) == 3
+
+
+def test_written_0600_and_never_through_a_link(tmp_path):
+    run = sample_run(tmp_path)[0]
+    path = R.write(str(tmp_path), run)
+    assert path == str(tmp_path / "report.html")
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    os.chmod(path, 0o644)
+    R.write(str(tmp_path), run)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("keep me")
+    os.unlink(path)
+    os.symlink(str(target), path)
+    with pytest.raises(OSError) as e:
+        R.write(str(tmp_path), run)
+    assert "symbolic link" in str(e.value)
+    assert target.read_text() == "keep me" and os.path.islink(path)
+
+
+def test_without_prometheus_one_line_says_why(tmp_path):
+    run = sample_run(tmp_path, utilisation={}, utilisation_note="ray_metrics is false")[0]
+    page = parse(R.build(run))
+    assert "Node utilisation is not available: ray_metrics is false." in "".join(page.text)
+    assert page_data(page)["util"] == []
+
+
+def test_a_running_report_and_an_empty_one(tmp_path):
+    run = sample_run(tmp_path, final=False, status="RUNNING", cost=None)[0]
+    text = R.build(run)
+    assert "still running" in text and "None" not in "".join(parse(text).text)
+    empty = R.build(dict(experiment="x", submission_id="rlinfra-x-default", final=True, generated_at=T0))
+    page = parse(empty)
+    assert "No step printed yet." in "".join(page.text) and "None" not in "".join(page.text)
+    assert page_data(page)["curves"] == []
+
+
+def test_a_run_of_days_stays_a_few_megabytes(tmp_path):
+    """20000 steps of 40 metrics (noise, so that thinning has to keep each column's extremes)."""
+    rng = random.Random(7)
+    keys = ["critic/score/mean", "actor/pg_loss"] + ["group%d/metric_%02d/mean" % (i % 5, i) for i in range(38)]
+    lines = ["step:%d - %s\n" % (s, " - ".join("%s:%.6f" % (k, rng.gauss(0, 1) + s * 1e-4) for k in keys))
+             for s in range(1, 20001)]
+    ticks = itertools.count(T0, 30)
+    follow = verl_metrics.Follow(str(tmp_path / "long"), clock=lambda: next(ticks))
+    for at in range(0, len(lines), 500):
+        follow.feed("".join(lines[at:at + 500]))
+    follow.write()
+    util = {"gpu": dict(("node-%d" % n, [(T0 + 600 * i, 50.0) for i in range(1000)]) for n in range(16))}
+    run = dict(experiment="long", submission_id="rlinfra-long-default", final=True, generated_at=T0 + 600000,
+               curves=[R.attempt_curves(1, "rlinfra-long-default", follow)], utilisation=util)
+    text = R.build(run)
+    data = page_data(parse(text))
+    assert len(data["metrics"]) == 40
+    assert all(len(s[0]) <= 4 * R.CURVE_WIDTH for s in data["curves"][0]["series"].values())
+    # The last step is kept, and the extremes of the noise.
+    steps, dummy, values = data["curves"][0]["series"]["actor/pg_loss"]
+    assert steps[0] == 1 and steps[-1] == 20000
+    assert len(text.encode("utf-8")) < 4 * 1024 * 1024, len(text)
+
+
+def test_the_vendored_library_is_the_release():
+    for name, digest in R.VENDOR_SHA256.items():
+        assert R.checksum(name) == digest, name
+    with open(os.path.join(R.VENDOR, "LICENSE")) as f:
+        assert "MIT License" in f.read()
+    with open(os.path.join(R.VENDOR, "README.md")) as f:
+        readme = f.read()
+    assert "1.6.32" in readme and all(d in readme for d in R.VENDOR_SHA256.values())
+
+
+# --- through ray_job_wait ---------------------------------------------------------------------------------------
+
+class FakeAction:
+    class _connection:
+        has_pipelining = False
+        become = None
+
+    def __init__(self, answers):
+        self.answers = iter(answers)
+
+    def _execute_module(self, module_name, module_args, task_vars):
+        return next(self.answers)
+
+
+def test_the_wait_writes_the_report_and_names_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(W.time, "sleep", lambda s: None)
+    with open(SAMPLE) as f:
+        log = f.read()
+    half = log.index("(TaskRunner pid=16292) step:2")
+    base = dict(reachable=True, found=True, address="http://10.0.0.5:8265", nodes=[], submission_id="rlinfra-x-default",
+                start_time="2023-11-14T22:13:10.000Z", log_file_id="f1")
+    answers = [dict(base, status="RUNNING", log_offset=half, log_chunk=log[:half], log_size=half),
+               dict(base, status="SUCCEEDED", log_offset=len(log), log_chunk=log[half:], log_size=len(log),
+                    end_time="2023-11-14T22:20:00.000Z", duration_s=410.0)]
+    spec = {k: v.get("default") for k, v in W.ARGUMENT_SPEC.items()}
+    spec.update(submission_id="rlinfra-x-default", poll_interval=0.1, log_dir=str(tmp_path / "run"), label="x",
+                progress_interval=1, hosts=["gpu-0"])
+    w = W.Watch(FakeAction(answers), spec, {"hostvars": {"gpu-0": {"hyperbolic_gpu_count": 8,
+                                                                    "hyperbolic_cost_per_hour": 20.0}}})
+    ticks = itertools.count(0, 10)
+    w.clock = lambda: float(next(ticks))
+    w.t0 = w.clock()
+    w.run()
+    result = w.result("succeeded", None)
+    path = str(tmp_path / "run" / "report.html")
+    assert result["report_path"] == path and os.path.isfile(path)
+    assert result["summary"][-1] == "report:        %s" % path
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    with open(path) as f:
+        page = parse(f.read())
+    data = page_data(page)
+    assert "critic/score/mean" in data["metrics"] and data["curves"][0]["series"]["critic/score/mean"][0][-1] == 83
+    text = "".join(page.text)
+    assert "SUCCEEDED" in text and "rlinfra-x-default.log" in text and "$2.28" in text  # 410 s of 1 node at $20/h
