@@ -28,7 +28,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.ray import attempts
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import masking
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.recovery import DEFAULT_METRICS, progress_line
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_schema
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import files, vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import watchdog
 from ansible_collections.rlinfra.verl.plugins.module_utils.observe import report as run_report
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.run_cost import node_prices, run_cost, run_seconds
@@ -362,11 +362,17 @@ class Watch:
         the final one. Like the metrics, a report that cannot be written never ends the wait."""
         if not self.args["log_dir"] or (self.copy is None and result is None) or not self.artifacts_dir():
             return
+        run_dir = self.run_dir()
         try:
-            self.report = run_report.write(self.args["log_dir"], self.report_run(result))
+            files.private_dir(run_dir)
+            self.report = run_report.write(run_dir, self.report_run(result))
         except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
-            self.say("could not write the run report in %s: %s"
-                     % (self.args["log_dir"], getattr(e, "strerror", None) or e))
+            self.say("could not write the run report in %s: %s" % (run_dir, getattr(e, "strerror", None) or e))
+
+    def run_dir(self):
+        """``artifacts/<exp>/<submission>/``: the run's own directory (its first attempt's submission id), where
+        logs.yml puts the nodes' logs too."""
+        return os.path.join(self.args["log_dir"], self.args["base_submission_id"] or self.sid)
 
     def report_run(self, result=None):
         """The report's plain data (observe/report.py's ``build``): the run's masked state only, no env value."""
@@ -397,11 +403,22 @@ class Watch:
                                               follow) for sid, follow in follows],
             utilisation=utilisation, utilisation_note=note,
             events=run_report.events_from_watch(self.events, self.dog.marks, self.started, rows),
-            logs=[(os.path.basename(p), os.path.relpath(p, self.args["log_dir"])) for p in self.log_paths]
-            or ([(os.path.basename(self.copy.path), os.path.basename(self.copy.path))] if self.copy and self.copy.path
-                else []),
-            node_logs=run_report.node_log_links(self.args["log_dir"]), watch_started=self.started,
+            logs=[(os.path.basename(p), os.path.relpath(p, self.run_dir())) for p in self.log_paths]
+            or ([(os.path.basename(self.copy.path), os.path.relpath(self.copy.path, self.run_dir()))]
+                if self.copy and self.copy.path else []),
+            node_logs=self.node_logs(rows), watch_started=self.started,
             generated_at=time.time())
+
+    def node_logs(self, rows):
+        """Links to the nodes' logs logs.yml saved for each attempt (``<log_dir>/<submission id>/nodes/<host>/``),
+        relative to the report's directory."""
+        out = []
+        for sid in [r.get("submission_id") for r in rows if r.get("submission_id")] or [self.sid]:
+            where = os.path.join(self.args["log_dir"], sid)
+            for host, link in run_report.node_log_links(where):
+                out.append(("%s (%s)" % (host, sid) if len(rows) > 1 else host,
+                            os.path.relpath(os.path.join(where, link), self.run_dir()) + "/"))
+        return out
 
     def utilisation(self):
         """``(structure, why not)`` of the nodes' utilisation (observe/prometheus.py's): the query runs on the head

@@ -126,7 +126,10 @@ options:
     elements: str
     default: []
   log_dir:
-    description: Directory on the controller where each attempt's driver log is saved (C(<submission_id>.log), mode 0600), its metrics beside it, and the run report (C(report.html)); empty for none.
+    description:
+      - Directory on the controller where each attempt's driver log is saved (C(<submission_id>.log), mode 0600), its
+        metrics beside it; the run report is C(<log_dir>/<submission_id>/report.html) (the first attempt's id). Empty
+        for none.
     type: str
     default: ""
   experiment:
@@ -269,7 +272,7 @@ log_paths:
   elements: str
 report_path:
   description:
-    - The run report, C(report.html) in O(log_dir) (one self-contained page, no external request - header, every
+    - The run report, C(<log_dir>/<submission_id>/report.html) (one self-contained page, no external request - header, every
       metric's curve, node utilisation, events, links to the logs; docs/OBSERVABILITY.md), or empty when it was not
       written (no O(log_dir), check mode, or the artifacts directory could not be used).
     - It is rewritten while the job runs, with the metrics files, and once more at the end.

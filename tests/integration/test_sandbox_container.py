@@ -27,6 +27,7 @@ from tests.fake_hyperbolic.testing import venv_bin
 from tests.integration.conftest import ROOT, SANDBOX_INVENTORY, SANDBOX_STATE, sandbox_nodes
 from tests.integration.test_sandbox_secrets_argv import STOP as SAMPLER_STOP, Sampler
 from tests.integration.test_sandbox_amd import DEVICES, raylet_env
+from tests.integration.test_sandbox_dashboard import browser  # noqa: F401 pylint: disable=unused-import
 from tests.integration.test_sandbox_faults import BAD_SIGNS, SLOW, WAIT, Playbook
 from tests.integration.test_submit_loopback import all_text_under
 
@@ -168,7 +169,39 @@ def experiment(tmp_path):
     return exp_dir
 
 
-def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path):
+SHOTS = ROOT / "artifacts" / "test-report"
+
+
+def report_of(exp):
+    """The run report's page data (report.html's JSON) and its path, of the experiment's one run."""
+    found = sorted((ROOT / "artifacts" / exp).glob("*/report.html"))
+    assert len(found) == 1, found
+    text = found[0].read_text()
+    data = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', text, re.S).group(1)
+    return json.loads(data), found[0]
+
+
+def check_report(browser, exp, worker, killed_at, csv_columns):  # noqa: F811 pylint: disable=redefined-outer-name
+    """The run's report: every metric the CSV has drawn, the worker's loss an event at the time it was killed, the
+    next attempt after it; opened offline in Chromium, every chart drawn, a screenshot kept."""
+    data, path = report_of(exp)
+    assert sorted(data["metrics"]) == sorted(csv_columns), (data["metrics"], csv_columns)
+    lost = [e for e in data["events"] if e["kind"] == "node_lost"]
+    assert len(lost) == 1 and worker["name"] in lost[0]["text"], data["events"]
+    # Ray notices a node gone within its heartbeat timeout; the watch polls every few seconds.
+    assert killed_at - 2 <= lost[0]["t"] <= killed_at + 90, (killed_at, lost[0])
+    assert any(e["kind"] == "resubmitted" and e["t"] > lost[0]["t"] for e in data["events"]), data["events"]
+    from selenium.webdriver.common.by import By
+    browser.get(path.as_uri())
+    time.sleep(1)
+    drawn = browser.find_elements(By.CSS_SELECTOR, "canvas")
+    assert len(drawn) >= len(csv_columns), len(drawn)
+    assert "hidden" not in browser.title.lower()
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(SHOTS / "report.png"))
+
+
+def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path, browser):  # noqa: F811 pylint: disable=redefined-outer-name
     built = subprocess.run([str(ROOT / "sandbox" / "sandbox.sh"), "image"], cwd=ROOT, capture_output=True, text=True,
                            timeout=900, check=False)
     assert built.returncode == 0, built.stderr[-3000:]
@@ -262,6 +295,7 @@ def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path):
         while not on_node(head, "cat %s 2>/dev/null" % tracker).strip() and time.monotonic() < deadline:
             assert run.proc.poll() is None, run.output[-4000:]
             time.sleep(1)
+        killed_at = time.time()
         subprocess.run(["docker", "kill", worker["name"]], capture_output=True, check=True, timeout=60)
         time.sleep(20)
         subprocess.run(["docker", "start", worker["name"]], capture_output=True, check=True, timeout=60)
@@ -273,6 +307,12 @@ def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path):
         assert "SUCCEEDED" in run.output and MARKER in all_text_under(ROOT / "artifacts" / fault)
         back_in = on_node(worker["name"], "podman ps --filter name=rlinfra-ray --format '{{.Names}}'").strip()
         assert back_in == "rlinfra-ray-worker", back_in
+        metrics_csv = sorted((ROOT / "artifacts" / fault).glob("*.metrics.csv"))
+        assert metrics_csv, list((ROOT / "artifacts" / fault).rglob("*"))
+        columns = set()
+        for f in metrics_csv:
+            columns |= set(f.read_text().splitlines()[0].split(",")[1:])
+        check_report(browser, fault, worker, killed_at, columns)
 
         # A new image while a job runs: refused before anything changes; applied once the job is stopped.
         v2_id = second_image()

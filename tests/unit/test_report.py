@@ -266,7 +266,8 @@ def test_the_wait_writes_the_report_and_names_it(tmp_path, monkeypatch):
     w.t0 = w.clock()
     w.run()
     result = w.result("succeeded", None)
-    path = str(tmp_path / "run" / "report.html")
+    # artifacts/<exp>/<submission>/report.html: the run's own directory, where logs.yml puts the nodes' logs.
+    path = str(tmp_path / "run" / "rlinfra-x-default" / "report.html")
     assert result["report_path"] == path and os.path.isfile(path)
     assert result["summary"][-1] == "report:        %s" % path
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
@@ -276,3 +277,5 @@ def test_the_wait_writes_the_report_and_names_it(tmp_path, monkeypatch):
     assert "critic/score/mean" in data["metrics"] and data["curves"][0]["series"]["critic/score/mean"][0][-1] == 83
     text = "".join(page.text)
     assert "SUCCEEDED" in text and "rlinfra-x-default.log" in text and "$2.28" in text  # 410 s of 1 node at $20/h
+    hrefs = [a.get("href") for tag, a in page.tags if tag == "a"]
+    assert hrefs == ["../rlinfra-x-default.log"], hrefs

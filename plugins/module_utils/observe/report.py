@@ -186,25 +186,33 @@ def header_rows(run):
             ", steps reached %s" % a["last_step"] if a.get("last_step") is not None else "") for a in attempts)))
     code = run.get("code") or {}
     if code.get("commit"):
-        rows.append(("code", "%s@%s%s" % (code.get("repo") or "", code["commit"],
-                                         " (ref %s)" % code["ref"] if code.get("ref") else "")))
+        ref = " (ref %s)" % code["ref"] if code.get("ref") else ""
+        rows.append(("code", "%s@%s%s" % (code.get("repo") or "", code["commit"], ref)))
     rows += [("environment", run.get("fingerprint")), ("image", run.get("image"))]
     nodes = run.get("nodes") or []
     if nodes:
         rows.append(("nodes", "%d: %s" % (len(nodes), ", ".join(nodes))))
     if run.get("gpus"):
         rows.append(("GPUs", run["gpus"]))
-    rows += [("started", utc(start)), ("ended", utc(end) if end is not None else
-                                        "still running (report of %s)" % utc(now) if now and not run.get("final")
-                                        else None)]
-    seconds = cost.get("seconds") if cost.get("seconds") is not None else \
-        (((end if end is not None else now) - start) if start is not None and (end or now) else None)
+    if end is not None:
+        ended = utc(end)
+    elif now and not run.get("final"):
+        ended = "still running (report of %s)" % utc(now)
+    else:
+        ended = None
+    rows += [("started", utc(start)), ("ended", ended)]
+    if cost.get("seconds") is not None:
+        seconds = cost["seconds"]
+    elif start is not None and (end or now):
+        seconds = (end if end is not None else now) - start
+    else:
+        seconds = None
     rows.append(("duration", span(seconds)))
     if cost.get("gpu_hours") is not None:
         rows.append(("GPU-hours", "%.2f" % cost["gpu_hours"]))
     if cost.get("cost") is not None:
-        rows.append(("cost", "$%.2f (%d node(s) at $%.2f/h)" % (cost["cost"], cost.get("nodes") or len(nodes),
-                                                                  cost.get("cost_per_hour") or 0.0)))
+        rows.append(("cost", "$%.2f (%d node(s) at $%.2f/h)" % (
+            cost["cost"], cost.get("nodes") or len(nodes), cost.get("cost_per_hour") or 0.0)))
     return [(label, text) for label, text in rows if text not in (None, "")]
 
 
