@@ -69,8 +69,9 @@ options:
       - The head's Prometheus (O(state=present)); not set - none here, and one found from an earlier run is removed.
       - C(port), C(user) (who Prometheus runs as - Ray's user, since it reads Ray's private temp dir),
         C(storage_dir), C(retention) (a Prometheus duration such as C(15d)), C(scrape_interval), C(members)
-        (C([{host, address, dcgm}]), every member of the cluster, the head included; C(dcgm) true where the DCGM
-        exporter runs, found here for this node itself), C(exporter_port), C(dcgm_port), C(ray_sd_file).
+        (C([{host, address, dcgm}]), every member of the cluster, the head included), C(dcgm_hosts) (the members where
+        the DCGM exporter is installed, as their own calls found; this node itself is looked at here),
+        C(exporter_port), C(dcgm_port), C(ray_sd_file).
     type: dict
   names:
     description: O(state=query) - the inventory name of each member by its private address.
@@ -182,6 +183,7 @@ PROMETHEUS = vocabulary.Options(dict(
         address=vocabulary.Address(empty=True),
         dcgm=vocabulary.Switch(default=False),
     ), suboptions=False), required=True),
+    dcgm_hosts=vocabulary.ListOf(vocabulary.Text(empty=False, max_len=255), default=[]),
     exporter_port=vocabulary.Port(default=9100),
     dcgm_port=vocabulary.Port(default=9400),
     ray_sd_file=vocabulary.AbsPath(spaces=False, required=True),
@@ -362,8 +364,8 @@ class Node:
         password_file = os.path.join(self.dir, metrics.PASSWORD)
         self.put(password_file, p["password"], 0o600, uid)
         web_path, web_changed = self.web(metrics.PROMETHEUS_WEB, uid)
-        members = [dict(m, dcgm=bool(m.get("dcgm")) or (dcgm_here and m.get("address") == p["address"]))
-                   for m in q["members"]]
+        members = [dict(m, dcgm=bool(m.get("dcgm")) or m.get("host") in q["dcgm_hosts"]
+                        or (dcgm_here and m.get("address") == p["address"])) for m in q["members"]]
         try:
             config = metrics.prometheus_config(members, q["exporter_port"], q["dcgm_port"], password_file,
                                                q["ray_sd_file"], q["scrape_interval"])
