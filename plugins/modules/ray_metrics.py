@@ -35,7 +35,9 @@ options:
     choices: [present, query, absent]
     default: present
   address:
-    description: The node's private address (the exporter's and, on the head, Prometheus's listen address).
+    description:
+      - The node's private address (the exporter's and, on the head, Prometheus's listen address); required with
+        O(state=present). O(state=query) reads it from O(ray_fact_path) when not given.
     type: str
   port:
     description: The node exporter's port.
@@ -74,9 +76,15 @@ options:
         C(exporter_port), C(dcgm_port), C(ray_sd_file).
     type: dict
   names:
-    description: O(state=query) - the inventory name of each member by its private address.
+    description:
+      - O(state=query) - inventory names by private address, besides the members the head's scrape config names
+        (which are read from it).
     type: dict
     default: {}
+  ray_fact_path:
+    description: O(state=query) without O(address) - the head's C(rlinfra_ray) local fact, whose C(node_ip) is used.
+    type: path
+    default: /etc/ansible/facts.d/rlinfra_ray.fact
   prometheus_port:
     description: O(state=query) - the port of the head's Prometheus.
     type: int
@@ -119,8 +127,7 @@ EXAMPLES = r"""
 - name: One utilisation line per node
   rlinfra.verl.ray_metrics:
     state: query
-    address: 10.0.0.5
-    names: {10.0.0.5: head-1, 10.0.0.6: worker-1}
+  become: true
   register: usage
 """
 
@@ -156,6 +163,7 @@ problems:
   elements: str
 """
 
+import json
 import os
 import pwd
 import time
@@ -205,6 +213,7 @@ ARGS = vocabulary.Args(
                            default={}),
     prometheus_port=vocabulary.Port(default=9090),
     window=vocabulary.Seconds(30, 86400, integer=True, default=300),
+    ray_fact_path=vocabulary.AbsPath(default="/etc/ansible/facts.d/rlinfra_ray.fact"),
     storage_dir=vocabulary.AbsPath(spaces=False),
     purge=vocabulary.Switch(default=False),
 )
@@ -447,8 +456,26 @@ class Node:
 
 
 def query(module):
-    """The latest utilisation of every node from the head's Prometheus, one line per node (the inventory's order)."""
+    """The latest utilisation of every node from the head's Prometheus, one line per node: the members its scrape config
+    names (by their inventory names), then any O(names) adds."""
     p = module.params
+    try:
+        with open(os.path.join(p["config_dir"], "metrics", metrics.PROMETHEUS_CONFIG), encoding="utf-8") as handle:
+            members = metrics.members_in(handle.read())
+    except OSError:
+        module.fail_json(msg="no Prometheus on this node (%s/metrics/%s is missing): run site.yml with ray_metrics on"
+                         % (p["config_dir"], metrics.PROMETHEUS_CONFIG))
+    names = dict((address, host) for host, address in members)
+    names.update(p["names"])
+    address = (p["address"] or "").strip()
+    if not address:
+        try:
+            with open(p["ray_fact_path"], encoding="utf-8") as handle:
+                address = str(json.load(handle).get("node_ip") or "")
+        except (OSError, ValueError, AttributeError):
+            address = ""
+    if not address:
+        module.fail_json(msg="the head's private address is unknown (no address given, none in %s)" % p["ray_fact_path"])
     try:
         with open(os.path.join(p["config_dir"], "metrics", metrics.PASSWORD), encoding="utf-8") as handle:
             password = handle.read().strip()
@@ -456,7 +483,7 @@ def query(module):
         module.fail_json(msg="the metrics password cannot be read on this head (%s): run site.yml with ray_metrics on"
                          % (e.strerror or e))
     module.no_log_values.add(password)
-    base = "http://%s" % metrics.host_port(p["address"], p["prometheus_port"])
+    base = "http://%s" % metrics.host_port(address, p["prometheus_port"])
     headers = {"Authorization": metrics.authorization(password)}
     module.no_log_values.add(headers["Authorization"])
     end = time.time()
@@ -469,8 +496,8 @@ def query(module):
             except Exception as e:  # pylint: disable=broad-except
                 problems.append("%s: Prometheus at %s did not answer: %s" % (kind, base, e))
                 answers.setdefault(kind, []).append(None)
-    structure, unread = prometheus.utilisation(answers, p["names"])
-    hosts = list(dict.fromkeys(p["names"].values()))
+    structure, unread = prometheus.utilisation(answers, names)
+    hosts = list(dict.fromkeys([host for host, dummy in members] + list(p["names"].values())))
     module.exit_json(changed=False, lines=metrics.utilisation_lines(structure, hosts), problems=problems + unread)
 
 
@@ -478,8 +505,6 @@ def main():
     module = ARGS.new_module(AnsibleModule)
     p = module.params
     if p["state"] == "query":
-        if not (p["address"] or "").strip():
-            module.fail_json(msg="address (the head's private address) must be given with state=query", changed=False)
         query(module)
     node = Node(module)
     if p["state"] == "absent":

@@ -19,6 +19,8 @@ import ctypes.util
 import json
 import os
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.observe import prometheus
+
 USER = "rlinfra"
 EXPORTER_UNIT = "rlinfra-node-exporter.service"
 PROMETHEUS_UNIT = "rlinfra-prometheus.service"
@@ -228,6 +230,28 @@ def prometheus_config(members, exporter_port, dcgm_port, password_file, ray_sd_f
     if dcgm:
         lines += ["  - job_name: dcgm", "    static_configs:"] + dcgm
     return "\n".join(lines) + "\n"
+
+
+def members_in(config_text):
+    """``[(host, address)]`` of the node exporters a config :func:`prometheus_config` wrote scrapes, in its order: the
+    head's own record of the cluster's members, so that a query names each node as the inventory does."""
+    out, job, target = [], None, None
+    for line in (config_text or "").splitlines():
+        text = line.strip()
+        if text.startswith("- job_name:"):
+            job = text.split(":", 1)[1].strip()
+        elif job == "node" and text.startswith("- targets:"):
+            try:
+                target = (json.loads(text.split(":", 1)[1]) or [None])[0]
+            except ValueError:
+                target = None
+        elif job == "node" and text.startswith("node:") and target:
+            try:
+                out.append((json.loads(text.split(":", 1)[1]), prometheus.node_address(target)))
+            except ValueError:
+                pass
+            target = None
+    return out
 
 
 # ---- what a change means --------------------------------------------------------------------------------------
