@@ -79,6 +79,25 @@ def dashboard_access(host, hostvars, token_path="/etc/ray/auth_token", ssh_args=
     ]
 
 
+def prometheus_access(host, hostvars, password_path="/etc/ray/metrics/password", ssh_args="", host_key_checking=True):
+    """[tunnel line, password line] for the head's Prometheus (ray_metrics), beside the dashboard's: the same
+    connection, and a command that prints the basic-auth password, never the password."""
+    hv = dict(hostvars or {})
+    port = int(hv.get("ray_metrics_prometheus_port") or 9090)
+    node_ip = hv.get("ray_node_ip") or hv.get("ansible_host") or host
+    checking = host_key_checking if isinstance(host_key_checking, bool) else \
+        str(host_key_checking).strip().lower() not in ("false", "no", "0", "off", "n", "f")
+    ssh = _ssh(hv, host, ssh_args, checking)
+    target = "[%s]" % node_ip if ":" in str(node_ip) else node_ip
+    tunnel = ssh[:1] + ["-N", "-L", "%d:%s:%d" % (port, target, port)] + ssh[1:]
+    password = ssh + ["sudo", "cat", str(password_path)]
+    return [
+        "Prometheus: %s   then open http://127.0.0.1:%d" % (" ".join(shlex.quote(a) for a in tunnel), port),
+        "Prometheus login: user rlinfra, password (root-only in %s on %s): %s" % (
+            password_path, host, " ".join(shlex.quote(a) for a in password)),
+    ]
+
+
 class FilterModule:
     def filters(self):
-        return {"dashboard_access": dashboard_access}
+        return {"dashboard_access": dashboard_access, "prometheus_access": prometheus_access}

@@ -302,7 +302,7 @@ def test_every_role_variable_of_a_checked_role_has_a_type():
         "nfs_mount_fstype", "nfs_mount_packages", "nfs_mount_probe_file", "python_env_fingerprint_file",
         "python_env_no_build_isolation_packages", "python_env_no_deps_packages", "ray_auth_token",
         "ray_head_idle_api_key", "ray_head_idle_api_url", "ray_node_dashboard_url",
-        "ray_node_gcs_address", "ray_node_start_args", "ray_node_token",
+        "ray_node_gcs_address", "ray_node_start_args", "ray_node_token", "ray_node_secret_env",
         "storage_lvm_discover_exclude", "storage_lvm_discover_pattern", "storage_lvm_fs_label", "storage_lvm_mkfs_options",
         "storage_lvm_packages",
     }

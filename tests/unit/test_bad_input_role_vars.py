@@ -385,6 +385,33 @@ ROWS = [
          "fitness_report_only must be true or false (also yes/no/1/0, any case), got 'flase'"),
     rule("fitness_artifacts_spaces", {"fitness_artifacts_dir": "my dir"},
          "fitness_artifacts_dir must be a path without spaces, got 'my dir'"),
+    # -- ray: metrics (ray_metrics, docs/OBSERVABILITY-metrics.md) -------------------------------------------------
+    rule("metrics_typo", {"ray_metrics": "ture"},
+         "ray_metrics must be true or false (also yes/no/1/0, any case), got 'ture'"),
+    rule("metrics_retention_words", {"ray_metrics_retention": "15 days"},
+         "ray_metrics_retention must be a Prometheus duration such as 15d, 12h or 1w, got '15 days'"),
+    rule("metrics_retention_newline_injects_unit_line", {"ray_metrics_retention": "15d\nExecStartPre=/bin/true"},
+         "ray_metrics_retention must be a Prometheus duration such as 15d, 12h or 1w without line breaks or control "
+         "characters, got '15d\\nExecStartPre=/bin/true'"),
+    rule("metrics_scrape_interval_number", {"ray_metrics_scrape_interval": 15},
+         "ray_metrics_scrape_interval must be a Prometheus duration such as 15s or 1m, got 15"),
+    rule("metrics_storage_relative", {"ray_metrics_storage_dir": "prometheus"},
+         "ray_metrics_storage_dir must be an absolute path without spaces or '..', got 'prometheus'"),
+    rule("metrics_storage_specifier", {"ray_metrics_storage_dir": "/workspace/%n"},
+         "ray_metrics_storage_dir must be an absolute path %s, got '/workspace/%%n'" % UNIT_PATH),
+    rule("metrics_port_on_the_dashboards", {"ray_metrics_prometheus_port": 8265, "ray_dashboard_port": 8265},
+         "ray_dashboard_port and ray_metrics_prometheus_port all use port 8265: give each its own port"),
+    rule("metrics_exporter_port_word", {"ray_metrics_node_exporter_port": "nine"},
+         "ray_metrics_node_exporter_port %s, got 'nine'" % PORT_LINE),
+    rule("grafana_url_credentials", {"ray_grafana_url": "http://admin:s3cr3t@grafana:3000"},
+         "ray_grafana_url must be an http:// or https:// URL without credentials before '@' (give a token through its "
+         "own secret option), got http://********@grafana:3000 (empty: no Grafana)"),
+    rule("grafana_url_scheme", {"ray_grafana_url": "ftp://grafana"},
+         "ray_grafana_url must be an http:// or https:// URL, got ftp://grafana (empty: no Grafana)"),
+    # ray/preflight, as the row above: in the one real run, hosts that include the ray role with different entry points
+    # are validated against one of those entry points' specs only.
+    spec("metrics_port_type", "ray/preflight", {"ray_metrics_prometheus_port": "abc"},
+         "argument 'ray_metrics_prometheus_port' is of type str and we were unable to convert to int"),
     # -- provision.yml's and teardown.yml's hyperbolic_* variables --------------------------------------------
     rule("min_hours_word", {"hyperbolic_min_hours": "two"}, "hyperbolic_min_hours must be a number, got 'two'"),
     rule("daily_budget_zero", {"hyperbolic_daily_budget": 0},

@@ -33,6 +33,8 @@ _LVM_NAME = re.compile(r"^(?!\.\.?$)[A-Za-z0-9+_.][A-Za-z0-9+_.-]{0,127}$")
 _SIZE = re.compile(r"^[0-9]+(\.[0-9]+)?[KMGTP]?i?B?$", re.IGNORECASE)
 _STRIPE = re.compile(r"^([0-9]+[kKmM]?)?$")
 _OPTION = re.compile(r"^[A-Za-z0-9_.:/=+@-]+$")
+# Prometheus's durations (15d, 1h30m): they land in the unit's ExecStart line and the scrape config.
+_DURATION = r"^([0-9]+(ms|s|m|h|d|w|y))+$"
 # Anything written to a systemd unit, an environment file or fstab: one line (a newline in ray_private_ip would add
 # an ExecStartPre= line to the unit).
 ONE_LINE = "be one line without control characters"
@@ -284,7 +286,8 @@ PORTS = ("ray_gcs_port", "ray_dashboard_port", "ray_node_manager_port", "ray_obj
          "ray_dashboard_agent_grpc_port", "ray_runtime_env_agent_port", "ray_metrics_export_port",
          "ray_dashboard_agent_listen_port", "ray_client_server_port", "ray_autoscaler_metrics_port",
          "ray_dashboard_metrics_port", "ray_min_worker_port", "ray_max_worker_port", "ray_fitness_port",
-         "ray_fitness_store_port")
+         "ray_fitness_store_port", "ray_metrics_node_exporter_port", "ray_metrics_prometheus_port",
+         "ray_metrics_dcgm_port")
 
 _CREDENTIALS_HINT = " (credentials for a private index go in the nodes' ~/.netrc, which uv reads)"
 
@@ -330,6 +333,15 @@ RULES = {
     "ray_firewall": vocabulary.Switch(),
     "ray_firewall_allow": vocabulary.Networks(world_switch="ray_firewall_allow_world"),
     "ray_firewall_allow_world": vocabulary.Switch(),
+    # Metrics (docs/OBSERVABILITY-metrics.md): node_exporter everywhere, Prometheus on the head; the ports are in PORTS.
+    "ray_metrics": vocabulary.Switch(),
+    "ray_metrics_storage_dir": _Path(),
+    "ray_metrics_retention": vocabulary.Text(empty=False, max_len=32, pattern=_DURATION,
+                                             what="a Prometheus duration such as 15d, 12h or 1w"),
+    "ray_metrics_scrape_interval": vocabulary.Text(empty=False, max_len=32, pattern=_DURATION,
+                                                   what="a Prometheus duration such as 15s or 1m"),
+    # Lands in the head's environment file (RAY_GRAFANA_HOST): a URL without credentials, or empty for none.
+    "ray_grafana_url": vocabulary.Url(schemes=("http", "https"), empty=True, hint=" (empty: no Grafana)"),
     "nfs_mount_server": vocabulary.Host(empty=True),
     "nfs_mount_export": _Path(),
     "nfs_mount_path": _Path(),
