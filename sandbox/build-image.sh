@@ -44,12 +44,16 @@ tar -C "$rootfs" -c . | docker import - "$IMAGE-base" >/dev/null
 # without --privileged cannot make a session keyring, pivot_root or its own cgroups here (TESTBED.md).
 # Debian's docker-registry and htpasswd (apache2-utils): the private registry the container test pulls from, started
 # by the test in a container of this image (no registry is reachable from here).
+# Debian's prometheus and prometheus-node-exporter (ray_metrics, on by default): the nodes cannot reach the archive to
+# install them; disabled at boot, as on a fresh node the collection finds them installed but not running.
 cid=$(docker create --network host "$IMAGE-base" /bin/sh -c 'export DEBIAN_FRONTEND=noninteractive;
   apt-get update -qq && apt-get install -y -qq --no-install-recommends slurmctld slurmd slurm-client munge \
-    podman crun conmon catatonit docker-registry apache2-utils >/dev/null &&
-  systemctl disable slurmctld.service slurmd.service munge.service docker-registry.service >/dev/null 2>&1;
+    podman crun conmon catatonit docker-registry apache2-utils prometheus prometheus-node-exporter >/dev/null &&
+  systemctl disable slurmctld.service slurmd.service munge.service docker-registry.service prometheus.service \
+    prometheus-node-exporter.service >/dev/null 2>&1;
   mkdir -p /etc/containers && printf "[containers]\nkeyring = false\ncgroups = \"disabled\"\n[engine]\nno_pivot_root = true\ncgroup_manager = \"cgroupfs\"\n" >/etc/containers/containers.conf;
-  rm -f /etc/munge/munge.key; apt-get clean; rm -rf /var/lib/apt/lists/*; test -x /usr/sbin/slurmd && test -x /usr/bin/podman && test -x /usr/bin/docker-registry')
+  rm -f /etc/munge/munge.key; apt-get clean; rm -rf /var/lib/apt/lists/*; test -x /usr/sbin/slurmd && test -x /usr/bin/podman && test -x /usr/bin/docker-registry && \
+  test -x /usr/bin/prometheus && test -x /usr/bin/prometheus-node-exporter')
 docker start -a "$cid" >/dev/null || { docker rm "$cid" >/dev/null; echo "[image] installing Slurm failed" >&2; exit 1; }
 docker commit -c 'CMD ["/lib/systemd/systemd"]' -c 'ENV container=docker' -c "LABEL rlinfra.pkgs=$want" \
   "$cid" "$IMAGE" >/dev/null

@@ -421,11 +421,36 @@ class Watch:
         return out
 
     def utilisation(self):
-        """``(structure, why not)`` of the nodes' utilisation (observe/prometheus.py's): the query runs on the head
-        (it reaches Prometheus); until it is wired here the report says why there is none."""
+        """``(structure, why not)`` of the nodes' utilisation over the run (observe/prometheus.py's): read on the head
+        from its Prometheus (rlinfra.verl.ray_metrics state=query; the password never leaves the head). Never ends the
+        wait: an answer it cannot have is the report's one line saying why."""
         if str(self.task_vars.get("ray_metrics", True)).lower() in ("false", "no", "0", "off"):
             return {}, "ray_metrics is false, so the cluster keeps no metrics"
-        return {}, "this wait does not query Prometheus for the nodes' utilisation yet"
+        if getattr(getattr(self.action, "_task", None), "check_mode", False):
+            return {}, "check mode: Prometheus was not read"
+        names = dict((address, host) for address, host in self.dog.names.items() if address != host)
+        try:
+            res = self.action._execute_module(module_name="rlinfra.verl.ray_metrics", module_args=dict(
+                state="query", start=self.run_start(), names=names), task_vars=self.task_vars)
+        except (AnsibleError, OSError) as e:
+            return {}, "the head's Prometheus could not be read: %s" % e
+        if res.get("failed"):
+            return {}, "the head's Prometheus could not be read: %s" % (res.get("msg") or "no reason given")
+        series = res.get("series") or {}
+        if not series:
+            return {}, "the head's Prometheus had no samples for this run yet%s" % (
+                " (%s)" % "; ".join(res.get("problems") or []) if res.get("problems") else "")
+        return series, ""
+
+    def run_start(self):
+        """When the run began (its first attempt's start as Ray gave it, else when this wait began), epoch seconds."""
+        for row in list(self.rows) + [self.res]:
+            at = run_report.epoch(row.get("start_time")) if isinstance(row, dict) else None
+            if at and at > 1e11:  # Ray's milliseconds
+                at /= 1000.0
+            if at:
+                return min(at, self.started)
+        return self.started
 
     def host_fact(self, name):
         """A host variable the nodes agree on (the environment's fingerprint, the image), else None."""

@@ -93,6 +93,13 @@ options:
     description: O(state=query) - seconds of samples read; the newest of each is shown.
     type: int
     default: 300
+  start:
+    description:
+      - O(state=query) - the start of the samples read (epoch seconds, e.g. a run's start) instead of O(window)
+        seconds before now; each series holds at most 1000 points whatever the span (the step grows). The run report
+        of M(rlinfra.verl.ray_job_wait) reads the run's window this way. V(0) - O(window).
+    type: float
+    default: 0
   storage_dir:
     description: O(state=absent) with O(purge) - Prometheus's data, removed only when this module made it.
     type: path
@@ -156,6 +163,12 @@ lines:
   type: list
   elements: str
   sample: ["worker-1: CPU 12%, memory 40%, GPU 55%"]
+series:
+  description:
+    - O(state=query) - every node's samples over the window, C({kind: {node: [[epoch_s, value or null], ...]}}) for
+      the kinds C(cpu), C(memory), C(gpu), C(gpu_memory) (percentages); a kind no exporter reports is left out.
+  returned: when state is query
+  type: dict
 problems:
   description: O(state=query) - the answers that could not be read.
   returned: when state is query
@@ -213,6 +226,8 @@ ARGS = vocabulary.Args(
                            default={}),
     prometheus_port=vocabulary.Port(default=9090),
     window=vocabulary.Seconds(30, 86400, integer=True, default=300),
+    # Epoch seconds: from 0 (unset) to the year 2286 - a value outside is a mistake, not a long window.
+    start=vocabulary.Number(0, 1e10, default=0),
     ray_fact_path=vocabulary.AbsPath(default="/etc/ansible/facts.d/rlinfra_ray.fact"),
     storage_dir=vocabulary.AbsPath(spaces=False),
     purge=vocabulary.Switch(default=False),
@@ -487,8 +502,9 @@ def query(module):
     headers = {"Authorization": metrics.authorization(password)}
     module.no_log_values.add(headers["Authorization"])
     end = time.time()
+    start = p["start"] if 0 < p["start"] < end - 1 else end - p["window"]
     answers, problems = {}, []
-    for kind, requests in prometheus.range_requests(base, end - p["window"], end, timeout=10).items():
+    for kind, requests in prometheus.range_requests(base, start, end, timeout=10).items():
         for url, params in requests:
             try:
                 answer = open_url("%s?%s" % (url, urlencode(sorted(params.items()))), headers=headers, timeout=15)
@@ -498,7 +514,8 @@ def query(module):
                 answers.setdefault(kind, []).append(None)
     structure, unread = prometheus.utilisation(answers, names)
     hosts = list(dict.fromkeys([host for host, dummy in members] + list(p["names"].values())))
-    module.exit_json(changed=False, lines=metrics.utilisation_lines(structure, hosts), problems=problems + unread)
+    module.exit_json(changed=False, lines=metrics.utilisation_lines(structure, hosts), problems=problems + unread,
+                     series=structure)
 
 
 def main():

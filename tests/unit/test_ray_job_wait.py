@@ -40,11 +40,19 @@ class FakeAction:
         has_pipelining = False
         become = None
 
-    def __init__(self, answers):
+    # The run report's read of the head's Prometheus (ray_metrics state=query) is answered apart from the script.
+    METRICS = {"failed": True, "msg": "no Prometheus on this node (/etc/ray/metrics/prometheus.yml is missing)"}
+
+    def __init__(self, answers, metrics=None):
         self.answers = iter(answers)
         self.calls = []
+        self.metric_calls = []
+        self.metrics = metrics or self.METRICS
 
     def _execute_module(self, module_name, module_args, task_vars):
+        if module_name == "rlinfra.verl.ray_metrics":
+            self.metric_calls.append(dict(module_args))
+            return self.metrics
         self.calls.append((module_name, dict(module_args)))
         return next(self.answers)
 

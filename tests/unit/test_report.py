@@ -239,10 +239,15 @@ class FakeAction:
         has_pipelining = False
         become = None
 
-    def __init__(self, answers):
+    def __init__(self, answers, metrics=None):
         self.answers = iter(answers)
+        self.metrics = metrics
+        self.queries = []
 
     def _execute_module(self, module_name, module_args, task_vars):
+        if module_name == "rlinfra.verl.ray_metrics":  # the head's Prometheus, read for the report
+            self.queries.append(dict(module_args))
+            return self.metrics or {"failed": True, "msg": "no Prometheus on this node"}
         return next(self.answers)
 
 
@@ -259,7 +264,10 @@ def test_the_wait_writes_the_report_and_names_it(tmp_path, monkeypatch):
     spec = {k: v.get("default") for k, v in W.ARGUMENT_SPEC.items()}
     spec.update(submission_id="rlinfra-x-default", poll_interval=0.1, log_dir=str(tmp_path / "run"), label="x",
                 progress_interval=1, hosts=["gpu-0"])
-    w = W.Watch(FakeAction(answers), spec, {"hostvars": {"gpu-0": {"hyperbolic_gpu_count": 8,
+    series = {"cpu": {"gpu-0": [[1700000000.0, 12.5], [1700000015.0, 80.0]]},
+              "memory": {"gpu-0": [[1700000000.0, 40.0], [1700000015.0, 41.0]]}}
+    action = FakeAction(answers, metrics={"changed": False, "lines": [], "problems": [], "series": series})
+    w = W.Watch(action, spec, {"hostvars": {"gpu-0": {"hyperbolic_gpu_count": 8,
                                                                     "hyperbolic_cost_per_hour": 20.0}}})
     ticks = itertools.count(0, 10)
     w.clock = lambda: float(next(ticks))
@@ -279,3 +287,17 @@ def test_the_wait_writes_the_report_and_names_it(tmp_path, monkeypatch):
     assert "SUCCEEDED" in text and "rlinfra-x-default.log" in text and "$2.28" in text  # 410 s of 1 node at $20/h
     hrefs = [a.get("href") for tag, a in page.tags if tag == "a"]
     assert hrefs == ["../rlinfra-x-default.log"], hrefs
+    # The nodes' utilisation over the run, as the head's Prometheus gave it: read from the run's start (Ray's).
+    assert [u["kind"] for u in data["util"]] == ["cpu", "memory"] and data["util"][0]["nodes"] == ["gpu-0"]
+    assert action.queries and action.queries[-1]["state"] == "query"
+    assert action.queries[-1]["start"] == R.epoch("2023-11-14T22:13:10.000Z")
+
+
+def test_the_report_says_why_prometheus_gave_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(W.time, "sleep", lambda s: None)
+    spec = {k: v.get("default") for k, v in W.ARGUMENT_SPEC.items()}
+    spec.update(submission_id="rlinfra-x-default", log_dir=str(tmp_path / "run"), label="x", hosts=["gpu-0"])
+    w = W.Watch(FakeAction([]), spec, {})
+    assert w.utilisation() == ({}, "the head's Prometheus could not be read: no Prometheus on this node")
+    w = W.Watch(FakeAction([]), spec, {"ray_metrics": False})
+    assert w.utilisation() == ({}, "ray_metrics is false, so the cluster keeps no metrics")
