@@ -172,9 +172,10 @@ def experiment(tmp_path):
 SHOTS = ROOT / "artifacts" / "test-report"
 
 
-def report_of(exp):
-    """The run report's page data (report.html's JSON) and its path, of the experiment's one run."""
-    found = sorted((ROOT / "artifacts" / exp).glob("*/report.html"))
+def report_of(exp, run=None):
+    """The run report's page data (report.html's JSON) and its path, of the experiment's one run (or of ``run``)."""
+    found = sorted((ROOT / "artifacts" / exp).glob("%s/report.html" % ("rlinfra-%s-default-%s" % (exp, run) if run
+                                                                         else "*")))
     assert len(found) == 1, found
     text = found[0].read_text()
     data = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', text, re.S).group(1)

@@ -19,7 +19,9 @@ IMAGE = "rlinfra/debian-systemd:bookworm"
 # The roles' defaults (roles/ray/defaults/main.yml).
 FIXED = {"gcs": 6379, "dashboard": 8265, "node_manager": 6380, "object_manager": 6381, "dashboard_agent_grpc": 6382,
          "runtime_env_agent": 6383, "metrics_export": 6384, "dashboard_agent_listen": 52365, "client_server": 10001,
-         "autoscaler_metrics": 44217, "dashboard_metrics": 44227}
+         "autoscaler_metrics": 44217, "dashboard_metrics": 44227,
+         # ray_metrics (on by default): Prometheus on the head, node_exporter on every node - fenced as Ray's are.
+         "prometheus": 9090, "node_exporter": 9100}
 WORKERS = (10002, 19999)
 NOT_RAY = ("sshd", "rpcbind", "systemd")
 
@@ -99,7 +101,8 @@ def test_ray_ports_closed_to_strangers(sandbox):
     # Members: the cluster is whole, and the head reaches a worker's raylet and object manager.
     worker = next(n for n in nodes if n["role"] != "head")
     member = on_node(head["name"], "python3 -c %s %s" % (_quote(PROBE), _quote(json.dumps(
-        [[worker["ip"], FIXED["node_manager"]], [worker["ip"], FIXED["object_manager"]], [worker["ip"], WORKERS[1]]]))))
+        [[worker["ip"], FIXED["node_manager"]], [worker["ip"], FIXED["object_manager"]], [worker["ip"], WORKERS[1]],
+         [worker["ip"], FIXED["node_exporter"]]]))))
     assert set(json.loads(member).values()) == {"open"}, member
     for n in nodes:
         on_node(n["name"], "kill $(cat /run/fw-standin.pid); rm -f /run/fw-standin.pid")

@@ -1,0 +1,119 @@
+"""Metrics on the cluster (issue: observability), on the shared sandbox as site.yml leaves it (ray_metrics is on by
+default): Prometheus on the head with every node's node_exporter and Ray's own metrics as targets, all ``up`` (read
+through its HTTP API, as the report and status.yml read it); a Ray metric with a series per node; nothing answers
+without the password, which is in no process's arguments on any node; Ray's dashboard finds Prometheus; status.yml
+prints one utilisation line per node; a smoke run's report holds every node's CPU and memory over the run.
+Strangers reaching neither Prometheus nor an exporter is test_sandbox_firewall's (their ports are in its table).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import secrets
+import shutil
+import urllib.error
+import urllib.parse
+import urllib.request
+
+from tests.integration.conftest import ROOT, sandbox_nodes, sandbox_playbook
+from tests.integration.test_sandbox_container import on_node, report_of
+
+TAG = secrets.token_hex(4)
+CKPT_ROOT = "/data/checkpoints-metrics-" + TAG
+PORT = 9090
+
+
+def prometheus(head_ip, password, path, **params):
+    """``(status, body)`` of Prometheus's HTTP API on the head, from the controller (a member of its firewall list)."""
+    url = "http://%s:%d%s%s" % (head_ip, PORT, path, "?" + urllib.parse.urlencode(params) if params else "")
+    request = urllib.request.Request(url)
+    if password is not None:
+        request.add_header("Authorization", "Basic " + base64.b64encode(("rlinfra:" + password).encode()).decode())
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, json.loads(answer.read().decode())
+    except urllib.error.HTTPError as e:
+        return e.code, None
+
+
+def wait_for_targets(head_ip, password, nodes, seconds=90):
+    import time
+    deadline = time.monotonic() + seconds
+    while True:
+        status, body = prometheus(head_ip, password, "/api/v1/targets")
+        assert status == 200, status
+        targets = body["data"]["activeTargets"]
+        healthy = [t for t in targets if t["health"] == "up"]
+        jobs = {}
+        for t in healthy:
+            jobs.setdefault(t["labels"]["job"], set()).add(t["scrapeUrl"].split("//")[1].split(":")[0])
+        if jobs.get("node") == {n["ip"] for n in nodes} and {n["ip"] for n in nodes} <= jobs.get("ray", set()):
+            return targets
+        assert time.monotonic() < deadline, [(t["scrapeUrl"], t["health"], t["lastError"]) for t in targets]
+        time.sleep(3)
+
+
+def test_prometheus_scrapes_every_node_and_the_report_shows_them(sandbox):
+    nodes = sandbox_nodes()
+    head = next(n for n in nodes if n["role"] == "head")
+    site = sandbox_playbook("site.yml")
+    assert site.returncode == 0, site.output[-4000:]
+    password = on_node(head["name"], "cat /etc/ray/metrics/password").strip()
+    assert len(password) >= 16
+    flat = " ".join(site.output.split())
+    assert "Prometheus: ssh -N -L 9090:%s:9090" % head["ip"] in flat, site.output[-3000:]
+    assert password not in site.output
+
+    # Nothing without the password; every node's exporter and Ray's own endpoints up.
+    assert prometheus(head["ip"], None, "/api/v1/targets")[0] == 401
+    assert prometheus(head["ip"], "wrong-" + password, "/api/v1/targets")[0] == 401
+    wait_for_targets(head["ip"], password, nodes)
+    for n in nodes:  # each exporter asks for the password too
+        probe = on_node(head["name"], "curl -s -o /dev/null -w '%%{http_code}' http://%s:9100/metrics" % n["ip"])
+        assert probe == "401", (n["name"], probe)
+    # A Ray metric with a series per node.
+    status, body = prometheus(head["ip"], password, "/api/v1/query", query="ray_node_cpu_utilization")
+    assert status == 200 and body["status"] == "success", body
+    ips = {r["metric"].get("ip") or r["metric"]["instance"].split(":")[0] for r in body["data"]["result"]}
+    assert ips == {n["ip"] for n in nodes}, body["data"]["result"]
+    # Ray's dashboard knows Prometheus (RAY_PROMETHEUS_HOST, and its login through RAY_PROMETHEUS_HEADERS).
+    token = on_node(head["name"], "cat /etc/ray/auth_token").strip()
+    health = urllib.request.Request("http://%s:8265/api/prometheus_health" % head["ip"],
+                                    headers={"Authorization": "Bearer " + token})
+    with urllib.request.urlopen(health, timeout=10) as answer:
+        assert json.loads(answer.read().decode())["result"] is True
+    assert "RAY_PROMETHEUS_HEADERS" not in on_node(head["name"], "cat /etc/ray/ray.env")
+    assert on_node(head["name"], "stat -c %a /etc/ray/ray-secrets.env /etc/ray/metrics/password").split() == ["600", "600"]
+    for n in nodes:  # the password in no process's arguments
+        argv = on_node(n["name"], "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '")
+        assert argv and password not in argv, n["name"]
+
+    # A smoke run long enough for a few scrapes: its report holds every node's CPU and memory over the run.
+    exp = "smoke"
+    params = {"trainer": {"total_training_steps": 40, "save_freq": 20, "step_sleep_s": 1.0}}
+    try:
+        run = "metrics-" + TAG
+        submit = sandbox_playbook("submit.yml", "exp=" + exp, "run=" + run, json.dumps(
+            {"verl_job_checkpoint_root": CKPT_ROOT, "verl_job_params": params}))
+        assert submit.returncode == 0 and "SUCCEEDED" in submit.output, submit.output[-4000:]
+        found = re.search(r"report:\s+(\S+/report\.html)", submit.output)
+        assert found, submit.output[-3000:]
+        data, path = report_of(exp, run)
+        assert (ROOT / found.group(1)).resolve() == path.resolve(), (path, found.group(1))
+        util = {u["kind"]: u for u in data["util"]}
+        names = sorted(n["name"] for n in nodes)
+        for kind in ("cpu", "memory"):
+            assert util[kind]["nodes"] == names, util.get(kind)
+            for series in util[kind]["series"]:
+                values = [v for v in series[1] if v is not None]
+                assert values and all(0 <= v <= 100 for v in values), series
+
+        status = sandbox_playbook("status.yml", "exp=" + exp)
+        assert status.returncode == 0, status.output[-3000:]
+        for n in nodes:
+            assert re.search(r"%s: CPU \d+%%, memory \d+%%" % re.escape(n["name"]), status.output), status.output[-3000:]
+    finally:
+        on_node(head["name"], "rm -rf " + CKPT_ROOT)
+        shutil.rmtree(ROOT / "artifacts" / exp / ("rlinfra-%s-default-%s" % (exp, run)), ignore_errors=True)
