@@ -13,12 +13,14 @@ import json
 import re
 import secrets
 import shutil
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 
 from tests.integration.conftest import ROOT, sandbox_nodes, sandbox_playbook
-from tests.integration.test_sandbox_container import on_node, report_of
+from tests.integration.test_sandbox_container import SHOTS, on_node, report_of
+from tests.integration.test_sandbox_dashboard import browser  # noqa: F401 pylint: disable=unused-import
 
 TAG = secrets.token_hex(4)
 CKPT_ROOT = "/data/checkpoints-metrics-" + TAG
@@ -39,7 +41,6 @@ def prometheus(head_ip, password, path, **params):
 
 
 def wait_for_targets(head_ip, password, nodes, seconds=90):
-    import time
     deadline = time.monotonic() + seconds
     while True:
         status, body = prometheus(head_ip, password, "/api/v1/targets")
@@ -55,7 +56,7 @@ def wait_for_targets(head_ip, password, nodes, seconds=90):
         time.sleep(3)
 
 
-def test_prometheus_scrapes_every_node_and_the_report_shows_them(sandbox):
+def test_prometheus_scrapes_every_node_and_the_report_shows_them(sandbox, browser):  # noqa: F811 pylint: disable=redefined-outer-name
     nodes = sandbox_nodes()
     head = next(n for n in nodes if n["role"] == "head")
     site = sandbox_playbook("site.yml")
@@ -109,6 +110,15 @@ def test_prometheus_scrapes_every_node_and_the_report_shows_them(sandbox):
             for series in util[kind]["series"]:
                 values = [v for v in series[1] if v is not None]
                 assert values and all(0 <= v <= 100 for v in values), series
+
+        # Opened offline in Chromium: every chart drawn (each metric's, each utilisation kind's); a screenshot kept.
+        from selenium.webdriver.common.by import By
+        browser.set_window_size(1400, 2400)
+        browser.get(path.resolve().as_uri())
+        time.sleep(1)
+        assert len(browser.find_elements(By.CSS_SELECTOR, "canvas")) >= len(data["metrics"]) + len(data["util"])
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        browser.save_screenshot(str(SHOTS / "report-metrics.png"))
 
         status = sandbox_playbook("status.yml", "exp=" + exp)
         assert status.returncode == 0, status.output[-3000:]

@@ -385,7 +385,7 @@ ROWS = [
          "fitness_report_only must be true or false (also yes/no/1/0, any case), got 'flase'"),
     rule("fitness_artifacts_spaces", {"fitness_artifacts_dir": "my dir"},
          "fitness_artifacts_dir must be a path without spaces, got 'my dir'"),
-    # -- ray: metrics (ray_metrics, docs/OBSERVABILITY-metrics.md) -------------------------------------------------
+    # -- ray: metrics (ray_metrics, docs/OBSERVABILITY.md) -------------------------------------------------
     rule("metrics_typo", {"ray_metrics": "ture"},
          "ray_metrics must be true or false (also yes/no/1/0, any case), got 'ture'"),
     rule("metrics_retention_words", {"ray_metrics_retention": "15 days"},

@@ -1,7 +1,7 @@
 """ray_metrics (module rlinfra.verl.ray_metrics, module_utils/observe/metrics.py): node_exporter everywhere, Prometheus on
 the head, basic auth whose password never lands in argv, output or a readable file, and a re-run that changes nothing.
 The module runs in-process on files under tmp_path over a fake systemctl and stand-in binaries; the real services are
-the sandbox's (docs/OBSERVABILITY-metrics.md)."""
+the sandbox's (docs/OBSERVABILITY.md)."""
 
 from __future__ import annotations
 
