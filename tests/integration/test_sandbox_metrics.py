@@ -67,6 +67,11 @@ def test_prometheus_scrapes_every_node_and_the_report_shows_them(sandbox, browse
     assert "Prometheus: ssh -N -L 9090:%s:9090" % head["ip"] in flat, site.output[-3000:]
     assert password not in site.output
 
+    # Ray's generated Grafana dashboards, copied to the controller for import (when the head was last converged).
+    dashboards = sorted((ROOT / "artifacts" / "grafana" / "default").glob("*.json"))
+    assert "default_grafana_dashboard.json" in [d.name for d in dashboards], dashboards
+    assert json.loads((ROOT / "artifacts" / "grafana" / "default" / "default_grafana_dashboard.json").read_text())["panels"]
+
     # Nothing without the password; every node's exporter and Ray's own endpoints up.
     assert prometheus(head["ip"], None, "/api/v1/targets")[0] == 401
     assert prometheus(head["ip"], "wrong-" + password, "/api/v1/targets")[0] == 401

@@ -403,6 +403,8 @@ ROWS = [
          "ray_dashboard_port and ray_metrics_prometheus_port all use port 8265: give each its own port"),
     rule("metrics_exporter_port_word", {"ray_metrics_node_exporter_port": "nine"},
          "ray_metrics_node_exporter_port %s, got 'nine'" % PORT_LINE),
+    rule("metrics_dashboards_spaces", {"ray_metrics_dashboards_dir": "my dashboards"},
+         "ray_metrics_dashboards_dir must be a path without spaces, got 'my dashboards'"),
     rule("grafana_url_credentials", {"ray_grafana_url": "http://admin:s3cr3t@grafana:3000"},
          "ray_grafana_url must be an http:// or https:// URL without credentials before '@' (give a token through its "
          "own secret option), got http://********@grafana:3000 (empty: no Grafana)"),

@@ -180,7 +180,9 @@ def test_role_defaults_to_the_collection_rule():
     public, secret = _env_expressions()
     # ray__env: ray_env over the interface variables the role adds (roles/ray/vars/main.yml), never secrets.
     assert public == "{{ ray__env | rlinfra.verl.plain_env(ray_env_secret_pattern) }}"
-    assert secret == "{{ ray__env | rlinfra.verl.secret_env(ray_env_secret_pattern) }}"
+    # ray_node_secret_env: what a role adds that is secret by its nature (the head's RAY_PROMETHEUS_HEADERS).
+    assert secret == ("{{ ray__env | rlinfra.verl.secret_env(ray_env_secret_pattern) "
+                      "| combine(ray_node_secret_env | default({})) }}")
 
 
 PLAY = """

@@ -338,6 +338,7 @@ RULES = {
     "ray_metrics_storage_dir": _Path(),
     "ray_metrics_retention": vocabulary.Text(empty=False, max_len=32, pattern=_DURATION,
                                              what="a Prometheus duration such as 15d, 12h or 1w"),
+    "ray_metrics_dashboards_dir": vocabulary.AbsPath(relative=True, spaces=False),
     "ray_metrics_scrape_interval": vocabulary.Text(empty=False, max_len=32, pattern=_DURATION,
                                                    what="a Prometheus duration such as 15s or 1m"),
     # Lands in the head's environment file (RAY_GRAFANA_HOST): a URL without credentials, or empty for none.
