@@ -165,8 +165,8 @@ lines:
   sample: ["worker-1: CPU 12%, memory 40%, GPU 55%"]
 series:
   description:
-    - O(state=query) - every node's samples over the window, C({kind: {node: [[epoch_s, value or null], ...]}}) for
-      the kinds C(cpu), C(memory), C(gpu), C(gpu_memory) (percentages); a kind no exporter reports is left out.
+    - "O(state=query) - every node's samples over the window, C({kind: {node: [[epoch_s, value or null], ...]}}) for
+      the kinds C(cpu), C(memory), C(gpu), C(gpu_memory) (percentages); a kind no exporter reports is left out."
   returned: when state is query
   type: dict
 problems:
