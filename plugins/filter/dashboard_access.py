@@ -59,15 +59,20 @@ def _ssh(hv, host, ssh_args="", host_key_checking=True):
     return argv
 
 
+def _connection(hv, host, ssh_args, host_key_checking):
+    """``(ssh argv, the head's private address)``: the ssh command that connects the way Ansible did, and where the
+    tunnels lead on the head."""
+    checking = host_key_checking if isinstance(host_key_checking, bool) else \
+        str(host_key_checking).strip().lower() not in ("false", "no", "0", "off", "n", "f")
+    return _ssh(hv, host, ssh_args, checking), hv.get("ray_node_ip") or hv.get("ansible_host") or host
+
+
 def dashboard_access(host, hostvars, token_path="/etc/ray/auth_token", ssh_args="", host_key_checking=True):
     """[tunnel line, token line, CLI line] for the head ``host`` with host variables ``hostvars``; ``ssh_args`` and
     ``host_key_checking`` are the ssh connection's settings, so that the commands connect the way Ansible did."""
     hv = dict(hostvars or {})
     port = int(hv.get("ray_dashboard_port") or 8265)
-    node_ip = hv.get("ray_node_ip") or hv.get("ansible_host") or host
-    checking = host_key_checking if isinstance(host_key_checking, bool) else \
-        str(host_key_checking).strip().lower() not in ("false", "no", "0", "off", "n", "f")
-    ssh = _ssh(hv, host, ssh_args, checking)
+    ssh, node_ip = _connection(hv, host, ssh_args, host_key_checking)
     tunnel = ssh[:1] + ["-N", "-L", "%d:%s:%d" % (port, node_ip, port)] + ssh[1:]
     token = ssh + ["sudo", "cat", str(token_path)]
     return [
@@ -84,10 +89,7 @@ def prometheus_access(host, hostvars, password_path="/etc/ray/metrics/password",
     connection, and a command that prints the basic-auth password, never the password."""
     hv = dict(hostvars or {})
     port = int(hv.get("ray_metrics_prometheus_port") or 9090)
-    node_ip = hv.get("ray_node_ip") or hv.get("ansible_host") or host
-    checking = host_key_checking if isinstance(host_key_checking, bool) else \
-        str(host_key_checking).strip().lower() not in ("false", "no", "0", "off", "n", "f")
-    ssh = _ssh(hv, host, ssh_args, checking)
+    ssh, node_ip = _connection(hv, host, ssh_args, host_key_checking)
     target = "[%s]" % node_ip if ":" in str(node_ip) else node_ip
     tunnel = ssh[:1] + ["-N", "-L", "%d:%s:%d" % (port, target, port)] + ssh[1:]
     password = ssh + ["sudo", "cat", str(password_path)]

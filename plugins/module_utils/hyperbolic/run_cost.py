@@ -34,7 +34,8 @@ def node_prices(hosts, hostvars):
     return out
 
 
-def _epoch(text):
+def iso_epoch(text):
+    """Epoch seconds of an ISO time (Ray's ``2024-05-01T10:00:00.000Z``; no zone is UTC), else None."""
     if not isinstance(text, str) or not text:
         return None
     try:
@@ -50,8 +51,8 @@ def run_seconds(waited):
     """The run's wall time: from the first attempt's start to the last one's end when the attempts say both, else
     the wait's own ``duration_s``; None when neither is known."""
     rows = (waited or {}).get("attempts") or []
-    starts = [_epoch(r.get("start_time")) for r in rows]
-    ends = [_epoch(r.get("end_time")) for r in rows]
+    starts = [iso_epoch(r.get("start_time")) for r in rows]
+    ends = [iso_epoch(r.get("end_time")) for r in rows]
     if rows and all(s is not None for s in starts) and all(e is not None for e in ends):
         return max(0.0, max(ends) - min(starts))
     return _number((waited or {}).get("duration_s"))

@@ -32,6 +32,7 @@ import os
 from urllib.parse import quote
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import files
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.run_cost import iso_epoch
 
 MODE = 0o600
 NAME = "report.html"
@@ -73,13 +74,7 @@ def epoch(value):
         return None
     if isinstance(value, (int, float)):
         return float(value) if math.isfinite(value) else None
-    try:
-        moment = datetime.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.timezone.utc)
-    return moment.timestamp()
+    return iso_epoch(str(value))
 
 
 def utc(seconds):
