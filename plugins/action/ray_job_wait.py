@@ -31,6 +31,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experimen
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import files, vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import watchdog
 from ansible_collections.rlinfra.verl.plugins.module_utils.observe import report as run_report
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.switches import switch_value
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.run_cost import node_prices, run_cost, run_seconds
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import typed_args
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import DASHBOARD_ARGS
@@ -61,6 +62,7 @@ ARGS = vocabulary.Args(
     job=vocabulary.Raw("what a recovery resubmits, as verl_experiment_render rendered it", ansible="dict", default={}),
     checkpoint_dir=vocabulary.AbsPath(empty=True, default="", ansible="str"),
     hosts=vocabulary.ListOf(vocabulary.Text(empty=False, max_len=253), default=[]),
+    left_out=vocabulary.ListOf(vocabulary.Text(max_len=2000), default=[]),
     log_dir=vocabulary.AbsPath(relative=True, empty=True, default="", ansible="str"),
     experiment=vocabulary.Raw("rlinfra.verl.verl_experiment_render's result", ansible="dict"),
     package_src=vocabulary.AbsPath(relative=True, empty=True, default="", ansible="str"),
@@ -365,7 +367,11 @@ class Watch:
         run_dir = self.run_dir()
         try:
             files.private_dir(run_dir)
-            self.report = run_report.write(run_dir, self.report_run(result))
+            try:
+                before = run_report.load(run_dir)
+            except ValueError:
+                before = None  # not the report's data: it is rewritten whole
+            self.report = run_report.write(run_dir, run_report.carried(before, self.report_run(result)))
         except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
             self.say("could not write the run report in %s: %s" % (run_dir, getattr(e, "strerror", None) or e))
 
@@ -398,7 +404,7 @@ class Watch:
             status=(result or {}).get("status") if final else self.res.get("status"),
             reason_line=(result or {}).get("reason_line"), attempts=rows, code=exp.get("code"),
             fingerprint=self.host_fact("python_env_fingerprint"), image=self.host_fact("ray_container_image"),
-            nodes=list(self.args["hosts"]), gpus=self.gpus(exp), cost=cost, final=final,
+            nodes=list(self.args["hosts"]), left_out=list(self.args["left_out"]), gpus=self.gpus(exp), cost=cost, final=final,
             curves=[run_report.attempt_curves(numbers.get(sid) or attempts.attempt_number(sid, self.dog.base) or 1, sid,
                                               follow) for sid, follow in follows],
             utilisation=utilisation, utilisation_note=note,
@@ -412,19 +418,15 @@ class Watch:
     def node_logs(self, rows):
         """Links to the nodes' logs logs.yml saved for each attempt (``<log_dir>/<submission id>/nodes/<host>/``),
         relative to the report's directory."""
-        out = []
-        for sid in [r.get("submission_id") for r in rows if r.get("submission_id")] or [self.sid]:
-            where = os.path.join(self.args["log_dir"], sid)
-            for host, link in run_report.node_log_links(where):
-                out.append(("%s (%s)" % (host, sid) if len(rows) > 1 else host,
-                            os.path.relpath(os.path.join(where, link), self.run_dir()) + "/"))
-        return out
+        return run_report.node_log_rows(self.args["log_dir"], self.run_dir(),
+                                        [r.get("submission_id") for r in rows if r.get("submission_id")] or [self.sid])
 
     def utilisation(self):
         """``(structure, why not)`` of the nodes' utilisation over the run (observe/prometheus.py's): read on the head
         from its Prometheus (rlinfra.verl.ray_metrics state=query; the password never leaves the head). Never ends the
         wait: an answer it cannot have is the report's one line saying why."""
-        if str(self.task_vars.get("ray_metrics", True)).lower() in ("false", "no", "0", "off"):
+        # The roles refused a ray_metrics that is neither true nor false; one left to template here is taken as on.
+        if switch_value(self.task_vars.get("ray_metrics", True), "ray_metrics")[0] is False:
             return {}, "ray_metrics is false, so the cluster keeps no metrics"
         if getattr(getattr(self.action, "_task", None), "check_mode", False):
             return {}, "check mode: Prometheus was not read"

@@ -125,6 +125,13 @@ options:
     type: list
     elements: str
     default: []
+  left_out:
+    description:
+      - "The workers fitness.yml left out of the cluster, one line each as the C(rlinfra.verl.fitness_gate) filter
+        gives them (C(left out: gpu-3 (fitness.yml, <time>): <why>)); the run report's header names them."
+    type: list
+    elements: str
+    default: []
   log_dir:
     description:
       - Directory on the controller where each attempt's driver log is saved (C(<submission_id>.log), mode 0600), its

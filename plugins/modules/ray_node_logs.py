@@ -176,7 +176,10 @@ EXAMPLES = r"""
 
 RETURN = r"""
 kernel_events:
-  description: The kernel log's Xid errors, uncorrectable memory errors, OOM kills and links going down (the last 50).
+  description:
+    - The kernel log's Xid errors, uncorrectable memory errors, OOM kills and links going down (the last 50).
+    - Each has C(epoch), the line's time in epoch seconds read in the node's time zone (plain dmesg's from its boot
+      time), or null when the line has none.
   returned: always
   type: list
   elements: dict
@@ -397,6 +400,10 @@ def main():
     # What the failure line says of the node (module_utils/verl/failure_causes.py): its kernel's events (Xid, ECC, the OOM
     # killer, links down) and the free space of the run's volumes.
     events = gpu_health.kernel_events(kernel_text.splitlines())[-50:] if kernel_text else []
+    # Placed on the clock here, where the log's time zone and boot time are the node's own (the run report's events).
+    boot = node_logs.boot_time() if any(e.get("time") for e in events) else None
+    for event in events:
+        event["epoch"] = gpu_health.event_epoch(event.get("time"), boot)
     volumes = [dict(path=v, free_bytes=(free_space(v) or (None,))[0]) for v in p["volumes"]]
     result = dict(changed=False, job_id=job_id or None, job_id_source=source, temp_dir=temp_dir, session=latest,
                   driver_log=driver_log, kernel_source=kernel_source, notes=notes, kernel_events=events, volumes=volumes)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -107,3 +108,13 @@ def sandbox_playbook(name, *extra, env=None):
     proc = subprocess.run(args, cwd=ROOT, env=full, capture_output=True, text=True, timeout=1200)
     proc.output = proc.stdout + proc.stderr
     return proc
+
+
+def report_of(exp, run=None):
+    """The run report's page data (report.html's JSON) and its path, of the experiment's one run (or of ``run``)."""
+    found = sorted((ROOT / "artifacts" / exp).glob("%s/report.html" % ("rlinfra-%s-default-%s" % (exp, run) if run
+                                                                         else "*")))
+    assert len(found) == 1, found
+    text = found[0].read_text()
+    data = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', text, re.S).group(1)
+    return json.loads(data), found[0]

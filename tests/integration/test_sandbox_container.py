@@ -24,7 +24,7 @@ from pathlib import Path
 import yaml
 
 from tests.fake_hyperbolic.testing import venv_bin
-from tests.integration.conftest import ROOT, SANDBOX_INVENTORY, SANDBOX_STATE, sandbox_nodes
+from tests.integration.conftest import ROOT, SANDBOX_INVENTORY, SANDBOX_STATE, report_of, sandbox_nodes
 from tests.integration.test_sandbox_secrets_argv import STOP as SAMPLER_STOP, Sampler
 from tests.integration.test_sandbox_amd import DEVICES, raylet_env
 from tests.integration.test_sandbox_dashboard import browser  # noqa: F401 pylint: disable=unused-import
@@ -170,16 +170,6 @@ def experiment(tmp_path):
 
 
 SHOTS = ROOT / "artifacts" / "test-report"
-
-
-def report_of(exp, run=None):
-    """The run report's page data (report.html's JSON) and its path, of the experiment's one run (or of ``run``)."""
-    found = sorted((ROOT / "artifacts" / exp).glob("%s/report.html" % ("rlinfra-%s-default-%s" % (exp, run) if run
-                                                                         else "*")))
-    assert len(found) == 1, found
-    text = found[0].read_text()
-    data = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', text, re.S).group(1)
-    return json.loads(data), found[0]
 
 
 def check_report(browser, exp, worker, killed_at, csv_columns):  # noqa: F811 pylint: disable=redefined-outer-name

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 import shutil
 import signal
 import subprocess
@@ -23,7 +24,7 @@ import pytest
 import yaml
 
 from tests.fake_hyperbolic.testing import venv_bin
-from tests.integration.conftest import ROOT, SANDBOX_INVENTORY, sandbox_nodes
+from tests.integration.conftest import ROOT, SANDBOX_INVENTORY, report_of, sandbox_nodes
 from tests.integration.test_submit_loopback import smoke_result
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayClient
 
@@ -343,6 +344,9 @@ def test_resume_on_another_shape_is_refused(whole):
 
 
 XID = "2026-11-26T12:03:44,000000+00:00 NVRM: Xid (PCI:0000:3b:00): 79, pid=0, GPU has fallen off the bus."
+# tests/unit/fixtures/gpu/kernel_lines.txt's real Xid 48 line (its source is quoted there), on another GPU
+XID_NOW = ("NVRM: Xid (PCI:0000:5e:00): 48, pid='<unknown>', name=<unknown>, An uncorrectable double bit error (DBE) has "
+           "been detected on GPU in the framebuffer at physAddr 0x7fffa8860 partition 7, subpartition 1.")
 
 
 def test_no_room_is_refused_and_a_run_that_fills_its_volume_is_named_with_the_gpu_fault(whole):
@@ -356,7 +360,10 @@ def test_no_room_is_refused_and_a_run_that_fills_its_volume_is_named_with_the_gp
     mounted = on_node(head, "mkdir -p {0} && mount -t tmpfs -o size=256k tmpfs {0} && mkdir -p {0}/rlinfra_smoke/default "
                             "&& (dd if=/dev/zero of={0}/filler bs=4k 2>/dev/null; df -B1 --output=avail {0} | tail -1)".format(root))
     assert mounted.strip() == "0", mounted
-    on_node(worker, "printf '#!/bin/sh\\necho \"%s\"\\n' > /usr/local/bin/dmesg && chmod 755 /usr/local/bin/dmesg" % XID)
+    # yesterday's Xid (before the run: the failure line's, not the run's timeline) and one logged as the logs are read
+    stand_in = "#!/bin/sh\ncat <<'EOF'\n%s\nEOF\nprintf '%%s,000000+00:00 %%s\\n' \"$(date -u +%%Y-%%m-%%dT%%H:%%M:%%S)\" %s\n" % (
+        XID, shlex.quote(XID_NOW))
+    on_node(worker, "cat > /usr/local/bin/dmesg <<'STANDIN'\n%sSTANDIN\nchmod 755 /usr/local/bin/dmesg" % stand_in)
     try:
         refused = Playbook("submit.yml", "exp=" + name, "verl_job_checkpoint_root=" + root, exp_dir=whole["exp_dir"])
         assert refused.wait() != 0
@@ -375,6 +382,18 @@ def test_no_room_is_refused_and_a_run_that_fills_its_volume_is_named_with_the_gp
         assert re.search(r"ended FAILED at step \d+ \(driver exit code 1\); recovery is off .*; see the log: the checkpoint "
                          r"volume %s\S* is full" % re.escape(root), text), text[-4000:]
         assert_clean(run.output)
+        # The run's report: the Xid logged during the run on its time axis (the one of yesterday is not), why it
+        # failed in its header, links to every node's logs.
+        data, path = report_of(name)
+        assert re.search(r"report: %s \(1 kernel event\(s\) of the run added\)" % re.escape(str(path)), text), text[-3000:]
+        kernel = [e for e in data["events"] if e["kind"] == "kernel"]
+        assert [e["text"] for e in kernel] == ["%s: Xid 48 (%s) on 0000:5e:00" % (
+            worker, "Double Bit ECC Error")], data["events"]
+        start, end = data["window"]
+        assert start < kernel[0]["t"] < end + 300 and abs(kernel[0]["t"] - time.time()) < 600, (data["window"], kernel)
+        page = path.read_text()
+        assert "<th>what the logs say</th>" in page and "2026-11-26T12:03:44" in page
+        assert all('href="nodes/%s/"' % n["name"] in page for n in whole["nodes"]), page[-2000:]
     finally:
         on_node(worker, "rm -f /usr/local/bin/dmesg")
         on_node(head, "umount {0}; rm -rf {0}".format(root))

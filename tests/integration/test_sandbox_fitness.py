@@ -11,8 +11,8 @@
 * A bad GPU: a stand-in nvidia-smi printing a real ``-q -x`` document (one GPU edited to show uncorrectable ECC errors,
   tests/unit/fixtures/gpu/SOURCES.md) and a stand-in dmesg printing a real Xid 79 line on one worker: fitness.yml
   names the node, the GPU and the reason and fails; with fitness_exclude_unfit the worker leaves the cluster (Ray
-  stopped, site.yml and status.yml name it, the cluster is 2 nodes); the stand-ins gone, fitness.yml takes it back
-  and site.yml starts its Ray.
+  stopped, site.yml and status.yml name it, the cluster is 2 nodes, a run on it succeeds and its report names the
+  worker left out and why); the stand-ins gone, fitness.yml takes it back and site.yml starts its Ray.
 """
 
 from __future__ import annotations
@@ -20,18 +20,21 @@ from __future__ import annotations
 import glob
 import json
 import re
+import secrets
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import ROOT, sandbox_nodes, sandbox_playbook
+from tests.integration.conftest import ROOT, report_of, sandbox_nodes, sandbox_playbook
 from tests.integration.test_sandbox_firewall import recap
 from tests.integration.test_sandbox_job import on_node
 
 FIXTURES = Path(__file__).resolve().parents[1] / "unit" / "fixtures" / "gpu"
 EXTRA_NET = "rlinfra-sbx-fitness"
+TAG = secrets.token_hex(4)
+CKPT_ROOT = "/data/checkpoints-fit-" + TAG
 LOW = "fitness_min_gbit=0.2"  # docker's bridge on a busy 2-core runner: well above; a tc-slowed link: far below
 
 
@@ -197,8 +200,17 @@ def test_a_bad_gpu_is_named_and_its_worker_left_out_then_taken_back(nodes):
         assert on_node(w1["name"], "systemctl is-active ray-worker").strip() == "inactive"
         status = sandbox_playbook("status.yml", "exp=smoke")
         assert re.search(r"left out: +%s \(fitness\.yml" % re.escape(w1["name"]), status.output), status.output[-3000:]
+        # A run on the cluster without it: the run report's header names the worker left out and why.
+        run = "leftout-" + TAG
+        submit = sandbox_playbook("submit.yml", "exp=smoke", "run=" + run, json.dumps(
+            {"verl_job_checkpoint_root": CKPT_ROOT, "verl_job_params": {"trainer": {"total_training_steps": 4}}}))
+        assert submit.returncode == 0 and "SUCCEEDED" in submit.output, submit.output[-4000:]
+        page = report_of("smoke", run)[1].read_text()
+        assert re.search(r"<th>left out</th><td>%s \(fitness\.yml, \w+\): [^<]*GPU 3 \([0-9A-F:.]+\): 2 uncorrectable ECC"
+                         % re.escape(w1["name"]), page), page[:3000]
     finally:
         on_node(w1["name"], "rm -f /usr/local/bin/nvidia-smi /usr/local/bin/dmesg; rm -rf /usr/local/share/rlinfra-test")
+        on_node(head["name"], "rm -rf " + CKPT_ROOT)
     back = sandbox_playbook("fitness.yml", LOW)
     assert back.returncode == 0, back.output[-4000:]
     assert "%s is fit again: site.yml starts its Ray" % w1["name"] in back.output

@@ -164,6 +164,13 @@ def test_teardown_refuses_under_a_job_stops_it_when_asked_then_site_rebuilds(run
             assert state.split() == ["inactive", "inactive"], (n["name"], state)
             assert on_node(n["name"], "cat %s; test -d /workspace/ray && test -x /opt/rlinfra/venv/bin/ray && echo kept"
                            % MARKER).split() == ["keep", "kept"], n["name"]
+            # The metrics went with Ray (units, configs, password), when they were on.
+            metrics = on_node(n["name"], "systemctl is-active rlinfra-node-exporter.service rlinfra-prometheus.service; "
+                                         "ls /etc/systemd/system/rlinfra-*.service 2>/dev/null; "
+                                         "pgrep -f '[/]usr/bin/prometheus' >/dev/null && echo RUNNING")
+            assert metrics.split() == ["inactive", "inactive"], (n["name"], metrics)
+        # Prometheus's data stays with a plain teardown: only a purge removes it.
+        assert on_node(head["name"], "test -d /workspace/prometheus && echo kept").strip() == "kept"
 
         again = playbook("teardown.yml")
         outputs.append(again.output)
@@ -183,8 +190,8 @@ def test_teardown_refuses_under_a_job_stops_it_when_asked_then_site_rebuilds(run
         outputs.append(purge.output)
         assert purge.returncode == 0, purge.output[-4000:]
         for n in nodes:
-            assert on_node(n["name"], "ls -d /opt/rlinfra/venv /workspace/ray 2>/dev/null; cat " + MARKER).split() == [
-                "keep"], n["name"]
+            assert on_node(n["name"], "ls -d /opt/rlinfra/venv /workspace/ray /workspace/prometheus 2>/dev/null; cat "
+                           + MARKER).split() == ["keep"], n["name"]
 
         # The nodes now hold nothing of the collection's, as just rented: --check --diff says what each would get and
         # changes nothing (it died in a template error at the environment-fingerprint check before).
@@ -211,6 +218,11 @@ def test_teardown_refuses_under_a_job_stops_it_when_asked_then_site_rebuilds(run
     assert site.returncode == 0, site.output[-4000:]
     assert re.search(r"Cluster '+default'+: %d nodes alive" % len(nodes), flat(site.output)), site.output[-3000:]
     assert ray_up(nodes)
+    # Metrics are on by default: every exporter and the head's Prometheus run again (after test_sandbox_metrics's
+    # opt-out, when the suite runs in order).
+    for n in nodes:
+        units = "rlinfra-node-exporter.service" + (" rlinfra-prometheus.service" if n["role"] == "head" else "")
+        assert set(on_node(n["name"], "systemctl is-active " + units).split()) == {"active"}, n["name"]
     new_token = on_node(head["name"], "cat /etc/ray/auth_token").strip()
     assert len(new_token) >= 32 and new_token != old_token
     for out in outputs + running_job["outputs"]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -558,3 +559,31 @@ def test_dcgm_lines():
     assert gpu_health.gpu_lines(report, dcgm={"passed": False, "failures": []}, node="gpu-2") == ["gpu-2: dcgmi diag failed"]
     every = {"passed": False, "failures": [{"test": "PCIe", "gpu": "All", "detail": ""}]}
     assert gpu_health.gpu_lines(report, dcgm=every) == ["dcgmi diag: PCIe failed on all GPUs"]
+
+
+def test_kernel_event_times_on_the_clock(monkeypatch):
+    """Each format the kernel log comes in placed on the clock where it was written (the node's zone and boot)."""
+    assert gpu_health.event_epoch("2026-11-26T12:03:44+0000") == 1795694624.0
+    assert gpu_health.event_epoch("2026-11-26T12:03:44Z") == 1795694624.0
+    assert gpu_health.event_epoch("2026-11-26T17:33:44+05:30") == 1795694624.0
+    assert gpu_health.event_epoch("2026-11-26T07:03:44-05:00") == 1795694624.0
+    assert gpu_health.event_epoch("74889.644138", boot=1795600000.0) == pytest.approx(1795674889.644138)
+    assert gpu_health.event_epoch("74889.644138") is None  # seconds after a boot not known
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        # dmesg -T and syslog print the node's local time (EST is UTC-5 in November)
+        assert gpu_health.event_epoch("Thu Nov 26 07:03:44 2026") == 1795694624.0
+        assert gpu_health.event_epoch("2026-11-26T07:03:44") == 1795694624.0
+        now = 1795694624.0 + 3600
+        assert gpu_health.event_epoch("Nov 26 07:03:44", now=now) == 1795694624.0
+        # syslog has no year: a date later than now is last year's
+        assert gpu_health.event_epoch("Dec 31 23:00:00", now=now) < now - 300 * 86400
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+    for bad in (None, "", "yesterday", "Foo 31 23:00:00", "2026-13-40T99:00:00Z"):
+        assert gpu_health.event_epoch(bad, boot=0) is None
+    # The times kernel_events keeps are the ones this reads.
+    line = "2026-11-26T12:03:44,000000+00:00 NVRM: Xid (PCI:0000:3b:00): 79, pid=0, GPU has fallen off the bus."
+    assert gpu_health.event_epoch(gpu_health.kernel_events([line])[0]["time"]) == 1795694624.0

@@ -13,6 +13,8 @@ import os
 import random
 import re
 import stat
+import subprocess
+import sys
 
 import pytest
 
@@ -263,7 +265,9 @@ def test_the_wait_writes_the_report_and_names_it(tmp_path, monkeypatch):
                     end_time="2023-11-14T22:20:00.000Z", duration_s=410.0)]
     spec = {k: v.get("default") for k, v in W.ARGUMENT_SPEC.items()}
     spec.update(submission_id="rlinfra-x-default", poll_interval=0.1, log_dir=str(tmp_path / "run"), label="x",
-                progress_interval=1, hosts=["gpu-0"])
+                progress_interval=1, hosts=["gpu-0"],
+                left_out=["left out:      gpu-1 (fitness.yml, 20231114T221000Z): gpu-1 GPU 3: Xid 79 (GPU has fallen off "
+                          "the bus)"])
     series = {"cpu": {"gpu-0": [[1700000000.0, 12.5], [1700000015.0, 80.0]]},
               "memory": {"gpu-0": [[1700000000.0, 40.0], [1700000015.0, 41.0]]}}
     action = FakeAction(answers, metrics={"changed": False, "lines": [], "problems": [], "series": series})
@@ -285,6 +289,9 @@ def test_the_wait_writes_the_report_and_names_it(tmp_path, monkeypatch):
     assert "critic/score/mean" in data["metrics"] and data["curves"][0]["series"]["critic/score/mean"][0][-1] == 83
     text = "".join(page.text)
     assert "SUCCEEDED" in text and "rlinfra-x-default.log" in text and "$2.28" in text  # 410 s of 1 node at $20/h
+    # The worker fitness.yml left out, named in the header (its line without the summary's label).
+    assert "<th>left out</th><td>gpu-1 (fitness.yml, 20231114T221000Z): gpu-1 GPU 3: Xid 79 (GPU has fallen off the " \
+        "bus)</td>" in open(path).read()
     hrefs = [a.get("href") for tag, a in page.tags if tag == "a"]
     assert hrefs == ["../rlinfra-x-default.log"], hrefs
     # The nodes' utilisation over the run, as the head's Prometheus gave it: read from the run's start (Ray's).
@@ -301,3 +308,114 @@ def test_the_report_says_why_prometheus_gave_nothing(tmp_path, monkeypatch):
     assert w.utilisation() == ({}, "the head's Prometheus could not be read: no Prometheus on this node")
     w = W.Watch(FakeAction([]), spec, {"ray_metrics": False})
     assert w.utilisation() == ({}, "ray_metrics is false, so the cluster keeps no metrics")
+
+
+# --- what the nodes' logs say, added after the wait (rlinfra.verl.run_report) -----------------------------------
+
+XID_EVENT = dict(kind="xid", time="2023-11-14T22:13:50+00:00", code=79, meaning="GPU has fallen off the bus",
+                 device="0000:3b:00", line="...", epoch=R.epoch("2023-11-14T22:13:50.000Z"))
+
+
+def test_report_json_is_the_data_and_kernel_events_in_the_window_become_events(tmp_path):
+    run = sample_run(tmp_path)[0]
+    R.write(str(tmp_path), run)
+    data = tmp_path / "report.json"
+    assert stat.S_IMODE(os.stat(str(data)).st_mode) == 0o600
+    assert R.load(str(tmp_path))["submission_id"] == "rlinfra-gsm8k-default"
+    # the run: 22:13:10 to 22:14:00; kernel events from its start to 5 minutes after its end are its own
+    before = dict(XID_EVENT, epoch=R.epoch("2023-11-14T22:13:09.000Z"), device="0000:5e:00")
+    after = dict(XID_EVENT, epoch=R.epoch("2023-11-14T22:19:01.000Z"), device="0000:86:00")
+    late_oom = dict(kind="oom", time="x", code=None, meaning="killed python (pid 7)", device=None, line="...",
+                    epoch=R.epoch("2023-11-14T22:18:59.000Z"))
+    unplaced = dict(XID_EVENT, epoch=None)
+    rows = R.kernel_rows(run, "gpu-1", [before, XID_EVENT, after, late_oom, unplaced, "junk"])
+    assert [(r["at"], r["kind"], r["text"]) for r in rows] == [
+        (R.epoch("2023-11-14T22:13:50.000Z"), "kernel", "gpu-1: Xid 79 (GPU has fallen off the bus) on 0000:3b:00"),
+        (R.epoch("2023-11-14T22:18:59.000Z"), "kernel", "gpu-1: the OOM killer killed python (pid 7)")]
+
+
+def test_amend_adds_events_causes_and_links_once(tmp_path):
+    run = sample_run(tmp_path)[0]
+    path = R.write(str(tmp_path), run)
+    rows = R.kernel_rows(run, "gpu-1", [XID_EVENT])
+    os.makedirs(str(tmp_path / "nodes" / "gpu-1"))
+    links = R.node_log_rows(str(tmp_path.parent), str(tmp_path), [tmp_path.name])
+    assert links == [("gpu-1", "nodes/gpu-1/")]
+    cause = "gpu-1: Xid 79 (GPU has fallen off the bus) on 0000:3b:00 at 2023-11-14T22:13:50+00:00"
+    assert R.amend(str(tmp_path), rows, [cause], links) == (path, True)
+    with open(path) as f:
+        text = f.read()
+    page = parse(text)
+    data = page_data(page)
+    assert (R.epoch("2023-11-14T22:13:50.000Z"), "kernel") in [(e["t"], e["kind"]) for e in data["events"]]
+    assert [e["t"] for e in data["events"]] == sorted(e["t"] for e in data["events"])
+    assert "<td>2023-11-14 22:13:50 UTC</td><td>gpu-1: Xid 79 (GPU has fallen off the bus) on 0000:3b:00</td>" in text
+    assert "<th>what the logs say</th><td>%s</td>" % cause in text
+    assert [a.get("href") for tag, a in page.tags if tag == "a"] == ["rlinfra-gsm8k-default.log", "nodes/gpu-1/"]
+    # The same again changes nothing, and rewrites nothing.
+    stamp = os.stat(path).st_mtime_ns
+    assert R.amend(str(tmp_path), rows, [cause], links) == (path, False)
+    assert os.stat(path).st_mtime_ns == stamp
+    assert sum(e["kind"] == "kernel" for e in R.load(str(tmp_path))["events"]) == 1
+
+
+def test_amend_without_a_report_or_with_a_link_in_its_place(tmp_path):
+    assert R.amend(str(tmp_path), [], ["x"], []) == ("", False)
+    assert not os.listdir(str(tmp_path))
+    run = sample_run(tmp_path)[0]
+    R.write(str(tmp_path), run)
+    target = tmp_path / "elsewhere.json"
+    target.write_text("keep me")
+    os.unlink(str(tmp_path / "report.json"))
+    os.symlink(str(target), str(tmp_path / "report.json"))
+    with pytest.raises(OSError) as e:
+        R.amend(str(tmp_path), [], ["x"], [])
+    assert "symbolic link" in str(e.value) and target.read_text() == "keep me"
+    os.unlink(str(tmp_path / "report.json"))
+    (tmp_path / "report.json").write_text("[1, 2]")
+    with pytest.raises(ValueError) as e:
+        R.load(str(tmp_path))
+    assert "is not the run report's data" in str(e.value)
+
+
+def test_run_report_action_through_ansible(tmp_path):
+    """The action as a play runs it: the registered loop of ray_node_logs in, the report amended, then changed=0."""
+    run_dir = tmp_path / "artifacts" / "gsm8k" / "rlinfra-gsm8k-default"
+    run_dir.mkdir(parents=True)
+    run = sample_run(run_dir)[0]
+    R.write(str(run_dir), run)
+    os.makedirs(str(run_dir / "nodes" / "gpu-1"))
+    nodes = [dict(item="gpu-0", kernel_events=[], changed=False), dict(item="gpu-1", kernel_events=[XID_EVENT]),
+             dict(item="gpu-2", unreachable=True, kernel_events=[XID_EVENT])]
+    task = {"rlinfra.verl.run_report": {"report_dir": "artifacts/gsm8k/rlinfra-gsm8k-default", "nodes": nodes,
+                                        "causes": ["gpu-1: Xid 79"]}}
+    play = [{"hosts": "localhost", "gather_facts": False, "tasks": [
+        dict(task, register="first"), dict(task, register="second"),
+        dict(task, register="checked", check_mode=True),
+        {"ansible.builtin.copy": {"content": "{{ [first, second, checked] | to_json }}", "dest": str(tmp_path / "out.json"),
+                                  "mode": "0600"}}]}]
+    (tmp_path / "play.yml").write_text(json.dumps(play))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(root, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c",
+                           "local", "-e", "ansible_python_interpreter=" + sys.executable, str(tmp_path / "play.yml")],
+                          cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    first, second, checked = json.loads((tmp_path / "out.json").read_text())
+    assert first["changed"] is True and first["path"] == str(run_dir / "report.html"), first
+    assert first["events"] == ["gpu-1: Xid 79 (GPU has fallen off the bus) on 0000:3b:00"]  # not the unreachable one
+    assert second["changed"] is False and "already up to date" in second["msg"], second
+    assert checked["changed"] is False and checked["path"] == "", checked
+    saved = R.load(str(run_dir))
+    assert saved["causes"] == ["gpu-1: Xid 79"] and saved["node_logs"] == [["gpu-1", "nodes/gpu-1/"]]
+
+
+def test_the_waits_next_rewrite_keeps_what_the_nodes_logs_added(tmp_path):
+    run = sample_run(tmp_path, final=False)[0]
+    R.write(str(tmp_path), run)
+    rows = R.kernel_rows(run, "gpu-1", [XID_EVENT])
+    R.amend(str(tmp_path), rows, ["gpu-1: Xid 79"], [])
+    again = R.carried(R.load(str(tmp_path)), dict(run, final=True))
+    assert [e for e in again["events"] if e["kind"] == "kernel"] == rows and again["causes"] == ["gpu-1: Xid 79"]
+    assert [e["at"] for e in again["events"]] == sorted(e["at"] for e in again["events"])
+    assert R.carried(None, run) is run

@@ -28,8 +28,10 @@ plain python3.
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import re
+import time as _clock
 import xml.etree.ElementTree as ET
 
 # Xid codes and their meaning: NVIDIA's Xid catalog, https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html
@@ -532,6 +534,40 @@ def when(time):
     if re.match(r"\d+(\.\d+)?$", time):
         return "%d s after boot" % int(float(time))
     return "at " + time
+
+
+def event_epoch(time, boot=None, now=None):
+    """Epoch seconds of a kernel event's ``time`` (:func:`kernel_events`), read where the log was written: ISO times
+    with their offset; ``dmesg -T``'s and syslog's in the node's local time zone (syslog's lack a year: this one, or
+    the last when that would be in the future); plain dmesg's seconds after ``boot`` (epoch seconds, /proc/stat's
+    btime). None when the time cannot be placed."""
+    if not time:
+        return None
+    time = str(time)
+    now = _clock.time() if now is None else now
+    try:
+        if re.match(r"\d+(\.\d+)?$", time):
+            return None if boot is None else float(boot) + float(time)
+        iso = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(Z|[+-]\d\d:?\d\d)?$", time)
+        if iso:
+            stamp = _dt.datetime.strptime(iso.group(1), "%Y-%m-%dT%H:%M:%S")
+            zone = iso.group(2)
+            if not zone:
+                return _clock.mktime(stamp.timetuple())
+            offset = 0 if zone == "Z" else (1 if zone[0] == "+" else -1) * (int(zone[1:3]) * 60 + int(zone[-2:]))
+            return (stamp - _dt.datetime(1970, 1, 1)).total_seconds() - offset * 60
+        words = time.split()
+        if len(words) == 5:  # Fri Aug 30 11:43:09 2024
+            return _clock.mktime(_clock.strptime(" ".join(words[1:]), "%b %d %H:%M:%S %Y"))
+        if len(words) == 3:  # May 18 19:02:39
+            year = _clock.localtime(now).tm_year
+            at = _clock.mktime(_clock.strptime("%s %d" % (time, year), "%b %d %H:%M:%S %Y"))
+            if at > now + 86400:
+                at = _clock.mktime(_clock.strptime("%s %d" % (time, year - 1), "%b %d %H:%M:%S %Y"))
+            return at
+    except (ValueError, OverflowError):
+        return None
+    return None
 
 
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})[^)]*\):\s*(\d+)")

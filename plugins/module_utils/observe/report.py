@@ -29,13 +29,17 @@ import html
 import json
 import math
 import os
+import re
 from urllib.parse import quote
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import files
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.run_cost import iso_epoch
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl.failure_causes import kernel_line
 
 MODE = 0o600
 NAME = "report.html"
+DATA = "report.json"   # what the page was built from, beside it: run_report adds what the nodes' logs say later
+KERNEL_AFTER_S = 300   # kernel events this long after the run's end are still its own (a GPU lost as the job died)
 VENDOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "vendor")
 # The vendored files as released (vendor/README.md): a changed file is caught by the unit tests, not shipped unseen.
 VENDOR_SHA256 = {
@@ -57,6 +61,7 @@ WHAT = {
     "recovery": "recovery began (after {after})",
     "resubmitted": "attempt {attempt} submitted, {resume}",
     "first_step": "attempt {attempt} printed its first step (recovered)",
+    "kernel": "{node}: {what}",
 }
 
 
@@ -187,6 +192,9 @@ def header_rows(run):
     nodes = run.get("nodes") or []
     if nodes:
         rows.append(("nodes", "%d: %s" % (len(nodes), ", ".join(nodes))))
+    left = [re.sub(r"^left out:\s*", "", str(line)) for line in run.get("left_out") or []]
+    if left:
+        rows.append(("left out", "; ".join(left)))
     if run.get("gpus"):
         rows.append(("GPUs", run["gpus"]))
     if end is not None:
@@ -208,6 +216,8 @@ def header_rows(run):
     if cost.get("cost") is not None:
         rows.append(("cost", "$%.2f (%d node(s) at $%.2f/h)" % (
             cost["cost"], cost.get("nodes") or len(nodes), cost.get("cost_per_hour") or 0.0)))
+    if run.get("causes"):
+        rows.append(("what the logs say", "; ".join(run["causes"])))
     return [(label, text) for label, text in rows if text not in (None, "")]
 
 
@@ -256,7 +266,7 @@ var D=JSON.parse(document.getElementById("report-data").textContent);
 var C=["#1f77b4","#ff7f0e","#2ca02c","#d62728","#9467bd","#8c564b","#e377c2","#7f7f7f","#bcbd22","#17becf"];
 var EC={node_lost:"#d62728",head_restart:"#d62728",stalled:"#ff7f0e",unreachable:"#ff7f0e",reachable:"#2ca02c",
  node_back:"#2ca02c",recovery:"#9467bd",resubmitted:"#9467bd",first_step:"#2ca02c",attempt_start:"#7f7f7f",
- attempt_end:"#7f7f7f"};
+ attempt_end:"#7f7f7f",kernel:"#d62728"};
 function marks(on){return [function(u){if(!on())return;var c=u.ctx;c.save();c.lineWidth=1;c.setLineDash([5,4]);
  D.events.forEach(function(e){var x=u.valToPos(e.t,"x",true);if(x<u.bbox.left||x>u.bbox.left+u.bbox.width)return;
  c.strokeStyle=EC[e.kind]||"#555";c.beginPath();c.moveTo(x,u.bbox.top);c.lineTo(x,u.bbox.top+u.bbox.height);
@@ -314,9 +324,9 @@ def _links(run):
 
 def build(run):
     """The page's text from ``run`` (a plain dict: experiment, submission_id, status, reason_line, attempts, code,
-    fingerprint, image, nodes, gpus, cost, curves (:func:`attempt_curves`), utilisation, utilisation_note, events
-    (:func:`events_from_watch`), logs and node_logs (``[(label, relative path)]``), watch_started, generated_at,
-    final)."""
+    fingerprint, image, nodes, left_out (fitness.yml's lines), gpus, cost, curves (:func:`attempt_curves`),
+    utilisation, utilisation_note, events (:func:`events_from_watch`, :func:`kernel_rows`), causes (why it failed,
+    :func:`amend`), logs and node_logs (``[(label, relative path)]``), watch_started, generated_at, final)."""
     title = "%s - %s" % (run.get("experiment") or "run", run.get("submission_id") or "")
     header = "".join("<tr><th>%s</th><td>%s</td></tr>" % (_esc(label), _esc(text)) for label, text in header_rows(run))
     util_note = "" if run.get("utilisation") else "<p class=\"note\">Node utilisation is not available: %s.</p>" % _esc(
@@ -349,12 +359,95 @@ def build(run):
 
 
 def write(directory, run):
-    """``<directory>/report.html`` (0600, whole or not at all); OSError ELOOP when a link stands in its place (the
-    link and what it points at are left alone). Returns the path."""
-    path = os.path.join(directory, NAME)
+    """``<directory>/report.html`` and the data it was built from, ``report.json`` (0600 each, whole or not at all);
+    OSError ELOOP when a link stands in the place of either (the link and what it points at are left alone). Returns
+    the page's path."""
+    path, data = os.path.join(directory, NAME), os.path.join(directory, DATA)
     files.refuse_link(path, "the run report")
+    files.refuse_link(data, "the run report's data")
+    files.write_atomic(data, json.dumps(run, sort_keys=True, default=str) + "\n", MODE)
     files.write_atomic(path, build(run), MODE)
     return path
+
+
+def load(directory):
+    """The data ``<directory>/report.html`` was last built from, or None when there is none (no report written, or
+    one from before report.json); ValueError when it is not what :func:`write` writes."""
+    path = os.path.join(directory, DATA)
+    files.refuse_link(path, "the run report's data")
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return None
+    try:
+        run = json.loads(text)
+    except ValueError as e:
+        raise ValueError("%s is not the run report's data (%s)" % (path, e))
+    if not isinstance(run, dict) or "submission_id" not in run:
+        raise ValueError("%s is not the run report's data (no submission_id)" % path)
+    return run
+
+
+def kernel_rows(run, host, events):
+    """A node's kernel events (ray_node_logs' ``kernel_events``, each placed on the clock as ``epoch`` on the node)
+    that fall in the run's window - from its start to :data:`KERNEL_AFTER_S` after its end - as report events
+    ``{at, kind: kernel, text}``: ``gpu-2: Xid 79 (GPU has fallen off the bus) on 0000:3b:00``. The kernel log
+    reaches back to the node's boot: what came before the run is the failure line's, not the run's timeline."""
+    start, end = window(run)
+    end = end if end is not None else run.get("generated_at")
+    out = []
+    for event in events or []:
+        at = event.get("epoch") if isinstance(event, dict) else None
+        what = kernel_line(event) if isinstance(event, dict) else None
+        if isinstance(at, bool) or not isinstance(at, (int, float)) or not math.isfinite(at) or what is None:
+            continue
+        if (start is not None and at < start) or (end is not None and at > end + KERNEL_AFTER_S):
+            continue
+        out.append(dict(at=float(at), kind="kernel", text=WHAT["kernel"].format(node=host, what=what)))
+    return out
+
+
+def carried(old, run):
+    """``run`` (the wait's data now) with what :func:`amend` added to the report before (``old``, its data; None for
+    none) kept: the nodes' kernel events and the causes. logs.yml may gather the logs of a run still being waited for;
+    the wait's next rewrite must not drop them."""
+    if not isinstance(old, dict):
+        return run
+    kept = [e for e in old.get("events") or [] if isinstance(e, dict) and e.get("kind") == "kernel"]
+    out = dict(run)
+    if kept:
+        out["events"] = sorted(list(run.get("events") or []) + [e for e in kept if e not in (run.get("events") or [])],
+                               key=lambda e: e["at"])
+    if old.get("causes") and not run.get("causes"):
+        out["causes"] = list(old["causes"])
+    return out
+
+
+def amend(directory, events=(), causes=(), node_logs=None):
+    """The report in ``directory`` rebuilt with what became known after its wait ended: more ``events`` (merged by
+    time, each once), the ``causes`` of its failure (failure_causes' lines) and the links to the nodes' logs
+    (:func:`node_log_rows`; None keeps those it has). Returns ``(path, changed)``: ``("", False)`` without a report to
+    amend, ``changed`` False when it already says all this (nothing is rewritten)."""
+    run = load(directory)
+    if run is None:
+        return "", False
+    merged = list(run.get("events") or [])
+    seen = set((round(float(e["at"]), 3), e["kind"], e["text"]) for e in merged)
+    for event in events or ():
+        key = (round(float(event["at"]), 3), event["kind"], event["text"])
+        if key not in seen:
+            seen.add(key)
+            merged.append(dict(at=float(event["at"]), kind=event["kind"], text=event["text"]))
+    new = dict(run, events=sorted(merged, key=lambda e: e["at"]))
+    if causes:
+        new["causes"] = list(dict.fromkeys(list(run.get("causes") or []) + [str(c) for c in causes]))
+    if node_logs is not None:
+        new["node_logs"] = [list(row) for row in node_logs]
+    path = os.path.join(directory, NAME)
+    if json.loads(json.dumps(new, default=str)) == run and os.path.exists(path):
+        return path, False
+    return write(directory, new), True
 
 
 def node_log_links(directory):
@@ -366,6 +459,19 @@ def node_log_links(directory):
     except OSError:
         return []
     return [(host, "nodes/%s/" % host) for host in hosts]
+
+
+def node_log_rows(log_dir, run_dir, submission_ids):
+    """The report's links to the nodes' logs saved for each attempt (``<log_dir>/<submission id>/nodes/<host>/``,
+    logs.yml's or a failed submit's), relative to the report's directory ``run_dir``: ``[(label, link)]``, the label
+    naming the attempt when the run has more than one."""
+    out = []
+    for sid in submission_ids:
+        where = os.path.join(log_dir, sid)
+        for host, link in node_log_links(where):
+            out.append(("%s (%s)" % (host, sid) if len(submission_ids) > 1 else host,
+                        os.path.relpath(os.path.join(where, link), run_dir) + "/"))
+    return out
 
 
 def checksum(name):

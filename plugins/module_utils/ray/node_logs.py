@@ -252,6 +252,18 @@ def cut_to_line(data, longest_secret):
 
 # The kernel log ----------------------------------------------------------------------------------
 
+def boot_time(path="/proc/stat"):
+    """The node's boot as epoch seconds (``btime`` in /proc/stat), what plain dmesg's times count from; None unread."""
+    try:
+        with open(path, encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("btime "):
+                    return float(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def kernel_log(run, lines, get_bin_path):
     """The last ``lines`` lines of the kernel log (OOM kills, GPU Xid errors): dmesg, else
     journalctl -k. ``run(argv) -> (rc, out, err)``. Returns (text or None, source, notes)."""

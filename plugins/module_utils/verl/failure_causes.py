@@ -170,7 +170,9 @@ def driver_log_causes(text, volumes=None):
     return causes
 
 
-def _kernel_line(event):
+def kernel_line(event):
+    """What a kernel event (:func:`gpu_health.kernel_events`) says, without its node or time: ``Xid 79 (GPU has fallen
+    off the bus) on 0000:2b:00``; None for a kind this does not know."""
     kind = event.get("kind")
     if kind == "xid":
         code = event.get("code")
@@ -196,7 +198,7 @@ def kernel_causes(events, node):
     over two lines) makes one line: ``... 3 times, first at ...``."""
     groups = {}
     for event in events or []:
-        text = _kernel_line(event)
+        text = kernel_line(event)
         if text is not None:
             groups.setdefault(text, []).append(event)
     return [_echo("%s%s%s" % (node + ": " if node else "", text, occurrence(group)), width=240)
