@@ -44,6 +44,8 @@ def main(argv=None):
             took[side + "_noop"].append(noop.secs)
             print("round %d metrics %-3s cold %.1f s, no-op %.1f s (load %.1f)" % (r + 1, side, cold.secs, noop.secs,
                                                                                  cold.load), flush=True)
+            # A slow no-op is a full converge: the plan's line says why (a unit's state, a file, an input).
+            print("  no-op plan: %s" % (B.plan_lines(noop.out) or "(not printed)"), flush=True)
     load1 = os.getloadavg()[0]
     med = {k: statistics.median(v) for k, v in took.items()}
 

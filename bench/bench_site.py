@@ -109,6 +109,13 @@ def site(extra=(), quiet=False) -> Timed:
     return run([PLAYBOOK, "site.yml", *extra], ansible_env(), quiet)
 
 
+def plan_lines(stdout: str) -> str:
+    """What site.yml's plan said of each cluster (converged in full or found as last converged, and why), one line."""
+    found = re.search(r"TASK \[Say which nodes were found as last converged[^\n]*\n(.*?)\n(?:TASK|PLAY) ", stdout, re.S)
+    text = found.group(1) if found else ""
+    return " ".join(" ".join(re.findall(r"^\s*- (.*(?:\n\s{4,}[^-\s].*)*)", text, re.M)).split()).replace("''", "'")
+
+
 def noop(extra=()) -> Timed:
     t = site(extra, quiet=True)
     changed = changed_total(t.out)

@@ -2,7 +2,9 @@
 (refuses under a running job, stops it when asked, idempotent), then site.yml builds the cluster again.
 
 One slow `smoke` run (fake HF_TOKEN) serves both tests. Every test shares the suite's sandbox cluster, so
-the teardown test leaves it converged again, whatever happens (site.yml in a finally).
+the teardown test leaves it converged again, whatever happens (site.yml in a finally); for that rebuild one worker has
+a stand-in dcgm-exporter serving a real exporter's answer, which the head's Prometheus then scrapes and status.yml
+reports as that worker's GPU use.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import pytest
 from tests.fake_hyperbolic.testing import venv_bin
 from tests.integration.conftest import ROOT, SANDBOX_INVENTORY, sandbox_nodes
 from tests.integration.localhost_play import flat
+from tests.integration.test_sandbox_metrics import prometheus
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayClient
 
 TAG = secrets.token_hex(5)
@@ -32,6 +35,26 @@ MARKER = "/data/ops-marker-" + TAG
 SLOW = {"trainer": {"total_training_steps": 900, "save_freq": 1000, "step_sleep_s": 1.0}}
 RECAP = re.compile(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 LOGS = "/workspace/ray/session_latest/logs"
+DCGM = ROOT / "tests" / "unit" / "fixtures" / "gpu" / "dcgm_exporter_metrics_t4_drv460_datadog_EXCERPT.txt"
+# A stand-in dcgm-exporter: a real exporter's answer (tests/unit/fixtures/gpu/SOURCES.md) on its port, as Prometheus
+# scrapes it. ray_metrics finds the binary on the node and the head's Prometheus scrapes it.
+DCGM_STAND_IN = """#!/usr/bin/python3
+import http.server
+BODY = open("/usr/local/share/rlinfra-test/dcgm-metrics.txt", "rb").read()
+class Answer(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        if self.path != "/metrics":
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+        self.send_header("Content-Length", str(len(BODY)))
+        self.end_headers()
+        self.wfile.write(BODY)
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("0.0.0.0", 9400), Answer).serve_forever()
+"""
 
 
 def playbook(name, *extra, secret=False):
@@ -213,6 +236,11 @@ def test_teardown_refuses_under_a_job_stops_it_when_asked_then_site_rebuilds(run
         assert re.search(r"^\+ExecStart=.*ray start", check.output, re.M), check.output[-3000:]
         assert check.output.count("+(a secret file: its new content is not shown)") >= len(nodes)
     finally:
+        worker = next(n for n in nodes if n["role"] != "head")
+        on_node(worker["name"], "mkdir -p /usr/local/share/rlinfra-test && cat > /usr/local/share/rlinfra-test/dcgm-metrics.txt",
+                DCGM.read_text())
+        on_node(worker["name"], "cat > /usr/local/bin/dcgm-exporter && chmod 755 /usr/local/bin/dcgm-exporter "
+                                "&& (nohup /usr/local/bin/dcgm-exporter </dev/null >/dev/null 2>&1 &)", DCGM_STAND_IN)
         site = playbook("site.yml")
         outputs.append(site.output)
     assert site.returncode == 0, site.output[-4000:]
@@ -223,6 +251,28 @@ def test_teardown_refuses_under_a_job_stops_it_when_asked_then_site_rebuilds(run
     for n in nodes:
         units = "rlinfra-node-exporter.service" + (" rlinfra-prometheus.service" if n["role"] == "head" else "")
         assert set(on_node(n["name"], "systemctl is-active " + units).split()) == {"active"}, n["name"]
+    # The DCGM exporter where one is installed: the worker's stand-in is scraped, its GPU series is the worker's, and
+    # status.yml's line for the worker gives its GPU use (the exporter's 0%).
+    try:
+        password = on_node(head["name"], "cat /etc/ray/metrics/password").strip()
+        deadline = time.monotonic() + 90
+        while True:
+            status, body = prometheus(head["ip"], password, "/api/v1/query", query="DCGM_FI_DEV_GPU_UTIL")
+            series = [r["metric"] for r in ((body or {}).get("data") or {}).get("result") or []]
+            if series:
+                break
+            assert time.monotonic() < deadline, (status, body)
+            time.sleep(3)
+        assert [(m["instance"], m["modelName"]) for m in series] == [("%s:9400" % worker["ip"], "Tesla T4")], series
+        status = playbook("status.yml", "exp=smoke")
+        assert re.search(r"%s: CPU \d+%%, memory \d+%%, GPU 0%%" % re.escape(worker["name"]), status.output), \
+            status.output[-3000:]
+        assert not re.search(r"%s: CPU \d+%%, memory \d+%%, GPU" % re.escape(head["name"]), status.output)
+    finally:
+        # Apart: a pkill -f in the same shell as the rm would match (and end) that shell first.
+        on_node(worker["name"], "pkill -f '[/]usr/local/bin/dcgm-exporter'")
+        on_node(worker["name"], "rm -rf /usr/local/bin/dcgm-exporter /usr/local/share/rlinfra-test")
+        assert not on_node(worker["name"], "pgrep -f '[/]usr/local/bin/dcgm-exporter'").strip()
     new_token = on_node(head["name"], "cat /etc/ray/auth_token").strip()
     assert len(new_token) >= 32 and new_token != old_token
     for out in outputs + running_job["outputs"]:

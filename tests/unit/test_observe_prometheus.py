@@ -124,3 +124,16 @@ def test_the_first_expression_with_data_wins():
     assert problems == ['memory: Prometheus answered bad_data: invalid parameter "query": 1:8: parse error: '
                         'unexpected end of input']
     assert P.utilisation({}, NAMES) == ({}, [])
+
+
+def test_the_dcgm_queries_name_what_a_real_exporter_serves():
+    """The DCGM series the GPU charts ask for are in a real dcgm-exporter answer (fixtures/gpu/SOURCES.md), which the
+    sandbox's stand-in exporter serves to a real Prometheus (test_sandbox_ops)."""
+    import os
+    import re
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "gpu",
+                        "dcgm_exporter_metrics_t4_drv460_datadog_EXCERPT.txt")
+    with open(path) as f:
+        served = set(re.findall(r"^(DCGM_FI_\w+)\{", f.read(), re.M))
+    asked = set(re.findall(r"\bDCGM_FI_\w+", " ".join(P.GPU_DCGM.split() + P.GPU_MEMORY_DCGM.split())))
+    assert asked == {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"} and asked <= served
