@@ -3,7 +3,7 @@ default): Prometheus on the head with every node's node_exporter and Ray's own m
 through its HTTP API, as the report and status.yml read it); a Ray metric with a series per node; nothing answers
 without the password, which is in no process's arguments on any node; Ray's dashboard finds Prometheus; status.yml
 prints one utilisation line per node; a smoke run's report holds every node's CPU and memory over the run.
-``ray_metrics: false`` removes them from a cluster that has them (the data kept), and true brings them back.
+The opt-out (``ray_metrics: false`` on a cluster that has them) is molecule/cluster's side_effect.yml.
 Strangers reaching neither Prometheus nor an exporter is test_sandbox_firewall's (their ports are in its table).
 """
 
@@ -22,7 +22,6 @@ import urllib.request
 from tests.integration.conftest import ROOT, report_of, sandbox_nodes, sandbox_playbook
 from tests.integration.test_sandbox_container import SHOTS, on_node
 from tests.integration.test_sandbox_dashboard import browser  # noqa: F401 pylint: disable=unused-import
-from tests.integration.test_sandbox_firewall import listeners, recap
 
 TAG = secrets.token_hex(4)
 CKPT_ROOT = "/data/checkpoints-metrics-" + TAG
@@ -100,7 +99,8 @@ def test_prometheus_scrapes_every_node_and_the_report_shows_them(sandbox, browse
 
     # A smoke run long enough for a few scrapes: its report holds every node's CPU and memory over the run.
     exp = "smoke"
-    params = {"trainer": {"total_training_steps": 40, "save_freq": 20, "step_sleep_s": 1.0}}
+    # 15 s: Prometheus's query_range step is 15 s, so two points; each reads the samples of the minute before it.
+    params = {"trainer": {"total_training_steps": 15, "save_freq": 10, "step_sleep_s": 1.0}}
     try:
         run = "metrics-" + TAG
         submit = sandbox_playbook("submit.yml", "exp=" + exp, "run=" + run, json.dumps(
@@ -134,40 +134,3 @@ def test_prometheus_scrapes_every_node_and_the_report_shows_them(sandbox, browse
     finally:
         on_node(head["name"], "rm -rf " + CKPT_ROOT)
         shutil.rmtree(ROOT / "artifacts" / exp / ("rlinfra-%s-default-%s" % (exp, run)), ignore_errors=True)
-
-
-def dashboard_knows_prometheus(head):
-    token = on_node(head["name"], "cat /etc/ray/auth_token").strip()
-    health = urllib.request.Request("http://%s:8265/api/prometheus_health" % head["ip"],
-                                    headers={"Authorization": "Bearer " + token})
-    try:
-        with urllib.request.urlopen(health, timeout=10) as answer:
-            return json.loads(answer.read().decode()).get("result") is True
-    except urllib.error.HTTPError:
-        return False  # Ray answers 500 with the reason when no Prometheus answers
-
-
-def test_ray_metrics_false_removes_them_and_keeps_the_data(sandbox):
-    """Opting out on a cluster that has metrics: every node's exporter and the head's Prometheus stopped and removed
-    (units, configs, password, the dashboard's variables), nothing listens on their ports, Prometheus's data kept,
-    status.yml says so; again changes nothing. The cluster is left so (a converge costs a minute of CI): the next
-    site.yml with metrics on, test_sandbox_ops's rebuild, brings them back and asserts it."""
-    nodes = sandbox_nodes()
-    head = next(n for n in nodes if n["role"] == "head")
-    off = sandbox_playbook("site.yml", "ray_metrics=false")
-    assert off.returncode == 0, off.output[-4000:]
-    for n in nodes:
-        state = on_node(n["name"], "systemctl is-active rlinfra-node-exporter.service rlinfra-prometheus.service; "
-                                   "ls /etc/systemd/system/rlinfra-node-exporter.service "
-                                   "/etc/systemd/system/rlinfra-prometheus.service /etc/ray/metrics 2>/dev/null; "
-                                   "grep -rl RAY_PROMETHEUS /etc/ray 2>/dev/null")
-        assert state.split() == ["inactive", "inactive"], (n["name"], state)
-        ports = {port for addr, port, proc in listeners(n["name"])}
-        assert not ports & {9090, 9100}, (n["name"], ports)
-    assert not dashboard_knows_prometheus(head)
-    assert on_node(head["name"], "test -d /workspace/prometheus && echo kept").strip() == "kept"
-    status = sandbox_playbook("status.yml", "exp=smoke", "ray_metrics=false")
-    assert status.returncode == 0 and "utilisation: metrics off (ray_metrics: false)" in status.output, \
-        status.output[-3000:]
-    again = sandbox_playbook("site.yml", "ray_metrics=false")
-    assert again.returncode == 0 and set(recap(again.output).values()) == {0}, again.output[-3000:]
