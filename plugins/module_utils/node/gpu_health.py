@@ -544,27 +544,25 @@ def event_epoch(time, boot=None, now=None):
     if not time:
         return None
     time = str(time)
-    now = _clock.time() if now is None else now
+
+    def local(text, layout):
+        return _clock.mktime(_clock.strptime(text, layout))
+
     try:
         if re.match(r"\d+(\.\d+)?$", time):
             return None if boot is None else float(boot) + float(time)
-        iso = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(Z|[+-]\d\d:?\d\d)?$", time)
-        if iso:
-            stamp = _dt.datetime.strptime(iso.group(1), "%Y-%m-%dT%H:%M:%S")
-            zone = iso.group(2)
-            if not zone:
-                return _clock.mktime(stamp.timetuple())
-            offset = 0 if zone == "Z" else (1 if zone[0] == "+" else -1) * (int(zone[1:3]) * 60 + int(zone[-2:]))
-            return (stamp - _dt.datetime(1970, 1, 1)).total_seconds() - offset * 60
+        iso = re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(Z|[+-]\d\d:?\d\d)?$", time)
+        if iso:  # %z reads Z, +0000 and +00:00
+            return _dt.datetime.strptime(time, "%Y-%m-%dT%H:%M:%S%z").timestamp() if iso.group(1) else \
+                local(time, "%Y-%m-%dT%H:%M:%S")
         words = time.split()
         if len(words) == 5:  # Fri Aug 30 11:43:09 2024
-            return _clock.mktime(_clock.strptime(" ".join(words[1:]), "%b %d %H:%M:%S %Y"))
+            return local(" ".join(words[1:]), "%b %d %H:%M:%S %Y")
         if len(words) == 3:  # May 18 19:02:39
+            now = _clock.time() if now is None else now
             year = _clock.localtime(now).tm_year
-            at = _clock.mktime(_clock.strptime("%s %d" % (time, year), "%b %d %H:%M:%S %Y"))
-            if at > now + 86400:
-                at = _clock.mktime(_clock.strptime("%s %d" % (time, year - 1), "%b %d %H:%M:%S %Y"))
-            return at
+            at = local("%s %d" % (time, year), "%b %d %H:%M:%S %Y")
+            return at if at <= now + 86400 else local("%s %d" % (time, year - 1), "%b %d %H:%M:%S %Y")
     except (ValueError, OverflowError):
         return None
     return None

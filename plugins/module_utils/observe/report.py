@@ -432,12 +432,15 @@ def amend(directory, events=(), causes=(), node_logs=None):
     run = load(directory)
     if run is None:
         return "", False
+
+    def key(event):
+        return round(float(event["at"]), 3), event["kind"], event["text"]
+
     merged = list(run.get("events") or [])
-    seen = set((round(float(e["at"]), 3), e["kind"], e["text"]) for e in merged)
+    seen = set(key(e) for e in merged)
     for event in events or ():
-        key = (round(float(event["at"]), 3), event["kind"], event["text"])
-        if key not in seen:
-            seen.add(key)
+        if key(event) not in seen:
+            seen.add(key(event))
             merged.append(dict(at=float(event["at"]), kind=event["kind"], text=event["text"]))
     new = dict(run, events=sorted(merged, key=lambda e: e["at"]))
     if causes:
