@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite: quality gates, unit tests, integration tests, molecule scenarios, the storage VM.
-# Usage: scripts/test.sh [stage ...]   (stages: gates unit integration molecule vm; default: all)
+# Usage: scripts/test.sh [stage ...]   (stages: gates unit integration loopback molecule vm; default: all)
 # With more than one stage, the integration stage (which waits on the shared sandbox cluster and on Ray) runs in
 # one lane and the others (the CPU-bound gates and unit tests, molecule's own containers, qemu) in a second, niced
 # so that the timing-sensitive sandbox tests keep the CPU first; TEST_LANES=1 runs the stages one after another.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-stages=("$@"); ((${#stages[@]})) || stages=(gates unit integration molecule vm)
+stages=("$@"); ((${#stages[@]})) || stages=(gates unit integration loopback molecule vm)
 LOGS=$ROOT/.cache/test-logs
 t0=$(date +%s)
 rm -rf "$LOGS"; mkdir -p "$LOGS"
@@ -41,8 +41,13 @@ run_stage() {
       # The AWX test brings the sandbox up when it is not; leave the machine as it was.
       local had_sandbox=0; [ -f .sandbox/inventory.yml ] && had_sandbox=1
       # test_storage_vm.py needs the VM that the vm stage boots: run there, never skipped here.
-      pytest -q -p no:cacheprovider -rs --durations=15 --ignore=tests/integration/test_storage_vm.py tests/integration || rc=$?
+      # Its log is kept: when it fails, the lines that say why are shown again at the very end, after the side lane.
+      pytest -q -p no:cacheprovider -rs --durations=30 --ignore=tests/integration/test_storage_vm.py tests/integration \
+        2>&1 | tee "$LOGS/integration.log" || rc=$?
       [ $had_sandbox = 1 ] || sandbox/sandbox.sh down ;;
+    loopback)  # the integration tests that need no sandbox: Ray on loopback, the fake API, FSDP shards
+      pytest -q -p no:cacheprovider -rs --durations=15 -m "not sandbox" --ignore=tests/integration/test_storage_vm.py \
+        tests/integration || rc=$? ;;
     molecule)
       for scenario in ${MOLECULE_SCENARIOS:-python_env ray_head ray_worker storage_lvm nfs_mount cluster}; do
         echo "--- molecule: $scenario"; molecule test -s "$scenario" || { rc=$?; break; }
@@ -70,6 +75,10 @@ else
   side_rc=0; wait "$side_pid" || side_rc=$?
   echo "=== side lane (${side[*]}), run beside the integration stage: its output"
   cat "$LOGS/side.log"
+  if [ $main_rc != 0 ] && [ -f "$LOGS/integration.log" ]; then
+    echo "=== integration failed: its failures again (the whole log is .cache/test-logs/integration.log)"
+    grep -E '^(E  |FAILED |ERROR |_{3,} .* _{3,}$)' "$LOGS/integration.log" | cut -c1-400 | tail -150
+  fi
   [ $main_rc = 0 ] && [ $side_rc = 0 ] || exit 1
 fi
 echo "=== all stages passed in $(( $(date +%s) - t0 )) s"

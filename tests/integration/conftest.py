@@ -20,6 +20,19 @@ from tests.fake_hyperbolic.server import FakeHyperbolic  # noqa: E402
 from tests.fake_hyperbolic.testing import HYPERBOLIC_TEST_KEY, ansible_env, run, venv_bin  # noqa: E402
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "sandbox: the test runs on the shared sandbox cluster (set from its fixtures)")
+
+
+def pytest_collection_modifyitems(config, items):  # pylint: disable=unused-argument
+    # The split of scripts/test.sh's two integration stages: the tests on the sandbox (-m sandbox) run alone in the
+    # critical lane; the rest (loopback Ray, the fake API, FSDP shards: -m "not sandbox") beside it. It is read off
+    # the fixtures each test uses, so a new test lands in one of the two, never in neither.
+    for item in items:
+        if "sandbox" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.sandbox)
+
+
 @pytest.fixture
 def fake_hyperbolic():
     """A fresh fake Hyperbolic API on 127.0.0.1 (random port) for one test."""
