@@ -40,10 +40,11 @@ run_stage() {
     integration)
       # The AWX test brings the sandbox up when it is not; leave the machine as it was.
       local had_sandbox=0; [ -f .sandbox/inventory.yml ] && had_sandbox=1
+      # Only the tests on the sandbox cluster: the loopback stage runs the others, in the second lane.
       # test_storage_vm.py needs the VM that the vm stage boots: run there, never skipped here.
       # Its log is kept: when it fails, the lines that say why are shown again at the very end, after the side lane.
-      pytest -q -p no:cacheprovider -rs --durations=30 --ignore=tests/integration/test_storage_vm.py tests/integration \
-        2>&1 | tee "$LOGS/integration.log" || rc=$?
+      pytest -q -p no:cacheprovider -rs --durations=30 -m sandbox --ignore=tests/integration/test_storage_vm.py \
+        tests/integration 2>&1 | tee "$LOGS/integration.log" || rc=$?
       [ $had_sandbox = 1 ] || sandbox/sandbox.sh down ;;
     loopback)  # the integration tests that need no sandbox: Ray on loopback, the fake API, FSDP shards
       pytest -q -p no:cacheprovider -rs --durations=15 -m "not sandbox" --ignore=tests/integration/test_storage_vm.py \
