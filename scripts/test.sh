@@ -43,11 +43,11 @@ run_stage() {
       # Only the tests on the sandbox cluster: the loopback stage runs the others, in the second lane.
       # test_storage_vm.py needs the VM that the vm stage boots: run there, never skipped here.
       # Its log is kept: when it fails, the lines that say why are shown again at the very end, after the side lane.
-      pytest -q -p no:cacheprovider -rs --durations=30 -m sandbox --ignore=tests/integration/test_storage_vm.py \
+      pytest -q -p no:cacheprovider -rfEs --durations=30 -m sandbox --ignore=tests/integration/test_storage_vm.py \
         tests/integration 2>&1 | tee "$LOGS/integration.log" || rc=$?
       [ $had_sandbox = 1 ] || sandbox/sandbox.sh down ;;
     loopback)  # the integration tests that need no sandbox: Ray on loopback, the fake API, FSDP shards
-      pytest -q -p no:cacheprovider -rs --durations=15 -m "not sandbox" --ignore=tests/integration/test_storage_vm.py \
+      pytest -q -p no:cacheprovider -rfEs --durations=15 -m "not sandbox" --ignore=tests/integration/test_storage_vm.py \
         tests/integration || rc=$? ;;
     molecule)
       for scenario in ${MOLECULE_SCENARIOS:-python_env ray_head ray_worker storage_lvm nfs_mount cluster}; do
