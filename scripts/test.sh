@@ -2,7 +2,8 @@
 # The whole test suite: quality gates, unit tests, integration tests, molecule scenarios, the storage VM.
 # Usage: scripts/test.sh [stage ...]   (stages: gates unit integration loopback molecule vm; default: all)
 # With more than one stage, the integration stage (which waits on the shared sandbox cluster and on Ray) runs in
-# one lane and the others (the CPU-bound gates and unit tests, molecule's own containers, qemu) in a second, niced
+# one lane and the others (the CPU-bound gates and unit tests, the loopback integration tests, molecule's own
+# containers, qemu) in a second, niced
 # so that the timing-sensitive sandbox tests keep the CPU first; TEST_LANES=1 runs the stages one after another.
 set -euo pipefail
 cd "$(dirname "$0")/.."
