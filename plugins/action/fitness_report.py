@@ -25,7 +25,7 @@ ARGS = vocabulary.Args(
     exclude_unfit=vocabulary.Switch(default=False),
     thresholds=vocabulary.Section(dict(min_gbit=vocabulary.Number(0, 1e6), ray_min_gbit=vocabulary.Number(0, 1e6),
                                        allreduce_min_busbw=vocabulary.Number(0, 1e6)), default={}),
-    artifacts_dir=vocabulary.AbsPath(relative=True, empty=True, default="artifacts/fitness"),
+    artifacts_dir=vocabulary.AbsPath("local", relative=True, empty=True, default="artifacts/fitness"),
 )
 ARGUMENT_SPEC = ARGS.spec
 
@@ -57,7 +57,8 @@ class ActionModule(TypedAction):
             me = hv.get("fitness__me") if "fitness__me" in hv else None
             check = hv.get("fitness__node") if "fitness__node" in hv else None
             nodes.append(dict(host=host, ip=str((me or {}).get("ip") or ""), ifname=str((me or {}).get("ifname") or ""),
-                              check=check or {"error": "no result (the node did not answer)"}))
+                              check=check or {"error": "no result: the node dropped out of the run (unreachable, frozen "
+                                                                   "or failed; its own line above says which)"}))
             local = hv.get("ansible_local") if "ansible_local" in hv else None
             if isinstance(local, dict) and local.get("rlinfra_excluded"):
                 excluded.append(host)

@@ -60,12 +60,12 @@ ARGS = vocabulary.Args(
     max_metrics=vocabulary.Int(0, 100, default=5),
     recovery=vocabulary.Section(experiment_schema.SECTIONS["recovery"].fields, default={}),
     job=vocabulary.Raw("what a recovery resubmits, as verl_experiment_render rendered it", ansible="dict", default={}),
-    checkpoint_dir=vocabulary.AbsPath(empty=True, default="", ansible="str"),
+    checkpoint_dir=vocabulary.AbsPath("reads", empty=True, default="", ansible="str"),
     hosts=vocabulary.ListOf(vocabulary.Text(empty=False, max_len=253), default=[]),
     left_out=vocabulary.ListOf(vocabulary.Text(max_len=2000), default=[]),
-    log_dir=vocabulary.AbsPath(relative=True, empty=True, default="", ansible="str"),
+    log_dir=vocabulary.AbsPath("local", relative=True, empty=True, default="", ansible="str"),
     experiment=vocabulary.Raw("rlinfra.verl.verl_experiment_render's result", ansible="dict"),
-    package_src=vocabulary.AbsPath(relative=True, empty=True, default="", ansible="str"),
+    package_src=vocabulary.AbsPath("reads", relative=True, empty=True, default="", ansible="str"),
     **DASHBOARD_ARGS
 )
 # An empty address goes on empty to the modules on the target, which read it from the target's

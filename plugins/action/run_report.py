@@ -13,7 +13,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.observe import report
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import TypedAction
 
 ARGS = vocabulary.Args(
-    report_dir=vocabulary.AbsPath(relative=True, required=True),
+    report_dir=vocabulary.AbsPath("local", relative=True, required=True),
     nodes=vocabulary.Raw(reason="the looped results of rlinfra.verl.ray_node_logs, as Ansible registered them",
                          ansible="list", elements="dict", default=[]),
     causes=vocabulary.ListOf(vocabulary.Text(), default=[]),

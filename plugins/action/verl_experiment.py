@@ -21,8 +21,14 @@ COLLECTION_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", 
 ARGS = vocabulary.Args(
     name=experiment_task.name_arg(),
     loaded=vocabulary.Raw("this action's own result for the same experiment, earlier in the run", ansible="dict"),
-    experiments_dir=vocabulary.AbsPath(relative=True, empty=True, default="", ansible="str"),
-    artifacts_dir=vocabulary.AbsPath(relative=True, empty=True, default="", ansible="str"),
+    experiments_dir=experiment_task.role("experiments_dir", "verl_job_experiments_dir", vocabulary.AbsPath(
+        "reads", relative=True, empty=True, default="", ansible="str")),
+    artifacts_dir=experiment_task.role("artifacts_dir", "verl_job_artifacts_dir", vocabulary.AbsPath(
+        "local", relative=True, empty=True, default="", ansible="str")),
+    # Where merge.yml writes the experiment's merged model (<models_root>/<experiment>): checked here, on the
+    # controller, before the head is reached.
+    models_root=experiment_task.role("models_root", "verl_job_models_root", vocabulary.AbsPath(
+        "writes", default="/data/models", ansible="str")),
     cluster=vocabulary.Name(empty=True, default=""),
     run=vocabulary.Name(empty=True, default=""),
     params=experiment_task.params_arg(),
@@ -64,6 +70,7 @@ class ActionModule(experiment_task.ExperimentAction):
         exp = experiment.load_experiment_file(name, located.path, extra_params=args["params"] or None)
         out, heads, clusters = validated(exp, located.as_dict(), args["cluster"] or exp.cluster, args["run"],
                                          task_vars, args["checkpoint_root"], args["checkpoint_cluster"])
+        out["model_dir"] = "%s/%s" % (vocabulary.normpath(args["models_root"]).rstrip("/"), exp.name)
         if not heads:
             raise ExperimentError(
                 "no host of group ray_head belongs to Ray cluster '%s' (experiment %s, ray_cluster); clusters "

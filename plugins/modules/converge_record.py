@@ -174,14 +174,14 @@ NFT_TABLE = vocabulary.Text(empty=False, max_len=41, pattern=r"^[A-Za-z][A-Za-z0
 
 ARGS = vocabulary.Args(
     state=vocabulary.Choice(("check", "write"), default="check"),
-    path=vocabulary.AbsPath(default="/etc/ray/rlinfra-converged.json"),
+    path=vocabulary.AbsPath("config", default="/etc/ray/rlinfra-converged.json"),
     inputs=vocabulary.Text(max_len=64, pattern=r"^[0-9a-f]{64}$",
                            what="the digest a check returned (ansible_converge_record.inputs: 64 hexadecimal digits)"),
     watch=vocabulary.Options(dict(
-        files=vocabulary.ListOf(vocabulary.AbsPath(), default=[]),
-        dirs=vocabulary.ListOf(vocabulary.AbsPath(), default=[]),
+        files=vocabulary.ListOf(vocabulary.AbsPath("reads"), default=[]),
+        dirs=vocabulary.ListOf(vocabulary.AbsPath("reads"), default=[]),
         # Glob patterns (python*), matched on the node.
-        packages=vocabulary.ListOf(vocabulary.AbsPath(ansible="str"), default=[]),
+        packages=vocabulary.ListOf(vocabulary.AbsPath("reads", ansible="str"), default=[]),
         units=vocabulary.ListOf(UNIT_NAME, default=[]),
         nft_tables=vocabulary.ListOf(NFT_TABLE, default=[]),
     ), default={}),
@@ -192,7 +192,7 @@ ARGS = vocabulary.Args(
     members=vocabulary.ListOf(vocabulary.Text(empty=False, max_len=255), default=[]),
     settings=vocabulary.ListOf(vocabulary.Choice(("storage_lvm", "nfs_mount", "python_env", "ray")), default=[]),
     local=vocabulary.ListOf(vocabulary.Name(), default=["rlinfra_ray"]),
-    fact_dir=vocabulary.AbsPath(default="/etc/ansible/facts.d"),
+    fact_dir=vocabulary.AbsPath("config", default="/etc/ansible/facts.d"),
 )
 ARGUMENT_SPEC = ARGS.spec
 

@@ -71,7 +71,7 @@ ARGS = vocabulary.Args(
     state=vocabulary.Choice(("excluded", "included"), required=True),
     reason=vocabulary.Text(lines=True, max_len=65536, default=""),
     service=vocabulary.Text(pattern=r"^[A-Za-z0-9_][A-Za-z0-9:_.@-]*\.service$", what="a systemd service name", default="ray-worker.service"),
-    fact_path=vocabulary.AbsPath(default="/etc/ansible/facts.d/rlinfra_excluded.fact"),
+    fact_path=vocabulary.AbsPath("config", default="/etc/ansible/facts.d/rlinfra_excluded.fact"),
 )
 ARGUMENT_SPEC = ARGS.spec
 

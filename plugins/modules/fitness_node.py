@@ -121,9 +121,9 @@ ARGS = vocabulary.Args(
     gpu=vocabulary.Choice(("auto", "off"), default="auto"),
     dcgm=vocabulary.Switch(default=True),
     expected_gpus=vocabulary.Text(pattern=r"^(auto|[0-9]{1,3})$", what="auto or a whole number", default="auto"),
-    venv=vocabulary.AbsPath(default="/opt/rlinfra/venv"),
+    venv=vocabulary.AbsPath("reads", default="/opt/rlinfra/venv"),
     volumes=vocabulary.ListOf(vocabulary.Section(dict(
-        what=vocabulary.Text(max_len=40, required=True), path=vocabulary.AbsPath(required=True), min_free_gib=vocabulary.Number(0, 1e6, default=0),
+        what=vocabulary.Text(max_len=40, required=True), path=vocabulary.AbsPath("reads", required=True), min_free_gib=vocabulary.Number(0, 1e6, default=0),
         estimate=vocabulary.Choice(("none", "checkpoints"), default="none"))), default=[]),
 )
 ARGUMENT_SPEC = ARGS.spec

@@ -169,15 +169,15 @@ def _repo_list(plural):
 ARGS = vocabulary.Args(
     models=_repo_list("models"),
     datasets=_repo_list("datasets"),
-    hf_home=vocabulary.AbsPath(required=True),
-    hub_cache=vocabulary.AbsPath(),
+    hf_home=vocabulary.AbsPath("writes", required=True),
+    hub_cache=vocabulary.AbsPath("writes"),
     # Not file:// (it would read the node's own files), no credentials or query (the token has its own option).
     endpoint=vocabulary.Url(schemes=("https", "http"), default=hf_prefetch.DEFAULT_ENDPOINT),
     token=vocabulary.Secret(default=""),
     timeout=vocabulary.Int(1, 3600, unit="seconds", default=60),
     retries=vocabulary.Int(1, 100, default=3),
     lock_timeout=vocabulary.Int(0, 7 * 86400, unit="seconds", default=3600),
-    shared_path=vocabulary.AbsPath(empty=True, default=""),
+    shared_path=vocabulary.AbsPath("reads", empty=True, default=""),
 )
 ARGUMENT_SPEC = ARGS.spec
 

@@ -266,7 +266,7 @@ ARGS = vocabulary.Args(
     daily_budget=vocabulary.Number(0, above=True, unit="US dollars"),
     ssh_public_key=vocabulary.Text(max_len=16384, pattern=r"^(ssh|ecdsa)-[A-Za-z0-9-]+ [A-Za-z0-9+/=]+( .*)?$|^$",
                                    what="one OpenSSH public key line (ssh-ed25519 AAAA... comment)", default=""),
-    record=vocabulary.AbsPath(empty=True, default=""),
+    record=vocabulary.AbsPath("writes", empty=True, default=""),
     replace=vocabulary.ListOf(vocabulary.Text(empty=False, max_len=80, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$", what="a rental id"), default=[]),
     head_record=vocabulary.Text(max_len=4 * 1024 * 1024, empty=True, default="", lines=True, what="the text of the head's record (JSON)"),
     wait=vocabulary.Switch(default=True),

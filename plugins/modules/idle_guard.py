@@ -117,11 +117,11 @@ ARGS = vocabulary.Args(
     api_url=vocabulary.Url(schemes=("https", "http"), default="https://api.hyperbolic.xyz"),
     dashboard_url=vocabulary.Url(schemes=("http", "https"), path=False),
     # A path on the head, not the token; type str as documented.
-    token_path=vocabulary.AbsPath(empty=True, default="", no_log=False, ansible="str"),
+    token_path=vocabulary.AbsPath("reads", empty=True, default="", no_log=False, ansible="str"),
     # Both go into the service's unit (Environment=PYTHONPATH=..., ExecStart=... CONFIG): no spaces.
-    root=vocabulary.AbsPath(spaces=False, default="/opt/rlinfra/idle-guard"),
-    config_path=vocabulary.AbsPath(spaces=False, default="/etc/rlinfra/idle-guard.json"),
-    unit_dir=vocabulary.AbsPath(default="/etc/systemd/system"),
+    root=vocabulary.AbsPath("owns", spaces=False, default="/opt/rlinfra/idle-guard"),
+    config_path=vocabulary.AbsPath("config", spaces=False, default="/etc/rlinfra/idle-guard.json"),
+    unit_dir=vocabulary.AbsPath("config", default="/etc/systemd/system"),
     # Filled by the action: the guard's code, below root.
     files=vocabulary.MapOf(vocabulary.RelPath(), vocabulary.Text(lines=True, max_len=1 << 22), default={}),
 )

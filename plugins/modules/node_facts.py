@@ -80,7 +80,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.node.facts import ip_
 ARGS = vocabulary.Args(
     # Each names <fact_dir>/<name>.fact: a name, never a path.
     local=vocabulary.ListOf(vocabulary.Name(), default=["rlinfra_ray"]),
-    fact_dir=vocabulary.AbsPath(default="/etc/ansible/facts.d"),
+    fact_dir=vocabulary.AbsPath("config", default="/etc/ansible/facts.d"),
 )
 ARGUMENT_SPEC = ARGS.spec
 

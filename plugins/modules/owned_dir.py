@@ -74,9 +74,9 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.common import owned
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 
 ARGS = vocabulary.Args(
-    path=vocabulary.AbsPath(required=True),
+    path=vocabulary.AbsPath("owns", required=True),
     markers=vocabulary.ListOf(vocabulary.Name(), required=True, empty=False),
-    keep=vocabulary.ListOf(vocabulary.AbsPath(), default=[]),
+    keep=vocabulary.ListOf(vocabulary.AbsPath("reads"), default=[]),
     what=vocabulary.Text(empty=False, max_len=100, default="directory"),
     state=vocabulary.Choice(("absent",), default="absent"),
 )

@@ -190,7 +190,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.node.python_env impor
 # A local index (a PEP 503 directory on the shared volume) is file://; never credentials or a query in any of them.
 INDEX_SCHEMES = ("https", "http", "file")
 ARGS = vocabulary.Args(
-    venv=vocabulary.AbsPath(required=True),
+    venv=vocabulary.AbsPath("owns", required=True),
     # Requirements only: an option line (--extra-index-url=..., -r FILE, -e .) would change where or how everything is
     # installed; the sources have their own options.
     packages=vocabulary.ListOf(vocabulary.Requirement(), required=True),
@@ -202,10 +202,10 @@ ARGS = vocabulary.Args(
     extra_index_urls=vocabulary.ListOf(vocabulary.Url(schemes=INDEX_SCHEMES), default=[]),
     prune=vocabulary.Switch(default=True),
     keep=vocabulary.ListOf(vocabulary.Name(), default=list(TOOLING)),
-    fingerprint_file=vocabulary.AbsPath(empty=True),
-    python=vocabulary.AbsPath(empty=True, default=""),
-    wheelhouse=vocabulary.AbsPath(empty=True),
-    requirements_copy=vocabulary.AbsPath(empty=True),
+    fingerprint_file=vocabulary.AbsPath("writes", empty=True),
+    python=vocabulary.AbsPath("reads", empty=True, default=""),
+    wheelhouse=vocabulary.AbsPath("writes", empty=True),
+    requirements_copy=vocabulary.AbsPath("writes", empty=True),
     download_only=vocabulary.Switch(default=False),
 )
 ARGUMENT_SPEC = ARGS.spec

@@ -163,16 +163,16 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.node import container
 
 ARGS = vocabulary.Args(
     image=vocabulary.ImageRef(required=True, empty=False),
-    archive=vocabulary.AbsPath(empty=True, default=""),
+    archive=vocabulary.AbsPath("reads", empty=True, default=""),
     engine=vocabulary.Choice(("auto", "podman", "docker"), default="auto"),
     install=vocabulary.Switch(default=True),
     registry_username=vocabulary.Text(max_len=256, pattern=r"^[^\s:]*$", what="a registry user name (no spaces or colons)",
                                       default=""),
     registry_password=vocabulary.Secret(default=""),
-    auth_dir=vocabulary.AbsPath(default="/etc/ray/registry"),
-    image_store=vocabulary.AbsPath(empty=True, default=""),
-    mounts=vocabulary.ListOf(vocabulary.AbsPath(), default=[]),
-    state_path=vocabulary.AbsPath(required=True),
+    auth_dir=vocabulary.AbsPath("config", default="/etc/ray/registry"),
+    image_store=vocabulary.AbsPath("owns", empty=True, default=""),
+    mounts=vocabulary.ListOf(vocabulary.AbsPath("mounts"), unique=True, default=[]),
+    state_path=vocabulary.AbsPath("config", required=True),
     state=vocabulary.Choice(("present", "absent"), default="present"),
 )
 ARGUMENT_SPEC = ARGS.spec

@@ -158,7 +158,7 @@ ARGS = vocabulary.Args(
     allow=vocabulary.Networks(world_switch="allow_world", default=[]),
     allow_world=vocabulary.Switch(default=False),
     protected_ports=vocabulary.ListOf(vocabulary.Port(), default=[22]),
-    path=vocabulary.AbsPath(default="/etc/ray/rlinfra-firewall.nft"),
+    path=vocabulary.AbsPath("config", default="/etc/ray/rlinfra-firewall.nft"),
     table=vocabulary.Text(empty=False, max_len=41, pattern=r"^[A-Za-z][A-Za-z0-9_]{0,40}$", default="rlinfra_ray",
                           what="an nftables table name (letters, digits and _, starting with a letter, at most 41)"),
 )

@@ -194,7 +194,7 @@ PROMETHEUS = vocabulary.Options(dict(
     port=vocabulary.Port(default=9090),
     user=vocabulary.Text(empty=False, max_len=33, pattern=r"^[a-z_][a-z0-9_-]{0,31}\$?$",
                          what="a user name (lowercase letters, digits, _ and -)", default="root"),
-    storage_dir=vocabulary.AbsPath(spaces=False, required=True),
+    storage_dir=vocabulary.AbsPath("owns", spaces=False, required=True),
     retention=vocabulary.Text(empty=False, max_len=32, pattern=DURATION,
                               what="a Prometheus duration such as 15d or 12h", default="15d"),
     scrape_interval=vocabulary.Text(empty=False, max_len=32, pattern=DURATION,
@@ -207,7 +207,7 @@ PROMETHEUS = vocabulary.Options(dict(
     dcgm_hosts=vocabulary.ListOf(vocabulary.Text(empty=False, max_len=255), default=[]),
     exporter_port=vocabulary.Port(default=9100),
     dcgm_port=vocabulary.Port(default=9400),
-    ray_sd_file=vocabulary.AbsPath(spaces=False, required=True),
+    ray_sd_file=vocabulary.AbsPath("reads", spaces=False, required=True),
 ), suboptions=False)
 
 ARGS = vocabulary.Args(
@@ -215,9 +215,9 @@ ARGS = vocabulary.Args(
     address=vocabulary.Address(empty=True),
     port=vocabulary.Port(default=9100),
     password=vocabulary.Secret(),
-    config_dir=vocabulary.AbsPath(spaces=False, default="/etc/ray"),
-    unit_dir=vocabulary.AbsPath(default="/etc/systemd/system"),
-    fact_path=vocabulary.AbsPath(default="/etc/ansible/facts.d/rlinfra_metrics.fact"),
+    config_dir=vocabulary.AbsPath("config", spaces=False, default="/etc/ray"),
+    unit_dir=vocabulary.AbsPath("config", default="/etc/systemd/system"),
+    fact_path=vocabulary.AbsPath("config", default="/etc/ansible/facts.d/rlinfra_metrics.fact"),
     install=vocabulary.Switch(default=True),
     exporter_user=vocabulary.Text(empty=False, max_len=33, pattern=r"^[a-z_][a-z0-9_-]{0,31}\$?$",
                                   what="a user name (lowercase letters, digits, _ and -)", default="prometheus"),
@@ -228,8 +228,8 @@ ARGS = vocabulary.Args(
     window=vocabulary.Seconds(30, 86400, integer=True, default=300),
     # Epoch seconds: from 0 (unset) to the year 2286 - a value outside is a mistake, not a long window.
     start=vocabulary.Number(0, 1e10, default=0),
-    ray_fact_path=vocabulary.AbsPath(default="/etc/ansible/facts.d/rlinfra_ray.fact"),
-    storage_dir=vocabulary.AbsPath(spaces=False),
+    ray_fact_path=vocabulary.AbsPath("reads", default="/etc/ansible/facts.d/rlinfra_ray.fact"),
+    storage_dir=vocabulary.AbsPath("owns", spaces=False),
     purge=vocabulary.Switch(default=False),
 )
 ARGUMENT_SPEC = ARGS.spec

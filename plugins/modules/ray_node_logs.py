@@ -311,22 +311,22 @@ ARGS = vocabulary.Args(
     address=vocabulary.Url(schemes=("http", "https"), path=False, default_scheme="http", empty=True, default=""),
     auth_token=vocabulary.Secret(default=""),
     validate_certs=vocabulary.Switch(default=True),
-    temp_dir=vocabulary.AbsPath(empty=True, default=""),
+    temp_dir=vocabulary.AbsPath("reads", empty=True, default=""),
     secret_values=vocabulary.ListOf(vocabulary.Secret(multiline=True), default=[]),
     # Names and paths of secrets, not secrets.
     secret_name_pattern=vocabulary.Regex(compiler=node_logs.name_maskers, default=node_logs.DEFAULT_SECRET_NAME_PATTERN, no_log=False),
-    token_path=vocabulary.AbsPath(empty=True, default=""),
-    secret_env_files=vocabulary.ListOf(vocabulary.AbsPath(), no_log=False),
+    token_path=vocabulary.AbsPath("reads", empty=True, default=""),
+    secret_env_files=vocabulary.ListOf(vocabulary.AbsPath("reads"), no_log=False),
     max_file_mib=vocabulary.Number(0.001, 1024, unit="MiB", default=8),
     max_total_mib=vocabulary.Number(0.001, 16384, unit="MiB", default=64),
     kernel_lines=vocabulary.Int(0, 1000000, default=2000),
-    volumes=vocabulary.ListOf(vocabulary.AbsPath(), default=[]),
+    volumes=vocabulary.ListOf(vocabulary.AbsPath("reads"), default=[]),
     extra_patterns=vocabulary.ListOf(vocabulary.Regex(empty=False), default=[]),
     bundle_root=vocabulary.Text(max_len=200, pattern=node_logs.BUNDLE_ROOT_RE, default="",
                                 what="a plain directory name (letters, digits, '.', '_', '-'; not . or ..)"),
-    dest_dir=vocabulary.AbsPath(empty=True, default=""),
+    dest_dir=vocabulary.AbsPath("local", empty=True, default=""),
     # Read by the action of the same name (the controller side); the module leaves it alone.
-    dest=vocabulary.AbsPath(empty=True, default=""),
+    dest=vocabulary.AbsPath("local", empty=True, default=""),
 )
 ARGUMENT_SPEC = ARGS.spec
 

@@ -151,13 +151,13 @@ UNIT_NAME = dict(empty=False, max_len=256, pattern=r"^[A-Za-z0-9_][A-Za-z0-9:_.@
                  what="a systemd unit name (letters, digits, : _ . @ \\ -, starting with a letter, digit or _)")
 
 ARGS = vocabulary.Args(
-    path=vocabulary.AbsPath(required=True),
+    path=vocabulary.AbsPath("config", required=True),
     service=vocabulary.Text(required=True, sample="ray-worker.service", **UNIT_NAME),
     inputs=vocabulary.MapOf(vocabulary.Name(), vocabulary.Raw(reason="a part is hashed whole, whatever its shape (its digest is compared)"),
                             default={}),
-    python_env_state=vocabulary.AbsPath(),
+    python_env_state=vocabulary.AbsPath("reads"),
     python_env=vocabulary.Options(dict(
-        python=vocabulary.AbsPath(required=True),
+        python=vocabulary.AbsPath("reads", required=True),
         packages=vocabulary.ListOf(vocabulary.Requirement(), default=[]),
         no_build_isolation_packages=vocabulary.ListOf(vocabulary.Requirement(), default=[]),
         no_deps_packages=vocabulary.ListOf(vocabulary.Requirement(), default=[]),

@@ -84,7 +84,7 @@ ARGS = vocabulary.Args(
     uri=vocabulary.Text(empty=False, max_len=200, pattern=r"^gcs://%s[0-9a-f]{40}\.zip$" % RAY_PKG_PREFIX, required=True,
                         what="a package URI made by rlinfra, gcs://%s<sha1 of the zip>.zip" % RAY_PKG_PREFIX,
                         sample="gcs://%s%s.zip" % (RAY_PKG_PREFIX, "0" * 40)),
-    src=vocabulary.AbsPath(required=True),
+    src=vocabulary.AbsPath("reads", required=True),
     **DASHBOARD_ARGS
 )
 ARGUMENT_SPEC = ARGS.spec

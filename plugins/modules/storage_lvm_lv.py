@@ -93,7 +93,7 @@ ARGS = vocabulary.Args(
     layout=vocabulary.Choice(("striped", "linear"), default="striped"),
     stripe_size=vocabulary.Text(max_len=16, pattern=r"^[0-9]+[kKmM]?$", what="empty or a size such as 256k", default=""),
     # The lvg step's new physical volumes, each with its size in bytes (check mode counts their space).
-    planned=vocabulary.MapOf(vocabulary.AbsPath(), vocabulary.Int(0, unit="bytes", nullable=False), default={}),
+    planned=vocabulary.MapOf(vocabulary.AbsPath("writes"), vocabulary.Int(0, unit="bytes", nullable=False), default={}),
 )
 ARGUMENT_SPEC = ARGS.spec
 

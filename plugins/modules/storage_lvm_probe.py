@@ -154,7 +154,7 @@ def _pattern(value):
 def _disk(value):
     """A disk that discovery never takes: its kernel name (nvme0n1) or a path to its device node."""
     if isinstance(value, str) and value.startswith("/"):
-        return vocabulary.AbsPath().check(value)
+        return vocabulary.AbsPath("reads").check(value)
     try:
         return vocabulary.Name(max_len=255).check(value)
     except vocabulary.Bad:
@@ -175,7 +175,7 @@ ARGS = vocabulary.Args(
     layout=vocabulary.Choice(("striped", "linear", "plain"), default="striped"),
     vg_name=_lvm_name(default="vg_scratch"),
     lv_name=_lvm_name(default="lv_scratch"),
-    mount_point=vocabulary.AbsPath(default="/workspace"),
+    mount_point=vocabulary.AbsPath("writes", default="/workspace"),
     force=vocabulary.Switch(default=False),
     stop_after=vocabulary.Choice(("", "discover", "vg"), default=""),
     fallback_plain=vocabulary.Switch(default=True),

@@ -76,7 +76,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl.checkpoint import inspect
 
-ARGS = vocabulary.Args(path=vocabulary.AbsPath(required=True))
+ARGS = vocabulary.Args(path=vocabulary.AbsPath("reads", required=True))
 ARGUMENT_SPEC = ARGS.spec
 
 

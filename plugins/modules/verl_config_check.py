@@ -125,7 +125,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module i
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl.image_config_check import check
 
 ARGS = vocabulary.Args(
-    engine_path=vocabulary.AbsPath(required=True, sample="/usr/bin/podman"),
+    engine_path=vocabulary.AbsPath("reads", required=True, sample="/usr/bin/podman"),
     container=vocabulary.Name(required=True, sample="rlinfra-ray-head"),
     image_id=vocabulary.Text(required=True, empty=False, pattern=r"^[0-9a-f]{64}$", what="an image ID (64 hex characters)",
                              sample="0" * 64),

@@ -54,6 +54,13 @@ options:
         RV(artifacts_dir).
     type: str
     default: ""
+  models_root:
+    description:
+      - Where C(merge.yml) writes the experiment's merged model, C(<models_root>/<experiment>) (RV(model_dir)); a
+        directory the collection writes into, so never V(/), a system directory or one under it.
+    type: str
+    default: /data/models
+    version_added: 0.13.0
   cluster:
     description: Ray cluster name (C(ray_cluster)), instead of the experiment's C(cluster).
     type: str
@@ -104,6 +111,12 @@ run_artifacts_dir:
   description: This experiment's directory under RV(artifacts_dir) (C(<artifacts_dir>/<experiment>)).
   returned: always
   type: str
+model_dir:
+  description: Where the experiment's merged model goes, C(<models_root>/<experiment>).
+  returned: always
+  type: str
+  sample: /data/models/smoke
+  version_added: 0.13.0
 submission_id:
   description: C(rlinfra-<experiment>-<cluster>[-<run>]).
   returned: always

@@ -191,12 +191,12 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import
 from ansible_collections.rlinfra.verl.plugins.module_utils.node import container as node_container
 
 ARGS = vocabulary.Args(
-    checkpoint_dir=vocabulary.AbsPath(required=True),
+    checkpoint_dir=vocabulary.AbsPath("reads", required=True),
     experiment=vocabulary.Name(required=True),
     project=vocabulary.Name(empty=True, default=""),
     step=vocabulary.Int(1),
-    target=vocabulary.AbsPath(required=True),
-    venv=vocabulary.AbsPath(empty=True, default=""),
+    target=vocabulary.AbsPath("writes", required=True),
+    venv=vocabulary.AbsPath("reads", empty=True, default=""),
     framework=vocabulary.Choice(("verl", "nemo_rl", "custom"), default="verl"),
     force=vocabulary.Switch(default=False),
     trust_remote_code=vocabulary.Switch(default=False),

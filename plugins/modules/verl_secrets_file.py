@@ -96,8 +96,8 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.verl import secrets_r
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 
 ARGS = vocabulary.Args(
-    secrets_dir=vocabulary.AbsPath(required=True),
-    path=vocabulary.AbsPath(required=True),  # and <secrets_dir>/<cluster>/<submission id>.env: bad_path, after the types
+    secrets_dir=vocabulary.AbsPath("owns", required=True),
+    path=vocabulary.AbsPath("writes", required=True),  # and <secrets_dir>/<cluster>/<submission id>.env: bad_path, after the types
     values=vocabulary.MapOf(vocabulary.EnvName(), vocabulary.Secret(multiline=True), default={}),  # values may span lines (a key)
     hook=vocabulary.Text(lines=True, max_len=1048576, what="the hook module's Python source", default=""),
     jobs=vocabulary.ListOf(vocabulary.MapOf(vocabulary.Text(empty=False, max_len=200),

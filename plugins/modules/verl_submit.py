@@ -136,7 +136,7 @@ _BASE64 = re.compile(r"^[A-Za-z0-9+/]*={0,2}$")
 PACKAGE_URI = vocabulary.Text(empty=False, max_len=200, pattern=r"^gcs://%s[0-9a-f]{40}\.zip$" % RAY_PKG_PREFIX,
                               what="a package URI made by rlinfra, gcs://%s<sha1 of the zip>.zip" % RAY_PKG_PREFIX)
 SUBMISSION_ID = vocabulary.SubmissionId()
-ABS_PATH = vocabulary.AbsPath(empty=True)
+ABS_PATH = vocabulary.AbsPath("writes", empty=True)
 
 
 def _line(name, t, value):
@@ -165,14 +165,14 @@ def job_problems(job):
         elif value:
             problems += [("job.resources." if key == "resources" else "job.") + x for x in check(value)]
     if job.get("secrets_file"):
-        problems += [_line("job.secrets_dir", vocabulary.AbsPath(), job.get("secrets_dir")),
-                     _line("job.secrets_file", vocabulary.AbsPath(under=str(job.get("secrets_dir") or "/")), job["secrets_file"])]
+        problems += [_line("job.secrets_dir", vocabulary.AbsPath("owns"), job.get("secrets_dir")),
+                     _line("job.secrets_file", vocabulary.AbsPath("writes", under=str(job.get("secrets_dir") or "/")), job["secrets_file"])]
     package = job.get("package")
     if package is not None and not isinstance(package, dict):
         problems.append("job.package must be a mapping (uri, path), got %s" % vocabulary.type_word(package))
     elif package:
         problems += [_line("job.package.uri", PACKAGE_URI, package.get("uri")),
-                     _line("job.package.path", vocabulary.AbsPath(), package.get("path"))]
+                     _line("job.package.path", vocabulary.AbsPath("reads"), package.get("path"))]
     problems.append(_line("job.checkpoint_dir", ABS_PATH, job.get("checkpoint_dir") or ""))
     return [x for x in problems if x]
 
@@ -204,7 +204,7 @@ ARGS = vocabulary.Args(
     jobs=vocabulary.ListOf(ray_client.JOB_RECORD, default=[]),
     secrets=vocabulary.MapOf(vocabulary.EnvName(), vocabulary.Secret(multiline=True, nullable=False), default={}),
     # Type str: the action validates on the controller, where type path would expand ~ and $VAR there.
-    package_dest=vocabulary.AbsPath(empty=True, default="", ansible="str"),
+    package_dest=vocabulary.AbsPath("writes", empty=True, default="", ansible="str"),
     write_secrets=vocabulary.Switch(default=True),
     submit=vocabulary.Switch(default=True),
     hook=vocabulary.Text(lines=True, max_len=1 << 20, default=""),

@@ -54,7 +54,7 @@ def checkpoint_args():
     rlinfra.verl.experiment_checkpoint documentation fragment)."""
     return dict(
         checkpoint_root=role("checkpoint_root", "verl_job_checkpoint_root",
-                             vocabulary.AbsPath(default=experiment.DEFAULT_CHECKPOINT_ROOT, ansible="str")),
+                             vocabulary.AbsPath("writes", default=experiment.DEFAULT_CHECKPOINT_ROOT, ansible="str")),
         checkpoint_cluster=role("checkpoint_cluster", "-e checkpoint_cluster", vocabulary.Name(empty=True, default="")))
 
 

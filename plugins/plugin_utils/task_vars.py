@@ -9,6 +9,7 @@ from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import settings
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import mask_shapes
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.settings import plain
 
 
@@ -50,6 +51,17 @@ def typed_args(action, declared):
     return args, None
 
 
+def shapes_masked(result):
+    """A failed result's ``msg`` and ``errors`` with every credential-shaped value masked (masking.mask_shapes): a
+    line that repeats a value of any field (a token pasted where a cluster name belongs) never shows it."""
+    if result.get("failed"):
+        if isinstance(result.get("msg"), str):
+            result["msg"] = mask_shapes(result["msg"])
+        if isinstance(result.get("errors"), list):
+            result["errors"] = [mask_shapes(e) for e in result["errors"]]
+    return result
+
+
 class TypedAction(ActionBase):
     """An action whose arguments pass :func:`typed_args` before it does anything. A subclass sets ``ARGS`` (its
     module's ``V.Args``) and writes ``act(result, args, task_vars)``, which returns the task's result."""
@@ -68,7 +80,7 @@ class TypedAction(ActionBase):
                 failure["errors"] = failure["msg"].splitlines()
             result.update(failure)
             return result
-        return self.act(result, args, task_vars)
+        return shapes_masked(self.act(result, args, task_vars))
 
     def act(self, result, args, task_vars):
         raise NotImplementedError

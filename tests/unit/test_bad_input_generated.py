@@ -264,6 +264,9 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.common import cli  # 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import settings  # noqa: E402
 
 ROLE_CASES = [(name, label, value) for name, t in sorted(settings.RULES.items()) for label, value, typed in t.corpus()]
+# A key with no value (ray_metrics:) is null: refused for every variable whose kind has no word for it.
+ROLE_CASES += [(name, "null_value", None) for name, t in sorted(settings.RULES.items())
+               if not settings.null_ok(t) and ("null", None) not in [(l, v) for l, v, typed in t.corpus()]]
 
 
 @pytest.mark.parametrize("name,label,value", ROLE_CASES, ids=["%s-%s" % (n, l) for n, l, v in ROLE_CASES])
@@ -299,7 +302,7 @@ def test_every_role_variable_of_a_checked_role_has_a_type():
         "ray_restart_running_jobs", "ray_teardown_purge", "storage_lvm_fallback_plain", "storage_lvm_force",
         "storage_lvm_fstype", "storage_lvm_layout", "storage_lvm_stop_after", "ray_node_idle_guard", "ray_node_role",
         # Reach a module whose own ARGS type them (the generated module cases cover them there).
-        "nfs_mount_fstype", "nfs_mount_packages", "nfs_mount_probe_file", "python_env_fingerprint_file",
+        "nfs_mount_fstype", "nfs_mount_packages", "python_env_fingerprint_file",
         "python_env_no_build_isolation_packages", "python_env_no_deps_packages", "ray_auth_token",
         "ray_head_idle_api_key", "ray_head_idle_api_url", "ray_node_dashboard_url",
         "ray_node_gcs_address", "ray_node_start_args", "ray_node_token", "ray_node_secret_env",

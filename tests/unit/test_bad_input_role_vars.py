@@ -109,6 +109,49 @@ ROWS = [
          "ray_head_idle_check_every must be a whole number of seconds from 10 to 86400, got 1"),
     # -- ray: what lands in the unit and its files ---------------------------------------------------------
     rule("umask_not_octal", {"ray_umask": "0999"}, "ray_umask must be an octal umask such as 0027, got '0999'"),
+    rule("umask_world_writable", {"ray_umask": "0000"},
+         "ray_umask must be a umask that keeps others from writing (its last digit 2, 3, 6 or 7, such as 0022 or 0027): "
+         "anything else makes every file Ray writes writable by any user, got '0000'"),
+    # -- paths the collection writes into: never /, a system directory or one under it, nor one of others' -----
+    rule("venv_in_usr", {"python_env_path": "/usr"},
+         "python_env_path must be a directory of the collection's own, outside the system's directories (/usr, /etc, "
+         "/proc, ...): /usr is one, got '/usr'"),
+    rule("venv_in_opt", {"python_env_path": "/opt"},
+         "python_env_path must be a directory of the collection's own below /opt (such as /opt/rlinfra), not /opt "
+         "itself, which holds others' directories, got '/opt'"),
+    rule("metrics_storage_root", {"ray_metrics_storage_dir": "/"},
+         "ray_metrics_storage_dir must be a directory of the collection's own, not /, got '/'"),
+    rule("mount_point_root", {"storage_lvm_mount_point": "/"},
+         "storage_lvm_mount_point must be a place the collection may write into, not /, got '/'"),
+    rule("mount_point_etc", {"storage_lvm_mount_point": "/etc"},
+         "storage_lvm_mount_point must be a place the collection may write into, outside the system's directories "
+         "(/usr, /etc, /proc, ...): /etc is one, got '/etc'"),
+    rule("mount_point_double_slash_etc", {"storage_lvm_mount_point": "//etc"},
+         "storage_lvm_mount_point must be a place the collection may write into, outside the system's directories "
+         "(/usr, /etc, /proc, ...): /etc is one, got '//etc'"),
+    rule("nfs_path_under_proc", {"nfs_mount_path": "/proc/data"},
+         "nfs_mount_path must be a place the collection may write into, outside the system's directories (/usr, "
+         "/etc, /proc, ...): /proc/data is under /proc, got '/proc/data'"),
+    rule("config_dir_etc", {"ray_config_dir": "/etc"},
+         "ray_config_dir must be a place of the collection's own below /etc (such as /etc/ray), not /etc itself, got "
+         "'/etc'"),
+    rule("temp_dir_and_metrics_nested", {"ray_temp_dir": "/workspace/ray", "ray_metrics_storage_dir": "/workspace/ray/p"},
+         "ray_metrics_storage_dir (/workspace/ray/p) and ray_temp_dir (/workspace/ray) lie one inside the other: each "
+         "is a directory of its own, which teardown's purge removes whole; give them separate places"),
+    rule("container_mount_root", {"ray_container_mounts": ["/"]},
+         "ray_container_mounts[0] must be a directory the container may write into, not /, got '/'"),
+    rule("container_mount_twice", {"ray_container_mounts": ["/data", "/data"]},
+         "ray_container_mounts must hold each item once ('/data' is given twice), got ['/data', '/data'] (a list)"),
+    rule("metrics_null", {"ray_metrics": None},
+         "ray_metrics must be set: it is null (a key with no value); give it a value, or leave it out for the role's "
+         "default"),
+    rule("cluster_token", {"ray_cluster": "hf_" + "s3cr3t" * 6},
+         "ray_cluster must be a name of letters, digits, _ . - (starting with a letter or digit, at most 80), not a "
+         "credential: secrets have fields of their own (an experiment's secrets:, Ansible Vault), got a value that "
+         "looks like it holds a credential (not shown)"),
+    rule("fitness_gbit_word", {"fitness_min_gbit": "fast"}, "fitness_min_gbit must be a number, got 'fast'"),
+    rule("probe_file_absolute", {"nfs_mount_probe_file": "/etc/x"},
+         "nfs_mount_probe_file must be a relative path inside its base (not starting with /, no '..'), got '/etc/x'"),
     rule("user_with_space", {"ray_user": "ray user"},
          "ray_user must be a user name (lowercase letters, digits, _ and -), got 'ray user'"),
     rule("user_newline", {"ray_user": "root\nExecStartPre=/bin/sh"},
@@ -512,8 +555,10 @@ def _entry(r):
     return ENTRY_OF[settings.owner(sorted(r.given)[0])]
 
 
-# provision.yml's and teardown.yml's variables are checked by those playbooks, not by a role (test below).
-ROLE_ROWS = [r for r in ROWS if r.entry or settings.owner(sorted(r.given)[0]) in ENTRY_OF]
+# provision.yml's and teardown.yml's variables are checked by those playbooks, not by a role (test below); the fitness
+# role's argument spec refuses a wrong type before the role's check, so fitness.yml and site.yml check first (below).
+PLAYBOOK_ROWS = {"fitness_gbit_word"}
+ROLE_ROWS = [r for r in ROWS if (r.entry or settings.owner(sorted(r.given)[0]) in ENTRY_OF) and r.id not in PLAYBOOK_ROWS]
 
 
 @pytest.fixture(scope="module")
@@ -624,7 +669,8 @@ def test_site_checks_every_role_before_any_role_runs():
     # The check comes first, before even the read-only comparison with the converge record: a typo stops an
     # unchanged re-run too.
     tasks = first_changing["tasks"]
-    assert tasks[0]["rlinfra.verl.converge_record"]["settings"] == ["storage_lvm", "nfs_mount", "python_env", "ray"]
+    assert tasks[0]["rlinfra.verl.converge_record"]["settings"] == ["storage_lvm", "nfs_mount", "python_env", "ray",
+                                                                    "fitness"]
 
 
 @pytest.mark.parametrize("playbook", ["provision.yml", "teardown.yml"])
@@ -641,3 +687,23 @@ def test_the_hyperbolic_variables_stop_their_playbook_before_the_api_is_asked(pl
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "hyperbolic_min_hours must be a number, got 'two'" in out, out[-3000:]
     assert "127.0.0.1:9" not in out and not (tmp_path / ".rlinfra").exists()
+
+
+def test_fitness_yml_checks_its_settings_before_the_role(tmp_path):
+    """fitness_min_gbit=fast: one line naming the variable, from the play's own check, before the fitness role's
+    argument spec could answer with Ansible's conversion error and the whole spec."""
+    row = next(r for r in ROWS if r.id in PLAYBOOK_ROWS)
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json")
+    inventory = {"all": {"vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
+                         "children": {"ray_head": {"hosts": {"h0": {"ray_cluster": "c"}}}}}}
+    path = str(tmp_path / "inventory.json")
+    with open(path, "w") as f:
+        json.dump(inventory, f)
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "--check", "-i", path,
+                           "fitness.yml", "-e", json.dumps(row.given)], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
+    out = json.loads(proc.stdout)
+    failed = [(t["task"]["name"], res["msg"]) for p in out["plays"] for t in p["tasks"] for h, res in t["hosts"].items()
+              if res.get("failed")]
+    assert proc.returncode != 0
+    assert failed == [("Check the fitness settings", "Bad setting for h0 (nothing was changed): " + row.expect)], failed

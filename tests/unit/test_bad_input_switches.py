@@ -26,6 +26,9 @@ BOOL = "must be true or false (also yes/no/1/0, any case), got"
 JOB = "exp, run, cluster"
 
 Row = collections.namedtuple("Row", "id playbook extra expect")
+EMPTY = "is empty (-e %s= with nothing after it: an unset shell variable?): give "
+CLUSTER_OUT = ("the cluster's name, or leave -e cluster out for the experiment's cluster (every cluster for site.yml, "
+               "fitness.yml and teardown.yml)")
 EXP = "exp must be an experiment name (letters, digits, _ . -), or rlinfra.verl:NAME for a bundled example"
 NAME = "a name of letters, digits, _ . - (starting with a letter or digit, at most 80)"
 ROWS = [
@@ -54,6 +57,17 @@ ROWS = [
         "replace_unfit must be true or false (also yes/no/1/0, any case), got 'ture'"),
     Row("fitness_cluster_near_miss", "fitness", ["clustr=a"],
         "-e clustr is not a switch of fitness.yml; did you mean -e cluster? (its switches: cluster)"),
+    # -- a scope given empty (an unset shell variable) never means "all" ------------------------------------------
+    Row("teardown_cluster_empty", "teardown", ["cluster=", "release=true"], "cluster " + EMPTY % "cluster" + CLUSTER_OUT),
+    Row("teardown_cluster_blank", "teardown", ["cluster=  "], "cluster " + EMPTY % "cluster" + CLUSTER_OUT),
+    Row("submit_exp_empty", "submit", ["exp="], "exp " + EMPTY % "exp" + "an experiment name"),
+    Row("stop_run_empty", "stop", ["exp=smoke", "run="],
+        "run " + EMPTY % "run" + "the run's suffix, or leave -e run out for the run without one"),
+    Row("provision_label_empty", "provision", ["nodes=2", "label="], "label " + EMPTY % "label" + "the label of the rentals "
+                                                                                                 "(a name)"),
+    Row("submit_checkpoint_cluster_empty", "submit", ["exp=smoke", "checkpoint_cluster="],
+        "checkpoint_cluster " + EMPTY % "checkpoint_cluster" + "the cluster whose checkpoints to resume from, or leave -e "
+        "checkpoint_cluster out for the cluster's own"),
     Row("fitness_cluster_dash", "fitness", ["cluster=-a"],
         "cluster must be a name of letters, digits, _ . - (starting with a letter or digit, at most 80), got '-a'"),
     # -- near misses of a switch's name: Ansible would set a variable nobody reads ---------------------------
@@ -170,6 +184,15 @@ def test_one_clear_line(r):
     given = _extra(r.extra)
     parsed, errors = cli.check(r.playbook, set(given), given)
     assert cli.summary(r.playbook, errors) == "Bad command line for %s.yml, nothing was done: %s" % (r.playbook, r.expect)
+
+
+@pytest.mark.parametrize("value", ["", None, "  "])
+def test_an_awx_survey_left_blank_is_not_given(value):
+    """AWX before 2026 sends a blank optional survey answer as "" (or null, awx#16205): in an AWX job that is "not
+    answered"; the same on the command line is refused."""
+    values = {"exp": "smoke", "cluster": value, "run": value}
+    assert cli.check("submit", set(values), values, awx=True) == ({"exp": "smoke"}, [])
+    assert len(cli.check("submit", set(values), values)[1]) == 2
 
 
 @pytest.mark.parametrize("playbook,extra,want", GOOD)

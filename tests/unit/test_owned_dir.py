@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import owned
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import owned, paths
 from ansible_collections.rlinfra.verl.plugins.modules import owned_dir
 
 MARK = "rlinfra-fingerprint.txt"
@@ -70,8 +70,20 @@ def test_what_is_not_ours_stays(tmp_path, module_runner, setup, line, check_mode
                       "which a teardown never removes"),
 ])
 def test_system_and_kept_directories_are_refused_by_name(module_runner, path, line):
+    # The removal rule itself (module_utils/common/owned.py), stricter than where the collection may write: any
+    # top-level directory, the kept ones.
+    with pytest.raises(owned.NotOurs) as refused:
+        owned.check(path, [MARK], inputs=[("the kept directory", "/data", "which a teardown never removes")],
+                    what="Python environment", verb="remove")
+    assert str(refused.value) == line
+    # Through the module, the path's type (purpose "owns") answers first where it can: / and the system's and others'
+    # directories never reach the module's own code.
     out = module_runner(owned_dir.main, _args(path))
-    assert out["failed"] and out["msg"] == line
+    assert out["failed"] and not out.get("changed")
+    if paths.misplaced(path, "owns"):
+        assert out["msg"].startswith("path must be a directory of the collection's own"), out["msg"]
+    else:
+        assert out["msg"] == line
 
 
 def test_a_directory_that_holds_what_is_kept_is_refused(tmp_path, module_runner):

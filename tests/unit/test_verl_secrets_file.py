@@ -28,9 +28,12 @@ def test_the_module_writes_the_run_s_file_and_removes_it(tmp_path, module_runner
 
 
 REFUSED = [
-    ("outside", {"path": "/etc/ssh/x.env", "state": "absent"},
+    ("outside", {"path": "/srv/rlinfra/x.env", "state": "absent"},
      "path must be a run's file <secrets_dir>/<cluster>/<submission id>.env, one directory inside secrets_dir "
-     "{root}, got '/etc/ssh/x.env'"),
+     "{root}, got '/srv/rlinfra/x.env'"),
+    ("system", {"path": "/etc/ssh/x.env", "state": "absent"},
+     "path must be a place the collection may write into, outside the system's directories (/usr, /etc, /proc, ...): "
+     "/etc/ssh/x.env is under /etc, got '/etc/ssh/x.env'"),
     ("not_env", {"path": "{root}/c1/notes.txt"},
      "path must be a run's file <secrets_dir>/<cluster>/<submission id>.env, one directory inside secrets_dir "
      "{root}, got '{root}/c1/notes.txt'"),
@@ -84,8 +87,8 @@ def test_a_run_directory_that_is_a_link_is_refused_and_nothing_changes(tmp_path,
 
 def test_a_system_secrets_directory_is_refused(module_runner):
     out = module_runner(verl_secrets_file.main, {"secrets_dir": "//srv", "path": "/srv/c1/run-1.env", "values": {}})
-    assert out["failed"] and out["msg"] == ("secrets file /srv/c1/run-1.env: //srv is a system directory: it would be made "
-                                            "0700; set verl_job_secrets_dir to a directory of its own")
+    assert out["failed"] and out["msg"] == ("secrets_dir must be a directory of the collection's own below /srv (such as "
+                                            "/srv/rlinfra), not /srv itself, which holds others' directories, got '//srv'")
 
 
 def test_only_files_rlinfra_wrote_are_removed(tmp_path, module_runner):

@@ -38,10 +38,10 @@ def _count(high):
 SWITCHES = {
     "exp": vocabulary.Text(empty=False, max_len=200, nullable=False, pattern=r"^(rlinfra\.verl:)?[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$",
                            what="an experiment name (letters, digits, _ . -), or rlinfra.verl:NAME for a bundled example"),
-    # Empty means "not set" (an AWX survey sends an unanswered field as ""), as for region.
-    "run": vocabulary.Name(empty=True, nullable=False),
-    "cluster": vocabulary.Name(empty=True, nullable=False),
-    "checkpoint_cluster": vocabulary.Name(empty=True, nullable=False),
+    # A scope (SCOPES): given, never empty - an unset shell variable (-e cluster=$CLUSTER) must not mean "all".
+    "run": vocabulary.Name(nullable=False),
+    "cluster": vocabulary.Name(nullable=False),
+    "checkpoint_cluster": vocabulary.Name(nullable=False),
     "dry_run": vocabulary.Switch(nullable=False),
     "wait": vocabulary.Switch(nullable=False),
     "attempt": _count(10 ** 6),
@@ -61,6 +61,20 @@ SWITCHES = {
     "api": vocabulary.Choice(("on_demand", "marketplace"), nullable=False),
     "replace_unfit": vocabulary.Switch(nullable=False),
 }
+# The switches that choose what a playbook acts on, and what leaving each out means. Given empty (an unset shell
+# variable), each is refused in one line: "-e cluster=" on teardown.yml would otherwise take down every cluster. An AWX
+# survey question left blank is sent as "" or null by AWX before 2026 (awx#16205, fixed by awx#16289): in an AWX job
+# (awx_job_id set) that is "not answered", and teardown's survey asks for its cluster (required).
+SCOPES = {
+    "exp": "an experiment name",
+    "run": "the run's suffix, or leave -e run out for the run without one",
+    "cluster": "the cluster's name, or leave -e cluster out for the experiment's cluster (every cluster for site.yml, "
+               "fitness.yml and teardown.yml)",
+    "checkpoint_cluster": "the cluster whose checkpoints to resume from, or leave -e checkpoint_cluster out for the "
+                          "cluster's own",
+    "label": "the label of the rentals (a name)",
+}
+
 # Words pass every playbook (an AWX workflow sends its survey answers to every playbook of its chain).
 WORDS = ("exp", "run", "cluster", "checkpoint_cluster", "gpu", "label", "max_price", "region", "api")
 
@@ -104,17 +118,23 @@ def _near_miss(name, known):
 def _value(name, value):
     """(parsed, error)."""
     t = SWITCHES[name]
+    if name in SCOPES and isinstance(value, str) and not value.strip():
+        return None, "%s is empty (-e %s= with nothing after it: an unset shell variable?): give %s" % (
+            name, name, SCOPES[name])
     try:
         return t.validate(value.strip() if isinstance(value, str) and not isinstance(t, vocabulary.Switch) else value), None
     except vocabulary.Bad as e:
         return None, t.line(name, value, e)
 
 
-def check(playbook, given, values):
+def check(playbook, given, values, awx=False):
     """``given``: the names passed with ``-e`` (None when unknown); ``values``: the switches' values as the
-    play sees them (absent: not set). Returns ``(parsed, errors)``: parsed switches of this playbook, and one
+    play sees them (absent: not set); ``awx``: the run is an AWX job, whose survey sends a blank answer as "" or null
+    (a scope left blank is then not given). Returns ``(parsed, errors)``: parsed switches of this playbook, and one
     line per problem."""
     mine = PLAYBOOKS[playbook]
+    if awx:
+        values = {n: v for n, v in values.items() if not (n in SCOPES and (v is None or isinstance(v, str) and not v.strip()))}
     parsed, errors = {}, []
     for name in mine:
         # A switch not given at all is absent from values (None there means -e name=null, an error).

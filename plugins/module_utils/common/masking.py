@@ -84,6 +84,9 @@ def mask_patterns(text):
 
 # A private key pasted where a public one or a name belongs (hyperbolic_ssh_public_key): its first line says so.
 _PRIVATE_KEY = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
+# A whole key, or what a line kept of one (the line may have been cut short).
+_PRIVATE_KEY_BLOCK = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?:.*?-----END [A-Z0-9 ]*PRIVATE KEY-----|.*)",
+                                re.S)
 # Tokens whose issuers give them a fixed prefix (GitHub, Hugging Face, GitLab, OpenAI and the like, Slack, AWS): known
 # by their shape wherever they are, a name field included (code.token_secret: ghp_...). Not a bare 40-hex string: a
 # git commit has that shape.
@@ -107,6 +110,19 @@ def holds_credentials(text):
         return False
     return bool(_BEARER.search(text) or _PRIVATE_KEY.search(text) or _TOKEN.search(text)
                 or "://" in text and (_URL_PASSWORD.search(text) or _URL_TOKEN_USER.search(text)))
+
+
+def mask_shapes(text):
+    """``text`` with every value that is a credential by its shape alone (:func:`holds_credentials`: a bearer token,
+    a known issuer's token, a password or token in a URL, a private key) replaced by ``********``, and nothing
+    else: the last guard of every line an action shows, whatever field the value came from."""
+    if not isinstance(text, str) or not holds_credentials(text):
+        return text
+    text = _BEARER.sub(lambda m: m.group(1) + MASK, text)
+    text = _TOKEN.sub(MASK, text)
+    text = _PRIVATE_KEY_BLOCK.sub(MASK, text)
+    text = _URL_PASSWORD.sub(lambda m: m.group(1) + MASK + m.group(3), text)
+    return _URL_TOKEN_USER.sub(lambda m: m.group(1) + MASK + m.group(3), text)
 
 
 def redact(data, variants, maskers=(), mask=MASK_BYTES):

@@ -74,11 +74,15 @@ def holds_secret_value(name):
 
 
 def split_env(env, pattern=None):
-    """``(plain, secret)``: the entries of the mapping ``env`` whose names are not / are secrets."""
+    """``(plain, secret)``: the entries of the mapping ``env`` that are not / are secrets: by name (the rule, or the
+    user's ``pattern``), or by a value that is a credential by its shape whatever its name (``MY_URL`` holding
+    ``https://bob:<password>@host``), which then goes where the secrets go (the root-only file), never the shown one."""
+    # masking reads this module's name rule: imported here, not at the top, to keep the two free of a cycle.
+    from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import holds_credentials
     rule = name_rule(pattern)
     plain, secret = {}, {}
     for name, value in (env or {}).items():
-        (secret if rule.search(str(name)) else plain)[name] = value
+        (secret if rule.search(str(name)) or holds_credentials(str(value)) else plain)[name] = value
     return plain, secret
 
 

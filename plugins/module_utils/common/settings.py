@@ -132,11 +132,11 @@ class _Either(_Whole):
 class _Path(vocabulary.Type):
     """An absolute path without spaces (it lands in a unit or fstab), shorter than ``max_len``, without what systemd
     reads in a unit line (:data:`UNIT_CHARS`) or ``:``, which splits a container mount (``--volume SRC:DST``) and
-    the unit's PATH."""
+    the unit's PATH; kept where its ``purpose`` allows (module_utils/common/paths.py)."""
 
-    def __init__(self, max_len=None, **kw):
+    def __init__(self, purpose, max_len=None, **kw):
         super().__init__(**kw)
-        self.max_len = max_len
+        self.purpose, self.max_len = purpose, max_len
         self.sample_value = "/data/sample"
 
     def check(self, value):
@@ -149,7 +149,7 @@ class _Path(vocabulary.Type):
         if self.max_len and len(text) >= self.max_len:
             raise Bad("be an absolute path shorter than %d characters (Ray's socket paths must fit in 107)"
                       % self.max_len)
-        return text
+        return vocabulary.confine(text, self.purpose)
 
     def corpus(self):
         c = super().corpus().add("relative", "ray").add("space", "/work space/ray").add("newline", "/x\ny").add(
@@ -157,7 +157,24 @@ class _Path(vocabulary.Type):
             "colon", "/data:/etc").add("backslash", "/data/a\\x").add("quote", "/data/a'b")
         if self.max_len:
             c.add("too_long", "/" + "x" * self.max_len)
-        return c
+        return vocabulary.confined_corpus(c, self.purpose)
+
+
+class _Umask(vocabulary.Type):
+    """The umask Ray's processes run with: octal, and never letting others write what they make (the checkpoints, the
+    logs and the secrets files Ray writes would be anyone's to change)."""
+
+    def check(self, value):
+        if not isinstance(value, str) or not _UMASK.match(_text(value)):
+            raise Bad("be an octal umask such as 0027")
+        if not int(value, 8) & 0o002:
+            raise Bad("be a umask that keeps others from writing (its last digit 2, 3, 6 or 7, such as 0022 or 0027): "
+                      "anything else makes every file Ray writes writable by any user")
+        return value
+
+    def corpus(self):
+        return super().corpus().add("not_octal", "0999").add("word", "27a").add("world_writable", "0000").add(
+            "group_only", "0020").add("unquoted", 22, typed=True)
 
 
 class _MountOptions(vocabulary.Type):
@@ -300,10 +317,10 @@ RULES = {
     "ray_env": _RayEnv(),
     "ray_rocm_env": _RayEnv(),
     "ray_env_secret_pattern": _SecretPattern(),
-    "ray_temp_dir": _Path(60),
-    "ray_config_dir": _Path(),
-    "ray_venv": _Path(),
-    "ray_umask": _Pattern(_UMASK, "be an octal umask such as 0027", ["0999", "27a"]),
+    "ray_temp_dir": _Path("owns", 60),
+    "ray_config_dir": _Path("config"),
+    "ray_venv": _Path("owns"),
+    "ray_umask": _Umask(),
     "ray_user": _Pattern(_USER, "be a user name (lowercase letters, digits, _ and -)", ["ray user", "Root"]),
     "ray_num_cpus": _Either(("", None), 0, "be empty (Ray detects it) or a whole number from 0 to 65536", 65536),
     "ray_num_gpus": _Either(("auto",), 0, "be auto or a whole number from 0 to %d" % vocabulary.MAX_GPUS,
@@ -322,30 +339,31 @@ RULES = {
                                           % vocabulary.YEAR, vocabulary.YEAR),
     "ray_head_idle_check_every": _Whole(10, "be a whole number of seconds from 10 to %d" % _DAY, _DAY),
     "ray_container_image": vocabulary.ImageRef(empty=True),
-    "ray_container_image_archive": vocabulary.AbsPath(empty=True),
-    "ray_container_image_store": vocabulary.AbsPath(empty=True, spaces=False),
+    "ray_container_image_archive": vocabulary.AbsPath("reads", empty=True),
+    "ray_container_image_store": vocabulary.AbsPath("owns", empty=True, spaces=False),
     "ray_container_engine": vocabulary.Choice(("auto", "podman", "docker")),
     "ray_container_registry_username": vocabulary.Text(max_len=256, pattern=r"^[^\s:]*$",
                                                        what="a registry user name (no spaces or colons)"),
     "ray_container_registry_password": vocabulary.Secret(),
-    "ray_container_mounts": vocabulary.ListOf(_Path()),
+    "ray_container_mounts": vocabulary.ListOf(_Path("mounts"), unique=True),
     "ray_firewall_controller": vocabulary.Address(empty=True),
     "ray_firewall": vocabulary.Switch(),
     "ray_firewall_allow": vocabulary.Networks(world_switch="ray_firewall_allow_world"),
     "ray_firewall_allow_world": vocabulary.Switch(),
     # Metrics (docs/OBSERVABILITY-metrics.md): node_exporter everywhere, Prometheus on the head; the ports are in PORTS.
     "ray_metrics": vocabulary.Switch(),
-    "ray_metrics_storage_dir": _Path(),
+    "ray_metrics_storage_dir": _Path("owns"),
     "ray_metrics_retention": vocabulary.Text(empty=False, max_len=32, pattern=_DURATION,
                                              what="a Prometheus duration such as 15d, 12h or 1w"),
-    "ray_metrics_dashboards_dir": vocabulary.AbsPath(relative=True, spaces=False),
+    "ray_metrics_dashboards_dir": vocabulary.AbsPath("local", relative=True, spaces=False),
     "ray_metrics_scrape_interval": vocabulary.Text(empty=False, max_len=32, pattern=_DURATION,
                                                    what="a Prometheus duration such as 15s or 1m"),
     # Lands in the head's environment file (RAY_GRAFANA_HOST): a URL without credentials, or empty for none.
     "ray_grafana_url": vocabulary.Url(schemes=("http", "https"), empty=True, hint=" (empty: no Grafana)"),
     "nfs_mount_server": vocabulary.Host(empty=True),
-    "nfs_mount_export": _Path(),
-    "nfs_mount_path": _Path(),
+    "nfs_mount_export": _Path("remote"),
+    "nfs_mount_path": _Path("writes"),
+    "nfs_mount_probe_file": vocabulary.RelPath(),
     "nfs_mount_options": _MountOptions(),
     "nfs_mount_connect_timeout": _Whole(1, "be a whole number of seconds from 1 to %d" % _DAY, _DAY),
     "nfs_mount_probe_timeout": _Whole(1, "be a whole number of seconds from 1 to %d" % _DAY, _DAY),
@@ -355,15 +373,15 @@ RULES = {
     "storage_lvm_lv_name": _Pattern(_LVM_NAME, "be an LVM name (letters, digits, + _ . -, not starting with -)",
                                     ["-lv", "my lv"]),
     "storage_lvm_stripe_size": _Pattern(_STRIPE, "be empty or a size such as 256k", ["256 kb", "big"], typed_ok=True),
-    "storage_lvm_mount_point": _Path(),
+    "storage_lvm_mount_point": _Path("writes"),
     "storage_lvm_mount_options": _MountOptions(),
     "storage_lvm_mount_mode": _Mode(),
     "storage_lvm_mount_owner": _Pattern(_USER, "be a user name (lowercase letters, digits, _ and -)", ["a b"]),
     "storage_lvm_mount_group": _Pattern(_USER, "be a user name (lowercase letters, digits, _ and -)", ["a b"]),
     "storage_lvm_discover_min_size": _Pattern(_SIZE, "be a size such as 1G or 500M", ["big", "1 G"], typed_ok=True),
-    "python_env_path": _Path(),
-    "python_env_python": _Path(),
-    "python_env_wheelhouse": _Path(),
+    "python_env_path": _Path("owns"),
+    "python_env_python": _Path("reads"),
+    "python_env_wheelhouse": _Path("writes"),
     "python_env_packages": vocabulary.ListOf(vocabulary.Requirement()),
     "python_env_index_url": vocabulary.Url(schemes=("https", "http", "file"), empty=True, hint=_CREDENTIALS_HINT),
     "python_env_extra_index_urls": vocabulary.ListOf(vocabulary.Url(schemes=("https", "http", "file"), hint=_CREDENTIALS_HINT)),
@@ -380,16 +398,16 @@ RULES = {
     "fitness_dcgm": vocabulary.Switch(),
     "fitness_min_free_gib": vocabulary.Number(0, 1e6, unit="GiB"),
     "fitness_min_scratch_free_gib": vocabulary.Number(0, 1e6, unit="GiB"),
-    "fitness_shared_path": vocabulary.AbsPath(spaces=False),
-    "fitness_scratch_path": vocabulary.AbsPath(spaces=False),
+    "fitness_shared_path": vocabulary.AbsPath("writes", spaces=False),
+    "fitness_scratch_path": vocabulary.AbsPath("writes", spaces=False),
     "fitness_exclude_unfit": vocabulary.Switch(),
     "fitness_report_only": vocabulary.Switch(),
-    "fitness_artifacts_dir": vocabulary.AbsPath(relative=True, spaces=False),
+    "fitness_artifacts_dir": vocabulary.AbsPath("local", relative=True, spaces=False),
     "hyperbolic_min_hours": vocabulary.Number(0, 24 * 365, unit="hours"),
     "hyperbolic_daily_budget": vocabulary.Number(0, above=True, unit="US dollars a day"),
     "hyperbolic_ssh_public_key": vocabulary.Text(max_len=16384, pattern=r"^(ssh|ecdsa)-[A-Za-z0-9-]+ [A-Za-z0-9+/=]+( .*)?$|^$",
                                                  what="one OpenSSH public key line (ssh-ed25519 AAAA... comment)"),
-    "hyperbolic_record_dir": vocabulary.AbsPath(spaces=False),
+    "hyperbolic_record_dir": vocabulary.AbsPath("local", spaces=False),
 }
 RULES.update((name, vocabulary.Port()) for name in PORTS)
 
@@ -420,6 +438,16 @@ def plain(value):
     return value
 
 
+def null_ok(rule):
+    """Whether a role variable of this rule may be null: only where its kind reads null as one of its words
+    (ray_num_cpus: Ray detects it)."""
+    try:
+        rule.check(None)
+    except Exception:  # pylint: disable=broad-except - any refusal (or a kind that cannot read None) means no
+        return False
+    return True
+
+
 def check(settings):
     """``{name: value}`` -> list of error lines (empty when every value is good). Unknown names are ignored."""
     settings = plain(settings)
@@ -428,6 +456,11 @@ def check(settings):
         rule = RULES.get(name)
         if rule is None:
             continue
+        if settings[name] is None and not null_ok(rule):
+            # A YAML key with no value (ray_metrics:) reads as null: it is no setting, and a template would fail on it.
+            errors.append("%s must be set: it is null (a key with no value); give it a value, or leave it out for the "
+                          "role's default" % name)
+            continue
         try:
             rule.validate(settings[name], settings)
         except Bad as e:
@@ -435,6 +468,29 @@ def check(settings):
     errors.extend(_port_clashes(settings))
     if not errors:  # a pair is judged once each value is good (one line per mistake)
         errors.extend(_container_pairs(settings))
+        errors.extend(_owned_overlaps(settings))
+    return errors
+
+
+# Directories the roles own under two names on purpose: the ray role runs the venv python_env makes.
+_SAME_OWNED = {frozenset(("python_env_path", "ray_venv"))}
+
+
+def _owned_overlaps(settings):
+    """Two directories the roles own (and a purge removes) that are one, or one inside the other: removing either
+    would take the other with it (ray_temp_dir=/workspace/ray with ray_metrics_storage_dir=/workspace/ray/prom)."""
+    owned = sorted((name, settings[name]) for name, rule in RULES.items()
+                   if getattr(rule, "purpose", None) == "owns" and settings.get(name))
+    errors = []
+    for i, (a, path_a) in enumerate(owned):
+        for b, path_b in owned[i + 1:]:
+            if frozenset((a, b)) in _SAME_OWNED and vocabulary.normpath(path_a) == vocabulary.normpath(path_b):
+                continue
+            if vocabulary.overlap(path_a, path_b):
+                errors.append("%s (%s) and %s (%s) %s: each is a directory of its own, which teardown's purge removes "
+                              "whole; give them separate places" % (
+                                  a, path_a, b, path_b, "are the same directory" if vocabulary.normpath(path_a) ==
+                                  vocabulary.normpath(path_b) else "lie one inside the other"))
     return errors
 
 

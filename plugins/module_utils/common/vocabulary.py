@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 
 NOTSET = object()
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import paths
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import MASK, holds_credentials, mask_patterns
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.secret_names import holds_secret_value, is_secret_name
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -277,8 +278,11 @@ class Text(Type):
     # What the pattern lets through that is no good all the same, found anywhere in the value ("." or ".." as a name).
     refused = None
 
-    def __init__(self, empty=None, max_len=None, pattern=None, what=None, lines=False, **kw):
+    def __init__(self, empty=None, max_len=None, pattern=None, what=None, lines=False, credentials=False, **kw):
         super().__init__(**kw)
+        # True where a credential is a good value that the surface keeps out of sight itself (ray_env's values go to
+        # the root-only file); everywhere else a credential-shaped value is refused, as it would be shown.
+        self.credentials = credentials
         if empty is not None:
             self.empty = empty
         if max_len is not None:
@@ -305,7 +309,12 @@ class Text(Type):
             raise Bad("be at most %d characters long" % self.max_len)
         if (self.pattern is not None and not self.pattern.match(value)) or (self.refused and self.refused.search(value)):
             raise Bad("be %s" % self.what)
-        return self.check_text(value)
+        value = self.check_text(value)
+        if not self.credentials and isinstance(value, str) and holds_credentials(value):
+            # Shown wherever the field is (a cluster name in every summary line): a secret has its own fields.
+            raise Bad("be %s, not a credential: secrets have fields of their own (an experiment's secrets:, Ansible "
+                      "Vault)" % self.what)
+        return value
 
     def check_text(self, value):
         """The kind's own rule, for a value that passed the rules of all text (one line, not too long, its pattern;
@@ -335,7 +344,8 @@ class Name(Text):
 
     def corpus(self):
         return super().corpus().add("slash", "a/b").add("space", "a b").add("dash_first", "-x").add(
-            "dotdot", "..").add("unicode", "j\u00f6b").add("url_credentials", "https://user:s3cr3t@example.org")
+            "dotdot", "..").add("unicode", "j\u00f6b").add("url_credentials", "https://user:s3cr3t@example.org").add(
+            "token", "ghp_s3cr3t" + "A" * 36)
 
 
 class Choice(Type):
@@ -570,15 +580,21 @@ class Switch(Type):
 
 
 class AbsPath(Type):
-    """An absolute path without ``..`` components, line breaks or control characters; ``empty`` allows ``""``
-    (an option's "unset"). ``under``: it must lie inside that directory (a path confined under a root)."""
+    """An absolute path without ``..`` components, line breaks or control characters, kept where its ``purpose`` allows
+    (module_utils/common/paths.py: ``owns``, ``writes``, ``config``, ``mounts``, ``local``, ``reads``, ``remote``); a
+    field without a purpose is a generic path, which tests/unit/test_path_purposes.py refuses on every surface.
+    ``empty`` allows ``""`` (an option's "unset"); ``under``: it must lie inside that directory (a path confined under a
+    root); ``relative`` (``local`` and ``reads`` on the controller): relative to the directory the playbook runs from."""
 
     ansible = "path"
     words = "an absolute path"
     sample_value = "{tmp}/sample"
 
-    def __init__(self, empty=False, under=None, max_len=4095, spaces=True, relative=False, **kw):
+    def __init__(self, purpose=None, empty=False, under=None, max_len=4095, spaces=True, relative=False, **kw):
         super().__init__(**kw)
+        if purpose is not None and purpose not in paths.PURPOSES:
+            raise ValueError("purpose %r is none of %s" % (purpose, ", ".join(paths.PURPOSES)))
+        self.purpose = purpose
         self.empty, self.under, self.max_len, self.spaces, self.relative = empty, under, max_len, spaces, relative
         if under:
             self.sample_value = under.rstrip("/") + "/sample"
@@ -600,6 +616,7 @@ class AbsPath(Type):
             raise Bad("be %s of at most %d characters" % (what, self.max_len))
         if self.under and not inside(value, self.under):
             raise Bad("be %s" % what)
+        confine(value, self.purpose)
         return value
 
     def corpus(self):
@@ -611,7 +628,28 @@ class AbsPath(Type):
             c.add("empty", "")
         if self.under:
             c.add("outside", "/etc")
-        return c
+        return confined_corpus(c, self.purpose)
+
+
+def confine(path, purpose):
+    """:class:`Bad` when a ``path`` given for ``purpose`` lies where the collection must not write (paths.misplaced)."""
+    why = paths.misplaced(path, purpose) if isinstance(path, str) else None
+    if why:
+        raise Bad(why)
+    return path
+
+
+def confined_corpus(c, purpose):
+    """``c`` with the places a path of ``purpose`` must never be, when it is written into: ``/``, a system directory
+    and something under one (``//etc`` too, which Linux reads as ``/etc``), a directory that holds others'."""
+    if purpose in paths.WRITTEN:
+        c.add("root", "/").add("system_tree", "/usr").add("under_system", "/proc/rlinfra").add(
+            "double_slash", "//usr/x").add("shared_dir", "/opt").add("home_dir", "/home/ubuntu")
+        if purpose != "config":
+            c.add("under_etc", "/etc/rlinfra")
+        else:
+            c.add("etc", "/etc")
+    return c
 
 
 class RelPath(Type):
@@ -631,22 +669,7 @@ class RelPath(Type):
             "nul", "a\x00b").add("empty", "")
 
 
-def normpath(path):
-    """``os.path.normpath``, and a path starting with exactly two slashes read as Linux reads it: ``normpath`` keeps
-    ``//etc`` (POSIX leaves its meaning to the system), which would then be neither ``/etc`` nor inside ``/``."""
-    path = os.path.normpath(path)
-    return path[1:] if path.startswith("//") else path
-
-
-def inside(path, root):
-    """Whether ``path`` is ``root`` or below it, by components after normalizing (no file system access)."""
-    path, root = normpath(path), normpath(root)
-    return path == root or path.startswith(root.rstrip("/") + "/")
-
-
-def overlap(a, b):
-    """Whether one of two paths is the other or lies inside it."""
-    return inside(a, b) or inside(b, a)
+normpath, inside, overlap = paths.normpath, paths.inside, paths.overlap
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -1182,7 +1205,7 @@ class PathOrUrl(Type):
 
     def __init__(self, schemes=("https", "http", "file"), **kw):
         super().__init__(**kw)
-        self.path, self.url = AbsPath(), Url(schemes=schemes)
+        self.path, self.url = AbsPath("reads"), Url(schemes=schemes)
 
     def _type(self, value):
         # A value with a ':' or '@' that does not start as a path is read as a URL, so that a URL written wrong
@@ -1306,14 +1329,15 @@ class SubmissionId(Text):
 
 
 class ListOf(Type):
-    """A list whose every item has type ``item`` (at most ``max_items``)."""
+    """A list whose every item has type ``item`` (at most ``max_items``); ``unique``: no item twice (paths compared as
+    the places they name: ``/data`` and ``/data/`` are one)."""
 
     ansible = "list"
     words = "a list"
 
-    def __init__(self, item, max_items=10000, empty=True, **kw):
+    def __init__(self, item, max_items=10000, empty=True, unique=False, **kw):
         super().__init__(**kw)
-        self.item, self.max_items, self.empty = item, max_items, empty
+        self.item, self.max_items, self.empty, self.unique = item, max_items, empty, unique
         self.elements = {"int": "int", "float": "float", "bool": "bool", "path": "path", "dict": "dict",
                          "list": "raw"}.get(item.ansible, "str")
         self.secret = item.secret
@@ -1344,6 +1368,9 @@ class ListOf(Type):
                 out.append(self.item.validate(item, context) if item is not None else self.item.check(item))
             except Bad as e:
                 raise Inner("[%d]" % i, self.item, item, e)
+        twice = paths.duplicates(out) if self.unique else []
+        if twice:
+            raise Bad("hold each item once (%s is given twice)" % _shown(twice[0]))
         return out
 
     def conceal(self, value):
@@ -1352,7 +1379,8 @@ class ListOf(Type):
     def problems(self, value, where, context=None):
         if not isinstance(value, (list, tuple)) or len(value) > self.max_items or (not value and not self.empty):
             return super().problems(value, where, context)
-        return [p for i, item in enumerate(value) for p in self.item.problems(item, "%s[%d]" % (where, i), context)]
+        found = [p for i, item in enumerate(value) for p in self.item.problems(item, "%s[%d]" % (where, i), context)]
+        return found or (super().problems(value, where, context) if self.unique else [])
 
     def corpus(self):
         c = super().corpus().add("scalar", "x", typed=True).add("too_many", [self.item.sample()] * (self.max_items + 1))
@@ -1361,6 +1389,8 @@ class ListOf(Type):
                 c.add("item_" + label, [value], typed=typed)
         if not self.empty:
             c.add("empty", [])
+        if self.unique:
+            c.add("duplicate", [self.item.sample()] * 2)
         return c
 
 
@@ -1431,7 +1461,7 @@ class EnvMap(MapOf):
     words = "a mapping of environment variable names to one-line values"
 
     def __init__(self, **kw):
-        super().__init__(EnvName(), Text(max_len=131071), **kw)
+        super().__init__(EnvName(), Text(max_len=131071, credentials=True), **kw)
         self.sample_value = {"PYTHONUNBUFFERED": "1"}
 
     def value_for(self, key):

@@ -42,7 +42,7 @@ SECRET_NAME = secret_names.SECRET_NAME
 DASHBOARD_ARGS = dict(
     address=vocabulary.Url(schemes=("http", "https"), path=False, default_scheme="http", empty=True, default=""),
     auth_token=vocabulary.Secret(),
-    auth_token_path=vocabulary.AbsPath(),
+    auth_token_path=vocabulary.AbsPath("reads"),
     validate_certs=vocabulary.Switch(default=True),
 )
 DASHBOARD_ARGUMENT_SPEC = vocabulary.Args(**DASHBOARD_ARGS).spec

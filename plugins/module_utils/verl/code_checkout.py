@@ -129,7 +129,7 @@ ARGS = vocabulary.Args(
     submodules=vocabulary.Switch(default=True),
     path=vocabulary.RelPath(default="."),
     name=vocabulary.Name(),
-    root=vocabulary.AbsPath(default=DEFAULT_ROOT),
+    root=vocabulary.AbsPath("writes", default=DEFAULT_ROOT),
     token=vocabulary.Secret(default=""),
     ssh_key=vocabulary.Secret(multiline=True, default=""),
     lock_timeout=vocabulary.Int(0, 7 * 86400, unit="seconds", default=1800),

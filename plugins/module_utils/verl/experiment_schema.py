@@ -247,7 +247,9 @@ def _env(value):
 class _Env(vocabulary.EnvMap):
     def __init__(self, **kw):
         super().__init__(**kw)
-        self.value = vocabulary.Text(max_len=MAX_ARG_BYTES, what="one line of text or a number (quote true/false: \"true\")")
+        # _env refuses a credential itself, with the line that points to secrets:.
+        self.value = vocabulary.Text(max_len=MAX_ARG_BYTES, what="one line of text or a number (quote true/false: \"true\")",
+                                     credentials=True)
 
     def check(self, value):
         return _env(super().check(value))
@@ -333,7 +335,7 @@ ENTRYPOINTS = {
                                "ppo_trainer)"),
         python=_OnCommandLine(empty=False, what="the Python command (e.g. python3)"))),
     "nemo_rl": vocabulary.Section(dict(
-        repo_dir=vocabulary.AbsPath(), script=vocabulary.RelPath(), config=_OnCommandLine(empty=False), runner=_OnCommandLine(empty=False))),
+        repo_dir=vocabulary.AbsPath("reads"), script=vocabulary.RelPath(), config=_OnCommandLine(empty=False), runner=_OnCommandLine(empty=False))),
     "custom": vocabulary.Section(dict(command=_OnCommandLine(empty=False, lines=True, max_len=MAX_ARG_BYTES))),
 }
 
@@ -357,7 +359,7 @@ SECTIONS = dict(
         backoff_s=vocabulary.Number(0, 86400, strict=True), min_nodes=vocabulary.Int(1, 10000, strict=True),
         node_wait_timeout=vocabulary.Seconds(1, integer=True, strict=True), allow_reshard=vocabulary.Switch(words=False))),
     prefetch=vocabulary.Section(dict(
-        hf_home=vocabulary.AbsPath(), models=vocabulary.ListOf(PREFETCH_ITEM), datasets=vocabulary.ListOf(PREFETCH_ITEM))),
+        hf_home=vocabulary.AbsPath("writes"), models=vocabulary.ListOf(PREFETCH_ITEM), datasets=vocabulary.ListOf(PREFETCH_ITEM))),
     code=vocabulary.Section(dict(
         repo=vocabulary.GitUrl(required=True), ref=vocabulary.GitRef(), submodules=vocabulary.Switch(words=False), path=vocabulary.RelPath(),
         name=vocabulary.Name(), token_secret=vocabulary.EnvName(), ssh_key_secret=vocabulary.EnvName())),
