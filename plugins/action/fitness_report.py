@@ -6,13 +6,11 @@ written as JSON under the controller's artifacts directory. Documentation: plugi
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.node import fitness_ray
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import write_atomic
-from ansible_collections.rlinfra.verl.plugins.module_utils.node.fitness_report import verdict
+from ansible_collections.rlinfra.verl.plugins.module_utils.node.fitness_report import save, verdict
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import TypedAction
 
@@ -75,11 +73,12 @@ class ActionModule(TypedAction):
             base = args["artifacts_dir"]
             if not os.path.isabs(base):
                 base = os.path.join(os.getcwd(), base)
-            path = os.path.join(base, "%s-%s.json" % (args["cluster"], stamp))
-            os.makedirs(base, mode=0o700, exist_ok=True)
-            write_atomic(path, json.dumps(out["document"], indent=1, sort_keys=True, default=str) + "\n", 0o600)
-            out["record"]["path"] = path
-            out["summary"][0] += " - " + path
+            try:
+                path = save(base, "%s-%s.json" % (args["cluster"], stamp), out["document"])
+                out["record"]["path"] = path
+                out["summary"][0] += " - " + path
+            except ValueError as e:  # the verdict is still returned, with the one line of why it was not kept
+                result.update(failed=True, msg=str(e))
         result.update(changed=False, table=out["table"], lines=out["lines"], unfit=out["unfit"], fit=not out["failure"],
                       path=path, document=out["document"], record=out["record"], summary=out["summary"],
                       exclude=out["exclude"], readmit=out["readmit"], reasons=out["reasons"], failure=out["failure"])

@@ -28,6 +28,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.ray import attempts
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import masking
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.recovery import DEFAULT_METRICS, progress_line
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_schema
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_source
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import files, vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import watchdog
 from ansible_collections.rlinfra.verl.plugins.module_utils.observe import report as run_report
@@ -220,7 +221,7 @@ class Watch:
         try:
             return copy.take(res)
         except OSError as e:  # the copy stops; the metrics and the watch go on
-            self.artifact_failed(self.args["log_dir"], e)
+            self.artifact_failed(self.args["log_dir"], e, "the driver log")
             return copy.behind
 
     def mask_env(self):
@@ -310,13 +311,14 @@ class Watch:
             os.makedirs(path, mode=0o700, exist_ok=True)
             return path
         except OSError as e:
-            self.artifact_failed(path, e)
+            self.artifact_failed(path, e, "the driver log and metrics")
             return None
 
-    def artifact_failed(self, path, e):
+    def artifact_failed(self, path, e, what):
+        """Said once: the first failure names the setting to change; the job goes on whatever the disk does."""
         if not self.artifacts_error:
-            self.artifacts_error = "the driver log and metrics could not be saved in %s: %s; the job's status above " \
-                                   "is Ray's own" % (path, e.strerror or e)
+            self.artifacts_error = "%s; the job's status above is Ray's own" % files.cannot_write(
+                experiment_source.ARTIFACTS_VAR, path, what, e)
             self.say(self.artifacts_error)
 
     def save_log(self, sid):
@@ -348,7 +350,7 @@ class Watch:
         try:
             written = self.log_copy(sid).metrics.write()
         except OSError as e:  # a full disk must not end the wait: the job goes on
-            self.artifact_failed(self.args["log_dir"], e)
+            self.artifact_failed(self.args["log_dir"], e, "the metrics")
             return
         except ValueError as e:
             self.say("could not write the metrics of %s: %s" % (sid, e))
@@ -372,7 +374,9 @@ class Watch:
             except ValueError:
                 before = None  # not the report's data: it is rewritten whole
             self.report = run_report.write(run_dir, run_report.carried(before, self.report_run(result)))
-        except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
+        except OSError as e:
+            self.say(files.cannot_write(experiment_source.ARTIFACTS_VAR, run_dir, "the run report", e))
+        except (ValueError, TypeError, KeyError, AttributeError) as e:
             self.say("could not write the run report in %s: %s" % (run_dir, getattr(e, "strerror", None) or e))
 
     def run_dir(self):

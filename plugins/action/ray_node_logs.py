@@ -13,7 +13,9 @@ import tarfile
 
 from ansible.errors import AnsibleError
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import cannot_write
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import node_logs
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl.experiment_source import ARTIFACTS_VAR
 from ansible_collections.rlinfra.verl.plugins.modules.ray_node_logs import ARGS
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import TypedAction
 
@@ -48,7 +50,13 @@ class ActionModule(TypedAction):
             if got.get("failed"):
                 out["fetch_error"] = got.get("msg") or "slurp failed"
                 return out
-            files, refused = node_logs.unpack(base64.b64decode(got["content"]), dest)
+            try:
+                files, refused = node_logs.unpack(base64.b64decode(got["content"]), dest)
+            except OSError as e:
+                if not e.errno:  # a damaged gzip stream (BadGzipFile): the bundle's fault, said below
+                    raise
+                out["fetch_error"] = cannot_write(ARTIFACTS_VAR, dest, "the node's logs", e)
+                return out
             out.update(fetched=True, unpacked=len(files), refused=refused)
         except (OSError, tarfile.TarError, ValueError, AnsibleError) as e:
             out["fetch_error"] = "the bundle could not be brought back: %s" % (getattr(e, "strerror", None) or e)

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import os
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import files
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.observe import report
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_source
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import TypedAction
 
 ARGS = vocabulary.Args(
@@ -53,9 +55,12 @@ class ActionModule(TypedAction):
                     and a.get("submission_id")] or [run.get("submission_id")]
             links = report.node_log_rows(os.path.dirname(run_dir), run_dir, sids)
             path, changed = report.amend(run_dir, events, args["causes"], links)
-        except (OSError, ValueError) as e:
-            result.update(failed=True, msg="could not amend the run report in %s: %s" % (
-                run_dir, getattr(e, "strerror", None) or e))
+        except OSError as e:
+            line = files.cannot_write(experiment_source.ARTIFACTS_VAR, run_dir, "the run report", e)
+            result.update(failed=True, msg=line)
+            return result
+        except ValueError as e:
+            result.update(failed=True, msg="could not amend the run report in %s: %s" % (run_dir, e))
             return result
         result.update(changed=changed, path=path, events=[e["text"] for e in events],
                       msg="run report %s: %s" % ("updated" if changed else "already up to date", path))

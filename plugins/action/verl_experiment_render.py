@@ -11,7 +11,6 @@ config check runs there, with the image's Python (rlinfra.verl.verl_config_check
 from __future__ import annotations
 
 import os
-import tempfile
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_render
@@ -184,18 +183,7 @@ class ActionModule(experiment_task.ExperimentAction):
 
     def _package(self, exp, package_dir):
         if not package_dir:
-            wd = verl_preflight.check_working_dir(exp.working_dir_path, exp.excludes)
+            wd = verl_preflight.check_working_dir(exp.working_dir_path, exp.excludes,
+                                                  experiments_dir=exp.experiments_dir)
             return wd, wd.get("package")
-        os.makedirs(package_dir, mode=0o700, exist_ok=True)
-        fd, tmp_path = tempfile.mkstemp(prefix=".pkg-", suffix=".zip", dir=package_dir)
-        os.close(fd)
-        wd = verl_preflight.check_working_dir(exp.working_dir_path, exp.excludes, dest=tmp_path)
-        pkg = wd.get("package")
-        if not pkg:
-            if os.path.exists(tmp_path):
-                os.unlink(tmp_path)
-            return wd, None
-        final = os.path.join(package_dir, pkg["uri"].split("://", 1)[1])
-        os.replace(tmp_path, final)
-        pkg["path"] = final
-        return wd, pkg
+        return verl_preflight.package_working_dir(exp.working_dir_path, exp.excludes, package_dir, exp.experiments_dir)

@@ -243,7 +243,8 @@ class Merge:
     def __init__(self, module):
         self.module = module
         self.p = module.params
-        self.target = self.p["target"].rstrip("/")
+        # As Linux reads it (owned.check compares it so): '/data/m/' is /data/m, and '/' stays '/', never ''.
+        self.target = vocabulary.normpath(self.p["target"])
         self.staging = None  # made by merge(), beside the target (owned.staging)
         self.venv = self.p["venv"]
         self.container = {}  # container mode: ray_client.fact_container's answer

@@ -115,6 +115,30 @@ def _working_dir_with(fail):
     return setup
 
 
+def _link(name, target):
+    """``name`` in the experiments directory, a link to ``target``: a path, or ``{out}/...`` for a directory beside the
+    experiments directory (made, with a file in it), outside it."""
+    def setup(d, monkeypatch):
+        out = os.path.join(os.path.dirname(d), "elsewhere")
+        os.makedirs(os.path.join(out, "code"), exist_ok=True)
+        with open(os.path.join(out, "code", "id_rsa"), "w") as f:
+            f.write("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+        os.makedirs(os.path.dirname(os.path.join(d, name)), exist_ok=True)
+        os.symlink(target.replace("{out}", out), os.path.join(d, name))
+    return setup
+
+
+def _working_dir_linking(*links):
+    """``proj/`` with ``run.py`` and the links ``(relative path, target)`` in it."""
+    def setup(d, monkeypatch):
+        os.makedirs(os.path.join(d, "proj"))
+        with open(os.path.join(d, "proj", "run.py"), "w") as f:
+            f.write("print(1)\n")
+        for rel, target in links:
+            _link(os.path.join("proj", rel), target)(d, monkeypatch)
+    return setup
+
+
 Row = collections.namedtuple("Row", "id content expected stage setup")
 
 
@@ -340,6 +364,34 @@ ROWS = [
     row("working_dir_symlink_loop", HEAD + "working_dir: wd_loop\n",
         "working_dir_symlink_loop.yml: working_dir: 'wd_loop' is a symbolic link that leads nowhere (a loop or a "
         "missing target; resolved to {dir}/wd_loop)", setup=_symlink_loop("wd_loop")),
+    # A link out of the experiments directory: never zipped (/etc/ssh, all of /), and where it leads is not said.
+    row("working_dir_link_outside", HEAD + "working_dir: wd_out\n",
+        "working_dir_link_outside.yml: working_dir: 'wd_out' leads outside the experiments directory {dir} through a "
+        "symbolic link; copy its files into the experiments directory (a job is sent only what lies inside it)",
+        setup=_link("wd_out", "{out}/code")),
+    row("working_dir_link_to_root", HEAD + "working_dir: wd_root\n",
+        "working_dir_link_to_root.yml: working_dir: 'wd_root' leads outside the experiments directory {dir} through a "
+        "symbolic link; copy its files into the experiments directory (a job is sent only what lies inside it)",
+        setup=_link("wd_root", "/")),
+    row("working_dir_link_to_a_file_outside", HEAD + "working_dir: wd_key\n",
+        "working_dir_link_to_a_file_outside.yml: working_dir: 'wd_key' leads outside the experiments directory {dir} "
+        "through a symbolic link; copy its files into the experiments directory (a job is sent only what lies inside "
+        "it)", setup=_link("wd_key", "{out}/code/id_rsa")),
+    row("working_dir_under_a_linked_directory", HEAD + "working_dir: shared/code\n",
+        "working_dir_under_a_linked_directory.yml: working_dir: 'shared/code' leads outside the experiments directory "
+        "{dir} through a symbolic link; copy its files into the experiments directory (a job is sent only what lies "
+        "inside it)", setup=_link("shared", "{out}")),
+    # A link in the working_dir out of it: the package holds only the working_dir's own files; the first one is named.
+    row("working_dir_holds_a_link_to_root", HEAD + "working_dir: proj\n",
+        "working_dir {dir}/proj: data/all leads outside it through a symbolic link, and a job is sent only the "
+        "working_dir's own files: copy what it needs into the working_dir, or leave the link out with the experiment's "
+        'excludes (e.g. excludes: ["data/all"])', stage="preflight",
+        setup=_working_dir_linking(("data/all", "/"), ("data/zkey", "{out}/code/id_rsa"))),
+    row("working_dir_holds_a_link_to_a_file_outside", HEAD + "working_dir: proj\n",
+        "working_dir {dir}/proj: key leads outside it through a symbolic link, and a job is sent only the "
+        "working_dir's own files: copy what it needs into the working_dir, or leave the link out with the experiment's "
+        'excludes (e.g. excludes: ["key"])', stage="preflight",
+        setup=_working_dir_linking(("key", "../../elsewhere/code/id_rsa"))),
     row("working_dir_blank", HEAD + "working_dir: '  '\n",
         "working_dir_blank.yml: working_dir must be a relative path inside its base (not starting with /, no '..'), "
         "got '  '"),
@@ -581,6 +633,55 @@ def test_action_gives_the_same_line_and_writes_no_package(tmp_path):
         assert res["failed"] is True and res["msg"] == expected, (id, res.get("msg"))
     assert not packages.exists() or not os.listdir(str(packages))
     assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_the_actions_refuse_links_out_and_name_the_artifacts_variable(tmp_path):
+    """The real actions, as submit.yml runs them: a working_dir that links out of the experiments directory (to /) is
+    refused when loaded, one that holds a link out when packaged, and a package directory the controller cannot write
+    (under /proc, which fails for root too) is one line naming verl_job_artifacts_dir, never the working_dir."""
+    d = tmp_path / "experiments"
+    (d / "proj").mkdir(parents=True)
+    (d / "proj" / "run.py").write_text("print(1)\n")
+    (d / "leaky").mkdir()
+    os.symlink("/", str(d / "leaky" / "all"))
+    os.symlink("/", str(d / "wd_root"))
+    for name, wd in (("wd_root", "wd_root"), ("wd_ok", "proj"), ("wd_leaky", "leaky")):
+        (d / (name + ".yml")).write_text(HEAD + "working_dir: %s\n" % wd)
+    packages = "/proc/1/rlinfra-artifacts/wd_ok/packages"
+    out = tmp_path / "results.json"
+    (tmp_path / "play.yml").write_text(json.dumps([{
+        "name": "Links and artifacts", "hosts": "localhost", "gather_facts": False,
+        "tasks": [
+            {"name": "Load", "rlinfra.verl.verl_experiment": {"name": "{{ item }}", "experiments_dir": str(d)},
+             "loop": ["wd_root", "wd_ok", "wd_leaky"], "register": "loads", "ignore_errors": True},
+            {"name": "Render", "rlinfra.verl.verl_experiment_render": {
+                "loaded": "{{ item }}", "nodes": NODES, "package_dir": packages, "verl_config_check": "skip"},
+             "loop": "{{ loads.results[1:] }}", "register": "renders", "ignore_errors": True},
+            {"name": "Render without a package directory (a dry run)", "rlinfra.verl.verl_experiment_render": {
+                "loaded": "{{ loads.results[2] }}", "nodes": NODES, "verl_config_check": "skip"},
+             "register": "dry", "ignore_errors": True},
+            {"name": "Save", "ansible.builtin.copy": {
+                "content": "{{ {'loads': loads.results, 'renders': renders.results, 'dry': dry} | to_json }}",
+                "dest": str(out), "mode": "0600"}},
+        ]}]))
+    proc = _playbook(["-i", _inventory(tmp_path), str(tmp_path / "play.yml")], tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    saved = json.loads(out.read_text())
+    assert saved["loads"][0]["msg"] == (
+        "wd_root.yml: working_dir: 'wd_root' leads outside the experiments directory %s through a symbolic link; copy "
+        "its files into the experiments directory (a job is sent only what lies inside it)" % d)
+    ok, leaky = saved["renders"]
+    assert ok["failed"] and ok["msg"] == ("verl_job_artifacts_dir %s: cannot write the working_dir package (No such "
+                                          "file or directory): set verl_job_artifacts_dir to another directory"
+                                          % packages)
+    link_out = ("working_dir %s/leaky: all leads outside it through a symbolic link, and a job is sent only the "
+                "working_dir's own files: copy what it needs into the working_dir, or leave the link out with the "
+                "experiment's excludes (e.g. excludes: [\"all\"])" % d)
+    assert leaky["failed"] and leaky["msg"] == ("verl_job_artifacts_dir %s: cannot write the working_dir package (No "
+                                                "such file or directory): set verl_job_artifacts_dir to another "
+                                                "directory" % packages)
+    assert saved["dry"]["failed"] and saved["dry"]["msg"] == "preflight: " + link_out
+    assert "Traceback" not in proc.stdout + proc.stderr and "Errno" not in proc.stdout + proc.stderr
 
 
 @pytest.mark.parametrize("name", ["alias_bomb", "gpu_as_custom_resource"])

@@ -201,10 +201,36 @@ def test_an_experiment_that_links_outside_its_directory_is_not_read(tmp_path, ho
         else:
             experiment.load_experiment("leak", str(root / "experiments"))
     line = str(err.value)
-    assert line == ("%s is a link to %s, outside the experiments directory %s: copy the experiment into the directory, "
-                    "or point verl_job_experiments_dir at the directory that holds it"
-                    % (root / "experiments" / "leak.yml", secret, root / "experiments"))
-    assert "BEGIN" not in line and "b3Bl" not in line
+    # Neither the file's content nor where the link leads (a key's path says whose it is).
+    assert line == ("%s is a symbolic link that leads outside the experiments directory %s: copy the experiment into "
+                    "the directory, or point verl_job_experiments_dir at the directory that holds it"
+                    % (root / "experiments" / "leak.yml", root / "experiments"))
+    assert "BEGIN" not in line and "b3Bl" not in line and "id_rsa" not in line
     # A link inside the directory (an alias of another experiment) stays allowed.
     os.symlink(root / "experiments" / "mine.yml", root / "experiments" / "alias.yml")
     assert experiment.load_experiment("alias", str(root / "experiments")).name == "alias"
+
+
+def test_a_link_out_through_a_relative_target_or_to_root_is_refused_and_bundled_examples_still_load(tmp_path):
+    root = project(tmp_path / "p")
+    (tmp_path / "outside.yml").write_text(CUSTOM % "outside")
+    os.symlink("../../outside.yml", root / "experiments" / "up.yml")
+    os.symlink("/", root / "experiments" / "root.yml")
+    for name in ("up", "root"):
+        with pytest.raises(experiment.ExperimentError) as err:
+            locate(name, cwd=str(root))
+        assert str(err.value) == (
+            "%s is a symbolic link that leads outside the experiments directory %s: copy the experiment into the "
+            "directory, or point verl_job_experiments_dir at the directory that holds it"
+            % (root / "experiments" / (name + ".yml"), root / "experiments"))
+    # A link to the directory itself leads nowhere outside: reading it says what it is.
+    os.symlink(".", root / "experiments" / "self.yml")
+    with pytest.raises(experiment.ExperimentError) as err:
+        experiment.load_experiment("self", str(root / "experiments"))
+    assert "outside" not in str(err.value)
+    # The experiments directory may itself be a link: what lies in it is inside.
+    os.symlink(root / "experiments", tmp_path / "linked")
+    assert experiment.load_experiment("mine", str(tmp_path / "linked")).name == "mine"
+    for name in experiment_source.bundled_names(REPO):
+        src = locate(experiment_source.BUNDLED_PREFIX + name, cwd=str(root))
+        assert experiment.load_experiment_file(name, src.path).name == name

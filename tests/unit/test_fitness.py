@@ -6,7 +6,9 @@ output, tests/unit/fixtures/gpu/SOURCES.md)."""
 from __future__ import annotations
 
 import base64
+import errno
 import json
+import os
 import re
 import socket
 import time
@@ -260,3 +262,44 @@ def test_check_mode_measures_nothing_through_ray_and_calls_that_no_failure():
              dict(host="w", ip="10.0.0.2", ifname="eth0", check={"lines": []})]
     out = verdict("c", "h", nodes, [], ray_result(skipped, check_mode=True))
     assert not out["failure"] and not out["unfit"]
+
+
+@pytest.mark.parametrize("how,why,fix", [
+    ("proc", "No such file or directory", ""),
+    ("disk_full", "No space left on device", "free space or "),
+    ("read_only", "Read-only file system", ""),
+])
+def test_a_verdict_that_cannot_be_kept_names_fitness_artifacts_dir(tmp_path, monkeypatch, how, why, fix):
+    """A full disk or a read-only directory ended the task with a bare traceback naming no setting."""
+    from ansible_collections.rlinfra.verl.plugins.module_utils.node import fitness_report
+    base = str(tmp_path / "fitness")
+    if how == "proc":
+        base = "/proc/1/rlinfra-artifacts/fitness"  # fails for root too
+    else:
+        err = errno.ENOSPC if how == "disk_full" else errno.EROFS
+
+        def fails(path, *args, **kwargs):
+            raise OSError(err, os.strerror(err), path)
+        monkeypatch.setattr(fitness_report.files, "write_atomic", fails)
+    out = verdict("c", "gpu-0", NODES, LINKS, RAY, {"min_gbit": 1.0})
+    with pytest.raises(ValueError) as e:
+        fitness_report.save(base, "c-20231114T221000Z.json", out["document"])
+    assert str(e.value) == ("fitness_artifacts_dir %s: cannot write the fitness report c-20231114T221000Z.json (%s): "
+                            "%sset fitness_artifacts_dir to another directory" % (base, why, fix))
+    assert not os.path.exists(os.path.join(base, "c-20231114T221000Z.json"))
+    # The action keeps the verdict in its result and fails with that line alone.
+    from ansible_collections.rlinfra.verl.plugins.action import fitness_report as action
+    act = object.__new__(action.ActionModule)
+    act._task = type("Task", (), {"check_mode": False})()
+    res = act.act({}, dict(cluster="c", head="gpu-0", members=[], links={}, ray={}, exclude_unfit=False, thresholds={},
+                           artifacts_dir=base), {"hostvars": {}})
+    assert res["failed"] and res["path"] == "" and res["table"]
+    assert re.fullmatch(r"fitness_artifacts_dir %s: cannot write the fitness report c-\d{8}T\d{6}Z\.json \(%s\): %sset "
+                        r"fitness_artifacts_dir to another directory" % (re.escape(base), why, fix), res["msg"])
+
+
+def test_a_verdict_is_kept_0600_under_fitness_artifacts_dir(tmp_path):
+    from ansible_collections.rlinfra.verl.plugins.module_utils.node import fitness_report
+    path = fitness_report.save(str(tmp_path / "a" / "fitness"), "c-1.json", {"fit": True})
+    assert path == str(tmp_path / "a" / "fitness" / "c-1.json") and json.loads(Path(path).read_text()) == {"fit": True}
+    assert os.stat(path).st_mode & 0o777 == 0o600 and os.stat(tmp_path / "a" / "fitness").st_mode & 0o777 == 0o700

@@ -3,6 +3,7 @@ resources, and the working_dir package (size limit, excludes, determinism, uploa
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import importlib.util
 import io
@@ -12,6 +13,7 @@ import zipfile
 
 import pytest
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import files
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_render
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import package as R
@@ -178,6 +180,151 @@ def test_package_is_deterministic_and_content_addressed(tmp_path):
     assert (info["run.sh"].external_attr >> 16) & 0o777 == 0o755
     (wd / "a.py").write_text("A = 2\n")
     assert R.build_package(str(wd))["uri"] != first["uri"]
+
+
+LINK_OUT = ("working_dir {wd}: {rel} leads outside it through a symbolic link, and a job is sent only the "
+            "working_dir's own files: copy what it needs into the working_dir, or leave the link out with the "
+            'experiment\'s excludes (e.g. excludes: ["{rel}"])')
+ROOT_OUT = ("working_dir {wd} leads outside the experiments directory {exps} through a symbolic link; copy its files "
+            "into the experiments directory (a job is sent only what lies inside it)")
+
+
+def _linked_tree(tmp_path):
+    """experiments/wd with a file, a link to a file inside it, a link to a directory inside it, and a link that leads
+    nowhere; ``outside/`` beside the experiments directory holds a key."""
+    exps, outside = tmp_path / "experiments", tmp_path / "outside"
+    (exps / "wd" / "pkg").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "id_rsa").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    (exps / "wd" / "train.py").write_text("print(1)\n")
+    os.symlink("train.py", exps / "wd" / "alias.py")  # a file inside: zipped as a file, as before
+    os.symlink("pkg", exps / "wd" / "pkg_alias")  # a directory inside: not entered, as before
+    os.symlink(str(outside / "gone"), exps / "wd" / "broken")  # leads nowhere: left out, as before
+    return exps, outside
+
+
+@pytest.mark.parametrize("rel,target", [("etc_passwd", "{outside}/id_rsa"), ("all", "/"), ("pkg/up", "../../.."),
+                                        ("pkg/key", "../../../outside/id_rsa")])
+def test_a_link_out_of_the_working_dir_is_refused_naming_it_and_nothing_is_written(tmp_path, rel, target):
+    exps, outside = _linked_tree(tmp_path)
+    wd = exps / "wd"
+    os.symlink(target.format(outside=outside), wd / rel)
+    dest = tmp_path / "pkg.zip"
+    result = verl_preflight.check_working_dir(str(wd), dest=str(dest), experiments_dir=str(exps))
+    assert result == dict(name="working_dir", status="failed", message=LINK_OUT.format(wd=wd, rel=rel))
+    assert "BEGIN" not in result["message"] and not os.path.exists(dest) and not os.path.exists(str(dest) + ".part")
+    with pytest.raises(R.PackageError) as err:
+        R.build_package(str(wd))  # the packer itself, whoever calls it
+    assert str(err.value) == LINK_OUT.format(wd=wd, rel=rel)
+
+
+def test_links_that_stay_inside_are_kept_and_excluded_links_out_are_left_out(tmp_path):
+    exps, outside = _linked_tree(tmp_path)
+    wd = exps / "wd"
+    os.symlink(str(outside / "id_rsa"), wd / "key")
+    os.symlink("/", wd / "pkg" / "root")
+    (wd / ".venv" / "bin").mkdir(parents=True)
+    os.symlink("/usr/bin/python3", wd / ".venv" / "bin" / "python")  # a venv: excluded by default, never looked into
+    result = verl_preflight.check_working_dir(str(wd), excludes=["key", "pkg/root"], experiments_dir=str(exps))
+    assert result["status"] == "passed", result["message"]
+    names = zipfile.ZipFile(io.BytesIO(R.build_package(str(wd), ["key", "pkg/root"])["data"])).namelist()
+    assert names == ["alias.py", "train.py", "pkg/"]
+    # The working_dir may itself be a link to a directory inside the experiments directory.
+    os.symlink("wd", exps / "wd_alias")
+    assert verl_preflight.check_working_dir(str(exps / "wd_alias"), excludes=["key", "pkg/root"],
+                                            experiments_dir=str(exps))["status"] == "passed"
+
+
+@pytest.mark.parametrize("target", ["{outside}", "/"])
+def test_the_packer_never_follows_the_working_dir_itself_out_of_the_experiments_directory(tmp_path, target):
+    exps, outside = _linked_tree(tmp_path)
+    os.symlink(target.format(outside=outside), exps / "wd_out")
+    dest = tmp_path / "pkg.zip"
+    result = verl_preflight.check_working_dir(str(exps / "wd_out"), dest=str(dest), experiments_dir=str(exps))
+    assert result == dict(name="working_dir", status="failed", message=ROOT_OUT.format(wd=exps / "wd_out", exps=exps))
+    assert not os.path.exists(dest) and not os.path.exists(str(dest) + ".part")
+
+
+def _failing(monkeypatch, module, name, err, match=""):
+    """``module.name`` (os.makedirs, open...) raising OSError ``err`` for paths holding ``match``."""
+    real = getattr(module, name)
+
+    def fake(path, *args, **kwargs):
+        if match in str(path):
+            raise OSError(err, os.strerror(err), str(path))
+        return real(path, *args, **kwargs)
+    monkeypatch.setattr(module, name, fake, raising=False)
+
+
+ARTIFACTS_LINE = "verl_job_artifacts_dir {dir}: cannot write the working_dir package ({why}): {fix}"
+ELSEWHERE = "set verl_job_artifacts_dir to another directory"
+
+
+@pytest.mark.parametrize("how,why,fix", [
+    ("disk_full", "No space left on device", "free space or " + ELSEWHERE),
+    ("full_at_close", "No space left on device", "free space or " + ELSEWHERE),
+    ("read_only", "Read-only file system", ELSEWHERE),
+    ("proc", "No such file or directory", ELSEWHERE),
+])
+def test_an_artifacts_directory_that_cannot_be_written_names_the_variable_not_the_working_dir(tmp_path, monkeypatch,
+                                                                                              how, why, fix):
+    """A full disk was reported as 'working_dir ...: cannot read' (the experiment blamed); a read-only directory or
+    one under /proc gave a bare [Errno 30] / [Errno 2]."""
+    exps, dummy = _linked_tree(tmp_path)
+    package_dir = tmp_path / "artifacts" / "smoke" / "packages"
+    if how in ("disk_full", "full_at_close"):  # the zip's first write; or the last bytes, flushed at its close
+        real_open = open
+
+        class Full:
+            def __init__(self, f):
+                self.f = f
+
+            def write(self, b):
+                if how == "disk_full":
+                    _raise(errno.ENOSPC)
+                return len(b)
+
+            def close(self):
+                self.f.close()
+                _raise(errno.ENOSPC)
+        monkeypatch.setattr(R, "open", lambda p, m="r", *a, **k: Full(real_open(p, m, *a, **k)) if p.endswith(".part")
+                            else real_open(p, m, *a, **k), raising=False)
+    elif how == "read_only":
+        _failing(monkeypatch, os, "makedirs", errno.EROFS)
+    else:
+        package_dir = "/proc/1/rlinfra-artifacts/smoke/packages"  # fails for root too
+    with pytest.raises(experiment.ExperimentError) as err:
+        verl_preflight.package_working_dir(str(exps / "wd"), [], str(package_dir), str(exps))
+    assert str(err.value) == ARTIFACTS_LINE.format(dir=package_dir, why=why, fix=fix)
+    assert "working_dir" not in str(err.value).split(":")[0]
+    if how != "proc" and os.path.isdir(package_dir):
+        assert os.listdir(package_dir) == []  # no half-written zip, no temporary file
+
+
+def _raise(err):
+    raise OSError(err, os.strerror(err))
+
+
+@pytest.mark.parametrize("error,tail", [
+    (OSError(errno.EACCES, "Permission denied"), "(Permission denied): give the controller's user write access or set "
+                                                  "V to another directory"),
+    (OSError(errno.EDQUOT, "Disk quota exceeded"), "(Disk quota exceeded): free space or set V to another directory"),
+    (OSError(errno.EIO, None), "(Input/output error): set V to another directory"),  # no strerror: the errno's meaning
+    (OSError("no errno at all"), "(no errno at all): set V to another directory"),
+])
+def test_the_write_line_names_the_variable_the_path_and_the_reason(error, tail):
+    assert files.cannot_write("V", "/a/b", "the thing", error) == "V /a/b: cannot write the thing " + tail
+
+
+def test_the_package_is_kept_by_its_content_in_the_artifacts_directory(tmp_path):
+    exps, dummy = _linked_tree(tmp_path)
+    package_dir = tmp_path / "artifacts" / "smoke" / "packages"
+    check, pkg = verl_preflight.package_working_dir(str(exps / "wd"), [], str(package_dir), str(exps))
+    assert check["status"] == "passed" and pkg["path"] == str(package_dir / pkg["uri"].split("://")[1])
+    assert os.listdir(package_dir) == [os.path.basename(pkg["path"])]
+    os.symlink("/", exps / "wd" / "all")
+    check, pkg = verl_preflight.package_working_dir(str(exps / "wd"), [], str(package_dir), str(exps))
+    assert check["status"] == "failed" and pkg is None and len(os.listdir(package_dir)) == 1  # the earlier one only
 
 
 def test_ensure_package_protocol():

@@ -395,3 +395,34 @@ def test_unpack_never_writes_through_a_link_left_in_dest(tmp_path):
     assert files == ["h1/raylet.out"] and refused == ["h2/x.log"]
     assert not (outside / "stolen").exists() and not (outside / "x.log").exists()
     assert not os.path.islink(dest / "h1" / "raylet.out") and (dest / "h1" / "raylet.out").read_bytes() == b"new\n"
+
+
+def test_node_logs_the_controller_cannot_keep_name_the_variable(tmp_path):
+    """Under /proc (which fails for root too) the node's line was a bare 'the bundle could not be brought back:
+    No such file or directory', naming no setting."""
+    import base64
+    from ansible_collections.rlinfra.verl.plugins.action import ray_node_logs as action
+    calls = []
+
+    def execute(module_name, module_args, task_vars):
+        calls.append(module_name)
+        if module_name == "ansible.legacy.slurp":
+            return dict(content=base64.b64encode(_tar([("h1/raylet.out", "file", b"ok\n")])).decode())
+        return {}
+    act = object.__new__(action.ActionModule)
+    act._execute_module = execute
+    dest = "/proc/1/rlinfra-artifacts/gsm8k/rlinfra-gsm8k-default/nodes"
+    out = act._bring(dict(bundle="/tmp/b.tgz", bundle_dir="/tmp/b"), dest, {})
+    assert out == dict(fetched=False, fetch_error=(
+        "verl_job_artifacts_dir %s: cannot write the node's logs (No such file or directory): set "
+        "verl_job_artifacts_dir to another directory" % dest))
+    assert calls == ["ansible.legacy.slurp", "ansible.legacy.file"]  # the node's bundle is removed all the same
+    # A damaged bundle is still the bundle's fault, not the directory's.
+
+    def damaged(module_name, module_args, task_vars):
+        if module_name == "ansible.legacy.slurp":
+            return dict(content=base64.b64encode(b"\x1f\x8b" + b"\x00" * 40).decode())
+        return execute(module_name, module_args, task_vars)
+    act._execute_module = damaged
+    out = act._bring(dict(bundle="/tmp/b.tgz", bundle_dir="/tmp/b"), str(tmp_path / "nodes"), {})
+    assert out["fetch_error"].startswith("the bundle could not be brought back: ")

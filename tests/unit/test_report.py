@@ -6,6 +6,7 @@ The curves come from real verl log lines (tests/unit/fixtures/verl_log_sample.tx
 from __future__ import annotations
 
 import csv
+import errno
 import html.parser
 import itertools
 import json
@@ -300,6 +301,66 @@ def test_the_wait_writes_the_report_and_names_it(tmp_path, monkeypatch):
     assert action.queries[-1]["start"] == R.epoch("2023-11-14T22:13:10.000Z")
 
 
+def _short_run(tmp_path, monkeypatch, log_dir):
+    """A job that runs then succeeds, watched with ``log_dir``; (the watch, its result, the lines it said)."""
+    monkeypatch.setattr(W.time, "sleep", lambda s: None)
+    with open(SAMPLE) as f:
+        log = f.read()
+    base = dict(reachable=True, found=True, address="http://10.0.0.5:8265", nodes=[], submission_id="rlinfra-x-default",
+                start_time="2023-11-14T22:13:10.000Z", log_file_id="f1")
+    answers = [dict(base, status="RUNNING", log_offset=100, log_chunk=log[:100], log_size=100),
+               dict(base, status="SUCCEEDED", log_offset=len(log), log_chunk=log[100:], log_size=len(log),
+                    end_time="2023-11-14T22:20:00.000Z", duration_s=410.0)]
+    spec = {k: v.get("default") for k, v in W.ARGUMENT_SPEC.items()}
+    spec.update(submission_id="rlinfra-x-default", poll_interval=0.1, log_dir=log_dir, label="x", progress_interval=1)
+    w = W.Watch(FakeAction(answers), spec, {})
+    said = []
+    w.say = said.append
+    ticks = itertools.count(0, 10)
+    w.clock = lambda: float(next(ticks))
+    w.t0 = w.clock()
+    w.run()
+    return w, w.result("succeeded", None), said
+
+
+def _errno_raiser(real, err, suffix):
+    def fake(path, *args, **kwargs):
+        if str(path).endswith(suffix):
+            raise OSError(err, os.strerror(err), str(path))
+        return real(path, *args, **kwargs)
+    return fake
+
+
+ON_RAY = "; the job's status above is Ray's own"
+
+
+def test_artifacts_the_wait_cannot_write_name_the_variable_and_the_job_goes_on(tmp_path, monkeypatch):
+    """Under /proc (which fails for root too) the wait said a bare '[Errno 2] ...' naming no setting."""
+    w, result, said = _short_run(tmp_path, monkeypatch, "/proc/1/rlinfra-artifacts/x")
+    line = ("verl_job_artifacts_dir /proc/1/rlinfra-artifacts/x: cannot write the driver log and metrics (No such file "
+            "or directory): set verl_job_artifacts_dir to another directory" + ON_RAY)
+    assert result["status"] == "SUCCEEDED" and result["artifacts_error"] == line and said.count(line) == 1
+    assert "artifacts:     NOT SAVED - " + line in result["summary"]
+
+
+def test_a_full_disk_under_the_driver_log_names_the_variable(tmp_path, monkeypatch):
+    monkeypatch.setattr(W.os, "open", _errno_raiser(os.open, errno.ENOSPC, "rlinfra-x-default.log"))
+    w, result, said = _short_run(tmp_path, monkeypatch, str(tmp_path / "run"))
+    line = ("verl_job_artifacts_dir %s: cannot write the driver log (No space left on device): free space or set "
+            "verl_job_artifacts_dir to another directory" % (tmp_path / "run")) + ON_RAY
+    assert result["status"] == "SUCCEEDED" and result["artifacts_error"] == line and said == [line]
+    assert not os.path.exists(tmp_path / "run" / "rlinfra-x-default.log")
+
+
+def test_a_run_report_the_wait_cannot_write_names_the_variable(tmp_path, monkeypatch):
+    monkeypatch.setattr(R.files, "write_atomic", _errno_raiser(R.files.write_atomic, errno.EROFS, "report.json"))
+    w, result, said = _short_run(tmp_path, monkeypatch, str(tmp_path / "run"))
+    line = ("verl_job_artifacts_dir %s: cannot write the run report (Read-only file system): set "
+            "verl_job_artifacts_dir to another directory" % (tmp_path / "run" / "rlinfra-x-default"))
+    assert result["status"] == "SUCCEEDED" and line in said and not result["report_path"]
+    assert all("Errno" not in s for s in said)
+
+
 def test_the_report_says_why_prometheus_gave_nothing(tmp_path, monkeypatch):
     monkeypatch.setattr(W.time, "sleep", lambda s: None)
     spec = {k: v.get("default") for k, v in W.ARGUMENT_SPEC.items()}
@@ -408,6 +469,23 @@ def test_run_report_action_through_ansible(tmp_path):
     assert checked["changed"] is False and checked["path"] == "", checked
     saved = R.load(str(run_dir))
     assert saved["causes"] == ["gpu-1: Xid 79"] and saved["node_logs"] == [["gpu-1", "nodes/gpu-1/"]]
+
+
+def test_a_report_the_nodes_logs_cannot_amend_names_the_variable(tmp_path, monkeypatch):
+    """A full disk gave 'could not amend the run report in DIR: No space left on device', naming no setting."""
+    from ansible_collections.rlinfra.verl.plugins.action import run_report as action
+    run_dir = tmp_path / "artifacts" / "gsm8k" / "rlinfra-gsm8k-default"
+    run_dir.mkdir(parents=True)
+    R.write(str(run_dir), sample_run(run_dir)[0])
+    before = (run_dir / "report.html").read_text()
+    monkeypatch.setattr(R.files, "write_atomic", _errno_raiser(R.files.write_atomic, errno.ENOSPC, ""))
+    act = object.__new__(action.ActionModule)
+    act._task = type("Task", (), {"check_mode": False})()
+    res = act.act({}, dict(report_dir=str(run_dir), nodes=[], causes=["gpu-1: Xid 79"]), {})
+    assert res["failed"] and res["msg"] == (
+        "verl_job_artifacts_dir %s: cannot write the run report (No space left on device): free space or set "
+        "verl_job_artifacts_dir to another directory" % run_dir)
+    assert (run_dir / "report.html").read_text() == before
 
 
 def test_the_waits_next_rewrite_keeps_what_the_nodes_logs_added(tmp_path):

@@ -231,6 +231,16 @@ def test_a_target_overlapping_the_checkpoints_is_refused_and_nothing_is_lost(ckp
     assert _tree(ckpt) == before and (ckpt / "global_step_20" / "actor").is_dir()
 
 
+@pytest.mark.parametrize("target,shown", [("/", "/"), ("//", "/"), ("/data/", "/data"), ("//etc", "/etc")])
+def test_a_system_target_is_refused_naming_it_as_given(ckpt, tmp_path, module_runner, target, shown):
+    """target=/ was refused as "the merge target '': not an absolute path": its trailing slash was stripped."""
+    out = module_runner(verl_merge.main, args(ckpt, tmp_path, target=target))
+    assert out["failed"] and out["msg"] == (
+        "refusing to replace the merge target %s: a system or top-level directory; merge into a directory of its own, "
+        "outside the checkpoints (verl_job_models_root for merge.yml)" % shown)
+    assert out["target"] == shown
+
+
 def test_a_target_that_is_not_a_merged_model_is_refused(ckpt, tmp_path, module_runner):
     target = tmp_path / "models" / EXP
     target.mkdir(parents=True)

@@ -197,6 +197,24 @@ def test_overlap():
     assert vocabulary.normpath("//data/./x/") == "/data/x" and vocabulary.normpath("///x") == "/x"
 
 
+def test_leads_outside_follows_links_on_both_sides(tmp_path):
+    import os
+    base, out = tmp_path / "base", tmp_path / "out"
+    (base / "d").mkdir(parents=True)
+    out.mkdir()
+    os.symlink(str(out), base / "to_out")
+    os.symlink("/", base / "to_root")
+    os.symlink("d", base / "to_d")
+    os.symlink("..", base / "d" / "up")  # back to base itself: inside
+    os.symlink(str(out / "missing"), base / "nowhere")  # leads nowhere: reading it fails on its own
+    os.symlink(str(base), tmp_path / "base_alias")
+    assert vocabulary.leads_outside(base / "to_out", base) and vocabulary.leads_outside(base / "to_root", base)
+    assert vocabulary.leads_outside(base / "to_out" / "x", base) is False  # missing below the link: nothing to read
+    assert not any(vocabulary.leads_outside(base / p, base) for p in ("d", "to_d", "d/up", "nowhere", "absent"))
+    assert not vocabulary.leads_outside(tmp_path / "base_alias" / "to_d", base)  # the base reached through a link
+    assert vocabulary.leads_outside(base / "d" / "up", base / "d")
+
+
 def test_a_plain_relative_path_is_a_bad_path_shown_as_such():
     t = vocabulary.PathOrUrl()
     with pytest.raises(vocabulary.Bad) as err:

@@ -91,6 +91,22 @@ def env_items(text):
         yield name.strip(), str(raw)
 
 
+# What a failed write asks of the user first; whatever the cause, another directory is always a way out.
+_WRITE_FIXES = {errno.ENOSPC: "free space", errno.EDQUOT: "free space",
+                errno.EACCES: "give the controller's user write access",
+                errno.EPERM: "give the controller's user write access"}
+
+
+def cannot_write(variable, directory, what, error):
+    """The one line for a write of ``what`` ("the driver log") into ``directory`` that failed with OSError ``error``,
+    where ``variable`` sets the directory (``verl_job_artifacts_dir``): the variable, the path, the errno's meaning,
+    never a traceback nor the experiment, which is not at fault."""
+    reason = error.strerror or (os.strerror(error.errno) if error.errno else str(error) or type(error).__name__)
+    fix = _WRITE_FIXES.get(error.errno)
+    return "%s %s: cannot write %s (%s): %sset %s to another directory" % (
+        variable, directory, what, reason, fix + " or " if fix else "", variable)
+
+
 def makedirs(path, mode=0o755):
     """``os.makedirs`` that accepts an existing directory."""
     try:

@@ -672,6 +672,14 @@ class RelPath(Type):
 normpath, inside, overlap = paths.normpath, paths.inside, paths.overlap
 
 
+def leads_outside(path, root):
+    """Whether ``path``, its symbolic links followed, ends outside ``root`` (whose own links are followed too): what is
+    read through it would then be another directory's, such as ``/etc``. A path that leads nowhere (a loop, a missing
+    target) does not: reading it fails on its own, and reads nothing of elsewhere."""
+    real = os.path.realpath(path)
+    return os.path.lexists(real) and not inside(real, os.path.realpath(root))
+
+
 # ------------------------------------------------------------------------------------------------------------
 # URLs and remote names
 

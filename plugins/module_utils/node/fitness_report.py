@@ -7,10 +7,27 @@ transfers (fitness_net) and the Ray job (fitness_ray) measured, against the thre
 
 from __future__ import annotations
 
+import json
+import os
+
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import files
 from ansible_collections.rlinfra.verl.plugins.module_utils.node.fitness_ray import table as allreduce_table
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.room import human
 
 DEFAULTS = dict(min_gbit=1.0, ray_min_gbit=0.5, allreduce_min_busbw=1.0)
+ARTIFACTS_VAR = "fitness_artifacts_dir"
+
+
+def save(base, name, document):
+    """``document`` as JSON in ``<base>/<name>`` (0600; ``base`` made 0700 when missing); its path. A directory or a
+    file that cannot be written is ValueError with the one line naming fitness_artifacts_dir."""
+    path = os.path.join(base, name)
+    try:
+        os.makedirs(base, mode=0o700, exist_ok=True)
+        files.write_atomic(path, json.dumps(document, indent=1, sort_keys=True, default=str) + "\n", 0o600)
+    except OSError as e:
+        raise ValueError(files.cannot_write(ARTIFACTS_VAR, base, "the fitness report %s" % name, e))
+    return path
 
 
 def _fmt(value, unit=""):

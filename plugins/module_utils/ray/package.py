@@ -16,6 +16,7 @@ Standard library only: the HTTP is the caller's client.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import hashlib
 import io
@@ -23,6 +24,8 @@ import os
 import re
 import stat
 import zipfile
+
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.vocabulary import leads_outside
 
 # Ray 2.60, ray/_private/runtime_env/packaging.py: GCS_STORAGE_MAX_SIZE is the gRPC message limit,
 # GRPC_CPP_MAX_MESSAGE_SIZE = 512 MiB (packages of that size or more are refused).
@@ -52,6 +55,32 @@ class PackageTooLarge(PackageError):
         self.size = size
 
 
+class DestError(OSError):
+    """The zip could not be written to ``dest`` (a full disk, a read-only directory): the fault of where it goes, never
+    of the working_dir, so the caller names the setting of that place, not the experiment."""
+
+
+@contextlib.contextmanager
+def _writing(path):
+    try:
+        yield
+    except DestError:
+        raise
+    except OSError as e:
+        raise DestError(e.errno, e.strerror or str(e), path) from e
+
+
+def excludes_item(rel):
+    """``rel`` as an item of the experiment's ``excludes`` list, for a line that suggests one."""
+    return '"%s"' % rel.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _link_out(root, rel):
+    return PackageError("working_dir %s: %s leads outside it through a symbolic link, and a job is sent only the "
+                        "working_dir's own files: copy what it needs into the working_dir, or leave the link out with "
+                        "the experiment's excludes (e.g. excludes: [%s])" % (root, rel, excludes_item(rel)))
+
+
 def mib(n):
     return "%.1f MiB" % (n / 1024.0 / 1024.0)
 
@@ -79,7 +108,9 @@ def iter_entries(root, excludes=DEFAULT_EXCLUDES):
     """Yield ``(relative posix path, absolute path, is_dir)`` in a stable order.
 
     Directories are yielded only when empty (as Ray does); excluded directories are not entered;
-    symlinks to files are followed, symlinks to directories are not entered.
+    symlinks to files are followed, symlinks to directories are not entered, links that lead
+    nowhere are left out. A link (not excluded) that leads outside ``root`` is :class:`PackageError`:
+    through it, the package would carry another directory's files (``/etc/passwd``, all of ``/``).
     """
     root = os.path.abspath(root)
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
@@ -88,11 +119,19 @@ def iter_entries(root, excludes=DEFAULT_EXCLUDES):
         kept = []
         for d in sorted(dirnames):
             full = os.path.join(dirpath, d)
-            if os.path.islink(full) or is_excluded(rel_dir + d, True, excludes):
+            if is_excluded(rel_dir + d, True, excludes):
+                continue
+            if os.path.islink(full):
+                if leads_outside(full, root):
+                    raise _link_out(root, rel_dir + d)
                 continue
             kept.append(d)
         dirnames[:] = kept
         files = [f for f in sorted(filenames) if not is_excluded(rel_dir + f, False, excludes)]
+        for f in files:
+            full = os.path.join(dirpath, f)
+            if os.path.islink(full) and leads_outside(full, root):
+                raise _link_out(root, rel_dir + f)
         files = [f for f in files if os.path.isfile(os.path.join(dirpath, f))]  # skips broken links, fifos
         if rel_dir and not kept and not files and not filenames:
             yield rel_dir, dirpath, True
@@ -103,11 +142,12 @@ def iter_entries(root, excludes=DEFAULT_EXCLUDES):
 class _Counter(io.RawIOBase):
     """Write-only sink that hashes and counts what the zip writer produces."""
 
-    def __init__(self, limit, sink=None):
+    def __init__(self, limit, sink=None, path=None):
         self.size = 0
         self.limit = limit
         self.sha1 = hashlib.sha1()
         self.sink = sink
+        self.path = path  # the file the sink writes, named by a DestError
 
     def writable(self):
         return True
@@ -119,22 +159,34 @@ class _Counter(io.RawIOBase):
             raise PackageTooLarge("", self.size)
         self.sha1.update(b)
         if self.sink is not None:
-            self.sink.write(b)
+            with _writing(self.path):
+                self.sink.write(b)
         return len(b)
 
 
-def build_package(root, excludes=None, max_bytes=RAY_PACKAGE_MAX_BYTES, dest=None):
+def build_package(root, excludes=None, max_bytes=RAY_PACKAGE_MAX_BYTES, dest=None, experiments_dir=None):
     """Zip ``root`` deterministically.
 
     ``excludes`` are added to :data:`DEFAULT_EXCLUDES`. Writes the zip to ``dest`` (a path) when
     given, else keeps it in memory. Returns a dict: ``uri``, ``size``, ``files``, ``sha1``, and
-    ``data`` (bytes, only without ``dest``). Raises :class:`PackageTooLarge` past ``max_bytes``.
+    ``data`` (bytes, only without ``dest``). Raises :class:`PackageTooLarge` past ``max_bytes``,
+    :class:`PackageError` when ``root`` leads out of ``experiments_dir`` (when given) or holds a link
+    out of itself, and :class:`DestError` when ``dest`` cannot be written.
     """
+    if experiments_dir and leads_outside(root, experiments_dir):
+        raise PackageError("working_dir %s leads outside the experiments directory %s through a symbolic link; copy "
+                           "its files into the experiments directory (a job is sent only what lies inside it)"
+                           % (root, experiments_dir))
     if not os.path.isdir(root):
         raise PackageError("working_dir %s is not a directory" % root)
     patterns = tuple(DEFAULT_EXCLUDES) + tuple(excludes or ())
-    sink = io.BytesIO() if dest is None else open(dest + ".part", "wb")
-    counter = _Counter(max_bytes, sink)
+    part = None if dest is None else dest + ".part"
+    if part is None:
+        sink = io.BytesIO()
+    else:
+        with _writing(part):
+            sink = open(part, "wb")
+    counter = _Counter(max_bytes, sink, part)
     files = 0
     try:
         with zipfile.ZipFile(counter, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6) as zf:
@@ -156,28 +208,35 @@ def build_package(root, excludes=None, max_bytes=RAY_PACKAGE_MAX_BYTES, dest=Non
                             break
                         out.write(chunk)
                 files += 1
+        if part is not None:
+            with _writing(part):
+                sink.close()
+                os.chmod(part, 0o600)
+                os.replace(part, dest)
     except PackageTooLarge as e:
-        if dest is not None:
-            sink.close()
-            os.unlink(dest + ".part")
+        _drop(sink, part)
         raise PackageTooLarge("working_dir %s zips to more than %s, over Ray's limit for a working_dir "
                               "uploaded through the dashboard (%s); move large files to the shared volume or "
                               "add them to excludes" % (root, mib(max_bytes), mib(RAY_PACKAGE_MAX_BYTES)), e.size)
     except BaseException:
-        if dest is not None:
-            sink.close()
-            if os.path.exists(dest + ".part"):
-                os.unlink(dest + ".part")
+        _drop(sink, part)
         raise
     digest = counter.sha1.hexdigest()
     out = dict(uri="gcs://%s%s.zip" % (RAY_PKG_PREFIX, digest), size=counter.size, files=files, sha1=digest)
     if dest is None:
         out["data"] = sink.getvalue()
-    else:
-        sink.close()
-        os.chmod(dest + ".part", 0o600)
-        os.replace(dest + ".part", dest)
     return out
+
+
+def _drop(sink, part):
+    """The half-written zip goes; a second failure on the way (the disk still full) never hides the first."""
+    if part is None:
+        return
+    with contextlib.suppress(OSError):
+        sink.close()
+    with contextlib.suppress(OSError):
+        if os.path.lexists(part):
+            os.unlink(part)
 
 
 def package_uri(data):

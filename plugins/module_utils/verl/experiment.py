@@ -21,6 +21,7 @@ import math
 import os
 import re
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import code_checkout
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import hf_prefetch
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl.experiment_schema import (
@@ -86,13 +87,12 @@ def experiment_names(experiments_dir):
 
 
 def check_inside(path, directory):
-    """An experiment file is read only when it lies in its directory, links resolved: a link to a file elsewhere
-    (a key, /etc/shadow) would be read and parts of it echoed in the errors."""
-    real, top = os.path.realpath(path), os.path.realpath(directory)
-    if os.path.lexists(real) and not real.startswith(top.rstrip("/") + "/"):
-        raise ExperimentError("%s is a link to %s, outside the experiments directory %s: copy the experiment into the "
-                              "directory, or point verl_job_experiments_dir at the directory that holds it"
-                              % (path, real, top))
+    """An experiment file is read only when it lies in its directory, links followed: a link to a file elsewhere (a
+    key, /etc/shadow) would be read and parts of it echoed in the errors. Where the link leads is not said either."""
+    if vocabulary.leads_outside(path, directory):
+        raise ExperimentError("%s is a symbolic link that leads outside the experiments directory %s: copy the "
+                              "experiment into the directory, or point verl_job_experiments_dir at the directory "
+                              "that holds it" % (path, os.path.abspath(directory)))
     return path
 
 
@@ -348,6 +348,12 @@ def _check_working_dir(exp, err):
         err("working_dir: must not be empty")
         return
     path = exp.working_dir_path
+    # First: what lies at the other end of such a link (a directory, a file, nothing) is not this file's to tell.
+    if vocabulary.leads_outside(path, exp.experiments_dir):
+        err("working_dir: %s leads outside the experiments directory %s through a symbolic link; copy its files into "
+            "the experiments directory (a job is sent only what lies inside it)"
+            % (fmt(exp.working_dir), exp.experiments_dir))
+        return
     if os.path.isdir(path):
         return
     if os.path.exists(path):

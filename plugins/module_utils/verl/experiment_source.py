@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import os
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment
 
 BUNDLED_PREFIX = "rlinfra.verl:"
 ENV_VAR = "RLINFRA_EXPERIMENTS_DIR"
+# The setting a line names when the controller cannot write a run's artifacts (files.cannot_write).
+ARTIFACTS_VAR = "verl_job_artifacts_dir"
 
 
 class Source:
@@ -51,8 +54,7 @@ def parse_ref(ref):
 
 
 def _inside(path, root):
-    path, root = os.path.realpath(path), os.path.realpath(root)
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+    return vocabulary.inside(os.path.realpath(path), os.path.realpath(root))
 
 
 def project_dirs(inventory_sources=(), playbook_dir="", cwd="", collection_root=""):

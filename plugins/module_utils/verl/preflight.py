@@ -11,7 +11,8 @@ the cluster has spent minutes starting a run:
   so, when they are missing.
 * ``resources``: the cluster has the GPUs asked for and, per node, the CPUs verl's placement
   groups reserve (rule below).
-* ``working_dir``: the zipped working_dir stays under Ray's upload limit.
+* ``working_dir``: the zipped working_dir stays under Ray's upload limit, and holds only its own files (no link
+  leads out of it, nor out of the experiments directory).
 
 Resource rule for verl (verl 0.9, ``ResourcePoolManager.max_colocate_count = 3``): verl reserves one
 placement-group bundle ``{"CPU": 3, "GPU": 1}`` per GPU, all the bundles of a node in one group, so
@@ -26,12 +27,17 @@ Each check is a dict ``{name, status: passed|failed|skipped, message}``.
 
 from __future__ import annotations
 
+import contextlib
 # The tests reach find_spec through this module.
 import importlib.util  # noqa: F401 pylint: disable=unused-import
 import os
+import tempfile
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import files
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import package as ray_package
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_source
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl.experiment import SHAPE_KEYS
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl.experiment_schema import ExperimentError
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.numbers import float_or_none, tidy
 # This module's API (the controller's check): re-exported from config_check, which the image runs on its own.
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl.config_check import (  # noqa: F401 pylint: disable=unused-import
@@ -158,21 +164,51 @@ def check_resources(framework, conventions, nnodes, gpus_per_node, nodes, cluste
 # working_dir
 # --------------------------------------------------------------------------------------------
 
-def check_working_dir(path, excludes=(), max_bytes=ray_package.RAY_PACKAGE_MAX_BYTES, dest=None):
-    """Zip the working_dir (to ``dest`` when given); passes with the package's uri and size."""
+def check_working_dir(path, excludes=(), max_bytes=ray_package.RAY_PACKAGE_MAX_BYTES, dest=None, experiments_dir=None):
+    """Zip the working_dir (to ``dest`` when given); passes with the package's uri and size. ``dest`` that cannot be
+    written is no fault of the working_dir: its :class:`ray_package.DestError` goes to the caller, who knows what set
+    it. ``experiments_dir``: the directory the working_dir must not leave through a link."""
     name = "working_dir"
     if not path:
         return check(name, "skipped", "no working_dir")
     try:
-        pkg = ray_package.build_package(path, excludes, max_bytes=max_bytes, dest=dest)
+        pkg = ray_package.build_package(path, excludes, max_bytes=max_bytes, dest=dest, experiments_dir=experiments_dir)
     except ray_package.PackageError as e:
         return check(name, "failed", str(e))
+    except ray_package.DestError:
+        raise
     except OSError as e:
         return check(name, "failed", _unreadable(path, excludes, e))
     pkg.pop("data", None)
     return check(name, "passed", "working_dir %s: %d file(s), %s zipped, under Ray's %s limit (checkpoints/ and "
                  "*.safetensors excluded)" % (path, pkg["files"], ray_package.mib(pkg["size"]),
                                               ray_package.mib(max_bytes)), package=pkg)
+
+
+def package_working_dir(path, excludes, package_dir, experiments_dir=None):
+    """(check, package): :func:`check_working_dir` with the zip kept in ``package_dir`` (the run's
+    ``<artifacts>/<NAME>/packages``) under its content's name; ``package`` is None when the check failed, and nothing
+    is left behind then. A directory or a zip that cannot be written is one line of ExperimentError naming
+    verl_job_artifacts_dir: a full disk or a read-only directory is no fault of the working_dir."""
+    tmp_path = None
+    try:
+        os.makedirs(package_dir, mode=0o700, exist_ok=True)
+        fd, tmp_path = tempfile.mkstemp(prefix=".pkg-", suffix=".zip", dir=package_dir)
+        os.close(fd)
+        wd = check_working_dir(path, excludes, dest=tmp_path, experiments_dir=experiments_dir)
+        pkg = wd.get("package")
+        if pkg:
+            final = os.path.join(package_dir, pkg["uri"].split("://", 1)[1])
+            os.replace(tmp_path, final)
+            tmp_path, pkg["path"] = None, final
+        return wd, pkg
+    except OSError as e:
+        raise ExperimentError(files.cannot_write(experiment_source.ARTIFACTS_VAR, package_dir,
+                                                 "the working_dir package", e))
+    finally:
+        if tmp_path:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp_path)
 
 
 def _unreadable(root, excludes, error):
@@ -192,18 +228,14 @@ def _unreadable(root, excludes, error):
                 except OSError as e:
                     culprit, error = full, e
                     break
-        except OSError:
+        except (OSError, ray_package.PackageError):
             pass
     reason = error.strerror or str(error)
     if culprit:
         rel = os.path.relpath(culprit, root) if os.path.isabs(culprit) else culprit
         return ("working_dir %s: cannot read %s (%s); fix the file's permissions, or leave it out with the "
-                "experiment's excludes (e.g. excludes: [%s])" % (root, rel, reason, _yaml_item(rel)))
+                "experiment's excludes (e.g. excludes: [%s])" % (root, rel, reason, ray_package.excludes_item(rel)))
     return "working_dir %s cannot be read (%s); check the directory's permissions and disk" % (root, reason)
-
-
-def _yaml_item(rel):
-    return '"%s"' % rel.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def summarize(checks):
