@@ -28,7 +28,7 @@ class ActionModule(TypedAction):
 
     def act(self, result, args, task_vars):
         playbook = args["playbook"]
-        values, errors = read(self._templar, task_vars, cli.PLAYBOOKS[playbook])
+        values, errors = read(self._templar, task_vars, cli.PLAYBOOKS[playbook] + cli.OWN)
         # AWX marks its jobs with awx_job_id (tower_job_id before AWX 9): their blank survey answers are "not set".
         awx = any(task_vars.get(n) not in (None, "") for n in ("awx_job_id", "tower_job_id"))
         parsed, more = cli.check(playbook, self._given(), values, awx=awx)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import time
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import net
 from ansible_collections.rlinfra.verl.plugins.module_utils.node import fitness_ray
 from ansible_collections.rlinfra.verl.plugins.module_utils.node.fitness_report import save, verdict
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
@@ -54,9 +55,13 @@ class ActionModule(TypedAction):
             hv = hostvars[host] if host in hostvars else {}
             me = hv.get("fitness__me") if "fitness__me" in hv else None
             check = hv.get("fitness__node") if "fitness__node" in hv else None
-            nodes.append(dict(host=host, ip=str((me or {}).get("ip") or ""), ifname=str((me or {}).get("ifname") or ""),
-                              check=check or {"error": "no result: the node dropped out of the run (unreachable, frozen "
-                                                                   "or failed; its own line above says which)"}))
+            if not isinstance(check, dict) or not check or check.get("unreachable") or check.get("skipped"):
+                check = {"dropped": True, "error": "no result: the node dropped out of the run (unreachable, frozen or "
+                                                   "failed; its own line above says which), and was not measured"}
+            # A node that dropped out before it said its address: the one the inventory knows, so that what Ray says of
+            # it is still its own.
+            ip = (me or {}).get("ip") or net.address_of(host, hostvars)
+            nodes.append(dict(host=host, ip=str(ip or ""), ifname=str((me or {}).get("ifname") or ""), check=check))
             local = hv.get("ansible_local") if "ansible_local" in hv else None
             if isinstance(local, dict) and local.get("rlinfra_excluded"):
                 excluded.append(host)

@@ -105,8 +105,24 @@ def converge_plan(hosts, hostvars, groups):
     return out
 
 
+def not_whole(wait, dropped, cluster=DEFAULT_CLUSTER):
+    """The one line that says why cluster ``cluster`` is not whole, '' when it is: the wait for its nodes failed
+    (``wait``: the registered result of rlinfra.verl.ray_cluster_info, its line), and/or ``dropped``: the members that
+    dropped out of this run (unreachable, frozen, failed) and were not waited for."""
+    lines = []
+    if isinstance(wait, dict) and wait.get("failed"):
+        lines.append(str(wait.get("msg") or "the wait for the cluster's nodes failed"))
+    dropped = list(dropped or [])
+    if dropped:
+        them = "it" if len(dropped) == 1 else "them"
+        lines.append("cluster '%s' is not whole: %s dropped out of this run (unreachable, frozen or failed: its own line "
+                     "above says which); bring %s back and run site.yml again, or take %s out of the inventory"
+                     % (cluster, ", ".join(dropped), them, them))
+    return "; ".join(lines)
+
+
 class FilterModule:
     def filters(self):
         return {"in_ray_cluster": in_ray_cluster, "ray_clusters": ray_clusters, "worker_head": worker_head,
                 "converge_plan": converge_plan, "env_mismatch": env_mismatch,
-                "ray_active": ray_active}
+                "ray_active": ray_active, "not_whole": not_whole}

@@ -27,7 +27,7 @@ options:
     type: list
     elements: str
     required: true
-    choices: [storage_lvm, nfs_mount, python_env, ray, hyperbolic, fitness]
+    choices: [storage_lvm, nfs_mount, python_env, ray, hyperbolic, fitness, rlinfra]
 attributes:
   check_mode:
     support: full

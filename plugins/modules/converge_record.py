@@ -85,7 +85,7 @@ options:
     type: list
     elements: str
     default: []
-    choices: [storage_lvm, nfs_mount, python_env, ray]
+    choices: [storage_lvm, nfs_mount, python_env, ray, fitness]
   local:
     description: Local facts to read from O(fact_dir), as M(rlinfra.verl.node_facts) does.
     type: list
@@ -190,7 +190,7 @@ ARGS = vocabulary.Args(
                            vocabulary.Raw(reason="a fact's value is whatever the converge published; a check sets it again as it was"),
                            default={}),
     members=vocabulary.ListOf(vocabulary.Text(empty=False, max_len=255), default=[]),
-    settings=vocabulary.ListOf(vocabulary.Choice(("storage_lvm", "nfs_mount", "python_env", "ray")), default=[]),
+    settings=vocabulary.ListOf(vocabulary.Choice(("storage_lvm", "nfs_mount", "python_env", "ray", "fitness")), default=[]),
     local=vocabulary.ListOf(vocabulary.Name(), default=["rlinfra_ray"]),
     fact_dir=vocabulary.AbsPath("config", default="/etc/ansible/facts.d"),
 )

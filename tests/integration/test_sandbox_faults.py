@@ -397,3 +397,62 @@ def test_no_room_is_refused_and_a_run_that_fills_its_volume_is_named_with_the_gp
     finally:
         on_node(worker, "rm -f /usr/local/bin/dmesg")
         on_node(head, "umount {0}; rm -rf {0}".format(root))
+
+
+def _line_after(run, banner, pattern, timeout):
+    """Seconds (since the run's start) of the first line matching ``pattern`` after the first matching ``banner``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        lines = list(run.lines)
+        start = next((i for i, (at, line) in enumerate(lines) if re.search(banner, line)), None)
+        if start is not None:
+            hit = next((at for at, line in lines[start:] if re.search(pattern, line)), None)
+            if hit is not None:
+                return hit
+        if run.proc.poll() is not None:
+            break
+        time.sleep(0.2)
+    raise AssertionError("no %r after %r within %ss:\n%s" % (pattern, banner, timeout, run.output[-4000:]))
+
+
+def test_a_frozen_worker_is_named_within_a_minute_by_site_and_fitness(whole):
+    """``docker pause`` freezes a worker (its sshd and its Ray alike) while a playbook runs: SSH's keepalives end the
+    connection, the worker is named unreachable within a minute, and the run ends with one line naming it - never a
+    hang, never a template error (issue 48). site.yml: frozen with a connection already open (ControlPersist's);
+    fitness.yml: frozen after it answered its first step, before the next."""
+    worker = next(n["name"] for n in reversed(whole["nodes"]) if n["role"] != "head")
+    unreachable = r"^fatal: \[%s\]: UNREACHABLE!" % re.escape(worker)
+    ping = subprocess.run([venv_bin("ansible"), "-i", str(SANDBOX_INVENTORY), worker, "-m", "ansible.builtin.ping"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert ping.returncode == 0, ping.stdout[-2000:]
+    try:
+        site = Playbook("site.yml")
+        site.wait_for(r"^PLAY \[Check the inventory\]", 120)  # no node reached yet; the worker's connection is open
+        docker("pause", worker)
+        paused = time.monotonic() - site.t0
+        assert site.wait(600) != 0
+        named = site.first(unreachable)[0]
+        assert named is not None and named - paused <= 60, (named, paused, site.output[-4000:])
+        assert ("cluster 'default' is not whole: %s dropped out of this run (unreachable, frozen or failed: its own line "
+                "above says which)" % worker) in site.output, site.output[-4000:]
+        assert_clean(site.output)
+        print("site.yml: %s named unreachable %.1f s after it froze" % (worker, named - paused))
+    finally:
+        docker("unpause", worker, check=False)
+    restore(whole)
+    try:
+        fitness = Playbook("fitness.yml")
+        _line_after(fitness, r"^TASK \[rlinfra.verl.fitness : Read each node's addresses and network\]",
+                    r"^ok: \[%s\]" % re.escape(worker), 300)
+        docker("pause", worker)
+        paused = time.monotonic() - fitness.t0
+        assert fitness.wait(600) != 0
+        named = fitness.first(unreachable)[0]
+        assert named is not None and named - paused <= 60, (named, paused, fitness.output[-4000:])
+        # The verdict's lines, as the YAML callback folds them.
+        assert "%s: the node check failed: no result: the node dropped out of the run" % worker in " ".join(
+            fitness.output.split()), fitness.output[-4000:]
+        assert_clean(fitness.output)
+        print("fitness.yml: %s named unreachable %.1f s after it froze" % (worker, named - paused))
+    finally:
+        docker("unpause", worker, check=False)

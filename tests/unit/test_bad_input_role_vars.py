@@ -150,6 +150,8 @@ ROWS = [
          "credential: secrets have fields of their own (an experiment's secrets:, Ansible Vault), got a value that "
          "looks like it holds a credential (not shown)"),
     rule("fitness_gbit_word", {"fitness_min_gbit": "fast"}, "fitness_min_gbit must be a number, got 'fast'"),
+    rule("step_timeout_too_short", {"rlinfra_step_timeout": 10},
+         "rlinfra_step_timeout must be a whole number of seconds from 60 to 604800 (a week), got 10"),
     rule("probe_file_absolute", {"nfs_mount_probe_file": "/etc/x"},
          "nfs_mount_probe_file must be a relative path inside its base (not starting with /, no '..'), got '/etc/x'"),
     rule("user_with_space", {"ray_user": "ray user"},

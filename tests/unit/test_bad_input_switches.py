@@ -68,6 +68,9 @@ ROWS = [
     Row("submit_checkpoint_cluster_empty", "submit", ["exp=smoke", "checkpoint_cluster="],
         "checkpoint_cluster " + EMPTY % "checkpoint_cluster" + "the cluster whose checkpoints to resume from, or leave -e "
         "checkpoint_cluster out for the cluster's own"),
+    # -- the playbooks' own variables, read by their plays' keywords: checked with the command line -------------------
+    Row("step_timeout_word", "site", ["rlinfra_step_timeout=1h"],
+        "rlinfra_step_timeout must be a whole number of seconds from 60 to 604800 (a week), got '1h'"),
     Row("fitness_cluster_dash", "fitness", ["cluster=-a"],
         "cluster must be a name of letters, digits, _ . - (starting with a letter or digit, at most 80), got '-a'"),
     # -- near misses of a switch's name: Ansible would set a variable nobody reads ---------------------------

@@ -116,6 +116,18 @@ def test_a_slow_link_is_one_line_naming_the_pair_the_interface_and_the_threshold
     assert out["table"][-1] == "all-reduce: skipped (torch is not in the cluster's environment)"
 
 
+def test_a_node_that_dropped_out_is_one_line_and_nothing_is_measured_to_it():
+    """A worker frozen during fitness.yml (unreachable): named once; the links and Ray transfers that could not
+    reach it are not lines of their own (issue 48)."""
+    dropped = dict(NODES[2], check={"dropped": True, "error": "no result: the node dropped out of the run"})
+    ray = {"objects": [dict(o, error="not schedulable") if "10.0.0.7" in (o["from"], o["to"]) else o
+                       for o in RAY["objects"]], "allreduce": RAY["allreduce"]}
+    links = LINKS + [{"from": "gpu-0", "to": "gpu-2", "error": "cannot connect (Connection refused)"}]
+    out = verdict("c", "gpu-0", NODES[:2] + [dropped], links, ray, {"min_gbit": 1.0})
+    assert out["lines"] == ["gpu-2: the node check failed: no result: the node dropped out of the run"]
+    assert out["unfit"] == ["gpu-2"]
+
+
 def test_excluding_leaves_the_unfit_worker_out_and_takes_it_back_once_fit():
     out = verdict("c", "gpu-0", NODES, LINKS, RAY, {"min_gbit": 1.0}, exclude_unfit=True)
     assert out["failure"] == "" and out["exclude"] == ["gpu-2"] and out["record"]["fit"] is True

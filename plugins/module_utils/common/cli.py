@@ -22,7 +22,7 @@ from __future__ import annotations
 import difflib
 import re
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import settings, vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.rent import MAX_GPUS, MAX_INSTANCES, MAX_PRICE
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$"
@@ -102,6 +102,11 @@ CHAINS = {"site": ("provision",), "fitness": ("provision",)}
 _OWN_PREFIXES = ("verl_job_", "ray_", "nfs_mount_", "storage_lvm_", "python_env_", "hyperbolic_", "fitness_", "ansible_")
 
 
+# The playbooks' own variables (rlinfra_*, typed in module_utils/common/settings.py): their plays' keywords read them
+# before any task (timeout: rlinfra_step_timeout), so the command line's check is theirs too.
+OWN = tuple(settings.names_for(["rlinfra"]))
+
+
 def _near_miss(name, known):
     """The switch ``name`` was probably meant to be, or None."""
     if name in SWITCHES or name.startswith(_OWN_PREFIXES):
@@ -144,6 +149,7 @@ def check(playbook, given, values, awx=False):
                 errors.append(error)
             else:
                 parsed[name] = result
+    errors += settings.check({n: v for n, v in values.items() if n in OWN})
     chained = {n for other in CHAINS.get(playbook, ()) for n in PLAYBOOKS[other]}
     for name in sorted(given or ()):
         if name in mine or name in chained:

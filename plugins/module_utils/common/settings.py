@@ -22,8 +22,9 @@ import re
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.numbers import whole_number
 
-# "hyperbolic": provision.yml's and teardown.yml's variables (hyperbolic_*), checked the same way.
-ROLES = ("storage_lvm", "nfs_mount", "python_env", "ray", "hyperbolic", "fitness")
+# "hyperbolic": provision.yml's and teardown.yml's variables (hyperbolic_*), checked the same way; "rlinfra": the
+# playbooks' own (rlinfra_*), checked with every playbook's command line.
+ROLES = ("storage_lvm", "nfs_mount", "python_env", "ray", "hyperbolic", "fitness", "rlinfra")
 
 _USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}\$?$")
 _UMASK = re.compile(r"^0?[0-7]{3}$")
@@ -408,6 +409,8 @@ RULES = {
     "hyperbolic_ssh_public_key": vocabulary.Text(max_len=16384, pattern=r"^(ssh|ecdsa)-[A-Za-z0-9-]+ [A-Za-z0-9+/=]+( .*)?$|^$",
                                                  what="one OpenSSH public key line (ssh-ed25519 AAAA... comment)"),
     "hyperbolic_record_dir": vocabulary.AbsPath("local", spaces=False),
+    # The bound of every step on a node in site.yml, fitness.yml and submit.yml (the play keyword timeout).
+    "rlinfra_step_timeout": _Whole(60, "be a whole number of seconds from 60 to %d (a week)" % (7 * _DAY), 7 * _DAY),
 }
 RULES.update((name, vocabulary.Port()) for name in PORTS)
 

@@ -48,6 +48,10 @@ def verdict(cluster, head, nodes, links, ray, thresholds=None, excluded=(), excl
     def bad(host, line):
         lines.append(line)
         unfit.setdefault(host, []).append(line)
+    # A node that dropped out of the run (unreachable, frozen) was not measured: one line for it, none for the links
+    # and transfers that could not reach it.
+    dropped = {n["host"] for n in nodes if (n.get("check") or {}).get("dropped")}
+    skipped = excluded | dropped
     for n in nodes:
         check = n.get("check") or {}
         if check.get("error") or check.get("failed"):
@@ -58,6 +62,8 @@ def verdict(cluster, head, nodes, links, ray, thresholds=None, excluded=(), excl
     to_head = {}
     for link in links or []:
         src, dst = link["from"], link["to"]
+        if src in dropped or dst in dropped:
+            continue
         ifname = (by_host.get(src) or {}).get("ifname") or "?"
         if link.get("error"):
             bad(src, "%s -> %s: no transfer (%s)" % (src, dst, link["error"]))
@@ -71,7 +77,7 @@ def verdict(cluster, head, nodes, links, ray, thresholds=None, excluded=(), excl
         unfit.setdefault(head, []).append(lines[-1])
     for o in objects:
         src, dst = by_ip.get(o["from"], o["from"]), by_ip.get(o["to"], o["to"])
-        if src in excluded or dst in excluded:
+        if src in skipped or dst in skipped:
             continue
         if o.get("error"):
             bad(src, "%s -> %s through Ray's object store: %s" % (src, dst, o["error"]))
@@ -80,7 +86,7 @@ def verdict(cluster, head, nodes, links, ray, thresholds=None, excluded=(), excl
                 src, dst, _short(o["gbit"]), t["ray_min_gbit"]))
     missing = sorted(set(by_ip) - {o["from"] for o in objects} - {o["to"] for o in objects}) if objects else []
     for ip in missing:
-        if by_ip[ip] not in excluded:
+        if by_ip[ip] not in skipped:
             bad(by_ip[ip], "%s is not in the Ray cluster (its Ray node is not alive)" % by_ip[ip])
     allreduce = (ray or {}).get("allreduce") or {}
     if allreduce.get("error"):
