@@ -805,7 +805,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         broken = [r for r in kept if not r.get("ssh") and r.get("ssh_error")]
         for record in sorted(broken, key=lambda r: (r["source"], r["id"]))[:_MAX_SSH_WARNINGS]:
             self.display.warning("%s: instance %s (%s) left out: %s" % (
-                PLUGIN, shown(record["id"]), record["source"], one_line(record["ssh_error"], 200)))
+                PLUGIN, shown(record["id"]), record["source"], one_line(record["ssh_error"], 300)))
         if len(broken) > _MAX_SSH_WARNINGS:
             self.display.warning("%s: %d more instance(s) with unusable SSH details left out" % (
                 PLUGIN, len(broken) - _MAX_SSH_WARNINGS))

@@ -139,6 +139,16 @@ def test_a_json_answer_of_another_shape_is_one_line_or_the_text_form(answer):
      r"^Slurm gave NodeAddr of node 'n1' '-oProxyCommand=id', which must be a host name or IP address"),
     ("n1\n", "NodeName=n1 NodeAddr=0.0.0.0 State=IDLE\n",
      r"^Slurm gave NodeAddr of node 'n1' '0.0.0.0', which must be a machine's address, not 0.0.0.0"),
+    # ansible_host on loopback is the controller: the play would run there, not on the node.
+    ("n1\n", "NodeName=n1 NodeAddr=::1 State=IDLE\n",
+     r"^Slurm gave NodeAddr of node 'n1' '::1', which must be a machine's address, not ::1 \(this machine's own "
+     r"loopback\): check the node's definition in slurm.conf \(scontrol show node\)$"),
+    ("n1\n", "NodeName=n1 NodeAddr=127.0.1.1 State=IDLE\n",
+     r"^Slurm gave NodeAddr of node 'n1' '127.0.1.1', which must be a machine's address, not 127.0.1.1 \(this "
+     r"machine's own loopback\): check"),
+    ("localhost\n", "NodeName=localhost State=IDLE\n",  # no NodeAddr: the name is the address
+     r"^Slurm gave NodeAddr of node 'localhost' 'localhost', which must be a machine's address, not localhost \(this "
+     r"machine's own loopback\): check"),
     ("a/../b\n", None, r"^Slurm gave node name 'a/../b', which must be a host name or IP address"),
     ("3 RUNNING extra\n", None, None),
 ])
@@ -154,6 +164,16 @@ def test_node_names_and_addresses_become_hosts_only_when_they_are_hosts(names, n
     with pytest.raises(S.SlurmError, match=pattern) as e:
         S.Slurm(run=run).allocation(job_id="1")
     assert "\n" not in str(e.value)
+
+
+def test_a_node_named_localhost_is_a_host_when_its_address_is_a_machines():
+    """The rule is on the address ssh connects to (ansible_host), not on the node's name in Slurm."""
+    run = Script({"scontrol --json": (1, "", "no --json"),
+                  "scontrol -o show job 1": (0, fixture("job_running.txt"), ""),
+                  "show hostnames": (0, "localhost\n", ""),
+                  "show node": (0, "NodeName=localhost NodeAddr=172.21.0.2 State=IDLE\n", "")})
+    job, nodes = S.Slurm(run=run).allocation(job_id="1")
+    assert [(n["name"], n["addr"]) for n in nodes] == [("localhost", "172.21.0.2")]
 
 
 def test_json_answer_is_used_when_offered():

@@ -360,10 +360,13 @@ def _view(record, item, label):
     """What a play needs of one rental: name, id, status, SSH address, GPUs, region, price (dollars an hour, when the
     API says)."""
     ssh = record.get("ssh") or {}
-    return dict(name=name_of(item, label) or record["id"], id=record["id"], status=status_of(item),
+    view = dict(name=name_of(item, label) or record["id"], id=record["id"], status=status_of(item),
                 host=ssh.get("host") or "", port=ssh.get("port") or 22, user=ssh.get("user") or "",
                 gpu_model=record.get("gpu_type") or "", gpu_count=record.get("gpu_count"), region=record.get("region") or "",
                 cost_per_hour=record.get("cost_per_hour"))
+    if record.get("ssh_error"):  # SSH details given but refused (a loopback host): the wait's line says why
+        view["ssh_error"] = record["ssh_error"]
+    return view
 
 
 BACKENDS = {"on_demand": OnDemand, "marketplace": Marketplace}
@@ -527,7 +530,10 @@ class Rent:
                     return views
                 last = "; ".join(problems)
             else:
-                last = ", ".join("%s is %s" % (v["name"], v["status"] or "unknown") for v in pending)
+                last = ", ".join("%s is %s%s" % (
+                    v["name"], v["status"] or "unknown",
+                    ", its SSH details refused (%s)" % v["ssh_error"] if v.get("ssh_error") and not v["host"] else "")
+                    for v in pending)
             if self.clock() >= deadline:
                 self._give_up(result, keep_partial, "not ready after %ss: %s" % (timeout, last))
             self.sleep(pause)

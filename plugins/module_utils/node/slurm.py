@@ -195,7 +195,7 @@ class Slurm:
             if f.get("NodeName"):
                 found[f["NodeName"]] = {"addr": f.get("NodeAddr") or f["NodeName"], "hostname": f.get("NodeHostName") or ""}
         for name, node in found.items():
-            _check_host("NodeAddr of node %s" % _shown(name), node["addr"])
+            _check_host("NodeAddr of node %s" % _shown(name), node["addr"], loopback=False)
         return found
 
     def allocation(self, job_id="", job_name=""):
@@ -217,14 +217,16 @@ def _shown(text):
     return repr(text if len(text) <= 80 else text[:77] + "...")
 
 
-def _check_host(what, value):
+def _check_host(what, value, loopback=True):
     """A node's name or address becomes an inventory host and ansible_host, which ssh reads as its destination: a host
-    name or IP address (never ``-oProxyCommand=...``) that names a machine (not 0.0.0.0), else the one line."""
+    name or IP address (never ``-oProxyCommand=...``) that names a machine (not 0.0.0.0; with ``loopback=False``,
+    for an address, not this machine's own loopback either: the play would run on the controller), else the one
+    line."""
     try:
         vocabulary.Host().check(value)
-        ip = vocabulary._ip(value)
-        if ip is not None and vocabulary.unreachable(ip):
-            raise vocabulary.Bad("be a machine's address, %s" % vocabulary.unreachable(ip))
+        why = vocabulary.unreachable(value, loopback=loopback)
+        if why:
+            raise vocabulary.Bad("be a machine's address, %s" % why)
     except vocabulary.Bad as e:
         raise SlurmError("Slurm gave %s %s, which must %s: check the node's definition in slurm.conf (scontrol show node)"
                          % (what, _shown(value), e))
