@@ -134,8 +134,12 @@ def cached(content):
 
 
 def duplicate(fake, ctx):
-    twin = dict(GOOD, gpuCount=4)
-    fake.set_instances(on_demand=[GOOD, twin, GOOD], marketplace=[])
+    fake.set_instances(on_demand=[GOOD, dict(GOOD), dict(GOOD)], marketplace=[])
+
+
+def contradictory_twins(fake, ctx):
+    twin = dict(GOOD, gpuCount=4, providerData={"sshNetworking": [{"host": "203.0.113.99", "port": 22}]})
+    fake.set_instances(on_demand=[GOOD, twin, on_demand_rental("vm-other", "other-0", "203.0.113.11")], marketplace=[])
 
 
 # ----------------------------------------------------------------------------- checks
@@ -184,7 +188,7 @@ def localhost_renamed(out, fake):
 
 def one_host_for_twins(out, fake):
     assert sorted(out.snap["hosts"]) == ["good-0"]
-    assert out.snap["hosts"]["good-0"]["hyperbolic_gpu_count"] in (4, 8)
+    assert out.snap["hosts"]["good-0"]["hyperbolic_gpu_count"] == 8
     assert out.snap["groups"]["ray_head"] == ["good-0"]
 
 
@@ -361,6 +365,10 @@ ROWS = [
         check=hosts_are("good-0")),
     row("duplicate-instance-id", "warn", r"on_demand instance 'vm-good' is listed 3 times; using one",
         setup=duplicate, check=one_host_for_twins),
+    # Copies that disagree (another GPU count, another SSH host): either may be the wrong machine.
+    row("duplicate-instance-id-contradictory", "warn", r"on_demand instance 'vm-good' is listed 2 times with "
+        r"different gpu_count, ssh: the provider's answer is contradictory, so which machine it is cannot be known; "
+        r"left out - check the rental in Hyperbolic's console", setup=contradictory_twins, check=hosts_are("other-0")),
     row("label-localhost", "warn", r"instance 'vm-lh' is named 'localhost', which Ansible reserves; host name "
         r"localhost-vm-lh used", setup=lambda f, c: f.set_instances(
             on_demand=[on_demand_rental("vm-lh", "localhost", "198.51.100.8")], marketplace=[]),
