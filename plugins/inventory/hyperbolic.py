@@ -45,8 +45,11 @@ description:
     it as a warning, and the collection's playbooks that need a cluster then stop with one line when no
     host is in C(ray_head). File and option errors are found before any API request.
   - An instance whose SSH details cannot be used (an C(sshCommand) that is not
-    C(ssh USER@HOST [-p PORT]), a port out of range, a host or user that is not a name) is left out
-    with one warning naming its id; it never becomes a host with a guessed address.
+    C(ssh USER@HOST [-p PORT]), a port out of range, a host or user that is not a name, a host that names no
+    machine such as C(0.0.0.0), or this machine's own loopback such as C(127.0.0.1), C(::1) or C(localhost)) is left
+    out with one warning naming its id; it never becomes a host with a guessed address, nor the controller.
+  - An instance the API lists more than once is one host when the copies agree, and is left out with one warning
+    naming its id and the fields that differ when they do not (the answer contradicts itself).
   - Uses a YAML configuration file whose name ends with C(hyperbolic.yml) or C(hyperbolic.yaml).
   - The plugin must be enabled, for example in C(ansible.cfg) with
     C([inventory] enable_plugins = rlinfra.verl.hyperbolic, host_list, script, auto, yaml, ini, toml).
@@ -221,7 +224,6 @@ compose:
 
 import difflib
 import fnmatch
-import json
 import os
 import re
 import traceback
@@ -780,8 +782,15 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             for ident in sorted(by_id):
                 copies = by_id[ident]
                 if len(copies) > 1:
-                    # one machine must not become two Ray nodes; keep the same copy whatever the order
-                    copies.sort(key=lambda r: json.dumps(r, sort_keys=True, default=str))
+                    differ = sorted({k for c in copies for k in c if c.get(k) != copies[0].get(k)})
+                    if differ:
+                        # Two machines under one id, or one described two ways: either copy may be the wrong host.
+                        notes.append("%s: %s instance %s is listed %d times with different %s: the provider's answer "
+                                     "is contradictory, so which machine it is cannot be known; left out - check the "
+                                     "rental in Hyperbolic's console" % (
+                                         PLUGIN, source, shown(ident), len(copies), ", ".join(differ)))
+                        continue
+                    # the same machine listed twice must not become two Ray nodes
                     notes.append("%s: %s instance %s is listed %d times; using one" % (
                         PLUGIN, source, shown(ident), len(copies)))
                 records.extend(expand_nodes(copies[:1]))
@@ -805,7 +814,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         broken = [r for r in kept if not r.get("ssh") and r.get("ssh_error")]
         for record in sorted(broken, key=lambda r: (r["source"], r["id"]))[:_MAX_SSH_WARNINGS]:
             self.display.warning("%s: instance %s (%s) left out: %s" % (
-                PLUGIN, shown(record["id"]), record["source"], one_line(record["ssh_error"], 200)))
+                PLUGIN, shown(record["id"]), record["source"], one_line(record["ssh_error"], 300)))
         if len(broken) > _MAX_SSH_WARNINGS:
             self.display.warning("%s: %d more instance(s) with unusable SSH details left out" % (
                 PLUGIN, len(broken) - _MAX_SSH_WARNINGS))

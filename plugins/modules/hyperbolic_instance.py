@@ -26,6 +26,9 @@ description:
   - A second run rents nothing more. "No machine matches", a balance that does not cover the request and a budget it
     would exceed are one line each, and nothing is rented. When a rental, or the wait, fails part-way, what this call
     rented is released again (unless O(keep_partial)) and the one error line says what was released.
+  - An API that gives two rentals one id (in the answer to a create, or in the listing of the label's rentals) is
+    contradictory, never counted as success. The call fails with one line naming the id, releases what this call
+    rented, and names any rental of this call the listing still shows (to release in Hyperbolic's console).
   - O(state=absent) releases exactly the label's rentals and waits until the API no longer lists them; one the API no
     longer knows, or knows as terminated already, counts as released, with a note.
   - The API key goes only into the C(Authorization) header of requests to O(api_url); it is never in a message.

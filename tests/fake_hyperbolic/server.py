@@ -13,8 +13,9 @@ Serves (Bearer key required):
   instance.status, instance.gpu_count, instance.hardware.gpus[].model, ...), and the v1 marketplace's machines,
   create and terminate (agent kit, MCP server), ``GET /billing/get_current_balance``.
 
-Faults it can inject: an on-demand create whose answer is lost after the rental was made (``lose_answer``), a
-balance too low (``set_balance``), a disabled region, a long Pending (``pending_polls``), 401/403 (with the API's JSON ``detail`` message), 404 per source, the
+Faults it can inject: an on-demand create whose answer is lost after the rental was made (``lose_answer``), one
+that gives a new rental the id of the one before (``repeat_id``), a balance too low (``set_balance``), a disabled
+region, a long Pending (``pending_polls``), 401/403 (with the API's JSON ``detail`` message), 404 per source, the
 next N requests answered 429 (with ``Retry-After``) or 5xx, slow answers, any raw body for a
 source (malformed JSON, an HTML page, the wrong shape), and fleets of thousands of instances.
 It counts requests so tests can assert a cache hit made none.
@@ -311,6 +312,7 @@ class FakeHyperbolic:
             self._released = []
             self.pending_polls = 1       # listings a new rental answers Pending before Running
             self.lost_answers = set()    # create numbers (1-based) whose answer is lost once the rental exists
+            self.repeated_ids = {}       # create number (1-based) -> whether the listing too gives the previous id
             self.disabled_regions = {"us-central-1"}  # the default region, disabled (lisa-rtm's REGION_DISABLED)
             self._ids = itertools.count(1)
             self._reset_counters()
@@ -392,6 +394,13 @@ class FakeHyperbolic:
         with self._lock:
             self.lost_answers.add(int(number))
 
+    def repeat_id(self, number, listed=True):
+        """The ``number``-th on-demand create (1-based) answers the id of the rental made before it (a contradictory
+        API): with ``listed``, the listing gives the new rental that id too (two rentals, one id); without, the new
+        rental is listed under an id of its own."""
+        with self._lock:
+            self.repeated_ids[int(number)] = bool(listed)
+
     def active_rentals(self):
         with self._lock:
             return [r["record"] for r in self.od_rentals if r["record"]["status"] != "Terminated"]
@@ -424,6 +433,10 @@ class FakeHyperbolic:
         if option.get("totalAvailable") is not None:
             option["totalAvailable"] -= 1
         ident = next(self.od_ids)
+        repeated = self.od_rentals[-1]["record"]["id"] if self.od_creates in self.repeated_ids and self.od_rentals \
+            else None
+        if repeated is not None and self.repeated_ids[self.od_creates]:
+            ident = repeated
         label = body.get("label") if isinstance(body.get("label"), str) and body.get("label") else "soft-apricot-%d" % ident
         record = current_rental(ident, label, status="Pending", gpu_type=gpu_type, gpu_count=gpu_count, region=region,
                                 cents=cost)
@@ -431,7 +444,7 @@ class FakeHyperbolic:
                                 "option": option})
         if self.od_creates in self.lost_answers:
             return DROP, {}, b""
-        return 200, {}, dict(record)
+        return 200, {}, dict(record, id=repeated) if repeated is not None else dict(record)
 
     def _od_listing(self):
         """The static rentals plus those made here: Pending for ``pending_polls`` listings, then Running with their

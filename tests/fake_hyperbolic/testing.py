@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+import ipaddress
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -82,3 +85,35 @@ def run(argv, env, timeout=180):
     start = time.monotonic()
     proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     return Result(proc, time.monotonic() - start)
+
+
+@functools.lru_cache(maxsize=None)
+def own_address():
+    """An IPv4 address of this machine other than loopback, or None when it has none (a container with ``lo`` alone).
+
+    The SSH host the fake API gives rentals a test connects to: the collection refuses loopback as a rental's host
+    (SSH there reaches the controller, never a rented machine), so the tests' "machines" are this one, reached by
+    another of its own addresses. The source address of the default route first, then any local one
+    (/proc/net/fib_trie); each must take a listener (bind) to count."""
+    candidates = []
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect(("198.51.100.1", 9))  # no packet is sent: only the route is looked up
+            candidates.append(probe.getsockname()[0])
+    except OSError:
+        pass
+    try:
+        with open("/proc/net/fib_trie") as f:
+            candidates += re.findall(r"\|-- (\d+\.\d+\.\d+\.\d+)\n\s+/32 host LOCAL", f.read())
+    except OSError:
+        pass
+    for address in dict.fromkeys(candidates):
+        if ipaddress.ip_address(address).is_loopback:
+            continue
+        try:
+            with socket.socket() as s:
+                s.bind((address, 0))
+        except OSError:
+            continue
+        return address
+    return None

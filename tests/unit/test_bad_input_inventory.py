@@ -45,6 +45,8 @@ MK = "/v1/marketplace/instances"
 FORM = re.escape("is not of the form 'ssh USER@HOST [-p PORT]'")
 NO_MACHINE = re.escape("is no machine's address (0.0.0.0, ::, multicast and broadcast name none; SSH to 0.0.0.0 "
                        "reaches this one)")
+LOOPBACK = re.escape("is this machine's own loopback: SSH there reaches the controller, not the rented machine; check "
+                     "the rental's address in Hyperbolic's console")
 GOOD = on_demand_rental("vm-good", "good-0", "203.0.113.10")
 
 Row = collections.namedtuple("Row", "id kind config setup expect check requests via env")
@@ -132,8 +134,12 @@ def cached(content):
 
 
 def duplicate(fake, ctx):
-    twin = dict(GOOD, gpuCount=4)
-    fake.set_instances(on_demand=[GOOD, twin, GOOD], marketplace=[])
+    fake.set_instances(on_demand=[GOOD, dict(GOOD), dict(GOOD)], marketplace=[])
+
+
+def contradictory_twins(fake, ctx):
+    twin = dict(GOOD, gpuCount=4, providerData={"sshNetworking": [{"host": "203.0.113.99", "port": 22}]})
+    fake.set_instances(on_demand=[GOOD, twin, on_demand_rental("vm-other", "other-0", "203.0.113.11")], marketplace=[])
 
 
 # ----------------------------------------------------------------------------- checks
@@ -182,7 +188,7 @@ def localhost_renamed(out, fake):
 
 def one_host_for_twins(out, fake):
     assert sorted(out.snap["hosts"]) == ["good-0"]
-    assert out.snap["hosts"]["good-0"]["hyperbolic_gpu_count"] in (4, 8)
+    assert out.snap["hosts"]["good-0"]["hyperbolic_gpu_count"] == 8
     assert out.snap["groups"]["ray_head"] == ["good-0"]
 
 
@@ -340,11 +346,29 @@ ROWS = [
     row("ssh-command-multicast", "warn", r"instance 'm-mc' \(marketplace\) left out: sshCommand 'ssh "
         r"ubuntu@224\.0\.0\.1': '224\.0\.0\.1' " + NO_MACHINE,
         setup=market("m-mc", "ssh ubuntu@224.0.0.1"), check=hosts_are("good-0")),
+    # Loopback as a rental's SSH host is the controller itself: the play would run there, as root maybe.
+    row("ssh-networking-loopback", "warn", r"instance 'vm-lo' \(on_demand\) left out: sshNetworking host "
+        r"'127\.0\.0\.1' " + LOOPBACK, setup=rental("vm-lo", host="127.0.0.1"), check=hosts_are("good-0")),
+    row("ssh-networking-loopback-v6", "warn", r"instance 'vm-lo6' \(on_demand\) left out: sshNetworking host "
+        r"'::1' " + LOOPBACK, setup=rental("vm-lo6", host="::1"), check=hosts_are("good-0")),
+    row("ssh-networking-mapped-loopback", "warn", r"instance 'vm-lo4' \(on_demand\) left out: sshNetworking host "
+        r"'::ffff:127\.0\.0\.2' " + LOOPBACK, setup=rental("vm-lo4", host="::ffff:127.0.0.2"),
+        check=hosts_are("good-0")),
+    row("ssh-command-localhost", "warn", r"instance 'm-lh' \(marketplace\) left out: sshCommand 'ssh "
+        r"ubuntu@localhost -p 2222': 'localhost' " + LOOPBACK, setup=market("m-lh", "ssh ubuntu@localhost -p 2222"),
+        check=hosts_are("good-0")),
+    row("ssh-command-ip6-localhost", "warn", r"instance 'm-lh6' \(marketplace\) left out: sshCommand 'ssh "
+        r"ubuntu@ip6-localhost': 'ip6-localhost' " + LOOPBACK, setup=market("m-lh6", "ssh ubuntu@ip6-localhost"),
+        check=hosts_are("good-0")),
     row("ssh-networking-bad-user", "warn", r"instance 'vm-user' \(on_demand\) left out: sshNetworking user "
         r"'root; reboot' is not a valid user name", setup=rental("vm-user", user="root; reboot"),
         check=hosts_are("good-0")),
     row("duplicate-instance-id", "warn", r"on_demand instance 'vm-good' is listed 3 times; using one",
         setup=duplicate, check=one_host_for_twins),
+    # Copies that disagree (another GPU count, another SSH host): either may be the wrong machine.
+    row("duplicate-instance-id-contradictory", "warn", r"on_demand instance 'vm-good' is listed 2 times with "
+        r"different gpu_count, ssh: the provider's answer is contradictory, so which machine it is cannot be known; "
+        r"left out - check the rental in Hyperbolic's console", setup=contradictory_twins, check=hosts_are("other-0")),
     row("label-localhost", "warn", r"instance 'vm-lh' is named 'localhost', which Ansible reserves; host name "
         r"localhost-vm-lh used", setup=lambda f, c: f.set_instances(
             on_demand=[on_demand_rental("vm-lh", "localhost", "198.51.100.8")], marketplace=[]),

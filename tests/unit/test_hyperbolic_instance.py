@@ -1,6 +1,7 @@
 """Renting and releasing Hyperbolic marketplace machines (module_utils/hyperbolic/rent.py), against the fake API
 on loopback with its create/terminate, capacity, prices and injected failures; the instances' SSH is a real TCP
-listener that answers with an SSH banner. Then the module itself through ansible-playbook: check mode, bad input,
+listener that answers with an SSH banner, on an address of this machine other than loopback (a rental's SSH host is
+never loopback: testing.own_address). Then the module itself through ansible-playbook: check mode, bad input,
 and that the API key never shows."""
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.client imp
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.rent import Rent, RentError, check_label, choose, names
 from ansible_collections.rlinfra.verl.plugins.modules import hyperbolic_instance
 from tests.fake_hyperbolic.server import FakeHyperbolic, machine_item, marketplace_instance
-from tests.fake_hyperbolic.testing import HYPERBOLIC_TEST_KEY
+from tests.fake_hyperbolic.testing import HYPERBOLIC_TEST_KEY, own_address
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOK = str(Path(sys.executable).with_name("ansible-playbook"))
@@ -28,8 +29,10 @@ PLAYBOOK = str(Path(sys.executable).with_name("ansible-playbook"))
 @pytest.fixture(scope="module")
 def sshd():
     """A listener that greets like sshd: the probe's real counterpart."""
+    if own_address() is None:
+        pytest.skip("this machine has no address but loopback, which a rental's SSH host may never be")
     server = socket.socket()
-    server.bind(("127.0.0.1", 0))
+    server.bind((own_address(), 0))
     server.listen(16)
     stop = threading.Event()
 
@@ -59,11 +62,12 @@ MACHINES = [machine_item("gpu-a", cluster="c1", cents=249), machine_item("gpu-b"
 @pytest.fixture
 def fake(sshd):
     with FakeHyperbolic(api_key=HYPERBOLIC_TEST_KEY) as api:
-        api.set_machines(MACHINES, host_pool=[("127.0.0.1", sshd, "root")] * 6)
+        host = own_address()  # this machine, by an address that is not its loopback (which a rental's may never be)
+        api.set_machines(MACHINES, host_pool=[(host, sshd, "root")] * 6)
         # Someone else's instance on the same account, and an untagged one: never counted, never released.
-        other = marketplace_instance("not-mine", "127.0.0.1", port=sshd, status="online")
+        other = marketplace_instance("not-mine", host, port=sshd, status="online")
         other["userMetadata"] = {"rlinfra": {"label": "other", "name": "other-0"}}
-        api.set_instances(marketplace=[other, marketplace_instance("untagged", "127.0.0.1", port=sshd, status="online")])
+        api.set_instances(marketplace=[other, marketplace_instance("untagged", host, port=sshd, status="online")])
         yield api
 
 
@@ -106,7 +110,8 @@ def test_rent_three_wait_then_a_second_run_rents_nothing(fake):
     result = rent.present("exp-a", 3, gpu_model="H100", gpu_count=8)
     assert result["changed"] and len(result["rented"]) == 3
     assert [i["name"] for i in result["instances"]] == ["exp-a-0", "exp-a-1", "exp-a-2"]
-    assert all(i["status"] == "online" and i["host"] == "127.0.0.1" and i["user"] == "root" for i in result["instances"])
+    assert all(i["status"] == "online" and i["host"] == own_address() and i["user"] == "root"
+               for i in result["instances"])
     bodies = [json.loads(json.dumps(r["item"]["userMetadata"])) for r in fake.rented]
     assert bodies == [{"rlinfra": {"label": "exp-a", "name": "exp-a-%d" % n}} for n in range(3)]
     assert [r["node"]["id"] for r in fake.rented] == ["gpu-d", "gpu-b", "gpu-b"]  # cheapest first

@@ -9,7 +9,8 @@ loopback, which serves the shapes the public clients use (docs/INVENTORY.md, "Wh
 * errors with a code (hyperbolic-go's APIError: INSUFFICIENT_BALANCE, REGION_DISABLED, RENTAL_NOT_FOUND,
   ALREADY_TERMINATED), and faults: an answer lost after the rental was made, a long Pending.
 
-The instances' SSH is a real listener answering with an SSH banner.
+The instances' SSH is a real listener answering with an SSH banner, on an address of this machine other than loopback
+(a rental's SSH host is never loopback: testing.own_address).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.client imp
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.rent import (
     Rent, RentError, choose_options, money, ours)
 from tests.fake_hyperbolic.server import FakeHyperbolic, current_rental, marketplace_v2_rental, rental_option
-from tests.fake_hyperbolic.testing import HYPERBOLIC_TEST_KEY
+from tests.fake_hyperbolic.testing import HYPERBOLIC_TEST_KEY, own_address
 
 OPTIONS = [rental_option("h100", 8, "us-east-1", cents=2552), rental_option("h100", 8, "eu-north-5", cents=2392,
                                                                              available=1),
@@ -36,8 +37,10 @@ OPTIONS = [rental_option("h100", 8, "us-east-1", cents=2552), rental_option("h10
 
 @pytest.fixture(scope="module")
 def sshd():
+    if own_address() is None:
+        pytest.skip("this machine has no address but loopback, which a rental's SSH host may never be")
     server = socket.socket()
-    server.bind(("127.0.0.1", 0))
+    server.bind((own_address(), 0))
     server.listen(16)
     stop = threading.Event()
 
@@ -61,10 +64,11 @@ def sshd():
 @pytest.fixture
 def fake(sshd):
     with FakeHyperbolic(api_key=HYPERBOLIC_TEST_KEY) as api:
-        api.set_options([dict(o) for o in OPTIONS], host_pool=[("127.0.0.1", sshd, "ubuntu")] * 8)
+        host = own_address()  # this machine, by an address that is not its loopback (which a rental's may never be)
+        api.set_options([dict(o) for o in OPTIONS], host_pool=[(host, sshd, "ubuntu")] * 8)
         # Someone else's rentals on the same account: never counted, never released.
-        api.set_instances(on_demand=[current_rental(9001, "other-0", host="127.0.0.1", port=sshd),
-                                     current_rental(9002, "exp-a-notes", host="127.0.0.1", port=sshd)])
+        api.set_instances(on_demand=[current_rental(9001, "other-0", host=host, port=sshd),
+                                     current_rental(9002, "exp-a-notes", host=host, port=sshd)])
         yield api
 
 
@@ -114,7 +118,7 @@ def test_rent_wait_for_running_then_a_second_run_rents_nothing_and_absent_releas
     result = rent.present("exp-a", 2, gpu_model="H100", gpu_count=8, region="us-east-1")
     assert result["changed"] and result["api"] == "on_demand" and len(result["rented"]) == 2
     assert [i["name"] for i in result["instances"]] == ["exp-a-0", "exp-a-1"]
-    assert all(i["status"] == "running" and i["host"] == "127.0.0.1" and i["user"] == "ubuntu"
+    assert all(i["status"] == "running" and i["host"] == own_address() and i["user"] == "ubuntu"
                and i["cost_per_hour"] == 25.52 for i in result["instances"])
     assert result["cost_per_hour"] == 51.04
     assert fake.od_bodies == [{"gpuType": "h100", "gpuCount": 8, "region": "us-east-1", "label": "exp-a-%d" % n}
@@ -193,6 +197,86 @@ def test_a_rental_that_stays_pending_is_released_after_the_wait(fake):
     assert 60 <= clock.now < 80
 
 
+def test_a_rental_whose_ssh_host_is_loopback_is_never_ready_and_the_line_says_why(fake, sshd):
+    """127.0.0.1 from the API is the controller's own sshd: a play sent there runs on the controller. Never ready,
+    however long the wait, and released after it with the reason."""
+    fake.set_options([dict(o) for o in OPTIONS], host_pool=[("127.0.0.1", sshd, "ubuntu")])
+    clock = Clock()
+    with pytest.raises(RentError) as err:
+        renter(fake, clock).present("exp-q", 1, gpu_model="H100", gpu_count=8, region="us-east-1", timeout=60)
+    rid = fake.od_terminated[0]
+    assert str(err.value) == (
+        "not ready after 60s: exp-q-0 is running, its SSH details refused (sshNetworking host '127.0.0.1' is this "
+        "machine's own loopback: SSH there reaches the controller, not the rented machine; check the rental's address "
+        "in Hyperbolic's console); released what this call rented: %d" % rid)
+    assert fake.active_rentals() == []
+
+
+CONSOLE = ("check the label's rentals in Hyperbolic's console (the rentals list) and run again once each has its own "
+           "id")
+
+
+def test_two_rentals_under_one_id_are_refused_never_counted_as_two(fake):
+    """The second create's rental gets the first one's id, in the answer and in the listing: success with rented
+    [id, id] before. Now one line; what it can release is released, the rental it cannot tell apart is named."""
+    fake.repeat_id(2)
+    with pytest.raises(RentError) as err:
+        renter(fake).present("exp-d", 2, gpu_model="H100", gpu_count=8, region="us-east-1")
+    rid = fake.od_rentals[0]["record"]["id"]
+    assert fake.od_rentals[1]["record"]["id"] == rid and fake.od_terminated == [rid]  # released once, not twice
+    assert str(err.value) == (
+        "the API named rental %d for exp-d-1, the id it had given exp-d-0: the provider's answer is contradictory (one "
+        "id, two rentals); released what this call rented: %d; the API still lists exp-d-1 (%d): release it in "
+        "Hyperbolic's console, it costs money - %s" % (rid, rid, rid, CONSOLE))
+    assert [r["label"] for r in fake.active_rentals()] == ["exp-d-1"]  # what the line names, and nothing else
+
+
+def test_an_answer_naming_an_id_already_named_releases_both_rentals(fake):
+    """The answer repeats the first id while the listing shows the new rental under its own: this call made both,
+    both are released, and the line says the listing shows neither."""
+    fake.repeat_id(2, listed=False)
+    with pytest.raises(RentError) as err:
+        renter(fake).present("exp-n", 2, gpu_model="H100", gpu_count=8, region="us-east-1")
+    first, second = [r["record"]["id"] for r in fake.od_rentals]
+    assert str(err.value) == (
+        "the API named rental %d for exp-n-1, the id it had given exp-n-0: the provider's answer is contradictory (one "
+        "id, two rentals); released what this call rented: %d, %d; the listing shows none of exp-n-0, exp-n-1 now - "
+        "%s" % (first, first, second, CONSOLE))
+    assert sorted(fake.od_terminated) == [first, second] and fake.active_rentals() == []
+
+
+def test_a_listing_with_one_id_for_two_rentals_rents_nothing(fake):
+    fake.set_instances(on_demand=[current_rental(555, "exp-e-0", host="203.0.113.5"),
+                                  current_rental(555, "exp-e-1", host="203.0.113.6")])
+    with pytest.raises(RentError) as err:
+        renter(fake).present("exp-e", 3, gpu_model="H100", gpu_count=8, region="us-east-1")
+    assert str(err.value) == (
+        "the API lists rental 555 2 times (as exp-e-0, exp-e-1): the provider's answer is contradictory (one id, "
+        "several rentals), so which machine 555 is cannot be known; nothing was rented - %s" % CONSOLE)
+    assert creates(fake) == [] and [r for r in fake.requests if r[0] == "POST"] == []
+
+
+def test_release_under_a_twice_listed_id_releases_it_once_and_only_succeeds_when_the_listing_is_empty(fake):
+    rent = renter(fake, Clock())
+    rent.present("exp-f", 1, gpu_model="H100", gpu_count=8, region="us-east-1", wait=False)
+    entry = fake.od_rentals[0]
+    rid = entry["record"]["id"]
+    fake.od_rentals.append(entry)  # one rental, listed twice: released by one request
+    gone = rent.absent("exp-f", timeout=60)
+    assert gone["released"] == [str(rid)] and fake.od_terminated == [rid] and fake.active_rentals() == []
+    assert gone["notes"] == ["the API lists rental %d 2 times (as exp-f-0, exp-f-0): the provider's answer is "
+                             "contradictory (one id, several rentals), so which machine %d is cannot be known; each "
+                             "id is released once" % (rid, rid)]
+
+    rent.present("exp-g", 1, gpu_model="H100", gpu_count=8, region="us-east-1", wait=False)
+    entry = fake.od_rentals[-1]
+    fake.od_rentals.append(dict(entry, record=dict(entry["record"], label="exp-g-1")))  # two rentals, one id
+    with pytest.raises(RentError) as err:
+        rent.absent("exp-g", timeout=60)
+    assert str(err.value) == ("released %d, but the API still lists instance(s) of exp-g after 60s: check Hyperbolic's "
+                              "console" % entry["record"]["id"])
+
+
 def test_already_terminated_and_not_found_are_released_with_a_note(fake):
     rent = renter(fake)
     rent.present("exp-t", 1, gpu_model="H100", gpu_count=8, region="us-east-1")
@@ -205,13 +289,14 @@ def test_already_terminated_and_not_found_are_released_with_a_note(fake):
 
 def test_the_record_makes_a_rental_ours_where_the_api_kept_no_label(fake, sshd):
     """A rental of the earlier v2 shape (meta.ssh_command, no label of ours): ours only when the record lists it."""
-    rows = [marketplace_v2_rental(7001, "127.0.0.1", port=sshd), current_rental(9003, "x", host="127.0.0.1", port=sshd)]
+    host = own_address()
+    rows = [marketplace_v2_rental(7001, host, port=sshd), current_rental(9003, "x", host=host, port=sshd)]
     assert ours(rows, "exp-z") == [] and [i["id"] for i in ours(rows, "exp-z", record_ids=["7001"])] == [7001]
-    tagged = marketplace_v2_rental(7002, "127.0.0.1", user_metadata={"rlinfra": {"label": "exp-z", "name": "exp-z-0"}})
+    tagged = marketplace_v2_rental(7002, host, user_metadata={"rlinfra": {"label": "exp-z", "name": "exp-z-0"}})
     assert [i["id"] for i in ours([tagged], "exp-z")] == [7002]
     view = renter(fake).api.view(rows[0], "exp-z")
     assert (view["host"], view["port"], view["user"], view["gpu_count"], view["cost_per_hour"]) == (
-        "127.0.0.1", sshd, "ubuntu", 8, 15.92)
+        host, sshd, "ubuntu", 8, 15.92)
 
 
 # The module: the record (rentals and their prices, 0600), the money rule in one line, and release on a retired API ---
@@ -312,3 +397,18 @@ def test_replacing_an_unfit_rental_gives_it_back_and_rents_one_under_its_name(fa
         rent.present("exp-r", 3, gpu_model="H100", region="us-east-1", replace=["9001"])
     assert str(err.value).startswith("replace names 9001, which is not a rental of label exp-r (its rentals: ")
     assert str(err.value).endswith("; nothing was released or rented") and len(creates(fake)) == creates_before
+
+
+def test_the_module_fails_for_two_rentals_under_one_id_and_writes_no_success(env, tmp_path, module_runner):
+    """hyperbolic_instance count=2 whose API gives both rentals one id: "changed, rented [id, id]" and one record entry
+    before; now failed with the one line, no rentals in the result, and the record not written as if it succeeded."""
+    env.repeat_id(2)
+    record = tmp_path / "exp-u.json"
+    out = module_runner(hyperbolic_instance.main, dict(label="exp-u", count=2, gpu_model="H100", region="us-east-1",
+                                                       record=str(record), wait_timeout=60))
+    rid = env.od_rentals[0]["record"]["id"]
+    assert out["failed"] and out["msg"] == (
+        "hyperbolic_instance (label exp-u): the API named rental %d for exp-u-1, the id it had given exp-u-0: the "
+        "provider's answer is contradictory (one id, two rentals); released what this call rented: %d; the API still "
+        "lists exp-u-1 (%d): release it in Hyperbolic's console, it costs money - %s" % (rid, rid, rid, CONSOLE))
+    assert "rented" not in out and "instances" not in out and not record.exists()

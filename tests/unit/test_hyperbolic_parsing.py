@@ -106,6 +106,19 @@ def test_bare_metal_rentals_of_several_nodes_become_one_record_per_node():
     assert vm["private_ip"] == "10.0.0.2" and hyperbolic.expand_nodes([vm]) == [vm]
 
 
+def test_a_bare_metal_rental_with_a_node_on_loopback_is_left_out_whole():
+    """One node whose public address is the controller's own loopback: never a node short, never a host on the
+    controller; the rental keeps no SSH details and says why (the inventory warns it, naming the rental)."""
+    metal = {"id": 901, "status": "Running",
+             "meta": {"rental_type": "bare-metal", "name": "exp-l", "username": "root",
+                      "node_networking": [{"public_ip": "192.0.2.72"}, {"public_ip": "::1"}]}}
+    record = hyperbolic.normalize_on_demand(metal)
+    assert record["ssh"] is None and "nodes" not in record and hyperbolic.expand_nodes([record]) == [record]
+    assert record["ssh_error"] == (
+        "node_networking[1] public_ip '::1' is this machine's own loopback: SSH there reaches the controller, not the "
+        "rented machine; check the rental's address in Hyperbolic's console")
+
+
 def test_normalize_on_demand_accepts_sshcommand_shape():
     item = {"id": "x", "status": "running", "sshCommand": "ssh -p 2022 root@h.example"}
     assert hyperbolic.normalize_on_demand(item)["ssh"] == {"host": "h.example", "port": 2022, "user": "root"}

@@ -69,8 +69,10 @@ class Dashboard:
 @pytest.fixture
 def cluster(tmp_path):
     with FakeHyperbolic(api_key=HYPERBOLIC_TEST_KEY) as fake:
-        fake.set_machines([machine_item("gpu-a", gpus_total=16)], host_pool=[("127.0.0.1", 22, "root")] * 3)
-        other = marketplace_instance("keep-me", "127.0.0.1", status="online")
+        # Documentation addresses: listed, never connected to (the guard only releases); never loopback, which a
+        # rental's SSH host may not be.
+        fake.set_machines([machine_item("gpu-a", gpus_total=16)], host_pool=[("203.0.113.71", 22, "root")] * 3)
+        other = marketplace_instance("keep-me", "203.0.113.72", status="online")
         other["userMetadata"] = {"rlinfra": {"label": "other", "name": "other-0"}}
         fake.set_instances(marketplace=[other])
         client = HyperbolicClient(HYPERBOLIC_TEST_KEY, fake.url, retries=0)
@@ -115,7 +117,8 @@ def test_on_demand_rentals_are_released_by_name_and_by_the_heads_record(cluster)
     """The current API (docs/INVENTORY.md): one rental keeps its label exp-a-0; another, whose label the API did not
     keep, is the cluster's only by the record provision.yml copied to the head. Both go; another label's stays."""
     fake, token = cluster
-    fake.set_options([rental_option("h100", 8, "us-east-1", cents=2552)], host_pool=[("127.0.0.1", 22, "ubuntu")] * 3)
+    fake.set_options([rental_option("h100", 8, "us-east-1", cents=2552)],
+                     host_pool=[("203.0.113.73", 22, "ubuntu")] * 3)
     client = HyperbolicClient(HYPERBOLIC_TEST_KEY, fake.url, retries=0)
     Rent(client, probe=lambda h, p: "", api="on_demand").present("exp-a", 2, gpu_model="H100", region="us-east-1",
                                                                  wait=False)

@@ -139,6 +139,16 @@ def test_a_json_answer_of_another_shape_is_one_line_or_the_text_form(answer):
      r"^Slurm gave NodeAddr of node 'n1' '-oProxyCommand=id', which must be a host name or IP address"),
     ("n1\n", "NodeName=n1 NodeAddr=0.0.0.0 State=IDLE\n",
      r"^Slurm gave NodeAddr of node 'n1' '0.0.0.0', which must be a machine's address, not 0.0.0.0"),
+    # ansible_host on loopback is the controller: the play would run there, not on the node.
+    ("n1\n", "NodeName=n1 NodeAddr=::1 State=IDLE\n",
+     r"^Slurm gave NodeAddr of node 'n1' '::1', which must be a machine's address, not ::1 \(this machine's own "
+     r"loopback\): check the node's definition in slurm.conf \(scontrol show node\)$"),
+    ("n1\n", "NodeName=n1 NodeAddr=127.0.1.1 State=IDLE\n",
+     r"^Slurm gave NodeAddr of node 'n1' '127.0.1.1', which must be a machine's address, not 127.0.1.1 \(this "
+     r"machine's own loopback\): check"),
+    ("localhost\n", "NodeName=localhost State=IDLE\n",  # no NodeAddr: the name is the address
+     r"^Slurm gave NodeAddr of node 'localhost' 'localhost', which must be a machine's address, not localhost \(this "
+     r"machine's own loopback\): check"),
     ("a/../b\n", None, r"^Slurm gave node name 'a/../b', which must be a host name or IP address"),
     ("3 RUNNING extra\n", None, None),
 ])
@@ -154,6 +164,56 @@ def test_node_names_and_addresses_become_hosts_only_when_they_are_hosts(names, n
     with pytest.raises(S.SlurmError, match=pattern) as e:
         S.Slurm(run=run).allocation(job_id="1")
     assert "\n" not in str(e.value)
+
+
+def test_a_node_named_localhost_is_a_host_when_its_address_is_a_machines():
+    """The rule is on the address ssh connects to (ansible_host), not on the node's name in Slurm."""
+    run = Script({"scontrol --json": (1, "", "no --json"),
+                  "scontrol -o show job 1": (0, fixture("job_running.txt"), ""),
+                  "show hostnames": (0, "localhost\n", ""),
+                  "show node": (0, "NodeName=localhost NodeAddr=172.21.0.2 State=IDLE\n", "")})
+    job, nodes = S.Slurm(run=run).allocation(job_id="1")
+    assert [(n["name"], n["addr"]) for n in nodes] == [("localhost", "172.21.0.2")]
+
+
+STATE_LINE = ("Slurm answered job_state as %s for job 7%s, which is not a state (\"RUNNING\", or [\"RUNNING\", ...] "
+              "from Slurm 23.02 on): neither running nor ended is read from it; see the job with scontrol show job 7")
+
+
+@pytest.mark.parametrize("state, line", [
+    ({"current": ["RUNNING"]}, STATE_LINE % ("a mapping", " ({'current': ['RUNNING']})")),
+    (1, STATE_LINE % ("an integer", " (1)")),
+    ([], STATE_LINE % ("an empty list", "")),
+    ([3, "RUNNING"], STATE_LINE % ("a list holding an integer", " ([3, 'RUNNING'])")),
+    ([""], STATE_LINE % ("a list holding empty text", " ([''])")),
+    (None, STATE_LINE % ("null", "")),
+    ("", STATE_LINE % ("empty text", "")),
+])
+def test_a_job_state_that_is_no_state_is_refused_never_read_as_ended_or_running(state, line):
+    """A mapping, a number, an empty list...: before, "has ended" (allocate again) for a job that may be running."""
+    data = {"jobs": [{"job_id": 7, "name": "rl", "job_state": state, "nodes": "n1"}]}
+    with pytest.raises(S.SlurmError) as e:
+        S.job_from_json(data, "7")
+    assert str(e.value) == line
+    run = Script({"scontrol --json": (0, json.dumps(data), "")})
+    with pytest.raises(S.SlurmError) as e:
+        S.Slurm(run=run).allocation(job_id="7")
+    assert str(e.value) == line and [a[:2] for a in run.ran] == [["scontrol", "--json"]]  # nothing asked after it
+
+
+def test_no_job_state_at_all_is_refused():
+    with pytest.raises(S.SlurmError) as e:
+        S.job_from_json({"jobs": [{"job_id": 7, "nodes": "n1"}]}, "7")
+    assert str(e.value) == ("Slurm answered no job_state for job 7: neither running nor ended is read from it; see "
+                            "the job with scontrol show job 7")
+
+
+@pytest.mark.parametrize("state, want", [("RUNNING", "RUNNING"), (["RUNNING"], "RUNNING"),
+                                         (["PENDING", "REQUEUED"], "PENDING"), (["COMPLETED"], "COMPLETED"),
+                                         ("running", "RUNNING")])
+def test_both_json_forms_of_job_state_are_read(state, want):
+    """A string before Slurm 23.02, a list of strings since (the base state first, then flags)."""
+    assert S.job_from_json({"jobs": [{"job_id": 7, "job_state": state}]}, "7")["state"] == want
 
 
 def test_json_answer_is_used_when_offered():

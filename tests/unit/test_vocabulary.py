@@ -168,6 +168,28 @@ def test_addresses_that_stay_good(good):
     vocabulary.Address().validate(good)
 
 
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1", "localhost", "LocalHost.",
+                                  "localhost.localdomain", "ip6-localhost", "ip6-loopback", "gpu.localhost"])
+def test_loopback_is_refused_only_where_a_host_must_be_another_machine(host):
+    """An inventory source's or a provider's host (loopback=False) on loopback is the controller itself; an address
+    a node binds (Address, ray_private_ip) may be loopback: a one-node cluster on 127.0.0.1."""
+    assert vocabulary.unreachable(host, loopback=False) == "not %s (this machine's own loopback)" % host
+    assert vocabulary.unreachable(host) is None
+
+
+@pytest.mark.parametrize("host", ["10.0.0.5", "203.0.113.7", "fd00::5", "gpu.example", "localhost-1.example",
+                                  "mylocalhost", "localhost.example.org"])
+def test_machines_stay_good_where_loopback_is_refused(host):
+    assert vocabulary.unreachable(host, loopback=False) is None
+
+
+def test_no_machine_stays_refused_either_way():
+    assert vocabulary.unreachable("0.0.0.0") == vocabulary.unreachable("0.0.0.0", loopback=False) == "not 0.0.0.0"
+    assert vocabulary.unreachable("::ffff:0.0.0.0", loopback=False) == "not ::ffff:0.0.0.0"
+    with pytest.raises(vocabulary.Bad, match="be an address the other nodes can reach, not ::ffff:0:0"):
+        vocabulary.Address().validate("::ffff:0.0.0.0")
+
+
 def test_mapped_networks_keep_their_prefix():
     import ipaddress
     assert str(vocabulary.ipv4_mapped_network(ipaddress.ip_network("::ffff:10.0.0.0/104"))) == "10.0.0.0/8"

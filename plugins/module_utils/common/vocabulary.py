@@ -947,16 +947,37 @@ class Host(Text):
             "url_credentials", "https://s3cr3t@example.org")
 
 
-def unreachable(ip):
-    """Why other machines cannot reach ``ip`` (an ``ipaddress`` address) as this node's, or None when they can: the
-    "any" address in either spelling (``0.0.0.0``, ``::``, ``::ffff:0.0.0.0``), multicast, the IPv4 broadcast, or a
-    scoped address (``fe80::1%eth0``: its ``%`` is a specifier to systemd in a unit line, and the scope is this
-    node's own). Loopback stays good: a one-node cluster on 127.0.0.1 is a real setup."""
+# Names every resolver of these systems answers with loopback: /etc/hosts of Debian, Ubuntu, RHEL and kin, and
+# RFC 6761's *.localhost (systemd-resolved, glibc's myhostname).
+LOOPBACK_NAMES = frozenset(("localhost", "localhost.localdomain", "localhost4", "localhost4.localdomain4", "localhost6",
+                            "localhost6.localdomain6", "ip6-localhost", "ip6-loopback"))
+
+
+def unreachable(ip, loopback=True):
+    """Why other machines cannot reach ``ip`` (an ``ipaddress`` address, or its text) as this node's, or None when
+    they can: the "any" address in either spelling (``0.0.0.0``, ``::``, ``::ffff:0.0.0.0``), multicast, the IPv4
+    broadcast, or a scoped address (``fe80::1%eth0``: its ``%`` is a specifier to systemd in a unit line, and the
+    scope is this node's own).
+
+    Loopback stays good by default: a one-node cluster on 127.0.0.1 is a real setup. ``loopback=False`` is for a host
+    an inventory source or a provider's answer names as a machine to connect to: there loopback (127.0.0.0/8,
+    ``::1``, ``::ffff:127.x``, or a name such as ``localhost``) is the controller itself, never that machine, and a
+    play sent to it would run on the controller. A host name other than those is judged by nobody here."""
+    shown = ip.strip() if isinstance(ip, str) else ip  # as given: ::ffff:127.0.0.1, not ipaddress' ::ffff:7f00:1
+    if isinstance(ip, str):
+        ip = _ip(ip)
+        if ip is None:
+            name = shown.rstrip(".").lower()
+            if not loopback and (name in LOOPBACK_NAMES or name.endswith(".localhost")):
+                return "not %s (this machine's own loopback)" % shown
+            return None
     plain = ip.ipv4_mapped if ip.version == 6 and ip.ipv4_mapped else ip
     if plain.is_unspecified or plain.is_multicast or str(plain) == "255.255.255.255":
-        return "not %s" % ip
+        return "not %s" % shown
     if getattr(ip, "scope_id", None):
-        return "without a %%scope (%s is this node's own link-local name)" % ip
+        return "without a %%scope (%s is this node's own link-local name)" % shown
+    if not loopback and plain.is_loopback:
+        return "not %s (this machine's own loopback)" % shown
     return None
 
 

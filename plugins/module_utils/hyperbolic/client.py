@@ -605,15 +605,18 @@ def valid_ssh_host(host):
 
 
 NO_MACHINE = "is no machine's address (0.0.0.0, ::, multicast and broadcast name none; SSH to 0.0.0.0 reaches this one)"
+LOOPBACK = ("is this machine's own loopback: SSH there reaches the controller, not the rented machine; check the "
+            "rental's address in Hyperbolic's console")
 
 
 def no_machine(host):
-    """Whether an SSH host the API gave names no machine to connect to (vocabulary.unreachable: ``0.0.0.0``, ``::``,
-    multicast, broadcast, a scoped address). Loopback stays: the tests' machines are this one's sshd."""
-    try:
-        return bool(vocabulary.unreachable(ipaddress.ip_address(host)))
-    except ValueError:
-        return False
+    """What is wrong with an SSH host the API gave as a rented machine's (vocabulary.unreachable, loopback refused):
+    NO_MACHINE for ``0.0.0.0``, ``::``, multicast, broadcast or a scoped address, LOOPBACK for this machine's own
+    loopback (``127.0.0.1``, ``::1``, ``localhost``); '' for an address or name of a machine."""
+    if not vocabulary.unreachable(host, loopback=False):
+        return ""
+    # Refused even where loopback is good (ray_private_ip): no machine at all; else only as the controller's own.
+    return NO_MACHINE if vocabulary.unreachable(host) else LOOPBACK
 
 
 def valid_ssh_user(user):
@@ -727,8 +730,9 @@ def parse_ssh_command_strict(command, default_user=DEFAULT_SSH_USER):
     if not valid_ssh_host(host):
         raise ValueError("sshCommand %s: %s is not a host name or IP address" % (
             shown, _one_line(repr(host), 60)))
-    if no_machine(host):
-        raise ValueError("sshCommand %s: %s %s" % (shown, _one_line(repr(host), 60), NO_MACHINE))
+    refused = no_machine(host)
+    if refused:
+        raise ValueError("sshCommand %s: %s %s" % (shown, _one_line(repr(host), 60), refused))
     if user is None and not _is_name_like(host):
         raise ValueError("sshCommand %s is not of the form '%s'" % (shown, SSH_COMMAND_FORM))
     if user is not None and not valid_ssh_user(user):
@@ -766,8 +770,9 @@ def _ssh_from_networking(networking, default_user):
             if not valid_ssh_host(host):
                 raise ValueError("sshNetworking host %s is not a host name or IP address" % (
                     _one_line(repr(host), 60)))
-            if no_machine(host):
-                raise ValueError("sshNetworking host %s %s" % (_one_line(repr(host), 60), NO_MACHINE))
+            refused = no_machine(host)
+            if refused:
+                raise ValueError("sshNetworking host %s %s" % (_one_line(repr(host), 60), refused))
             port = _port(entry.get("port"))
             user = entry.get("user") or entry.get("username") or default_user
             if not valid_ssh_user(user):
@@ -841,14 +846,19 @@ def _record(source, ident, label, status, gpu_type, gpu_count, region, ssh, cost
 def _bare_metal_nodes(meta, default_user):
     """The nodes of an earlier-shape bare-metal rental (HyperbolicLabs' CLI ``OnDemandInstanceMeta``:
     ``node_networking`` [{public_ip, private_ip}], ``username``): one SSH address each, port 22. Entries without a
-    usable public address are left out; ``[]`` when there is no such list."""
+    usable public address are left out; ``[]`` when there is no such list. ValueError for a public address that names
+    no machine or this one (no_machine): the rental is then left out whole, never a node short or on the controller."""
     networking = meta.get("node_networking")
     if not isinstance(networking, list):
         return []
     user = meta.get("username") if valid_ssh_user(meta.get("username") or "") else default_user
     nodes = []
-    for entry in networking:
-        if isinstance(entry, dict) and isinstance(entry.get("public_ip"), str) and valid_ssh_host(entry["public_ip"]):
+    for index, entry in enumerate(networking):
+        public = entry.get("public_ip") if isinstance(entry, dict) else None
+        refused = no_machine(public) if isinstance(public, str) else ""
+        if refused:
+            raise ValueError("node_networking[%d] public_ip %s %s" % (index, _one_line(repr(public), 60), refused))
+        if isinstance(public, str) and valid_ssh_host(public):
             private = entry.get("private_ip")
             nodes.append({"host": entry["public_ip"], "port": DEFAULT_SSH_PORT, "user": user,
                           "private_ip": private if isinstance(private, str) and valid_ssh_host(private) else None})
@@ -900,7 +910,10 @@ def normalize_on_demand(item, default_user=DEFAULT_SSH_USER):
     model = next(iter(gpus), None)
     term = item.get("currentTerm") if isinstance(item.get("currentTerm"), dict) else {}
     kind = _str(meta.get("rental_type") or item.get("machineType") or provider.get("machineType")) or "virtual-machine"
-    nodes = _bare_metal_nodes(meta, default_user) if kind == "bare-metal" else []
+    try:
+        nodes, refused = (_bare_metal_nodes(meta, default_user) if kind == "bare-metal" else []), None
+    except ValueError as exc:
+        nodes, refused = [], str(exc)
     user_metadata = meta.get("userMetadata") if isinstance(meta.get("userMetadata"), dict) else None
     private_ip = meta.get("internal_ip") if isinstance(meta.get("internal_ip"), str) else None
     count = loose_count(item.get("gpuCount", provider.get("gpuCount")))
@@ -916,8 +929,8 @@ def normalize_on_demand(item, default_user=DEFAULT_SSH_USER):
         _str(item.get("gpuType") or provider.get("gpuType") or model),
         count,
         _str(item.get("region") or provider.get("region")),
-        _ssh_details(item, default_user, meta) if not nodes else ({k: nodes[0][k] for k in ("host", "port", "user")},
-                                                                  None),
+        (None, refused) if refused else _ssh_details(item, default_user, meta) if not nodes else (
+            {k: nodes[0][k] for k in ("host", "port", "user")}, None),
         _cents_to_dollars(term.get("costPerHourCents"), item.get("costPerHour")),
         kind=kind, nodes=nodes, user_metadata=user_metadata,
         private_ip=private_ip if private_ip and valid_ssh_host(private_ip) else (nodes[0]["private_ip"] if nodes else None),

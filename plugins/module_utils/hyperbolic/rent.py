@@ -64,6 +64,14 @@ class RentError(HyperbolicError):
     """One line saying what failed, what was released, and what to do."""
 
 
+class Contradiction(RentError):
+    """The API's answer contradicts itself (one id for two rentals): what is rented cannot be read from it."""
+
+
+# What to do about a contradictory answer: only the provider's own view can tell the rentals apart.
+CONSOLE = "check the label's rentals in Hyperbolic's console (the rentals list) and run again once each has its own id"
+
+
 def check_label(label):
     """'' when ``label`` can tag instances (and name a Ray cluster and hosts), else why not."""
     if not isinstance(label, str) or not LABEL.match(label):
@@ -238,6 +246,20 @@ def ours(items, label, record_ids=()):
     return sorted(found, key=lambda i: (name_of(i, label), str(i.get("id") or "")))
 
 
+def listed_twice(items, label):
+    """The line naming each id ``items`` (one listing) gives more than one rental; '' when every id is one rental's."""
+    by_id = {}
+    for item in items or []:
+        by_id.setdefault(str(item.get("id")), []).append(name_of(item, label) or "no name")
+    twice = {i: n for i, n in by_id.items() if len(n) > 1}
+    if not twice:
+        return ""
+    return "the API lists %s: the provider's answer is contradictory (one id, several rentals), so which machine %s " \
+           "cannot be known" % ("; ".join("rental %s %d times (as %s)" % (i, len(n), ", ".join(n))
+                                          for i, n in sorted(twice.items())),
+                                "is which" if len(twice) > 1 else "%s is" % next(iter(twice)))
+
+
 def names(existing, label, count):
     """``count`` new names ``<label>-<n>`` with the smallest numbers no existing instance uses."""
     used = {name_of(i, label) for i in existing}
@@ -360,10 +382,13 @@ def _view(record, item, label):
     """What a play needs of one rental: name, id, status, SSH address, GPUs, region, price (dollars an hour, when the
     API says)."""
     ssh = record.get("ssh") or {}
-    return dict(name=name_of(item, label) or record["id"], id=record["id"], status=status_of(item),
+    view = dict(name=name_of(item, label) or record["id"], id=record["id"], status=status_of(item),
                 host=ssh.get("host") or "", port=ssh.get("port") or 22, user=ssh.get("user") or "",
                 gpu_model=record.get("gpu_type") or "", gpu_count=record.get("gpu_count"), region=record.get("region") or "",
                 cost_per_hour=record.get("cost_per_hour"))
+    if record.get("ssh_error"):  # SSH details given but refused (a loopback host): the wait's line says why
+        view["ssh_error"] = record["ssh_error"]
+    return view
 
 
 BACKENDS = {"on_demand": OnDemand, "marketplace": Marketplace}
@@ -384,9 +409,16 @@ class Rent:
         self.api = BACKENDS[api](client)
         self.record_ids = list(record_ids or ())
         self.log = log or (lambda line: None)
+        self._label, self._made = "", []
 
-    def ours(self, label):
-        return ours(self.api.listing(), label, self.record_ids)
+    def ours(self, label, check=True):
+        """The label's rentals (module-level :func:`ours`); :class:`Contradiction` when the listing gives two of them
+        one id, unless ``check`` is false (looking one up by name, or waiting for released ids to go)."""
+        found = ours(self.api.listing(), label, self.record_ids)
+        twice = listed_twice(found, label) if check else ""
+        if twice:
+            raise Contradiction(twice)
+        return found
 
     def views(self, items, label):
         return [self.api.view(i, label) for i in items]
@@ -407,16 +439,31 @@ class Rent:
     def present(self, label, count, gpu_model="", gpu_count=8, max_price=None, region="", wait=True, timeout=900,
                 keep_partial=False, check_mode=False, min_hours=1.0, daily_budget=None, machine_type="virtual-machine",
                 ssh_public_key="", replace=()):
+        result = dict(changed=False, rented=[], released=[], would_rent=[], extra=0, api=self.api.name, replaced=[])
+        self._label, self._made = label, []  # the names this call asks the API to rent, whatever ids it answers
+        try:
+            return self._present(result, label, count, gpu_model, gpu_count, max_price, region, wait, timeout,
+                                 keep_partial, check_mode, min_hours, daily_budget, machine_type, ssh_public_key,
+                                 replace)
+        except Contradiction as exc:
+            # Counted from such an answer, one rental would pass for two (or two for one): what this call rented is
+            # released, and what it cannot tell apart is said.
+            why = str(exc) + ("; released %s to replace them" % ", ".join(result["replaced"]) if result["replaced"]
+                              else "")
+            self._give_up(result, keep_partial, why, advice=CONSOLE)
+
+    def _present(self, result, label, count, gpu_model, gpu_count, max_price, region, wait, timeout, keep_partial,
+                 check_mode, min_hours, daily_budget, machine_type, ssh_public_key, replace):
         have = self.ours(label)
         replaced = []
         if replace:
             # Unfit machines given back first; what is rented then takes their names again (<label>-<n>, the lowest
             # free number), so the inventory's hosts keep their names on new machines.
             replaced = self._replace(label, have, [str(r) for r in replace], check_mode, timeout)
+            result["replaced"] = replaced
             have = [i for i in have if str(i.get("id")) not in replaced] if check_mode else self.ours(label)
         need = max(0, count - len(have))
-        result = dict(changed=need > 0 or bool(replaced), rented=[], released=list(replaced), would_rent=[],
-                      extra=max(0, len(have) - count), api=self.api.name, replaced=replaced)
+        result.update(changed=need > 0 or bool(replaced), released=list(replaced), extra=max(0, len(have) - count))
         if need:
             plan, why = self.api.plan(need, gpu_model, gpu_count, max_price, region, machine_type)
             if why:
@@ -433,7 +480,7 @@ class Rent:
             if check_mode:
                 result.update(would_rent=plan, instances=self.views(have, label))
                 return result
-            self._create(label, plan, result, keep_partial, ssh_public_key)
+            self._create(label, plan, result, keep_partial, ssh_public_key, have)
         if not wait or check_mode:
             result["instances"] = self.views(self.ours(label), label)
             return result
@@ -458,7 +505,7 @@ class Rent:
         self.log("released %s to replace them" % ", ".join("%s (%s)" % (i, mine[i]) for i in released))
         deadline = self.clock() + timeout
         pause = POLL_FIRST
-        while any(str(i.get("id")) in released for i in self.ours(label)):
+        while any(str(i.get("id")) in released for i in self.ours(label, check=False)):
             if self.clock() >= deadline:
                 raise RentError("released %s to replace them, but the API still lists them after %ss: nothing was "
                                 "rented; run again" % (", ".join(released), timeout))
@@ -466,49 +513,90 @@ class Rent:
             pause = min(POLL_MAX, pause * 1.5)
         return released
 
-    def _create(self, label, plan, result, keep_partial, ssh_public_key):
+    def _create(self, label, plan, result, keep_partial, ssh_public_key, have=()):
         prices = result.setdefault("prices", {})  # dollars an hour, by name, as rented (the record keeps them)
+        named = {str(i.get("id")): name_of(i, label) or "another rental" for i in have}  # id -> the rental it names
         for item in plan:
             prices[item["name"]] = round(item["cents_per_hour"] / 100.0, 4)
+            self._made.append(item["name"])
             try:
                 ident = self.api.create(item, label, item["name"], ssh_public_key)
             except HyperbolicError as exc:
                 # The answer may be lost while the rental took effect (a timeout, a dropped connection, a 5xx after
                 # the request went out): never asked again; the listing says whether it exists, and then it is ours.
                 ident = self._find(label, item["name"])
-                if ident:
+                if ident and ident not in named:
                     result["rented"].append(ident)
+                    named[ident] = item["name"]
                     self.log("the answer to renting %s was lost (%s); the listing shows it as %s: adopted" % (
                         item["name"], one_line(exc, 200), ident))
                     continue
-                self._give_up(result, keep_partial, "renting %s (%s) failed: %s" % (item["name"], item["where"], exc))
+                if not ident:
+                    self._give_up(result, keep_partial, "renting %s (%s) failed: %s" % (item["name"], item["where"],
+                                                                                         exc))
             ident = ident or self._find(label, item["name"])
             if not ident:
                 why = "the API accepted renting %s but names no rental, and the listing shows none called so" % item["name"]
                 self._give_up(result, keep_partial, why)
+            if ident in named:
+                self._twice(label, item["name"], ident, named, result, keep_partial)
             result["rented"].append(ident)
+            named[ident] = item["name"]
             self.log("rented %s as %s (%s)" % (ident, item["name"], item["where"]))
+
+    def _twice(self, label, name, ident, named, result, keep_partial):
+        """Fail for a rental the API gave an id it had given another: the one it made under ``name`` is released
+        with the rest when the listing shows it under an id of its own, and said when it does not."""
+        found = self._find(label, name)
+        if found and found not in named:
+            result["rented"].append(found)  # this call's: released with the rest, counted once
+        self._give_up(result, keep_partial, "the API named rental %s for %s, the id it had given %s: the provider's "
+                      "answer is contradictory (one id, two rentals)" % (ident, name, named[ident]), advice=CONSOLE)
 
     def _find(self, label, name):
         try:
-            return next((str(i.get("id")) for i in self.ours(label) if name_of(i, label) == name), "")
+            return next((str(i.get("id")) for i in self.ours(label, check=False) if name_of(i, label) == name), "")
         except HyperbolicError:
             return ""
 
-    def _give_up(self, result, keep_partial, why):
-        """Release what this call rented (unless told to keep it), then fail with one line saying so."""
+    def _give_up(self, result, keep_partial, why, advice=""):
+        """Release what this call rented (unless told to keep it), then fail with one line saying so. With
+        ``advice`` (the API contradicted itself, so the ids this call holds may not be all it made), the listing is
+        read once more and says which of this call's rentals are still there."""
         rented = list(dict.fromkeys(result["rented"]))
+        advice = " - %s" % advice if advice else ""
         if not rented:
-            raise RentError("%s; nothing was rented" % why)
+            tail = "nothing was rented"
+            if advice and self._made:  # the API may have made a rental it named by another's id
+                tail = self._left("no rental of this call has an id of its own to release")
+            raise RentError("%s; %s%s" % (why, tail, advice))
         if keep_partial:
             raise RentError("%s; kept what this call rented (keep_partial): %s - run again to complete, or release "
-                            "it with state=absent (teardown.yml -e release=true)" % (why, ", ".join(rented)))
+                            "it with state=absent (teardown.yml -e release=true)%s" % (why, ", ".join(rented), advice))
         released, failures, dummy = self.release(rented)
         result["released"] = released
         tail = "released what this call rented: %s" % (", ".join(released) or "nothing")
         if failures:
             tail += "; could NOT release %s: release them in Hyperbolic's console, they cost money" % "; ".join(failures)
-        raise RentError("%s; %s" % (why, tail))
+        if advice:
+            tail = self._left(tail)
+        raise RentError("%s; %s%s" % (why, tail, advice))
+
+    def _left(self, tail):
+        """``tail``, and which rentals this call made the listing still shows (by name): after a contradictory
+        answer, the ids released may not have been all of them."""
+        try:
+            listed = self.ours(self._label, check=False)
+        except HyperbolicError as exc:
+            return "%s; the listing could not be read again (%s): look for %s in Hyperbolic's console" % (
+                tail, one_line(exc, 120), ", ".join(self._made))
+        left = ["%s (%s)" % (name_of(i, self._label), i.get("id")) for i in listed
+                if name_of(i, self._label) in self._made]
+        if not left:
+            return "%s; the listing shows none of %s now" % (tail, ", ".join(self._made))
+        one = len(left) == 1
+        return "%s; the API still lists %s: release %s in Hyperbolic's console, %s money" % (
+            tail, ", ".join(left), "it" if one else "them", "it costs" if one else "they cost")
 
     def _wait(self, label, result, timeout, keep_partial):
         deadline = self.clock() + timeout
@@ -527,7 +615,10 @@ class Rent:
                     return views
                 last = "; ".join(problems)
             else:
-                last = ", ".join("%s is %s" % (v["name"], v["status"] or "unknown") for v in pending)
+                last = ", ".join("%s is %s%s" % (
+                    v["name"], v["status"] or "unknown",
+                    ", its SSH details refused (%s)" % v["ssh_error"] if v.get("ssh_error") and not v["host"] else "")
+                    for v in pending)
             if self.clock() >= deadline:
                 self._give_up(result, keep_partial, "not ready after %ss: %s" % (timeout, last))
             self.sleep(pause)
@@ -556,23 +647,26 @@ class Rent:
 
     def absent(self, label, check_mode=False, timeout=300):
         try:
-            have = self.ours(label)
+            # Not refused when one id is listed for two rentals: releasing is the safe way, and the wait below holds
+            # the call until the listing shows none of the label's, under any id.
+            have = self.ours(label, check=False)
         except HyperbolicNotFound as exc:  # a retired API rents nothing any more, so nothing of ours is there
             return dict(changed=False, released=[], would_release=[], rented=[], api=self.api.name,
                         notes=["the %s API answered 404 (%s): nothing to release there" % (self.api.name, one_line(exc, 200))])
-        ids = [str(i.get("id")) for i in have]
-        result = dict(changed=bool(ids), released=[], would_release=ids if check_mode else [], rented=[], notes=[],
-                      api=self.api.name)
+        ids = list(dict.fromkeys(str(i.get("id")) for i in have))
+        twice = listed_twice(have, label)
+        result = dict(changed=bool(ids), released=[], would_release=ids if check_mode else [], rented=[],
+                      notes=[twice + "; each id is released once"] if twice else [], api=self.api.name)
         if check_mode or not ids:
             return result
         released, failures, notes = self.release(ids)
-        result.update(released=released, notes=notes)
+        result.update(released=released, notes=result["notes"] + notes)
         if failures:
             raise RentError("could not release %s (released %s): run again, or release them in Hyperbolic's console - "
                             "they cost money" % ("; ".join(failures), ", ".join(released) or "nothing"))
         deadline = self.clock() + timeout
         pause = POLL_FIRST
-        while self.ours(label):
+        while self.ours(label, check=False):
             if self.clock() >= deadline:
                 raise RentError("released %s, but the API still lists instance(s) of %s after %ss: check Hyperbolic's "
                                 "console" % (", ".join(released), label, timeout))

@@ -42,10 +42,31 @@ def parse_oneliner(line):
 
 
 def _state(value):
-    """JSON gives ["RUNNING"] (23.02+) or "RUNNING"; text gives RUNNING."""
-    if isinstance(value, list):
-        value = value[0] if value else ""
+    """The base state of a state word (text gives RUNNING)."""
     return str(value or "").split()[0].upper() if value else ""
+
+
+def _json_state(job, job_id):
+    """The state of ``scontrol --json`` / ``squeue --json``: "RUNNING" before 23.02, ["RUNNING"] since (the base state
+    first, flags such as COMPLETING after it). Anything else is refused: read as a state, a mapping or a number was
+    "has ended" (or, by some other reading, running)."""
+    value = job.get("job_state")
+    words = value if isinstance(value, list) else [value]
+    if words and all(isinstance(w, str) and w.strip() for w in words):
+        return _state(words[0])
+    fix = "neither running nor ended is read from it; see the job with scontrol show job %s" % job_id
+    if "job_state" not in job:
+        raise SlurmError("Slurm answered no job_state for job %s: %s" % (job_id, fix))
+    if isinstance(value, list):
+        bad = next((w for w in value if not isinstance(w, str) or not w.strip()), None) if value else None
+        kind = "an empty list" if not value else "a list holding %s" % (
+            "empty text" if isinstance(bad, str) else vocabulary.type_word(bad))
+    else:
+        kind = "empty text" if isinstance(value, str) else vocabulary.type_word(value)
+    shown = "" if value in (None, "", []) or vocabulary.credential_strings(value) else " (%s)" % vocabulary._short(
+        repr(value), 60)
+    raise SlurmError("Slurm answered job_state as %s for job %s%s, which is not a state (\"RUNNING\", or "
+                     "[\"RUNNING\", ...] from Slurm 23.02 on): %s" % (kind, job_id, shown, fix))
 
 
 def job_from_json(data, job_id):
@@ -60,7 +81,7 @@ def job_from_json(data, job_id):
 
     def text(key):  # a field of another type (a mapping where text belongs) reads as missing
         return j.get(key) if isinstance(j.get(key), str) else ""
-    return {"job_id": str(j.get("job_id", job_id)), "name": text("name"), "state": _state(j.get("job_state")),
+    return {"job_id": str(j.get("job_id", job_id)), "name": text("name"), "state": _json_state(j, job_id),
             "reason": text("state_reason"), "partition": text("partition"), "nodes": text("nodes"),
             "user": text("user_name"), "gpus_per_node": gpus}
 
@@ -195,7 +216,7 @@ class Slurm:
             if f.get("NodeName"):
                 found[f["NodeName"]] = {"addr": f.get("NodeAddr") or f["NodeName"], "hostname": f.get("NodeHostName") or ""}
         for name, node in found.items():
-            _check_host("NodeAddr of node %s" % _shown(name), node["addr"])
+            _check_host("NodeAddr of node %s" % _shown(name), node["addr"], loopback=False)
         return found
 
     def allocation(self, job_id="", job_name=""):
@@ -217,14 +238,16 @@ def _shown(text):
     return repr(text if len(text) <= 80 else text[:77] + "...")
 
 
-def _check_host(what, value):
+def _check_host(what, value, loopback=True):
     """A node's name or address becomes an inventory host and ansible_host, which ssh reads as its destination: a host
-    name or IP address (never ``-oProxyCommand=...``) that names a machine (not 0.0.0.0), else the one line."""
+    name or IP address (never ``-oProxyCommand=...``) that names a machine (not 0.0.0.0; with ``loopback=False``,
+    for an address, not this machine's own loopback either: the play would run on the controller), else the one
+    line."""
     try:
         vocabulary.Host().check(value)
-        ip = vocabulary._ip(value)
-        if ip is not None and vocabulary.unreachable(ip):
-            raise vocabulary.Bad("be a machine's address, %s" % vocabulary.unreachable(ip))
+        why = vocabulary.unreachable(value, loopback=loopback)
+        if why:
+            raise vocabulary.Bad("be a machine's address, %s" % why)
     except vocabulary.Bad as e:
         raise SlurmError("Slurm gave %s %s, which must %s: check the node's definition in slurm.conf (scontrol show node)"
                          % (what, _shown(value), e))
