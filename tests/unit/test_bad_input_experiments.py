@@ -638,7 +638,8 @@ def test_action_gives_the_same_line_and_writes_no_package(tmp_path):
 def test_the_actions_refuse_links_out_and_name_the_artifacts_variable(tmp_path):
     """The real actions, as submit.yml runs them: a working_dir that links out of the experiments directory (to /) is
     refused when loaded, one that holds a link out when packaged, and a package directory the controller cannot write
-    (under /proc, which fails for root too) is one line naming verl_job_artifacts_dir, never the working_dir."""
+    (below a file, which fails for root too; /proc is refused before, by the directory's purpose) is one line naming
+    verl_job_artifacts_dir, never the working_dir."""
     d = tmp_path / "experiments"
     (d / "proj").mkdir(parents=True)
     (d / "proj" / "run.py").write_text("print(1)\n")
@@ -647,7 +648,8 @@ def test_the_actions_refuse_links_out_and_name_the_artifacts_variable(tmp_path):
     os.symlink("/", str(d / "wd_root"))
     for name, wd in (("wd_root", "wd_root"), ("wd_ok", "proj"), ("wd_leaky", "leaky")):
         (d / (name + ".yml")).write_text(HEAD + "working_dir: %s\n" % wd)
-    packages = "/proc/1/rlinfra-artifacts/wd_ok/packages"
+    (tmp_path / "a-file").write_text("")
+    packages = str(tmp_path / "a-file" / "wd_ok" / "packages")
     out = tmp_path / "results.json"
     (tmp_path / "play.yml").write_text(json.dumps([{
         "name": "Links and artifacts", "hosts": "localhost", "gather_facts": False,
@@ -671,15 +673,14 @@ def test_the_actions_refuse_links_out_and_name_the_artifacts_variable(tmp_path):
         "wd_root.yml: working_dir: 'wd_root' leads outside the experiments directory %s through a symbolic link; copy "
         "its files into the experiments directory (a job is sent only what lies inside it)" % d)
     ok, leaky = saved["renders"]
-    assert ok["failed"] and ok["msg"] == ("verl_job_artifacts_dir %s: cannot write the working_dir package (No such "
-                                          "file or directory): set verl_job_artifacts_dir to another directory"
-                                          % packages)
+    assert ok["failed"] and ok["msg"] == ("verl_job_artifacts_dir %s: cannot write the working_dir package (Not a "
+                                          "directory): set verl_job_artifacts_dir to another directory" % packages)
     link_out = ("working_dir %s/leaky: all leads outside it through a symbolic link, and a job is sent only the "
                 "working_dir's own files: copy what it needs into the working_dir, or leave the link out with the "
                 "experiment's excludes (e.g. excludes: [\"all\"])" % d)
-    assert leaky["failed"] and leaky["msg"] == ("verl_job_artifacts_dir %s: cannot write the working_dir package (No "
-                                                "such file or directory): set verl_job_artifacts_dir to another "
-                                                "directory" % packages)
+    assert leaky["failed"] and leaky["msg"] == ("verl_job_artifacts_dir %s: cannot write the working_dir package (Not "
+                                                "a directory): set verl_job_artifacts_dir to another directory"
+                                                % packages)
     assert saved["dry"]["failed"] and saved["dry"]["msg"] == "preflight: " + link_out
     assert "Traceback" not in proc.stdout + proc.stderr and "Errno" not in proc.stdout + proc.stderr
 
