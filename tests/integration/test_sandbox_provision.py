@@ -1,11 +1,12 @@
-"""From nothing to a cluster and back to nothing, on the sandbox, through each API: the fake Hyperbolic API rents out
+"""From nothing to a cluster and back to nothing, on the sandbox: the fake Hyperbolic API rents out
 the sandbox's own containers (a rented instance answers SSH at a container's address). On the current on-demand API
 (the default) its rental options list 8 x h100 in us-east-1 at $25.52/h; on the v1 marketplace it lists two machines.
 
 provision.yml -e nodes=3 -e gpu=H100 rents three, waits for SSH and builds Ray cluster 'prov' on them with site.yml,
 keeping the rentals' record (with their prices) on the controller and on the head; the inventory plugin then lists
 them (head prov-0, with their price); a second run rents nothing and changes nothing; teardown.yml -e release=true
-stops Ray and releases exactly those three, on both APIs, and the records go; the inventory is empty again. The API
+stops Ray and releases exactly those three, and the records go; the inventory is empty again (the v1 marketplace: the
+module and the inventory source alone, the build being the same). The API
 key never shows. Then the idle guard on the sandbox's own cluster (tagged 'default' through the fake API): with
 a job running it releases nothing; once the job has ended longer ago than the limit it stops Ray and releases
 the cluster's instances, saying why in the journal. The sandbox is converged again afterwards.
@@ -86,7 +87,48 @@ def active_of(fake, api):
     return fake.active_rentals() if api == "on_demand" else fake.rented
 
 
-@pytest.mark.parametrize("api", ["on_demand", "marketplace"])
+def test_rent_list_release_on_the_marketplace(sandbox, tmp_path):
+    """The v1 marketplace, through the module provision.yml and teardown.yml call with api=marketplace and the
+    inventory plugin's marketplace source: three rented, listed as cluster prov with the record kept, a second call
+    rents nothing, state=absent releases exactly those. The build that follows a rental is the API's no more than
+    on_demand's (test_rent_build_release), and is not run twice."""
+    nodes = sandbox_nodes()
+    records = tmp_path / "records"
+    with FakeHyperbolic(api_key=HYPERBOLIC_TEST_KEY) as fake:
+        fake.set_machines(MACHINES, host_pool=[(n["ip"], 22, "root") for n in nodes])
+        inv = inventory_dir(tmp_path, fake.url, source="marketplace")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "HYPERBOLIC_"))}
+        env.update(ANSIBLE_NOCOLOR="1", **env_for(fake.url))
+
+        def module(state):
+            args = {"api": "marketplace", "label": "prov", "state": state, "record": str(records / "prov.json")}
+            if state == "present":
+                args.update(count=3, gpu_model="H100")
+            proc = subprocess.run([venv_bin("ansible"), "-i", "localhost,", "localhost", "-c", "local", "-e",
+                                   "ansible_python_interpreter=" + venv_bin("python"), "-m",
+                                   "rlinfra.verl.hyperbolic_instance", "-a", json.dumps(args)], cwd=ROOT, env=env,
+                                  capture_output=True, text=True, timeout=600)
+            assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+            assert HYPERBOLIC_TEST_KEY not in proc.stdout + proc.stderr
+            return proc.stdout
+
+        module("present")
+        assert len(fake.rented) == 3 and creates_of(fake, "marketplace") == 3
+        record = json.loads((records / "prov.json").read_text())
+        assert sorted(r["name"] for r in record["rentals"].values()) == ["prov-0", "prov-1", "prov-2"]
+        assert {r["api"] for r in record["rentals"].values()} == {"marketplace"}
+        data = listed(inv, fake.url)
+        assert data["ray_head"]["hosts"] == ["prov-0"] and sorted(data["ray_workers"]["hosts"]) == ["prov-1", "prov-2"]
+        assert sorted(v["ansible_host"] for v in data["_meta"]["hostvars"].values()) == sorted(n["ip"] for n in nodes)
+        again = module("present")
+        assert "changed: false" in again and "rented: []" in again and creates_of(fake, "marketplace") == 3
+        module("absent")
+        assert fake.rented == [] and len(fake.terminated) == 3
+        left = json.loads((records / "prov.json").read_text()) if (records / "prov.json").exists() else {}
+        assert not left.get("rentals"), left
+
+
+@pytest.mark.parametrize("api", ["on_demand"])
 def test_rent_build_release(sandbox, tmp_path, api):
     nodes = sandbox_nodes()
     head = next(n for n in nodes if n["role"] == "head")
