@@ -70,16 +70,10 @@ def masked(value, secrets):
 
 
 def mask_patterns(text):
-    """``text`` with the values that look like secrets (by name, bearer, a URL's password, user-token or query)
+    """``text`` with the values that look like secrets (by name, and by shape: :func:`mask_shapes`, a URL's query)
     replaced by ``********``."""
-    text = _BEARER.sub(lambda m: m.group(1) + MASK, str(text))
-    text = _SECRET.sub(lambda m: m.group(1) + MASK, text)
-    text = _TOKEN.sub(MASK, text)
-    if "://" not in text:
-        return text
-    text = _URL_PASSWORD.sub(lambda m: m.group(1) + MASK + m.group(3), text)
-    text = _URL_TOKEN_USER.sub(lambda m: m.group(1) + MASK + m.group(3), text)
-    return _URL_QUERY.sub(lambda m: m.group(1) + MASK, text)
+    text = _shapes(_SECRET.sub(lambda m: m.group(1) + MASK, str(text)))
+    return _URL_QUERY.sub(lambda m: m.group(1) + MASK, text) if "://" in text else text
 
 
 # A private key pasted where a public one or a name belongs (hyperbolic_ssh_public_key): its first line says so.
@@ -116,11 +110,14 @@ def mask_shapes(text):
     """``text`` with every value that is a credential by its shape alone (:func:`holds_credentials`: a bearer token,
     a known issuer's token, a password or token in a URL, a private key) replaced by ``********``, and nothing
     else: the last guard of every line an action shows, whatever field the value came from."""
-    if not isinstance(text, str) or not holds_credentials(text):
-        return text
+    return _shapes(text) if isinstance(text, str) and holds_credentials(text) else text
+
+
+def _shapes(text):
     text = _BEARER.sub(lambda m: m.group(1) + MASK, text)
-    text = _TOKEN.sub(MASK, text)
-    text = _PRIVATE_KEY_BLOCK.sub(MASK, text)
+    text = _TOKEN.sub(MASK, _PRIVATE_KEY_BLOCK.sub(MASK, text))
+    if "://" not in text:
+        return text
     text = _URL_PASSWORD.sub(lambda m: m.group(1) + MASK + m.group(3), text)
     return _URL_TOKEN_USER.sub(lambda m: m.group(1) + MASK + m.group(3), text)
 
