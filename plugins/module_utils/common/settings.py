@@ -446,7 +446,8 @@ def null_ok(rule):
     (ray_num_cpus: Ray detects it)."""
     try:
         rule.check(None)
-    except Exception:  # pylint: disable=broad-except - any refusal (or a kind that cannot read None) means no
+    # Any refusal, or a kind that cannot read None at all, means no.
+    except Exception:  # pylint: disable=broad-except
         return False
     return True
 

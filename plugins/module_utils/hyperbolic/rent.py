@@ -532,8 +532,8 @@ class Rent:
                         item["name"], one_line(exc, 200), ident))
                     continue
                 if not ident:
-                    self._give_up(result, keep_partial, "renting %s (%s) failed: %s" % (item["name"], item["where"],
-                                                                                         exc))
+                    self._give_up(result, keep_partial,
+                                  "renting %s (%s) failed: %s" % (item["name"], item["where"], exc))
             ident = ident or self._find(label, item["name"])
             if not ident:
                 why = "the API accepted renting %s but names no rental, and the listing shows none called so" % item["name"]
