@@ -278,11 +278,12 @@ class Text(Type):
     # What the pattern lets through that is no good all the same, found anywhere in the value ("." or ".." as a name).
     refused = None
 
-    def __init__(self, empty=None, max_len=None, pattern=None, what=None, lines=False, credentials=False, **kw):
+    def __init__(self, empty=None, max_len=None, pattern=None, what=None, lines=False, credentials=None, **kw):
         super().__init__(**kw)
-        # True where a credential is a good value that the surface keeps out of sight itself (ray_env's values go to
-        # the root-only file); everywhere else a credential-shaped value is refused, as it would be shown.
-        self.credentials = credentials
+        # Whether a credential-shaped value is good: where the surface keeps it out of sight itself (ray_env's values go
+        # to the root-only file), and in text of several lines (a file's or a script's content, which the collection
+        # carries, never shows); a one-line value (a name, a word, a setting) holding one is refused, as it is shown.
+        self.credentials = lines if credentials is None else credentials
         if empty is not None:
             self.empty = empty
         if max_len is not None:
