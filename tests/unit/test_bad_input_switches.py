@@ -217,12 +217,26 @@ INVENTORY = {"all": {"vars": {"ansible_connection": "local", "ansible_python_int
                      "children": {"ray_head": {"hosts": {"head0": {"ray_cluster": "a"}}}}}}
 
 
+def _family(r):
+    """What kind of refusal a row's line is: each kind is run for real once per playbook (the in-process test above
+    holds every row's line; a real run proves the playbook stops at its first task with it)."""
+    for family, words in (("switch", "must be true or false"), ("not_a_switch", "is not a switch of"),
+                          ("empty", " is empty ("), ("count", "whole number"), ("null", "null"), ("name", "must be a name"),
+                          ("exp", "experiment name")):
+        if words in r.expect:
+            return family
+    return r.id
+
+
+REAL = list({(r.playbook, _family(r)): r for r in reversed(ROWS)}.values())[::-1]
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("switches")
     (tmp / "inventory.yml").write_text(yaml.safe_dump(INVENTORY))
     env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
-    cases = [(r.id, r.playbook, r.extra) for r in ROWS] + [("good_%d" % i, pb, extra) for i, (pb, extra, _) in
+    cases = [(r.id, r.playbook, r.extra) for r in REAL] + [("good_%d" % i, pb, extra) for i, (pb, extra, _) in
                                                           enumerate(GOOD)]
 
     def play(case):
@@ -244,7 +258,12 @@ def _first_task(proc):
     return out, task["task"]["name"], next(iter(task["hosts"].values()))
 
 
-@pytest.mark.parametrize("r", ROWS, ids=[r.id for r in ROWS])
+def test_every_playbook_and_kind_of_refusal_runs_for_real():
+    assert {r.playbook for r in REAL} == set(cli.PLAYBOOKS) and len(REAL) >= 30
+    assert {"teardown_cluster_empty", "dry_run_typo", "step_timeout_word"} <= {r.id for r in REAL}
+
+
+@pytest.mark.parametrize("r", REAL, ids=[r.id for r in REAL])
 def test_the_run_stops_at_its_first_task_with_the_line(runs, r):
     proc = runs[r.id]
     out, name, result = _first_task(proc)
