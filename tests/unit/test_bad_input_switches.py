@@ -2,9 +2,9 @@
 a careless user types, and the exact line it must give. Nothing may be done by it: the line comes from
 ``rlinfra.verl.command_line``, the first task of every playbook (rules in ``module_utils/common/cli.py``).
 
-Every row runs twice: in-process against the rules, and for real (``ansible-playbook`` from the
-repository root against a one-host local inventory), where the run must stop at its first task with that
-line, a non-zero exit and nothing changed.
+Every row runs in-process against the rules; each kind of refusal of each playbook runs for real too
+(``ansible-playbook`` from the repository root against a one-host local inventory), where the run must stop at its
+first task with that line, a non-zero exit and nothing changed.
 """
 
 from __future__ import annotations
