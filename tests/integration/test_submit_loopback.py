@@ -427,8 +427,8 @@ def test_artifacts_that_cannot_be_written_mid_run_leave_the_status_and_the_summa
     assert client.get_job(sid)["status"] == "SUCCEEDED"
     text = flat(out).replace("''", "'")  # the YAML callback doubles a quote inside quotes
     assert "status: SUCCEEDED" in text, out[-3000:]
-    assert ("artifacts: NOT SAVED - the driver log and metrics could not be saved in %s: File exists; the job's status "
-            "above is Ray's own" % run_dir) in text, out[-3000:]
+    assert ("artifacts: NOT SAVED - verl_job_artifacts_dir %s: cannot write the driver log and metrics (File exists): set "
+            "verl_job_artifacts_dir to another directory; the job's status above is Ray's own" % run_dir) in text, out[-3000:]
     for sign in ("Traceback", "Errno", "NoneType", "The error was"):
         assert sign not in out
     assert not (workdir / ".rlinfra" / "secrets" / "default" / (sid + ".env")).exists()
