@@ -92,8 +92,9 @@ ARGS = vocabulary.Args(
     lv=_lvm_name(required=True),
     layout=vocabulary.Choice(("striped", "linear"), default="striped"),
     stripe_size=vocabulary.Text(max_len=16, pattern=r"^[0-9]+[kKmM]?$", what="empty or a size such as 256k", default=""),
-    # The lvg step's new physical volumes, each with its size in bytes (check mode counts their space).
-    planned=vocabulary.MapOf(vocabulary.AbsPath("writes"), vocabulary.Int(0, unit="bytes", nullable=False), default={}),
+    # The lvg step's new physical volumes, each with its size in bytes (check mode counts their space). Block devices
+    # under /dev (the role's settings check them as such), not directories: "reads" confines nothing here.
+    planned=vocabulary.MapOf(vocabulary.AbsPath("reads"), vocabulary.Int(0, unit="bytes", nullable=False), default={}),
 )
 ARGUMENT_SPEC = ARGS.spec
 

@@ -64,3 +64,10 @@ def test_the_modules_refuse_bad_options_before_touching_lvm(module, args, expect
     monkeypatch.setattr("subprocess.run", lambda argv, *a, **kw: ran.append(argv))
     out = module_runner(module.main, args)
     assert out["failed"] is True and out["msg"] == expected and ran == []
+
+
+def test_the_planned_physical_volumes_are_block_devices_under_dev():
+    # The lvg step's new PVs are devices: a written path's confinement (no /dev) must not refuse them (the VM stage's
+    # check-mode run was refused by it once).
+    assert storage_lvm_lv.ARGS.errors({"vg": "vg", "lv": "lv", "layout": "striped", "stripe_size": "",
+                                       "planned": {"/dev/vdb": 100}}) == []
