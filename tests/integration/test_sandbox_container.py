@@ -325,8 +325,16 @@ def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path, browser):  # no
         assert stopped.returncode == 0, stopped.output[-3000:]
         applied = playbook("site.yml", V2)
         assert applied.returncode == 0, applied.output[-5000:]
+        # systemd starts the new container after the restart returns (Type=simple): give each node a bounded while.
+        deadline = time.monotonic() + 90
         after = running_images(nodes)
-        assert all(v2_id.startswith(image_id) and image_id for image_id in after.values()), (v2_id, after)
+        while not all(v2_id.startswith(i) and i for i in after.values()) and time.monotonic() < deadline:
+            time.sleep(3)
+            after = running_images(nodes)
+        assert all(v2_id.startswith(image_id) and image_id for image_id in after.values()), \
+            (v2_id, after, applied.output[-4000:],
+             {n["name"]: on_node(n["name"], "podman ps -a --format '{{.Names}} {{.ImageID}} {{.Status}}'; journalctl "
+                                            "-u ray-%s -n 15 --no-pager" % n["role"]) for n in nodes})
         # Loaded once, into the shared store: every node lists it (its storage.conf, the collection's own) and runs
         # the image from it, read-only; no node holds a copy of its own (one row, read-only); a re-run changes nothing.
         for name in names:
