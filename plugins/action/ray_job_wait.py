@@ -201,7 +201,8 @@ class Watch:
 
     def take_log(self, copy, res):
         """Append what the poll read of the log to the copy and the metrics (more calls while the log has more than
-        one call returns: a wait that comes to a long run catches up once); the newest step is the copy's."""
+        one call returns: a wait that comes to a long run catches up once); the newest step is the copy's, and so is the
+        first (the attempt's first logged step, which proves or disproves a resume)."""
         if not res.get("found") or "log_offset" not in res:
             return
         if copy.path and not copy.checked:
@@ -216,6 +217,7 @@ class Watch:
                 break
             more = self.feed_log(copy, extra)
         res["last_step"], res["last_metrics"] = copy.metrics.last[0], dict(copy.metrics.last[1])
+        res["first_step"] = copy.metrics.first
 
     def feed_log(self, copy, res):
         try:

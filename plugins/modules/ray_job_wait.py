@@ -249,7 +249,10 @@ lost_nodes:
   type: list
   elements: dict
 events:
-  description: Faults and recoveries with their times in seconds since the wait began (detection, resubmission, first new step).
+  description:
+    - Faults and recoveries with their times in seconds since the wait began (detection, resubmission, first new step).
+    - A C(resubmitted) event carries C(resume_step), and once the attempt logged a step, C(first_logged_step) and
+      C(resume_proven); an attempt that started over adds a C(not_resumed) event.
   returned: always
   type: list
   elements: dict
@@ -260,7 +263,8 @@ succeeded:
 reason:
   description:
     - Why the wait ended - C(succeeded), C(failed), C(node_lost), C(head_restart), C(stalled), C(stopped),
-      C(timeout), C(unreachable), C(missing), C(shape), C(no_nodes), ...
+      C(timeout), C(unreachable), C(missing), C(shape), C(no_nodes), C(not_resumed) (a resubmitted attempt started
+      over instead of resuming from its checkpoint; stopped, no further attempt), ...
   returned: always
   type: str
 summary:

@@ -70,6 +70,32 @@ ranks:
   returned: always
   type: list
   elements: int
+resume_step:
+  description:
+    - The newest step at or before RV(latest_step) whose directory holds the shard of every rank (a node lost while
+      saving leaves one out), or null when none does. A step without any shard file counts as whole.
+  returned: always
+  type: int
+  version_added: 0.13.0
+resume_dir:
+  description: Directory of RV(resume_step), or null.
+  returned: always
+  type: str
+  version_added: 0.13.0
+incomplete:
+  description: The newer steps passed over for RV(resume_step), newest first.
+  returned: always
+  type: list
+  elements: dict
+  version_added: 0.13.0
+  contains:
+    step:
+      description: The step.
+      type: int
+    missing_ranks:
+      description: The ranks whose shard is missing, or null when the step's directory is gone.
+      type: list
+      elements: int
 """
 
 from ansible.module_utils.basic import AnsibleModule

@@ -302,6 +302,55 @@ def test_stall_is_detected_restarted_and_a_new_controller_attaches(whole):
     assert_clean(run.output + again.output)
 
 
+def test_an_attempt_that_starts_over_is_stopped_at_its_first_step(whole):
+    """A trainer that ignores its checkpoint (here resume_mode=disable; in verl, async_save's missing tracker file):
+    attempt 2 is given step 5 and logs step 1 first. It is stopped at once, no attempt 3 follows, and the run ends with
+    one line - never "recovered" (issue 49)."""
+    name = experiment(whole, "fault_fresh", {"max_restarts": 3, "on": ["stalled"], "backoff_s": 1},
+                      wait={"stall_timeout": 8},
+                      params={"trainer": {"total_training_steps": 20, "save_freq": 5, "step_sleep_s": 0.5,
+                                          "stall_at_step": 6, "resume_mode": "disable"}})
+    sid = "rlinfra-%s-default" % name
+    run = Playbook("submit.yml", "exp=" + name, exp_dir=whole["exp_dir"])
+    assert run.wait(420) != 0, run.output[-5000:]
+    flat = " ".join(run.output.split())
+    assert re.search(r"attempt 2 \(%s-a2\) submitted .* resumes from checkpoint step 5" % sid, flat), flat[-4000:]
+    assert ("attempt 2 (%s-a2) started over at step 1 instead of resuming from checkpoint step 5: stopped it; no further "
+            "attempt (it would start over too): trainer.resume_mode is disable: the trainer ignores its checkpoints; set "
+            "it to auto; then run submit.yml with -e run=NEW" % sid) in flat, flat[-4000:]
+    jobs = attempts(whole, sid)
+    assert [(j["submission_id"], j["status"]) for j in jobs] == [(sid, "STOPPED"), (sid + "-a2", "STOPPED")], jobs
+    assert_never_two_at_once(jobs)
+    assert_clean(run.output)
+
+
+def test_a_partial_last_checkpoint_is_passed_over_for_the_newest_whole_one(whole):
+    """The tracker names step 6, but rank 1's shard of it is gone (as when a node is lost while saving): the next attempt
+    resumes by path from step 4, the newest whole step, says so, and its first step (5) proves it (issue 49)."""
+    name = experiment(whole, "fault_partial", {"max_restarts": 1, "on": ["stalled"], "backoff_s": 1},
+                      wait={"stall_timeout": 8},
+                      params={"trainer": {"total_training_steps": 12, "save_freq": 2, "step_sleep_s": 0.5,
+                                          "stall_at_step": 6}})
+    sid = "rlinfra-%s-default" % name
+    run = Playbook("submit.yml", "exp=" + name, exp_dir=whole["exp_dir"])
+    deadline = time.monotonic() + 240
+    while tracker(whole, name) != "6" and time.monotonic() < deadline:
+        assert run.proc.poll() is None, run.output[-4000:]
+        time.sleep(0.5)
+    step6 = "%s/rlinfra_smoke/default/%s/global_step_6" % (CKPT_ROOT, name)
+    shard = on_node(whole["head"]["name"], "ls %s/actor/ | grep rank_1.pt" % step6).strip()
+    assert shard, run.output[-3000:]
+    on_node(whole["head"]["name"], "rm %s/actor/%s" % (step6, shard))
+    assert run.wait(420) == 0, run.output[-5000:]
+    flat = " ".join(run.output.split())
+    assert ("step 6 lacks the shards of rank(s) 1 (a node lost while saving?); the next attempt resumes from step 4, the "
+            "newest whole one (%s/rlinfra_smoke/default/%s/global_step_4)" % (CKPT_ROOT, name)) in flat, flat[-4000:]
+    assert re.search(r"attempt 2 \(%s-a2\) submitted .* resumes from checkpoint step 4" % sid, flat), flat[-4000:]
+    assert "attempt 2 (%s-a2) resumed from checkpoint step 4: its first step seen is 5" % sid in flat, flat[-4000:]
+    assert "SUCCEEDED" in flat
+    assert_clean(run.output)
+
+
 def test_controller_killed_as_the_job_is_created_then_a_rerun_attaches(whole):
     """The controller dies in the one call that submits (killed as soon as the head lists the job, most often before
     the controller heard back): a re-run finds the job and waits for it - one job ran, not two, and nothing of the

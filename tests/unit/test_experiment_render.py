@@ -383,3 +383,15 @@ def test_hydra_prefixes_and_flat_keys():
 @pytest.mark.parametrize("text", ["plain", "a b", "it's", 'q"x', "$x", "`x`", "\\", "!", "it's!", "", "\n"])
 def test_shell_quote_roundtrip(text):
     assert shlex.split("x " + experiment_quote.shell_quote(text)) == ["x", text]
+
+
+def test_a_resume_by_path_replaces_the_experiments_resume_keys():
+    template = {"head": "python3 -m verl.trainer.main_ppo", "shape_keys": ["trainer.nnodes", "trainer.n_gpus_per_node"],
+                "filled": [True, True], "pairs": [["trainer.resume_mode", "auto"], ["trainer.nnodes", 2],
+                                                  ["trainer.n_gpus_per_node", 8]]}
+    by_path = experiment_render.reshape(template, resume_from="/ckpt/run/global_step_4")[0]
+    assert shlex.split(by_path) == ["python3", "-m", "verl.trainer.main_ppo", "trainer.nnodes=2",
+                                    "trainer.n_gpus_per_node=8", "trainer.resume_mode=resume_path",
+                                    "trainer.resume_from_path=/ckpt/run/global_step_4"]
+    assert shlex.split(experiment_render.reshape(template, resume_from="")[0])[-1] == "trainer.resume_mode=disable"
+    assert "trainer.resume_mode=auto" in experiment_render.reshape(template)[0]

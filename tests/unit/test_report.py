@@ -497,3 +497,15 @@ def test_the_waits_next_rewrite_keeps_what_the_nodes_logs_added(tmp_path):
     assert [e for e in again["events"] if e["kind"] == "kernel"] == rows and again["causes"] == ["gpu-1: Xid 79"]
     assert [e["at"] for e in again["events"]] == sorted(e["at"] for e in again["events"])
     assert R.carried(None, run) is run
+
+
+def test_the_events_say_whether_a_resume_was_proven():
+    events = [dict(event="resubmitted", after="node_lost", detected_s=5.0, submitted_s=10.0, attempt=2, resume_step=5,
+                   first_step_s=20.0, first_logged_step=6, resume_proven=True),
+              dict(event="resubmitted", after="stalled", detected_s=30.0, submitted_s=35.0, attempt=3, resume_step=10,
+                   first_step_s=40.0, first_logged_step=1, resume_proven=False),
+              dict(event="not_resumed", at_s=41.0, attempt=3, first_step=1, resume_step=10)]
+    texts = [e["text"] for e in R.events_from_watch(events, [], 1000.0)]
+    assert "attempt 2 printed its first step (step 6: resumed from step 5)" in texts
+    assert "attempt 3 printed its first step (step 1: started over)" in texts
+    assert texts[-1] == "attempt 3 started over at step 1 instead of resuming from step 10: stopped, no further attempt"

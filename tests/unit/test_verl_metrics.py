@@ -140,3 +140,12 @@ def test_the_summary_names_both_files():
                                        panels=["reward/mean", "pg_loss"]))
     assert lines == ["metrics:       /p/artifacts/x/id.metrics.csv (30 steps)",
                      "plot:          /p/artifacts/x/id.metrics.png (reward/mean, pg_loss)"]
+
+
+def test_follow_keeps_the_first_step_of_the_log_as_well_as_the_last():
+    # The watchdog's proof of a resume: the attempt's first logged step, however late the poll that reads it.
+    follow = verl_metrics.Follow()
+    follow.feed("smoke_rl: resumed from /ckpt/global_step_5 (step 5)\nstep:6 - reward/mean:0.5\nstep:")
+    assert follow.first == 6 and follow.last[0] == 6
+    follow.feed("7 - reward/mean:0.6\nstep:8 - reward/mean:0.7\n")
+    assert follow.first == 6 and follow.last[0] == 8

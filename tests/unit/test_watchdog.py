@@ -58,8 +58,9 @@ WHY = {"node_lost": "a node left the cluster", "failed": "the job failed", "stal
        "head_restart": "the Ray head restarted (Ray keeps no jobs across a head restart)"}
 
 
-def recovered(why, step, at, nodes=3, resume=None, backoff=10, checkpoint=True, entry_nodes=None):
-    """What a recovery of attempt 1 asks for and says, up to the next attempt's submission."""
+def recovered(why, step, at, nodes=3, resume=None, backoff=10, checkpoint=True, entry_nodes=None, first=None):
+    """What a recovery of attempt 1 asks for and says, up to the next attempt's submission (and the proof of its resume:
+    ``first``, its first step seen)."""
     out = ["attempt 1 (%s) ended: %s, at step %s; recovery 1 of 1" % (SID, WHY[why], step),
            "cluster jobs=True timeout=60 wait_for_nodes=1", "sleep %g" % backoff,
            "waiting up to 600s for %d alive node(s)" % nodes, "cluster timeout=600 wait_for_nodes=%d" % nodes]
@@ -67,7 +68,9 @@ def recovered(why, step, at, nodes=3, resume=None, backoff=10, checkpoint=True, 
     return out + ["submit %s after %s from %s: %s" % (A2, why, SID, entrypoint(entry_nodes or nodes)),
                   "attempt 2 (%s) submitted at %s after %s; %s" % (
                       A2, at, why.replace("_", " "), "resumes from checkpoint step %s" % resume
-                      if resume is not None else "no checkpoint yet: starts from scratch")]
+                      if resume is not None else "no checkpoint yet: starts from scratch")] + (
+                  ["attempt 2 (%s) resumed from checkpoint step %s: its first step seen is %s" % (A2, resume, first)]
+                  if first is not None else [])
 
 
 def recovery_answers(nodes=ALL, jobs=(), ckpt=None, checkpoint=True):
@@ -97,6 +100,7 @@ LOSE_AND_RECOVER = dict(
     + recovery_answers((HEAD, W2, W3_BACK), [{"submission_id": SID, "status": "STOPPED"}], {"latest_step": 2}),
     trace=[LOST_W3 % "0:00:20", "stopping attempt 1 (%s): it lost a node and would hang or fail" % SID, "stop " + SID,
            "save_log " + SID] + recovered("node_lost", 2, "0:00:30", resume=2))
+RESUMED_A2 = "attempt 2 (%s) resumed from checkpoint step 2: its first step seen is 3" % A2
 
 
 def show(request):
@@ -176,7 +180,7 @@ ROWS = [
          script=[job(step=1, metadata=M3), job("FAILED", 4, driver_exit_code=1, metadata=M3), job("FAILED", 4)]
          + recovery_answers(ALL, [{"submission_id": SID, "status": "FAILED"}], {"latest_step": 4})
          + [job("SUCCEEDED", 6)],
-         trace=HEAD_CHECK + ["save_log " + SID] + recovered("failed", 4, "0:00:32", resume=4) + ["save_log " + A2],
+         trace=HEAD_CHECK + ["save_log " + SID] + recovered("failed", 4, "0:00:32", resume=4, first=6) + ["save_log " + A2],
          end=("succeeded", None),
          check=lambda dog, polls: [r["status"] for r in dog.rows] == ["FAILED", "SUCCEEDED"] and dog.sid == A2),
     dict(name="stopped_from_outside", script=[job(step=2), job("STOPPED", 2), job("STOPPED", 2)],
@@ -201,7 +205,7 @@ ROWS = [
     dict(name="head_restart_job_gone_recovered", opts=ON,
          script=[job(step=3, metadata=M3), gone(RESTARTED)] + recovery_answers(RESTARTED, (), {"latest_step": 3})
          + [job("SUCCEEDED", 6, RESTARTED)],
-         trace=[HEAD_RESTARTED % "0:00:20", GONE % (SID, "0:00:20")] + recovered("head_restart", 3, "0:00:30", resume=3)
+         trace=[HEAD_RESTARTED % "0:00:20", GONE % (SID, "0:00:20")] + recovered("head_restart", 3, "0:00:30", resume=3, first=6)
          + ["save_log " + A2],
          end=("succeeded", None), check=lambda dog, polls: [r["status"] for r in dog.rows] == ["LOST", "SUCCEEDED"]),
     dict(name="head_down_in_the_list_then_job_gone", script=[job(step=3), job(step=3, nodes=NO_HEAD), gone(RESTARTED)],
@@ -268,16 +272,16 @@ ROWS = [
     dict(name="node_lost_mid_run_recovered", opts=ON,
          script=LOSE_AND_RECOVER["script"] + [job(step=3, nodes=(HEAD, W2, W3_BACK)),
                                               job("SUCCEEDED", 5, (HEAD, W2, W3_BACK))],
-         trace=LOSE_AND_RECOVER["trace"] + ["save_log " + A2], end=("succeeded", None),
+         trace=LOSE_AND_RECOVER["trace"] + [RESUMED_A2, "save_log " + A2], end=("succeeded", None),
          check=lambda dog, polls: [(r["status"], r["why"]) for r in dog.rows] == [("STOPPED", "node_lost"),
                                                                                ("SUCCEEDED", "succeeded")]
          and dog.events == [dict(event="node_lost", node="gpu-3 (10.0.0.3)", at_s=20.0),
                             dict(event="resubmitted", after="node_lost", detected_s=20.0, submitted_s=30.0, attempt=2,
-                                 resume_step=2, first_step_s=40.0)]),
+                                 resume_step=2, first_step_s=40.0, first_logged_step=3, resume_proven=True)]),
     dict(name="second_loss_after_a_recovery_spends_the_budget", opts=ON,
          script=LOSE_AND_RECOVER["script"] + [job(step=3, nodes=(HEAD, W2, W3_BACK)), job(step=4, nodes=(HEAD, W3_BACK)),
                                               job("FAILED", 4, (HEAD, W3_BACK))],
-         trace=LOSE_AND_RECOVER["trace"] + ["node gpu-2 (10.0.0.2) left the cluster at 0:00:50", "save_log " + A2],
+         trace=LOSE_AND_RECOVER["trace"] + [RESUMED_A2, "node gpu-2 (10.0.0.2) left the cluster at 0:00:50", "save_log " + A2],
          end=("node_lost", "Ray job %s ended FAILED at step 4 after a node left the cluster; lost: gpu-3 (10.0.0.3), "
               "gpu-2 (10.0.0.2); %s; %s" % (A2, SPENT, RESUME)),
          check=lambda dog, polls: [n["attempt"] for n in dog.lost] == [1, 2]),
@@ -318,7 +322,7 @@ ROWS = [
          script=[job(step=6, metadata=M3)] * 4 + recovery_answers(ALL, [{"submission_id": SID, "status": "STOPPED"}],
                                                                   {"latest_step": 6}) + [job("SUCCEEDED", 8)],
          trace=["no new step for 30s (last step 6): job %s is stalled" % SID, "stop " + SID, "save_log " + SID]
-         + recovered("stalled", 6, "0:00:41", resume=6, backoff=1) + ["save_log " + A2],
+         + recovered("stalled", 6, "0:00:41", resume=6, backoff=1, first=8) + ["save_log " + A2],
          end=("succeeded", None), check=lambda dog, polls: dog.rows[0]["status"] == "STOPPED"),
     dict(name="stall_with_recovery_for_other_events_only", opts=dict(stall_timeout=25, recovery={"max_restarts": 1, "on": ["node_lost"]}),
          script=[job(step=1)] * 4, trace=["no new step for 30s (last step 1): job %s is stalled" % SID, "save_log " + SID],
@@ -351,7 +355,7 @@ ROWS = [
     # --- recovery's steps -----------------------------------------------------------------------------
     dict(name="min_nodes_from_recovery_settings", opts=dict(ON, recovery=dict(REC, min_nodes=2)),
          script=LOSE_AND_RECOVER["script"][:2] + recovery_answers(NO_W3, (), {"latest_step": 2}) + [job("SUCCEEDED", 3, NO_W3)],
-         trace=LOSE_AND_RECOVER["trace"][:4] + recovered("node_lost", 2, "0:00:30", nodes=2, resume=2) + ["save_log " + A2],
+         trace=LOSE_AND_RECOVER["trace"][:4] + recovered("node_lost", 2, "0:00:30", nodes=2, resume=2, first=3) + ["save_log " + A2],
          end=("succeeded", None)),
     dict(name="min_nodes_not_met", opts=ON,
          script=LOSE_AND_RECOVER["script"][:3] + [{"failed": True, "msg": "2 of 3 node(s) alive after 600s"}],
@@ -361,7 +365,7 @@ ROWS = [
     dict(name="min_nodes_from_alive_nodes_when_the_metadata_is_unreadable", opts=ON,
          script=[job(step=1), job(step=2, nodes=NO_W3, metadata={"rlinfra_nodes": "three"})]
          + recovery_answers(NO_W3, (), {"latest_step": 2}) + [job("SUCCEEDED", 3, NO_W3)],
-         trace=LOSE_AND_RECOVER["trace"][:4] + recovered("node_lost", 2, "0:00:30", nodes=2, resume=2) + ["save_log " + A2],
+         trace=LOSE_AND_RECOVER["trace"][:4] + recovered("node_lost", 2, "0:00:30", nodes=2, resume=2, first=3) + ["save_log " + A2],
          end=("succeeded", None)),
     dict(name="resume_on_another_shape_refused", opts=ON,
          script=LOSE_AND_RECOVER["script"][:2] + recovery_answers(NO_W3, (), {
@@ -376,7 +380,7 @@ ROWS = [
              "latest_step": 5, "world_size": 3, "step_dir": "/ckpt/global_step_5"}) + [job("SUCCEEDED", 9, NO_W3)],
          trace=LOSE_AND_RECOVER["trace"][:9] + ["checkpoint /ckpt", SHAPE + "; resubmitting anyway (recovery.allow_reshard: "
                                                 "true)"]
-         + recovered("node_lost", 2, "0:00:30", resume=5, entry_nodes=2)[-2:] + ["save_log " + A2],
+         + recovered("node_lost", 2, "0:00:30", resume=5, entry_nodes=2, first=9)[-3:] + ["save_log " + A2],
          end=("succeeded", None)),
     dict(name="checkpoint_directory_unreadable", opts=ON,
          script=LOSE_AND_RECOVER["script"][:4] + [{"failed": True, "msg": "Permission denied"}],
@@ -394,7 +398,7 @@ ROWS = [
          script=LOSE_AND_RECOVER["script"][:5] + [{}] + LOSE_AND_RECOVER["script"][5:]
          + [job("SUCCEEDED", 3, (HEAD, W2, W3_BACK))],
          trace=LOSE_AND_RECOVER["trace"][:10] + ["upload gcs://_ray_pkg_x.zip"] + LOSE_AND_RECOVER["trace"][10:]
-         + ["save_log " + A2],
+         + [RESUMED_A2, "save_log " + A2],
          end=("succeeded", None)),
     dict(name="submission_refused", opts=ON,
          script=LOSE_AND_RECOVER["script"][:5] + [{"failed": True, "msg": "already exists"}],
@@ -407,7 +411,7 @@ ROWS = [
              {"submission_id": SID + "-a3", "status": "PENDING"}], {"latest_step": 2}) + [job("SUCCEEDED", 3)],
          trace=LOSE_AND_RECOVER["trace"][:6] + ["stopping %s (still RUNNING) before the next attempt" % SID, "stop " + SID,
                                                 "stopping %s-a3 (still PENDING) before the next attempt" % SID,
-                                                "stop %s-a3" % SID] + LOSE_AND_RECOVER["trace"][6:] + ["save_log " + A2],
+                                                "stop %s-a3" % SID] + LOSE_AND_RECOVER["trace"][6:] + [RESUMED_A2, "save_log " + A2],
          end=("succeeded", None)),
     # The end race: the attempt SUCCEEDED as it was being stopped for a lost node: the run is complete, nothing resubmitted.
     dict(name="an_attempt_that_succeeded_as_it_was_stopped_ends_the_run", opts=ON,
@@ -417,6 +421,75 @@ ROWS = [
          end=("succeeded", None),
          check=lambda dog, polls: [(r["status"], r["why"]) for r in dog.rows] == [("SUCCEEDED", "succeeded")]
          and dog.restarts == 0 and dog.attempt == 1),
+    # --- a resume proven, not assumed (issue 49) ------------------------------------------------------------------
+    # Attempt 2 was given step 2 and logs step 1 first: it started over. Stopped at once, no attempt 3, one line.
+    dict(name="an_attempt_that_starts_over_is_stopped_at_its_first_step", opts=dict(ON, recovery=dict(REC, max_restarts=3)),
+         script=LOSE_AND_RECOVER["script"] + [job(step=1, nodes=(HEAD, W2, W3_BACK))],
+         trace=[t.replace("recovery 1 of 1", "recovery 1 of 3") for t in LOSE_AND_RECOVER["trace"]]
+         + ["stop " + A2, "save_log " + A2],
+         end=("not_resumed", "attempt 2 (%s) started over at step 1 instead of resuming from checkpoint step 2: stopped "
+              "it; no further attempt (it would start over too): the trainer did not load the checkpoint: check that it "
+              "reads it (verl: trainer.resume_mode auto, trainer.default_local_dir the run's checkpoint directory) and "
+              "that the checkpoint's step directory is whole; then run submit.yml with -e run=NEW" % A2),
+         check=lambda dog, polls: [(r["status"], r["why"]) for r in dog.rows] == [("STOPPED", "node_lost"),
+                                                                               ("STOPPED", "not_resumed")]
+         and dog.attempt == 2 and dog.events[-1] == dict(event="not_resumed", at_s=40.0, attempt=2, first_step=1,
+                                                          resume_step=2)
+         and dog.events[-2]["resume_proven"] is False),
+    # Ended already when its first step is read (it failed at step 1): nothing to stop, the same end.
+    dict(name="an_attempt_that_started_over_and_ended_is_not_recovered", opts=ON,
+         script=LOSE_AND_RECOVER["script"] + [job("FAILED", 1, (HEAD, W2, W3_BACK))],
+         trace=LOSE_AND_RECOVER["trace"] + ["save_log " + A2],
+         end=("not_resumed", "attempt 2 (%s) started over at step 1 instead of resuming from checkpoint step 2; no further "
+              "attempt (it would start over too): the trainer did not load the checkpoint: check that it reads it (verl: "
+              "trainer.resume_mode auto, trainer.default_local_dir the run's checkpoint directory) and that the "
+              "checkpoint's step directory is whole; then run submit.yml with -e run=NEW" % A2),
+         check=lambda dog, polls: [(r["status"], r["why"]) for r in dog.rows] == [("STOPPED", "node_lost"),
+                                                                               ("FAILED", "not_resumed")]),
+    # The log copy's first step decides, not the newest one: a poll that comes late sees step 4, yet the attempt began
+    # at step 1. verl's asynchronous save is named as the cause when the experiment turned it on.
+    dict(name="the_first_logged_step_decides_and_async_save_is_named",
+         opts=dict(ON, job=dict(JOB, job_template=dict(TEMPLATE, pairs=TEMPLATE["pairs"] + [
+             ["actor_rollout_ref.actor.checkpoint.async_save", True]]))),
+         script=LOSE_AND_RECOVER["script"] + [job(step=4, nodes=(HEAD, W2, W3_BACK), first_step=1)],
+         trace=LOSE_AND_RECOVER["trace"][:-2] + [
+             "submit %s after node_lost from %s: %s actor_rollout_ref.actor.checkpoint.async_save=true" % (A2, SID,
+                                                                                                        entrypoint()),
+             LOSE_AND_RECOVER["trace"][-1], "stop " + A2, "save_log " + A2],
+         end=("not_resumed", "attempt 2 (%s) started over at step 1 instead of resuming from checkpoint step 2: stopped "
+              "it; no further attempt (it would start over too): actor_rollout_ref.actor.checkpoint.async_save=true: "
+              "verl's asynchronous save writes no tracker file (latest_checkpointed_iteration.txt), so "
+              "trainer.resume_mode=auto starts over (verl issue 7952); turn it off, or resume by path "
+              "(trainer.resume_mode=resume_path, trainer.resume_from_path=<checkpoint dir>/global_step_2); then run "
+              "submit.yml with -e run=NEW" % A2)),
+    # The tracker names step 6, whose directory lacks rank 2's shard (a node lost mid-save): the resume is from step 4,
+    # by path, and said; attempt 2's first step 5 proves it.
+    dict(name="an_incomplete_last_checkpoint_resumes_from_the_newest_whole_one", opts=ON,
+         script=LOSE_AND_RECOVER["script"][:4] + [
+             {"path": "/ckpt", "latest_step": 6, "resume_step": 4, "resume_dir": "/ckpt/global_step_4",
+              "incomplete": [{"step": 6, "missing_ranks": [2]}]}, {}, job(step=5, nodes=(HEAD, W2, W3_BACK)),
+             job("SUCCEEDED", 8, (HEAD, W2, W3_BACK))],
+         trace=LOSE_AND_RECOVER["trace"][:10] + [
+             "checkpoint /ckpt: step 6 lacks the shards of rank(s) 2 (a node lost while saving?); the next attempt "
+             "resumes from step 4, the newest whole one (/ckpt/global_step_4)",
+             "submit %s after node_lost from %s: %s trainer.resume_mode=resume_path "
+             "trainer.resume_from_path=/ckpt/global_step_4" % (A2, SID, entrypoint()),
+             "attempt 2 (%s) submitted at 0:00:30 after node lost; resumes from checkpoint step 4" % A2,
+             "attempt 2 (%s) resumed from checkpoint step 4: its first step seen is 5" % A2, "save_log " + A2],
+         end=("succeeded", None)),
+    # No whole step at all: the next attempt starts over on purpose (resume_mode=disable), and nothing is expected of it.
+    dict(name="no_whole_checkpoint_starts_over_on_purpose", opts=ON,
+         script=LOSE_AND_RECOVER["script"][:4] + [
+             {"path": "/ckpt", "latest_step": 2, "resume_step": None, "resume_dir": None,
+              "incomplete": [{"step": 2, "missing_ranks": None}]}, {}, job(step=1, nodes=(HEAD, W2, W3_BACK)),
+             job("SUCCEEDED", 8, (HEAD, W2, W3_BACK))],
+         trace=LOSE_AND_RECOVER["trace"][:10] + [
+             "checkpoint /ckpt holds no whole step (step 2 has no directory: a node lost while saving?): the next attempt "
+             "starts from scratch",
+             "submit %s after node_lost from %s: %s trainer.resume_mode=disable" % (A2, SID, entrypoint()),
+             "attempt 2 (%s) submitted at 0:00:30 after node lost; no whole checkpoint: starts from scratch" % A2,
+             "save_log " + A2],
+         end=("succeeded", None)),
 ]
 
 

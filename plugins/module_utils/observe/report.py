@@ -60,7 +60,9 @@ WHAT = {
     "stalled": "no new step: the run is stalled",
     "recovery": "recovery began (after {after})",
     "resubmitted": "attempt {attempt} submitted, {resume}",
-    "first_step": "attempt {attempt} printed its first step (recovered)",
+    "first_step": "attempt {attempt} printed its first step{proof}",
+    "not_resumed": "attempt {attempt} started over at step {first_step} instead of resuming from step {resume_step}: "
+                   "stopped, no further attempt",
     "kernel": "{node}: {what}",
 }
 
@@ -137,7 +139,13 @@ def events_from_watch(events, marks, started, attempts=()):
             add(rel(event.get("detected_s")), "recovery", after=str(event.get("after") or "?").replace("_", " "))
             add(rel(event.get("submitted_s")), "resubmitted", attempt=event.get("attempt"),
                 resume="resumes from checkpoint step %s" % step if step is not None else "starts from scratch")
-            add(rel(event.get("first_step_s")), "first_step", attempt=event.get("attempt"))
+            proven = event.get("resume_proven")
+            add(rel(event.get("first_step_s")), "first_step", attempt=event.get("attempt"),
+                proof=" (step %s: resumed from step %s)" % (event.get("first_logged_step"), step) if proven
+                else " (recovered)" if proven is None else " (step %s: started over)" % event.get("first_logged_step"))
+        elif kind == "not_resumed":
+            add(rel(event.get("at_s")), kind, attempt=event.get("attempt"), first_step=event.get("first_step"),
+                resume_step=event.get("resume_step"))
         elif kind in WHAT:
             add(rel(event.get("at_s")), kind, node=event.get("node") or "?",
                 on=" (%s)" % event["node"] if event.get("node") else "")

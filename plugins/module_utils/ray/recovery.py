@@ -33,6 +33,7 @@ WHY = {
     "timeout": "still running at the wait timeout",
     "unreachable": "the dashboard stopped answering",
     "missing": "the job does not exist",
+    "not_resumed": "started over instead of resuming from its checkpoint",
 }
 
 
@@ -151,6 +152,35 @@ def shape_check(ckpt, nodes, allow_reshard=False):
         return True, line + "; resubmitting anyway (recovery.allow_reshard: true)"
     return False, line + ("; not resubmitted: bring the cluster back to %d rank(s) (site.yml) and run submit.yml "
                           "again, or set recovery.allow_reshard: true if the trainer can reshard" % written)
+
+
+def incomplete_line(ckpt):
+    """What the resume passes over: the tracker's step lacks shards, or its directory is gone."""
+    gaps = "; ".join("step %s %s" % (i["step"], "has no directory" if i["missing_ranks"] is None else
+                                     "lacks the shards of rank(s) %s" % ", ".join(str(r) for r in i["missing_ranks"][:8])
+                                     + (" and %d more" % (len(i["missing_ranks"]) - 8) if len(i["missing_ranks"]) > 8
+                                        else ""))
+                     for i in ckpt.get("incomplete") or [])
+    if ckpt.get("resume_step") is None:
+        return ("checkpoint %s holds no whole step (%s: a node lost while saving?): the next attempt starts from scratch"
+                % (ckpt.get("path"), gaps))
+    return ("checkpoint %s: %s (a node lost while saving?); the next attempt resumes from step %s, the newest whole one "
+            "(%s)" % (ckpt.get("path"), gaps, ckpt["resume_step"], ckpt.get("resume_dir")))
+
+
+def not_resumed_cause(template, step):
+    """Why an attempt may have started over, from the overrides it was given (the experiment's params)."""
+    params = dict((k, v) for k, v in (template or {}).get("pairs") or [])
+    async_keys = sorted(k for k, v in params.items() if k.endswith("async_save") and str(v).lower() in ("true", "1"))
+    if async_keys:
+        return ("%s=true: verl's asynchronous save writes no tracker file (latest_checkpointed_iteration.txt), so "
+                "trainer.resume_mode=auto starts over (verl issue 7952); turn it off, or resume by path "
+                "(trainer.resume_mode=resume_path, trainer.resume_from_path=<checkpoint dir>/global_step_%s)"
+                % (async_keys[0], step))
+    if str(params.get("trainer.resume_mode", "")).lower() == "disable":
+        return "trainer.resume_mode is disable: the trainer ignores its checkpoints; set it to auto"
+    return ("the trainer did not load the checkpoint: check that it reads it (verl: trainer.resume_mode auto, "
+            "trainer.default_local_dir the run's checkpoint directory) and that the checkpoint's step directory is whole")
 
 
 def attempt_row(attempt, sid, res, why, started=None, stopped=False):

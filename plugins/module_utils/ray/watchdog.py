@@ -67,6 +67,7 @@ class Watchdog:
         # result's ``events`` stay the faults and recoveries that the summary and users' playbooks read.
         self.marks = []
         self.res = {}              # the job as the last poll that found it gave it
+        self.expect_from = None    # the checkpoint step a resubmitted attempt must go on from, until its first step
         self.new_attempt()
 
     # --- plumbing ---------------------------------------------------------------------------
@@ -145,6 +146,10 @@ class Watchdog:
             yield from self.ask("progress", res)
             self.note_step(res.get("last_step"))
             status = res.get("status")
+            if self.expect_from is not None:
+                end = yield from self.check_resumed(res, status)
+                if end:
+                    return end
             if status in recovery.TERMINAL:
                 end = yield from self.on_end(status, res)
                 if end:
@@ -181,6 +186,35 @@ class Watchdog:
                 and self.events[-1].get("event") == "resubmitted":
             self.events[-1]["first_step_s"] = self.at_s()
         self.step, self.step_at = step, self.now
+
+    def check_resumed(self, res, status):
+        """A resubmitted attempt's first logged step proves its resume (the checkpoint's step + 1), or shows it started
+        over: then it is stopped at once and the watch ends with one line, no further attempt (it would start over too).
+        None while the attempt has logged no step yet, or when it resumed."""
+        first = res.get("first_step")
+        first = self.step if first is None else first  # no copy of the log: the first step this wait saw
+        if first is None:
+            return None
+        expected, self.expect_from = self.expect_from, None
+        event = next((e for e in reversed(self.events) if e.get("event") == "resubmitted"), {})
+        event["first_logged_step"] = first
+        if first > expected:
+            event["resume_proven"] = True
+            yield from self.say("attempt %d (%s) resumed from checkpoint step %d: its first step seen is %d"
+                                % (self.attempt, self.sid, expected, first))
+            return None
+        event["resume_proven"] = False
+        self.events.append(dict(event="not_resumed", at_s=self.at_s(), attempt=self.attempt, first_step=first,
+                                resume_step=expected))
+        stop = status not in recovery.TERMINAL
+        if stop:
+            yield from self.ask("stop", self.sid)
+        yield from self.ask("save_log", self.sid)
+        self.rows.append(recovery.attempt_row(self.attempt, self.sid, res, "not_resumed", stopped=stop))
+        return ("not_resumed", "attempt %d (%s) started over at step %d instead of resuming from checkpoint step %d%s; "
+                "no further attempt (it would start over too): %s; then run submit.yml with -e run=NEW" % (
+                    self.attempt, self.sid, first, expected, ": stopped it" if stop else "",
+                    recovery.not_resumed_cause((self.opts["job"] or {}).get("job_template"), expected)))
 
     def on_end(self, status, res):
         """An attempt that Ray says has ended: why (a lost node or the head can be the cause while Ray
@@ -358,6 +392,8 @@ class Watchdog:
             yield from self.say(line)
         if not ok:
             return ("shape", "Ray job %s was not resubmitted: %s" % (self.sid, line))
+        if ckpt.get("incomplete"):  # the tracker's step lacks shards (a node lost mid-save): the newest whole one
+            yield from self.say(recovery.incomplete_line(ckpt))
         return (yield from self.resubmit(why, nodes, ckpt, detected))
 
     def resubmit(self, why, nodes, ckpt, detected):
@@ -370,7 +406,9 @@ class Watchdog:
             if up.get("failed"):
                 return ("package", "the working_dir package %s could not be uploaded again: %s; run submit.yml "
                         "again" % (package["uri"], up.get("msg")))
-        entrypoint = experiment_render.reshape(job["job_template"], nodes)[0]
+        ckpt = ckpt or {}
+        resume_from = (ckpt.get("resume_dir") or "") if ckpt.get("incomplete") else None
+        entrypoint = experiment_render.reshape(job["job_template"], nodes, resume_from=resume_from)[0]
         previous, self.attempt = self.sid, self.attempt + 1
         self.sid = attempts.attempt_id(self.base, self.attempt)
         metadata = dict(job.get("metadata") or {}, rlinfra_attempt=str(self.attempt), rlinfra_previous=previous,
@@ -378,10 +416,12 @@ class Watchdog:
         res = yield from self.ask("submit", self.sid, entrypoint, metadata, job.get("resources"))
         if res.get("failed"):
             return ("submit", "attempt %d (%s) could not be submitted: %s" % (self.attempt, self.sid, res.get("msg")))
-        step = (ckpt or {}).get("latest_step")
+        step = ckpt.get("resume_step") if resume_from is not None else ckpt.get("latest_step")
+        self.expect_from = step
         yield from self.say("attempt %d (%s) submitted at %s after %s; %s" % (
             self.attempt, self.sid, self.elapsed(), why.replace("_", " "),
-            "resumes from checkpoint step %s" % step if step is not None else "no checkpoint yet: starts from scratch"))
+            "resumes from checkpoint step %s" % step if step is not None else "no whole checkpoint: starts from scratch"
+            if resume_from == "" else "no checkpoint yet: starts from scratch"))
         self.events.append(dict(event="resubmitted", after=why, detected_s=detected, submitted_s=self.at_s(),
                                 attempt=self.attempt, resume_step=step))
         self.new_attempt()

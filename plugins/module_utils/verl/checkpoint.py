@@ -52,16 +52,39 @@ def shard_world_sizes(step_dir):
     return {w: sorted(r) for w, r in out.items()}
 
 
+def missing_ranks(step_dir):
+    """The ranks of the largest world size whose shard is not in ``step_dir`` (a node lost mid-save leaves some out);
+    None when the directory is gone; [] when it is whole, or holds no shard at all (not an FSDP checkpoint: nothing to
+    count)."""
+    if not os.path.isdir(step_dir):
+        return None
+    sizes = shard_world_sizes(step_dir)
+    if not sizes:
+        return []
+    size = max(sizes)
+    return sorted(set(range(size)) - set(sizes[size]))
+
+
 def inspect(path):
-    """Everything a resume decision needs about the checkpoint directory ``path``."""
+    """Everything a resume decision needs about the checkpoint directory ``path``: besides the latest step (the
+    tracker's), ``resume_step`` and ``resume_dir``, the newest step at or before it whose directory holds every rank's
+    shard, and ``incomplete``: the newer steps passed over, each with the ranks it lacks (None: no directory)."""
     info = dict(path=path, exists=os.path.isdir(path), steps=[], latest_step=None, step_dir=None,
-                world_size=None, world_sizes=[], ranks=[])
+                world_size=None, world_sizes=[], ranks=[], resume_step=None, resume_dir=None, incomplete=[])
     if not info["exists"]:
         return info
     info["steps"] = steps(path)
     info["latest_step"] = latest_step(path)
     if info["latest_step"] is None:
         return info
+    candidates = sorted(set(s for s in info["steps"] if s <= info["latest_step"]) | {info["latest_step"]}, reverse=True)
+    for step in candidates:
+        where = os.path.join(path, "global_step_%d" % step)
+        missing = missing_ranks(where)
+        if missing == []:
+            info["resume_step"], info["resume_dir"] = step, where
+            break
+        info["incomplete"].append(dict(step=step, missing_ranks=missing))
     step_dir = os.path.join(path, "global_step_%d" % info["latest_step"])
     info["step_dir"] = step_dir
     sizes = shard_world_sizes(step_dir) if os.path.isdir(step_dir) else {}

@@ -133,11 +133,20 @@ def job_template(exp, pairs, filled, workdir=None):
             "filled": [k in filled_keys for k in keys]}
 
 
-def reshape(template, nodes=None):
+# What verl reads to resume from one step's directory rather than the one its tracker file names.
+RESUME_KEYS = ("trainer.resume_mode", "trainer.resume_from_path")
+
+
+def reshape(template, nodes=None, resume_from=None):
     """``(entrypoint, nnodes, gpus_per_node)`` of ``template`` on the cluster made of ``nodes``
     (None: as rendered). Only the shape keys rlinfra filled change; a shape the experiment set
-    itself is kept."""
+    itself is kept. ``resume_from``: a verl step directory to resume from (``trainer.resume_mode=resume_path``), when
+    the tracker's step is not whole; ``""``: start over (no whole checkpoint at all)."""
     pairs = [list(p) for p in template["pairs"]]
+    if resume_from is not None:
+        pairs = [p for p in pairs if p[0] not in RESUME_KEYS]
+        pairs += [["trainer.resume_mode", "resume_path"], ["trainer.resume_from_path", resume_from]] if resume_from \
+            else [["trainer.resume_mode", "disable"]]
     if nodes is not None:
         for key, filled, value in zip(template["shape_keys"], template["filled"], cluster_shape(nodes)):
             for pair in pairs:

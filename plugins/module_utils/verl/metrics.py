@@ -110,7 +110,8 @@ class Follow:
     appears that the CSV has no column for), and only the plotted metrics' points are kept, as numbers.
 
     ``last`` is ``(step, metrics)`` of the newest progress line fed (:func:`verl_log.last_progress` of the text so
-    far); a line not yet ended waits for the next piece or :meth:`finish`. ``base`` None: only ``last`` is kept.
+    far), ``first`` the step of the first one (where a resumed attempt began: the watchdog's proof of a resume); a line
+    not yet ended waits for the next piece or :meth:`finish`. ``base`` None: only ``last`` and ``first`` are kept.
 
     Every column's points are kept too (bounded, :class:`Series`), for the run report's curves (:meth:`curves`), with
     ``seen_at``: the wall-clock time (epoch seconds, ``clock``) at which each step was first read, so that the curves
@@ -123,6 +124,7 @@ class Follow:
         self.seen_at = {}       # step -> epoch seconds of its first line read here
         self.carry = ""
         self.last = (None, {})
+        self.first = None
         self.pending = {}       # step -> metrics not yet in the CSV
         self.columns = []       # the CSV's, "step" left out
         self.steps = 0          # rows in the CSV
@@ -152,6 +154,8 @@ class Follow:
                 parsed = parse_progress_line(line)
                 if parsed:
                     self.last = parsed
+                    if self.first is None:
+                        self.first = parsed[0]
                     if self.base is not None:
                         self.seen_at.setdefault(parsed[0], now)
                         self.pending.pop(parsed[0], None)
