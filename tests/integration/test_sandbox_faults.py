@@ -272,13 +272,18 @@ def test_head_restart_mid_job_resumes(whole):
     assert_clean(run.output)
 
 
-def test_stall_is_detected_restarted_and_a_new_controller_attaches(whole):
-    name = experiment(whole, "fault_stall", {"max_restarts": 1, "on": ["stalled"], "backoff_s": 1},
+def stalling(whole, name, max_restarts=1, **trainer):
+    """A smoke run that stalls after step 6 unless it resumed (stall_timeout 8 s, recovery on stalls), submitted:
+    ``(name, submission id, the running submit.yml)``."""
+    name = experiment(whole, name, {"max_restarts": max_restarts, "on": ["stalled"], "backoff_s": 1},
                       wait={"stall_timeout": 8},
-                      params={"trainer": {"total_training_steps": 20, "save_freq": 5, "step_sleep_s": 0.5,
-                                          "stall_at_step": 6}})
-    sid = "rlinfra-%s-default" % name
-    run = Playbook("submit.yml", "exp=" + name, exp_dir=whole["exp_dir"])
+                      params={"trainer": dict({"total_training_steps": 20, "save_freq": 5, "step_sleep_s": 0.5,
+                                               "stall_at_step": 6}, **trainer)})
+    return name, "rlinfra-%s-default" % name, Playbook("submit.yml", "exp=" + name, exp_dir=whole["exp_dir"])
+
+
+def test_stall_is_detected_restarted_and_a_new_controller_attaches(whole):
+    name, sid, run = stalling(whole, "fault_stall")
     run.wait_for(r"no new step for \d+s \(last step 6\): job %s is stalled" % sid, 180)
     run.wait_for(r"attempt 2 \(%s-a2\) submitted .* resumes from checkpoint step 5" % sid, 180)
     run.wait_for(r"\(attempt 2\), [0-9:]+, step:\d+", 120)
@@ -306,12 +311,7 @@ def test_an_attempt_that_starts_over_is_stopped_at_its_first_step(whole):
     """A trainer that ignores its checkpoint (here resume_mode=disable; in verl, async_save's missing tracker file):
     attempt 2 is given step 5 and logs step 1 first. It is stopped at once, no attempt 3 follows, and the run ends with
     one line - never "recovered" (issue 49)."""
-    name = experiment(whole, "fault_fresh", {"max_restarts": 3, "on": ["stalled"], "backoff_s": 1},
-                      wait={"stall_timeout": 8},
-                      params={"trainer": {"total_training_steps": 20, "save_freq": 5, "step_sleep_s": 0.5,
-                                          "stall_at_step": 6, "resume_mode": "disable"}})
-    sid = "rlinfra-%s-default" % name
-    run = Playbook("submit.yml", "exp=" + name, exp_dir=whole["exp_dir"])
+    name, sid, run = stalling(whole, "fault_fresh", max_restarts=3, resume_mode="disable")
     assert run.wait(420) != 0, run.output[-5000:]
     flat = " ".join(run.output.split())
     assert re.search(r"attempt 2 \(%s-a2\) submitted .* resumes from checkpoint step 5" % sid, flat), flat[-4000:]
@@ -327,12 +327,7 @@ def test_an_attempt_that_starts_over_is_stopped_at_its_first_step(whole):
 def test_a_partial_last_checkpoint_is_passed_over_for_the_newest_whole_one(whole):
     """The tracker names step 6, but rank 1's shard of it is gone (as when a node is lost while saving): the next attempt
     resumes by path from step 4, the newest whole step, says so, and its first step (5) proves it (issue 49)."""
-    name = experiment(whole, "fault_partial", {"max_restarts": 1, "on": ["stalled"], "backoff_s": 1},
-                      wait={"stall_timeout": 8},
-                      params={"trainer": {"total_training_steps": 12, "save_freq": 2, "step_sleep_s": 0.5,
-                                          "stall_at_step": 6}})
-    sid = "rlinfra-%s-default" % name
-    run = Playbook("submit.yml", "exp=" + name, exp_dir=whole["exp_dir"])
+    name, sid, run = stalling(whole, "fault_partial", total_training_steps=12, save_freq=2)
     deadline = time.monotonic() + 240
     while tracker(whole, name) != "6" and time.monotonic() < deadline:
         assert run.proc.poll() is None, run.output[-4000:]

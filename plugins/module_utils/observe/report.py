@@ -139,10 +139,10 @@ def events_from_watch(events, marks, started, attempts=()):
             add(rel(event.get("detected_s")), "recovery", after=str(event.get("after") or "?").replace("_", " "))
             add(rel(event.get("submitted_s")), "resubmitted", attempt=event.get("attempt"),
                 resume="resumes from checkpoint step %s" % step if step is not None else "starts from scratch")
-            proven = event.get("resume_proven")
+            proven, first = event.get("resume_proven"), event.get("first_logged_step")
+            proof = {True: " (step %s: resumed from step %s)" % (first, step), False: " (step %s: started over)" % first}
             add(rel(event.get("first_step_s")), "first_step", attempt=event.get("attempt"),
-                proof=" (step %s: resumed from step %s)" % (event.get("first_logged_step"), step) if proven
-                else " (recovered)" if proven is None else " (step %s: started over)" % event.get("first_logged_step"))
+                proof=proof.get(proven, " (recovered)"))
         elif kind == "not_resumed":
             add(rel(event.get("at_s")), kind, attempt=event.get("attempt"), first_step=event.get("first_step"),
                 resume_step=event.get("resume_step"))

@@ -52,13 +52,10 @@ def shard_world_sizes(step_dir):
     return {w: sorted(r) for w, r in out.items()}
 
 
-def missing_ranks(step_dir):
-    """The ranks of the largest world size whose shard is not in ``step_dir`` (a node lost mid-save leaves some out);
-    None when the directory is gone; [] when it is whole, or holds no shard at all (not an FSDP checkpoint: nothing to
-    count)."""
-    if not os.path.isdir(step_dir):
-        return None
-    sizes = shard_world_sizes(step_dir)
+def missing_ranks(sizes):
+    """The ranks of the largest world size without a shard in ``sizes`` (:func:`shard_world_sizes` of a step directory;
+    a node lost mid-save leaves some out); [] when it is whole, or holds no shard at all (not an FSDP checkpoint:
+    nothing to count)."""
     if not sizes:
         return []
     size = max(sizes)
@@ -77,21 +74,22 @@ def inspect(path):
     info["latest_step"] = latest_step(path)
     if info["latest_step"] is None:
         return info
-    candidates = sorted(set(s for s in info["steps"] if s <= info["latest_step"]) | {info["latest_step"]}, reverse=True)
-    for step in candidates:
+    info["step_dir"] = os.path.join(path, "global_step_%d" % info["latest_step"])
+    latest_sizes = {}
+    for step in sorted(set(s for s in info["steps"] if s <= info["latest_step"]) | {info["latest_step"]}, reverse=True):
         where = os.path.join(path, "global_step_%d" % step)
-        missing = missing_ranks(where)
+        sizes = shard_world_sizes(where) if os.path.isdir(where) else None
+        if step == info["latest_step"]:
+            latest_sizes = sizes or {}
+        missing = None if sizes is None else missing_ranks(sizes)
         if missing == []:
             info["resume_step"], info["resume_dir"] = step, where
             break
         info["incomplete"].append(dict(step=step, missing_ranks=missing))
-    step_dir = os.path.join(path, "global_step_%d" % info["latest_step"])
-    info["step_dir"] = step_dir
-    sizes = shard_world_sizes(step_dir) if os.path.isdir(step_dir) else {}
-    if sizes:
-        info["world_sizes"] = sorted(sizes)
-        info["world_size"] = max(sizes)
-        info["ranks"] = sizes[info["world_size"]]
+    if latest_sizes:
+        info["world_sizes"] = sorted(latest_sizes)
+        info["world_size"] = max(latest_sizes)
+        info["ranks"] = latest_sizes[info["world_size"]]
     return info
 
 
