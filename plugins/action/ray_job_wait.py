@@ -30,7 +30,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.ray.recovery import D
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_schema
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_source
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import files, vocabulary
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray import watchdog
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import supervisor, watchdog
 from ansible_collections.rlinfra.verl.plugins.module_utils.observe import report as run_report
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.switches import switch_value
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.run_cost import node_prices, run_cost, run_seconds
@@ -41,6 +41,7 @@ from ansible_collections.rlinfra.verl.plugins.plugin_utils.log_copy import LogCo
 
 display = Display()
 
+SUPERVISE = ("cluster", "controller")
 ARGS = vocabulary.Args(
     submission_id=vocabulary.SubmissionId(required=True),
     base_submission_id=vocabulary.SubmissionId(empty=True, default=""),
@@ -67,13 +68,28 @@ ARGS = vocabulary.Args(
     log_dir=vocabulary.AbsPath("local", relative=True, empty=True, default="", ansible="str"),
     experiment=vocabulary.Raw("rlinfra.verl.verl_experiment_render's result", ansible="dict"),
     package_src=vocabulary.AbsPath("reads", relative=True, empty=True, default="", ansible="str"),
+    # Where the watchdog runs: on the head as the run's systemd unit (module_utils/ray/supervisor.py; this action then
+    # follows it), or in this action (the wait's own process: the run recovers only while it watches).
+    supervise=vocabulary.Choice(SUPERVISE, default="cluster"),
+    # With supervise=cluster: false starts the supervisor and returns (submit.yml's wait=false).
+    follow=vocabulary.Switch(default=True),
+    secrets_file=vocabulary.AbsPath("reads", empty=True, default="", ansible="str"),
+    # The rentals once the run has ended (supervisor.ON_END; "" is the experiment's on_end), and what gives them back.
+    on_end=vocabulary.Choice(("", "keep", "release", "release_always"), default=""),
+    cluster=vocabulary.Name(empty=True, default=""),
+    hyperbolic_api_key=vocabulary.Secret(default=""),
+    hyperbolic_api_url=vocabulary.Url(empty=True, default=""),
+    release_grace=vocabulary.Seconds(0, integer=True, default=60),
     **DASHBOARD_ARGS
 )
 # An empty address goes on empty to the modules on the target, which read it from the target's
 # rlinfra_ray local fact.
 ARGUMENT_SPEC = ARGS.spec
 # What an `experiment` (a verl_experiment_render result) gives when the option itself is not set.
-FROM_WAIT = ("timeout", "progress_interval", "poll_interval", "stop_on_timeout", "stall_timeout", "outage_grace")
+FROM_WAIT = ("timeout", "progress_interval", "poll_interval", "stop_on_timeout", "stall_timeout", "outage_grace",
+             "supervise")
+# How long a supervisor may be down (systemd restarts it after 10 s) before the follower says so and ends.
+SUPERVISOR_DOWN_S = 90
 # Calls of ray_job_poll one poll may add to read a log that grew more than one call returns (8 MiB each).
 CATCH_UP_CALLS = 64
 
@@ -91,10 +107,13 @@ def from_experiment(args, given):
                  resources=exp.get("resources") or {},
                  package=dict(uri=package["uri"], src=args["package_src"]) if package else None),
         checkpoint_dir=exp.get("checkpoint_dir") or "", hosts=exp.get("cluster_hosts") or [],
-        secret_names=list((exp.get("secrets") or {}).get("present") or []),
+        secret_names=list((exp.get("secrets") or {}).get("present") or []), secrets_file=exp.get("secrets_file") or "",
+        cluster=exp.get("cluster") or "",
         **{k: (exp.get("wait") or {})[k] for k in FROM_WAIT if k in (exp.get("wait") or {})})
     out = dict(args)
     out.update((k, v) for k, v in derived.items() if k not in given)
+    if not out["on_end"]:
+        out["on_end"] = (exp.get("experiment") or {}).get("on_end") or "keep"
     return out
 
 
@@ -115,7 +134,8 @@ class Watch:
         self.action = action
         self.args = args
         self.task_vars = task_vars
-        self.clock = time.monotonic
+        # A followed supervisor's times are the head's wall clock (they survive its restarts).
+        self.clock = time.time if args["supervise"] == "cluster" else time.monotonic
         self.t0 = self.clock()
         # The wall-clock time of t0: the watchdog's events are seconds after it, the report puts them on the clock.
         self.started = time.time()
@@ -132,6 +152,8 @@ class Watch:
         self.copy = None         # the attempt's log as followed here (plugin_utils/log_copy.py)
         self.past = []           # (submission id, its metrics Follow) of the attempts before the current one
         self.report = ""         # the run report's path once written (observe/report.py)
+        self.unit = None         # the run's supervisor on the head (supervise=cluster)
+        self.given_back = {}     # its end as it said it, with the machines given back (on_end)
 
     # The watch's state is the machine's; these read it (and poll/check mode set it) by the old names.
     sid = property(lambda self: self.dog.sid)
@@ -278,6 +300,146 @@ class Watch:
                 sid, entrypoint, self.args["runtime_env"], metadata, resources)))
         raise ValueError("the watchdog asked for %r, which the wait does not do" % kind)
 
+    # --- the run's supervisor on the head: started here, then followed -----------------------------------
+
+    def supervisor_config(self):
+        """What the supervisor needs (module_utils/ray/supervisor.py): the watch's options, the dashboard as given (empty:
+        the head's own fact and token file), each node-side function's defaults, what to mask, the secrets file."""
+        args = self.args
+        wanted = dict((k, args[k]) for k in watchdog.OPTIONS if k in args)
+        wanted.update(submission_id=self.sid, runtime_env=args["runtime_env"] or {})
+        defaults = {}
+        for name in ("ray_job_poll", "ray_job", "ray_cluster_info", "ray_package"):
+            spec = node_script.declared_spec("rlinfra.verl." + name)
+            defaults[name] = dict((k, v.get("default")) for k, v in spec.items())
+        dash = dict((k, v) for k, v in self.dash.items() if v not in (None, ""))
+        release = dict(label=args["cluster"], api_url=args["hyperbolic_api_url"] or "https://api.hyperbolic.xyz",
+                       record="/etc/rlinfra/hyperbolic-%s.json" % (args["cluster"] or "default"),
+                       grace_s=args["release_grace"])
+        return dict(args=wanted, dash=dash, names=self.dog.names, defaults=defaults, metrics=list(args["metrics"]),
+                    max_metrics=args["max_metrics"], logs_tail_lines=args["logs_tail_lines"],
+                    secret_names=list(args["secret_names"]), secrets_file=args["secrets_file"], on_end=args["on_end"],
+                    release=release)
+
+    def supervisor(self, state, **kwargs):
+        try:
+            return self.module("rlinfra.verl.ray_run_supervisor", dict(base=self.dog.base, state=state, **kwargs))
+        except AnsibleError as e:  # the head does not answer (SSH): the follower bears it for a while
+            return dict(failed=True, unreachable=True, msg=" ".join(str(e).split())[:300])
+
+    def supervised(self):
+        """The run's supervisor started on the head (or the one already there attached to), then followed until the
+        run ends: its lines printed, the current attempt's log and metrics kept here. Nothing is decided here."""
+        text, digest = node_script.program(*supervisor.PROGRAM)
+        secret_values = [v for v in self.args["secret_values"] if v] + ([self.dash["auth_token"]] if self.dash.get("auth_token") else [])
+        gives_back = self.args["on_end"] != "keep"
+        res = self.supervisor("started", config=self.supervisor_config(), secret_values=secret_values, bundle=text,
+                              bundle_id=digest[:16], api_key=self.args["hyperbolic_api_key"] if gives_back else "")
+        if res.get("no_systemd"):
+            self.say(res["no_systemd"] + (
+                "; on_end: %s cannot be done without it: teardown.yml -e release=true gives the machines back"
+                % self.args["on_end"] if gives_back else ""))
+            self.run()
+            return "succeeded", None
+        if res.get("failed"):
+            raise Done("supervisor", "the run's supervisor could not be started on the head: %s; the job runs on "
+                       "without recovery (status.yml shows it; submit.yml again starts the supervisor)" % res.get("msg"))
+        self.unit = res.get("unit")
+        self.say("%s: the run's supervisor %s on the head; it recovers the run whether or not this playbook follows it "
+                 "(stopping the playbook changes nothing; status.yml reads it, stop.yml stops it)"
+                 % (self.unit, "was already watching it" if res.get("attached") else "watches it"))
+        if not self.args["follow"]:
+            raise Done("detached", None)
+        return self.follow_supervisor()
+
+    def follow_supervisor(self):
+        seen, outage, down, saved = 0, None, None, set()
+        deadline = self.clock() + self.args["timeout"] + 3600
+        while True:
+            st = self.supervisor("read", since=seen)
+            now = self.clock()
+            if st.get("failed"):
+                outage = now if outage is None else outage
+                if now - outage > self.args["outage_grace"]:
+                    raise Done("detached", "the head has not answered for %ds (%s): the run's supervisor %s goes on "
+                               "there if the head is up; submit.yml again follows it, status.yml reads it"
+                               % (now - outage, st.get("msg"), self.unit))
+                time.sleep(5)
+                continue
+            outage = None
+            for number, dummy, line in st.get("lines") or []:
+                self.say(line)
+                seen = max(seen, number)
+            state = st.get("state") or {}
+            previous = self.dog.sid
+            if state.get("dog"):
+                supervisor.restore(self.dog, state["dog"])
+                self.started = self.dog.t0
+            if previous != self.dog.sid:
+                self.catch_up([previous], saved)
+            final = state.get("final")
+            if final:
+                self.catch_up([r.get("submission_id") for r in self.rows] + [self.dog.sid], saved)
+                if final.get("release_at") and not final.get("released_at"):
+                    final = self.await_release(final, seen)
+                self.given_back = final
+                return final.get("reason") or "error", final.get("line")
+            if not st.get("active"):
+                down = now if down is None else down
+                if now - down > SUPERVISOR_DOWN_S:
+                    raise Done("supervisor", "the run's supervisor %s is not running on the head and the run has not "
+                               "ended (journalctl -u %s there says why): submit.yml again starts it, and it goes on from "
+                               "its state" % (self.unit, self.unit))
+            else:
+                down = None
+            if self.dog.seen:
+                res = self.poll(0)
+                if res.get("found"):
+                    self.say_progress(res)
+                    self.refresh_metrics(res)
+            if now > deadline:
+                raise Done("detached", "stopped following after %ss (wait.timeout): the run's supervisor %s goes on on "
+                           "the head" % (self.args["timeout"], self.unit))
+            time.sleep(min(self.args["progress_interval"], max(1, deadline - now)))
+
+    def await_release(self, final, seen):
+        """on_end: the supervisor gives the machines back after its grace; its lines until then (bounded; a head that
+        stops answering has been given back)."""
+        deadline = final["release_at"] + 600
+        while self.clock() < deadline:
+            time.sleep(min(10, max(1, final["release_at"] - self.clock())))
+            st = self.supervisor("read", since=seen)
+            if st.get("failed"):
+                self.say("the head no longer answers: it was given back (on_end)")
+                return dict(final, released_at=self.clock(), released=None)
+            for number, dummy, line in st.get("lines") or []:
+                self.say(line)
+                seen = max(seen, number)
+            now_final = (st.get("state") or {}).get("final") or final
+            if now_final.get("released_at"):
+                return now_final
+        self.say("the supervisor had not given the machines back %ds after its grace: status.yml shows whether it did"
+                 % 600)
+        return final
+
+    def catch_up(self, sids, saved):
+        """The logs of attempts the supervisor has moved past, read to their end here (best effort: Ray may have lost
+        them with a head restart)."""
+        current = self.dog.sid
+        try:
+            for sid in sids:
+                if not sid or sid in saved:
+                    continue
+                saved.add(sid)
+                self.dog.sid = sid
+                try:
+                    self.poll(0, tail=0)
+                except Done:
+                    continue
+                self.save_log(sid)
+        finally:
+            self.dog.sid = current
+
     def say_progress(self, res):
         display.display(progress_line(self.label, res, self.args["metrics"], self.args["max_metrics"], self.attempt))
 
@@ -414,6 +576,7 @@ class Watch:
             curves=[run_report.attempt_curves(numbers.get(sid) or attempts.attempt_number(sid, self.dog.base) or 1, sid,
                                               follow) for sid, follow in follows],
             utilisation=utilisation, utilisation_note=note,
+            given_back=((result or {}).get("given_back") or {}).get("line"),
             events=run_report.events_from_watch(self.events, self.dog.marks, self.started, rows),
             logs=[(os.path.basename(p), os.path.relpath(p, self.run_dir())) for p in self.log_paths]
             or ([(os.path.basename(self.copy.path), os.path.relpath(self.copy.path, self.run_dir()))]
@@ -485,6 +648,13 @@ class Watch:
         out = self.dog.result(reason, line, self.clock(), job_url=self.job_url, log_paths=self.log_paths,
                               metrics=self.metrics, artifacts_error=self.artifacts_error,
                               preferred=self.args["metrics"])
+        released_at = self.given_back.get("released_at")
+        if released_at:
+            ids = self.given_back.get("released")
+            out["given_back"] = dict(at=released_at, ids=ids, line="%s at %s (on_end: %s)" % (
+                ", ".join(ids) if ids else "the cluster's rentals" if ids is None else "nothing to give back",
+                time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(released_at)), self.args["on_end"]))
+            out["summary"].append("given back:    %s" % out["given_back"]["line"])
         if reason != "check_mode":
             self.write_report(out)
         out["report_path"] = self.report
@@ -517,11 +687,21 @@ class ActionModule(ActionBase):
                 result.update(watch.result("check_mode", None), changed=False)
                 return result
             try:
-                watch.run()
+                if args["supervise"] == "cluster":
+                    reason, line = watch.supervised()
+                    if reason != "succeeded":
+                        raise Done(reason, line)
+                else:
+                    watch.run()
                 result.update(watch.result("succeeded", None), changed=False)
             except Done as done:
+                if done.reason == "detached" and done.line is None:  # started, not followed (wait=false)
+                    result.update(changed=True, skipped=True, supervisor=watch.unit, submission_id=watch.sid)
+                    return result
                 result.update(watch.result(done.reason, done.line), changed=bool(watch.restarts), failed=True,
                               msg=done.line)
+                if watch.unit:
+                    result["supervisor"] = watch.unit
             except (AnsibleError, OSError, ValueError, KeyError, TypeError) as e:
                 # Still a result with the job's last known status and the summary, never a bare traceback.
                 line = "the wait stopped on an unexpected %s: %s; the job was not stopped (status.yml shows it)" % (

@@ -10,6 +10,8 @@ from __future__ import annotations
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.run_cost import cost_line, node_prices, run_cost, run_seconds
 
 NOT_WAITED = "status:        not waited for (wait disabled): run status.yml for the experiment"
+NOT_FOLLOWED = ("status:        not followed (wait disabled); the run's supervisor %s recovers it on the head: run "
+                "status.yml for the experiment")
 
 
 def job_result(rendered, submitted, waited=None, tail_lines=30, hosts=None, hostvars=None):
@@ -34,7 +36,8 @@ def job_result(rendered, submitted, waited=None, tail_lines=30, hosts=None, host
         out["experiment"], experiment.get("framework"), out["cluster"], experiment.get("path"))
     out["lines"] = (
         [head]
-        + (list(waited.get("summary") or []) if was_waited else [NOT_WAITED])
+        + (list(waited.get("summary") or []) if was_waited else [NOT_FOLLOWED % waited["supervisor"]]
+           if waited.get("supervisor") else [NOT_WAITED])
         + ([priced] if priced else [])
         + (["code:          %s@%s (ref %s)" % (code["repo"], code["commit"], code["ref"])] if code else [])
         + ["checkpoints:   %s" % out["checkpoint_dir"], "artifacts:     %s" % (rendered.get("run_artifacts_dir") or ""),

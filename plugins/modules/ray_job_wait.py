@@ -150,6 +150,59 @@ options:
     description: With O(experiment) - where the working_dir zip is kept on the target, for a recovery to upload it again.
     type: str
     default: ""
+  supervise:
+    description:
+      - C(cluster) runs the watchdog and its recovery on the target (the head) as the run's systemd unit
+        C(rlinfra-run-<id>.service) (M(rlinfra.verl.ray_run_supervisor)); this action starts it, or attaches to the one
+        already there, and only follows it - the run recovers whether or not the playbook runs.
+      - C(controller) runs them in this action, as before 0.13.0; the run recovers only while the action runs.
+      - With O(experiment), its C(wait.supervise) when not given.
+    type: str
+    choices: [cluster, controller]
+    default: cluster
+    version_added: 0.13.0
+  follow:
+    description: With O(supervise=cluster), false starts the supervisor and returns at once (submit.yml's C(wait=false)).
+    type: bool
+    default: true
+    version_added: 0.13.0
+  on_end:
+    description:
+      - With O(supervise=cluster), the cluster's rentals once the run has ended - C(keep) them, C(release) them after
+        SUCCEEDED, C(release_always) also after a failure recovery gave up on (never after a stop by C(stop.yml)). The
+        supervisor gives them back after O(release_grace) seconds, in which this action keeps the logs and the report.
+      - Empty is the experiment's C(on_end) (C(keep) when it has none).
+    type: str
+    choices: ["", keep, release, release_always]
+    default: ""
+    version_added: 0.13.0
+  cluster:
+    description: The Ray cluster, whose rentals (label) O(on_end) gives back. With O(experiment), its cluster.
+    type: str
+    default: ""
+    version_added: 0.13.0
+  hyperbolic_api_key:
+    description: The Hyperbolic API key O(on_end) gives the rentals back with, kept root-only on the head.
+    type: str
+    default: ""
+    version_added: 0.13.0
+  hyperbolic_api_url:
+    description: The Hyperbolic API (empty is C(https://api.hyperbolic.xyz)).
+    type: str
+    default: ""
+    version_added: 0.13.0
+  release_grace:
+    description: Seconds between the run's end and the rentals given back (O(on_end)).
+    type: int
+    default: 60
+    version_added: 0.13.0
+  secrets_file:
+    description:
+      - The run's secrets file on the target, which the supervisor removes once the run has ended. With O(experiment),
+        its C(secrets_file).
+    type: str
+    default: ""
+    version_added: 0.13.0
 attributes:
   check_mode:
     support: full

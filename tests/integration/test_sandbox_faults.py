@@ -346,6 +346,117 @@ def test_a_partial_last_checkpoint_is_passed_over_for_the_newest_whole_one(whole
     assert_clean(run.output)
 
 
+def descendants(pid):
+    """``pid`` and every process below it, found before any dies (ansible-core's workers call setsid, so their process
+    group is not the playbook's; their parent is, until it dies)."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open("/proc/%s/stat" % entry) as handle:
+                    ppid = int(handle.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        out.append(current)
+        todo += children.get(current, [])
+    return out
+
+
+def kill_tree(run):
+    """The controller dies whole: the playbook and every process it started, whatever their session."""
+    pids = descendants(run.proc.pid)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    run.wait(60)
+    alive = [pid for pid in pids if os.path.exists("/proc/%d" % pid) and
+             open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()[0] != "Z"]
+    assert not alive, "still running after SIGKILL: %s" % alive
+    return len(pids)
+
+
+def supervisor_state(cluster, sid):
+    text = on_node(cluster["head"]["name"], "cat /var/lib/rlinfra/runs/%s/state.json 2>/dev/null" % sid)
+    return json.loads(text) if text.strip() else {}
+
+
+def said_lines(cluster, sid):
+    return " ".join(line[2] for line in supervisor_state(cluster, sid).get("lines") or [])
+
+
+def wait_said(cluster, sid, pattern, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if re.search(pattern, said_lines(cluster, sid)):
+            return
+        time.sleep(2)
+    raise AssertionError("the supervisor did not say %r within %ss: %s" % (pattern, timeout, said_lines(cluster, sid)[-3000:]))
+
+
+def test_a_run_nobody_watches_recovers_on_its_own_and_a_rerun_attaches(whole):
+    """The controller (its whole process tree) is killed right after the submit. Then, with no controller: a worker is
+    killed and started again; later the supervisor itself is killed (SIGKILL) and the head's Ray restarted while it is
+    down. systemd brings the supervisor back, it takes up its state, sees the job gone with the head and recovers again:
+    the run SUCCEEDS on its third attempt. A later submit.yml attaches and prints the attempts; status.yml shows the
+    supervisor's end; no secret in any process's arguments on the head."""
+    name = experiment(whole, "fault_alone", {"max_restarts": 3, "backoff_s": 2},
+                      params={"trainer": {"total_training_steps": 50, "save_freq": 5, "step_sleep_s": 1.0}})
+    sid = "rlinfra-%s-default" % name
+    unit = "rlinfra-run-%s.service" % sid
+    head, worker = whole["head"]["name"], whole["nodes"][-1]
+    run = Playbook("submit.yml", "exp=" + name, exp_dir=whole["exp_dir"])
+    run.wait_for(r"%s: the run's supervisor watches it on the head" % re.escape(unit), 300)
+    print("killed the controller's %d processes" % kill_tree(run))
+    deadline = time.monotonic() + 240
+    while not tracker(whole, name) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert tracker(whole, name), "no checkpoint without the controller: " + said_lines(whole, sid)[-3000:]
+    argv = on_node(head, "ps -eww -o args=")
+    assert [line for line in argv.splitlines() if "/var/lib/rlinfra/supervisor/" in line], argv
+    assert whole["token"] not in argv
+    assert on_node(head, "systemctl is-enabled %s" % unit).strip() == "enabled"  # comes back after a reboot
+
+    docker("kill", worker["name"])
+    time.sleep(20)
+    docker("start", worker["name"])
+    wait_said(whole, sid, r"attempt 2 \(%s-a2\) resumed from checkpoint step \d+" % re.escape(sid), 300)
+    before_restart = attempts(whole, sid)
+    assert_never_two_at_once(before_restart)
+    assert [j["submission_id"] for j in before_restart] == [sid, sid + "-a2"], before_restart
+
+    on_node(head, "systemctl kill -s KILL %s; systemctl restart ray-head" % unit)
+    deadline = time.monotonic() + 600
+    while not supervisor_state(whole, sid).get("final") and time.monotonic() < deadline:
+        time.sleep(3)
+    state = supervisor_state(whole, sid)
+    said = " ".join(line[2] for line in state.get("lines") or [])
+    assert (state.get("final") or {}).get("reason") == "succeeded", said[-4000:]
+    assert "node %s (%s) left the cluster" % (worker["name"], worker["ip"]) in said, said[-3000:]
+    assert re.search(r"the supervisor started again \(pid \d+\): going on with attempt 2 \(%s-a2\)" % re.escape(sid),
+                     said), said[-3000:]
+    assert "job %s-a2 is gone from the cluster" % sid in said, said[-3000:]
+    assert re.search(r"attempt 3 \(%s-a3\) submitted .* resumes from checkpoint step \d+" % sid, said), said[-3000:]
+    assert [j["status"] for j in attempts(whole, sid)] == ["SUCCEEDED"]  # Ray keeps no jobs across a head restart
+    assert on_node(head, "systemctl is-enabled %s" % unit).strip() == "disabled"
+    assert on_node(head, "stat -c %%a /var/lib/rlinfra/runs/%s/state.json" % sid).strip() == "600"
+
+    again = Playbook("submit.yml", "exp=" + name, exp_dir=whole["exp_dir"])
+    assert again.wait() == 0, again.output[-5000:]
+    flat = " ".join(again.output.split())
+    assert "the run's supervisor was already watching it on the head" in flat, flat[-3000:]
+    assert "2. %s-a2: " % sid in flat and "3. %s-a3: SUCCEEDED" % sid in flat, flat[-3000:]
+    status = Playbook("status.yml", "exp=" + name, exp_dir=whole["exp_dir"])
+    assert status.wait(300) == 0, status.output[-3000:]
+    assert "supervisor: %s ended: SUCCEEDED" % unit in " ".join(status.output.split()), status.output[-3000:]
+    assert_clean(run.output + again.output + status.output)
+
+
 def test_controller_killed_as_the_job_is_created_then_a_rerun_attaches(whole):
     """The controller dies in the one call that submits (killed as soon as the head lists the job, most often before
     the controller heard back): a re-run finds the job and waits for it - one job ran, not two, and nothing of the
@@ -483,6 +594,8 @@ def test_a_frozen_worker_is_named_within_a_minute_by_site_and_fitness(whole):
         print("site.yml: %s named unreachable %.1f s after it froze" % (worker, named - paused))
     finally:
         docker("unpause", worker, check=False)
+        # fitness.yml's verdict names the frozen worker unfit: the next test's submit would be refused by it.
+        on_node(whole["head"]["name"], "rm -f /etc/ray/rlinfra-fitness.json")
     restore(whole)
     try:
         fitness = Playbook("fitness.yml")
@@ -500,3 +613,5 @@ def test_a_frozen_worker_is_named_within_a_minute_by_site_and_fitness(whole):
         print("fitness.yml: %s named unreachable %.1f s after it froze" % (worker, named - paused))
     finally:
         docker("unpause", worker, check=False)
+        # fitness.yml's verdict names the frozen worker unfit: the next test's submit would be refused by it.
+        on_node(whole["head"]["name"], "rm -f /etc/ray/rlinfra-fitness.json")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import time
 
@@ -29,7 +30,7 @@ import pytest
 
 from tests.fake_hyperbolic.server import FakeHyperbolic, machine_item, rental_option
 from tests.fake_hyperbolic.testing import HYPERBOLIC_TEST_KEY, unwrap
-from tests.integration.conftest import ROOT, SANDBOX, sandbox_nodes, sandbox_playbook, venv_bin
+from tests.integration.conftest import ROOT, SANDBOX, report_of, sandbox_nodes, sandbox_playbook, venv_bin
 from tests.integration.test_sandbox_code import gateway
 from tests.integration.test_sandbox_firewall import recap
 from tests.integration.test_sandbox_job import leaks, on_node
@@ -234,6 +235,45 @@ def test_idle_guard_keeps_a_busy_cluster_and_releases_an_idle_one(sandbox):
             assert restore.returncode == 0, restore.output[-4000:]
             assert on_node(head["name"], "ls /etc/systemd/system/rlinfra-idle-guard.timer 2>&1; ls /etc/rlinfra 2>&1").count(
                 "No such file") == 2
+
+
+def test_on_end_release_gives_the_machines_back_once_the_run_succeeded(sandbox, tmp_path):
+    """An experiment with on_end: release on the sandbox's cluster (rented as 'default' through the fake API): once the
+    run SUCCEEDED, its supervisor on the head gives every rental back after the grace, with the key it keeps root-only;
+    the summary and the run report say when; the key shows nowhere."""
+    nodes = sandbox_nodes()
+    head = next(n for n in nodes if n["role"] == "head")
+    tag = "%d" % (time.time() * 1000 % 10 ** 9)
+    name = "onend-" + tag
+    exp_dir = tmp_path / "experiments"
+    exp_dir.mkdir()
+    shutil.copytree(ROOT / "experiments" / "smoke", exp_dir / "smoke")
+    data = yaml.safe_load((ROOT / "experiments" / "smoke.yml").read_text())
+    data.update(on_end="release", wait={"progress_interval": 3, "poll_interval": 1, "timeout": 600})
+    data["params"]["trainer"].update(total_training_steps=4, save_freq=2, step_sleep_s=0.2)
+    (exp_dir / (name + ".yml")).write_text(yaml.safe_dump(data))
+    sid = "rlinfra-%s-default" % name
+    with FakeHyperbolic(api_key=HYPERBOLIC_TEST_KEY, host=gateway()) as fake:
+        fake.set_machines(MACHINES, host_pool=[(n["ip"], 22, "root") for n in nodes])
+        Rent(HyperbolicClient(HYPERBOLIC_TEST_KEY, fake.url)).present("default", 3, gpu_model="H100")
+        rented = sorted(i["item"]["id"] for i in fake.rented)
+        run = sandbox_playbook("submit.yml", "exp=" + name, json.dumps(
+            {"verl_job_experiments_dir": str(exp_dir), "verl_job_checkpoint_root": "/data/checkpoints-onend-" + tag,
+             "verl_job_release_grace": 5}), env=env_for(fake.url))
+        out = flat(run.output)
+        assert run.returncode == 0, out[-4000:]
+        assert "on_end: release: the rentals of cluster default are given back in 5s" in out, out[-3000:]
+        assert re.search(r"given back: %s at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(on_end: release\)"
+                         % re.escape(", ".join(rented)), out), out[-3000:]
+        assert sorted(fake.terminated) == rented and fake.rented == []
+        html = report_of(name)[1].read_text()
+        assert "machines given back" in html and "(on_end: release)" in html, html[:3000]
+        assert on_node(head["name"], "stat -c '%%a %%U' /var/lib/rlinfra/runs/%s/config.json" % sid).strip() == "600 root"
+        assert HYPERBOLIC_TEST_KEY not in run.output and leaks(head["name"], [HYPERBOLIC_TEST_KEY]) == []
+        # A bad word is refused before anything is submitted.
+        typo = sandbox_playbook("submit.yml", "exp=" + name, "on_end=relase", json.dumps(
+            {"verl_job_experiments_dir": str(exp_dir)}), env=env_for(fake.url))
+        assert typo.returncode != 0 and "on_end must be one of keep, release, release_always" in flat(typo.output)
 
 
 BAD_GPU_XML = ROOT / "tests" / "unit" / "fixtures" / "gpu" / "nvidia_smi_q_x_v100s_8gpu_drv460_TRIMMED_VARIANT_bad.xml"

@@ -73,19 +73,21 @@ ROWS = [
         "rlinfra_step_timeout must be a whole number of seconds from 60 to 604800 (a week), got '1h'"),
     Row("fitness_cluster_dash", "fitness", ["cluster=-a"],
         "cluster must be a name of letters, digits, _ . - (starting with a letter or digit, at most 80), got '-a'"),
+    Row("submit_on_end_typo", "submit", ["exp=smoke", "on_end=relase"],
+        "on_end must be one of keep, release, release_always (did you mean 'release'?), got 'relase'"),
     # -- near misses of a switch's name: Ansible would set a variable nobody reads ---------------------------
     Row("dryrun", "submit", ["exp=smoke", "dryrun=true"],
         "-e dryrun is not a switch of submit.yml; did you mean -e dry_run? (its switches: %s, checkpoint_cluster, "
-        "dry_run, wait)" % JOB),
+        "dry_run, wait, on_end)" % JOB),
     Row("dry_dash_run", "submit", ["exp=smoke", "dry-run=true"],
         "-e dry-run is not a switch of submit.yml; did you mean -e dry_run? (its switches: %s, checkpoint_cluster, "
-        "dry_run, wait)" % JOB),
+        "dry_run, wait, on_end)" % JOB),
     Row("DRY_RUN_upper", "submit", ["exp=smoke", "DRY_RUN=true"],
         "-e DRY_RUN is not a switch of submit.yml; did you mean -e dry_run? (its switches: %s, checkpoint_cluster, "
-        "dry_run, wait)" % JOB),
+        "dry_run, wait, on_end)" % JOB),
     Row("wiat", "submit", ["exp=smoke", "wiat=false"],
         "-e wiat is not a switch of submit.yml; did you mean -e wait? (its switches: %s, checkpoint_cluster, "
-        "dry_run, wait)" % JOB),
+        "dry_run, wait, on_end)" % JOB),
     Row("expp", "status", ["expp=smoke"],
         "-e expp is not a switch of status.yml; did you mean -e exp? (its switches: %s)" % JOB),
     Row("clutser", "stop", ["exp=smoke", "clutser=b"],
@@ -115,7 +117,7 @@ ROWS = [
         "-e teardown_purge is not a switch of site.yml (its switches: ray_restart_running_jobs); it would be "
         "ignored: drop it"),
     Row("submit_step", "submit", ["exp=smoke", "step=3"],
-        "-e step is not a switch of submit.yml (its switches: %s, checkpoint_cluster, dry_run, wait); it would be "
+        "-e step is not a switch of submit.yml (its switches: %s, checkpoint_cluster, dry_run, wait, on_end); it would be "
         "ignored: drop it" % JOB),
     Row("merge_attempt", "merge", ["exp=smoke", "attempt=2"],
         "-e attempt is not a switch of merge.yml (its switches: %s, step); it would be ignored: drop it" % JOB),

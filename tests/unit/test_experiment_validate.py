@@ -22,11 +22,11 @@ BAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "expe
 ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 
 ALLOWED = ("description, framework, cluster, project, conventions, entrypoint, params, env, secrets, "
-           "optional_secrets, working_dir, excludes, resources, wait, recovery, prefetch, code")
+           "optional_secrets, working_dir, excludes, on_end, resources, wait, recovery, prefetch, code")
 EXPECTED = {
     "unknown_key": "unknown_key.yml: top level: unknown key 'paramz' (did you mean 'params'?); allowed: description, "
                    "framework, cluster, project, conventions, entrypoint, params, env, secrets, optional_secrets, "
-                   "working_dir, excludes, resources, wait, recovery, prefetch, code",
+                   "working_dir, excludes, on_end, resources, wait, recovery, prefetch, code",
     "bad_framework": "bad_framework.yml: framework must be one of verl, nemo_rl, custom (did you mean 'verl'?), got "
                      "'verll'",
     "missing_model": "missing_model.yml: params.actor_rollout_ref.model.path is required for framework verl "
@@ -50,7 +50,7 @@ EXPECTED = {
     "bad_cluster": "bad_cluster.yml: cluster must be a name of letters, digits, _ . - (starting with a letter or "
                    "digit, at most 80), got 'gpu cluster 1'",
     "wait_typo": "wait_typo.yml: wait: unknown key 'timout' (did you mean 'timeout'?); allowed: enabled, timeout, "
-                 "progress_interval, poll_interval, stop_on_timeout, stall_timeout, outage_grace",
+                 "progress_interval, poll_interval, stop_on_timeout, stall_timeout, outage_grace, supervise",
     "wrong_type_wait": "wrong_type_wait.yml: wait.timeout must be a whole number, got 'an hour'",
     "nemo_relative_repo": "nemo_relative_repo.yml: entrypoint.repo_dir must be an absolute path (starting with /), "
                           "got 'code/RL'",

@@ -60,6 +60,7 @@ SWITCHES = {
     "keep_partial": vocabulary.Switch(nullable=False),
     "api": vocabulary.Choice(("on_demand", "marketplace"), nullable=False),
     "replace_unfit": vocabulary.Switch(nullable=False),
+    "on_end": vocabulary.Choice(("keep", "release", "release_always"), nullable=False),
 }
 # The switches that choose what a playbook acts on, and what leaving each out means. Given empty (an unset shell
 # variable), each is refused in one line: "-e cluster=" on teardown.yml would otherwise take down every cluster. An AWX
@@ -81,7 +82,7 @@ WORDS = ("exp", "run", "cluster", "checkpoint_cluster", "gpu", "label", "max_pri
 _JOB = ("exp", "run", "cluster")
 PLAYBOOKS = {
     "site": ("ray_restart_running_jobs",),
-    "submit": _JOB + ("checkpoint_cluster", "dry_run", "wait"),
+    "submit": _JOB + ("checkpoint_cluster", "dry_run", "wait", "on_end"),
     "status": _JOB,
     "stop": _JOB,
     "logs": _JOB + ("attempt",),

@@ -75,10 +75,6 @@ def say(line):
 
 def run(config, out=say, systemctl=None, now=time.time):
     """One check. Returns the process exit code: 0 when it decided (released or not), 1 when it could not look."""
-    from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.client import HyperbolicClient, HyperbolicError
-    from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.rent import Rent
-    from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import record as hyperbolic_record
-
     def call(*args):
         return (systemctl or (lambda a: subprocess.run(["systemctl"] + list(a), capture_output=True, text=True, check=False)))(args)
     label, limit = config["label"], int(config["idle_release_after"])
@@ -105,11 +101,23 @@ def run(config, out=say, systemctl=None, now=time.time):
     stopped = call("stop", UNIT)
     out("idle guard (%s): %s" % (label, "Ray stopped" if getattr(stopped, "returncode", 1) == 0 else
                                  "stopping Ray failed (%s); releasing anyway" % getattr(stopped, "stderr", "").strip()))
+    released, ok = release_rentals(config, out)
+    out("idle guard (%s): released %s" % (label, ", ".join(released) or "nothing (no rental is named or tagged %s)" % label))
+    return 0 if ok else 1
+
+
+def release_rentals(config, out):
+    """``(released ids, whether every API answered)``: the rentals of ``config['label']`` given back on both APIs - those
+    named or tagged so, or in the head's record (``config['record']``). The idle guard's end, and a run's (on_end)."""
+    from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.client import HyperbolicClient, HyperbolicError
+    from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.rent import Rent
+    from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import record as hyperbolic_record
+    label = config["label"]
     released = []
     try:  # the rentals the API keeps no name for are the record's
         record = hyperbolic_record.read(config.get("record") or RECORD % label, label)
     except ValueError as exc:
-        out("idle guard (%s): %s; releasing by name only" % (label, exc))
+        out("%s (%s): %s; releasing by name only" % (config.get("who", "idle guard"), label, exc))
         record = {}
     # Both APIs: the guard must find the cluster's rentals wherever provision.yml made them (an API that answers 404
     # has none).
@@ -119,10 +127,9 @@ def run(config, out=say, systemctl=None, now=time.time):
             rent = Rent(client, api=api, record_ids=hyperbolic_record.ids(record, api))
             released += rent.absent(label, timeout=int(config.get("release_timeout", 300)))["released"]
         except HyperbolicError as exc:
-            out("idle guard (%s): releasing on the %s API failed: %s" % (label, api, exc))
-            return 1
-    out("idle guard (%s): released %s" % (label, ", ".join(released) or "nothing (no rental is named or tagged %s)" % label))
-    return 0
+            out("%s (%s): releasing on the %s API failed: %s" % (config.get("who", "idle guard"), label, api, exc))
+            return released, False
+    return released, True
 
 
 def main(argv=None):

@@ -224,6 +224,8 @@ def header_rows(run):
     if cost.get("cost") is not None:
         rows.append(("cost", "$%.2f (%d node(s) at $%.2f/h)" % (
             cost["cost"], cost.get("nodes") or len(nodes), cost.get("cost_per_hour") or 0.0)))
+    if run.get("given_back"):
+        rows.append(("machines given back", run["given_back"]))
     if run.get("causes"):
         rows.append(("what the logs say", "; ".join(run["causes"])))
     return [(label, text) for label, text in rows if text not in (None, "")]

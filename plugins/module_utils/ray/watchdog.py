@@ -68,6 +68,9 @@ class Watchdog:
         self.marks = []
         self.res = {}              # the job as the last poll that found it gave it
         self.expect_from = None    # the checkpoint step a resubmitted attempt must go on from, until its first step
+        # Why the recovery under way began (None between recoveries): a supervisor restarted in the middle of one
+        # (module_utils/ray/supervisor.py) finishes it (:meth:`resume`) instead of reading its own stop as a user's.
+        self.recovering = None
         self.new_attempt()
 
     # --- plumbing ---------------------------------------------------------------------------
@@ -177,6 +180,20 @@ class Watchdog:
                 end = yield from self.end_attempt("stalled", res, stopped=recover)
                 if end:
                     return end
+
+    def resume(self):
+        """:meth:`watch` for a watchdog whose state was restored (the head's supervisor after a restart): a recovery it
+        was in the middle of is done again from its start (its stops and its wait are harmless twice; the next attempt's
+        id is the same), then the watch goes on with the clock of the run's start."""
+        if self.recovering:
+            why, self.recovering = self.recovering, None
+            self.restarts -= 1  # recover() counts it again
+            yield from self.say("the supervisor restarted during the recovery after %s: doing it again from its start"
+                                % why.replace("_", " "))
+            end = yield from self.recover_once(why, self.res)
+            if end:
+                return end
+        return (yield from self.watch())
 
     def note_step(self, step):
         """A new step restarts the stall clock; the first one of a resubmitted attempt times the recovery."""
@@ -320,7 +337,15 @@ class Watchdog:
         ok, reason = recovery.can_recover(why, self.settings, self.restarts)
         if not ok:
             return (why, self.failure_line(why, res, reason))
-        return (yield from self.recover(why, res))
+        return (yield from self.recover_once(why, res))
+
+    def recover_once(self, why, res):
+        """:meth:`recover`, marked as under way while it runs (``recovering``)."""
+        self.recovering = why
+        try:
+            return (yield from self.recover(why, res))
+        finally:
+            self.recovering = None
 
     def failure_line(self, why, res, reason):
         lost = "; lost: %s" % ", ".join(n["label"] for n in self.lost) if self.lost else ""

@@ -39,7 +39,7 @@ EXTENSIONS = (".yml", ".yaml")
 VERL_DEFAULTS = {"module": "verl.trainer.main_ppo", "config": "ppo_trainer", "python": "python3"}
 NEMO_RL_DEFAULTS = {"script": "examples/run_grpo_math.py", "runner": "uv run"}
 WAIT_DEFAULTS = {"enabled": True, "timeout": 86400, "progress_interval": 60, "poll_interval": 5, "stop_on_timeout": False,
-                 "stall_timeout": 1800, "outage_grace": 300}
+                 "stall_timeout": 1800, "outage_grace": 300, "supervise": "cluster"}
 DEFAULT_ENV = {"PYTHONUNBUFFERED": "1"}
 
 # verl: keys an experiment must set, with what they are for.
@@ -138,6 +138,7 @@ class Experiment:
         self.resources = dict(data.get("resources") or {})
         self.wait = {**WAIT_DEFAULTS, **(data.get("wait") or {})}  # non-string keys: reported, not a crash
         self.recovery = {**RECOVERY_DEFAULTS, **(data.get("recovery") or {})}
+        self.on_end = data.get("on_end") or "keep"  # the rentals once the run has ended (module_utils/ray/supervisor.py)
         self.prefetch = None  # {"models", "datasets", "hf_home", "hub_cache"} once validated (module_utils/verl/hf_prefetch.py)
         self.code = None  # {"repo", "ref", "submodules", "path", "name", ...} once validated (module_utils/verl/code_checkout.py)
 
@@ -162,7 +163,7 @@ class Experiment:
         a submit loads it once on the controller and the head's steps reuse that result."""
         data = {k: s.get(k) for k in ("description", "framework", "cluster", "conventions", "project", "entrypoint",
                                       "secrets", "optional_secrets", "working_dir", "excludes", "resources",
-                                      "wait", "recovery")}
+                                      "wait", "recovery", "on_end")}
         exp = cls(s["name"], s["path"], data)
         exp.prefetch = s.get("prefetch")
         exp.code = s.get("code")
@@ -175,7 +176,7 @@ class Experiment:
                     cluster=self.cluster, conventions=self.conventions, project=self.project,
                     entrypoint=self.entrypoint, params=[[k, v] for k, v in self.params], env=self.env,
                     secrets=self.secrets, optional_secrets=self.optional_secrets, working_dir=self.working_dir_path,
-                    excludes=self.excludes, resources=self.resources, wait=self.wait, recovery=self.recovery,
+                    excludes=self.excludes, resources=self.resources, wait=self.wait, recovery=self.recovery, on_end=self.on_end,
                     prefetch=self.prefetch, code=self.code)
 
 

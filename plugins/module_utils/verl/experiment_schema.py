@@ -353,7 +353,7 @@ SECTIONS = dict(
         progress_interval=vocabulary.Seconds(1, integer=True, strict=True),
         poll_interval=vocabulary.Seconds(MIN_POLL_INTERVAL, strict=True, hint=" (the dashboard serves the whole cluster)"),
         stop_on_timeout=vocabulary.Switch(words=False), stall_timeout=vocabulary.Seconds(0, integer=True, strict=True, hint=" (0 is off)"),
-        outage_grace=vocabulary.Seconds(1, integer=True, strict=True))),
+        outage_grace=vocabulary.Seconds(1, integer=True, strict=True), supervise=vocabulary.Choice(("cluster", "controller")))),
     recovery=vocabulary.Section(dict(
         max_restarts=vocabulary.Int(0, 1000, strict=True), on=vocabulary.ListOf(vocabulary.Choice(RECOVERY_EVENTS)),
         backoff_s=vocabulary.Number(0, 86400, strict=True), min_nodes=vocabulary.Int(1, 10000, strict=True),
@@ -378,5 +378,6 @@ SCHEMA = vocabulary.Section(dict(
     optional_secrets=vocabulary.ListOf(vocabulary.EnvName()),
     working_dir=vocabulary.RelPath(),
     excludes=vocabulary.ListOf(vocabulary.Text(empty=False)),
+    on_end=vocabulary.Choice(("keep", "release", "release_always")),
     **SECTIONS
 ))

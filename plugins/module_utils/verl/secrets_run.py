@@ -19,7 +19,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.verl.secrets_file imp
 FINAL_OK = frozenset(("SUCCEEDED", "STOPPED"))
 # The wait ends with the job still possibly running (it is left running on a timeout, unknown when
 # the dashboard stopped answering): its workers may still start and read the file.
-UNFINISHED_REASONS = frozenset(("timeout", "unreachable", "check_mode", "error"))
+UNFINISHED_REASONS = frozenset(("timeout", "unreachable", "check_mode", "error", "detached", "supervisor"))
 
 
 def sources(names, given, environ):
