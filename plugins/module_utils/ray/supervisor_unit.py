@@ -20,7 +20,6 @@ UNIT_DIR = "/etc/systemd/system"
 RUNNING = ("active", "activating", "reloading")
 
 
-
 def unit_name(base):
     return "rlinfra-run-%s.service" % base
 
