@@ -335,6 +335,9 @@ class Watch:
         gives_back = self.args["on_end"] != "keep"
         res = self.supervisor("started", config=self.supervisor_config(), secret_values=secret_values, bundle=text,
                               bundle_id=digest[:16], api_key=self.args["hyperbolic_api_key"] if gives_back else "")
+        if res.get("no_systemd") and not self.args["follow"]:  # wait=false: nobody watches it
+            self.say(res["no_systemd"].split(":")[0] + ": the run is not watched (wait=false)")
+            raise Done("detached", None)
         if res.get("no_systemd"):
             self.say(res["no_systemd"] + (
                 "; on_end: %s cannot be done without it: teardown.yml -e release=true gives the machines back"

@@ -120,10 +120,10 @@ def manage(p, module, systemctl=None, root=RUNS_DIR, bundle_dir=BUNDLE_DIR, unit
     base = p["base"]
     unit = unit_name(base)
     directory = run_dir(base, root)
-    if not (booted() if systemd is None else systemd):
-        return dict(changed=False, unit=unit, active=False, found=False, state={}, lines=[], said=0, no_systemd=(
-            "the head is not run by systemd (no /run/systemd/system), so the run cannot have its supervisor there: "
-            "this playbook watches it, and it recovers only while the playbook runs"))
+    if p["state"] == "started" and not (booted() if systemd is None else systemd):
+        return dict(changed=False, unit=unit, active=False, found=False, state={}, lines=[], said=0, report=[],
+                    no_systemd="the head is not run by systemd (no /run/systemd/system), so the run cannot have its "
+                    "supervisor there: this playbook watches it, and it recovers only while the playbook runs")
     state = load(os.path.join(directory, "state.json")) if os.path.isdir(directory) else {}
     active = systemctl("is-active", unit)[1] in RUNNING
     if p["state"] == "read":
