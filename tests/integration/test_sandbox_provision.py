@@ -304,7 +304,7 @@ def test_replace_unfit_gives_back_the_bad_machine_and_rents_another(sandbox, tmp
         fake.on_terminate = wipe
         inv = inventory_dir(tmp_path, fake.url, source="on_demand")
         switches = ["nodes=2", "gpu=H100", "label=prov", "replace_unfit=true", "fitness_min_gbit=0.2",
-                    "hyperbolic_record_dir=%s" % records]
+                    "fitness_ray_min_gbit=0.1", "hyperbolic_record_dir=%s" % records]
         try:
             out = run("provision.yml", inv, *switches, url=fake.url)
             text = flat(out.output)

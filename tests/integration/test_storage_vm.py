@@ -45,13 +45,34 @@ GROWN = {
 }
 
 
+# ssh's own words when it never reached the VM's shell (TCG under the suite's load can miss a banner): the command did
+# not run, so it is sent again; any other failure is the command's.
+NOT_CONNECTED = ("banner exchange", "connect to host", "kex_exchange_identification", "Connection reset",
+                 "Connection closed by")
+
+
 def vm(command: str, check: bool = True) -> str:
     """Runs a shell command in the VM as root; returns its stdout."""
-    proc = subprocess.run([str(ROOT / "tests/vm/vm.sh"), "ssh", command], capture_output=True, text=True,
-                          timeout=300, env=dict(os.environ, RLINFRA_VM_RUN=RUN))
+    for attempt in range(4):
+        proc = subprocess.run([str(ROOT / "tests/vm/vm.sh"), "ssh", command], capture_output=True, text=True,
+                              timeout=300, env=dict(os.environ, RLINFRA_VM_RUN=RUN))
+        if proc.returncode != 255 or not any(sign in proc.stderr for sign in NOT_CONNECTED):
+            break
+        print(f"[vm] ssh did not reach the VM (attempt {attempt + 1}): {proc.stderr.strip()}")
+        time.sleep(10)
     if check and proc.returncode != 0:
-        raise AssertionError(f"in the VM: {command!r} -> rc {proc.returncode}: {proc.stderr or proc.stdout}")
+        raise AssertionError(f"in the VM: {command!r} -> rc {proc.returncode}: {proc.stderr or proc.stdout}"
+                             f"{vm_state()}")
     return proc.stdout
+
+
+def vm_state() -> str:
+    """Whether qemu still runs, and the console's last lines (a panic, the OOM killer), for a failure's message."""
+    alive = subprocess.run([str(ROOT / "tests/vm/vm.sh"), "status"], capture_output=True, text=True,
+                           env=dict(os.environ, RLINFRA_VM_RUN=RUN)).returncode == 0
+    console = Path(RUN) / "console.log"
+    tail = console.read_text(errors="replace").splitlines()[-15:] if console.is_file() else []
+    return "\n[vm] qemu %s; console.log ends:\n%s" % ("still runs" if alive else "is gone", "\n".join(tail))
 
 
 class Run:

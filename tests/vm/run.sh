@@ -21,6 +21,11 @@ t_boot=$(date +%s)
 rc=0
 "$ROOT/.venv/bin/pytest" -p no:cacheprovider -v -s --durations=0 tests/integration/test_storage_vm.py "$@" || rc=$?
 t_end=$(date +%s)
+if [ $rc != 0 ]; then  # what the VM looked like when it failed: gone (host OOM killer?) or a guest panic
+  if tests/vm/vm.sh status >/dev/null; then echo "[vm] qemu still runs"; else echo "[vm] qemu is gone"; fi
+  echo "[vm] console.log ends:"; tail -25 "$RLINFRA_VM_RUN/console.log" 2>/dev/null || true
+  dmesg 2>/dev/null | grep -iE "out of memory|oom-kill|killed process" | tail -5 || true
+fi
 echo "[vm] storage VM scenario: image $((t_image - t0)) s, boot $((t_boot - t_image)) s," \
      "tests $((t_end - t_boot)) s, total $((t_end - t0)) s (rc $rc)"
 exit $rc

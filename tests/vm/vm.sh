@@ -29,8 +29,11 @@ running() {
   tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$RUN/root.qcow2"
 }
 
+# ConnectTimeout covers the banner too: a TCG guest on a runner whose cores the sandbox takes can need more than 5 s.
+# LogLevel=ERROR (not -q): ssh's own failure is worded on stderr, so a caller tells it from the command's.
 ssh_vm() {
-  ssh -q -i "$RUN/id_ed25519" -p "$(cat "$RUN/port")" -o BatchMode=yes -o ConnectTimeout=5 \
+  ssh -i "$RUN/id_ed25519" -p "$(cat "$RUN/port")" -o BatchMode=yes -o ConnectTimeout="${SSH_TIMEOUT:-30}" \
+    -o ServerAliveInterval=15 -o ServerAliveCountMax=8 \
     -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR root@127.0.0.1 "$@"
 }
 
@@ -81,7 +84,7 @@ up() {
     -drive "file=$RUN/root.qcow2,format=qcow2,if=virtio,cache=unsafe" "${drives[@]}" \
     -netdev "user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:$port-:22" -device virtio-net-pci,netdev=n0 \
     -pidfile "$RUN/qemu.pid" -daemonize
-  until ssh_vm true 2>/dev/null; do
+  until SSH_TIMEOUT=5 ssh_vm true 2>/dev/null; do
     running || { tail -20 "$RUN/console.log" >&2; die "qemu exited during boot"; }
     (( $(date +%s) - t0 < BOOT_TIMEOUT )) || { tail -20 "$RUN/console.log" >&2; down; die "no SSH after ${BOOT_TIMEOUT}s"; }
     sleep 2
@@ -97,7 +100,9 @@ all:
       ansible_user: root
       ansible_ssh_private_key_file: $RUN/id_ed25519
       ansible_python_interpreter: /usr/bin/python3
-      ansible_ssh_common_args: -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR
+      ansible_ssh_timeout: 60
+      ansible_ssh_retries: 3
+      ansible_ssh_common_args: -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o ServerAliveInterval=15 -o ServerAliveCountMax=8
 EOF
   log "up: SSH answered after $(cat "$RUN/boot_seconds") s"
 }

@@ -127,3 +127,20 @@ def read_tail(path, lines, limit=TAIL_BYTES):
     if start > 0 and kept:  # the first line read may be the end of a longer one
         kept = kept[1:]
     return "\n".join(kept[-lines:])
+
+
+def read_end(path, limit=TAIL_BYTES):
+    """The file's last ``limit`` bytes as text, from its first whole line; None when there is no such file. A look
+    at a run without an offset (status.yml: its newest step and its tail) reads this, never the whole log."""
+    try:
+        with open(path, "rb") as f:
+            end = f.seek(0, os.SEEK_END)
+            start = max(0, end - limit)
+            f.seek(start)
+            data = f.read(end - start)
+    except OSError:
+        return None
+    text = data.decode("utf-8", "replace")
+    if start > 0:  # the first line read may be the end of a longer one
+        text = text.split("\n", 1)[1] if "\n" in text else ""
+    return text

@@ -94,13 +94,16 @@ def result(client, sid, job, nodes, error, tail, full_at_end=False, offset=None,
         new, logs_tail = log_since(client, sid, offset, file_id, tail, job.get("status") in TERMINAL_STATUSES)
         step, metrics = last_progress(new["text"])
     else:
-        if job and (tail > 0 or full):
+        # A look without an offset (status.yml) on the head reads the file's end: its newest step is in it.
+        path = local_log(client, sid) if job and not full else None
+        end = log_follow.read_end(path) if path else None
+        if end is None and job and (tail > 0 or full):
             try:
                 logs = client.get_logs(sid)
             except RayError:
                 logs = ""
-        step, metrics = last_progress(logs)
-        logs_tail = tail_lines(logs, tail)
+        step, metrics = last_progress(logs if end is None else end)
+        logs_tail = tail_lines(logs if end is None else end, tail)
     start, end = job.get("start_time"), job.get("end_time")
     duration = round(((end or time.time() * 1000) - start) / 1000.0, 3) if start else None
     out = dict(changed=False, submission_id=sid, found=bool(job), reachable=error is None, error=error or "",
