@@ -19,6 +19,9 @@ It behaves like a verl trainer where the infrastructure can see it:
   atomically, after the step directory is complete);
 * ``trainer.resume_mode=auto`` resumes from the latest checkpoint, ``disable`` starts over,
   ``resume_path`` loads ``trainer.resume_from_path``;
+* a deadline in ``MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP`` (epoch seconds) forces a save once the time
+  left is at most 60 s (its save) + the longest step so far + ``trainer.esi_redundant_time``, as verl's
+  ``should_save_ckpt_esi`` does (with ``trainer.save_freq`` above 0 only), printing verl's line;
 * the last line is ``SMOKE_RESULT {json}`` naming every node that did rollouts and the reward
   before and after.
 
@@ -51,6 +54,7 @@ DEFAULTS = {
     "trainer.logger": ["console"],
     "trainer.step_sleep_s": 0.0,  # per-step sleep, to make a run long enough to stop mid-way
     "trainer.max_ckpt_to_keep": None,
+    "trainer.esi_redundant_time": 0,  # verl's margin before a capacity block's end (see should_save_esi)
     "trainer.node_wait_timeout_s": 120,
     # Fault injection for the watchdog's tests: after printing this step, a run that did not resume
     # from a checkpoint stops printing steps and hangs, like a verl run stuck in an NCCL collective.
@@ -68,6 +72,18 @@ DEFAULTS = {
 
 class ConfigError(Exception):
     pass
+
+
+def should_save_esi(max_steps_duration, redundant_time, save_ckpt_duration=60):
+    """verl's ``should_save_ckpt_esi`` (verl/utils/checkpoint/checkpoint_manager.py) for the MLP variable."""
+    expiration = os.getenv("MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP")
+    if not expiration:
+        return False
+    try:
+        remaining = float(expiration) - time.time()
+    except ValueError:
+        return False
+    return remaining > 0 and max_steps_duration > 0 and remaining <= save_ckpt_duration + max_steps_duration + redundant_time
 
 
 def parse_value(text):
@@ -369,6 +385,7 @@ def main(argv):
     ent_coef = float(cfg["algorithm.entropy_coeff"])
     sleep_s = float(cfg["trainer.step_sleep_s"] or 0)
     last_saved = None
+    max_step_s = 0.0
     step = start_step
     rollout_ips = set()
     for step in range(start_step + 1, total + 1):
@@ -397,7 +414,11 @@ def main(argv):
         metrics = {"reward/mean": reward_mean, "pg_loss": pg_loss, "policy/entropy": entropy,
                    "rollout/episodes": n, "rollout/nodes": len(results), "timing_s/gen": t_gen,
                    "timing_s/step": time.time() - t0}
-        if save_freq > 0 and (step % save_freq == 0 or step == total):
+        max_step_s = max(max_step_s, metrics["timing_s/step"])
+        esi = should_save_esi(max_step_s, float(cfg["trainer.esi_redundant_time"] or 0))
+        if esi and save_freq > 0:
+            print("Force saving checkpoint: ESI instance expiration approaching.", flush=True)
+        if save_freq > 0 and (step % save_freq == 0 or step == total or esi):
             path = save_checkpoint(ckpt_dir, step, {"step": step, "logits": logits, "baseline": baseline, "seed": seed,
                                                     "reward_eval": evaluate(logits, probs, eval_contexts)},
                                    keep=cfg["trainer.max_ckpt_to_keep"], world_size=len(actors))

@@ -140,7 +140,7 @@ class Watch:
         # The wall-clock time of t0: the watchdog's events are seconds after it, the report puts them on the clock.
         self.started = time.time()
         self.label = args["label"] or args["base_submission_id"] or args["submission_id"]
-        self.dog = watchdog.Watchdog(args, self.t0, names=self.node_names(args["hosts"]))
+        self.dog = watchdog.Watchdog(args, self.t0, names=self.node_names(args["hosts"]), wall=self.started)
         self.dash = dict(address=args["address"], auth_token=args["auth_token"], auth_token_path=args["auth_token_path"],
                          validate_certs=args["validate_certs"])
         # The job's link on the dashboard as ray_job_poll last gave it.

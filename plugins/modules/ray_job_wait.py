@@ -107,7 +107,9 @@ options:
       - The experiment's C(recovery) mapping - C(max_restarts) (default 0, no recovery), C(on) (events among
         C(node_lost), C(head_restart), C(stalled), C(failed); default the first three), C(backoff_s) (default 10),
         C(min_nodes) (default the node count when the run was first submitted), C(node_wait_timeout)
-        (default 600), C(allow_reshard) (default false).
+        (default 600), C(allow_reshard) (default false), C(deadline) (when the machines end, ISO 8601 with a zone
+        or epoch seconds; no recovery is made within C(deadline_margin) of it, and the watch says where it cuts the
+        run), C(deadline_margin) (default 600).
     type: dict
     default: {}
   job:

@@ -459,3 +459,49 @@ def test_an_artifacts_directory_that_is_a_link_is_refused_before_anything(ray_he
             "directory; point verl_job_artifacts_dir at the target itself" % (workdir / "artifacts", elsewhere)
             ) in flat(proc.output), proc.output[-3000:]
     assert {j["submission_id"] for j in client.list_jobs()} == before and not list(elsewhere.iterdir())
+
+
+def test_a_deadline_reaches_the_run_which_saves_before_it_and_the_wait_says_where_it_cuts(ray_head, workdir):
+    """recovery.deadline: the job gets MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP and trainer.esi_redundant_time
+    (the margin); the smoke trainer saves before it as verl's should_save_ckpt_esi does, though its save_freq would
+    not; the wait says where the deadline falls. One within the margin is refused in one line, nothing submitted."""
+    from ansible_collections.rlinfra.verl.plugins.module_utils.common.vocabulary import iso_time
+    exps = workdir / "experiments"
+    exps.mkdir()
+    shutil.copytree(REPO / "experiments" / "smoke", exps / "smoke")
+    smoke = (REPO / "experiments" / "smoke.yml").read_text()
+    where = json.dumps({"verl_job_experiments_dir": str(exps)})
+    params = json.dumps({"verl_job_params": {"trainer": {"total_training_steps": 40, "save_freq": 1000,
+                                                         "step_sleep_s": 1.0}}})
+    client = ray_head.client()
+
+    (exps / "smoke.yml").write_text(smoke + "\nrecovery: {deadline: '%s', deadline_margin: 30}\n"
+                                    % iso_time(time.time() + 20))
+    late = playbook(workdir, "submit.yml", "exp=smoke", "run=late", params, where, head=ray_head)
+    assert late.returncode != 0
+    assert re.search(r"smoke\.yml: recovery\.deadline \S+Z is \d+ s away, within recovery\.deadline_margin \(30 s\): the "
+                     r"run could not save before it; .*nothing was submitted", flat(late.output)), late.output[-3000:]
+    assert client.get_job(SID + "-late") is None
+
+    deadline = time.time() + 95
+    (exps / "smoke.yml").write_text(smoke + "\nrecovery: {deadline: '%s', deadline_margin: 5}\n" % iso_time(deadline))
+    proc = playbook(workdir, "submit.yml", "exp=smoke", "run=deadline", params, where, head=ray_head)
+    assert proc.returncode == 0, proc.output[-4000:]
+    text = flat(proc.output)
+    assert "SUCCEEDED" in text
+    said = re.search(r"recovery\.deadline %s \(in [0-9:]+\)(: at [0-9.]+ s a step the run ends at step 40 about [0-9:]+ "
+                     r"before it| cuts the run at about step \d+ of 40 \([0-9.]+ s a step\))" % re.escape(iso_time(deadline)),
+                     text)
+    assert said, text[-4000:]
+    job = client.get_job(SID + "-deadline")
+    assert job["runtime_env"]["env_vars"]["MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP"] == "%d" % deadline
+    assert "trainer.esi_redundant_time=5" in job["entrypoint"]
+    log = (workdir / "artifacts" / "smoke" / (SID + "-deadline.log")).read_text()
+    # verl's rule: saved once the time left is under 60 s + the longest step + 5 s, every step from then on
+    forced = [int(m) for m in re.findall(r"step:(\d+) - .*checkpoint/saved", log)]
+    assert "Force saving checkpoint: ESI instance expiration approaching." in log, log[-3000:]
+    assert forced and forced[0] < 40, forced
+    print("\n%s; first forced save at step %d, %.0f s before the deadline" % (
+        said.group(0), forced[0], deadline - os.stat(workdir / "checkpoints" / "rlinfra_smoke" / "default" / "smoke" /
+                                                    ("global_step_%d" % forced[0])).st_mtime))
+    assert (workdir / "checkpoints" / "rlinfra_smoke" / "default" / "smoke" / ("global_step_%d" % forced[0])).is_dir()

@@ -395,3 +395,68 @@ def test_a_resume_by_path_replaces_the_experiments_resume_keys():
                                     "trainer.resume_from_path=/ckpt/run/global_step_4"]
     assert shlex.split(experiment_render.reshape(template, resume_from="")[0])[-1] == "trainer.resume_mode=disable"
     assert "trainer.resume_mode=auto" in experiment_render.reshape(template)[0]
+
+
+# recovery.deadline: the run is told when its machines end --------------------------------------------------
+
+NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+
+
+def with_deadline(name, deadline, margin=None, **params):
+    data = experiment.read_yaml(os.path.join(EXPERIMENTS, name + ".yml"), name)
+    data["recovery"] = dict(data.get("recovery") or {}, deadline=deadline,
+                            **({} if margin is None else {"deadline_margin": margin}))
+    for key, value in params.items():
+        section, leaf = key.split("__")
+        data["params"].setdefault(section, {})[leaf] = value
+    return make(data, name=name)
+
+
+def test_a_deadline_tells_verl_when_the_machines_end():
+    import datetime
+    # YAML's own timestamp (unquoted in the file) is kept as UTC text
+    exp = with_deadline("gsm8k_ppo_qwen05b", datetime.datetime(2027, 1, 15, 10, 0, tzinfo=datetime.timezone(
+        datetime.timedelta(hours=2))), trainer__save_freq=10)
+    assert exp.recovery["deadline"] == "2027-01-15T08:00:00Z"
+    exp = with_deadline("gsm8k_ppo_qwen05b", "2027-01-15T12:00:00Z", trainer__save_freq=10)
+    r = experiment_render.render(exp, FAKE_NODES, now=NOW)
+    assert r["runtime_env"]["env_vars"]["MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP"] == "%d" % (NOW + 4 * 3600)
+    assert "trainer.esi_redundant_time=600" in r["filled"]  # verl's margin on top of its save and one step
+    mine = with_deadline("gsm8k_ppo_qwen05b", "2027-01-15T12:00:00Z", trainer__save_freq=10, trainer__esi_redundant_time=60)
+    assert not any(o.startswith("trainer.esi_redundant_time") for o in experiment_render.render(
+        mine, FAKE_NODES, now=NOW)["filled"])
+    # without a deadline: neither
+    plain = experiment_render.render(load("gsm8k_ppo_qwen05b"), FAKE_NODES, now=NOW)
+    assert "MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP" not in plain["runtime_env"]["env_vars"]
+    assert not any("esi_redundant_time" in o for o in plain["filled"])
+
+
+def test_a_deadline_verl_would_never_save_before_is_refused():
+    with pytest.raises(experiment.ExperimentError) as e:
+        with_deadline("gsm8k_ppo_qwen05b", "2027-01-15T12:00:00Z", trainer__save_freq=-1)
+    assert str(e.value) == ("gsm8k_ppo_qwen05b.yml: recovery.deadline needs params.trainer.save_freq above 0: verl saves "
+                            "before the deadline only when it saves checkpoints at all (got -1)")
+
+
+def test_a_deadline_within_its_margin_refuses_the_submit_in_one_line():
+    exp = with_deadline("gsm8k_ppo_qwen05b", "2027-01-15T08:05:00Z", trainer__save_freq=10)
+    with pytest.raises(experiment.ExperimentError) as e:
+        experiment_render.render(exp, FAKE_NODES, now=NOW)
+    assert str(e.value) == (
+        "gsm8k_ppo_qwen05b.yml: recovery.deadline 2027-01-15T08:05:00Z is 300 s away, within recovery.deadline_margin "
+        "(600 s): the run could not save before it; set a later deadline (when the machines really end) or a smaller "
+        "deadline_margin; nothing was submitted")
+    assert experiment_render.render(with_deadline("gsm8k_ppo_qwen05b", "2027-01-15T08:05:00Z", 60, trainer__save_freq=10),
+                                    FAKE_NODES, now=NOW)["filled"][-1] == "trainer.esi_redundant_time=60"
+
+
+def test_nemo_rl_saves_by_a_time_counted_from_each_attempt():
+    exp = with_deadline("nemo_rl_grpo_math", "2027-01-16T10:30:00Z", 900)
+    r = experiment_render.render(exp, FAKE_NODES, code=checked_out(exp), now=NOW)
+    # 1 d 2 h 30 min away, less the 15 min margin
+    assert "checkpointing.checkpoint_must_save_by=01:02:15:00" in r["filled"]
+    assert "checkpointing.checkpoint_must_save_by=01:02:15:00" in shlex.split(r["entrypoint"])
+    # the next attempt, 2 h 10 min later: counted again from its own start
+    entry, dummy, dummy = experiment_render.reshape(r["job_template"], FAKE_NODES, now=NOW + 7800)
+    assert "checkpointing.checkpoint_must_save_by=01:00:05:00" in shlex.split(entry)
+    assert experiment_render.save_by(NOW + 100, 900, NOW) == "00:00:00:01"

@@ -131,8 +131,9 @@ def drive(script, **opts):
     an answer's ``_dt`` overrides how long its call took. Returns the machine, the trace (every request
     but progress lines and the usual polls), the seconds of those polls, and how the watch ended."""
     args = dict(submission_id=SID, address=URL, progress_interval=10, poll_interval=5.0)
+    wall = opts.pop("wall", None)  # the epoch time of the watch's 0 (recovery.deadline is on the wall clock)
     args.update(opts)
-    dog = watchdog.Watchdog(args, 0.0, names=NAMES)
+    dog = watchdog.Watchdog(args, 0.0, names=NAMES, wall=wall)
     steps = dog.watch(0.0)
     answers = iter([dict(a) for a in script])
     trace, polls, now = [], [], 0.0
@@ -490,6 +491,37 @@ ROWS = [
              "attempt 2 (%s) submitted at 0:00:30 after node lost; no whole checkpoint: starts from scratch" % A2,
              "save_log " + A2],
          end=("succeeded", None)),
+]
+
+
+# recovery.deadline: where it cuts the run, said once the attempt has a pace; no recovery it leaves no time for.
+WALL = 1_800_000_000  # 2027-01-15T08:00:00Z, the watch's 0
+TOTAL = dict(JOB, job_template=dict(TEMPLATE, pairs=TEMPLATE["pairs"] + [["trainer.total_training_steps", 50]]))
+ROWS += [
+    dict(name="deadline_says_where_it_cuts_the_run", opts=dict(
+        wall=WALL, job=TOTAL, recovery={"deadline": "2027-01-15T08:01:40Z", "deadline_margin": 30}),
+         script=[job(step=1), job(step=2), job(step=3), job("SUCCEEDED", 4)],
+         trace=["recovery.deadline 2027-01-15T08:01:40Z (in 0:01:20) cuts the run at about step 10 of 50 (10.0 s a step); "
+                "it is told to save before it (a next run on new machines resumes from there)", "save_log " + SID],
+         end=("succeeded", None)),
+    dict(name="deadline_after_the_runs_end", opts=dict(
+        wall=WALL, job=TOTAL, recovery={"deadline": "2027-01-15T09:00:00Z"}),
+         script=[job(step=40), job(step=41), job("SUCCEEDED", 50)],
+         trace=["recovery.deadline 2027-01-15T09:00:00Z (in 0:59:40): at 10.0 s a step the run ends at step 50 about "
+                "0:58:10 before it", "save_log " + SID],
+         end=("succeeded", None)),
+    dict(name="deadline_leaves_no_time_for_a_recovery", opts=dict(
+        ON, wall=WALL, recovery=dict(REC, deadline="2027-01-15T08:00:25Z", deadline_margin=10)),
+         script=[job(step=1, metadata=M3), job(step=2, nodes=NO_W3, metadata=M3)],
+         trace=[LOST_W3 % "0:00:20",
+                "recovery.deadline 2027-01-15T08:00:25Z (in 0:00:05) cuts the run at about step 2 (10.0 s a step); it is "
+                "told to save before it (a next run on new machines resumes from there)",
+                "stopping attempt 1 (%s): it lost a node and would hang or fail" % SID, "stop " + SID, "save_log " + SID,
+                "attempt 1 (%s) ended: a node left the cluster, at step 2; recovery 1 of 1" % SID],
+         end=("deadline", "Ray job %s was not resubmitted: recovery.deadline 2027-01-15T08:00:25Z is 5 s away "
+                          "(recovery.deadline_margin 10 s): an attempt could not save before the machines end. On the "
+                          "next machines, run submit.yml -e exp=... again: it resumes from the newest checkpoint" % SID),
+         check=lambda dog, polls: [e["event"] for e in dog.events] == ["node_lost", "deadline"]),
 ]
 
 

@@ -548,6 +548,59 @@ class Seconds(Number):
         return Corpus(c for c in super().corpus() if not (self.integer and isinstance(c[1], float)))
 
 
+class Time(Type):
+    """An instant: ISO 8601 with its time zone (``2026-12-01T18:00:00Z``, ``...+02:00``; YAML's own timestamp too) or
+    seconds since the epoch. A time without a zone is refused: a deadline read in the wrong zone cuts a run hours
+    early or late. :meth:`check` gives it back as UTC ISO text (JSON-safe; :func:`epoch` reads it)."""
+
+    words = "a time: ISO 8601 with a zone, or epoch seconds"
+    sample_value = "2030-01-01T00:00:00Z"
+    LOW, HIGH = 946684800, 4102444800  # 2000-01-01 to 2100-01-01: anything else is a typo (milliseconds, a year)
+
+    def check(self, value):
+        import datetime
+        if isinstance(value, bool):
+            raise Bad("be a time (ISO 8601 with a zone, e.g. 2026-12-01T18:00:00Z, or epoch seconds)")
+        if isinstance(value, datetime.datetime):
+            if value.tzinfo is None:
+                raise Bad("name its time zone (e.g. 2026-12-01T18:00:00Z)")
+            seconds = value.timestamp()
+        elif isinstance(value, (int, float)) or (isinstance(value, str) and re.fullmatch(r"\s*[0-9]+(\.[0-9]+)?\s*", value)):
+            seconds = float(value)
+        elif isinstance(value, str):
+            text = value.strip()
+            text = text[:-1] + "+00:00" if text[-1:] in ("Z", "z") else text
+            try:
+                parsed = datetime.datetime.fromisoformat(text)
+            except ValueError:
+                raise Bad("be a time (ISO 8601 with a zone, e.g. 2026-12-01T18:00:00Z, or epoch seconds)")
+            if parsed.tzinfo is None:
+                raise Bad("name its time zone (e.g. 2026-12-01T18:00:00Z)")
+            seconds = parsed.timestamp()
+        else:
+            raise Bad("be a time (ISO 8601 with a zone, e.g. 2026-12-01T18:00:00Z, or epoch seconds)")
+        if not math.isfinite(seconds) or not self.LOW <= seconds <= self.HIGH:
+            raise Bad("be a time from 2000 to 2100 (epoch seconds, not milliseconds)")
+        return iso_time(seconds)
+
+    def corpus(self):
+        return super().corpus().add("no_zone", "2026-12-01T18:00:00").add("word", "tomorrow").add(
+            "month_13", "2026-13-01T00:00:00Z").add("milliseconds", 1796140800000).add("boolean", True, typed=True)
+
+
+def iso_time(seconds):
+    """Epoch seconds as UTC ISO 8601 text, to the second."""
+    import datetime
+    return datetime.datetime.fromtimestamp(int(seconds), datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def epoch(value):
+    """A :class:`Time`'s value (or any value it accepts) as epoch seconds."""
+    import datetime
+    text = Time().check(value)
+    return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
 class Switch(Type):
     """On or off, read strictly: a misspelt true is an error, not false."""
 

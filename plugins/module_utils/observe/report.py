@@ -64,6 +64,7 @@ WHAT = {
     "not_resumed": "attempt {attempt} started over at step {first_step} instead of resuming from step {resume_step}: "
                    "stopped, no further attempt",
     "kernel": "{node}: {what}",
+    "deadline": "recovery.deadline left no time for another attempt: none was made",
 }
 
 

@@ -16,7 +16,10 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.verl.metrics import d
 RECOVERY_EVENTS = ("node_lost", "head_restart", "stalled", "failed")
 # min_nodes None: the number of nodes alive when the run was first submitted.
 RECOVERY_DEFAULTS = {"max_restarts": 0, "on": ["node_lost", "head_restart", "stalled"], "backoff_s": 10,
-                     "min_nodes": None, "node_wait_timeout": 600, "allow_reshard": False}
+                     "min_nodes": None, "node_wait_timeout": 600, "allow_reshard": False,
+                     # When the machines end (a reservation, an allocation): the run is told to save before it, less
+                     # the margin (verl: its save and one step; NeMo RL: its start and its save).
+                     "deadline": None, "deadline_margin": 600}
 
 # verl's key metrics, shown first in progress lines and summaries.
 DEFAULT_METRICS = ["critic/score/mean", "critic/rewards/mean", "reward/mean", "actor/pg_loss", "pg_loss",
@@ -34,6 +37,7 @@ WHY = {
     "unreachable": "the dashboard stopped answering",
     "missing": "the job does not exist",
     "not_resumed": "started over instead of resuming from its checkpoint",
+    "deadline": "no time left before recovery.deadline",
 }
 
 
@@ -84,6 +88,32 @@ def progress_line(label, res, preferred, limit, attempt=1):
         parts.append(" - ".join(["step:%s" % step] + ["%s:%s" % (k, fmt_metric(v))
                                                       for k, v in pick_metrics(res.get("last_metrics"), preferred, limit)]))
     return ", ".join(parts)
+
+
+# The params that name a run's last step, per convention (the deadline's projection compares with it).
+TOTAL_STEP_KEYS = ("trainer.total_training_steps", "grpo.max_num_steps")
+
+
+def total_steps(template):
+    """The run's last step from a rendered job template's overrides, or None when it names none."""
+    for key, value in (template or {}).get("pairs") or []:
+        if key.lstrip("+") in TOTAL_STEP_KEYS and isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def deadline_line(deadline, left, step, per_step, total):
+    """Where recovery.deadline (``left`` seconds away) cuts the run at ``per_step`` seconds a step, from ``step``."""
+    pace = "%.1f s a step" % per_step
+    if left <= 0:
+        return "recovery.deadline %s has passed at step %s (%s); the run was told to save before it" % (deadline, step, pace)
+    reach = step + int(left // per_step) if per_step > 0 else step
+    if total and reach >= total:
+        return ("recovery.deadline %s (in %s): at %s the run ends at step %d about %s before it" % (
+            deadline, hms(left), pace, total, hms(left - (total - step) * per_step)))
+    return ("recovery.deadline %s (in %s) cuts the run at about step %d%s (%s); it is told to save before it "
+            "(a next run on new machines resumes from there)" % (
+                deadline, hms(left), reach, " of %d" % total if total else "", pace))
 
 
 def recovery_settings(recovery):

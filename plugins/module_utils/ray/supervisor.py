@@ -42,7 +42,7 @@ KEPT_LINES = 500
 CATCH_UP_CALLS = 64
 # The watchdog's state that survives a restart of the supervisor (module_utils/ray/watchdog.py's attributes).
 KEPT = ("sid", "attempt", "restarts", "rows", "lost", "events", "marks", "res", "expect_from", "min_nodes", "t0", "seen",
-        "step", "step_at", "address", "recovering")
+        "step", "step_at", "address", "recovering", "pace", "deadline_said")
 # The unit's program (plugin_utils/node_script.py's program()): this module's main, and the module_utils it imports; the
 # Hyperbolic client (on_end) imports Ansible only for an opener it is never given here.
 PROGRAM = ("ray.supervisor", "main", ("hyperbolic.client",))
@@ -319,7 +319,7 @@ ON_END = ("keep", "release", "release_always")
 # Ends after which ``release_always`` gives the machines back too: recovery gave up, or the run could not go on. A stop
 # by stop.yml is a human's, who decides.
 GAVE_UP = ("failed", "node_lost", "head_restart", "stalled", "not_resumed", "no_nodes", "shape", "checkpoint",
-           "package", "submit", "timeout", "missing", "unreachable")
+           "package", "submit", "timeout", "missing", "unreachable", "deadline")
 
 
 def on_end_releases(on_end, reason):

@@ -32,6 +32,7 @@ import math
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import attempts
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_render
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import recovery
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 
 # The result keys taken from the last poll of the job.
 RESULT_KEYS = ("submission_id", "status", "message", "start_time", "end_time", "duration_s", "driver_exit_code",
@@ -44,7 +45,7 @@ OPTIONS = dict(base_submission_id="", timeout=86400, progress_interval=60, poll_
 class Watchdog:
     """One run's watch: its attempts, the nodes it has seen, the faults and what was done about them."""
 
-    def __init__(self, args, now, names=None):
+    def __init__(self, args, now, names=None, wall=None):
         opts = dict(OPTIONS)
         opts.update((k, v) for k, v in args.items() if k in OPTIONS or k == "submission_id")
         self.opts = opts
@@ -71,6 +72,12 @@ class Watchdog:
         # Why the recovery under way began (None between recoveries): a supervisor restarted in the middle of one
         # (module_utils/ray/supervisor.py) finishes it (:meth:`resume`) instead of reading its own stop as a user's.
         self.recovering = None
+        # recovery.deadline on this watch's clock (``wall``: the epoch time of ``now`` when the clock is not the epoch)
+        deadline = self.settings.get("deadline")
+        self.deadline = vocabulary.epoch(deadline) - ((now if wall is None else wall) - now) if deadline else None
+        self.total_steps = recovery.total_steps((self.opts["job"] or {}).get("job_template"))
+        self.pace = None           # [step, time, attempt]: the attempt's first step seen, for its pace
+        self.deadline_said = 0     # the attempt whose pace against the deadline was said
         self.new_attempt()
 
     # --- plumbing ---------------------------------------------------------------------------
@@ -148,6 +155,7 @@ class Watchdog:
             self.res = res
             yield from self.ask("progress", res)
             self.note_step(res.get("last_step"))
+            yield from self.check_deadline()
             status = res.get("status")
             if self.expect_from is not None:
                 end = yield from self.check_resumed(res, status)
@@ -203,6 +211,34 @@ class Watchdog:
                 and self.events[-1].get("event") == "resubmitted":
             self.events[-1]["first_step_s"] = self.at_s()
         self.step, self.step_at = step, self.now
+
+    def check_deadline(self):
+        """Once an attempt has a pace (two steps seen), say where the deadline cuts the run (or that it ends before)."""
+        if self.deadline is None or self.step is None:
+            return
+        if self.pace is None or self.pace[2] != self.attempt or self.step < self.pace[0]:
+            self.pace = [self.step, self.now, self.attempt]
+            return
+        if self.deadline_said == self.attempt or self.step == self.pace[0] or self.now <= self.pace[1]:
+            return
+        self.deadline_said = self.attempt
+        per_step = (self.now - self.pace[1]) / float(self.step - self.pace[0])
+        yield from self.say(recovery.deadline_line(self.settings["deadline"], self.deadline - self.now, self.step,
+                                                   per_step, self.total_steps))
+
+    def past_deadline(self):
+        """The line that ends a recovery the deadline leaves no time for, or None."""
+        if self.deadline is None:
+            return None
+        margin = self.settings.get("deadline_margin") or 0
+        if self.now < self.deadline - margin:
+            return None
+        self.events.append(dict(event="deadline", at_s=self.at_s()))
+        return ("Ray job %s was not resubmitted: recovery.deadline %s is %s (recovery.deadline_margin %d s): an attempt "
+                "could not save before the machines end. On the next machines, run submit.yml -e exp=... again: it "
+                "resumes from the newest checkpoint" % (
+                    self.sid, self.settings["deadline"], "past" if self.now >= self.deadline else
+                    "%d s away" % (self.deadline - self.now), margin))
 
     def check_resumed(self, res, status):
         """A resubmitted attempt's first logged step proves its resume (the checkpoint's step + 1), or shows it started
@@ -374,6 +410,9 @@ class Watchdog:
         yield from self.say("attempt %d (%s) ended: %s, at step %s; recovery %d of %d" % (
             self.attempt, self.sid, recovery.WHY.get(why, why), "-" if res.get("last_step") is None else res["last_step"],
             self.restarts, self.settings["max_restarts"]))
+        late = self.past_deadline()
+        if late:
+            return ("deadline", late)
         # Never two runs of one experiment at once: stop every attempt of this run that is still active.
         info = yield from self.ask("cluster", dict(jobs=True, timeout=60, wait_for_nodes=1))
         jobs = attempts.attempts_of(info.get("jobs") or [], self.base)

@@ -229,6 +229,7 @@ def validate(name, path, data, extra_params=None):
 
     if not errors and exp.conventions == "verl":
         _check_verl_conventions(exp, err)
+    _check_deadline(exp, err)
     if not errors and framework == "verl":
         for key, what in VERL_REQUIRED:
             value = exp.param(key)
@@ -240,6 +241,18 @@ def validate(name, path, data, extra_params=None):
         exp.project = exp.param("trainer.project_name") if exp.conventions == "verl" and isinstance(
             exp.param("trainer.project_name"), str) else DEFAULT_PROJECT
     return exp
+
+
+def _check_deadline(exp, err):
+    """recovery.deadline kept as UTC ISO text (YAML gives a datetime); verl saves before it only when it saves at all."""
+    if exp.recovery.get("deadline") is None:
+        return
+    exp.recovery["deadline"] = vocabulary.Time().check(exp.recovery["deadline"])
+    if exp.conventions == "verl":
+        freq = exp.param("trainer.save_freq")
+        if isinstance(freq, bool) or not isinstance(freq, int) or freq <= 0:
+            err("recovery.deadline needs params.trainer.save_freq above 0: verl saves before the deadline only when it "
+                "saves checkpoints at all (got %s)" % ("no trainer.save_freq" if freq is None else fmt(freq)))
 
 
 class _Errors(list):

@@ -9,6 +9,7 @@ Loading and validating is experiment.py's; this never reads the file."""
 from __future__ import annotations
 
 import copy
+import time
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import code_checkout
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl.secrets_file import ENTRYPOINT_PREFIX, FILE_VAR, HOOK, file_path
@@ -20,6 +21,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.verl._experiment_quot
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl.experiment_schema import (
     MAX_ARG_BYTES, NAME_RE, ExperimentError, fmt)
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import MASK
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 
 
 def submission_id(name, cluster, run=None):
@@ -75,7 +77,7 @@ def checkpoint_dir(exp, checkpoint_root=DEFAULT_CHECKPOINT_ROOT, cluster=None):
 
 
 # The Hydra keys of a run's shape, per convention: (nodes key, GPUs per node key).
-def managed_params(exp, nodes, checkpoint_root=DEFAULT_CHECKPOINT_ROOT, cluster=None):
+def managed_params(exp, nodes, checkpoint_root=DEFAULT_CHECKPOINT_ROOT, cluster=None, now=None):
     """The overrides rlinfra adds (those the experiment does not set), in a fixed order."""
     nnodes, gpus = cluster_shape(nodes)
     ckpt = checkpoint_dir(exp, checkpoint_root, cluster)
@@ -88,7 +90,39 @@ def managed_params(exp, nodes, checkpoint_root=DEFAULT_CHECKPOINT_ROOT, cluster=
         wanted = []
     if exp.conventions in SHAPE_KEYS:
         wanted += list(zip(SHAPE_KEYS[exp.conventions], (nnodes, gpus)))
+    deadline = exp.recovery.get("deadline")
+    if deadline and exp.conventions in DEADLINE_KEYS:
+        margin = exp.recovery.get("deadline_margin", 600)
+        wanted.append((DEADLINE_KEYS[exp.conventions], margin if exp.conventions == "verl" else
+                       save_by(vocabulary.epoch(deadline), margin, time.time() if now is None else now)))
     return [(k, v) for k, v in wanted if not exp.has_param(k)]
+
+
+# How each convention is told of a deadline, besides DEADLINE_ENV (absolute, read by verl): verl's margin before it
+# (``should_save_ckpt_esi``'s redundant_time, on top of its save and one step), NeMo RL's time to save by (DD:HH:MM:SS
+# from its training loop's start: counted from each attempt's submission, less the margin for its start and save).
+DEADLINE_KEYS = {"verl": "trainer.esi_redundant_time", "nemo_rl": "checkpointing.checkpoint_must_save_by"}
+DEADLINE_ENV = "MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP"
+
+
+def save_by(deadline, margin, now):
+    """NeMo RL's checkpoint_must_save_by for an attempt submitted at ``now``: ``DD:HH:MM:SS`` (at least one second)."""
+    left = max(1, int(deadline - margin - now))
+    return "%02d:%02d:%02d:%02d" % (left // 86400, left // 3600 % 24, left // 60 % 60, left % 60)
+
+
+def check_deadline(exp, now):
+    """A deadline the run cannot meet (already within its margin) refuses the submit, in one line."""
+    deadline = exp.recovery.get("deadline")
+    if not deadline:
+        return
+    margin = exp.recovery.get("deadline_margin", 600)
+    left = vocabulary.epoch(deadline) - now
+    if left <= margin:
+        raise ExperimentError(
+            "%s: recovery.deadline %s is %s, within recovery.deadline_margin (%d s): the run could not save before it; "
+            "set a later deadline (when the machines really end) or a smaller deadline_margin; nothing was submitted"
+            % (exp.label, deadline, "%d s away" % left if left > 0 else "past", margin))
 
 
 def code_workdir(exp, code=None, root=None):
@@ -129,15 +163,20 @@ def job_template(exp, pairs, filled, workdir=None):
     command, the override pairs, and which shape keys rlinfra filled (those it may change)."""
     filled_keys = {k for k, dummy in filled}
     keys = SHAPE_KEYS.get(exp.conventions, (None, None))
-    return {"head": entrypoint_head(exp, workdir), "pairs": [[k, v] for k, v in pairs], "shape_keys": list(keys),
-            "filled": [k in filled_keys for k in keys]}
+    out = {"head": entrypoint_head(exp, workdir), "pairs": [[k, v] for k, v in pairs], "shape_keys": list(keys),
+           "filled": [k in filled_keys for k in keys]}
+    if exp.conventions == "nemo_rl" and DEADLINE_KEYS["nemo_rl"] in filled_keys:
+        # counted from each attempt's submission: reshape() sets it again for the next attempt
+        out["save_by"] = [DEADLINE_KEYS["nemo_rl"], vocabulary.epoch(exp.recovery["deadline"]),
+                          exp.recovery.get("deadline_margin", 600)]
+    return out
 
 
 # What verl reads to resume from one step's directory rather than the one its tracker file names.
 RESUME_KEYS = ("trainer.resume_mode", "trainer.resume_from_path")
 
 
-def reshape(template, nodes=None, resume_from=None):
+def reshape(template, nodes=None, resume_from=None, now=None):
     """``(entrypoint, nnodes, gpus_per_node)`` of ``template`` on the cluster made of ``nodes``
     (None: as rendered). Only the shape keys rlinfra filled change; a shape the experiment set
     itself is kept. ``resume_from``: a verl step directory to resume from (``trainer.resume_mode=resume_path``), when
@@ -147,6 +186,10 @@ def reshape(template, nodes=None, resume_from=None):
         pairs = [p for p in pairs if p[0] not in RESUME_KEYS]
         pairs += [["trainer.resume_mode", "resume_path"], ["trainer.resume_from_path", resume_from]] if resume_from \
             else [["trainer.resume_mode", "disable"]]
+    if template.get("save_by"):
+        key, deadline, margin = template["save_by"]
+        now = time.time() if now is None else now
+        pairs = [[k, save_by(deadline, margin, now) if k == key else v] for k, v in pairs]
     if nodes is not None:
         for key, filled, value in zip(template["shape_keys"], template["filled"], cluster_shape(nodes)):
             for pair in pairs:
@@ -160,7 +203,7 @@ def reshape(template, nodes=None, resume_from=None):
 
 
 def render(exp, nodes, cluster=None, run=None, checkpoint_root=DEFAULT_CHECKPOINT_ROOT, venv=None,
-           secret_names_present=(), checkpoint_cluster=None, secrets_dir=None, code=None, code_root=None):
+           secret_names_present=(), checkpoint_cluster=None, secrets_dir=None, code=None, code_root=None, now=None):
     """Everything the Ray job needs, except secret values and the working_dir package URI.
 
     ``nodes`` is the list of alive nodes (``ray_cluster_info``'s ``nodes``, or the same shape
@@ -175,7 +218,9 @@ def render(exp, nodes, cluster=None, run=None, checkpoint_root=DEFAULT_CHECKPOIN
     cluster = cluster or exp.cluster
     ckpt_cluster = checkpoint_cluster or cluster
     sid = submission_id(exp.name, cluster, run)
-    filled = managed_params(exp, nodes, checkpoint_root, ckpt_cluster)
+    now = time.time() if now is None else now
+    check_deadline(exp, now)
+    filled = managed_params(exp, nodes, checkpoint_root, ckpt_cluster, now=now)
     pairs = list(exp.params) + filled
     overrides = [hydra_override(k, v) for k, v in pairs]
     workdir = code_workdir(exp, code, code_root)
@@ -186,10 +231,12 @@ def render(exp, nodes, cluster=None, run=None, checkpoint_root=DEFAULT_CHECKPOIN
     secrets_dir = secrets_dir.rstrip("/") if present and secrets_dir else None
     if secrets_dir:
         template["head"] = ENTRYPOINT_PREFIX + template["head"]
-    entrypoint = reshape(template)[0]
+    entrypoint = reshape(template, now=now)[0]
 
     env_vars = dict(DEFAULT_ENV)
     env_vars.update(exp.env)
+    if exp.recovery.get("deadline") and DEADLINE_ENV not in env_vars:
+        env_vars[DEADLINE_ENV] = "%d" % vocabulary.epoch(exp.recovery["deadline"])
     if venv and "PATH" not in env_vars:
         # Ray expands ${PATH} in env_vars: the driver's `python3` is the cluster's venv.
         env_vars["PATH"] = venv.rstrip("/") + "/bin:${PATH}"
