@@ -152,6 +152,7 @@ class Watch:
         self.copy = None         # the attempt's log as followed here (plugin_utils/log_copy.py)
         self.past = []           # (submission id, its metrics Follow) of the attempts before the current one
         self.report = ""         # the run report's path once written (observe/report.py)
+        self.checkpoint = None   # the newest checkpoint step the supervisor saw: {step, dir, at}
         self.unit = None         # the run's supervisor on the head (supervise=cluster)
         self.given_back = {}     # its end as it said it, with the machines given back (on_end)
 
@@ -374,6 +375,7 @@ class Watch:
                 self.say(line)
                 seen = max(seen, number)
             state = st.get("state") or {}
+            self.checkpoint = state.get("checkpoint") or self.checkpoint
             previous = self.dog.sid
             if state.get("dog"):
                 supervisor.restore(self.dog, state["dog"])
@@ -584,7 +586,7 @@ class Watch:
             logs=[(os.path.basename(p), os.path.relpath(p, self.run_dir())) for p in self.log_paths]
             or ([(os.path.basename(self.copy.path), os.path.relpath(self.copy.path, self.run_dir()))]
                 if self.copy and self.copy.path else []),
-            node_logs=self.node_logs(rows), watch_started=self.started,
+            node_logs=self.node_logs(rows), watch_started=self.started, checkpoint=self.checkpoint,
             generated_at=time.time())
 
     def node_logs(self, rows):

@@ -19,6 +19,10 @@ ARGS = vocabulary.Args(
     nodes=vocabulary.Raw(reason="the looped results of rlinfra.verl.ray_node_logs, as Ansible registered them",
                          ansible="list", elements="dict", default=[]),
     causes=vocabulary.ListOf(vocabulary.Text(), default=[]),
+    unreachable_head=vocabulary.Text(),
+    error=vocabulary.Text(lines=True, max_len=4000),
+    experiment=vocabulary.Name(),
+    cluster=vocabulary.Name(),
 )
 ARGUMENT_SPEC = ARGS.spec
 
@@ -42,6 +46,8 @@ class ActionModule(TypedAction):
         if not os.path.isabs(run_dir):
             run_dir = os.path.join(os.getcwd(), run_dir)
         result.update(changed=False, path="", events=[])
+        if args["unreachable_head"]:
+            return self.head_gone(result, args, run_dir)
         if self._task.check_mode:
             result["msg"] = "check mode: the run report was left as it is"
             return result
@@ -64,4 +70,16 @@ class ActionModule(TypedAction):
             return result
         result.update(changed=changed, path=path, events=[e["text"] for e in events],
                       msg="run report %s: %s" % ("updated" if changed else "already up to date", path))
+        return result
+
+    @staticmethod
+    def head_gone(result, args, run_dir):
+        """The head does not answer: one line with what this controller last saw of the run; nothing is changed."""
+        try:
+            run = report.load(run_dir)
+        except (OSError, ValueError):
+            run = None
+        result.update(failed=True, msg=report.head_gone_line(
+            run, args["unreachable_head"], args["cluster"] or "?", args["experiment"] or "?", args["error"],
+            os.path.join(run_dir, report.NAME) if run else run_dir))
         return result

@@ -39,6 +39,25 @@ options:
     type: list
     elements: str
     default: []
+  unreachable_head:
+    description:
+      - The head of the run's cluster, when it did not answer. The task then fails with one line naming it, what this
+        controller last saw of the run (its status, step and newest checkpoint step, from C(report.json)) and the
+        commands that bring the cluster back; the report is left as it is.
+    type: str
+    version_added: 0.13.0
+  error:
+    description: What the connection to O(unreachable_head) said (its first line goes into the line).
+    type: str
+    version_added: 0.13.0
+  experiment:
+    description: The experiment's name, for the command in the line.
+    type: str
+    version_added: 0.13.0
+  cluster:
+    description: The Ray cluster's name, for the line.
+    type: str
+    version_added: 0.13.0
 attributes:
   check_mode:
     support: full

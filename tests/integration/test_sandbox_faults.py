@@ -19,6 +19,7 @@ import signal
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -48,8 +49,8 @@ def on_node(node, script):
 class Playbook:
     """``ansible-playbook`` in the background; ``lines`` holds (seconds since start, line) as they come."""
 
-    def __init__(self, name, *extra, exp_dir=None):
-        args = [venv_bin("ansible-playbook"), "-i", str(SANDBOX_INVENTORY), name,
+    def __init__(self, name, *extra, exp_dir=None, inventory=None):
+        args = [venv_bin("ansible-playbook"), "-i", str(inventory or SANDBOX_INVENTORY), name,
                 "-e", json.dumps({"verl_job_checkpoint_root": CKPT_ROOT, "verl_job_experiments_dir": str(exp_dir)})]
         for item in extra:
             args += ["-e", item]
@@ -454,7 +455,21 @@ def test_a_run_nobody_watches_recovers_on_its_own_and_a_rerun_attaches(whole):
     status = Playbook("status.yml", "exp=" + name, exp_dir=whole["exp_dir"])
     assert status.wait(300) == 0, status.output[-3000:]
     assert "supervisor: %s ended: SUCCEEDED" % unit in " ".join(status.output.split()), status.output[-3000:]
-    assert_clean(run.output + again.output + status.output)
+
+    # The head gone (here: its SSH port closed, in a copy of the inventory): one line with what this controller saw.
+    gone_inventory = Path(whole["exp_dir"]) / "head-gone.yml"
+    gone_inventory.write_text(SANDBOX_INVENTORY.read_text().replace(
+        "          ansible_host: %s\n" % whole["head"]["ip"], "          ansible_host: %s\n          ansible_port: 1\n"
+        % whole["head"]["ip"], 1))
+    gone = Playbook("submit.yml", "exp=" + name, exp_dir=whole["exp_dir"], inventory=gone_inventory)
+    assert gone.wait(300) != 0
+    text = " ".join(gone.output.split())
+    assert re.search(r"the head %s of Ray cluster default does not answer \(.*port 1.*\): the cluster is down or gone; "
+                     r"run %s \(attempt 3\) was last seen SUCCEEDED at [0-9-]+ [0-9:]+ UTC, at step 50; its newest "
+                     r"checkpoint: step 50 in \S+; report: \S+/report\.html; bring the machines back \(provision\.yml "
+                     r"when they were rented, then site\.yml\); then submit\.yml -e exp=%s resumes" % (
+                         re.escape(head), re.escape(sid), re.escape(name)), text), text[-3000:]
+    assert_clean(run.output + again.output + status.output + gone.output)
 
 
 def test_controller_killed_as_the_job_is_created_then_a_rerun_attaches(whole):

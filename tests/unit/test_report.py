@@ -509,3 +509,27 @@ def test_the_events_say_whether_a_resume_was_proven():
     assert "attempt 2 printed its first step (step 6: resumed from step 5)" in texts
     assert "attempt 3 printed its first step (step 1: started over)" in texts
     assert texts[-1] == "attempt 3 started over at step 1 instead of resuming from step 10: stopped, no further attempt"
+
+
+def test_a_head_that_does_not_answer_gets_one_line_with_what_this_controller_last_saw(tmp_path):
+    """submit/status/stop on a cluster whose head is down or gone: the run's status, step and newest checkpoint step
+    (the supervisor's, carried into report.json by the follow) and the commands; without a report, says so."""
+    run_dir = tmp_path / "rlinfra-gsm8k-default"
+    run_dir.mkdir()
+    run = sample_run(run_dir, checkpoint=dict(step=80, dir="/data/checkpoints/p/default/gsm8k", at=T0 + 3900))[0]
+    R.write(str(run_dir), run)
+    before = (run_dir / "report.json").read_bytes()
+    error = "Failed to connect to the host via ssh: ssh: connect to host 10.0.0.5 port 22: Connection refused\nmore"
+    line = R.head_gone_line(R.load(str(run_dir)), "gpu-0", "default", "gsm8k", error, str(run_dir / "report.html"))
+    assert line == (
+        "the head gpu-0 of Ray cluster default does not answer (Failed to connect to the host via ssh: ssh: connect to "
+        "host 10.0.0.5 port 22: Connection refused): the cluster is down or gone; run rlinfra-gsm8k-default (attempt 1) "
+        "was last seen SUCCEEDED at 2023-11-14 23:20:00 UTC, at step 83; its newest checkpoint: step 80 in "
+        "/data/checkpoints/p/default/gsm8k; report: %s; bring the machines back (provision.yml when they were rented, "
+        "then site.yml); then submit.yml -e exp=gsm8k resumes from the checkpoints on the shared volume"
+        % (run_dir / "report.html"))
+    assert "\n" not in line and (run_dir / "report.json").read_bytes() == before
+    none = R.head_gone_line(None, "gpu-0", "default", "gsm8k", "", str(tmp_path / "other"))
+    assert "(no answer)" in none and "this controller has no report of the run (%s)" % (tmp_path / "other") in none
+    unknown = R.head_gone_line(dict(run, checkpoint=None), "gpu-0", "default", "gsm8k", "x", "r")
+    assert "its newest checkpoint: not known here (the run's supervisor keeps it in .rlinfra-run.json" in unknown

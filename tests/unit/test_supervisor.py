@@ -138,6 +138,20 @@ def test_a_run_to_its_end_keeps_its_state_private_and_removes_the_secrets_file(t
     assert again.run()["reason"] == "succeeded"
 
 
+def test_the_newest_checkpoint_step_is_kept_in_the_state(tmp_path, run_dir):
+    """What a controller that finds the head gone names (report.head_gone_line): the tracker's step, read each poll."""
+    head = Head([job(log="step:1 - x:1\n"), job(log="step:2 - x:1\n"), job("SUCCEEDED", log="step:3 - x:1\n")])
+    sup, dummy = make(tmp_path, head)
+    sup.poll(5)
+    assert "checkpoint" not in sup.state  # no checkpoint yet
+    (tmp_path / "ckpt" / "latest_checkpointed_iteration.txt").write_text("2")
+    sup.poll(5)
+    assert sup.state["checkpoint"] == dict(step=2, dir=str(tmp_path / "ckpt"), at=1_800_000_000.0)
+    sup.save()
+    shared = json.loads((tmp_path / "ckpt" / supervisor.SHARED_NAME).read_text())
+    assert shared["checkpoint"]["step"] == 2
+
+
 def test_a_restarted_supervisor_goes_on_with_the_run_it_had(tmp_path, run_dir):
     head = Head([job(log="step:1 - x:1\n"), job(log="step:2 - x:1\n"), Killed()])
     sup, dummy = make(tmp_path, head)

@@ -419,6 +419,31 @@ def kernel_rows(run, host, events):
     return out
 
 
+def head_gone_line(run, head, cluster, experiment, error, path):
+    """The one line of a submit, status or stop whose head does not answer: what this controller last saw of the run
+    (``run``: its report's data, None for none) and the commands that bring it back."""
+    first = (str(error or "no answer").strip().splitlines() or ["no answer"])[0][:200]
+    out = ["the head %s of Ray cluster %s does not answer (%s): the cluster is down or gone" % (head, cluster, first)]
+    if isinstance(run, dict):
+        rows = [r for r in run.get("attempts") or [] if isinstance(r, dict)]
+        last = rows[-1] if rows else {}
+        seen = "last seen %s at %s" % (run.get("status") or last.get("status") or "with no status",
+                                       utc(run["generated_at"]) if isinstance(run.get("generated_at"), (int, float))
+                                       else "?")
+        step = last.get("last_step")
+        ckpt = run.get("checkpoint") if isinstance(run.get("checkpoint"), dict) else {}
+        out.append("run %s (attempt %s) was %s, at step %s; its newest checkpoint: %s" % (
+            run.get("submission_id"), last.get("attempt") or 1, seen, "-" if step is None else step,
+            "step %s in %s" % (ckpt["step"], ckpt.get("dir")) if ckpt.get("step") is not None else
+            "not known here (the run's supervisor keeps it in .rlinfra-run.json beside the checkpoints)"))
+        out.append("report: %s" % path)
+    else:
+        out.append("this controller has no report of the run (%s)" % path)
+    out.append("bring the machines back (provision.yml when they were rented, then site.yml); then submit.yml -e exp=%s "
+               "resumes from the checkpoints on the shared volume" % experiment)
+    return "; ".join(out)
+
+
 def carried(old, run):
     """``run`` (the wait's data now) with what :func:`amend` added to the report before (``old``, its data; None for
     none) kept: the nodes' kernel events and the causes. logs.yml may gather the logs of a run still being waited for;

@@ -34,6 +34,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.ray.recovery import p
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.supervisor_unit import (
     _systemctl, load, unit_name, write_private)
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import metrics as verl_metrics
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import checkpoint
 
 SHARED_NAME = ".rlinfra-run.json"
 # The lines kept in the state: a follower attaching days later sees the newest ones (and how many came before).
@@ -172,7 +173,16 @@ class Supervisor:
             res["last_step"], res["last_metrics"] = self.follow.last[0], dict(self.follow.last[1])
             res["first_step"] = self.follow.first
         res.pop("log_chunk", None)
+        self.note_checkpoint()
         return res
+
+    def note_checkpoint(self):
+        """The newest checkpoint step on the shared volume (one small file read a poll): what a controller that finds
+        the head gone names as the step a new cluster resumes from."""
+        ckpt = self.args.get("checkpoint_dir")
+        step = checkpoint.latest_step(ckpt) if ckpt else None
+        if step is not None and step != (self.state.get("checkpoint") or {}).get("step"):
+            self.state["checkpoint"] = dict(step=step, dir=ckpt, at=round(self.clock(), 1))
 
     def poll_params(self, seconds, tail):
         return self.params(
