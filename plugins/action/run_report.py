@@ -46,7 +46,7 @@ class ActionModule(TypedAction):
         if not os.path.isabs(run_dir):
             run_dir = os.path.join(os.getcwd(), run_dir)
         result.update(changed=False, path="", events=[])
-        if args["unreachable_head"]:
+        if args.get("unreachable_head"):
             return self.head_gone(result, args, run_dir)
         if self._task.check_mode:
             result["msg"] = "check mode: the run report was left as it is"
@@ -80,6 +80,6 @@ class ActionModule(TypedAction):
         except (OSError, ValueError):
             run = None
         result.update(failed=True, msg=report.head_gone_line(
-            run, args["unreachable_head"], args["cluster"] or "?", args["experiment"] or "?", args["error"],
+            run, args["unreachable_head"], args.get("cluster") or "?", args.get("experiment") or "?", args.get("error"),
             os.path.join(run_dir, report.NAME) if run else run_dir))
         return result

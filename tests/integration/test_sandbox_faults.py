@@ -367,18 +367,41 @@ def descendants(pid):
     return out
 
 
+def _proc(pid):
+    """(state, start time, pending signal masks, command line) of a process, None once it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        with open("/proc/%d/status" % pid) as f:
+            pending = [int(line.split()[1], 16) for line in f if line.startswith(("SigPnd:", "ShdPnd:"))]
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            cmdline = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except (OSError, ValueError, IndexError):
+        return None
+    return fields[0], fields[19], pending, cmdline
+
+
 def kill_tree(run):
-    """The controller dies whole: the playbook and every process it started, whatever their session."""
+    """The controller dies whole: the playbook and every process it started, whatever their session. A process still
+    listed afterwards counts as dead when it is a zombie, when its pid now names another process (its start time
+    differs), or when the kernel holds its SIGKILL (pending: it is inside an uninterruptible call and never returns to
+    user space)."""
     pids = descendants(run.proc.pid)
+    started = {pid: (_proc(pid) or (None, None))[1] for pid in pids}
     for pid in pids:
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
     run.wait(60)
-    alive = [pid for pid in pids if os.path.exists("/proc/%d" % pid) and
-             open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()[0] != "Z"]
-    assert not alive, "still running after SIGKILL: %s" % alive
+    alive = []
+    for pid in pids:
+        now = _proc(pid)
+        if now is None or now[0] == "Z" or now[1] != started[pid] or any(mask & (1 << (signal.SIGKILL - 1))
+                                                                       for mask in now[2]):
+            continue
+        alive.append((pid, now[0], now[3][:200]))
+    assert not alive, "still running after SIGKILL (pid, state, command): %s" % alive
     return len(pids)
 
 
