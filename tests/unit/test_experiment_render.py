@@ -431,6 +431,14 @@ def test_a_deadline_tells_verl_when_the_machines_end():
     assert not any("esi_redundant_time" in o for o in plain["filled"])
 
 
+def test_a_deadline_margin_set_to_null_keeps_its_default():
+    exp = with_deadline("gsm8k_ppo_qwen05b", "2027-01-15T12:00:00Z", trainer__save_freq=10)
+    exp.raw["recovery"]["deadline_margin"] = None
+    null = make(dict(exp.raw), name="gsm8k_ppo_qwen05b")
+    assert null.recovery["deadline_margin"] == 600
+    assert "trainer.esi_redundant_time=600" in experiment_render.render(null, FAKE_NODES, now=NOW)["filled"]
+
+
 def test_a_deadline_verl_would_never_save_before_is_refused():
     with pytest.raises(experiment.ExperimentError) as e:
         with_deadline("gsm8k_ppo_qwen05b", "2027-01-15T12:00:00Z", trainer__save_freq=-1)

@@ -27,7 +27,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.verl import hf_prefet
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl.experiment_schema import (
     INT, NAME_RE, SCHEMA, ExperimentError, an, did_you_mean, flatten_params, fmt, is_kind, type_name)
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl._experiment_yaml import read_yaml
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.recovery import RECOVERY_DEFAULTS
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.recovery import recovery_settings
 
 DEFAULT_CONVENTIONS = {"verl": "verl", "nemo_rl": "nemo_rl", "custom": "none"}
 DEFAULT_CHECKPOINT_ROOT = "/data/checkpoints"
@@ -137,7 +137,7 @@ class Experiment:
         self.excludes = list(data.get("excludes") or [])
         self.resources = dict(data.get("resources") or {})
         self.wait = {**WAIT_DEFAULTS, **(data.get("wait") or {})}  # non-string keys: reported, not a crash
-        self.recovery = {**RECOVERY_DEFAULTS, **(data.get("recovery") or {})}
+        self.recovery = recovery_settings(data.get("recovery"))  # a key set to null keeps its default
         self.on_end = data.get("on_end") or "keep"  # the rentals once the run has ended (module_utils/ray/supervisor.py)
         self.prefetch = None  # {"models", "datasets", "hf_home", "hub_cache"} once validated (module_utils/verl/hf_prefetch.py)
         self.code = None  # {"repo", "ref", "submodules", "path", "name", ...} once validated (module_utils/verl/code_checkout.py)

@@ -92,7 +92,7 @@ def managed_params(exp, nodes, checkpoint_root=DEFAULT_CHECKPOINT_ROOT, cluster=
         wanted += list(zip(SHAPE_KEYS[exp.conventions], (nnodes, gpus)))
     deadline = exp.recovery.get("deadline")
     if deadline and exp.conventions in DEADLINE_KEYS:
-        margin = exp.recovery.get("deadline_margin", 600)
+        margin = exp.recovery["deadline_margin"]
         wanted.append((DEADLINE_KEYS[exp.conventions], margin if exp.conventions == "verl" else
                        save_by(vocabulary.epoch(deadline), margin, time.time() if now is None else now)))
     return [(k, v) for k, v in wanted if not exp.has_param(k)]
@@ -116,7 +116,7 @@ def check_deadline(exp, now):
     deadline = exp.recovery.get("deadline")
     if not deadline:
         return
-    margin = exp.recovery.get("deadline_margin", 600)
+    margin = exp.recovery["deadline_margin"]
     left = vocabulary.epoch(deadline) - now
     if left <= margin:
         raise ExperimentError(
@@ -168,7 +168,7 @@ def job_template(exp, pairs, filled, workdir=None):
     if exp.conventions == "nemo_rl" and DEADLINE_KEYS["nemo_rl"] in filled_keys:
         # counted from each attempt's submission: reshape() sets it again for the next attempt
         out["save_by"] = [DEADLINE_KEYS["nemo_rl"], vocabulary.epoch(exp.recovery["deadline"]),
-                          exp.recovery.get("deadline_margin", 600)]
+                          exp.recovery["deadline_margin"]]
     return out
 
 
