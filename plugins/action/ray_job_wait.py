@@ -80,6 +80,8 @@ ARGS = vocabulary.Args(
     hyperbolic_api_key=vocabulary.Secret(default=""),
     hyperbolic_api_url=vocabulary.Url(empty=True, default=""),
     release_grace=vocabulary.Seconds(0, integer=True, default=60),
+    # recovery.replace: the head's kit (roles/verl_job/tasks/replace_kit.yml).
+    replace_dir=vocabulary.AbsPath("owns", empty=True, default="", ansible="str"),
     **DASHBOARD_ARGS
 )
 # An empty address goes on empty to the modules on the target, which read it from the target's
@@ -299,6 +301,9 @@ class Watch:
             sid, entrypoint, metadata, resources = params
             return self.module("rlinfra.verl.ray_job", dict(self.dash, **attempts.submit_args(
                 sid, entrypoint, self.args["runtime_env"], metadata, resources)))
+        if kind == "replace":  # refused at submit (roles/verl_job/tasks/run.yml); a caller of the module alone
+            return dict(failed=True, msg="recovery.replace is done by the run's supervisor on the head (wait.supervise: "
+                        "cluster), not by a wait on the controller")
         raise ValueError("the watchdog asked for %r, which the wait does not do" % kind)
 
     # --- the run's supervisor on the head: started here, then followed -----------------------------------
@@ -317,10 +322,14 @@ class Watch:
         release = dict(label=args["cluster"], api_url=args["hyperbolic_api_url"] or "https://api.hyperbolic.xyz",
                        record="/etc/rlinfra/hyperbolic-%s.json" % (args["cluster"] or "default"),
                        grace_s=args["release_grace"])
-        return dict(args=wanted, dash=dash, names=self.dog.names, defaults=defaults, metrics=list(args["metrics"]),
-                    max_metrics=args["max_metrics"], logs_tail_lines=args["logs_tail_lines"],
-                    secret_names=list(args["secret_names"]), secrets_file=args["secrets_file"], on_end=args["on_end"],
-                    release=release)
+        out = dict(args=wanted, dash=dash, names=self.dog.names, defaults=defaults, metrics=list(args["metrics"]),
+                   max_metrics=args["max_metrics"], logs_tail_lines=args["logs_tail_lines"],
+                   secret_names=list(args["secret_names"]), secrets_file=args["secrets_file"], on_end=args["on_end"],
+                   release=release)
+        if self.dog.settings["replace"]:
+            out["replace"] = dict(label=args["cluster"], api_url=release["api_url"], record=release["record"],
+                                  dir=args["replace_dir"], timeout=self.dog.settings["replace_timeout"])
+        return out
 
     def supervisor(self, state, **kwargs):
         try:
@@ -335,7 +344,8 @@ class Watch:
         secret_values = [v for v in self.args["secret_values"] if v] + ([self.dash["auth_token"]] if self.dash.get("auth_token") else [])
         gives_back = self.args["on_end"] != "keep"
         res = self.supervisor("started", config=self.supervisor_config(), secret_values=secret_values, bundle=text,
-                              bundle_id=digest[:16], api_key=self.args["hyperbolic_api_key"] if gives_back else "")
+                              bundle_id=digest[:16], api_key=self.args["hyperbolic_api_key"]
+                              if gives_back or self.dog.settings["replace"] else "")
         if res.get("no_systemd") and not self.args["follow"]:  # wait=false: nobody watches it
             self.say(res["no_systemd"].split(":")[0] + ": the run is not watched (wait=false)")
             raise Done("detached", None)

@@ -184,7 +184,8 @@ options:
     default: ""
     version_added: 0.13.0
   hyperbolic_api_key:
-    description: The Hyperbolic API key O(on_end) gives the rentals back with, kept root-only on the head.
+    description: The Hyperbolic API key O(on_end) gives the rentals back with (and C(recovery.replace) rents with), kept
+      root-only on the head.
     type: str
     default: ""
     version_added: 0.13.0
@@ -197,6 +198,14 @@ options:
     description: Seconds between the run's end and the rentals given back (O(on_end)).
     type: int
     default: 60
+    version_added: 0.13.0
+  replace_dir:
+    description:
+      - With the experiment's C(recovery.replace), the directory on the head that holds what the run's supervisor
+        replaces a machine with (an SSH key, ansible-core, this collection, the cluster's inventory), as
+        C(roles/verl_job/tasks/replace_kit.yml) wrote it.
+    type: str
+    default: ""
     version_added: 0.13.0
   secrets_file:
     description:

@@ -481,6 +481,13 @@ class FakeHyperbolic:
         self.od_terminated.append(rid)
         return 200, {}, {"message": "Rental successfully terminated", "rentalId": rid}
 
+    def provider_terminates(self, rid):
+        """The provider ends on-demand rental ``rid`` on its own (the machine is gone for good): it is listed no more,
+        and its host is not handed out again."""
+        with self._lock:
+            entry = next(r for r in self.od_rentals if r["record"]["id"] == rid)
+            entry["record"]["status"] = "Terminated"
+
     def rented_items(self):
         with self._lock:
             return [r["item"] for r in self.rented]

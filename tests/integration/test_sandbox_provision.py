@@ -330,3 +330,97 @@ def test_replace_unfit_gives_back_the_bad_machine_and_rents_another(sandbox, tmp
             on_node(head["name"], "rm -f /etc/rlinfra/hyperbolic-prov.json; rmdir /etc/rlinfra 2>/dev/null; true")
             restore = sandbox_playbook("site.yml")
             assert restore.returncode == 0, restore.output[-4000:]
+
+
+def test_a_machine_gone_for_good_is_replaced_by_the_supervisor(sandbox, tmp_path):
+    """recovery.replace on a cluster provision.yml rented (2 of a pool of 3 containers, the third a spare with Ray
+    stopped): a run submitted with wait=false (nobody watches it); once it has a checkpoint the worker's container is
+    killed and the fake API lists its rental as terminated (the provider ended it). The supervisor on the head waits
+    replace_after, finds the rental gone, rents one of the same spec under the same name (the spare), converges the
+    cluster from the head with the collection's site.yml (its own ansible-core), and resumes the run on 2 nodes from
+    the checkpoint: SUCCEEDED. The head's record names the new rental, not the lost one; no key in any output or in
+    the head's process arguments. Then released, and the sandbox converged again."""
+    nodes = sandbox_nodes()
+    head = next(n for n in nodes if n["role"] == "head")
+    worker, spare = [n for n in nodes if n["role"] != "head"]
+    records = tmp_path / "records"
+    tag = "%d" % (time.time() * 1000 % 10 ** 9)
+    name = "replace-" + tag
+    exp_dir = tmp_path / "experiments"
+    exp_dir.mkdir()
+    shutil.copytree(ROOT / "experiments" / "smoke", exp_dir / "smoke")
+    data = yaml.safe_load((ROOT / "experiments" / "smoke.yml").read_text())
+    data.update(wait={"progress_interval": 5, "poll_interval": 1, "timeout": 1500},
+                recovery={"max_restarts": 2, "backoff_s": 2, "node_wait_timeout": 300, "replace": True,
+                          "replace_after": 15, "replace_timeout": 900})
+    data["params"]["trainer"].update(total_training_steps=40, save_freq=5, step_sleep_s=1.0)
+    (exp_dir / (name + ".yml")).write_text(yaml.safe_dump(data))
+    sid = "rlinfra-%s-prov" % name
+    on_node(spare["name"], "systemctl disable --now ray-worker ray-head 2>/dev/null; systemctl reset-failed; true")
+    with FakeHyperbolic(api_key=HYPERBOLIC_TEST_KEY, host=gateway()) as fake:
+        fake.set_options([rental_option("h100", 8, "us-east-1", cents=2552)],
+                         host_pool=[(n["ip"], 22, "root") for n in (head, worker, spare)])
+        inv = inventory_dir(tmp_path, fake.url, source="on_demand")
+        common = ["hyperbolic_record_dir=%s" % records, "fitness_min_gbit=0.2", "fitness_ray_min_gbit=0.1"]
+        try:
+            out = run("provision.yml", inv, "nodes=2", "gpu=H100", "label=prov", *common, url=fake.url)
+            assert out.returncode == 0, out.output[-5000:]
+            ids = dict((r["record"]["label"], r["record"]["id"]) for r in fake.od_rentals)
+            t0 = time.monotonic()
+            submit = run("submit.yml", inv, "exp=" + name, "cluster=prov", "wait=false", *common, json.dumps(
+                {"verl_job_experiments_dir": str(exp_dir), "verl_job_checkpoint_root": "/data/checkpoints-replace-" + tag,
+                 "hyperbolic_replace_ssh_key": str(SANDBOX / "id_ed25519")}), url=fake.url)
+            print("submit with the replace kit: %.1f s" % (time.monotonic() - t0))
+            assert submit.returncode == 0, submit.output[-5000:]
+            assert on_node(head["name"], "stat -c '%a %U' /var/lib/rlinfra/cluster/prov/ssh_key "
+                           "/var/lib/rlinfra/cluster/prov/inventory.json").split() == ["600", "root"] * 2
+
+            def said():
+                text = on_node(head["name"], "cat /var/lib/rlinfra/runs/%s/state.json 2>/dev/null" % sid)
+                return json.loads(text) if text.strip() else {}
+
+            tracker = "/data/checkpoints-replace-%s/rlinfra_smoke/prov/%s/latest_checkpointed_iteration.txt" % (tag, name)
+            deadline = time.monotonic() + 300
+            while not on_node(head["name"], "cat %s 2>/dev/null" % tracker).strip() and time.monotonic() < deadline:
+                time.sleep(1)
+            assert on_node(head["name"], "cat %s 2>/dev/null" % tracker).strip(), json.dumps(said())[-3000:]
+            subprocess.run(["docker", "kill", worker["name"]], capture_output=True, check=True, timeout=60)
+            fake.provider_terminates(ids["prov-1"])
+            lost_at = time.time()
+            deadline = time.monotonic() + 1200
+            while not said().get("final") and time.monotonic() < deadline:  # bounded: a stuck replace fails here
+                time.sleep(3)
+            state = said()
+            lines = " ".join(line[2] for line in state.get("lines") or [])
+            assert (state.get("final") or {}).get("reason") == "succeeded", lines[-5000:]
+            assert re.search(r"prov-1 \(%s\) still gone after 15s: replacing it \(recovery\.replace\)" % re.escape(worker["ip"]),
+                             lines), lines[-4000:]
+            assert "replace: prov-1 (rental %s, %s) is gone for good: the API no longer lists its rental (terminated)" % (
+                ids["prov-1"], worker["ip"]) in lines, lines[-4000:]
+            new = [r["record"] for r in fake.od_rentals if r["record"]["status"] != "Terminated" and r["record"]["label"] == "prov-1"]
+            assert len(new) == 1 and new[0]["id"] != ids["prov-1"], fake.od_rentals
+            assert re.search(r"replace: rented prov-1 again: rental %s at %s:22" % (new[0]["id"], re.escape(spare["ip"])),
+                             lines), lines[-4000:]
+            assert re.search(r"replace: site\.yml converged prov-0, prov-1 in \d+s", lines), lines[-4000:]
+            assert re.search(r"attempt 2 \(%s-a2\) submitted .* resumes from checkpoint step \d+" % re.escape(sid),
+                             lines), lines[-4000:]
+            assert re.search(r"attempt 2 \(%s-a2\) resumed from checkpoint step \d+" % re.escape(sid), lines), lines[-4000:]
+            first_step = next(line for line in state["lines"] if "resumed from checkpoint step" in line[2])
+            replaced_at = next(line for line in state["lines"] if "site.yml converged" in line[2])
+            print("permanent loss to the resumed attempt's first step: %.1f s (converged after %.1f s; replace_after 15)"
+                  % (first_step[1] - lost_at, replaced_at[1] - lost_at))
+            record = json.loads(on_node(head["name"], "cat /etc/rlinfra/hyperbolic-prov.json"))
+            assert sorted(record["rentals"]) == sorted([str(ids["prov-0"]), str(new[0]["id"])]), record
+            events = [e for e in state["dog"]["events"] if e["event"] == "replaced"]
+            assert len(events) == 1 and events[0]["new"] == "prov-1" and events[0]["new_ip"] == spare["ip"], events
+            everything = out.output + submit.output + json.dumps(state)
+            assert HYPERBOLIC_TEST_KEY not in everything and leaks(head["name"], [HYPERBOLIC_TEST_KEY]) == []
+            down = run("teardown.yml", inv, "release=true", "teardown_stop_jobs=true", *common[:1], url=fake.url)
+            assert down.returncode == 0, down.output[-4000:]
+            assert fake.active_rentals() == []
+        finally:
+            subprocess.run(["docker", "start", worker["name"]], capture_output=True, check=False, timeout=60)
+            on_node(head["name"], "rm -rf /etc/rlinfra/hyperbolic-prov.json /var/lib/rlinfra/cluster/prov; "
+                                  "rmdir /etc/rlinfra 2>/dev/null; true")
+            restore = sandbox_playbook("site.yml")
+            assert restore.returncode == 0, restore.output[-4000:]

@@ -348,7 +348,7 @@ ROWS = [
         "wrong_type_excludes.yml: excludes[0] must be one line of text, got 1"),
     row("recovery_key_not_a_string", HEAD + "recovery: {1: x}\n",
         "recovery_key_not_a_string.yml: recovery: unknown key 1; allowed: max_restarts, on, backoff_s, min_nodes, "
-        "node_wait_timeout, allow_reshard, deadline, deadline_margin"),
+        "node_wait_timeout, allow_reshard, deadline, deadline_margin, replace, replace_after, max_replacements, replace_timeout"),
     row("recovery_negative", HEAD + "recovery: {max_restarts: -1}\n",
         "recovery_negative.yml: recovery.max_restarts must be a whole number from 0 to 1000, got -1"),
     row("recovery_bad_event", HEAD + "recovery: {on: [node_lots]}\n",

@@ -467,6 +467,8 @@ ROWS = [
          "hyperbolic_ssh_public_key must be one OpenSSH public key line (ssh-ed25519 AAAA... comment), got 'not a key'"),
     rule("record_dir_tilde", {"hyperbolic_record_dir": "~/.rlinfra"},
          "hyperbolic_record_dir must be an absolute path (starting with /), got '~/.rlinfra'"),
+    rule("replace_key_relative", {"hyperbolic_replace_ssh_key": "keys/replace"},
+         "hyperbolic_replace_ssh_key must be an absolute path (starting with /), got 'keys/replace'"),
     # -- types and choices: the entry points' argument specs -----------------------------------------------
     spec("auth_mode_choice", "ray_head/main", {"ray_auth_mode": "maybe"},
          "value of ray_auth_mode must be one of: token, disabled, got: maybe"),

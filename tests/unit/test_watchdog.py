@@ -116,6 +116,9 @@ def show(request):
         return "cluster " + " ".join("%s=%s" % item for item in sorted(params[0].items()))
     if kind == "upload":
         return "upload %s" % params[0]["uri"]
+    if kind == "replace":  # every key of every node asked for, so a key more or less fails a row
+        return "replace " + ", ".join("{%s}" % " ".join("%s=%s" % item for item in sorted(n.items()))
+                                      for n in params[0])
     if kind == "submit":
         sid, command, metadata, dummy = params
         assert metadata["rlinfra_attempt"] == sid.rsplit("-a", 1)[1]
@@ -126,14 +129,15 @@ def show(request):
 
 
 def drive(script, **opts):
-    """Runs the machine on ``script`` (the answers to its polls, cluster looks, checkpoint reads, uploads and
-    submissions, in order): a poll takes the seconds it asked for, a sleep its seconds, the rest no time;
-    an answer's ``_dt`` overrides how long its call took. Returns the machine, the trace (every request
+    """Runs the machine on ``script`` (the answers to its polls, cluster looks, checkpoint reads, uploads,
+    submissions and replacements, in order): a poll takes the seconds it asked for, a sleep its seconds, the rest
+    no time; an answer's ``_dt`` overrides how long its call took. Returns the machine, the trace (every request
     but progress lines and the usual polls), the seconds of those polls, and how the watch ended."""
     args = dict(submission_id=SID, address=URL, progress_interval=10, poll_interval=5.0)
     wall = opts.pop("wall", None)  # the epoch time of the watch's 0 (recovery.deadline is on the wall clock)
     args.update(opts)
-    dog = watchdog.Watchdog(args, 0.0, names=NAMES, wall=wall)
+    # A copy: a replacement adds the new machine's address to the machine's names.
+    dog = watchdog.Watchdog(args, 0.0, names=dict(NAMES), wall=wall)
     steps = dog.watch(0.0)
     answers = iter([dict(a) for a in script])
     trace, polls, now = [], [], 0.0
@@ -141,7 +145,7 @@ def drive(script, **opts):
     try:
         while True:
             kind = request[0]
-            answer = next(answers) if kind in ("poll", "cluster", "checkpoint", "upload", "submit") else None
+            answer = next(answers) if kind in ("poll", "cluster", "checkpoint", "upload", "submit", "replace") else None
             took = (answer or {}).pop("_dt", request[1] if kind in ("poll", "sleep") else 0)
             if kind == "poll" and request[2] is None and request[1] > 0:
                 polls.append(request[1])
@@ -525,6 +529,168 @@ ROWS += [
 ]
 
 
+# recovery.replace: a machine still gone after replace_after is replaced by the run's supervisor (the "replace"
+# request, answered as module_utils/hyperbolic/replace.py does), then the wait for the nodes goes on.
+REPLACE = dict(REC, replace=True, replace_after=300)
+W3_NEW = node("w3n", "10.0.0.13")
+WITH_W3_NEW = (HEAD, W2, W3_NEW)
+REPLACED_W3 = dict(label="gpu-3 (10.0.0.3)", name="gpu-3", new_ip="10.0.0.13", rental="18003", old_rental="18002")
+REPLACED_EVENT = dict(event="replaced", node="gpu-3 (10.0.0.3)", new="gpu-3", new_ip="10.0.0.13", rental="18003",
+                      old_rental="18002", detected_s=330.0, done_s=750.0)
+BY_HAND = ("bring the machine back by hand (provision.yml rents what the label lacks, then site.yml), then run "
+           "submit.yml again; it attaches to the newest attempt")
+CONVERGE_TODO = "site.yml from the controller converges it (the label's rentals now include it), then submit.yml"
+NO_NODES = ("Ray job %s was not resubmitted: %s; lost: %s. Bring the nodes back (site.yml), then run submit.yml again; "
+            "it attaches to the newest attempt")
+# Attempt 1 loses gpu-3 at 0:00:20; after the backoff, the wait for the nodes begins at 0:00:30.
+BEFORE_WAIT = dict(script=LOSE_AND_RECOVER["script"][:3], trace=LOSE_AND_RECOVER["trace"][:7])
+WAIT_300 = "waiting up to 300s for 3 alive node(s); a machine still gone then is replaced (recovery.replace, %d left)"
+# replace_after (300 s) passes without gpu-3, and a look finds its address still gone: replacing it at 0:05:30.
+STILL_GONE = [{"failed": True, "msg": "2 of 3 node(s) alive after 300s", "_dt": 300}, {"nodes": list(NO_W3)}]
+REPLACING_W3 = [WAIT_300 % 1, "cluster timeout=300 wait_for_nodes=3", "cluster timeout=30",
+                "gpu-3 (10.0.0.3) still gone after 300s: replacing it (recovery.replace)",
+                "replace {head=False label=gpu-3 (10.0.0.3) name=gpu-3 node_ip=10.0.0.3}"]
+# Replaced in 7 minutes; then the whole node_wait_timeout for the nodes, and attempt 2 on the new machine at 0:12:30.
+REPLACED = dict(
+    script=BEFORE_WAIT["script"] + STILL_GONE + [dict(replaced=[REPLACED_W3], _dt=420), {"nodes": list(WITH_W3_NEW)},
+                                                 {"latest_step": 2}, {}],
+    trace=BEFORE_WAIT["trace"] + REPLACING_W3 + [
+        "replaced gpu-3 (10.0.0.3) by gpu-3 (10.0.0.13) in 0:07:00; waiting up to 600s for 3 alive node(s)",
+        "cluster timeout=600 wait_for_nodes=3", "checkpoint /ckpt",
+        "submit %s after node_lost from %s: %s" % (A2, SID, entrypoint()),
+        "attempt 2 (%s) submitted at 0:12:30 after node lost; resumes from checkpoint step 2" % A2])
+ROWS += [
+    dict(name="replace_a_machine_still_gone_then_resubmit", opts=dict(ON, recovery=REPLACE),
+         script=REPLACED["script"] + [job(step=3, nodes=WITH_W3_NEW), job("SUCCEEDED", 5, WITH_W3_NEW)],
+         trace=REPLACED["trace"] + [RESUMED_A2, "save_log " + A2], end=("succeeded", None),
+         check=lambda dog, polls: dog.events == [
+             dict(event="node_lost", node="gpu-3 (10.0.0.3)", at_s=20.0), REPLACED_EVENT,
+             dict(event="resubmitted", after="node_lost", detected_s=20.0, submitted_s=750.0, attempt=2, resume_step=2,
+                  first_step_s=760.0, first_logged_step=3, resume_proven=True)]
+         and (dog.replaced, dog.names.get("10.0.0.13"), dog.restarts) == (1, "gpu-3", 1)
+         and [(r["status"], r["why"]) for r in dog.rows] == [("STOPPED", "node_lost"), ("SUCCEEDED", "succeeded")]),
+    # A node back within replace_after: no look, nothing replaced.
+    dict(name="replace_on_and_the_node_is_back_in_time", opts=dict(ON, recovery=REPLACE),
+         script=BEFORE_WAIT["script"] + [{"nodes": [HEAD, W2, W3_BACK], "_dt": 40}, {"latest_step": 2}, {},
+                                         job(step=3, nodes=(HEAD, W2, W3_BACK)),
+                                         job("SUCCEEDED", 5, (HEAD, W2, W3_BACK))],
+         trace=BEFORE_WAIT["trace"] + [WAIT_300 % 1, "cluster timeout=300 wait_for_nodes=3", "checkpoint /ckpt",
+                                       "submit %s after node_lost from %s: %s" % (A2, SID, entrypoint()),
+                                       "attempt 2 (%s) submitted at 0:01:10 after node lost; resumes from checkpoint "
+                                       "step 2" % A2, RESUMED_A2, "save_log " + A2],
+         end=("succeeded", None),
+         check=lambda dog, polls: dog.replaced == 0 and "replaced" not in [e["event"] for e in dog.events]),
+    dict(name="replace_fails", opts=dict(ON, recovery=REPLACE),
+         script=BEFORE_WAIT["script"] + STILL_GONE + [dict(
+             failed=True, msg="renting in place of gpu-3 failed: no machine matches", _dt=5)],
+         trace=BEFORE_WAIT["trace"] + REPLACING_W3,
+         end=("replace", "Ray job %s was not resubmitted: replacing gpu-3 (10.0.0.3) failed: renting in place of gpu-3 "
+              "failed: no machine matches; %s" % (SID, BY_HAND)),
+         check=lambda dog, polls: dog.replaced == 0 and [e["event"] for e in dog.events] == ["node_lost"]
+         and dog.names == NAMES and dog.sid == SID),
+    # Rented, but its converge failed: counted, recorded, and the supervisor's own todo said.
+    dict(name="replace_rents_but_the_converge_fails", opts=dict(ON, recovery=REPLACE),
+         script=BEFORE_WAIT["script"] + STILL_GONE + [dict(
+             failed=True, replaced=[REPLACED_W3], todo=CONVERGE_TODO, _dt=900, msg="the new machine gpu-3 could not "
+             "be converged: site.yml failed (exit 2): fatal: [gpu-3]: UNREACHABLE!")],
+         trace=BEFORE_WAIT["trace"] + REPLACING_W3,
+         end=("replace", "Ray job %s was not resubmitted: replacing gpu-3 (10.0.0.3) failed: the new machine gpu-3 "
+              "could not be converged: site.yml failed (exit 2): fatal: [gpu-3]: UNREACHABLE!; %s"
+              % (SID, CONVERGE_TODO)),
+         check=lambda dog, polls: dog.events[-1] == dict(REPLACED_EVENT, done_s=1230.0) and dog.replaced == 1
+         and dog.names.get("10.0.0.13") == "gpu-3"),
+    # Nothing gone for good (its SSH answers): the wait goes on for what is left of node_wait_timeout.
+    dict(name="replace_finds_nothing_gone_for_good", opts=dict(ON, recovery=REPLACE),
+         script=BEFORE_WAIT["script"] + STILL_GONE + [
+             dict(replaced=[], msg="every lost machine still answers SSH", _dt=31), {"nodes": [HEAD, W2, W3_BACK]},
+             {"latest_step": 2}, {}, job(step=3, nodes=(HEAD, W2, W3_BACK)), job("SUCCEEDED", 5, (HEAD, W2, W3_BACK))],
+         trace=BEFORE_WAIT["trace"] + REPLACING_W3 + [
+             "nothing was replaced (every lost machine still answers SSH); waiting up to 300s more for 3 alive node(s)",
+             "cluster timeout=300 wait_for_nodes=3", "checkpoint /ckpt",
+             "submit %s after node_lost from %s: %s" % (A2, SID, entrypoint()),
+             "attempt 2 (%s) submitted at 0:06:01 after node lost; resumes from checkpoint step 2" % A2, RESUMED_A2,
+             "save_log " + A2],
+         end=("succeeded", None),
+         check=lambda dog, polls: dog.replaced == 0
+         and [e["event"] for e in dog.events] == ["node_lost", "resubmitted"]),
+    dict(name="replace_answers_nothing_and_the_nodes_stay_short", opts=dict(ON, recovery=REPLACE),
+         script=BEFORE_WAIT["script"] + STILL_GONE + [{}, {"failed": True, "msg": "2 of 3 node(s) alive after 300s"}],
+         trace=BEFORE_WAIT["trace"] + REPLACING_W3 + [
+             "nothing was replaced (no machine is gone for good); waiting up to 300s more for 3 alive node(s)",
+             "cluster timeout=300 wait_for_nodes=3"],
+         end=("no_nodes", NO_NODES % (SID, "2 of 3 node(s) alive after 300s", "gpu-3 (10.0.0.3)"))),
+    # Two machines gone: both asked for at once, in the order they left.
+    dict(name="replace_two_machines_at_once", opts=dict(ON, recovery=dict(REPLACE, max_replacements=2)),
+         script=[job(step=1, metadata=M3), job(step=2, nodes=(HEAD,), metadata=M3), {"jobs": []},
+                 {"failed": True, "msg": "1 of 3 node(s) alive after 300s", "_dt": 300}, {"nodes": [HEAD]},
+                 dict(failed=True, msg="gpu-2 (10.0.0.2) is not one of cluster prov's rentals",
+                      todo="bring it back by hand (site.yml --limit gpu-2), then run submit.yml again")],
+         trace=["node gpu-2 (10.0.0.2) left the cluster at 0:00:20", LOST_W3 % "0:00:20",
+                "stopping attempt 1 (%s): it lost a node and would hang or fail" % SID, "stop " + SID,
+                "save_log " + SID,
+                "attempt 1 (%s) ended: a node left the cluster, at step 2; recovery 1 of 1" % SID,
+                "cluster jobs=True timeout=60 wait_for_nodes=1", "sleep 10", WAIT_300 % 2,
+                "cluster timeout=300 wait_for_nodes=3", "cluster timeout=30",
+                "gpu-2 (10.0.0.2), gpu-3 (10.0.0.3) still gone after 300s: replacing them (recovery.replace)",
+                "replace {head=False label=gpu-2 (10.0.0.2) name=gpu-2 node_ip=10.0.0.2}, "
+                "{head=False label=gpu-3 (10.0.0.3) name=gpu-3 node_ip=10.0.0.3}"],
+         end=("replace", "Ray job %s was not resubmitted: replacing gpu-2 (10.0.0.2), gpu-3 (10.0.0.3) failed: "
+              "gpu-2 (10.0.0.2) is not one of cluster prov's rentals; bring it back by hand (site.yml --limit gpu-2), "
+              "then run submit.yml again" % SID)),
+    # Two gone, one replacement left: only the first is asked for; the wait then fails on the other.
+    dict(name="replace_no_more_than_max_replacements", opts=dict(ON, recovery=REPLACE),
+         script=[job(step=1, metadata=M3), job(step=2, nodes=(HEAD,), metadata=M3), {"jobs": []},
+                 {"failed": True, "msg": "1 of 3 node(s) alive after 300s", "_dt": 300}, {"nodes": [HEAD]},
+                 dict(replaced=[dict(label="gpu-2 (10.0.0.2)", name="gpu-2", new_ip="10.0.0.12", rental="18004",
+                                     old_rental="18001")], _dt=60),
+                 {"failed": True, "msg": "2 of 3 node(s) alive after 600s"}],
+         trace=["node gpu-2 (10.0.0.2) left the cluster at 0:00:20", LOST_W3 % "0:00:20",
+                "stopping attempt 1 (%s): it lost a node and would hang or fail" % SID, "stop " + SID,
+                "save_log " + SID,
+                "attempt 1 (%s) ended: a node left the cluster, at step 2; recovery 1 of 1" % SID,
+                "cluster jobs=True timeout=60 wait_for_nodes=1", "sleep 10", WAIT_300 % 1,
+                "cluster timeout=300 wait_for_nodes=3", "cluster timeout=30",
+                "gpu-2 (10.0.0.2) still gone after 300s: replacing it (recovery.replace)",
+                "replace {head=False label=gpu-2 (10.0.0.2) name=gpu-2 node_ip=10.0.0.2}",
+                "replaced gpu-2 (10.0.0.2) by gpu-2 (10.0.0.12) in 0:01:00; waiting up to 600s for 3 alive node(s)",
+                "cluster timeout=600 wait_for_nodes=3"],
+         end=("no_nodes", NO_NODES % (SID, "2 of 3 node(s) alive after 600s", "gpu-2 (10.0.0.2), gpu-3 (10.0.0.3)")),
+         check=lambda dog, polls: dog.replaced == 1),
+    # The one replacement was made in the first recovery: the second waits as without recovery.replace, and says why.
+    dict(name="replace_once_then_max_replacements_is_used", opts=dict(ON, recovery=dict(REPLACE, max_restarts=2)),
+         script=REPLACED["script"] + [job(step=3, nodes=WITH_W3_NEW), job(step=4, nodes=NO_W3),
+                                      {"jobs": [{"submission_id": A2, "status": "STOPPED"}]},
+                                      {"failed": True, "msg": "2 of 3 node(s) alive after 600s"}],
+         trace=[t.replace("recovery 1 of 1", "recovery 1 of 2") for t in REPLACED["trace"]] + [
+             RESUMED_A2, "node gpu-3 (10.0.0.13) left the cluster at 0:12:50",
+             "stopping attempt 2 (%s): it lost a node and would hang or fail" % A2, "stop " + A2, "save_log " + A2,
+             "attempt 2 (%s) ended: a node left the cluster, at step 4; recovery 2 of 2" % A2,
+             "cluster jobs=True timeout=60 wait_for_nodes=1", "sleep 10",
+             "waiting up to 600s for 3 alive node(s); recovery.max_replacements (1) used: no machine is replaced again",
+             "cluster timeout=600 wait_for_nodes=3"],
+         end=("no_nodes", NO_NODES % (A2, "2 of 3 node(s) alive after 600s", "gpu-3 (10.0.0.3), gpu-3 (10.0.0.13)")),
+         check=lambda dog, polls: dog.replaced == 1 and [e["event"] for e in dog.events].count("replaced") == 1),
+    dict(name="replace_on_with_max_replacements_0", opts=dict(ON, recovery=dict(REPLACE, max_replacements=0)),
+         script=LOSE_AND_RECOVER["script"] + [job(step=3, nodes=(HEAD, W2, W3_BACK)),
+                                              job("SUCCEEDED", 5, (HEAD, W2, W3_BACK))],
+         trace=[t + "; recovery.max_replacements (0) used: no machine is replaced again"
+                if t == "waiting up to 600s for 3 alive node(s)" else t for t in LOSE_AND_RECOVER["trace"]]
+         + [RESUMED_A2, "save_log " + A2],
+         end=("succeeded", None)),
+    # recovery.replace off (its other keys set or not): the wait of before, and no replace request.
+    dict(name="replace_off_waits_as_before", opts=dict(ON, recovery=dict(REC, replace=False, replace_after=60,
+                                                                           max_replacements=3)),
+         script=BEFORE_WAIT["script"] + [{"failed": True, "msg": "2 of 3 node(s) alive after 600s"}],
+         trace=LOSE_AND_RECOVER["trace"][:9],
+         end=("no_nodes", NO_NODES % (SID, "2 of 3 node(s) alive after 600s", "gpu-3 (10.0.0.3)")),
+         check=lambda dog, polls: dog.replaced == 0 and dog.settings["replace"] is False),
+    dict(name="replace_null_keeps_the_default_off", opts=dict(ON, recovery=dict(REC, replace=None)),
+         script=LOSE_AND_RECOVER["script"] + [job(step=3, nodes=(HEAD, W2, W3_BACK)),
+                                              job("SUCCEEDED", 5, (HEAD, W2, W3_BACK))],
+         trace=LOSE_AND_RECOVER["trace"] + [RESUMED_A2, "save_log " + A2], end=("succeeded", None)),
+]
+
+
 @pytest.mark.parametrize("row", ROWS, ids=[row["name"] for row in ROWS])
 def test_poll_sequence(row):
     dog, trace, polls, end = drive(row["script"], **row.get("opts", {}))
@@ -536,6 +702,18 @@ def test_poll_sequence(row):
 
 def test_the_table_covers_at_least_forty_sequences():
     assert len(ROWS) >= 40 and len({row["name"] for row in ROWS}) == len(ROWS)
+
+
+def test_replace_on_never_waits_less_than_replace_off():
+    """gpu-3 answers again just after replace_after: nothing to replace, and the wait must go on for the rest of
+    node_wait_timeout (with recovery.replace off it waits all 600 s), not end the run at 300 s."""
+    dog, trace, dummy, end = drive(
+        BEFORE_WAIT["script"] + [STILL_GONE[0], {"nodes": [HEAD, W2, W3_BACK]}, {"nodes": [HEAD, W2, W3_BACK]},
+                                 {"latest_step": 2}, {}, job(step=3, nodes=(HEAD, W2, W3_BACK)),
+                                 job("SUCCEEDED", 5, (HEAD, W2, W3_BACK))], **dict(ON, recovery=REPLACE))
+    assert end == ("succeeded", None) and dog.attempt == 2
+    assert "cluster timeout=300 wait_for_nodes=3" in trace[trace.index("cluster timeout=30"):]
+    assert not any(t.startswith("replace ") for t in trace)
 
 
 def test_result_of_a_head_restart_has_no_status_and_names_the_line():

@@ -409,6 +409,8 @@ RULES = {
     "hyperbolic_ssh_public_key": vocabulary.Text(max_len=16384, pattern=r"^(ssh|ecdsa)-[A-Za-z0-9-]+ [A-Za-z0-9+/=]+( .*)?$|^$",
                                                  what="one OpenSSH public key line (ssh-ed25519 AAAA... comment)"),
     "hyperbolic_record_dir": vocabulary.AbsPath("local", spaces=False),
+    # recovery.replace: the private key (on the controller) the run's supervisor reaches new machines with.
+    "hyperbolic_replace_ssh_key": vocabulary.AbsPath("local", spaces=False),
     # The bound of every step on a node in site.yml, fitness.yml and submit.yml (the play keyword timeout).
     "rlinfra_step_timeout": _Whole(60, "be a whole number of seconds from 60 to %d (a week)" % (7 * _DAY), 7 * _DAY),
 }

@@ -65,6 +65,7 @@ WHAT = {
                    "stopped, no further attempt",
     "kernel": "{node}: {what}",
     "deadline": "recovery.deadline left no time for another attempt: none was made",
+    "replaced": "{node}, gone for good, replaced by {new} ({new_ip}, rental {rental}; rental {old_rental} given back)",
 }
 
 
@@ -147,6 +148,9 @@ def events_from_watch(events, marks, started, attempts=()):
         elif kind == "not_resumed":
             add(rel(event.get("at_s")), kind, attempt=event.get("attempt"), first_step=event.get("first_step"),
                 resume_step=event.get("resume_step"))
+        elif kind == "replaced":
+            add(rel(event.get("done_s")), kind, **dict((k, event.get(k) or "?") for k in (
+                "node", "new", "new_ip", "rental", "old_rental")))
         elif kind in WHAT:
             add(rel(event.get("at_s")), kind, node=event.get("node") or "?",
                 on=" (%s)" % event["node"] if event.get("node") else "")

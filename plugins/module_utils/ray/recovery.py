@@ -19,7 +19,10 @@ RECOVERY_DEFAULTS = {"max_restarts": 0, "on": ["node_lost", "head_restart", "sta
                      "min_nodes": None, "node_wait_timeout": 600, "allow_reshard": False,
                      # When the machines end (a reservation, an allocation): the run is told to save before it, less
                      # the margin (verl: its save and one step; NeMo RL: its start and its save).
-                     "deadline": None, "deadline_margin": 600}
+                     "deadline": None, "deadline_margin": 600,
+                     # A machine gone for good rented again from the head (provision.yml's clusters): after how long
+                     # absent, how many times a run, and how long its converge may take.
+                     "replace": False, "replace_after": 600, "max_replacements": 1, "replace_timeout": 1800}
 
 # verl's key metrics, shown first in progress lines and summaries.
 DEFAULT_METRICS = ["critic/score/mean", "critic/rewards/mean", "reward/mean", "actor/pg_loss", "pg_loss",

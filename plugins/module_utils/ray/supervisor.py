@@ -43,7 +43,7 @@ KEPT_LINES = 500
 CATCH_UP_CALLS = 64
 # The watchdog's state that survives a restart of the supervisor (module_utils/ray/watchdog.py's attributes).
 KEPT = ("sid", "attempt", "restarts", "rows", "lost", "events", "marks", "res", "expect_from", "min_nodes", "t0", "seen",
-        "step", "step_at", "address", "recovering", "pace", "deadline_said")
+        "step", "step_at", "address", "recovering", "pace", "deadline_said", "replaced", "names")
 # The unit's program (plugin_utils/node_script.py's program()): this module's main, and the module_utils it imports; the
 # Hyperbolic client (on_end) imports Ansible only for an opener it is never given here.
 PROGRAM = ("ray.supervisor", "main", ("hyperbolic.client",))
@@ -234,7 +234,31 @@ class Supervisor:
             sid, entrypoint, metadata, resources = params
             return self.call("job", self.params("ray_job", **attempts.submit_args(
                 sid, entrypoint, self.args.get("runtime_env"), metadata, resources)))
+        if kind == "replace":
+            return self.replace(params[0])
         raise ValueError("the watchdog asked for %r, which the supervisor does not do" % kind)
+
+    def replace(self, nodes):
+        """recovery.replace: machines gone for good rented again and converged from the head
+        (module_utils/hyperbolic/replace.py); each step one line."""
+        conf = self.config.get("replace")
+        if not conf:
+            return dict(failed=True, msg="the supervisor was started without what replacing needs (recovery.replace "
+                        "was off at submit)")
+        from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import replace
+        secrets = list(self.config.get("secret_values") or []) + [conf.get("api_key") or ""]
+        try:
+            return replace.replace(conf, nodes, self.say_masked(secrets), clock=self.clock)
+        except Exception as e:  # noqa: BLE001 - a replacement that broke is the watch's answer, never the supervisor's end
+            return dict(failed=True, msg="%s: %s" % (type(e).__name__, e))
+
+    def say_masked(self, secrets):
+        from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import mask_patterns, masked
+
+        def say(line):
+            self.say(mask_patterns(masked(line, [s for s in secrets if s])))
+            self.save()
+        return say
 
     # --- the run ------------------------------------------------------------------------------
 
@@ -329,7 +353,7 @@ ON_END = ("keep", "release", "release_always")
 # Ends after which ``release_always`` gives the machines back too: recovery gave up, or the run could not go on. A stop
 # by stop.yml is a human's, who decides.
 GAVE_UP = ("failed", "node_lost", "head_restart", "stalled", "not_resumed", "no_nodes", "shape", "checkpoint",
-           "package", "submit", "timeout", "missing", "unreachable", "deadline")
+           "package", "submit", "timeout", "missing", "unreachable", "deadline", "replace")
 
 
 def on_end_releases(on_end, reason):

@@ -156,6 +156,8 @@ def manage(p, module, systemctl=None, root=RUNS_DIR, bundle_dir=BUNDLE_DIR, unit
     config = dict(p["config"], secret_values=list(p.get("secret_values") or []))
     if p.get("api_key"):
         config["release"] = dict(config.get("release") or {}, api_key=p["api_key"])
+        if config.get("replace"):
+            config["replace"] = dict(config["replace"], api_key=p["api_key"])
     _write_if_changed(os.path.join(directory, "config.json"), json.dumps(config, sort_keys=True), 0o600)
     if _write_if_changed(os.path.join(unit_dir, unit), unit_text, 0o644):
         systemctl("daemon-reload")

@@ -21,6 +21,9 @@ controller's clock after it (any monotonic seconds). It returns ``(reason, line)
 * ``("cluster", kwargs)``: ``ray_cluster_info`` with these options. Answer: its result.
 * ``("checkpoint", path)``: ``verl_checkpoint_info``. ``("upload", package)``: ``ray_package``.
 * ``("submit", submission_id, entrypoint, metadata, resources)``: ``ray_job`` submitting the next attempt.
+* ``("replace", nodes)``: rent and converge machines in place of ``nodes`` (``{label, node_ip, head, name}``) gone for good
+  (``recovery.replace``; the supervisor's, module_utils/hyperbolic/replace.py). Answer: ``{replaced: [{label, name,
+  new_ip, rental, old_rental}], failed, msg, todo}``.
 
 The lower rules (which node left, which events are recoverable, checkpoint shapes, the summary) are in
 module_utils/ray/recovery.py; attempt names in module_utils/ray/attempts.py."""
@@ -42,6 +45,11 @@ OPTIONS = dict(base_submission_id="", timeout=86400, progress_interval=60, poll_
                stall_timeout=0, outage_grace=300, recovery=None, job=None, checkpoint_dir="")
 
 
+# What to do when a machine cannot be replaced from the head.
+REPLACE_BY_HAND = ("bring the machine back by hand (provision.yml rents what the label lacks, then site.yml), then run "
+                   "submit.yml again; it attaches to the newest attempt")
+
+
 class Watchdog:
     """One run's watch: its attempts, the nodes it has seen, the faults and what was done about them."""
 
@@ -54,7 +62,7 @@ class Watchdog:
         self.sid = opts["submission_id"]
         self.attempt = attempts.attempt_number(self.sid, self.base) or 1
         self.restarts = self.attempt - 1
-        self.names = names or {}   # address -> inventory host
+        self.names = dict(names or {})   # address -> inventory host (a replaced machine's added)
         self.min_nodes = self.settings["min_nodes"]
         # The dashboard URL the modules on the target used; the action keeps it current from each poll.
         self.address = args.get("address")
@@ -78,6 +86,7 @@ class Watchdog:
         self.total_steps = recovery.total_steps((self.opts["job"] or {}).get("job_template"))
         self.pace = None           # [step, time, attempt]: the attempt's first step seen, for its pace
         self.deadline_said = 0     # the attempt whose pace against the deadline was said
+        self.replaced = 0          # machines replaced (recovery.replace), against recovery.max_replacements
         self.new_attempt()
 
     # --- plumbing ---------------------------------------------------------------------------
@@ -435,9 +444,9 @@ class Watchdog:
             except ValueError:
                 self.min_nodes = len(self.known) or 1
         yield from self.ask("sleep", float(self.settings["backoff_s"]))
-        yield from self.say("waiting up to %ss for %d alive node(s)" % (self.settings["node_wait_timeout"], self.min_nodes))
-        info = yield from self.ask("cluster", dict(wait_for_nodes=self.min_nodes,
-                                                   timeout=int(self.settings["node_wait_timeout"])))
+        info = yield from self.wait_nodes()
+        if isinstance(info, tuple):
+            return info
         if info.get("failed"):
             return ("no_nodes", "Ray job %s was not resubmitted: %s%s. Bring the nodes back (site.yml), then run "
                     "submit.yml again; it attaches to the newest attempt" % (
@@ -459,6 +468,60 @@ class Watchdog:
         if ckpt.get("incomplete"):  # the tracker's step lacks shards (a node lost mid-save): the newest whole one
             yield from self.say(recovery.incomplete_line(ckpt))
         return (yield from self.resubmit(why, nodes, ckpt, detected))
+
+    def wait_nodes(self):
+        """Wait for ``min_nodes`` alive nodes; with ``recovery.replace``, a machine still gone after ``replace_after`` is
+        replaced (the ``replace`` request: the supervisor rents and converges one) and the wait goes on. The cluster's
+        answer, or ``(reason, line)`` when a replacement failed."""
+        wait = int(self.settings["node_wait_timeout"])
+        left = self.settings["max_replacements"] - self.replaced
+        if not self.settings["replace"] or left <= 0:
+            yield from self.say("waiting up to %ss for %d alive node(s)%s" % (
+                wait, self.min_nodes, "; recovery.max_replacements (%d) used: no machine is replaced again"
+                % self.settings["max_replacements"] if self.settings["replace"] else ""))
+            return (yield from self.ask("cluster", dict(wait_for_nodes=self.min_nodes, timeout=wait)))
+        first = min(wait, int(self.settings["replace_after"]))
+        yield from self.say("waiting up to %ss for %d alive node(s); a machine still gone then is replaced "
+                            "(recovery.replace, %d left)" % (first, self.min_nodes, left))
+        info = yield from self.ask("cluster", dict(wait_for_nodes=self.min_nodes, timeout=first))
+        if not info.get("failed"):
+            return info
+        look = yield from self.ask("cluster", dict(timeout=30))
+        here = set(n.get("node_ip") for n in recovery.alive(look.get("nodes") or []).values())
+        missing, seen = [], set()
+        for entry in self.lost:
+            if entry["node_ip"] and entry["node_ip"] not in here and entry["node_ip"] not in seen:
+                seen.add(entry["node_ip"])
+                missing.append(dict(label=entry["label"], node_ip=entry["node_ip"], head=entry["head"],
+                                    name=self.names.get(entry["node_ip"]) or ""))
+        missing = missing[:left]
+        if not missing:  # back already: the rest of node_wait_timeout, as without replace
+            return (yield from self.ask("cluster", dict(wait_for_nodes=self.min_nodes, timeout=max(1, wait - first))))
+        detected = self.at_s()
+        yield from self.say("%s still gone after %ss: replacing %s (recovery.replace)" % (
+            ", ".join(m["label"] for m in missing), first, "it" if len(missing) == 1 else "them"))
+        done = yield from self.ask("replace", missing)
+        done = done or {}
+        replaced = done.get("replaced") or []
+        for item in replaced:
+            self.replaced += 1
+            if item.get("new_ip") and item.get("name"):
+                self.names[item["new_ip"]] = item["name"]
+            self.events.append(dict(event="replaced", node=item.get("label"), new=item.get("name"),
+                                    new_ip=item.get("new_ip"), rental=item.get("rental"), old_rental=item.get("old_rental"),
+                                    detected_s=detected, done_s=self.at_s()))
+        if done.get("failed"):
+            return ("replace", "Ray job %s was not resubmitted: replacing %s failed: %s; %s" % (
+                self.sid, ", ".join(m["label"] for m in missing), done.get("msg"), done.get("todo") or REPLACE_BY_HAND))
+        if replaced:
+            yield from self.say("replaced %s in %s; waiting up to %ss for %d alive node(s)" % (
+                ", ".join("%s by %s (%s)" % (i.get("label"), i.get("name"), i.get("new_ip")) for i in replaced),
+                recovery.hms(self.at_s() - detected), wait, self.min_nodes))
+        else:
+            yield from self.say("nothing was replaced (%s); waiting up to %ss more for %d alive node(s)" % (
+                done.get("msg") or "no machine is gone for good", wait - first, self.min_nodes))
+            wait -= first
+        return (yield from self.ask("cluster", dict(wait_for_nodes=self.min_nodes, timeout=max(1, wait))))
 
     def resubmit(self, why, nodes, ckpt, detected):
         job = self.opts["job"] or {}

@@ -358,7 +358,10 @@ SECTIONS = dict(
         max_restarts=vocabulary.Int(0, 1000, strict=True), on=vocabulary.ListOf(vocabulary.Choice(RECOVERY_EVENTS)),
         backoff_s=vocabulary.Number(0, 86400, strict=True), min_nodes=vocabulary.Int(1, 10000, strict=True),
         node_wait_timeout=vocabulary.Seconds(1, integer=True, strict=True), allow_reshard=vocabulary.Switch(words=False),
-        deadline=vocabulary.Time(), deadline_margin=vocabulary.Seconds(0, 86400, integer=True, strict=True))),
+        deadline=vocabulary.Time(), deadline_margin=vocabulary.Seconds(0, 86400, integer=True, strict=True),
+        replace=vocabulary.Switch(words=False), replace_after=vocabulary.Seconds(0, 86400, integer=True, strict=True),
+        max_replacements=vocabulary.Int(0, 100, strict=True),
+        replace_timeout=vocabulary.Seconds(60, 86400, integer=True, strict=True))),
     prefetch=vocabulary.Section(dict(
         hf_home=vocabulary.AbsPath("writes"), models=vocabulary.ListOf(PREFETCH_ITEM), datasets=vocabulary.ListOf(PREFETCH_ITEM))),
     code=vocabulary.Section(dict(
