@@ -367,10 +367,12 @@ class Watch:
         return self.follow_supervisor()
 
     def follow_supervisor(self):
-        seen, outage, down, saved = 0, None, None, set()
+        seen, outage, down, saved, progressed = 0, None, None, set(), None
         deadline = self.clock() + self.args["timeout"] + 3600
         while True:
-            st = self.supervisor("read", since=seen)
+            # Up to a progress interval on the head, answered at the supervisor's next line or the run's end.
+            st = self.supervisor("read", since=seen, wait=int(max(0, min(self.args["progress_interval"],
+                                                                         deadline - self.clock()))))
             now = self.clock()
             if st.get("failed"):
                 outage = now if outage is None else outage
@@ -405,9 +407,11 @@ class Watch:
                     raise Done("supervisor", "the run's supervisor %s is not running on the head and the run has not "
                                "ended (journalctl -u %s there says why): submit.yml again starts it, and it goes on from "
                                "its state" % (self.unit, self.unit))
+                time.sleep(5)  # systemd starts it again within 10 s
             else:
                 down = None
-            if self.dog.seen:
+            if self.dog.seen and (progressed is None or now - progressed >= self.args["progress_interval"] - 1):
+                progressed = now
                 res = self.poll(0)
                 if res.get("found"):
                     self.say_progress(res)
@@ -415,7 +419,6 @@ class Watch:
             if now > deadline:
                 raise Done("detached", "stopped following after %ss (wait.timeout): the run's supervisor %s goes on on "
                            "the head" % (self.args["timeout"], self.unit))
-            time.sleep(min(self.args["progress_interval"], max(1, deadline - now)))
 
     def await_release(self, final, seen):
         """on_end: the supervisor gives the machines back after its grace; its lines until then (bounded; a head that

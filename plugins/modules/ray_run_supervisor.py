@@ -59,6 +59,13 @@ options:
     description: With O(state=read), only the lines numbered above this.
     type: int
     default: 0
+  wait:
+    description:
+      - With O(state=read), wait up to this many seconds on the head for a line numbered above O(since) or the run's
+        end (while the supervisor runs), then answer. A follower so sees the run's end when it comes, in one call.
+    type: int
+    default: 0
+    version_added: 0.13.0
 attributes:
   check_mode:
     support: full
@@ -138,6 +145,7 @@ ARGS = vocabulary.Args(
     bundle_id=vocabulary.Text(empty=False, max_len=64, pattern=r"^[0-9a-f]{8,64}$", what="a hex digest"),
     python=vocabulary.AbsPath("reads"),
     since=vocabulary.Int(0, default=0),
+    wait=vocabulary.Seconds(0, 3600, integer=True, default=0),
 )
 ARGUMENT_SPEC = ARGS.spec
 

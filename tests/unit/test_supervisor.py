@@ -334,3 +334,46 @@ def test_on_end_release_gives_the_machines_back_after_the_grace(tmp_path, run_di
     sup, dummy = make(tmp_path, Head([job("FAILED", log="step:1 - x:1\n"), job("FAILED")]),
                       cfg=dict(cfg, args=dict(cfg["args"], recovery={"max_restarts": 0})), clock=clock)
     assert sup.run()["reason"] == "failed" and asked == []
+
+
+def test_await_news_answers_at_the_next_line_or_the_end_reading_the_file_only_when_it_changed(tmp_path):
+    """The follower's one call (state=read, wait): the state once a line numbered above ``since`` is written, or the
+    run's end, or the supervisor stopped, or the time is up; the file is read again only when its mtime or size
+    changed."""
+    path = str(tmp_path / "state.json")
+    supervisor_unit.write_private(path, {"lines": [[1, 0, "a"]], "said": 1})
+    now, loads, plan = [0.0], [], {}
+    real_load = supervisor_unit.load
+
+    def sleep(seconds):
+        now[0] += seconds
+        change = plan.pop(round(now[0], 1), None)
+        if change is not None:
+            supervisor_unit.write_private(path, change)
+
+    supervisor_unit.load = lambda p: loads.append(p) or real_load(p)
+    try:
+        plan[3.0] = {"lines": [[1, 0, "a"], [2, 3, "b"]], "said": 2}
+        state = supervisor_unit.await_news(path, 1, 60, lambda: True, clock=lambda: now[0], sleep=sleep)
+        assert state["said"] == 2 and now[0] == 3.0 and len(loads) == 2  # once at the start, once at the change
+        plan[5.0] = {"lines": [[1, 0, "a"], [2, 3, "b"]], "said": 2, "final": {"reason": "succeeded"}}
+        state = supervisor_unit.await_news(path, 2, 60, lambda: True, clock=lambda: now[0], sleep=sleep)
+        assert state["final"] == {"reason": "succeeded"} and now[0] == 5.0
+        now[0], loads[:] = 0.0, []
+        quiet = {"lines": [[1, 0, "a"]], "said": 1}
+        supervisor_unit.write_private(path, quiet)
+        state = supervisor_unit.await_news(path, 1, 12, lambda: True, clock=lambda: now[0], sleep=sleep)
+        assert state == quiet and now[0] == 12.0 and len(loads) == 1  # nothing new: the time is up, one read
+        now[0] = 0.0
+        state = supervisor_unit.await_news(path, 1, 600, lambda: False, clock=lambda: now[0], sleep=sleep)
+        assert state == quiet and now[0] == 9.5  # the supervisor stopped: seen at the 20th look, not after 600 s
+    finally:
+        supervisor_unit.load = real_load
+
+
+def test_read_with_wait_returns_at_once_when_there_is_news_or_no_supervisor(tmp_path):
+    directory = tmp_path / "runs" / SID
+    directory.mkdir(parents=True)
+    supervisor_unit.write_private(str(directory / "state.json"), {"lines": [[1, 0, "a"], [2, 0, "b"]], "said": 2})
+    assert manage(tmp_path, [], active=True, state="read", since=1, wait=3600)["lines"] == [[2, 0, "b"]]
+    assert manage(tmp_path, [], active=False, state="read", since=2, wait=3600)["lines"] == []

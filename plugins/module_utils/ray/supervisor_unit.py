@@ -127,6 +127,10 @@ def manage(p, module, systemctl=None, root=RUNS_DIR, bundle_dir=BUNDLE_DIR, unit
     state = load(os.path.join(directory, "state.json")) if os.path.isdir(directory) else {}
     active = systemctl("is-active", unit)[1] in RUNNING
     if p["state"] == "read":
+        if p.get("wait") and active and not news(state, p.get("since") or 0):
+            state = await_news(os.path.join(directory, "state.json"), p.get("since") or 0, p["wait"],
+                               lambda: systemctl("is-active", unit)[1] in RUNNING)
+            active = systemctl("is-active", unit)[1] in RUNNING
         return view(state, active, p.get("since") or 0, unit)
     if p["state"] == "stopped":
         changed = active
@@ -165,6 +169,36 @@ def manage(p, module, systemctl=None, root=RUNS_DIR, bundle_dir=BUNDLE_DIR, unit
     if rc != 0:
         return dict(failed=True, changed=True, msg="could not start %s: %s" % (unit, err or out), unit=unit)
     return dict(view(state, True, 0, unit), changed=True, attached=bool(state))
+
+
+def news(state, since):
+    """Whether the state has something a follower at line ``since`` has not seen: a new line, or the run's end."""
+    return bool(state.get("final")) or (state.get("said") or 0) > since
+
+
+def await_news(path, since, seconds, running, clock=time.monotonic, sleep=time.sleep, pause=0.5):
+    """The state once it has news for a follower at line ``since`` (:func:`news`), the supervisor stopped, or ``seconds``
+    passed: one call per follow instead of a read each ``progress_interval``, and the run's end seen when it comes. The
+    file is read again only when it changed (its mtime and size)."""
+    deadline = clock() + seconds
+    seen, state, checks = None, {}, 0
+    while True:
+        try:
+            st = os.stat(path)
+            mark = (st.st_mtime_ns, st.st_size)
+        except OSError:
+            mark = None
+        if mark != seen:
+            try:
+                seen, state = mark, load(path) if mark else {}
+            except ValueError:  # written by os.replace, so never half: a damaged file is read again at its next change
+                seen, state = mark, {}
+            if news(state, since):
+                return state
+        checks += 1
+        if clock() >= deadline or checks % 20 == 0 and not running():
+            return state
+        sleep(pause)
 
 
 def view(state, active, since, unit):
