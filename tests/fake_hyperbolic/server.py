@@ -481,6 +481,11 @@ class FakeHyperbolic:
         self.od_terminated.append(rid)
         return 200, {}, {"message": "Rental successfully terminated", "rentalId": rid}
 
+    def add_hosts(self, hosts):
+        """More machines the API can hand out (``[(host, port, user)]``), after those left in the pool."""
+        with self._lock:
+            self.host_pool.extend(tuple(h) for h in hosts)
+
     def provider_terminates(self, rid):
         """The provider ends on-demand rental ``rid`` on its own (the machine is gone for good): it is listed no more,
         and its host is not handed out again."""

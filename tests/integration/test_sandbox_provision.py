@@ -24,7 +24,7 @@ import time
 import yaml
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.client import HyperbolicClient
-from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.rent import Rent
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.rent import Rent, ssh_banner
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayClient
 import pytest
 
@@ -332,14 +332,23 @@ def test_replace_unfit_gives_back_the_bad_machine_and_rents_another(sandbox, tmp
             assert restore.returncode == 0, restore.output[-4000:]
 
 
-def test_a_machine_gone_for_good_is_replaced_by_the_supervisor(sandbox, tmp_path):
+def test_a_machine_gone_for_good_is_replaced_and_a_cluster_gone_whole_is_rented_again(sandbox, tmp_path):
     """recovery.replace on a cluster provision.yml rented (2 of a pool of 3 containers, the third a spare with Ray
-    stopped): a run submitted with wait=false (nobody watches it); once it has a checkpoint the worker's container is
-    killed and the fake API lists its rental as terminated (the provider ended it). The supervisor on the head waits
-    replace_after, finds the rental gone, rents one of the same spec under the same name (the spare), converges the
-    cluster from the head with the collection's site.yml (its own ansible-core), and resumes the run on 2 nodes from
-    the checkpoint: SUCCEEDED. The head's record names the new rental, not the lost one; no key in any output or in
-    the head's process arguments. Then released, and the sandbox converged again."""
+    stopped). One test for both (they share the rented cluster and the sandbox's restore):
+
+    1. A worker gone for good: a run submitted with wait=false (nobody watches it); once it has a checkpoint the
+       worker's container is killed and the fake API lists its rental as terminated (the provider ended it). The
+       supervisor on the head waits replace_after, finds the rental gone, rents one of the same spec under the same
+       name (the spare), converges the cluster from the head with the collection's site.yml (its own ansible-core),
+       and resumes the run on 2 nodes from the checkpoint: SUCCEEDED. The head's record names the new rental, not the
+       lost one.
+    2. The whole cluster gone: a second run, wait=false; once it has a checkpoint the head's container is killed and
+       its rental ended (the lost worker's container is back as a fresh machine in the pool). submit.yml again: the
+       inventory has no head for 'prov', so the controller rents it again with provision.yml (the record's spec),
+       converges it, reads the inventory again and submits: the run resumes from the checkpoint on the shared volume
+       and SUCCEEDS.
+
+    No key in any output or in the head's process arguments. Then released, and the sandbox converged again."""
     nodes = sandbox_nodes()
     head = next(n for n in nodes if n["role"] == "head")
     worker, spare = [n for n in nodes if n["role"] != "head"]
@@ -352,8 +361,8 @@ def test_a_machine_gone_for_good_is_replaced_by_the_supervisor(sandbox, tmp_path
     data = yaml.safe_load((ROOT / "experiments" / "smoke.yml").read_text())
     data.update(wait={"progress_interval": 5, "poll_interval": 1, "timeout": 1500},
                 recovery={"max_restarts": 2, "backoff_s": 2, "node_wait_timeout": 300, "replace": True,
-                          "replace_after": 15, "replace_timeout": 900})
-    data["params"]["trainer"].update(total_training_steps=40, save_freq=5, step_sleep_s=1.0)
+                          "replace_after": 10, "replace_timeout": 900})
+    data["params"]["trainer"].update(total_training_steps=24, save_freq=4, step_sleep_s=1.0)
     (exp_dir / (name + ".yml")).write_text(yaml.safe_dump(data))
     sid = "rlinfra-%s-prov" % name
     on_node(spare["name"], "systemctl disable --now ray-worker ray-head 2>/dev/null; systemctl reset-failed; true")
@@ -393,7 +402,7 @@ def test_a_machine_gone_for_good_is_replaced_by_the_supervisor(sandbox, tmp_path
             state = said()
             lines = " ".join(line[2] for line in state.get("lines") or [])
             assert (state.get("final") or {}).get("reason") == "succeeded", lines[-5000:]
-            assert re.search(r"prov-1 \(%s\) still gone after 15s: replacing it \(recovery\.replace\)" % re.escape(worker["ip"]),
+            assert re.search(r"prov-1 \(%s\) still gone after 10s: replacing it \(recovery\.replace\)" % re.escape(worker["ip"]),
                              lines), lines[-4000:]
             assert "replace: prov-1 (rental %s, %s) is gone for good: the API no longer lists its rental (terminated)" % (
                 ids["prov-1"], worker["ip"]) in lines, lines[-4000:]
@@ -407,7 +416,7 @@ def test_a_machine_gone_for_good_is_replaced_by_the_supervisor(sandbox, tmp_path
             assert re.search(r"attempt 2 \(%s-a2\) resumed from checkpoint step \d+" % re.escape(sid), lines), lines[-4000:]
             first_step = next(line for line in state["lines"] if "resumed from checkpoint step" in line[2])
             replaced_at = next(line for line in state["lines"] if "site.yml converged" in line[2])
-            print("permanent loss to the resumed attempt's first step: %.1f s (converged after %.1f s; replace_after 15)"
+            print("permanent loss to the resumed attempt's first step: %.1f s (converged after %.1f s; replace_after 10)"
                   % (first_step[1] - lost_at, replaced_at[1] - lost_at))
             record = json.loads(on_node(head["name"], "cat /etc/rlinfra/hyperbolic-prov.json"))
             assert sorted(record["rentals"]) == sorted([str(ids["prov-0"]), str(new[0]["id"])]), record
@@ -415,12 +424,66 @@ def test_a_machine_gone_for_good_is_replaced_by_the_supervisor(sandbox, tmp_path
             assert len(events) == 1 and events[0]["new"] == "prov-1" and events[0]["new_ip"] == spare["ip"], events
             everything = out.output + submit.output + json.dumps(state)
             assert HYPERBOLIC_TEST_KEY not in everything and leaks(head["name"], [HYPERBOLIC_TEST_KEY]) == []
+
+            # 2. The whole cluster gone. The lost worker's container comes back as a fresh machine the fake can rent.
+            subprocess.run(["docker", "start", worker["name"]], capture_output=True, check=True, timeout=60)
+            up(worker)
+            on_node(worker["name"], "systemctl disable --now ray-worker ray-head 2>/dev/null; systemctl reset-failed; "
+                                    "rm -rf /etc/rlinfra /var/lib/rlinfra/cluster; true")
+            fake.add_hosts([(worker["ip"], 22, "root")])
+            second = name + "-b"
+            (exp_dir / (second + ".yml")).write_text(yaml.safe_dump(dict(data, recovery={
+                "max_restarts": 1, "backoff_s": 2, "replace": True})))
+            given = json.dumps({"verl_job_experiments_dir": str(exp_dir),
+                                "verl_job_checkpoint_root": "/data/checkpoints-replace-" + tag,
+                                "hyperbolic_replace_ssh_key": str(SANDBOX / "id_ed25519")})
+            started = run("submit.yml", inv, "exp=" + second, "cluster=prov", "wait=false", *common, given, url=fake.url)
+            assert started.returncode == 0, started.output[-5000:]
+            tracker = "/data/checkpoints-replace-%s/rlinfra_smoke/prov/%s/latest_checkpointed_iteration.txt" % (
+                tag, second)
+            deadline = time.monotonic() + 300
+            while not on_node(spare["name"], "cat %s 2>/dev/null" % tracker).strip() and time.monotonic() < deadline:
+                time.sleep(1)
+            step = on_node(spare["name"], "cat %s 2>/dev/null" % tracker).strip()
+            assert step, "no checkpoint of the second run within 300 s"
+            subprocess.run(["docker", "kill", head["name"]], capture_output=True, check=True, timeout=60)
+            fake.provider_terminates(ids["prov-0"])
+            t0 = time.monotonic()
+            again = run("submit.yml", inv, "exp=" + second, "cluster=prov", *common, given, url=fake.url)
+            text = flat(again.output)
+            assert again.returncode == 0, again.output[-6000:]
+            print("the whole cluster gone to SUCCEEDED again: %.1f s" % (time.monotonic() - t0))
+            heads = [r["record"] for r in fake.od_rentals if r["record"]["status"] != "Terminated"
+                     and r["record"]["label"] == "prov-0"]
+            assert len(heads) == 1 and heads[0]["id"] != ids["prov-0"], fake.od_rentals
+            assert re.search(r"cluster prov was gone \(the API no longer lists the rental of its head prov-0 "
+                             r"\(terminated\)\): rented again and converged with provision\.yml in \d+s \(prov-0 = "
+                             r"rental %s, prov-1 = rental %s\)" % (heads[0]["id"], new[0]["id"]), text), text[-5000:]
+            assert "status: SUCCEEDED" in text, text[-3000:]
+            driver = "".join(p.read_text() for p in (ROOT / "artifacts" / second).glob("rlinfra-%s-prov*.log" % second))
+            resumed = re.search(r"smoke_rl: resumed from \S+/global_step_(\d+) \(step (\d+)\)", driver)
+            assert resumed and int(resumed.group(2)) >= int(step), driver[-3000:]
+            record = json.loads((records / "prov.json").read_text())
+            assert sorted(record["rentals"]) == sorted([str(heads[0]["id"]), str(new[0]["id"])]), record
+            assert HYPERBOLIC_TEST_KEY not in started.output + again.output
             down = run("teardown.yml", inv, "release=true", "teardown_stop_jobs=true", *common[:1], url=fake.url)
             assert down.returncode == 0, down.output[-4000:]
             assert fake.active_rentals() == []
         finally:
-            subprocess.run(["docker", "start", worker["name"]], capture_output=True, check=False, timeout=60)
-            on_node(head["name"], "rm -rf /etc/rlinfra/hyperbolic-prov.json /var/lib/rlinfra/cluster/prov; "
-                                  "rmdir /etc/rlinfra 2>/dev/null; true")
+            for node in (head, worker):
+                subprocess.run(["docker", "start", node["name"]], capture_output=True, check=False, timeout=60)
+                up(node)
+            for node in (head, worker, spare):  # heads and workers of 'prov': the sandbox's cluster again below
+                on_node(node["name"], "systemctl disable --now ray-worker 2>/dev/null; systemctl reset-failed; "
+                                      "rm -rf /etc/rlinfra/hyperbolic-prov.json /var/lib/rlinfra/cluster/prov; "
+                                      "rmdir /etc/rlinfra 2>/dev/null; true")
             restore = sandbox_playbook("site.yml")
             assert restore.returncode == 0, restore.output[-4000:]
+
+
+def up(node, timeout=90):
+    """Until a started container's sshd answers (its systemd boots first)."""
+    deadline = time.monotonic() + timeout
+    while ssh_banner(node["ip"], 22) and time.monotonic() < deadline:
+        time.sleep(1)
+

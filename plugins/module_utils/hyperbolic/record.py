@@ -83,6 +83,10 @@ def update(path, label, api, result):
     prices = result.get("prices") or {}
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     for view in result.get("instances") or []:
+        # A name is one machine: an entry of the same name under another id is a rental the provider ended.
+        for ident in [i for i, r in rentals.items() if i != str(view["id"]) and isinstance(r, dict)
+                      and r.get("name") == view["name"] and r.get("api") == api]:
+            rentals.pop(ident)
         old = rentals.get(str(view["id"])) or {}
         cost = view.get("cost_per_hour")
         if cost is None:

@@ -221,8 +221,8 @@ def rent_again(conf, rent, record, todo, inventory, inventory_path, say, clock):
     count = len(record.get("rentals") or {})
     spec = todo[0]["rental"]
     # Never dearer than the machine it replaces: the rental's dollars an hour as Rent's ceiling, dollars a GPU-hour.
-    ceiling = max([(t["rental"].get("cost_per_hour") or 0) / float(t["rental"].get("gpu_count") or 1)
-                   for t in todo]) or None
+    worst = max((t["rental"].get("cost_per_hour") or 0) / float(t["rental"].get("gpu_count") or 1) for t in todo)
+    ceiling = worst + 1e-9 if worst > 0 else None  # a price equal to the lost machine's is not dearer
     t0 = clock()
     try:
         result = rent.present(label, count, spec.get("gpu_type") or "", int(spec.get("gpu_count") or 8), ceiling,
