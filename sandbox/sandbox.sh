@@ -6,8 +6,9 @@
 #   sandbox/sandbox.sh inventory  print the Ansible inventory (YAML)
 #   sandbox/sandbox.sh status     list nodes with their addresses
 #   sandbox/sandbox.sh wheelhouse fill .sandbox/wheelhouse with what the nodes install (molecule uses it too)
-#   sandbox/sandbox.sh image      build the container-mode test image (Python and Ray from the wheelhouse) and save it
-#                                 as an archive the nodes see at /data/images/rlinfra-ray.tar (cached)
+#   sandbox/sandbox.sh image      build the container-mode test images (Python and Ray from the wheelhouse, and a -v2
+#                                 with one more layer) and save them as archives the nodes see at
+#                                 /data/images/rlinfra-ray.tar and rlinfra-ray-v2.tar (cached)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -119,25 +120,37 @@ wait_ssh() {
 # (docker export | import: no registry, no Dockerfile base to pull), with a marker file only the image has, saved as
 # a docker-archive. Rebuilt only when this function, the base image or the node requirements change.
 image() {
-  local want have cid archive=$IMAGES/rlinfra-ray.tar
+  local want have cid archive=$IMAGES/rlinfra-ray.tar v2=$IMAGES/rlinfra-ray-v2.tar
   mkdir -p "$IMAGES"
+  # scripts/test.sh builds it in the side lane while the container test may ask for it: one builder at a time.
+  exec 9>"$IMAGES/.lock"
+  flock 9
   "$ROOT/sandbox/build-image.sh"
   fill_wheelhouse
   want=$( { declare -f image; docker image inspect -f '{{.Id}}' "$IMAGE"; cat "$NODE_REQS"; } | sha256sum | cut -c1-16)
   have=$(cat "$IMAGES/.stamp" 2>/dev/null || true)
-  [ "$want" = "$have" ] && [ -s "$archive" ] && return 0
-  log "building $RAY_IMAGE (Ray from the wheelhouse) and its archive"
-  cid=$(docker create --network none -v "$WHEELHOUSE:/wheelhouse:ro" "$IMAGE" /bin/sh -c '
-    python3 -m venv /opt/rlinfra/venv && /opt/rlinfra/venv/bin/pip install -q --no-index --find-links /wheelhouse \
-      "ray[default]==2.60.0" && echo rlinfra-sandbox-ray-image > /etc/rlinfra-container-image &&
-    rm -rf /root/.cache /usr/share/doc /usr/share/man /usr/share/locale /var/cache/apt/*')
-  docker start -a "$cid" >/dev/null || { docker rm "$cid" >/dev/null; die "installing Ray into the image failed"; }
-  docker export "$cid" | docker import -c 'ENV PATH=/opt/rlinfra/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-    -c 'CMD ["/bin/bash"]' - "$RAY_IMAGE" >/dev/null
-  docker rm "$cid" >/dev/null
-  docker save -o "$archive.part" "$RAY_IMAGE" && mv "$archive.part" "$archive"
-  echo "$want" >"$IMAGES/.stamp"
-  log "$RAY_IMAGE saved to $archive ($(du -h "$archive" | cut -f1))"
+  if [ "$want" != "$have" ] || [ ! -s "$archive" ] || [ ! -s "$v2" ] \
+      || ! docker image inspect "$RAY_IMAGE" "$RAY_IMAGE-v2" >/dev/null 2>&1; then
+    log "building $RAY_IMAGE (Ray from the wheelhouse), $RAY_IMAGE-v2 (one layer more) and their archives"
+    cid=$(docker create --network none -v "$WHEELHOUSE:/wheelhouse:ro" "$IMAGE" /bin/sh -c '
+      python3 -m venv /opt/rlinfra/venv && /opt/rlinfra/venv/bin/pip install -q --no-index --find-links /wheelhouse \
+        "ray[default]==2.60.0" && echo rlinfra-sandbox-ray-image > /etc/rlinfra-container-image &&
+      rm -rf /root/.cache /usr/share/doc /usr/share/man /usr/share/locale /var/cache/apt/*')
+    docker start -a "$cid" >/dev/null || { docker rm "$cid" >/dev/null; die "installing Ray into the image failed"; }
+    docker export "$cid" | docker import -c 'ENV PATH=/opt/rlinfra/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+      -c 'CMD ["/bin/bash"]' - "$RAY_IMAGE" >/dev/null
+    docker rm "$cid" >/dev/null
+    docker save -o "$archive.part" "$RAY_IMAGE" && mv "$archive.part" "$archive"
+    # The second image (a new image ID) for the test's image change: one more layer on the first.
+    cid=$(docker create --network none "$RAY_IMAGE" sh -c 'echo v2 > /etc/rlinfra-image-v2')
+    docker start -a "$cid" >/dev/null && docker commit "$cid" "$RAY_IMAGE-v2" >/dev/null \
+      || { docker rm -f "$cid" >/dev/null; die "building $RAY_IMAGE-v2 failed"; }
+    docker rm "$cid" >/dev/null
+    docker save -o "$v2.part" "$RAY_IMAGE-v2" && mv "$v2.part" "$v2"
+    echo "$want" >"$IMAGES/.stamp"
+    log "$RAY_IMAGE saved to $archive ($(du -h "$archive" | cut -f1)), $RAY_IMAGE-v2 to $v2"
+  fi
+  flock -u 9
 }
 
 down() {

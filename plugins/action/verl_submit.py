@@ -91,7 +91,13 @@ class ActionModule(TypedAction):
                     msg="Submitted %s (%s)" % (sid, res.get("status") or "?"), **called)
 
     def _copy(self, src, dest):
-        """The zip onto the head (0600), kept there: a recovery after a head restart uploads it again."""
+        """The zip onto the head (0600), kept there: a recovery after a head restart uploads it again. Its directory is
+        made 0700 when missing (an existing one is left as it is)."""
+        made = self._execute_module(module_name="ansible.legacy.command", task_vars=self.task_vars, module_args=dict(
+            argv=["mkdir", "-p", "-m", "0700", "--", os.path.dirname(dest)]))
+        if made.get("failed") or made.get("rc", 0) != 0:
+            raise Refused("the directory of %s could not be made on the head: %s (verl_job_remote_tmp)" % (
+                dest, (made.get("stderr") or made.get("msg") or "").strip()[:300]))
         task = self._task.copy()
         task.args = dict(src=src, dest=dest, mode="0600")
         copy = self._shared_loader_obj.action_loader.get(

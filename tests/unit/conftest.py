@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from unittest import mock
@@ -30,6 +31,7 @@ from ansible.module_utils.common import warnings as ansible_warnings
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayClient, RayError
+from tests.fake_hyperbolic.testing import own_address
 
 RAY = str(Path(sys.executable).with_name("ray"))
 START_TIMEOUT = 360
@@ -237,3 +239,31 @@ def _no_ambient_ray_env(monkeypatch):
     # A developer's own RAY_AUTH_TOKEN must not leak into tests that check missing/wrong tokens.
     for name in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS"):
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="module")
+def sshd():
+    """A listener on this machine's own address that greets like sshd: the SSH probe's real counterpart (a rental's
+    SSH host is never loopback)."""
+    if own_address() is None:
+        pytest.skip("this machine has no address but loopback, which a rental's SSH host may never be")
+    server = socket.socket()
+    server.bind((own_address(), 0))
+    server.listen(16)
+    stop = threading.Event()
+
+    def serve():
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, dummy = server.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.sendall(b"SSH-2.0-OpenSSH_9.2 fake\r\n")
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    thread.join()
+    server.close()

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -24,33 +22,6 @@ from tests.fake_hyperbolic.testing import HYPERBOLIC_TEST_KEY, own_address
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOK = str(Path(sys.executable).with_name("ansible-playbook"))
-
-
-@pytest.fixture(scope="module")
-def sshd():
-    """A listener that greets like sshd: the probe's real counterpart."""
-    if own_address() is None:
-        pytest.skip("this machine has no address but loopback, which a rental's SSH host may never be")
-    server = socket.socket()
-    server.bind((own_address(), 0))
-    server.listen(16)
-    stop = threading.Event()
-
-    def serve():
-        server.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                conn, dummy = server.accept()
-            except OSError:
-                continue
-            with conn:
-                conn.sendall(b"SSH-2.0-OpenSSH_9.2 fake\r\n")
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield server.getsockname()[1]
-    stop.set()
-    thread.join()
-    server.close()
 
 
 MACHINES = [machine_item("gpu-a", cluster="c1", cents=249), machine_item("gpu-b", cluster="c1", gpus_total=16, cents=199),

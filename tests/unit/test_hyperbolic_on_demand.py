@@ -16,8 +16,6 @@ The instances' SSH is a real listener answering with an SSH banner, on an addres
 from __future__ import annotations
 
 import json
-import socket
-import threading
 
 import pytest
 
@@ -33,32 +31,6 @@ OPTIONS = [rental_option("h100", 8, "us-east-1", cents=2552), rental_option("h10
            rental_option("h100", 8, "uk-southeast-3", cents=1552, machine_type="bare-metal"),
            rental_option("h100", 8, "us-central-1", cents=999),  # cheapest, but its region is disabled
            rental_option("b200", 8, "jp-east-1", cents=4000, enabled=False)]
-
-
-@pytest.fixture(scope="module")
-def sshd():
-    if own_address() is None:
-        pytest.skip("this machine has no address but loopback, which a rental's SSH host may never be")
-    server = socket.socket()
-    server.bind((own_address(), 0))
-    server.listen(16)
-    stop = threading.Event()
-
-    def serve():
-        server.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                conn, dummy = server.accept()
-            except OSError:
-                continue
-            with conn:
-                conn.sendall(b"SSH-2.0-OpenSSH_9.2 fake\r\n")
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield server.getsockname()[1]
-    stop.set()
-    thread.join()
-    server.close()
 
 
 @pytest.fixture

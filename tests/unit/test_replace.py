@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import stat
 import subprocess
-import threading
 
 import pytest
 
@@ -37,32 +35,6 @@ RECAP_LINE = ("prov-0 : ok=40 changed=0 unreachable=0 failed=0 skipped=3; "
               "prov-1 : ok=52 changed=31 unreachable=0 failed=0 skipped=1")
 FATAL = 'fatal: [prov-1]: FAILED! => {"changed": false, "msg": "ray start exited 1"}'
 BY_HAND_TODO = "site.yml from the controller converges it (the label's rentals now include it), then submit.yml"
-
-
-@pytest.fixture(scope="module")
-def sshd():
-    if own_address() is None:
-        pytest.skip("this machine has no address but loopback, which a rental's SSH host may never be")
-    server = socket.socket()
-    server.bind((own_address(), 0))
-    server.listen(16)
-    stop = threading.Event()
-
-    def serve():
-        server.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                conn, dummy = server.accept()
-            except OSError:
-                continue
-            with conn:
-                conn.sendall(b"SSH-2.0-OpenSSH_9.2 fake\r\n")
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield server.getsockname()[1]
-    stop.set()
-    thread.join()
-    server.close()
 
 
 class Kit:

@@ -138,6 +138,68 @@ def test_a_run_to_its_end_keeps_its_state_private_and_removes_the_secrets_file(t
     assert again.run()["reason"] == "succeeded"
 
 
+def kit_config(tmp_path):
+    kit = tmp_path / "cluster" / "prov"
+    kit.mkdir(parents=True, mode=0o700)
+    (kit / "ssh_key").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    cfg = config(tmp_path)
+    cfg["replace"] = dict(label="prov", dir=str(kit), api_key="hb-key-0123", timeout=900)
+    cfg["release"] = dict(label="prov", api_key="hb-key-0123", grace_s=0)
+    zip_path = tmp_path / "packages" / ("rlinfra-%s.zip" % ("ab" * 20))
+    zip_path.parent.mkdir()
+    zip_path.write_bytes(b"PK")
+    cfg["args"]["job"]["package"] = dict(uri="gcs://_ray_pkg_%s.zip" % ("ab" * 20), src=str(zip_path))
+    (tmp_path / "run" / "config.json").write_text(json.dumps(cfg))
+    return cfg, kit
+
+
+def test_at_its_end_a_run_forgets_the_api_key_and_the_replacement_kits_ssh_key(tmp_path, run_dir):
+    cfg, kit = kit_config(tmp_path)
+    sup, dummy = make(tmp_path, Head([job("SUCCEEDED", log="step:1 - x:1\n")]), cfg=cfg)
+    assert sup.run()["reason"] == "succeeded"
+    assert "hb-key-0123" not in (run_dir / "config.json").read_text()
+    assert json.loads((run_dir / "config.json").read_text())["replace"]["dir"] == str(kit)
+    assert stat.S_IMODE(os.stat(run_dir / "config.json").st_mode) == 0o600
+    assert "api_key" not in json.loads((run_dir / "config.json").read_text())["release"]
+    assert not (kit / "ssh_key").exists()
+    zip_path = tmp_path / "packages" / ("rlinfra-%s.zip" % ("ab" * 20))
+    assert not zip_path.exists()
+    said = texts(json.loads((run_dir / "state.json").read_text()))
+    assert said[-3:] == ["removed the API key from the run's config",
+                         "removed the replacement kit's SSH key %s" % (kit / "ssh_key"),
+                         "removed the working_dir zip %s" % zip_path], said
+
+
+def test_a_zip_the_collection_did_not_name_is_never_removed(tmp_path, run_dir):
+    cfg, dummy = kit_config(tmp_path)
+    theirs = tmp_path / "packages" / "job.zip"
+    theirs.write_bytes(b"PK")
+    cfg["args"]["job"]["package"]["src"] = str(theirs)
+    sup, dummy = make(tmp_path, Head([job("SUCCEEDED", log="step:1 - x:1\n")]), cfg=cfg)
+    assert sup.run()["reason"] == "succeeded"
+    assert theirs.exists()
+
+
+def test_the_kits_ssh_key_stays_while_another_run_on_the_cluster_goes_on(tmp_path, run_dir):
+    cfg, kit = kit_config(tmp_path)
+    other = tmp_path / "rlinfra-other-prov"
+    other.mkdir()
+    (other / "config.json").write_text(json.dumps({"replace": {"dir": str(kit)}, "args": cfg["args"]}))
+    (other / "state.json").write_text(json.dumps({"lines": []}))
+    ended = tmp_path / "rlinfra-ended-prov"  # a run that ended does not hold the key
+    ended.mkdir()
+    (ended / "config.json").write_text(json.dumps({"replace": {"dir": str(kit)}}))
+    (ended / "state.json").write_text(json.dumps({"final": {"reason": "succeeded"}}))
+    sup, dummy = make(tmp_path, Head([job("SUCCEEDED", log="step:1 - x:1\n")]), cfg=cfg)
+    assert sup.run()["reason"] == "succeeded"
+    assert (kit / "ssh_key").exists() and (tmp_path / "packages" / ("rlinfra-%s.zip" % ("ab" * 20))).exists()
+    said = texts(json.loads((run_dir / "state.json").read_text()))
+    assert said[-2:] == ["kept the replacement kit's SSH key: rlinfra-other-prov still uses it",
+                         "kept the working_dir zip: rlinfra-other-prov still uses it"], said
+    (other / "state.json").write_text(json.dumps({"final": {"reason": "stopped"}}))
+    assert supervisor.still_used(str(tmp_path), str(run_dir), lambda config: supervisor.kit_of(config) == str(kit)) == []
+
+
 def test_the_newest_checkpoint_step_is_kept_in_the_state(tmp_path, run_dir):
     """What a controller that finds the head gone names (report.head_gone_line): the tracker's step, read each poll."""
     head = Head([job(log="step:1 - x:1\n"), job(log="step:2 - x:1\n"), job("SUCCEEDED", log="step:3 - x:1\n")])

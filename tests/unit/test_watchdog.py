@@ -532,6 +532,19 @@ ROWS += [
 # recovery.replace: a machine still gone after replace_after is replaced by the run's supervisor (the "replace"
 # request, answered as module_utils/hyperbolic/replace.py does), then the wait for the nodes goes on.
 REPLACE = dict(REC, replace=True, replace_after=300)
+# Two workers lost at once, the recovery's wait for them over: the start both rows below share.
+TWO_LOST_SCRIPT = [job(step=1, metadata=M3), job(step=2, nodes=(HEAD,), metadata=M3), {"jobs": []},
+                   {"failed": True, "msg": "1 of 3 node(s) alive after 300s", "_dt": 300}, {"nodes": [HEAD]}]
+
+
+def two_lost_trace(wanted):
+    return ["node gpu-2 (10.0.0.2) left the cluster at 0:00:20", LOST_W3 % "0:00:20",
+            "stopping attempt 1 (%s): it lost a node and would hang or fail" % SID, "stop " + SID, "save_log " + SID,
+            "attempt 1 (%s) ended: a node left the cluster, at step 2; recovery 1 of 1" % SID,
+            "cluster jobs=True timeout=60 wait_for_nodes=1", "sleep 10", WAIT_300 % wanted,
+            "cluster timeout=300 wait_for_nodes=3", "cluster timeout=30"]
+
+
 W3_NEW = node("w3n", "10.0.0.13")
 WITH_W3_NEW = (HEAD, W2, W3_NEW)
 REPLACED_W3 = dict(label="gpu-3 (10.0.0.3)", name="gpu-3", new_ip="10.0.0.13", rental="18003", old_rental="18002")
@@ -621,39 +634,26 @@ ROWS += [
          end=("no_nodes", NO_NODES % (SID, "2 of 3 node(s) alive after 300s", "gpu-3 (10.0.0.3)"))),
     # Two machines gone: both asked for at once, in the order they left.
     dict(name="replace_two_machines_at_once", opts=dict(ON, recovery=dict(REPLACE, max_replacements=2)),
-         script=[job(step=1, metadata=M3), job(step=2, nodes=(HEAD,), metadata=M3), {"jobs": []},
-                 {"failed": True, "msg": "1 of 3 node(s) alive after 300s", "_dt": 300}, {"nodes": [HEAD]},
-                 dict(failed=True, msg="gpu-2 (10.0.0.2) is not one of cluster prov's rentals",
-                      todo="bring it back by hand (site.yml --limit gpu-2), then run submit.yml again")],
-         trace=["node gpu-2 (10.0.0.2) left the cluster at 0:00:20", LOST_W3 % "0:00:20",
-                "stopping attempt 1 (%s): it lost a node and would hang or fail" % SID, "stop " + SID,
-                "save_log " + SID,
-                "attempt 1 (%s) ended: a node left the cluster, at step 2; recovery 1 of 1" % SID,
-                "cluster jobs=True timeout=60 wait_for_nodes=1", "sleep 10", WAIT_300 % 2,
-                "cluster timeout=300 wait_for_nodes=3", "cluster timeout=30",
-                "gpu-2 (10.0.0.2), gpu-3 (10.0.0.3) still gone after 300s: replacing them (recovery.replace)",
-                "replace {head=False label=gpu-2 (10.0.0.2) name=gpu-2 node_ip=10.0.0.2}, "
-                "{head=False label=gpu-3 (10.0.0.3) name=gpu-3 node_ip=10.0.0.3}"],
+         script=TWO_LOST_SCRIPT + [dict(failed=True, msg="gpu-2 (10.0.0.2) is not one of cluster prov's rentals",
+                                        todo="bring it back by hand (site.yml --limit gpu-2), then run submit.yml again")],
+         trace=two_lost_trace(2) + [
+             "gpu-2 (10.0.0.2), gpu-3 (10.0.0.3) still gone after 300s: replacing them (recovery.replace)",
+             "replace {head=False label=gpu-2 (10.0.0.2) name=gpu-2 node_ip=10.0.0.2}, "
+             "{head=False label=gpu-3 (10.0.0.3) name=gpu-3 node_ip=10.0.0.3}"],
          end=("replace", "Ray job %s was not resubmitted: replacing gpu-2 (10.0.0.2), gpu-3 (10.0.0.3) failed: "
               "gpu-2 (10.0.0.2) is not one of cluster prov's rentals; bring it back by hand (site.yml --limit gpu-2), "
               "then run submit.yml again" % SID)),
     # Two gone, one replacement left: only the first is asked for; the wait then fails on the other.
     dict(name="replace_no_more_than_max_replacements", opts=dict(ON, recovery=REPLACE),
-         script=[job(step=1, metadata=M3), job(step=2, nodes=(HEAD,), metadata=M3), {"jobs": []},
-                 {"failed": True, "msg": "1 of 3 node(s) alive after 300s", "_dt": 300}, {"nodes": [HEAD]},
-                 dict(replaced=[dict(label="gpu-2 (10.0.0.2)", name="gpu-2", new_ip="10.0.0.12", rental="18004",
-                                     old_rental="18001")], _dt=60),
-                 {"failed": True, "msg": "2 of 3 node(s) alive after 600s"}],
-         trace=["node gpu-2 (10.0.0.2) left the cluster at 0:00:20", LOST_W3 % "0:00:20",
-                "stopping attempt 1 (%s): it lost a node and would hang or fail" % SID, "stop " + SID,
-                "save_log " + SID,
-                "attempt 1 (%s) ended: a node left the cluster, at step 2; recovery 1 of 1" % SID,
-                "cluster jobs=True timeout=60 wait_for_nodes=1", "sleep 10", WAIT_300 % 1,
-                "cluster timeout=300 wait_for_nodes=3", "cluster timeout=30",
-                "gpu-2 (10.0.0.2) still gone after 300s: replacing it (recovery.replace)",
-                "replace {head=False label=gpu-2 (10.0.0.2) name=gpu-2 node_ip=10.0.0.2}",
-                "replaced gpu-2 (10.0.0.2) by gpu-2 (10.0.0.12) in 0:01:00; waiting up to 600s for 3 alive node(s)",
-                "cluster timeout=600 wait_for_nodes=3"],
+         script=TWO_LOST_SCRIPT + [
+             dict(replaced=[dict(label="gpu-2 (10.0.0.2)", name="gpu-2", new_ip="10.0.0.12", rental="18004",
+                                 old_rental="18001")], _dt=60),
+             {"failed": True, "msg": "2 of 3 node(s) alive after 600s"}],
+         trace=two_lost_trace(1) + [
+             "gpu-2 (10.0.0.2) still gone after 300s: replacing it (recovery.replace)",
+             "replace {head=False label=gpu-2 (10.0.0.2) name=gpu-2 node_ip=10.0.0.2}",
+             "replaced gpu-2 (10.0.0.2) by gpu-2 (10.0.0.12) in 0:01:00; waiting up to 600s for 3 alive node(s)",
+             "cluster timeout=600 wait_for_nodes=3"],
          end=("no_nodes", NO_NODES % (SID, "2 of 3 node(s) alive after 600s", "gpu-2 (10.0.0.2), gpu-3 (10.0.0.3)")),
          check=lambda dog, polls: dog.replaced == 1),
     # The one replacement was made in the first recovery: the second waits as without recovery.replace, and says why.

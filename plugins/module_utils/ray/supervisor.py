@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 
@@ -32,7 +33,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.ray import attempts
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import watchdog
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.recovery import progress_line
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.supervisor_unit import (
-    _systemctl, load, unit_name, write_private)
+    _systemctl, _write_if_changed, load, unit_name, write_private)
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import metrics as verl_metrics
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import checkpoint
 
@@ -325,7 +326,41 @@ class Supervisor:
         self.systemctl("disable", unit_name(self.base))
         if on_end_releases(self.config.get("on_end"), reason):
             self.give_back()
+        self.clean_up()
+        self.save()
         return self.state["final"]
+
+    def clean_up(self):
+        """At the run's end what it held on the head for its recoveries goes: the API key (on_end, recovery.replace)
+        leaves its config; the replacement kit's SSH key (which opens every node) and the working_dir zip kept for a
+        re-upload are removed unless another run still going uses them."""
+        parts = [self.config.get(part) for part in ("release", "replace")]
+        if [part.pop("api_key") for part in parts if isinstance(part, dict) and "api_key" in part]:
+            path = os.path.join(self.directory, "config.json")
+            if os.path.exists(path):
+                _write_if_changed(path, json.dumps(self.config, sort_keys=True), 0o600)
+            self.say("removed the API key from the run's config")
+        kit = kit_of(self.config)
+        if kit:
+            self.remove_unused(os.path.join(kit, "ssh_key"), "the replacement kit's SSH key", kit_of)
+        package = package_of(self.config)
+        if package and PACKAGE_NAME.match(os.path.basename(package)):
+            self.remove_unused(package, "the working_dir zip", package_of)
+
+    def remove_unused(self, path, what, of):
+        """``path`` removed unless another run going on uses it (``of(config)`` names what a run uses)."""
+        mine = of(self.config)
+        users = still_used(os.path.dirname(self.directory), self.directory, lambda config: of(config) == mine)
+        if users:
+            self.say("kept %s: %s still uses it" % (what, ", ".join(users)))
+            return
+        try:
+            os.unlink(path)
+            self.say("removed %s %s" % (what, path))
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            self.say("could not remove %s %s: %s" % (what, path, e))
 
     def give_back(self):
         """on_end: the cluster's rentals given back (the head's own included: this is its last act), after a grace in
@@ -346,6 +381,40 @@ class Supervisor:
             time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(final["released_at"])))
             if ok else "on_end: giving the machines back failed (above): teardown.yml -e release=true gives them back")
         self.save()
+
+
+def still_used(runs, own, uses):
+    """The runs under ``runs`` (one directory each, as /var/lib/rlinfra/runs) other than ``own`` that have not ended and
+    whose config ``uses(config)`` says uses what this run is about to remove."""
+    try:
+        names = sorted(os.listdir(runs))
+    except OSError:
+        return []
+    users = []
+    for name in names:
+        directory = os.path.join(runs, name)
+        if os.path.realpath(directory) == os.path.realpath(own):
+            continue
+        try:
+            config, state = load(os.path.join(directory, "config.json")), load(os.path.join(directory, "state.json"))
+        except (OSError, ValueError):
+            continue
+        if uses(config) and not state.get("final"):
+            users.append(name)
+    return users
+
+
+def kit_of(config):
+    return (config.get("replace") or {}).get("dir")
+
+
+def package_of(config):
+    return ((((config.get("args") or {}).get("job") or {}).get("package")) or {}).get("src")
+
+
+# What a run removes at its end, when no other run going on uses it: the working_dir zip the submit kept on the head
+# for a re-upload (verl_job_remote_tmp/rlinfra-<sha1>.zip; nothing else by that pattern).
+PACKAGE_NAME = re.compile(r"^rlinfra-[0-9a-f]{40}\.zip$")
 
 
 # on_end's words: when the rentals go back once the run has ended.
