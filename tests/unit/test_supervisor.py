@@ -382,9 +382,17 @@ def test_on_end_release_gives_the_machines_back_after_the_grace(tmp_path, run_di
     cfg = dict(config(tmp_path), on_end="release", release=dict(label="prod", api_url="http://api", api_key="k",
                                                                  record="/etc/rlinfra/hyperbolic-prod.json", grace_s=30))
     sup, disabled = make(tmp_path, Head([job("SUCCEEDED", log="step:1 - x:1\n")]), cfg=cfg, clock=clock)
+    written = []
+    real_write = supervisor.write_private
+    monkeypatch.setattr(supervisor, "write_private", lambda path, data: written.append(json.loads(json.dumps(
+        data.get("final")))) or real_write(path, data))
     ended = clock.t
     final = sup.run()
     assert final["released"] == ["i-1", "i-2"] and final["release_at"] == ended + 30 and final["released_at"] == ended + 30
+    # The first state that says the run ended says when the release comes: a follower woken by the end (it waits on
+    # the state file) then waits for the release, and prints its lines.
+    first_end = next(f for f in written if f)
+    assert first_end["release_at"] == ended + 30 and "released_at" not in first_end, first_end
     assert asked[0][0]["label"] == "prod" and asked[0][0]["who"] == "on_end" and asked[0][1] == ended + 30
     said = texts(json.loads((run_dir / "state.json").read_text()))
     assert ("on_end: release: the rentals of cluster prod are given back in 30s (time for a following submit.yml to keep "

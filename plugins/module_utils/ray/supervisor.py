@@ -312,6 +312,9 @@ class Supervisor:
         result.pop("logs_tail", None)
         self.state["final"] = dict(reason=reason, line=line, ended_at=self.clock(), status=result.get("status"),
                                    summary=result.get("summary") or [])
+        releasing = on_end_releases(self.config.get("on_end"), reason)
+        if releasing:  # in the first state with the end: a follower woken by it waits for the release too
+            self.state["final"]["release_at"] = self.clock() + int((self.config.get("release") or {}).get("grace_s", 60))
         self.say("the run ended: %s" % (line or "SUCCEEDED"))
         secrets_file = self.config.get("secrets_file")
         if secrets_file:
@@ -324,7 +327,7 @@ class Supervisor:
                 self.say("could not remove the run's secrets file %s: %s" % (secrets_file, e))
         self.save()
         self.systemctl("disable", unit_name(self.base))
-        if on_end_releases(self.config.get("on_end"), reason):
+        if releasing:
             self.give_back()
         self.clean_up()
         self.save()
@@ -368,7 +371,7 @@ class Supervisor:
         release = dict(self.config.get("release") or {})
         grace = int(release.get("grace_s", 60))
         final = self.state["final"]
-        final["release_at"] = self.clock() + grace
+        final.setdefault("release_at", self.clock() + grace)
         self.say("on_end: %s: the rentals of cluster %s are given back in %ds (time for a following submit.yml to keep "
                  "the logs and the report)" % (self.config["on_end"], release.get("label"), grace))
         self.save()
