@@ -387,6 +387,11 @@ def test_unfit_then_gone_for_good_machines_are_replaced_and_a_cluster_gone_whole
             deadline = time.monotonic() + 1200
             while not said().get("final") and time.monotonic() < deadline:  # bounded: a stuck replace fails here
                 time.sleep(3)
+            # The clean-up's lines come after the state that says the run ended (Supervisor.clean_up).
+            deadline = time.monotonic() + 60
+            while "removed the replacement kit's SSH key" not in json.dumps(said().get("lines")) \
+                    and time.monotonic() < deadline:
+                time.sleep(1)
             state = said()
             lines = " ".join(line[2] for line in state.get("lines") or [])
             assert (state.get("final") or {}).get("reason") == "succeeded", lines[-5000:]
