@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Quality gates: ansible-lint (production profile), ansible-test sanity + units from an
+# Quality gates: ansible-lint (production profile), ruff (format and check), mypy, ansible-test sanity from an
 # ansible_collections/rlinfra/verl layout, Galaxy build + install into an empty path with ansible-doc and a
 # syntax check against the installed copy, and the changelog. Fails on the first gate that fails.
 set -euo pipefail
@@ -12,6 +12,14 @@ gate() { printf '\n--- gate: %s\n' "$*"; }
 
 gate "ansible-lint --profile production"
 ansible-lint --profile production --offline
+
+gate "ruff format --check, ruff check (pyproject.toml)"
+ruff format --check --quiet plugins tests bench scripts
+ruff check --quiet plugins tests bench scripts
+
+gate "mypy: module_utils and plugin_utils (every public function annotated: tests/unit/test_typed.py)"
+( cd collections && mypy --config-file ../pyproject.toml \
+    -p ansible_collections.rlinfra.verl.plugins.module_utils -p ansible_collections.rlinfra.verl.plugins.plugin_utils )
 
 gate "ansible-test sanity"
 # ansible-test bootstraps pip in its sanity venvs with a get-pip script from ci-files.testing.ansible.com,

@@ -4,7 +4,7 @@
 """Filters of the secrets-file route (plugins/module_utils/verl/secrets_run.py, docs/SECURITY.md):
 
     {{ names | rlinfra.verl.secret_values(verl_job_secrets) }}   {name: value} from there, else the environment
-    {{ names | rlinfra.verl.mask_values(verl_job_secrets) }}     those values and every value given there
+    {{ names | rlinfra.verl.values_to_mask(verl_job_secrets) }}  those values and every value given there
     {{ waited | rlinfra.verl.secrets_file_done }}                remove it: the waited run has ended
 """
 
@@ -21,7 +21,7 @@ def secret_values(names, given=None):
     return values(list(names or []), dict(given or {}), os.environ)
 
 
-def mask_values(names, given=None):
+def values_to_mask(names, given=None):
     """What to mask in logs: the secrets ``names`` as a submit finds them, plus every other value of ``given``
     (masking one value too many costs nothing)."""
     found = list(secret_values(names, given).values())
@@ -30,4 +30,4 @@ def mask_values(names, given=None):
 
 class FilterModule:
     def filters(self):
-        return {"secret_values": secret_values, "mask_values": mask_values, "secrets_file_done": secrets_file_done}
+        return {"secret_values": secret_values, "values_to_mask": values_to_mask, "secrets_file_done": secrets_file_done}

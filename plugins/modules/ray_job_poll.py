@@ -244,7 +244,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module i
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import (
     DASHBOARD_ARGS, MIN_POLL_INTERVAL, check_runtime_env)
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.secret_names import secret_values
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.secret_names import env_secret_values
 
 ARGS = vocabulary.Args(
     submission_id=vocabulary.SubmissionId(required=True),
@@ -272,7 +272,7 @@ ARGUMENT_SPEC = ARGS.spec
 
 def concealed(params):
     """A refusal's invocation shows the runtime_env: its secret values, masked before the fields are checked."""
-    return secret_values((params["runtime_env"] or {}).get("env_vars"), params["secret_names"] or ())
+    return env_secret_values((params["runtime_env"] or {}).get("env_vars"), params["secret_names"] or ())
 
 
 def main():

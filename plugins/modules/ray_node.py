@@ -225,34 +225,18 @@ closed_logs:
   type: int
 """
 
-import os
-import pwd
-import re
-import time
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.node_state import part_digests, record_content, restart_reasons
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.nft import BOOT_UNIT, BOOT_UNIT_NAME, Nft, ancestor_env, install_nft, present
-from ansible_collections.rlinfra.verl.plugins.module_utils.node.python_env import read_json
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import owned, vocabulary
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import env_items
-from ansible_collections.rlinfra.verl.plugins.module_utils.node import container
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.firewall import PortsType
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import DASHBOARD_ARGS, RayAuthError, RayError, client_from_module
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.node import (
-    NUM_GPUS_PLACEHOLDER, Systemd, amd_env, close_logs, detect_gpus, ensure_dir, fact_text, open_logs, put, wait_for_port)
-
-
-def check_num_gpus(value):
-    if value != "auto" and not (re.fullmatch(r"[0-9]{1,4}", value or "") and int(value) <= vocabulary.MAX_GPUS):
-        raise vocabulary.Bad("be auto or a whole number of GPUs from 0 to %d" % vocabulary.MAX_GPUS)
-    return value
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import DASHBOARD_ARGS
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.node_apply import check_num_gpus, converge
 
 
 USER = dict(empty=False, max_len=33, pattern=r"^[a-z_][a-z0-9_-]{0,31}\$?$",
             what="a user name (lowercase letters, digits, _ and -)")
 # The options of rlinfra.verl.ray_firewall with state=present (ray_firewall declares them for itself: a module
-# cannot import another); none set takes ray_firewall's default (FIREWALL_DEFAULTS, path in config_dir).
+# cannot import another); none set takes ray_firewall's default (module_utils/ray/node_apply.py FIREWALL_DEFAULTS,
+# path in config_dir).
 FIREWALL = vocabulary.Options(dict(
     ports=PortsType(required=True),
     # An empty address passes the type for module_utils/ray/firewall.py's own line (the member's facts are missing).
@@ -320,206 +304,10 @@ ARGS = vocabulary.Args(
     **DASHBOARD_ARGS
 )
 ARGUMENT_SPEC = ARGS.spec
-FIREWALL_DEFAULTS = dict(controller="", ssh_connection="", allow=[], protected_ports=[22], table="rlinfra_ray", members=[])
-POLL_START = 0.2
-POLL_MAX = 1.0
-
-
-class Node:
-    def __init__(self, module):
-        self.module = module
-        self.p = module.params
-        self.check = module.check_mode
-        self.files = []
-        self.diff = [] if module._diff else None  # --diff: each file's change, secrets' content hidden
-        try:
-            self.uid = pwd.getpwnam(self.p["user"]).pw_uid
-        except KeyError:
-            module.fail_json(msg="ray_user %r does not exist on this node: create it first or set ray_user" % self.p["user"])
-        self.unit_path = os.path.join(self.p["unit_dir"], "ray-%s.service" % self.p["role"])
-        self.state_path = os.path.join(self.p["config_dir"], "rlinfra-state.json")
-
-    def put(self, path, text, mode, uid=None):
-        if put(path, text, mode, uid, self.check, self.diff):
-            self.files.append(path)
-            return True
-        return False
-
-    def ensure_dir(self, path, mode, uid=None, keep_mode=False):
-        try:
-            changed = ensure_dir(path, mode, uid, self.check, keep_mode)
-        except OSError as e:
-            self.module.fail_json(msg="%s cannot be used: %s" % (path, e.strerror or e))
-        if changed:
-            self.files.append(path)
-
-    def firewall(self, systemd):
-        """Fence Ray's ports before Ray (re)starts, so that it never listens unfenced; the result of the firewall part."""
-        fw = dict(FIREWALL_DEFAULTS, path=os.path.join(self.p["config_dir"], "rlinfra-firewall.nft"))
-        fw.update((k, v) for k, v in self.p["firewall"].items() if v is not None)
-        result = dict(changed=False, active=False)
-        nft = Nft(self.module)
-        if not nft.path:
-            result["installed_nft"] = True
-            if self.check:
-                result["changed"] = True
-            else:
-                why = install_nft(self.module)
-                nft = Nft(self.module)
-                result["changed"] = bool(nft.path)
-                if why:
-                    result["install_error"] = why
-        if not fw["controller"] and not fw["ssh_connection"]:
-            fw["ssh_connection"] = ancestor_env("SSH_CONNECTION")
-        present(self.module, nft, fw, result)
-        result["nft"] = nft.path
-        unit_changed = False
-        if result["active"]:
-            unit = BOOT_UNIT.format(table=fw["table"], path=fw["path"], nft=nft.path or "/usr/sbin/nft")
-            unit_changed = self.put(os.path.join(self.p["unit_dir"], BOOT_UNIT_NAME), unit, 0o644)
-            if unit_changed and not self.check:
-                systemd.run("daemon-reload")
-            if not systemd.enabled(BOOT_UNIT_NAME):
-                # Enabled, not started: the table is applied already; the unit only matters at the next boot.
-                result["changed"] = True
-                if not self.check:
-                    systemd.run("enable", BOOT_UNIT_NAME)
-        return result
-
-    def reasons(self, active, unit_changed, env_changed, token_changed):
-        p = self.p
-        record = read_json(self.state_path) if os.path.exists(self.state_path) else None
-        env_record = read_json(p["python_env_state"]) if p["python_env_state"] else None
-        self.parts = part_digests(p["restart_inputs"])
-        self.fingerprint = (env_record or {}).get("fingerprint")
-        if not active:
-            return []  # nothing to restart: it starts with what it should run
-        reasons = restart_reasons(record, self.parts, self.fingerprint)
-        reasons += (["unit file"] if unit_changed else []) + (["environment files"] if env_changed else [])
-        reasons += ["token file"] if token_changed else []
-        if self.check:
-            reasons += [r for r in p["foreseen"] if r not in reasons]
-        return reasons
-
-    def guard(self, reasons):
-        p = self.p
-        if not reasons or not p["running_jobs"] or p["restart_running_jobs"]:
-            return
-        # The files are new already: without a record the next run foresees the restart (and refuses it or makes it).
-        if not self.check and os.path.exists(self.state_path):
-            os.unlink(self.state_path)
-        self.module.fail_json(
-            msg="Ray on this node must restart (%s) but job(s) %s run on its cluster, which the check before the run did "
-                "not foresee; its files are updated, Ray is not restarted: stop the job(s) first (ansible-playbook stop.yml "
-                "-e exp=NAME) or re-run with -e ray_restart_running_jobs=true to restart anyway."
-                % (", ".join(reasons), ", ".join(p["running_jobs"])), files=self.files, reasons=reasons)
-
-    def wait_alive(self):
-        p = self.p
-        try:
-            client = client_from_module(self.module, retries=0)
-        except RayError as exc:
-            self.module.fail_json(msg=str(exc))
-        deadline, delay, last = time.monotonic() + p["timeout"], POLL_START, "no answer yet"
-        while True:
-            try:
-                nodes = client.list_nodes()
-                if any(n.get("node_ip") == p["node_ip"] and n.get("state") == "ALIVE" for n in nodes):
-                    return
-                last = "the dashboard does not list %s alive" % p["node_ip"]
-            except RayAuthError as exc:
-                self.module.fail_json(msg=str(exc))
-            except RayError as exc:
-                last = str(exc)
-            if time.monotonic() >= deadline:
-                self.module.fail_json(msg="Ray on this node (%s) is not alive in its cluster after %ss: %s; see journalctl -u "
-                                      "ray-%s and %s/session_latest/logs" % (p["node_ip"], p["timeout"], last, p["role"], p["temp_dir"]),
-                                      files=self.files)
-            time.sleep(delay)
-            delay = min(delay * 1.6, POLL_MAX)
-
-
-def rocm_smi(module):
-    """A call of ``rocm-smi --showid --json`` when the tool is installed (its output, None when it fails)."""
-    path = module.get_bin_path("rocm-smi")
-    if not path:
-        return None
-
-    def call():
-        rc, out, dummy = module.run_command([path, "--showid", "--json"])
-        return out if rc == 0 else None
-    return call
 
 
 def main():
-    module = ARGS.new_module(AnsibleModule)
-    p = module.params
-    for wait, key in (("alive", "node_ip"), ("gcs", "gcs_address")):
-        if p["wait"] == wait and not p[key].strip():
-            module.fail_json(msg="%s must be given with wait=%s (or set wait=none)" % (key, wait), changed=False)
-    node = Node(module)
-    systemd = Systemd(module)
-    service = "ray-%s.service" % p["role"]
-    cfg = p["config_dir"]
-    vendor, found = detect_gpus(rocm_smi=rocm_smi(module))
-    gpus = found if p["num_gpus"] == "auto" else p["num_gpus"]
-    env = p["env"]
-    if vendor == "amd":
-        extra, error = amd_env(env, p["secret_env"], p["rocm_env"], gpus if str(gpus).isdigit() else 0)
-        if error:
-            module.fail_json(msg=error)
-        env += extra
-
-    node.ensure_dir(cfg, 0o755)
-    node.ensure_dir(p["temp_dir"], 0o700, node.uid, keep_mode=True)  # Ray loosens its tree on start: left alone then
-    if not module.check_mode:
-        owned.claim(p["temp_dir"], 0o700)  # a purge removes it only when made here (or empty): owned.claim
-    token_changed = bool(p["token"]) and node.put(os.path.join(cfg, "auth_token"), p["token"], 0o600, node.uid)
-    env_changed = node.put(os.path.join(cfg, "ray.env"), env, 0o644)
-    env_changed = node.put(os.path.join(cfg, "ray-secrets.env"), p["secret_env"], 0o600, node.uid) or env_changed
-    firewall = node.firewall(systemd) if p["firewall"] is not None else {}
-    unit = p["unit"].replace(NUM_GPUS_PLACEHOLDER, str(gpus))
-    if p["container_engine"]:
-        names = [name for name, dummy in env_items(env)] + [name for name, dummy in env_items(p["secret_env"])]
-        unit = unit.replace(container.ARGS_PLACEHOLDER, container.node_args(p["container_engine"], vendor, gpus, names))
-    unit_changed = node.put(node.unit_path, unit, 0o644)
-
-    active = systemd.active(service)
-    reasons = node.reasons(active, unit_changed, env_changed, token_changed)
-    node.guard(reasons)
-    enabled = systemd.enabled(service)
-    started = bool(reasons) or not active
-    if not module.check_mode:
-        if unit_changed:
-            systemd.run("daemon-reload")
-        if not enabled:
-            systemd.run("enable", service)
-        if started and p["role"] == "worker" and p["gcs_address"]:
-            why = wait_for_port(p["gcs_address"], p["timeout"])
-            if why:
-                module.fail_json(msg="this worker's Ray was not started: its head's GCS at %s; start the head's Ray first "
-                                     "(site.yml starts each head before its workers), then run again" % why, files=node.files)
-        if started:
-            systemd.run("restart" if reasons else "start", service)
-
-    opened = [] if module.check_mode else open_logs(p["temp_dir"])
-    close_logs(opened)
-    node.ensure_dir(os.path.dirname(p["fact_path"]), 0o755)
-    node.put(p["fact_path"], fact_text(p["fact"]), 0o644)
-
-    if not module.check_mode and (started or p["wait"] == "alive"):
-        if p["wait"] == "alive":
-            node.wait_alive()
-        elif p["wait"] == "gcs":
-            why = wait_for_port(p["gcs_address"], p["timeout"])
-            if why:
-                module.fail_json(msg="Ray's GCS on this node: %s; see journalctl -u %s" % (why, service), files=node.files)
-    # What Ray now runs: a run that changed something but failed before this point restarts it next time.
-    node.put(node.state_path, record_content(node.parts, node.fingerprint), 0o600)
-    changed = bool(node.files or firewall.get("changed") or started or opened or not enabled)
-    extra = dict(diff=node.diff) if node.diff else {}
-    module.exit_json(changed=changed, gpus=int(gpus) if str(gpus).isdigit() else gpus, gpu_vendor=vendor, files=node.files, reasons=reasons,
-                     started=started, firewall=firewall, closed_logs=len(opened), **extra)
+    converge(ARGS.new_module(AnsibleModule))
 
 
 if __name__ == "__main__":

@@ -128,7 +128,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabul
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import (
     DASHBOARD_ARGS, check_entrypoint, check_resources, check_runtime_env, string_values)
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.package import RAY_PKG_PREFIX
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.secret_names import secret_values
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.secret_names import env_secret_values
 
 # The action sends a zip of up to 8 MiB inside the call, base64.
 PACKAGE_DATA_MAX = 4 * -(-8 * 1024 * 1024 // 3)
@@ -218,7 +218,7 @@ ARGUMENT_SPEC = ARGS.spec
 def concealed(params):
     """A refusal's invocation shows the job: its secret-looking values, masked before the fields are checked."""
     env = (params["job"] or {}).get("runtime_env")
-    return secret_values(env.get("env_vars") if isinstance(env, dict) else None)
+    return env_secret_values(env.get("env_vars") if isinstance(env, dict) else None)
 
 
 def main():

@@ -7,6 +7,9 @@ view of a cluster (its head, its hosts, their GPUs for a dry run) and the option
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any
+
 from ansible.errors import AnsibleError
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment
@@ -35,21 +38,21 @@ def _extra_params(value):
     return value
 
 
-def role(option, variable, t):
+def role(option: str, variable: str, t: vocabulary.Type) -> vocabulary.Type:
     """``t`` named in its error lines as the option and the role variable that sets it."""
     t.label = "%s (%s)" % (option, variable)
     return t
 
 
-def name_arg():
+def name_arg() -> vocabulary.Custom:
     return vocabulary.Custom("str", _ref, ["../etc/passwd", "a b", ""], "smoke", required=True)
 
 
-def params_arg():
+def params_arg() -> vocabulary.Custom:
     return vocabulary.Custom("dict", _extra_params, [{"a b": 1}, {"hf_token": "hf_s3cr3t"}, {"~x": 1}], {}, default={})
 
 
-def checkpoint_args():
+def checkpoint_args() -> dict[str, vocabulary.Type]:
     """The checkpoint options of verl_experiment and verl_experiment_render (documented once, in the
     rlinfra.verl.experiment_checkpoint documentation fragment)."""
     return dict(
@@ -58,11 +61,11 @@ def checkpoint_args():
         checkpoint_cluster=role("checkpoint_cluster", "-e checkpoint_cluster", vocabulary.Name(empty=True, default="")))
 
 
-def text(value):
+def text(value: object) -> str:
     return "" if value is None else str(value)
 
 
-def hostvar(task_vars, host, name, default=None):
+def hostvar(task_vars: Mapping[str, Any], host: str, name: str, default: Any = None) -> Any:
     try:
         value = task_vars["hostvars"][host].get(name, default)
     except (KeyError, AnsibleError):
@@ -70,10 +73,10 @@ def hostvar(task_vars, host, name, default=None):
     return default if value is None else value
 
 
-def inventory(task_vars, cluster):
+def inventory(task_vars: Mapping[str, Any], cluster: str) -> tuple[list[str], list[str], list[str]]:
     """(heads, hosts, clusters): the cluster's hosts of ray_head, all its hosts, the clusters with a head."""
     groups = task_vars.get("groups") or {}
-    members = {}
+    members: dict[str, bool] = {}
     for group in ("ray_head", "ray_workers"):
         for host in groups.get(group, []):
             if (text(hostvar(task_vars, host, "ray_cluster")) or experiment.DEFAULT_CLUSTER) == cluster:
@@ -84,7 +87,8 @@ def inventory(task_vars, cluster):
     return heads, list(members), clusters
 
 
-def inventory_nodes(task_vars, hosts, heads, default_gpus):
+def inventory_nodes(task_vars: Mapping[str, Any], hosts: Iterable[str], heads: Collection[str],
+                    default_gpus: int | None) -> list[dict[str, Any]]:
     """The nodes a dry run renders for, as ray_cluster_info would list them, from the inventory."""
     nodes = []
     for host in hosts:
@@ -109,7 +113,7 @@ class ExperimentAction(TypedAction):
     ERRORS_LIST = True
     _requires_connection = False
 
-    def act(self, result, args, task_vars):
+    def act(self, result: dict[str, Any], args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         result["changed"] = False
         try:
             result.update(self.work(args, task_vars))
@@ -117,5 +121,5 @@ class ExperimentAction(TypedAction):
             result.update(failed=True, msg=str(e), errors=e.errors)
         return result
 
-    def work(self, args, task_vars):
+    def work(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         raise NotImplementedError

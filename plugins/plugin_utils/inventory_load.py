@@ -13,26 +13,27 @@ calls our plugin again: that second call gives the same line without asking the 
 from __future__ import annotations
 
 import weakref
+from typing import Any, NoReturn
 
 from ansible.errors import AnsibleParserError
 
 # Per inventory being built (a refresh_inventory builds a new one, so it asks again): source path -> line.
-_FAILED = weakref.WeakKeyDictionary()
+_FAILED: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
 
 
-def _data(inventory):
+def _data(inventory: Any) -> Any:
     # the inventory manager hands each plugin a proxy of its InventoryData; the proxy is new for every plugin
     return getattr(inventory, "__wrapped__", inventory)
 
 
-def failed_before(inventory, path):
+def failed_before(inventory: Any, path: object) -> None:
     """Raise the line this source already failed with while this inventory was built (the ``auto`` plugin's retry)."""
     line = _FAILED.get(_data(inventory), {}).get(str(path))
     if line is not None:
         raise AnsibleParserError(line)
 
 
-def give_up(inventory, path, line):
+def give_up(inventory: Any, path: object, line: str) -> NoReturn:
     """Remember and raise the one line for ``path``."""
     try:
         _FAILED.setdefault(_data(inventory), {})[str(path)] = line

@@ -9,6 +9,8 @@ and parses only what the job printed since the last one."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import metrics as verl_metrics
 
@@ -16,7 +18,7 @@ TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 
 
 class LogCopy:
-    def __init__(self, sid, log_dir="", mask=None):
+    def __init__(self, sid: str, log_dir: str = "", mask: Callable[[str], str] | None = None):
         self.sid = sid
         self.offset, self.file_id, self.size = 0, "", 0
         self.path = os.path.join(log_dir, "%s.log" % sid) if log_dir else None
@@ -28,14 +30,14 @@ class LogCopy:
         self.newline = True     # the copy ends with a line break (or is empty)
         self.checked = False    # the action made sure the artifacts directory is there
 
-    def poll_args(self):
+    def poll_args(self) -> dict[str, Any]:
         return dict(log_offset=self.offset, log_file_id=self.file_id)
 
     @property
-    def behind(self):
+    def behind(self) -> bool:
         return self.offset < self.size
 
-    def take(self, res):
+    def take(self, res: Mapping[str, Any]) -> bool:
         """Feed the new piece of a ray_job_poll result (made with :meth:`poll_args`); True when the log has more to
         read. OSError when the copy cannot be written (``path`` is then None; the metrics go on)."""
         if "log_offset" not in res:
@@ -77,7 +79,7 @@ class LogCopy:
         if data:
             self.newline = data.endswith(b"\n")
 
-    def finish(self):
+    def finish(self) -> str | None:
         """The copy ends with a line break (as the copies written whole did); its path, or None when there is
         nothing to keep (no copy, or an empty log)."""
         self.metrics.finish()
@@ -88,7 +90,7 @@ class LogCopy:
         return self.path
 
 
-def _write_all(fd, data):
+def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]

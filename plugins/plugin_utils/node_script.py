@@ -26,6 +26,8 @@ import os
 import re
 import shlex
 import sys
+from collections.abc import Container, Iterable, Mapping
+from typing import Any
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
@@ -50,7 +52,7 @@ LONGEST_SECRET = 65536
 # package (a module, or a sub-package whose names are modules) and the names.
 _FROM = re.compile(r"^[ \t]*from[ \t]+%s(?:\.([\w.]+))?[ \t]+import[ \t]+(?:\(([^)]*)\)|([^\n]*))" % re.escape(PACKAGE), re.M)
 _ANSIBLE = re.compile(r"^\s*(from|import)\s+ansible(\.|\s)", re.M)
-_SOURCES = {}
+_SOURCES: dict[tuple[str, str], str] = {}
 
 # The module_utils sources given, imported from memory, and the function's import: the start of every script and program.
 IMPORTER = r'''_SOURCES = json.loads(%(sources)s)
@@ -94,12 +96,12 @@ class NeedsModule(Exception):
     """The code cannot run without Ansible's module runtime."""
 
 
-def _path(name, directory):
+def _path(name: str, directory: str) -> str:
     """The file or directory of module_utils module or sub-package ``name`` (dotted: ``ray.job_poll``), no suffix."""
     return os.path.join(directory, *name.split("."))
 
 
-def _source(name, directory):
+def _source(name: str, directory: str) -> str:
     key = (directory, name)
     if key not in _SOURCES:
         try:
@@ -110,12 +112,12 @@ def _source(name, directory):
     return _SOURCES[key]
 
 
-def packages(names):
+def packages(names: Iterable[str]) -> list[str]:
     """The sub-packages of module_utils that modules ``names`` (dotted: ``ray.job_poll``) lie in: ``["ray"]``."""
     return sorted(set(name.rsplit(".", n)[0] for name in names for n in range(1, name.count(".") + 1)))
 
 
-def closure(names, directory=MODULE_UTILS, lazy_ansible=()):
+def closure(names: Iterable[str], directory: str = MODULE_UTILS, lazy_ansible: Container[str] = ()) -> dict[str, str]:
     """{module name: source} of ``names`` and every module_utils module they import, directly or not; names are
     dotted below module_utils (``ray.job_poll``), their sub-packages in :func:`packages`. ``lazy_ansible``: modules
     that import Ansible only inside a function their caller never reaches (hyperbolic.client's default opener)."""
@@ -128,6 +130,7 @@ def closure(names, directory=MODULE_UTILS, lazy_ansible=()):
         if name not in lazy_ansible and _ANSIBLE.search(text):
             raise NeedsModule("module_utils %s imports Ansible" % name)
         for base, group, line in _FROM.findall(text):
+            imported: str | list[str]
             imported = re.sub(r"#[^\n]*", "", group or line)
             imported = [part.split()[0] for part in imported.replace("\n", " ").split(",") if part.strip()]
             if base and not os.path.isdir(_path(base, directory)):
@@ -137,7 +140,9 @@ def closure(names, directory=MODULE_UTILS, lazy_ansible=()):
     return found
 
 
-def script(module, function, args, directory=MODULE_UTILS, no_log_values=(), check_mode=False, environ=None):
+def script(module: str, function: str, args: Mapping[str, Any], directory: str = MODULE_UTILS,
+           no_log_values: Iterable[str] = (), check_mode: bool = False,
+           environ: Mapping[str, str] | None = None) -> str:
     """The Python source that prints ``MARK + json(function(args, PlainModule(args)))``, ``no_log_values`` (and what
     the function adds to them, such as a token it read) masked, ``environ`` (the task's ``environment``) set for it;
     raises NeedsModule."""
@@ -158,7 +163,8 @@ import importlib.machinery, json, sys
 '''
 
 
-def program(module, function, lazy_ansible=(), directory=MODULE_UTILS):
+def program(module: str, function: str, lazy_ansible: Container[str] = (),
+            directory: str = MODULE_UTILS) -> tuple[str, str]:
     """(source, sha1) of a program that runs ``function(argv)`` of module_utils ``module`` on a node, as a service
     does (the run's supervisor): the same closure as :func:`script`, loaded from memory; raises NeedsModule."""
     sources = closure([module], directory, lazy_ansible=lazy_ansible)
@@ -170,7 +176,8 @@ def program(module, function, lazy_ansible=(), directory=MODULE_UTILS):
     return text, hashlib.sha1(text.encode("utf-8")).hexdigest()
 
 
-def run_here(module, function, args, no_log_values=(), check_mode=False, environ=None):
+def run_here(module: str, function: str, args: Mapping[str, Any], no_log_values: Iterable[str] = (),
+             check_mode: bool = False, environ: Mapping[str, str] | None = None) -> dict[str, Any] | None:
     """What the script of :func:`script` would print, from this process: the function's module imported here, the
     environment set around the call; a failed result naming the exception when it raised (never the module then:
     the function may have acted)."""
@@ -191,13 +198,13 @@ def run_here(module, function, args, no_log_values=(), check_mode=False, environ
     return value if isinstance(value, dict) else None
 
 
-def raised(module, function, error):
+def raised(module: str, function: str, error: object) -> dict[str, Any]:
     """The task's failure when the function raised after it started: one line, never followed by the module."""
     return dict(failed=True, changed=False, msg="%s failed: %s (module_utils/%s.py %s(); not run again as a module, "
                 "since it may have acted)" % (function, str(error)[:2000], module.replace(".", "/"), function))
 
 
-def outcome(rc, stdout, stderr=""):
+def outcome(rc: int | None, stdout: str | None, stderr: str | None = "") -> tuple[str, Any]:
     """(kind, value) of a script's run: ("result", the function's result), ("raised", the exception's line) when it
     raised or stopped after it started, ("not started", why) when it never reached the function (no such Python,
     code it cannot load): only then may the module run instead."""
@@ -217,7 +224,7 @@ def outcome(rc, stdout, stderr=""):
     return "not started", "exit code %s%s" % (rc, ": " + tail if tail else "")
 
 
-def reply(rc, stdout):
+def reply(rc: int | None, stdout: str | None) -> dict[str, Any] | None:
     """The function's result from the script's exit code and output; None when it did not give one."""
     if rc != 0:
         return None
@@ -231,7 +238,7 @@ def reply(rc, stdout):
     return None
 
 
-def interpreter(templar, task_vars):
+def interpreter(templar: Any, task_vars: Mapping[str, Any]) -> str:
     """The node's Python as a module would use it: ansible_python_interpreter, else the one discovered earlier in
     the run, else python3 from the node's PATH."""
     given = task_vars.get("ansible_python_interpreter")
@@ -242,7 +249,7 @@ def interpreter(templar, task_vars):
     return (task_vars.get("ansible_facts") or {}).get("discovered_interpreter_python") or "python3"
 
 
-def runs_here(action, python):
+def runs_here(action: ActionBase, python: str) -> bool:
     """Whether the target is this very process's machine, user and Python - the local connection without become, and
     the interpreter a module would use is the one running Ansible (implicit localhost's default): then the action's
     own process runs the function and no Python starts (~0.15 s of a short ray_job)."""
@@ -253,7 +260,7 @@ def runs_here(action, python):
 SWITCH = "rlinfra_node_script"
 
 
-def wanted(task_vars):
+def wanted(task_vars: Mapping[str, Any]) -> tuple[bool | None, str | None]:
     """(whether the plain-script route is on, the line when ``rlinfra_node_script`` is not a switch). Off, every
     SCRIPTED module runs as Ansible runs modules: the way out on a node whose Python cannot run the script, and the
     baseline bench/bench_script_route.py times the route against."""
@@ -266,7 +273,8 @@ def wanted(task_vars):
         return None, "%s must %s, got %r" % (SWITCH, e, value)
 
 
-def run(action, task_vars, module, function, args, no_log_values=()):
+def run(action: ActionBase, task_vars: Mapping[str, Any], module: str, function: str, args: Mapping[str, Any],
+        no_log_values: Iterable[str] = ()) -> dict[str, Any] | None:
     """``function(args)`` of module_utils ``module`` on the action's host through its connection (or in this process,
     :func:`runs_here`), with the task's ``environment``; its result with ``runtime`` saying where it ran (``script`` or
     ``local``), None when it could not run that way (then run the module)."""
@@ -277,7 +285,7 @@ def run(action, task_vars, module, function, args, no_log_values=()):
     # The script goes on stdin, as a pipelined module does (whether or not the configuration pipelines modules).
     if not on or not connection.has_pipelining or (connection.become and not connection.become.pipelining):
         return None
-    environ = {}
+    environ: dict[str, Any] = {}
     action._compute_environment_string(environ)
     environ = dict((str(k), str(v)) for k, v in environ.items())
     python = interpreter(action._templar, task_vars)
@@ -303,7 +311,7 @@ def run(action, task_vars, module, function, args, no_log_values=()):
     return None if value is None else dict(value, runtime=runtime)
 
 
-def leaves(value):
+def leaves(value: Any) -> list[str]:
     """The strings a no_log option's value holds (a container's every leaf), as Ansible masks them."""
     if isinstance(value, dict):
         return [x for v in value.values() for x in leaves(v)]
@@ -331,18 +339,19 @@ SCRIPTED = {
 }
 
 
-def expands_on_node(spec, module_args):
+def expands_on_node(spec: Mapping[str, Mapping[str, Any]], module_args: Mapping[str, Any]) -> bool:
     """Whether a path option as given has a ~ or $VAR: validation expands them here, on the controller; the module
     expands them on the node, so such a call goes to the module."""
     return any(opt.get("type") == "path" and any(c in str(module_args.get(k) or "") for c in "~$") for k, opt in spec.items())
 
 
-def declared_spec(module_name):
+def declared_spec(module_name: str) -> dict[str, Any]:
     """The argument spec module ``module_name`` declares (its ARGUMENT_SPEC)."""
     return importlib.import_module("ansible_collections.rlinfra.verl.plugins.modules." + module_name.rsplit(".", 1)[1]).ARGUMENT_SPEC
 
 
-def call(action, task_vars, module_name, module_args):
+def call(action: ActionBase, task_vars: Mapping[str, Any], module_name: str,
+         module_args: Mapping[str, Any]) -> dict[str, Any]:
     """What module ``module_name`` (one of SCRIPTED) returns for ``module_args``: from its function run as a plain
     script (``runtime: script``), else from the module itself (``runtime: module``) - arguments it would refuse, a
     path it would expand on the node, a script that cannot run, or ``rlinfra_node_script: false``."""
@@ -375,7 +384,7 @@ class ScriptedAction(ActionBase):
     MODULE = ""
     _supports_async = True
 
-    def run(self, tmp=None, task_vars=None):
+    def run(self, tmp: str | None = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         if self._task.async_val:

@@ -5,6 +5,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
 from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 
@@ -12,8 +15,11 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.common import setting
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import mask_shapes
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.settings import plain
 
+if TYPE_CHECKING:
+    from ansible_collections.rlinfra.verl.plugins.module_utils.common.vocabulary import Args
 
-def read(templar, task_vars, names):
+
+def read(templar: Any, task_vars: Mapping[str, Any], names: Iterable[str]) -> tuple[dict[str, Any], list[str]]:
     """The values of ``names`` as the play sees them (templated, plain Python), for the actions check_settings
     and command_line. Returns ``(values, errors)``; an undefined name is left out."""
     values, errors = {}, []
@@ -26,7 +32,8 @@ def read(templar, task_vars, names):
     return values, errors
 
 
-def settings_failure(templar, task_vars, roles):
+def settings_failure(templar: Any, task_vars: Mapping[str, Any],
+                     roles: Collection[str]) -> tuple[list[str], dict[str, Any]]:
     """The roles' variables checked as values (rules: module_utils/common/settings.py), for the actions check_settings and
     converge_record. Returns ``(checked names, result fields)``: the fields are empty when every value is good, else
     ``failed``, ``errors`` and the one ``msg`` naming the host."""
@@ -40,7 +47,7 @@ def settings_failure(templar, task_vars, roles):
         "s" if len(errors) > 1 else "", host, "; ".join(errors)))
 
 
-def typed_args(action, declared):
+def typed_args(action: ActionBase, declared: Args) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """An action's arguments: Ansible's own spec check (``validate_argument_spec``, which fails the task with its
     line), then the types of module_utils/common/vocabulary.py. Returns ``(args, None)``, or ``(args, failure)`` with the
     task's failed result, one line per bad field, before the action does anything."""
@@ -51,7 +58,7 @@ def typed_args(action, declared):
     return args, None
 
 
-def shapes_masked(result):
+def shapes_masked(result: dict[str, Any]) -> dict[str, Any]:
     """A failed result's ``msg`` and ``errors`` with every credential-shaped value masked (masking.mask_shapes): a
     line that repeats a value of any field (a token pasted where a cluster name belongs) never shows it."""
     if result.get("failed"):
@@ -67,11 +74,11 @@ class TypedAction(ActionBase):
     module's ``V.Args``) and writes ``act(result, args, task_vars)``, which returns the task's result."""
 
     TRANSFERS_FILES = False
-    ARGS = None
+    ARGS: Any = None
     # The actions whose callers read ``errors`` (one entry per bad field) get it with a refused argument too.
     ERRORS_LIST = False
 
-    def run(self, tmp=None, task_vars=None):
+    def run(self, tmp: str | None = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         args, failure = typed_args(self, self.ARGS)
@@ -82,5 +89,5 @@ class TypedAction(ActionBase):
             return result
         return shapes_masked(self.act(result, args, task_vars))
 
-    def act(self, result, args, task_vars):
+    def act(self, result: dict[str, Any], args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         raise NotImplementedError

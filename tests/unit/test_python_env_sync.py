@@ -1,4 +1,5 @@
-"""rlinfra.verl.python_env_sync and module_utils/node/python_env.py: exact installs (uv pip sync semantics).
+"""rlinfra.verl.python_env_sync (module_utils/node/python_env_sync.py) and module_utils/node/python_env.py: exact
+installs (uv pip sync semantics).
 
 The choosing is tested on made-up metadata; the module itself runs in-process against a real virtualenv
 (made with ``python -m venv``, uv installed into it) with wheels from the sandbox's wheelhouse, offline.
@@ -17,6 +18,7 @@ import pytest
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import files
 from ansible_collections.rlinfra.verl.plugins.module_utils.node import python_env
+from ansible_collections.rlinfra.verl.plugins.module_utils.node import python_env_sync as env_sync
 from ansible_collections.rlinfra.verl.plugins.modules import python_env_sync
 
 WHEELHOUSE = Path(__file__).resolve().parents[2] / ".sandbox" / "wheelhouse"
@@ -278,7 +280,7 @@ def test_converged_env_installs_nothing_and_a_hand_made_change_is_undone(sync, v
     first = sync(["mdurl==0.1.2"])
     assert first.get("failed") is not True, first
     calls = []
-    monkeypatch.setattr(python_env_sync.Sync, "install", lambda self, *a: calls.append(a))
+    monkeypatch.setattr(env_sync.Sync, "install", lambda self, *a: calls.append(a))
     again = sync(["mdurl==0.1.2"])
     assert again["changed"] is False and calls == []  # the record matches: no uv pip install at all
     monkeypatch.undo()

@@ -1,7 +1,7 @@
-"""ray_metrics (module rlinfra.verl.ray_metrics, module_utils/observe/metrics.py): node_exporter everywhere, Prometheus on
-the head, basic auth whose password never lands in argv, output or a readable file, and a re-run that changes nothing.
-The module runs in-process on files under tmp_path over a fake systemctl and stand-in binaries; the real services are
-the sandbox's (docs/OBSERVABILITY.md)."""
+"""ray_metrics (module rlinfra.verl.ray_metrics, module_utils/observe/metrics.py, its I/O in metrics_node.py):
+node_exporter everywhere, Prometheus on the head, basic auth whose password never lands in argv, output or a readable
+file, and a re-run that changes nothing. The module runs in-process on files under tmp_path over a fake systemctl and
+stand-in binaries; the real services are the sandbox's (docs/OBSERVABILITY.md)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 from ansible_collections.rlinfra.verl.plugins.filter.dashboard_access import prometheus_access
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import owned, settings
-from ansible_collections.rlinfra.verl.plugins.module_utils.observe import metrics
+from ansible_collections.rlinfra.verl.plugins.module_utils.observe import metrics, metrics_node
 from ansible_collections.rlinfra.verl.plugins.modules import ray_metrics
 
 PASSWORD = "s3cr3tMetricsPassw0rdXYZ"
@@ -137,7 +137,7 @@ def test_the_metrics_ports_are_checked_and_fenced_with_rays():
 
 # ---- the module over a fake systemctl ---------------------------------------------------------------------------
 
-class FakeSystemd(ray_metrics.Systemd):
+class FakeSystemd(metrics_node.Systemd):
     active, enabled, masked, calls = set(), set(), set(), []
 
     def __init__(self, module):
@@ -168,7 +168,7 @@ class FakeSystemd(ray_metrics.Systemd):
 
 @pytest.fixture
 def node(tmp_path, module_runner, monkeypatch):
-    monkeypatch.setattr(ray_metrics, "Systemd", FakeSystemd)
+    monkeypatch.setattr(metrics_node, "Systemd", FakeSystemd)
     FakeSystemd.active, FakeSystemd.enabled, FakeSystemd.masked, FakeSystemd.calls = set(), set(), set(), []
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

@@ -1,4 +1,5 @@
-"""rlinfra.verl.ray_node and module_utils/ray/node.py, nft.py: one node converged in one call.
+"""rlinfra.verl.ray_node (module_utils/ray/node_apply.py) and module_utils/ray/node.py, nft.py: one node converged in
+one call.
 
 The module runs in-process on files under tmp_path, over a fake systemctl (the real one is exercised by the
 sandbox and molecule scenarios); the helpers run on real files, processes and sockets.
@@ -16,6 +17,7 @@ import pytest
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import nft as nft_utils
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import node_state
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import node as rn
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import node_apply
 from ansible_collections.rlinfra.verl.plugins.modules import ray_node
 
 TOKEN = "tok-" + "x" * 40
@@ -228,8 +230,8 @@ node_gpus = ("nvidia", 4)
 
 @pytest.fixture
 def node(tmp_path, module_runner, monkeypatch):
-    monkeypatch.setattr(ray_node, "Systemd", FakeSystemd)
-    monkeypatch.setattr(ray_node, "detect_gpus", lambda rocm_smi=None: node_gpus)
+    monkeypatch.setattr(node_apply, "Systemd", FakeSystemd)
+    monkeypatch.setattr(node_apply, "detect_gpus", lambda rocm_smi=None: node_gpus)
     FakeSystemd.active_units, FakeSystemd.enabled_units, FakeSystemd.calls = set(), set(), []
     venv = tmp_path / "venv"
     venv.mkdir()

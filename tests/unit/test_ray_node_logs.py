@@ -80,13 +80,13 @@ def test_secret_variants_add_the_json_escaped_form_longest_first():
 def test_redact_known_values_and_values_named_like_secrets():
     data = (b'plain hf_S3CRET, json {"HF_TOKEN": "hf_S3CRET", "OTHER_API_KEY": "unknown-value", "x": "y"}\n'
             b"env MY_PASSWORD=pw123 sorted(key=lambda k: k) Authorization: Bearer abcdefgh12345\n")
-    out, count = masking.redact(data, N.secret_variants(["hf_S3CRET"]), N.name_maskers())
+    out, count = masking.redact_bytes(data, N.secret_variants(["hf_S3CRET"]), N.name_maskers())
     assert b"hf_S3CRET" not in out and b"unknown-value" not in out and b"pw123" not in out and b"abcdefgh12345" not in out
     assert b'"x": "y"' in out and b"sorted(key=lambda k: k)" in out
     assert count == 5
-    again, count2 = masking.redact(out, N.secret_variants(["hf_S3CRET"]), N.name_maskers())
+    again, count2 = masking.redact_bytes(out, N.secret_variants(["hf_S3CRET"]), N.name_maskers())
     assert again == out and count2 == 0
-    assert masking.redact(data, [], N.name_maskers(""))[1] == 0
+    assert masking.redact_bytes(data, [], N.name_maskers(""))[1] == 0
 
 
 def test_partial_secret_at_the_end_of_a_growing_file_is_masked():
@@ -107,7 +107,7 @@ def test_a_cut_never_leaves_a_piece_of_a_secret(tmp_path):
         assert size == len(body) and truncated == (limit < len(body))
         if truncated:
             raw = N.cut_to_line(raw, max(len(v) for v in variants))
-        out, _ = masking.redact(raw, variants)
+        out, _ = masking.redact_bytes(raw, variants)
         out, _ = masking.mask_partial_tail(out, variants)
         pieces = {secret[i:i + 6] for i in range(len(secret) - 5)}
         assert not [p for p in pieces if p.encode() in out], (limit, out)

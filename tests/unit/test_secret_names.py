@@ -68,7 +68,7 @@ def test_the_modules_mask_by_the_same_rule():
     assert node_logs.DEFAULT_SECRET_NAME_PATTERN == secret_names.SECRET_NAME_PATTERN
     # node_logs embeds the text in its own expressions: an alternation of words (a lookahead at most).
     assert re.fullmatch(r"[A-Z]+(\(\?![A-Z]+\))?(\|[A-Z]+)*", secret_names.SECRET_NAME_PATTERN)
-    masked, count = masking.redact(b'"HF_TOKEN": "abc123", HF_HOME=/data/hf, TOKENIZERS_PARALLELISM=true',
+    masked, count = masking.redact_bytes(b'"HF_TOKEN": "abc123", HF_HOME=/data/hf, TOKENIZERS_PARALLELISM=true',
                                      [], node_logs.name_maskers())
     assert (masked, count) == (b'"HF_TOKEN": "********", HF_HOME=/data/hf, TOKENIZERS_PARALLELISM=true', 1)
 
@@ -102,9 +102,9 @@ def test_split_env_keeps_values_and_covers_every_entry():
 
 def test_secret_values_are_what_the_modules_mask():
     env = {"HF_TOKEN": "hf_x", "HF_HOME": "/data/hf", "EMPTY_TOKEN": "", "PORT_KEY": 8, "MY_VAR": "v"}
-    assert secret_names.secret_values(env) == ["hf_x", "8"]
-    assert secret_names.secret_values(env, ["MY_VAR", "HF_HOME"]) == ["hf_x", "/data/hf", "8", "v"]
-    assert secret_names.secret_values(None) == [] and secret_names.secret_values("HF_TOKEN=x") == []
+    assert secret_names.env_secret_values(env) == ["hf_x", "8"]
+    assert secret_names.env_secret_values(env, ["MY_VAR", "HF_HOME"]) == ["hf_x", "/data/hf", "8", "v"]
+    assert secret_names.env_secret_values(None) == [] and secret_names.env_secret_values("HF_TOKEN=x") == []
 
 
 # --- the filters ------------------------------------------------------------------------------------------

@@ -153,11 +153,11 @@ def test_job_result_ends_a_failed_runs_lines_with_its_log_tail():
     assert "line 9" not in ok
 
 
-def test_mask_values_are_the_run_secrets_and_every_given_value(monkeypatch):
-    from ansible_collections.rlinfra.verl.plugins.filter.secrets_file import mask_values
+def test_values_to_mask_are_the_run_secrets_and_every_given_value(monkeypatch):
+    from ansible_collections.rlinfra.verl.plugins.filter.secrets_file import values_to_mask
 
     monkeypatch.setenv("HF_TOKEN", "env-hf")
-    got = mask_values(["HF_TOKEN", "WANDB_API_KEY"], {"WANDB_API_KEY": "w", "OTHER": "o", "EMPTY": ""})
+    got = values_to_mask(["HF_TOKEN", "WANDB_API_KEY"], {"WANDB_API_KEY": "w", "OTHER": "o", "EMPTY": ""})
     assert sorted(got) == ["env-hf", "o", "w"]
 
 

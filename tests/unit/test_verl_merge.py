@@ -1,6 +1,6 @@
-"""rlinfra.verl.verl_merge: which checkpoint is merged, when a merge is needed, and every refusal, on real
-checkpoint directory trees. The merger itself is verl's (tests/integration/test_merge.py runs it on real
-FSDP shards); here a venv without verl shows the failure path for real: one line, the model left as it was."""
+"""rlinfra.verl.verl_merge (module_utils/verl/merge.py): which checkpoint is merged, when a merge is needed, and every
+refusal, on real checkpoint directory trees. The merger itself is verl's (tests/integration/test_merge.py runs it on
+real FSDP shards); here a venv without verl shows the failure path for real: one line, the model left as it was."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import paths
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import client as ray_client
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import checkpoint as verl_checkpoint
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import merge as verl_merge_utils
 from ansible_collections.rlinfra.verl.plugins.modules import verl_merge
 
 EXP = "gsm8k"
@@ -331,7 +332,7 @@ def test_the_record_is_never_written_through_a_link(tmp_path):
     target = tmp_path / "model"
     target.mkdir()
     os.symlink(victim, target / (verl_checkpoint.RECORD + ".tmp"))
-    verl_merge._write_record(str(target), {"step": 20})
+    verl_merge_utils._write_record(str(target), {"step": 20})
     assert victim.read_text() == "root:x:0:0\n"
     assert json.loads((target / verl_checkpoint.RECORD).read_text()) == {"step": 20}
     assert oct(os.stat(target / verl_checkpoint.RECORD).st_mode & 0o777) == oct(0o644)

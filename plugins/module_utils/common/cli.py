@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Collection, Iterable
+from typing import Any
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import settings, vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.rent import MAX_GPUS, MAX_INSTANCES, MAX_PRICE
@@ -28,7 +30,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.rent impor
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$"
 
 
-def _count(high):
+def _count(high: int) -> vocabulary.Int:
     """A count from 1 to ``high``: the rental's own bounds for provision.yml's, and for an attempt or a step a number
     no run reaches (10**30 is no attempt, and would only become a path no run has)."""
     return vocabulary.Int(1, high, nullable=False, must="be a whole number from 1 to %d" % high)
@@ -108,7 +110,7 @@ _OWN_PREFIXES = ("verl_job_", "ray_", "nfs_mount_", "storage_lvm_", "python_env_
 OWN = tuple(settings.names_for(["rlinfra"]))
 
 
-def _near_miss(name, known):
+def _near_miss(name: str, known: Iterable[str]) -> str | None:
     """The switch ``name`` was probably meant to be, or None."""
     if name in SWITCHES or name.startswith(_OWN_PREFIXES):
         return None
@@ -121,7 +123,7 @@ def _near_miss(name, known):
     return close[0] if close else None
 
 
-def _value(name, value):
+def _value(name: str, value: Any) -> tuple[Any, str | None]:
     """(parsed, error)."""
     t = SWITCHES[name]
     if name in SCOPES and isinstance(value, str) and not value.strip():
@@ -133,7 +135,8 @@ def _value(name, value):
         return None, t.line(name, value, e)
 
 
-def check(playbook, given, values, awx=False):
+def check(playbook: str, given: Collection[str] | None, values: dict[str, Any],
+          awx: bool = False) -> tuple[dict[str, Any], list[str]]:
     """``given``: the names passed with ``-e`` (None when unknown); ``values``: the switches' values as the
     play sees them (absent: not set); ``awx``: the run is an AWX job, whose survey sends a blank answer as "" or null
     (a scope left blank is then not given). Returns ``(parsed, errors)``: parsed switches of this playbook, and one
@@ -168,11 +171,11 @@ def check(playbook, given, values, awx=False):
     return parsed, errors
 
 
-def summary(playbook, errors):
+def summary(playbook: str, errors: Iterable[str]) -> str:
     return "Bad command line for %s.yml, nothing was done: %s" % (playbook, "; ".join(errors))
 
 
-def no_cluster(playbook, sources):
+def no_cluster(playbook: str, sources: Iterable[Any] | None) -> str:
     """The one line for a run whose inventory (``sources``: ansible_inventory_sources) gave no host in ray_head."""
     return ("No Ray cluster for %s.yml, nothing was done: no host in group ray_head; the inventory (%s) gave none "
             "(a source that could not be loaded is named in the warning above): fix it and rerun"

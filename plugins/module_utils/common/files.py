@@ -14,9 +14,11 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from typing import IO, Any
 
 
-def write_atomic(path, text, mode, prefix=".rlinfra-"):
+def write_atomic(path: str, text: str | bytes, mode: int, prefix: str = ".rlinfra-") -> None:
     """Write ``text`` (str or bytes) to ``path`` with ``mode``; the temporary file is removed whatever happens."""
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=prefix)
     try:
@@ -29,7 +31,7 @@ def write_atomic(path, text, mode, prefix=".rlinfra-"):
             os.unlink(tmp)
 
 
-def refuse_link(path, what="a directory the collection keeps"):
+def refuse_link(path: str, what: str = "a directory the collection keeps") -> None:
     """OSError ELOOP (its strerror the reason) when ``path`` is a symbolic link. For a directory the collection makes,
     chmods and writes in: through a link, ``chmod`` changes what it points at (``/etc``), and what is written lands
     there. (A file written whole needs none of this: :func:`write_atomic` replaces a link, never writes through it.)"""
@@ -38,14 +40,14 @@ def refuse_link(path, what="a directory the collection keeps"):
                       % (os.path.realpath(path), what))
 
 
-def private_dir(path, mode=0o700):
+def private_dir(path: str, mode: int = 0o700) -> None:
     """``path`` a directory of ``mode``, made when missing; never a link (:func:`refuse_link`)."""
     refuse_link(path, "a private directory")
     os.makedirs(path, mode=mode, exist_ok=True)
     os.chmod(path, mode)
 
 
-def open_writing(path, append=False, mode=0o644):
+def open_writing(path: str, append: bool = False, mode: int = 0o644) -> IO[bytes]:
     """``path`` opened for bytes, at its end (``append``) or emptied, made with ``mode`` when missing; never through a
     symbolic link (OSError ELOOP). For a file written piece by piece (a run's metrics table, a download being
     resumed), which :func:`write_atomic` cannot do: one replaced by a link would fill or empty whatever it points at."""
@@ -53,12 +55,12 @@ def open_writing(path, append=False, mode=0o644):
     return os.fdopen(os.open(path, flags, mode), "ab" if append else "wb")
 
 
-def no_follow(path, flags):
+def no_follow(path: str, flags: int) -> int:
     """An ``opener`` for ``open()`` that never opens through a symbolic link (OSError ELOOP)."""
     return os.open(path, flags | getattr(os, "O_NOFOLLOW", 0))
 
 
-def write_if_changed(path, text, mode, check_mode=False):
+def write_if_changed(path: str, text: str, mode: int, check_mode: bool = False) -> bool:
     """:func:`write_atomic` unless ``path`` holds ``text`` with ``mode`` already; True when it (would have)
     changed. In check mode nothing is written."""
     try:
@@ -74,7 +76,7 @@ def write_if_changed(path, text, mode, check_mode=False):
     return True
 
 
-def env_items(text):
+def env_items(text: str) -> Iterator[tuple[str, str]]:
     """``(name, value)`` of each ``NAME=VALUE`` line of an environment file, values JSON-quoted as
     roles/ray/templates/ray.env.j2 writes them (a value that is not JSON is taken as written)."""
     for line in text.splitlines():
@@ -92,12 +94,12 @@ def env_items(text):
 
 
 # What a failed write asks of the user first; whatever the cause, another directory is always a way out.
-_WRITE_FIXES = {errno.ENOSPC: "free space", errno.EDQUOT: "free space",
+_WRITE_FIXES: dict[int | None, str] = {errno.ENOSPC: "free space", errno.EDQUOT: "free space",
                 errno.EACCES: "give the controller's user write access",
                 errno.EPERM: "give the controller's user write access"}
 
 
-def cannot_write(variable, directory, what, error):
+def cannot_write(variable: str, directory: str, what: str, error: OSError) -> str:
     """The one line for a write of ``what`` ("the driver log") into ``directory`` that failed with OSError ``error``,
     where ``variable`` sets the directory (``verl_job_artifacts_dir``): the variable, the path, the errno's meaning,
     never a traceback nor the experiment, which is not at fault."""
@@ -107,7 +109,7 @@ def cannot_write(variable, directory, what, error):
         variable, directory, what, reason, fix + " or " if fix else "", variable)
 
 
-def makedirs(path, mode=0o755):
+def makedirs(path: str, mode: int = 0o755) -> None:
     """``os.makedirs`` that accepts an existing directory."""
     try:
         os.makedirs(path, mode)
@@ -121,10 +123,11 @@ class BoundedLock:
     working on the same files of the shared volume take turns, and a stuck holder gives ``error(line)`` naming
     the lock instead of a silent wait. ``what`` says who holds it ("another checkout")."""
 
-    def __init__(self, path, timeout, what, error, sleep=time.sleep):
+    def __init__(self, path: str, timeout: float, what: str, error: Callable[[str], BaseException],
+                 sleep: Callable[[float], Any] = time.sleep):
         self.path, self.timeout, self.what, self.error, self.sleep = path, timeout, what, error, sleep
 
-    def __enter__(self):
+    def __enter__(self) -> BoundedLock:
         makedirs(os.path.dirname(self.path))
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
         deadline = time.time() + self.timeout
@@ -141,6 +144,6 @@ class BoundedLock:
                                  "no such run is left" % (self.what, self.path, self.timeout))
             self.sleep(1)
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         fcntl.flock(self.fd, fcntl.LOCK_UN)
         os.close(self.fd)

@@ -6,7 +6,7 @@
 Two kinds of masking, both here:
 
 * known values (a token the task was given, the values of the run's secret variables): :func:`mask_values` for
-  text, :func:`masked` for a whole result (dicts and lists, keys included), :func:`redact` and
+  text, :func:`masked` for a whole result (dicts and lists, keys included), :func:`redact_bytes` and
   :func:`mask_partial_tail` for log bytes read from a node;
 * values that look like secrets by their name or shape, known or not (``HF_TOKEN=...``, ``Authorization: Bearer``,
   a password in a URL): :func:`mask_patterns` for a line the collection repeats, ``node_logs.name_maskers`` for
@@ -19,6 +19,8 @@ modules on the nodes import it through the plain-script route.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from typing import Any
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.secret_names import SECRET_NAME_PATTERN
 
@@ -41,11 +43,11 @@ _URL_TOKEN_USER = re.compile(r"(?i)(\b(?:[a-z0-9.-]{1,31}\+)?https?://)([^/\s:@]
 _URL_QUERY = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]{0,31}://[^\s?#'\"]{0,2048}\?)([^\s#'\"]+)")
 
 
-def _longest_first(values):
+def _longest_first(values: Iterable[str | None]) -> list[str]:
     return sorted({v for v in values if v}, key=len, reverse=True)
 
 
-def mask_values(text, values, mask=MASK):
+def mask_values(text: str, values: Iterable[str | None], mask: str = MASK) -> str:
     """``text`` with every occurrence of each value replaced by ``mask``; empty values ignored."""
     if not text:
         return text
@@ -54,7 +56,7 @@ def mask_values(text, values, mask=MASK):
     return text
 
 
-def masked(value, secrets):
+def masked(value: Any, secrets: Iterable[Any]) -> Any:
     """``value`` (a result: str, dict, list...) with every occurrence of each secret string masked, keys included."""
     secrets = _longest_first(s for s in secrets if isinstance(s, str))
 
@@ -69,7 +71,7 @@ def masked(value, secrets):
     return walk(value) if secrets else value
 
 
-def mask_patterns(text):
+def mask_patterns(text: Any) -> str:
     """``text`` with the values that look like secrets (by name, and by shape: :func:`mask_shapes`, a URL's query)
     replaced by ``********``."""
     text = _shapes(_SECRET.sub(lambda m: m.group(1) + MASK, str(text)))
@@ -94,7 +96,7 @@ CREDENTIAL_WORDS = ("a password or token in a URL, a bearer token, a GitHub or H
                     "private key")
 
 
-def holds_credentials(text):
+def holds_credentials(text: Any) -> bool:
     """Whether ``text`` carries a credential by its shape alone, whatever it is called: a password or token in a URL
     (``https://user:pw@host``, ``https://<token>@host``) or an ``Authorization`` value (``Bearer <token>``). What a
     value that goes on a command line or into a shown file must not hold; a PEM private key; a token of a known
@@ -106,14 +108,14 @@ def holds_credentials(text):
                 or "://" in text and (_URL_PASSWORD.search(text) or _URL_TOKEN_USER.search(text)))
 
 
-def mask_shapes(text):
+def mask_shapes(text: Any) -> Any:
     """``text`` with every value that is a credential by its shape alone (:func:`holds_credentials`: a bearer token,
     a known issuer's token, a password or token in a URL, a private key) replaced by ``********``, and nothing
     else: the last guard of every line an action shows, whatever field the value came from."""
     return _shapes(text) if isinstance(text, str) and holds_credentials(text) else text
 
 
-def _shapes(text):
+def _shapes(text: str) -> str:
     text = _BEARER.sub(lambda m: m.group(1) + MASK, text)
     text = _TOKEN.sub(MASK, _PRIVATE_KEY_BLOCK.sub(MASK, text))
     if "://" not in text:
@@ -122,7 +124,8 @@ def _shapes(text):
     return _URL_TOKEN_USER.sub(lambda m: m.group(1) + MASK + m.group(3), text)
 
 
-def redact(data, variants, maskers=(), mask=MASK_BYTES):
+def redact_bytes(data: bytes, variants: Iterable[bytes], maskers: Iterable[re.Pattern[bytes]] = (),
+           mask: bytes = MASK_BYTES) -> tuple[bytes, int]:
     """``data`` (bytes) with every occurrence of each variant, and every group ``value`` a masker finds, masked;
     returns (bytes, count)."""
     count = 0
@@ -134,7 +137,7 @@ def redact(data, variants, maskers=(), mask=MASK_BYTES):
     for regex in maskers:
         hits = [0]
 
-        def sub(m):
+        def sub(m: re.Match[bytes]) -> bytes:
             if m.group("value") == mask:
                 return m.group(0)
             hits[0] += 1
@@ -145,7 +148,7 @@ def redact(data, variants, maskers=(), mask=MASK_BYTES):
     return data, count
 
 
-def mask_partial_tail(data, variants, mask=MASK_BYTES):
+def mask_partial_tail(data: bytes, variants: Iterable[bytes], mask: bytes = MASK_BYTES) -> tuple[bytes, int]:
     """A file read while it is written may end in the first bytes of a secret: mask such a tail."""
     if not data or data.endswith(b"\n"):
         return data, 0

@@ -30,11 +30,12 @@ Standard library only: modules on the nodes import it (through cluster_shape.py,
 from __future__ import annotations
 
 import re
+from typing import Any
 
 _DIGITS = re.compile(r"[0-9]+")
 
 
-def whole_number(value):
+def whole_number(value: Any) -> int | None:
     """``value`` as an int when it is an int (not a bool) or a string of ASCII digits with blanks around;
     None for anything else (bools, floats, ``"+8"``, ``"-8"``, ``"8.0"``, ``""``, non-ASCII digits).
     Negative ints are returned as they are: the range is the caller's to check."""
@@ -49,7 +50,7 @@ def whole_number(value):
     return None
 
 
-def int_or_none(value):
+def int_or_none(value: Any) -> int | None:
     """``int(str(value).strip())``, None when that fails: signs and ``_`` separators are read; floats
     (``"8.0"``), bools (``"True"``) and None are not."""
     try:
@@ -58,7 +59,7 @@ def int_or_none(value):
         return None
 
 
-def loose_count(value):
+def loose_count(value: Any) -> int | None:
     """A non-negative count from anything ``int()`` or ``float()`` reads (``8``, ``"8"``, ``8.0``,
     ``"8.0"``, ``"1e3"``), fractions cut; None for None, bools, negatives, NaN, infinities and text."""
     if value is None or isinstance(value, bool):
@@ -75,7 +76,7 @@ def loose_count(value):
     return number if number >= 0 else None
 
 
-def float_or_none(value):
+def float_or_none(value: Any) -> float | None:
     """``float(value)``, None when ``value`` is None or not a number (text around blanks is read,
     ``"nan"`` and ``"inf"`` too; bools are 1.0 and 0.0)."""
     try:
@@ -84,6 +85,6 @@ def float_or_none(value):
         return None
 
 
-def tidy(value):
+def tidy(value: Any) -> Any:
     """A whole float as an int (``8.0`` -> ``8``); anything else unchanged."""
     return int(value) if isinstance(value, float) and value.is_integer() else value

@@ -33,6 +33,8 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import write_atomic
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.vocabulary import normpath
@@ -50,17 +52,17 @@ class NotOurs(Exception):
     """One line: which directory, why it is not removed, what to do."""
 
 
-def _inside(path, root):
+def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def _forms(path):
+def _forms(path: str) -> set[str]:
     """The path as written (normalized) and with its links resolved."""
     norm = normpath(path)
     return {norm, os.path.realpath(norm)}
 
 
-def _mounts_below(path):
+def _mounts_below(path: str) -> list[str]:
     """The mount points strictly below ``path`` (from /proc/self/mountinfo; none where it cannot be read)."""
     try:
         with open(MOUNTINFO) as f:
@@ -73,7 +75,8 @@ def _mounts_below(path):
     return sorted(p for p in points if p.startswith(real))
 
 
-def check(path, markers, inputs=(), what="directory", fix="", verb="replace"):
+def check(path: Any, markers: Sequence[str], inputs: Iterable[Sequence[Any]] = (), what: str = "directory",
+          fix: str = "", verb: str = "replace") -> bool:
     """Raise :class:`NotOurs` unless ``path`` may be removed or replaced (see the module's docstring). ``inputs``:
     ``(label, path)`` pairs the operation reads, or ``(label, path, why)`` (``why``: "which is kept");
     ``fix``: what the user can do, appended to the line; ``verb``: "replace" or "remove"."""
@@ -114,7 +117,8 @@ def check(path, markers, inputs=(), what="directory", fix="", verb="replace"):
     return True
 
 
-def remove(path, markers, inputs=(), what="directory", fix=""):
+def remove(path: str, markers: Sequence[str], inputs: Iterable[Sequence[Any]] = (), what: str = "directory",
+           fix: str = "") -> bool:
     """Remove ``path`` after :func:`check`; False when there was nothing."""
     if not check(path, markers, inputs, what, fix, verb="remove"):
         return False
@@ -122,7 +126,7 @@ def remove(path, markers, inputs=(), what="directory", fix=""):
     return True
 
 
-def claim(path, mode=0o755, check_mode=False):
+def claim(path: str, mode: int = 0o755, check_mode: bool = False) -> bool:
     """Make ``path`` the collection's own where nothing of anyone else's is in it: a missing or empty directory is made
     (with its parents) and given :data:`CLAIM`; one that holds it already is ours. True when it is (would be) ours;
     False for a link, a file, or a directory holding anything else, which stays its owner's and is never removed."""
@@ -142,13 +146,13 @@ def claim(path, mode=0o755, check_mode=False):
     return True
 
 
-def claimed(path):
+def claimed(path: str) -> bool:
     """Whether ``path`` is a directory :func:`claim` made ours (its marker a file, not a link)."""
     marker = os.path.join(normpath(path), CLAIM)
     return not os.path.islink(normpath(path)) and os.path.isfile(marker) and not os.path.islink(marker)
 
 
-def staging(path, mode=0o755):
+def staging(path: str, mode: int = 0o755) -> str:
     """A new empty directory beside ``path`` (made when missing with its parents), made by this process, for what
     will replace ``path`` (see the module's docstring); ``mode``: the replacement's, as it will be seen."""
     norm = normpath(path)
@@ -159,7 +163,8 @@ def staging(path, mode=0o755):
     return made
 
 
-def replace(staging, path, markers, inputs=(), what="directory", fix=""):
+def replace(staging: str, path: str, markers: Sequence[str], inputs: Iterable[Sequence[Any]] = (),
+            what: str = "directory", fix: str = "") -> None:
     """Put the complete directory ``staging`` at ``path``, after :func:`check` of ``path``."""
     norm = normpath(path)
     aside = None

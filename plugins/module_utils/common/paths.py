@@ -28,6 +28,8 @@ a mount given twice. Standard library only: code on the nodes imports it.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
+from typing import Any
 
 PURPOSES = ("owns", "writes", "config", "mounts", "local", "reads", "remote")
 # The purposes whose paths the collection writes into: confined by :func:`misplaced`.
@@ -51,25 +53,25 @@ WORDS = {
 }
 
 
-def normpath(path):
+def normpath(path: str) -> str:
     """``os.path.normpath``, and a path starting with exactly two slashes read as Linux reads it: ``normpath`` keeps
     ``//etc`` (POSIX leaves its meaning to the system), which would then be neither ``/etc`` nor inside ``/``."""
     path = os.path.normpath(path)
     return path[1:] if path.startswith("//") else path
 
 
-def inside(path, root):
+def inside(path: str, root: str) -> bool:
     """Whether ``path`` is ``root`` or below it, by components after normalizing (no file system access)."""
     path, root = normpath(path), normpath(root)
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def overlap(a, b):
+def overlap(a: str, b: str) -> bool:
     """Whether one of two paths is the other or lies inside it."""
     return inside(a, b) or inside(b, a)
 
 
-def _shared(path):
+def _shared(path: str) -> str | None:
     """The directory of others' that ``path`` stands in place of, or None: one of :data:`SHARED_DIRS`, or a user's home
     (``/home/ubuntu``) itself."""
     if path in SHARED_DIRS:
@@ -78,7 +80,7 @@ def _shared(path):
     return path if parent == "/home" else None
 
 
-def misplaced(path, purpose):
+def misplaced(path: str, purpose: str | None) -> str | None:
     """Why an absolute ``path`` of ``purpose`` lies where the collection must not write (the words after "must"), or
     None when it may. A relative path is the caller's to judge (``local`` resolves it under the playbook's directory)."""
     if purpose not in WRITTEN or not path.startswith("/"):
@@ -100,7 +102,7 @@ def misplaced(path, purpose):
     return None
 
 
-def duplicates(paths):
+def duplicates(paths: Iterable[Any]) -> list[Any]:
     """The paths of a list that name the same place as one before them (``/data`` and ``/data/``), in order."""
     seen, out = set(), []
     for path in paths:

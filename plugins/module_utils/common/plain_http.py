@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ssl
 import urllib.request
+from typing import Any
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -16,10 +17,12 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None  # urllib then raises HTTPError with the 3xx status
 
 
-def open_url(url, data=None, headers=None, method="GET", timeout=30, validate_certs=True, follow_redirects="urllib2", **dummy):
+def open_url(url: str, data: str | bytes | None = None, headers: dict[str, str] | None = None, method: str = "GET",
+             timeout: float = 30, validate_certs: bool = True, follow_redirects: str | bool = "urllib2",
+             **dummy: Any) -> Any:
     """One request; a non-2xx answer raises urllib's HTTPError, a transport failure URLError or OSError.
     ``follow_redirects="none"`` answers a redirect with HTTPError instead of following it."""
-    handlers = []
+    handlers: list[urllib.request.BaseHandler] = []
     if not validate_certs:
         handlers.append(urllib.request.HTTPSHandler(context=ssl._create_unverified_context()))  # pylint: disable=protected-access
     if follow_redirects in ("none", "no", False):

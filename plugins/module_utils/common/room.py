@@ -7,11 +7,13 @@ submit.yml's check before a run. Standard library only (it runs on the nodes).""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable
+from typing import Any
 
 GIB = 1024 ** 3
 
 
-def human(n):
+def human(n: float) -> str:
     """Bytes as a short size (``0 B``, ``812 MiB``, ``1.5 GiB``, ``2.0 TiB``)."""
     n = float(n)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
@@ -21,7 +23,7 @@ def human(n):
     return "%.1f TiB" % n
 
 
-def free_space(path):
+def free_space(path: str) -> tuple[int, int] | None:
     """``(free bytes, total bytes)`` of the filesystem holding ``path`` (its nearest existing parent); None when it
     cannot be read."""
     probe = os.path.abspath(path)
@@ -37,7 +39,7 @@ def free_space(path):
     return st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
 
 
-def _tree_size(path):
+def _tree_size(path: str) -> int:
     total = 0
     for base, dummy, files in os.walk(path):
         for name in files:
@@ -48,7 +50,7 @@ def _tree_size(path):
     return total
 
 
-def checkpoint_need(checkpoint_dir):
+def checkpoint_need(checkpoint_dir: str) -> tuple[int, str]:
     """``(bytes, why)``: room for one more checkpoint like the newest ``global_step_N`` under ``checkpoint_dir`` (verl
     writes the new one before it removes the oldest it keeps); (0, '') without one."""
     try:
@@ -63,7 +65,8 @@ def checkpoint_need(checkpoint_dir):
     return size, "room for one more checkpoint like %s, %s" % (os.path.basename(newest), human(size))
 
 
-def check_volumes(volumes, node="", stat=free_space):
+def check_volumes(volumes: Iterable[dict[str, Any]] | None, node: str = "",
+                  stat: Callable[[str], tuple[int, int] | None] = free_space) -> tuple[list[dict[str, Any]], list[str]]:
     """``(rows, lines)`` for ``volumes`` [{what, path, min_free_gib, need_bytes?}]: each row {what, path, free_bytes,
     total_bytes, min_free_bytes}, one line per volume short of room. ``need_bytes`` (an estimate of what the run
     writes, e.g. its checkpoints) raises the bar above the fixed minimum."""

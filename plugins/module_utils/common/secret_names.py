@@ -23,6 +23,8 @@ would be shown. Standard library only: modules on the nodes import it.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Mapping
+from typing import Any
 
 # TOKENIZER: TOKENIZERS_PARALLELISM (set in most Hugging Face setups) is no secret, and its value ("true")
 # would otherwise be masked everywhere in collected logs.
@@ -43,13 +45,13 @@ SPECIAL_TOKENS = re.compile(r"(^|_)(pad|bos|eos|unk|sep|cls|mask|start|end|image
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 
-def is_secret_param(key):
+def is_secret_param(key: Any) -> bool:
     """Whether the Hydra params key ``key`` (dotted) names a secret, by its last part (see :data:`SECRET_PARAM`)."""
     last = _CAMEL.sub("_", str(key).rsplit(".", 1)[-1].lstrip("+~"))
     return bool(SECRET_PARAM.search(last)) and not SPECIAL_TOKENS.search(last)
 
 
-def name_rule(pattern=None):
+def name_rule(pattern: str | None = None) -> re.Pattern[str]:
     """The compiled rule: the collection's (:data:`SECRET_NAME`) when ``pattern`` is empty, else the
     user's own regular expression, searched case-sensitively (as the ray role always read
     ``ray_env_secret_pattern``). ``re.error`` for an expression that does not compile."""
@@ -58,7 +60,7 @@ def name_rule(pattern=None):
     return re.compile(pattern)
 
 
-def is_secret_name(name, pattern=None):
+def is_secret_name(name: Any, pattern: str | None = None) -> bool:
     """Whether the variable ``name`` holds a secret (see :func:`name_rule` for ``pattern``)."""
     return name_rule(pattern).search(str(name)) is not None
 
@@ -68,25 +70,27 @@ def is_secret_name(name, pattern=None):
 _PLACE = re.compile(r"(^|[_.-])(files?|dirs?|directory|path|paths|pattern|names?)$", re.IGNORECASE)
 
 
-def holds_secret_value(name):
+def holds_secret_value(name: Any) -> bool:
     """Whether a field called ``name`` holds a secret's value (a secret's name that does not name a place)."""
     return is_secret_name(name) and not _PLACE.search(str(name))
 
 
-def split_env(env, pattern=None):
+def split_env(env: Mapping[str, Any] | None, pattern: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(plain, secret)``: the entries of the mapping ``env`` that are not / are secrets: by name (the rule, or the
     user's ``pattern``), or by a value that is a credential by its shape whatever its name (``MY_URL`` holding
     ``https://bob:<password>@host``), which then goes where the secrets go (the root-only file), never the shown one."""
     # masking reads this module's name rule: imported here, not at the top, to keep the two free of a cycle.
     from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import holds_credentials
     rule = name_rule(pattern)
+    plain: dict[str, Any]
+    secret: dict[str, Any]
     plain, secret = {}, {}
     for name, value in (env or {}).items():
         (secret if rule.search(str(name)) or holds_credentials(str(value)) else plain)[name] = value
     return plain, secret
 
 
-def secret_values(env, names=()):
+def env_secret_values(env: Any, names: Collection[Any] = ()) -> list[str]:
     """The values, as text, of the entries of ``env`` that are secrets by the collection's rule or are
     listed in ``names``; empty values are left out. What a module adds to ``no_log_values``."""
     if not isinstance(env, dict):

@@ -18,6 +18,8 @@ variable belongs to is its prefix.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.numbers import whole_number
@@ -51,7 +53,7 @@ _DAY = 86400
 Bad = vocabulary.Bad
 
 
-def _text(value):
+def _text(value: Any) -> str:
     if not isinstance(value, str):
         raise Bad("be text")
     if vocabulary._CONTROL.search(value):
@@ -67,30 +69,31 @@ class PrivateIp(vocabulary.Address):
     what = "this node's private IP address (for example 10.0.0.5)"
     reach = "be an address the other nodes can reach (Ray advertises it), %s"
 
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         if not _text(value).strip():
             raise Bad("be this node's private IP address (the node's facts showed none: set it in the inventory)")
         super().check(value)
         return value
 
-    def corpus(self):
+    def corpus(self) -> vocabulary.Corpus:
         return super().corpus().add("empty", "")
 
 
 class _Pattern(vocabulary.Type):
     """Text of one line matching ``pattern``, else :class:`Bad` with ``words``."""
 
-    def __init__(self, pattern, words, bad=(), typed_ok=False, **kw):
+    def __init__(self, pattern: re.Pattern[str], words: str, bad: Iterable[Any] = (), typed_ok: bool = False,
+                 **kw: Any):
         super().__init__(**kw)
         self.pattern, self.words_, self.bad, self.typed_ok = pattern, words, bad, typed_ok
 
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         text = str(value) if self.typed_ok and isinstance(value, (int, float)) and not isinstance(value, bool) else value
         if not self.pattern.match(_text(text)):
             raise Bad(self.words_)
         return value
 
-    def corpus(self):
+    def corpus(self) -> vocabulary.Corpus:
         c = super().corpus().add("newline", "a\nb")
         for item in self.bad:
             c.add(repr(item), item)
@@ -101,17 +104,17 @@ class _Whole(vocabulary.Type):
     """A whole number from ``low`` to ``high`` written as settings are (an int or digits), else ``must``. Every one
     has a ``high``: 10**30 seconds overflows the C time types the node's tools take it into."""
 
-    def __init__(self, low, must, high, **kw):
+    def __init__(self, low: int, must: str, high: int, **kw: Any):
         super().__init__(must=must, **kw)
         self.low, self.high = low, high
 
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         number = whole_number(value)
         if number is None or not self.low <= number <= self.high:
             raise Bad(self.must)
         return number
 
-    def corpus(self):
+    def corpus(self) -> vocabulary.Corpus:
         return super().corpus().add("word", "2h").add("below", self.low - 1).add("above", self.high + 1).add(
             "fraction", 1.5).add("boolean", True, typed=True).add("exponent", "1e400")
 
@@ -119,14 +122,14 @@ class _Whole(vocabulary.Type):
 class _Either(_Whole):
     """A word (``auto``, ``infinity``, empty) or a whole number from ``low`` to ``high``."""
 
-    def __init__(self, words, low, must, high, **kw):
+    def __init__(self, words: Collection[Any], low: int, must: str, high: int, **kw: Any):
         super().__init__(low, must, high, **kw)
         self.words_ = words
 
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         return value if value in self.words_ else super().check(value)
 
-    def corpus(self):
+    def corpus(self) -> vocabulary.Corpus:
         return super().corpus().add("upper", "AUTO")
 
 
@@ -135,12 +138,12 @@ class _Path(vocabulary.Type):
     reads in a unit line (:data:`UNIT_CHARS`) or ``:``, which splits a container mount (``--volume SRC:DST``) and
     the unit's PATH; kept where its ``purpose`` allows (module_utils/common/paths.py)."""
 
-    def __init__(self, purpose, max_len=None, **kw):
+    def __init__(self, purpose: str, max_len: int | None = None, **kw: Any):
         super().__init__(**kw)
         self.purpose, self.max_len = purpose, max_len
         self.sample_value = "/data/sample"
 
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         text = _text(value)
         if not text.startswith("/") or re.search(r"\s", text) or ".." in text.split("/"):
             raise Bad("be an absolute path without spaces or '..'")
@@ -152,7 +155,7 @@ class _Path(vocabulary.Type):
                       % self.max_len)
         return vocabulary.confine(text, self.purpose)
 
-    def corpus(self):
+    def corpus(self) -> vocabulary.Corpus:
         c = super().corpus().add("relative", "ray").add("space", "/work space/ray").add("newline", "/x\ny").add(
             "dotdot", "/data/../etc").add("specifier", "/data/%n").add("variable", "/data/$HOME").add(
             "colon", "/data:/etc").add("backslash", "/data/a\\x").add("quote", "/data/a'b")
@@ -165,7 +168,7 @@ class _Umask(vocabulary.Type):
     """The umask Ray's processes run with: octal, and never letting others write what they make (the checkpoints, the
     logs and the secrets files Ray writes would be anyone's to change)."""
 
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         if not isinstance(value, str) or not _UMASK.match(_text(value)):
             raise Bad("be an octal umask such as 0027")
         if not int(value, 8) & 0o002:
@@ -173,47 +176,47 @@ class _Umask(vocabulary.Type):
                       "anything else makes every file Ray writes writable by any user")
         return value
 
-    def corpus(self):
+    def corpus(self) -> vocabulary.Corpus:
         return super().corpus().add("not_octal", "0999").add("word", "27a").add("world_writable", "0000").add(
             "group_only", "0020").add("unquoted", 22, typed=True)
 
 
 class _MountOptions(vocabulary.Type):
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         text = _text(value)
         words = text.split(",")
         if not text or any(not w or not _OPTION.match(w) for w in words):
             raise Bad("be comma-separated mount options without spaces, for example defaults,noatime")
         return text
 
-    def corpus(self):
+    def corpus(self) -> vocabulary.Corpus:
         return super().corpus().add("empty", "").add("space", "rw, hard").add("empty_word", "rw,,hard").add(
             "newline", "rw\n/dev/sda / ext4 defaults 0 0")
 
 
 class _Mode(vocabulary.Type):
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         if not isinstance(value, str):
             raise Bad("be an octal mode in quotes such as '0755' (unquoted, YAML reads a number)")
         if not _MODE.match(_text(value)):
             raise Bad("be an octal mode such as 0755, quoted")
         return value
 
-    def corpus(self):
+    def corpus(self) -> vocabulary.Corpus:
         return super().corpus().add("unquoted", 755).add("not_octal", "0999").add("word", "rwx")
 
 
 class _RayEnv(vocabulary.EnvMap):
     """ray_env: variable names to one-line text or numbers (they land in an environment file)."""
 
-    def corpus(self):
+    def corpus(self) -> vocabulary.Corpus:
         return super().corpus().add("nested", {"X": {"y": 1}}).add("string", "A=1")
 
 
 class _SecretPattern(vocabulary.Type):
     """Empty (the collection's rule for secret names) or the user's own regular expression."""
 
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         if value in ("", None):
             return ""
         try:
@@ -222,12 +225,12 @@ class _SecretPattern(vocabulary.Type):
             raise Bad("be empty (the collection's rule for secret names) or a regular expression (%s)" % e)
         return value
 
-    def corpus(self):
+    def corpus(self) -> vocabulary.Corpus:
         return super().corpus().add("unbalanced", "(TOKEN").add("newline", "a\nb")
 
 
 class _Resources(vocabulary.Type):
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         if not isinstance(value, dict):
             raise Bad("be a mapping of custom resource names to amounts")
         for name, amount in value.items():
@@ -240,13 +243,13 @@ class _Resources(vocabulary.Type):
                 raise Bad("be a mapping to amounts of 0 or more; %s has %s" % (name, vocabulary._shown(amount)))
         return value
 
-    def corpus(self):
+    def corpus(self) -> vocabulary.Corpus:
         return super().corpus().add("gpu", {"GPU": 2}).add("word", {"accel": "lots"}).add("negative", {"accel": -1}).add(
             "list", ["x"]).add("infinite", {"accel": float("inf")}).add("nan", {"accel": float("nan")})
 
 
 class _Devices(vocabulary.Type):
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         if value == "auto":
             return value
         if not isinstance(value, list):
@@ -256,7 +259,7 @@ class _Devices(vocabulary.Type):
                 raise Bad("be a list of block devices under /dev; %s is not one" % vocabulary._shown(item))
         return value
 
-    def corpus(self):
+    def corpus(self) -> vocabulary.Corpus:
         return super().corpus().add("string", "/dev/sdb").add("no_dev", ["sdb"]).add("dotdot", ["/dev/../etc/x"])
 
 
@@ -280,10 +283,10 @@ class _RayArg(vocabulary.Text):
     """One argument of ``ray start`` in the unit's ExecStart line: one word systemd passes as it is, and none of the
     options the roles set (:data:`ROLE_OPTIONS`)."""
 
-    def __init__(self, **kw):
+    def __init__(self, **kw: Any):
         super().__init__(empty=False, max_len=4096, what="one argument of ray start", **kw)
 
-    def check_text(self, value):
+    def check_text(self, value: str) -> str:
         if re.search(r"\s", value) or _UNIT_SPECIAL.search(value):
             raise Bad("be one argument of ray start, without spaces or any of %s (systemd reads them in the unit's "
                       "ExecStart line)" % UNIT_CHARS)
@@ -292,7 +295,7 @@ class _RayArg(vocabulary.Text):
             raise Bad("not be %s, which the role sets itself (from %s)" % (option, ROLE_OPTIONS[option]))
         return value
 
-    def corpus(self):
+    def corpus(self) -> vocabulary.Corpus:
         return super().corpus().add("space", "--x y").add("specifier", "--x=%n").add("variable", "--x=$HOME").add(
             "quote", '--system-config={"a":1}').add("dashboard_host", "--dashboard-host=0.0.0.0").add(
             "node_ip_apart", "--node-ip-address")
@@ -417,13 +420,13 @@ RULES = {
 RULES.update((name, vocabulary.Port()) for name in PORTS)
 
 
-def owner(name):
+def owner(name: str) -> str | None:
     """The role a variable belongs to: the longest role prefix it starts with (None when none)."""
     owners = [r for r in ROLES if name.startswith(r + "_")]
     return max(owners, key=len) if owners else None
 
 
-def names_for(roles):
+def names_for(roles: Collection[str]) -> list[str]:
     """The checked variables of the given roles."""
     unknown = [r for r in roles if r not in ROLES]
     if unknown:
@@ -431,7 +434,7 @@ def names_for(roles):
     return sorted(n for n in RULES if owner(n) in roles)
 
 
-def plain(value):
+def plain(value: Any) -> Any:
     """The value with Ansible's tagged types turned into Python's own (so that a line shows ``int``)."""
     if isinstance(value, dict):
         return {plain(k): plain(v) for k, v in value.items()}
@@ -443,7 +446,7 @@ def plain(value):
     return value
 
 
-def null_ok(rule):
+def null_ok(rule: vocabulary.Type) -> bool:
     """Whether a role variable of this rule may be null: only where its kind reads null as one of its words
     (ray_num_cpus: Ray detects it)."""
     try:
@@ -454,7 +457,7 @@ def null_ok(rule):
     return True
 
 
-def check(settings):
+def check(settings: dict[str, Any]) -> list[str]:
     """``{name: value}`` -> list of error lines (empty when every value is good). Unknown names are ignored."""
     settings = plain(settings)
     errors = []
@@ -482,7 +485,7 @@ def check(settings):
 _SAME_OWNED = {frozenset(("python_env_path", "ray_venv"))}
 
 
-def _owned_overlaps(settings):
+def _owned_overlaps(settings: Mapping[str, Any]) -> list[str]:
     """Two directories the roles own (and a purge removes) that are one, or one inside the other: removing either
     would take the other with it (ray_temp_dir=/workspace/ray with ray_metrics_storage_dir=/workspace/ray/prom)."""
     owned = sorted((name, settings[name]) for name, rule in RULES.items()
@@ -500,7 +503,7 @@ def _owned_overlaps(settings):
     return errors
 
 
-def _container_pairs(settings):
+def _container_pairs(settings: Mapping[str, Any]) -> list[str]:
     """Container settings that mean nothing alone: said, rather than quietly running the venv path."""
     errors = []
     image = settings.get("ray_container_image")
@@ -518,7 +521,7 @@ def _container_pairs(settings):
     return errors
 
 
-def _port_clashes(settings):
+def _port_clashes(settings: Mapping[str, Any]) -> list[str]:
     given = {}
     for name in PORTS:
         if name in settings:
@@ -527,7 +530,7 @@ def _port_clashes(settings):
             except Bad:
                 return []  # already reported
     errors = []
-    by_number = {}
+    by_number: dict[int, list[str]] = {}
     for name, number in given.items():
         by_number.setdefault(number, []).append(name)
     for number, names in sorted(by_number.items()):

@@ -6,11 +6,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 TRUE_WORDS = ("true", "yes", "1")
 FALSE_WORDS = ("false", "no", "0")
 
 
-def switch_value(value, name="switch"):
+def switch_value(value: Any, name: str = "switch") -> tuple[bool | None, str | None]:
     """(bool, None) for a real boolean, 0/1, or true/false/yes/no/1/0 in any case; (None, error) otherwise."""
     if isinstance(value, bool):
         return value, None

@@ -30,6 +30,8 @@ import ipaddress
 import math
 import os
 import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 NOTSET = object()
@@ -66,7 +68,7 @@ class Line(Bad):
 class Inner(Bad):
     """A bad item of a list (``where`` = ``[3]``) or a bad value of a mapping (``.KEY``): the line names it."""
 
-    def __init__(self, where, t, value, bad):
+    def __init__(self, where: str, t: Type, value: Any, bad: Bad):
         super().__init__(str(bad))
         self.where, self.t, self.value, self.bad = where, t, value, bad
 
@@ -75,16 +77,16 @@ class Corpus(list):
     """Bad values of a type: ``(label, value, typed)``; ``typed`` marks a value of the wrong Python type, which only
     surfaces without their own type conversion (experiment files, role variables, switches) see as such."""
 
-    def add(self, label, value, typed=False):
+    def add(self, label: str, value: Any, typed: bool = False) -> Corpus:
         self.append((label, value, typed))
         return self
 
 
-def _short(text, limit=80):
+def _short(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def type_word(value):
+def type_word(value: Any) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -102,7 +104,7 @@ def type_word(value):
     return type(value).__name__
 
 
-def _shown(value):
+def _shown(value: Any) -> str:
     # Whatever the field, a value shaped like a credential (https://user:<token>@host, Bearer <token>) is never
     # repeated: a name, a requirement or a list given one by mistake would otherwise show it back.
     if credential_strings(value):
@@ -116,7 +118,7 @@ def _shown(value):
     return repr(value)
 
 
-def _leaves(value):
+def _leaves(value: Any) -> list[str]:
     if isinstance(value, dict):
         return [x for k, v in value.items() for x in _leaves(k) + _leaves(v)]
     if isinstance(value, (list, tuple)):
@@ -124,12 +126,12 @@ def _leaves(value):
     return [value] if isinstance(value, str) and value else []
 
 
-def _unshown(t, value):
+def _unshown(t: Type, value: Any) -> bool:
     """Whether ``t``'s line leaves ``value`` out (a credential-shaped one, :func:`_shown` says so itself)."""
     return t.secret or bool(t.conceal(value)) and not credential_strings(value)
 
 
-def credential_strings(value):
+def credential_strings(value: Any) -> list[str]:
     """The strings of ``value`` no line may repeat: shaped like a credential (masking.holds_credentials), holding what
     output masking would mask (``HF_TOKEN=<value>``), or under a secret's name in a mapping (``[{HF_TOKEN: ...}]``
     where a list of names belongs)."""
@@ -141,7 +143,7 @@ def credential_strings(value):
     return [value] if isinstance(value, str) and (holds_credentials(value) or mask_patterns(value) != value) else []
 
 
-def one_line(value, what="one line of text"):
+def one_line(value: Any, what: str = "one line of text") -> str:
     if not isinstance(value, str):
         raise Bad("be %s" % what)
     if _CONTROL.search(value):
@@ -154,13 +156,14 @@ class Type:
     ``aliases``, ``no_log`` (for module arguments), ``hint`` (appended to the error line)."""
 
     ansible = "str"
-    elements = None
+    elements: str | None = None
     secret = False          # the value may carry a secret: never shown, never echoed
     words = "a value"       # what a good value is, for the docs' table
-    sample_value = "x"
+    sample_value: Any = "x"
 
-    def __init__(self, required=False, default=NOTSET, aliases=(), no_log=None, hint="", nullable=True, sample=NOTSET,
-                 label="", ansible=None, must="", env=None):
+    def __init__(self, required: bool = False, default: Any = NOTSET, aliases: Iterable[str] = (),
+                 no_log: bool | None = None, hint: str = "", nullable: bool = True, sample: Any = NOTSET,
+                 label: str = "", ansible: str | None = None, must: str = "", env: str | None = None):
         self.must = must        # what every refusal says instead of the kind's own words ("be infinity or ...")
         self.env = env          # a module option Ansible fills from this environment variable when the task gives none
         self.label = label      # how lines name the field when not by its own name ("venv (verl_job_venv)")
@@ -177,11 +180,11 @@ class Type:
             self.sample_value = sample
 
     # -- checking ----------------------------------------------------------------------------------
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         """The value as the code should use it; :class:`Bad` when it is not good."""
         return value
 
-    def validate(self, value, context=None):
+    def validate(self, value: Any, context: dict[str, Any] | None = None) -> Any:
         """:meth:`check`, with None allowed for an optional field; ``context`` holds the surface's other values (a
         type that depends on a switch beside it, as :class:`Cidr` on its ``world_switch``, reads it there)."""
         if value is None:
@@ -197,10 +200,11 @@ class Type:
         except Bad:
             raise Bad(self.must)
 
-    def check_in(self, value, context):
+    def check_in(self, value: Any, context: dict[str, Any]) -> Any:
         return self.check(value)
 
-    def problems(self, value, where, context=None):
+    def problems(self, value: Any, where: str,
+                 context: dict[str, Any] | None = None) -> list[tuple[str, Type, Any, Bad]]:
         """``[(path, type, value, Bad)]``: every problem of ``value`` (one at most here; containers list each bad
         item), for surfaces that report them all (an experiment file). ``type.line(path, value, bad)`` is the line."""
         try:
@@ -209,16 +213,16 @@ class Type:
         except Bad as e:
             return [(where, self, value, e)]
 
-    def conceal(self, value):
+    def conceal(self, value: Any) -> list[str]:
         """The strings of a refused ``value`` that no output may hold (Ansible masks them, the invocation included)."""
         return _leaves(value) if self.secret else credential_strings(value)
 
-    def shown(self, value):
+    def shown(self, value: Any) -> str:
         """How an error line shows a bad value: never a secret, nor a value holding what :meth:`conceal` hides (a
         mapping of environment variables with a secret's value in it)."""
         return "the value is not shown" if _unshown(self, value) else "got %s" % _shown(value)
 
-    def line(self, name, value, bad):
+    def line(self, name: str, value: Any, bad: object) -> str:
         name = self.label or name
         if isinstance(bad, Line):
             return str(bad)
@@ -230,19 +234,19 @@ class Type:
         return "%s must %s%s%s%s%s" % (name, bad, sep, shown, end, self.hint)
 
     # -- the generated bad-input cases ----------------------------------------------------------------
-    def corpus(self):
+    def corpus(self) -> Corpus:
         c = Corpus()
         if not self.nullable:
             c.add("null", None, typed=True)
         return c
 
-    def sample(self):
+    def sample(self) -> Any:
         """A good value (for the fields a generated case does not make bad); may hold ``{tmp}`` / ``{stub}``."""
         return self.sample_value
 
     # -- Ansible ------------------------------------------------------------------------------------------
-    def ansible_spec(self):
-        spec = {"type": self.ansible}
+    def ansible_spec(self) -> dict[str, Any]:
+        spec: dict[str, Any] = {"type": self.ansible}
         if self.elements:
             spec["elements"] = self.elements
         if self.required:
@@ -273,12 +277,14 @@ class Text(Type):
     words = "one line of text"
     empty = True
     max_len = 4096
-    pattern = None
+    pattern: re.Pattern[str] | None = None
     what = ""
     # What the pattern lets through that is no good all the same, found anywhere in the value ("." or ".." as a name).
-    refused = None
+    refused: re.Pattern[str] | None = None
 
-    def __init__(self, empty=None, max_len=None, pattern=None, what=None, lines=False, credentials=None, **kw):
+    def __init__(self, empty: bool | None = None, max_len: int | None = None,
+                 pattern: str | re.Pattern[str] | None = None, what: str | None = None, lines: bool = False,
+                 credentials: bool | None = None, **kw: Any):
         super().__init__(**kw)
         # Whether a credential-shaped value is good: where the surface keeps it out of sight itself (ray_env's values go
         # to the root-only file), and in text of several lines (a file's or a script's content, which the collection
@@ -293,7 +299,7 @@ class Text(Type):
         self.lines = lines
         self.what = what or self.what or ("text" if lines else "one line of text")
 
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         if self.lines:
             # Several lines (a shell script, a description): line breaks and tabs, no other control character.
             if not isinstance(value, str):
@@ -317,12 +323,12 @@ class Text(Type):
                       "Vault)" % self.what)
         return value
 
-    def check_text(self, value):
+    def check_text(self, value: str) -> str:
         """The kind's own rule, for a value that passed the rules of all text (one line, not too long, its pattern;
         a blank value only where ``empty`` allows it): the value as the code should use it, or :class:`Bad`."""
         return value
 
-    def corpus(self):
+    def corpus(self) -> Corpus:
         c = super().corpus().add("nul", "a\x00b").add("too_long", "x" * (self.max_len + 1))
         if not self.lines:
             c.add("newline", "a\nb").add("private_key", "-----BEGIN OPENSSH PRIVATE KEY-----\ns3cr3tKeyBody\n")
@@ -338,12 +344,12 @@ class Name(Text):
     words = "a name of letters, digits, _ . -"
     refused = _DOTS
 
-    def __init__(self, max_len=80, empty=False, **kw):
+    def __init__(self, max_len: int = 80, empty: bool = False, **kw: Any):
         super().__init__(empty=empty, max_len=max_len, pattern=_NAME,
                          what="a name of letters, digits, _ . - (starting with a letter or digit, at most %d)" % max_len,
                          **kw)
 
-    def corpus(self):
+    def corpus(self) -> Corpus:
         return super().corpus().add("slash", "a/b").add("space", "a b").add("dash_first", "-x").add(
             "dotdot", "..").add("unicode", "j\u00f6b").add("url_credentials", "https://user:s3cr3t@example.org").add(
             "token", "ghp_s3cr3t" + "A" * 36)
@@ -352,19 +358,19 @@ class Name(Text):
 class Choice(Type):
     words = "one of a fixed set"
 
-    def __init__(self, choices, **kw):
+    def __init__(self, choices: Iterable[Any], **kw: Any):
         super().__init__(**kw)
         self.choices = tuple(choices)
         self.sample_value = self.choices[0]
 
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         if value not in self.choices:
             close = difflib.get_close_matches(str(value), [str(c) for c in self.choices], n=1, cutoff=0.6)
             raise Bad("be one of %s%s" % (", ".join(str(c) for c in self.choices),
                                           " (did you mean '%s'?)" % close[0] if close else ""))
         return value
 
-    def corpus(self):
+    def corpus(self) -> Corpus:
         c = super().corpus().add("unknown", "no-such-choice")
         if "" not in self.choices:
             c.add("empty", "")
@@ -377,14 +383,14 @@ class EnvName(Text):
     what = "an environment variable name (letters, digits, _; not starting with a digit)"
     sample_value = "HF_TOKEN"
 
-    def check_text(self, value):
+    def check_text(self, value: str) -> str:
         # ghp_<36 letters> has a name's grammar: a token given where its variable's name belongs (secrets:,
         # code.token_secret) would be repeated by every line that names the variable.
         if holds_credentials(value):
             raise Bad("be the name of the variable that holds the token, not the token itself")
         return value
 
-    def corpus(self):
+    def corpus(self) -> Corpus:
         return super().corpus().add("equals", "A=B").add("digit_first", "1A").add("dash", "A-B").add(
             "token", "ghp_s3cr3tAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA").add("name_and_value", "HF_TOKEN=hf_s3cr3t")
 
@@ -397,13 +403,13 @@ class Secret(Type):
     words = "a secret (never shown)"
     sample_value = "s3cr3t-sample-value"
 
-    def __init__(self, multiline=False, max_len=65536, empty=True, **kw):
+    def __init__(self, multiline: bool = False, max_len: int = 65536, empty: bool = True, **kw: Any):
         super().__init__(**kw)
         self.multiline = multiline
         self.max_len = max_len
         self.empty = empty
 
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         if not isinstance(value, str):
             raise Bad("be text")
         if not value and not self.empty:
@@ -418,7 +424,7 @@ class Secret(Type):
             raise Bad("be the secret alone, without spaces, line breaks or other characters a token cannot have")
         return value
 
-    def corpus(self):
+    def corpus(self) -> Corpus:
         c = super().corpus().add("nul", "tok\x00en")
         if not self.empty:
             c.add("empty", "")
@@ -431,7 +437,7 @@ class Secret(Type):
 # Numbers and switches
 
 
-def _number(value, integer, strict=False):
+def _number(value: Any, integer: bool, strict: bool = False) -> int | float:
     if isinstance(value, bool) or (strict and not isinstance(value, (int, float))):
         raise Bad("be a whole number" if integer else "be a number")
     if integer:
@@ -454,7 +460,7 @@ def _number(value, integer, strict=False):
     return number
 
 
-def _bounds(t, c):
+def _bounds(t: Int | Number, c: Corpus) -> Corpus:
     """The bad values every number has: a boolean, digits as text where only a number is read, each side of its range."""
     c.add("boolean", True, typed=True)
     if t.strict:
@@ -472,12 +478,13 @@ class Int(Type):
     ansible = "int"
     words = "a whole number in a range"
 
-    def __init__(self, low=None, high=None, unit="", strict=False, **kw):
+    def __init__(self, low: int | None = None, high: int | None = None, unit: str = "", strict: bool = False,
+                 **kw: Any):
         super().__init__(**kw)
         self.low, self.high, self.unit, self.strict = low, high, unit, strict
         self.sample_value = low if low is not None and low > 0 else (1 if high is None or high >= 1 else high)
 
-    def _range(self):
+    def _range(self) -> str:
         unit = " %s" % self.unit if self.unit else ""
         if self.low is not None and self.high is not None:
             return "be a whole number%s from %s to %s" % (unit.replace(" ", " of ", 1), self.low, self.high)
@@ -485,13 +492,13 @@ class Int(Type):
             return "be at least %s%s" % (self.low, unit) if self.low else "not be negative"
         return "be at most %s%s" % (self.high, unit)
 
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         number = _number(value, True, self.strict)
         if (self.low is not None and number < self.low) or (self.high is not None and number > self.high):
             raise Bad(self._range())
         return number
 
-    def corpus(self):
+    def corpus(self) -> Corpus:
         return _bounds(self, super().corpus().add("word", "soon").add("fraction", 1.5))
 
 
@@ -501,12 +508,13 @@ class Number(Type):
     ansible = "float"
     words = "a finite number in a range"
 
-    def __init__(self, low=None, high=None, above=False, unit="", strict=False, **kw):
+    def __init__(self, low: float | None = None, high: float | None = None, above: bool = False, unit: str = "",
+                 strict: bool = False, **kw: Any):
         super().__init__(**kw)
         self.low, self.high, self.above, self.unit, self.strict = low, high, above, unit, strict
         self.sample_value = (low or 0) + 1 if high is None else (high if low is None else (low + high) / 2.0)
 
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         number = _number(value, False, self.strict)
         unit = " of %s" % self.unit if self.unit else ""
         low_bad = self.low is not None and (number <= self.low if self.above else number < self.low)
@@ -522,7 +530,7 @@ class Number(Type):
             raise Bad("be at most %s" % self.high)
         return number
 
-    def corpus(self):
+    def corpus(self) -> Corpus:
         return _bounds(self, super().corpus().add("nan", float("nan")).add("inf", float("inf")).add("word", "lots"))
 
 
@@ -531,19 +539,19 @@ class Seconds(Number):
 
     words = "a duration in seconds"
 
-    def __init__(self, low=0, high=YEAR, integer=False, **kw):
+    def __init__(self, low: float = 0, high: float = YEAR, integer: bool = False, **kw: Any):
         super().__init__(low=low, high=high, unit="seconds", **kw)
         self.integer = integer
         if integer:
             self.ansible = "int"
         self.sample_value = max(1, low or 0)
 
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         if self.integer:
             _number(value, True)
         return super().check(value)
 
-    def corpus(self):
+    def corpus(self) -> Corpus:
         # An int option given inf or nan: Ansible's own conversion raises OverflowError before any check of ours.
         return Corpus(c for c in super().corpus() if not (self.integer and isinstance(c[1], float)))
 
@@ -557,7 +565,7 @@ class Time(Type):
     sample_value = "2030-01-01T00:00:00Z"
     LOW, HIGH = 946684800, 4102444800  # 2000-01-01 to 2100-01-01: anything else is a typo (milliseconds, a year)
 
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         import datetime
         if isinstance(value, bool):
             raise Bad("be a time (ISO 8601 with a zone, e.g. 2026-12-01T18:00:00Z, or epoch seconds)")
@@ -583,18 +591,18 @@ class Time(Type):
             raise Bad("be a time from 2000 to 2100 (epoch seconds, not milliseconds)")
         return iso_time(seconds)
 
-    def corpus(self):
+    def corpus(self) -> Corpus:
         return super().corpus().add("no_zone", "2026-12-01T18:00:00").add("word", "tomorrow").add(
             "month_13", "2026-13-01T00:00:00Z").add("milliseconds", 1796140800000).add("boolean", True, typed=True)
 
 
-def iso_time(seconds):
+def iso_time(seconds: float) -> str:
     """Epoch seconds as UTC ISO 8601 text, to the second."""
     import datetime
     return datetime.datetime.fromtimestamp(int(seconds), datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def epoch(value):
+def epoch(value: Any) -> float:
     """A :class:`Time`'s value (or any value it accepts) as epoch seconds."""
     import datetime
     text = Time().check(value)
@@ -609,11 +617,11 @@ class Switch(Type):
     sample_value = False
     WORDS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
 
-    def __init__(self, words=True, **kw):
+    def __init__(self, words: bool = True, **kw: Any):
         super().__init__(**kw)
         self.words_ok = words  # False: only a real boolean (an experiment file's true/false)
 
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         if isinstance(value, bool):
             return value
         if not self.words_ok:
@@ -624,7 +632,7 @@ class Switch(Type):
             return self.WORDS[value.strip().lower()]
         raise Bad("be true or false (also yes/no/1/0, any case)")
 
-    def corpus(self):
+    def corpus(self) -> Corpus:
         return super().corpus().add("typo", "treu").add("word", "maybe").add("two", 2, typed=True).add(
             "list", [True], typed=True)
 
@@ -644,7 +652,8 @@ class AbsPath(Type):
     words = "an absolute path"
     sample_value = "{tmp}/sample"
 
-    def __init__(self, purpose=None, empty=False, under=None, max_len=4095, spaces=True, relative=False, **kw):
+    def __init__(self, purpose: str | None = None, empty: bool = False, under: str | None = None, max_len: int = 4095,
+                 spaces: bool = True, relative: bool = False, **kw: Any):
         super().__init__(**kw)
         if purpose is not None and purpose not in paths.PURPOSES:
             raise ValueError("purpose %r is none of %s" % (purpose, ", ".join(paths.PURPOSES)))
@@ -653,7 +662,7 @@ class AbsPath(Type):
         if under:
             self.sample_value = under.rstrip("/") + "/sample"
 
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         what = ("a path" if self.relative else "an absolute path") + (" inside %s" % self.under if self.under else "")
         if value == "" and self.empty:
             return value
@@ -673,7 +682,7 @@ class AbsPath(Type):
         confine(value, self.purpose)
         return value
 
-    def corpus(self):
+    def corpus(self) -> Corpus:
         c = super().corpus().add("dotdot", "/data/../etc").add("newline", "/data/a\nb").add("nul", "/data/a\x00b").add(
             "number", 5, typed=True)
         if not self.relative:
@@ -685,7 +694,7 @@ class AbsPath(Type):
         return confined_corpus(c, self.purpose)
 
 
-def confine(path, purpose):
+def confine(path: Any, purpose: str | None) -> Any:
     """:class:`Bad` when a ``path`` given for ``purpose`` lies where the collection must not write (paths.misplaced)."""
     why = paths.misplaced(path, purpose) if isinstance(path, str) else None
     if why:
@@ -693,7 +702,7 @@ def confine(path, purpose):
     return path
 
 
-def confined_corpus(c, purpose):
+def confined_corpus(c: Corpus, purpose: str | None) -> Corpus:
     """``c`` with the places a path of ``purpose`` must never be, when it is written into: ``/``, a system directory
     and something under one (``//etc`` too, which Linux reads as ``/etc``), a directory that holds others'."""
     if purpose in paths.WRITTEN:
@@ -712,13 +721,13 @@ class RelPath(Type):
     words = "a relative path inside its base"
     sample_value = "."
 
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         one_line(value, "a relative path")
         if value.startswith("/") or ".." in value.split("/") or not value.strip():
             raise Bad("be a relative path inside its base (not starting with /, no '..')")
         return value
 
-    def corpus(self):
+    def corpus(self) -> Corpus:
         return super().corpus().add("absolute", "/etc").add("dotdot", "../x").add("inner_dotdot", "a/../../x").add(
             "nul", "a\x00b").add("empty", "")
 
@@ -726,7 +735,7 @@ class RelPath(Type):
 normpath, inside, overlap = paths.normpath, paths.inside, paths.overlap
 
 
-def leads_outside(path, root):
+def leads_outside(path: str, root: str) -> bool:
     """Whether ``path``, its symbolic links followed, ends outside ``root`` (whose own links are followed too): what is
     read through it would then be another directory's, such as ``/etc``. A path that leads nowhere (a loop, a missing
     target) does not: reading it fails on its own, and reads nothing of elsewhere."""
@@ -738,7 +747,7 @@ def leads_outside(path, root):
 # URLs and remote names
 
 
-def url_shown(value):
+def url_shown(value: Any) -> str:
     """A URL as an error line may show it: scheme, host and port; user-info, path, query and fragment never (a token
     can hide in any of them)."""
     if not isinstance(value, str):
@@ -759,7 +768,7 @@ def url_shown(value):
                               ":%d" % port if port else "", rest)
 
 
-def urlsplit_words(error):
+def urlsplit_words(error: ValueError) -> str:
     """Why urlsplit refused a URL, as a line may repeat it: its own words, but never the part of the value it quotes
     ("port could not be cast to integer value as '<token>'", "'<user>:<token>@host' does not appear to be an ipv4 or
     ipv6 address", "netloc '<token>@host' contains invalid characters...")."""
@@ -785,23 +794,24 @@ class Url(Type):
     words = "a URL without credentials"
     sample_value = "{stub}"
 
-    def __init__(self, schemes=("https", "http"), empty=False, path=True, default_scheme="", **kw):
+    def __init__(self, schemes: Iterable[str] = ("https", "http"), empty: bool = False, path: bool = True,
+                 default_scheme: str = "", **kw: Any):
         super().__init__(**kw)
         self.schemes, self.empty, self.path, self.default_scheme = tuple(schemes), empty, path, default_scheme
         if "http" not in self.schemes:
             # The generated cases' stub speaks plain HTTP; a closed loopback port takes no request either.
             self.sample_value = "%s://127.0.0.1:9" % self.schemes[0]
 
-    def shown(self, value):
+    def shown(self, value: Any) -> str:
         if self.default_scheme and isinstance(value, str) and "://" not in value:
             value = "%s://%s" % (self.default_scheme, value)
         return "got %s" % url_shown(value)
 
-    def conceal(self, value):
+    def conceal(self, value: Any) -> list[str]:
         # A refused URL may hold a token anywhere but where url_shown shows it.
         return [v for v in _leaves(value) if url_shown(v) not in (v, v.rstrip("/"))]
 
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         if isinstance(value, str) and not value.strip() and self.empty:
             return ""
         what = "an %s URL" % " or ".join(s + "://" for s in self.schemes)
@@ -829,7 +839,7 @@ class Url(Type):
             raise Bad("be %s without a path (scheme, host and port only)" % what)
         return value.rstrip("/") if parts.path in ("", "/") else value
 
-    def corpus(self):
+    def corpus(self) -> Corpus:
         c = super().corpus().add("userinfo_token", "https://ghp_s3cr3tT0ken@example.org/x").add(
             "userinfo_password", "https://user:s3cr3tPass@example.org/x").add(
             "query_token", "https://example.org/x?token=s3cr3tQuery").add(
@@ -858,15 +868,15 @@ class GitUrl(Type):
     # user@host:path; neither user nor host starts with "-" (git clone -u@h:p reads -u as --upload-pack)
     _SCP = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*@[A-Za-z0-9][A-Za-z0-9_.-]*:[^\s]+$")
 
-    def shown(self, value):
+    def shown(self, value: Any) -> str:
         if isinstance(value, str) and self._SCP.match(value):
             return "got %s" % _shown(value)
         return "got %s" % url_shown(value)
 
-    def conceal(self, value):
+    def conceal(self, value: Any) -> list[str]:
         return [v for v in _leaves(value) if not self._SCP.match(v) and url_shown(v) not in (v, v.rstrip("/"))]
 
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         what = "a git URL (https://host/org/repo.git, git@host:org/repo.git, ssh://, git:// or file://)"
         one_line(value, what)
         if re.search(r"\s", value):
@@ -889,7 +899,7 @@ class GitUrl(Type):
             raise Bad("be %s without a query string or fragment (a token does not belong in a URL)" % what)
         return value
 
-    def corpus(self):
+    def corpus(self) -> Corpus:
         return super().corpus().add("userinfo_token", "https://ghp_s3cr3tT0ken@github.com/org/x.git").add(
             "userinfo_password", "https://user:s3cr3tPass@github.com/org/x.git").add(
             "ssh_password", "ssh://git:s3cr3tPass@github.com/org/x.git").add(
@@ -914,30 +924,30 @@ class ImageRef(Text):
     sample_value = "docker.io/verlai/verl:app-verl0.5-vllm0.10.0-mcore0.13.0-te2.2"
 
     @staticmethod
-    def _credentials(value):
+    def _credentials(value: Any) -> bool:
         # An '@' belongs only to a digest at the end (@sha256:<64 hex>); any other may be user:password@ written
         # anywhere (before the registry, after a scheme, after a path: https://u:p@registry/x, registry/u:p@x), so
         # a value that has one is never shown.
         return isinstance(value, str) and "@" in ImageRef._undigested(value)
 
     @staticmethod
-    def _undigested(value):
+    def _undigested(value: str) -> str:
         return re.sub(r"@sha256:[a-f0-9]{64}\Z", "", value)
 
-    def shown(self, value):
+    def shown(self, value: Any) -> str:
         return ("the value, which may hold credentials, is not shown" if self._credentials(value)
                 else super().shown(value))
 
-    def conceal(self, value):
+    def conceal(self, value: Any) -> list[str]:
         return [value] if self._credentials(value) else super().conceal(value)
 
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         if self._credentials(value) and "@sha256:" not in self._undigested(value):
             raise Bad("be a container image reference without credentials: set ray_container_registry_username and "
                       "ray_container_registry_password instead")
         return super().check(value)
 
-    def corpus(self):
+    def corpus(self) -> Corpus:
         return super().corpus().add("credentials", "user:s3cr3tPass@registry.example/x:1").add(
             "upper", "Verlai/Verl:1").add("space", "verl ai").add("dash_first", "-x").add(
             "short_digest", "x@sha256:abc").add("scheme", "https://registry.example/x").add(
@@ -955,7 +965,7 @@ class GitRef(Text):
     # ending in ".lock", a trailing "/" or "." ("." alone would be `git checkout .`, every file of the work tree).
     refused = re.compile(r"\.\.|//|@\{|/\Z|\.lock\Z|(?:\A|/)\.|\.\Z")
 
-    def corpus(self):
+    def corpus(self) -> Corpus:
         return super().corpus().add("dotdot", "a..b").add("option", "--upload-pack=x").add("space", "a b").add(
             "lock", "x.lock").add("dot", ".").add("dot_part", "release/.hidden").add("upstream", "@{upstream}").add(
             "ancestor", "HEAD~1").add("short_option", "-c")
@@ -968,12 +978,12 @@ class HfRepoId(Text):
     sample_value = "org/name"
     refused = re.compile(r"--|\.\.")
 
-    def corpus(self):
+    def corpus(self) -> Corpus:
         return super().corpus().add("url", "https://huggingface.co/org/x").add("three_parts", "a/b/c").add(
             "dashes", "org/a--b").add("dotdot", "org/..")
 
 
-def _ip(text):
+def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     """The IP address ``text`` is (spaces around it aside), None when it is none."""
     try:
         return ipaddress.ip_address(text.strip())
@@ -988,7 +998,7 @@ class Host(Text):
     empty, max_len, what = False, 253, "a host name or IP address"
     sample_value = "127.0.0.1"
 
-    def check_text(self, value):
+    def check_text(self, value: str) -> str:
         if not value and self.empty:
             return value
         text = value.strip()
@@ -996,7 +1006,7 @@ class Host(Text):
             raise Bad("be %s" % self.what)
         return text
 
-    def corpus(self):
+    def corpus(self) -> Corpus:
         return super().corpus().add("option", "-oProxyCommand=x").add("url", "http://h/").add("space", "a b").add(
             "url_credentials", "https://s3cr3t@example.org")
 
@@ -1007,7 +1017,7 @@ LOOPBACK_NAMES = frozenset(("localhost", "localhost.localdomain", "localhost4", 
                             "localhost6.localdomain6", "ip6-localhost", "ip6-loopback"))
 
 
-def unreachable(ip, loopback=True):
+def unreachable(ip: Any, loopback: bool = True) -> str | None:
     """Why other machines cannot reach ``ip`` (an ``ipaddress`` address, or its text) as this node's, or None when
     they can: the "any" address in either spelling (``0.0.0.0``, ``::``, ``::ffff:0.0.0.0``), multicast, the IPv4
     broadcast, or a scoped address (``fe80::1%eth0``: its ``%`` is a specifier to systemd in a unit line, and the
@@ -1043,7 +1053,7 @@ class Address(Text):
     sample_value = "10.0.0.5"
     reach = "be an address the other nodes can reach, %s"
 
-    def check_text(self, value):
+    def check_text(self, value: str) -> str:
         if not value.strip() and self.empty:
             return ""
         # Surrounding spaces: a role writes the variable as given into a unit line, where " 10.0.0.5" is two words.
@@ -1055,7 +1065,7 @@ class Address(Text):
             raise Bad(self.reach % why)
         return str(ip)
 
-    def corpus(self):
+    def corpus(self) -> Corpus:
         return super().corpus().add("any", "0.0.0.0").add("any6", "::").add("name", "node-1").add(
             "multicast", "224.0.0.1").add("broadcast", "255.255.255.255").add("mapped_any", "::ffff:0.0.0.0").add(
             "scoped", "fe80::1%eth0").add("spaces", " 10.0.0.5")
@@ -1072,7 +1082,7 @@ _EMBEDDED_IPV4 = ((ipaddress.ip_network("::ffff:0:0/96"), 96), (ipaddress.ip_net
 _MAPPED = _EMBEDDED_IPV4[0][0]
 
 
-def ipv4_part(net):
+def ipv4_part(net: Any) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
     """The IPv4 network an IPv6 ``net`` of IPv4-carrying addresses stands for (0.0.0.0/0 for a network holding one of
     those ranges whole), else None."""
     for base, start in _EMBEDDED_IPV4:
@@ -1084,25 +1094,25 @@ def ipv4_part(net):
     return None
 
 
-def ipv4_mapped_network(net):
+def ipv4_mapped_network(net: Any) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
     """``net`` as nftables sees its packets: an IPv4-mapped network (``::ffff:10.0.0.0/104``) is the IPv4 one
     (``10.0.0.0/8``), prefix kept; any other network as it is."""
     if net.version == 6 and net.subnet_of(_MAPPED):
-        return ipv4_part(net)
+        return cast("ipaddress.IPv4Network | ipaddress.IPv6Network", ipv4_part(net))  # net lies in _MAPPED
     return net
 
 
-def _public_size(net):
+def _public_size(net: ipaddress.IPv4Network | ipaddress.IPv6Network) -> int:
     """How many addresses of the internet ``net`` opens: 0 for a private range (10.0.0.0/8, fd00::/8)."""
     return 0 if net.is_private and not net.is_global else net.num_addresses
 
 
-def _world_size(version):
+def _world_size(version: int) -> int:
     """The fewest addresses a world-open network holds: one bit more than the widest network allowed alone."""
     return 1 << (33 - WORLD_PREFIX[4] if version == 4 else 129 - WORLD_PREFIX[6])
 
 
-def judged(net):
+def judged(net: ipaddress.IPv4Network | ipaddress.IPv6Network) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
     """The network the world rule judges for ``net``: itself, or, for an IPv6 network of IPv4-carrying addresses not
     already too wide as IPv6, the IPv4 network it opens (::ffff:0:0/96 is 0.0.0.0/0)."""
     if net.version == 6 and _public_size(net) >= _world_size(6):
@@ -1120,21 +1130,21 @@ class Cidr(Text):
     empty, max_len, what = False, 64, "an IP address or network (for example 10.0.0.0/24)"
     sample_value = "10.0.0.0/24"
 
-    def __init__(self, world=False, world_switch="", **kw):
+    def __init__(self, world: bool = False, world_switch: str = "", **kw: Any):
         super().__init__(**kw)
         self.world, self.world_switch = world, world_switch
 
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         return self.check_in(value, {})
 
-    def allowed(self, context):
+    def allowed(self, context: dict[str, Any]) -> bool | str:
         return self.world or (self.world_switch and context.get(self.world_switch) is True)
 
-    def opens(self, what, verb="opens"):
+    def opens(self, what: str, verb: str = "opens") -> str:
         return "%s %s to the whole internet or a large part of it%s" % (
             what, verb, " (set %s: true if that is really meant)" % self.world_switch if self.world_switch else "")
 
-    def check_in(self, value, context):
+    def check_in(self, value: Any, context: dict[str, Any]) -> Any:
         value = super().check(value)
         try:
             net = ipaddress.ip_network(value.strip(), strict=False)
@@ -1151,7 +1161,7 @@ class Cidr(Text):
                 str(net) if seen is net else "%s (all of %s)" % (net, seen))))
         return str(net)
 
-    def corpus(self):
+    def corpus(self) -> Corpus:
         return super().corpus().add("world", "0.0.0.0/0").add("world6", "::/0").add("half", "0.0.0.0/1").add(
             "netmask_world", "0.0.0.0/0.0.0.0").add("not_network", "10.0.0.0/33").add("name", "example.org").add(
             "short_world", "0/0").add("mapped_world", "::ffff:0:0/96").add("nat64_world", "64:ff9b::/96").add(
@@ -1166,31 +1176,32 @@ class Networks(Type):
     elements = "str"
     words = "a list of IP networks (not world-wide together unless allowed)"
 
-    def __init__(self, world_switch="", max_items=1000, **kw):
+    def __init__(self, world_switch: str = "", max_items: int = 1000, **kw: Any):
         super().__init__(**kw)
         self.cidr = Cidr(world_switch=world_switch)
         self.list = ListOf(self.cidr, max_items=max_items)
         self.sample_value = [self.cidr.sample()]
 
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         return self.check_in(value, {})
 
-    def check_in(self, value, context):
+    def check_in(self, value: Any, context: dict[str, Any]) -> Any:
         nets = [ipaddress.ip_network(n) for n in self.list.check_in(value, context)]
         if not self.cidr.allowed(context):
             seen = [judged(n) for n in nets]
             for version in (4, 6):
-                mine = [n for n in seen if n.version == version]
+                mine: list[Any] = [n for n in seen if n.version == version]
                 # Overlaps merged first: the same /8 given twice opens one /8.
                 if sum(_public_size(n) for n in ipaddress.collapse_addresses(mine)) >= _world_size(version):
                     raise Bad("be networks that together stay narrower than /%d: %s" % (
                         WORLD_PREFIX[version], self.cidr.opens("these %d networks together" % len(mine), "open")))
         return [str(n) for n in nets]
 
-    def problems(self, value, where, context=None):
+    def problems(self, value: Any, where: str,
+                 context: dict[str, Any] | None = None) -> list[tuple[str, Type, Any, Bad]]:
         return self.list.problems(value, where, context) or super().problems(value, where, context)
 
-    def corpus(self):
+    def corpus(self) -> Corpus:
         c = Corpus(self.list.corpus())
         # Each alone is narrow enough; together they open every IPv4 address, or as much as a /7.
         return c.add("together_world", ["%d.0.0.0/8" % i for i in range(256)]).add(
@@ -1200,12 +1211,12 @@ class Networks(Type):
 class Port(Int):
     words = "a TCP port"
 
-    def __init__(self, **kw):
+    def __init__(self, **kw: Any):
         kw.setdefault("must", "be a TCP port from 1 to 65535")
         super().__init__(1, 65535, **kw)
         self.sample_value = 8265
 
-    def _range(self):
+    def _range(self) -> str:
         return "be a TCP port from 1 to 65535"
 
 
@@ -1218,7 +1229,7 @@ class IfName(Text):
     sample_value = "eth0"
     refused = _DOTS
 
-    def corpus(self):
+    def corpus(self) -> Corpus:
         return super().corpus().add("slash", "eth/0").add("long", "e" * 16).add("space", "eth 0").add("colon", "eth0:1")
 
 
@@ -1229,7 +1240,7 @@ class HostPort(Text):
     empty, max_len, what = False, 300, "host:port (for example 10.0.0.5:6379)"
     sample_value = "127.0.0.1:6379"
 
-    def check_text(self, value):
+    def check_text(self, value: str) -> str:
         if not value.strip():
             return value
         host, sep, port = value.strip().rpartition(":")
@@ -1244,7 +1255,7 @@ class HostPort(Text):
             raise Bad("be %s" % self.what)
         return value
 
-    def corpus(self):
+    def corpus(self) -> Corpus:
         return super().corpus().add("no_port", "10.0.0.5").add("port_range", "10.0.0.5:70000").add(
             "option", "-oProxyCommand=x:22").add("space", "a b:6379").add("url", "http://10.0.0.5:6379")
 
@@ -1256,11 +1267,11 @@ class Regex(Text):
     words = "a regular expression"
     max_len, what = 1024, "a regular expression"
 
-    def __init__(self, compiler=re.compile, **kw):
+    def __init__(self, compiler: Callable[[str], Any] = re.compile, **kw: Any):
         super().__init__(**kw)
         self.compiler = compiler
 
-    def check_text(self, value):
+    def check_text(self, value: str) -> str:
         if not value:
             return value
         try:
@@ -1275,7 +1286,7 @@ class Regex(Text):
                           % re.sub(r" at position \d+.*", "", str(e).splitlines()[0]))
         return value
 
-    def corpus(self):
+    def corpus(self) -> Corpus:
         return super().corpus().add("unbalanced", "(").add("nothing_to_repeat", "*x")
 
 
@@ -1286,11 +1297,11 @@ class PathOrUrl(Type):
     words = "an absolute path or a URL without credentials"
     sample_value = "{tmp}"
 
-    def __init__(self, schemes=("https", "http", "file"), **kw):
+    def __init__(self, schemes: Iterable[str] = ("https", "http", "file"), **kw: Any):
         super().__init__(**kw)
         self.path, self.url = AbsPath("reads"), Url(schemes=schemes)
 
-    def _type(self, value):
+    def _type(self, value: Any) -> AbsPath | Url:
         # A value with a ':' or '@' that does not start as a path is read as a URL, so that a URL written wrong
         # (https:user:token@host, https:/token@host) is not shown back as a bad path, token and all; a plain relative
         # path (wheels) is a bad path, shown as such.
@@ -1298,19 +1309,19 @@ class PathOrUrl(Type):
             return self.path
         return self.url
 
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         t = self._type(value)
         if t is self.url and "://" not in value:
             raise Bad("be an absolute path or a URL (%s)" % ", ".join(s + "://" for s in self.url.schemes))
         return t.check(value)
 
-    def shown(self, value):
+    def shown(self, value: Any) -> str:
         return self._type(value).shown(value)
 
-    def conceal(self, value):
+    def conceal(self, value: Any) -> list[str]:
         return self._type(value).conceal(value)
 
-    def corpus(self):
+    def corpus(self) -> Corpus:
         c = super().corpus()
         for kind, t in (("path", self.path), ("url", self.url)):
             for label, value, typed in t.corpus():
@@ -1337,27 +1348,27 @@ class Requirement(Text):
                            r"(?:&(?:egg|subdirectory|sha1|sha256|sha384|sha512|md5)=[A-Za-z0-9_.+/-]+)*$")
 
     @staticmethod
-    def _url(value):
+    def _url(value: Any) -> str | None:
         """The URL of a ``name @ url`` requirement, or None."""
         if not isinstance(value, str) or "@" not in value:
             return None
         rest = value.split("@", 1)[1].strip()
         return re.split(r"\s*;", rest, maxsplit=1)[0].strip() or None
 
-    def _hides(self, value):
+    def _hides(self, value: Any) -> bool:
         # Where a URL hides a token: before an @ in its host part, in its query or fragment.
         url = self._url(value)
         return url is not None and bool(re.search(r"[?#]", url) or "@" in url.split("://", 1)[-1].split("/", 1)[0])
 
-    def shown(self, value):
+    def shown(self, value: Any) -> str:
         if self._hides(value):
             return "got %s @ %s" % (_shown(value.split("@", 1)[0].strip()), url_shown(self._url(value)))
         return super().shown(value)
 
-    def conceal(self, value):
+    def conceal(self, value: Any) -> list[str]:
         return [value] if self._hides(value) else super().conceal(value)
 
-    def check_text(self, value):
+    def check_text(self, value: str) -> str:
         text = value.strip()
         if text.startswith("-") or not _REQUIREMENT.match(text) or re.search(r"\s-{1,2}[A-Za-z]|[;@]\s*-", text):
             raise Bad("be %s" % self.what)
@@ -1383,7 +1394,7 @@ class Requirement(Text):
             raise Bad("be a requirement without credentials in its URL (they go in the nodes' ~/.netrc, which uv reads)")
         return text
 
-    def corpus(self):
+    def corpus(self) -> Corpus:
         return super().corpus().add("index", "--extra-index-url=https://evil.example/simple").add(
             "requirements_file", "-r /etc/shadow").add("editable", "-e .").add("trailing_option",
                                                                                "ray --index-url=http://x").add(
@@ -1403,7 +1414,7 @@ class SubmissionId(Text):
             "job whose id has '/' or other characters)")
     sample_value = "rlinfra-sample"
 
-    def corpus(self):
+    def corpus(self) -> Corpus:
         return super().corpus().add("slash", "team/run").add("query", "x?delete=1").add("dotdot", "..")
 
 
@@ -1418,7 +1429,7 @@ class ListOf(Type):
     ansible = "list"
     words = "a list"
 
-    def __init__(self, item, max_items=10000, empty=True, unique=False, **kw):
+    def __init__(self, item: Type, max_items: int = 10000, empty: bool = True, unique: bool = False, **kw: Any):
         super().__init__(**kw)
         self.item, self.max_items, self.empty, self.unique = item, max_items, empty, unique
         self.elements = {"int": "int", "float": "float", "bool": "bool", "path": "path", "dict": "dict",
@@ -1426,19 +1437,19 @@ class ListOf(Type):
         self.secret = item.secret
         self.sample_value = [item.sample()]
 
-    def ansible_spec(self):
+    def ansible_spec(self) -> dict[str, Any]:
         spec = super().ansible_spec()
         if getattr(self.item, "suboptions", False):
-            spec["options"] = Args(**self.item.fields).spec
+            spec["options"] = Args(**cast("Section", self.item).fields).spec
         return spec
 
-    def shown(self, value):
+    def shown(self, value: Any) -> str:
         return "the value is not shown" if _unshown(self, value) else "got %s" % _shown(value)
 
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         return self.check_in(value, {})
 
-    def check_in(self, value, context):
+    def check_in(self, value: Any, context: dict[str, Any]) -> Any:
         if not isinstance(value, (list, tuple)):
             raise Bad("be a list")
         if not value and not self.empty:
@@ -1456,16 +1467,17 @@ class ListOf(Type):
             raise Bad("hold each item once (%s is given twice)" % _shown(twice[0]))
         return out
 
-    def conceal(self, value):
+    def conceal(self, value: Any) -> list[str]:
         return [x for v in (value if isinstance(value, (list, tuple)) else [value]) for x in self.item.conceal(v)]
 
-    def problems(self, value, where, context=None):
+    def problems(self, value: Any, where: str,
+                 context: dict[str, Any] | None = None) -> list[tuple[str, Type, Any, Bad]]:
         if not isinstance(value, (list, tuple)) or len(value) > self.max_items or (not value and not self.empty):
             return super().problems(value, where, context)
         found = [p for i, item in enumerate(value) for p in self.item.problems(item, "%s[%d]" % (where, i), context)]
         return found or (super().problems(value, where, context) if self.unique else [])
 
-    def corpus(self):
+    def corpus(self) -> Corpus:
         c = super().corpus().add("scalar", "x", typed=True).add("too_many", [self.item.sample()] * (self.max_items + 1))
         for label, value, typed in self.item.corpus():
             if value is not None:
@@ -1483,13 +1495,13 @@ class MapOf(Type):
     ansible = "dict"
     words = "a mapping"
 
-    def __init__(self, key, value, max_items=10000, **kw):
+    def __init__(self, key: Type, value: Type, max_items: int = 10000, **kw: Any):
         super().__init__(**kw)
         self.key, self.value, self.max_items = key, value, max_items
         self.secret = value.secret
         self.sample_value = {key.sample(): value.sample()}
 
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         if not isinstance(value, dict):
             raise Bad("be a mapping")
         if len(value) > self.max_items:
@@ -1507,14 +1519,15 @@ class MapOf(Type):
                 raise Inner(".%s" % _short(str(k2), 60), t, v, e)
         return out
 
-    def value_for(self, key):
+    def value_for(self, key: Any) -> Type:
         """The type of the value under ``key``: :attr:`value`, unless the key says more (:class:`EnvMap`)."""
         return self.value
 
-    def problems(self, value, where, context=None):
+    def problems(self, value: Any, where: str,
+                 context: dict[str, Any] | None = None) -> list[tuple[str, Type, Any, Bad]]:
         if not isinstance(value, dict) or len(value) > self.max_items:
             return super().problems(value, where, context)
-        out = []
+        out: list[tuple[str, Type, Any, Bad]] = []
         for k, v in value.items():
             try:
                 self.check({k: v})
@@ -1522,12 +1535,12 @@ class MapOf(Type):
                 out.append((where, self, {k: v}, e))
         return out
 
-    def conceal(self, value):
+    def conceal(self, value: Any) -> list[str]:
         if not isinstance(value, dict):
             return self.value.conceal(value)
         return [x for k, v in value.items() for x in self.key.conceal(k) + self.value_for(k).conceal(v)]
 
-    def corpus(self):
+    def corpus(self) -> Corpus:
         c = super().corpus().add("list", ["x"], typed=True)
         for label, value, typed in self.key.corpus():
             if isinstance(value, str):
@@ -1543,21 +1556,21 @@ class EnvMap(MapOf):
 
     words = "a mapping of environment variable names to one-line values"
 
-    def __init__(self, **kw):
+    def __init__(self, **kw: Any):
         super().__init__(EnvName(), Text(max_len=131071, credentials=True), **kw)
         self.sample_value = {"PYTHONUNBUFFERED": "1"}
 
-    def value_for(self, key):
+    def value_for(self, key: Any) -> Type:
         # HF_TOKEN: "<token>\n" is refused like any value with a line break, but its line must not show the token.
         return Unshown(self.value) if isinstance(key, str) and is_secret_name(key) else self.value
 
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         if isinstance(value, dict):
             value = dict((k, str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
                           else v) for k, v in value.items())
         return super().check(value)
 
-    def corpus(self):
+    def corpus(self) -> Corpus:
         return super().corpus().add("secret_value_newline", {"HF_TOKEN": "s3cr3t\nx"}).add(
             "secret_value_list", {"WANDB_API_KEY": ["s3cr3t"]}, typed=True)
 
@@ -1567,23 +1580,23 @@ class Unshown(Type):
 
     secret = True
 
-    def __init__(self, t, **kw):
+    def __init__(self, t: Type, **kw: Any):
         super().__init__(**kw)
         self.t = t
         self.nullable = t.nullable
 
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         return self.t.check(value)
 
 
 class _UnknownKey(Type):
     """The "type" of a key a :class:`Section` does not know: its line names the section and the keys it allows."""
 
-    def __init__(self, section):
+    def __init__(self, section: Section):
         super().__init__()
         self.section = section
 
-    def line(self, name, value, bad):
+    def line(self, name: str, value: Any, bad: object) -> str:
         fields = list(self.section.fields)
         close = difflib.get_close_matches(str(value), fields, n=1, cutoff=0.6)
         did = " (did you mean '%s'?)" % close[0] if close else ""
@@ -1597,7 +1610,7 @@ class Section(Type):
     ansible = "dict"
     words = "a mapping of known keys"
 
-    def __init__(self, fields, suboptions=False, **kw):
+    def __init__(self, fields: dict[str, Type], suboptions: bool = False, **kw: Any):
         super().__init__(**kw)
         self.fields = fields
         # A module's dict option: Ansible also checks it as suboptions (``options`` in the spec), and its generated
@@ -1605,11 +1618,13 @@ class Section(Type):
         self.suboptions = suboptions
         self.sample_value = dict((k, t.sample()) for k, t in fields.items() if t.required)
 
-    def problems(self, value, where, context=None):
+    def problems(self, value: Any, where: str,
+                 context: dict[str, Any] | None = None) -> list[tuple[str, Type, Any, Bad]]:
         """``[(path, type, value, Bad)]`` for every bad key of ``value`` below ``where``; ``type.line(path, value,
         bad)`` is the line. The fields beside a key are its context (a Cidr's world switch), switches read as such."""
         if not isinstance(value, dict):
             return [(where, self, value, Bad("be a mapping of %s" % ", ".join(self.fields)))]
+        t: Type | None
         if self.suboptions or context is None:
             context = dict(value)
             for key, t in self.fields.items():
@@ -1618,7 +1633,7 @@ class Section(Type):
                         context[key] = t.check(value[key])
                     except Bad:
                         pass
-        out = []
+        out: list[tuple[str, Type, Any, Bad]] = []
         for key, item in value.items():
             path = "%s.%s" % (where, key) if where else str(key)
             t = self.fields.get(key)
@@ -1636,14 +1651,14 @@ class Section(Type):
                 out.append((path, t, None, Bad("be given")))
         return out
 
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         found = self.problems(value, "")
         if found:
             path, t, item, bad = found[0]
             raise Inner("." + path if path else "", t, item, bad)
         return value
 
-    def walk(self, where=""):
+    def walk(self, where: str = "") -> Iterator[tuple[str, Type]]:
         """``(path, type)`` of every field below ``where``, sections included."""
         for key, t in self.fields.items():
             path = "%s.%s" % (where, key) if where else key
@@ -1651,18 +1666,18 @@ class Section(Type):
             if isinstance(t, Section):
                 yield from t.walk(path)
 
-    def conceal(self, value):
+    def conceal(self, value: Any) -> list[str]:
         if not isinstance(value, dict):
             return super().conceal(value)
         return [x for key, t in self.fields.items() if value.get(key) is not None for x in t.conceal(value[key])]
 
-    def ansible_spec(self):
+    def ansible_spec(self) -> dict[str, Any]:
         spec = super().ansible_spec()
         if self.suboptions:
             spec["options"] = Args(**self.fields).spec
         return spec
 
-    def corpus(self):
+    def corpus(self) -> Corpus:
         c = super().corpus().add("list", ["x"], typed=True).add("unknown_key", dict(self.sample(), no_such_key=1))
         if self.suboptions:
             for key, t in self.fields.items():
@@ -1671,7 +1686,8 @@ class Section(Type):
         return c
 
 
-def Options(fields, suboptions=True, **kw):  # noqa: N802 - reads as a type in a declaration
+def Options(fields: dict[str, Type], suboptions: bool = True,  # noqa: N802 - reads as a type in a declaration
+            **kw: Any) -> Section:
     """A module's dict option with known keys (a :class:`Section` Ansible checks as suboptions too)."""
     return Section(fields, suboptions=suboptions, **kw)
 
@@ -1681,13 +1697,13 @@ class OneOf(Type):
 
     words = "one of several forms"
 
-    def __init__(self, *types, **kw):
+    def __init__(self, *types: Type, **kw: Any):
         super().__init__(**kw)
         self.types = types
         self.ansible = "raw"
         self.sample_value = types[0].sample()
 
-    def check_in(self, value, context):
+    def check_in(self, value: Any, context: dict[str, Any]) -> Any:
         shape = "dict" if isinstance(value, dict) else "list" if isinstance(value, (list, tuple)) else "str"
         fitting = None
         for t in self.types:
@@ -1697,9 +1713,10 @@ class OneOf(Type):
                 kind = t.ansible if t.ansible in ("dict", "list") else "str"
                 if fitting is None or kind == shape:
                     fitting = (kind == shape, e)
+        assert fitting is not None  # __init__ reads types[0]: a type was tried, and set it or returned
         raise fitting[1]
 
-    def corpus(self):
+    def corpus(self) -> Corpus:
         c = super().corpus()
         for t in self.types:
             for label, value, typed in t.corpus():
@@ -1714,13 +1731,14 @@ class Custom(Type):
 
     words = "checked by its own rule"
 
-    def __init__(self, ansible, check, bad, sample, elements=None, secret=False, **kw):
+    def __init__(self, ansible: str, check: Callable[[Any], Any], bad: Iterable[Any], sample: Any,
+                 elements: str | None = None, secret: bool = False, **kw: Any):
         super().__init__(sample=sample, **kw)
         self.ansible, self.elements, self.secret = ansible, elements, secret
         self._check, self._bad = check, list(bad)
 
     @staticmethod
-    def lines(problems):
+    def lines(problems: Callable[[Any], Sequence[str]]) -> Callable[[Any], Any]:
         """A check from a function that returns problem lines: the first becomes the :class:`Line`."""
         def check(value):
             found = problems(value)
@@ -1729,10 +1747,10 @@ class Custom(Type):
             return value
         return check
 
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         return self._check(value)
 
-    def corpus(self):
+    def corpus(self) -> Corpus:
         c = super().corpus()
         for i, item in enumerate(self._bad):
             c.add(*(item if isinstance(item, tuple) else ("bad%d" % i, item)))
@@ -1746,11 +1764,11 @@ class Raw(Type):
     ansible = "raw"
     words = "any value (checked where it is read)"
 
-    def __init__(self, reason, ansible="raw", elements=None, **kw):
+    def __init__(self, reason: str, ansible: str = "raw", elements: str | None = None, **kw: Any):
         super().__init__(**kw)
         self.reason, self.ansible, self.elements = reason, ansible, elements
 
-    def corpus(self):
+    def corpus(self) -> Corpus:
         return Corpus()
 
 
@@ -1761,7 +1779,7 @@ class Raw(Type):
 class Args:
     """A module's or action's arguments: ``name=Type(...)``. ``spec`` is the Ansible argument_spec."""
 
-    def __init__(self, _env_fallback=None, **fields):
+    def __init__(self, _env_fallback: Any = None, **fields: Type):
         """``_env_fallback``: Ansible's ``env_fallback`` (the module passes it: this file imports no Ansible), for the
         fields declared with ``env=``."""
         self.fields = fields
@@ -1772,10 +1790,10 @@ class Args:
                     raise ValueError("%s takes the environment variable %s: pass _env_fallback" % (name, t.env))
                 self.spec[name]["fallback"] = (_env_fallback, [t.env])
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[tuple[str, Type]]:
         return iter(self.fields.items())
 
-    def errors(self, params, concealed=None):
+    def errors(self, params: dict[str, Any], concealed: list[str] | None = None) -> list[str]:
         """One line per bad field of ``params`` (as Ansible parsed them), in declaration order; the strings no output
         may show (a refused URL, a secret) are added to the list ``concealed``."""
         lines = []
@@ -1791,11 +1809,12 @@ class Args:
                     concealed.extend(t.conceal(value))
         return lines
 
-    def samples(self):
+    def samples(self) -> dict[str, Any]:
         """Good values for the required fields (the generated tests fill the rest of a case with them)."""
         return dict((name, t.sample()) for name, t in self.fields.items() if t.required)
 
-    def new_module(self, ansible_module, concealed=None, **kw):
+    def new_module(self, ansible_module: Callable[..., Any],
+                   concealed: Callable[[dict[str, Any]], Iterable[str]] | None = None, **kw: Any) -> Any:
         """What a module's ``main()`` starts with: ``ansible_module`` (AnsibleModule, passed in: this file imports no
         Ansible) for these fields, check mode supported, ``kw`` for the rest of its arguments (``required_if``...),
         with every bad field refused (:func:`enforce`). ``concealed(params)``: values no output may show, masked before
@@ -1807,10 +1826,10 @@ class Args:
         return module
 
 
-def enforce(module, args):
+def enforce(module: Any, args: Args) -> None:
     """Fail ``module`` (an AnsibleModule or PlainModule-like object with ``params`` and ``fail_json``) with one line
     per bad field of ``args``; nothing has been done yet."""
-    concealed = []
+    concealed: list[str] = []
     lines = args.errors(module.params, concealed)
     if lines:
         module.no_log_values.update(concealed)  # masked everywhere in the result, the invocation included
@@ -1819,7 +1838,7 @@ def enforce(module, args):
         module.fail_json(msg="\n".join(lines), changed=False)
 
 
-def _keys_masked(value, concealed):
+def _keys_masked(value: Any, concealed: set[str]) -> Any:
     if isinstance(value, dict):
         return dict((MASK if k in concealed else k, _keys_masked(v, concealed)) for k, v in value.items())
     if isinstance(value, list):

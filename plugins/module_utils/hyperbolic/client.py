@@ -29,8 +29,10 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Callable, Collection, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from email.utils import parsedate_to_datetime
+from typing import Any
 from urllib.error import HTTPError, URLError
 from urllib.parse import urlsplit
 
@@ -40,7 +42,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.common.vocabulary imp
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.numbers import loose_count, whole_number
 
 
-def open_url(*args, **kwargs):
+def open_url(*args: Any, **kwargs: Any) -> Any:
     """``ansible.module_utils.urls.open_url``, imported on the first request: every ``ansible-playbook`` run loads the
     inventory plugins (which import this file) when they are enabled, and would pay for it (~30 ms) without a request
     to make. The idle guard runs this client on a node without Ansible, with its own opener."""
@@ -78,7 +80,8 @@ __all__ = [
 class HyperbolicError(Exception):
     """Base error; ``str(err)`` is one line, safe to show (never holds the API key)."""
 
-    def __init__(self, message, status=None, url=None, api_message=None):
+    def __init__(self, message: str, status: int | None = None, url: str | None = None,
+                 api_message: str | None = None):
         super().__init__(message)
         self.status = status
         self.url = url
@@ -109,26 +112,26 @@ _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _URL_USERINFO = re.compile(r"(?<=//)[^/?#\s]*@")
 
 
-def _one_line(text, limit=300):
+def _one_line(text: object, limit: int = 300) -> str:
     text = _WS.sub(" ", _CONTROL.sub("?", str(text))).strip()
     if len(text) > limit:
         text = text[: limit - 3] + "..."
     return text
 
 
-def one_line(text, limit=300):
+def one_line(text: object, limit: int = 300) -> str:
     """``text`` as one printable line of at most ``limit`` characters."""
     return _one_line(text, limit)
 
 
-def redact_url(url):
+def redact_url(url: object) -> str:
     """``url`` without any ``user:password@`` part, query or fragment (a key can hide in each), for messages."""
     text = str(url)
     base = re.split(r"[?#]", text, maxsplit=1)[0]
     return _URL_USERINFO.sub("***@", base) + ("?..." if base != text else "")
 
 
-def check_api_url(url):
+def check_api_url(url: object) -> str:
     """The API base URL without trailing slash, or HyperbolicError saying what is wrong with it.
 
     Only ``http(s)://host[:port][/path]``: anything else would either fail deep inside urllib
@@ -158,7 +161,7 @@ def check_api_url(url):
     return text.rstrip("/")
 
 
-def url_is_plain_remote_http(url):
+def url_is_plain_remote_http(url: str) -> bool:
     """True for ``http://`` to anything but loopback (the key would cross the network in clear)."""
     parts = urlsplit(url)
     if parts.scheme.lower() != "http":
@@ -175,7 +178,7 @@ def url_is_plain_remote_http(url):
 _KEY_OK = re.compile(r"[\x21-\x7e]+")
 
 
-def check_api_key(key):
+def check_api_key(key: object) -> str:
     """The key, stripped, or HyperbolicError (whose message never contains the key)."""
     key = "" if key is None else str(key).strip()
     if not key:
@@ -188,7 +191,7 @@ def check_api_key(key):
     return key
 
 
-def api_message(body):
+def api_message(body: bytes | str | None) -> str:
     """Best human message from an error body (JSON ``detail``/``message``/``error`` or text)."""
     if body is None:
         return ""
@@ -204,7 +207,7 @@ def api_message(body):
     if isinstance(data, dict):
         # The on-demand API's errors carry a code beside the message (hyperbolic-go's APIError: Code, Message, Issues):
         # the line keeps it, for the caller and the reader ("INSUFFICIENT_BALANCE: ...").
-        code = data.get("code") if isinstance(data.get("code"), str) else ""
+        code: Any = data.get("code") if isinstance(data.get("code"), str) else ""
         code = code if re.match(r"^[A-Z][A-Z0-9_]{2,63}$", code) else ""
         issues = data.get("issues") if isinstance(data.get("issues"), list) else []
         for key in ("detail", "message", "error", "msg", "error_message"):
@@ -224,7 +227,7 @@ def api_message(body):
     return _one_line(body)
 
 
-def _retry_after_seconds(value, now=None):
+def _retry_after_seconds(value: Any, now: float | None = None) -> float | None:
     """Seconds to wait from a ``Retry-After`` header (delta-seconds or HTTP-date), or None."""
     if not value:
         return None
@@ -243,7 +246,8 @@ def _retry_after_seconds(value, now=None):
     return max(0.0, when.timestamp() - now)
 
 
-def check_number(name, value, minimum=0.0, maximum=None, integer=False, above=False):
+def check_number(name: str, value: Any, minimum: float = 0.0, maximum: float | None = None, integer: bool = False,
+                 above: bool = False) -> float:
     """``value`` as a finite number within bounds, or HyperbolicError naming the option."""
     try:
         if isinstance(value, bool):
@@ -267,7 +271,7 @@ def check_number(name, value, minimum=0.0, maximum=None, integer=False, above=Fa
     return number
 
 
-def _is_timeout(exc):
+def _is_timeout(exc: BaseException) -> bool:
     if isinstance(exc, (socket.timeout, TimeoutError)):
         return True
     reason = getattr(exc, "reason", None)
@@ -283,9 +287,10 @@ class HyperbolicClient:
     ``sleep`` and ``opener`` are injectable for tests.
     """
 
-    def __init__(self, api_key, api_url=DEFAULT_API_URL, timeout=30.0, retries=4,
-                 retry_backoff=1.0, retry_max_wait=60.0, validate_certs=True,
-                 http_agent=USER_AGENT, sleep=time.sleep, opener=open_url, max_response_mib=MAX_RESPONSE_MIB):
+    def __init__(self, api_key: str | None, api_url: str | None = DEFAULT_API_URL, timeout: float = 30.0,
+                 retries: int = 4, retry_backoff: float = 1.0, retry_max_wait: float = 60.0,
+                 validate_certs: bool = True, http_agent: str = USER_AGENT, sleep: Callable[[float], None] = time.sleep,
+                 opener: Callable[..., Any] = open_url, max_response_mib: float = MAX_RESPONSE_MIB):
         self._api_key = check_api_key(api_key)
         # An answer is read whole and decoded in memory: bounded, so a broken or hostile API cannot take the
         # controller's memory (a 76 MB answer took 1.4 GB and 65 s before).
@@ -303,25 +308,25 @@ class HyperbolicClient:
         self.requests_made = 0
         self._count_lock = threading.Lock()
 
-    def __repr__(self):  # never show the key
+    def __repr__(self) -> str:  # never show the key
         return "HyperbolicClient(api_url=%r)" % self.api_url
 
     # ---------------------------------------------------------------- helpers
-    def scrub(self, text):
+    def scrub(self, text: object) -> str:
         """Remove the API key from any text (defence in depth for error messages)."""
         return mask_values(str(text), [self._api_key])
 
-    def _backoff(self, attempt):
+    def _backoff(self, attempt: int) -> float:
         base = self.retry_backoff * (2 ** attempt)
         # "equal jitter": between half and the full exponential step
         return min(self.retry_max_wait, base / 2.0 + random.uniform(0, base / 2.0))
 
     # ---------------------------------------------------------------- requests
-    def get_json(self, path):
+    def get_json(self, path: str) -> Any:
         """GET ``path`` and return the decoded JSON, retrying transient failures."""
         return self.request_json("GET", path)
 
-    def request_json(self, method, path, payload=None, retry=True):
+    def request_json(self, method: str, path: str, payload: Any = None, retry: bool = True) -> Any:
         """``method`` ``path`` (with ``payload`` as a JSON body) and return the decoded JSON. Transient failures
         are retried unless ``retry`` is false: a request that must not run twice (renting a machine) fails at once,
         and the caller finds out from the listing whether it took effect."""
@@ -439,7 +444,7 @@ class HyperbolicClient:
                     url, _one_line(exc, 100), _one_line(repr(self.scrub(start)), 80) if raw.strip() else "nothing"),
                 url=url) from None
 
-    def list_source(self, source):
+    def list_source(self, source: str) -> list[dict[str, Any]]:
         """Raw instance list of one source (a list of dicts). Raises HyperbolicNotFound on 404."""
         if source not in SOURCES:
             raise HyperbolicError("unknown Hyperbolic source %r (known: %s)" % (source, ", ".join(SOURCES)))
@@ -447,7 +452,7 @@ class HyperbolicClient:
         data = self.get_json(path)
         return extract_items(source, data, self.api_url + path)
 
-    def fetch(self, sources):
+    def fetch(self, sources: Iterable[str]) -> dict[str, Any]:
         """Fetch every requested source (concurrently: they are independent APIs).
 
         Returns ``{"api_url": ..., "sources": {name: [raw items]}, "skipped": {name: message}}``
@@ -480,7 +485,7 @@ class HyperbolicClient:
                 outcomes.append(future.result())
         else:
             outcomes = [one(source) for source in sources]
-        result = {"api_url": self.api_url, "sources": {}, "skipped": {}, "notes": notes}
+        result: dict[str, Any] = {"api_url": self.api_url, "sources": {}, "skipped": {}, "notes": notes}
         for source, (items, skipped) in zip(sources, outcomes):
             if skipped is None:
                 result["sources"][source] = items
@@ -489,7 +494,7 @@ class HyperbolicClient:
         return result
 
 
-def null_list_note(source, data, where):
+def null_list_note(source: str, data: Any, where: str) -> str | None:
     """One warning when the instance list in an answer is null rather than a list: read as an account without
     instances, but said, since it is just as likely an API fault."""
     if isinstance(data, dict) and any(k in data and data[k] is None for k in ("instances", "rentals", "data", "items")) \
@@ -503,14 +508,14 @@ _JSON_TYPES = ((dict, "a JSON object"), (list, "a JSON array"), (str, "a string"
                (int, "a number"), (float, "a number"), (type(None), "null"))
 
 
-def _json_type(value):
+def _json_type(value: object) -> str:
     for kind, name in _JSON_TYPES:
         if isinstance(value, kind):
             return name
     return type(value).__name__
 
 
-def _describe(value):
+def _describe(value: object) -> str:
     """A short, one-line description of a JSON value for error messages."""
     if isinstance(value, dict):
         keys = sorted(str(k) for k in value)
@@ -519,7 +524,7 @@ def _describe(value):
     return _json_type(value)
 
 
-def extract_items(source, data, where="answer"):
+def extract_items(source: str, data: Any, where: str = "answer") -> list[dict[str, Any]]:
     """Validate the top-level shape of a source's answer and return its list of items."""
     if source == "marketplace":
         expected = 'a JSON object {"instances": [...]}'
@@ -568,7 +573,7 @@ _USER_OK = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")
 SSH_COMMAND_FORM = "ssh USER@HOST [-p PORT]"
 
 
-def _port(value):
+def _port(value: Any) -> int | None:
     """A TCP port from an int or a string of digits; None when absent, ValueError when invalid."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
@@ -582,7 +587,7 @@ def _port(value):
     return port
 
 
-def _is_ip(host):
+def _is_ip(host: str) -> bool:
     if _IPV4.fullmatch(host):
         return True
     if ":" not in host:
@@ -594,7 +599,7 @@ def _is_ip(host):
     return True
 
 
-def valid_ssh_host(host):
+def valid_ssh_host(host: object) -> bool:
     """True for an IP address or a DNS-style host name (never an option such as ``-oX=y``)."""
     if not isinstance(host, str) or not host or len(host) > 253:
         return False
@@ -609,7 +614,7 @@ LOOPBACK = ("is this machine's own loopback: SSH there reaches the controller, n
             "rental's address in Hyperbolic's console")
 
 
-def no_machine(host):
+def no_machine(host: str) -> str:
     """What is wrong with an SSH host the API gave as a rented machine's (vocabulary.unreachable, loopback refused):
     NO_MACHINE for ``0.0.0.0``, ``::``, multicast, broadcast or a scoped address, LOOPBACK for this machine's own
     loopback (``127.0.0.1``, ``::1``, ``localhost``); '' for an address or name of a machine."""
@@ -619,17 +624,17 @@ def no_machine(host):
     return NO_MACHINE if vocabulary.unreachable(host) else LOOPBACK
 
 
-def valid_ssh_user(user):
+def valid_ssh_user(user: object) -> bool:
     """True for a POSIX-style login name."""
     return isinstance(user, str) and bool(_USER_OK.fullmatch(user))
 
 
-def _is_name_like(host):
+def _is_name_like(host: str) -> bool:
     """An IP address or a dotted name: something an API gives as an address, unlike a lone word."""
     return _is_ip(host) or "." in host.strip(".")
 
 
-def parse_ssh_command_strict(command, default_user=DEFAULT_SSH_USER):
+def parse_ssh_command_strict(command: object, default_user: str = DEFAULT_SSH_USER) -> dict[str, Any]:
     """Parse an ``ssh`` command line into ``{"host", "port", "user"}``; ValueError says why not.
 
     The command must start with ``ssh`` and name exactly one destination, ``USER@HOST`` (the
@@ -744,7 +749,7 @@ def parse_ssh_command_strict(command, default_user=DEFAULT_SSH_USER):
     }
 
 
-def parse_ssh_command(command, default_user=DEFAULT_SSH_USER):
+def parse_ssh_command(command: object, default_user: str = DEFAULT_SSH_USER) -> dict[str, Any] | None:
     """``parse_ssh_command_strict`` that answers None instead of raising."""
     try:
         return parse_ssh_command_strict(command, default_user)
@@ -818,7 +823,7 @@ def _ssh_details(item, default_user, *containers):
     return None, problem
 
 
-def _str(value):
+def _str(value: Any) -> str | None:
     if value is None or isinstance(value, bool):
         return None
     if isinstance(value, str):
@@ -865,7 +870,7 @@ def _bare_metal_nodes(meta, default_user):
     return nodes
 
 
-def expand_nodes(records):
+def expand_nodes(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """One record per node: a bare-metal rental of several nodes becomes ``<label>-node<i>`` records (``node`` = i,
     the rental id unchanged, so releasing any of them releases the rental); every other record is kept as it is."""
     out = []
@@ -896,7 +901,7 @@ def _cents_to_dollars(*values):
     return None
 
 
-def normalize_on_demand(item, default_user=DEFAULT_SSH_USER):
+def normalize_on_demand(item: Any, default_user: str = DEFAULT_SSH_USER) -> dict[str, Any]:
     """One on-demand rental -> normalised record (see ``normalize_instances``), from either shape the public clients
     read (docs/INVENTORY.md): the current one (``label``, ``gpuType``, ``gpuCount``, ``providerData.sshNetworking``,
     ``currentTerm.costPerHourCents``, as claude-hyperbolic-guardrails and lisa-rtm read it) or the earlier
@@ -905,7 +910,7 @@ def normalize_on_demand(item, default_user=DEFAULT_SSH_USER):
     CLI read it)."""
     provider = item.get("providerData") if isinstance(item.get("providerData"), dict) else {}
     meta = item.get("meta") if isinstance(item.get("meta"), dict) else {}
-    resources = meta.get("resources") if isinstance(meta.get("resources"), dict) else {}
+    resources: Any = meta.get("resources") if isinstance(meta.get("resources"), dict) else {}
     gpus = resources.get("gpus") if isinstance(resources.get("gpus"), dict) else {}
     model = next(iter(gpus), None)
     term = item.get("currentTerm") if isinstance(item.get("currentTerm"), dict) else {}
@@ -937,17 +942,17 @@ def normalize_on_demand(item, default_user=DEFAULT_SSH_USER):
     )
 
 
-def rented_name(item):
+def rented_name(item: Any) -> str | None:
     """The name this collection gave a marketplace instance it rented (``userMetadata.rlinfra.name``), else ''."""
-    meta = item.get("userMetadata") if isinstance(item.get("userMetadata"), dict) else {}
+    meta: Any = item.get("userMetadata") if isinstance(item.get("userMetadata"), dict) else {}
     ours = meta.get("rlinfra") if isinstance(meta.get("rlinfra"), dict) else {}
     return _str(ours.get("name"))
 
 
-def normalize_marketplace(item, default_user=DEFAULT_SSH_USER):
+def normalize_marketplace(item: Any, default_user: str = DEFAULT_SSH_USER) -> dict[str, Any]:
     """One marketplace instance -> normalised record (see ``normalize_instances``)."""
     inst = item.get("instance") if isinstance(item.get("instance"), dict) else {}
-    hardware = inst.get("hardware") if isinstance(inst.get("hardware"), dict) else {}
+    hardware: Any = inst.get("hardware") if isinstance(inst.get("hardware"), dict) else {}
     gpus = hardware.get("gpus") if isinstance(hardware.get("gpus"), list) else []
     models = [g.get("model") for g in gpus if isinstance(g, dict) and g.get("model")]
     gpu_count = loose_count(inst.get("gpu_count"))
@@ -955,7 +960,7 @@ def normalize_marketplace(item, default_user=DEFAULT_SSH_USER):
         gpu_count = loose_count(item.get("gpu_count"))
     if gpu_count is None and gpus:
         gpu_count = len(gpus)
-    location = inst.get("location") if isinstance(inst.get("location"), dict) else {}
+    location: Any = inst.get("location") if isinstance(inst.get("location"), dict) else {}
     # No price: the instance listing's pricing is not documented in a known unit (the machines' listing, in cents per
     # GPU-hour, is where a rental's price is read: hyperbolic_rent records it when it rents).
     return _record(
@@ -974,7 +979,7 @@ def normalize_marketplace(item, default_user=DEFAULT_SSH_USER):
 _NORMALIZERS = {"on_demand": normalize_on_demand, "marketplace": normalize_marketplace}
 
 
-def normalize_instances(source, items, default_user=DEFAULT_SSH_USER):
+def normalize_instances(source: str, items: Any, default_user: str = DEFAULT_SSH_USER) -> list[dict[str, Any]]:
     """Normalise the raw items of one source.
 
     Each record: ``source``, ``id``, ``label`` (or None), ``status`` (as the API spells it),
@@ -998,7 +1003,7 @@ def normalize_instances(source, items, default_user=DEFAULT_SSH_USER):
     return records
 
 
-def status_is_wanted(status, wanted):
+def status_is_wanted(status: str | None, wanted: Collection[str]) -> bool:
     """Case-insensitive status filter.
 
     ``wanted`` is a collection of lower-case statuses; an empty one, or one holding ``*`` or

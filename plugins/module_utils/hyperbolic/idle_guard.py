@@ -20,6 +20,8 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_http import open_url
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayClient
@@ -29,7 +31,7 @@ UNIT = "ray-head.service"
 RECORD = "/etc/rlinfra/hyperbolic-%s.json"  # provision.yml's copy of the label's record
 
 
-def since_ray_started(show_text, uptime_text):
+def since_ray_started(show_text: str, uptime_text: str) -> float | None:
     """Seconds since the unit became active, from ``systemctl show -p ActiveEnterTimestampMonotonic`` and /proc/uptime;
     None when it is not known."""
     try:
@@ -40,7 +42,7 @@ def since_ray_started(show_text, uptime_text):
     return uptime - mono / 1e6 if mono else None
 
 
-def decide(jobs, now, ray_up_for, limit):
+def decide(jobs: Sequence[Mapping[str, Any]], now: float, ray_up_for: float | None, limit: int) -> tuple[bool, str]:
     """``(release, line)``: whether to release, and the line that says why. ``jobs``: Ray's job list (start_time and
     end_time in ms since the epoch); ``now``: seconds since the epoch; ``ray_up_for``: seconds since Ray started."""
     active = [j.get("submission_id") or j.get("job_id") or "?" for j in jobs if str(j.get("status")) in ACTIVE]
@@ -48,32 +50,34 @@ def decide(jobs, now, ray_up_for, limit):
         return False, "busy: job(s) %s running or pending; nothing to do" % ", ".join(sorted(active))
     ended = [j for j in jobs if j.get("end_time")]
     last = max(ended, key=lambda j: j["end_time"]) if ended else None
+    idle_job: Any  # set whenever ``last`` is, as ``what`` reads it
     idle_job = now - last["end_time"] / 1000.0 if last else None
     candidates = [x for x in (idle_job, ray_up_for) if x is not None]
     if not candidates:
         return False, "cannot tell how long the cluster has been idle (no job ever ended, Ray's start unknown); nothing to do"
     idle = min(candidates)
     what = ("the last job, %s, ended %ds ago" % (last.get("submission_id") or last.get("job_id"), idle_job)) if last else \
-        "no job has run since Ray started %ds ago" % ray_up_for
+        "no job has run since Ray started %ds ago" % cast(float, ray_up_for)  # a candidate when no job ended
     if idle < limit:
         return False, "idle for %ds (%s), below the limit of %ds; nothing to do" % (idle, what, limit)
     return True, "idle for %ds (%s), at or over the limit of %ds (idle_release_after): stopping Ray and releasing the " \
                  "cluster's instances" % (idle, what, limit)
 
 
-def list_jobs(dashboard, token, timeout=10):
+def list_jobs(dashboard: str, token: str | None, timeout: float = 10) -> list[Any]:
     """The head's own dashboard, through the collection's one Ray client (its token never in an error line)."""
     data = RayClient(dashboard, token=token or None, timeout=timeout, retries=2, backoff=0.5).list_jobs()
     return data if isinstance(data, list) else []
 
 
-def say(line):
+def say(line: str) -> None:
     """One line to the journal (the service's standard output)."""
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
 
 
-def run(config, out=say, systemctl=None, now=time.time):
+def run(config: Mapping[str, Any], out: Callable[[str], None] = say, systemctl: Callable[..., Any] | None = None,
+        now: Callable[[], float] = time.time) -> int:
     """One check. Returns the process exit code: 0 when it decided (released or not), 1 when it could not look."""
     def call(*args):
         return (systemctl or (lambda a: subprocess.run(["systemctl"] + list(a), capture_output=True, text=True, check=False)))(args)
@@ -106,7 +110,7 @@ def run(config, out=say, systemctl=None, now=time.time):
     return 0 if ok else 1
 
 
-def release_rentals(config, out):
+def release_rentals(config: Mapping[str, Any], out: Callable[[str], None]) -> tuple[list[str], bool]:
     """``(released ids, whether every API answered)``: the rentals of ``config['label']`` given back on both APIs - those
     named or tagged so, or in the head's record (``config['record']``). The idle guard's end, and a run's (on_end)."""
     from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.client import HyperbolicClient, HyperbolicError
@@ -132,7 +136,7 @@ def release_rentals(config, out):
     return released, True
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     with open(argv[0]) as handle:
         config = json.load(handle)

@@ -14,11 +14,13 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import write_atomic
 
 
-def read(path, label):
+def read(path: str, label: str) -> dict[str, Any]:
     """The record at ``path`` for ``label`` ({} when there is none); ValueError, one line, when the file is damaged."""
     if not path:
         return {}
@@ -32,7 +34,7 @@ def read(path, label):
     return parse(text, label, "the record %s" % path)
 
 
-def parse(text, label, what):
+def parse(text: str, label: str, what: str) -> dict[str, Any]:
     """The record in ``text`` (``what`` names it in the error: a file, the head's copy); ValueError, one line."""
     try:
         data = json.loads(text)
@@ -46,13 +48,13 @@ def parse(text, label, what):
     return data
 
 
-def of_api(record, api):
+def of_api(record: Mapping[str, Any] | None, api: str) -> dict[str, Any]:
     """The record with only its rentals on ``api``."""
     rentals = {i: r for i, r in ((record or {}).get("rentals") or {}).items() if isinstance(r, dict) and r.get("api") == api}
     return dict(record or {}, rentals=rentals) if record else {}
 
 
-def merged(record, other):
+def merged(record: dict[str, Any], other: Mapping[str, Any] | None) -> dict[str, Any]:
     """One record from two copies (the controller's and the head's): every rental either lists, the first's entry
     where both do."""
     if not other:
@@ -61,19 +63,19 @@ def merged(record, other):
     return {"label": label, "rentals": dict(other.get("rentals") or {}, **(record.get("rentals") or {}))}
 
 
-def write(path, record):
+def write(path: str, record: Mapping[str, Any]) -> None:
     directory = os.path.dirname(path)
     if directory and not os.path.isdir(directory):
         os.makedirs(directory, mode=0o700)
     write_atomic(path, json.dumps(record, indent=2, sort_keys=True) + "\n", 0o600)
 
 
-def ids(record, api):
+def ids(record: Mapping[str, Any], api: str) -> list[str]:
     """The ids of the record's rentals on ``api``."""
     return [i for i, r in (record.get("rentals") or {}).items() if isinstance(r, dict) and r.get("api") == api]
 
 
-def update(path, label, api, result):
+def update(path: str, label: str, api: str, result: Mapping[str, Any]) -> dict[str, Any]:
     """The record after a call of hyperbolic_instance: the label's rentals as ``result`` found or made them (their
     prices: the plan's for new ones, the API's, else the record's), those it released gone; removed when empty."""
     record = read(path, label) or {"label": label, "rentals": {}}
@@ -102,7 +104,7 @@ def update(path, label, api, result):
     return record
 
 
-def priced(instances, record):
+def priced(instances: Iterable[dict[str, Any]], record: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     """``instances`` with the record's price where the API gave none."""
     rentals = (record or {}).get("rentals") or {}
     out = []

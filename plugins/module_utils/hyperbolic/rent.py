@@ -33,9 +33,14 @@ from __future__ import annotations
 import re
 import socket
 import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.client import (
     HyperbolicError, HyperbolicNotFound, extract_items, normalize_marketplace, normalize_on_demand, one_line)
+
+if TYPE_CHECKING:
+    from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.client import HyperbolicClient
 
 MACHINES_PATH = "/v1/marketplace"
 CREATE_PATH = "/v1/marketplace/instances/create"
@@ -72,7 +77,7 @@ class Contradiction(RentError):
 CONSOLE = "check the label's rentals in Hyperbolic's console (the rentals list) and run again once each has its own id"
 
 
-def check_label(label):
+def check_label(label: object) -> str:
     """'' when ``label`` can tag instances (and name a Ray cluster and hosts), else why not."""
     if not isinstance(label, str) or not LABEL.match(label):
         return ("label must be 1-40 lower-case letters, digits and '-' (not at either end), got %r: it names the "
@@ -80,11 +85,11 @@ def check_label(label):
     return ""
 
 
-def _squash(text):
+def _squash(text: object) -> str:
     return re.sub(r"[^A-Z0-9]", "", str(text or "").upper())
 
 
-def dollars(cents):
+def dollars(cents: float) -> str:
     return "$%.2f" % (cents / 100.0)
 
 
@@ -92,16 +97,16 @@ def dollars(cents):
 # What can be rented
 
 
-def machine(item):
+def machine(item: Any) -> dict[str, Any] | None:
     """One machine of the marketplace listing, flattened; None when it is not an object with a node name."""
     if not isinstance(item, dict) or not item.get("id"):
         return None
-    hardware = item.get("hardware") if isinstance(item.get("hardware"), dict) else {}
+    hardware: Any = item.get("hardware") if isinstance(item.get("hardware"), dict) else {}
     gpus = [g for g in hardware.get("gpus") or [] if isinstance(g, dict)]
-    price = ((item.get("pricing") or {}).get("price") or {}) if isinstance(item.get("pricing"), dict) else {}
-    location = item.get("location") if isinstance(item.get("location"), dict) else {}
+    price: Any = ((item.get("pricing") or {}).get("price") or {}) if isinstance(item.get("pricing"), dict) else {}
+    location: Any = item.get("location") if isinstance(item.get("location"), dict) else {}
     try:
-        total = int(item.get("gpus_total") if item.get("gpus_total") is not None else len(gpus))
+        total = int(cast(Any, item.get("gpus_total")) if item.get("gpus_total") is not None else len(gpus))
         free = total - int(item.get("gpus_reserved") or 0)
         cents = float(price.get("amount")) if price.get("amount") is not None else None
     except (TypeError, ValueError):
@@ -111,7 +116,8 @@ def machine(item):
                 cents=cents, region=str(location.get("region") or ""))
 
 
-def choose(items, count, gpu_model="", gpu_count=8, max_price=None, region=""):
+def choose(items: Iterable[Any] | None, count: int, gpu_model: str = "", gpu_count: int = 8,
+           max_price: float | None = None, region: str = "") -> tuple[list[dict[str, Any]], str]:
     """Pick marketplace machines for ``count`` instances of ``gpu_count`` GPUs, cheapest first (a machine with room for
     two takes two). Returns ``(picks, why_not)``: picks are machine dicts, one per instance; why_not is '' when enough
     were found, else one line counting what matched at each step."""
@@ -121,7 +127,7 @@ def choose(items, count, gpu_model="", gpu_count=8, max_price=None, region=""):
     roomy = [m for m in model if m["free"] >= gpu_count]
     placed = [m for m in roomy if not region or m["region"] == region]
     cheap = [m for m in placed if max_price is None or (m["cents"] is not None and m["cents"] / 100.0 <= max_price)]
-    picks = []
+    picks: list[dict[str, Any]] = []
     for m in sorted(cheap, key=lambda x: (x["cents"] if x["cents"] is not None else float("inf"), x["cluster"], x["node"])):
         for dummy in range(m["free"] // gpu_count):
             if len(picks) < count:
@@ -139,18 +145,19 @@ def choose(items, count, gpu_model="", gpu_count=8, max_price=None, region=""):
     return picks, _no_match("the marketplace has", count, gpu_count, gpu_model, region, steps, len(picks))
 
 
-def _no_match(where, count, gpu_count, gpu_model, region, steps, found):
+def _no_match(where: str, count: int, gpu_count: int, gpu_model: str, region: str, steps: Iterable[str],
+              found: int) -> str:
     what = "%d instance(s) of %d x %s GPU%s" % (count, gpu_count, gpu_model or "any", "" if region == "" else " in " + region)
     return ("no machine matches: %s needed, %s %s, room for %d; nothing was rented - try another gpu_model, region or "
             "max_price, fewer nodes, or later" % (what, where, ", ".join(steps), found))
 
 
-def option(row):
+def option(row: Any) -> dict[str, Any] | None:
     """One on-demand rental option, flattened; None when it is not an object with a GPU type, count and price."""
     if not isinstance(row, dict) or not isinstance(row.get("gpuType"), str):
         return None
     try:
-        count, cents = int(row.get("gpuCount")), float(row.get("costPerHourCents"))
+        count, cents = int(cast(Any, row.get("gpuCount"))), float(cast(Any, row.get("costPerHourCents")))
         available = row.get("totalAvailable")
         available = None if available is None else int(available)  # absent means unknown, never zero
     except (TypeError, ValueError):
@@ -159,7 +166,9 @@ def option(row):
                 enabled=row.get("enabled") is True, machine_type=str(row.get("machineType") or ""), available=available)
 
 
-def choose_options(rows, count, gpu_model="", gpu_count=8, max_price=None, region="", machine_type="virtual-machine"):
+def choose_options(rows: Iterable[Any] | None, count: int, gpu_model: str = "", gpu_count: int = 8,
+                   max_price: float | None = None, region: str = "",
+                   machine_type: str = "virtual-machine") -> tuple[list[dict[str, Any]], str]:
     """Pick on-demand options for ``count`` rentals of ``gpu_count`` GPUs, cheapest per GPU-hour first (an option with
     ``totalAvailable`` N takes at most N). Returns ``(picks, why_not)`` as :func:`choose` does."""
     options = [o for o in (option(r) for r in rows or []) if o]
@@ -169,7 +178,7 @@ def choose_options(rows, count, gpu_model="", gpu_count=8, max_price=None, regio
     sized = [o for o in model if o["gpu_count"] == gpu_count]
     placed = [o for o in sized if not region or o["region"] == region]
     cheap = [o for o in placed if max_price is None or o["cents"] / 100.0 / o["gpu_count"] <= max_price]
-    picks = []
+    picks: list[dict[str, Any]] = []
     for o in sorted(cheap, key=lambda x: (x["cents"], x["region"], x["gpu_type"])):
         room = count if o["available"] is None else o["available"]
         while room > 0 and len(picks) < count:
@@ -188,7 +197,8 @@ def choose_options(rows, count, gpu_model="", gpu_count=8, max_price=None, regio
     return picks, _no_match("the on-demand API offers", count, gpu_count, gpu_model, region, steps, len(picks))
 
 
-def money(balance, new_cents, min_hours=1.0, existing_cents=0.0, daily_budget=None, what=""):
+def money(balance: Mapping[str, Any], new_cents: float, min_hours: float = 1.0, existing_cents: float = 0.0,
+          daily_budget: float | None = None, what: str = "") -> str:
     """'' when the account can pay for the request, else the one line that says why not. ``balance``: the balance
     endpoint's answer; ``new_cents``: the request's cost per hour (cents), ``existing_cents`` the rest of the
     cluster's; ``daily_budget``: dollars a day the whole cluster may cost."""
@@ -213,31 +223,32 @@ def money(balance, new_cents, min_hours=1.0, existing_cents=0.0, daily_budget=No
 # What is ours
 
 
-def meta(item):
+def meta(item: Any) -> dict[str, Any]:
     """``userMetadata.rlinfra`` of a rental (top level as the v1 marketplace keeps it, or under ``meta`` in the earlier
     v2 shape); {} when there is none."""
     if not isinstance(item, dict):
         return {}
+    holder: Any
     holder = item if isinstance(item.get("userMetadata"), dict) else item.get("meta") if isinstance(item.get("meta"), dict) else {}
-    data = holder.get("userMetadata") if isinstance(holder.get("userMetadata"), dict) else {}
+    data: Any = holder.get("userMetadata") if isinstance(holder.get("userMetadata"), dict) else {}
     return data.get(META_KEY) if isinstance(data.get(META_KEY), dict) else {}
 
 
-def name_of(item, label):
+def name_of(item: Any, label: str) -> str:
     """The name this collection gave a rental of ``label`` (``<label>-<n>``), '' when it is not one of them."""
     tagged = meta(item)
     if tagged.get("label") == label:
         return str(tagged.get("name") or "")
-    text = item.get("label") if isinstance(item, dict) and isinstance(item.get("label"), str) else ""
+    text: Any = item.get("label") if isinstance(item, dict) and isinstance(item.get("label"), str) else ""
     return text if re.match(r"^%s-[0-9]+$" % re.escape(label), text) else ""
 
 
-def status_of(item):
+def status_of(item: Any) -> str:
     inst = item.get("instance") if isinstance(item.get("instance"), dict) else {}
     return str(inst.get("status") or item.get("status") or "").lower()
 
 
-def ours(items, label, record_ids=()):
+def ours(items: Iterable[Any] | None, label: str, record_ids: Iterable[object] | None = ()) -> list[dict[str, Any]]:
     """The rentals of ``label`` that are not gone, sorted by name: named ``<label>-<n>`` (or tagged), or listed in the
     record by id. Others are never touched."""
     record_ids = {str(i) for i in record_ids or ()}
@@ -246,9 +257,9 @@ def ours(items, label, record_ids=()):
     return sorted(found, key=lambda i: (name_of(i, label), str(i.get("id") or "")))
 
 
-def listed_twice(items, label):
+def listed_twice(items: Iterable[Mapping[str, Any]] | None, label: str) -> str:
     """The line naming each id ``items`` (one listing) gives more than one rental; '' when every id is one rental's."""
-    by_id = {}
+    by_id: dict[str, list[str]] = {}
     for item in items or []:
         by_id.setdefault(str(item.get("id")), []).append(name_of(item, label) or "no name")
     twice = {i: n for i, n in by_id.items() if len(n) > 1}
@@ -260,9 +271,10 @@ def listed_twice(items, label):
                                 "is which" if len(twice) > 1 else "%s is" % next(iter(twice)))
 
 
-def names(existing, label, count):
+def names(existing: Iterable[Any], label: str, count: int) -> list[str]:
     """``count`` new names ``<label>-<n>`` with the smallest numbers no existing instance uses."""
     used = {name_of(i, label) for i in existing}
+    out: list[str]
     out, n = [], 0
     while len(out) < count:
         name = "%s-%d" % (label, n)
@@ -272,11 +284,11 @@ def names(existing, label, count):
     return out
 
 
-def created_id(answer):
+def created_id(answer: Any) -> str:
     """The new rental's id from the create answer, '' when it names none."""
     if not isinstance(answer, dict):
         return ""
-    inst = answer.get("instance") if isinstance(answer.get("instance"), dict) else {}
+    inst: Any = answer.get("instance") if isinstance(answer.get("instance"), dict) else {}
     for value in (answer.get("instance_name"), answer.get("instanceName"), answer.get("instance_id"), answer.get("id"),
                   inst.get("id")):
         if value not in (None, ""):
@@ -284,7 +296,7 @@ def created_id(answer):
     return ""
 
 
-def ssh_banner(host, port, timeout=5.0):
+def ssh_banner(host: str, port: int | str, timeout: float = 5.0) -> str:
     """'' when ``host:port`` answers with an SSH banner, else why not."""
     try:
         with socket.create_connection((host, int(port)), timeout=timeout) as sock:
@@ -304,14 +316,15 @@ class Marketplace:
 
     name = "marketplace"
 
-    def __init__(self, client):
+    def __init__(self, client: HyperbolicClient):
         self.client = client
 
-    def listing(self):
+    def listing(self) -> list[dict[str, Any]]:
         data = self.client.request_json("GET", INSTANCES_PATH)
         return extract_items("marketplace", data, self.client.api_url + INSTANCES_PATH)
 
-    def plan(self, need, gpu_model, gpu_count, max_price, region, machine_type):
+    def plan(self, need: int, gpu_model: str, gpu_count: int, max_price: float | None, region: str,
+             machine_type: str) -> tuple[list[dict[str, Any]], str]:
         data = self.client.request_json("POST", MACHINES_PATH, {"filters": {}})
         if not isinstance(data, dict) or not isinstance(data.get("instances"), list):
             raise HyperbolicError("the marketplace listing (POST %s) is not {\"instances\": [...]}" % MACHINES_PATH)
@@ -321,15 +334,15 @@ class Marketplace:
                      cents_per_hour=(m["cents"] or 0) * gpu_count, price_per_gpu_hour=(m["cents"] or 0) / 100.0)
                 for m in picks], why
 
-    def create(self, offer, label, name, ssh_public_key):
+    def create(self, offer: Mapping[str, Any], label: str, name: str, ssh_public_key: str) -> str:
         body = {"cluster_name": offer["cluster_name"], "node_name": offer["node_name"], "gpu_count": offer["gpu_count"],
                 "userMetadata": {META_KEY: {"label": label, "name": name}}}
         return created_id(self.client.request_json("POST", CREATE_PATH, body, retry=False))
 
-    def terminate(self, ident):
+    def terminate(self, ident: str) -> None:
         self.client.request_json("POST", TERMINATE_PATH, {"id": ident})
 
-    def view(self, item, label):
+    def view(self, item: Mapping[str, Any], label: str) -> dict[str, Any]:
         return _view(normalize_marketplace(item), item, label)
 
 
@@ -338,14 +351,15 @@ class OnDemand:
 
     name = "on_demand"
 
-    def __init__(self, client):
+    def __init__(self, client: HyperbolicClient):
         self.client = client
 
-    def listing(self):
+    def listing(self) -> list[dict[str, Any]]:
         data = self.client.request_json("GET", RENTALS_PATH)
         return extract_items("on_demand", data, self.client.api_url + RENTALS_PATH)
 
-    def plan(self, need, gpu_model, gpu_count, max_price, region, machine_type):
+    def plan(self, need: int, gpu_model: str, gpu_count: int, max_price: float | None, region: str,
+             machine_type: str) -> tuple[list[dict[str, Any]], str]:
         rows = self.client.request_json("GET", OPTIONS_PATH)
         if not isinstance(rows, list):
             raise HyperbolicError("the on-demand options (GET %s) are not a JSON array" % OPTIONS_PATH)
@@ -362,23 +376,23 @@ class OnDemand:
                      gpu_count=o["gpu_count"], region=o["region"], cents_per_hour=o["cents"],
                      price_per_gpu_hour=round(o["cents"] / 100.0 / o["gpu_count"], 4)) for o in picks], why
 
-    def create(self, offer, label, name, ssh_public_key):
+    def create(self, offer: Mapping[str, Any], label: str, name: str, ssh_public_key: str) -> str:
         # region always: left out, it defaults to a disabled one (lisa-rtm's REGION_DISABLED note).
         body = {"gpuType": offer["gpu_type"], "gpuCount": offer["gpu_count"], "region": offer["region"], "label": name}
         if ssh_public_key:
             body["sshPublicKey"] = ssh_public_key.strip()
         return created_id(self.client.request_json("POST", RENTALS_PATH, body, retry=False))
 
-    def terminate(self, ident):
+    def terminate(self, ident: str) -> None:
         # The numeric id, not the string rentalId field: the API refuses anything else ("expected number").
         number = int(ident) if str(ident).isdigit() else ident
         self.client.request_json("POST", OD_TERMINATE_PATH, {"rentalId": number})
 
-    def view(self, item, label):
+    def view(self, item: Mapping[str, Any], label: str) -> dict[str, Any]:
         return _view(normalize_on_demand(item), item, label)
 
 
-def _view(record, item, label):
+def _view(record: Mapping[str, Any], item: Mapping[str, Any], label: str) -> dict[str, Any]:
     """What a play needs of one rental: name, id, status, SSH address, GPUs, region, price (dollars an hour, when the
     API says)."""
     ssh = record.get("ssh") or {}
@@ -391,7 +405,7 @@ def _view(record, item, label):
     return view
 
 
-BACKENDS = {"on_demand": OnDemand, "marketplace": Marketplace}
+BACKENDS: dict[str, type[OnDemand] | type[Marketplace]] = {"on_demand": OnDemand, "marketplace": Marketplace}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -401,17 +415,19 @@ BACKENDS = {"on_demand": OnDemand, "marketplace": Marketplace}
 class Rent:
     """Rent (present) or release (absent) the rentals of one label, on ``api`` (on_demand or marketplace)."""
 
-    def __init__(self, client, sleep=time.sleep, clock=time.monotonic, probe=ssh_banner, log=None, api="marketplace",
-                 record_ids=()):
+    def __init__(self, client: HyperbolicClient, sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic, probe: Callable[[str, int | str], str] = ssh_banner,
+                 log: Callable[[str], None] | None = None, api: str = "marketplace", record_ids: Iterable[object] = ()):
         if api not in BACKENDS:
             raise HyperbolicError("api must be one of %s, got %r" % (", ".join(APIS), api))
         self.client, self.sleep, self.clock, self.probe = client, sleep, clock, probe
         self.api = BACKENDS[api](client)
         self.record_ids = list(record_ids or ())
         self.log = log or (lambda line: None)
+        self._made: list[str]
         self._label, self._made = "", []
 
-    def ours(self, label, check=True):
+    def ours(self, label: str, check: bool = True) -> list[dict[str, Any]]:
         """The label's rentals (module-level :func:`ours`); :class:`Contradiction` when the listing gives two of them
         one id, unless ``check`` is false (looking one up by name, or waiting for released ids to go)."""
         found = ours(self.api.listing(), label, self.record_ids)
@@ -420,10 +436,10 @@ class Rent:
             raise Contradiction(twice)
         return found
 
-    def views(self, items, label):
+    def views(self, items: Iterable[Mapping[str, Any]], label: str) -> list[dict[str, Any]]:
         return [self.api.view(i, label) for i in items]
 
-    def balance(self):
+    def balance(self) -> dict[str, Any]:
         """The account's balance: the current endpoint, else the v1 one (credits, in cents, no overdraft)."""
         try:
             data = self.client.request_json("GET", BALANCE_PATH)
@@ -436,9 +452,12 @@ class Rent:
                                   "it" % BALANCE_PATH)
         return data
 
-    def present(self, label, count, gpu_model="", gpu_count=8, max_price=None, region="", wait=True, timeout=900,
-                keep_partial=False, check_mode=False, min_hours=1.0, daily_budget=None, machine_type="virtual-machine",
-                ssh_public_key="", replace=()):
+    def present(self, label: str, count: int, gpu_model: str = "", gpu_count: int = 8, max_price: float | None = None,
+                region: str = "", wait: bool = True, timeout: float = 900, keep_partial: bool = False,
+                check_mode: bool = False, min_hours: float = 1.0, daily_budget: float | None = None,
+                machine_type: str = "virtual-machine", ssh_public_key: str = "",
+                replace: Iterable[object] = ()) -> dict[str, Any]:
+        result: dict[str, Any]
         result = dict(changed=False, rented=[], released=[], would_rent=[], extra=0, api=self.api.name, replaced=[])
         self._label, self._made = label, []  # the names this call asks the API to rent, whatever ids it answers
         try:
@@ -559,7 +578,7 @@ class Rent:
         except HyperbolicError:
             return ""
 
-    def _give_up(self, result, keep_partial, why, advice=""):
+    def _give_up(self, result: dict[str, Any], keep_partial: bool, why: str, advice: str = "") -> NoReturn:
         """Release what this call rented (unless told to keep it), then fail with one line saying so. With
         ``advice`` (the API contradicted itself, so the ids this call holds may not be all it made), the listing is
         read once more and says which of this call's rentals are still there."""
@@ -624,7 +643,7 @@ class Rent:
             self.sleep(pause)
             pause = min(POLL_MAX, pause * 1.5)
 
-    def release(self, ids):
+    def release(self, ids: Iterable[str]) -> tuple[list[str], list[str], list[str]]:
         """Terminate ``ids``; returns (released, failures, notes). A rental the API no longer knows, or knows as
         terminated already, counts as released, with a note."""
         released, failures, notes = [], [], []
@@ -645,7 +664,7 @@ class Rent:
                     failures.append("%s (%s)" % (ident, exc))
         return released, failures, notes
 
-    def absent(self, label, check_mode=False, timeout=300):
+    def absent(self, label: str, check_mode: bool = False, timeout: float = 300) -> dict[str, Any]:
         try:
             # Not refused when one id is listed for two rentals: releasing is the safe way, and the wait below holds
             # the call until the listing shows none of the label's, under any id.
@@ -655,6 +674,7 @@ class Rent:
                         notes=["the %s API answered 404 (%s): nothing to release there" % (self.api.name, one_line(exc, 200))])
         ids = list(dict.fromkeys(str(i.get("id")) for i in have))
         twice = listed_twice(have, label)
+        result: dict[str, Any]
         result = dict(changed=bool(ids), released=[], would_release=ids if check_mode else [], rented=[],
                       notes=[twice + "; each id is released once"] if twice else [], api=self.api.name)
         if check_mode or not ids:

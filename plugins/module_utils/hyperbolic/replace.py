@@ -25,6 +25,8 @@ import json
 import os
 import subprocess
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_http import open_url
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import record as hyperbolic_record
@@ -37,9 +39,9 @@ PROBE_PAUSE = 30
 TAIL_LINES = 12
 
 
-def inventory_hosts(inventory):
+def inventory_hosts(inventory: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
     """``{host: vars}`` of every host in the kit's inventory (YAML-compatible JSON, as the kit writes it)."""
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
 
     def walk(group):
         for name, hostvars in ((group or {}).get("hosts") or {}).items():
@@ -50,7 +52,7 @@ def inventory_hosts(inventory):
     return out
 
 
-def by_address(inventory):
+def by_address(inventory: Mapping[str, Any] | None) -> dict[str, str]:
     """``{address: host}``: Ray names a node by its private address (``ray_private_ip`` when set), Ansible by its
     ``ansible_host``."""
     out = {}
@@ -61,7 +63,7 @@ def by_address(inventory):
     return out
 
 
-def point_at(inventory, name, view, lost=""):
+def point_at(inventory: dict[str, Any], name: str, view: Mapping[str, Any], lost: str = "") -> dict[str, Any]:
     """The kit's inventory with ``name`` on the new machine ``view`` in place of the one at ``lost`` (what the old
     machine's addresses were is forgotten)."""
     def walk(group):
@@ -81,12 +83,12 @@ def point_at(inventory, name, view, lost=""):
     return inventory
 
 
-def load_json(path):
+def load_json(path: str) -> Any:
     with open(path) as handle:
         return json.load(handle)
 
 
-def write_private(path, data):
+def write_private(path: str, data: Any) -> None:
     tmp = path + ".part"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
@@ -94,7 +96,8 @@ def write_private(path, data):
     os.replace(tmp, path)
 
 
-def gone_for_good(listed, host, port, probe, sleep):
+def gone_for_good(listed: Mapping[str, Any] | None, host: str, port: int | str, probe: Callable[[str, int | str], str],
+                  sleep: Callable[[float], None]) -> str:
     """Why the machine is gone for good ('' when it is not): the API's word, else two SSH looks."""
     if listed is None:
         return "the API no longer lists its rental (terminated)"
@@ -106,7 +109,8 @@ def gone_for_good(listed, host, port, probe, sleep):
     return "its rental is listed but SSH does not answer (%s, twice %ds apart)" % (second, PROBE_PAUSE) if second else ""
 
 
-def converge(conf, limit, timeout, run=subprocess.run):
+def converge(conf: Mapping[str, Any], limit: Iterable[str], timeout: float,
+             run: Callable[..., Any] = subprocess.run) -> tuple[bool, str]:
     """``site.yml`` from the kit on ``limit`` (host names): ``(ok, tail)``."""
     kit = conf["dir"]
     env = dict((k, v) for k, v in os.environ.items() if not k.startswith("ANSIBLE_"))
@@ -134,7 +138,10 @@ def converge(conf, limit, timeout, run=subprocess.run):
     return True, "; ".join(" ".join(x.split()) for x in recap)
 
 
-def replace(conf, nodes, say, clock=time.time, sleep=time.sleep, probe=ssh_banner, client=None, run=subprocess.run):
+def replace(conf: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]], say: Callable[[str], None],
+            clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
+            probe: Callable[[str, int | str], str] = ssh_banner, client: HyperbolicClient | None = None,
+            run: Callable[..., Any] = subprocess.run) -> dict[str, Any]:
     """Replace the machines of ``nodes`` (``[{label, node_ip, head}]``) gone for good; the watchdog's answer."""
     label = conf["label"]
     inventory_path = os.path.join(conf["dir"], "inventory.json")
@@ -145,6 +152,7 @@ def replace(conf, nodes, say, clock=time.time, sleep=time.sleep, probe=ssh_banne
         return dict(failed=True, msg="the replace kit cannot be read (%s)" % e)
     hosts, names = inventory_hosts(inventory), by_address(inventory)
     # The API the label rented on (provision.yml -e api=...), as its record says.
+    apis: list[Any]
     apis = [r.get("api") for r in (record.get("rentals") or {}).values() if isinstance(r, dict) and r.get("api")]
     api = conf.get("api") or (apis[0] if apis else "on_demand")
     client = client or HyperbolicClient(conf["api_key"], conf["api_url"], opener=open_url)
@@ -172,6 +180,7 @@ def replace(conf, nodes, say, clock=time.time, sleep=time.sleep, probe=ssh_banne
             # Rented again before this supervisor restarted (the API, or the kit's inventory, has the new machine under
             # the name): converged again, never rented twice.
             if moved:
+                assert view is not None  # moved only when it is
                 point_at(inventory, name, view, str(node.get("node_ip")))
                 write_private(inventory_path, inventory)
             current = inventory_hosts(inventory)[name]
@@ -180,7 +189,7 @@ def replace(conf, nodes, say, clock=time.time, sleep=time.sleep, probe=ssh_banne
             again.append(dict(label=node["label"], name=name, new_ip=str(current.get("ansible_host")),
                               rental=str(current.get("hyperbolic_id") or old_id), old_rental=""))
             continue
-        host = (view or {}).get("host") or hosts[name].get("ansible_host") or node.get("node_ip")
+        host: Any = (view or {}).get("host") or hosts[name].get("ansible_host") or node.get("node_ip")
         port = (view or {}).get("port") or hosts[name].get("ansible_port") or 22
         why = gone_for_good(view, host, port, probe, sleep)
         if not why:
@@ -212,7 +221,9 @@ def replace(conf, nodes, say, clock=time.time, sleep=time.sleep, probe=ssh_banne
     return dict(replaced=replaced)
 
 
-def rent_again(conf, rent, record, todo, inventory, inventory_path, say, clock):
+def rent_again(conf: Mapping[str, Any], rent: Rent, record: Mapping[str, Any], todo: Sequence[Mapping[str, Any]],
+               inventory: dict[str, Any], inventory_path: str, say: Callable[[str], None],
+               clock: Callable[[], float]) -> dict[str, Any]:
     """Give back what the API still lists of ``todo``, rent as many under their names, point the kit's inventory at
     them (written before the converge: a supervisor restarted in it converges them again, never rents twice)."""
     label = conf["label"]
@@ -254,7 +265,7 @@ def rent_again(conf, rent, record, todo, inventory, inventory_path, say, clock):
     return dict(replaced=replaced)
 
 
-def kit_settings(conf):
+def kit_settings(conf: Mapping[str, Any]) -> dict[str, Any]:
     """The kit's ``settings.json`` (what the controller rents with: min_hours, daily_budget, ssh_public_key); {} when
     there is none."""
     try:

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import datetime
 import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, cast
 
 PRICE_VAR, GPUS_VAR = "hyperbolic_cost_per_hour", "hyperbolic_gpu_count"
 
 
-def _number(value):
+def _number(value: Any) -> float | None:
     if isinstance(value, bool) or value is None:
         return None
     try:
@@ -24,7 +26,7 @@ def _number(value):
     return number if math.isfinite(number) and number >= 0 else None
 
 
-def node_prices(hosts, hostvars):
+def node_prices(hosts: Iterable[str] | None, hostvars: Mapping[str, Any]) -> list[dict[str, Any]]:
     """``[{host, cost_per_hour, gpu_count}]`` of ``hosts``; None where a node's price or GPU count is unknown."""
     out = []
     for host in hosts or []:
@@ -34,7 +36,7 @@ def node_prices(hosts, hostvars):
     return out
 
 
-def iso_epoch(text):
+def iso_epoch(text: Any) -> float | None:
     """Epoch seconds of an ISO time (Ray's ``2024-05-01T10:00:00.000Z``; no zone is UTC), else None."""
     if not isinstance(text, str) or not text:
         return None
@@ -47,18 +49,18 @@ def iso_epoch(text):
     return moment.timestamp()
 
 
-def run_seconds(waited):
+def run_seconds(waited: Mapping[str, Any] | None) -> float | None:
     """The run's wall time: from the first attempt's start to the last one's end when the attempts say both, else
     the wait's own ``duration_s``; None when neither is known."""
     rows = (waited or {}).get("attempts") or []
     starts = [iso_epoch(r.get("start_time")) for r in rows]
     ends = [iso_epoch(r.get("end_time")) for r in rows]
     if rows and all(s is not None for s in starts) and all(e is not None for e in ends):
-        return max(0.0, max(ends) - min(starts))
+        return max(0.0, max(cast("list[float]", ends)) - min(cast("list[float]", starts)))
     return _number((waited or {}).get("duration_s"))
 
 
-def run_cost(nodes, seconds):
+def run_cost(nodes: Sequence[Mapping[str, Any]], seconds: float | None) -> dict[str, Any] | None:
     """``{seconds, gpu_hours, cost, cost_per_hour, priced, nodes}``: ``cost`` only when every node is priced (a partial
     sum would understate it), ``gpu_hours`` only when every GPU count is known; None without a duration."""
     if seconds is None or not nodes:
@@ -75,7 +77,7 @@ def run_cost(nodes, seconds):
                 gpu_hours=round(sum(gpus) * hours, 3) if every_count else None)
 
 
-def cost_line(cost):
+def cost_line(cost: Mapping[str, Any] | None) -> str:
     """The summary's line: ``cost:          1.50 GPU-hours, $3.19 (2 nodes at $25.52/h for 0:03:45)``; '' when there
     is nothing to say (no duration, or neither prices nor GPU counts)."""
     if not cost or (cost["cost"] is None and cost["gpu_hours"] is None):

@@ -16,9 +16,14 @@ import shlex
 import shutil
 import tarfile
 import tempfile
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Mapping, cast
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import files, owned
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.vocabulary import normpath
+
+if TYPE_CHECKING:
+    # run(argv, data=None) -> (rc, out, err): the engine's calls (module.run_command, or a test's fake)
+    _Run = Callable[..., tuple[int, str, str]]
 
 ENGINES = ("podman", "docker")
 # A fingerprint of the image the node runs; "image:" keeps it apart from a venv's (python_env.py) in every comparison.
@@ -31,7 +36,7 @@ class ContainerError(Exception):
     """One line: what went wrong and what to do."""
 
 
-def choose_engine(wanted, which):
+def choose_engine(wanted: str, which: Callable[[str], str | None]) -> tuple[str, str | None]:
     """``(name, path)`` of the engine to use. ``wanted``: auto (podman where both exist: daemonless, the unit's own
     process is the container's parent), podman or docker. ``which(name)`` -> absolute path or None.
     ``(name, None)`` when it is missing (the caller installs it or says so)."""
@@ -46,13 +51,13 @@ def choose_engine(wanted, which):
     return wanted, which(wanted)
 
 
-def image_id(text):
+def image_id(text: str | None) -> str | None:
     """The image ID (64 hex characters, no ``sha256:``) in an engine's answer or an archive's config name."""
     match = _HEX64.match(str(text or "").strip())
     return match.group(1) if match else None
 
 
-def archive_image(path):
+def archive_image(path: str) -> dict[str, Any]:
     """``{"id", "tags"}`` of the one image in a ``docker save`` / ``podman save`` archive (docker-archive: its
     manifest.json names the config blob, whose sha256 is the image ID), read without unpacking the layers."""
     try:
@@ -60,7 +65,7 @@ def archive_image(path):
             member = tar.getmember("manifest.json")
             if member.size > _MAX_MANIFEST:
                 raise ContainerError("%s: its manifest.json is %d bytes; is it an image archive?" % (path, member.size))
-            manifest = json.loads(tar.extractfile(member).read().decode("utf-8"))
+            manifest = json.loads(cast(IO[bytes], tar.extractfile(member)).read().decode("utf-8"))
     except KeyError:
         raise ContainerError("%s has no manifest.json: make it with `podman save -o FILE IMAGE` or `docker save -o FILE "
                              "IMAGE` (docker-archive format)" % path)
@@ -81,7 +86,7 @@ def archive_image(path):
     return {"id": found, "tags": tags}
 
 
-def inspect(run, engine_path, ref):
+def inspect(run: _Run, engine_path: str | list[str] | tuple[str, ...], ref: str) -> dict[str, Any] | None:
     """``{"id", "digests"}`` of an image the engine holds, or None when it holds none by that name. ``engine_path``:
     the engine, or an argument list that starts the engine's command line (the shared store's writer)."""
     prefix = list(engine_path) if isinstance(engine_path, (list, tuple)) else [engine_path]
@@ -99,7 +104,7 @@ def inspect(run, engine_path, ref):
     return {"id": found, "digests": sorted(digests)}
 
 
-def registry_of(ref):
+def registry_of(ref: str) -> str:
     """The registry part of a reference (``docker.io`` when it names none), for a login."""
     first = ref.split("/", 1)[0]
     if "/" in ref and ("." in first or ":" in first or first == "localhost"):
@@ -118,11 +123,11 @@ STORE_RUNROOT = "/run/rlinfra-image-store"
 STORE_LOCK = ".rlinfra-load.lock"
 
 
-def storage_info(run, engine_path):
+def storage_info(run: _Run, engine_path: str) -> dict[str, str]:
     """``{"driver", "graphroot", "runroot"}`` of the node's own podman store, as ``podman info`` reports it."""
     rc, out, err = run([engine_path, "info", "--format", "json"])
     try:
-        store = json.loads(out)["store"] if rc == 0 else None
+        store: Any = json.loads(out)["store"] if rc == 0 else None  # None: TypeError below, caught
         info = {"driver": store["graphDriverName"], "graphroot": store["graphRoot"], "runroot": store["runRoot"]}
     except (ValueError, KeyError, TypeError):
         raise ContainerError("podman info did not say where its store is (%s); check that podman works on this node "
@@ -132,13 +137,13 @@ def storage_info(run, engine_path):
     return info
 
 
-def store_info(run, engine_path, current_conf):
+def store_info(run: _Run, engine_path: str, current_conf: str | None) -> dict[str, str]:
     """The node's own store (storage_info's answer): read back from the collection's own storage.conf when the node
     has it (what podman read it from - no ``podman info`` on a converged node, which costs a second), else asked."""
     if current_conf and current_conf.startswith(STORE_HEADER):
         found = dict(re.findall(r'^(driver|graphroot|runroot) = ("(?:[^"\\]|\\.)*")$', current_conf, re.M))
         try:
-            info = {key: json.loads(found[key]) for key in ("driver", "graphroot", "runroot")}
+            info: dict[str, Any] | None = {key: json.loads(found[key]) for key in ("driver", "graphroot", "runroot")}
         except (KeyError, ValueError):
             info = None
         if info and all(isinstance(v, str) and v for v in info.values()):
@@ -146,16 +151,16 @@ def store_info(run, engine_path, current_conf):
     return storage_info(run, engine_path)
 
 
-def storage_conf(store, info):
+def storage_conf(store: str, info: Mapping[str, str]) -> str:
     """The node's storage.conf listing ``store`` as a read-only image store, beside the node's own store unchanged
     (its driver and roots as podman reported them, so no image or container of the node's is lost)."""
-    def q(value):
+    def q(value: object) -> str:
         return json.dumps(str(value))
     return (STORE_HEADER + "[storage]\ndriver = %s\ngraphroot = %s\nrunroot = %s\n\n[storage.options]\n"
             "additionalimagestores = [%s]\n" % (q(info["driver"]), q(info["graphroot"]), q(info["runroot"]), q(store)))
 
 
-def storage_conf_plan(current, wanted, store, path=STORAGE_CONF):
+def storage_conf_plan(current: str | None, wanted: str, store: str, path: str = STORAGE_CONF) -> bool:
     """Whether ``path`` must be (re)written: False when it holds ``wanted``, True when it is missing or the
     collection's own (its header), ContainerError when it is the node's own file (a person's settings are not
     rewritten): then it must list the store already."""
@@ -170,7 +175,7 @@ def storage_conf_plan(current, wanted, store, path=STORAGE_CONF):
                          "under [storage.options], or unset ray_container_image_store; nothing was changed" % (path, store))
 
 
-def check_store(store, graphroot):
+def check_store(store: str, graphroot: str) -> None:
     """ContainerError (one line) when ``store`` cannot be the shared image store: the node's own store, inside it,
     or a link (what podman writes would land where the link points)."""
     own = normpath(graphroot)
@@ -186,7 +191,8 @@ def check_store(store, graphroot):
                              "changed" % store)
 
 
-def use_store(run, engine_path, store, info, current_conf, write_conf, check=False):
+def use_store(run: _Run, engine_path: str, store: str, info: Mapping[str, str], current_conf: str | None,
+              write_conf: Callable[[str], Any] | None, check: bool = False) -> bool:
     """Make the node's podman list ``store``: the store's layout made (podman's own, through its writer) before any
     storage.conf names it - podman refuses a listed store that is not one - then the node's storage.conf written
     when it must be (storage_conf_plan). ``info``: storage_info's answer, the store already checked (check_store);
@@ -205,16 +211,18 @@ def use_store(run, engine_path, store, info, current_conf, write_conf, check=Fal
                                  "that root can write, or unset ray_container_image_store; nothing else was changed" % (
                                      store, _last(err or out)))
     if must_write:
-        write_conf(wanted)
+        write_conf(wanted)  # type: ignore[misc]  # None only in check mode, which returned above
     return must_write or made
 
 
-def store_writer(engine_path, store):
+def store_writer(engine_path: str, store: str) -> list[str]:
     """podman writing into the shared store (its own root and run directory), not the node's."""
     return [engine_path, "--root", store, "--runroot", STORE_RUNROOT]
 
 
-def ensure_image(run, engine, engine_path, ref, archive="", credentials=None, auth_dir="", check=False, store=""):
+def ensure_image(run: _Run, engine: str, engine_path: str, ref: str, archive: str = "",
+                 credentials: Mapping[str, Any] | None = None, auth_dir: str = "", check: bool = False,
+                 store: str = "") -> dict[str, Any]:
     """Make sure the engine holds the image; ``{"id", "digests", "loaded", "pulled"}``.
     From ``archive`` when given: loaded only when its image ID is not there yet (a re-run loads nothing), then tagged
     ``ref`` when the archive does not carry that name. Else ``ref`` is pulled only when missing - a tag is resolved
@@ -268,7 +276,8 @@ def ensure_image(run, engine, engine_path, ref, archive="", credentials=None, au
     return dict(result, **have)
 
 
-def _pull_logged_in(run, engine, writer, ref, credentials, auth_dir):
+def _pull_logged_in(run: _Run, engine: str, writer: list[str], ref: str, credentials: Mapping[str, Any],
+                    auth_dir: str) -> tuple[int, str, str]:
     """Log in through stdin into a directory of this call's own under ``auth_dir`` (root only, never a link), pull,
     and remove the login: a registry credential lives on the node for one pull, not for the cluster's life.
     ``(rc, out, err)`` of the pull."""
@@ -305,16 +314,16 @@ def _pull_logged_in(run, engine, writer, ref, credentials, auth_dir):
                 pass
 
 
-def _last(text):
+def _last(text: object) -> str:
     lines = [line.strip() for line in str(text or "").splitlines() if line.strip()]
     return lines[-1][:300] if lines else "no output"
 
 
-def fingerprint(found):
+def fingerprint(found: Mapping[str, Any]) -> str:
     return FINGERPRINT_PREFIX + found["id"]
 
 
-def gpu_args(engine, vendor, count):
+def gpu_args(engine: str, vendor: str, count: int | str | None) -> list[str]:
     """What passes the node's GPUs into the container: NVIDIA through CDI (podman; ``nvidia-ctk cdi generate`` on the
     node) or ``--gpus`` (docker); AMD through its device nodes and the video group (ROCm's own instructions)."""
     if not count or str(count) == "0":
@@ -332,7 +341,7 @@ def gpu_args(engine, vendor, count):
 ARGS_PLACEHOLDER = "@CONTAINER_ARGS@"
 
 
-def node_args(engine, vendor, count, env_names):
+def node_args(engine: str, vendor: str, count: int | str | None, env_names: Iterable[str]) -> str:
     """The node's part of the run line: each environment variable by name only (``--env NAME``: the engine takes the
     value from its own environment, which the unit's EnvironmentFile gave it, so no value - no secret - is ever an
     argument), then the GPUs."""
@@ -342,7 +351,8 @@ def node_args(engine, vendor, count, env_names):
     return " ".join(shlex.quote(a) for a in argv + gpu_args(engine, vendor, count))
 
 
-def run_prefix(engine, engine_path, name, mounts, read_only, env_names=(), nofile=None):
+def run_prefix(engine: str, engine_path: str, name: str, mounts: Iterable[str], read_only: Iterable[str],
+               env_names: Iterable[str] = (), nofile: int | str | None = None) -> str:
     """The start of the Ray unit's ``<engine> run`` line, up to the node's part (ARGS_PLACEHOLDER) and the image:
     host network and IPC (Ray's object store and NCCL's shared memory are the host's), ``--init`` to reap Ray's
     children, every mount at the same path inside as outside (so every path the collection computes holds inside).
@@ -364,7 +374,7 @@ def run_prefix(engine, engine_path, name, mounts, read_only, env_names=(), nofil
     return " ".join(shlex.quote(str(a)) for a in argv) + " " + ARGS_PLACEHOLDER
 
 
-def state_content(found, ref, engine, store=""):
+def state_content(found: Mapping[str, Any], ref: str, engine: str, store: str = "") -> str:
     """The record ray_node and ray_node_state read (its ``fingerprint``), as python_env_sync writes one for a venv;
     ``image_store`` when the image is the shared store's (a purge then leaves it to the other nodes)."""
     record = {"fingerprint": fingerprint(found), "image": ref, "image_id": found["id"],
@@ -377,7 +387,7 @@ def state_content(found, ref, engine, store=""):
 # Commands in a node's running container (``<engine> exec``): what runs with the image's Python on the node, e.g.
 # verl's model merger on the head (rlinfra.verl.verl_merge), so that it is the verl the jobs trained with.
 
-def exec_prefix(engine_path, name, env_names=(), interactive=True):
+def exec_prefix(engine_path: str, name: str, env_names: Iterable[str] = (), interactive: bool = True) -> list[str]:
     """The start of ``<engine> exec [-i] [--env NAME ...] <name>``, the command to follow. Each environment variable
     by name only: the engine takes the value from the exec's own environment, so no value - no secret - is ever an
     argument. ``interactive`` (``-i``) keeps the command's standard input open, how a token reaches it."""
@@ -387,7 +397,8 @@ def exec_prefix(engine_path, name, env_names=(), interactive=True):
     return argv + [name]
 
 
-def python_command(args, env, venv="", container=None):
+def python_command(args: Iterable[str], env: Mapping[str, str], venv: str = "",
+                   container: Mapping[str, Any] | None = None) -> tuple[list[str], dict[str, str]]:
     """``(argv, environment)`` running ``python <args>`` with verl: from ``venv``, or - in container mode
     (``container``: ray_client.fact_container's answer) - inside the node's running Ray container with the image's
     ``python3``, the verl the jobs trained with. ``env``: what the command needs besides; in the container each is
@@ -399,14 +410,14 @@ def python_command(args, env, venv="", container=None):
     return [os.path.join(venv, "bin", "python")] + list(args), environment
 
 
-def check_running(run, engine_path, name, role="head"):
+def check_running(run: _Run, engine_path: str, name: str, role: str = "head") -> None:
     """ContainerError (one line) unless the engine runs the container ``name`` (Ray's unit started it)."""
     rc, out, dummy = run([engine_path, "container", "inspect", "--format", "{{.State.Running}}", name])
     if rc != 0 or out.strip().lower() != "true":
         raise ContainerError("the %s's container %s is not running: run site.yml" % (role, name))
 
 
-def check_visible(run, engine_path, name, paths, role="head"):
+def check_visible(run: _Run, engine_path: str, name: str, paths: Iterable[tuple[str, str]], role: str = "head") -> None:
     """ContainerError (one line) for the first directory not seen inside the container at its own path.
     ``paths``: ``(shown, tested)`` pairs - the path the message names and the one tested (e.g. a directory of this
     run's own beside it, which no image can hold by chance as it can hold ``/tmp``). The volumes are mounted at the

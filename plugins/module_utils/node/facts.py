@@ -12,6 +12,11 @@ from __future__ import annotations
 import json
 import os
 import re
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+
+if TYPE_CHECKING:
+    # run(argv) -> (rc, out, err)
+    _Run = Callable[[list[str]], tuple[int, str, str]]
 
 # The same probe setup uses for the default interface: a route lookup, no packet is sent.
 ROUTE_PROBE = "8.8.8.8"
@@ -20,7 +25,7 @@ _INET = re.compile(r"^\d+:\s+(\S+?)(?:@\S+)?\s+inet\s+(\d+\.\d+\.\d+\.\d+)/(\d+)
 _GATEWAY = re.compile(r"\bvia\s+(\d+\.\d+\.\d+\.\d+)")
 
 
-def parse_route(text):
+def parse_route(text: str) -> tuple[str, str, str]:
     """``(interface, source address, gateway)`` from ``ip -4 route get``'s answer; empty strings when absent."""
     line = " ".join(text.split())
     match = _ROUTE.search(line)
@@ -30,7 +35,7 @@ def parse_route(text):
     return match.group(1), match.group(2) or "", gateway.group(1) if gateway else ""
 
 
-def parse_addresses(text):
+def parse_addresses(text: str) -> list[tuple[str, str, int]]:
     """``[(interface, address, prefix)]`` from ``ip -4 -o addr show``, in its order."""
     out = []
     for line in text.splitlines():
@@ -40,7 +45,7 @@ def parse_addresses(text):
     return out
 
 
-def default_ipv4(route_text, addresses):
+def default_ipv4(route_text: str, addresses: Iterable[tuple[str, str, int]]) -> dict[str, str]:
     """setup's ``default_ipv4`` shape (address, interface, gateway, prefix) for the interface of the default route,
     from ``ip -4 route get``'s answer and parse_addresses' list; {} when the node has no IPv4 route out."""
     interface, source, gateway = parse_route(route_text)
@@ -58,7 +63,7 @@ def default_ipv4(route_text, addresses):
     return out
 
 
-def local_fact(path):
+def local_fact(path: str) -> Any:
     """A JSON local fact as setup's ``local`` collector reads it; an unreadable one is reported, not fatal, like setup."""
     if not os.path.exists(path):
         return None
@@ -69,11 +74,11 @@ def local_fact(path):
         return "error loading fact - output of running \"%s\" was not utf-8 JSON: %s" % (path, exc)
 
 
-def ip_runner(module):
+def ip_runner(module: Any) -> _Run:
     """``run(argv)`` for node_facts: the node's ``ip`` through the module (rc 127 when it has none)."""
     ip = module.get_bin_path("ip", opt_dirs=["/sbin", "/usr/sbin"])
 
-    def run(argv):
+    def run(argv: list[str]) -> tuple[int, str, str]:
         return module.run_command([ip] + argv[1:]) if ip else (127, "", "ip not found")
     return run
 
@@ -82,7 +87,7 @@ _LINK = re.compile(r"^\d+:\s+([^:@\s]+)(?:@\S+)?:\s+<([^>]*)>.*?\bmtu\s+(\d+)(?:
 _ROUTE_LINE = re.compile(r"^(?:(unicast|local|broadcast|blackhole|unreachable|prohibit|throw)\s+)?(\S+)(.*)$")
 
 
-def parse_links(text):
+def parse_links(text: str) -> dict[str, dict[str, Any]]:
     """``{interface: {"mtu", "up"}}`` from ``ip -o link show``: up means administratively up with a carrier (LOWER_UP),
     or state UP/UNKNOWN (loopback, tunnels)."""
     out = {}
@@ -97,7 +102,7 @@ def parse_links(text):
     return out
 
 
-def parse_routes(text):
+def parse_routes(text: str) -> list[dict[str, Any]]:
     """``[{"dest", "dev", "src", "via", "metric"}]`` of the main table from ``ip -4 route show``: ``dest`` is a CIDR
     (``default`` becomes 0.0.0.0/0); routes that send nowhere (blackhole, unreachable, ...) are left out."""
     routes = []
@@ -119,10 +124,10 @@ def parse_routes(text):
     return routes
 
 
-def infiniband_ports(sysfs="/sys/class/infiniband"):
+def infiniband_ports(sysfs: str = "/sys/class/infiniband") -> list[dict[str, str]]:
     """``[{"hca", "port", "state", "link_layer"}]`` of the node's RDMA ports (InfiniBand or RoCE), from sysfs; [] without
     any."""
-    out = []
+    out: list[dict[str, str]] = []
     try:
         hcas = sorted(os.listdir(sysfs))
     except OSError:
@@ -148,7 +153,7 @@ def infiniband_ports(sysfs="/sys/class/infiniband"):
 IFF_UP = 0x1
 
 
-def sysfs_links(names, root="/sys/class/net"):
+def sysfs_links(names: Iterable[str], root: str = "/sys/class/net") -> dict[str, dict[str, Any]] | None:
     """``parse_links``' answer for the interfaces ``names``, read from sysfs (no process: this runs on every node of every
     re-run); None when sysfs cannot be read. Up: administratively up (flags) with a carrier, or operstate up/unknown."""
     out = {}
@@ -172,7 +177,7 @@ def sysfs_links(names, root="/sys/class/net"):
     return out
 
 
-def default_route_text(routes):
+def default_route_text(routes: Iterable[Mapping[str, Any]]) -> str:
     """``ip -4 route get``'s answer for the main table's default route (lowest metric) of ``parse_routes``' list: what
     default_ipv4 reads, without asking ``ip`` again; '' without a default route."""
     defaults = sorted((r for r in routes if r["dest"] == "0.0.0.0/0"), key=lambda r: r["metric"])
@@ -182,7 +187,8 @@ def default_route_text(routes):
     return " ".join([ROUTE_PROBE] + (["via", r["via"]] if r["via"] else []) + ["dev", r["dev"]] + (["src", r["src"]] if r["src"] else []))
 
 
-def network(run, sysfs="/sys/class/infiniband", addresses=None, routes=None, netfs="/sys/class/net"):
+def network(run: _Run, sysfs: str = "/sys/class/infiniband", addresses: Sequence[tuple[str, str, int]] | None = None,
+            routes: list[dict[str, Any]] | None = None, netfs: str = "/sys/class/net") -> dict[str, Any]:
     """``ansible_rlinfra_net``: the interfaces (MTU, up), IPv4 addresses, main routes and RDMA ports, from which the
     controller chooses Ray's address and the interface collectives use (module_utils/ray/net.py)."""
     if routes is None:
@@ -200,7 +206,8 @@ def network(run, sysfs="/sys/class/infiniband", addresses=None, routes=None, net
                 ib=infiniband_ports(sysfs))
 
 
-def node_facts(run, fact_dir, names, sysfs="/sys/class/infiniband", netfs="/sys/class/net"):
+def node_facts(run: _Run, fact_dir: str, names: Iterable[str], sysfs: str = "/sys/class/infiniband",
+               netfs: str = "/sys/class/net") -> dict[str, Any]:
     """The ``ansible_facts`` of M(rlinfra.verl.node_facts): ``run(argv) -> (rc, out, err)`` runs a command. Two
     processes (``ip`` for the addresses and the routes); the rest from sysfs."""
     rc_addr, addrs, dummy = run(["ip", "-4", "-o", "addr", "show"])

@@ -23,17 +23,18 @@ import os
 import socket
 import threading
 import time
+from typing import Any, Callable, Mapping, Sequence
 
 CHUNK = 256 * 1024
 SNDBUF = 256 * 1024
 CONNECT_TIMEOUT = 5.0
 
 
-def _send_json(sock, obj):
+def _send_json(sock: socket.socket, obj: Any) -> None:
     sock.sendall((json.dumps(obj) + "\n").encode())
 
 
-def _read_line(sock, limit=65536):
+def _read_line(sock: socket.socket, limit: int = 65536) -> Any:
     data = b""
     while not data.endswith(b"\n"):
         chunk = sock.recv(1)
@@ -45,7 +46,7 @@ def _read_line(sock, limit=65536):
     return json.loads(data.decode() or "null")
 
 
-def stream(to_ip, port, nonce, seconds):
+def stream(to_ip: str, port: int, nonce: str, seconds: float) -> dict[str, Any]:
     """Send to the agent at ``to_ip`` for ``seconds``; ``{"bytes", "seconds", "gbit"}`` as the receiver counted them,
     or ``{"error"}``."""
     try:
@@ -72,7 +73,7 @@ def stream(to_ip, port, nonce, seconds):
         sock.close()
 
 
-def _sink(conn):
+def _sink(conn: socket.socket) -> None:
     total, first = 0, None
     while True:
         data = conn.recv(CHUNK)
@@ -85,7 +86,7 @@ def _sink(conn):
     _send_json(conn, dict(bytes=total, seconds=elapsed))
 
 
-def serve(sock, nonce, lifetime, clock=time.monotonic):
+def serve(sock: socket.socket, nonce: str, lifetime: float, clock: Callable[[], float] = time.monotonic) -> None:
     """Answer requests on the listening ``sock`` until ``lifetime`` seconds have passed or a ``bye`` arrives."""
     end = clock() + lifetime
     stop = threading.Event()
@@ -127,7 +128,7 @@ def serve(sock, nonce, lifetime, clock=time.monotonic):
     sock.close()
 
 
-def start_agent(params, module):
+def start_agent(params: Mapping[str, Any], module: Any) -> dict[str, Any]:
     """Node side (a plain script or the module): listen on ``ip``:``port`` and detach an agent that serves for
     ``lifetime`` seconds. ``{"changed": False, "listening": "ip:port"}``; one line when the port cannot be had."""
     ip, port, nonce, lifetime = params["ip"], int(params["port"]), params["nonce"], float(params["lifetime"])
@@ -142,7 +143,7 @@ def start_agent(params, module):
             sock.listen(64)
             break
         except OSError as exc:
-            sock.close()
+            sock.close()  # type: ignore[union-attr]  # None only when socket.socket() itself failed
             sock = None
             if attempt == 0:
                 # an agent an interrupted run left behind: it leaves when asked (nothing else answers "yield")
@@ -171,7 +172,7 @@ def start_agent(params, module):
         os._exit(0)  # pylint: disable=protected-access
 
 
-def ask(ip, port, request, timeout):
+def ask(ip: str, port: int, request: Mapping[str, Any], timeout: float) -> dict[str, Any]:
     """One request to an agent, its one-line answer (``{"error"}`` when there is none)."""
     try:
         with socket.create_connection((ip, port), timeout=CONNECT_TIMEOUT) as sock:
@@ -183,9 +184,9 @@ def ask(ip, port, request, timeout):
         return dict(error="the agent at %s:%s did not answer (%s)" % (ip, port, getattr(exc, "strerror", None) or exc))
 
 
-def rounds(names):
+def rounds(names: Sequence[str]) -> list[list[tuple[str, str]]]:
     """Round-robin rounds of disjoint unordered pairs covering every pair once (the circle method)."""
-    items = list(names) + ([None] if len(names) % 2 else [])
+    items: list[Any] = list(names) + ([None] if len(names) % 2 else [])  # None: the odd one out's bye
     n = len(items)
     out = []
     for dummy in range(n - 1):
@@ -195,7 +196,7 @@ def rounds(names):
     return [r for r in out if r]
 
 
-def measure(params, module):
+def measure(params: Mapping[str, Any], module: Any) -> dict[str, Any]:
     """Head side: the transfers described above. ``params``: ``nodes`` [{host, ip}], ``head`` (host), ``port``,
     ``nonce``, ``seconds``, ``pairs_max``. Returns ``{"changed": False, "links": [{from, to, gbit | error}]}``."""
     nodes = {n["host"]: n["ip"] for n in params["nodes"]}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import glob
 import os
+from typing import Any, Mapping, Sequence
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.node import gpu_health
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import room
@@ -18,7 +19,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.node.fitness_net impo
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.node import detect_gpus
 
 
-def _run(module, argv, timeout=None):
+def _run(module: Any, argv: Sequence[str], timeout: float | None = None) -> tuple[int, str, str] | None:
     path = module.get_bin_path(argv[0])
     if not path:
         return None
@@ -26,7 +27,7 @@ def _run(module, argv, timeout=None):
     return rc, out, err
 
 
-def kernel_lines(module):
+def kernel_lines(module: Any) -> tuple[list[str], str]:
     """The kernel log since boot: ``(lines, source)``; ([], why) when neither dmesg nor journalctl can read it."""
     for argv in (["dmesg", "--time-format", "iso"], ["journalctl", "-k", "-b", "-o", "short-iso", "--no-pager", "-q"]):
         got = _run(module, argv)
@@ -35,7 +36,7 @@ def kernel_lines(module):
     return [], "the kernel log could not be read (dmesg and journalctl -k gave nothing)"
 
 
-def torch_cuda_of(venv):
+def torch_cuda_of(venv: str) -> tuple[str | None, bool]:
     for path in sorted(glob.glob(os.path.join(venv, "lib", "python*", "site-packages", "torch", "version.py"))):
         try:
             with open(path, encoding="utf-8") as handle:
@@ -45,11 +46,12 @@ def torch_cuda_of(venv):
     return None, False
 
 
-def gpu_report(params, module, node):
+def gpu_report(params: Mapping[str, Any], module: Any, node: str) -> dict[str, Any]:
     """``{vendor, count, expected, driver, cuda, torch_cuda, gpus, lines, notes}`` of this node's GPUs."""
     vendor, count = detect_gpus()
     expected = params.get("expected_gpus")
     expected = count if expected in (None, "", "auto") else int(expected)
+    out: dict[str, Any]
     out = dict(vendor=vendor, count=count, expected=expected, driver=None, cuda=None, torch_cuda=None, gpus=[],
                lines=[], notes=[], kernel_source="", kernel_events=[])
     if params.get("gpu") == "off":
@@ -107,7 +109,7 @@ def gpu_report(params, module, node):
     return out
 
 
-def check(params, module):
+def check(params: Mapping[str, Any], module: Any) -> dict[str, Any]:
     """The node's check: ``{changed: False, listening, gpu, volumes, lines}``; ``lines`` name what makes it unfit."""
     node = params["node"]
     agent = start_agent(dict(ip=params["ip"], port=params["port"], nonce=params["nonce"], lifetime=params["lifetime"]),

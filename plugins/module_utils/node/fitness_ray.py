@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+from typing import Any, Iterable, Mapping, Sequence
 
 MARK = "RLINFRA-FITNESS-RAY "
 
@@ -22,7 +23,7 @@ MARK = "RLINFRA-FITNESS-RAY "
 SIZES_MIB = (8, 64, 256)
 
 
-def bus_factor(world):
+def bus_factor(world: int) -> float:
     return 2.0 * (world - 1) / world if world > 1 else 1.0
 
 
@@ -65,7 +66,7 @@ def allreduce_rank(rank, world, init_method, backend, sizes_mib=(8, 64, 256), wa
 '''
 
 
-def table(rows):
+def table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """nccl-tests' all_reduce_perf table for ``rows``: its columns and widths, the out-of-place half (``#wrong`` is
     N/A: nothing is validated), and its ``# Avg bus bandwidth`` line."""
     lines = ["#       size         count      type   redop    root     time   algbw   busbw #wrong",
@@ -166,12 +167,12 @@ class Rank:
 '''
 
 
-def _rank_code():
+def _rank_code() -> str:
     return RANK % dict(fn=ALLREDUCE_CODE)
 
 
-def entrypoint(head_ip, object_mib=16, pairs_max=8, allreduce="auto", store_port=6386, sizes_mib=SIZES_MIB,
-               allreduce_timeout=300):
+def entrypoint(head_ip: str, object_mib: int = 16, pairs_max: int = 8, allreduce: str = "auto", store_port: int = 6386,
+               sizes_mib: Iterable[int] = SIZES_MIB, allreduce_timeout: float = 300) -> str:
     """The Ray job's command line: ``python -c`` of the script above, its parameters inside it."""
     params = json.dumps(dict(head_ip=head_ip, object_mib=object_mib, pairs_max=pairs_max, allreduce=allreduce,
                              store_port=store_port, sizes_mib=list(sizes_mib), allreduce_timeout=allreduce_timeout,
@@ -181,7 +182,7 @@ def entrypoint(head_ip, object_mib=16, pairs_max=8, allreduce="auto", store_port
     return "python -c \"import base64; exec(base64.b64decode('%s'))\"" % encoded
 
 
-def parse(logs):
+def parse(logs: str | None) -> dict[str, Any]:
     """The script's result from the job's logs; ValueError (one line) when it printed none."""
     for line in reversed((logs or "").splitlines()):
         if line.startswith(MARK):
@@ -195,7 +196,7 @@ def parse(logs):
     raise ValueError("the Ray check printed no result (its log ends: %s)" % tail[0][:200])
 
 
-def slowest(objects):
+def slowest(objects: Iterable[Mapping[str, Any]] | None) -> float | None:
     """The slowest transfer (Gbit/s), for the table; None when none was measured."""
     rates = [o["gbit"] for o in objects or [] if isinstance(o.get("gbit"), (int, float)) and math.isfinite(o["gbit"])]
     return min(rates) if rates else None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any, Collection, Iterable, Mapping, Sequence
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import files
 from ansible_collections.rlinfra.verl.plugins.module_utils.node.fitness_ray import table as allreduce_table
@@ -18,7 +19,7 @@ DEFAULTS = dict(min_gbit=1.0, ray_min_gbit=0.5, allreduce_min_busbw=1.0)
 ARTIFACTS_VAR = "fitness_artifacts_dir"
 
 
-def save(base, name, document):
+def save(base: str, name: str, document: Any) -> str:
     """``document`` as JSON in ``<base>/<name>`` (0600; ``base`` made 0700 when missing); its path. A directory or a
     file that cannot be written is ValueError with the one line naming fitness_artifacts_dir."""
     path = os.path.join(base, name)
@@ -30,11 +31,13 @@ def save(base, name, document):
     return path
 
 
-def _fmt(value, unit=""):
+def _fmt(value: float | None, unit: str = "") -> str:
     return "-" if value is None else ("%.2f%s" % (value, unit))
 
 
-def verdict(cluster, head, nodes, links, ray, thresholds=None, excluded=(), exclude_unfit=False):
+def verdict(cluster: str, head: str, nodes: Sequence[Mapping[str, Any]], links: Iterable[Any] | None,
+            ray: Mapping[str, Any] | None, thresholds: Mapping[str, Any] | None = None, excluded: Iterable[str] = (),
+            exclude_unfit: bool = False) -> dict[str, Any]:
     """``nodes``: [{host, ip, ifname, check}] (check: fitness_node's result or {"error"}); ``links``: fitness_net's;
     ``ray``: fitness_ray.parse's result, or {"error"}; ``excluded``: the workers left out by an earlier run (their
     Ray is stopped: not looked for in Ray's checks); ``exclude_unfit``: leave unfit workers out instead of failing.
@@ -43,6 +46,7 @@ def verdict(cluster, head, nodes, links, ray, thresholds=None, excluded=(), excl
     t = dict(DEFAULTS, **{k: float(v) for k, v in (thresholds or {}).items() if v not in (None, "")})
     by_host = {n["host"]: n for n in nodes}
     by_ip = {n["ip"]: n["host"] for n in nodes}
+    unfit: dict[str, list[str]]
     lines, unfit = [], {}
 
     def bad(host, line):
@@ -73,6 +77,7 @@ def verdict(cluster, head, nodes, links, ray, thresholds=None, excluded=(), excl
             to_head[src] = link
     objects = (ray or {}).get("objects") or []
     if (ray or {}).get("error"):
+        assert ray is not None  # (ray or {}) has an error
         lines.append("cluster %s: the check through Ray failed: %s" % (cluster, ray["error"]))
         unfit.setdefault(head, []).append(lines[-1])
     for o in objects:
@@ -124,7 +129,8 @@ def verdict(cluster, head, nodes, links, ray, thresholds=None, excluded=(), excl
     return out
 
 
-def decide(cluster, head, unfit, excluded, exclude_unfit, hosts):
+def decide(cluster: str, head: str, unfit: Mapping[str, list[str]], excluded: Collection[str], exclude_unfit: bool,
+           hosts: Iterable[str]) -> dict[str, Any]:
     """What to do about the unfit nodes: {exclude, readmit, failure, record, summary}. A head is never left out; a
     worker left out earlier comes back once it is fit."""
     exclude = sorted(h for h in unfit if h != head) if exclude_unfit else sorted(h for h in unfit if h in excluded and h != head)
@@ -147,11 +153,11 @@ def decide(cluster, head, unfit, excluded, exclude_unfit, hosts):
     return dict(exclude=left, readmit=readmit, failure=failure, record=record, summary=summary)
 
 
-def _short(gbit):
+def _short(gbit: float) -> str:
     return "%.3g" % gbit if gbit < 10 else "%.1f" % gbit
 
 
-def _free(row):
+def _free(row: Mapping[str, Any] | None) -> str:
     if not row or row.get("free_bytes") is None:
         return "-"
     return human(row["free_bytes"])

@@ -33,6 +33,7 @@ import json
 import re
 import time as _clock
 import xml.etree.ElementTree as ET
+from typing import Any, Iterable, Mapping
 
 # Xid codes and their meaning: NVIDIA's Xid catalog, https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html
 # (the "Description" column; transcribed through leptonai/gpud's catalog_generated.go, generated from NVIDIA's
@@ -99,7 +100,7 @@ XID_SEVERE_WHEN_FATAL = frozenset(range(144, 151))
 _RECOVERY_ACTION = re.compile(r"recovery action changed from .*? to (0x[0-9A-Fa-f]+) \(([^)]*)\)")
 
 
-def xid_severe(event):
+def xid_severe(event: Mapping[str, Any]) -> bool:
     """Whether the Xid ``event`` (of :func:`kernel_events`) makes its GPU unfit: its code is in :data:`XID_SEVERE`,
     or an NVLink5 error (144-150) the driver calls Fatal, or an Xid 154 whose new recovery action is not None."""
     code, line = event.get("code"), event.get("line") or ""
@@ -113,7 +114,7 @@ def xid_severe(event):
     return False
 
 
-def _text(elem, path):
+def _text(elem: ET.Element | None, path: str) -> str | None:
     """The stripped text at ``path`` under ``elem``; None when missing, empty or N/A."""
     if elem is None:
         return None
@@ -126,7 +127,8 @@ def _text(elem, path):
     return value
 
 
-def _yes(value, yes=("yes", "enabled", "active"), no=("no", "disabled", "not active")):
+def _yes(value: str | None, yes: tuple[str, ...] = ("yes", "enabled", "active"),
+         no: tuple[str, ...] = ("no", "disabled", "not active")) -> bool | None:
     if value is None:
         return None
     value = value.strip().lower()
@@ -137,7 +139,7 @@ def _yes(value, yes=("yes", "enabled", "active"), no=("no", "disabled", "not act
     return None
 
 
-def _int(value):
+def _int(value: object) -> int | None:
     """The leading whole number of ``value`` (``"66 C"`` -> 66, ``"2"`` -> 2), None when there is none."""
     if value is None:
         return None
@@ -145,13 +147,13 @@ def _int(value):
     return int(match.group(1)) if match else None
 
 
-def _version(value):
+def _version(value: str | None) -> str | None:
     """``value`` when it reads as a version (``535.54.03``, ``12.2``), else None (R610 prints "Deprecated, ..."
     where a version used to be)."""
     return value if value and re.match(r"\d+(\.\d+)*$", value) else None
 
 
-def _first_line(text, width=100):
+def _first_line(text: object, width: int = 100) -> str:
     for line in str(text or "").splitlines():
         if line.strip():
             line = line.strip()
@@ -211,7 +213,7 @@ def _gpu(elem, position):
     }
 
 
-def parse_nvidia_xml(text):
+def parse_nvidia_xml(text: str | None) -> dict[str, Any]:
     """``nvidia-smi -q -x`` read into ``dict(driver_version, cuda_version, gpus)``; each GPU a dict of
     ``index`` (``<minor_number>``, else its position), ``name``, ``uuid``, ``bus_id``, ``persistence_mode``,
     ``ecc_mode``, ``ecc_uncorrectable_volatile`` / ``_aggregate``, ``retired_pending``, ``remap_pending``,
@@ -236,7 +238,7 @@ def parse_nvidia_xml(text):
 _BANNER_CUDA = re.compile(r"CUDA (?:UMD )?Version\s*:\s*(\d+\.\d+)", re.IGNORECASE)
 
 
-def parse_nvidia_banner(text):
+def parse_nvidia_banner(text: str | None) -> str | None:
     """The CUDA version the driver supports, from plain ``nvidia-smi`` (``CUDA Version: 12.4``, R610's
     ``CUDA UMD Version: 13.3``) or ``nvidia-smi --version``; None when the text has none."""
     match = _BANNER_CUDA.search(str(text or ""))
@@ -246,7 +248,7 @@ def parse_nvidia_banner(text):
 _TORCH_CUDA = re.compile(r"""^cuda\s*(?::[^=\n]*)?=\s*(?:'([^'\n]*)'|"([^"\n]*)"|None\b)""", re.MULTILINE)
 
 
-def torch_cuda(version_py_text):
+def torch_cuda(version_py_text: str | None) -> str | None:
     """The CUDA version torch was built for, from the text of ``torch/version.py`` (``cuda: Optional[str] =
     '12.4'``; torch 1.x wrote ``cuda = '10.2'``); None for a CPU or ROCm build or an unreadable file."""
     match = _TORCH_CUDA.search(str(version_py_text or ""))
@@ -260,7 +262,7 @@ def _major_minor(version):
     return (int(match.group(1)), int(match.group(2) or 0)) if match else None
 
 
-def cuda_mismatch(driver_cuda, torch_cuda):  # pylint: disable=redefined-outer-name
+def cuda_mismatch(driver_cuda: str | None, torch_cuda: str | None) -> str:  # pylint: disable=redefined-outer-name
     """'' when a torch built for CUDA ``torch_cuda`` runs on a driver that supports CUDA ``driver_cuda``; else
     the problem in a phrase. A driver of the same major version but a lower minor is fine (CUDA minor version
     compatibility); unknown versions are not judged."""
@@ -323,14 +325,14 @@ def _dcgm_row(state, name, raw):
             failures.append(state["target"])
 
 
-def parse_dcgmi_diag(text):
+def parse_dcgmi_diag(text: str | None) -> dict[str, Any]:
     """The table ``dcgmi diag -r 1`` / ``-r 2`` prints, read into ``dict(passed, failures)``; each failure
     ``dict(test, gpu, detail)``: a ``Fail`` result (``Fail - GPU: 0`` names the GPUs) with the ``Error`` rows that
     follow it as ``detail`` (DCGM wraps them mid-word at the column width; they are joined back), or an ``Error``
     row of its own. ``gpu`` is None when neither the result nor the error names a GPU. ValueError when the text
     has no result table (``dcgmi`` printing only an error, for one)."""
     text = str(text or "")
-    state = {"category": None, "test": None, "mode": None, "target": None, "rows": 0, "failures": []}
+    state: dict[str, Any] = {"category": None, "test": None, "mode": None, "target": None, "rows": 0, "failures": []}
     for line in text.splitlines():
         stripped = line.strip()
         header = re.match(r"[|+]-+\s+(\S.*?)\s+-+[+|]", stripped)
@@ -369,7 +371,7 @@ def _result_gpu(result):
     return None
 
 
-def parse_dcgmi_diag_json(text):
+def parse_dcgmi_diag_json(text: str | None) -> dict[str, Any]:
     """``dcgmi diag -j`` read into ``dict(passed, failures)`` like :func:`parse_dcgmi_diag`. DCGM 3.x writes
     ``{"DCGM GPU Diagnostic": {"test_categories": [...]}}`` with ``gpu_ids`` per result (and ``null`` between
     tests); 4.x ``{"DCGM Diagnostic": ...}`` with ``entity_group`` / ``entity_id`` and a ``test_summary``.
@@ -441,7 +443,7 @@ AMD_SMI_METRICS = {
 }
 
 
-def parse_amd_smi_metric(text):
+def parse_amd_smi_metric(text: str | None) -> list[dict[str, Any]]:
     """``amd-smi metric --json`` read into one dict per GPU: ``index``, ``ecc_uncorrectable``, ``ecc_correctable``,
     ``ecc_deferred`` (amd-smi's ``ecc.total_*_count``), ``throttled`` (``power.throttle_status``),
     ``temperature_edge`` / ``_hotspot`` / ``_mem`` (C), ``vram_total_mb``, ``vram_used_mb``; ``hw_slowdown`` is
@@ -481,7 +483,7 @@ ROCM_SMI_NUMBERS = {
 }
 
 
-def parse_rocm_smi(text):
+def parse_rocm_smi(text: str | None) -> list[dict[str, Any]]:
     """``rocm-smi --json`` (any set of ``--show...`` options, ``--showallinfo`` included) read into one dict per
     ``cardN``, by N: ``index``, ``name`` (``Device Name``, else ``Card series``), ``bus_id`` (``PCI Bus``),
     ``temperature_edge`` / ``_junction`` / ``_memory`` (C), ``vram_total_bytes``, ``vram_used_bytes``,
@@ -526,7 +528,7 @@ def _time(line):
     return None
 
 
-def when(time):
+def when(time: str | None) -> str:
     """How a kernel event's ``time`` reads in a sentence: ``at 2025-01-21T04:41:44+00:00``, ``74889 s after boot``
     for plain dmesg's seconds, '' when unknown."""
     if not time:
@@ -536,7 +538,7 @@ def when(time):
     return "at " + time
 
 
-def event_epoch(time, boot=None, now=None):
+def event_epoch(time: str | None, boot: float | str | None = None, now: float | None = None) -> float | None:
     """Epoch seconds of a kernel event's ``time`` (:func:`kernel_events`), read where the log was written: ISO times
     with their offset; ``dmesg -T``'s and syslog's in the node's local time zone (syslog's lack a year: this one, or
     the last when that would be in the future); plain dmesg's seconds after ``boot`` (epoch seconds, /proc/stat's
@@ -618,7 +620,7 @@ def _line_event(line, time):
     return None
 
 
-def kernel_events(lines):
+def kernel_events(lines: str | Iterable[str] | None) -> list[dict[str, Any]]:
     """The kernel log lines that matter for training, as dicts ``kind, time, code, meaning, device, line``:
 
     * ``xid``: ``NVRM: Xid (PCI:0000:3b:00): 79, ...`` (code, its :data:`XID` meaning, the PCI address as
@@ -634,7 +636,7 @@ def kernel_events(lines):
         lines = lines.splitlines()
     events = []
     # "NVRM: The NVIDIA GPU <address>" waiting for its "fallen off the bus" two lines later
-    off_bus = {"device": None, "time": None, "lines": []}
+    off_bus: dict[str, Any] = {"device": None, "time": None, "lines": []}
     for raw in lines or []:
         line = str(raw).rstrip("\n")
         time = _time(line)
@@ -682,7 +684,7 @@ def _clip(text, width=120):
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
-def occurrence(events):
+def occurrence(events: Iterable[Mapping[str, Any]] | None) -> str:
     """When ``events`` (of one kind, code and device) happened, to follow their description: `` at T``;
     `` 3 times, first at T`` when they happened at several times (the same time twice, as a message printed over
     two lines, counts once); '' when no time is known."""
@@ -761,8 +763,10 @@ def _severe_xids(gpus, xid_events):
     return xids
 
 
-def gpu_lines(report, expected_count=None, xid_events=(), dcgm=None,  # pylint: disable=too-many-arguments,too-many-positional-arguments
-              torch_cuda=None, node=""):  # pylint: disable=redefined-outer-name
+def gpu_lines(report: Mapping[str, Any] | None,  # pylint: disable=too-many-arguments,too-many-positional-arguments
+              expected_count: int | str | None = None, xid_events: Iterable[Mapping[str, Any]] = (),
+              dcgm: Mapping[str, Any] | None = None,
+              torch_cuda: str | None = None, node: str = "") -> list[str]:  # pylint: disable=redefined-outer-name
     """What is wrong with one node's GPUs, one line per problem (none: an empty list). ``report`` is
     :func:`parse_nvidia_xml`'s dict; ``expected_count`` the GPUs Ray will offer; ``xid_events`` from
     :func:`kernel_events` (only the severe ones count, see :func:`xid_severe`, put on a GPU by PCI address: nvidia-smi's

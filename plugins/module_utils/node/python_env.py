@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import re
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.node.container import FINGERPRINT_PREFIX
 
@@ -82,12 +83,12 @@ print(json.dumps({"roots": roots, "no_deps": no_deps, "dists": dists}))
 '''
 
 
-def canonical(name):
+def canonical(name: str) -> str:
     """PEP 503 normalized project name."""
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def requirement_lines(packages):
+def requirement_lines(packages: Iterable[Any] | None) -> list[str]:
     """The requirement strings of a list, without blanks, comments and option lines (--index-url ...)."""
     out = []
     for item in packages or []:
@@ -97,7 +98,8 @@ def requirement_lines(packages):
     return out
 
 
-def needed(dists, roots, no_deps=(), keep=TOOLING):
+def needed(dists: Mapping[str, Any], roots: Iterable[Mapping[str, Any]], no_deps: Iterable[Mapping[str, Any]] = (),
+           keep: Iterable[str] = TOOLING) -> set[str]:
     """Canonical names of the installed distributions the environment needs.
 
     ``dists``, ``roots`` and ``no_deps`` come from INSPECT_SCRIPT. Every root that applies is kept with what
@@ -105,6 +107,8 @@ def needed(dists, roots, no_deps=(), keep=TOOLING):
     with --no-deps: what it would require is not its to keep); ``keep`` names (the venv's tooling) are kept
     with what they require. Names that are not installed are ignored.
     """
+    keep_set: set[str]
+    seen: set[tuple[str, str]]
     keep_set, seen = set(), set()
     stack = [(r["name"], r.get("extras", [])) for r in roots if r.get("name") and r.get("applies", True)]
     stack += [(canonical(n), []) for n in keep]
@@ -125,7 +129,8 @@ def needed(dists, roots, no_deps=(), keep=TOOLING):
     return keep_set
 
 
-def unneeded(dists, roots, no_deps=(), keep=TOOLING, ignore_missing=False):
+def unneeded(dists: Mapping[str, Any], roots: Sequence[Mapping[str, Any]], no_deps: Sequence[Mapping[str, Any]] = (),
+             keep: Iterable[str] = TOOLING, ignore_missing: bool = False) -> tuple[list[str], str | None]:
     """(names to remove as installed, sorted; reason to remove nothing, or None).
 
     Nothing is removed when a requirement cannot be named (a bare path or URL) or when one that applies is
@@ -149,8 +154,10 @@ def unneeded(dists, roots, no_deps=(), keep=TOOLING, ignore_missing=False):
 UV_ITEM = re.compile(r"^ ([+~-]) (\S+)")
 
 
-def uv_changes(stderr):
+def uv_changes(stderr: str | None) -> tuple[list[str], list[str]]:
     """(installed, removed) lists of ``name==version`` from uv's report (real or --dry-run)."""
+    installed: list[str]
+    removed: list[str]
     installed, removed = [], []
     for line in (stderr or "").splitlines():
         m = UV_ITEM.match(line)
@@ -159,17 +166,18 @@ def uv_changes(stderr):
     return installed, removed
 
 
-def frozen_lines(text):
+def frozen_lines(text: str | None) -> list[str]:
     return sorted(line.strip() for line in (text or "").splitlines() if line.strip() and not line.startswith("#"))
 
 
-def fingerprint(python_version, frozen):
+def fingerprint(python_version: str | None, frozen: Iterable[str]) -> str:
     """sha256 of the interpreter's version line and the sorted frozen package set."""
     body = "python " + (python_version or "") + "\n" + "\n".join(sorted(frozen))
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
-def inputs_digest(packages, no_build_isolation=(), no_deps=(), python_version=None):
+def inputs_digest(packages: Iterable[Any] | None, no_build_isolation: Iterable[Any] | None = (),
+                  no_deps: Iterable[Any] | None = (), python_version: str | None = None) -> str:
     """sha256 of what decides the environment: the three requirement lists (order does not matter) and the
     interpreter. The same inputs on the same interpreter install the same environment."""
     doc = {"packages": sorted(requirement_lines(packages)),
@@ -179,7 +187,7 @@ def inputs_digest(packages, no_build_isolation=(), no_deps=(), python_version=No
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode("utf-8")).hexdigest()
 
 
-def python_version(run, python):
+def python_version(run: Callable[..., tuple[int, str, str]], python: str | None) -> str | None:
     """First line of ``python -VV`` (version and build), or None when the interpreter does not run."""
     if not python or not os.path.exists(python):
         return None
@@ -188,11 +196,11 @@ def python_version(run, python):
     return text.splitlines()[0] if rc == 0 and text else None
 
 
-def state_path(venv):
+def state_path(venv: str) -> str:
     return os.path.join(venv, STATE_FILE_NAME)
 
 
-def read_json(path):
+def read_json(path: str) -> dict[str, Any] | None:
     """The JSON object in ``path``, or None when it is missing or unreadable (a broken record is no record)."""
     try:
         with open(path) as f:
@@ -202,7 +210,7 @@ def read_json(path):
     return data if isinstance(data, dict) else None
 
 
-def uv_wheel(names, machine):
+def uv_wheel(names: Iterable[str], machine: str) -> str | None:
     """The uv wheel in a wheelhouse listing that runs on this machine (``os.uname().machine``), or None.
     Its ``uv`` binary is all a new environment needs to install the rest, pip included."""
     arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(machine.lower(), machine.lower())
@@ -230,7 +238,7 @@ print(json.dumps(out))
 '''
 
 
-def ensurepip_wheels(text):
+def ensurepip_wheels(text: str | None) -> list[tuple[str, str, str]] | None:
     """[(name, version, path)] from ENSUREPIP_SCRIPT's answer, or None when it is unusable (then ensurepip runs)."""
     try:
         rows = json.loads((text or "").strip().splitlines()[-1])
@@ -242,12 +250,12 @@ def ensurepip_wheels(text):
     return wheels
 
 
-def fast_path(record, inputs, current_fingerprint):
+def fast_path(record: Any, inputs: str, current_fingerprint: str) -> bool:
     """True when the environment holds what the last exact install of the same inputs left: nothing to do."""
     return bool(record) and record.get("inputs") == inputs and record.get("fingerprint") == current_fingerprint
 
 
-def mismatch(host, mine, head, theirs):
+def mismatch(host: str, mine: Mapping[str, Any], head: str, theirs: Mapping[str, Any]) -> str:
     """'' when ``host`` runs the environment of its cluster's ``head``; else the one line that says how they differ.
     ``mine`` / ``theirs``: ``{fingerprint, frozen, python_version}`` as python_env_sync returned them. A node whose
     environment is not there to read (check mode before its first converge: no fingerprint) is not compared."""

@@ -1,6 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# mypy: allow-redefinition
+# (Slurm.call rebinds its *argv, a tuple, to the list of the command's words)
 """A Slurm job's nodes, read through Slurm's own client tools, for the ``rlinfra.verl.slurm`` inventory plugin.
 
 ``scontrol show job`` (``--json`` where the installed Slurm offers it, else its one-line ``-o`` form),
@@ -16,6 +18,7 @@ import json
 import re
 import shlex
 import subprocess
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 
@@ -31,7 +34,7 @@ class SlurmError(Exception):
     """One clear line: what Slurm said about the job, and what to do."""
 
 
-def parse_oneliner(line):
+def parse_oneliner(line: str) -> dict[str, str]:
     """``scontrol show ... -o`` output (one record) -> dict of its fields."""
     out = {}
     marks = list(_FIELD_RE.finditer(line))
@@ -41,12 +44,12 @@ def parse_oneliner(line):
     return out
 
 
-def _state(value):
+def _state(value: object) -> str:
     """The base state of a state word (text gives RUNNING)."""
     return str(value or "").split()[0].upper() if value else ""
 
 
-def _json_state(job, job_id):
+def _json_state(job: Mapping[str, Any], job_id: str) -> str:
     """The state of ``scontrol --json`` / ``squeue --json``: "RUNNING" before 23.02, ["RUNNING"] since (the base state
     first, flags such as COMPLETING after it). Anything else is refused: read as a state, a mapping or a number was
     "has ended" (or, by some other reading, running)."""
@@ -69,7 +72,7 @@ def _json_state(job, job_id):
                      "[\"RUNNING\", ...] from Slurm 23.02 on): %s" % (kind, job_id, shown, fix))
 
 
-def job_from_json(data, job_id):
+def job_from_json(data: Any, job_id: str) -> dict[str, Any] | None:
     """The job of ``scontrol --json show job ID``, as the fields the inventory needs."""
     jobs = data.get("jobs") if isinstance(data, dict) else None
     # Another shape (a mapping, a string, an item that is no mapping) is an answer this reader does not know: the
@@ -86,7 +89,7 @@ def job_from_json(data, job_id):
             "user": text("user_name"), "gpus_per_node": gpus}
 
 
-def job_from_text(text, job_id):
+def job_from_text(text: str, job_id: str) -> dict[str, Any] | None:
     """The job of ``scontrol show job -o ID``."""
     line = next((line for line in text.splitlines() if line.strip().startswith("JobId=")), None)
     if line is None:
@@ -100,7 +103,7 @@ def job_from_text(text, job_id):
             "gpus_per_node": gpus}
 
 
-def gpus_from_tres(per_node, alloc, node_count):
+def gpus_from_tres(per_node: str | None, alloc: str | None, node_count: object) -> int:
     """GPUs per node: the job's per-node request (``gres:gpu:8``, ``gres/gpu:h100:8``), else its allocation
     (``gres/gpu=16``) over its nodes; 0 without GPUs."""
     m = re.search(r"gres[:/]gpu(?::[A-Za-z0-9_.-]+)?[:=](\d+)", per_node or "")
@@ -116,7 +119,7 @@ def gpus_from_tres(per_node, alloc, node_count):
     return 0
 
 
-def check_state(job):
+def check_state(job: Mapping[str, Any]) -> None:
     """Raise the one line for a job whose nodes cannot be used now."""
     state, ident = job["state"], "Slurm job %s%s" % (job["job_id"], " (%s)" % job["name"] if job["name"] else "")
     if state in RUNNING and job["nodes"]:
@@ -132,13 +135,14 @@ def check_state(job):
 class Slurm:
     """Slurm's client tools, here or on ``login_host`` over ssh."""
 
-    def __init__(self, login_host="", ssh_args=None, timeout=30, run=None):
+    def __init__(self, login_host: str = "", ssh_args: Iterable[str] | None = None, timeout: float = 30,
+                 run: Callable[[Sequence[str], float], tuple[int, str, str]] | None = None):
         self.login_host = login_host or ""
         self.ssh_args = list(ssh_args or [])
         self.timeout = timeout
         self._run = run or _run
 
-    def call(self, *argv):
+    def call(self, *argv: str) -> tuple[int, str, str]:
         """(rc, stdout, stderr) of one Slurm command."""
         argv = list(argv)
         where = "on %s" % self.login_host if self.login_host else "here"
@@ -157,7 +161,7 @@ class Slurm:
             raise SlurmError("%s is not installed on %s: install Slurm's client tools there" % (argv[-1].split()[0], self.login_host))
         return rc, out, err
 
-    def job(self, job_id):
+    def job(self, job_id: str | int) -> dict[str, Any]:
         job_id = str(job_id).strip()
         if not JOB_ID_RE.match(job_id):
             raise SlurmError("job_id %r is not a Slurm job id (digits, e.g. 4242)" % job_id)
@@ -180,7 +184,7 @@ class Slurm:
             raise SlurmError("scontrol show job %s answered no job: %s" % (job_id, _last(out)))
         return job
 
-    def job_id_by_name(self, name):
+    def job_id_by_name(self, name: str) -> str:
         rc, out, err = self.call("squeue", "--noheader", "--name", name, "--format", "%i %T",
                                  "--states", "PENDING,RUNNING,CONFIGURING,SUSPENDED,REQUEUED")
         if rc != 0:
@@ -196,7 +200,7 @@ class Slurm:
                              % (len(found), name, ", ".join("%s %s" % (i, s) for i, s in found)))
         return found[0][0]
 
-    def hostnames(self, nodelist):
+    def hostnames(self, nodelist: str) -> list[str]:
         rc, out, err = self.call("scontrol", "show", "hostnames", nodelist)
         names = out.split()
         if rc != 0 or not names:
@@ -205,7 +209,7 @@ class Slurm:
             _check_host("node name", name)
         return names
 
-    def addresses(self, names):
+    def addresses(self, names: Iterable[str]) -> dict[str, dict[str, str]]:
         """{node name: {"addr", "hostname"}} from ``scontrol show node -o``."""
         rc, out, err = self.call("scontrol", "-o", "show", "node", ",".join(names))
         if rc != 0:
@@ -219,7 +223,7 @@ class Slurm:
             _check_host("NodeAddr of node %s" % _shown(name), node["addr"], loopback=False)
         return found
 
-    def allocation(self, job_id="", job_name=""):
+    def allocation(self, job_id: str | int = "", job_name: str = "") -> tuple[dict[str, Any], list[dict[str, str]]]:
         """The job (checked running) and its nodes in Slurm's order: [{"name", "addr", "hostname"}]."""
         if not job_id and not job_name:
             raise SlurmError("no Slurm job given: set job_id or job_name in the inventory file, or run inside an "
@@ -234,11 +238,11 @@ class Slurm:
         return job, [dict(addrs[n], name=n) for n in names]
 
 
-def _shown(text):
+def _shown(text: str) -> str:
     return repr(text if len(text) <= 80 else text[:77] + "...")
 
 
-def _check_host(what, value, loopback=True):
+def _check_host(what: str, value: str, loopback: bool = True) -> None:
     """A node's name or address becomes an inventory host and ansible_host, which ssh reads as its destination: a host
     name or IP address (never ``-oProxyCommand=...``) that names a machine (not 0.0.0.0; with ``loopback=False``,
     for an address, not this machine's own loopback either: the play would run on the controller), else the one
@@ -253,11 +257,11 @@ def _check_host(what, value, loopback=True):
                          % (what, _shown(value), e))
 
 
-def _run(argv, timeout):
+def _run(argv: Sequence[str], timeout: float) -> tuple[int, str, str]:
     proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout, check=False)
     return proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
 
 
-def _last(text):
+def _last(text: str | None) -> str:
     lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
     return lines[-1] if lines else "no output"

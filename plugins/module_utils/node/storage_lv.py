@@ -15,16 +15,17 @@ from __future__ import annotations
 
 import json
 import subprocess
+from typing import Any, Mapping, Sequence
 
 EXTENT = 4 * 1024 * 1024  # LVM's default extent size, for check-mode estimates only
 
 
-def run(argv):
+def run(argv: Sequence[str]) -> tuple[int, str, str]:
     proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
     return proc.returncode, proc.stdout, proc.stderr
 
 
-def report(argv, key):
+def report(argv: list[str], key: str) -> list[dict[str, Any]]:
     rc, out, err = run(argv + ["--reportformat", "json"])
     if rc != 0:
         raise RuntimeError("%s failed: %s" % (" ".join(argv), (err or out).strip().splitlines()[-1:] or rc))
@@ -34,25 +35,25 @@ def report(argv, key):
     return rows
 
 
-def pv_free(vg):
+def pv_free(vg: str) -> dict[str, int]:
     """{pv name: free extents} of the volume group's physical volumes."""
     rows = report(["pvs", "--units", "b", "--nosuffix", "-o", "pv_name,vg_name,pv_pe_count,pv_pe_alloc_count",
                    "-S", "vg_name=%s" % vg], "pv")
     return {r["pv_name"]: int(r["pv_pe_count"]) - int(r["pv_pe_alloc_count"]) for r in rows if r["vg_name"] == vg}
 
 
-def lv_exists(vg, lv):
+def lv_exists(vg: str, lv: str) -> bool:
     rows = report(["lvs", "-o", "lv_name", "-S", "vg_name=%s" % vg], "lv")
     return any(r["lv_name"] == lv for r in rows)
 
 
-def segments(vg, lv):
+def segments(vg: str, lv: str) -> list[dict[str, Any]]:
     rows = report(["lvs", "--units", "b", "--nosuffix", "-o", "lv_name,segtype,stripes,seg_size", "--segments",
                    "%s/%s" % (vg, lv)], "seg")
     return [{"segtype": r["segtype"], "stripes": int(r["stripes"]), "size": int(r["seg_size"])} for r in rows]
 
 
-def next_step(params, exists, free):
+def next_step(params: Mapping[str, Any], exists: bool, free: dict[str, int]) -> tuple[list[str] | None, dict[str, int]]:
     """The next lvcreate/lvextend argv for the free extents, or None when the VG is full."""
     vg, lv, layout = params["vg"], params["lv"], params.get("layout", "striped")
     with_free = sorted(pv for pv, n in free.items() if n > 0)
@@ -81,10 +82,11 @@ def next_step(params, exists, free):
     return argv, left
 
 
-def apply(params, check):
+def apply(params: Mapping[str, Any], check: bool) -> dict[str, Any]:
     """``params``: vg, lv, layout, stripe_size, planned ({pv: bytes}, counted in check mode). Returns
     {changed, commands (run or planned), error, lv_path, segments, existed}."""
     vg, lv = params["vg"], params["lv"]
+    result: dict[str, Any]
     result = {"changed": False, "commands": [], "error": "", "lv_path": "/dev/%s/%s" % (vg, lv), "segments": [],
               "existed": False}
     try:

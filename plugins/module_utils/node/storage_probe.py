@@ -18,12 +18,13 @@ import os
 import re
 import stat
 import subprocess
+from typing import Any, Mapping, Sequence
 
 FS_TYPES_HINT = ("ext2", "ext3", "ext4", "xfs", "btrfs", "vfat", "f2fs", "jfs", "reiserfs", "ntfs", "exfat")
 LAYOUTS_LVM = ("striped", "linear")
 
 
-def run(argv):
+def run(argv: Sequence[str]) -> tuple[int, str, str]:
     """Runs a command; returns (rc, stdout, stderr); rc 127 when the tool is missing."""
     try:
         proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
@@ -33,7 +34,7 @@ def run(argv):
     return proc.returncode, proc.stdout, proc.stderr
 
 
-def read(path, default=""):
+def read(path: str, default: str = "") -> str:
     try:
         with open(path) as handle:
             return handle.read().strip()
@@ -41,12 +42,12 @@ def read(path, default=""):
         return default
 
 
-def unescape(field):
+def unescape(field: str) -> str:
     """Undoes the octal escapes of /proc/self/mountinfo and /etc/fstab (\\040 for a space...)."""
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
-def human(size):
+def human(size: float) -> str:
     value = float(size)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
         if value < 1024 or unit == "PiB":
@@ -58,7 +59,7 @@ def human(size):
 class Block:
     """What sysfs says about one block device (a disk, a partition, a dm or md device...)."""
 
-    def __init__(self, sysdir):
+    def __init__(self, sysdir: str):
         self.sysdir = os.path.realpath(sysdir)
         self.name = os.path.basename(self.sysdir)
         self.majmin = read(os.path.join(self.sysdir, "dev"))
@@ -69,42 +70,42 @@ class Block:
         disk_dir = os.path.dirname(self.sysdir) if self.is_partition else self.sysdir
         self.removable = read(os.path.join(disk_dir, "removable"), "0") == "1"
 
-    def listdir(self, sub):
+    def listdir(self, sub: str) -> list[str]:
         try:
             return sorted(os.listdir(os.path.join(self.sysdir, sub)))
         except OSError:
             return []
 
     @property
-    def partitions(self):
+    def partitions(self) -> list[str]:
         if self.is_partition:
             return []
         return [d for d in self.listdir("") if os.path.exists(os.path.join(self.sysdir, d, "partition"))]
 
     @property
-    def holders(self):
+    def holders(self) -> list[str]:
         return self.listdir("holders")
 
     @property
-    def slaves(self):
+    def slaves(self) -> list[str]:
         return self.listdir("slaves")
 
     @property
-    def dm_name(self):
+    def dm_name(self) -> str:
         return read(os.path.join(self.sysdir, "dm", "name"))
 
 
-def block_by_majmin(majmin):
+def block_by_majmin(majmin: str) -> Block | None:
     path = "/sys/dev/block/%s" % majmin
     return Block(path) if os.path.exists(path) else None
 
 
-def block_by_name(name):
+def block_by_name(name: str) -> Block | None:
     path = "/sys/class/block/%s" % name
     return Block(path) if os.path.exists(path) else None
 
 
-def block_of_devnode(path):
+def block_of_devnode(path: str) -> Block | None:
     """Block for a /dev node (or a symlink to one), or None when it is not a block device."""
     try:
         st = os.stat(path)
@@ -115,7 +116,7 @@ def block_of_devnode(path):
     return block_by_majmin("%d:%d" % (os.major(st.st_rdev), os.minor(st.st_rdev)))
 
 
-def underlying(block, seen=None):
+def underlying(block: Block | None, seen: set[str] | None = None) -> set[str]:
     """Names of the device and everything beneath it: partition -> disk, dm/md -> their slaves."""
     seen = set() if seen is None else seen
     if block is None or block.name in seen:
@@ -128,7 +129,7 @@ def underlying(block, seen=None):
     return seen
 
 
-def read_mounts():
+def read_mounts() -> list[tuple[str, str, str, str]]:
     """[(majmin, mount point, fstype, source)] from /proc/self/mountinfo."""
     mounts = []
     for line in read("/proc/self/mountinfo").splitlines():
@@ -140,7 +141,7 @@ def read_mounts():
     return mounts
 
 
-def read_fstab(path="/etc/fstab"):
+def read_fstab(path: str = "/etc/fstab") -> dict[str, str]:
     """{mount point: source} of /etc/fstab."""
     entries = {}
     for line in read(path).splitlines():
@@ -153,7 +154,7 @@ def read_fstab(path="/etc/fstab"):
     return entries
 
 
-def signatures(devnode):
+def signatures(devnode: str) -> list[dict[str, str]]:
     """Every signature libblkid sees on the device: filesystems, RAID/LVM members, partition tables."""
     found = []
     rc, out, dummy = run(["wipefs", "--json", devnode])  # list mode: reads only
@@ -181,7 +182,7 @@ def signatures(devnode):
     return found
 
 
-def describe_signature(sigs, pv_vg):
+def describe_signature(sigs: Sequence[Mapping[str, str]], pv_vg: str) -> str:
     """One phrase for what a device holds, the most telling signature first."""
     types = [s["type"] for s in sigs]
     if "LVM2_member" in types:
@@ -204,7 +205,7 @@ def describe_signature(sigs, pv_vg):
     return "holds a %s partition table" % ptypes[0]
 
 
-def busy_exclusive(devnode):
+def busy_exclusive(devnode: str) -> bool:
     """True when the kernel refuses an exclusive open: mounted, or held by device-mapper/md/another user."""
     try:
         fd = os.open(devnode, os.O_RDONLY | os.O_EXCL)
@@ -214,7 +215,7 @@ def busy_exclusive(devnode):
     return False
 
 
-def device_mapper_available():
+def device_mapper_available() -> bool:
     def present():
         return os.path.exists("/sys/class/misc/device-mapper") or \
             re.search(r"\bdevice-mapper\b", read("/proc/misc")) is not None
@@ -224,10 +225,10 @@ def device_mapper_available():
     return present()
 
 
-def lvm_pvs():
+def lvm_pvs() -> dict[str, str]:
     """{device name: vg name} of every LVM physical volume, when LVM is installed."""
     rc, out, dummy = run(["pvs", "--reportformat", "json", "-o", "pv_name,vg_name"])
-    result = {}
+    result: dict[str, str] = {}
     if rc != 0 or not out.strip():
         return result
     try:
@@ -243,7 +244,7 @@ def lvm_pvs():
 
 
 class Probe:
-    def __init__(self, params):
+    def __init__(self, params: Mapping[str, Any]):
         self.p = params
         self.vg = params.get("vg_name", "")
         self.lv = params.get("lv_name", "")
@@ -254,7 +255,8 @@ class Probe:
         self.mounts = read_mounts()
         self.fstab = read_fstab(params.get("fstab", "/etc/fstab"))
         self.pv_vg = lvm_pvs()
-        self.mounted_by = {}  # device name -> (mount point, mounted device), for everything beneath a mount
+        # device name -> (mount point, mounted device), for everything beneath a mount
+        self.mounted_by: dict[str, tuple[str, str]] = {}
         self.root_names = set()
         for majmin, point, _fstype, _source in self.mounts:
             block = block_by_majmin(majmin)
@@ -273,7 +275,7 @@ class Probe:
         self.here = next((m for m in self.mounts if m[1] == self.mount_point), None)
 
     # -- one device -------------------------------------------------------------------------
-    def is_ours_plain(self, block, devnode, sigs):
+    def is_ours_plain(self, block: Block, devnode: str, sigs: Sequence[Mapping[str, str]]) -> bool:
         """Does the device already hold this role's plain (non-LVM) filesystem for the mount point?"""
         fs = [s for s in sigs if s["type"] not in ("gpt", "dos", "PMBR", "LVM2_member", "linux_raid_member")]
         if not fs:
@@ -292,7 +294,7 @@ class Probe:
         target = block_of_devnode(source)
         return target is not None and target.majmin == block.majmin
 
-    def classify(self, devnode, explicit):
+    def classify(self, devnode: str, explicit: bool) -> dict[str, Any]:
         """{path, name, size, state, reason, kind}. state: new | member | plain_ours | wipe | refused | skipped."""
         info = {"path": devnode, "name": "", "size": 0, "state": "refused", "reason": "", "kind": "",
                 "signatures": []}
@@ -352,7 +354,7 @@ class Probe:
         return info
 
     # -- the whole decision ------------------------------------------------------------------
-    def candidates(self):
+    def candidates(self) -> tuple[list[dict[str, Any]], bool]:
         devices = self.p.get("devices")
         if isinstance(devices, str):
             devices = "auto" if devices.strip() == "auto" else [d for d in re.split(r"[,\s]+", devices) if d]
@@ -370,7 +372,7 @@ class Probe:
             result.append(item)
         return result, False
 
-    def discover(self):
+    def discover(self) -> list[dict[str, Any]]:
         pattern = re.compile(self.p.get("discover_pattern") or r"^(nvme[0-9]+n[0-9]+|sd[a-z]+|vd[a-z]+|xvd[a-z]+)$")
         excluded = set()
         for item in self.p.get("discover_exclude") or []:
@@ -407,7 +409,7 @@ class Probe:
                 result.append(item)
         return result
 
-    def mount_check(self, effective, selected):
+    def mount_check(self, effective: str, selected: Sequence[Mapping[str, Any]]) -> str:
         """Refuses to mount over a foreign mount or over a non-empty directory."""
         point = self.mount_point
         if self.here is not None:
@@ -441,7 +443,7 @@ class Probe:
             return "storage_lvm: %s exists and is not a directory; nothing was changed." % point
         return ""
 
-    def report(self, out, selected):
+    def report(self, out: Mapping[str, Any], selected: Sequence[Mapping[str, Any]]) -> list[str]:
         """Human lines for the role's report task."""
         if not selected:
             lines = ["storage_lvm: no device to use for %s (discovery found no empty, unused disk)" % self.mount_point]
@@ -459,7 +461,7 @@ class Probe:
             lines.append("not taken: " + "; ".join("%s %s" % (s["device"], s["reason"]) for s in out["not_taken"]))
         return lines
 
-    def decide(self):
+    def decide(self) -> dict[str, Any]:
         items, auto = self.candidates()
         out = {"auto": auto, "candidates": items, "error": "", "notes": [], "device_mapper": None,
                "layout": self.layout, "requested_layout": self.layout}

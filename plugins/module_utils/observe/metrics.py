@@ -18,6 +18,8 @@ import ctypes
 import ctypes.util
 import json
 import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.observe import prometheus
 
@@ -44,37 +46,37 @@ class MetricsError(ValueError):
     """A bad input or a node that cannot do it; the message is one line meant for the user."""
 
 
-def host_port(address, port):
+def host_port(address: object, port: int | str) -> str:
     """``10.0.0.5:9100``, ``[fd00::5]:9100``."""
     address = str(address)
     return "[%s]:%d" % (address, int(port)) if ":" in address else "%s:%d" % (address, int(port))
 
 
-def _q(value):
+def _q(value: object) -> str:
     """A YAML scalar that reads back as exactly ``value`` (JSON is YAML)."""
     return json.dumps(str(value))
 
 
 # ---- the basic auth -------------------------------------------------------------------------------------------
 
-def authorization(password, user=USER):
+def authorization(password: str, user: str = USER) -> str:
     """The ``Authorization`` header's value for ``user``/``password``."""
     return "Basic " + base64.b64encode(("%s:%s" % (user, password)).encode("utf-8")).decode("ascii")
 
 
-def prometheus_headers(password, user=USER):
+def prometheus_headers(password: str, user: str = USER) -> str:
     """RAY_PROMETHEUS_HEADERS (JSON, the form Ray's dashboard parses) carrying the basic auth."""
     return json.dumps({"Authorization": authorization(password, user)}, sort_keys=True)
 
 
-def web_config(password_hash, user=USER):
+def web_config(password_hash: str, user: str = USER) -> str:
     """exporter-toolkit's web config file (node_exporter and Prometheus read the same format)."""
     if not str(password_hash).startswith("$2"):
         raise MetricsError("the metrics password's hash is not bcrypt (exporter-toolkit accepts only bcrypt)")
     return HEADER + "basic_auth_users:\n  %s: %s\n" % (_q(user), _q(password_hash))
 
 
-def hash_in(text, user=USER):
+def hash_in(text: str | None, user: str = USER) -> str | None:
     """The bcrypt hash a web config (as :func:`web_config` writes it) holds for ``user``; None when it holds none."""
     for line in (text or "").splitlines():
         name, sep, value = line.strip().partition(":")
@@ -93,7 +95,8 @@ class Bcrypt:
     """bcrypt through the node's libcrypt (``crypt_gensalt``/``crypt``): the password stays in this process (never in
     argv, as ``htpasswd -nbB`` would put it), without python3-bcrypt or the ``crypt`` module Python 3.13 dropped."""
 
-    def __init__(self, find=ctypes.util.find_library, load=ctypes.CDLL):
+    def __init__(self, find: Callable[[str], str | None] = ctypes.util.find_library,
+                 load: Callable[[str], Any] = ctypes.CDLL):
         name = find("crypt")
         self.lib = None
         self.why = "no libcrypt on this node"
@@ -111,7 +114,7 @@ class Bcrypt:
         self.lib = lib
         self.why = ""
 
-    def _crypt(self, password, setting):
+    def _crypt(self, password: str, setting: str) -> str:
         if self.lib is None:
             raise MetricsError(self.why)
         out = self.lib.crypt(password.encode("utf-8"), setting.encode("ascii"))
@@ -119,7 +122,7 @@ class Bcrypt:
             raise MetricsError("this node's libcrypt has no bcrypt (libxcrypt has it; Debian and Ubuntu ship it)")
         return out.decode("ascii")
 
-    def hash(self, password, cost=BCRYPT_COST, random=os.urandom):
+    def hash(self, password: str, cost: int = BCRYPT_COST, random: Callable[[int], bytes] = os.urandom) -> str:
         if self.lib is None:
             raise MetricsError(self.why)
         rbytes = random(16)
@@ -128,7 +131,7 @@ class Bcrypt:
             raise MetricsError("this node's libcrypt has no bcrypt (libxcrypt has it; Debian and Ubuntu ship it)")
         return self._crypt(password, salt.decode("ascii"))
 
-    def verify(self, password, hashed):
+    def verify(self, password: str, hashed: str | None) -> bool:
         """Whether ``hashed`` is ``password``'s bcrypt hash (a hash that cannot be read is not)."""
         if not hashed or not str(hashed).startswith("$2"):
             return False
@@ -138,7 +141,7 @@ class Bcrypt:
             return False
 
 
-def kept_hash(old_web, password, bcrypt):
+def kept_hash(old_web: str | None, password: str, bcrypt: Bcrypt) -> str:
     """The hash of ``old_web`` when it is ``password``'s (a re-run rewrites nothing: bcrypt salts differ), else a new
     one."""
     old = hash_in(old_web)
@@ -147,7 +150,7 @@ def kept_hash(old_web, password, bcrypt):
 
 # ---- the units ------------------------------------------------------------------------------------------------
 
-def _unit(description, user, exec_start, extra=()):
+def _unit(description: str, user: str, exec_start: Iterable[str], extra: Iterable[str] = ()) -> str:
     lines = [
         HEADER.rstrip("\n"),
         "[Unit]",
@@ -170,13 +173,14 @@ def _unit(description, user, exec_start, extra=()):
     return "\n".join(lines)
 
 
-def exporter_unit(binary, address, port, web_config_path, user):
+def exporter_unit(binary: str, address: str, port: int, web_config_path: str, user: str) -> str:
     """node_exporter on the node's private address only, behind basic auth."""
     return _unit("Prometheus node exporter of the Ray cluster (rlinfra.verl)", user, [
         binary, "--web.listen-address=%s" % host_port(address, port), "--web.config.file=%s" % web_config_path])
 
 
-def prometheus_unit(binary, address, port, config_path, web_config_path, storage_dir, retention, user):
+def prometheus_unit(binary: str, address: str, port: int, config_path: str, web_config_path: str, storage_dir: str,
+                    retention: str, user: str) -> str:
     """Prometheus on the head's private address, behind basic auth; a config change is a reload (SIGHUP), not a
     restart that would lose the head block being written."""
     return _unit("Prometheus of the Ray cluster (rlinfra.verl)", user, [
@@ -198,7 +202,8 @@ def _targets(members, port, only=None):
     return out
 
 
-def prometheus_config(members, exporter_port, dcgm_port, password_file, ray_sd_file, scrape_interval="15s", user=USER):
+def prometheus_config(members: Sequence[Mapping[str, Any]], exporter_port: int, dcgm_port: int, password_file: str,
+                      ray_sd_file: str, scrape_interval: str = "15s", user: str = USER) -> str:
     """The scrape config: every member's node_exporter (basic auth, the password read from ``password_file`` at each
     scrape, never written here), Ray's own metrics through the service-discovery file Ray writes, and NVIDIA's DCGM
     exporter on the members where it is installed (``dcgm``). ``members``: ``[{host, address, dcgm}]``."""
@@ -232,7 +237,7 @@ def prometheus_config(members, exporter_port, dcgm_port, password_file, ray_sd_f
     return "\n".join(lines) + "\n"
 
 
-def members_in(config_text):
+def members_in(config_text: str | None) -> list[tuple[str, str]]:
     """``[(host, address)]`` of the node exporters a config :func:`prometheus_config` wrote scrapes, in its order: the
     head's own record of the cluster's members, so that a query names each node as the inventory does."""
     out, job, target = [], None, None
@@ -256,7 +261,8 @@ def members_in(config_text):
 
 # ---- what a change means --------------------------------------------------------------------------------------
 
-def service_action(active, enabled, unit_changed, web_changed, config_changed=False, reloadable=False):
+def service_action(active: bool, enabled: bool, unit_changed: bool, web_changed: bool, config_changed: bool = False,
+                   reloadable: bool = False) -> tuple[bool, str, bool]:
     """``(daemon_reload, action, enable)``: what systemd must do after the files were written. ``action`` is
     ``restart``, ``reload``, ``start`` or ``""``; nothing at all on a re-run that changed nothing."""
     if not active:
@@ -279,7 +285,7 @@ def _latest(points):
     return None
 
 
-def utilisation_lines(structure, hosts):
+def utilisation_lines(structure: Mapping[str, Any] | None, hosts: Iterable[str]) -> list[str]:
     """One line per host of ``hosts`` (in order): ``host: CPU 12%, memory 40%, GPU 55%`` from
     ``observe.prometheus.utilisation``'s structure, each the newest sample; what Prometheus does not know is said."""
     lines = []

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
+from typing import Any
 
 from urllib.parse import urlencode
 
@@ -29,7 +31,7 @@ MIN_STEP = 15  # Prometheus's usual scrape interval: a finer step only repeats s
 RANGE_PATH = "/api/v1/query_range"
 
 
-def cpu(window="1m"):
+def cpu(window: str = "1m") -> str:
     """Busy CPU % per node: node_exporter's idle seconds' rate over ``window``. A step longer than a minute takes a
     window as long as the step (:func:`queries`), so each point averages its whole step instead of sampling a minute."""
     return '100 * (1 - avg by (instance) (rate(node_cpu_seconds_total{mode="idle"}[%s])))' % window
@@ -49,26 +51,27 @@ class PrometheusError(ValueError):
     """An answer that is not a matrix: Prometheus's own error (``errorType: error``), or not its JSON at all."""
 
 
-def window(seconds):
+def window(seconds: float) -> str:
     """A PromQL duration: ``1m`` for a minute or less, else whole seconds (``300s``)."""
     seconds = int(math.ceil(seconds))
     return "1m" if seconds <= 60 else "%ds" % seconds
 
 
-def queries(step=MIN_STEP):
+def queries(step: float = MIN_STEP) -> dict[str, tuple[str, ...]]:
     """``{kind: (expression, fallback, ...)}`` for a query of ``step`` seconds."""
     return dict(cpu=(cpu(window(step)),), memory=(MEMORY,), gpu=(GPU_DCGM, GPU_RAY),
                 gpu_memory=(GPU_MEMORY_DCGM, GPU_MEMORY_RAY))
 
 
-def step_for(start, end, max_points=MAX_POINTS, min_step=MIN_STEP):
+def step_for(start: float, end: float, max_points: int = MAX_POINTS, min_step: float = MIN_STEP) -> int:
     """Whole seconds between points so that ``[start, end]`` gives at most ``max_points`` per series (a query_range
     answer holds ``floor((end - start) / step) + 1``), never below ``min_step``."""
     span = max(0.0, float(end) - float(start))
     return max(int(min_step), int(math.ceil(span / max(1, max_points - 1))))
 
 
-def query_range(base_url, expression, start, end, max_points=MAX_POINTS, min_step=MIN_STEP, timeout=None):
+def query_range(base_url: str | None, expression: str, start: float, end: float, max_points: int = MAX_POINTS,
+                min_step: float = MIN_STEP, timeout: float | None = None) -> tuple[str, dict[str, str]]:
     """``(url, params)`` of a range query of ``expression`` over ``[start, end]`` (epoch seconds); ``base_url`` is
     Prometheus's (``http://10.0.0.5:9090``, a path prefix kept). An end before the start is a window of one step."""
     start, end = float(start), float(end)
@@ -81,24 +84,26 @@ def query_range(base_url, expression, start, end, max_points=MAX_POINTS, min_ste
     return (base_url or "").rstrip("/") + RANGE_PATH, params
 
 
-def range_requests(base_url, start, end, max_points=MAX_POINTS, min_step=MIN_STEP, timeout=None):
+def range_requests(base_url: str | None, start: float, end: float, max_points: int = MAX_POINTS,
+                   min_step: float = MIN_STEP,
+                   timeout: float | None = None) -> dict[str, list[tuple[str, dict[str, str]]]]:
     """``{kind: [(url, params), ...]}``: every query of the window, each chart's in order of preference."""
     step = step_for(start, end, max_points, min_step)
     return dict((kind, [query_range(base_url, expr, start, end, max_points, min_step, timeout) for expr in exprs])
                 for kind, exprs in queries(step).items())
 
 
-def url(base_url, expression, start, end, **kwargs):
+def url(base_url: str | None, expression: str, start: float, end: float, **kwargs: Any) -> str:
     """The range query as one GET URL."""
     path, params = query_range(base_url, expression, start, end, **kwargs)
     return "%s?%s" % (path, urlencode(sorted(params.items())))
 
 
-def _number(value):
+def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
-def node_address(value):
+def node_address(value: object) -> str:
     """The address in a label: ``10.0.0.5:9100`` -> ``10.0.0.5``, ``[fd00::5]:9100`` -> ``fd00::5``; a bare IPv6
     address or a name stays as it is."""
     value = str(value or "")
@@ -111,7 +116,7 @@ def node_address(value):
     return value
 
 
-def node_name(metric, names):
+def node_name(metric: Mapping[str, Any] | None, names: Mapping[str, str] | None) -> str | None:
     """The inventory host a series is of: its ``ip`` or ``instance`` label (port stripped) through ``names``
     (address -> host); the address itself when ``names`` does not know it; None without either label."""
     for label in NODE_LABELS:
@@ -122,7 +127,7 @@ def node_name(metric, names):
     return None
 
 
-def _value(text):
+def _value(text: Any) -> float | None:
     """A sample's value: Prometheus sends them as strings (JSON has no NaN or infinity); those, or anything not a
     number, are None - a gap in the chart, never a zero."""
     try:
@@ -132,7 +137,7 @@ def _value(text):
     return number if math.isfinite(number) else None
 
 
-def decode(body):
+def decode(body: str | bytes | dict[str, Any]) -> dict[str, Any]:
     """The answer's JSON (str, bytes or already a dict); PrometheusError when it is not one."""
     if isinstance(body, dict):
         return body
@@ -147,7 +152,8 @@ def decode(body):
     return data
 
 
-def parse(body, names=None):
+def parse(body: str | bytes | dict[str, Any],
+          names: Mapping[str, str] | None = None) -> dict[str, list[tuple[float, float | None]]]:
     """``{host: [(epoch_s, value or None), ...]}`` (time order) of a query_range answer; series of one host (two
     scrape jobs, say) are merged, the first one's sample kept at a time both have. PrometheusError for an error
     answer (its ``errorType`` and ``error``) or one that is not a matrix."""
@@ -159,7 +165,7 @@ def parse(body, names=None):
     if not isinstance(inner, dict) or inner.get("resultType") != "matrix" or not isinstance(inner.get("result"), list):
         raise PrometheusError("Prometheus's answer is not a range query's matrix (resultType %r)"
                               % (inner.get("resultType") if isinstance(inner, dict) else None))
-    out = {}
+    out: dict[str, dict[float, float | None]] = {}
     for series in inner["result"]:
         if not isinstance(series, dict):
             continue
@@ -176,7 +182,8 @@ def parse(body, names=None):
     return dict((host, sorted(points.items())) for host, points in out.items())
 
 
-def utilisation(answers, names=None):
+def utilisation(answers: Mapping[str, Any] | None,
+                names: Mapping[str, str] | None = None) -> tuple[dict[str, Any], list[str]]:
     """``(structure, problems)`` from ``{kind: [answer of each expression of queries()[kind], ...]}``: each kind's
     first answer that has a series (DCGM before Ray for the GPUs); ``problems`` the lines of the answers that could
     not be read (a kind without any answer is left out, not an error)."""

@@ -30,11 +30,16 @@ import json
 import math
 import os
 import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import files
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.run_cost import iso_epoch
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl.failure_causes import kernel_line
+
+if TYPE_CHECKING:
+    from ansible_collections.rlinfra.verl.plugins.module_utils.verl.metrics import Follow
 
 MODE = 0o600
 NAME = "report.html"
@@ -69,7 +74,7 @@ WHAT = {
 }
 
 
-def vendored(name):
+def vendored(name: str) -> str:
     with open(os.path.join(VENDOR, name), encoding="utf-8") as f:
         return f.read()
 
@@ -77,7 +82,7 @@ def vendored(name):
 # --- the run's data, from the watch --------------------------------------------------------------------
 
 
-def epoch(value):
+def epoch(value: Any) -> float | None:
     """Epoch seconds of an ISO time (Ray's ``2024-05-01T10:00:00.000Z``) or a number; None otherwise."""
     if isinstance(value, bool) or value is None or value == "":
         return None
@@ -86,13 +91,13 @@ def epoch(value):
     return iso_epoch(str(value))
 
 
-def utc(seconds):
+def utc(seconds: float | None) -> str | None:
     if seconds is None:
         return None
     return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def span(seconds):
+def span(seconds: float | None) -> str | None:
     if seconds is None:
         return None
     seconds = int(round(max(0.0, seconds)))
@@ -101,11 +106,11 @@ def span(seconds):
     return "%dd %s" % (days, text) if days else text
 
 
-def _round(value):
+def _round(value: float | None) -> float | None:
     return None if value is None or not math.isfinite(value) else float("%.6g" % value)
 
 
-def attempt_curves(attempt, submission_id, follow, width=CURVE_WIDTH):
+def attempt_curves(attempt: int, submission_id: str, follow: Follow, width: int = CURVE_WIDTH) -> dict[str, Any]:
     """One attempt's curves from its :class:`verl.metrics.Follow`: ``{attempt, submission_id, metrics: [(key,
     [(step, epoch_s or None, value)])]}``, every CSV column (one without a finite value has no points)."""
     seen = follow.seen_at
@@ -116,7 +121,8 @@ def attempt_curves(attempt, submission_id, follow, width=CURVE_WIDTH):
     return dict(attempt=attempt, submission_id=submission_id, metrics=curves)
 
 
-def events_from_watch(events, marks, started, attempts=()):
+def events_from_watch(events: Iterable[Any] | None, marks: Iterable[Any] | None,
+                      started: float | None, attempts: Iterable[Mapping[str, Any]] | None = ()) -> list[dict[str, Any]]:
     """The watchdog's events and marks (``at_s`` seconds after the watch began at epoch ``started``) and the attempts'
     own start and end times, as ``[{at, kind, text}]`` in time order: absolute times on the utilisation charts' axis."""
     out = []
@@ -157,7 +163,7 @@ def events_from_watch(events, marks, started, attempts=()):
     return sorted(out, key=lambda e: e["at"])
 
 
-def window(run):
+def window(run: Mapping[str, Any]) -> tuple[float | None, float | None]:
     """``(start, end)`` epoch seconds of the run: its first attempt's start (else the watch's), its end (else now)."""
     rows = run.get("attempts") or []
     starts = [s for s in (epoch(r.get("start_time")) for r in rows) if s is not None]
@@ -171,11 +177,11 @@ def window(run):
 # --- the page ----------------------------------------------------------------------------------------
 
 
-def _esc(value):
+def _esc(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-def script_json(data):
+def script_json(data: Any) -> str:
     """JSON safe inside a ``<script>`` element: ``<``, ``>`` and ``&`` as ``\\u`` escapes (JSON.parse reads them
     back); NaN and infinities are not JSON, so they must be None already."""
     text = json.dumps(data, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
@@ -183,10 +189,10 @@ def script_json(data):
         .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
-def header_rows(run):
+def header_rows(run: Mapping[str, Any]) -> list[tuple[str, Any]]:
     """``[(label, text)]`` of what is known; a missing value leaves its row out (never "None")."""
     start, end = window(run)
-    now = run.get("generated_at")
+    now: Any = run.get("generated_at")
     cost = run.get("cost") or {}
     rows = [("experiment", run.get("experiment")), ("submission", run.get("submission_id"))]
     status = run.get("status") or ("RUNNING" if not run.get("final") else "UNKNOWN" if run.get("reason_line") else None)
@@ -244,7 +250,7 @@ def _columns(points, width):
     return [[round(float(p[0]), 1) for p in points], [_round(p[1]) if p[1] is not None else None for p in points]]
 
 
-def page_data(run):
+def page_data(run: Mapping[str, Any]) -> dict[str, Any]:
     start, end = window(run)
     curves = []
     for att in run.get("curves") or []:
@@ -337,7 +343,7 @@ def _links(run):
     return "<ul>%s</ul>%s" % ("".join(items), note)
 
 
-def build(run):
+def build(run: Mapping[str, Any]) -> str:
     """The page's text from ``run`` (a plain dict: experiment, submission_id, status, reason_line, attempts, code,
     fingerprint, image, nodes, left_out (fitness.yml's lines), gpus, cost, curves (:func:`attempt_curves`),
     utilisation, utilisation_note, events (:func:`events_from_watch`, :func:`kernel_rows`), causes (why it failed,
@@ -373,7 +379,7 @@ def build(run):
         "</body></html>\n"))
 
 
-def write(directory, run):
+def write(directory: str, run: Mapping[str, Any]) -> str:
     """``<directory>/report.html`` and the data it was built from, ``report.json`` (0600 each, whole or not at all);
     OSError ELOOP when a link stands in the place of either (the link and what it points at are left alone). Returns
     the page's path."""
@@ -385,7 +391,7 @@ def write(directory, run):
     return path
 
 
-def load(directory):
+def load(directory: str) -> dict[str, Any] | None:
     """The data ``<directory>/report.html`` was last built from, or None when there is none (no report written, or
     one from before report.json); ValueError when it is not what :func:`write` writes."""
     path = os.path.join(directory, DATA)
@@ -404,7 +410,7 @@ def load(directory):
     return run
 
 
-def kernel_rows(run, host, events):
+def kernel_rows(run: Mapping[str, Any], host: str, events: Iterable[Any] | None) -> list[dict[str, Any]]:
     """A node's kernel events (ray_node_logs' ``kernel_events``, each placed on the clock as ``epoch`` on the node)
     that fall in the run's window - from its start to :data:`KERNEL_AFTER_S` after its end - as report events
     ``{at, kind: kernel, text}``: ``gpu-2: Xid 79 (GPU has fallen off the bus) on 0000:3b:00``. The kernel log
@@ -423,7 +429,8 @@ def kernel_rows(run, host, events):
     return out
 
 
-def head_gone_line(run, head, cluster, experiment, error, path):
+def head_gone_line(run: Mapping[str, Any] | None, head: str, cluster: str, experiment: str, error: object,
+                   path: str) -> str:
     """The one line of a submit, status or stop whose head does not answer: what this controller last saw of the run
     (``run``: its report's data, None for none) and the commands that bring it back."""
     first = (str(error or "no answer").strip().splitlines() or ["no answer"])[0][:200]
@@ -435,7 +442,7 @@ def head_gone_line(run, head, cluster, experiment, error, path):
                                        utc(run["generated_at"]) if isinstance(run.get("generated_at"), (int, float))
                                        else "?")
         step = last.get("last_step")
-        ckpt = run.get("checkpoint") if isinstance(run.get("checkpoint"), dict) else {}
+        ckpt: Any = run.get("checkpoint") if isinstance(run.get("checkpoint"), dict) else {}
         out.append("run %s (attempt %s) was %s, at step %s; its newest checkpoint: %s" % (
             run.get("submission_id"), last.get("attempt") or 1, seen, "-" if step is None else step,
             "step %s in %s" % (ckpt["step"], ckpt.get("dir")) if ckpt.get("step") is not None else
@@ -448,7 +455,7 @@ def head_gone_line(run, head, cluster, experiment, error, path):
     return "; ".join(out)
 
 
-def carried(old, run):
+def carried(old: Mapping[str, Any] | None, run: dict[str, Any]) -> dict[str, Any]:
     """``run`` (the wait's data now) with what :func:`amend` added to the report before (``old``, its data; None for
     none) kept: the nodes' kernel events and the causes. logs.yml may gather the logs of a run still being waited for;
     the wait's next rewrite must not drop them."""
@@ -464,7 +471,8 @@ def carried(old, run):
     return out
 
 
-def amend(directory, events=(), causes=(), node_logs=None):
+def amend(directory: str, events: Iterable[Mapping[str, Any]] | None = (), causes: Iterable[object] | None = (),
+          node_logs: Iterable[Iterable[str]] | None = None) -> tuple[str, bool]:
     """The report in ``directory`` rebuilt with what became known after its wait ended: more ``events`` (merged by
     time, each once), the ``causes`` of its failure (failure_causes' lines) and the links to the nodes' logs
     (:func:`node_log_rows`; None keeps those it has). Returns ``(path, changed)``: ``("", False)`` without a report to
@@ -493,7 +501,7 @@ def amend(directory, events=(), causes=(), node_logs=None):
     return write(directory, new), True
 
 
-def node_log_links(directory):
+def node_log_links(directory: str) -> list[tuple[str, str]]:
     """``[(host, "nodes/<host>/")]`` of the per-node logs logs.yml saved in ``directory``."""
     nodes = os.path.join(directory, "nodes")
     try:
@@ -504,7 +512,7 @@ def node_log_links(directory):
     return [(host, "nodes/%s/" % host) for host in hosts]
 
 
-def node_log_rows(log_dir, run_dir, submission_ids):
+def node_log_rows(log_dir: str, run_dir: str, submission_ids: Sequence[str]) -> list[tuple[str, str]]:
     """The report's links to the nodes' logs saved for each attempt (``<log_dir>/<submission id>/nodes/<host>/``,
     logs.yml's or a failed submit's), relative to the report's directory ``run_dir``: ``[(label, link)]``, the label
     naming the attempt when the run has more than one."""
@@ -517,6 +525,6 @@ def node_log_rows(log_dir, run_dir, submission_ids):
     return out
 
 
-def checksum(name):
+def checksum(name: str) -> str:
     with open(os.path.join(VENDOR, name), "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import stat
+from typing import Any
 
 MIB = 1024 * 1024
 # At most this much of the log per poll: a watch that comes to a long run catches up in pieces of this size.
@@ -28,11 +29,11 @@ TAIL_BYTES = 4 * MIB
 _BLOCK = 64 * 1024
 
 
-def driver_log_path(temp_dir, submission_id):
+def driver_log_path(temp_dir: str, submission_id: str) -> str:
     return os.path.join(temp_dir, "session_latest", "logs", "job-driver-%s.log" % submission_id)
 
 
-def utf8_cut(data):
+def utf8_cut(data: bytes) -> int:
     """The length of the longest start of ``data`` that does not end inside a UTF-8 sequence."""
     end = len(data)
     lead = end - 1
@@ -46,7 +47,7 @@ def utf8_cut(data):
     return end if end - lead >= need else lead
 
 
-def take(data, at_end, final, cap):
+def take(data: bytes, at_end: bool, final: bool, cap: int) -> int:
     """How many bytes of ``data`` (read from the offset, ``at_end`` when it reaches the end of the log) to hand out:
     whole lines only, so that the next read starts on a line (and never inside a UTF-8 sequence). The rest of a
     line still being written waits for the next read; an ended job's (``final``) last line goes out as it is, and so
@@ -61,12 +62,13 @@ def take(data, at_end, final, cap):
     return 0
 
 
-def _answer(data, offset, size, file_id, reset, source):
+def _answer(data: bytes, offset: int, size: int, file_id: str, reset: bool, source: str) -> dict[str, Any]:
     return dict(text=data.decode("utf-8", "replace"), offset=offset + len(data), size=size, file_id=file_id,
                 reset=reset, source=source)
 
 
-def read_new(path, offset, known_id="", cap=CHUNK_BYTES, final=False):
+def read_new(path: str, offset: int | None, known_id: str = "", cap: int = CHUNK_BYTES,
+             final: bool = False) -> dict[str, Any] | None:
     """The log's new whole lines after byte ``offset``: ``dict(text, offset (the next one), size, file_id, reset,
     source='file')``, or None when ``path`` is not a regular file here. ``reset`` is true when the file is not the
     one ``known_id`` names, or is shorter than ``offset``: it is then read from 0 again."""
@@ -88,7 +90,8 @@ def read_new(path, offset, known_id="", cap=CHUNK_BYTES, final=False):
         os.close(fd)
 
 
-def slice_new(log, offset, known_id="", cap=CHUNK_BYTES, final=False, name=""):
+def slice_new(log: str | bytes | None, offset: int | None, known_id: str = "", cap: int = CHUNK_BYTES,
+              final: bool = False, name: str = "") -> dict[str, Any]:
     """:func:`read_new` for a whole log already read (``log``, bytes or text, from Ray's API, of the job ``name``):
     the same answer, ``source='ray_api'``."""
     data = log.encode("utf-8") if isinstance(log, str) else (log or b"")
@@ -99,14 +102,14 @@ def slice_new(log, offset, known_id="", cap=CHUNK_BYTES, final=False, name=""):
     return _answer(piece, offset, len(data), file_id, reset, "ray_api")
 
 
-def _start(offset, size, known_id, file_id):
+def _start(offset: int | None, size: int, known_id: str | None, file_id: str) -> tuple[int, bool]:
     offset = max(0, int(offset or 0))
     if offset and ((known_id and known_id != file_id) or offset > size):
         return 0, True
     return offset, False
 
 
-def read_tail(path, lines, limit=TAIL_BYTES):
+def read_tail(path: str, lines: int, limit: int = TAIL_BYTES) -> str:
     """The last ``lines`` lines of the file (as ``ray_client.tail_lines`` gives them from the whole text), read back
     from its end in blocks, at most ``limit`` bytes; '' when there is no such file."""
     if lines <= 0:
@@ -129,7 +132,7 @@ def read_tail(path, lines, limit=TAIL_BYTES):
     return "\n".join(kept[-lines:])
 
 
-def read_end(path, limit=TAIL_BYTES):
+def read_end(path: str, limit: int = TAIL_BYTES) -> str | None:
     """The file's last ``limit`` bytes as text, from its first whole line; None when there is no such file. A look
     at a run without an offset (status.yml: its newest step and its tail) reads this, never the whole log."""
     try:

@@ -8,17 +8,19 @@ names attempts and finds them among a cluster's jobs (the Jobs API list)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any
 
 ATTEMPT_SUFFIX = "-a"
 
 
-def attempt_id(base, number):
+def attempt_id(base: str, number: int) -> str:
     """Submission id of attempt ``number`` (1-based) of the run ``base``."""
     number = int(number)
     return base if number <= 1 else "%s%s%d" % (base, ATTEMPT_SUFFIX, number)
 
 
-def attempt_number(submission_id, base):
+def attempt_number(submission_id: str | None, base: str) -> int | None:
     """1 for ``base`` itself, N for ``base-aN``, None for any other id."""
     if submission_id == base:
         return 1
@@ -26,7 +28,7 @@ def attempt_number(submission_id, base):
     return int(match.group(1)) if match else None
 
 
-def attempts_of(jobs, base):
+def attempts_of(jobs: Iterable[Mapping[str, Any]] | None, base: str) -> list[dict[str, Any]]:
     """The jobs (dicts with ``submission_id``) that are attempts of ``base``, by attempt number,
     each with its ``attempt`` number added."""
     out = []
@@ -37,7 +39,7 @@ def attempts_of(jobs, base):
     return sorted(out, key=lambda j: j["attempt"])
 
 
-def with_lines(jobs, base):
+def with_lines(jobs: Iterable[Mapping[str, Any]] | None, base: str) -> list[dict[str, Any]]:
     """The run's attempts, oldest first, each with a ``line`` to print."""
     out = []
     for job in attempts_of(jobs, base):
@@ -49,7 +51,7 @@ def with_lines(jobs, base):
     return out
 
 
-def newest_attempt(jobs, base):
+def newest_attempt(jobs: Iterable[Mapping[str, Any]] | None, base: str) -> dict[str, Any] | None:
     """The newest attempt of ``base`` among ``jobs``, or None when the run was never submitted."""
     found = attempts_of(jobs, base)
     return found[-1] if found else None
@@ -58,18 +60,21 @@ def newest_attempt(jobs, base):
 ENTRYPOINT_RESOURCES = ("entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_memory", "entrypoint_resources")
 
 
-def submit_args(submission_id, entrypoint, runtime_env, metadata, resources):
+def submit_args(submission_id: str, entrypoint: str, runtime_env: Mapping[str, Any] | None,
+                metadata: Mapping[str, Any] | None, resources: Mapping[str, Any] | None) -> dict[str, Any]:
     """The arguments of rlinfra.verl.ray_job that submit one attempt (the first by verl_submit, the
     next ones by ray_job_wait's recovery): the experiment's entrypoint resources only when set."""
     args = dict(submission_id=submission_id, entrypoint=entrypoint, runtime_env=runtime_env or {},
                 metadata=metadata or {}, state="submitted", logs_tail_lines=0)
     for key in ENTRYPOINT_RESOURCES:
         if (resources or {}).get(key) is not None:
+            assert resources is not None  # it holds the key
             args[key] = resources[key]
     return args
 
 
-def checkpoint_holder(jobs, checkpoint_dir, base, active):
+def checkpoint_holder(jobs: Iterable[Mapping[str, Any]] | None, checkpoint_dir: str | None, base: str,
+                      active: Collection[str]) -> Mapping[str, Any] | None:
     """The first job in one of the ``active`` statuses that is not an attempt of ``base`` but writes
     ``checkpoint_dir`` (its ``rlinfra_checkpoint_dir`` metadata), or None."""
     want = str(checkpoint_dir or "").rstrip("/")

@@ -18,6 +18,8 @@ import re
 import socket
 import ssl
 import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 from urllib.error import HTTPError, URLError
 from urllib.parse import quote, urlsplit
 
@@ -54,13 +56,13 @@ FACT_PATH = "/etc/ansible/facts.d/rlinfra_ray.fact"
 class RayError(Exception):
     """Any failure talking to the Ray dashboard; ``str()`` is one line fit for ``fail_json``."""
 
-    def __init__(self, msg, status=None, body=None):
+    def __init__(self, msg: str, status: int | None = None, body: str | None = None) -> None:
         super().__init__(msg)
         self.status = status
         self.body = body
 
-    def details(self):
-        out = {}
+    def details(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
         if self.status is not None:
             out["http_status"] = self.status
         if self.body:
@@ -98,7 +100,7 @@ RAY_BUILTIN_RESOURCES = {"cpu": "entrypoint_num_cpus", "gpu": "entrypoint_num_gp
 DASHBOARD_URL = vocabulary.Url(schemes=("http", "https"), path=False, default_scheme="http")
 
 
-def normalize_address(address):
+def normalize_address(address: object) -> str:
     """``scheme://host[:port]`` of the dashboard, or one line of :class:`RayError` (the vocabulary's URL rule: a
     path, query, fragment or credentials would silently change every request - ``http://h:8265/#/jobs`` is the
     dashboard's page, not its API - and the line never shows what could be a token)."""
@@ -113,7 +115,7 @@ def normalize_address(address):
     return "%s://%s%s" % (parts.scheme.lower(), host, ":%d" % parts.port if parts.port else "")
 
 
-def check_token(token):
+def check_token(token: object) -> None:
     """A token goes into an HTTP header: http.client refuses control characters there with an error
     that quotes the header, the token included. The token itself is never part of the message."""
     if token and (not isinstance(token, str) or any(not 33 <= ord(c) <= 126 for c in token)):
@@ -124,7 +126,7 @@ def check_token(token):
 SUBMISSION_ID = vocabulary.SubmissionId()
 
 
-def check_submission_id(submission_id):
+def check_submission_id(submission_id: object) -> str:
     """The id itself, or one line of :class:`RayError` saying what an id may contain."""
     try:
         return SUBMISSION_ID.validate(submission_id)
@@ -135,11 +137,11 @@ def check_submission_id(submission_id):
 # Checks of module options, before any request. Each returns a list of problems, one line each
 # ("OPTION: what is wrong; what to do"); the modules fail with them and contact nothing.
 
-def _finite_number(value):
+def _finite_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def check_seconds(name, value, minimum=0, hint=""):
+def check_seconds(name: str, value: Any, minimum: float = 0, hint: str = "") -> list[str]:
     """A duration option: a finite number of seconds, at least ``minimum``."""
     if value is None:
         return []
@@ -151,7 +153,7 @@ def check_seconds(name, value, minimum=0, hint=""):
     return []
 
 
-def check_tail_lines(value, maximum=MAX_LOGS_TAIL_LINES):
+def check_tail_lines(value: int | None, maximum: int | None = MAX_LOGS_TAIL_LINES) -> list[str]:
     """``maximum`` None: no upper bound (ray_job_poll is also how the whole log is read to be saved)."""
     if value is not None and value < 0:
         return ["logs_tail_lines must not be negative, got %d (0 does not read the log)" % value]
@@ -160,11 +162,12 @@ def check_tail_lines(value, maximum=MAX_LOGS_TAIL_LINES):
     return []
 
 
-def _nul(text):
+def _nul(text: object) -> bool:
     return isinstance(text, str) and "\0" in text
 
 
-def string_values(name, mapping, what="a string"):
+def string_values(name: str, mapping: Mapping[Any, Any] | None,
+                  what: str = "a string") -> tuple[dict[str, str], list[str]]:
     """``(mapping with str values, problems)``: numbers become their text (Ansible turns "1" into
     1), anything else (booleans, null, lists, mappings) is refused rather than guessed at."""
     out, problems = {}, []
@@ -183,7 +186,7 @@ def string_values(name, mapping, what="a string"):
     return out, problems
 
 
-def _describe(value):
+def _describe(value: object) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -195,7 +198,7 @@ def _describe(value):
     return "%s (%s)" % (kind, text if len(text) <= 60 else text[:57] + "...")
 
 
-def check_runtime_env(runtime_env):
+def check_runtime_env(runtime_env: Mapping[str, Any] | None) -> tuple[dict[str, Any] | None, list[str]]:
     """``(runtime_env with env_vars as strings, problems)``. Ray creates a job whatever its env_vars
     hold and fails it when the driver starts; here they are refused before anything is sent."""
     if runtime_env is None:
@@ -222,7 +225,7 @@ def check_runtime_env(runtime_env):
     return env, problems
 
 
-def check_entrypoint(entrypoint):
+def check_entrypoint(entrypoint: str | None) -> list[str]:
     if entrypoint is None:
         return []
     if not entrypoint.strip():
@@ -237,7 +240,7 @@ def check_entrypoint(entrypoint):
     return []
 
 
-def _check_quantity(name, value):
+def _check_quantity(name: str, value: Any) -> list[str]:
     if value is None:
         return []
     if not _finite_number(value):
@@ -249,7 +252,8 @@ def _check_quantity(name, value):
     return []
 
 
-def check_resources(num_cpus=None, num_gpus=None, memory=None, custom=None):
+def check_resources(num_cpus: float | None = None, num_gpus: float | None = None, memory: float | None = None,
+                    custom: Mapping[Any, Any] | None = None) -> list[str]:
     """The entrypoint's resources, as Ray would refuse them only after creating the job."""
     problems = _check_quantity("entrypoint_num_cpus", num_cpus) + _check_quantity("entrypoint_num_gpus", num_gpus)
     problems += _check_quantity("entrypoint_memory", memory)
@@ -264,7 +268,7 @@ def check_resources(num_cpus=None, num_gpus=None, memory=None, custom=None):
     return problems
 
 
-def resolve_token(explicit=None, path=None):
+def resolve_token(explicit: str | None = None, path: str | None = None) -> str | None:
     """Token from the argument, else the file ``path`` (read where the module runs: the token never travels),
     else RAY_AUTH_TOKEN, else the file named by RAY_AUTH_TOKEN_PATH."""
     if explicit:
@@ -285,7 +289,7 @@ def resolve_token(explicit=None, path=None):
     return None
 
 
-def local_ray_fact(path=None):
+def local_ray_fact(path: str | None = None) -> dict[str, Any]:
     """This host's rlinfra_ray local fact as a dict; {} when the host has none (not a node of a cluster set up
     by site.yml). A file that is there but cannot be read, or is not a JSON object (half-written, damaged), is
     one line of :class:`RayError` naming the file. ``path`` defaults to :data:`FACT_PATH`."""
@@ -309,7 +313,7 @@ def local_ray_fact(path=None):
     return fact
 
 
-def fact_text(fact, key, path=None):
+def fact_text(fact: Mapping[str, Any], key: str, path: str | None = None) -> str:
     """``fact[key]`` stripped, '' when missing or empty; a value that is not a string is one line of RayError."""
     value = fact.get(key)
     if value is None:
@@ -320,7 +324,7 @@ def fact_text(fact, key, path=None):
     return value.strip()
 
 
-def fact_container(fact, path=None):
+def fact_container(fact: Mapping[str, Any], path: str | None = None) -> dict[str, str]:
     """``{"engine_path", "name", "image"}`` of the container Ray runs in on this host when its fact says container mode
     (``container`` set by site.yml with ``ray_container_image``), else {}. A ``container`` that is not an object, or
     names no absolute engine path or no container, is one line of RayError: a venv must not be guessed then."""
@@ -344,7 +348,8 @@ def fact_container(fact, path=None):
     return out
 
 
-def dashboard_target(address=None, auth_token=None, auth_token_path=None, fact_path=None):
+def dashboard_target(address: str | None = None, auth_token: str | None = None, auth_token_path: str | None = None,
+                     fact_path: str | None = None) -> dict[str, Any]:
     """Where a module connects and which token file it reads: ``dict(address, auth_token_path, fact, warning)``.
 
     ``address`` empty (None or ''): this host's rlinfra_ray local fact gives ``dashboard_url``; no fact or no
@@ -383,7 +388,7 @@ def dashboard_target(address=None, auth_token=None, auth_token_path=None, fact_p
     return dict(address=address, auth_token_path=auth_token_path, fact=fact, warning=warning)
 
 
-def client_from_module(module, **kwargs):
+def client_from_module(module: Any, **kwargs: Any) -> RayClient:
     """A :class:`RayClient` for a module's DASHBOARD_ARGUMENT_SPEC parameters, the empty ones filled in from
     this host's rlinfra_ray local fact (:func:`dashboard_target`). The token, wherever it came from (option,
     token file, environment), is kept out of everything the module returns. ``client.fact`` is the fact read."""
@@ -399,14 +404,14 @@ def client_from_module(module, **kwargs):
     return client
 
 
-def ms_to_iso(ms):
+def ms_to_iso(ms: float | None) -> str | None:
     if ms is None:
         return None
     stamp = datetime.datetime.fromtimestamp(ms / 1000.0, datetime.timezone.utc)
     return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _summarize(body):
+def _summarize(body: str | None) -> str:
     """One line out of an error body; Ray's 500s are whole Python tracebacks."""
     lines = [ln.strip() for ln in (body or "").splitlines() if ln.strip() not in ("", ".")]
     if not lines:
@@ -425,7 +430,7 @@ FIRST_POLL_PAUSE = 0.1
 POLL_BACKOFF = 1.1
 
 
-def poll_pauses(poll_interval, waited=0.0):
+def poll_pauses(poll_interval: float, waited: float = 0.0) -> Iterator[float]:
     """The pauses between polls of a job that has been waited on (or has run) for ``waited`` seconds:
     0.1 s for a new one, then x1.1 per poll (a job that ends is seen within a tenth of its age), never more
     than ``poll_interval``."""
@@ -439,7 +444,10 @@ class RayClient:
     """Ray dashboard client. GETs are retried with exponential backoff on connection errors
     and 5xx; POST and DELETE are sent once because they change state."""
 
-    def __init__(self, address, token=None, validate_certs=True, timeout=30, retries=3, backoff=0.5, sleep=time.sleep):
+    fact: dict[str, Any]
+
+    def __init__(self, address: str, token: str | None = None, validate_certs: bool = True, timeout: float = 30,
+                 retries: int = 3, backoff: float = 0.5, sleep: Callable[[float], Any] = time.sleep) -> None:
         self.address = normalize_address(address)
         check_token(token)
         self._token = token or None
@@ -450,20 +458,20 @@ class RayClient:
         self._sleep = sleep
         self.fact = {}  # the rlinfra_ray local fact the options were completed from (client_from_module)
 
-    def _redact(self, text):
+    def _redact(self, text: object) -> str:
         text = text if isinstance(text, str) else str(text)
         return mask_values(text, [self._token])
 
-    def _fail(self, cls, msg, status=None, body=None):
+    def _fail(self, cls: type[RayError], msg: str, status: int | None = None, body: str | None = None) -> RayError:
         return cls(self._redact(msg), status=status, body=self._redact(body) if body else body)
 
-    def request(self, method, path, payload=None):
+    def request(self, method: str, path: str, payload: Any = None) -> Any:
         """Send one request and return the decoded JSON (or text when the body is not JSON)."""
         url = self.address + path
         headers = {"Accept": "application/json"}
         if self._token:
             headers["Authorization"] = "Bearer " + self._token
-        data = None
+        data: bytes | str | None = None
         if isinstance(payload, bytes):
             data = payload
             headers["Content-Type"] = "application/octet-stream"
@@ -515,13 +523,13 @@ class RayClient:
 
     # Jobs API -------------------------------------------------------------------------------
 
-    def version(self):
+    def version(self) -> Any:
         return self.request("GET", "/api/version")
 
-    def list_jobs(self):
+    def list_jobs(self) -> list[Any]:
         return self.request("GET", "/api/jobs/") or []
 
-    def job_summaries(self):
+    def job_summaries(self) -> list[dict[str, Any]]:
         """Every job Ray knows (submitted through the Jobs API), oldest first, as
         ``{submission_id, status, job_id, start_time, end_time, metadata, message}`` with ISO times."""
         rows = []
@@ -535,7 +543,7 @@ class RayClient:
         rows.sort(key=lambda r: r.pop("_start"))
         return rows
 
-    def get_job(self, submission_id):
+    def get_job(self, submission_id: str) -> dict[str, Any] | None:
         """Job details dict, or None when Ray does not know the id."""
         check_submission_id(submission_id)
         try:
@@ -545,8 +553,10 @@ class RayClient:
                 return None
             raise
 
-    def submit_job(self, submission_id, entrypoint, runtime_env=None, metadata=None, entrypoint_num_cpus=None,
-                   entrypoint_num_gpus=None, entrypoint_memory=None, entrypoint_resources=None):
+    def submit_job(self, submission_id: str, entrypoint: str, runtime_env: Mapping[str, Any] | None = None,
+                   metadata: Mapping[str, Any] | None = None, entrypoint_num_cpus: float | None = None,
+                   entrypoint_num_gpus: float | None = None, entrypoint_memory: float | None = None,
+                   entrypoint_resources: Mapping[str, Any] | None = None) -> bool:
         """Create the job; True if created, False if a job with that id already exists."""
         check_submission_id(submission_id)
         payload = dict(submission_id=submission_id, entrypoint=entrypoint, runtime_env=runtime_env,
@@ -561,7 +571,7 @@ class RayClient:
             raise
         return True
 
-    def stop_job(self, submission_id):
+    def stop_job(self, submission_id: str) -> bool:
         """Ask Ray to stop the job; True if a stop was sent to a running job."""
         check_submission_id(submission_id)
         try:
@@ -572,7 +582,7 @@ class RayClient:
             raise
         return bool(isinstance(resp, dict) and resp.get("stopped"))
 
-    def delete_job(self, submission_id, settle=2.0, rounds=4):
+    def delete_job(self, submission_id: str, settle: float = 2.0, rounds: int = 4) -> bool:
         """Delete a finished job's record; True if deleted, False if it did not exist.
 
         Ray's job monitor can write a record back (as FAILED, "Job supervisor actor died") when the
@@ -600,7 +610,7 @@ class RayClient:
 
     # Package API (working_dir uploads) ------------------------------------------------------
 
-    def has_package(self, name):
+    def has_package(self, name: str) -> bool:
         """True when the cluster holds ``gcs://<name>``; the GET also pins the package for a few
         minutes, which the Ray SDK relies on between upload and submission."""
         try:
@@ -611,10 +621,10 @@ class RayClient:
             raise
         return True
 
-    def upload_package(self, name, data):
+    def upload_package(self, name: str, data: bytes) -> None:
         self.request("PUT", "/api/packages/gcs/" + quote(name, safe=""), data)
 
-    def get_logs(self, submission_id):
+    def get_logs(self, submission_id: str) -> str:
         """The job's whole driver log ('' before it starts or when the job is unknown)."""
         check_submission_id(submission_id)
         try:
@@ -627,8 +637,9 @@ class RayClient:
             return resp.get("logs") or ""
         return str(resp or "")
 
-    def wait_for_job(self, submission_id, timeout, poll_interval=5.0, on_poll=None, outage_grace=120.0,
-                     clock=time.monotonic):
+    def wait_for_job(self, submission_id: str, timeout: float, poll_interval: float = 5.0,
+                     on_poll: Callable[[dict[str, Any]], Any] | None = None, outage_grace: float = 120.0,
+                     clock: Callable[[], float] = time.monotonic) -> tuple[dict[str, Any], bool]:
         """Poll until the job reaches a terminal status or ``timeout`` seconds pass.
 
         Returns ``(job, timed_out)``. ``on_poll(job)`` is called after every poll. A dashboard
@@ -662,12 +673,12 @@ class RayClient:
                 return job, True
             self._sleep(min(next(pauses), remaining))
 
-    def job_url(self, submission_id):
+    def job_url(self, submission_id: str) -> str:
         return "%s/#/jobs/%s" % (self.address, quote(submission_id, safe=""))
 
     # State API ------------------------------------------------------------------------------
 
-    def list_nodes(self):
+    def list_nodes(self) -> list[dict[str, Any]]:
         """Every node the GCS knows, dead ones included, normalized to
         ``{node_id, node_ip, node_name, is_head, state, resources}``."""
         resp = self.request("GET", "/api/v0/nodes?limit=10000")
@@ -681,18 +692,18 @@ class RayClient:
                 for r in rows]
 
 
-def _clean_numbers(resources):
+def _clean_numbers(resources: Mapping[str, Any]) -> dict[str, Any]:
     # Ray reports every resource as a float; 8 GPUs should read 8, not 8.0, e.g. in Hydra overrides.
     return {k: tidy(v) for k, v in resources.items()}
 
 
-def tail_lines(text, n):
+def tail_lines(text: str | None, n: int) -> str:
     if not text or n <= 0:
         return ""
     return "\n".join(text.splitlines()[-n:])
 
 
-def check_job_record(job):
+def check_job_record(job: object) -> dict[str, Any]:
     """A job of the cluster's list, as M(rlinfra.verl.ray_cluster_info) returns it."""
     if not isinstance(job, dict):
         raise vocabulary.Bad("be a job (a mapping)")

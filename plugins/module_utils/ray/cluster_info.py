@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.numbers import tidy
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import (
@@ -25,18 +27,19 @@ def _addresses(host):
         return set()
 
 
-def missing_hosts(expected, nodes, resolved):
-    present = set()
+def missing_hosts(expected: Iterable[str], nodes: Iterable[Mapping[str, Any]],
+                  resolved: Mapping[str, set[str]]) -> list[str]:
+    present: set[str] = set()
     for node in nodes:
         present.update(x for x in (node.get("node_ip"), node.get("node_name")) if x)
     return [h for h in expected if h not in present and not (resolved.get(h, set()) & present)]
 
 
-def _text(value):
+def _text(value: object) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
-def container_of(fact):
+def container_of(fact: Mapping[str, Any]) -> dict[str, str]:
     """The fact's container (container mode: engine_path, name, image_id, ...) when it names one, else {} (a venv)."""
     value = fact.get("container")
     if not isinstance(value, dict) or not all(_text(value.get(k)) for k in ("engine_path", "name", "image_id")):
@@ -44,7 +47,8 @@ def container_of(fact):
     return dict((k, v) for k, v in value.items() if isinstance(v, str))
 
 
-def summarize(nodes, expected, resolved):
+def summarize(nodes: Iterable[Mapping[str, Any]], expected: Iterable[str] | None,
+              resolved: Mapping[str, set[str]]) -> dict[str, Any]:
     alive = [n for n in nodes if n.get("state") == "ALIVE"]
     out = dict(alive_nodes=len(alive), nodes=alive,
                total_gpus=tidy(sum(n["resources"].get("GPU", 0) for n in alive)),
@@ -54,11 +58,11 @@ def summarize(nodes, expected, resolved):
     return out
 
 
-def _failed(msg, **result):
+def _failed(msg: str, **result: Any) -> dict[str, Any]:
     return dict(result, failed=True, msg=msg)
 
 
-def info(p, module):
+def info(p: Mapping[str, Any], module: Any) -> dict[str, Any]:
     """The module's result for parameters ``p``; ``module`` is an AnsibleModule or a plain_module.PlainModule."""
     problems = check_seconds("timeout", p["timeout"], 0)
     if p["wait_for_nodes"] is not None and p["wait_for_nodes"] < 0:
@@ -78,6 +82,7 @@ def info(p, module):
         return _failed(msg=str(e))
     used = dict(address=client.address, venv=_text(client.fact.get("venv")), container=container_of(client.fact))
     deadline = time.monotonic() + p["timeout"]
+    all_nodes: Any  # Ray's node records: every one has a node_id
     all_nodes, last_error = [], None
     pauses = poll_pauses(POLL_INTERVAL)
     while True:

@@ -6,10 +6,13 @@ Standard library only: modules on the nodes use it too (through module_utils/ray
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from typing import Any
+
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.numbers import float_or_none
 
 
-def cluster_shape(nodes):
+def cluster_shape(nodes: Iterable[Mapping[str, Any]] | None) -> tuple[int, int]:
     """(nnodes, gpus per node) verl should use on ``nodes``: the GPU nodes and their smallest GPU
     count; with no GPU at all, every node and 0."""
     nodes = list(nodes or [])
@@ -20,7 +23,7 @@ def cluster_shape(nodes):
     return len(nodes), 0
 
 
-def world_size(nnodes, gpus_per_node):
+def world_size(nnodes: int | None, gpus_per_node: int | None) -> int:
     """Ranks of a verl run on that shape: one per GPU, or one per node without GPUs."""
     nnodes, gpus = int(nnodes or 0), int(gpus_per_node or 0)
     return nnodes * gpus if gpus > 0 else nnodes

@@ -21,6 +21,8 @@ import hashlib
 import json
 import os
 import stat
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import makedirs, write_atomic
 from ansible_collections.rlinfra.verl.plugins.module_utils.node.facts import ip_runner, node_facts
@@ -33,11 +35,11 @@ PACKAGE_SUFFIXES = (".dist-info", ".egg-info", ".egg-link", ".pth")
 FSTAB_SKIP_TYPES = ("swap", "none", "proc", "sysfs", "tmpfs", "devpts")
 
 
-def digest(value):
+def digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def file_state(path):
+def file_state(path: str) -> list[str | int] | None:
     """(sha256, mode, uid, gid) of a regular file; None when it is missing or not a regular file."""
     try:
         st = os.stat(path)
@@ -50,7 +52,7 @@ def file_state(path):
     return [content, stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid]
 
 
-def dir_files(path):
+def dir_files(path: str) -> dict[str, list[str | int]] | None:
     """{name: file_state} of the regular files directly in ``path`` (not the record); None when it is missing."""
     try:
         names = sorted(os.listdir(path))
@@ -66,7 +68,7 @@ def dir_files(path):
     return out
 
 
-def package_names(pattern):
+def package_names(pattern: str) -> list[str]:
     """The sorted package metadata entries (dist-info, egg-info, .pth) of the site-packages ``pattern`` matches:
     a package added, removed or upgraded by hand changes them; bytecode caches do not."""
     out = []
@@ -78,7 +80,7 @@ def package_names(pattern):
     return sorted(out)
 
 
-def parse_fstab(text):
+def parse_fstab(text: str) -> list[str]:
     """The mount points /etc/fstab mounts at boot (not swap, not noauto, not the root)."""
     points = []
     for line in text.splitlines():
@@ -91,7 +93,7 @@ def parse_fstab(text):
     return sorted(set(points))
 
 
-def parse_mountinfo(text):
+def parse_mountinfo(text: str) -> dict[str, list[str]]:
     """{mount point: [source, fstype]} from /proc/self/mountinfo (the last mount on a point wins, as the kernel shows it)."""
     out = {}
     for line in text.splitlines():
@@ -103,14 +105,15 @@ def parse_mountinfo(text):
     return out
 
 
-def mounts(fstab_text, mountinfo_text):
+def mounts(fstab_text: str, mountinfo_text: str) -> dict[str, list[str] | None]:
     """{mount point: [source, fstype] or None} for each point /etc/fstab names: None when nothing is mounted there."""
     mounted = parse_mountinfo(mountinfo_text)
     return {point: mounted.get(point) for point in parse_fstab(fstab_text)}
 
 
-def parse_units(text):
+def parse_units(text: str | None) -> dict[str, list[str]]:
     """{unit: [ActiveState, UnitFileState]} from ``systemctl show -p Id -p ActiveState -p UnitFileState U...``."""
+    current: dict[str, str]
     out, current = {}, {}
     for line in (text or "").splitlines() + [""]:
         if not line.strip():
@@ -126,34 +129,34 @@ def parse_units(text):
 class Probe:
     """What observe() reads from the system, one method per source, so that tests can stand in for it."""
 
-    def __init__(self, module=None, root="/"):
+    def __init__(self, module: Any = None, root: str = "/") -> None:
         self.module = module
         self.root = root
 
-    def read(self, path):
+    def read(self, path: str) -> str:
         try:
             with open(os.path.join(self.root, path.lstrip("/")), encoding="utf-8", errors="replace") as handle:
                 return handle.read()
         except OSError:
             return ""
 
-    def units(self, names):
+    def units(self, names: Sequence[str]) -> dict[str, list[str]]:
         systemctl = self.module.get_bin_path("systemctl") if self.module else None
         if not names or not systemctl:
             return {}
         rc, out, dummy = self.module.run_command([systemctl, "show", "-p", "Id", "-p", "ActiveState", "-p", "UnitFileState"] + list(names))
         return parse_units(out) if rc == 0 else {}
 
-    def nft_table(self, table):
+    def nft_table(self, table: str) -> str | None:
         from ansible_collections.rlinfra.verl.plugins.module_utils.ray.nft import Nft
         nft = Nft(self.module)
         return nft.table_digest(table) if nft.path else None
 
-    def gpus(self):
+    def gpus(self) -> list[str | int]:
         from ansible_collections.rlinfra.verl.plugins.module_utils.ray.node import detect_gpus
         return list(detect_gpus())
 
-    def controller(self):
+    def controller(self) -> str:
         from ansible_collections.rlinfra.verl.plugins.module_utils.ray.firewall import controller_address
         from ansible_collections.rlinfra.verl.plugins.module_utils.ray.nft import ancestor_env
         try:
@@ -162,7 +165,7 @@ class Probe:
             return ""
 
 
-def observe(watch, facts, probe):
+def observe(watch: Mapping[str, Any], facts: Mapping[str, Any], probe: Probe) -> dict[str, Any]:
     """What the node shows now of what ``watch`` names (see the module's O(watch)) plus its address facts."""
     units = probe.units(sorted(watch.get("units") or []))
     return {
@@ -180,7 +183,7 @@ def observe(watch, facts, probe):
     }
 
 
-def net_summary(net):
+def net_summary(net: object) -> dict[str, Any]:
     """The parts of ``ansible_rlinfra_net`` that decide Ray's address and the collectives' interface."""
     net = net if isinstance(net, dict) else {}
     return dict(links=sorted([k, v.get("mtu"), v.get("up")] for k, v in (net.get("links") or {}).items()),
@@ -189,7 +192,7 @@ def net_summary(net):
                 ib=sorted([p.get("hca"), p.get("port"), p.get("state")] for p in net.get("ib") or []))
 
 
-def _describe(category, key, before, now):
+def _describe(category: str, key: str, before: Any, now: Any) -> str:
     """One phrase for a difference in one watched item."""
     if category in ("files", "dirs"):
         if category == "dirs" and isinstance(before, dict) and isinstance(now, dict):
@@ -204,7 +207,7 @@ def _describe(category, key, before, now):
     return "%s changed" % what
 
 
-def _first_difference(before, now):
+def _first_difference(before: Mapping[str, Any], now: Mapping[str, Any]) -> str:
     """A short description of the first watched item in which ``now`` differs from ``before``."""
     for category in sorted(set(before) | set(now)):
         old, new = before.get(category), now.get(category)
@@ -217,7 +220,7 @@ def _first_difference(before, now):
     return ""
 
 
-def verdict(record, inputs, observed):
+def verdict(record: Mapping[str, Any] | None, inputs: str | None, observed: Mapping[str, Any]) -> str:
     """'' when the node is as ``record`` says its last converge left it under the same ``inputs``, else why not
     (one short phrase)."""
     if not record:
@@ -237,7 +240,7 @@ def verdict(record, inputs, observed):
     return _first_difference(before, observed) or "the node changed"
 
 
-def load(path):
+def load(path: str) -> dict[str, Any] | None:
     """The record at ``path``; None when missing or unreadable (a half-written one counts as none)."""
     try:
         with open(path, encoding="utf-8") as handle:
@@ -247,7 +250,7 @@ def load(path):
         return None
 
 
-def check(params, module):
+def check(params: Mapping[str, Any], module: Any) -> dict[str, Any]:
     """The module's state=check, for AnsibleModule or plain_module.PlainModule (``module``: get_bin_path and
     run_command): ``{ansible_facts, reason}`` - the node's facts (the record's too when the node is as recorded) and
     why it is not ('' when it is)."""
@@ -259,13 +262,14 @@ def check(params, module):
     elif not reason:
         reason = verdict(None, params["inputs"], {})
     if not reason:
+        assert record is not None  # without a record, verdict gives a reason
         facts.update(record.get("facts") or {})
     facts["ansible_converge_record"] = dict(converged=not reason, reason=reason, inputs=params["inputs"] or "",
                                             members=(record or {}).get("members") or [])
     return dict(ansible_facts=facts, reason=reason)
 
 
-def write(params, module):
+def write(params: Mapping[str, Any], module: Any) -> dict[str, Any]:
     """The module's state=write, for AnsibleModule or plain_module.PlainModule: what the node is now, recorded at
     ``params["path"]`` (root-only) unless it is already; ``recorded`` says whether it was (would be, in check mode)."""
     observed = observe(params["watch"], node_facts(ip_runner(module), params["fact_dir"], params["local"]), Probe(module))
@@ -281,18 +285,22 @@ def write(params, module):
     return dict(changed=False, recorded=recorded, reason="")
 
 
-def content(inputs, watch, observed, facts, members):
+def content(inputs: str | None, watch: Mapping[str, Any], observed: Mapping[str, Any], facts: Mapping[str, Any],
+            members: Iterable[str]) -> str:
     return json.dumps(dict(version=VERSION, inputs=inputs, watch=watch, observed=observed, facts=facts, members=sorted(members)),
                       sort_keys=True, indent=1) + "\n"
 
 
-def plan(hosts, states, members_of, excluded=None):
+def plan(hosts: Iterable[str], states: Mapping[str, Any], members_of: Callable[[str], tuple[str, Sequence[str]]],
+         excluded: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Which of ``hosts`` site.yml converges fully: every host of a cluster in which any host is not as its record
     says, or whose recorded members differ from the cluster's members now. ``states``: {host: the check's
     ansible_converge_record}; ``members_of(host)``: (cluster name, its member hosts now, those left out excluded);
     ``excluded``: {host: its rlinfra_excluded fact} - workers fitness.yml left out, neither converged nor waited for.
     Returns {converge, checked, reasons, lines, excluded}: the lines say it per cluster, hosts grouped by reason."""
     excluded = excluded or {}
+    clusters: dict[str, tuple[list[str], Sequence[str]]]
+    left: dict[str, list[str]]
     clusters, left = {}, {}
     for host in hosts:
         name, members = members_of(host)
@@ -312,7 +320,7 @@ def plan(hosts, states, members_of, excluded=None):
         if why:
             converge += in_play
             reasons.update(why)
-            grouped = {}
+            grouped: dict[str, list[str]] = {}
             for host in in_play:
                 if host in why:
                     grouped.setdefault(why[host], []).append(host)

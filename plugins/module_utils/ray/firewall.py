@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, cast
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import net as ray_net
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.numbers import whole_number
@@ -30,7 +32,7 @@ class FirewallError(ValueError):
     """A bad input; the message is one line meant for the user."""
 
 
-def parse_port(name, value):
+def parse_port(name: str, value: Any) -> tuple[int, int]:
     """``(low, high)`` from an int, a digit string or ``"low-high"``; FirewallError naming ``name`` otherwise."""
     if isinstance(value, bool):
         raise FirewallError("port %s must be a number or a range low-high, got %r" % (name, value))
@@ -40,7 +42,7 @@ def parse_port(name, value):
     elif number is not None:
         low = high = number
     elif isinstance(value, str) and _RANGE.match(value):
-        low, high = (int(x) for x in _RANGE.match(value).groups())
+        low, high = (int(x) for x in cast("re.Match[str]", _RANGE.match(value)).groups())
     else:
         raise FirewallError("port %s must be a number or a range low-high, got %r" % (name, value))
     try:
@@ -52,7 +54,8 @@ def parse_port(name, value):
     return low, high
 
 
-def ray_ports(ports, protected=(22,)):
+def ray_ports(ports: object, protected: Iterable[int | str] | None = (22,)
+              ) -> tuple[dict[str, tuple[int, int]], list[tuple[int, int]]]:
     """Check the named ports (``{name: port or "low-high"}``) and return ``(by_name, merged ranges)``.
 
     Two names on one port would make Ray fail to start (or, for a fixed port inside the worker range, fail
@@ -74,7 +77,7 @@ def ray_ports(ports, protected=(22,)):
             if low <= int(port) <= high:
                 raise FirewallError("Ray port %s (%s) covers SSH port %s; move it, the firewall never filters SSH"
                                     % (name, _show((low, high)), port))
-    merged = []
+    merged: list[tuple[int, int]] = []
     for low, high in sorted(by_name.values()):
         if merged and low <= merged[-1][1] + 1:
             merged[-1] = (merged[-1][0], max(high, merged[-1][1]))
@@ -83,20 +86,21 @@ def ray_ports(ports, protected=(22,)):
     return by_name, merged
 
 
-def member_address(hostvars_of_host):
+def member_address(hostvars_of_host: Mapping[str, Any] | None) -> str:
     """The private address a member uses for Ray, without its cluster's context (module_utils/ray/net.address_of has
     the rule; the firewall filter gives it the cluster when it has it)."""
     return ray_net.address_of("_", {"_": hostvars_of_host or {}})
 
 
-def allowed_sources(members, controller="", extra=()):
+def allowed_sources(members: Sequence[Mapping[str, Any]], controller: str = "",
+                    extra: Iterable[str] | None = ()) -> tuple[list[str], list[str], dict[str, str]]:
     """``(v4, v6, origin)``: sorted network strings allowed to reach Ray's ports, and where each came from.
 
     ``members`` is a list of ``{"host", "address"}``; a member without an address is an error naming it (a
     firewall that silently shut out a worker would split the cluster). ``controller`` may be empty (a local
     connection). ``extra`` are further addresses or networks (``10.0.0.0/8``).
     """
-    origin = {}
+    origin: dict[ipaddress.IPv4Network | ipaddress.IPv6Network, str] = {}
     missing = [str(m.get("host")) for m in members if not str(m.get("address") or "").strip()]
     if missing:
         raise FirewallError(
@@ -128,12 +132,12 @@ def _collapse(nets):
     return list(ipaddress.collapse_addresses(nets)) if nets else []
 
 
-def _show(rng):
+def _show(rng: tuple[int, int]) -> str:
     low, high = rng
     return str(low) if low == high else "%d-%d" % (low, high)
 
 
-def controller_address(ssh_connection):
+def controller_address(ssh_connection: str | None) -> str:
     """The controller's address as the node sees it: the first field of $SSH_CONNECTION (or $SSH_CLIENT)."""
     fields = str(ssh_connection or "").split()
     if not fields:
@@ -144,7 +148,7 @@ def controller_address(ssh_connection):
         return ""
 
 
-def render(ports, v4, v6, table=TABLE):
+def render(ports: Iterable[tuple[int, int]], v4: Sequence[str], v6: Sequence[str], table: str = TABLE) -> str:
     """The nftables script: create-or-keep the table, delete it, define it anew, in one transaction - so ``nft -f``
     replaces it atomically. Not ``flush table``: that keeps set elements, and an interval set whose shape changed
     (a port range moved, two addresses became one /31) then fails with "File exists"."""
@@ -198,7 +202,7 @@ class PortsType(vocabulary.Type):
     words = "Ray's ports, name -> port or low-high"
     sample_value = {"gcs": 6379, "workers": "10002-19999"}
 
-    def check(self, value):
+    def check(self, value: Any) -> dict[str, Any]:
         if not isinstance(value, dict) or not value:
             raise vocabulary.Bad("be a non-empty mapping of names to ports or low-high ranges")
         try:
@@ -207,12 +211,12 @@ class PortsType(vocabulary.Type):
             raise vocabulary.Bad(str(e))
         return value
 
-    def line(self, name, value, bad):
+    def line(self, name: str, value: Any, bad: object) -> str:
         if str(bad).startswith("be "):
             return super().line(name, value, bad)
         return "%s: %s%s" % (self.label or name, bad, self.hint)  # firewall.py's own line names the port
 
-    def corpus(self):
+    def corpus(self) -> vocabulary.Corpus:
         return super().corpus().add("empty", {}).add("word", {"gcs": "soon"}).add("reversed", {"workers": "20-10"}).add(
             "out_of_range", {"gcs": 70000}).add("overlap", {"gcs": 6379, "workers": "6000-7000"}).add(
             "ssh", {"ssh": 22}).add("boolean", {"gcs": True})

@@ -8,18 +8,23 @@ watchdog, through plugin_utils/node_script.py)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import (
     MIN_POLL_INTERVAL, TERMINAL_STATUSES, RayAuthError, RayError, check_seconds, check_submission_id, check_tail_lines,
     client_from_module, ms_to_iso, normalize_address, poll_pauses, tail_lines)
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import _log_follow as log_follow
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.attempts import with_lines
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.secret_names import secret_values
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.secret_names import env_secret_values
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.recovery import summary_lines
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl.log import last_progress
 
+if TYPE_CHECKING:
+    from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayClient
 
-def read(client, sid):
+
+def read(client: RayClient, sid: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]], str | None]:
     """(job or None, nodes, error): one look at the job and the nodes; error is set when the
     dashboard did not answer (the others are then empty)."""
     try:
@@ -32,11 +37,13 @@ def read(client, sid):
     return job, nodes, None
 
 
-def alive_ids(nodes):
+def alive_ids(nodes: Iterable[Mapping[str, Any]]) -> set[str]:
     return {n["node_id"] for n in nodes if n.get("state") == "ALIVE"}
 
 
-def watch(client, sid, timeout, poll_interval, clock=time.monotonic, sleep=time.sleep):
+def watch(client: RayClient, sid: str, timeout: float, poll_interval: float,
+          clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], Any] = time.sleep
+          ) -> tuple[dict[str, Any] | None, list[dict[str, Any]], str | None]:
     """Read until something a watcher must react to happens, or ``timeout`` passes."""
     deadline = clock() + max(0, timeout)
     job, nodes, error = read(client, sid)
@@ -56,7 +63,7 @@ def watch(client, sid, timeout, poll_interval, clock=time.monotonic, sleep=time.
     return job, nodes, error
 
 
-def local_log(client, sid):
+def local_log(client: RayClient, sid: str) -> str | None:
     """The job's driver log file on this host, when this host is the head of the cluster ``client`` talks to (its
     rlinfra_ray fact names the same dashboard, and Ray's temp dir); None otherwise."""
     fact = getattr(client, "fact", None) or {}
@@ -71,13 +78,15 @@ def local_log(client, sid):
     return log_follow.driver_log_path(temp_dir, sid)
 
 
-def log_since(client, sid, offset, file_id, tail, final, cap=log_follow.CHUNK_BYTES):
+def log_since(client: RayClient, sid: str, offset: int, file_id: str, tail: int, final: bool,
+              cap: int = log_follow.CHUNK_BYTES) -> tuple[dict[str, Any], str]:
     """(new whole lines after ``offset`` as :func:`log_follow.read_new` answers, the log's last ``tail`` lines): from
     the file on this host, seeking, when it is here; else from Ray's API, which reads the whole log on the head (only
     the new part is returned)."""
     path = local_log(client, sid)
     got = log_follow.read_new(path, offset, file_id, cap=cap, final=final) if path else None
     if got is not None:
+        assert path is not None  # got is read from it
         return got, log_follow.read_tail(path, tail)
     try:
         logs = client.get_logs(sid)
@@ -86,7 +95,8 @@ def log_since(client, sid, offset, file_id, tail, final, cap=log_follow.CHUNK_BY
     return log_follow.slice_new(logs, offset, file_id, cap=cap, final=final, name=sid), tail_lines(logs, tail)
 
 
-def result(client, sid, job, nodes, error, tail, full_at_end=False, offset=None, file_id=""):
+def result(client: RayClient, sid: str, job: dict[str, Any] | None, nodes: list[dict[str, Any]], error: str | None,
+           tail: int, full_at_end: bool = False, offset: int | None = None, file_id: str = "") -> dict[str, Any]:
     job = job or {}
     logs, new = "", None
     full = full_at_end and job.get("status") in TERMINAL_STATUSES and offset is None
@@ -106,6 +116,7 @@ def result(client, sid, job, nodes, error, tail, full_at_end=False, offset=None,
         logs_tail = tail_lines(logs if end is None else end, tail)
     start, end = job.get("start_time"), job.get("end_time")
     duration = round(((end or time.time() * 1000) - start) / 1000.0, 3) if start else None
+    out: dict[str, Any]
     out = dict(changed=False, submission_id=sid, found=bool(job), reachable=error is None, error=error or "",
                status=job.get("status"), message=job.get("message"), job_id=job.get("job_id"),
                metadata=job.get("metadata") or {}, start_time=ms_to_iso(start), end_time=ms_to_iso(end),
@@ -124,12 +135,12 @@ def result(client, sid, job, nodes, error, tail, full_at_end=False, offset=None,
     return out
 
 
-def poll(p, module):
+def poll(p: Mapping[str, Any], module: Any) -> dict[str, Any]:
     """The module's result for parameters ``p``; ``module`` is an AnsibleModule or a plain_module.PlainModule (its
     no_log_values get the token and the secret values)."""
     env_vars = (p["runtime_env"] or {}).get("env_vars") or {}
     if isinstance(env_vars, dict):
-        module.no_log_values.update(secret_values(env_vars, p["secret_names"]))
+        module.no_log_values.update(env_secret_values(env_vars, p["secret_names"]))
     problems = check_seconds("timeout", p["timeout"], 0)
     problems += check_seconds("poll_interval", p["poll_interval"], MIN_POLL_INTERVAL)
     problems += check_tail_lines(p["logs_tail_lines"], maximum=None)

@@ -7,19 +7,24 @@ the same code as a plain script on the target (its action, through plugin_utils/
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.attempts import newest_attempt
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.secret_names import secret_values
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.secret_names import env_secret_values
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import (
     MIN_POLL_INTERVAL, TERMINAL_STATUSES, RayError, check_entrypoint, check_resources, check_runtime_env,
     check_seconds, check_submission_id, check_tail_lines, client_from_module, ms_to_iso, string_values, tail_lines)
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl.log import last_progress
 
+if TYPE_CHECKING:
+    from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayClient
+
 
 class Finished(Exception):
     """The task's result is known (success or failure): JobTask's steps end the run from wherever they are."""
 
-    def __init__(self, result):
+    def __init__(self, result: dict[str, Any]) -> None:
         super().__init__(result.get("msg", ""))
         self.result = result
 
@@ -29,7 +34,7 @@ PROGRESS_REFRESH = 60.0
 
 
 class JobTask:
-    def __init__(self, module, client):
+    def __init__(self, module: Any, client: RayClient) -> None:
         self.module = module
         self.client = client
         self.p = module.params
@@ -39,16 +44,16 @@ class JobTask:
             newest = newest_attempt(client.list_jobs(), self.sid)
             self.sid = newest["submission_id"] if newest else self.sid
         self.changed = False
-        self.progress = (None, {})
-        self._progress_at = None
+        self.progress: tuple[int | None, dict[str, float]] = (None, {})
+        self._progress_at: float | None = None
 
-    def finish(self, **result):
+    def finish(self, **result: Any) -> NoReturn:
         raise Finished(result)
 
-    def fail(self, msg, **result):
+    def fail(self, msg: str, **result: Any) -> NoReturn:
         raise Finished(dict(result, failed=True, msg=msg))
 
-    def result(self, job, logs=None, **extra):
+    def result(self, job: dict[str, Any] | None, logs: str | None = None, **extra: Any) -> dict[str, Any]:
         job = job or {}
         start, end = job.get("start_time"), job.get("end_time")
         duration = None
@@ -66,7 +71,7 @@ class JobTask:
         out.update(extra)
         return out
 
-    def logs(self, job):
+    def logs(self, job: dict[str, Any] | None) -> str:
         if not job or self.p["logs_tail_lines"] <= 0:
             return ""
         try:
@@ -76,7 +81,7 @@ class JobTask:
             self.module.warn("could not read the logs of Ray job %s: %s" % (self.sid, e))
             return ""
 
-    def on_poll(self, job):
+    def on_poll(self, job: dict[str, Any]) -> None:
         """Keep the newest verl progress while waiting, so a timeout or a lost head still reports it."""
         now = time.monotonic()
         if job.get("status") in TERMINAL_STATUSES or self.p["logs_tail_lines"] <= 0:
@@ -87,10 +92,11 @@ class JobTask:
             if step is not None:
                 self.progress = (step, metrics)
 
-    def wait(self, timeout, on_poll=None):
+    def wait(self, timeout: float,
+             on_poll: Callable[[dict[str, Any]], Any] | None = None) -> tuple[dict[str, Any], bool]:
         return self.client.wait_for_job(self.sid, timeout, self.p["poll_interval"], on_poll=on_poll)
 
-    def ensure_submitted(self, job):
+    def ensure_submitted(self, job: dict[str, Any] | None) -> dict[str, Any] | None:
         if job is not None:
             wanted = self.p["entrypoint"]
             if wanted and job.get("entrypoint") != wanted:
@@ -111,7 +117,7 @@ class JobTask:
         self.changed = created
         return self.client.get_job(self.sid)
 
-    def stop_and_wait(self, job, timeout):
+    def stop_and_wait(self, job: dict[str, Any], timeout: float) -> dict[str, Any]:
         if job.get("status") in TERMINAL_STATUSES:
             return job
         self.changed = True
@@ -124,7 +130,7 @@ class JobTask:
                       % (self.sid, job.get("status"), timeout), **self.result(job))
         return job
 
-    def run(self):
+    def run(self) -> None:
         state = self.p["state"]
         job = self.client.get_job(self.sid)
         if state == "absent":
@@ -158,10 +164,10 @@ class JobTask:
             self.fail(msg, **res)
         self.finish(**self.result(job, timed_out=False))
 
-    def step_note(self):
+    def step_note(self) -> str:
         return " at verl step %s" % self.progress[0] if self.progress[0] is not None else ""
 
-    def on_timeout(self, job):
+    def on_timeout(self, job: dict[str, Any]) -> NoReturn:
         if self.p["stop_on_timeout"]:
             self.client.stop_job(self.sid)
             self.changed = True
@@ -176,12 +182,12 @@ class JobTask:
                   % (self.sid, self.p["wait_timeout"], self.step_note(), action), **res)
 
 
-def first_line(text):
+def first_line(text: str | None) -> str:
     lines = [ln for ln in (text or "").splitlines() if ln.strip()]
     return lines[0].strip() if lines else ""
 
 
-def check_options(p):
+def check_options(p: dict[str, Any]) -> list[str]:
     """Every problem with the options, one line each, before any request: Ray accepts many bad
     values and then leaves a job that fails, never starts, or cannot be addressed again."""
     try:
@@ -206,13 +212,13 @@ def check_options(p):
     return problems
 
 
-def run_job(params, module):
+def run_job(params: Mapping[str, Any], module: Any) -> dict[str, Any]:
     """The module's result (``failed`` and ``msg`` when it failed). ``params`` is what node_script passes; the code reads
     ``module.params`` (the same values), whose runtime_env and metadata check_options normalizes for JobTask."""
     p = module.params
     env_vars = (p["runtime_env"] or {}).get("env_vars") or {}
     if isinstance(env_vars, dict):
-        module.no_log_values.update(secret_values(env_vars))
+        module.no_log_values.update(env_secret_values(env_vars))
     problems = check_options(p)
     if problems:
         return dict(failed=True, msg="\n".join(problems), submission_id=p["submission_id"], changed=False)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import base64
 import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import attempts
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import secrets_run
@@ -18,7 +20,10 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import (
     client_from_module, string_values)
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.package import (
     PackageError, ensure_package, package_name, read_package)
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.secret_names import secret_values
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.secret_names import env_secret_values
+
+if TYPE_CHECKING:
+    from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayClient
 
 # Uploads of up to Ray's 100 MiB limit over a slow link take longer than the client's default 30 s.
 UPLOAD_TIMEOUT = 300
@@ -28,7 +33,7 @@ class Failed(Exception):
     pass
 
 
-def secrets_file(module, job):
+def secrets_file(module: Any, job: Mapping[str, Any]) -> bool:
     p = module.params
     try:
         return secrets_run.converge(job["secrets_dir"], job["secrets_file"], p["secrets"], p["hook"], p["jobs"], p["write_secrets"],
@@ -37,7 +42,7 @@ def secrets_file(module, job):
         raise Failed("the run's secrets file: secrets file %s: %s" % (job["secrets_file"], getattr(e, "strerror", None) or e))
 
 
-def package_bytes(module, dest):
+def package_bytes(module: Any, dest: str) -> tuple[bytes, bool]:
     """The zip: from the call (then kept at ``dest``, 0600) or, for a large one the action copied, from ``dest``.
     Returns ``(data, changed)``."""
     p = module.params
@@ -55,7 +60,7 @@ def package_bytes(module, dest):
     return read_package(dest), False
 
 
-def upload(module, client, package):
+def upload(module: Any, client: RayClient, package: Mapping[str, Any]) -> bool:
     """The working_dir on the cluster, as rlinfra.verl.ray_package puts it there. True when something changed."""
     try:
         name = package_name(package["uri"])
@@ -67,7 +72,7 @@ def upload(module, client, package):
         raise Failed("the working_dir %s: %s" % (package["uri"], e))
 
 
-def create(module, client, job):
+def create(module: Any, client: RayClient, job: Mapping[str, Any]) -> tuple[bool, str | None]:
     """The job, as rlinfra.verl.ray_job with state=submitted creates it. Returns ``(created, status)``."""
     sid = job["submission_id"]
     args = attempts.submit_args(sid, job["entrypoint"], job["runtime_env"], job["metadata"], job.get("resources"))
@@ -96,12 +101,12 @@ def create(module, client, job):
         raise Failed("job %s: %s" % (sid, e))
 
 
-def submit_job(p, module):
+def submit_job(p: Mapping[str, Any], module: Any) -> dict[str, Any]:
     """The module's result for parameters ``p``; ``module`` is an AnsibleModule or a plain_module.PlainModule."""
     job = p["job"]
     env_vars = (job.get("runtime_env") or {}).get("env_vars") or {}
     if isinstance(env_vars, dict):
-        module.no_log_values.update(secret_values(env_vars))
+        module.no_log_values.update(env_secret_values(env_vars))
     changed, status = False, None
     try:
         if job.get("secrets_file"):

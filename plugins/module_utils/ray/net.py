@@ -25,6 +25,8 @@ Every problem is one line naming the node and what to set; nothing is guessed.
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 ENV_NAMES = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME")
 IB_ENV = "NCCL_IB_HCA"
@@ -47,7 +49,7 @@ def _up(net, dev):
     return True if link is None else bool(link.get("up"))
 
 
-def routes_to(net, dest):
+def routes_to(net: Mapping[str, Any] | None, dest: str) -> list[dict[str, Any]]:
     """The node's routes that match ``dest``, best first (longest prefix, then lowest metric)."""
     target = _ip(dest)
     found = []
@@ -61,7 +63,7 @@ def routes_to(net, dest):
     return [r for dummy, dummy2, r in sorted(found, key=lambda x: (x[0], x[1]))]
 
 
-def source_on(net, dev, dest, gateway=""):
+def source_on(net: Mapping[str, Any] | None, dev: str, dest: str, gateway: str = "") -> str:
     """The address a route out of ``dev`` to ``dest`` leaves from: one on the same network as the destination or the
     gateway, else the interface's first address."""
     own = [(a, p) for i, a, p in _addresses(net) if i == dev]
@@ -73,7 +75,7 @@ def source_on(net, dev, dest, gateway=""):
     return own[0][0] if own else ""
 
 
-def route_get(net, dest):
+def route_get(net: Mapping[str, Any] | None, dest: str) -> tuple[str, str]:
     """``(interface, source address)`` of the route the node would take to ``dest``; ('', '') without one."""
     for route in routes_to(net, dest):
         if not _up(net, route["dev"]):
@@ -82,7 +84,7 @@ def route_get(net, dest):
     return "", ""
 
 
-def interface_of(net, address):
+def interface_of(net: Mapping[str, Any] | None, address: str) -> str:
     return next((i for i, a, p in _addresses(net) if a == address), "")
 
 
@@ -91,7 +93,8 @@ def _shared(address, prefix, other_nets):
     return sum(1 for other in other_nets if any(_ip(a) in network for dummy, a, dummy2 in _addresses(other)))
 
 
-def head_address(head_net, member_nets, ansible_host="", default_ip=""):
+def head_address(head_net: Mapping[str, Any] | None, member_nets: Sequence[Mapping[str, Any]], ansible_host: str = "",
+                 default_ip: str = "") -> tuple[str, str]:
     """The address the head advertises, and why (a phrase)."""
     candidates = [(i, a, p) for i, a, p in _addresses(head_net) if _up(head_net, i)]
     if not candidates:
@@ -111,7 +114,7 @@ def head_address(head_net, member_nets, ansible_host="", default_ip=""):
     return best[2], "its first address"
 
 
-def parse_spec(spec):
+def parse_spec(spec: object) -> tuple[bool, bool, list[str]]:
     """NCCL_SOCKET_IFNAME's syntax: ``(exclude, exact, [names])``."""
     text = str(spec).strip()
     exclude = text.startswith("^")
@@ -121,13 +124,13 @@ def parse_spec(spec):
     return exclude, exact, [n.strip() for n in text.split(",") if n.strip()]
 
 
-def spec_matches(spec, dev):
+def spec_matches(spec: object, dev: str) -> bool:
     exclude, exact, names = parse_spec(spec)
     hit = any((dev == n) if exact else dev.startswith(n) for n in names)
     return not hit if exclude else hit
 
 
-def reaching(net, dest):
+def reaching(net: Mapping[str, Any] | None, dest: str) -> list[str]:
     """The interfaces (up, with an IPv4 address) that have a route to ``dest``: a route for its network (a default
     route proves nothing where one exists), else the default route."""
     devs = []
@@ -140,7 +143,7 @@ def reaching(net, dest):
     return devs
 
 
-def describe(net, head_ip):
+def describe(net: Mapping[str, Any] | None, head_ip: str) -> str:
     """The node's interfaces in a few words, for a line that asks the user to choose."""
     reach = set(reaching(net, head_ip)) if head_ip else set()
     parts = []
@@ -150,13 +153,15 @@ def describe(net, head_ip):
     return "; ".join(parts) or "no IPv4 interface"
 
 
-def ib_hcas(net):
+def ib_hcas(net: Mapping[str, Any] | None) -> str:
     """``mlx5_0:1,mlx5_1:1`` for the node's active RDMA ports, '' without any."""
     ports = [p for p in (net or {}).get("ib") or [] if str(p.get("state", "")).upper() == "ACTIVE"]
     return ",".join("%s:%s" % (p["hca"], p["port"]) for p in ports)
 
 
-def node_plan(host, net, head_ip, is_head, ifname_setting="auto", env=None, explicit_ip=""):
+def node_plan(host: str, net: Mapping[str, Any] | None, head_ip: str, is_head: bool,
+              ifname_setting: str | None = "auto", env: Mapping[str, Any] | None = None,
+              explicit_ip: str = "") -> dict[str, Any]:
     """What one node uses: ``{ip, ifname, env, problems}``. ``head_ip``: the head's address (for the head, its own);
     ``explicit_ip``: ray_private_ip when the user set it; ``env``: ray_env (its values win)."""
     env = env or {}
@@ -210,7 +215,7 @@ def node_plan(host, net, head_ip, is_head, ifname_setting="auto", env=None, expl
     return dict(ip=ip, ifname=ifname, env=out_env, problems=problems, known=True)
 
 
-def mtu_problem(cluster, chosen):
+def mtu_problem(cluster: str, chosen: Iterable[tuple[str, str, int]]) -> str:
     """One line when the interfaces collectives use in ``cluster`` differ in MTU; ``chosen``: [(host, ifname, mtu)]."""
     known = [(h, i, m) for h, i, m in chosen if i and m]
     if len({m for dummy, dummy2, m in known}) <= 1:
@@ -220,13 +225,13 @@ def mtu_problem(cluster, chosen):
                 cluster, ", ".join("%s %s %d" % (h, i, m) for h, i, m in sorted(known))))
 
 
-def mtu_of(net, dev):
+def mtu_of(net: Mapping[str, Any] | None, dev: str) -> int:
     return int((((net or {}).get("links") or {}).get(dev) or {}).get("mtu") or 0)
 
 
 # ---- the address rule, one place: the role default, the firewall and the workers' view of their head read it --------
 
-def _get(hv, key):
+def _get(hv: Any, key: str) -> Any:
     try:
         value = hv[key] if key in hv else None
     except Exception:  # pylint: disable=broad-except  # an inventory template that cannot be resolved for another host
@@ -234,7 +239,7 @@ def _get(hv, key):
     return value if value not in (None, "") else None
 
 
-def _fallback(hv):
+def _fallback(hv: Any) -> str:
     """Without the network facts: the default route's address, any address, the address a previous run published,
     a literal ``ansible_host`` (a host left out by --limit has no facts)."""
     default4 = _get(hv, "ansible_default_ipv4")
@@ -250,7 +255,7 @@ def _fallback(hv):
     return str(_ip(str(host).strip())) if host and _ip(str(host).strip()) else ""
 
 
-def address_of(host, hostvars, members=(), head=""):
+def address_of(host: str, hostvars: Mapping[str, Any], members: Iterable[str] = (), head: str = "") -> str:
     """The private address ``host`` uses for Ray; '' when it cannot be known. ``ray_node_ip`` (what this run resolved),
     then ``ray_private_ip`` as given, then the choice above from the network facts (the head: the network shared with
     ``members``; a member: its route to the head's address), then _fallback."""

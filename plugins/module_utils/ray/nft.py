@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+from collections.abc import Mapping
+from typing import Any
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import write_atomic
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.firewall import (
@@ -40,7 +42,7 @@ WantedBy=sysinit.target
 BOOT_UNIT_NAME = "rlinfra-ray-firewall.service"
 
 
-def read_text(path):
+def read_text(path: str) -> str | None:
     try:
         with open(path) as handle:
             return handle.read()
@@ -48,7 +50,7 @@ def read_text(path):
         return None
 
 
-def remove(path):
+def remove(path: str) -> bool:
     try:
         os.unlink(path)
         return True
@@ -56,7 +58,7 @@ def remove(path):
         return False
 
 
-def ancestor_env(name, pid=None, proc="/proc"):
+def ancestor_env(name: str, pid: int | None = None, proc: str = "/proc") -> str:
     """``name`` from the environment of the nearest process above ``pid`` (default: this one) that has it.
     sudo drops SSH_CONNECTION; the login shell it runs under still has it (root reads any /proc/PID/environ)."""
     pid = pid or os.getpid()
@@ -77,14 +79,14 @@ def ancestor_env(name, pid=None, proc="/proc"):
 
 
 class Nft:
-    def __init__(self, module):
+    def __init__(self, module: Any) -> None:
         self.module = module
         self.path = module.get_bin_path("nft", opt_dirs=["/usr/sbin", "/sbin"]) or ""
 
-    def run(self, *args):
+    def run(self, *args: str) -> tuple[int, str, str]:
         return self.module.run_command([self.path] + list(args))
 
-    def usable(self):
+    def usable(self) -> str:
         """'' when nft works here, else why not (one line)."""
         if not self.path:
             return "the nft binary is missing (install the nftables package)"
@@ -93,13 +95,13 @@ class Nft:
             return "'nft list tables' failed: %s" % (err.strip().splitlines() or ["rc %d" % rc])[-1]
         return ""
 
-    def table_digest(self, table):
+    def table_digest(self, table: str) -> str | None:
         """Digest of the live table without counters; None when it does not exist."""
         rc, out, dummy = self.run("-s", "list", "table", FAMILY, table)
         return hashlib.sha256(out.encode()).hexdigest() if rc == 0 else None
 
 
-def install_nft(module):
+def install_nft(module: Any) -> str:
     """Best effort: install the nftables package with the node's package manager. '' when done, else why not."""
     for tool, argv in (("apt-get", ["install", "-y", "-q", "nftables"]), ("dnf", ["install", "-y", "nftables"]),
                        ("yum", ["install", "-y", "nftables"]), ("zypper", ["--non-interactive", "install", "nftables"])):
@@ -110,9 +112,10 @@ def install_nft(module):
     return "no package manager found"
 
 
-def present(module, nft, p, result):
+def present(module: Any, nft: Nft, p: Mapping[str, Any], result: dict[str, Any]) -> None:
     """Apply the table ``p`` describes (ray_firewall's options). Fills ``result``; fails the module on bad input."""
     protected = sorted(set(p.get("protected_ports") or []) | {22})
+    dummy: Any  # each unused part of a result, whatever its type
     try:
         dummy, merged = ray_ports(p["ports"] or {}, protected=protected)
         controller = (p.get("controller") or "").strip() or controller_address(p.get("ssh_connection"))
@@ -156,7 +159,7 @@ def present(module, nft, p, result):
     write_atomic(stamp, (nft.table_digest(p["table"]) or "") + "\n", 0o600, prefix=".rlinfra-fw.")
 
 
-def absent(module, nft, p, result):
+def absent(module: Any, nft: Nft, p: Mapping[str, Any], result: dict[str, Any]) -> None:
     path, stamp = p["path"], p["path"] + ".applied"
     exists = bool(nft.path) and not nft.usable() and nft.table_digest(p["table"]) is not None
     result["active"] = bool(nft.path) and not nft.usable()

@@ -12,6 +12,7 @@ import os
 import re
 import socket
 import time
+from typing import Any, Callable, Iterable, Mapping
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import env_items, no_follow, refuse_link, write_atomic
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.nft import read_text
@@ -28,7 +29,7 @@ HIP_VISIBLE = "HIP_VISIBLE_DEVICES"
 AMD_FORBIDDEN = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 
 
-def count_gpus(dev="/dev"):
+def count_gpus(dev: str = "/dev") -> int:
     """NVIDIA GPUs of this node: the /dev/nvidiaN device nodes."""
     try:
         return sum(1 for name in os.listdir(dev) if _NVIDIA.match(name))
@@ -36,12 +37,12 @@ def count_gpus(dev="/dev"):
         return 0
 
 
-def _read(path):
+def _read(path: str) -> str | None:
     text = read_text(path)
     return None if text is None else text.strip()
 
 
-def rocm_smi_count(output):
+def rocm_smi_count(output: str) -> int | None:
     """GPUs in ``rocm-smi --showid --json`` output ({"card0": {...}, ...}); None when it is not that shape."""
     try:
         cards = json.loads(output)
@@ -52,7 +53,7 @@ def rocm_smi_count(output):
     return sum(1 for name in cards if _SMI_CARD.match(name))
 
 
-def kfd_gpu_count(sys_root="/sys"):
+def kfd_gpu_count(sys_root: str = "/sys") -> int | None:
     """GPU nodes of the KFD topology (a non-zero gpu_id; CPU nodes have 0), as ROCm's own tools count them;
     None when the topology cannot be read."""
     nodes = os.path.join(sys_root, "class/kfd/kfd/topology/nodes")
@@ -66,7 +67,7 @@ def kfd_gpu_count(sys_root="/sys"):
     return sum(1 for value in ids if value not in ("", "0"))
 
 
-def render_count(dev="/dev", sys_root="/sys"):
+def render_count(dev: str = "/dev", sys_root: str = "/sys") -> int:
     """Render nodes under /dev/dri, leaving out those sysfs says belong to another vendor than AMD
     (a server's BMC display); a node whose vendor cannot be read counts."""
     try:
@@ -77,7 +78,8 @@ def render_count(dev="/dev", sys_root="/sys"):
                if _read(os.path.join(sys_root, "class/drm", name, "device/vendor")) in (None, AMD_PCI_VENDOR))
 
 
-def amd_gpus(dev="/dev", sys_root="/sys", rocm_smi=None):
+def amd_gpus(dev: str = "/dev", sys_root: str = "/sys",
+             rocm_smi: Callable[[], str | None] | None = None) -> int | None:
     """AMD GPUs of this node, or None when it has no /dev/kfd (ROCm's compute device): ``rocm_smi()``'s count
     when that is given and answers (it returns the tool's JSON output, or None), else the KFD topology's GPU
     nodes, else the render nodes."""
@@ -92,7 +94,8 @@ def amd_gpus(dev="/dev", sys_root="/sys", rocm_smi=None):
     return counted
 
 
-def detect_gpus(dev="/dev", sys_root="/sys", rocm_smi=None):
+def detect_gpus(dev: str = "/dev", sys_root: str = "/sys",
+                rocm_smi: Callable[[], str | None] | None = None) -> tuple[str, int]:
     """(vendor, count) of this node's GPUs: ("nvidia", n) when it has /dev/nvidiaN, else ("amd", n) when it has
     /dev/kfd, else ("", 0)."""
     nvidia = count_gpus(dev)
@@ -104,12 +107,12 @@ def detect_gpus(dev="/dev", sys_root="/sys", rocm_smi=None):
     return "", 0
 
 
-def env_names(text):
+def env_names(text: str) -> dict[str, str]:
     """{name: value} of an environment file as templates/ray.env.j2 writes it."""
     return dict(env_items(text))
 
 
-def amd_env(env_text, secret_text, presets, gpus):
+def amd_env(env_text: str, secret_text: str, presets: Mapping[str, Any] | None, gpus: int | str) -> tuple[str, str]:
     """What an AMD node's public environment file gains: each preset (ray_rocm_env) that ray_env does not set,
     and HIP_VISIBLE_DEVICES naming the GPUs Ray is given (0..gpus-1) unless ray_env names them. Returns
     (lines to append, error); the error is one line when ray_env sets what breaks verl's workers there."""
@@ -130,7 +133,7 @@ def amd_env(env_text, secret_text, presets, gpus):
     return "\n".join(lines) + "\n", ""
 
 
-def fact_text(fact):
+def fact_text(fact: Any) -> str:
     """The local fact file as Ansible's to_nice_json writes it."""
     return json.dumps(fact, indent=4, sort_keys=True, separators=(",", ": ")) + "\n"
 
@@ -139,7 +142,7 @@ SECRET_BEFORE = "(a secret file: its content is not shown)\n"
 SECRET_AFTER = "(a secret file: its new content is not shown)\n"
 
 
-def file_diff(path, before, after, old_mode, mode):
+def file_diff(path: str, before: str | None, after: str, old_mode: int | None, mode: int) -> dict[str, str]:
     """One entry of a module's ``diff`` (what ``--diff`` prints) for ``path``; a file only its owner may read (mode
     0600 and the like: a token, the secrets' environment) shows that it changes, never its content."""
     secret = not mode & 0o077
@@ -149,7 +152,8 @@ def file_diff(path, before, after, old_mode, mode):
                 after=(SECRET_AFTER if before != after else SECRET_BEFORE) if secret else after)
 
 
-def put(path, text, mode, uid=None, check_mode=False, diff=None):
+def put(path: str, text: str, mode: int, uid: int | None = None, check_mode: bool = False,
+        diff: list[dict[str, str]] | None = None) -> bool:
     """Write ``text`` whole (files.write_atomic) unless ``path`` holds it with ``mode`` (and owner ``uid``);
     True when it (would have) changed. A secret gets its mode before its first byte, its owner right after.
     ``diff``: a list that gets the change as :func:`file_diff` shows it."""
@@ -174,7 +178,7 @@ def put(path, text, mode, uid=None, check_mode=False, diff=None):
     return True
 
 
-def ensure_dir(path, mode, uid=None, check_mode=False, keep_mode=False):
+def ensure_dir(path: str, mode: int, uid: int | None = None, check_mode: bool = False, keep_mode: bool = False) -> bool:
     """Create ``path`` with ``mode`` (and owner) when missing; fix the mode of an existing one unless ``keep_mode``.
     True when it (would have) changed. Never a link (files.refuse_link: /etc/ray made a link to /etc would be chmodded).
     """
@@ -195,9 +199,9 @@ def ensure_dir(path, mode, uid=None, check_mode=False, keep_mode=False):
     return True
 
 
-def open_logs(temp_dir):
+def open_logs(temp_dir: str) -> list[str]:
     """Files under a ``logs`` directory of ``temp_dir`` (same filesystem) that others may read, write or run."""
-    found = []
+    found: list[str] = []
     try:
         device = os.stat(temp_dir).st_dev
     except OSError:
@@ -213,12 +217,13 @@ def open_logs(temp_dir):
                 st = os.lstat(path)
             except OSError:
                 continue
-            if os.path.stat.S_ISREG(st.st_mode) and st.st_mode & 0o007:
+            # os.path.stat is the stat module os.path (posixpath) imports; typeshed does not declare it
+            if os.path.stat.S_ISREG(st.st_mode) and st.st_mode & 0o007:  # type: ignore[attr-defined]
                 found.append(path)
     return found
 
 
-def close_logs(paths):
+def close_logs(paths: Iterable[str]) -> None:
     for path in paths:
         try:
             os.chmod(path, os.lstat(path).st_mode & 0o7770)
@@ -229,28 +234,30 @@ def close_logs(paths):
 class Systemd:
     """The few systemctl calls ray_node makes."""
 
-    def __init__(self, module):
+    def __init__(self, module: Any):
         self.module = module
         self.path = module.get_bin_path("systemctl", required=True)
 
-    def run(self, *args):
+    def run(self, *args: str) -> str:
         rc, out, err = self.module.run_command([self.path] + list(args))
         if rc != 0:
             self.module.fail_json(msg="systemctl %s failed: %s" % (" ".join(args), (err or out).strip().replace("\n", " | ")))
         return out
 
-    def query(self, verb, unit):
+    def query(self, verb: str, unit: str) -> str:
         rc, out, dummy = self.module.run_command([self.path, verb, unit])
         return out.strip() if rc == 0 else ""
 
-    def active(self, unit):
+    def active(self, unit: str) -> bool:
         return self.query("is-active", unit) == "active"
 
-    def enabled(self, unit):
+    def enabled(self, unit: str) -> bool:
         return self.query("is-enabled", unit) in ("enabled", "enabled-runtime", "static", "alias")
 
 
-def wait_for_port(address, timeout, sleep=time.sleep, clock=time.monotonic, connect=socket.create_connection):
+def wait_for_port(address: str, timeout: float, sleep: Callable[[float], Any] = time.sleep,
+                  clock: Callable[[], float] = time.monotonic,
+                  connect: Callable[..., Any] = socket.create_connection) -> str:
     """Wait until ``host:port`` accepts a TCP connection; '' when it does, else why not (one line)."""
     host, dummy, port = address.rpartition(":")
     deadline = clock() + timeout

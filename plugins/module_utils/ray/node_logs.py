@@ -25,11 +25,12 @@ import re
 import stat
 import tarfile
 import time
+from typing import IO, Any, Callable, Iterable, Mapping, Sequence, cast
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import client as ray_client
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import secret_names
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import env_items
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import mask_partial_tail, redact
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import mask_partial_tail, redact_bytes
 
 DEFAULT_TEMP_DIR = "/workspace/ray"
 FACT_PATH = ray_client.FACT_PATH
@@ -51,7 +52,7 @@ class NodeLogsError(Exception):
 
 # Secrets -----------------------------------------------------------------------------------------
 
-def secret_variants(values):
+def secret_variants(values: Iterable[Any] | None) -> list[bytes]:
     """The byte strings to mask for ``values``: each value as is and as it appears inside a JSON
     string (Ray's logs print runtime_envs as JSON), longest first, empty values dropped."""
     out = set()
@@ -72,7 +73,7 @@ def secret_variants(values):
 DEFAULT_SECRET_NAME_PATTERN = secret_names.SECRET_NAME_PATTERN
 
 
-def name_maskers(pattern=DEFAULT_SECRET_NAME_PATTERN):
+def name_maskers(pattern: str = DEFAULT_SECRET_NAME_PATTERN) -> list[re.Pattern[bytes]]:
     """Compiled expressions whose group ``value`` is a secret by its name; [] for an empty pattern."""
     if not pattern:
         return []
@@ -88,7 +89,7 @@ def name_maskers(pattern=DEFAULT_SECRET_NAME_PATTERN):
     ]
 
 
-def read_env_file_values(path):
+def read_env_file_values(path: str) -> list[str]:
     """Values of ``KEY=VALUE`` lines (values JSON-quoted as ray.env.j2 writes them); [] if unreadable."""
     try:
         with open(path, "rb") as f:
@@ -98,7 +99,7 @@ def read_env_file_values(path):
     return [value for dummy, value in env_items(text) if value]
 
 
-def read_secret_file(path):
+def read_secret_file(path: str) -> str:
     try:
         with open(path, "rb") as f:
             return f.read().decode("utf-8", "replace").strip()
@@ -106,7 +107,7 @@ def read_secret_file(path):
         return ""
 
 
-def read_fact(path=None):
+def read_fact(path: str | None = None) -> dict[str, Any]:
     """The node's rlinfra_ray local fact (written by site.yml), {} when absent or unreadable."""
     try:
         return ray_client.local_ray_fact(path or FACT_PATH)
@@ -116,7 +117,7 @@ def read_fact(path=None):
 
 # Choosing the files ------------------------------------------------------------------------------
 
-def validate_ids(submission_id, job_id):
+def validate_ids(submission_id: str | None, job_id: str | None) -> None:
     if not SUBMISSION_ID_RE.match(submission_id or ""):
         raise NodeLogsError("submission_id %r is not a Ray submission id (letters, digits, '_', '.', ':', '-')"
                             % (submission_id,))
@@ -125,7 +126,7 @@ def validate_ids(submission_id, job_id):
                             % (job_id,))
 
 
-def sessions(temp_dir):
+def sessions(temp_dir: str) -> tuple[str | None, list[str]]:
     """(latest session directory or None, every session directory newest first) under ``temp_dir``."""
     latest = None
     link = os.path.join(temp_dir, "session_latest")
@@ -147,14 +148,14 @@ def sessions(temp_dir):
     return latest, found
 
 
-def _mtime(path):
+def _mtime(path: str) -> float:
     try:
         return os.stat(path).st_mtime
     except OSError:
         return 0
 
 
-def _regular(path):
+def _regular(path: str) -> os.stat_result | None:
     try:
         st = os.lstat(path)
     except OSError:
@@ -162,7 +163,7 @@ def _regular(path):
     return st if stat.S_ISREG(st.st_mode) else None
 
 
-def job_file_names(names, submission_id, job_id):
+def job_file_names(names: Sequence[str], submission_id: str, job_id: str | None) -> list[str]:
     """The names among ``names`` (one session's logs) that belong to the job: its driver log, and
     with the hex ``job_id`` its worker logs, their core-worker logs, the driver's core log and the
     runtime_env setup log."""
@@ -182,7 +183,7 @@ def job_file_names(names, submission_id, job_id):
     return out
 
 
-def _session_files(session):
+def _session_files(session: str) -> dict[str, str]:
     """name -> path of the files in a session's logs/ and logs/old/ (Ray's log monitor moves the
     logs of dead workers to old/; a name in logs/ wins)."""
     logs = os.path.join(session, "logs")
@@ -197,7 +198,8 @@ def _session_files(session):
     return found
 
 
-def plan(temp_dir, submission_id, job_id, extra_patterns=()):
+def plan(temp_dir: str, submission_id: str, job_id: str | None,
+         extra_patterns: Iterable[str] = ()) -> list[dict[str, Any]]:
     """What to collect: a list of dicts ``{source, name, kind, size, mtime, latest}``, most useful
     first. Files of the newest session keep their names; files of an older session in which the job
     ran (the node restarted since) go under ``<session_dir_name>/``, with that session's daemon logs."""
@@ -219,7 +221,8 @@ def plan(temp_dir, submission_id, job_id, extra_patterns=()):
                 entries.append(dict(source=files[name], name=prefix + name, kind=kind,
                                     size=st.st_size, mtime=int(st.st_mtime), latest=session == latest))
     seen = set()
-    unique = [e for e in entries if not (e["name"] in seen or seen.add(e["name"]))]
+    # seen.add() gives None: it only marks the name as seen (mypy: func-returns-value)
+    unique = [e for e in entries if not (e["name"] in seen or seen.add(e["name"]))]  # type: ignore[func-returns-value]
 
     def rank(e):
         base = e["name"].rsplit("/", 1)[-1]
@@ -228,7 +231,7 @@ def plan(temp_dir, submission_id, job_id, extra_patterns=()):
     return sorted(unique, key=rank)
 
 
-def read_tail(path, max_bytes):
+def read_tail(path: str, max_bytes: int) -> tuple[bytes, int, bool]:
     """The last ``max_bytes`` of a file, starting at a line boundary when cut; (bytes, size, truncated)."""
     with open(path, "rb") as f:
         f.seek(0, os.SEEK_END)
@@ -241,7 +244,7 @@ def read_tail(path, max_bytes):
     return data, size, True
 
 
-def cut_to_line(data, longest_secret):
+def cut_to_line(data: bytes, longest_secret: int) -> bytes:
     """Drop the partial first line of a cut tail (it could hold the end of a secret); a tail without
     any newline loses as many bytes as the longest secret instead."""
     nl = data.find(b"\n")
@@ -252,7 +255,7 @@ def cut_to_line(data, longest_secret):
 
 # The kernel log ----------------------------------------------------------------------------------
 
-def boot_time(path="/proc/stat"):
+def boot_time(path: str = "/proc/stat") -> float | None:
     """The node's boot as epoch seconds (``btime`` in /proc/stat), what plain dmesg's times count from; None unread."""
     try:
         with open(path, encoding="ascii", errors="replace") as f:
@@ -264,7 +267,8 @@ def boot_time(path="/proc/stat"):
     return None
 
 
-def kernel_log(run, lines, get_bin_path):
+def kernel_log(run: Callable[[list[str]], tuple[int, str, str]], lines: int,
+               get_bin_path: Callable[[str], str | None]) -> tuple[str | None, str | None, list[str]]:
     """The last ``lines`` lines of the kernel log (OOM kills, GPU Xid errors): dmesg, else
     journalctl -k. ``run(argv) -> (rc, out, err)``. Returns (text or None, source, notes)."""
     notes = []
@@ -304,7 +308,7 @@ def kernel_log(run, lines, get_bin_path):
 
 # Packing -----------------------------------------------------------------------------------------
 
-def _add_bytes(tar, name, data, mtime):
+def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes, mtime: float) -> None:
     info = tarfile.TarInfo(name)
     info.size = len(data)
     info.mode = 0o600
@@ -314,7 +318,7 @@ def _add_bytes(tar, name, data, mtime):
     tar.addfile(info, io.BytesIO(data))
 
 
-def _add_dir(tar, name, mtime):
+def _add_dir(tar: tarfile.TarFile, name: str, mtime: float) -> None:
     info = tarfile.TarInfo(name)
     info.type = tarfile.DIRTYPE
     info.mode = 0o700
@@ -322,7 +326,10 @@ def _add_dir(tar, name, mtime):
     tar.addfile(info)
 
 
-def collect(entries, variants, max_file_bytes, max_total_bytes, kernel=None, maskers=(), read=read_tail):
+def collect(entries: Iterable[Mapping[str, Any]], variants: Sequence[bytes], max_file_bytes: int, max_total_bytes: int,
+            kernel: str | None = None, maskers: Sequence[re.Pattern[bytes]] = (),
+            read: Callable[[str, int], tuple[bytes, int, bool]] = read_tail
+            ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, bytes]]:
     """Read, cut and redact the planned entries within the budgets. Returns (files, skipped, blobs)
     where ``files`` describe what was kept (no content), ``blobs`` maps names to redacted bytes."""
     longest = max((len(v) for v in variants), default=0)
@@ -351,7 +358,7 @@ def collect(entries, variants, max_file_bytes, max_total_bytes, kernel=None, mas
                 continue
         if truncated:
             raw = cut_to_line(raw, longest)
-        data, count = redact(raw, variants, maskers)
+        data, count = redact_bytes(raw, variants, maskers)
         data, partial = mask_partial_tail(data, variants)
         blobs[entry["name"]] = data
         total += len(data)
@@ -360,7 +367,8 @@ def collect(entries, variants, max_file_bytes, max_total_bytes, kernel=None, mas
     return files, skipped, blobs
 
 
-def pack(path, blobs, manifest, mtimes=None, root=""):
+def pack(path: str, blobs: Mapping[str, bytes], manifest: Any, mtimes: Mapping[str, float] | None = None,
+         root: str = "") -> int:
     """Write a tar.gz of ``blobs`` plus MANIFEST.json, all under ``root/`` when given: files 0600,
     directories 0700, owned by 0, no links."""
     mtimes = mtimes or {}
@@ -380,7 +388,7 @@ def pack(path, blobs, manifest, mtimes=None, root=""):
     return os.path.getsize(path)
 
 
-def unpack(data, dest):
+def unpack(data: bytes, dest: str) -> tuple[list[str], list[str]]:
     """Unpack a bundle made by :func:`pack` (bytes of a tar.gz) into ``dest`` on the controller:
     directories 0700 (``dest`` and the ones made on the way to it too), files 0600, nothing outside ``dest``. Returns ``(files, refused)``: the names
     written, and the names left out - absolute, with ``..``, links, devices, or under a link."""
@@ -417,7 +425,7 @@ def unpack(data, dest):
             if os.path.islink(target):
                 os.unlink(target)
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
-            with os.fdopen(fd, "wb") as out, tar.extractfile(member) as src:
+            with os.fdopen(fd, "wb") as out, cast("IO[bytes]", tar.extractfile(member)) as src:  # a file: never None
                 while True:
                     chunk = src.read(1 << 20)
                     if not chunk:

@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 from collections import OrderedDict
+from typing import Any, Iterable, Mapping
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import write_if_changed
 from ansible_collections.rlinfra.verl.plugins.module_utils.node.python_env import inputs_digest, python_version, read_json
@@ -23,20 +24,21 @@ RECORD_VERSION = 1
 FLAG = "ray_restart_running_jobs"
 
 
-def digest(value):
+def digest(value: Any) -> str:
     """sha256 of a JSON value, independent of key order."""
     return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode("utf-8")).hexdigest()
 
 
-def part_digests(inputs):
+def part_digests(inputs: Mapping[Any, Any] | None) -> dict[str, str]:
     return {str(key): digest(value) for key, value in (inputs or {}).items()}
 
 
-def record_content(parts, fingerprint):
+def record_content(parts: Mapping[str, str], fingerprint: Any) -> str:
     return json.dumps({"version": RECORD_VERSION, "parts": parts, "fingerprint": fingerprint}, indent=2, sort_keys=True) + "\n"
 
 
-def restart_reasons(record, parts, fingerprint, python_env_changed=False):
+def restart_reasons(record: Mapping[str, Any] | None, parts: Mapping[str, str], fingerprint: Any,
+                    python_env_changed: bool = False) -> list[str]:
     """Why a running Ray would restart, as short names; [] when it runs what it should.
 
     ``no_record``: nothing says what the running Ray was started with (first converge by this collection);
@@ -54,16 +56,17 @@ def restart_reasons(record, parts, fingerprint, python_env_changed=False):
     return reasons
 
 
-def parse_flag(value):
+def parse_flag(value: Any) -> bool:
     """A strict boolean (module_utils/common/switches.py). Raises ValueError otherwise (a typo must never read as
     false, nor as true)."""
     result, error = switch_value(value, FLAG)
     if error:
         raise ValueError(error + ": nothing was changed")
+    assert result is not None  # no error: a boolean
     return result
 
 
-def stop_hint(job):
+def stop_hint(job: Mapping[str, Any]) -> str:
     """The command that stops one job: stop.yml for the jobs submit.yml made, the Ray CLI for the others."""
     meta = job.get("metadata") or {}
     exp = meta.get("rlinfra_experiment")
@@ -77,14 +80,14 @@ def stop_hint(job):
     return cmd
 
 
-def _where(nodes):
-    groups = OrderedDict()
+def _where(nodes: Iterable[Mapping[str, Any]]) -> str:
+    groups: OrderedDict[tuple[Any, ...], list[str]] = OrderedDict()
     for node in nodes:
         groups.setdefault(tuple(node.get("reasons") or ["?"]), []).append(node["host"])
     return "; ".join("%s (%s)" % (", ".join(hosts), ", ".join(reasons)) for reasons, hosts in groups.items())
 
 
-def guard(nodes, allow):
+def guard(nodes: Iterable[Mapping[str, Any]], allow: bool) -> tuple[list[str], list[str], dict[str, list[Any]]]:
     """(errors, warnings, running) for the per-node reports of a site.yml run.
 
     ``nodes``: ``{host, cluster, reports_jobs, restart, reasons, running_jobs, jobs_error}``; the job fields are
@@ -92,12 +95,12 @@ def guard(nodes, allow):
     error per cluster where Ray would restart while a job runs (or while its jobs could not be listed), unless
     ``allow``; then a warning instead. ``running``: cluster -> running submission ids.
     """
-    clusters = OrderedDict()
+    clusters: OrderedDict[str, list[Mapping[str, Any]]] = OrderedDict()
     for node in nodes:
         clusters.setdefault(node.get("cluster") or "default", []).append(node)
     errors, warnings, running = [], [], OrderedDict()
     for name, members in clusters.items():
-        reporter = next((n for n in members if n.get("reports_jobs")), {})
+        reporter: Mapping[str, Any] = next((n for n in members if n.get("reports_jobs")), {})
         jobs = reporter.get("running_jobs") or []
         running[name] = [j.get("submission_id") for j in jobs]
         restarting = [n for n in members if n.get("restart")]
@@ -118,11 +121,11 @@ def guard(nodes, allow):
     return errors, warnings, running
 
 
-def refusal(errors):
+def refusal(errors: Iterable[str]) -> str:
     return "Refusing to restart Ray under a running job, nothing was changed: " + " | ".join(errors)
 
 
-def service_active(module, service):
+def service_active(module: Any, service: str) -> bool:
     systemctl = module.get_bin_path("systemctl")
     if not systemctl:
         return False
@@ -130,7 +133,7 @@ def service_active(module, service):
     return rc == 0 and out.strip() == "active"
 
 
-def node_state(p, module):
+def node_state(p: Mapping[str, Any], module: Any) -> dict[str, Any]:
     """rlinfra.verl.ray_node_state's result for validated parameters ``p``: ``module`` is the AnsibleModule, or a
     plain_module.PlainModule when the action runs this as a plain script on the node."""
     record = read_json(p["path"]) if os.path.exists(p["path"]) else None
@@ -173,7 +176,7 @@ GUARD_ARGUMENT_SPEC = dict(
 )
 
 
-def guard_result(params):
+def guard_result(params: Mapping[str, Any]) -> dict[str, Any]:
     """The result for validated arguments (the module and its controller-side action plugin share it)."""
     try:
         allow = parse_flag(params["restart_running_jobs"])
@@ -181,7 +184,7 @@ def guard_result(params):
         return dict(failed=True, msg=str(e))
     nodes = params["nodes"]
     errors, warnings, running = guard(nodes, allow)
-    restarting = {}
+    restarting: dict[str, list[str]] = {}
     for node in nodes:
         if node["restart"]:
             restarting.setdefault(node["cluster"], []).append(node["host"])

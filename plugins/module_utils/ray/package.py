@@ -24,6 +24,7 @@ import os
 import re
 import stat
 import zipfile
+from typing import Any, Iterable, Iterator, Sequence
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.vocabulary import leads_outside
 
@@ -50,7 +51,7 @@ class PackageError(Exception):
 
 
 class PackageTooLarge(PackageError):
-    def __init__(self, msg, size):
+    def __init__(self, msg: str, size: int):
         super().__init__(msg)
         self.size = size
 
@@ -61,7 +62,7 @@ class DestError(OSError):
 
 
 @contextlib.contextmanager
-def _writing(path):
+def _writing(path: str | None) -> Iterator[None]:
     try:
         yield
     except DestError:
@@ -70,22 +71,22 @@ def _writing(path):
         raise DestError(e.errno, e.strerror or str(e), path) from e
 
 
-def excludes_item(rel):
+def excludes_item(rel: str) -> str:
     """``rel`` as an item of the experiment's ``excludes`` list, for a line that suggests one."""
     return '"%s"' % rel.replace("\\", "\\\\").replace('"', '\\"')
 
 
-def _link_out(root, rel):
+def _link_out(root: str, rel: str) -> PackageError:
     return PackageError("working_dir %s: %s leads outside it through a symbolic link, and a job is sent only the "
                         "working_dir's own files: copy what it needs into the working_dir, or leave the link out with "
                         "the experiment's excludes (e.g. excludes: [%s])" % (root, rel, excludes_item(rel)))
 
 
-def mib(n):
+def mib(n: float) -> str:
     return "%.1f MiB" % (n / 1024.0 / 1024.0)
 
 
-def _matches(pattern, rel, name, is_dir):
+def _matches(pattern: str, rel: str, name: str, is_dir: bool) -> bool:
     """gitignore-like matching of one pattern against a path relative to the root."""
     pattern = pattern.strip()
     if not pattern:
@@ -99,12 +100,12 @@ def _matches(pattern, rel, name, is_dir):
     return fnmatch.fnmatchcase(name, pattern)
 
 
-def is_excluded(rel, is_dir, excludes):
+def is_excluded(rel: str, is_dir: bool, excludes: Iterable[str]) -> bool:
     name = rel.rsplit("/", 1)[-1]
     return any(_matches(p, rel, name, is_dir) for p in excludes)
 
 
-def iter_entries(root, excludes=DEFAULT_EXCLUDES):
+def iter_entries(root: str, excludes: Sequence[str] = DEFAULT_EXCLUDES) -> Iterator[tuple[str, str, bool]]:
     """Yield ``(relative posix path, absolute path, is_dir)`` in a stable order.
 
     Directories are yielded only when empty (as Ray does); excluded directories are not entered;
@@ -164,7 +165,8 @@ class _Counter(io.RawIOBase):
         return len(b)
 
 
-def build_package(root, excludes=None, max_bytes=RAY_PACKAGE_MAX_BYTES, dest=None, experiments_dir=None):
+def build_package(root: str, excludes: Iterable[str] | None = None, max_bytes: int = RAY_PACKAGE_MAX_BYTES,
+                  dest: str | None = None, experiments_dir: str | None = None) -> dict[str, Any]:
     """Zip ``root`` deterministically.
 
     ``excludes`` are added to :data:`DEFAULT_EXCLUDES`. Writes the zip to ``dest`` (a path) when
@@ -182,12 +184,13 @@ def build_package(root, excludes=None, max_bytes=RAY_PACKAGE_MAX_BYTES, dest=Non
     patterns = tuple(DEFAULT_EXCLUDES) + tuple(excludes or ())
     part = None if dest is None else dest + ".part"
     if part is None:
-        sink = io.BytesIO()
+        sink: Any = io.BytesIO()  # else the file at part: read back only when in memory
     else:
         with _writing(part):
             sink = open(part, "wb")
     counter = _Counter(max_bytes, sink, part)
     files = 0
+    out: Any  # a member's writer in the loop below, then the dict returned
     try:
         with zipfile.ZipFile(counter, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6) as zf:
             for rel, full, is_dir in iter_entries(root, patterns):
@@ -209,6 +212,7 @@ def build_package(root, excludes=None, max_bytes=RAY_PACKAGE_MAX_BYTES, dest=Non
                         out.write(chunk)
                 files += 1
         if part is not None:
+            assert dest is not None  # part is made from dest
             with _writing(part):
                 sink.close()
                 os.chmod(part, 0o600)
@@ -228,7 +232,7 @@ def build_package(root, excludes=None, max_bytes=RAY_PACKAGE_MAX_BYTES, dest=Non
     return out
 
 
-def _drop(sink, part):
+def _drop(sink: Any, part: str | None) -> None:
     """The half-written zip goes; a second failure on the way (the disk still full) never hides the first."""
     if part is None:
         return
@@ -239,19 +243,19 @@ def _drop(sink, part):
             os.unlink(part)
 
 
-def package_uri(data):
+def package_uri(data: bytes) -> str:
     """Content-addressed URI of zip bytes (Ray's ``get_uri_for_package`` naming)."""
     return "gcs://%s%s.zip" % (RAY_PKG_PREFIX, hashlib.sha1(data).hexdigest())
 
 
-def package_name(uri):
+def package_name(uri: str | None) -> str:
     match = _URI.match(uri or "")
     if not match:
         raise PackageError("not a package URI made by rlinfra: %r (expected gcs://_ray_pkg_<sha1>.zip)" % uri)
     return match.group(1)
 
 
-def read_package(src):
+def read_package(src: str) -> bytes:
     """The bytes of the working_dir zip at ``src`` on this host, checked as Ray will take them (PackageError)."""
     if not os.path.isfile(src):
         raise PackageError("src %s is not a file (the working_dir zip made by rlinfra.verl.verl_experiment)" % src)
@@ -265,7 +269,7 @@ def read_package(src):
         raise PackageError("src %s cannot be read: %s" % (src, e.strerror or e))
 
 
-def ensure_package(client, uri, data):
+def ensure_package(client: Any, uri: str, data: bytes) -> bool:
     """Upload ``data`` as ``uri`` unless the cluster has it. Returns True when it was uploaded.
 
     ``client`` is a :class:`ray_client.RayClient` (anything with ``has_package`` and

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any, Iterable, Mapping, Sequence
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.cluster_shape import cluster_shape, world_size
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl.metrics import describe as describe_metrics
@@ -52,19 +53,19 @@ LOST_NODE_SIGNS = re.compile(
     r"NCCL (?:error|communicator was aborted)|ncclRemoteError|Connection reset by peer", re.IGNORECASE)
 
 
-def looks_like_lost_node(text):
+def looks_like_lost_node(text: str | None) -> bool:
     """Whether a failure's message or log tail reads like a node (or its processes) went away."""
     return bool(LOST_NODE_SIGNS.search(text or ""))
 
 
-def hms(seconds):
+def hms(seconds: float | None) -> str:
     if seconds is None:
         return "-"
     seconds = int(max(0, seconds))
     return "%d:%02d:%02d" % (seconds // 3600, seconds // 60 % 60, seconds % 60)
 
 
-def fmt_metric(value):
+def fmt_metric(value: Any) -> str:
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value):
             return str(value)
@@ -72,7 +73,7 @@ def fmt_metric(value):
     return str(value)
 
 
-def pick_metrics(metrics, preferred, limit):
+def pick_metrics(metrics: Mapping[str, Any] | None, preferred: Iterable[str], limit: int) -> list[tuple[str, Any]]:
     metrics = metrics or {}
     chosen = [k for k in preferred if k in metrics][:limit]
     if not chosen:
@@ -80,7 +81,7 @@ def pick_metrics(metrics, preferred, limit):
     return [(k, metrics[k]) for k in chosen]
 
 
-def progress_line(label, res, preferred, limit, attempt=1):
+def progress_line(label: str, res: Mapping[str, Any], preferred: Iterable[str], limit: int, attempt: int = 1) -> str:
     status = res.get("status") or "UNKNOWN"
     head = "%s: %s%s" % (label, status, " (attempt %d)" % attempt if attempt > 1 else "") if label else status
     parts = [head, hms(res.get("duration_s"))]
@@ -97,7 +98,7 @@ def progress_line(label, res, preferred, limit, attempt=1):
 TOTAL_STEP_KEYS = ("trainer.total_training_steps", "grpo.max_num_steps")
 
 
-def total_steps(template):
+def total_steps(template: Mapping[str, Any] | None) -> int | None:
     """The run's last step from a rendered job template's overrides, or None when it names none."""
     for key, value in (template or {}).get("pairs") or []:
         if key.lstrip("+") in TOTAL_STEP_KEYS and isinstance(value, int) and not isinstance(value, bool) and value > 0:
@@ -105,7 +106,7 @@ def total_steps(template):
     return None
 
 
-def deadline_line(deadline, left, step, per_step, total):
+def deadline_line(deadline: Any, left: float, step: int, per_step: float, total: int | None) -> str:
     """Where recovery.deadline (``left`` seconds away) cuts the run at ``per_step`` seconds a step, from ``step``."""
     pace = "%.1f s a step" % per_step
     if left <= 0:
@@ -119,36 +120,36 @@ def deadline_line(deadline, left, step, per_step, total):
                 deadline, hms(left), reach, " of %d" % total if total else "", pace))
 
 
-def recovery_settings(recovery):
+def recovery_settings(recovery: Mapping[str, Any] | None) -> dict[str, Any]:
     """The experiment's ``recovery`` mapping with its defaults."""
-    out = dict(RECOVERY_DEFAULTS)
+    out: dict[str, Any] = dict(RECOVERY_DEFAULTS)
     out.update({k: v for k, v in (recovery or {}).items() if v is not None})
     out["on"] = list(out["on"])
     return out
 
 
-def node_label(node, names):
+def node_label(node: Mapping[str, Any], names: Mapping[str, str] | None) -> str:
     """``rlinfra-sbx-3 (172.23.0.4)``: the inventory host when the address is known, else the address."""
     ip = node.get("node_ip") or node.get("node_name") or node.get("node_id", "?")[:12]
     host = (names or {}).get(ip) or (names or {}).get(node.get("node_name") or "")
     return "%s (%s)" % (host, ip) if host else "%s (not in the inventory)" % ip
 
 
-def alive(nodes):
+def alive(nodes: Iterable[dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
     return {n["node_id"]: n for n in nodes or [] if n.get("state") == "ALIVE" and n.get("node_id")}
 
 
-def head_id(nodes):
+def head_id(nodes: Iterable[dict[str, Any]] | None) -> str | None:
     return next((i for i, n in alive(nodes).items() if n.get("is_head")), None)
 
 
-def lost_nodes(known, nodes):
+def lost_nodes(known: Mapping[str, dict[str, Any]], nodes: Iterable[dict[str, Any]] | None) -> list[dict[str, Any]]:
     """Nodes of ``known`` (node_id -> node, alive when last seen) that are not alive in ``nodes``."""
     now = alive(nodes)
     return [n for i, n in known.items() if i not in now]
 
 
-def end_event(status, lost_in_attempt, stopped_by_us=False):
+def end_event(status: str | None, lost_in_attempt: Sequence[Any], stopped_by_us: bool = False) -> str | None:
     """Why a terminal attempt ended, as a recovery event name."""
     if status == "SUCCEEDED":
         return "succeeded"
@@ -157,7 +158,7 @@ def end_event(status, lost_in_attempt, stopped_by_us=False):
     return "node_lost" if lost_in_attempt else "failed"
 
 
-def can_recover(event, settings, restarts_used):
+def can_recover(event: str | None, settings: Mapping[str, Any], restarts_used: int) -> tuple[bool, str]:
     """(True, '') or (False, why not) for an event, given the experiment's recovery settings."""
     if event not in settings["on"]:
         if settings["max_restarts"] <= 0:
@@ -169,7 +170,8 @@ def can_recover(event, settings, restarts_used):
     return True, ""
 
 
-def shape_check(ckpt, nodes, allow_reshard=False):
+def shape_check(ckpt: Mapping[str, Any] | None, nodes: Iterable[Mapping[str, Any]],
+                allow_reshard: bool = False) -> tuple[bool, str]:
     """(ok, line): whether the latest checkpoint (``verl_checkpoint_info``'s result) can resume on a
     cluster made of ``nodes``. Without shards (no checkpoint, or not an FSDP one) there is nothing
     to check."""
@@ -178,6 +180,7 @@ def shape_check(ckpt, nodes, allow_reshard=False):
     written = (ckpt or {}).get("world_size")
     if not written or written == now:
         return True, ""
+    assert ckpt is not None  # its world size was read
     line = ("checkpoint %s (step %s) was written by world size %d (model_world_size_%d_rank_*.pt) but the cluster "
             "now has %d node(s) x %d GPU(s) = world size %d"
             % (ckpt.get("step_dir"), ckpt.get("latest_step"), written, written, nnodes, gpus, now))
@@ -187,7 +190,7 @@ def shape_check(ckpt, nodes, allow_reshard=False):
                           "again, or set recovery.allow_reshard: true if the trainer can reshard" % written)
 
 
-def incomplete_line(ckpt):
+def incomplete_line(ckpt: Mapping[str, Any]) -> str:
     """What the resume passes over: the tracker's step lacks shards, or its directory is gone."""
     gaps = "; ".join("step %s %s" % (i["step"], "has no directory" if i["missing_ranks"] is None else
                                      "lacks the shards of rank(s) %s" % ", ".join(str(r) for r in i["missing_ranks"][:8])
@@ -201,7 +204,7 @@ def incomplete_line(ckpt):
             "(%s)" % (ckpt.get("path"), gaps, ckpt["resume_step"], ckpt.get("resume_dir")))
 
 
-def not_resumed_cause(template, step):
+def not_resumed_cause(template: Mapping[str, Any] | None, step: Any) -> str:
     """Why an attempt may have started over, from the overrides it was given (the experiment's params)."""
     params = dict((k, v) for k, v in (template or {}).get("pairs") or [])
     async_keys = sorted(k for k, v in params.items() if k.endswith("async_save") and str(v).lower() in ("true", "1"))
@@ -216,7 +219,8 @@ def not_resumed_cause(template, step):
             "trainer.default_local_dir the run's checkpoint directory) and that the checkpoint's step directory is whole")
 
 
-def attempt_row(attempt, sid, res, why, started=None, stopped=False):
+def attempt_row(attempt: int, sid: str, res: Mapping[str, Any] | None, why: str | None, started: Any = None,
+                stopped: bool = False) -> dict[str, Any]:
     """One row of the summary; an attempt that had not ended when it was given up on is STOPPED (by
     the wait) or LOST (with the head)."""
     status = (res or {}).get("status")
@@ -227,7 +231,8 @@ def attempt_row(attempt, sid, res, why, started=None, stopped=False):
                 end_time=(res or {}).get("end_time"), duration_s=(res or {}).get("duration_s"))
 
 
-def summary_lines(result, preferred=tuple(DEFAULT_METRICS), limit=6):
+def summary_lines(result: Mapping[str, Any], preferred: Iterable[str] = tuple(DEFAULT_METRICS),
+                  limit: int = 6) -> list[str]:
     """The end-of-run summary the playbook prints, from the wait's result."""
     lines = []
     metrics = pick_metrics(result.get("last_metrics"), list(preferred), limit)

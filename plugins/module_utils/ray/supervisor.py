@@ -27,6 +27,7 @@ import os
 import re
 import sys
 import time
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import PlainModule
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import attempts
@@ -50,19 +51,19 @@ KEPT = ("sid", "attempt", "restarts", "rows", "lost", "events", "marks", "res", 
 PROGRAM = ("ray.supervisor", "main", ("hyperbolic.client",))
 
 
-def snapshot(dog):
+def snapshot(dog: watchdog.Watchdog) -> dict[str, Any]:
     """The watchdog's state as plain data (JSON)."""
     return json.loads(json.dumps({k: getattr(dog, k) for k in KEPT}, default=str))
 
 
-def restore(dog, saved):
+def restore(dog: watchdog.Watchdog, saved: Any) -> watchdog.Watchdog:
     for key in KEPT:
         if key in (saved or {}):
             setattr(dog, key, saved[key])
     return dog
 
 
-def _functions():
+def _functions() -> dict[str, Callable[..., Any]]:
     """The node-side functions the watch's requests are done with (module_utils, imported when first needed)."""
     from ansible_collections.rlinfra.verl.plugins.module_utils.ray import cluster_info, job_poll, job_run
     from ansible_collections.rlinfra.verl.plugins.module_utils.verl import checkpoint
@@ -70,7 +71,7 @@ def _functions():
                 checkpoint=lambda params, module: checkpoint.inspect(params["path"]), upload=upload)
 
 
-def upload(params, module):
+def upload(params: Mapping[str, Any], module: Any) -> dict[str, Any]:
     """rlinfra.verl.ray_package's work: the working_dir zip kept on the head, sent when the cluster lacks it."""
     from ansible_collections.rlinfra.verl.plugins.module_utils.ray import package
     from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayError, client_from_module
@@ -85,7 +86,9 @@ def upload(params, module):
 class Supervisor:
     """One run's watch on the head: the watchdog's requests done here, its state kept after each."""
 
-    def __init__(self, config, directory, clock=time.time, sleep=time.sleep, functions=None, systemctl=None):
+    def __init__(self, config: dict[str, Any], directory: str, clock: Callable[[], float] = time.time,
+                 sleep: Callable[[float], Any] = time.sleep, functions: Mapping[str, Callable[..., Any]] | None = None,
+                 systemctl: Callable[..., tuple[int, str, str]] | None = None):
         self.config = config
         self.directory = directory
         self.clock, self.sleep = clock, sleep
@@ -106,23 +109,24 @@ class Supervisor:
         self.state["unit"] = unit_name(self.base)
         log = self.state.get("log") or {}
         self.follow = verl_metrics.Follow(None)
+        self.log: dict[str, Any]  # where the attempt's driver log was read to
         self.log = dict(sid=log.get("sid"), offset=log.get("offset") or 0, file_id=log.get("file_id") or "",
                         size=log.get("size") or 0, first=log.get("first"))
         if self.log["sid"] == self.dog.sid:
             self.follow.first = self.log["first"]
             self.follow.last = (self.dog.step, {})
-        self.shared_error = None
+        self.shared_error: str | None = None
 
     # --- the state ---------------------------------------------------------------------------
 
-    def save(self):
+    def save(self) -> None:
         self.state["dog"] = snapshot(self.dog)
         self.state["log"] = dict(self.log, first=self.follow.first)
         self.state["saved_at"] = self.clock()
         write_private(self.state_path, self.state)
         self.share()
 
-    def share(self):
+    def share(self) -> None:
         """The state's copy beside the checkpoints: what a new cluster (or a human) finds on the shared volume."""
         ckpt = self.args.get("checkpoint_dir")
         if not ckpt or not os.path.isdir(ckpt):
@@ -134,14 +138,14 @@ class Supervisor:
                 self.shared_error = str(e)
                 self.say("the state's copy in %s cannot be written (%s); the head's copy is kept" % (ckpt, e))
 
-    def say(self, line):
+    def say(self, line: str) -> None:
         self.state["said"] += 1
         self.state["lines"].append([self.state["said"], round(self.clock(), 1), line])
         del self.state["lines"][:-KEPT_LINES]
 
     # --- the watchdog's requests, done here ------------------------------------------------
 
-    def call(self, name, params):
+    def call(self, name: str, params: dict[str, Any]) -> dict[str, Any]:
         module = PlainModule(params, self.config.get("secret_values") or [], False)
         try:
             value = self.functions[name](params, module)
@@ -149,13 +153,13 @@ class Supervisor:
             value = dict(failed=True, msg="%s: %s" % (type(e).__name__, e))
         return module.reply(value if isinstance(value, dict) else dict(failed=True, msg="no result"))
 
-    def params(self, module, **given):
+    def params(self, module: str, **given: Any) -> dict[str, Any]:
         out = dict((self.config.get("defaults") or {}).get(module) or {})
         out.update(self.config.get("dash") or {})
         out.update(given)
         return out
 
-    def poll(self, seconds, tail=None):
+    def poll(self, seconds: float, tail: int | None = None) -> dict[str, Any]:
         sid = self.dog.sid
         if self.log["sid"] != sid:
             self.log = dict(sid=sid, offset=0, file_id="", size=0, first=None)
@@ -177,7 +181,7 @@ class Supervisor:
         self.note_checkpoint()
         return res
 
-    def note_checkpoint(self):
+    def note_checkpoint(self) -> None:
         """The newest checkpoint step on the shared volume (one small file read a poll): what a controller that finds
         the head gone names as the step a new cluster resumes from."""
         ckpt = self.args.get("checkpoint_dir")
@@ -185,14 +189,14 @@ class Supervisor:
         if step is not None and step != (self.state.get("checkpoint") or {}).get("step"):
             self.state["checkpoint"] = dict(step=step, dir=ckpt, at=round(self.clock(), 1))
 
-    def poll_params(self, seconds, tail):
+    def poll_params(self, seconds: float, tail: int | None) -> dict[str, Any]:
         return self.params(
             "ray_job_poll", submission_id=self.dog.sid, timeout=int(seconds), poll_interval=self.args["poll_interval"],
             logs_tail_lines=self.config.get("logs_tail_lines", 50) if tail is None else tail,
             runtime_env={"env_vars": dict((self.args.get("runtime_env") or {}).get("env_vars") or {})},
             secret_names=self.config.get("secret_names") or [], log_offset=self.log["offset"], log_file_id=self.log["file_id"])
 
-    def take_log(self, res):
+    def take_log(self, res: Mapping[str, Any]) -> bool:
         if not res.get("found") or "log_offset" not in res:
             return False
         if res.get("log_reset"):
@@ -204,7 +208,7 @@ class Supervisor:
             self.follow.finish()
         return behind
 
-    def do(self, request):
+    def do(self, request: Sequence[Any]) -> Any:
         kind, params = request[0], request[1:]
         if kind == "poll":
             return self.poll(params[0], tail=params[1])
@@ -239,7 +243,7 @@ class Supervisor:
             return self.replace(params[0])
         raise ValueError("the watchdog asked for %r, which the supervisor does not do" % kind)
 
-    def replace(self, nodes):
+    def replace(self, nodes: list[dict[str, Any]]) -> dict[str, Any]:
         """recovery.replace: machines gone for good rented again and converged from the head
         (module_utils/hyperbolic/replace.py); each step one line."""
         conf = self.config.get("replace")
@@ -253,7 +257,7 @@ class Supervisor:
         except Exception as e:  # noqa: BLE001 - a replacement that broke is the watch's answer, never the supervisor's end
             return dict(failed=True, msg="%s: %s" % (type(e).__name__, e))
 
-    def say_masked(self, secrets):
+    def say_masked(self, secrets: Iterable[str]) -> Callable[[str], None]:
         from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import mask_patterns, masked
 
         def say(line):
@@ -263,7 +267,7 @@ class Supervisor:
 
     # --- the run ------------------------------------------------------------------------------
 
-    def adopt(self):
+    def adopt(self) -> None:
         """After a restart: an attempt newer than the state's (submitted, then the supervisor died before it could
         record it) is the one to watch."""
         info = self.call("cluster", self.params("ray_cluster_info", jobs=True, timeout=60, wait_for_nodes=1))
@@ -276,7 +280,7 @@ class Supervisor:
         self.dog.restarts, self.dog.recovering, self.dog.expect_from = newest["attempt"] - 1, None, None
         self.dog.new_attempt()
 
-    def run(self):
+    def run(self) -> dict[str, Any]:
         """The watch to its end; the end is kept in the state (``final``), the run's secrets file removed."""
         if self.state.get("final"):
             return self.state["final"]
@@ -289,7 +293,7 @@ class Supervisor:
             self.say("the supervisor watches %s on the head (pid %d)" % (self.dog.sid, os.getpid()))
             steps = self.dog.watch(self.clock())
         self.save()
-        ended = ("error", "the supervisor's watch ended without a reason")
+        ended: tuple[str, str | None] = ("error", "the supervisor's watch ended without a reason")
         try:
             request = next(steps)
             while True:
@@ -307,7 +311,7 @@ class Supervisor:
             steps.close()
         return self.finish(*ended)
 
-    def finish(self, reason, line):
+    def finish(self, reason: str, line: str | None) -> dict[str, Any]:
         result = self.dog.result(reason, line, self.clock(), preferred=self.config.get("metrics") or ())
         result.pop("logs_tail", None)
         self.state["final"] = dict(reason=reason, line=line, ended_at=self.clock(), status=result.get("status"),
@@ -333,7 +337,7 @@ class Supervisor:
         self.save()
         return self.state["final"]
 
-    def clean_up(self):
+    def clean_up(self) -> None:
         """At the run's end what it held on the head for its recoveries goes: the API key (on_end, recovery.replace)
         leaves its config; the replacement kit's SSH key (which opens every node) and the working_dir zip kept for a
         re-upload are removed unless another run still going uses them."""
@@ -350,7 +354,7 @@ class Supervisor:
         if package and PACKAGE_NAME.match(os.path.basename(package)):
             self.remove_unused(package, "the working_dir zip", package_of)
 
-    def remove_unused(self, path, what, of):
+    def remove_unused(self, path: str, what: str, of: Callable[[Mapping[str, Any]], Any]) -> None:
         """``path`` removed unless another run going on uses it (``of(config)`` names what a run uses)."""
         mine = of(self.config)
         users = still_used(os.path.dirname(self.directory), self.directory, lambda config: of(config) == mine)
@@ -365,7 +369,7 @@ class Supervisor:
         except OSError as e:
             self.say("could not remove %s %s: %s" % (what, path, e))
 
-    def give_back(self):
+    def give_back(self) -> None:
         """on_end: the cluster's rentals given back (the head's own included: this is its last act), after a grace in
         which a following playbook saves the logs and the report."""
         release = dict(self.config.get("release") or {})
@@ -386,7 +390,7 @@ class Supervisor:
         self.save()
 
 
-def still_used(runs, own, uses):
+def still_used(runs: str, own: str, uses: Callable[[dict[str, Any]], Any]) -> list[str]:
     """The runs under ``runs`` (one directory each, as /var/lib/rlinfra/runs) other than ``own`` that have not ended and
     whose config ``uses(config)`` says uses what this run is about to remove."""
     try:
@@ -407,11 +411,11 @@ def still_used(runs, own, uses):
     return users
 
 
-def kit_of(config):
+def kit_of(config: Mapping[str, Any]) -> str | None:
     return (config.get("replace") or {}).get("dir")
 
 
-def package_of(config):
+def package_of(config: Mapping[str, Any]) -> str | None:
     return ((((config.get("args") or {}).get("job") or {}).get("package")) or {}).get("src")
 
 
@@ -428,18 +432,18 @@ GAVE_UP = ("failed", "node_lost", "head_restart", "stalled", "not_resumed", "no_
            "package", "submit", "timeout", "missing", "unreachable", "deadline", "replace")
 
 
-def on_end_releases(on_end, reason):
+def on_end_releases(on_end: str | None, reason: str) -> bool:
     """Whether a run that ended for ``reason`` gives its machines back under ``on_end``."""
     return on_end == "release" and reason == "succeeded" or on_end == "release_always" and reason in GAVE_UP + ("succeeded",)
 
 
 class Done(Exception):
-    def __init__(self, reason, line):
+    def __init__(self, reason: str, line: str | None):
         super().__init__(line)
         self.reason, self.line = reason, line
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     """The unit's process: ``<bundle> /var/lib/rlinfra/runs/<id>/config.json``."""
     argv = sys.argv[1:] if argv is None else argv
     path = argv[0]

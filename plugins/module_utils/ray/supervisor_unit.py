@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import time
+from typing import Any, Callable, Mapping
 
 RUNS_DIR = "/var/lib/rlinfra/runs"
 BUNDLE_DIR = "/var/lib/rlinfra/supervisor"
@@ -20,17 +21,18 @@ UNIT_DIR = "/etc/systemd/system"
 RUNNING = ("active", "activating", "reloading")
 
 
-def unit_name(base):
+def unit_name(base: str) -> str:
     return "rlinfra-run-%s.service" % base
 
 
-def run_dir(base, root=RUNS_DIR):
+def run_dir(base: str, root: str = RUNS_DIR) -> str:
     return os.path.join(root, base)
 
 
-def write_private(path, data):
+def write_private(path: str, data: Any) -> None:
     """``data`` as JSON in ``path``, 0600, whole or not at all (a reader never sees half of it)."""
     tmp = "%s.%d.tmp" % (path, os.getpid())
+    fd: int | None  # None once the file object owns it
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
     try:
         os.fchmod(fd, 0o600)
@@ -45,7 +47,7 @@ def write_private(path, data):
     os.replace(tmp, path)
 
 
-def load(path):
+def load(path: str) -> dict[str, Any]:
     """The JSON in ``path``, {} when there is none; ValueError when it is not JSON."""
     try:
         with open(path, encoding="utf-8") as handle:
@@ -55,7 +57,7 @@ def load(path):
     return data if isinstance(data, dict) else {}
 
 
-def _systemctl(*args):
+def _systemctl(*args: str) -> tuple[int, str, str]:
     try:
         proc = subprocess.run(["systemctl"] + list(args), capture_output=True, text=True, timeout=60, check=False)
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -84,7 +86,7 @@ WantedBy=multi-user.target
 """
 
 
-def _write_if_changed(path, text, mode):
+def _write_if_changed(path: str, text: str, mode: int) -> bool:
     try:
         with open(path, encoding="utf-8") as handle:
             if handle.read() == text and (os.stat(path).st_mode & 0o777) == mode:
@@ -100,19 +102,21 @@ def _write_if_changed(path, text, mode):
     return True
 
 
-def _private_dir(path):
+def _private_dir(path: str) -> None:
     os.makedirs(path, mode=0o700, exist_ok=True)
     if os.path.islink(path):
         raise OSError("%s is a symbolic link; the supervisor's state is never written through one" % path)
     os.chmod(path, 0o700)
 
 
-def booted(marker="/run/systemd/system"):
+def booted(marker: str = "/run/systemd/system") -> bool:
     """Whether systemd manages this host (sd_booted(3)'s test)."""
     return os.path.isdir(marker)
 
 
-def manage(p, module, systemctl=None, root=RUNS_DIR, bundle_dir=BUNDLE_DIR, unit_dir=UNIT_DIR, systemd=None):
+def manage(p: Mapping[str, Any], module: Any, systemctl: Callable[..., tuple[int, str, str]] | None = None,
+           root: str = RUNS_DIR, bundle_dir: str = BUNDLE_DIR, unit_dir: str = UNIT_DIR,
+           systemd: bool | None = None) -> dict[str, Any]:
     """The module's work: ``started`` installs and starts the run's unit (or leaves a running one alone: the controller
     attaches), ``read`` gives the state and the lines said since ``since``, ``stopped`` stops the unit and keeps why.
     A head without systemd (a container without an init, a loopback test) gets ``no_systemd``, the line saying so."""
@@ -171,12 +175,14 @@ def manage(p, module, systemctl=None, root=RUNS_DIR, bundle_dir=BUNDLE_DIR, unit
     return dict(view(state, True, 0, unit), changed=True, attached=bool(state))
 
 
-def news(state, since):
+def news(state: Mapping[str, Any], since: int) -> bool:
     """Whether the state has something a follower at line ``since`` has not seen: a new line, or the run's end."""
     return bool(state.get("final")) or (state.get("said") or 0) > since
 
 
-def await_news(path, since, seconds, running, clock=time.monotonic, sleep=time.sleep, pause=0.5):
+def await_news(path: str, since: int, seconds: float, running: Callable[[], bool],
+               clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], Any] = time.sleep,
+               pause: float = 0.5) -> dict[str, Any]:
     """The state once it has news for a follower at line ``since`` (:func:`news`), the supervisor stopped, or ``seconds``
     passed: one call per follow instead of a read each ``progress_interval``, and the run's end seen when it comes. The
     file is read again only when it changed (its mtime and size)."""
@@ -201,7 +207,7 @@ def await_news(path, since, seconds, running, clock=time.monotonic, sleep=time.s
         sleep(pause)
 
 
-def view(state, active, since, unit):
+def view(state: Mapping[str, Any], active: bool, since: int, unit: str) -> dict[str, Any]:
     """What the controller reads: the run's state, only the lines after ``since``, and ``report``: what status.yml
     prints of it."""
     lines = [line for line in state.get("lines") or [] if line[0] > since]
@@ -210,7 +216,7 @@ def view(state, active, since, unit):
                 said=state.get("said") or 0, report=report(state, active, unit))
 
 
-def report(state, active, unit, last=5):
+def report(state: Mapping[str, Any], active: bool, unit: str, last: int = 5) -> list[str]:
     """status.yml's lines about the supervisor: whether it runs, what it watches or how the run ended, what it said
     last. None of it when the run never had one."""
     if not state:

@@ -31,11 +31,21 @@ module_utils/ray/recovery.py; attempt names in module_utils/ray/attempts.py."""
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import attempts
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_render
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import recovery
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+
+if TYPE_CHECKING:
+    from typing import Generator, TypeVar
+
+    _T = TypeVar("_T")
+    # The watch's generators: they yield a request, receive (answer, now) and return _T.
+    Steps = Generator[tuple[Any, ...], tuple[Any, float], _T]
+    # The end of a watch: (reason, the line that says it; None when it succeeded).
+    End = tuple[str, str | None]
 
 # The result keys taken from the last poll of the job.
 RESULT_KEYS = ("submission_id", "status", "message", "start_time", "end_time", "duration_s", "driver_exit_code",
@@ -53,8 +63,9 @@ REPLACE_BY_HAND = ("bring the machine back by hand (provision.yml rents what the
 class Watchdog:
     """One run's watch: its attempts, the nodes it has seen, the faults and what was done about them."""
 
-    def __init__(self, args, now, names=None, wall=None):
-        opts = dict(OPTIONS)
+    def __init__(self, args: Mapping[str, Any], now: float, names: Mapping[str, str] | None = None,
+                 wall: float | None = None):
+        opts: dict[str, Any] = dict(OPTIONS)
         opts.update((k, v) for k, v in args.items() if k in OPTIONS or k == "submission_id")
         self.opts = opts
         self.settings = recovery.recovery_settings(opts["recovery"])
@@ -67,59 +78,59 @@ class Watchdog:
         # The dashboard URL the modules on the target used; the action keeps it current from each poll.
         self.address = args.get("address")
         self.t0 = self.now = now
-        self.known = {}            # node_id -> node, alive when last seen
-        self.head = None           # node_id of the alive head
-        self.lost = []             # every node that left, for the summary
-        self.rows = []             # one per ended attempt
-        self.events = []           # timings of faults and recoveries
+        self.known: dict[str, dict[str, Any]] = {}            # node_id -> node, alive when last seen
+        self.head: str | None = None           # node_id of the alive head
+        self.lost: list[dict[str, Any]] = []             # every node that left, for the summary
+        self.rows: list[dict[str, Any]] = []             # one per ended attempt
+        self.events: list[dict[str, Any]] = []           # timings of faults and recoveries
         # What the run report marks besides the events (a node back, the dashboard answering again): kept apart, the
         # result's ``events`` stay the faults and recoveries that the summary and users' playbooks read.
-        self.marks = []
-        self.res = {}              # the job as the last poll that found it gave it
-        self.expect_from = None    # the checkpoint step a resubmitted attempt must go on from, until its first step
+        self.marks: list[dict[str, Any]] = []
+        self.res: dict[str, Any] = {}              # the job as the last poll that found it gave it
+        self.expect_from: Any = None  # the checkpoint step a resubmitted attempt must go on from, until its first step
         # Why the recovery under way began (None between recoveries): a supervisor restarted in the middle of one
         # (module_utils/ray/supervisor.py) finishes it (:meth:`resume`) instead of reading its own stop as a user's.
-        self.recovering = None
+        self.recovering: str | None = None
         # recovery.deadline on this watch's clock (``wall``: the epoch time of ``now`` when the clock is not the epoch)
         deadline = self.settings.get("deadline")
         self.deadline = vocabulary.epoch(deadline) - ((now if wall is None else wall) - now) if deadline else None
         self.total_steps = recovery.total_steps((self.opts["job"] or {}).get("job_template"))
-        self.pace = None           # [step, time, attempt]: the attempt's first step seen, for its pace
+        self.pace: list[float] | None = None  # [step, time, attempt]: the attempt's first step seen, for its pace
         self.deadline_said = 0     # the attempt whose pace against the deadline was said
         self.replaced = 0          # machines replaced (recovery.replace), against recovery.max_replacements
         self.new_attempt()
 
     # --- plumbing ---------------------------------------------------------------------------
 
-    def new_attempt(self):
-        self.step = None
+    def new_attempt(self) -> None:
+        self.step: int | None = None
         self.step_at = self.now
-        self.lost_here = []
+        self.lost_here: list[dict[str, Any]] = []
         self.seen = False
 
-    def ask(self, *request):
+    def ask(self, *request: Any) -> Steps[Any]:
         """One request out, its answer in; the clock comes with every answer."""
         answer, self.now = yield request
         return answer
 
-    def say(self, line):
+    def say(self, line: str) -> Steps[Any]:
         return self.ask("say", line)
 
-    def elapsed(self):
+    def elapsed(self) -> str:
         return recovery.hms(self.now - self.t0)
 
-    def at_s(self):
+    def at_s(self) -> float:
         return round(self.now - self.t0, 1)
 
-    def head_down(self):
+    def head_down(self) -> bool:
         return any(n["head"] for n in self.lost_here)
 
-    def recoverable(self, event):
+    def recoverable(self, event: str) -> bool:
         return recovery.can_recover(event, self.settings, self.restarts)[0]
 
     # --- the loop ---------------------------------------------------------------------------
 
-    def watch(self, now=None):
+    def watch(self, now: float | None = None) -> Steps[End]:
         """The watch until the job ends or is given up on (see the module's docstring)."""
         if now is not None:
             self.t0 = self.now = self.step_at = now
@@ -198,7 +209,7 @@ class Watchdog:
                 if end:
                     return end
 
-    def resume(self):
+    def resume(self) -> Steps[End]:
         """:meth:`watch` for a watchdog whose state was restored (the head's supervisor after a restart): a recovery it
         was in the middle of is done again from its start (its stops and its wait are harmless twice; the next attempt's
         id is the same), then the watch goes on with the clock of the run's start."""
@@ -212,7 +223,7 @@ class Watchdog:
                 return end
         return (yield from self.watch())
 
-    def note_step(self, step):
+    def note_step(self, step: int | None) -> None:
         """A new step restarts the stall clock; the first one of a resubmitted attempt times the recovery."""
         if step == self.step:
             return
@@ -221,7 +232,7 @@ class Watchdog:
             self.events[-1]["first_step_s"] = self.at_s()
         self.step, self.step_at = step, self.now
 
-    def check_deadline(self):
+    def check_deadline(self) -> Steps[None]:
         """Once an attempt has a pace (two steps seen), say where the deadline cuts the run (or that it ends before)."""
         if self.deadline is None or self.step is None:
             return
@@ -235,7 +246,7 @@ class Watchdog:
         yield from self.say(recovery.deadline_line(self.settings["deadline"], self.deadline - self.now, self.step,
                                                    per_step, self.total_steps))
 
-    def past_deadline(self):
+    def past_deadline(self) -> str | None:
         """The line that ends a recovery the deadline leaves no time for, or None."""
         if self.deadline is None:
             return None
@@ -249,7 +260,7 @@ class Watchdog:
                     self.sid, self.settings["deadline"], "past" if self.now >= self.deadline else
                     "%d s away" % (self.deadline - self.now), margin))
 
-    def check_resumed(self, res, status):
+    def check_resumed(self, res: Mapping[str, Any], status: str | None) -> Steps[End | None]:
         """A resubmitted attempt's first logged step proves its resume (the checkpoint's step + 1), or shows it started
         over: then it is stopped at once and the watch ends with one line, no further attempt (it would start over too).
         None while the attempt has logged no step yet, or when it resumed."""
@@ -258,7 +269,7 @@ class Watchdog:
         if first is None:
             return None
         expected, self.expect_from = self.expect_from, None
-        event = next((e for e in reversed(self.events) if e.get("event") == "resubmitted"), {})
+        event: dict[str, Any] = next((e for e in reversed(self.events) if e.get("event") == "resubmitted"), {})
         event["first_logged_step"] = first
         if first > expected:
             event["resume_proven"] = True
@@ -278,7 +289,7 @@ class Watchdog:
                     self.attempt, self.sid, first, expected, ": stopped it" if stop else "",
                     recovery.not_resumed_cause((self.opts["job"] or {}).get("job_template"), expected)))
 
-    def on_end(self, status, res):
+    def on_end(self, status: str, res: Mapping[str, Any]) -> Steps[End | None]:
         """An attempt that Ray says has ended: why (a lost node or the head can be the cause while Ray
         names none), then the end of the watch, or None when the next attempt was submitted."""
         head_gone = False
@@ -293,9 +304,10 @@ class Watchdog:
         if event == "succeeded":
             yield from self.end_attempt("succeeded", res)
             return ("succeeded", None)
+        assert event is not None  # end_event gives None only to a stop of ours
         return (yield from self.end_attempt(event, res))
 
-    def head_going_down(self):
+    def head_going_down(self) -> Steps[bool]:
         """A job can end STOPPED or FAILED just before its head goes down (``ray stop`` ends the drivers
         first): look again before putting the end on the job."""
         yield from self.ask("sleep", 2)
@@ -307,7 +319,7 @@ class Watchdog:
         yield from self.watch_nodes(res.get("nodes") or [])
         return self.head_down()
 
-    def settle_nodes(self, seconds=60):
+    def settle_nodes(self, seconds: float = 60) -> Steps[None]:
         """A failure that reads like a lost node: watch the nodes until Ray marks one dead (its
         health checks take up to ~30 s) or ``seconds`` pass."""
         deadline = self.now + seconds
@@ -319,7 +331,7 @@ class Watchdog:
             if not self.lost_here:
                 yield from self.ask("sleep", 3)
 
-    def watch_nodes(self, nodes):
+    def watch_nodes(self, nodes: list[dict[str, Any]]) -> Steps[bool]:
         """Name every node that left since the last look; True when the head restarted."""
         head_now = recovery.head_id(nodes)
         restarted = bool(self.head and head_now and head_now != self.head)
@@ -352,7 +364,7 @@ class Watchdog:
         self.head = head_now or self.head
         return restarted
 
-    def on_timeout(self):
+    def on_timeout(self) -> Steps[End]:
         status = self.res.get("status")
         if self.opts["stop_on_timeout"] and status in recovery.ACTIVE:
             yield from self.ask("stop", self.sid)
@@ -366,7 +378,8 @@ class Watchdog:
 
     # --- an attempt's end, and recovery ---------------------------------------------------------
 
-    def end_attempt(self, why, res, save_log=True, stopped=False):
+    def end_attempt(self, why: str, res: Mapping[str, Any], save_log: bool = True,
+                    stopped: bool = False) -> Steps[End | None]:
         """Record the attempt's end and save its log; then the end of the watch, or None when it goes on
         (succeeded: the caller ends it; recovered: the next attempt is watched)."""
         row = recovery.attempt_row(self.attempt, self.sid, res, why, stopped=stopped)
@@ -384,7 +397,7 @@ class Watchdog:
             return (why, self.failure_line(why, res, reason))
         return (yield from self.recover_once(why, res))
 
-    def recover_once(self, why, res):
+    def recover_once(self, why: str, res: Mapping[str, Any]) -> Steps[End | None]:
         """:meth:`recover`, marked as under way while it runs (``recovering``)."""
         self.recovering = why
         try:
@@ -392,7 +405,7 @@ class Watchdog:
         finally:
             self.recovering = None
 
-    def failure_line(self, why, res, reason):
+    def failure_line(self, why: str, res: Mapping[str, Any] | None, reason: str) -> str:
         lost = "; lost: %s" % ", ".join(n["label"] for n in self.lost) if self.lost else ""
         # A log read as the head went down can miss the steps that the wait has already seen.
         last = (res or {}).get("last_step")
@@ -412,7 +425,7 @@ class Watchdog:
                 and status in recovery.ACTIVE else "see the log")
         return "Ray job %s %s%s; %s; %s" % (self.sid, what, lost, reason, todo)
 
-    def recover(self, why, res):
+    def recover(self, why: str, res: Mapping[str, Any]) -> Steps[End | None]:
         """Stop what is left of the run, wait for the nodes, check the checkpoint's shape, resubmit."""
         self.restarts += 1
         detected = self.at_s()
@@ -469,7 +482,7 @@ class Watchdog:
             yield from self.say(recovery.incomplete_line(ckpt))
         return (yield from self.resubmit(why, nodes, ckpt, detected))
 
-    def wait_nodes(self):
+    def wait_nodes(self) -> Steps[dict[str, Any] | End]:
         """Wait for ``min_nodes`` alive nodes; with ``recovery.replace``, a machine still gone after ``replace_after`` is
         replaced (the ``replace`` request: the supervisor rents and converges one) and the wait goes on. The cluster's
         answer, or ``(reason, line)`` when a replacement failed."""
@@ -523,7 +536,8 @@ class Watchdog:
             wait -= first
         return (yield from self.ask("cluster", dict(wait_for_nodes=self.min_nodes, timeout=max(1, wait))))
 
-    def resubmit(self, why, nodes, ckpt, detected):
+    def resubmit(self, why: str, nodes: list[dict[str, Any]], ckpt: Mapping[str, Any] | None,
+                 detected: float) -> Steps[End | None]:
         job = self.opts["job"] or {}
         if not job.get("job_template"):
             return (why, "Ray job %s %s; the wait has no job to resubmit (no job given)" % (self.sid, recovery.WHY[why]))
@@ -556,8 +570,9 @@ class Watchdog:
 
     # --- the result ------------------------------------------------------------------------------
 
-    def result(self, reason, line, now, job_url=None, log_paths=(), metrics=None, artifacts_error="",
-               preferred=tuple(recovery.DEFAULT_METRICS)):
+    def result(self, reason: str, line: str | None, now: float, job_url: str | None = None,
+               log_paths: Iterable[str] = (), metrics: Mapping[str, Any] | None = None, artifacts_error: str = "",
+               preferred: Iterable[str] = tuple(recovery.DEFAULT_METRICS)) -> dict[str, Any]:
         """The wait's result: the job as last seen, every attempt, lost node and event, the summary lines.
         The artifacts (log paths, metrics files, why they could not be saved) are the action's."""
         log_paths = list(log_paths)

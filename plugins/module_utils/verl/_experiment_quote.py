@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 import shlex
+from typing import Any
 
 # Characters Hydra reads as one unquoted string (a subset of its grammar's ID/UNQUOTED_CHAR/COLON
 # tokens); anything else is single-quoted for Hydra.
@@ -17,7 +18,7 @@ _HYDRA_DICT_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 _SHELL_SAFE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
 
 
-def hydra_quote(text):
+def hydra_quote(text: str) -> str:
     """Single-quote ``text`` for Hydra's override grammar.
 
     Hydra un-escapes only backslashes that precede a quote or end the string, so exactly those
@@ -28,7 +29,7 @@ def hydra_quote(text):
     return "'" + text + "'"
 
 
-def hydra_value(value, nested=False):
+def hydra_value(value: Any, nested: bool = False) -> str:
     """Render a YAML value as a Hydra override value.
 
     Top-level strings made only of safe characters stay bare (Hydra types them as it would on a
@@ -58,13 +59,13 @@ def hydra_value(value, nested=False):
     raise TypeError("cannot render %s as a Hydra value" % type(value).__name__)
 
 
-def hydra_override(key, value):
+def hydra_override(key: str, value: Any) -> str:
     if key.startswith("~") and value is None:
         return key
     return "%s=%s" % (key, hydra_value(value))
 
 
-def shell_quote(text):
+def shell_quote(text: str) -> str:
     """Quote one argv item for /bin/sh; readable where possible, always exact."""
     if text and _SHELL_SAFE.match(text):
         return text

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
+from typing import Any
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl.experiment_schema import ExperimentError, fmt, type_name
 
@@ -39,7 +40,7 @@ if yaml is not None:
     class LimitError(yaml.YAMLError):
         """A file over one of the limits; ``problem`` says which, ``problem_mark`` where."""
 
-        def __init__(self, problem, mark):
+        def __init__(self, problem: str, mark: Any):
             super().__init__(problem)
             self.problem = problem
             self.problem_mark = mark
@@ -165,10 +166,10 @@ if yaml is not None:
                 _Constructor.__init__(self)
                 Resolver.__init__(self)
     else:  # pragma: no cover
-        _CLoader = None
+        _CLoader = None  # type: ignore[assignment, misc]  # no libyaml: _PyLoader alone (parse_yaml tests it)
 
 
-def read_yaml(path, label):
+def read_yaml(path: str, label: str) -> Any:
     """The parsed file, or one line of :class:`ExperimentError`: not a regular file, over
     :data:`MAX_FILE_BYTES`, not UTF-8, not YAML, over the alias or nesting limits, a duplicate key."""
     try:
@@ -199,9 +200,9 @@ def read_yaml(path, label):
     return parse_yaml(text, label)
 
 
-def parse_yaml(text, label):
+def parse_yaml(text: str, label: str) -> Any:
     try:
-        return _load(text, _CLoader or _PyLoader)
+        return _load(text, _CLoader or _PyLoader)  # type: ignore[truthy-function]  # None without libyaml
     except yaml.YAMLError as e:
         if _CLoader is not None and isinstance(e, (yaml.reader.ReaderError, yaml.scanner.ScannerError,
                                                    yaml.parser.ParserError)):

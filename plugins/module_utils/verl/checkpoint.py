@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 TRACKER = "latest_checkpointed_iteration.txt"
 STEP_DIR = re.compile(r"^global_step_(\d+)$")
@@ -17,7 +19,7 @@ SHARD = re.compile(r"^model_world_size_(\d+)_rank_(\d+)\.pt$")
 MAX_DEPTH = 3
 
 
-def steps(path):
+def steps(path: str) -> list[int]:
     """The complete step directories (global_step_N), sorted by N."""
     try:
         entries = os.listdir(path)
@@ -27,7 +29,7 @@ def steps(path):
                   if m and os.path.isdir(os.path.join(path, m.group(0))))
 
 
-def latest_step(path):
+def latest_step(path: str) -> int | None:
     """The step the tracker file names (verl writes it once the step is complete), else the
     highest step directory; None when there is no checkpoint."""
     try:
@@ -38,9 +40,9 @@ def latest_step(path):
         return found[-1] if found else None
 
 
-def shard_world_sizes(step_dir):
+def shard_world_sizes(step_dir: str) -> dict[int, list[int]]:
     """{world size: ranks found} over the FSDP shard files under a step directory."""
-    out = {}
+    out: dict[int, set[int]] = {}
     base_depth = step_dir.rstrip(os.sep).count(os.sep)
     for root, dirs, files in os.walk(step_dir):
         if root.count(os.sep) - base_depth >= MAX_DEPTH:
@@ -52,7 +54,7 @@ def shard_world_sizes(step_dir):
     return {w: sorted(r) for w, r in out.items()}
 
 
-def missing_ranks(sizes):
+def missing_ranks(sizes: Mapping[int, Sequence[int]]) -> list[int]:
     """The ranks of the largest world size without a shard in ``sizes`` (:func:`shard_world_sizes` of a step directory;
     a node lost mid-save leaves some out); [] when it is whole, or holds no shard at all (not an FSDP checkpoint:
     nothing to count)."""
@@ -62,11 +64,11 @@ def missing_ranks(sizes):
     return sorted(set(range(size)) - set(sizes[size]))
 
 
-def inspect(path):
+def inspect(path: str) -> dict[str, Any]:
     """Everything a resume decision needs about the checkpoint directory ``path``: besides the latest step (the
     tracker's), ``resume_step`` and ``resume_dir``, the newest step at or before it whose directory holds every rank's
     shard, and ``incomplete``: the newer steps passed over, each with the ranks it lacks (None: no directory)."""
-    info = dict(path=path, exists=os.path.isdir(path), steps=[], latest_step=None, step_dir=None,
+    info: dict[str, Any] = dict(path=path, exists=os.path.isdir(path), steps=[], latest_step=None, step_dir=None,
                 world_size=None, world_sizes=[], ranks=[], resume_step=None, resume_dir=None, incomplete=[])
     if not info["exists"]:
         return info
@@ -75,7 +77,7 @@ def inspect(path):
     if info["latest_step"] is None:
         return info
     info["step_dir"] = os.path.join(path, "global_step_%d" % info["latest_step"])
-    latest_sizes = {}
+    latest_sizes: dict[int, list[int]] = {}
     for step in sorted(set(s for s in info["steps"] if s <= info["latest_step"]) | {info["latest_step"]}, reverse=True):
         where = os.path.join(path, "global_step_%d" % step)
         sizes = shard_world_sizes(where) if os.path.isdir(where) else None
@@ -107,7 +109,8 @@ def _steps_found(found):
     return ", ".join(str(s) for s in found) or "none"
 
 
-def merge_source(ckpt_dir, experiment, step=None, host="this host"):
+def merge_source(ckpt_dir: str, experiment: str, step: int | None = None,
+                 host: str = "this host") -> tuple[int, str, list[tuple[str, int, float]]]:
     """``(step, actor_dir, files)`` of the checkpoint to merge: the named step, else the one verl's tracker
     names. ``files``: ``[(name, size, mtime)]`` of the shards and fsdp_config.json, by name. Raises
     MergeError with the line to show."""
@@ -120,7 +123,7 @@ def merge_source(ckpt_dir, experiment, step=None, host="this host"):
         tracker = os.path.join(ckpt_dir, TRACKER)
         try:
             with open(tracker) as f:
-                text = f.read().strip()
+                text: str | None = f.read().strip()
         except OSError:
             text = None
         if text is None or not re.match(r"^[0-9]+$", text):
@@ -148,13 +151,13 @@ def merge_source(ckpt_dir, experiment, step=None, host="this host"):
     return step, actor, files
 
 
-def fingerprint(files):
+def fingerprint(files: Iterable[tuple[Any, ...]]) -> str:
     """Names, sizes and modification times of the shards: a checkpoint saved again under the same step (a
     restarted experiment) is merged again."""
     return ";".join("%s:%s:%s" % f for f in files)
 
 
-def read_record(target):
+def read_record(target: str) -> dict[str, Any]:
     """The record of the model directory's last merge ({} when there is none or it is unreadable)."""
     try:
         with open(os.path.join(target, RECORD)) as f:
@@ -164,12 +167,13 @@ def read_record(target):
         return {}
 
 
-def merge_needed(record, step, source, print_, force=False):
+def merge_needed(record: Mapping[str, Any], step: int, source: str, print_: str, force: bool = False) -> bool:
     return bool(force or record.get("step") != step or record.get("source") != source
                 or record.get("fingerprint") != print_)
 
 
-def report(experiment, step, source, target, merged, check_mode=False, record=None, hf_repo="", uploaded=False):
+def report(experiment: str, step: int, source: str, target: str, merged: bool, check_mode: bool = False,
+           record: Mapping[str, Any] | None = None, hf_repo: str = "", uploaded: bool = False) -> str:
     """The one line merge.yml ends with."""
     if merged:
         line = "%s step %d of %s (%s) into %s" % ("would merge" if check_mode else "merged", step, experiment, source,
@@ -184,13 +188,13 @@ def report(experiment, step, source, target, merged, check_mode=False, record=No
     return line
 
 
-def not_verl_report(experiment, framework):
+def not_verl_report(experiment: str, framework: str) -> str:
     """The one line merge.yml ends with for an experiment that verl does not train (nothing is merged)."""
     return ("nothing to merge: experiment %s is a %s experiment, and merge.yml merges the FSDP actor checkpoints of "
             "verl experiments" % (experiment, framework))
 
 
-def merge_paths_seen(actor, target):
+def merge_paths_seen(actor: str, target: str) -> list[tuple[str, str]]:
     """``(shown, tested)`` directories the container must see before a merge into ``target``: the checkpoint, and the
     target's directory - or, not made yet, its nearest existing parent (made on the host, it appears inside through
     that one's volume)."""

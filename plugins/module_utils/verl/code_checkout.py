@@ -16,7 +16,7 @@ its environment (``GIT_CONFIG_*``: an ``http.<origin>.extraHeader`` for the repo
 deploy key through a 0600 file in a 0700 directory that is removed afterwards (``GIT_SSH_COMMAND`` names the file).
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
@@ -29,6 +29,8 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import files, owned
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
@@ -56,7 +58,7 @@ class CodeError(Exception):
 # The experiment's section
 
 
-def normalize(section, err):
+def normalize(section: Any, err: Callable[[str], Any]) -> dict[str, Any] | None:
     """``code:`` as written -> ``{"repo", "ref", "submodules", "path", "name", "token_secret", "ssh_key_secret"}``
     (None when absent or wrong). Each problem goes to ``err`` as one line."""
     if section is None:
@@ -104,16 +106,16 @@ def normalize(section, err):
     return out
 
 
-def default_name(repo):
+def default_name(repo: Any) -> str:
     base = re.split(r"[/:]", repo.rstrip("/"))[-1] if isinstance(repo, str) else ""
     return base[:-4] if base.endswith(".git") else base
 
 
-def directory(root, code, commit):
+def directory(root: str | None, code: Mapping[str, Any], commit: str) -> str:
     return "%s/%s@%s" % ((root or DEFAULT_ROOT).rstrip("/"), code["name"], commit)
 
 
-def workdir(root, code, commit):
+def workdir(root: str | None, code: Mapping[str, Any], commit: str) -> str:
     """Where the entrypoint runs: the checkout, or its ``path``."""
     top = directory(root, code, commit)
     return top if code["path"] in ("", ".") else "%s/%s" % (top, code["path"])
@@ -137,9 +139,9 @@ ARGS = vocabulary.Args(
 ARGUMENT_SPEC = ARGS.spec
 
 
-def module_section(params):
+def module_section(params: Mapping[str, Any]) -> tuple[dict[str, Any] | None, list[str]]:
     """The module's options as an experiment's ``code:`` section, checked by :func:`normalize`; (code, errors)."""
-    errors = []
+    errors: list[str] = []
     given = dict((k, params[k]) for k in ("repo", "ref", "submodules", "path", "name") if params.get(k) is not None)
     return normalize(given, errors.append), errors
 
@@ -151,14 +153,15 @@ def module_section(params):
 class Git:
     """git commands with the credentials the repository needs; use as a context manager."""
 
-    def __init__(self, repo, token="", ssh_key="", run=None):
+    def __init__(self, repo: str, token: str | None = "", ssh_key: str | None = "",
+                 run: Callable[..., tuple[int, str, str]] | None = None):
         self.repo = repo
         self.token = token or ""
         self.ssh_key = ssh_key or ""
         self.run = run or _run
-        self.keydir = None
+        self.keydir: str | None = None
 
-    def __enter__(self):
+    def __enter__(self) -> Git:
         env = dict(os.environ, GIT_TERMINAL_PROMPT="0", GIT_ASKPASS="/bin/false", SSH_ASKPASS="/bin/false", LC_ALL="C")
         env.pop("GIT_DIR", None)
         if self.token:
@@ -179,11 +182,11 @@ class Git:
         self.env = env
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         if self.keydir:
             shutil.rmtree(self.keydir, ignore_errors=True)
 
-    def __call__(self, *args, **kw):
+    def __call__(self, *args: str, **kw: Any) -> tuple[int, str, str]:
         return self.run(["git"] + list(args), self.env, kw.get("cwd"), self._secrets())
 
     def _secrets(self):
@@ -224,7 +227,7 @@ def _last(text):
 # Resolve (controller) and check out (the head)
 
 
-def resolve(code, git):
+def resolve(code: Mapping[str, Any], git: Git) -> str:
     """The commit ``code["ref"]`` names in the repository (a tag's commit, not the tag object)."""
     ref = code["ref"]
     if COMMIT_RE.match(ref):
@@ -256,7 +259,7 @@ def _hint(errout, git):
     return ""
 
 
-def read_record(path):
+def read_record(path: str) -> dict[str, Any] | None:
     try:
         with open(os.path.join(path, ".git", RECORD)) as f:
             return json.load(f)
@@ -264,7 +267,8 @@ def read_record(path):
         return None
 
 
-def checkout(code, commit, root, git, check_mode=False, lock_timeout=1800, sleep=time.sleep):
+def checkout(code: Mapping[str, Any], commit: str, root: str | None, git: Git, check_mode: bool = False,
+             lock_timeout: float = 1800, sleep: Callable[[float], Any] = time.sleep) -> tuple[bool, dict[str, Any]]:
     """Put ``commit`` at ``<root>/<name>@<commit>`` unless it is there; returns (changed, record)."""
     final = directory(root, code, commit)
     record = read_record(final)
@@ -324,7 +328,8 @@ def _build(code, commit, tmp, git):
     return record
 
 
-def report(code, commit, changed, record, check_mode=False):
+def report(code: Mapping[str, Any], commit: str, changed: bool, record: Mapping[str, Any],
+           check_mode: bool = False) -> str:
     subs = record.get("submodules") or []
     what = "%s@%s (ref %s)%s" % (code["repo"], commit[:12], code["ref"],
                                  ", %d submodule%s" % (len(subs), "" if len(subs) == 1 else "s") if subs else "")

@@ -18,21 +18,23 @@ import difflib
 import importlib.util
 import os
 import sys
+from collections.abc import Sequence
+from typing import Any
 
-_BASE_CACHE = {}
+_BASE_CACHE: dict[tuple[str, str], Any] = {}
 INSTALL_HINT = "pip install --no-deps verl==0.9.1 && pip install hydra-core omegaconf"
 IMAGE_HINT = ("use an image with verl and hydra-core (verl's own images have both), or set "
               "verl_job_verl_config_check=skip")
 NAME = "verl_config"
 
 
-def verdict(status, message, **extra):
+def verdict(status: str, message: str, **extra: Any) -> dict[str, Any]:
     out = dict(name=NAME, status=status, message=message)
     out.update(extra)
     return out
 
 
-def verl_config_dir():
+def verl_config_dir() -> str | None:
     """``<verl package>/trainer/config`` without importing verl, or None."""
     try:
         spec = importlib.util.find_spec("verl")
@@ -118,7 +120,8 @@ def _missing(reason, where, hint=""):
         reason, sys.executable, hint, INSTALL_HINT))
 
 
-def check_verl_config(overrides, config_name="ppo_trainer", config_dir=None, where=None):
+def check_verl_config(overrides: Sequence[str], config_name: str = "ppo_trainer", config_dir: str | None = None,
+                      where: str | None = None) -> dict[str, Any]:
     """Compose verl's config with ``overrides`` (argv items, as Hydra receives them)."""
     config_dir = config_dir or verl_config_dir()
     if config_dir is None:
@@ -135,7 +138,7 @@ def check_verl_config(overrides, config_name="ppo_trainer", config_dir=None, whe
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=config_dir, version_base=None):
-            key = (config_dir, config_name)
+            key: Any = (config_dir, config_name)
             if key not in _BASE_CACHE:  # verl's defaults, to compare types and suggest keys
                 try:
                     _BASE_CACHE[key] = compose(config_name, overrides=[])
@@ -217,6 +220,6 @@ _rlinfra_main(@PAYLOAD@)
 '''
 
 
-def main_for(payload):
+def main_for(payload: str) -> str:
     """:data:`MAIN` with the arguments' JSON text ``payload`` as a string literal."""
     return MAIN.replace("@PAYLOAD@", repr(payload))

@@ -20,6 +20,8 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import code_checkout
@@ -65,7 +67,7 @@ SHAPE_KEYS = {"verl": ("trainer.nnodes", "trainer.n_gpus_per_node"),
               "nemo_rl": ("cluster.num_nodes", "cluster.gpus_per_node")}
 
 
-def validate_name(name, what="experiment"):
+def validate_name(name: Any, what: str = "experiment") -> str:
     if not isinstance(name, str) or not NAME_RE.match(name):
         example = "gsm8k_grpo_qwen05b" if what == "experiment" else "default"
         raise ExperimentError("invalid %s name %s: use 1-80 letters, digits, '_', '-' or '.', starting with a "
@@ -73,7 +75,7 @@ def validate_name(name, what="experiment"):
     return name
 
 
-def experiment_names(experiments_dir):
+def experiment_names(experiments_dir: str) -> list[str]:
     try:
         entries = os.listdir(experiments_dir)
     except OSError:
@@ -86,7 +88,7 @@ def experiment_names(experiments_dir):
     return sorted(names)
 
 
-def check_inside(path, directory):
+def check_inside(path: str, directory: str) -> str:
     """An experiment file is read only when it lies in its directory, links followed: a link to a file elsewhere (a
     key, /etc/shadow) would be read and parts of it echoed in the errors. Where the link leads is not said either."""
     if vocabulary.leads_outside(path, directory):
@@ -96,7 +98,7 @@ def check_inside(path, directory):
     return path
 
 
-def find_experiment(name, experiments_dir):
+def find_experiment(name: str, experiments_dir: str) -> str:
     validate_name(name)
     paths = [os.path.join(experiments_dir, name + ext) for ext in EXTENSIONS]
     for path in paths:
@@ -117,7 +119,10 @@ def find_experiment(name, experiments_dir):
 class Experiment:
     """A validated experiment. ``params`` is the flattened, ordered list of (hydra key, value)."""
 
-    def __init__(self, name, path, data):
+    prefetch: dict[str, Any] | None
+    code: dict[str, Any] | None
+
+    def __init__(self, name: str, path: str, data: Mapping[str, Any]):
         self.name = name
         self.path = path
         self.experiments_dir = os.path.dirname(os.path.abspath(path))
@@ -129,8 +134,8 @@ class Experiment:
         self.conventions = data.get("conventions") or DEFAULT_CONVENTIONS.get(self.framework, "none")
         self.project = data.get("project")
         self.entrypoint = dict(data.get("entrypoint") or {})
-        self.params = []
-        self.env = {}
+        self.params: list[tuple[str, Any]] = []
+        self.env: dict[str, str] = {}
         self.secrets = list(data.get("secrets") or [])
         self.optional_secrets = list(data.get("optional_secrets") or [])
         self.working_dir = data.get("working_dir")
@@ -143,22 +148,22 @@ class Experiment:
         self.code = None  # {"repo", "ref", "submodules", "path", "name", ...} once validated (module_utils/verl/code_checkout.py)
 
     @property
-    def working_dir_path(self):
+    def working_dir_path(self) -> str | None:
         if not self.working_dir:
             return None
         return os.path.normpath(os.path.join(self.experiments_dir, self.working_dir))
 
-    def param(self, key, default=None):
+    def param(self, key: str, default: Any = None) -> Any:
         for k, v in self.params:
             if k.lstrip("+") == key:
                 return v
         return default
 
-    def has_param(self, key):
+    def has_param(self, key: str) -> bool:
         return any(k.lstrip("+") == key for k, dummy in self.params)
 
     @classmethod
-    def from_summary(cls, s):
+    def from_summary(cls, s: Mapping[str, Any]) -> Experiment:
         """The experiment :meth:`summary` describes, without reading nor validating the file again:
         a submit loads it once on the controller and the head's steps reuse that result."""
         data = {k: s.get(k) for k in ("description", "framework", "cluster", "conventions", "project", "entrypoint",
@@ -171,7 +176,7 @@ class Experiment:
         exp.env = dict(s.get("env") or {})
         return exp
 
-    def summary(self):
+    def summary(self) -> dict[str, Any]:
         return dict(name=self.name, path=self.path, description=self.description, framework=self.framework,
                     cluster=self.cluster, conventions=self.conventions, project=self.project,
                     entrypoint=self.entrypoint, params=[[k, v] for k, v in self.params], env=self.env,
@@ -180,17 +185,17 @@ class Experiment:
                     prefetch=self.prefetch, code=self.code)
 
 
-def load_experiment(name, experiments_dir, extra_params=None):
+def load_experiment(name: str, experiments_dir: str, extra_params: Mapping[str, Any] | None = None) -> Experiment:
     """Find, read and validate ``experiments_dir/NAME.yml``; raise :class:`ExperimentError`."""
     return load_experiment_file(name, find_experiment(name, experiments_dir), extra_params=extra_params)
 
 
-def load_experiment_file(name, path, extra_params=None):
+def load_experiment_file(name: str, path: str, extra_params: Mapping[str, Any] | None = None) -> Experiment:
     """Read and validate the experiment file ``path`` (named ``name``); raise :class:`ExperimentError`."""
     return validate(name, path, read_yaml(path, os.path.basename(path)), extra_params=extra_params)
 
 
-def validate(name, path, data, extra_params=None):
+def validate(name: str, path: str, data: Any, extra_params: Mapping[str, Any] | None = None) -> Experiment:
     label = os.path.basename(path)
     errors = _Errors(label)
     err = errors.add
@@ -380,10 +385,11 @@ def _check_working_dir(exp, err):
             % (fmt(exp.working_dir), path))
 
 
-def merge_params(base, extra):
+def merge_params(base: Iterable[tuple[str, Any]], extra: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
     """``extra`` pairs replace same-key pairs of ``base`` in place; new keys go at the end."""
     merged = list(base)
-    index = {}
+    index: dict[str, int] = {}
+    i: int | None
     for i, (k, dummy) in enumerate(merged):
         index.setdefault(k.lstrip("+~"), i)
     for key, value in extra:

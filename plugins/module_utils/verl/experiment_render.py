@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import code_checkout
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl.secrets_file import ENTRYPOINT_PREFIX, FILE_VAR, HOOK, file_path
@@ -23,8 +25,11 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.verl.experiment_schem
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import MASK
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 
+if TYPE_CHECKING:
+    from ansible_collections.rlinfra.verl.plugins.module_utils.verl.experiment import Experiment
 
-def submission_id(name, cluster, run=None):
+
+def submission_id(name: str, cluster: str, run: str | int | None = None) -> str:
     """``rlinfra-<experiment>-<cluster>[-<run>]``: re-running submit never starts a duplicate."""
     validate_name(name)
     validate_name(cluster, "cluster")
@@ -40,7 +45,7 @@ def submission_id(name, cluster, run=None):
     return sid
 
 
-def check_job_size(label, rendered):
+def check_job_size(label: str, rendered: Mapping[str, Any]) -> None:
     """The rendered entrypoint and each environment variable fit in one Linux argv/environment
     string (:data:`MAX_ARG_BYTES`); over it Ray would create the job and fail it at exec."""
     size = len(rendered["entrypoint"].encode("utf-8", "surrogatepass"))
@@ -55,7 +60,8 @@ def check_job_size(label, rendered):
                                   "environment string" % (label, name, size, MAX_ARG_BYTES))
 
 
-def check_fits(exp, nodes, cluster, where="alive now"):
+def check_fits(exp: Experiment, nodes: Sequence[Mapping[str, Any]] | None, cluster: str,
+               where: str = "alive now") -> None:
     """The experiment's settings that name a node count fit the cluster it runs on (``nodes``)."""
     min_nodes = exp.recovery.get("min_nodes")
     if min_nodes and nodes and min_nodes > len(nodes):
@@ -65,7 +71,8 @@ def check_fits(exp, nodes, cluster, where="alive now"):
                 exp.label, min_nodes, cluster, len(nodes), where, len(nodes)))
 
 
-def checkpoint_dir(exp, checkpoint_root=DEFAULT_CHECKPOINT_ROOT, cluster=None):
+def checkpoint_dir(exp: Experiment, checkpoint_root: str | None = DEFAULT_CHECKPOINT_ROOT,
+                   cluster: str | None = None) -> str:
     """``<root>/<project>/<cluster>/<experiment>``: two clusters sharing the network volume never
     write into one directory; an explicit directory in the params wins."""
     if exp.conventions == "verl" and exp.param("trainer.default_local_dir"):
@@ -77,7 +84,9 @@ def checkpoint_dir(exp, checkpoint_root=DEFAULT_CHECKPOINT_ROOT, cluster=None):
 
 
 # The Hydra keys of a run's shape, per convention: (nodes key, GPUs per node key).
-def managed_params(exp, nodes, checkpoint_root=DEFAULT_CHECKPOINT_ROOT, cluster=None, now=None):
+def managed_params(exp: Experiment, nodes: Sequence[Mapping[str, Any]] | None,
+                   checkpoint_root: str | None = DEFAULT_CHECKPOINT_ROOT, cluster: str | None = None,
+                   now: float | None = None) -> list[tuple[str, Any]]:
     """The overrides rlinfra adds (those the experiment does not set), in a fixed order."""
     nnodes, gpus = cluster_shape(nodes)
     ckpt = checkpoint_dir(exp, checkpoint_root, cluster)
@@ -105,13 +114,13 @@ DEADLINE_KEYS = {"verl": "trainer.esi_redundant_time", "nemo_rl": "checkpointing
 DEADLINE_ENV = "MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP"
 
 
-def save_by(deadline, margin, now):
+def save_by(deadline: float, margin: float, now: float) -> str:
     """NeMo RL's checkpoint_must_save_by for an attempt submitted at ``now``: ``DD:HH:MM:SS`` (at least one second)."""
     left = max(1, int(deadline - margin - now))
     return "%02d:%02d:%02d:%02d" % (left // 86400, left // 3600 % 24, left // 60 % 60, left % 60)
 
 
-def check_deadline(exp, now):
+def check_deadline(exp: Experiment, now: float) -> None:
     """A deadline the run cannot meet (already within its margin) refuses the submit, in one line."""
     deadline = exp.recovery.get("deadline")
     if not deadline:
@@ -125,7 +134,7 @@ def check_deadline(exp, now):
             % (exp.label, deadline, "%d s away" % left if left > 0 else "past", margin))
 
 
-def code_workdir(exp, code=None, root=None):
+def code_workdir(exp: Experiment, code: Mapping[str, Any] | None = None, root: str | None = None) -> str | None:
     """Where the job runs when the experiment names ``code`` (None otherwise): the checkout's directory that the
     code_checkout module returned (``code["workdir"]``), or in a dry run the one the ref's commit will have."""
     if not exp.code:
@@ -135,7 +144,7 @@ def code_workdir(exp, code=None, root=None):
     return code_checkout.workdir(root, exp.code, "<commit of %s>" % exp.code["ref"])
 
 
-def entrypoint_head(exp, workdir=None):
+def entrypoint_head(exp: Experiment, workdir: str | None = None) -> str:
     """The command before the overrides, as a shell string; ``workdir``: the code's checkout, where it runs."""
     ep = exp.entrypoint
     if workdir and exp.framework == "nemo_rl":
@@ -158,11 +167,13 @@ def entrypoint_head(exp, workdir=None):
     return ep["command"].strip()
 
 
-def job_template(exp, pairs, filled, workdir=None):
+def job_template(exp: Experiment, pairs: Iterable[tuple[str, Any]], filled: Iterable[tuple[str, Any]],
+                 workdir: str | None = None) -> dict[str, Any]:
     """What :func:`reshape` needs to render the entrypoint again for another cluster shape: the
     command, the override pairs, and which shape keys rlinfra filled (those it may change)."""
     filled_keys = {k for k, dummy in filled}
     keys = SHAPE_KEYS.get(exp.conventions, (None, None))
+    out: dict[str, Any]
     out = {"head": entrypoint_head(exp, workdir), "pairs": [[k, v] for k, v in pairs], "shape_keys": list(keys),
            "filled": [k in filled_keys for k in keys]}
     if exp.conventions == "nemo_rl" and DEADLINE_KEYS["nemo_rl"] in filled_keys:
@@ -176,7 +187,8 @@ def job_template(exp, pairs, filled, workdir=None):
 RESUME_KEYS = ("trainer.resume_mode", "trainer.resume_from_path")
 
 
-def reshape(template, nodes=None, resume_from=None, now=None):
+def reshape(template: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]] | None = None,
+            resume_from: str | None = None, now: float | None = None) -> tuple[str, Any, Any]:
     """``(entrypoint, nnodes, gpus_per_node)`` of ``template`` on the cluster made of ``nodes``
     (None: as rendered). Only the shape keys rlinfra filled change; a shape the experiment set
     itself is kept. ``resume_from``: a verl step directory to resume from (``trainer.resume_mode=resume_path``), when
@@ -202,8 +214,11 @@ def reshape(template, nodes=None, resume_from=None, now=None):
     return entrypoint, values.get(keys[0]) if keys[0] else None, values.get(keys[1]) if keys[1] else None
 
 
-def render(exp, nodes, cluster=None, run=None, checkpoint_root=DEFAULT_CHECKPOINT_ROOT, venv=None,
-           secret_names_present=(), checkpoint_cluster=None, secrets_dir=None, code=None, code_root=None, now=None):
+def render(exp: Experiment, nodes: Sequence[Mapping[str, Any]] | None, cluster: str | None = None,
+           run: str | int | None = None, checkpoint_root: str | None = DEFAULT_CHECKPOINT_ROOT, venv: str | None = None,
+           secret_names_present: Collection[str] = (), checkpoint_cluster: str | None = None,
+           secrets_dir: str | None = None, code: Mapping[str, Any] | None = None, code_root: str | None = None,
+           now: float | None = None) -> dict[str, Any]:
     """Everything the Ray job needs, except secret values and the working_dir package URI.
 
     ``nodes`` is the list of alive nodes (``ray_cluster_info``'s ``nodes``, or the same shape
@@ -245,7 +260,7 @@ def render(exp, nodes, cluster=None, run=None, checkpoint_root=DEFAULT_CHECKPOIN
     display_env = dict(env_vars)
     for name in present:
         display_env[name] = MASK
-    display = dict(runtime_env, env_vars=display_env)
+    display: dict[str, Any] = dict(runtime_env, env_vars=display_env)
     if exp.working_dir:
         display["working_dir"] = exp.working_dir_path
 

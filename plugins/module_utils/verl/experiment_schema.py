@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable, Iterable
+from typing import Any, cast
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import masking
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import secret_names
@@ -38,7 +40,7 @@ MAPPING, LIST, STR, INT, NUM, BOOL = "mapping", "list", "string", "integer", "nu
 class ExperimentError(Exception):
     """One or more problems with an experiment; each entry of ``errors`` is one clear line."""
 
-    def __init__(self, errors):
+    def __init__(self, errors: str | list[str] | tuple[str, ...]):
         self.errors = list(errors) if isinstance(errors, (list, tuple)) else [errors]
         super().__init__("\n".join(self.errors))
 
@@ -48,7 +50,7 @@ class ExperimentError(Exception):
 YAML_KINDS = ((bool, BOOL), (int, INT), (float, NUM), (str, STR), (dict, MAPPING), (list, LIST), (type(None), "null"))
 
 
-def type_name(value):
+def type_name(value: Any) -> str:
     """The kind of a YAML value as the error lines name it (``mapping``, ``list``, ``string``...)."""
     for python_type, kind in YAML_KINDS:
         if isinstance(value, python_type):
@@ -56,7 +58,7 @@ def type_name(value):
     return type(value).__name__
 
 
-def is_kind(value, kind):
+def is_kind(value: Any, kind: str) -> bool:
     if kind == MAPPING:
         return isinstance(value, dict)
     if kind == LIST:
@@ -72,18 +74,18 @@ def is_kind(value, kind):
     raise ValueError(kind)
 
 
-def an(kind):
+def an(kind: str) -> str:
     """``a string``, ``an integer``."""
     return ("an " if kind[:1] in "aeiou" else "a ") + kind
 
 
-def did_you_mean(word, candidates):
+def did_you_mean(word: Any, candidates: Iterable[str]) -> str:
     """`` (did you mean 'x'?)`` for the closest candidate, or nothing."""
     close = difflib.get_close_matches(str(word), list(candidates), n=1, cutoff=0.6)
     return " (did you mean '%s'?)" % close[0] if close else ""
 
 
-def fmt(value):
+def fmt(value: Any) -> str:
     """A value as an error line repeats it: its repr, at most 60 characters; never one shaped like a credential."""
     if vocabulary.credential_strings(value):
         return "a value that looks like it holds a credential (not shown)"
@@ -156,7 +158,8 @@ def _secret_line(where, why="looks like a secret (its name says so)"):
             "here" % (where, why))
 
 
-def flatten_params(params, err, prefix="", out=None, top=True, seen=None):
+def flatten_params(params: Any, err: Callable[[str], Any], prefix: str = "", out: list[tuple[str, Any]] | None = None,
+                   top: bool = True, seen: set[str] | None = None) -> list[tuple[str, Any]]:
     """Ordered (hydra key, value) pairs of a nested mapping; empty mappings stay values ({}).
     ``seen`` holds the keys without their Hydra prefix, so a key set twice is found in one pass."""
     out = [] if out is None else out
@@ -171,7 +174,7 @@ def flatten_params(params, err, prefix="", out=None, top=True, seen=None):
         where = "params." + prefix + key
         if not _check_key(key, "params." + prefix.rstrip(".") if prefix else "params", err, top and not prefix):
             continue
-        if KEY_PREFIX_RE.match(key).group(1) == "~" and value is not None:
+        if cast("re.Match[str]", KEY_PREFIX_RE.match(key)).group(1) == "~" and value is not None:  # see _check_key
             err("%s: a '~' (delete) key takes no value; write %s: null" % (where, key))
             continue
         if isinstance(value, dict) and value and not key.startswith("~"):
@@ -197,7 +200,7 @@ class _Params(vocabulary.Type):
 
     ansible = "dict"
     words = "Hydra overrides"
-    sample_value = {"trainer": {"total_epochs": 1}}
+    sample_value: Any = {"trainer": {"total_epochs": 1}}
 
     def problems(self, value, where, context=None):
         errors = []

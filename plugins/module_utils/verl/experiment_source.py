@@ -19,6 +19,8 @@ example, an explicit experiments directory) ``artifacts/`` in the current direct
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment
@@ -33,16 +35,17 @@ class Source:
     """One located experiment file: ``path``, the ``experiments_dir`` holding it, ``artifacts_dir``,
     ``how`` (bundled, explicit, project) and every directory ``searched``."""
 
-    def __init__(self, name, path, experiments_dir, artifacts_dir, how, searched):
+    def __init__(self, name: str, path: str, experiments_dir: str, artifacts_dir: str, how: str,
+                 searched: Sequence[str]):
         self.name, self.path, self.experiments_dir = name, path, experiments_dir
         self.artifacts_dir, self.how, self.searched = artifacts_dir, how, searched
 
-    def as_dict(self):
+    def as_dict(self) -> dict[str, Any]:
         return dict(name=self.name, path=self.path, experiments_dir=self.experiments_dir,
                     artifacts_dir=self.artifacts_dir, how=self.how, searched=list(self.searched))
 
 
-def parse_ref(ref):
+def parse_ref(ref: Any) -> tuple[str, bool]:
     """(name, bundled) of what ``-e exp=`` said: ``NAME`` or ``rlinfra.verl:NAME``."""
     ref = "" if ref is None else str(ref).strip()
     bundled = ref.startswith(BUNDLED_PREFIX)
@@ -57,7 +60,8 @@ def _inside(path, root):
     return vocabulary.inside(os.path.realpath(path), os.path.realpath(root))
 
 
-def project_dirs(inventory_sources=(), playbook_dir="", cwd="", collection_root=""):
+def project_dirs(inventory_sources: Iterable[Any] | None = (), playbook_dir: str | None = "", cwd: str | None = "",
+                 collection_root: str | None = "") -> list[str]:
     """The ``experiments/`` directories of the user's project, in search order, each once."""
     anchors = []
     for source in inventory_sources or ():
@@ -90,7 +94,7 @@ def _file_in(directory, name):
     return None
 
 
-def check_artifacts(artifacts_dir, name):
+def check_artifacts(artifacts_dir: str, name: str) -> str:
     """The run's artifacts directory ``<artifacts_dir>/<name>``, neither it nor its parent a symbolic link (writing
     logs, metrics and zips through a link puts them wherever it points); one line of ExperimentError otherwise."""
     run_dir = os.path.join(artifacts_dir, name)
@@ -105,12 +109,13 @@ def check_artifacts(artifacts_dir, name):
     return run_dir
 
 
-def bundled_names(collection_root):
+def bundled_names(collection_root: str) -> list[str]:
     return experiment.experiment_names(os.path.join(collection_root, "experiments"))
 
 
-def locate(ref, explicit_dir="", environ=None, inventory_sources=(), playbook_dir="", cwd="",
-           collection_root="", artifacts_dir=""):
+def locate(ref: Any, explicit_dir: str | None = "", environ: Mapping[str, str] | None = None,
+           inventory_sources: Iterable[Any] | None = (), playbook_dir: str | None = "", cwd: str | None = "",
+           collection_root: str = "", artifacts_dir: str | None = "") -> Source:
     """The :class:`Source` of experiment ``ref`` by the rule above; one line of ExperimentError otherwise."""
     environ = os.environ if environ is None else environ
     cwd = cwd or os.getcwd()

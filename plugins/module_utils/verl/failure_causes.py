@@ -19,6 +19,8 @@ nodes.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.node.gpu_health import XID, occurrence
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import mask_patterns
@@ -144,7 +146,7 @@ def _nccl_detail(line):
     return re.sub(r"^\S+:\d+:\d+ \[\d+\] ", "", line)
 
 
-def driver_log_causes(text, volumes=None):
+def driver_log_causes(text: str | None, volumes: Iterable[Any] | None = None) -> list[str]:
     """The causes found in a training driver's log ``text``, newest first, each once. ``volumes``: the checkpoint
     volumes of the run as ``dict(path, free_bytes)``; a "No space left on device" is put on the one holding the path
     the log names (or, when it names none, on one with less than 1 GiB free)."""
@@ -170,12 +172,12 @@ def driver_log_causes(text, volumes=None):
     return causes
 
 
-def kernel_line(event):
+def kernel_line(event: Mapping[str, Any]) -> str | None:
     """What a kernel event (:func:`gpu_health.kernel_events`) says, without its node or time: ``Xid 79 (GPU has fallen
     off the bus) on 0000:2b:00``; None for a kind this does not know."""
     kind = event.get("kind")
     if kind == "xid":
-        code = event.get("code")
+        code: Any = event.get("code")
         meaning = event.get("meaning") or XID.get(code)
         text = "Xid %s (%s)" % (code, meaning) if meaning else "Xid %s" % code
         return text + (" on %s" % event["device"] if event.get("device") else "")
@@ -190,13 +192,13 @@ def kernel_line(event):
     return None
 
 
-def kernel_causes(events, node):
+def kernel_causes(events: Iterable[dict[str, Any]] | None, node: str | None) -> list[str]:
     """One line per kernel event (:func:`gpu_health.kernel_events`), in log order (the first is often the cause of
     the rest: "Xid 45 ... caused by previous Xid 145"): ``gpu-2: Xid 79 (GPU has fallen off the bus) on 0000:2b:00
     at ...``, ``gpu-2: the OOM killer killed python (pid 1234) at ...``, ``gpu-2: eth0 link down at ...``,
     ``gpu-2: uncorrectable memory error (EDAC MC3) at ...``. The same event again (a message repeated, or printed
     over two lines) makes one line: ``... 3 times, first at ...``."""
-    groups = {}
+    groups: dict[str, list[dict[str, Any]]] = {}
     for event in events or []:
         text = kernel_line(event)
         if text is not None:

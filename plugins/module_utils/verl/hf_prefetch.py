@@ -23,7 +23,7 @@ folder and format: huggingface_hub then knows the snapshot complete offline, and
 here is not asked of the Hub at all (whichever of the two filled the cache).
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
@@ -35,6 +35,8 @@ import re
 import socket
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import files as fs
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import masking
@@ -43,7 +45,7 @@ try:
     from http import client as _http
     from urllib import request as _request, error as _error, parse as _parse
 except ImportError:  # pragma: no cover - Python 2 is not supported by the collection
-    _http = _request = _error = _parse = None
+    _http = _request = _error = _parse = None  # type: ignore[assignment]  # never on Python 3
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 KINDS = (("models", "model"), ("datasets", "dataset"))
@@ -90,7 +92,7 @@ def _existing(path):
     return path or "/"
 
 
-def not_shared(hf_home, shared_path, mounts="/proc/mounts"):
+def not_shared(hf_home: str, shared_path: str, mounts: str = "/proc/mounts") -> str | None:
     """None when ``hf_home`` is on the file system of ``shared_path`` (the volume every node mounts) or on a network
     file system; else the one line saying why the prefetch would help only the head."""
     home, shared = _existing(os.path.realpath(hf_home)), _existing(os.path.realpath(shared_path))
@@ -111,12 +113,12 @@ def not_shared(hf_home, shared_path, mounts="/proc/mounts"):
                 shared_point, shared_point, shared_point.rstrip("/")))
 
 
-def normalize(section, err):
+def normalize(section: Any, err: Callable[[str], Any]) -> tuple[list[dict[str, Any]], str | None]:
     """``prefetch:`` as written -> (items, hf_home). Each problem goes to ``err`` as one line.
 
     An item is ``{"kind": "model"|"dataset", "repo", "revision", "allow_patterns", "ignore_patterns"}``;
     a plain string is a repository at ``main``."""
-    items = []
+    items: list[dict[str, Any]] = []
     if section is None:
         return items, None
     if not isinstance(section, dict):
@@ -185,24 +187,24 @@ def _item(entry, kind, where, err):
     return item
 
 
-def sections(items):
+def sections(items: Iterable[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """Items back in the experiment's form, ``{"models": [...], "datasets": [...]}`` (what the module takes)."""
-    out = dict((plural, []) for plural, dummy in KINDS)
+    out: dict[str, list[dict[str, Any]]] = dict((plural, []) for plural, dummy in KINDS)
     for item in items:
         out[item["kind"] + "s"].append(dict((k, v) for k, v in item.items() if k != "kind" and v != []))
     return out
 
 
-def items_of(section):
+def items_of(section: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The items of an already validated section (the experiment's ``prefetch``), with their kinds."""
     return normalize(dict((plural, section.get(plural) or []) for plural, dummy in KINDS), lambda msg: None)[0]
 
 
-def label(item):
+def label(item: Mapping[str, Any]) -> str:
     return "%s %s@%s" % (item["kind"], item["repo"], item["revision"])
 
 
-def selected(paths, item):
+def selected(paths: Iterable[str], item: Mapping[str, Any]) -> list[str]:
     """The repository files the item asks for (huggingface_hub's allow/ignore pattern semantics)."""
     out = []
     for path in paths:
@@ -224,27 +226,27 @@ def _match(path, pattern):
 # The cache layout
 
 
-def repo_folder(item):
+def repo_folder(item: Mapping[str, Any]) -> str:
     return "%ss--%s" % (item["kind"], item["repo"].replace("/", "--"))
 
 
 class Cache:
     """One repository's folder in the Hub cache (blobs, snapshots, refs, trees) and its lock."""
 
-    def __init__(self, hub_cache, item):
+    def __init__(self, hub_cache: str, item: Mapping[str, Any]):
         self.root = os.path.join(hub_cache, repo_folder(item))
         self.lock = os.path.join(hub_cache, ".locks", repo_folder(item), "rlinfra-prefetch.lock")
 
-    def blob(self, blob_id):
+    def blob(self, blob_id: str) -> str:
         return os.path.join(self.root, "blobs", blob_id)
 
-    def link(self, commit, path):
+    def link(self, commit: str, path: str) -> str:
         return os.path.join(self.root, "snapshots", commit, *path.split("/"))
 
-    def ref(self, revision):
+    def ref(self, revision: str) -> str:
         return os.path.join(self.root, "refs", *revision.split("/"))
 
-    def read_ref(self, revision):
+    def read_ref(self, revision: str) -> str | None:
         try:
             with open(self.ref(revision)) as f:
                 value = f.read().strip()
@@ -252,10 +254,10 @@ class Cache:
             return None
         return value if COMMIT_RE.match(value) else None
 
-    def tree(self, commit):
+    def tree(self, commit: str) -> str:
         return os.path.join(self.root, "trees", commit + ".json")
 
-    def read_tree(self, commit):
+    def read_tree(self, commit: str) -> list[dict[str, Any]] | None:
         """The commit's files from ``trees/<commit>.json``, or None (absent, unreadable, another format)."""
         try:
             with open(self.tree(commit)) as f:
@@ -267,7 +269,7 @@ class Cache:
         except (IOError, OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
 
-    def write_tree(self, commit, files):
+    def write_tree(self, commit: str, files: Iterable[Mapping[str, Any]]) -> bool:
         # huggingface_hub's own bytes (key order, indent), so that either may have written it.
         entries = OrderedDict()
         for f in sorted(files, key=lambda f: f["path"]):
@@ -278,7 +280,7 @@ class Cache:
         data = OrderedDict([("format_version", TREE_FORMAT), ("files", entries)])
         return _write(self.tree(commit), json.dumps(data, indent=1))
 
-    def present(self, commit, f):
+    def present(self, commit: str, f: Mapping[str, Any]) -> bool:
         """The file is in place: its snapshot link leads to a blob of the right size."""
         link = self.link(commit, f["path"])
         try:
@@ -310,7 +312,7 @@ def _place_link(cache, commit, f):
 # The Hub
 
 
-class _Redirects(_request.HTTPRedirectHandler if _request else object):
+class _Redirects(_request.HTTPRedirectHandler if _request else object):  # type: ignore[misc]  # always urllib's
     """Follow redirects, but never carry the token to another host (the Hub sends large files to a CDN)."""
 
     def redirect_request(self, req, fp, code, msg, headers, newurl):
@@ -324,7 +326,8 @@ class _Redirects(_request.HTTPRedirectHandler if _request else object):
 class Hub:
     """The few Hub endpoints a download needs. ``token`` is sent only to ``endpoint``'s own host."""
 
-    def __init__(self, endpoint=DEFAULT_ENDPOINT, token="", timeout=60, opener=None):
+    def __init__(self, endpoint: str | None = DEFAULT_ENDPOINT, token: str | None = "", timeout: float = 60,
+                 opener: Any = None):
         self.endpoint = (endpoint or DEFAULT_ENDPOINT).rstrip("/")
         self.token = token or ""
         self.timeout = timeout
@@ -337,7 +340,7 @@ class Hub:
             req.add_unredirected_header("Authorization", "Bearer " + self.token)
         return self.opener.open(req, timeout=self.timeout)
 
-    def info(self, item):
+    def info(self, item: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
         """(commit, files) of the item's revision; files as :func:`_file` makes them."""
         url = "%s/api/%ss/%s/revision/%s?blobs=true" % (self.endpoint, item["kind"], item["repo"],
                                                         _parse.quote(item["revision"], safe=""))
@@ -372,7 +375,8 @@ class Hub:
             files.append(f)
         return commit, files
 
-    def download(self, item, commit, f, dest, retries=3, log=None, sleep=time.sleep):
+    def download(self, item: Mapping[str, Any], commit: str, f: Mapping[str, Any], dest: str, retries: int = 3,
+                 log: Callable[[str], Any] | None = None, sleep: Callable[[float], Any] = time.sleep) -> None:
         """Fetch one file into ``dest`` (resuming a partial one), checked against its size and id."""
         prefix = "" if item["kind"] == "model" else "%ss/" % item["kind"]
         url = "%s/%s%s/resolve/%s/%s" % (self.endpoint, prefix, item["repo"], commit, _parse.quote(f["path"], safe="/"))
@@ -479,7 +483,8 @@ def _digest(path, f):
 # One prefetch
 
 
-def fetch_item(item, hub, hub_cache, check_mode=False, retries=3, lock_timeout=3600, log=None):
+def fetch_item(item: Mapping[str, Any], hub: Hub, hub_cache: str, check_mode: bool = False, retries: int = 3,
+               lock_timeout: float = 3600, log: Callable[[str], Any] | None = None) -> dict[str, Any]:
     """Bring one item into the cache. Returns a result dict (status: present, downloaded, cached)."""
     cache = Cache(hub_cache, item)
     result = dict(item, commit=None, files=0, downloaded_files=0, downloaded_bytes=0, status="present")
@@ -496,7 +501,7 @@ def fetch_item(item, hub, hub_cache, check_mode=False, retries=3, lock_timeout=3
         commit, files = hub.info(item)
     except HubUnreachable as e:
         # Offline but complete locally: the commit this revision last resolved to is what the job will find.
-        commit = pinned or cache.read_ref(revision)
+        commit = pinned or cache.read_ref(revision)  # type: ignore[assignment]  # None: nothing cached, raised below
         known = cache.read_tree(commit) if commit else None
         if known is None or not all(cache.present(commit, f) for f in _wanted(known, item)):
             raise
@@ -538,11 +543,15 @@ def _wanted(files, item):
     return [by_path[p] for p in selected(sorted(by_path), item)]
 
 
-def prefetch(items, hf_home, hub_cache=None, endpoint=DEFAULT_ENDPOINT, token="", timeout=60, retries=3,
-             check_mode=False, lock_timeout=3600, hub=None):
+def prefetch(items: Iterable[Mapping[str, Any]], hf_home: str, hub_cache: str | None = None,
+             endpoint: str | None = DEFAULT_ENDPOINT, token: str | None = "", timeout: float = 60, retries: int = 3,
+             check_mode: bool = False, lock_timeout: float = 3600,
+             hub: Hub | None = None) -> tuple[bool, list[dict[str, Any]], list[str]]:
     """Every item in turn. Returns (changed, results, lines); raises :class:`PrefetchError` on the first failure."""
     hub = hub or Hub(endpoint, token, timeout)
     hub_cache = hub_cache or os.path.join(hf_home, "hub")
+    lines: list[str]
+    results: list[dict[str, Any]]
     lines, results = [], []
     for item in items:
         results.append(fetch_item(item, hub, hub_cache, check_mode=check_mode, retries=retries,
@@ -552,7 +561,7 @@ def prefetch(items, hf_home, hub_cache=None, endpoint=DEFAULT_ENDPOINT, token=""
     return changed, results, lines
 
 
-def report(r, check_mode=False):
+def report(r: Mapping[str, Any], check_mode: bool = False) -> str:
     where = "%s (commit %s, %d file%s)" % (label(r), (r["commit"] or "?")[:12], r["files"], "" if r["files"] == 1 else "s")
     if r["status"] == "downloaded":
         verb = "would download" if check_mode else "downloaded"
@@ -565,7 +574,7 @@ def report(r, check_mode=False):
     return "%s: already in the cache, nothing downloaded" % where
 
 
-def human_bytes(n):
+def human_bytes(n: float) -> str:  # type: ignore[return]  # the loop returns at its last unit
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1000 or unit == "GB":
             return ("%d %s" if unit == "B" else "%.1f %s") % (n, unit)

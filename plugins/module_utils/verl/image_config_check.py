@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.node import container as container_rules
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import config_check
@@ -22,7 +24,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.verl import config_ch
 STATUSES = ("passed", "failed", "skipped")
 
 
-def where(image_id, node):
+def where(image_id: str | None, node: str | None) -> str:
     """How the messages name the Python that ran the check: ``image 0123456789ab on head-1``."""
     return "image %s on %s" % ((image_id or "?")[:12], node or socket.gethostname())
 
@@ -40,13 +42,13 @@ def _source():
     return text
 
 
-def image_script(overrides, config_name, label):
+def image_script(overrides: Iterable[Any], config_name: str, label: str) -> str:
     """The program the image's Python runs: the check and its arguments (JSON in the text, not in argv)."""
     payload = json.dumps(dict(overrides=[str(o) for o in overrides], config_name=config_name, where=label))
     return _source() + config_check.main_for(payload)
 
 
-def command(engine_path, container):
+def command(engine_path: str, container: str) -> list[str]:
     # The exec line merge uses too (node/container.py): one rule for running something in the head's container.
     return container_rules.exec_prefix(engine_path, container) + ["python3", "-"]
 
@@ -56,7 +58,7 @@ def _tail(text, limit=300):
     return (lines[-1] if lines else "")[-limit:]
 
 
-def answer(rc, stdout, stderr, label, argv):
+def answer(rc: int | None, stdout: str | None, stderr: str | None, label: str, argv: Sequence[str]) -> dict[str, Any]:
     """The check from the engine's exit code and output; a failed check naming what went wrong otherwise."""
     for line in reversed((stdout or "").splitlines()):
         if line.startswith(config_check.MARK):
@@ -73,7 +75,8 @@ def answer(rc, stdout, stderr, label, argv):
         label, " ".join(argv), rc, why))
 
 
-def run_in_image(engine_path, container, image_id, node, overrides, config_name, timeout, run=subprocess.run):
+def run_in_image(engine_path: str, container: str, image_id: str | None, node: str | None, overrides: Iterable[Any],
+                 config_name: str, timeout: float, run: Callable[..., Any] = subprocess.run) -> dict[str, Any]:
     label = where(image_id, node)
     argv = command(engine_path, container)
     try:
@@ -91,7 +94,7 @@ def run_in_image(engine_path, container, image_id, node, overrides, config_name,
     return answer(proc.returncode, proc.stdout, proc.stderr, label, argv)
 
 
-def check(p, module):
+def check(p: Mapping[str, Any], module: Any) -> dict[str, Any]:
     """The module's result for parameters ``p``; ``module`` is an AnsibleModule or a plain_module.PlainModule. The
     check itself only reads: a failed or skipped check is the result's ``check``, not the task's failure (the render
     action decides, with verl_job_verl_config_check)."""

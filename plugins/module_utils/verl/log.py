@@ -27,7 +27,7 @@ _VALUE = re.compile(
 )
 
 
-def _to_float(text):
+def _to_float(text: str) -> float | None:
     match = _VALUE.match(text.strip())
     if not match:
         return None
@@ -37,7 +37,7 @@ def _to_float(text):
     return float(value)
 
 
-def parse_progress_line(line):
+def parse_progress_line(line: str) -> tuple[int, dict[str, float]] | None:
     """Return ``(step, metrics)`` for a verl progress line, or None for any other line.
 
     Metrics whose value is not numeric are left out; NaN and infinities are kept as floats.
@@ -56,7 +56,7 @@ def parse_progress_line(line):
     return int(match.group(1)), metrics
 
 
-def last_progress(text):
+def last_progress(text: str | None) -> tuple[int | None, dict[str, float]]:
     """Return ``(last_step, last_metrics)`` from the newest progress line in ``text``.
 
     ``(None, {})`` when the text holds no progress line yet.

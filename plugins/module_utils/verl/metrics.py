@@ -21,6 +21,8 @@ import stat
 import struct
 import time
 import zlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import files
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl.log import parse_progress_line
@@ -35,7 +37,7 @@ PANELS = (
 MODE = 0o600
 
 
-def steps(text):
+def steps(text: str | None) -> list[tuple[int, dict[str, float]]]:
     """[(step, {key: value})] in step order, from a log's text."""
     by_step = {}
     for line in (text or "").splitlines():
@@ -46,16 +48,16 @@ def steps(text):
     return sorted(by_step.items())
 
 
-def columns(rows):
+def columns(rows: Iterable[tuple[Any, Mapping[str, Any]]]) -> list[str]:
     """``step`` then every key, in the order the log first printed it."""
-    seen = {}
+    seen: dict[str, None] = {}
     for dummy, metrics in rows:
         for key in metrics:
             seen.setdefault(key, None)
     return ["step"] + list(seen)
 
 
-def csv_text(rows):
+def csv_text(rows: Sequence[tuple[int, Mapping[str, float]]]) -> str:
     out = io.StringIO()
     names = columns(rows)
     writer = csv.writer(out, lineterminator="\n")
@@ -71,7 +73,7 @@ def _cell(value):
     return repr(float(value)) if not float(value).is_integer() or abs(value) >= 1e16 else str(int(value))
 
 
-def panels(rows):
+def panels(rows: Sequence[tuple[int, Mapping[str, float]]]) -> list[tuple[str, str, list[tuple[int, float]]]]:
     """[(title, key, [(step, value)])] for the plot: the key metrics the log has (finite values only)."""
     out = []
     for title, keys in PANELS:
@@ -83,14 +85,14 @@ def panels(rows):
     return out
 
 
-def write(base, text):
+def write(base: str, text: str | None) -> dict[str, Any]:
     """Write ``<base>.metrics.csv`` and ``<base>.metrics.png`` (0600, whole or not at all) from a log's text.
 
     Returns dict(csv, png, steps, panels): ``csv`` is None when the log has no step line yet, ``png`` when it
     has none of the plotted metrics either.
     """
     rows = steps(text)
-    out = dict(csv=None, png=None, steps=len(rows), panels=[])
+    out: dict[str, Any] = dict(csv=None, png=None, steps=len(rows), panels=[])
     if not rows:
         return out
     out["csv"] = base + ".metrics.csv"
@@ -118,21 +120,21 @@ class Follow:
     can also be drawn against the time the controller saw them (a wait that catches up on a long log sees many steps at
     once: they share its time)."""
 
-    def __init__(self, base=None, clock=time.time):
+    def __init__(self, base: str | None = None, clock: Callable[[], float] = time.time):
         self.base = base
         self.clock = clock
-        self.seen_at = {}       # step -> epoch seconds of its first line read here
+        self.seen_at: dict[int, float] = {}  # step -> epoch seconds of its first line read here
         self.carry = ""
-        self.last = (None, {})
-        self.first = None
-        self.pending = {}       # step -> metrics not yet in the CSV
-        self.columns = []       # the CSV's, "step" left out
+        self.last: tuple[int | None, dict[str, float]] = (None, {})
+        self.first: int | None = None
+        self.pending: dict[int, dict[str, float]] = {}  # step -> metrics not yet in the CSV
+        self.columns: list[str] = []  # the CSV's, "step" left out
         self.steps = 0          # rows in the CSV
-        self.tail_step = None   # the CSV's last row's step
+        self.tail_step: int | None = None  # the CSV's last row's step
         self.size = 0           # the CSV's length
         self.points = {key: Series() for dummy, keys in PANELS for key in keys}
 
-    def feed(self, text):
+    def feed(self, text: str | None) -> None:
         text = self.carry + (text or "")
         end = len(text)
         while end and text[end - 1] not in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029":
@@ -140,7 +142,7 @@ class Follow:
         self.carry = text[end:]
         self._lines(text[:end])
 
-    def finish(self):
+    def finish(self) -> None:
         """The last line, ended or not (the log is whole)."""
         carry, self.carry = self.carry, ""
         self._lines(carry)
@@ -162,9 +164,9 @@ class Follow:
                         self.pending[parsed[0]] = parsed[1]
 
     # -- writing ---------------------------------------------------------------------------------------
-    def write(self):
+    def write(self) -> dict[str, Any]:
         """Write what was fed since the last call; the same answer as :func:`write`."""
-        out = dict(csv=None, png=None, steps=self.steps, panels=[])
+        out: dict[str, Any] = dict(csv=None, png=None, steps=self.steps, panels=[])
         if self.base is None or (not self.steps and not self.pending):
             return out
         path = self.base + ".metrics.csv"
@@ -244,7 +246,7 @@ class Follow:
             raise ValueError("%s changed under the wait; it is written again from the next log" % path)
         return dict((int(r[0]), dict((k, v) for k, v in zip(self.columns, r[1:]) if v != "")) for r in table[1:] if r)
 
-    def panels(self):
+    def panels(self) -> list[tuple[str, str, list[tuple[int, float]]]]:
         """:func:`panels` of the rows written."""
         out = []
         for title, keys in PANELS:
@@ -255,7 +257,7 @@ class Follow:
                     break
         return out
 
-    def curves(self, width=None):
+    def curves(self, width: int | None = None) -> list[tuple[str, list[tuple[int, float]]]]:
         """``[(key, [(step, value)])]`` of every metric column written that has a finite value, the plot's panels'
         first (in :data:`PANELS` order), then the CSV's order; each thinned to ``width`` columns (:func:`thin`)."""
         first = [key for dummy, key, dummy2 in self.panels()]
@@ -273,7 +275,7 @@ class Thinned(list):
     """Points that :func:`thin` kept of more than PLOT_POINTS: :func:`plot` draws each pixel column's band."""
 
 
-def thin(points, width=None):
+def thin(points: list[tuple[int, float]], width: int | None = None) -> list[tuple[int, float]]:
     """``points`` as they are up to PLOT_POINTS, else each of ``width`` columns' (the plot's, by default) first, lowest,
     highest and last point."""
     if len(points) <= (PLOT_POINTS if width is None else 4 * width):
@@ -319,10 +321,10 @@ class Series:
         self.bins = None
         self.origin, self.width = 0, 1
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         return bool(self.raw[0]) if self.bins is None else bool(self.bins)
 
-    def add(self, step, value):
+    def add(self, step: float, value: float) -> None:
         if self.bins is None:
             self.raw[0].append(step)
             self.raw[1].append(value)
@@ -368,7 +370,7 @@ class Series:
                 b.extend(old[at:at + 9])
                 b[-9] = index
 
-    def points(self):
+    def points(self) -> list[tuple[int, float]]:
         if self.bins is None:
             return [(int(s), v) for s, v in zip(*self.raw)]
         out, b = Thinned(), self.bins  # drawn as bands, however few are left
@@ -378,7 +380,7 @@ class Series:
         return out
 
 
-def kept(points):
+def kept(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
     """What the plot shows of ``points`` (step order): :func:`thin` of what a :class:`Series` keeps of them."""
     if len(points) <= PLOT_POINTS:
         return points
@@ -426,15 +428,15 @@ GLYPH_W = 6 * SCALE  # 5 columns and a space
 
 
 class Canvas:
-    def __init__(self, width, height):
+    def __init__(self, width: int, height: int):
         self.width, self.height = width, height
         self.px = [bytearray(WHITE * width) for dummy in range(height)]
 
-    def dot(self, x, y, color):
+    def dot(self, x: int, y: int, color: tuple[int, int, int]) -> None:
         if 0 <= x < self.width and 0 <= y < self.height:
             self.px[y][3 * x:3 * x + 3] = bytes(color)
 
-    def rect(self, x0, y0, x1, y1, color):
+    def rect(self, x0: int, y0: int, x1: int, y1: int, color: tuple[int, int, int]) -> None:
         x0, x1 = max(0, x0), min(self.width, x1 + 1)
         if x1 <= x0:
             return
@@ -442,7 +444,7 @@ class Canvas:
         for y in range(max(0, y0), min(self.height, y1 + 1)):
             self.px[y][3 * x0:3 * x1] = run
 
-    def line(self, x0, y0, x1, y1, color, thick=1):
+    def line(self, x0: int, y0: int, x1: int, y1: int, color: tuple[int, int, int], thick: int = 1) -> None:
         dx, dy = abs(x1 - x0), -abs(y1 - y0)
         sx, sy = (1 if x0 < x1 else -1), (1 if y0 < y1 else -1)
         err = dx + dy
@@ -458,7 +460,7 @@ class Canvas:
                 err += dx
                 y0 += sy
 
-    def text(self, x, y, text, color=INK):
+    def text(self, x: int, y: int, text: Any, color: tuple[int, int, int] = INK) -> int:
         for ch in str(text).lower():
             rows = FONT.get(ch, FONT["?"])
             for r, row in enumerate(rows):
@@ -468,7 +470,7 @@ class Canvas:
             x += GLYPH_W
         return x
 
-    def png(self):
+    def png(self) -> bytes:
         raw = b"".join(b"\x00" + bytes(row) for row in self.px)
 
         def chunk(kind, data):
@@ -478,17 +480,17 @@ class Canvas:
                 + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b""))
 
 
-def fmt(value):
+def fmt(value: float) -> str:
     return "%.4g" % value
 
 
-def plot_area(index):
+def plot_area(index: int) -> tuple[int, int, int, int]:
     """(x0, y0, x1, y1) of panel ``index``'s plotting area."""
     top = index * PANEL_HEIGHT
     return LEFT, top + TOP, WIDTH - RIGHT, top + PANEL_HEIGHT - BOTTOM
 
 
-def plot(shown):
+def plot(shown: Sequence[tuple[str, str, Sequence[tuple[int, float]]]]) -> bytes:
     """The PNG bytes of the panels ``shown`` (from :func:`panels`)."""
     canvas = Canvas(WIDTH, PANEL_HEIGHT * len(shown))
     for index, (title, key, points) in enumerate(shown):
@@ -517,7 +519,7 @@ def plot(shown):
     return canvas.png()
 
 
-def bands(canvas, xy):
+def bands(canvas: Canvas, xy: Sequence[tuple[int, int]]) -> None:
     """Many points, several to a pixel column: each column's band from its lowest to its highest point, joined to
     the column before (what lines through every point fill), one rectangle a column."""
     last = None
@@ -533,7 +535,7 @@ def bands(canvas, xy):
         canvas.rect(x, low, x + 1, high + 1, LINE)
 
 
-def describe(result):
+def describe(result: Mapping[str, Any] | None) -> list[str]:
     """The summary's lines for a :func:`write` result."""
     if not result or not result.get("csv"):
         return []
@@ -543,5 +545,5 @@ def describe(result):
     return lines
 
 
-def base_of(log_path):
+def base_of(log_path: str) -> str:
     return os.path.splitext(log_path)[0]

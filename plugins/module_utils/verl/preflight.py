@@ -32,6 +32,8 @@ import contextlib
 import importlib.util  # noqa: F401 pylint: disable=unused-import
 import os
 import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import files
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import package as ray_package
@@ -47,7 +49,7 @@ VERL_CPUS_PER_GPU = 3  # verl ResourcePoolManager.max_colocate_count: bundle {"C
 VERL_TASK_RUNNER_CPUS = 1  # verl's TaskRunner actor (plain @ray.remote: 1 CPU to schedule)
 
 
-def check(name, status, message, **extra):
+def check(name: str, status: str, message: str, **extra: Any) -> dict[str, Any]:
     out = dict(name=name, status=status, message=message)
     out.update(extra)
     return out
@@ -56,7 +58,7 @@ def check(name, status, message, **extra):
 CONTAINER_KEYS = ("engine_path", "name", "image_id")
 
 
-def container_problem(container):
+def container_problem(container: Mapping[str, Any] | None) -> str | None:
     """The line when ``container`` (the head's Ray container, from its rlinfra_ray fact) is given but cannot be run
     in; None for a whole one or none ({}: a venv, a dry run)."""
     if not container:
@@ -69,7 +71,7 @@ def container_problem(container):
     return None
 
 
-def image_check(res, image_id, head):
+def image_check(res: Mapping[str, Any], image_id: str | None, head: str | None) -> dict[str, Any]:
     """The verl_config check from rlinfra.verl.verl_config_check's result ``res`` (run in the image on the head); a
     failed task (the module refused its arguments, the script raised) is a failed check in one line."""
     found = res.get("check") if isinstance(res, dict) else None
@@ -80,7 +82,7 @@ def image_check(res, image_id, head):
                  % ((image_id or "?")[:12], head or "the head", why))
 
 
-def apply_mode(result, mode):
+def apply_mode(result: dict[str, Any], mode: str | None) -> dict[str, Any]:
     """``verl_job_verl_config_check``: under ``required`` a skipped check (no verl/hydra where it ran) fails."""
     if mode == "required" and result["status"] == "skipped":
         result = dict(result, status="failed")
@@ -95,8 +97,9 @@ def _res(node, key):
     return float_or_none((node.get("resources") or {}).get(key))
 
 
-def check_resources(framework, conventions, nnodes, gpus_per_node, nodes, cluster="default", resources=None,
-                    custom_known=False):
+def check_resources(framework: str, conventions: str, nnodes: int | None, gpus_per_node: int | None,
+                    nodes: Iterable[Mapping[str, Any]] | None, cluster: str = "default",
+                    resources: Mapping[str, Any] | None = None, custom_known: bool = False) -> dict[str, Any]:
     """Check ``nodes`` (alive nodes with ``resources``) against what the job will ask for.
     ``custom_known``: the nodes carry all their resources (read from the live cluster, not from the
     inventory), so the entrypoint's custom resources can be checked too."""
@@ -164,7 +167,9 @@ def check_resources(framework, conventions, nnodes, gpus_per_node, nodes, cluste
 # working_dir
 # --------------------------------------------------------------------------------------------
 
-def check_working_dir(path, excludes=(), max_bytes=ray_package.RAY_PACKAGE_MAX_BYTES, dest=None, experiments_dir=None):
+def check_working_dir(path: str | None, excludes: Iterable[str] | None = (),
+                      max_bytes: int = ray_package.RAY_PACKAGE_MAX_BYTES, dest: str | None = None,
+                      experiments_dir: str | None = None) -> dict[str, Any]:
     """Zip the working_dir (to ``dest`` when given); passes with the package's uri and size. ``dest`` that cannot be
     written is no fault of the working_dir: its :class:`ray_package.DestError` goes to the caller, who knows what set
     it. ``experiments_dir``: the directory the working_dir must not leave through a link."""
@@ -185,7 +190,8 @@ def check_working_dir(path, excludes=(), max_bytes=ray_package.RAY_PACKAGE_MAX_B
                                               ray_package.mib(max_bytes)), package=pkg)
 
 
-def package_working_dir(path, excludes, package_dir, experiments_dir=None):
+def package_working_dir(path: str | None, excludes: Iterable[str] | None, package_dir: str,
+                        experiments_dir: str | None = None) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """(check, package): :func:`check_working_dir` with the zip kept in ``package_dir`` (the run's
     ``<artifacts>/<NAME>/packages``) under its content's name; ``package`` is None when the check failed, and nothing
     is left behind then. A directory or a zip that cannot be written is one line of ExperimentError naming
@@ -238,7 +244,7 @@ def _unreadable(root, excludes, error):
     return "working_dir %s cannot be read (%s); check the directory's permissions and disk" % (root, reason)
 
 
-def summarize(checks):
+def summarize(checks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     failed = [c for c in checks if c["status"] == "failed"]
     return dict(ok=not failed, checks=checks, failed=[c["message"] for c in failed],
                 skipped=[c["message"] for c in checks if c["status"] == "skipped"])

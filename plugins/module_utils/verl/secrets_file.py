@@ -19,6 +19,8 @@ from __future__ import annotations
 import os
 import re
 import shlex
+from collections.abc import Mapping
+from typing import Any
 
 FILE_VAR = "RLINFRA_SECRETS_FILE"
 HOOK_MODULE = "rlinfra_secrets"
@@ -32,19 +34,19 @@ HEADER = "# rlinfra: secrets of one run; removed when the run ends (docs/SECURIT
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def default_dir(checkpoint_root):
+def default_dir(checkpoint_root: str | None) -> str:
     """``.rlinfra/secrets`` next to the checkpoint root: on the shared volume every node mounts
     (``/data/checkpoints`` -> ``/data/.rlinfra/secrets``)."""
     root = (checkpoint_root or "/data/checkpoints").rstrip("/") or "/"
     return os.path.join(os.path.dirname(root) or "/", ".rlinfra", "secrets")
 
 
-def file_path(directory, cluster, submission_id):
+def file_path(directory: str, cluster: str, submission_id: str) -> str:
     """One file per run (its first attempt's submission id): recovery attempts share it."""
     return "%s/%s/%s.env" % (directory.rstrip("/"), cluster, submission_id)
 
 
-def dumps(values):
+def dumps(values: Mapping[str, Any]) -> str:
     """``NAME='value'`` lines, quoted for a POSIX shell (and read back by :func:`loads`)."""
     lines = [HEADER]
     for name in sorted(values):
@@ -57,7 +59,7 @@ def dumps(values):
     return "\n".join(lines) + "\n"
 
 
-def loads(text):
+def loads(text: str) -> dict[str, str]:
     """The ``{name: value}`` of a file written by :func:`dumps` (values may span lines)."""
     out = {}
     for token in shlex.split(text, comments=True, posix=True):
@@ -68,7 +70,7 @@ def loads(text):
     return out
 
 
-def load(path=None):
+def load(path: str | None = None) -> dict[str, str] | list[str]:
     """Ray's worker_process_setup_hook: the run's secrets into this worker's environment.
 
     A missing file fails the worker with one line (Ray shows it in the task's or actor's error):

@@ -7,6 +7,8 @@ and the converging of it on the head (module rlinfra.verl.verl_secrets_file)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.attempts import attempts_of
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import owned, vocabulary
@@ -22,7 +24,8 @@ FINAL_OK = frozenset(("SUCCEEDED", "STOPPED"))
 UNFINISHED_REASONS = frozenset(("timeout", "unreachable", "check_mode", "error", "detached", "supervisor"))
 
 
-def sources(names, given, environ):
+def sources(names: Iterable[str], given: Mapping[str, Any] | Collection[str],
+            environ: Mapping[str, str]) -> tuple[list[str], list[str]]:
     """``(from_vars, from_env)``: the secrets among ``names`` whose values the user gave in Ansible
     (``given``: the names of verl_job_secrets with a value, or that dict), else that the controller's
     environment has; a value in Ansible wins."""
@@ -31,7 +34,7 @@ def sources(names, given, environ):
     return from_vars, from_env
 
 
-def values(names, given, environ):
+def values(names: Iterable[str], given: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, str]:
     """The ``{name: value}`` of the secrets among ``names``, by the rule of :func:`sources`."""
     from_vars, from_env = sources(names, given or {}, environ)
     out = {n: str(given[n]) for n in from_vars}
@@ -39,12 +42,12 @@ def values(names, given, environ):
     return out
 
 
-def needed(current):
+def needed(current: Mapping[str, Any] | None) -> bool:
     """``current``: the run's newest attempt (or None, a new submission)."""
     return current is None or (current or {}).get("status") not in FINAL_OK
 
 
-def done(waited):
+def done(waited: Mapping[str, Any] | None) -> bool:
     """After a wait: True when the run's latest attempt can start no process any more."""
     waited = waited or {}
     if waited.get("skipped") or not waited.get("reason"):
@@ -54,7 +57,7 @@ def done(waited):
     return waited.get("status") not in ACTIVE_STATUSES
 
 
-def stale(paths, jobs, keep=None):
+def stale(paths: Iterable[str] | None, jobs: Iterable[Mapping[str, Any]] | None, keep: str | None = None) -> list[str]:
     """The files among ``paths`` (``<dir>/<cluster>/<submission id>.env``) whose run has no
     PENDING/RUNNING attempt in ``jobs`` (that cluster's job list); ``keep`` is never stale."""
     out = []
@@ -70,7 +73,7 @@ def stale(paths, jobs, keep=None):
     return sorted(out)
 
 
-def ours(path):
+def ours(path: str) -> bool:
     """Whether ``path`` is a secrets file rlinfra wrote (a file, not a link, starting with :data:`HEADER`): the only
     files removed here. The directory is the user's choice (verl_job_secrets_dir) and its name the cluster's, so a
     ``<name>.env`` in it may be anyone's (a project's own .env)."""
@@ -109,7 +112,7 @@ def _mkdir(path, mode, check):
     return True
 
 
-def prune(run_dir, jobs, check=False):
+def prune(run_dir: str | None, jobs: Iterable[Mapping[str, Any]] | None, check: bool = False) -> list[str]:
     """The files of ended runs in ``run_dir`` (``<secrets dir>/<cluster>``) removed, for a submit whose own run has no
     secrets file; returns the paths removed."""
     if not run_dir or not os.path.isdir(run_dir) or os.path.islink(run_dir):
@@ -121,7 +124,8 @@ def prune(run_dir, jobs, check=False):
     return removed
 
 
-def converge(secrets_dir, path, values, hook, jobs, write, state, check=False):
+def converge(secrets_dir: str, path: str, values: Mapping[str, Any] | None, hook: str | None,
+             jobs: Iterable[Mapping[str, Any]] | None, write: bool, state: str, check: bool = False) -> dict[str, Any]:
     """The run's file at ``path`` present (with ``values``) or absent; returns the module's result."""
     run_dir = os.path.dirname(path)
     if state == "absent":
