@@ -11,7 +11,9 @@ BENCH_MD = Path(__file__).resolve().parent.parent / "docs" / "BENCHMARKS.md"
 
 def write_section(name: str, body: str) -> None:
     start, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
-    stamp = f"_Measured {datetime.date.today().isoformat()} on {platform.node() or 'this machine'} ({platform.machine()})._"
+    stamp = (
+        f"_Measured {datetime.date.today().isoformat()} on {platform.node() or 'this machine'} ({platform.machine()})._"
+    )
     block = f"{start}\n{body.rstrip()}\n\n{stamp}\n{end}"
     text = BENCH_MD.read_text() if BENCH_MD.exists() else "# Benchmarks\n"
     if start in text and end in text:

@@ -34,12 +34,27 @@ INVENTORY = ROOT / ".sandbox" / "inventory.yml"
 IMAGE = "rlinfra/ray-node:sandbox"
 ARCHIVE = "/data/images/rlinfra-ray.tar"
 STORE = "/data/rlinfra-bench-store"
-PLAY = [{"name": "Make the image ready", "hosts": "HOSTS", "gather_facts": False, "tasks": [
-    {"name": "Load the archive when the node lacks its image", "rlinfra.verl.ray_container": {
-        "image": IMAGE, "archive": ARCHIVE, "mounts": ["/data"], "state_path": "/tmp/rlinfra-bench-image.json",
-        "image_store": "STORE"},
-     "register": "image"},
-    {"name": "Say what it did", "ansible.builtin.debug": {"msg": "LOADED={{ image.loaded }}"}}]}]
+PLAY = [
+    {
+        "name": "Make the image ready",
+        "hosts": "HOSTS",
+        "gather_facts": False,
+        "tasks": [
+            {
+                "name": "Load the archive when the node lacks its image",
+                "rlinfra.verl.ray_container": {
+                    "image": IMAGE,
+                    "archive": ARCHIVE,
+                    "mounts": ["/data"],
+                    "state_path": "/tmp/rlinfra-bench-image.json",
+                    "image_store": "STORE",
+                },
+                "register": "image",
+            },
+            {"name": "Say what it did", "ansible.builtin.debug": {"msg": "LOADED={{ image.loaded }}"}},
+        ],
+    }
+]
 
 
 def nodes():
@@ -52,9 +67,18 @@ def forget(names):
     from the disk, as a fresh node does), and the CPUs quiet again - so one step's leftovers do not land on the next."""
     for name in names:
         # Every image goes (one sharing the test image's layer makes a load skip it: the other tests leave some).
-        subprocess.run(["docker", "exec", name, "sh", "-c", "rm -f /etc/containers/storage.conf; podman rm -af "
-                        ">/dev/null 2>&1; podman rmi -af >/dev/null 2>&1; rm -f /tmp/rlinfra-bench-image.json"],
-                       check=False)
+        subprocess.run(
+            [
+                "docker",
+                "exec",
+                name,
+                "sh",
+                "-c",
+                "rm -f /etc/containers/storage.conf; podman rm -af "
+                ">/dev/null 2>&1; podman rmi -af >/dev/null 2>&1; rm -f /tmp/rlinfra-bench-image.json",
+            ],
+            check=False,
+        )
     subprocess.run(["docker", "exec", names[0], "rm", "-rf", STORE], check=False)
     subprocess.run(["sync"], check=False)
     try:
@@ -74,8 +98,9 @@ def run(hosts, store=""):
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
     env.update(ANSIBLE_NOCOLOR="1")
     t0 = time.perf_counter()
-    proc = subprocess.run([PLAYBOOK, "-i", str(INVENTORY), f.name], cwd=ROOT, env=env, capture_output=True, text=True,
-                          check=False)
+    proc = subprocess.run(
+        [PLAYBOOK, "-i", str(INVENTORY), f.name], cwd=ROOT, env=env, capture_output=True, text=True, check=False
+    )
     took = time.perf_counter() - t0
     os.unlink(f.name)
     if proc.returncode != 0:
@@ -97,7 +122,7 @@ def main():
     # three at once with ray_container_image_store - one loads into the shared store, the others find it there.
     order = ["one", "three", "store"]
     for r in range(args.rounds):
-        sides = order[r % 3:] + order[:r % 3]
+        sides = order[r % 3 :] + order[: r % 3]
         for side in sides:
             forget(names)
             store = STORE if side == "store" else ""
@@ -112,37 +137,49 @@ def main():
                 print("round %d rerun %.1f s (loaded on 0)" % (r + 1, seconds), flush=True)
     forget(names)
     load1 = os.getloadavg()[0]
-    size = subprocess.run(["docker", "exec", head, "stat", "-c", "%s", ARCHIVE], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    size = subprocess.run(
+        ["docker", "exec", head, "stat", "-c", "%s", ARCHIVE], capture_output=True, text=True, check=True
+    ).stdout.strip()
     med = {k: statistics.median(v) for k, v in took.items()}
     m1 = med["one"]
 
     def row(label, key, ratio):
         v = took[key]
         return "| %s | %.1f | %.1f-%.1f | %s |" % (label, med[key], min(v), max(v), ratio)
-    body = "\n".join([
-        "## Container mode: loading the image archive on one node against three at once",
-        "",
-        "`bench/bench_container_load.py`: `rlinfra.verl.ray_container` with `archive` (the sandbox's test image, %d MB, "
-        "on the shared volume) in one `ansible-playbook` run - limited to the head, or on the three nodes at once as "
-        "site.yml's play runs it, each node into its own store or, with `image_store` (`ray_container_image_store`), "
-        "into one store on the shared volume that every node then runs the image from - the image (and the store) "
-        "removed, the disk synced, the page cache dropped and the CPUs let settle (load < 1, 60 s at most) before each "
-        "timed load; then the same run again with the image there (it loads nothing: `loaded` false on every node, "
-        "asserted). %d rounds, the three sides rotating which goes first; medians; `ansible-playbook`'s own start is "
-        "in every figure. Load average (1 min) at start/end: %.1f / %.1f on %d cores." % (
-            int(size) // 1000000, args.rounds, load0, load1, os.cpu_count()),
-        "",
-        "| step | median (s) | min-max (s) | ratio |",
-        "|---|---:|---:|---:|",
-        row("load on one node (its own store)", "one", ""),
-        row("load on three nodes at once, each into its own store", "three", "%.2fx one node" % (med["three"] / m1)),
-        row("load on three nodes at once, shared store (`ray_container_image_store`)", "store",
-            "**%.2fx** one node (goal <= 1.5x)" % (med["store"] / m1)),
-        row("re-run on three nodes, own stores (loads nothing)", "rerun", "%.2fx one load" % (med["rerun"] / m1)),
-        row("re-run on three nodes, shared store (loads nothing)", "store_rerun",
-            "%.2fx one load" % (med["store_rerun"] / m1)),
-    ])
+
+    body = "\n".join(
+        [
+            "## Container mode: loading the image archive on one node against three at once",
+            "",
+            "`bench/bench_container_load.py`: `rlinfra.verl.ray_container` with `archive` (the sandbox's test image, %d MB, "
+            "on the shared volume) in one `ansible-playbook` run - limited to the head, or on the three nodes at once as "
+            "site.yml's play runs it, each node into its own store or, with `image_store` (`ray_container_image_store`), "
+            "into one store on the shared volume that every node then runs the image from - the image (and the store) "
+            "removed, the disk synced, the page cache dropped and the CPUs let settle (load < 1, 60 s at most) before each "
+            "timed load; then the same run again with the image there (it loads nothing: `loaded` false on every node, "
+            "asserted). %d rounds, the three sides rotating which goes first; medians; `ansible-playbook`'s own start is "
+            "in every figure. Load average (1 min) at start/end: %.1f / %.1f on %d cores."
+            % (int(size) // 1000000, args.rounds, load0, load1, os.cpu_count()),
+            "",
+            "| step | median (s) | min-max (s) | ratio |",
+            "|---|---:|---:|---:|",
+            row("load on one node (its own store)", "one", ""),
+            row(
+                "load on three nodes at once, each into its own store", "three", "%.2fx one node" % (med["three"] / m1)
+            ),
+            row(
+                "load on three nodes at once, shared store (`ray_container_image_store`)",
+                "store",
+                "**%.2fx** one node (goal <= 1.5x)" % (med["store"] / m1),
+            ),
+            row("re-run on three nodes, own stores (loads nothing)", "rerun", "%.2fx one load" % (med["rerun"] / m1)),
+            row(
+                "re-run on three nodes, shared store (loads nothing)",
+                "store_rerun",
+                "%.2fx one load" % (med["store_rerun"] / m1),
+            ),
+        ]
+    )
     print(body)
     if not args.no_write:
         _report.write_section("container-load", body)

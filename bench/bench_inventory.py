@@ -63,8 +63,9 @@ def run_inventory(path, env):
     """One ``ansible-inventory --list``: (wall seconds, CPU seconds of the child, stdout)."""
     cpu = _children_cpu()
     start = time.perf_counter()
-    proc = subprocess.run([venv_bin("ansible-inventory"), "-i", str(path), "--list"],
-                          cwd=ROOT, env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [venv_bin("ansible-inventory"), "-i", str(path), "--list"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
     elapsed = time.perf_counter() - start
     cpu = _children_cpu() - cpu
     if proc.returncode != 0 or "Failed to parse" in proc.stderr:
@@ -123,8 +124,9 @@ for _ in range(int(sys.argv[2])):
     inv = InventoryManager(loader=DataLoader(), sources=[sys.argv[1]])
 print(json.dumps({"wall": min(w for w, _ in spent), "cpu": min(c for _, c in spent), "hosts": len(inv.hosts)}))
 """
-    proc = subprocess.run([venv_bin("python"), "-c", code, str(path), str(repeat)], cwd=ROOT, env=env,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [venv_bin("python"), "-c", code, str(path), str(repeat)], cwd=ROOT, env=env, capture_output=True, text=True
+    )
     if proc.returncode != 0:
         raise SystemExit("in-process parse failed:\n" + proc.stderr[-2000:])
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -154,12 +156,14 @@ def main(argv=None):
     sizes = [int(s) for s in args.sizes.split(",") if s]
 
     env = dict(os.environ)
-    env.update({
-        "HYPERBOLIC_API_KEY": KEY,
-        "ANSIBLE_INVENTORY_ENABLED": "rlinfra.verl.hyperbolic,yaml",
-        "ANSIBLE_LOCALHOST_WARNING": "false",
-        "ANSIBLE_NOCOLOR": "1",
-    })
+    env.update(
+        {
+            "HYPERBOLIC_API_KEY": KEY,
+            "ANSIBLE_INVENTORY_ENABLED": "rlinfra.verl.hyperbolic,yaml",
+            "ANSIBLE_LOCALHOST_WARNING": "false",
+            "ANSIBLE_NOCOLOR": "1",
+        }
+    )
     load_before = os.getloadavg()[0]
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-inv-") as tmp, FakeHyperbolic(api_key=KEY) as fake:
@@ -169,51 +173,77 @@ def main(argv=None):
         startup, _ = best_of(args.repeat, lambda: run_inventory(tiny, env))
         for n in sizes:
             fake.set_fleet(n, clusters=["a", "b"])
-            common = ("plugin: rlinfra.verl.hyperbolic\napi_url: %s\nretries: 0\n"
-                      "cluster_from: '^verl-(?P<cluster>[^-]+)-'\n" % fake.url)
+            common = (
+                "plugin: rlinfra.verl.hyperbolic\napi_url: %s\nretries: 0\n"
+                "cluster_from: '^verl-(?P<cluster>[^-]+)-'\n" % fake.url
+            )
             uncached = tmp / ("u%d.hyperbolic.yml" % n)
             uncached.write_text(common)
             cached = tmp / ("c%d.hyperbolic.yml" % n)
-            cached.write_text(common + "cache: true\ncache_plugin: ansible.builtin.jsonfile\n"
-                              "cache_connection: %s\ncache_timeout: 3600\n" % (tmp / ("cache%d" % n)))
+            cached.write_text(
+                common + "cache: true\ncache_plugin: ansible.builtin.jsonfile\n"
+                "cache_connection: %s\ncache_timeout: 3600\n" % (tmp / ("cache%d" % n))
+            )
 
             fake.reset_stats()
-            t_uncached, listing = best_of(args.repeat, lambda: run_inventory(uncached, env))
+            t_uncached, listing = best_of(args.repeat, lambda uncached=uncached: run_inventory(uncached, env))
             assert fake.request_count == 2 * args.repeat, fake.stats()
             hosts = len(json.loads(listing)["_meta"]["hostvars"])
             assert hosts == n, (hosts, n)
 
             run_inventory(cached, env)  # prime the cache
             fake.reset_stats()
-            t_cached, cached_listing = best_of(args.repeat, lambda: run_inventory(cached, env))
+            t_cached, cached_listing = best_of(args.repeat, lambda cached=cached: run_inventory(cached, env))
             assert fake.request_count == 0, "cached runs made HTTP requests: %s" % fake.stats()
             assert json.loads(cached_listing) == json.loads(listing), "cached inventory differs"
 
             static = tmp / ("static%d.yml" % n)
             static.write_text(static_yaml(listing))
-            t_static, _ = best_of(args.repeat, lambda: run_inventory(static, env))
+            t_static, _ = best_of(args.repeat, lambda static=static: run_inventory(static, env))
 
             parse = inprocess_parse(uncached, args.repeat, env)
             assert parse["hosts"] == n, parse
-            row = {"n": n, "startup": startup, "static": t_static, "uncached": t_uncached, "cached": t_cached,
-                   "parse": (parse["wall"], parse["cpu"])}
+            row = {
+                "n": n,
+                "startup": startup,
+                "static": t_static,
+                "uncached": t_uncached,
+                "cached": t_cached,
+                "parse": (parse["wall"], parse["cpu"]),
+            }
             rows.append(row)
-            print("%5d instances: wall/cpu start-up %.2f/%.2f static %.2f/%.2f uncached %.2f/%.2f "
-                  "cached %.2f/%.2f parse() %.2f/%.2f" % ((n,) + startup + t_static + t_uncached + t_cached
-                                                          + row["parse"]), file=sys.stderr)
+            print(
+                "%5d instances: wall/cpu start-up %.2f/%.2f static %.2f/%.2f uncached %.2f/%.2f "
+                "cached %.2f/%.2f parse() %.2f/%.2f"
+                % ((n,) + startup + t_static + t_uncached + t_cached + row["parse"]),
+                file=sys.stderr,
+            )
 
     load_after = os.getloadavg()[0]
-    ansible_version = subprocess.run([venv_bin("python"), "-c", "import ansible.release as r; print(r.__version__)"],
-                                     capture_output=True, text=True).stdout.strip()
+    ansible_version = subprocess.run(
+        [venv_bin("python"), "-c", "import ansible.release as r; print(r.__version__)"], capture_output=True, text=True
+    ).stdout.strip()
+
     def table(index, unit_note):
-        lines = ["| instances | start-up | static YAML | plugin uncached | plugin cached | "
-                 "own cost uncached (minus static) | own cost cached (minus static) | plugin parse() in-process |",
-                 "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        lines = [
+            "| instances | start-up | static YAML | plugin uncached | plugin cached | "
+            "own cost uncached (minus static) | own cost cached (minus static) | plugin parse() in-process |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
         for r in rows:
-            lines.append("| %d | %.2f s | %.2f s | %.2f s | %.2f s | %+.2f s | %+.2f s | %.2f s |" % (
-                r["n"], r["startup"][index], r["static"][index], r["uncached"][index], r["cached"][index],
-                r["uncached"][index] - r["static"][index], r["cached"][index] - r["static"][index],
-                r["parse"][index]))
+            lines.append(
+                "| %d | %.2f s | %.2f s | %.2f s | %.2f s | %+.2f s | %+.2f s | %.2f s |"
+                % (
+                    r["n"],
+                    r["startup"][index],
+                    r["static"][index],
+                    r["uncached"][index],
+                    r["cached"][index],
+                    r["uncached"][index] - r["static"][index],
+                    r["cached"][index] - r["static"][index],
+                    r["parse"][index],
+                )
+            )
         return unit_note + "\n\n" + "\n".join(lines)
 
     verdict = ""
@@ -226,36 +256,60 @@ def main(argv=None):
         met_wall = own_wall < TARGET_S and r["parse"][0] < TARGET_S
         verdict = (
             "Target: the plugin's own cost under %.0f s uncached at %d instances. CPU time: **%s** "
-            "(minus static %+.2f s; parse() %.2f s). Wall-clock: **%s** (minus static %+.2f s; parse() %.2f s)%s." % (
-                TARGET_S, r["n"], "met" if met_cpu else "NOT met", own_cpu, r["parse"][1],
-                "met" if met_wall else "NOT met", own_wall, r["parse"][0],
-                "" if met_wall or met_wall == met_cpu else
-                " -- wall-clock figures on a loaded machine swing by seconds between identical runs; "
-                "the CPU figures are the reliable ones"))
-    markdown = "\n".join([
-        "## Inventory plugin `rlinfra.verl.hyperbolic`",
-        "",
-        "`ansible-inventory --list` against the fake Hyperbolic API (`bench/bench_inventory.py`), best of %d "
-        "runs; instances split between both sources and two Ray clusters. *start-up* = a one-host static "
-        "YAML file; *static YAML* = the same hosts and groups in a static file without variables (start-up, "
-        "Ansible's YAML parsing, adding and printing the hosts); *own cost* = plugin minus static (negative: "
-        "the plugin is cheaper than Ansible's YAML parser for the same hosts); *parse()* = the plugin's "
-        "`parse()` alone, timed in-process with the plugin already loaded (reading its config, HTTP to "
-        "the fake API, JSON, building hosts, variables and groups), the direct measure of its own cost." % args.repeat,
-        "",
-        table(0, "Wall-clock time:"),
-        "",
-        table(1, "CPU time of the ansible-inventory process (steadier than wall time on a shared machine; "
-                 "excludes the fake API server):"),
-        "",
-        verdict,
-        "",
-        "Measured %s on %s, %d CPUs, Python %s, ansible-core %s; load average %.1f before, %.1f after%s." % (
-            datetime.date.today().isoformat(), platform.machine(), os.cpu_count() or 0,
-            platform.python_version(), ansible_version, load_before, load_after,
-            " (other jobs were running: compare rows with each other rather than with other machines)"
-            if max(load_before, load_after) > (os.cpu_count() or 1) / 2 else ""),
-    ])
+            "(minus static %+.2f s; parse() %.2f s). Wall-clock: **%s** (minus static %+.2f s; parse() %.2f s)%s."
+            % (
+                TARGET_S,
+                r["n"],
+                "met" if met_cpu else "NOT met",
+                own_cpu,
+                r["parse"][1],
+                "met" if met_wall else "NOT met",
+                own_wall,
+                r["parse"][0],
+                ""
+                if met_wall or met_wall == met_cpu
+                else " -- wall-clock figures on a loaded machine swing by seconds between identical runs; "
+                "the CPU figures are the reliable ones",
+            )
+        )
+    markdown = "\n".join(
+        [
+            "## Inventory plugin `rlinfra.verl.hyperbolic`",
+            "",
+            "`ansible-inventory --list` against the fake Hyperbolic API (`bench/bench_inventory.py`), best of %d "
+            "runs; instances split between both sources and two Ray clusters. *start-up* = a one-host static "
+            "YAML file; *static YAML* = the same hosts and groups in a static file without variables (start-up, "
+            "Ansible's YAML parsing, adding and printing the hosts); *own cost* = plugin minus static (negative: "
+            "the plugin is cheaper than Ansible's YAML parser for the same hosts); *parse()* = the plugin's "
+            "`parse()` alone, timed in-process with the plugin already loaded (reading its config, HTTP to "
+            "the fake API, JSON, building hosts, variables and groups), the direct measure of its own cost."
+            % args.repeat,
+            "",
+            table(0, "Wall-clock time:"),
+            "",
+            table(
+                1,
+                "CPU time of the ansible-inventory process (steadier than wall time on a shared machine; "
+                "excludes the fake API server):",
+            ),
+            "",
+            verdict,
+            "",
+            "Measured %s on %s, %d CPUs, Python %s, ansible-core %s; load average %.1f before, %.1f after%s."
+            % (
+                datetime.date.today().isoformat(),
+                platform.machine(),
+                os.cpu_count() or 0,
+                platform.python_version(),
+                ansible_version,
+                load_before,
+                load_after,
+                " (other jobs were running: compare rows with each other rather than with other machines)"
+                if max(load_before, load_after) > (os.cpu_count() or 1) / 2
+                else "",
+            ),
+        ]
+    )
     print(markdown)
     if not args.no_write:
         write_section(markdown)

@@ -37,8 +37,15 @@ def play(tree):
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
     env["ANSIBLE_NOCOLOR"] = "1"
     t0 = time.monotonic()
-    proc = subprocess.run([PLAYBOOK, "-i", INVENTORY, "site.yml"], cwd=tree, env=env, capture_output=True, text=True,
-                          timeout=1800, check=False)
+    proc = subprocess.run(
+        [PLAYBOOK, "-i", INVENTORY, "site.yml"],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
     secs = time.monotonic() - t0
     if proc.returncode != 0:
         raise SystemExit("site.yml failed in %s:\n%s" % (tree, (proc.stdout + proc.stderr)[-3000:]))
@@ -63,8 +70,9 @@ def main(argv=None):
     ap.add_argument("--runs", type=int, default=4)
     ap.add_argument("--no-write", action="store_true", help="print only; leave docs/BENCHMARKS.md alone")
     args = ap.parse_args(argv)
-    base = subprocess.run(["git", "rev-parse", "--short", args.baseline], cwd=ROOT, capture_output=True, text=True,
-                          check=True).stdout.strip()
+    base = subprocess.run(
+        ["git", "rev-parse", "--short", args.baseline], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
     work = Path(tempfile.mkdtemp(prefix="bench-noop-")) / "baseline"
     subprocess.run(["git", "worktree", "add", "--detach", str(work), base], cwd=ROOT, check=True, capture_output=True)
     sides = {"baseline %s" % base: str(work), "this tree": str(ROOT)}
@@ -75,7 +83,7 @@ def main(argv=None):
             order = list(sides) if rnd % 2 == 0 else list(reversed(list(sides)))
             for name in order:
                 play(sides[name])  # converge with this side (restarts Ray when the other side ran last)
-                for dummy in range(args.runs):
+                for _dummy in range(args.runs):
                     settle()
                     loads[name].append(os.getloadavg()[0])
                     secs, out = play(sides[name])
@@ -88,16 +96,26 @@ def main(argv=None):
         subprocess.run(["git", "worktree", "remove", "--force", str(work)], cwd=ROOT, check=False, capture_output=True)
     med = {n: statistics.median(t) for n, t in times.items()}
     base_name = "baseline %s" % base
-    rows = ["| side | median (s) | min-max (s) | runs | load (1-min, median) | vs baseline |",
-            "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    rows = [
+        "| side | median (s) | min-max (s) | runs | load (1-min, median) | vs baseline |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for name, t in times.items():
         ratio = "" if name == base_name else "**%.2fx**" % (med[name] / med[base_name])
-        rows.append("| site.yml no-op, 3 nodes, %s | %.2f | %.2f-%.2f | %d | %.1f | %s |" % (
-            name, med[name], min(t), max(t), len(t), statistics.median(loads[name]), ratio))
-    body = "\n".join(["## site.yml no-op re-run: this tree against %s (3-node sandbox)" % base, ""] + rows + [
-        "", "%d rounds alternating which side goes first; each side converges the sandbox (not timed) before its %d "
-        "timed no-op runs, changed=0 asserted on each. 2-core machine shared by the controller and the three nodes." % (
-            args.rounds, args.runs)])
+        rows.append(
+            "| site.yml no-op, 3 nodes, %s | %.2f | %.2f-%.2f | %d | %.1f | %s |"
+            % (name, med[name], min(t), max(t), len(t), statistics.median(loads[name]), ratio)
+        )
+    body = "\n".join(
+        ["## site.yml no-op re-run: this tree against %s (3-node sandbox)" % base, ""]
+        + rows
+        + [
+            "",
+            "%d rounds alternating which side goes first; each side converges the sandbox (not timed) before its %d "
+            "timed no-op runs, changed=0 asserted on each. 2-core machine shared by the controller and the three nodes."
+            % (args.rounds, args.runs),
+        ]
+    )
     print("\n" + body)
     if not args.no_write:
         write_section("noop", body)

@@ -51,15 +51,46 @@ SIZES = (("1MB", 1 << 20), ("124MB", 124 << 20))
 FOLLOW_PIECE = 256 * 1024  # what a verl run writes between two of the supervisor's polls, about
 SECRET = "hf_benchsecret_1234567890"
 
-METRICS = (["actor/entropy", "actor/pg_loss", "actor/pg_clipfrac", "actor/ppo_kl", "actor/grad_norm", "actor/lr",
-            "critic/score/mean", "critic/score/max", "critic/score/min", "critic/rewards/mean",
-            "critic/advantages/mean", "critic/returns/mean", "response_length/mean", "response_length/max",
-            "response_length/clip_ratio", "prompt_length/mean", "timing_s/gen", "timing_s/ref", "timing_s/adv",
-            "timing_s/update_actor", "timing_s/step", "perf/mfu/actor", "perf/max_memory_allocated_gb",
-            "perf/cpu_memory_used_gb", "perf/throughput", "perf/time_per_step", "perf/total_num_tokens"]
-           + ["global_seqlen/%s" % k for k in ("min", "max", "minmax_diff", "balanced_min", "balanced_max", "mean")]
-           + ["training/global_step", "training/epoch", "actor/kl_loss", "actor/kl_coef", "actor/entropy_loss",
-              "critic/vf_loss"])
+METRICS = (
+    [
+        "actor/entropy",
+        "actor/pg_loss",
+        "actor/pg_clipfrac",
+        "actor/ppo_kl",
+        "actor/grad_norm",
+        "actor/lr",
+        "critic/score/mean",
+        "critic/score/max",
+        "critic/score/min",
+        "critic/rewards/mean",
+        "critic/advantages/mean",
+        "critic/returns/mean",
+        "response_length/mean",
+        "response_length/max",
+        "response_length/clip_ratio",
+        "prompt_length/mean",
+        "timing_s/gen",
+        "timing_s/ref",
+        "timing_s/adv",
+        "timing_s/update_actor",
+        "timing_s/step",
+        "perf/mfu/actor",
+        "perf/max_memory_allocated_gb",
+        "perf/cpu_memory_used_gb",
+        "perf/throughput",
+        "perf/time_per_step",
+        "perf/total_num_tokens",
+    ]
+    + ["global_seqlen/%s" % k for k in ("min", "max", "minmax_diff", "balanced_min", "balanced_max", "mean")]
+    + [
+        "training/global_step",
+        "training/epoch",
+        "actor/kl_loss",
+        "actor/kl_coef",
+        "actor/entropy_loss",
+        "critic/vf_loss",
+    ]
+)
 
 
 def generate(path, size, seed=7):
@@ -69,15 +100,33 @@ def generate(path, size, seed=7):
     with open(path, "w", encoding="utf-8") as f:
         while written < size:
             step += 1
-            lines = ["(WorkerDict pid=%d, ip=10.0.0.%d) INFO %s vllm/worker.py:%d] Processed prompts: %d%% |%s| "
-                     "%d/%d [00:%02d<00:00, %.2fit/s, est. speed input: %.2f toks/s, output: %.2f toks/s]"
-                     % (rng.randint(1000, 99999), rng.randint(2, 9), "11-26 %02d:%02d:%02d" % (step % 24, i, step % 60),
-                        rng.randint(10, 999), 100, "#" * 20, 512, 512, i, rng.uniform(1, 9), rng.uniform(1e3, 9e3),
-                        rng.uniform(1e3, 9e3)) for i in range(12)]
-            lines.append("Training Progress:  %d%%|          | %d/100000 [%d:00:00<99:00:00, 60.0s/it]"
-                         % (step // 1000, step, step // 60))
-            metrics = " - ".join("%s:%s" % (k, "np.float64(%r)" % rng.uniform(-1, 1) if i % 3 else "%.3f" % rng.random())
-                                 for i, k in enumerate(METRICS))
+            lines = [
+                "(WorkerDict pid=%d, ip=10.0.0.%d) INFO %s vllm/worker.py:%d] Processed prompts: %d%% |%s| "
+                "%d/%d [00:%02d<00:00, %.2fit/s, est. speed input: %.2f toks/s, output: %.2f toks/s]"
+                % (
+                    rng.randint(1000, 99999),
+                    rng.randint(2, 9),
+                    "11-26 %02d:%02d:%02d" % (step % 24, i, step % 60),
+                    rng.randint(10, 999),
+                    100,
+                    "#" * 20,
+                    512,
+                    512,
+                    i,
+                    rng.uniform(1, 9),
+                    rng.uniform(1e3, 9e3),
+                    rng.uniform(1e3, 9e3),
+                )
+                for i in range(12)
+            ]
+            lines.append(
+                "Training Progress:  %d%%|          | %d/100000 [%d:00:00<99:00:00, 60.0s/it]"
+                % (step // 1000, step, step // 60)
+            )
+            metrics = " - ".join(
+                "%s:%s" % (k, "np.float64(%r)" % rng.uniform(-1, 1) if i % 3 else "%.3f" % rng.random())
+                for i, k in enumerate(METRICS)
+            )
             lines.append("(TaskRunner pid=16292) step:%d - %s" % (step, metrics))
             block = "\n".join(lines) + "\n"
             f.write(block)
@@ -237,10 +286,14 @@ def prepare(work, name, size):
     copy_dir = work / name / "artifacts"
     copy_dir.mkdir(parents=True, exist_ok=True)
     state = work / name / "state.pickle"
-    subprocess.run([sys.executable, "-c", PREPARE, COLLECTIONS, str(state), str(log), str(copy_dir), SID,
-                    str(NEW_BYTES)], check=True, stdout=subprocess.DEVNULL)
-    sizes = dict(copy=(copy_dir / ("%s.log" % SID)).stat().st_size,
-                 csv=(copy_dir / ("%s.metrics.csv" % SID)).stat().st_size)
+    subprocess.run(
+        [sys.executable, "-c", PREPARE, COLLECTIONS, str(state), str(log), str(copy_dir), SID, str(NEW_BYTES)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    sizes = dict(
+        copy=(copy_dir / ("%s.log" % SID)).stat().st_size, csv=(copy_dir / ("%s.metrics.csv" % SID)).stat().st_size
+    )
     return dict(temp_dir=temp_dir, log=log, state=state, copy_dir=copy_dir, sizes=sizes, lines=None)
 
 
@@ -268,7 +321,7 @@ def main():
     args = ap.parse_args()
     work = Path(args.work)
     cases = {name: prepare(work, name, size) for name, size in SIZES}
-    for name, case in cases.items():
+    for case in cases.values():
         with open(case["log"], "rb") as f:
             case["lines"] = sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
     load_before = os.getloadavg()[0]
@@ -282,63 +335,94 @@ def main():
             for name in order:
                 wall, cpu, rss, out = measure(kind, mode, cases[name])
                 results.setdefault((kind, mode, name), []).append((out["cpu"], cpu, rss, out["call"], wall))
-                print("%-10s %-6s %-6s round %d: call %.4fs (CPU %.4fs) process %.3fs (CPU %.3fs) max RSS %.1f MB"
-                      % (kind, mode, name, r + 1, out["call"], out["cpu"], wall, cpu, rss), flush=True)
+                print(
+                    "%-10s %-6s %-6s round %d: call %.4fs (CPU %.4fs) process %.3fs (CPU %.3fs) max RSS %.1f MB"
+                    % (kind, mode, name, r + 1, out["call"], out["cpu"], wall, cpu, rss),
+                    flush=True,
+                )
     load_after = os.getloadavg()[0]
 
     def med(key, i):
         return statistics.median(v[i] for v in results[key])
 
     rows = []
-    for kind, mode, label in (("head", "new", "head: one poll from an offset"),
-                              ("controller", "new", "controller: one metrics refresh"),
-                              ("head", "status", "head: status.yml's look (no offset)"),
-                              ("supervisor", "follow", "supervisor: the whole run followed, 256 kB a poll"),
-                              ("supervisor", "new", "supervisor: catch up from 0, then one poll"),
-                              ("head", "before", "before - head: one poll, whole log"),
-                              ("controller", "before", "before - controller: metrics from the whole log")):
+    for kind, mode, label in (
+        ("head", "new", "head: one poll from an offset"),
+        ("controller", "new", "controller: one metrics refresh"),
+        ("head", "status", "head: status.yml's look (no offset)"),
+        ("supervisor", "follow", "supervisor: the whole run followed, 256 kB a poll"),
+        ("supervisor", "new", "supervisor: catch up from 0, then one poll"),
+        ("head", "before", "before - head: one poll, whole log"),
+        ("controller", "before", "before - controller: metrics from the whole log"),
+    ):
         if (kind, mode, "1MB") not in results:
             continue
         small, big = (kind, mode, "1MB"), (kind, mode, "124MB")
         ratio = [med(big, i) / med(small, i) for i in range(5)]
         bold = "%.2fx" if mode == "before" or kind == "supervisor" else "**%.2fx**"
-        rows.append("| %s | %d | %.1f / %.1f ms | %s | %.3f / %.3f s | %s | %.1f / %.1f MB | %s | %.1f / %.1f ms | %.2fx |"
-                    % (label, len(results[small]), med(small, 0) * 1000, med(big, 0) * 1000, bold % ratio[0],
-                       med(small, 1), med(big, 1), bold % ratio[1], med(small, 2), med(big, 2), bold % ratio[2],
-                       med(small, 3) * 1000, med(big, 3) * 1000, ratio[3]))
+        rows.append(
+            "| %s | %d | %.1f / %.1f ms | %s | %.3f / %.3f s | %s | %.1f / %.1f MB | %s | %.1f / %.1f ms | %.2fx |"
+            % (
+                label,
+                len(results[small]),
+                med(small, 0) * 1000,
+                med(big, 0) * 1000,
+                bold % ratio[0],
+                med(small, 1),
+                med(big, 1),
+                bold % ratio[1],
+                med(small, 2),
+                med(big, 2),
+                bold % ratio[2],
+                med(small, 3) * 1000,
+                med(big, 3) * 1000,
+                ratio[3],
+            )
+        )
     c1, c2 = cases["1MB"], cases["124MB"]
-    markdown = "\n".join([
-        "## One poll and one metrics refresh: a 124 MB driver log against a 1 MB one",
-        "",
-        "Goal: within **1.2x** in time and memory (issue 38 point 8). Logs generated by bench/bench_poll.py (verl-like: "
-        "12 Ray-prefixed vLLM lines, a tqdm line and one `step:N` line with %d metrics per step): 1 MB = %d lines, "
-        "124 MB = %d lines. Each figure is a fresh `python` process (%s, Python %s), the sizes alternating, medians of "
-        "the rounds, each cell 1 MB / 124 MB. `call CPU`: the measured call's CPU time in the process; `process CPU`: "
-        "the whole process's user+sys time (Python's start and the imports included); max RSS from `os.wait4`; `call "
-        "wall`: the call's wall time, which the other jobs on the machine blur (CPU time is the steadier measure "
-        "here). Load average (1 min) at start/end: %.1f / %.1f (%d cores)." % (
-            len(METRICS), c1["lines"], c2["lines"], platform.machine(), platform.python_version(), load_before,
-            load_after, os.cpu_count()),
-        "",
-        "The functions are measured directly, without a Ray head: the head's figure is `job_poll.result` (what "
-        "`ray_job_poll` returns, minus the two dashboard reads of the job and the nodes, which do not depend on the "
-        "log) with `log_offset` %d kB before the end of the log in the head's Ray session directory and "
-        "`logs_tail_lines: 50`, masked and serialized as the plain script prints it; the controller's is "
-        "`LogCopy.take` of that piece (appended to the copy, fed to `verl_metrics.Follow`) and the metrics CSV and "
-        "PNG written, from the state a wait holds at hour 72 (loaded, built beforehand). The `before` rows are the "
-        "same work as the code did it until this change: the whole log for each poll and each refresh (and what "
-        "`status.yml` did until issue 49: the whole log, through Ray's API, for its newest step and its tail). "
-        "`status.yml's look` is `job_poll.result` without an offset on the head: the log's last 4 MiB. The supervisor "
-        "rows are the run's supervisor (`module_utils/ray/supervisor.py`, its polls and its state saved after each): "
-        "`followed` is a whole run, the log written %d kB between two polls (the time includes writing the log and "
-        "grows with the number of polls by design; the memory is the figure: what the unit holds at the run's end); "
-        "`catch up` is a supervisor come to a log already that long (started late, or its state lost): it reads it "
-        "from 0 in 8 MiB pieces (its peak is those pieces' copies, not the log: 55 MB at 16 MB, 63 MB at 40 MB)."
-        % (NEW_BYTES // 1024, FOLLOW_PIECE // 1024),
-        "",
-        "| what | rounds | call CPU | ratio | process CPU | ratio | max RSS | ratio | call wall | ratio |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ] + rows)
+    markdown = "\n".join(
+        [
+            "## One poll and one metrics refresh: a 124 MB driver log against a 1 MB one",
+            "",
+            "Goal: within **1.2x** in time and memory (issue 38 point 8). Logs generated by bench/bench_poll.py (verl-like: "
+            "12 Ray-prefixed vLLM lines, a tqdm line and one `step:N` line with %d metrics per step): 1 MB = %d lines, "
+            "124 MB = %d lines. Each figure is a fresh `python` process (%s, Python %s), the sizes alternating, medians of "
+            "the rounds, each cell 1 MB / 124 MB. `call CPU`: the measured call's CPU time in the process; `process CPU`: "
+            "the whole process's user+sys time (Python's start and the imports included); max RSS from `os.wait4`; `call "
+            "wall`: the call's wall time, which the other jobs on the machine blur (CPU time is the steadier measure "
+            "here). Load average (1 min) at start/end: %.1f / %.1f (%d cores)."
+            % (
+                len(METRICS),
+                c1["lines"],
+                c2["lines"],
+                platform.machine(),
+                platform.python_version(),
+                load_before,
+                load_after,
+                os.cpu_count(),
+            ),
+            "",
+            "The functions are measured directly, without a Ray head: the head's figure is `job_poll.result` (what "
+            "`ray_job_poll` returns, minus the two dashboard reads of the job and the nodes, which do not depend on the "
+            "log) with `log_offset` %d kB before the end of the log in the head's Ray session directory and "
+            "`logs_tail_lines: 50`, masked and serialized as the plain script prints it; the controller's is "
+            "`LogCopy.take` of that piece (appended to the copy, fed to `verl_metrics.Follow`) and the metrics CSV and "
+            "PNG written, from the state a wait holds at hour 72 (loaded, built beforehand). The `before` rows are the "
+            "same work as the code did it until this change: the whole log for each poll and each refresh (and what "
+            "`status.yml` did until issue 49: the whole log, through Ray's API, for its newest step and its tail). "
+            "`status.yml's look` is `job_poll.result` without an offset on the head: the log's last 4 MiB. The supervisor "
+            "rows are the run's supervisor (`module_utils/ray/supervisor.py`, its polls and its state saved after each): "
+            "`followed` is a whole run, the log written %d kB between two polls (the time includes writing the log and "
+            "grows with the number of polls by design; the memory is the figure: what the unit holds at the run's end); "
+            "`catch up` is a supervisor come to a log already that long (started late, or its state lost): it reads it "
+            "from 0 in 8 MiB pieces (its peak is those pieces' copies, not the log: 55 MB at 16 MB, 63 MB at 40 MB)."
+            % (NEW_BYTES // 1024, FOLLOW_PIECE // 1024),
+            "",
+            "| what | rounds | call CPU | ratio | process CPU | ratio | max RSS | ratio | call wall | ratio |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        + rows
+    )
     print()
     print(markdown)
     if not args.no_write:

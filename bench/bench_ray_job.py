@@ -107,8 +107,7 @@ def render(results, rounds, poll, load):
     lines = [
         "Submit + wait of `echo hi` on a one-node Ray 2.60 head on 127.0.0.1 with token auth, "
         "%d rounds each, alternating (%s, %s CPUs, Python %s, %s)."
-        % (rounds, platform.machine(), os.cpu_count(), platform.python_version(),
-           datetime.date.today().isoformat()),
+        % (rounds, platform.machine(), os.cpu_count(), platform.python_version(), datetime.date.today().isoformat()),
         "`module`: fresh `python` process, `ray_client.RayClient` submit + poll every %ss; "
         "`cli`: `ray job submit --address ... -- echo hi`; `playbook`: `ansible-playbook` running one "
         "`rlinfra.verl.ray_job` task (`state: finished`, default poll_interval) on localhost with the Python that runs "
@@ -124,22 +123,33 @@ def render(results, rounds, poll, load):
         wall, ray_side = results[name]["wall"], results[name]["ray"]
         med, lo, hi = stats(wall)
         overhead = statistics.median(w - r for w, r in zip(wall, ray_side))
-        lines.append("| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |"
-                     % (name, med, lo, hi, statistics.median(ray_side), overhead,
-                        statistics.median(results[name]["cpu"])))
+        lines.append(
+            "| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |"
+            % (name, med, lo, hi, statistics.median(ray_side), overhead, statistics.median(results[name]["cpu"]))
+        )
     c_cpu = statistics.median(results["cli"]["cpu"])
     lines.append("")
-    for name, what in (("playbook", "what a user waits for"), ("playbook-script", "the same, code as a script"),
-                       ("module", "the client inside one Python process")):
+    for name, what in (
+        ("playbook", "what a user waits for"),
+        ("playbook-script", "the same, code as a script"),
+        ("module", "the client inside one Python process"),
+    ):
         med, cpu = stats(results[name]["wall"])[0], statistics.median(results[name]["cpu"])
-        lines.append("Ratio %s/CLI (medians, %s): **%.2f** wall, **%.2f** client CPU  " % (name, what, med / c_med, cpu / c_cpu))
+        lines.append(
+            "Ratio %s/CLI (medians, %s): **%.2f** wall, **%.2f** client CPU  " % (name, what, med / c_med, cpu / c_cpu)
+        )
     floor = statistics.median(results["floor"]["wall"])
-    beyond = ["%s %.2f s" % (name, statistics.median(w - floor - r for w, r in zip(results[name]["wall"], results[name]["ray"])))
-              for name in ("playbook", "playbook-script")]
-    lines.append("Floor: the same `ansible-playbook` command with one `ansible.builtin.debug` task (no module, no process "
-                 "on the target) takes %.2f s (median). Beyond that floor and Ray's own job time, the ray_job task costs "
-                 "(medians): %s - the submit, the polls, seeing the end, and for the script its Python's start."
-                 % (floor, ", ".join(beyond)))
+    beyond = [
+        "%s %.2f s"
+        % (name, statistics.median(w - floor - r for w, r in zip(results[name]["wall"], results[name]["ray"])))
+        for name in ("playbook", "playbook-script")
+    ]
+    lines.append(
+        "Floor: the same `ansible-playbook` command with one `ansible.builtin.debug` task (no module, no process "
+        "on the target) takes %.2f s (median). Beyond that floor and Ray's own job time, the ray_job task costs "
+        "(medians): %s - the submit, the polls, seeing the end, and for the script its Python's start."
+        % (floor, ", ".join(beyond))
+    )
     return "\n".join(lines)
 
 
@@ -175,8 +185,13 @@ def main():
         floor_play = Path(base) / "bench_floor.yml"
         floor_play.write_text(FLOOR_PLAYBOOK)
         results["floor"] = {"wall": [], "ray": [], "cpu": []}
-        play_env = dict(env, ANSIBLE_COLLECTIONS_PATH=str(ROOT / "collections"), ANSIBLE_NOCOLOR="1",
-                        ANSIBLE_LOCALHOST_WARNING="False", ANSIBLE_INVENTORY_UNPARSED_WARNING="False")
+        play_env = dict(
+            env,
+            ANSIBLE_COLLECTIONS_PATH=str(ROOT / "collections"),
+            ANSIBLE_NOCOLOR="1",
+            ANSIBLE_LOCALHOST_WARNING="False",
+            ANSIBLE_INVENTORY_UNPARSED_WARNING="False",
+        )
         # One untimed job first: the first job on a fresh head pays for starting worker processes.
         warm = "warmup-" + uuid.uuid4().hex[:6]
         client.submit_job(warm, "echo hi")
@@ -185,17 +200,48 @@ def main():
             for name in METHODS if i % 2 == 0 else tuple(reversed(METHODS)):
                 job_id = "bench-%s-%d-%s" % (name, i, uuid.uuid4().hex[:6])
                 if name == "module":
-                    cmd = [sys.executable, "-c", MODULE_CODE, str(ROOT / "collections"), head.address, job_id,
-                           str(args.poll)]
+                    cmd = [
+                        sys.executable,
+                        "-c",
+                        MODULE_CODE,
+                        str(ROOT / "collections"),
+                        head.address,
+                        job_id,
+                        str(args.poll),
+                    ]
                 elif name in RUNTIME:
                     python = sys.executable if name == "playbook" else str(Path(sys.executable).with_name("python3"))
-                    cmd = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", "localhost,", "-c", "local",
-                           str(play), "-e", "ansible_python_interpreter=" + python, "-e", "bench_address=" + head.address,
-                           "-e", "bench_token_path=" + head.token_path, "-e", "bench_sid=" + job_id,
-                           "-e", "bench_runtime=" + RUNTIME[name]]
+                    cmd = [
+                        str(Path(sys.executable).with_name("ansible-playbook")),
+                        "-i",
+                        "localhost,",
+                        "-c",
+                        "local",
+                        str(play),
+                        "-e",
+                        "ansible_python_interpreter=" + python,
+                        "-e",
+                        "bench_address=" + head.address,
+                        "-e",
+                        "bench_token_path=" + head.token_path,
+                        "-e",
+                        "bench_sid=" + job_id,
+                        "-e",
+                        "bench_runtime=" + RUNTIME[name],
+                    ]
                 else:
-                    cmd = [ray_cli, "job", "submit", "--address", head.address, "--submission-id", job_id,
-                           "--", "echo", "hi"]
+                    cmd = [
+                        ray_cli,
+                        "job",
+                        "submit",
+                        "--address",
+                        head.address,
+                        "--submission-id",
+                        job_id,
+                        "--",
+                        "echo",
+                        "hi",
+                    ]
                 wall, cpu = run_timed(cmd, play_env if name in RUNTIME else env)
                 job = client.get_job(job_id)
                 assert job["status"] == "SUCCEEDED", job
@@ -203,8 +249,16 @@ def main():
                 results[name]["cpu"].append(cpu)
                 results[name]["ray"].append((job["end_time"] - job["start_time"]) / 1000.0)
                 print("round %d %-6s %.2fs" % (i + 1, name, wall), flush=True)
-            floor_cmd = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", "localhost,", "-c", "local",
-                         str(floor_play), "-e", "ansible_python_interpreter=" + sys.executable]
+            floor_cmd = [
+                str(Path(sys.executable).with_name("ansible-playbook")),
+                "-i",
+                "localhost,",
+                "-c",
+                "local",
+                str(floor_play),
+                "-e",
+                "ansible_python_interpreter=" + sys.executable,
+            ]
             wall, cpu = run_timed(floor_cmd, play_env)
             results["floor"]["wall"].append(wall)
             results["floor"]["cpu"].append(cpu)

@@ -32,39 +32,84 @@ INVENTORY = ROOT / ".sandbox" / "inventory.yml"
 
 # (name, task, why the route is kept or not)
 CALLS = [
-    ("ray_node_state (site.yml restart check)", {"rlinfra.verl.ray_node_state": {
-        "path": "/etc/ray/rlinfra-state.json", "service": "ray-head.service", "inputs": {},
-        "python_env_state": "/opt/rlinfra/venv/rlinfra-state.json"}},
-     "every node, every site.yml that converges"),
-    ("converge_record check (site.yml no-op)", {"rlinfra.verl.converge_record": {
-        "path": "/etc/ray/rlinfra-converged.json", "settings": ["ray"], "local": ["rlinfra_ray"]}},
-     "every node, every site.yml (the no-op goal)"),
-    ("fitness_node gpu=off (submit room check)", {"rlinfra.verl.fitness_node": {
-        "node": "head", "gpu": "off", "volumes": [{"what": "scratch volume", "path": "/workspace/ray",
-                                                   "min_free_gib": 0}]}},
-     "every node in fitness.yml; the head in every submit"),
-    ("ray_cluster_info (submit, status)", {"rlinfra.verl.ray_cluster_info": {}},
-     "every submit/status (the submit goal)"),
-    ("ray_job_poll (the watch, every poll)", {"rlinfra.verl.ray_job_poll": {
-        "submission_id": "rlinfra-bench-absent", "timeout": 0, "logs_tail_lines": 0}},
-     "every poll of a run (5 s apart, for days)"),
+    (
+        "ray_node_state (site.yml restart check)",
+        {
+            "rlinfra.verl.ray_node_state": {
+                "path": "/etc/ray/rlinfra-state.json",
+                "service": "ray-head.service",
+                "inputs": {},
+                "python_env_state": "/opt/rlinfra/venv/rlinfra-state.json",
+            }
+        },
+        "every node, every site.yml that converges",
+    ),
+    (
+        "converge_record check (site.yml no-op)",
+        {
+            "rlinfra.verl.converge_record": {
+                "path": "/etc/ray/rlinfra-converged.json",
+                "settings": ["ray"],
+                "local": ["rlinfra_ray"],
+            }
+        },
+        "every node, every site.yml (the no-op goal)",
+    ),
+    (
+        "fitness_node gpu=off (submit room check)",
+        {
+            "rlinfra.verl.fitness_node": {
+                "node": "head",
+                "gpu": "off",
+                "volumes": [{"what": "scratch volume", "path": "/workspace/ray", "min_free_gib": 0}],
+            }
+        },
+        "every node in fitness.yml; the head in every submit",
+    ),
+    (
+        "ray_cluster_info (submit, status)",
+        {"rlinfra.verl.ray_cluster_info": {}},
+        "every submit/status (the submit goal)",
+    ),
+    (
+        "ray_job_poll (the watch, every poll)",
+        {"rlinfra.verl.ray_job_poll": {"submission_id": "rlinfra-bench-absent", "timeout": 0, "logs_tail_lines": 0}},
+        "every poll of a run (5 s apart, for days)",
+    ),
 ]
 FLOOR = {"ansible.builtin.debug": {"msg": "floor"}}
 
 
 def playbook(task, calls, tmp):
-    path = os.path.join(tmp, "%s.yml" % ("floor" if task is FLOOR else "play-%d" % abs(hash(json.dumps(task, sort_keys=True)))))
+    path = os.path.join(
+        tmp, "%s.yml" % ("floor" if task is FLOOR else "play-%d" % abs(hash(json.dumps(task, sort_keys=True))))
+    )
     with open(path, "w") as f:
-        json.dump([{"hosts": "ray_head", "gather_facts": False, "become": True,
-                    "tasks": [dict(task, name="call", loop=list(range(calls)))]}], f)
+        json.dump(
+            [
+                {
+                    "hosts": "ray_head",
+                    "gather_facts": False,
+                    "become": True,
+                    "tasks": [dict(task, name="call", loop=list(range(calls)))],
+                }
+            ],
+            f,
+        )
     return path
 
 
 def timed(path, script):
     env = dict(os.environ, ANSIBLE_NOCOLOR="1")
     started = time.monotonic()
-    proc = subprocess.run([PLAYBOOK, "-v", "-i", str(INVENTORY), path, "-e", "rlinfra_node_script=%s" % script],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [PLAYBOOK, "-v", "-i", str(INVENTORY), path, "-e", "rlinfra_node_script=%s" % script],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     took = time.monotonic() - started
     if proc.returncode != 0:
         sys.exit("bench_script_route: %s failed:\n%s" % (path, (proc.stdout + proc.stderr)[-2000:]))
@@ -81,8 +126,10 @@ def main():
     ap.add_argument("--no-write", action="store_true")
     opts = ap.parse_args()
     if not INVENTORY.exists():
-        sys.exit("bench_script_route: no sandbox (%s): run sandbox/sandbox.sh up and ansible-playbook site.yml first"
-                 % INVENTORY)
+        sys.exit(
+            "bench_script_route: no sandbox (%s): run sandbox/sandbox.sh up and ansible-playbook site.yml first"
+            % INVENTORY
+        )
     load0 = os.getloadavg()[0]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -100,20 +147,33 @@ def main():
             rows.append((name, module_s, script_s, why))
             print("%-42s module %.3f s  script %.3f s" % (name, module_s, script_s), flush=True)
     load1 = os.getloadavg()[0]
-    lines = ["| call | module (s/call) | script (s/call) | saved per call | script/module | runs |",
-             "|---|---:|---:|---:|---:|---|"]
+    lines = [
+        "| call | module (s/call) | script (s/call) | saved per call | script/module | runs |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
     for name, module_s, script_s, why in rows:
-        lines.append("| %s | %.3f | %.3f | %.3f | %.2fx | %s |" % (
-            name, module_s, script_s, module_s - script_s, script_s / module_s if module_s else 0, why))
-    body = "\n".join([
-        "## The plain-script route, call by call (3-node sandbox head, SSH)", "",
-        "`bench/bench_script_route.py`: each call %d times on the head in one ansible-playbook run, the plain script "
-        "(`rlinfra_node_script=true`, the default) against the module (`false`), sides alternating, the floor run "
-        "(a debug task) subtracted; medians of %d rounds. Load average (1 min) at start/end: %.1f / %.1f on %d cores."
-        % (opts.calls, opts.rounds, load0, load1, os.cpu_count() or 0), ""] + lines + [
-        "", "Every call kept on the route saves its figure on each node or each poll it runs for (the right column); "
-        "`ray_job` and `verl_submit` are timed whole in the ray_job section (submit + wait). `rlinfra_node_script: "
-        "false` turns the route off (every call then runs as a module)."])
+        lines.append(
+            "| %s | %.3f | %.3f | %.3f | %.2fx | %s |"
+            % (name, module_s, script_s, module_s - script_s, script_s / module_s if module_s else 0, why)
+        )
+    body = "\n".join(
+        [
+            "## The plain-script route, call by call (3-node sandbox head, SSH)",
+            "",
+            "`bench/bench_script_route.py`: each call %d times on the head in one ansible-playbook run, the plain script "
+            "(`rlinfra_node_script=true`, the default) against the module (`false`), sides alternating, the floor run "
+            "(a debug task) subtracted; medians of %d rounds. Load average (1 min) at start/end: %.1f / %.1f on %d cores."
+            % (opts.calls, opts.rounds, load0, load1, os.cpu_count() or 0),
+            "",
+        ]
+        + lines
+        + [
+            "",
+            "Every call kept on the route saves its figure on each node or each poll it runs for (the right column); "
+            "`ray_job` and `verl_submit` are timed whole in the ray_job section (submit + wait). `rlinfra_node_script: "
+            "false` turns the route off (every call then runs as a module).",
+        ]
+    )
     print(body)
     if not opts.no_write:
         _report.write_section("script-route", body)

@@ -34,14 +34,21 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "collections"))
 from _report import write_section  # noqa: E402
+
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayClient  # noqa: E402
 
 PLAYBOOK = str(Path(sys.executable).parent / "ansible-playbook")
 STATE = ROOT / ".sandbox/state.json"
 # Twelve Ray nodes on two cores and 24 GiB: one logical CPU each (the smoke actors need one) and a
 # small object store, otherwise each raylet reserves 30% of the container's view of memory.
-BIG_VARS = ["-e", "ray_num_cpus=1", "-e", '{"ray_extra_args": ["--object-store-memory=100000000"]}',
-            "-e", "ray_start_timeout=300"]  # twelve raylets joining on two loaded cores can take over 120 s
+BIG_VARS = [
+    "-e",
+    "ray_num_cpus=1",
+    "-e",
+    '{"ray_extra_args": ["--object-store-memory=100000000"]}',
+    "-e",
+    "ray_start_timeout=300",
+]  # twelve raylets joining on two loaded cores can take over 120 s
 
 
 DOCKER_CPU = Path("/sys/fs/cgroup/cpuacct/docker/cpuacct.usage")  # cgroup v1: every container's CPU, in ns
@@ -64,6 +71,7 @@ def idle_fraction(seconds=2.0) -> float:
     def sample():
         fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
         return fields[3] + fields[4], sum(fields)  # idle + iowait, total
+
     idle0, total0 = sample()
     time.sleep(seconds)
     idle1, total1 = sample()
@@ -86,8 +94,10 @@ def run(cmd, env=None, quiet=False) -> Timed:
     out = subprocess.run(cmd, cwd=ROOT, env=env, text=True, capture_output=True)
     took, cpu1 = time.monotonic() - t0, cpu_now()
     if out.returncode != 0:
-        sys.exit("bench_site: %s failed (rc=%s):\n%s\n%s" % (" ".join(cmd), out.returncode, out.stdout[-3000:],
-                                                             out.stderr[-2000:]))
+        sys.exit(
+            "bench_site: %s failed (rc=%s):\n%s\n%s"
+            % (" ".join(cmd), out.returncode, out.stdout[-3000:], out.stderr[-2000:])
+        )
     return Timed(took, load, out.stdout, (cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]))
 
 
@@ -101,8 +111,9 @@ def fresh_sandbox(nodes: int) -> None:
 
 
 def ansible_env() -> dict:
-    return dict(os.environ, ANSIBLE_INVENTORY=str(ROOT / ".sandbox/inventory.yml"), ANSIBLE_FORCE_COLOR="0",
-                ANSIBLE_NOCOLOR="1")
+    return dict(
+        os.environ, ANSIBLE_INVENTORY=str(ROOT / ".sandbox/inventory.yml"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1"
+    )
 
 
 def site(extra=(), quiet=False) -> Timed:
@@ -126,8 +137,9 @@ def noop(extra=()) -> Timed:
 
 def head_client() -> RayClient:
     head = json.loads(STATE.read_text())["nodes"][0]
-    token = subprocess.run(["docker", "exec", head["name"], "cat", "/etc/ray/auth_token"], text=True,
-                           capture_output=True, check=True).stdout.strip()
+    token = subprocess.run(
+        ["docker", "exec", head["name"], "cat", "/etc/ray/auth_token"], text=True, capture_output=True, check=True
+    ).stdout.strip()
     return RayClient("http://%s:8265" % head["ip"], token=token)
 
 
@@ -177,8 +189,10 @@ def main(argv=None) -> None:
             else:
                 cold.append(site(quiet=True))
                 quiet.append(noop())
-                print("round %d site.yml cold %.1f s (load %.1f), no-op %.1f s (load %.1f)" % (
-                    rnd + 1, cold[-1].secs, cold[-1].load, quiet[-1].secs, quiet[-1].load))
+                print(
+                    "round %d site.yml cold %.1f s (load %.1f), no-op %.1f s (load %.1f)"
+                    % (rnd + 1, cold[-1].secs, cold[-1].load, quiet[-1].secs, quiet[-1].load)
+                )
     # The last side of the last round was seed when rounds is even: converge a fresh one for the rest.
     if order[-1] == "seed":
         fresh_sandbox(3)
@@ -196,8 +210,10 @@ def main(argv=None) -> None:
         runtimes.append(job)
         submit_over.append(t.secs - job)
         print("submit.yml %.1f s, job %.1f s, overhead %.1f s (load %.1f)" % (t.secs, job, t.secs - job, t.load))
-    status = [run([PLAYBOOK, "status.yml", "-e", "exp=smoke", "-e", "run=" + run_id], ansible_env(), quiet=True)
-              for _ in range(args.repeat)]
+    status = [
+        run([PLAYBOOK, "status.yml", "-e", "exp=smoke", "-e", "run=" + run_id], ansible_env(), quiet=True)
+        for _ in range(args.repeat)
+    ]
 
     big_cold = big_quiet = None
     if args.big:
@@ -210,31 +226,53 @@ def main(argv=None) -> None:
 
     s_seed, s_cold, s_quiet = [t.secs for t in seed], [t.secs for t in cold], [t.secs for t in quiet]
     ratio = med(s_cold) / med(s_seed)
+
     def row(name, timed, target, secs=None):
         secs = secs if secs is not None else [t.secs for t in timed]
-        return "| %s | %.1f | %s | %d | %s | %s | %s |" % (name, med(secs), span(secs), len(secs), loads(timed),
-                                                         cpus(timed), target)
+        return "| %s | %.1f | %s | %d | %s | %s | %s |" % (
+            name,
+            med(secs),
+            span(secs),
+            len(secs),
+            loads(timed),
+            cpus(timed),
+            target,
+        )
 
-    rows = ["| figure | median (s) | min-max (s) | runs | load (1-min, per run) | CPU s: controller + nodes | target |",
-            "| --- | ---: | ---: | ---: | --- | ---: | --- |",
-            row("seed-style bring-up, 3 nodes (bench/seed_bringup.sh)", seed, "baseline"),
-            row("site.yml cold converge, 3 nodes", cold, "<= 0.6x baseline: **%.2fx**" % ratio),
-            row("site.yml no-op re-run, 3 nodes (changed=0)", quiet, "<= 10 s"),
-            row("submit.yml -e exp=smoke: wall minus the job's own runtime (%.1f s wall, %.1f s job)" % (
-                med([t.secs for t in submits]), med(runtimes)), submits, "<= 5 s", submit_over),
-            row("status.yml -e exp=smoke", status, "<= 3 s")]
+    rows = [
+        "| figure | median (s) | min-max (s) | runs | load (1-min, per run) | CPU s: controller + nodes | target |",
+        "| --- | ---: | ---: | ---: | --- | ---: | --- |",
+        row("seed-style bring-up, 3 nodes (bench/seed_bringup.sh)", seed, "baseline"),
+        row("site.yml cold converge, 3 nodes", cold, "<= 0.6x baseline: **%.2fx**" % ratio),
+        row("site.yml no-op re-run, 3 nodes (changed=0)", quiet, "<= 10 s"),
+        row(
+            "submit.yml -e exp=smoke: wall minus the job's own runtime (%.1f s wall, %.1f s job)"
+            % (med([t.secs for t in submits]), med(runtimes)),
+            submits,
+            "<= 5 s",
+            submit_over,
+        ),
+        row("status.yml -e exp=smoke", status, "<= 3 s"),
+    ]
     if big_quiet:
         s_big = [t.secs for t in big_quiet]
-        rows += [row("site.yml cold converge, %d nodes" % args.big, [big_cold], ""),
-                 row("site.yml no-op re-run, %d nodes (changed=0)" % args.big, big_quiet,
-                     "<= 2x 3-node: **%.2fx**" % (med(s_big) / med(s_quiet)))]
+        rows += [
+            row("site.yml cold converge, %d nodes" % args.big, [big_cold], ""),
+            row(
+                "site.yml no-op re-run, %d nodes (changed=0)" % args.big,
+                big_quiet,
+                "<= 2x 3-node: **%.2fx**" % (med(s_big) / med(s_quiet)),
+            ),
+        ]
     text = "\n".join(rows)
-    notes = ("Rounds alternate which side runs first; each side starts from a fresh sandbox (containers + sshd, "
-             "cached image and wheelhouse, not timed). The seed-style script does less than site.yml (no systemd "
-             "units, auth token, firewall, fingerprints or checks). %d-node runs use one Ray CPU and a 100 MB object "
-             "store per node. Machine: %d cores, shared by the controller and every sandbox node: CPU is what the "
-             "controller's processes (ansible-playbook, ssh) and the sandbox's containers (the nodes' modules, "
-             "their idle Ray) used during the step." % (args.big, os.cpu_count() or 0))
+    notes = (
+        "Rounds alternate which side runs first; each side starts from a fresh sandbox (containers + sshd, "
+        "cached image and wheelhouse, not timed). The seed-style script does less than site.yml (no systemd "
+        "units, auth token, firewall, fingerprints or checks). %d-node runs use one Ray CPU and a 100 MB object "
+        "store per node. Machine: %d cores, shared by the controller and every sandbox node: CPU is what the "
+        "controller's processes (ansible-playbook, ssh) and the sandbox's containers (the nodes' modules, "
+        "their idle Ray) used during the step." % (args.big, os.cpu_count() or 0)
+    )
     print(text)
     print(notes)
     if not args.no_write:

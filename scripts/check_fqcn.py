@@ -37,7 +37,7 @@ def task_names(node, out):
         if key in BLOCK_KEYS:
             task_names(value, out)
         elif key == "module_defaults" and isinstance(value, dict):
-            out.update(k[len("group/"):] if k.startswith("group/") else k for k in value)
+            out.update(k[len("group/") :] if k.startswith("group/") else k for k in value)
         elif isinstance(key, str) and key.count(".") >= 2 and " " not in key:
             out.add(key)
     return out
@@ -74,7 +74,7 @@ def main(argv):
     init_plugin_loader(paths)
     declared = set(declared_dependencies(root))
     with open(os.path.join(root, "meta", "runtime.yml")) as f:
-        groups = set((yaml.safe_load(f).get("action_groups") or {}))
+        groups = set(yaml.safe_load(f).get("action_groups") or {})
     problems = []
     names = collect(root)
     for name, where in sorted(names.items()):
@@ -91,8 +91,14 @@ def main(argv):
             problems.append("%s (%s): does not resolve with ansible-core and the declared collections" % (name, where))
     for line in problems:
         print(line)
-    print("%d module/action names checked against ansible-core + %s: %s" % (
-        len(names), ", ".join(sorted(declared)) or "nothing", "%d problem(s)" % len(problems) if problems else "all resolve"))
+    print(
+        "%d module/action names checked against ansible-core + %s: %s"
+        % (
+            len(names),
+            ", ".join(sorted(declared)) or "nothing",
+            "%d problem(s)" % len(problems) if problems else "all resolve",
+        )
+    )
     return 1 if problems else 0
 
 

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Controller-side action ``rlinfra.verl.check_settings``: the roles' variables checked as values before
@@ -6,8 +5,7 @@ anything changes. Documentation: plugins/modules/check_settings.py; the rules: m
 
 from __future__ import annotations
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import settings
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import settings, vocabulary
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import TypedAction, settings_failure
 
 ARGS = vocabulary.Args(roles=vocabulary.ListOf(vocabulary.Choice(settings.ROLES), required=True))

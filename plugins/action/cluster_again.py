@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Action ``rlinfra.verl.cluster_again``: with the experiment's ``recovery.replace``, a cluster whose head the provider
@@ -19,8 +18,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import aga
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import record as hyperbolic_record
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.client import HyperbolicClient, HyperbolicError
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.rent import Rent
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_source
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment, experiment_source
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl.experiment_schema import ExperimentError
 from ansible_collections.rlinfra.verl.plugins.plugin_utils import experiment_task
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import TypedAction
@@ -45,8 +43,9 @@ def extra_vars_without_submit_switches():
     ``-e @file`` is passed on as it is."""
     from ansible import context
     from ansible.parsing.splitter import parse_kv
+
     out = []
-    for item in (context.CLIARGS.get("extra_vars") or ()):
+    for item in context.CLIARGS.get("extra_vars") or ():
         text = str(item).strip()
         if text.startswith("@"):
             out += ["-e", text]
@@ -74,10 +73,15 @@ class ActionModule(TypedAction):
         name = experiment_source.parse_ref(args["name"])[0]
         try:
             located = experiment_source.locate(
-                args["name"], explicit_dir=args["experiments_dir"], environ=os.environ,
+                args["name"],
+                explicit_dir=args["experiments_dir"],
+                environ=os.environ,
                 inventory_sources=task_vars.get("ansible_inventory_sources") or [],
-                playbook_dir=experiment_task.text(task_vars.get("playbook_dir")), cwd=os.getcwd(),
-                collection_root=COLLECTION_ROOT, artifacts_dir="")
+                playbook_dir=experiment_task.text(task_vars.get("playbook_dir")),
+                cwd=os.getcwd(),
+                collection_root=COLLECTION_ROOT,
+                artifacts_dir="",
+            )
             exp = experiment.load_experiment_file(name, located.path)
         except ExperimentError:
             return result  # the experiment's own lines come from its loading, next
@@ -98,30 +102,43 @@ class ActionModule(TypedAction):
             rent = Rent(client, api=wanted["api"], record_ids=hyperbolic_record.ids(record, wanted["api"]))
             listed = [v["name"] for v in rent.views(rent.ours(cluster), cluster)]
         except HyperbolicError as e:
-            result.update(failed=True, msg="recovery.replace: the Hyperbolic API could not list the rentals of %s: %s; "
-                          "nothing was rented" % (cluster, e))
+            result.update(
+                failed=True,
+                msg="recovery.replace: the Hyperbolic API could not list the rentals of %s: %s; "
+                "nothing was rented" % (cluster, e),
+            )
             return result
         why = again.gone(record, listed)
         if not why:
             return result
         if self._task.check_mode:
-            result.update(changed=True, msg="check mode: cluster %s is gone (%s): provision.yml would rent it again"
-                          % (cluster, why))
+            result.update(
+                changed=True,
+                msg="check mode: cluster %s is gone (%s): provision.yml would rent it again" % (cluster, why),
+            )
             return result
         # Rented here first, so that provision.yml's inventory lists the new head among the others from its start (a
         # worker left would otherwise pass for the head there); provision.yml then rents nothing more and converges.
         t0 = time.monotonic()
         try:
-            rented = rent.present(cluster, wanted["nodes"], "" if wanted["gpu"].lower() == "any" else wanted["gpu"],
-                                  wanted["gpu_count"], again.ceiling(record), wanted["region"],
-                                  timeout=900,
-                                  min_hours=float(task_vars.get("hyperbolic_min_hours") or 1),
-                                  daily_budget=task_vars.get("hyperbolic_daily_budget"),
-                                  ssh_public_key=experiment_task.text(task_vars.get("hyperbolic_ssh_public_key")))
+            rented = rent.present(
+                cluster,
+                wanted["nodes"],
+                "" if wanted["gpu"].lower() == "any" else wanted["gpu"],
+                wanted["gpu_count"],
+                again.ceiling(record),
+                wanted["region"],
+                timeout=900,
+                min_hours=float(task_vars.get("hyperbolic_min_hours") or 1),
+                daily_budget=task_vars.get("hyperbolic_daily_budget"),
+                ssh_public_key=experiment_task.text(task_vars.get("hyperbolic_ssh_public_key")),
+            )
             hyperbolic_record.update(path, cluster, wanted["api"], rented)
         except HyperbolicError as e:
-            result.update(failed=True, msg="recovery.replace: cluster %s is gone (%s); renting it again failed: %s"
-                          % (cluster, why, e))
+            result.update(
+                failed=True,
+                msg="recovery.replace: cluster %s is gone (%s); renting it again failed: %s" % (cluster, why, e),
+            )
             return result
         return self.provision(result, args, task_vars, cluster, wanted, why, t0)
 
@@ -134,18 +151,34 @@ class ActionModule(TypedAction):
         for switch in again.provision_switches(cluster, wanted):
             argv += ["-e", switch]
         argv += extra_vars_without_submit_switches()
-        self._display.display("cluster %s is gone (%s): renting it again with provision.yml (%s), up to %ss"
-                              % (cluster, why, " ".join(again.provision_switches(cluster, wanted)), args["timeout"]))
+        self._display.display(
+            "cluster %s is gone (%s): renting it again with provision.yml (%s), up to %ss"
+            % (cluster, why, " ".join(again.provision_switches(cluster, wanted)), args["timeout"])
+        )
         env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
         secrets = [args["api_key"]]
         try:
-            proc = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                                  timeout=args["timeout"], check=False)
+            proc = subprocess.run(
+                argv,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=args["timeout"],
+                check=False,
+            )
         except subprocess.TimeoutExpired:
-            result.update(failed=True, msg="recovery.replace: cluster %s is gone (%s); provision.yml did not finish "
-                          "within %ss: run it yourself (provision.yml %s), then submit.yml again" % (
-                              cluster, why, args["timeout"], " ".join("-e " + s for s in again.provision_switches(
-                                  cluster, wanted))))
+            result.update(
+                failed=True,
+                msg="recovery.replace: cluster %s is gone (%s); provision.yml did not finish "
+                "within %ss: run it yourself (provision.yml %s), then submit.yml again"
+                % (
+                    cluster,
+                    why,
+                    args["timeout"],
+                    " ".join("-e " + s for s in again.provision_switches(cluster, wanted)),
+                ),
+            )
             return result
         except OSError as e:
             result.update(failed=True, msg="recovery.replace: provision.yml could not be started: %s" % e)
@@ -154,16 +187,25 @@ class ActionModule(TypedAction):
         if proc.returncode != 0:
             lines = out.strip().splitlines()
             wanted_lines = [x for x in lines if x.startswith(("fatal:", "failed:", "ERROR", "[ERROR]"))] or lines
-            result.update(failed=True, changed=True, msg="recovery.replace: cluster %s is gone (%s); provision.yml "
-                          "failed (exit %d): %s" % (cluster, why, proc.returncode,
-                                                    " | ".join(wanted_lines[-TAIL_LINES:])[:3000]))
+            result.update(
+                failed=True,
+                changed=True,
+                msg="recovery.replace: cluster %s is gone (%s); provision.yml "
+                "failed (exit %d): %s" % (cluster, why, proc.returncode, " | ".join(wanted_lines[-TAIL_LINES:])[:3000]),
+            )
             return result
         try:
             record = hyperbolic_record.read(os.path.join(args["record_dir"], "%s.json" % cluster), cluster)
         except ValueError:
             record = {}
-        instances = sorted((dict(name=r.get("name"), id=i) for i, r in (record.get("rentals") or {}).items()
-                            if isinstance(r, dict)), key=lambda v: str(v["name"]))
-        result.update(changed=True, rented=True, instances=instances,
-                      msg=again.summary_line(cluster, why, time.monotonic() - t0, instances))
+        instances = sorted(
+            (dict(name=r.get("name"), id=i) for i, r in (record.get("rentals") or {}).items() if isinstance(r, dict)),
+            key=lambda v: str(v["name"]),
+        )
+        result.update(
+            changed=True,
+            rented=True,
+            instances=instances,
+            msg=again.summary_line(cluster, why, time.monotonic() - t0, instances),
+        )
         return result

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Action ``rlinfra.verl.code_checkout``: the ref is resolved to a commit here, on the controller (``git
@@ -31,6 +30,7 @@ class ActionModule(TypedAction):
             except code_checkout.CodeError as e:
                 return dict(result, failed=True, msg="%s (resolved on the controller)" % e)
         module_args = dict((k, v) for k, v in args.items() if v is not None)
-        result.update(self._execute_module(module_name="rlinfra.verl.code_checkout", module_args=module_args,
-                                           task_vars=task_vars))
+        result.update(
+            self._execute_module(module_name="rlinfra.verl.code_checkout", module_args=module_args, task_vars=task_vars)
+        )
         return result

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Controller-side action ``rlinfra.verl.command_line``: a playbook's ``-e`` switches read strictly before
@@ -6,8 +5,7 @@ anything is done. Documentation: plugins/modules/command_line.py; the rules: mod
 
 from __future__ import annotations
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import cli
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import cli, vocabulary
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import TypedAction, read
 
 ARGS = vocabulary.Args(playbook=vocabulary.Choice(sorted(cli.PLAYBOOKS), required=True), cluster=vocabulary.Switch())
@@ -22,6 +20,7 @@ class ActionModule(TypedAction):
         """The names passed with -e (AWX's extra vars included), or None when they cannot be read."""
         try:
             from ansible.utils.vars import load_extra_vars
+
             return set(load_extra_vars(self._loader))
         except Exception:  # pylint: disable=broad-except
             return None
@@ -38,6 +37,8 @@ class ActionModule(TypedAction):
             result.update(failed=True, errors=errors, msg=cli.summary(playbook, errors))
             return result
         cluster = args.get("cluster")
-        if (playbook in cli.NEEDS_CLUSTER if cluster is None else cluster) and not task_vars.get("groups", {}).get("ray_head"):
+        if (playbook in cli.NEEDS_CLUSTER if cluster is None else cluster) and not task_vars.get("groups", {}).get(
+            "ray_head"
+        ):
             result.update(failed=True, msg=cli.no_cluster(playbook, task_vars.get("ansible_inventory_sources")))
         return result

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Action ``rlinfra.verl.converge_record``: digests what the run was given (on the controller), then reads the node:
@@ -13,8 +12,8 @@ import os
 
 from ansible.errors import AnsibleError
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.converge_record import digest
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.settings import plain
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.converge_record import digest
 from ansible_collections.rlinfra.verl.plugins.modules.converge_record import ARGS, ARGUMENT_SPEC
 from ansible_collections.rlinfra.verl.plugins.plugin_utils import node_script
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import TypedAction, settings_failure
@@ -55,7 +54,9 @@ def inputs_digest(templar, task_vars):
     values = {}
     # Facts are what a run published, not what it was given (a fact cache, as AWX keeps, brings them back).
     facts = task_vars.get("ansible_facts") or {}
-    names = [n for n in task_vars if n.startswith(PREFIXES) and "__" not in n and n not in facts] + [n for n in PLACEMENT if n in task_vars]
+    names = [n for n in task_vars if n.startswith(PREFIXES) and "__" not in n and n not in facts] + [
+        n for n in PLACEMENT if n in task_vars
+    ]
     for name in sorted(set(names)):
         try:
             values[name] = plain(templar.template(task_vars[name]))
@@ -63,7 +64,10 @@ def inputs_digest(templar, task_vars):
             values[name] = repr(task_vars[name])
     groups = task_vars.get("groups") or {}
     host = task_vars.get("inventory_hostname")
-    values["__role"] = ["ray_head" if host in (groups.get("ray_head") or []) else "", "ray_workers" if host in (groups.get("ray_workers") or []) else ""]
+    values["__role"] = [
+        "ray_head" if host in (groups.get("ray_head") or []) else "",
+        "ray_workers" if host in (groups.get("ray_workers") or []) else "",
+    ]
     return digest([collection_digest(), values])
 
 
@@ -92,6 +96,10 @@ class ActionModule(TypedAction):
             if res is not None:
                 result.update(res)
                 return result
-        result.update(self._execute_module(module_name="rlinfra.verl.converge_record", module_args=module_args, task_vars=task_vars),
-                      runtime="module")
+        result.update(
+            self._execute_module(
+                module_name="rlinfra.verl.converge_record", module_args=module_args, task_vars=task_vars
+            ),
+            runtime="module",
+        )
         return result

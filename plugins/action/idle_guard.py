@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Action ``rlinfra.verl.idle_guard``: sends the guard's code (the collection's own module_utils, as the controller
@@ -41,5 +40,7 @@ class ActionModule(TypedAction):
         module_args = dict(self._task.args)
         if module_args.get("state", "present") == "present":
             module_args["files"] = guard_code()
-        result.update(self._execute_module(module_name="rlinfra.verl.idle_guard", module_args=module_args, task_vars=task_vars))
+        result.update(
+            self._execute_module(module_name="rlinfra.verl.idle_guard", module_args=module_args, task_vars=task_vars)
+        )
         return result

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Action ``rlinfra.verl.ray_job_wait``: watch a Ray job until it ends, and recover it.
@@ -24,20 +23,17 @@ from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray import attempts
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import masking
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.recovery import DEFAULT_METRICS, progress_line
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_schema
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_source
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import files, vocabulary
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray import supervisor, watchdog
-from ansible_collections.rlinfra.verl.plugins.module_utils.observe import report as run_report
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import files, masking, vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.switches import switch_value
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.run_cost import node_prices, run_cost, run_seconds
-from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import typed_args
+from ansible_collections.rlinfra.verl.plugins.module_utils.observe import report as run_report
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import attempts, supervisor, watchdog
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import DASHBOARD_ARGS
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.recovery import DEFAULT_METRICS, progress_line
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_schema, experiment_source
 from ansible_collections.rlinfra.verl.plugins.plugin_utils import node_script
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.log_copy import LogCopy
+from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import typed_args
 
 display = Display()
 
@@ -52,7 +48,9 @@ ARGS = vocabulary.Args(
     stall_timeout=vocabulary.Seconds(0, integer=True, default=0, hint=" (0 is off)"),
     outage_grace=vocabulary.Seconds(1, integer=True, default=300),
     logs_tail_lines=vocabulary.Int(0, 10000, default=50),
-    runtime_env=vocabulary.Raw("the run's runtime_env as verl_experiment_render rendered it (checked there)", ansible="dict", no_log=True),
+    runtime_env=vocabulary.Raw(
+        "the run's runtime_env as verl_experiment_render rendered it (checked there)", ansible="dict", no_log=True
+    ),
     secret_names=vocabulary.ListOf(vocabulary.EnvName(), default=[]),
     # The secrets' values, only to mask them in logs and results: they are not in runtime_env (submit.yml
     # sends them by the run's secrets file, docs/SECURITY.md), and never go to Ray from here.
@@ -82,14 +80,21 @@ ARGS = vocabulary.Args(
     release_grace=vocabulary.Seconds(0, integer=True, default=60),
     # recovery.replace: the head's kit (roles/verl_job/tasks/replace_kit.yml).
     replace_dir=vocabulary.AbsPath("owns", empty=True, default="", ansible="str"),
-    **DASHBOARD_ARGS
+    **DASHBOARD_ARGS,
 )
 # An empty address goes on empty to the modules on the target, which read it from the target's
 # rlinfra_ray local fact.
 ARGUMENT_SPEC = ARGS.spec
 # What an `experiment` (a verl_experiment_render result) gives when the option itself is not set.
-FROM_WAIT = ("timeout", "progress_interval", "poll_interval", "stop_on_timeout", "stall_timeout", "outage_grace",
-             "supervise")
+FROM_WAIT = (
+    "timeout",
+    "progress_interval",
+    "poll_interval",
+    "stop_on_timeout",
+    "stall_timeout",
+    "outage_grace",
+    "supervise",
+)
 # How long a supervisor may be down (systemd restarts it after 10 s) before the follower says so and ends.
 SUPERVISOR_DOWN_S = 90
 # Calls of ray_job_poll one poll may add to read a log that grew more than one call returns (8 MiB each).
@@ -103,15 +108,23 @@ def from_experiment(args, given):
     exp = args["experiment"]
     package = exp.get("package")
     derived = dict(
-        base_submission_id=exp.get("submission_id") or "", runtime_env=exp.get("runtime_env"),
-        label=(exp.get("experiment") or {}).get("name") or "", recovery=(exp.get("experiment") or {}).get("recovery") or {},
-        job=dict(job_template=exp.get("job_template"), metadata=exp.get("metadata") or {},
-                 resources=exp.get("resources") or {},
-                 package=dict(uri=package["uri"], src=args["package_src"]) if package else None),
-        checkpoint_dir=exp.get("checkpoint_dir") or "", hosts=exp.get("cluster_hosts") or [],
-        secret_names=list((exp.get("secrets") or {}).get("present") or []), secrets_file=exp.get("secrets_file") or "",
+        base_submission_id=exp.get("submission_id") or "",
+        runtime_env=exp.get("runtime_env"),
+        label=(exp.get("experiment") or {}).get("name") or "",
+        recovery=(exp.get("experiment") or {}).get("recovery") or {},
+        job=dict(
+            job_template=exp.get("job_template"),
+            metadata=exp.get("metadata") or {},
+            resources=exp.get("resources") or {},
+            package=dict(uri=package["uri"], src=args["package_src"]) if package else None,
+        ),
+        checkpoint_dir=exp.get("checkpoint_dir") or "",
+        hosts=exp.get("cluster_hosts") or [],
+        secret_names=list((exp.get("secrets") or {}).get("present") or []),
+        secrets_file=exp.get("secrets_file") or "",
         cluster=exp.get("cluster") or "",
-        **{k: (exp.get("wait") or {})[k] for k in FROM_WAIT if k in (exp.get("wait") or {})})
+        **{k: (exp.get("wait") or {})[k] for k in FROM_WAIT if k in (exp.get("wait") or {})},
+    )
     out = dict(args)
     out.update((k, v) for k, v in derived.items() if k not in given)
     if not out["on_end"]:
@@ -143,20 +156,24 @@ class Watch:
         self.started = time.time()
         self.label = args["label"] or args["base_submission_id"] or args["submission_id"]
         self.dog = watchdog.Watchdog(args, self.t0, names=self.node_names(args["hosts"]), wall=self.started)
-        self.dash = dict(address=args["address"], auth_token=args["auth_token"], auth_token_path=args["auth_token_path"],
-                         validate_certs=args["validate_certs"])
+        self.dash = dict(
+            address=args["address"],
+            auth_token=args["auth_token"],
+            auth_token_path=args["auth_token_path"],
+            validate_certs=args["validate_certs"],
+        )
         # The job's link on the dashboard as ray_job_poll last gave it.
         self.job_url = None
         self.log_paths = []
         self.artifacts_error = ""  # why the log or metrics could not be saved (the job's status is not affected)
-        self.metrics = {}        # the newest metrics files written (verl_metrics.write)
-        self.metrics_at = None   # when they were last refreshed while the job ran
-        self.copy = None         # the attempt's log as followed here (plugin_utils/log_copy.py)
-        self.past = []           # (submission id, its metrics Follow) of the attempts before the current one
-        self.report = ""         # the run report's path once written (observe/report.py)
-        self.checkpoint = None   # the newest checkpoint step the supervisor saw: {step, dir, at}
-        self.unit = None         # the run's supervisor on the head (supervise=cluster)
-        self.given_back = {}     # its end as it said it, with the machines given back (on_end)
+        self.metrics = {}  # the newest metrics files written (verl_metrics.write)
+        self.metrics_at = None  # when they were last refreshed while the job ran
+        self.copy = None  # the attempt's log as followed here (plugin_utils/log_copy.py)
+        self.past = []  # (submission id, its metrics Follow) of the attempts before the current one
+        self.report = ""  # the run report's path once written (observe/report.py)
+        self.checkpoint = None  # the newest checkpoint step the supervisor saw: {step, dir, at}
+        self.unit = None  # the run's supervisor on the head (supervise=cluster)
+        self.given_back = {}  # its end as it said it, with the machines given back (on_end)
 
     # The watch's state is the machine's; these read it (and poll/check mode set it) by the old names.
     sid = property(lambda self: self.dog.sid)
@@ -187,7 +204,12 @@ class Watch:
             try:
                 hv = hostvars[host]
                 facts = (hv.get("ansible_local") or {}).get("rlinfra_ray") or {}
-                candidates = (hv.get("ray_node_ip"), facts.get("node_ip"), hv.get("ray_private_ip"), hv.get("ansible_host"))
+                candidates = (
+                    hv.get("ray_node_ip"),
+                    facts.get("node_ip"),
+                    hv.get("ray_private_ip"),
+                    hv.get("ansible_host"),
+                )
             except (KeyError, AnsibleError, AttributeError):
                 continue
             for value in candidates:
@@ -211,9 +233,15 @@ class Watch:
     def poll_args(self, seconds, tail, copy):
         """ray_job_poll's arguments: it reads only the log's bytes after the copy's offset."""
         return dict(
-            self.dash, submission_id=self.sid, timeout=int(seconds), poll_interval=self.args["poll_interval"],
+            self.dash,
+            submission_id=self.sid,
+            timeout=int(seconds),
+            poll_interval=self.args["poll_interval"],
             logs_tail_lines=self.args["logs_tail_lines"] if tail is None else tail,
-            runtime_env=self.mask_env(), secret_names=self.args["secret_names"], **copy.poll_args())
+            runtime_env=self.mask_env(),
+            secret_names=self.args["secret_names"],
+            **copy.poll_args(),
+        )
 
     def log_copy(self, sid):
         """The attempt's log as followed here: a new one for a new attempt."""
@@ -299,11 +327,16 @@ class Watch:
             return self.module("rlinfra.verl.ray_package", dict(self.dash, uri=params[0]["uri"], src=params[0]["src"]))
         if kind == "submit":
             sid, entrypoint, metadata, resources = params
-            return self.module("rlinfra.verl.ray_job", dict(self.dash, **attempts.submit_args(
-                sid, entrypoint, self.args["runtime_env"], metadata, resources)))
+            return self.module(
+                "rlinfra.verl.ray_job",
+                dict(self.dash, **attempts.submit_args(sid, entrypoint, self.args["runtime_env"], metadata, resources)),
+            )
         if kind == "replace":  # refused at submit (roles/verl_job/tasks/run.yml); a caller of the module alone
-            return dict(failed=True, msg="recovery.replace is done by the run's supervisor on the head (wait.supervise: "
-                        "cluster), not by a wait on the controller")
+            return dict(
+                failed=True,
+                msg="recovery.replace is done by the run's supervisor on the head (wait.supervise: "
+                "cluster), not by a wait on the controller",
+            )
         raise ValueError("the watchdog asked for %r, which the wait does not do" % kind)
 
     # --- the run's supervisor on the head: started here, then followed -----------------------------------
@@ -319,16 +352,33 @@ class Watch:
             spec = node_script.declared_spec("rlinfra.verl." + name)
             defaults[name] = dict((k, v.get("default")) for k, v in spec.items())
         dash = dict((k, v) for k, v in self.dash.items() if v not in (None, ""))
-        release = dict(label=args["cluster"], api_url=args["hyperbolic_api_url"] or "https://api.hyperbolic.xyz",
-                       record="/etc/rlinfra/hyperbolic-%s.json" % (args["cluster"] or "default"),
-                       grace_s=args["release_grace"])
-        out = dict(args=wanted, dash=dash, names=self.dog.names, defaults=defaults, metrics=list(args["metrics"]),
-                   max_metrics=args["max_metrics"], logs_tail_lines=args["logs_tail_lines"],
-                   secret_names=list(args["secret_names"]), secrets_file=args["secrets_file"], on_end=args["on_end"],
-                   release=release)
+        release = dict(
+            label=args["cluster"],
+            api_url=args["hyperbolic_api_url"] or "https://api.hyperbolic.xyz",
+            record="/etc/rlinfra/hyperbolic-%s.json" % (args["cluster"] or "default"),
+            grace_s=args["release_grace"],
+        )
+        out = dict(
+            args=wanted,
+            dash=dash,
+            names=self.dog.names,
+            defaults=defaults,
+            metrics=list(args["metrics"]),
+            max_metrics=args["max_metrics"],
+            logs_tail_lines=args["logs_tail_lines"],
+            secret_names=list(args["secret_names"]),
+            secrets_file=args["secrets_file"],
+            on_end=args["on_end"],
+            release=release,
+        )
         if self.dog.settings["replace"]:
-            out["replace"] = dict(label=args["cluster"], api_url=release["api_url"], record=release["record"],
-                                  dir=args["replace_dir"], timeout=self.dog.settings["replace_timeout"])
+            out["replace"] = dict(
+                label=args["cluster"],
+                api_url=release["api_url"],
+                record=release["record"],
+                dir=args["replace_dir"],
+                timeout=self.dog.settings["replace_timeout"],
+            )
         return out
 
     def supervisor(self, state, **kwargs):
@@ -341,27 +391,45 @@ class Watch:
         """The run's supervisor started on the head (or the one already there attached to), then followed until the
         run ends: its lines printed, the current attempt's log and metrics kept here. Nothing is decided here."""
         text, digest = node_script.program(*supervisor.PROGRAM)
-        secret_values = [v for v in self.args["secret_values"] if v] + ([self.dash["auth_token"]] if self.dash.get("auth_token") else [])
+        secret_values = [v for v in self.args["secret_values"] if v] + (
+            [self.dash["auth_token"]] if self.dash.get("auth_token") else []
+        )
         gives_back = self.args["on_end"] != "keep"
-        res = self.supervisor("started", config=self.supervisor_config(), secret_values=secret_values, bundle=text,
-                              bundle_id=digest[:16], api_key=self.args["hyperbolic_api_key"]
-                              if gives_back or self.dog.settings["replace"] else "")
+        res = self.supervisor(
+            "started",
+            config=self.supervisor_config(),
+            secret_values=secret_values,
+            bundle=text,
+            bundle_id=digest[:16],
+            api_key=self.args["hyperbolic_api_key"] if gives_back or self.dog.settings["replace"] else "",
+        )
         if res.get("no_systemd") and not self.args["follow"]:  # wait=false: nobody watches it
             self.say(res["no_systemd"].split(":")[0] + ": the run is not watched (wait=false)")
             raise Done("detached", None)
         if res.get("no_systemd"):
-            self.say(res["no_systemd"] + (
-                "; on_end: %s cannot be done without it: teardown.yml -e release=true gives the machines back"
-                % self.args["on_end"] if gives_back else ""))
+            self.say(
+                res["no_systemd"]
+                + (
+                    "; on_end: %s cannot be done without it: teardown.yml -e release=true gives the machines back"
+                    % self.args["on_end"]
+                    if gives_back
+                    else ""
+                )
+            )
             self.run()
             return "succeeded", None
         if res.get("failed"):
-            raise Done("supervisor", "the run's supervisor could not be started on the head: %s; the job runs on "
-                       "without recovery (status.yml shows it; submit.yml again starts the supervisor)" % res.get("msg"))
+            raise Done(
+                "supervisor",
+                "the run's supervisor could not be started on the head: %s; the job runs on "
+                "without recovery (status.yml shows it; submit.yml again starts the supervisor)" % res.get("msg"),
+            )
         self.unit = res.get("unit")
-        self.say("%s: the run's supervisor %s on the head; it recovers the run whether or not this playbook follows it "
-                 "(stopping the playbook changes nothing; status.yml reads it, stop.yml stops it)"
-                 % (self.unit, "was already watching it" if res.get("attached") else "watches it"))
+        self.say(
+            "%s: the run's supervisor %s on the head; it recovers the run whether or not this playbook follows it "
+            "(stopping the playbook changes nothing; status.yml reads it, stop.yml stops it)"
+            % (self.unit, "was already watching it" if res.get("attached") else "watches it")
+        )
         if not self.args["follow"]:
             raise Done("detached", None)
         return self.follow_supervisor()
@@ -371,19 +439,23 @@ class Watch:
         deadline = self.clock() + self.args["timeout"] + 3600
         while True:
             # Up to a progress interval on the head, answered at the supervisor's next line or the run's end.
-            st = self.supervisor("read", since=seen, wait=int(max(0, min(self.args["progress_interval"],
-                                                                         deadline - self.clock()))))
+            st = self.supervisor(
+                "read", since=seen, wait=int(max(0, min(self.args["progress_interval"], deadline - self.clock())))
+            )
             now = self.clock()
             if st.get("failed"):
                 outage = now if outage is None else outage
                 if now - outage > self.args["outage_grace"]:
-                    raise Done("detached", "the head has not answered for %ds (%s): the run's supervisor %s goes on "
-                               "there if the head is up; submit.yml again follows it, status.yml reads it"
-                               % (now - outage, st.get("msg"), self.unit))
+                    raise Done(
+                        "detached",
+                        "the head has not answered for %ds (%s): the run's supervisor %s goes on "
+                        "there if the head is up; submit.yml again follows it, status.yml reads it"
+                        % (now - outage, st.get("msg"), self.unit),
+                    )
                 time.sleep(5)
                 continue
             outage = None
-            for number, dummy, line in st.get("lines") or []:
+            for number, _dummy, line in st.get("lines") or []:
                 self.say(line)
                 seen = max(seen, number)
             state = st.get("state") or {}
@@ -404,9 +476,12 @@ class Watch:
             if not st.get("active"):
                 down = now if down is None else down
                 if now - down > SUPERVISOR_DOWN_S:
-                    raise Done("supervisor", "the run's supervisor %s is not running on the head and the run has not "
-                               "ended (journalctl -u %s there says why): submit.yml again starts it, and it goes on from "
-                               "its state" % (self.unit, self.unit))
+                    raise Done(
+                        "supervisor",
+                        "the run's supervisor %s is not running on the head and the run has not "
+                        "ended (journalctl -u %s there says why): submit.yml again starts it, and it goes on from "
+                        "its state" % (self.unit, self.unit),
+                    )
                 time.sleep(5)  # systemd starts it again within 10 s
             else:
                 down = None
@@ -417,8 +492,11 @@ class Watch:
                     self.say_progress(res)
                     self.refresh_metrics(res)
             if now > deadline:
-                raise Done("detached", "stopped following after %ss (wait.timeout): the run's supervisor %s goes on on "
-                           "the head" % (self.args["timeout"], self.unit))
+                raise Done(
+                    "detached",
+                    "stopped following after %ss (wait.timeout): the run's supervisor %s goes on on "
+                    "the head" % (self.args["timeout"], self.unit),
+                )
 
     def await_release(self, final, seen):
         """on_end: the supervisor gives the machines back after its grace; its lines until then (bounded; a head that
@@ -430,14 +508,15 @@ class Watch:
             if st.get("failed"):
                 self.say("the head no longer answers: it was given back (on_end)")
                 return dict(final, released_at=self.clock(), released=None)
-            for number, dummy, line in st.get("lines") or []:
+            for number, _dummy, line in st.get("lines") or []:
                 self.say(line)
                 seen = max(seen, number)
             now_final = (st.get("state") or {}).get("final") or final
             if now_final.get("released_at"):
                 return now_final
-        self.say("the supervisor had not given the machines back %ds after its grace: status.yml shows whether it did"
-                 % 600)
+        self.say(
+            "the supervisor had not given the machines back %ds after its grace: status.yml shows whether it did" % 600
+        )
         return final
 
     def catch_up(self, sids, saved):
@@ -462,8 +541,10 @@ class Watch:
         display.display(progress_line(self.label, res, self.args["metrics"], self.args["max_metrics"], self.attempt))
 
     def stop(self, sid):
-        res = self.module("rlinfra.verl.ray_job", dict(
-            self.dash, submission_id=sid, state="stopped", wait_timeout=120, logs_tail_lines=0))
+        res = self.module(
+            "rlinfra.verl.ray_job",
+            dict(self.dash, submission_id=sid, state="stopped", wait_timeout=120, logs_tail_lines=0),
+        )
         if res.get("failed"):
             self.say("could not stop %s: %s" % (sid, res.get("msg")))
 
@@ -488,8 +569,10 @@ class Watch:
         path = self.args["log_dir"]
         try:
             if os.path.islink(path):
-                raise OSError(errno.ELOOP, "it is a symbolic link (to %s); artifacts are never written through one"
-                              % os.path.realpath(path))
+                raise OSError(
+                    errno.ELOOP,
+                    "it is a symbolic link (to %s); artifacts are never written through one" % os.path.realpath(path),
+                )
             os.makedirs(path, mode=0o700, exist_ok=True)
             return path
         except OSError as e:
@@ -500,7 +583,8 @@ class Watch:
         """Said once: the first failure names the setting to change; the job goes on whatever the disk does."""
         if not self.artifacts_error:
             self.artifacts_error = "%s; the job's status above is Ray's own" % files.cannot_write(
-                experiment_source.ARTIFACTS_VAR, path, what, e)
+                experiment_source.ARTIFACTS_VAR, path, what, e
+            )
             self.say(self.artifacts_error)
 
     def save_log(self, sid):
@@ -519,7 +603,11 @@ class Watch:
 
     def refresh_metrics(self, res):
         """While the job runs: the metrics files again, at most once per progress interval, when a step is new."""
-        if not self.args["log_dir"] or res.get("last_step") is None or res.get("last_step") == self.metrics.get("last_step"):
+        if (
+            not self.args["log_dir"]
+            or res.get("last_step") is None
+            or res.get("last_step") == self.metrics.get("last_step")
+        ):
             return
         if self.metrics_at is not None and self.clock() - self.metrics_at < self.args["progress_interval"]:
             return
@@ -571,8 +659,15 @@ class Watch:
         final = result is not None
         rows = list(self.rows)
         if not final and self.res.get("submission_id") == self.sid:  # the attempt being watched
-            rows.append(dict(attempt=self.attempt, submission_id=self.sid, status=self.res.get("status"),
-                             last_step=self.res.get("last_step"), start_time=self.res.get("start_time")))
+            rows.append(
+                dict(
+                    attempt=self.attempt,
+                    submission_id=self.sid,
+                    status=self.res.get("status"),
+                    last_step=self.res.get("last_step"),
+                    start_time=self.res.get("start_time"),
+                )
+            )
         numbers = dict((r["submission_id"], r["attempt"]) for r in rows)
         follows = list(self.past) + ([(self.copy.sid, self.copy.metrics)] if self.copy and self.copy.base else [])
         exp = self.args["experiment"] or {}
@@ -586,27 +681,49 @@ class Watch:
                 cost = None
         utilisation, note = self.utilisation()
         return dict(
-            experiment=self.label, submission_id=self.args["base_submission_id"] or self.sid,
+            experiment=self.label,
+            submission_id=self.args["base_submission_id"] or self.sid,
             status=(result or {}).get("status") if final else self.res.get("status"),
-            reason_line=(result or {}).get("reason_line"), attempts=rows, code=exp.get("code"),
-            fingerprint=self.host_fact("python_env_fingerprint"), image=self.host_fact("ray_container_image"),
-            nodes=list(self.args["hosts"]), left_out=list(self.args["left_out"]), gpus=self.gpus(exp), cost=cost, final=final,
-            curves=[run_report.attempt_curves(numbers.get(sid) or attempts.attempt_number(sid, self.dog.base) or 1, sid,
-                                              follow) for sid, follow in follows],
-            utilisation=utilisation, utilisation_note=note,
+            reason_line=(result or {}).get("reason_line"),
+            attempts=rows,
+            code=exp.get("code"),
+            fingerprint=self.host_fact("python_env_fingerprint"),
+            image=self.host_fact("ray_container_image"),
+            nodes=list(self.args["hosts"]),
+            left_out=list(self.args["left_out"]),
+            gpus=self.gpus(exp),
+            cost=cost,
+            final=final,
+            curves=[
+                run_report.attempt_curves(
+                    numbers.get(sid) or attempts.attempt_number(sid, self.dog.base) or 1, sid, follow
+                )
+                for sid, follow in follows
+            ],
+            utilisation=utilisation,
+            utilisation_note=note,
             given_back=((result or {}).get("given_back") or {}).get("line"),
             events=run_report.events_from_watch(self.events, self.dog.marks, self.started, rows),
             logs=[(os.path.basename(p), os.path.relpath(p, self.run_dir())) for p in self.log_paths]
-            or ([(os.path.basename(self.copy.path), os.path.relpath(self.copy.path, self.run_dir()))]
-                if self.copy and self.copy.path else []),
-            node_logs=self.node_logs(rows), watch_started=self.started, checkpoint=self.checkpoint,
-            generated_at=time.time())
+            or (
+                [(os.path.basename(self.copy.path), os.path.relpath(self.copy.path, self.run_dir()))]
+                if self.copy and self.copy.path
+                else []
+            ),
+            node_logs=self.node_logs(rows),
+            watch_started=self.started,
+            checkpoint=self.checkpoint,
+            generated_at=time.time(),
+        )
 
     def node_logs(self, rows):
         """Links to the nodes' logs logs.yml saved for each attempt (``<log_dir>/<submission id>/nodes/<host>/``),
         relative to the report's directory."""
-        return run_report.node_log_rows(self.args["log_dir"], self.run_dir(),
-                                        [r.get("submission_id") for r in rows if r.get("submission_id")] or [self.sid])
+        return run_report.node_log_rows(
+            self.args["log_dir"],
+            self.run_dir(),
+            [r.get("submission_id") for r in rows if r.get("submission_id")] or [self.sid],
+        )
 
     def utilisation(self):
         """``(structure, why not)`` of the nodes' utilisation over the run (observe/prometheus.py's): read on the head
@@ -619,8 +736,11 @@ class Watch:
             return {}, "check mode: Prometheus was not read"
         names = dict((address, host) for address, host in self.dog.names.items() if address != host)
         try:
-            res = self.action._execute_module(module_name="rlinfra.verl.ray_metrics", module_args=dict(
-                state="query", start=self.run_start(), names=names), task_vars=self.task_vars)
+            res = self.action._execute_module(
+                module_name="rlinfra.verl.ray_metrics",
+                module_args=dict(state="query", start=self.run_start(), names=names),
+                task_vars=self.task_vars,
+            )
         except (AnsibleError, OSError) as e:
             return {}, "the head's Prometheus could not be read: %s" % e
         if res.get("failed"):
@@ -628,7 +748,8 @@ class Watch:
         series = res.get("series") or {}
         if not series:
             return {}, "the head's Prometheus had no samples for this run yet%s" % (
-                " (%s)" % "; ".join(res.get("problems") or []) if res.get("problems") else "")
+                " (%s)" % "; ".join(res.get("problems") or []) if res.get("problems") else ""
+            )
         return series, ""
 
     def run_start(self):
@@ -663,15 +784,29 @@ class Watch:
         return "%d (%d node(s) x %d)" % (nodes * per_node, nodes, per_node) if nodes and per_node else None
 
     def result(self, reason, line):
-        out = self.dog.result(reason, line, self.clock(), job_url=self.job_url, log_paths=self.log_paths,
-                              metrics=self.metrics, artifacts_error=self.artifacts_error,
-                              preferred=self.args["metrics"])
+        out = self.dog.result(
+            reason,
+            line,
+            self.clock(),
+            job_url=self.job_url,
+            log_paths=self.log_paths,
+            metrics=self.metrics,
+            artifacts_error=self.artifacts_error,
+            preferred=self.args["metrics"],
+        )
         released_at = self.given_back.get("released_at")
         if released_at:
             ids = self.given_back.get("released")
-            out["given_back"] = dict(at=released_at, ids=ids, line="%s at %s (on_end: %s)" % (
-                ", ".join(ids) if ids else "the cluster's rentals" if ids is None else "nothing to give back",
-                time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(released_at)), self.args["on_end"]))
+            out["given_back"] = dict(
+                at=released_at,
+                ids=ids,
+                line="%s at %s (on_end: %s)"
+                % (
+                    ", ".join(ids) if ids else "the cluster's rentals" if ids is None else "nothing to give back",
+                    time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(released_at)),
+                    self.args["on_end"],
+                ),
+            )
             out["summary"].append("given back:    %s" % out["given_back"]["line"])
         if reason != "check_mode":
             self.write_report(out)
@@ -716,14 +851,17 @@ class ActionModule(ActionBase):
                 if done.reason == "detached" and done.line is None:  # started, not followed (wait=false)
                     result.update(changed=True, skipped=True, supervisor=watch.unit, submission_id=watch.sid)
                     return result
-                result.update(watch.result(done.reason, done.line), changed=bool(watch.restarts), failed=True,
-                              msg=done.line)
+                result.update(
+                    watch.result(done.reason, done.line), changed=bool(watch.restarts), failed=True, msg=done.line
+                )
                 if watch.unit:
                     result["supervisor"] = watch.unit
             except (AnsibleError, OSError, ValueError, KeyError, TypeError) as e:
                 # Still a result with the job's last known status and the summary, never a bare traceback.
                 line = "the wait stopped on an unexpected %s: %s; the job was not stopped (status.yml shows it)" % (
-                    type(e).__name__, " ".join(str(e).split())[:300])
+                    type(e).__name__,
+                    " ".join(str(e).split())[:300],
+                )
                 result.update(watch.result("error", line), changed=bool(watch.restarts), failed=True, msg=line)
             result["changed"] = len(watch.rows) > 1 or result.get("changed", False)
             return result

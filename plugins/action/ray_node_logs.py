@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Action ``rlinfra.verl.ray_node_logs``: collect, mask and pack one job's logs on a node (the module of
@@ -19,7 +18,6 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.verl.experiment_sourc
 from ansible_collections.rlinfra.verl.plugins.modules.ray_node_logs import ARGS
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import TypedAction
 
-
 ARGUMENT_SPEC = ARGS.spec  # what tests/unit/test_action_docs.py holds to the documentation
 
 
@@ -30,10 +28,16 @@ class ActionModule(TypedAction):
         module_args = dict(self._task.args)
         dest = str(module_args.pop("dest", "") or "")
         try:
-            res = self._execute_module(module_name="rlinfra.verl.ray_node_logs", module_args=module_args, task_vars=task_vars)
+            res = self._execute_module(
+                module_name="rlinfra.verl.ray_node_logs", module_args=module_args, task_vars=task_vars
+            )
             res.pop("invocation", None)  # it lists the secret values (censored, but never needed here)
             result.update(res)
-            if dest and res.get("bundle") and not (res.get("failed") or res.get("unreachable") or self._task.check_mode):
+            if (
+                dest
+                and res.get("bundle")
+                and not (res.get("failed") or res.get("unreachable") or self._task.check_mode)
+            ):
                 result.update(self._bring(res, dest, task_vars))
         finally:
             self._remove_tmp_path(self._connection._shell.tmpdir)
@@ -45,8 +49,9 @@ class ActionModule(TypedAction):
         out = dict(fetched=False)
         try:
             # slurp rather than the connection's fetch: the bundle is root's (become), and is small (max_total_mib)
-            got = self._execute_module(module_name="ansible.legacy.slurp", module_args=dict(src=res["bundle"]),
-                                       task_vars=task_vars)
+            got = self._execute_module(
+                module_name="ansible.legacy.slurp", module_args=dict(src=res["bundle"]), task_vars=task_vars
+            )
             if got.get("failed"):
                 out["fetch_error"] = got.get("msg") or "slurp failed"
                 return out
@@ -61,6 +66,9 @@ class ActionModule(TypedAction):
         except (OSError, tarfile.TarError, ValueError, AnsibleError) as e:
             out["fetch_error"] = "the bundle could not be brought back: %s" % (getattr(e, "strerror", None) or e)
         finally:
-            self._execute_module(module_name="ansible.legacy.file", module_args=dict(path=res["bundle_dir"], state="absent"),
-                                 task_vars=task_vars)
+            self._execute_module(
+                module_name="ansible.legacy.file",
+                module_args=dict(path=res["bundle_dir"], state="absent"),
+                task_vars=task_vars,
+            )
         return out

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Action ``rlinfra.verl.run_report``: a run's report (module_utils/observe/report.py) amended on the controller with
@@ -8,16 +7,19 @@ from __future__ import annotations
 
 import os
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import files
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import files, vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.observe import report
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_source
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import TypedAction
 
 ARGS = vocabulary.Args(
     report_dir=vocabulary.AbsPath("local", relative=True, required=True),
-    nodes=vocabulary.Raw(reason="the looped results of rlinfra.verl.ray_node_logs, as Ansible registered them",
-                         ansible="list", elements="dict", default=[]),
+    nodes=vocabulary.Raw(
+        reason="the looped results of rlinfra.verl.ray_node_logs, as Ansible registered them",
+        ansible="list",
+        elements="dict",
+        default=[],
+    ),
     causes=vocabulary.ListOf(vocabulary.Text(), default=[]),
     unreachable_head=vocabulary.Text(),
     error=vocabulary.Text(lines=True, max_len=4000),
@@ -57,8 +59,11 @@ class ActionModule(TypedAction):
                 result["msg"] = "no run report in %s to amend (the run was not waited for)" % run_dir
                 return result
             events = node_events(run, args["nodes"])
-            sids = [a.get("submission_id") for a in run.get("attempts") or [] if isinstance(a, dict)
-                    and a.get("submission_id")] or [run.get("submission_id")]
+            sids = [
+                a.get("submission_id")
+                for a in run.get("attempts") or []
+                if isinstance(a, dict) and a.get("submission_id")
+            ] or [run.get("submission_id")]
             links = report.node_log_rows(os.path.dirname(run_dir), run_dir, sids)
             path, changed = report.amend(run_dir, events, args["causes"], links)
         except OSError as e:
@@ -68,8 +73,12 @@ class ActionModule(TypedAction):
         except ValueError as e:
             result.update(failed=True, msg="could not amend the run report in %s: %s" % (run_dir, e))
             return result
-        result.update(changed=changed, path=path, events=[e["text"] for e in events],
-                      msg="run report %s: %s" % ("updated" if changed else "already up to date", path))
+        result.update(
+            changed=changed,
+            path=path,
+            events=[e["text"] for e in events],
+            msg="run report %s: %s" % ("updated" if changed else "already up to date", path),
+        )
         return result
 
     @staticmethod
@@ -79,7 +88,15 @@ class ActionModule(TypedAction):
             run = report.load(run_dir)
         except (OSError, ValueError):
             run = None
-        result.update(failed=True, msg=report.head_gone_line(
-            run, args["unreachable_head"], args.get("cluster") or "?", args.get("experiment") or "?", args.get("error"),
-            os.path.join(run_dir, report.NAME) if run else run_dir))
+        result.update(
+            failed=True,
+            msg=report.head_gone_line(
+                run,
+                args["unreachable_head"],
+                args.get("cluster") or "?",
+                args.get("experiment") or "?",
+                args.get("error"),
+                os.path.join(run_dir, report.NAME) if run else run_dir,
+            ),
+        )
         return result

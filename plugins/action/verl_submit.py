@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Action ``rlinfra.verl.verl_submit``: submit a rendered experiment to its Ray cluster, once.
@@ -14,8 +13,8 @@ import base64
 import os
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import attempts
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import secrets_run
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import ACTIVE_STATUSES
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import secrets_run
 from ansible_collections.rlinfra.verl.plugins.modules.verl_submit import ARGS
 from ansible_collections.rlinfra.verl.plugins.plugin_utils import node_script
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import TypedAction
@@ -62,7 +61,9 @@ class ActionModule(TypedAction):
             raise Refused(
                 "%s (%s) already writes %s: two runs in one checkpoint directory would resume from each other's "
                 "checkpoints. Wait for it or stop it (stop.yml), or give this run its own directory (params "
-                "trainer.default_local_dir)." % (holder["submission_id"], holder.get("status"), job.get("checkpoint_dir")))
+                "trainer.default_local_dir)."
+                % (holder["submission_id"], holder.get("status"), job.get("checkpoint_dir"))
+            )
         call = {k: v for k, v in args.items() if v is not None and k not in ("hook", "package_data")}
         call.update(submit=current is None, write_secrets=secrets_run.needed(current))
         if job.get("secrets_file"):
@@ -82,27 +83,58 @@ class ActionModule(TypedAction):
             changed = res.get("changed", False) or changed
         called = dict(runtime=res["runtime"]) if "runtime" in res else {}
         if current is not None:
-            line = "%s already exists (%s); not submitted again%s - use -e run=N for a new run, which resumes from " \
-                   "the checkpoints" % (current["submission_id"], current.get("status"),
-                                        ", attempt %d of the run" % current["attempt"] if current["attempt"] > 1 else "")
-            return dict(changed=changed, submission_id=current["submission_id"], submitted=False,
-                        status=current.get("status"), current=current, msg=line, **called)
-        return dict(changed=True, submission_id=sid, submitted=True, status=res.get("status"), current=None,
-                    msg="Submitted %s (%s)" % (sid, res.get("status") or "?"), **called)
+            line = (
+                "%s already exists (%s); not submitted again%s - use -e run=N for a new run, which resumes from "
+                "the checkpoints"
+                % (
+                    current["submission_id"],
+                    current.get("status"),
+                    ", attempt %d of the run" % current["attempt"] if current["attempt"] > 1 else "",
+                )
+            )
+            return dict(
+                changed=changed,
+                submission_id=current["submission_id"],
+                submitted=False,
+                status=current.get("status"),
+                current=current,
+                msg=line,
+                **called,
+            )
+        return dict(
+            changed=True,
+            submission_id=sid,
+            submitted=True,
+            status=res.get("status"),
+            current=None,
+            msg="Submitted %s (%s)" % (sid, res.get("status") or "?"),
+            **called,
+        )
 
     def _copy(self, src, dest):
         """The zip onto the head (0600), kept there: a recovery after a head restart uploads it again. Its directory is
         made 0700 when missing (an existing one is left as it is)."""
-        made = self._execute_module(module_name="ansible.legacy.command", task_vars=self.task_vars, module_args=dict(
-            argv=["mkdir", "-p", "-m", "0700", "--", os.path.dirname(dest)]))
+        made = self._execute_module(
+            module_name="ansible.legacy.command",
+            task_vars=self.task_vars,
+            module_args=dict(argv=["mkdir", "-p", "-m", "0700", "--", os.path.dirname(dest)]),
+        )
         if made.get("failed") or made.get("rc", 0) != 0:
-            raise Refused("the directory of %s could not be made on the head: %s (verl_job_remote_tmp)" % (
-                dest, (made.get("stderr") or made.get("msg") or "").strip()[:300]))
+            raise Refused(
+                "the directory of %s could not be made on the head: %s (verl_job_remote_tmp)"
+                % (dest, (made.get("stderr") or made.get("msg") or "").strip()[:300])
+            )
         task = self._task.copy()
         task.args = dict(src=src, dest=dest, mode="0600")
         copy = self._shared_loader_obj.action_loader.get(
-            "ansible.legacy.copy", task=task, connection=self._connection, play_context=self._play_context,
-            loader=self._loader, templar=self._templar, shared_loader_obj=self._shared_loader_obj)
+            "ansible.legacy.copy",
+            task=task,
+            connection=self._connection,
+            play_context=self._play_context,
+            loader=self._loader,
+            templar=self._templar,
+            shared_loader_obj=self._shared_loader_obj,
+        )
         res = copy.run(task_vars=self.task_vars)
         if res.get("failed"):
             raise Refused("the working_dir zip could not be copied to %s: %s" % (dest, res.get("msg")))

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Options of the modules that place an experiment's checkpoints (plugin_utils/experiment_task.py checkpoint_args)."""

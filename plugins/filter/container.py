@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Filter ``rlinfra.verl.container_run``: the start of the Ray unit's ``<engine> run`` line in container mode
@@ -17,13 +16,22 @@ def container_run(engine, engine_path, name, mounts, read_only=(), env_names=(),
         if not isinstance(value, (list, tuple)):
             raise AnsibleFilterError("container_run: %s must be a list, got %s" % (label, type(value).__name__))
     if not str(engine_path or "").startswith("/"):
-        raise AnsibleFilterError("container_run: the engine's path must be absolute, got %r (run the ray role's "
-                                 "container entry point first: site.yml does)" % (engine_path,))
+        raise AnsibleFilterError(
+            "container_run: the engine's path must be absolute, got %r (run the ray role's "
+            "container entry point first: site.yml does)" % (engine_path,)
+        )
     try:
-        return container.run_prefix(engine, engine_path, name, [str(m) for m in mounts], [str(m) for m in read_only],
-                                    [str(e) for e in env_names], nofile)
+        return container.run_prefix(
+            engine,
+            engine_path,
+            name,
+            [str(m) for m in mounts],
+            [str(m) for m in read_only],
+            [str(e) for e in env_names],
+            nofile,
+        )
     except container.ContainerError as exc:
-        raise AnsibleFilterError("container_run: %s" % exc)
+        raise AnsibleFilterError("container_run: %s" % exc) from exc
 
 
 class FilterModule:

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Filter ``rlinfra.verl.dashboard_access``: the lines site.yml prints to reach a cluster's dashboard.
@@ -62,8 +61,11 @@ def _ssh(hv, host, ssh_args="", host_key_checking=True):
 def _connection(hv, host, ssh_args, host_key_checking):
     """``(ssh argv, the head's private address)``: the ssh command that connects the way Ansible did, and where the
     tunnels lead on the head."""
-    checking = host_key_checking if isinstance(host_key_checking, bool) else \
-        str(host_key_checking).strip().lower() not in ("false", "no", "0", "off", "n", "f")
+    checking = (
+        host_key_checking
+        if isinstance(host_key_checking, bool)
+        else str(host_key_checking).strip().lower() not in ("false", "no", "0", "off", "n", "f")
+    )
     return _ssh(hv, host, ssh_args, checking), hv.get("ray_node_ip") or hv.get("ansible_host") or host
 
 
@@ -77,8 +79,8 @@ def dashboard_access(host, hostvars, token_path="/etc/ray/auth_token", ssh_args=
     token = ssh + ["sudo", "cat", str(token_path)]
     return [
         "Dashboard: %s   then open http://127.0.0.1:%d" % (" ".join(shlex.quote(a) for a in tunnel), port),
-        "Dashboard token (it asks for it once; root-only in %s on %s): %s" % (
-            token_path, host, " ".join(shlex.quote(a) for a in token)),
+        "Dashboard token (it asks for it once; root-only in %s on %s): %s"
+        % (token_path, host, " ".join(shlex.quote(a) for a in token)),
         "Ray CLI: put the token in a file of mode 0600, then export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=<that file> "
         "RAY_ADDRESS=http://127.0.0.1:%d" % port,
     ]
@@ -95,8 +97,8 @@ def prometheus_access(host, hostvars, password_path="/etc/ray/metrics/password",
     password = ssh + ["sudo", "cat", str(password_path)]
     return [
         "Prometheus: %s   then open http://127.0.0.1:%d" % (" ".join(shlex.quote(a) for a in tunnel), port),
-        "Prometheus login: user rlinfra, password (root-only in %s on %s): %s" % (
-            password_path, host, " ".join(shlex.quote(a) for a in password)),
+        "Prometheus login: user rlinfra, password (root-only in %s on %s): %s"
+        % (password_path, host, " ".join(shlex.quote(a) for a in password)),
     ]
 
 

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Filter ``rlinfra.verl.fitness_entrypoint``: the command line of fitness.yml's Ray check (module_utils/node/fitness_ray.py)."""
@@ -9,8 +8,14 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.node.fitness_ray impo
 
 
 def fitness_entrypoint(head_ip, object_mib=16, pairs_max=8, allreduce="auto", store_port=6386, timeout=300):
-    return entrypoint(str(head_ip), object_mib=int(object_mib), pairs_max=int(pairs_max), allreduce=str(allreduce),
-                      store_port=int(store_port), allreduce_timeout=int(timeout))
+    return entrypoint(
+        str(head_ip),
+        object_mib=int(object_mib),
+        pairs_max=int(pairs_max),
+        allreduce=str(allreduce),
+        store_port=int(store_port),
+        allreduce_timeout=int(timeout),
+    )
 
 
 def fitness_gate(record, hosts, cluster=""):
@@ -27,12 +32,20 @@ def fitness_gate(record, hosts, cluster=""):
     if record.get("fit") is False:
         unfit = record.get("unfit") or {}
         blocking = [line for h in sorted(unfit) if h not in excluded for line in unfit[h]]
-        error = ("cluster %s's last fitness.yml (%s) found it not fit to train: %s; fix it and run fitness.yml again, or "
-                 "leave the unfit workers out with fitness.yml -e fitness_exclude_unfit=true; nothing was submitted" % (
-                     cluster or record.get("cluster"), record.get("time") or "?", "; ".join(blocking)[:1500] or "see its record"))
+        error = (
+            "cluster %s's last fitness.yml (%s) found it not fit to train: %s; fix it and run fitness.yml again, or "
+            "leave the unfit workers out with fitness.yml -e fitness_exclude_unfit=true; nothing was submitted"
+            % (
+                cluster or record.get("cluster"),
+                record.get("time") or "?",
+                "; ".join(blocking)[:1500] or "see its record",
+            )
+        )
     when = record.get("time") or "?"
-    lines = ["left out:      %s (fitness.yml, %s): %s" % (h, when, "; ".join(record["excluded"][h])[:300] or "unfit")
-             for h in excluded]
+    lines = [
+        "left out:      %s (fitness.yml, %s): %s" % (h, when, "; ".join(record["excluded"][h])[:300] or "unfit")
+        for h in excluded
+    ]
     return dict(wait_for=len(hosts) - len(excluded), excluded=excluded, error=error, lines=lines)
 
 

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Filter ``rlinfra.verl.hostvar_values``: a variable of each of some hosts, for the hosts that have it.

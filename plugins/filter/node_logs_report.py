@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Filter ``rlinfra.verl.node_logs_report``: what the per-node log gathering (verl_job node_logs.yml)
@@ -32,33 +31,55 @@ def node_logs_report(collected, fetched=None, check_mode=False):
         if not isinstance(res, dict):
             continue
         host = res.get("item")
-        entry = dict(status="ok", files=0, truncated=0, redactions=0, skipped=0, job_id=res.get("job_id"),
-                     driver_log=res.get("driver_log"), notes=list(res.get("notes") or []), error="")
+        entry = dict(
+            status="ok",
+            files=0,
+            truncated=0,
+            redactions=0,
+            skipped=0,
+            job_id=res.get("job_id"),
+            driver_log=res.get("driver_log"),
+            notes=list(res.get("notes") or []),
+            error="",
+        )
         files = res.get("files") or []
         if res.get("unreachable"):
             entry.update(status="unreachable", error=_first_line(res.get("msg")) or "unreachable")
         elif res.get("failed") or (not check_mode and not res.get("bundle")):
             entry.update(status="failed", error=_first_line(res.get("msg")) or "no bundle was made")
         else:
-            entry.update(files=len(files), truncated=sum(1 for f in files if f.get("truncated")),
-                         redactions=int(res.get("redactions") or 0), skipped=len(res.get("skipped") or []))
+            entry.update(
+                files=len(files),
+                truncated=sum(1 for f in files if f.get("truncated")),
+                redactions=int(res.get("redactions") or 0),
+                skipped=len(res.get("skipped") or []),
+            )
             if check_mode:
                 entry["status"] = "planned"
             else:
                 # The ray_node_logs action brings the bundle back itself (fetched / fetch_error in its result).
-                fetch = fetch_by_host.get(host) if fetched is not None else (
-                    {} if res.get("fetched") else dict(failed=True, msg=res.get("fetch_error")))
+                fetch = (
+                    fetch_by_host.get(host)
+                    if fetched is not None
+                    else ({} if res.get("fetched") else dict(failed=True, msg=res.get("fetch_error")))
+                )
                 if fetch is None or fetch.get("unreachable") or fetch.get("failed"):
-                    entry.update(status="failed", error="the bundle could not be fetched: %s"
-                                 % (_first_line((fetch or {}).get("msg")) or "not fetched"))
+                    entry.update(
+                        status="failed",
+                        error="the bundle could not be fetched: %s"
+                        % (_first_line((fetch or {}).get("msg")) or "not fetched"),
+                    )
         hosts[host] = entry
         if entry["status"] in ("ok", "planned"):
             if entry["status"] == "ok":
                 ok.append(host)
             line = "%s: %d file(s)%s%s%s" % (
-                host, entry["files"], " (would be collected)" if check_mode else "",
+                host,
+                entry["files"],
+                " (would be collected)" if check_mode else "",
                 ", %d cut to their tail" % entry["truncated"] if entry["truncated"] else "",
-                ", %d value(s) masked" % entry["redactions"] if entry["redactions"] else "")
+                ", %d value(s) masked" % entry["redactions"] if entry["redactions"] else "",
+            )
             if entry["skipped"]:
                 line += ", %d left out (size budget)" % entry["skipped"]
             if entry["notes"]:
@@ -70,8 +91,13 @@ def node_logs_report(collected, fetched=None, check_mode=False):
     if hosts and not drivers and any(e["status"] in ("ok", "planned") for e in hosts.values()):
         lines.append("no node had the job's driver log (the driver never started, or its node is not listed)")
     job_ids = sorted({e["job_id"] for e in hosts.values() if e.get("job_id")})
-    return {"hosts": hosts, "lines": lines, "ok": ok, "job_id": job_ids[0] if len(job_ids) == 1 else None,
-            "driver_hosts": drivers}
+    return {
+        "hosts": hosts,
+        "lines": lines,
+        "ok": ok,
+        "job_id": job_ids[0] if len(job_ids) == 1 else None,
+        "driver_hosts": drivers,
+    }
 
 
 TAIL_BYTES = 512 * 1024
@@ -99,7 +125,9 @@ def run_causes(collected, log_path="", step=None):
         except OSError:
             text = ""
     lines = []
-    for cause in failure_causes.driver_log_causes(text, [dict(path=p, free_bytes=f) for p, f in sorted(volumes.items())]):
+    for cause in failure_causes.driver_log_causes(
+        text, [dict(path=p, free_bytes=f) for p, f in sorted(volumes.items())]
+    ):
         if step is not None and cause.startswith("the checkpoint volume ") and "): " in cause:
             head, tail = cause.split("): ", 1)
             cause = "%s) at step %s: %s" % (head, step, tail)

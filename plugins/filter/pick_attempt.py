@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Filter ``rlinfra.verl.pick_attempt``: which attempt of a run to look at, among the cluster's jobs.
@@ -11,8 +10,8 @@ The first submission of a run is its submission id, automatic recoveries are ``<
 
 from __future__ import annotations
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.attempts import attempt_id, attempts_of
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import cli
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.attempts import attempt_id, attempts_of
 
 
 def _attempt_number(value):
@@ -33,8 +32,10 @@ def pick_attempt(jobs, base, attempt=None):
         out["error"] = error + " (-e attempt=K, or leave it out for the newest)"
         return out
     if not found:
-        out["error"] = ("%s was never submitted to this cluster (no job %s or %s-aN in its Jobs API): check -e exp, "
-                        "-e run and -e cluster" % (base, base, base))
+        out["error"] = (
+            "%s was never submitted to this cluster (no job %s or %s-aN in its Jobs API): check -e exp, "
+            "-e run and -e cluster" % (base, base, base)
+        )
         return out
     if number is None:
         chosen = found[-1]
@@ -42,7 +43,11 @@ def pick_attempt(jobs, base, attempt=None):
         chosen = next((j for j in found if j["attempt"] == number), None)
         if chosen is None:
             out["error"] = "attempt %d of %s (%s) does not exist; its attempts: %s" % (
-                number, base, attempt_id(base, number), ", ".join(str(n) for n in numbers))
+                number,
+                base,
+                attempt_id(base, number),
+                ", ".join(str(n) for n in numbers),
+            )
             return out
     out.update(submission_id=chosen["submission_id"], attempt=chosen["attempt"], status=chosen.get("status"))
     return out

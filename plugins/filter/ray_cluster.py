@@ -4,9 +4,9 @@
 
 from __future__ import annotations
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.converge_record import plan
-from ansible_collections.rlinfra.verl.plugins.module_utils.node.python_env import mismatch
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.switches import switch_value
+from ansible_collections.rlinfra.verl.plugins.module_utils.node.python_env import mismatch
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.converge_record import plan
 
 DEFAULT_CLUSTER = "default"
 
@@ -40,8 +40,12 @@ def env_mismatch(host, heads, hostvars):
 
     def env(name):
         hv = hostvars[name]
-        return dict(fingerprint=hv.get("python_env_fingerprint"), frozen=hv.get("python_env_frozen"),
-                    python_version=hv.get("python_env_python_version"))
+        return dict(
+            fingerprint=hv.get("python_env_fingerprint"),
+            frozen=hv.get("python_env_frozen"),
+            python_version=hv.get("python_env_python_version"),
+        )
+
     return mismatch(host, env(host), head[0], env(head[0]))
 
 
@@ -51,16 +55,28 @@ def worker_head(worker, heads, hostvars):
     cluster = cluster_of(worker, hostvars)
     found = in_ray_cluster(heads or [], hostvars, cluster)
     if len(found) != 1:
-        return dict(name="", ip="", error=(
-            "Worker %s (ray_cluster=%s) needs exactly one host in group ray_head with the same ray_cluster; "
-            "found %d: %s." % (worker, cluster, len(found), ", ".join(found) or "none")))
+        return dict(
+            name="",
+            ip="",
+            error=(
+                "Worker %s (ray_cluster=%s) needs exactly one host in group ray_head with the same ray_cluster; "
+                "found %d: %s." % (worker, cluster, len(found), ", ".join(found) or "none")
+            ),
+        )
     head = found[0]
     head_vars = hostvars[head]
-    ip = head_vars.get("ray_node_ip") or ((head_vars.get("ansible_local") or {}).get("rlinfra_ray") or {}).get("node_ip")
+    ip = head_vars.get("ray_node_ip") or ((head_vars.get("ansible_local") or {}).get("rlinfra_ray") or {}).get(
+        "node_ip"
+    )
     if not ip:
-        return dict(name=head, ip="", error=(
-            "The address of head %s is unknown: run the ray_head role on it first (site.yml does), or gather its "
-            "facts in the same play." % head))
+        return dict(
+            name=head,
+            ip="",
+            error=(
+                "The address of head %s is unknown: run the ray_head role on it first (site.yml does), or gather its "
+                "facts in the same play." % head
+            ),
+        )
     return dict(name=head, ip=str(ip), error="")
 
 
@@ -85,7 +101,9 @@ def ray_active(hosts, hostvars):
 def converge_plan(hosts, hostvars, groups):
     """Which of ``hosts`` site.yml converges in full and which it found as their last converge left them (see
     module_utils/ray/converge_record.plan), plus the lines it prints about it."""
-    nodes = list(groups.get("ray_head") or []) + [h for h in groups.get("ray_workers") or [] if h not in (groups.get("ray_head") or [])]
+    nodes = list(groups.get("ray_head") or []) + [
+        h for h in groups.get("ray_workers") or [] if h not in (groups.get("ray_head") or [])
+    ]
     clusters = ray_clusters(nodes, hostvars)
 
     excluded = excluded_of(nodes, hostvars)
@@ -98,10 +116,19 @@ def converge_plan(hosts, hostvars, groups):
     out = plan(list(hosts), states, members_of, {h: f for h, f in excluded.items() if h in hosts})
     # ray_fitness_check (already checked strictly by converge_record's settings): the hosts site.yml's last play
     # checks, left-out workers included (a fit one is taken back). Groups, so that a run without it adds no play time.
-    fitness = [h for h in hosts if h in hostvars and switch_value(hostvars[h].get("ray_fitness_check", False))[0] is True]
-    out["groups"] = [dict(host=h, groups=[g for g, on in (("rlinfra_converge", h in out["converge"]),
-                                                          ("rlinfra_fitness", h in fitness)) if on])
-                     for h in hosts if h in out["converge"] or h in fitness]
+    fitness = [
+        h for h in hosts if h in hostvars and switch_value(hostvars[h].get("ray_fitness_check", False))[0] is True
+    ]
+    out["groups"] = [
+        dict(
+            host=h,
+            groups=[
+                g for g, on in (("rlinfra_converge", h in out["converge"]), ("rlinfra_fitness", h in fitness)) if on
+            ],
+        )
+        for h in hosts
+        if h in out["converge"] or h in fitness
+    ]
     return out
 
 
@@ -115,14 +142,22 @@ def not_whole(wait, dropped, cluster=DEFAULT_CLUSTER):
     dropped = list(dropped or [])
     if dropped:
         them = "it" if len(dropped) == 1 else "them"
-        lines.append("cluster '%s' is not whole: %s dropped out of this run (unreachable, frozen or failed: its own line "
-                     "above says which); bring %s back and run site.yml again, or take %s out of the inventory"
-                     % (cluster, ", ".join(dropped), them, them))
+        lines.append(
+            "cluster '%s' is not whole: %s dropped out of this run (unreachable, frozen or failed: its own line "
+            "above says which); bring %s back and run site.yml again, or take %s out of the inventory"
+            % (cluster, ", ".join(dropped), them, them)
+        )
     return "; ".join(lines)
 
 
 class FilterModule:
     def filters(self):
-        return {"in_ray_cluster": in_ray_cluster, "ray_clusters": ray_clusters, "worker_head": worker_head,
-                "converge_plan": converge_plan, "env_mismatch": env_mismatch,
-                "ray_active": ray_active, "not_whole": not_whole}
+        return {
+            "in_ray_cluster": in_ray_cluster,
+            "ray_clusters": ray_clusters,
+            "worker_head": worker_head,
+            "converge_plan": converge_plan,
+            "env_mismatch": env_mismatch,
+            "ray_active": ray_active,
+            "not_whole": not_whole,
+        }

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Filters ``rlinfra.verl.secret_env`` and ``rlinfra.verl.plain_env``: the two halves of an environment
@@ -25,15 +24,17 @@ def _split(env, pattern, name):
     if env is None:
         env = {}
     if not isinstance(env, dict):
-        raise AnsibleFilterError("%s expects a mapping of variable names to values, got %s"
-                                 % (name, type(env).__name__))
+        raise AnsibleFilterError(
+            "%s expects a mapping of variable names to values, got %s" % (name, type(env).__name__)
+        )
     if pattern is not None and not isinstance(pattern, str):
         raise AnsibleFilterError("%s: the secret name pattern must be text, got %r" % (name, pattern))
     try:
         return split_env(env, pattern)
     except re.error as e:
-        raise AnsibleFilterError("%s: the secret name pattern %r is not a regular expression (%s)"
-                                 % (name, pattern, e))
+        raise AnsibleFilterError(
+            "%s: the secret name pattern %r is not a regular expression (%s)" % (name, pattern, e)
+        ) from e
 
 
 def secret_env(env, pattern=""):

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Filters ``rlinfra.verl.ray_address`` (the address a node's Ray uses, the default of ``ray_private_ip``) and
@@ -8,7 +7,13 @@ problem in one line each). The rules: module_utils/ray/net.py."""
 from __future__ import annotations
 
 from ansible_collections.rlinfra.verl.plugins.filter.ray_cluster import cluster_of, in_ray_cluster
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.net import address_of, mtu_of, mtu_problem, node_plan, route_get
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.net import (
+    address_of,
+    mtu_of,
+    mtu_problem,
+    node_plan,
+    route_get,
+)
 
 
 def _cluster(host, hostvars, groups):

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Filter of teardown.yml: ``rlinfra.verl.ray_teardown_refusal`` (whether running jobs forbid the teardown, as one
@@ -44,8 +43,10 @@ def ray_teardown_refusal(heads, hostvars, stop_jobs=False):
         parts.append("%d job(s) still running: %s" % (len(running), ", ".join(running)))
     if unknown:
         parts.append("the jobs of Ray cluster(s) %s could not be listed" % "; ".join(unknown))
-    return ("refusing to tear down Ray: %s; stop them first (stop.yml -e exp=NAME) or re-run with "
-            "-e teardown_stop_jobs=true to stop them" % "; ".join(parts))
+    return (
+        "refusing to tear down Ray: %s; stop them first (stop.yml -e exp=NAME) or re-run with "
+        "-e teardown_stop_jobs=true to stop them" % "; ".join(parts)
+    )
 
 
 class FilterModule:

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Filter ``rlinfra.verl.replace_inventory``: the cluster's inventory as this controller sees it, for the run's
@@ -18,8 +17,15 @@ import re
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.settings import plain
 
 PREFIXES = ("storage_lvm_", "nfs_mount_", "python_env_", "ray_", "fitness_", "hyperbolic_")
-REACH = ("ansible_host", "ansible_port", "ansible_user", "ansible_python_interpreter", "ansible_become",
-         "ansible_become_method", "ansible_become_user")
+REACH = (
+    "ansible_host",
+    "ansible_port",
+    "ansible_user",
+    "ansible_python_interpreter",
+    "ansible_become",
+    "ansible_become_method",
+    "ansible_become_user",
+)
 # Set by a run (facts), or secret values: never carried.
 SKIP = ("ray_node_ip", "hyperbolic_api_key")
 SECRET = re.compile(r"(token|password|passwd|secret|api_key|private_key)(?!.*_(path|file|dir)$)", re.I)
@@ -29,8 +35,11 @@ def _host(hostvars, host, head):
     found = hostvars[host]
     out = {}
     for name in found:
-        if (name.startswith(PREFIXES) and "__" not in name or name in REACH) and name not in SKIP \
-                and not SECRET.search(name):
+        if (
+            (name.startswith(PREFIXES) and "__" not in name or name in REACH)
+            and name not in SKIP
+            and not SECRET.search(name)
+        ):
             try:
                 out[name] = plain(found[name])
             except Exception:  # noqa: BLE001 - a value that cannot be templated here is left to the roles' default

@@ -1,11 +1,10 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Filters of the secrets-file route (plugins/module_utils/verl/secrets_run.py, docs/SECURITY.md):
 
-    {{ names | rlinfra.verl.secret_values(verl_job_secrets) }}   {name: value} from there, else the environment
-    {{ names | rlinfra.verl.values_to_mask(verl_job_secrets) }}  those values and every value given there
-    {{ waited | rlinfra.verl.secrets_file_done }}                remove it: the waited run has ended
+{{ names | rlinfra.verl.secret_values(verl_job_secrets) }}   {name: value} from there, else the environment
+{{ names | rlinfra.verl.values_to_mask(verl_job_secrets) }}  those values and every value given there
+{{ waited | rlinfra.verl.secrets_file_done }}                remove it: the waited run has ended
 """
 
 from __future__ import annotations
@@ -30,4 +29,8 @@ def values_to_mask(names, given=None):
 
 class FilterModule:
     def filters(self):
-        return {"secret_values": secret_values, "values_to_mask": values_to_mask, "secrets_file_done": secrets_file_done}
+        return {
+            "secret_values": secret_values,
+            "values_to_mask": values_to_mask,
+            "secrets_file_done": secrets_file_done,
+        }

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Filters ``rlinfra.verl.strict_bool`` and ``rlinfra.verl.parse_switches``: on/off switches given with

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2025, rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 
@@ -234,6 +233,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 from ansible.utils.unsafe_proxy import wrap_var
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import mask_values
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.client import (
     DEFAULT_SSH_USER,
     SOURCES,
@@ -250,7 +250,6 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.client imp
     url_is_plain_remote_http,
     valid_ssh_user,
 )
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import mask_values
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.inventory_load import failed_before, give_up
 
 try:  # ansible-core >= 2.19
@@ -273,10 +272,14 @@ _RESERVED_HOSTS = frozenset(("localhost", "127.0.0.1", "all", "ungrouped", "ray_
 _BOOL_OPTIONS = ("validate_certs", "cache", "strict", "use_extra_vars", "leading_separator")
 _MAX_SSH_WARNINGS = 5
 # Every number has a ceiling: a timeout or wait of 1e300 seconds overflows the C time types the socket and sleep take.
-_NUMBER_OPTIONS = (("timeout", {"above": True, "maximum": 3600}), ("retries", {"maximum": 100, "integer": True}),
-                   ("retry_backoff", {"maximum": 3600}), ("retry_max_wait", {"maximum": 3600}),
-                   ("max_response_mib", {"above": True, "maximum": 1024}),
-                   ("cache_timeout", {"integer": True, "maximum": 366 * 86400}))
+_NUMBER_OPTIONS = (
+    ("timeout", {"above": True, "maximum": 3600}),
+    ("retries", {"maximum": 100, "integer": True}),
+    ("retry_backoff", {"maximum": 3600}),
+    ("retry_max_wait", {"maximum": 3600}),
+    ("max_response_mib", {"above": True, "maximum": 1024}),
+    ("cache_timeout", {"integer": True, "maximum": 366 * 86400}),
+)
 
 
 class _NotOurs(AnsibleParserError):
@@ -392,7 +395,8 @@ def choose_heads(clusters, selector="first"):
                 head = members[0][0]
                 warnings.append(
                     "rlinfra.verl.hyperbolic: no member of Ray cluster '%s' matches head_selector '%s'; "
-                    "using '%s' (first by name)" % (one_line(cluster, 80), selector, head))
+                    "using '%s' (first by name)" % (one_line(cluster, 80), selector, head)
+                )
         heads[cluster] = head
     return heads, warnings
 
@@ -470,8 +474,9 @@ def _as_name_list(option, value, known=None):
     if known is not None:
         for name in names:
             if name not in known:
-                raise HyperbolicError("unknown %s entry %s; choose from %s" % (
-                    option, shown(name, 40), ", ".join(known)))
+                raise HyperbolicError(
+                    "unknown %s entry %s; choose from %s" % (option, shown(name, 40), ", ".join(known))
+                )
     return names
 
 
@@ -500,8 +505,9 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         except Exception as exc:  # pylint: disable=broad-except
             # still one line (and key-free); the traceback is there for a bug report
             self.display.vvv(self._scrub(traceback.format_exc()))
-            self._fail(path, "unexpected %s: %s (a bug in the plugin? run with -vvv and report it)"
-                       % (type(exc).__name__, exc))
+            self._fail(
+                path, "unexpected %s: %s (a bug in the plugin? run with -vvv and report it)" % (type(exc).__name__, exc)
+            )
 
     def _fail(self, path, message):
         give_up(self.inventory, path, "%s: cannot load %s: %s" % (PLUGIN, path, one_line(self._scrub(message), 1000)))
@@ -557,11 +563,16 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         plugin = config.get("plugin")
         if plugin not in names:
             text = str(plugin).lower()
-            if plugin is not None and "hyperbol" not in text and \
-                    difflib.SequenceMatcher(None, text, PLUGIN).ratio() < 0.75:
+            if (
+                plugin is not None
+                and "hyperbol" not in text
+                and difflib.SequenceMatcher(None, text, PLUGIN).ratio() < 0.75
+            ):
                 raise _NotOurs("Incorrect plugin name in file: %s" % plugin)
-            raise HyperbolicError("plugin is %s; a *hyperbolic.yml file needs 'plugin: %s'" % (
-                "missing" if plugin is None else shown(plugin, 60), PLUGIN))
+            raise HyperbolicError(
+                "plugin is %s; a *hyperbolic.yml file needs 'plugin: %s'"
+                % ("missing" if plugin is None else shown(plugin, 60), PLUGIN)
+            )
         try:
             known = set(C.config.get_configuration_definitions("inventory", self._load_name) or ())
         except Exception:  # pylint: disable=broad-except
@@ -572,9 +583,15 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             for key in sorted(str(k) for k in config):
                 if key not in known:
                     close = difflib.get_close_matches(key, sorted(known), n=1)
-                    raise HyperbolicError("unknown option %s%s" % (
-                        shown(key, 40), "; did you mean '%s'?" % close[0] if close else
-                        "; see ansible-doc -t inventory %s" % PLUGIN))
+                    raise HyperbolicError(
+                        "unknown option %s%s"
+                        % (
+                            shown(key, 40),
+                            "; did you mean '%s'?" % close[0]
+                            if close
+                            else "; see ansible-doc -t inventory %s" % PLUGIN,
+                        )
+                    )
         if "sources" in config:
             if not _as_name_list("sources", config["sources"], known=list(SOURCES)):
                 raise HyperbolicError("sources is empty; choose on_demand and/or marketplace")
@@ -608,8 +625,10 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             settings[option] = check_number(option, self.get_option(option), **kwargs)
         group = self.get_option("group") or "hyperbolic"
         if not _GROUP_NAME.fullmatch(group):
-            raise HyperbolicError("group %s is not a valid group name (letters, digits and _, not "
-                                  "starting with a digit)" % shown(group, 60))
+            raise HyperbolicError(
+                "group %s is not a valid group name (letters, digits and _, not "
+                "starting with a digit)" % shown(group, 60)
+            )
         settings["group"] = group
         prefix = self.get_option("cluster_group_prefix")
         prefix = "ray_cluster_" if prefix is None else prefix
@@ -622,8 +641,10 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         settings["default_user"] = default_user
         settings["cluster_namer"] = self._cluster_namer()
         if url_is_plain_remote_http(settings["api_url"]):
-            self.display.warning("%s: api_url %s is plain http to a remote host: the API key crosses the "
-                                 "network unencrypted; use https" % (PLUGIN, redact_url(settings["api_url"])))
+            self.display.warning(
+                "%s: api_url %s is plain http to a remote host: the API key crosses the "
+                "network unencrypted; use https" % (PLUGIN, redact_url(settings["api_url"]))
+            )
         return settings
 
     def _sources(self):
@@ -677,9 +698,11 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                 except Exception as exc:  # pylint: disable=broad-except
                     if strict:
                         raise AnsibleParserError(
-                            "cluster_from failed for %s: %s" % (shown(display_name(record)), _error_text(exc)))
+                            "cluster_from failed for %s: %s" % (shown(display_name(record)), _error_text(exc))
+                        ) from exc
                     return None
                 return None if value is None else str(value).strip()
+
             # one trial run on a made-up instance, so a syntax error stops the run before any request
             dummy = {"source": "on_demand", "id": "x", "label": "x", "status": "running", "ssh": None}
             try:
@@ -754,8 +777,10 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                     except HyperbolicError as exc:
                         problem = str(exc)
             if problem:
-                self.display.warning("%s: ignoring the cached API answers for %s (%s); asking the API again"
-                                     % (PLUGIN, path, one_line(problem, 200)))
+                self.display.warning(
+                    "%s: ignoring the cached API answers for %s (%s); asking the API again"
+                    % (PLUGIN, path, one_line(problem, 200))
+                )
         raw = self._fetch(sources)
         result = self._normalize(raw, sources, settings["default_user"])
         if use_cache:
@@ -785,18 +810,23 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                     differ = sorted({k for c in copies for k in c if c.get(k) != copies[0].get(k)})
                     if differ:
                         # Two machines under one id, or one described two ways: either copy may be the wrong host.
-                        notes.append("%s: %s instance %s is listed %d times with different %s: the provider's answer "
-                                     "is contradictory, so which machine it is cannot be known; left out - check the "
-                                     "rental in Hyperbolic's console" % (
-                                         PLUGIN, source, shown(ident), len(copies), ", ".join(differ)))
+                        notes.append(
+                            "%s: %s instance %s is listed %d times with different %s: the provider's answer "
+                            "is contradictory, so which machine it is cannot be known; left out - check the "
+                            "rental in Hyperbolic's console"
+                            % (PLUGIN, source, shown(ident), len(copies), ", ".join(differ))
+                        )
                         continue
                     # the same machine listed twice must not become two Ray nodes
-                    notes.append("%s: %s instance %s is listed %d times; using one" % (
-                        PLUGIN, source, shown(ident), len(copies)))
+                    notes.append(
+                        "%s: %s instance %s is listed %d times; using one" % (PLUGIN, source, shown(ident), len(copies))
+                    )
                 records.extend(expand_nodes(copies[:1]))
         if all(s in skipped for s in sources):
-            raise HyperbolicError("every source answered HTTP 404 (%s); check api_url (or HYPERBOLIC_API_URL)" % (
-                "; ".join("%s: %s" % (s, one_line(skipped[s], 120)) for s in sources)))
+            raise HyperbolicError(
+                "every source answered HTTP 404 (%s); check api_url (or HYPERBOLIC_API_URL)"
+                % ("; ".join("%s: %s" % (s, one_line(skipped[s], 120)) for s in sources))
+            )
         return records, notes
 
     def _select(self, records, notes, settings):
@@ -809,21 +839,27 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             filters = ["statuses [%s]" % ", ".join(settings["statuses"])] if settings["statuses"] else []
             filters += ["name_pattern %s" % shown(pattern)] if pattern else []
             seen = sorted({(r.get("status") or "").strip().lower() or "(none)" for r in records})
-            self.display.warning("%s: none of the %d instance(s) passed %s; statuses seen: %s" % (
-                PLUGIN, len(records), " and ".join(filters), one_line(", ".join(seen), 120)))
+            self.display.warning(
+                "%s: none of the %d instance(s) passed %s; statuses seen: %s"
+                % (PLUGIN, len(records), " and ".join(filters), one_line(", ".join(seen), 120))
+            )
         broken = [r for r in kept if not r.get("ssh") and r.get("ssh_error")]
         for record in sorted(broken, key=lambda r: (r["source"], r["id"]))[:_MAX_SSH_WARNINGS]:
-            self.display.warning("%s: instance %s (%s) left out: %s" % (
-                PLUGIN, shown(record["id"]), record["source"], one_line(record["ssh_error"], 300)))
+            self.display.warning(
+                "%s: instance %s (%s) left out: %s"
+                % (PLUGIN, shown(record["id"]), record["source"], one_line(record["ssh_error"], 300))
+            )
         if len(broken) > _MAX_SSH_WARNINGS:
-            self.display.warning("%s: %d more instance(s) with unusable SSH details left out" % (
-                PLUGIN, len(broken) - _MAX_SSH_WARNINGS))
+            self.display.warning(
+                "%s: %d more instance(s) with unusable SSH details left out" % (PLUGIN, len(broken) - _MAX_SSH_WARNINGS)
+            )
         unreachable = [r for r in kept if not r.get("ssh") and not r.get("ssh_error")]
         if unreachable:
             ids = ", ".join(shown(n, 40)[1:-1] for n in sorted(display_name(r) for r in unreachable)[:10])
             self.display.warning(
                 "%s: %d instance(s) without SSH details left out: %s%s"
-                % (PLUGIN, len(unreachable), ids, " ..." if len(unreachable) > 10 else ""))
+                % (PLUGIN, len(unreachable), ids, " ..." if len(unreachable) > 10 else "")
+            )
         return [r for r in kept if r.get("ssh")]
 
     # ---------------------------------------------------------------- inventory
@@ -834,8 +870,10 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         for name, record in named:
             base = base_host_name(record)
             if base in reserved and name != base:
-                self.display.warning("%s: instance %s is named %s, which Ansible reserves; host name %s used"
-                                     % (PLUGIN, shown(record["id"]), shown(base), name))
+                self.display.warning(
+                    "%s: instance %s is named %s, which Ansible reserves; host name %s used"
+                    % (PLUGIN, shown(record["id"]), shown(base), name)
+                )
 
         inventory = self.inventory
         group = inventory.add_group(settings["group"])
@@ -888,8 +926,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         for cluster in sorted(clusters):
             gname = prefix + sanitize_group_part(cluster)
             if gname in cluster_groups.values():
-                self.display.warning(
-                    "%s: Ray clusters with similar names share the group %s" % (PLUGIN, gname))
+                self.display.warning("%s: Ray clusters with similar names share the group %s" % (PLUGIN, gname))
             cluster_groups[cluster] = inventory.add_group(gname)
             head = heads[cluster]
             for name, _match in clusters[cluster]:
@@ -907,14 +944,26 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                         kind = re.search(r"got: <class '([\w.]+)'>", str(exc))
                         if not kind:
                             raise
-                        for added, dummy in named:  # a broken inventory adds no host, even for a moment
+                        for added, _dummy in named:  # a broken inventory adds no host, even for a moment
                             inventory.remove_host(inventory.get_host(added))
                         word = kind.group(1).rsplit(".", 1)[-1].lower()
-                        word = "a number" if "int" in word or "float" in word else "a boolean" if "bool" in word \
-                            else "null" if "none" in word else "a value that is not text"
+                        word = (
+                            "a number"
+                            if "int" in word or "float" in word
+                            else "a boolean"
+                            if "bool" in word
+                            else "null"
+                            if "none" in word
+                            else "a value that is not text"
+                        )
                         # Ansible's line names only a Python class: say which entry, what it gave, and the fix.
                         raise HyperbolicError(
                             "keyed_groups[%d] (key %s) gave %s for host %s, and a group name is made from text: "
-                            "end the key with | string (e.g. key: hyperbolic_gpu_count | string)" % (
-                                index, shown(entry.get("key") if isinstance(entry, dict) else entry, 60), word,
-                                shown(name, 60))) from None
+                            "end the key with | string (e.g. key: hyperbolic_gpu_count | string)"
+                            % (
+                                index,
+                                shown(entry.get("key") if isinstance(entry, dict) else entry, 60),
+                                word,
+                                shown(name, 60),
+                            )
+                        ) from None

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 
@@ -92,19 +91,40 @@ PLUGIN = "rlinfra.verl.slurm"
 # The options' types (module_utils/common/vocabulary.py); the constructed and cache options Ansible checks itself, but a
 # negative cache_timeout it would take.
 TYPES = {
-    "job_id": vocabulary.Text(pattern=r"^[0-9]+(_[0-9]+)?$", what="a Slurm job id (digits, or digits_digits for an array task)"),
+    "job_id": vocabulary.Text(
+        pattern=r"^[0-9]+(_[0-9]+)?$", what="a Slurm job id (digits, or digits_digits for an array task)"
+    ),
     "job_name": vocabulary.Text(max_len=200),
     "ray_cluster": vocabulary.Name(empty=True),
-    "login_host": vocabulary.Text(pattern=r"^([A-Za-z0-9_.-]+@)?[A-Za-z0-9][A-Za-z0-9_.-]*$",
-                                  what="a login node as host or user@host (not an ssh option)"),
+    "login_host": vocabulary.Text(
+        pattern=r"^([A-Za-z0-9_.-]+@)?[A-Za-z0-9][A-Za-z0-9_.-]*$",
+        what="a login node as host or user@host (not an ssh option)",
+    ),
     "ssh_args": vocabulary.ListOf(vocabulary.Text(empty=False)),
     "timeout": vocabulary.Int(1, 3600),
     "cache_timeout": vocabulary.Int(0),
 }
 CACHE_FORMAT = 1
-OPTIONS = ("plugin", "job_id", "job_name", "ray_cluster", "login_host", "ssh_args", "timeout", "compose", "groups",
-           "keyed_groups", "strict", "leading_separator", "use_extra_vars", "cache", "cache_plugin", "cache_timeout",
-           "cache_connection", "cache_prefix")
+OPTIONS = (
+    "plugin",
+    "job_id",
+    "job_name",
+    "ray_cluster",
+    "login_host",
+    "ssh_args",
+    "timeout",
+    "compose",
+    "groups",
+    "keyed_groups",
+    "strict",
+    "leading_separator",
+    "use_extra_vars",
+    "cache",
+    "cache_plugin",
+    "cache_timeout",
+    "cache_connection",
+    "cache_prefix",
+)
 
 
 class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
@@ -130,8 +150,10 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         for key in config:
             if key not in OPTIONS:
                 close = difflib.get_close_matches(str(key), OPTIONS, 1)
-                raise SlurmError("unknown option %r%s; allowed: %s" % (key, " (did you mean %r?)" % close[0] if close else "",
-                                                                       ", ".join(OPTIONS[1:7])))
+                raise SlurmError(
+                    "unknown option %r%s; allowed: %s"
+                    % (key, " (did you mean %r?)" % close[0] if close else "", ", ".join(OPTIONS[1:7]))
+                )
         self._read_config_data(path)
         for name, t in TYPES.items():
             value = self.get_option(name)
@@ -139,7 +161,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                 try:
                     t.validate(value)
                 except vocabulary.Bad as e:
-                    raise SlurmError(t.line(name, value, e))
+                    raise SlurmError(t.line(name, value, e)) from e
         job_id, job_name = self.get_option("job_id") or "", self.get_option("job_name") or ""
         if config.get("job_id") and job_name:
             raise SlurmError("set job_id or job_name, not both")
@@ -153,8 +175,11 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                 loaded = self._cache[key]
             except KeyError:
                 loaded = None
-            if not (isinstance(loaded, dict) and loaded.get("format") == CACHE_FORMAT
-                    and loaded.get("query") == [str(job_id), job_name]):
+            if not (
+                isinstance(loaded, dict)
+                and loaded.get("format") == CACHE_FORMAT
+                and loaded.get("query") == [str(job_id), job_name]
+            ):
                 loaded = None
         if loaded is None:
             slurm = Slurm(self.get_option("login_host"), self.get_option("ssh_args"), self.get_option("timeout"))
@@ -172,19 +197,26 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         except vocabulary.Bad:
             # The job's name (sbatch --job-name "my run") is Slurm's free text; the cluster's name lands in paths and
             # units: the job's id stands in, said once, rather than a check of the roles failing later on every host.
-            self.display.warning("%s: Slurm job %s is named %s, which is no Ray cluster name (letters, digits, _ . -): "
-                                 "ray_cluster is %s; set the ray_cluster option to choose one"
-                                 % (PLUGIN, job["job_id"], vocabulary._shown(job["name"]), job["job_id"]))
+            self.display.warning(
+                "%s: Slurm job %s is named %s, which is no Ray cluster name (letters, digits, _ . -): "
+                "ray_cluster is %s; set the ray_cluster option to choose one"
+                % (PLUGIN, job["job_id"], vocabulary._shown(job["name"]), job["job_id"])
+            )
             cluster = job["job_id"]
         head_group, workers_group = inventory.add_group("ray_head"), inventory.add_group("ray_workers")
         strict = self.get_option("strict")
         for i, node in enumerate(nodes):
             name = node["name"]
             inventory.add_host(name, group=head_group if i == 0 else workers_group)
-            for var, value in (("ansible_host", node["addr"]), ("slurm_node_addr", node["addr"]),
-                               ("slurm_job_id", job["job_id"]), ("slurm_job_name", job["name"]),
-                               ("slurm_partition", job["partition"]), ("slurm_gpus_per_node", job["gpus_per_node"]),
-                               ("ray_cluster", cluster)):
+            for var, value in (
+                ("ansible_host", node["addr"]),
+                ("slurm_node_addr", node["addr"]),
+                ("slurm_job_id", job["job_id"]),
+                ("slurm_job_name", job["name"]),
+                ("slurm_partition", job["partition"]),
+                ("slurm_gpus_per_node", job["gpus_per_node"]),
+                ("ray_cluster", cluster),
+            ):
                 inventory.set_variable(name, var, wrap_var(value))
             hostvars = inventory.get_host(name).get_vars()
             self._set_composite_vars(self.get_option("compose"), hostvars, name, strict=strict)

@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 
@@ -130,15 +129,21 @@ def main():
             commit = p["commit"] or code_checkout.resolve(code, git)
             if not code_checkout.COMMIT_RE.match(commit):
                 module.fail_json(msg="commit: %r is not a full 40-character commit" % commit)
-            changed, record = code_checkout.checkout(code, commit, p["root"], git, check_mode=module.check_mode,
-                                                     lock_timeout=p["lock_timeout"])
+            changed, record = code_checkout.checkout(
+                code, commit, p["root"], git, check_mode=module.check_mode, lock_timeout=p["lock_timeout"]
+            )
     except code_checkout.CodeError as e:
         module.fail_json(msg=str(e))
     except OSError as e:
         module.fail_json(msg="code %s: %s" % (code["repo"], e))
-    module.exit_json(changed=changed, commit=commit, dir=code_checkout.directory(p["root"], code, commit),
-                     workdir=code_checkout.workdir(p["root"], code, commit), submodules=record.get("submodules") or [],
-                     line=code_checkout.report(code, commit, changed, record, module.check_mode))
+    module.exit_json(
+        changed=changed,
+        commit=commit,
+        dir=code_checkout.directory(p["root"], code, commit),
+        workdir=code_checkout.workdir(p["root"], code, commit),
+        submodules=record.get("submodules") or [],
+        line=code_checkout.report(code, commit, changed, record, module.check_mode),
+    )
 
 
 if __name__ == "__main__":

@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 
@@ -163,34 +162,57 @@ runtime:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray import converge_record
+
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import converge_record
 
 # systemctl reads a unit name starting with '-' as an option.
-UNIT_NAME = vocabulary.Text(empty=False, max_len=256, pattern=r"^[A-Za-z0-9_][A-Za-z0-9:_.@\\-]*$",
-                            what="a systemd unit name (letters, digits, : _ . @ \\ -, starting with a letter, digit or _)")
-NFT_TABLE = vocabulary.Text(empty=False, max_len=41, pattern=r"^[A-Za-z][A-Za-z0-9_]{0,40}$",
-                            what="an nftables table name (letters, digits and _, starting with a letter, at most 41)")
+UNIT_NAME = vocabulary.Text(
+    empty=False,
+    max_len=256,
+    pattern=r"^[A-Za-z0-9_][A-Za-z0-9:_.@\\-]*$",
+    what="a systemd unit name (letters, digits, : _ . @ \\ -, starting with a letter, digit or _)",
+)
+NFT_TABLE = vocabulary.Text(
+    empty=False,
+    max_len=41,
+    pattern=r"^[A-Za-z][A-Za-z0-9_]{0,40}$",
+    what="an nftables table name (letters, digits and _, starting with a letter, at most 41)",
+)
 
 ARGS = vocabulary.Args(
     state=vocabulary.Choice(("check", "write"), default="check"),
     path=vocabulary.AbsPath("config", default="/etc/ray/rlinfra-converged.json"),
-    inputs=vocabulary.Text(max_len=64, pattern=r"^[0-9a-f]{64}$",
-                           what="the digest a check returned (ansible_converge_record.inputs: 64 hexadecimal digits)"),
-    watch=vocabulary.Options(dict(
-        files=vocabulary.ListOf(vocabulary.AbsPath("reads"), default=[]),
-        dirs=vocabulary.ListOf(vocabulary.AbsPath("reads"), default=[]),
-        # Glob patterns (python*), matched on the node.
-        packages=vocabulary.ListOf(vocabulary.AbsPath("reads", ansible="str"), default=[]),
-        units=vocabulary.ListOf(UNIT_NAME, default=[]),
-        nft_tables=vocabulary.ListOf(NFT_TABLE, default=[]),
-    ), default={}),
-    facts=vocabulary.MapOf(vocabulary.Text(empty=False, max_len=255, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
-                                           what="a variable name (letters, digits, _; not starting with a digit)"),
-                           vocabulary.Raw(reason="a fact's value is whatever the converge published; a check sets it again as it was"),
-                           default={}),
+    inputs=vocabulary.Text(
+        max_len=64,
+        pattern=r"^[0-9a-f]{64}$",
+        what="the digest a check returned (ansible_converge_record.inputs: 64 hexadecimal digits)",
+    ),
+    watch=vocabulary.Options(
+        dict(
+            files=vocabulary.ListOf(vocabulary.AbsPath("reads"), default=[]),
+            dirs=vocabulary.ListOf(vocabulary.AbsPath("reads"), default=[]),
+            # Glob patterns (python*), matched on the node.
+            packages=vocabulary.ListOf(vocabulary.AbsPath("reads", ansible="str"), default=[]),
+            units=vocabulary.ListOf(UNIT_NAME, default=[]),
+            nft_tables=vocabulary.ListOf(NFT_TABLE, default=[]),
+        ),
+        default={},
+    ),
+    facts=vocabulary.MapOf(
+        vocabulary.Text(
+            empty=False,
+            max_len=255,
+            pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+            what="a variable name (letters, digits, _; not starting with a digit)",
+        ),
+        vocabulary.Raw(reason="a fact's value is whatever the converge published; a check sets it again as it was"),
+        default={},
+    ),
     members=vocabulary.ListOf(vocabulary.Text(empty=False, max_len=255), default=[]),
-    settings=vocabulary.ListOf(vocabulary.Choice(("storage_lvm", "nfs_mount", "python_env", "ray", "fitness")), default=[]),
+    settings=vocabulary.ListOf(
+        vocabulary.Choice(("storage_lvm", "nfs_mount", "python_env", "ray", "fitness")), default=[]
+    ),
     local=vocabulary.ListOf(vocabulary.Name(), default=["rlinfra_ray"]),
     fact_dir=vocabulary.AbsPath("config", default="/etc/ansible/facts.d"),
 )
@@ -200,7 +222,13 @@ ARGUMENT_SPEC = ARGS.spec
 def main():
     module = ARGS.new_module(AnsibleModule, required_if=[("state", "write", ["inputs"])])
     p = module.params
-    module.exit_json(**(converge_record.write(p, module) if p["state"] == "write" else dict(changed=False, **converge_record.check(p, module))))
+    module.exit_json(
+        **(
+            converge_record.write(p, module)
+            if p["state"] == "write"
+            else dict(changed=False, **converge_record.check(p, module))
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 
@@ -63,6 +62,7 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import makedirs, write_atomic
 from ansible_collections.rlinfra.verl.plugins.module_utils.node.facts import local_fact
@@ -70,7 +70,9 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.node.facts import loc
 ARGS = vocabulary.Args(
     state=vocabulary.Choice(("excluded", "included"), required=True),
     reason=vocabulary.Text(lines=True, max_len=65536, default=""),
-    service=vocabulary.Text(pattern=r"^[A-Za-z0-9_][A-Za-z0-9:_.@-]*\.service$", what="a systemd service name", default="ray-worker.service"),
+    service=vocabulary.Text(
+        pattern=r"^[A-Za-z0-9_][A-Za-z0-9:_.@-]*\.service$", what="a systemd service name", default="ray-worker.service"
+    ),
     fact_path=vocabulary.AbsPath("config", default="/etc/ansible/facts.d/rlinfra_excluded.fact"),
 )
 ARGUMENT_SPEC = ARGS.spec

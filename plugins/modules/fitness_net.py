@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 
@@ -69,13 +68,22 @@ links:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
-from ansible_collections.rlinfra.verl.plugins.module_utils.node.fitness_net import measure
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import run_module
+from ansible_collections.rlinfra.verl.plugins.module_utils.node.fitness_net import measure
 
 ARGS = vocabulary.Args(
-    nodes=vocabulary.ListOf(vocabulary.Section(dict(host=vocabulary.Host(required=True), ip=vocabulary.Address(required=True),
-                                                    ifname=vocabulary.Text(max_len=256, default=""))), required=True),
+    nodes=vocabulary.ListOf(
+        vocabulary.Section(
+            dict(
+                host=vocabulary.Host(required=True),
+                ip=vocabulary.Address(required=True),
+                ifname=vocabulary.Text(max_len=256, default=""),
+            )
+        ),
+        required=True,
+    ),
     head=vocabulary.Host(required=True),
     port=vocabulary.Port(default=6385),
     nonce=vocabulary.Secret(required=True, empty=False),

@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 
@@ -108,9 +107,10 @@ lines:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
-from ansible_collections.rlinfra.verl.plugins.module_utils.node.fitness_node import check
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import run_module
+from ansible_collections.rlinfra.verl.plugins.module_utils.node.fitness_node import check
 
 ARGS = vocabulary.Args(
     node=vocabulary.Host(required=True),
@@ -122,9 +122,17 @@ ARGS = vocabulary.Args(
     dcgm=vocabulary.Switch(default=True),
     expected_gpus=vocabulary.Text(pattern=r"^(auto|[0-9]{1,3})$", what="auto or a whole number", default="auto"),
     venv=vocabulary.AbsPath("reads", default="/opt/rlinfra/venv"),
-    volumes=vocabulary.ListOf(vocabulary.Section(dict(
-        what=vocabulary.Text(max_len=40, required=True), path=vocabulary.AbsPath("reads", required=True), min_free_gib=vocabulary.Number(0, 1e6, default=0),
-        estimate=vocabulary.Choice(("none", "checkpoints"), default="none"))), default=[]),
+    volumes=vocabulary.ListOf(
+        vocabulary.Section(
+            dict(
+                what=vocabulary.Text(max_len=40, required=True),
+                path=vocabulary.AbsPath("reads", required=True),
+                min_free_gib=vocabulary.Number(0, 1e6, default=0),
+                estimate=vocabulary.Choice(("none", "checkpoints"), default="none"),
+            )
+        ),
+        default=[],
+    ),
 )
 ARGUMENT_SPEC = ARGS.spec
 

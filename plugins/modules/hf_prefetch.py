@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 
@@ -145,24 +144,31 @@ lines:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import hf_prefetch
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import hf_prefetch
 
 
 def _repos(plural):
     """The rule of an experiment's ``prefetch.<plural>`` (module_utils/verl/hf_prefetch.py), its lines naming the option."""
+
     def problems(value):
         errors = []
         hf_prefetch.normalize({plural: value}, errors.append)
-        return [e[len("prefetch."):] if e.startswith("prefetch.") else e for e in errors]
+        return [e[len("prefetch.") :] if e.startswith("prefetch.") else e for e in errors]
+
     return problems
 
 
 def _repo_list(plural):
-    bad = [("path", ["../../etc"]), ("url", ["https://huggingface.co/org/x"]),
-           ("revision", [{"repo": "org/x", "revision": "a..b"}]), ("unknown_key", [{"repo": "org/x", "branch": "main"}]),
-           ("number", [5]), ("twice", ["org/x", "org/x"]),
-           ("patterns", [{"repo": "org/x", "allow_patterns": []}])]
+    bad = [
+        ("path", ["../../etc"]),
+        ("url", ["https://huggingface.co/org/x"]),
+        ("revision", [{"repo": "org/x", "revision": "a..b"}]),
+        ("unknown_key", [{"repo": "org/x", "branch": "main"}]),
+        ("number", [5]),
+        ("twice", ["org/x", "org/x"]),
+        ("patterns", [{"repo": "org/x", "allow_patterns": []}]),
+    ]
     return vocabulary.Custom("list", vocabulary.Custom.lines(_repos(plural)), bad, [], elements="raw", default=[])
 
 
@@ -194,8 +200,17 @@ def main():
         if problem:
             module.fail_json(msg=problem)
     try:
-        changed, results, lines = hf_prefetch.prefetch(items, p["hf_home"], p["hub_cache"], p["endpoint"], p["token"], p["timeout"],
-                                                       p["retries"], module.check_mode, p["lock_timeout"])
+        changed, results, lines = hf_prefetch.prefetch(
+            items,
+            p["hf_home"],
+            p["hub_cache"],
+            p["endpoint"],
+            p["token"],
+            p["timeout"],
+            p["retries"],
+            module.check_mode,
+            p["lock_timeout"],
+        )
     except hf_prefetch.PrefetchError as e:
         module.fail_json(msg="prefetch: %s" % e)
     except OSError as e:

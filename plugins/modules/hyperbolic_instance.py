@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 
@@ -244,34 +243,63 @@ extra:
 """
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
-from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.client import DEFAULT_API_URL, HyperbolicClient, HyperbolicError
-from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import record as hyperbolic_record
-from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.rent import APIS, LABEL, MAX_GPUS, MAX_INSTANCES, MAX_PRICE, Rent
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import record as hyperbolic_record
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.client import (
+    DEFAULT_API_URL,
+    HyperbolicClient,
+    HyperbolicError,
+)
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.rent import (
+    APIS,
+    LABEL,
+    MAX_GPUS,
+    MAX_INSTANCES,
+    MAX_PRICE,
+    Rent,
+)
 
 ANY = "any"
 ARGS = vocabulary.Args(
     state=vocabulary.Choice(("present", "absent"), default="present"),
     api=vocabulary.Choice(APIS, default="on_demand"),
-    label=vocabulary.Text(empty=False, max_len=40, pattern=LABEL, required=True,
-                          what="1-40 lower-case letters, digits and '-' (not at either end)",
-                          hint=": it names the instances (<label>-0, <label>-1, ...), their Ray cluster and its hosts"),
+    label=vocabulary.Text(
+        empty=False,
+        max_len=40,
+        pattern=LABEL,
+        required=True,
+        what="1-40 lower-case letters, digits and '-' (not at either end)",
+        hint=": it names the instances (<label>-0, <label>-1, ...), their Ray cluster and its hosts",
+    ),
     count=vocabulary.Int(1, MAX_INSTANCES, default=1),
     # Empty is refused for state=present after the types (a cross-field rule: main); "any" takes any model.
-    gpu_model=vocabulary.Text(max_len=80, pattern=r"^[A-Za-z0-9][A-Za-z0-9 _.-]*$",
-                              what="a GPU model such as H100 (letters, digits, space, _ . -), or any", default=""),
+    gpu_model=vocabulary.Text(
+        max_len=80,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9 _.-]*$",
+        what="a GPU model such as H100 (letters, digits, space, _ . -), or any",
+        default="",
+    ),
     gpu_count=vocabulary.Int(1, MAX_GPUS, default=8),
     machine_type=vocabulary.Choice(("virtual-machine", "bare-metal"), default="virtual-machine"),
     max_price=vocabulary.Number(0, MAX_PRICE, above=True, unit="US dollars per GPU-hour"),
     region=vocabulary.Name(empty=True, max_len=64, default=""),
     min_hours=vocabulary.Number(0, 24 * 365, default=1),
     daily_budget=vocabulary.Number(0, above=True, unit="US dollars"),
-    ssh_public_key=vocabulary.Text(max_len=16384, pattern=r"^(ssh|ecdsa)-[A-Za-z0-9-]+ [A-Za-z0-9+/=]+( .*)?$|^$",
-                                   what="one OpenSSH public key line (ssh-ed25519 AAAA... comment)", default=""),
+    ssh_public_key=vocabulary.Text(
+        max_len=16384,
+        pattern=r"^(ssh|ecdsa)-[A-Za-z0-9-]+ [A-Za-z0-9+/=]+( .*)?$|^$",
+        what="one OpenSSH public key line (ssh-ed25519 AAAA... comment)",
+        default="",
+    ),
     record=vocabulary.AbsPath("writes", empty=True, default=""),
-    replace=vocabulary.ListOf(vocabulary.Text(empty=False, max_len=80, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$", what="a rental id"), default=[]),
-    head_record=vocabulary.Text(max_len=4 * 1024 * 1024, empty=True, default="", lines=True, what="the text of the head's record (JSON)"),
+    replace=vocabulary.ListOf(
+        vocabulary.Text(empty=False, max_len=80, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$", what="a rental id"),
+        default=[],
+    ),
+    head_record=vocabulary.Text(
+        max_len=4 * 1024 * 1024, empty=True, default="", lines=True, what="the text of the head's record (JSON)"
+    ),
     wait=vocabulary.Switch(default=True),
     wait_timeout=vocabulary.Int(1, 86400, unit="seconds", default=900),
     keep_partial=vocabulary.Switch(default=False),
@@ -289,11 +317,15 @@ def bad_input(p):
     if p["state"] == "present":
         model = p["gpu_model"].strip()
         if not model:
-            return ("gpu_model must name the GPU model to rent (for example H100), or be %s to rent any model, which "
-                    "then needs max_price (US dollars per GPU-hour)" % ANY)
+            return (
+                "gpu_model must name the GPU model to rent (for example H100), or be %s to rent any model, which "
+                "then needs max_price (US dollars per GPU-hour)" % ANY
+            )
         if model.lower() == ANY and p["max_price"] is None:
-            return ("gpu_model %s rents any GPU model at any price: set max_price (US dollars per GPU-hour), or name "
-                    "the model (for example H100)" % ANY)
+            return (
+                "gpu_model %s rents any GPU model at any price: set max_price (US dollars per GPU-hour), or name "
+                "the model (for example H100)" % ANY
+            )
     if not p["api_key"]:
         return "no Hyperbolic API key: set HYPERBOLIC_API_KEY in the controller's environment (or api_key)"
     return ""
@@ -323,29 +355,45 @@ def main():
             hyperbolic_record.write(p["record"], head)
         record = hyperbolic_record.merged(record, head)
     try:
-        client = HyperbolicClient(p["api_key"], p["api_url"] or DEFAULT_API_URL, timeout=p["timeout"],
-                                  validate_certs=p["validate_certs"])
+        client = HyperbolicClient(
+            p["api_key"], p["api_url"] or DEFAULT_API_URL, timeout=p["timeout"], validate_certs=p["validate_certs"]
+        )
         rent = Rent(client, log=module.log, api=p["api"], record_ids=hyperbolic_record.ids(record, p["api"]))
         if p["state"] == "absent":
             result = rent.absent(p["label"], check_mode=module.check_mode, timeout=p["wait_timeout"])
         else:
             model = "" if p["gpu_model"].strip().lower() == ANY else p["gpu_model"].strip()
-            result = rent.present(p["label"], p["count"], model, p["gpu_count"], p["max_price"], p["region"],
-                                  wait=p["wait"], timeout=p["wait_timeout"], keep_partial=p["keep_partial"],
-                                  check_mode=module.check_mode, min_hours=p["min_hours"],
-                                  daily_budget=p["daily_budget"], machine_type=p["machine_type"],
-                                  ssh_public_key=p["ssh_public_key"], replace=p["replace"])
+            result = rent.present(
+                p["label"],
+                p["count"],
+                model,
+                p["gpu_count"],
+                p["max_price"],
+                p["region"],
+                wait=p["wait"],
+                timeout=p["wait_timeout"],
+                keep_partial=p["keep_partial"],
+                check_mode=module.check_mode,
+                min_hours=p["min_hours"],
+                daily_budget=p["daily_budget"],
+                machine_type=p["machine_type"],
+                ssh_public_key=p["ssh_public_key"],
+                replace=p["replace"],
+            )
     except HyperbolicError as exc:
         module.fail_json(msg="hyperbolic_instance (label %s): %s" % (p["label"], exc))
     if p["record"] and not module.check_mode:
         try:
             hyperbolic_record.update(p["record"], p["label"], p["api"], result)
         except OSError as exc:
-            module.warn("the record %s could not be written (%s): the rentals are %s" % (
-                p["record"], exc.strerror or exc, ", ".join(i["id"] for i in result.get("instances") or [])))
+            module.warn(
+                "the record %s could not be written (%s): the rentals are %s"
+                % (p["record"], exc.strerror or exc, ", ".join(i["id"] for i in result.get("instances") or []))
+            )
     if result.get("instances"):
-        result["instances"] = hyperbolic_record.priced(result["instances"], hyperbolic_record.read(p["record"], p["label"])
-                                                       if p["record"] else record)
+        result["instances"] = hyperbolic_record.priced(
+            result["instances"], hyperbolic_record.read(p["record"], p["label"]) if p["record"] else record
+        )
     module.exit_json(**result)
 
 

@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 
@@ -103,8 +102,9 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import makedirs, write_if_changed
+
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import owned, vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import makedirs, write_if_changed
 
 ARGS = vocabulary.Args(
     state=vocabulary.Choice(("present", "absent"), default="present"),
@@ -157,8 +157,10 @@ def systemctl(module, *args):
 def present(module, p):
     missing = [n for n in ("label", "idle_release_after", "api_key", "dashboard_url", "files") if not p[n]]
     if missing:  # their values are checked by their types (ARGS)
-        module.fail_json(msg="idle_guard: needs label, idle_release_after (seconds, from 1), api_key, dashboard_url and "
-                             "the code (files, from the action); missing: %s" % ", ".join(missing))
+        module.fail_json(
+            msg="idle_guard: needs label, idle_release_after (seconds, from 1), api_key, dashboard_url and "
+            "the code (files, from the action); missing: %s" % ", ".join(missing)
+        )
     python = module.get_bin_path("python3", opt_dirs=["/usr/bin"])
     if not python:
         module.fail_json(msg="idle_guard: the head has no python3 to run the guard; install it (the OS package) first")
@@ -169,21 +171,36 @@ def present(module, p):
             makedirs(os.path.dirname(path), 0o755)
         if write_if_changed(path, text, 0o644, module.check_mode):
             written.append(path)
-    config = dict(label=p["label"], idle_release_after=p["idle_release_after"], api_key=p["api_key"], api_url=p["api_url"],
-                  dashboard_url=p["dashboard_url"], token_path=p["token_path"])
+    config = dict(
+        label=p["label"],
+        idle_release_after=p["idle_release_after"],
+        api_key=p["api_key"],
+        api_url=p["api_url"],
+        dashboard_url=p["dashboard_url"],
+        token_path=p["token_path"],
+    )
     if not module.check_mode:
         makedirs(os.path.dirname(p["config_path"]), 0o755)
-    if write_if_changed(p["config_path"], json.dumps(config, sort_keys=True, indent=1) + "\n", 0o600, module.check_mode):
+    if write_if_changed(
+        p["config_path"], json.dumps(config, sort_keys=True, indent=1) + "\n", 0o600, module.check_mode
+    ):
         written.append(p["config_path"])
-    values = dict(after=p["idle_release_after"], root=p["root"], python=python, config=p["config_path"], every=p["check_every"])
-    units = [(os.path.join(p["unit_dir"], NAME + ".service"), SERVICE % values), (os.path.join(p["unit_dir"], NAME + ".timer"), TIMER % values)]
+    values = dict(
+        after=p["idle_release_after"], root=p["root"], python=python, config=p["config_path"], every=p["check_every"]
+    )
+    units = [
+        (os.path.join(p["unit_dir"], NAME + ".service"), SERVICE % values),
+        (os.path.join(p["unit_dir"], NAME + ".timer"), TIMER % values),
+    ]
     unit_changed = [path for path, text in units if write_if_changed(path, text, 0o644, module.check_mode)]
     written += unit_changed
     if module.check_mode:
         return written
     if unit_changed:
         systemctl(module, "daemon-reload")
-    rc, out, dummy = module.run_command([module.get_bin_path("systemctl", required=True), "is-enabled", NAME + ".timer"])
+    rc, out, dummy = module.run_command(
+        [module.get_bin_path("systemctl", required=True), "is-enabled", NAME + ".timer"]
+    )
     if out.strip() != "enabled" or unit_changed:
         systemctl(module, "enable", "--now", NAME + ".timer")
         written.append(NAME + ".timer enabled")
@@ -201,7 +218,11 @@ def absent(module, p):
             owned.check(p["root"], (ROOT_MARKER,), what="idle guard's code directory", verb="remove")
         except owned.NotOurs as e:
             module.fail_json(msg=str(e), changed=False)
-    paths = [os.path.join(p["unit_dir"], NAME + ".timer"), os.path.join(p["unit_dir"], NAME + ".service"), p["config_path"]]
+    paths = [
+        os.path.join(p["unit_dir"], NAME + ".timer"),
+        os.path.join(p["unit_dir"], NAME + ".service"),
+        p["config_path"],
+    ]
     there = [x for x in paths if os.path.exists(x)] + ([p["root"]] if os.path.isdir(p["root"]) else [])
     config_dir = os.path.dirname(p["config_path"])
     if not there and os.path.isdir(config_dir) and not os.listdir(config_dir):

@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 
@@ -74,6 +73,7 @@ ansible_facts:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.node.facts import ip_runner, node_facts
 
@@ -87,7 +87,9 @@ ARGUMENT_SPEC = ARGS.spec
 
 def main():
     module = ARGS.new_module(AnsibleModule)
-    module.exit_json(changed=False, ansible_facts=node_facts(ip_runner(module), module.params["fact_dir"], module.params["local"]))
+    module.exit_json(
+        changed=False, ansible_facts=node_facts(ip_runner(module), module.params["fact_dir"], module.params["local"])
+    )
 
 
 if __name__ == "__main__":

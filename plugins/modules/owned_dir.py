@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 
@@ -70,8 +69,8 @@ removed:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import owned
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import owned, vocabulary
 
 ARGS = vocabulary.Args(
     path=vocabulary.AbsPath("owns", required=True),
@@ -95,7 +94,9 @@ def main():
     except owned.NotOurs as e:
         module.fail_json(msg=str(e), removed=False)
     except OSError as e:
-        module.fail_json(msg="the %s %s could not be removed: %s" % (p["what"], p["path"], e.strerror or e), removed=False)
+        module.fail_json(
+            msg="the %s %s could not be removed: %s" % (p["what"], p["path"], e.strerror or e), removed=False
+        )
     module.exit_json(changed=bool(present), removed=bool(present))
 
 

@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2025, rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 
@@ -173,10 +172,11 @@ missing_hosts:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.cluster_info import info
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import run_module
+
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import run_module
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import DASHBOARD_ARGS
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.cluster_info import info
 
 ARGS = vocabulary.Args(
     wait_for_nodes=vocabulary.Int(0),
@@ -184,7 +184,7 @@ ARGS = vocabulary.Args(
     expected_hosts=vocabulary.ListOf(vocabulary.Host(empty=True)),
     timeout=vocabulary.Seconds(0, integer=True, default=300),
     jobs=vocabulary.Switch(default=False),
-    **DASHBOARD_ARGS
+    **DASHBOARD_ARGS,
 )
 ARGUMENT_SPEC = ARGS.spec
 

@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 
@@ -156,8 +155,8 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import files
+
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import files, vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import makedirs, write_atomic
 from ansible_collections.rlinfra.verl.plugins.module_utils.node import container
 
@@ -166,8 +165,9 @@ ARGS = vocabulary.Args(
     archive=vocabulary.AbsPath("reads", empty=True, default=""),
     engine=vocabulary.Choice(("auto", "podman", "docker"), default="auto"),
     install=vocabulary.Switch(default=True),
-    registry_username=vocabulary.Text(max_len=256, pattern=r"^[^\s:]*$", what="a registry user name (no spaces or colons)",
-                                      default=""),
+    registry_username=vocabulary.Text(
+        max_len=256, pattern=r"^[^\s:]*$", what="a registry user name (no spaces or colons)", default=""
+    ),
     registry_password=vocabulary.Secret(default=""),
     auth_dir=vocabulary.AbsPath("config", default="/etc/ray/registry"),
     image_store=vocabulary.AbsPath("owns", empty=True, default=""),
@@ -194,17 +194,23 @@ def engine_ready(module):
         return engine, path, False
     apt = module.get_bin_path("apt-get")
     if engine != "podman" or not p["install"] or not apt:
-        module.fail_json(msg="%s is not installed on this node%s: install it, or set ray_container_engine to an engine the "
-                             "node has; nothing was changed" % (
-                                 engine, "" if apt else " and it has no apt-get to install it with"), changed=False)
+        module.fail_json(
+            msg="%s is not installed on this node%s: install it, or set ray_container_engine to an engine the "
+            "node has; nothing was changed" % (engine, "" if apt else " and it has no apt-get to install it with"),
+            changed=False,
+        )
     if module.check_mode:
         return engine, "/usr/bin/podman", True
-    rc, out, err = module.run_command([apt, "install", "-y", "-q", "--no-install-recommends", "podman", "catatonit"],
-                                      environ_update={"DEBIAN_FRONTEND": "noninteractive"})
+    rc, out, err = module.run_command(
+        [apt, "install", "-y", "-q", "--no-install-recommends", "podman", "catatonit"],
+        environ_update={"DEBIAN_FRONTEND": "noninteractive"},
+    )
     path = module.get_bin_path("podman")
     if rc != 0 or not path:
-        module.fail_json(msg="podman could not be installed with apt-get: %s; install it (apt-get install podman) and "
-                             "run again" % ((err or out).strip().splitlines() or ["no output"])[-1][:300])
+        module.fail_json(
+            msg="podman could not be installed with apt-get: %s; install it (apt-get install podman) and "
+            "run again" % ((err or out).strip().splitlines() or ["no output"])[-1][:300]
+        )
     return engine, path, True
 
 
@@ -230,17 +236,29 @@ def remove(module):
             if not module.check_mode:
                 rc, out, err = module.run_command([path, "rmi", found["id"]])
                 if rc != 0:
-                    module.fail_json(msg="%s rmi %s failed: %s (a container may still use it: stop Ray first)" % (
-                        engine, found["id"][:12], ((err or out).strip().splitlines() or ["no output"])[-1][:300]))
+                    module.fail_json(
+                        msg="%s rmi %s failed: %s (a container may still use it: stop Ray first)"
+                        % (engine, found["id"][:12], ((err or out).strip().splitlines() or ["no output"])[-1][:300])
+                    )
     had_record = os.path.exists(p["state_path"])
     if had_record and not module.check_mode:
         os.unlink(p["state_path"])
     conf = own_storage_conf() is not None
     if conf and not module.check_mode:
         os.unlink(container.STORAGE_CONF)
-    module.exit_json(changed=removed or had_record or conf, engine=engine, engine_path=path or "", image_id=recorded,
-                     digests=[], fingerprint=None, loaded=False, pulled=False, installed=False, removed=removed,
-                     image_store=store)
+    module.exit_json(
+        changed=removed or had_record or conf,
+        engine=engine,
+        engine_path=path or "",
+        image_id=recorded,
+        digests=[],
+        fingerprint=None,
+        loaded=False,
+        pulled=False,
+        installed=False,
+        removed=removed,
+        image_store=store,
+    )
 
 
 def read_storage_conf(module):
@@ -252,10 +270,14 @@ def read_storage_conf(module):
         return None
     except OSError as e:
         if e.errno == errno.ELOOP:
-            module.fail_json(msg="%s is a symbolic link: ray_container_image_store writes that file only when it is the "
-                                 "node's own file or missing; nothing was changed" % container.STORAGE_CONF, changed=False)
-        module.fail_json(msg="%s cannot be read: %s; nothing was changed" % (container.STORAGE_CONF, e.strerror or e),
-                         changed=False)
+            module.fail_json(
+                msg="%s is a symbolic link: ray_container_image_store writes that file only when it is the "
+                "node's own file or missing; nothing was changed" % container.STORAGE_CONF,
+                changed=False,
+            )
+        module.fail_json(
+            msg="%s cannot be read: %s; nothing was changed" % (container.STORAGE_CONF, e.strerror or e), changed=False
+        )
 
 
 def own_storage_conf():
@@ -286,23 +308,34 @@ def converge(module):
     p = module.params
     missing = [path for path in p["mounts"] if not os.path.exists(path)]
     if missing:
-        module.fail_json(msg="the Ray container mounts %s, which %s not exist on this node: make %s (the shared volume "
-                             "mounted, nfs_mount) or remove %s from ray_container_mounts; nothing was changed" % (
-                                 ", ".join(missing), "does" if len(missing) == 1 else "do", "it" if len(missing) == 1 else "them",
-                                 "it" if len(missing) == 1 else "them"), changed=False)
+        module.fail_json(
+            msg="the Ray container mounts %s, which %s not exist on this node: make %s (the shared volume "
+            "mounted, nfs_mount) or remove %s from ray_container_mounts; nothing was changed"
+            % (
+                ", ".join(missing),
+                "does" if len(missing) == 1 else "do",
+                "it" if len(missing) == 1 else "them",
+                "it" if len(missing) == 1 else "them",
+            ),
+            changed=False,
+        )
     engine, path, installed = engine_ready(module)
 
     def run(argv, data=None):
         return module.run_command(argv, data=data, binary_data=data is not None)
 
-    credentials = dict(username=p["registry_username"], password=p["registry_password"]) if p["registry_username"] else None
+    credentials = (
+        dict(username=p["registry_username"], password=p["registry_password"]) if p["registry_username"] else None
+    )
     store = p["image_store"]
     stored, info = False, None
     try:
         if store and engine != "podman":
-            raise container.ContainerError("ray_container_image_store needs podman (docker has no shared image store): "
-                                           "set ray_container_engine: podman, or unset ray_container_image_store; nothing "
-                                           "was changed")
+            raise container.ContainerError(
+                "ray_container_image_store needs podman (docker has no shared image store): "
+                "set ray_container_engine: podman, or unset ray_container_image_store; nothing "
+                "was changed"
+            )
         lock = contextlib.nullcontext()
         if store:
             current = read_storage_conf(module)
@@ -310,19 +343,35 @@ def converge(module):
             container.check_store(store, info["graphroot"])
             # The store's lock only when there is something to do: converged nodes do not queue behind each other.
             if not module.check_mode and not store_ready(module, run, engine, path, store, info, current):
-                lock = files.BoundedLock(os.path.join(store, container.STORE_LOCK), STORE_WAIT,
-                                         "another node loading the image into the shared store", container.ContainerError)
+                lock = files.BoundedLock(
+                    os.path.join(store, container.STORE_LOCK),
+                    STORE_WAIT,
+                    "another node loading the image into the shared store",
+                    container.ContainerError,
+                )
         with lock:
             if store:
-                stored = container.use_store(run, path, store, info, read_storage_conf(module), write_storage_conf,
-                                             check=module.check_mode)
-            found = container.ensure_image(run, engine, path, p["image"], archive=p["archive"], credentials=credentials,
-                                           auth_dir=p["auth_dir"], check=module.check_mode, store=store)
+                stored = container.use_store(
+                    run, path, store, info, read_storage_conf(module), write_storage_conf, check=module.check_mode
+                )
+            found = container.ensure_image(
+                run,
+                engine,
+                path,
+                p["image"],
+                archive=p["archive"],
+                credentials=credentials,
+                auth_dir=p["auth_dir"],
+                check=module.check_mode,
+                store=store,
+            )
     except container.ContainerError as exc:
         module.fail_json(msg=str(exc), changed=(installed or stored) and not module.check_mode)
     except OSError as exc:
-        module.fail_json(msg="the shared image store %s cannot be used: %s; nothing else was changed" % (
-            store, exc.strerror or exc), changed=(installed or stored) and not module.check_mode)
+        module.fail_json(
+            msg="the shared image store %s cannot be used: %s; nothing else was changed" % (store, exc.strerror or exc),
+            changed=(installed or stored) and not module.check_mode,
+        )
     changed = installed or stored or found["loaded"] or found["pulled"] or found["tagged"]
     fingerprint = container.fingerprint(found) if found.get("id") else None
     if found.get("id"):
@@ -337,9 +386,18 @@ def converge(module):
             if not module.check_mode:
                 makedirs(os.path.dirname(p["state_path"]), 0o755)
                 write_atomic(p["state_path"], content, 0o644)
-    module.exit_json(changed=changed, engine=engine, engine_path=path, image_id=found.get("id"),
-                     digests=found.get("digests") or [], fingerprint=fingerprint, loaded=found["loaded"],
-                     pulled=found["pulled"], installed=installed, image_store=store)
+    module.exit_json(
+        changed=changed,
+        engine=engine,
+        engine_path=path,
+        image_id=found.get("id"),
+        digests=found.get("digests") or [],
+        fingerprint=fingerprint,
+        loaded=found["loaded"],
+        pulled=found["pulled"],
+        installed=installed,
+        image_store=store,
+    )
 
 
 def main():

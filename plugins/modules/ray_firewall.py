@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 
@@ -138,19 +137,24 @@ rules:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.firewall import PortsType
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.nft import Nft, absent, present
-
 
 ARGS = vocabulary.Args(
     state=vocabulary.Choice(("present", "absent"), default="present"),
     ports=PortsType(),
     # An empty address passes the type for module_utils/ray/firewall.py's own line (the member's facts are missing).
-    members=vocabulary.ListOf(vocabulary.Options(dict(
-        host=vocabulary.Text(empty=False, max_len=255, required=True),
-        address=vocabulary.Address(empty=True, default=""),
-    )), default=[]),
+    members=vocabulary.ListOf(
+        vocabulary.Options(
+            dict(
+                host=vocabulary.Text(empty=False, max_len=255, required=True),
+                address=vocabulary.Address(empty=True, default=""),
+            )
+        ),
+        default=[],
+    ),
     controller=vocabulary.Address(empty=True, default=""),
     ssh_connection=vocabulary.Text(max_len=512, default=""),
     # A network wider than /8 (IPv4) or /16 (IPv6) that is not private opens Ray's ports to a large part of the
@@ -159,8 +163,13 @@ ARGS = vocabulary.Args(
     allow_world=vocabulary.Switch(default=False),
     protected_ports=vocabulary.ListOf(vocabulary.Port(), default=[22]),
     path=vocabulary.AbsPath("config", default="/etc/ray/rlinfra-firewall.nft"),
-    table=vocabulary.Text(empty=False, max_len=41, pattern=r"^[A-Za-z][A-Za-z0-9_]{0,40}$", default="rlinfra_ray",
-                          what="an nftables table name (letters, digits and _, starting with a letter, at most 41)"),
+    table=vocabulary.Text(
+        empty=False,
+        max_len=41,
+        pattern=r"^[A-Za-z][A-Za-z0-9_]{0,40}$",
+        default="rlinfra_ray",
+        what="an nftables table name (letters, digits and _, starting with a letter, at most 41)",
+    ),
 )
 ARGUMENT_SPEC = ARGS.spec
 
@@ -168,8 +177,9 @@ ARGUMENT_SPEC = ARGS.spec
 def main():
     module = ARGS.new_module(AnsibleModule)
     if module.params["state"] == "present" and module.params["ports"] is None:
-        module.fail_json(msg="ports must be given with state=present (Ray's ports, name -> port or low-high range)",
-                         changed=False)
+        module.fail_json(
+            msg="ports must be given with state=present (Ray's ports, name -> port or low-high range)", changed=False
+        )
     nft = Nft(module)
     result = dict(changed=False, active=False, nft=nft.path)
     if module.params["state"] == "present":

@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2025, rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 
@@ -246,34 +245,51 @@ timed_out:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.job_run import run_job
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import run_module
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import (
-    DASHBOARD_ARGS, MAX_ARG_BYTES, MAX_LOGS_TAIL_LINES, MIN_POLL_INTERVAL, check_entrypoint, check_resources,
-    check_runtime_env, string_values)
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import run_module
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import (
+    DASHBOARD_ARGS,
+    MAX_ARG_BYTES,
+    MAX_LOGS_TAIL_LINES,
+    MIN_POLL_INTERVAL,
+    check_entrypoint,
+    check_resources,
+    check_runtime_env,
+    string_values,
+)
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.job_run import run_job
 
 ARGS = vocabulary.Args(
     submission_id=vocabulary.SubmissionId(required=True),
-    entrypoint=vocabulary.Custom("str", vocabulary.Custom.lines(check_entrypoint), [" \t ", "echo a\0b", "echo " + "x" * MAX_ARG_BYTES],
-                                 "echo hi"),
-    runtime_env=vocabulary.Custom("dict", vocabulary.Custom.lines(lambda v: check_runtime_env(v)[1]),
-                                  [{"env_vars": ["A=1"]}, {"env_vars": {"A=B": "1"}}, {"env_vars": {"X": "a\0b"}}], {}),
-    metadata=vocabulary.Custom("dict", vocabulary.Custom.lines(lambda v: string_values("metadata", v)[1]), [{"x": {"a": 1}}, {"x": None}],
-                               {}),
+    entrypoint=vocabulary.Custom(
+        "str",
+        vocabulary.Custom.lines(check_entrypoint),
+        [" \t ", "echo a\0b", "echo " + "x" * MAX_ARG_BYTES],
+        "echo hi",
+    ),
+    runtime_env=vocabulary.Custom(
+        "dict",
+        vocabulary.Custom.lines(lambda v: check_runtime_env(v)[1]),
+        [{"env_vars": ["A=1"]}, {"env_vars": {"A=B": "1"}}, {"env_vars": {"X": "a\0b"}}],
+        {},
+    ),
+    metadata=vocabulary.Custom(
+        "dict", vocabulary.Custom.lines(lambda v: string_values("metadata", v)[1]), [{"x": {"a": 1}}, {"x": None}], {}
+    ),
     entrypoint_num_cpus=vocabulary.Number(0),
     entrypoint_num_gpus=vocabulary.Number(0),
     entrypoint_memory=vocabulary.Int(0),
-    entrypoint_resources=vocabulary.Custom("dict", vocabulary.Custom.lines(lambda v: check_resources(custom=v)),
-                                           [{"GPU": 1}, {"accel": "lots"}], {}),
+    entrypoint_resources=vocabulary.Custom(
+        "dict", vocabulary.Custom.lines(lambda v: check_resources(custom=v)), [{"GPU": 1}, {"accel": "lots"}], {}
+    ),
     state=vocabulary.Choice(("submitted", "finished", "stopped", "absent"), default="submitted"),
     wait_timeout=vocabulary.Seconds(1, integer=True, default=3600, hint=" (use state=submitted not to wait)"),
     stop_on_timeout=vocabulary.Switch(default=True),
     poll_interval=vocabulary.Seconds(MIN_POLL_INTERVAL, default=5.0),
     logs_tail_lines=vocabulary.Int(0, MAX_LOGS_TAIL_LINES, default=50),
     run=vocabulary.Switch(default=False),
-    **DASHBOARD_ARGS
+    **DASHBOARD_ARGS,
 )
 ARGUMENT_SPEC = ARGS.spec
 

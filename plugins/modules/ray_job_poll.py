@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 
@@ -239,12 +238,16 @@ summary:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.job_poll import poll
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import run_module
+
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import (
-    DASHBOARD_ARGS, MIN_POLL_INTERVAL, check_runtime_env)
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import run_module
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.secret_names import env_secret_values
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import (
+    DASHBOARD_ARGS,
+    MIN_POLL_INTERVAL,
+    check_runtime_env,
+)
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.job_poll import poll
 
 ARGS = vocabulary.Args(
     submission_id=vocabulary.SubmissionId(required=True),
@@ -255,17 +258,24 @@ ARGS = vocabulary.Args(
     # The job's runtime_env, by ray_job's rule. Not no_log: Ansible would then mask every value in it
     # (PYTHONUNBUFFERED's "1" too) wherever it appears in the result; the secret values are added to
     # no_log_values by name (main below and module_utils/ray/job_poll.py).
-    runtime_env=vocabulary.Custom("dict", vocabulary.Custom.lines(lambda v: check_runtime_env(v)[1]),
-                                  [{"env_vars": ["A=1"]}, {"env_vars": {"A=B": "1"}}, {"env_vars": {"X": "a\0b"}},
-                                  {"working_dir": ""}], {}),
+    runtime_env=vocabulary.Custom(
+        "dict",
+        vocabulary.Custom.lines(lambda v: check_runtime_env(v)[1]),
+        [{"env_vars": ["A=1"]}, {"env_vars": {"A=B": "1"}}, {"env_vars": {"X": "a\0b"}}, {"working_dir": ""}],
+        {},
+    ),
     secret_names=vocabulary.ListOf(vocabulary.EnvName(), default=[], no_log=False),  # names; their values are masked
     run=vocabulary.Switch(default=False),
     full_log_at_end=vocabulary.Switch(default=False),
     # Incremental reading (ray_job_wait keeps both per attempt): unset reads the tail the old way.
     log_offset=vocabulary.Int(0),
-    log_file_id=vocabulary.Text(default="", max_len=200, pattern=r"^[A-Za-z0-9_.:@-]*$",
-                                what="a log_file_id that ray_job_poll returned (letters, digits, _ . : @ -)"),
-    **DASHBOARD_ARGS
+    log_file_id=vocabulary.Text(
+        default="",
+        max_len=200,
+        pattern=r"^[A-Za-z0-9_.:@-]*$",
+        what="a log_file_id that ray_job_poll returned (letters, digits, _ . : @ -)",
+    ),
+    **DASHBOARD_ARGS,
 )
 ARGUMENT_SPEC = ARGS.spec
 

@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 
@@ -177,29 +176,46 @@ problems:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.observe.metrics_node import run
 
 DURATION = r"^([0-9]+(ms|s|m|h|d|w|y))+$"
-PROMETHEUS = vocabulary.Options(dict(
-    port=vocabulary.Port(default=9090),
-    user=vocabulary.Text(empty=False, max_len=33, pattern=r"^[a-z_][a-z0-9_-]{0,31}\$?$",
-                         what="a user name (lowercase letters, digits, _ and -)", default="root"),
-    storage_dir=vocabulary.AbsPath("owns", spaces=False, required=True),
-    retention=vocabulary.Text(empty=False, max_len=32, pattern=DURATION,
-                              what="a Prometheus duration such as 15d or 12h", default="15d"),
-    scrape_interval=vocabulary.Text(empty=False, max_len=32, pattern=DURATION,
-                                    what="a Prometheus duration such as 15s", default="15s"),
-    members=vocabulary.ListOf(vocabulary.Options(dict(
-        host=vocabulary.Text(empty=False, max_len=255, required=True),
-        address=vocabulary.Address(empty=True),
-        dcgm=vocabulary.Switch(default=False),
-    ), suboptions=False), required=True),
-    dcgm_hosts=vocabulary.ListOf(vocabulary.Text(empty=False, max_len=255), default=[]),
-    exporter_port=vocabulary.Port(default=9100),
-    dcgm_port=vocabulary.Port(default=9400),
-    ray_sd_file=vocabulary.AbsPath("reads", spaces=False, required=True),
-), suboptions=False)
+PROMETHEUS = vocabulary.Options(
+    dict(
+        port=vocabulary.Port(default=9090),
+        user=vocabulary.Text(
+            empty=False,
+            max_len=33,
+            pattern=r"^[a-z_][a-z0-9_-]{0,31}\$?$",
+            what="a user name (lowercase letters, digits, _ and -)",
+            default="root",
+        ),
+        storage_dir=vocabulary.AbsPath("owns", spaces=False, required=True),
+        retention=vocabulary.Text(
+            empty=False, max_len=32, pattern=DURATION, what="a Prometheus duration such as 15d or 12h", default="15d"
+        ),
+        scrape_interval=vocabulary.Text(
+            empty=False, max_len=32, pattern=DURATION, what="a Prometheus duration such as 15s", default="15s"
+        ),
+        members=vocabulary.ListOf(
+            vocabulary.Options(
+                dict(
+                    host=vocabulary.Text(empty=False, max_len=255, required=True),
+                    address=vocabulary.Address(empty=True),
+                    dcgm=vocabulary.Switch(default=False),
+                ),
+                suboptions=False,
+            ),
+            required=True,
+        ),
+        dcgm_hosts=vocabulary.ListOf(vocabulary.Text(empty=False, max_len=255), default=[]),
+        exporter_port=vocabulary.Port(default=9100),
+        dcgm_port=vocabulary.Port(default=9400),
+        ray_sd_file=vocabulary.AbsPath("reads", spaces=False, required=True),
+    ),
+    suboptions=False,
+)
 
 ARGS = vocabulary.Args(
     state=vocabulary.Choice(("present", "query", "absent"), default="present"),
@@ -210,11 +226,17 @@ ARGS = vocabulary.Args(
     unit_dir=vocabulary.AbsPath("config", default="/etc/systemd/system"),
     fact_path=vocabulary.AbsPath("config", default="/etc/ansible/facts.d/rlinfra_metrics.fact"),
     install=vocabulary.Switch(default=True),
-    exporter_user=vocabulary.Text(empty=False, max_len=33, pattern=r"^[a-z_][a-z0-9_-]{0,31}\$?$",
-                                  what="a user name (lowercase letters, digits, _ and -)", default="prometheus"),
+    exporter_user=vocabulary.Text(
+        empty=False,
+        max_len=33,
+        pattern=r"^[a-z_][a-z0-9_-]{0,31}\$?$",
+        what="a user name (lowercase letters, digits, _ and -)",
+        default="prometheus",
+    ),
     prometheus=PROMETHEUS,
-    names=vocabulary.MapOf(vocabulary.Text(empty=False, max_len=255), vocabulary.Text(empty=False, max_len=255),
-                           default={}),
+    names=vocabulary.MapOf(
+        vocabulary.Text(empty=False, max_len=255), vocabulary.Text(empty=False, max_len=255), default={}
+    ),
     prometheus_port=vocabulary.Port(default=9090),
     window=vocabulary.Seconds(30, 86400, integer=True, default=300),
     # Epoch seconds: from 0 (unset) to the year 2286 - a value outside is a mistake, not a long window.

@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 
@@ -226,54 +225,78 @@ closed_logs:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.firewall import PortsType
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import DASHBOARD_ARGS
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.firewall import PortsType
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.node_apply import check_num_gpus, converge
 
-
-USER = dict(empty=False, max_len=33, pattern=r"^[a-z_][a-z0-9_-]{0,31}\$?$",
-            what="a user name (lowercase letters, digits, _ and -)")
+USER = dict(
+    empty=False,
+    max_len=33,
+    pattern=r"^[a-z_][a-z0-9_-]{0,31}\$?$",
+    what="a user name (lowercase letters, digits, _ and -)",
+)
 # The options of rlinfra.verl.ray_firewall with state=present (ray_firewall declares them for itself: a module
 # cannot import another); none set takes ray_firewall's default (module_utils/ray/node_apply.py FIREWALL_DEFAULTS,
 # path in config_dir).
-FIREWALL = vocabulary.Options(dict(
-    ports=PortsType(required=True),
-    # An empty address passes the type for module_utils/ray/firewall.py's own line (the member's facts are missing).
-    members=vocabulary.ListOf(vocabulary.Options(dict(
-        host=vocabulary.Text(empty=False, max_len=255, required=True),
-        address=vocabulary.Address(empty=True),
-    ), suboptions=False)),
-    controller=vocabulary.Address(empty=True),
-    ssh_connection=vocabulary.Text(max_len=512),
-    # Refused when it opens Ray's ports to a large part of the internet, unless allow_world (beside it) is true.
-    allow=vocabulary.Networks(world_switch="allow_world"),
-    allow_world=vocabulary.Switch(),
-    protected_ports=vocabulary.ListOf(vocabulary.Port()),
-    path=vocabulary.AbsPath("config"),
-    table=vocabulary.Text(empty=False, max_len=41, pattern=r"^[A-Za-z][A-Za-z0-9_]{0,40}$",
-                          what="an nftables table name (letters, digits and _, starting with a letter, at most 41)"),
-), suboptions=False)
+FIREWALL = vocabulary.Options(
+    dict(
+        ports=PortsType(required=True),
+        # An empty address passes the type for module_utils/ray/firewall.py's own line (the member's facts are missing).
+        members=vocabulary.ListOf(
+            vocabulary.Options(
+                dict(
+                    host=vocabulary.Text(empty=False, max_len=255, required=True),
+                    address=vocabulary.Address(empty=True),
+                ),
+                suboptions=False,
+            )
+        ),
+        controller=vocabulary.Address(empty=True),
+        ssh_connection=vocabulary.Text(max_len=512),
+        # Refused when it opens Ray's ports to a large part of the internet, unless allow_world (beside it) is true.
+        allow=vocabulary.Networks(world_switch="allow_world"),
+        allow_world=vocabulary.Switch(),
+        protected_ports=vocabulary.ListOf(vocabulary.Port()),
+        path=vocabulary.AbsPath("config"),
+        table=vocabulary.Text(
+            empty=False,
+            max_len=41,
+            pattern=r"^[A-Za-z][A-Za-z0-9_]{0,40}$",
+            what="an nftables table name (letters, digits and _, starting with a letter, at most 41)",
+        ),
+    ),
+    suboptions=False,
+)
 # What the roles write to the node's rlinfra_ray local fact (read back by the modules that talk to the dashboard).
-FACT = vocabulary.Options(dict(
-    role=vocabulary.Choice(("head", "worker")),
-    cluster=vocabulary.Name(),
-    node_ip=vocabulary.Address(empty=True),
-    gcs_address=vocabulary.HostPort(empty=True),
-    dashboard_url=vocabulary.Url(schemes=("http", "https"), path=False, default_scheme="http", empty=True),
-    token_path=vocabulary.AbsPath("reads", empty=True),
-    venv=vocabulary.AbsPath("reads", empty=True),
-    temp_dir=vocabulary.AbsPath("reads", empty=True),
-    idle_guard=vocabulary.Switch(),
-    # Container mode: where the node's Ray runs (the engine, the container's name, the image and its ID).
-    container=vocabulary.Options(dict(
-        engine=vocabulary.Choice(("podman", "docker")),
-        engine_path=vocabulary.AbsPath("reads"),
-        name=vocabulary.Name(),
-        image=vocabulary.ImageRef(),
-        image_id=vocabulary.Text(pattern=r"^[0-9a-f]{64}$", what="an image ID (64 hex characters)"),
-    ), suboptions=False, default={}),
-), suboptions=False, default={})
+FACT = vocabulary.Options(
+    dict(
+        role=vocabulary.Choice(("head", "worker")),
+        cluster=vocabulary.Name(),
+        node_ip=vocabulary.Address(empty=True),
+        gcs_address=vocabulary.HostPort(empty=True),
+        dashboard_url=vocabulary.Url(schemes=("http", "https"), path=False, default_scheme="http", empty=True),
+        token_path=vocabulary.AbsPath("reads", empty=True),
+        venv=vocabulary.AbsPath("reads", empty=True),
+        temp_dir=vocabulary.AbsPath("reads", empty=True),
+        idle_guard=vocabulary.Switch(),
+        # Container mode: where the node's Ray runs (the engine, the container's name, the image and its ID).
+        container=vocabulary.Options(
+            dict(
+                engine=vocabulary.Choice(("podman", "docker")),
+                engine_path=vocabulary.AbsPath("reads"),
+                name=vocabulary.Name(),
+                image=vocabulary.ImageRef(),
+                image_id=vocabulary.Text(pattern=r"^[0-9a-f]{64}$", what="an image ID (64 hex characters)"),
+            ),
+            suboptions=False,
+            default={},
+        ),
+    ),
+    suboptions=False,
+    default={},
+)
 
 ARGS = vocabulary.Args(
     role=vocabulary.Choice(("head", "worker"), required=True),
@@ -290,8 +313,11 @@ ARGS = vocabulary.Args(
     fact_path=vocabulary.AbsPath("config", default="/etc/ansible/facts.d/rlinfra_ray.fact"),
     unit_dir=vocabulary.AbsPath("config", default="/etc/systemd/system"),
     firewall=FIREWALL,
-    restart_inputs=vocabulary.MapOf(vocabulary.Name(), vocabulary.Raw(reason="a part is hashed whole, whatever its shape (its digest is compared)"),
-                                    default={}),
+    restart_inputs=vocabulary.MapOf(
+        vocabulary.Name(),
+        vocabulary.Raw(reason="a part is hashed whole, whatever its shape (its digest is compared)"),
+        default={},
+    ),
     python_env_state=vocabulary.AbsPath("reads"),
     container_engine=vocabulary.Choice(("", "podman", "docker"), default=""),
     foreseen=vocabulary.ListOf(vocabulary.Text(empty=False, max_len=200), default=[]),
@@ -301,7 +327,7 @@ ARGS = vocabulary.Args(
     node_ip=vocabulary.Address(empty=True, default=""),
     gcs_address=vocabulary.HostPort(empty=True, default=""),
     timeout=vocabulary.Seconds(0, integer=True, default=120),
-    **DASHBOARD_ARGS
+    **DASHBOARD_ARGS,
 )
 ARGUMENT_SPEC = ARGS.spec
 

@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 
@@ -99,25 +98,31 @@ restarting:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray import client as ray_client
+
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import client as ray_client
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.node_state import guard_result as decide
 
-
 ARGS = vocabulary.Args(
-    nodes=vocabulary.ListOf(vocabulary.Options(dict(
-        host=vocabulary.Text(empty=False, max_len=255, required=True),
-        cluster=vocabulary.Name(default="default"),
-        reports_jobs=vocabulary.Switch(default=False),
-        restart=vocabulary.Switch(default=False),
-        reasons=vocabulary.ListOf(vocabulary.Text(empty=False, max_len=200), default=[]),
-        running_jobs=vocabulary.ListOf(ray_client.JOB_RECORD),
-        # A registered result's msg: Ansible's own ("MODULE FAILURE\nSee stdout/stderr...") has lines.
-        jobs_error=vocabulary.Text(lines=True, max_len=65536, default=""),
-    )), required=True),
+    nodes=vocabulary.ListOf(
+        vocabulary.Options(
+            dict(
+                host=vocabulary.Text(empty=False, max_len=255, required=True),
+                cluster=vocabulary.Name(default="default"),
+                reports_jobs=vocabulary.Switch(default=False),
+                restart=vocabulary.Switch(default=False),
+                reasons=vocabulary.ListOf(vocabulary.Text(empty=False, max_len=200), default=[]),
+                running_jobs=vocabulary.ListOf(ray_client.JOB_RECORD),
+                # A registered result's msg: Ansible's own ("MODULE FAILURE\nSee stdout/stderr...") has lines.
+                jobs_error=vocabulary.Text(lines=True, max_len=65536, default=""),
+            )
+        ),
+        required=True,
+    ),
     # Ansible type raw: Ansible's bool would read 'on' or 't' too. Named in lines by the variable site.yml sets it from.
-    restart_running_jobs=vocabulary.Switch(ansible="raw", default=False, label="ray_restart_running_jobs",
-                                           hint="; nothing was changed"),
+    restart_running_jobs=vocabulary.Switch(
+        ansible="raw", default=False, label="ray_restart_running_jobs", hint="; nothing was changed"
+    ),
 )
 ARGUMENT_SPEC = ARGS.spec
 

@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 
@@ -296,25 +295,38 @@ import shutil
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils.node import gpu_health
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.room import free_space
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray import node_logs
+
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.room import free_space
+from ansible_collections.rlinfra.verl.plugins.module_utils.node import gpu_health
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import node_logs
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayClient, RayError
 
 ARGS = vocabulary.Args(
     # Ray's submission ids are free text; the driver log of any id of these characters can be named.
-    submission_id=vocabulary.Text(empty=False, max_len=201, pattern=node_logs.SUBMISSION_ID_RE, required=True, sample="rlinfra-sample",
-                                  what="a Ray submission id (letters, digits, '_', '.', ':', '-', starting with a letter or digit)"),
-    job_id=vocabulary.Text(max_len=80, pattern=r"^\s*[0-9A-Fa-f]{2,64}\s*$", default="",
-                           what="a hex Ray job id (e.g. 02000000, the job_id of GET /api/jobs/<id>)"),
+    submission_id=vocabulary.Text(
+        empty=False,
+        max_len=201,
+        pattern=node_logs.SUBMISSION_ID_RE,
+        required=True,
+        sample="rlinfra-sample",
+        what="a Ray submission id (letters, digits, '_', '.', ':', '-', starting with a letter or digit)",
+    ),
+    job_id=vocabulary.Text(
+        max_len=80,
+        pattern=r"^\s*[0-9A-Fa-f]{2,64}\s*$",
+        default="",
+        what="a hex Ray job id (e.g. 02000000, the job_id of GET /api/jobs/<id>)",
+    ),
     address=vocabulary.Url(schemes=("http", "https"), path=False, default_scheme="http", empty=True, default=""),
     auth_token=vocabulary.Secret(default=""),
     validate_certs=vocabulary.Switch(default=True),
     temp_dir=vocabulary.AbsPath("reads", empty=True, default=""),
     secret_values=vocabulary.ListOf(vocabulary.Secret(multiline=True), default=[]),
     # Names and paths of secrets, not secrets.
-    secret_name_pattern=vocabulary.Regex(compiler=node_logs.name_maskers, default=node_logs.DEFAULT_SECRET_NAME_PATTERN, no_log=False),
+    secret_name_pattern=vocabulary.Regex(
+        compiler=node_logs.name_maskers, default=node_logs.DEFAULT_SECRET_NAME_PATTERN, no_log=False
+    ),
     token_path=vocabulary.AbsPath("reads", empty=True, default=""),
     secret_env_files=vocabulary.ListOf(vocabulary.AbsPath("reads"), no_log=False),
     max_file_mib=vocabulary.Number(0.001, 1024, unit="MiB", default=8),
@@ -322,8 +334,12 @@ ARGS = vocabulary.Args(
     kernel_lines=vocabulary.Int(0, 1000000, default=2000),
     volumes=vocabulary.ListOf(vocabulary.AbsPath("reads"), default=[]),
     extra_patterns=vocabulary.ListOf(vocabulary.Regex(empty=False), default=[]),
-    bundle_root=vocabulary.Text(max_len=200, pattern=node_logs.BUNDLE_ROOT_RE, default="",
-                                what="a plain directory name (letters, digits, '.', '_', '-'; not . or ..)"),
+    bundle_root=vocabulary.Text(
+        max_len=200,
+        pattern=node_logs.BUNDLE_ROOT_RE,
+        default="",
+        what="a plain directory name (letters, digits, '.', '_', '-'; not . or ..)",
+    ),
     dest_dir=vocabulary.AbsPath("local", empty=True, default=""),
     # Read by the action of the same name (the controller side); the module leaves it alone.
     dest=vocabulary.AbsPath("local", empty=True, default=""),
@@ -333,8 +349,9 @@ ARGUMENT_SPEC = ARGS.spec
 
 def lookup_job_id(p, token, notes):
     try:
-        job = RayClient(p["address"], token=token or None, validate_certs=p["validate_certs"],
-                        timeout=15, retries=1).get_job(p["submission_id"])
+        job = RayClient(
+            p["address"], token=token or None, validate_certs=p["validate_certs"], timeout=15, retries=1
+        ).get_job(p["submission_id"])
     except RayError as e:
         notes.append("job id not read from the Jobs API: %s" % e)
         return None
@@ -390,8 +407,8 @@ def main():
     kernel_text, kernel_source = None, None
     if p["kernel_lines"]:
         kernel_text, kernel_source, kernel_notes = node_logs.kernel_log(
-            lambda argv: module.run_command(argv, errors="surrogate_or_replace"), p["kernel_lines"],
-            module.get_bin_path)
+            lambda argv: module.run_command(argv, errors="surrogate_or_replace"), p["kernel_lines"], module.get_bin_path
+        )
         if kernel_text is None:
             notes.append("kernel log unavailable (%s)" % "; ".join(kernel_notes))
 
@@ -405,18 +422,49 @@ def main():
     for event in events:
         event["epoch"] = gpu_health.event_epoch(event.get("time"), boot)
     volumes = [dict(path=v, free_bytes=(free_space(v) or (None,))[0]) for v in p["volumes"]]
-    result = dict(changed=False, job_id=job_id or None, job_id_source=source, temp_dir=temp_dir, session=latest,
-                  driver_log=driver_log, kernel_source=kernel_source, notes=notes, kernel_events=events, volumes=volumes)
+    result = dict(
+        changed=False,
+        job_id=job_id or None,
+        job_id_source=source,
+        temp_dir=temp_dir,
+        session=latest,
+        driver_log=driver_log,
+        kernel_source=kernel_source,
+        notes=notes,
+        kernel_events=events,
+        volumes=volumes,
+    )
     if module.check_mode:
-        files = [dict(name=e["name"], source=e["source"], kind=e["kind"], size=e["size"],
-                      kept_bytes=min(e["size"], max_file), truncated=e["size"] > max_file, redactions=0)
-                 for e in entries]
+        files = [
+            dict(
+                name=e["name"],
+                source=e["source"],
+                kind=e["kind"],
+                size=e["size"],
+                kept_bytes=min(e["size"], max_file),
+                truncated=e["size"] > max_file,
+                redactions=0,
+            )
+            for e in entries
+        ]
         module.exit_json(files=files, skipped=[], redactions=0, **result)
 
-    files, skipped, blobs = node_logs.collect(entries, variants, max_file, max_total, kernel=kernel_text, maskers=maskers)
-    manifest = dict(submission_id=p["submission_id"], job_id=job_id or None, job_id_source=source, temp_dir=temp_dir,
-                    session=latest, files=files, skipped=skipped, kernel_source=kernel_source, notes=notes,
-                    max_file_bytes=max_file, max_total_bytes=max_total)
+    files, skipped, blobs = node_logs.collect(
+        entries, variants, max_file, max_total, kernel=kernel_text, maskers=maskers
+    )
+    manifest = dict(
+        submission_id=p["submission_id"],
+        job_id=job_id or None,
+        job_id_source=source,
+        temp_dir=temp_dir,
+        session=latest,
+        files=files,
+        skipped=skipped,
+        kernel_source=kernel_source,
+        notes=notes,
+        max_file_bytes=max_file,
+        max_total_bytes=max_total,
+    )
     if p["dest_dir"]:
         try:
             os.makedirs(p["dest_dir"], mode=0o700, exist_ok=True)
@@ -425,13 +473,21 @@ def main():
     bundle_dir = tempfile.mkdtemp(prefix="rlinfra-logs-", dir=p["dest_dir"] or None)
     bundle = os.path.join(bundle_dir, "logs.tar.gz")
     try:
-        size = node_logs.pack(bundle, blobs, manifest, mtimes={e["name"]: e["mtime"] for e in entries},
-                              root=p["bundle_root"])
+        size = node_logs.pack(
+            bundle, blobs, manifest, mtimes={e["name"]: e["mtime"] for e in entries}, root=p["bundle_root"]
+        )
     except (OSError, ValueError) as e:
         shutil.rmtree(bundle_dir, ignore_errors=True)
         module.fail_json(msg="cannot write the log bundle in %s: %s" % (bundle_dir, e))
-    module.exit_json(bundle=bundle, bundle_dir=bundle_dir, bundle_size=size, files=files, skipped=skipped,
-                     redactions=sum(f["redactions"] for f in files), **result)
+    module.exit_json(
+        bundle=bundle,
+        bundle_dir=bundle_dir,
+        bundle_size=size,
+        files=files,
+        skipped=skipped,
+        redactions=sum(f["redactions"] for f in files),
+        **result,
+    )
 
 
 if __name__ == "__main__":

@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 
@@ -141,27 +140,36 @@ fingerprint:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.node_state import node_state
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import run_module
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import run_module
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.node_state import node_state
 
 # systemctl reads a unit name starting with '-' as an option.
-UNIT_NAME = dict(empty=False, max_len=256, pattern=r"^[A-Za-z0-9_][A-Za-z0-9:_.@\\-]*$",
-                 what="a systemd unit name (letters, digits, : _ . @ \\ -, starting with a letter, digit or _)")
+UNIT_NAME = dict(
+    empty=False,
+    max_len=256,
+    pattern=r"^[A-Za-z0-9_][A-Za-z0-9:_.@\\-]*$",
+    what="a systemd unit name (letters, digits, : _ . @ \\ -, starting with a letter, digit or _)",
+)
 
 ARGS = vocabulary.Args(
     path=vocabulary.AbsPath("config", required=True),
     service=vocabulary.Text(required=True, sample="ray-worker.service", **UNIT_NAME),
-    inputs=vocabulary.MapOf(vocabulary.Name(), vocabulary.Raw(reason="a part is hashed whole, whatever its shape (its digest is compared)"),
-                            default={}),
+    inputs=vocabulary.MapOf(
+        vocabulary.Name(),
+        vocabulary.Raw(reason="a part is hashed whole, whatever its shape (its digest is compared)"),
+        default={},
+    ),
     python_env_state=vocabulary.AbsPath("reads"),
-    python_env=vocabulary.Options(dict(
-        python=vocabulary.AbsPath("reads", required=True),
-        packages=vocabulary.ListOf(vocabulary.Requirement(), default=[]),
-        no_build_isolation_packages=vocabulary.ListOf(vocabulary.Requirement(), default=[]),
-        no_deps_packages=vocabulary.ListOf(vocabulary.Requirement(), default=[]),
-    )),
+    python_env=vocabulary.Options(
+        dict(
+            python=vocabulary.AbsPath("reads", required=True),
+            packages=vocabulary.ListOf(vocabulary.Requirement(), default=[]),
+            no_build_isolation_packages=vocabulary.ListOf(vocabulary.Requirement(), default=[]),
+            no_deps_packages=vocabulary.ListOf(vocabulary.Requirement(), default=[]),
+        )
+    ),
     state=vocabulary.Choice(("query", "recorded"), default="query"),
 )
 ARGUMENT_SPEC = ARGS.spec

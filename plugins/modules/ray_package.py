@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 
@@ -72,20 +71,35 @@ size:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import DASHBOARD_ARGS, RayError, client_from_module
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import (
+    DASHBOARD_ARGS,
+    RayError,
+    client_from_module,
+)
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.package import (
-    RAY_PKG_PREFIX, PackageError, ensure_package, package_name, read_package)
+    RAY_PKG_PREFIX,
+    PackageError,
+    ensure_package,
+    package_name,
+    read_package,
+)
 
 # Uploads of up to Ray's 100 MiB limit over a slow link take longer than the client's default 30 s.
 UPLOAD_TIMEOUT = 300
 
 ARGS = vocabulary.Args(
-    uri=vocabulary.Text(empty=False, max_len=200, pattern=r"^gcs://%s[0-9a-f]{40}\.zip$" % RAY_PKG_PREFIX, required=True,
-                        what="a package URI made by rlinfra, gcs://%s<sha1 of the zip>.zip" % RAY_PKG_PREFIX,
-                        sample="gcs://%s%s.zip" % (RAY_PKG_PREFIX, "0" * 40)),
+    uri=vocabulary.Text(
+        empty=False,
+        max_len=200,
+        pattern=r"^gcs://%s[0-9a-f]{40}\.zip$" % RAY_PKG_PREFIX,
+        required=True,
+        what="a package URI made by rlinfra, gcs://%s<sha1 of the zip>.zip" % RAY_PKG_PREFIX,
+        sample="gcs://%s%s.zip" % (RAY_PKG_PREFIX, "0" * 40),
+    ),
     src=vocabulary.AbsPath("reads", required=True),
-    **DASHBOARD_ARGS
+    **DASHBOARD_ARGS,
 )
 ARGUMENT_SPEC = ARGS.spec
 

@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 
@@ -131,6 +130,7 @@ attached:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import run_module
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.supervisor_unit import manage
@@ -138,7 +138,9 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.ray.supervisor_unit i
 ARGS = vocabulary.Args(
     base=vocabulary.SubmissionId(required=True),
     state=vocabulary.Choice(("started", "read", "stopped"), default="read"),
-    config=vocabulary.Raw("ray_job_wait's own configuration of the supervisor (made there, not by users)", ansible="dict"),
+    config=vocabulary.Raw(
+        "ray_job_wait's own configuration of the supervisor (made there, not by users)", ansible="dict"
+    ),
     secret_values=vocabulary.ListOf(vocabulary.Secret(multiline=True), default=[], no_log=True),
     api_key=vocabulary.Secret(default=""),
     bundle=vocabulary.Raw("the supervisor's program, made by the action", ansible="str"),

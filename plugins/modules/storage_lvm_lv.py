@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 
@@ -77,21 +76,29 @@ existed:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.node.storage_lv import apply
 
 
 def _lvm_name(**kw):
     """A volume group's or logical volume's name, as the role's settings check it (module_utils/common/settings.py)."""
-    return vocabulary.Text(empty=False, max_len=128, pattern=r"^(?!\.\.?$)[A-Za-z0-9+_.][A-Za-z0-9+_.-]{0,127}$",
-                           what="an LVM name (letters, digits, + _ . -, not starting with -)", **kw)
+    return vocabulary.Text(
+        empty=False,
+        max_len=128,
+        pattern=r"^(?!\.\.?$)[A-Za-z0-9+_.][A-Za-z0-9+_.-]{0,127}$",
+        what="an LVM name (letters, digits, + _ . -, not starting with -)",
+        **kw,
+    )
 
 
 ARGS = vocabulary.Args(
     vg=_lvm_name(required=True),
     lv=_lvm_name(required=True),
     layout=vocabulary.Choice(("striped", "linear"), default="striped"),
-    stripe_size=vocabulary.Text(max_len=16, pattern=r"^[0-9]+[kKmM]?$", what="empty or a size such as 256k", default=""),
+    stripe_size=vocabulary.Text(
+        max_len=16, pattern=r"^[0-9]+[kKmM]?$", what="empty or a size such as 256k", default=""
+    ),
     # The lvg step's new physical volumes, each with its size in bytes (check mode counts their space). Block devices
     # under /dev (the role's settings check them as such), not directories: "reads" confines nothing here.
     planned=vocabulary.MapOf(vocabulary.AbsPath("reads"), vocabulary.Int(0, unit="bytes", nullable=False), default={}),

@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 
@@ -122,6 +121,7 @@ import os
 import re
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.node.storage_probe import Probe
 
@@ -137,8 +137,10 @@ def _devices(value):
         raise vocabulary.Bad("be auto or a list of block devices (for example [/dev/nvme1n1])")
     for item in value:
         if not isinstance(item, str) or not _DEVICE.match(item) or ".." in item.split("/"):
-            raise vocabulary.Bad("be a list of block devices under /dev; %s is not one" % (
-                repr(item) if isinstance(item, str) else vocabulary.type_word(item)))
+            raise vocabulary.Bad(
+                "be a list of block devices under /dev; %s is not one"
+                % (repr(item) if isinstance(item, str) else vocabulary.type_word(item))
+            )
     return value
 
 
@@ -147,7 +149,7 @@ def _pattern(value):
     try:
         re.compile(value)
     except re.error as e:
-        raise vocabulary.Bad("be a regular expression (%s)" % e)
+        raise vocabulary.Bad("be a regular expression (%s)" % e) from e
     return value
 
 
@@ -158,20 +160,36 @@ def _disk(value):
     try:
         return vocabulary.Name(max_len=255).check(value)
     except vocabulary.Bad:
-        raise vocabulary.Bad("be a disk's kernel name (nvme0n1) or the absolute path of its device node")
+        raise vocabulary.Bad("be a disk's kernel name (nvme0n1) or the absolute path of its device node") from None
 
 
 def _lvm_name(**kw):
     """A volume group's or logical volume's name, as the role's settings check it (module_utils/common/settings.py)."""
-    return vocabulary.Text(empty=False, max_len=128, pattern=r"^(?!\.\.?$)[A-Za-z0-9+_.][A-Za-z0-9+_.-]{0,127}$",
-                           what="an LVM name (letters, digits, + _ . -, not starting with -)", **kw)
+    return vocabulary.Text(
+        empty=False,
+        max_len=128,
+        pattern=r"^(?!\.\.?$)[A-Za-z0-9+_.][A-Za-z0-9+_.-]{0,127}$",
+        what="an LVM name (letters, digits, + _ . -, not starting with -)",
+        **kw,
+    )
 
 
 ARGS = vocabulary.Args(
-    devices=vocabulary.Custom("raw", _devices, [("word", "sdb"), ("not_dev", ["sdb"]), ("dotdot", ["/dev/../etc/passwd"]),
-                                                ("space", ["/dev/sd b"]), ("number", [5]), ("upper_auto", "AUTO"),
-                                                ("mapping", {"/dev/sdb": 1})],
-                              "auto", required=True),
+    devices=vocabulary.Custom(
+        "raw",
+        _devices,
+        [
+            ("word", "sdb"),
+            ("not_dev", ["sdb"]),
+            ("dotdot", ["/dev/../etc/passwd"]),
+            ("space", ["/dev/sd b"]),
+            ("number", [5]),
+            ("upper_auto", "AUTO"),
+            ("mapping", {"/dev/sdb": 1}),
+        ],
+        "auto",
+        required=True,
+    ),
     layout=vocabulary.Choice(("striped", "linear", "plain"), default="striped"),
     vg_name=_lvm_name(default="vg_scratch"),
     lv_name=_lvm_name(default="lv_scratch"),
@@ -179,11 +197,28 @@ ARGS = vocabulary.Args(
     force=vocabulary.Switch(default=False),
     stop_after=vocabulary.Choice(("", "discover", "vg"), default=""),
     fallback_plain=vocabulary.Switch(default=True),
-    discover_pattern=vocabulary.Custom("str", _pattern, [("unbalanced", "(nvme"), ("newline", "sd[a-z]+\nx"),
-                                                         ("repeat", "*sd")], DEFAULT_PATTERN, default=DEFAULT_PATTERN),
-    discover_exclude=vocabulary.ListOf(vocabulary.Custom("str", _disk, [("relative", "dev/sda"), ("dotdot", "/dev/../etc"),
-                                                                        ("dotdot_name", ".."), ("empty", ""), ("newline", "sda\n")],
-                                       "nvme0n1"), default=[]),
+    discover_pattern=vocabulary.Custom(
+        "str",
+        _pattern,
+        [("unbalanced", "(nvme"), ("newline", "sd[a-z]+\nx"), ("repeat", "*sd")],
+        DEFAULT_PATTERN,
+        default=DEFAULT_PATTERN,
+    ),
+    discover_exclude=vocabulary.ListOf(
+        vocabulary.Custom(
+            "str",
+            _disk,
+            [
+                ("relative", "dev/sda"),
+                ("dotdot", "/dev/../etc"),
+                ("dotdot_name", ".."),
+                ("empty", ""),
+                ("newline", "sda\n"),
+            ],
+            "nvme0n1",
+        ),
+        default=[],
+    ),
     discover_min_size=vocabulary.Int(0, unit="bytes", default=0),
 )
 ARGUMENT_SPEC = ARGS.spec

@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 
@@ -120,6 +119,7 @@ line:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import run_module
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl.image_config_check import check
@@ -127,13 +127,18 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.verl.image_config_che
 ARGS = vocabulary.Args(
     engine_path=vocabulary.AbsPath("reads", required=True, sample="/usr/bin/podman"),
     container=vocabulary.Name(required=True, sample="rlinfra-ray-head"),
-    image_id=vocabulary.Text(required=True, empty=False, pattern=r"^[0-9a-f]{64}$", what="an image ID (64 hex characters)",
-                             sample="0" * 64),
+    image_id=vocabulary.Text(
+        required=True, empty=False, pattern=r"^[0-9a-f]{64}$", what="an image ID (64 hex characters)", sample="0" * 64
+    ),
     node=vocabulary.Text(default=""),
     # Hydra override items: a value may hold a line break or a tab (a prompt template), hence lines=True.
     overrides=vocabulary.ListOf(vocabulary.Text(lines=True, max_len=1 << 16), default=[]),
-    config_name=vocabulary.Text(empty=False, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_./-]*$",
-                                what="a Hydra config name (e.g. ppo_trainer)", default="ppo_trainer"),
+    config_name=vocabulary.Text(
+        empty=False,
+        pattern=r"^[A-Za-z0-9_][A-Za-z0-9_./-]*$",
+        what="a Hydra config name (e.g. ppo_trainer)",
+        default="ppo_trainer",
+    ),
     timeout=vocabulary.Seconds(1, 3600, integer=True, default=300),
 )
 ARGUMENT_SPEC = ARGS.spec

@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 
@@ -92,17 +91,26 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import secrets_run
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import secrets_run
 
 ARGS = vocabulary.Args(
     secrets_dir=vocabulary.AbsPath("owns", required=True),
-    path=vocabulary.AbsPath("writes", required=True),  # and <secrets_dir>/<cluster>/<submission id>.env: bad_path, after the types
-    values=vocabulary.MapOf(vocabulary.EnvName(), vocabulary.Secret(multiline=True), default={}),  # values may span lines (a key)
+    path=vocabulary.AbsPath(
+        "writes", required=True
+    ),  # and <secrets_dir>/<cluster>/<submission id>.env: bad_path, after the types
+    values=vocabulary.MapOf(
+        vocabulary.EnvName(), vocabulary.Secret(multiline=True), default={}
+    ),  # values may span lines (a key)
     hook=vocabulary.Text(lines=True, max_len=1048576, what="the hook module's Python source", default=""),
-    jobs=vocabulary.ListOf(vocabulary.MapOf(vocabulary.Text(empty=False, max_len=200),
-                                            vocabulary.Raw(reason="a Ray job's record as ray_cluster_info returns it, read with .get")),
-                           max_items=100000, default=[]),
+    jobs=vocabulary.ListOf(
+        vocabulary.MapOf(
+            vocabulary.Text(empty=False, max_len=200),
+            vocabulary.Raw(reason="a Ray job's record as ray_cluster_info returns it, read with .get"),
+        ),
+        max_items=100000,
+        default=[],
+    ),
     write=vocabulary.Switch(default=True),
     state=vocabulary.Choice(("present", "absent"), default="present"),
 )
@@ -116,8 +124,10 @@ def bad_path(p):
     parts = os.path.relpath(path, root).split(os.sep) if vocabulary.inside(path, root) else []
     if len(parts) == 2 and parts[0] not in (".", "..") and parts[1].endswith(".env") and len(parts[1]) > len(".env"):
         return ""
-    return ("path must be a run's file <secrets_dir>/<cluster>/<submission id>.env, one directory inside secrets_dir "
-            "%s, got %r" % (p["secrets_dir"], p["path"]))
+    return (
+        "path must be a run's file <secrets_dir>/<cluster>/<submission id>.env, one directory inside secrets_dir "
+        "%s, got %r" % (p["secrets_dir"], p["path"])
+    )
 
 
 def main():
@@ -127,8 +137,16 @@ def main():
     if why:
         module.fail_json(msg=why, changed=False)
     try:
-        result = secrets_run.converge(p["secrets_dir"], p["path"], p["values"], p["hook"], p["jobs"], p["write"],
-                                      p["state"], check=module.check_mode)
+        result = secrets_run.converge(
+            p["secrets_dir"],
+            p["path"],
+            p["values"],
+            p["hook"],
+            p["jobs"],
+            p["write"],
+            p["state"],
+            check=module.check_mode,
+        )
     except (OSError, ValueError) as e:
         module.fail_json(msg="secrets file %s: %s" % (p["path"], getattr(e, "strerror", None) or e))
     module.exit_json(**result)

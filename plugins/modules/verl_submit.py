@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 
@@ -120,21 +119,31 @@ msg:
 import re
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.attempts import ENTRYPOINT_RESOURCES
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.job_submit import submit_job
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import run_module
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray import client as ray_client
+
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import (
-    DASHBOARD_ARGS, check_entrypoint, check_resources, check_runtime_env, string_values)
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.package import RAY_PKG_PREFIX
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import run_module
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.secret_names import env_secret_values
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import client as ray_client
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.attempts import ENTRYPOINT_RESOURCES
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import (
+    DASHBOARD_ARGS,
+    check_entrypoint,
+    check_resources,
+    check_runtime_env,
+    string_values,
+)
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.job_submit import submit_job
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.package import RAY_PKG_PREFIX
 
 # The action sends a zip of up to 8 MiB inside the call, base64.
 PACKAGE_DATA_MAX = 4 * -(-8 * 1024 * 1024 // 3)
 _BASE64 = re.compile(r"^[A-Za-z0-9+/]*={0,2}$")
-PACKAGE_URI = vocabulary.Text(empty=False, max_len=200, pattern=r"^gcs://%s[0-9a-f]{40}\.zip$" % RAY_PKG_PREFIX,
-                              what="a package URI made by rlinfra, gcs://%s<sha1 of the zip>.zip" % RAY_PKG_PREFIX)
+PACKAGE_URI = vocabulary.Text(
+    empty=False,
+    max_len=200,
+    pattern=r"^gcs://%s[0-9a-f]{40}\.zip$" % RAY_PKG_PREFIX,
+    what="a package URI made by rlinfra, gcs://%s<sha1 of the zip>.zip" % RAY_PKG_PREFIX,
+)
 SUBMISSION_ID = vocabulary.SubmissionId()
 ABS_PATH = vocabulary.AbsPath("writes", empty=True)
 
@@ -154,53 +163,87 @@ def job_problems(job):
     problems = [_line("job.submission_id", SUBMISSION_ID, job.get("submission_id"))]
     entrypoint = job.get("entrypoint")
     if not isinstance(entrypoint, str):
-        problems.append("job.entrypoint must be the shell command that starts the driver, got %s" % vocabulary.type_word(entrypoint))
+        problems.append(
+            "job.entrypoint must be the shell command that starts the driver, got %s" % vocabulary.type_word(entrypoint)
+        )
     else:
         problems += ["job." + x for x in check_entrypoint(entrypoint)]
-    for key, check in (("runtime_env", lambda v: check_runtime_env(v)[1]), ("metadata", lambda v: string_values("metadata", v)[1]),
-                       ("resources", lambda v: check_resources(*[v.get(k) for k in ENTRYPOINT_RESOURCES]))):
+    for key, check in (
+        ("runtime_env", lambda v: check_runtime_env(v)[1]),
+        ("metadata", lambda v: string_values("metadata", v)[1]),
+        ("resources", lambda v: check_resources(*[v.get(k) for k in ENTRYPOINT_RESOURCES])),
+    ):
         value = job.get(key)
         if value is not None and not isinstance(value, dict):
             problems.append("job.%s must be a mapping, got %s" % (key, vocabulary.type_word(value)))
         elif value:
             problems += [("job.resources." if key == "resources" else "job.") + x for x in check(value)]
     if job.get("secrets_file"):
-        problems += [_line("job.secrets_dir", vocabulary.AbsPath("owns"), job.get("secrets_dir")),
-                     _line("job.secrets_file", vocabulary.AbsPath("writes", under=str(job.get("secrets_dir") or "/")), job["secrets_file"])]
+        problems += [
+            _line("job.secrets_dir", vocabulary.AbsPath("owns"), job.get("secrets_dir")),
+            _line(
+                "job.secrets_file",
+                vocabulary.AbsPath("writes", under=str(job.get("secrets_dir") or "/")),
+                job["secrets_file"],
+            ),
+        ]
     package = job.get("package")
     if package is not None and not isinstance(package, dict):
         problems.append("job.package must be a mapping (uri, path), got %s" % vocabulary.type_word(package))
     elif package:
-        problems += [_line("job.package.uri", PACKAGE_URI, package.get("uri")),
-                     _line("job.package.path", vocabulary.AbsPath("reads"), package.get("path"))]
+        problems += [
+            _line("job.package.uri", PACKAGE_URI, package.get("uri")),
+            _line("job.package.path", vocabulary.AbsPath("reads"), package.get("path")),
+        ]
     problems.append(_line("job.checkpoint_dir", ABS_PATH, job.get("checkpoint_dir") or ""))
     return [x for x in problems if x]
 
 
 def check_package_data(value):
     if len(value) > PACKAGE_DATA_MAX:
-        raise vocabulary.Bad("be at most %d characters (a zip of 8 MiB, base64): a larger zip is copied first" % PACKAGE_DATA_MAX)
+        raise vocabulary.Bad(
+            "be at most %d characters (a zip of 8 MiB, base64): a larger zip is copied first" % PACKAGE_DATA_MAX
+        )
     if len(value) % 4 or not _BASE64.match(value):
         raise vocabulary.Bad("be the zip in base64 (set by the action; leave it unset)")
     return value
 
 
-JOB_SAMPLE = {"submission_id": "rlinfra-sample-default", "entrypoint": "echo hi", "runtime_env": {}, "metadata": {},
-              "resources": {}, "secrets_file": None, "package": None, "checkpoint_dir": "/data/checkpoints/sample"}
+JOB_SAMPLE = {
+    "submission_id": "rlinfra-sample-default",
+    "entrypoint": "echo hi",
+    "runtime_env": {},
+    "metadata": {},
+    "resources": {},
+    "secrets_file": None,
+    "package": None,
+    "checkpoint_dir": "/data/checkpoints/sample",
+}
 
 ARGS = vocabulary.Args(
-    job=vocabulary.Custom("dict", vocabulary.Custom.lines(job_problems), [
-        ("no_id", dict(JOB_SAMPLE, submission_id=None)), ("id_slash", dict(JOB_SAMPLE, submission_id="a/b")),
-        ("entrypoint_blank", dict(JOB_SAMPLE, entrypoint=" ")), ("entrypoint_list", dict(JOB_SAMPLE, entrypoint=["x"])),
-        ("env_vars_list", dict(JOB_SAMPLE, runtime_env={"env_vars": ["A=1"]})),
-        ("metadata_mapping", dict(JOB_SAMPLE, metadata={"x": {"a": 1}})),
-        ("gpu_custom", dict(JOB_SAMPLE, resources={"entrypoint_resources": {"GPU": 1}})),
-        ("secrets_file_outside", dict(JOB_SAMPLE, secrets_file="/etc/x.env", secrets_dir="/data/secrets")),
-        ("secrets_dir_relative", dict(JOB_SAMPLE, secrets_file="s/x.env", secrets_dir="s")),
-        ("package_uri", dict(JOB_SAMPLE, package={"uri": "gcs://../../etc/passwd", "path": "/tmp/x.zip"})),
-        ("package_path", dict(JOB_SAMPLE, package={"uri": "gcs://%s%s.zip" % (RAY_PKG_PREFIX, "0" * 40),
-                                                   "path": "x.zip"})),
-        ("checkpoint_dir", dict(JOB_SAMPLE, checkpoint_dir="../ckpt"))], JOB_SAMPLE, required=True),
+    job=vocabulary.Custom(
+        "dict",
+        vocabulary.Custom.lines(job_problems),
+        [
+            ("no_id", dict(JOB_SAMPLE, submission_id=None)),
+            ("id_slash", dict(JOB_SAMPLE, submission_id="a/b")),
+            ("entrypoint_blank", dict(JOB_SAMPLE, entrypoint=" ")),
+            ("entrypoint_list", dict(JOB_SAMPLE, entrypoint=["x"])),
+            ("env_vars_list", dict(JOB_SAMPLE, runtime_env={"env_vars": ["A=1"]})),
+            ("metadata_mapping", dict(JOB_SAMPLE, metadata={"x": {"a": 1}})),
+            ("gpu_custom", dict(JOB_SAMPLE, resources={"entrypoint_resources": {"GPU": 1}})),
+            ("secrets_file_outside", dict(JOB_SAMPLE, secrets_file="/etc/x.env", secrets_dir="/data/secrets")),
+            ("secrets_dir_relative", dict(JOB_SAMPLE, secrets_file="s/x.env", secrets_dir="s")),
+            ("package_uri", dict(JOB_SAMPLE, package={"uri": "gcs://../../etc/passwd", "path": "/tmp/x.zip"})),
+            (
+                "package_path",
+                dict(JOB_SAMPLE, package={"uri": "gcs://%s%s.zip" % (RAY_PKG_PREFIX, "0" * 40), "path": "x.zip"}),
+            ),
+            ("checkpoint_dir", dict(JOB_SAMPLE, checkpoint_dir="../ckpt")),
+        ],
+        JOB_SAMPLE,
+        required=True,
+    ),
     jobs=vocabulary.ListOf(ray_client.JOB_RECORD, default=[]),
     secrets=vocabulary.MapOf(vocabulary.EnvName(), vocabulary.Secret(multiline=True, nullable=False), default={}),
     # Type str: the action validates on the controller, where type path would expand ~ and $VAR there.
@@ -208,9 +251,10 @@ ARGS = vocabulary.Args(
     write_secrets=vocabulary.Switch(default=True),
     submit=vocabulary.Switch(default=True),
     hook=vocabulary.Text(lines=True, max_len=1 << 20, default=""),
-    package_data=vocabulary.Custom("str", check_package_data, [("not_base64", "not base64!"), ("length", "abc")], "",
-                                   default="", no_log=True),
-    **DASHBOARD_ARGS
+    package_data=vocabulary.Custom(
+        "str", check_package_data, [("not_base64", "not base64!"), ("length", "abc")], "", default="", no_log=True
+    ),
+    **DASHBOARD_ARGS,
 )
 ARGUMENT_SPEC = ARGS.spec
 

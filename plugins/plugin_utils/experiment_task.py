@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """What the two experiment actions share: ``verl_experiment`` (find, load, validate; the cluster's head in the
@@ -12,11 +11,9 @@ from typing import Any
 
 from ansible.errors import AnsibleError
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_schema
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_source
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.numbers import int_or_none
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment, experiment_schema, experiment_source
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import TypedAction
 
 
@@ -25,7 +22,7 @@ def _ref(value):
     try:
         experiment.validate_name(experiment_source.parse_ref(value)[0])
     except experiment_schema.ExperimentError as e:
-        raise vocabulary.Line(str(e))
+        raise vocabulary.Line(str(e)) from e
     return value
 
 
@@ -56,9 +53,13 @@ def checkpoint_args() -> dict[str, vocabulary.Type]:
     """The checkpoint options of verl_experiment and verl_experiment_render (documented once, in the
     rlinfra.verl.experiment_checkpoint documentation fragment)."""
     return dict(
-        checkpoint_root=role("checkpoint_root", "verl_job_checkpoint_root",
-                             vocabulary.AbsPath("writes", default=experiment.DEFAULT_CHECKPOINT_ROOT, ansible="str")),
-        checkpoint_cluster=role("checkpoint_cluster", "-e checkpoint_cluster", vocabulary.Name(empty=True, default="")))
+        checkpoint_root=role(
+            "checkpoint_root",
+            "verl_job_checkpoint_root",
+            vocabulary.AbsPath("writes", default=experiment.DEFAULT_CHECKPOINT_ROOT, ansible="str"),
+        ),
+        checkpoint_cluster=role("checkpoint_cluster", "-e checkpoint_cluster", vocabulary.Name(empty=True, default="")),
+    )
 
 
 def text(value: object) -> str:
@@ -82,13 +83,15 @@ def inventory(task_vars: Mapping[str, Any], cluster: str) -> tuple[list[str], li
             if (text(hostvar(task_vars, host, "ray_cluster")) or experiment.DEFAULT_CLUSTER) == cluster:
                 members.setdefault(host, group == "ray_head")
     heads = [h for h, is_head in members.items() if is_head]
-    clusters = sorted({text(hostvar(task_vars, h, "ray_cluster")) or experiment.DEFAULT_CLUSTER
-                       for h in groups.get("ray_head", [])})
+    clusters = sorted(
+        {text(hostvar(task_vars, h, "ray_cluster")) or experiment.DEFAULT_CLUSTER for h in groups.get("ray_head", [])}
+    )
     return heads, list(members), clusters
 
 
-def inventory_nodes(task_vars: Mapping[str, Any], hosts: Iterable[str], heads: Collection[str],
-                    default_gpus: int | None) -> list[dict[str, Any]]:
+def inventory_nodes(
+    task_vars: Mapping[str, Any], hosts: Iterable[str], heads: Collection[str], default_gpus: int | None
+) -> list[dict[str, Any]]:
     """The nodes a dry run renders for, as ray_cluster_info would list them, from the inventory."""
     nodes = []
     for host in hosts:

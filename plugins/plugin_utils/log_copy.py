@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """One attempt's driver log as ray_job_wait follows it on the controller: where the next ``ray_job_poll`` reads
@@ -25,10 +24,10 @@ class LogCopy:
         self.base = os.path.join(log_dir, sid) if log_dir else None
         self.metrics = verl_metrics.Follow(self.base)
         self.mask = mask or (lambda text: text)
-        self.fresh = True       # the next write starts the copy over (a copy of an earlier wait is replaced)
-        self.written = 0        # bytes in the copy
-        self.newline = True     # the copy ends with a line break (or is empty)
-        self.checked = False    # the action made sure the artifacts directory is there
+        self.fresh = True  # the next write starts the copy over (a copy of an earlier wait is replaced)
+        self.written = 0  # bytes in the copy
+        self.newline = True  # the copy ends with a line break (or is empty)
+        self.checked = False  # the action made sure the artifacts directory is there
 
     def poll_args(self) -> dict[str, Any]:
         return dict(log_offset=self.offset, log_file_id=self.file_id)
@@ -93,4 +92,4 @@ class LogCopy:
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]

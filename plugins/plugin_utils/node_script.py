@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Run one function of the collection's module_utils on a node as a plain Python script, without Ansible's
@@ -50,12 +49,14 @@ RAISED = "RLINFRA-NODE-SCRIPT-RAISED "
 LONGEST_SECRET = 65536
 # "from <package>[.sub[.module]] import a as A, b" on one line, or in parentheses over several: the dotted part after the
 # package (a module, or a sub-package whose names are modules) and the names.
-_FROM = re.compile(r"^[ \t]*from[ \t]+%s(?:\.([\w.]+))?[ \t]+import[ \t]+(?:\(([^)]*)\)|([^\n]*))" % re.escape(PACKAGE), re.M)
+_FROM = re.compile(
+    r"^[ \t]*from[ \t]+%s(?:\.([\w.]+))?[ \t]+import[ \t]+(?:\(([^)]*)\)|([^\n]*))" % re.escape(PACKAGE), re.M
+)
 _ANSIBLE = re.compile(r"^\s*(from|import)\s+ansible(\.|\s)", re.M)
 _SOURCES: dict[tuple[str, str], str] = {}
 
 # The module_utils sources given, imported from memory, and the function's import: the start of every script and program.
-IMPORTER = r'''_SOURCES = json.loads(%(sources)s)
+IMPORTER = r"""_SOURCES = json.loads(%(sources)s)
 _PACKAGES = set(%(packages)r)
 class _Memory:
     def find_spec(self, name, path=None, target=None):
@@ -70,11 +71,14 @@ class _Memory:
         return _SOURCES.get(name, "")
 sys.meta_path.insert(0, _Memory())
 from %(package)s.%(module)s import %(function)s
-'''
-LOADER = r'''
+"""
+LOADER = (
+    r"""
 import importlib.machinery, json, os, sys
 os.environ.update(json.loads(%(environ)s))
-''' + IMPORTER + r'''from %(package)s.common.plain_module import PlainModule
+"""
+    + IMPORTER
+    + r"""from %(package)s.common.plain_module import PlainModule
 _args = json.loads(%(args)s)
 _module = PlainModule(_args, json.loads(%(secrets)s), %(check_mode)r)
 sys.stdout.write(%(started)r + "\n")
@@ -85,7 +89,8 @@ except Exception as _exc:
     sys.stdout.write(%(raised)r + json.dumps(_module.reply({"error": "%%s: %%s" %% (type(_exc).__name__, _exc)}), default=str) + "\n")
     raise
 sys.stdout.write(%(mark)r + json.dumps(_module.reply(_value), default=str) + "\n")
-'''
+"""
+)
 # How the node's Python runs the script from stdin. Not ``python -``: Python reads a script given so one byte per
 # read() (a syscall per byte of ~70 kB, ~60 ms of a ~150 ms call); this reads it whole. (The loader above is no
 # importlib.abc class for the same reason: importlib.abc imports importlib.resources, pathlib and tempfile, ~40 ms.)
@@ -108,7 +113,7 @@ def _source(name: str, directory: str) -> str:
             with open(_path(name, directory) + ".py", encoding="utf-8") as handle:
                 _SOURCES[key] = handle.read()
         except OSError as e:
-            raise NeedsModule("module_utils %s cannot be read: %s" % (name, e))
+            raise NeedsModule("module_utils %s cannot be read: %s" % (name, e)) from e
     return _SOURCES[key]
 
 
@@ -140,44 +145,74 @@ def closure(names: Iterable[str], directory: str = MODULE_UTILS, lazy_ansible: C
     return found
 
 
-def script(module: str, function: str, args: Mapping[str, Any], directory: str = MODULE_UTILS,
-           no_log_values: Iterable[str] = (), check_mode: bool = False,
-           environ: Mapping[str, str] | None = None) -> str:
+def script(
+    module: str,
+    function: str,
+    args: Mapping[str, Any],
+    directory: str = MODULE_UTILS,
+    no_log_values: Iterable[str] = (),
+    check_mode: bool = False,
+    environ: Mapping[str, str] | None = None,
+) -> str:
     """The Python source that prints ``MARK + json(function(args, PlainModule(args)))``, ``no_log_values`` (and what
     the function adds to them, such as a token it read) masked, ``environ`` (the task's ``environment``) set for it;
     raises NeedsModule."""
     sources = closure([module, PLAIN_MODULE], directory)
     names = [PACKAGE.rsplit(".", n)[0] for n in range(PACKAGE.count(".") + 1)]
     names += ["%s.%s" % (PACKAGE, name) for name in packages(sources)]
-    return LOADER % dict(sources=repr(json.dumps({"%s.%s" % (PACKAGE, k): v for k, v in sources.items()})), packages=names,
-                         package=PACKAGE, module=module, function=function, mark=MARK, started=STARTED, raised=RAISED,
-                         args=repr(json.dumps(args)),
-                         secrets=repr(json.dumps(sorted(set(no_log_values)))), check_mode=bool(check_mode),
-                         environ=repr(json.dumps(dict(environ or {}))))
+    return LOADER % dict(
+        sources=repr(json.dumps({"%s.%s" % (PACKAGE, k): v for k, v in sources.items()})),
+        packages=names,
+        package=PACKAGE,
+        module=module,
+        function=function,
+        mark=MARK,
+        started=STARTED,
+        raised=RAISED,
+        args=repr(json.dumps(args)),
+        secrets=repr(json.dumps(sorted(set(no_log_values)))),
+        check_mode=bool(check_mode),
+        environ=repr(json.dumps(dict(environ or {}))),
+    )
 
 
-PROGRAM = r'''# rlinfra.verl: %(package)s.%(module)s.%(function)s and the module_utils it imports, one file (generated by
+PROGRAM = (
+    r"""# rlinfra.verl: %(package)s.%(module)s.%(function)s and the module_utils it imports, one file (generated by
 # plugin_utils/node_script.py's program(); standard library only, no Ansible). Do not edit: the next submit replaces it.
 import importlib.machinery, json, sys
-''' + IMPORTER + r'''sys.exit(%(function)s(sys.argv[1:]))
-'''
+"""
+    + IMPORTER
+    + r"""sys.exit(%(function)s(sys.argv[1:]))
+"""
+)
 
 
-def program(module: str, function: str, lazy_ansible: Container[str] = (),
-            directory: str = MODULE_UTILS) -> tuple[str, str]:
+def program(
+    module: str, function: str, lazy_ansible: Container[str] = (), directory: str = MODULE_UTILS
+) -> tuple[str, str]:
     """(source, sha1) of a program that runs ``function(argv)`` of module_utils ``module`` on a node, as a service
     does (the run's supervisor): the same closure as :func:`script`, loaded from memory; raises NeedsModule."""
     sources = closure([module], directory, lazy_ansible=lazy_ansible)
     names = [PACKAGE.rsplit(".", n)[0] for n in range(PACKAGE.count(".") + 1)]
     names += ["%s.%s" % (PACKAGE, name) for name in packages(sources)]
-    text = PROGRAM % dict(sources=repr(json.dumps({"%s.%s" % (PACKAGE, k): v for k, v in sorted(sources.items())},
-                                                  sort_keys=True)),
-                          packages=sorted(names), package=PACKAGE, module=module, function=function)
+    text = PROGRAM % dict(
+        sources=repr(json.dumps({"%s.%s" % (PACKAGE, k): v for k, v in sorted(sources.items())}, sort_keys=True)),
+        packages=sorted(names),
+        package=PACKAGE,
+        module=module,
+        function=function,
+    )
     return text, hashlib.sha1(text.encode("utf-8")).hexdigest()
 
 
-def run_here(module: str, function: str, args: Mapping[str, Any], no_log_values: Iterable[str] = (),
-             check_mode: bool = False, environ: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+def run_here(
+    module: str,
+    function: str,
+    args: Mapping[str, Any],
+    no_log_values: Iterable[str] = (),
+    check_mode: bool = False,
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, Any] | None:
     """What the script of :func:`script` would print, from this process: the function's module imported here, the
     environment set around the call; a failed result naming the exception when it raised (never the module then:
     the function may have acted)."""
@@ -200,8 +235,12 @@ def run_here(module: str, function: str, args: Mapping[str, Any], no_log_values:
 
 def raised(module: str, function: str, error: object) -> dict[str, Any]:
     """The task's failure when the function raised after it started: one line, never followed by the module."""
-    return dict(failed=True, changed=False, msg="%s failed: %s (module_utils/%s.py %s(); not run again as a module, "
-                "since it may have acted)" % (function, str(error)[:2000], module.replace(".", "/"), function))
+    return dict(
+        failed=True,
+        changed=False,
+        msg="%s failed: %s (module_utils/%s.py %s(); not run again as a module, "
+        "since it may have acted)" % (function, str(error)[:2000], module.replace(".", "/"), function),
+    )
 
 
 def outcome(rc: int | None, stdout: str | None, stderr: str | None = "") -> tuple[str, Any]:
@@ -215,12 +254,15 @@ def outcome(rc: int | None, stdout: str | None, stderr: str | None = "") -> tupl
     for line in reversed(lines):
         if line.startswith(RAISED):
             try:
-                return "raised", str(json.loads(line[len(RAISED):]).get("error"))
+                return "raised", str(json.loads(line[len(RAISED) :]).get("error"))
             except (ValueError, AttributeError):
-                return "raised", line[len(RAISED):]
+                return "raised", line[len(RAISED) :]
     tail = " ".join((stderr or "").strip().splitlines()[-1:])[-300:]
     if STARTED in lines:
-        return "raised", "the script stopped after the function started (exit code %s)%s" % (rc, ": " + tail if tail else "")
+        return "raised", "the script stopped after the function started (exit code %s)%s" % (
+            rc,
+            ": " + tail if tail else "",
+        )
     return "not started", "exit code %s%s" % (rc, ": " + tail if tail else "")
 
 
@@ -231,7 +273,7 @@ def reply(rc: int | None, stdout: str | None) -> dict[str, Any] | None:
     for line in reversed((stdout or "").splitlines()):
         if line.startswith(MARK):
             try:
-                value = json.loads(line[len(MARK):])
+                value = json.loads(line[len(MARK) :])
             except ValueError:
                 return None
             return value if isinstance(value, dict) else None
@@ -273,8 +315,14 @@ def wanted(task_vars: Mapping[str, Any]) -> tuple[bool | None, str | None]:
         return None, "%s must %s, got %r" % (SWITCH, e, value)
 
 
-def run(action: ActionBase, task_vars: Mapping[str, Any], module: str, function: str, args: Mapping[str, Any],
-        no_log_values: Iterable[str] = ()) -> dict[str, Any] | None:
+def run(
+    action: ActionBase,
+    task_vars: Mapping[str, Any],
+    module: str,
+    function: str,
+    args: Mapping[str, Any],
+    no_log_values: Iterable[str] = (),
+) -> dict[str, Any] | None:
     """``function(args)`` of module_utils ``module`` on the action's host through its connection (or in this process,
     :func:`runs_here`), with the task's ``environment``; its result with ``runtime`` saying where it ran (``script`` or
     ``local``), None when it could not run that way (then run the module)."""
@@ -295,14 +343,17 @@ def run(action: ActionBase, task_vars: Mapping[str, Any], module: str, function:
             value, runtime = run_here(module, function, args, no_log_values, check_mode, environ), "local"
         else:
             text = script(module, function, args, no_log_values=no_log_values, check_mode=check_mode, environ=environ)
-            res = action._low_level_execute_command("%s -c %s" % (python, shlex.quote(RUN_STDIN)), sudoable=True,
-                                                    in_data=text.encode())
+            res = action._low_level_execute_command(
+                "%s -c %s" % (python, shlex.quote(RUN_STDIN)), sudoable=True, in_data=text.encode()
+            )
             kind, value = outcome(res.get("rc"), res.get("stdout"), res.get("stderr"))
             if kind == "raised":
                 value = raised(module, function, value)
             elif kind == "not started":
-                display.v("rlinfra.verl: %s.%s as a plain script did not start with %s (%s); running the module" % (
-                    module, function, python, value))
+                display.v(
+                    "rlinfra.verl: %s.%s as a plain script did not start with %s (%s); running the module"
+                    % (module, function, python, value)
+                )
                 return None
             runtime = "script"
     except NeedsModule as exc:
@@ -342,16 +393,21 @@ SCRIPTED = {
 def expands_on_node(spec: Mapping[str, Mapping[str, Any]], module_args: Mapping[str, Any]) -> bool:
     """Whether a path option as given has a ~ or $VAR: validation expands them here, on the controller; the module
     expands them on the node, so such a call goes to the module."""
-    return any(opt.get("type") == "path" and any(c in str(module_args.get(k) or "") for c in "~$") for k, opt in spec.items())
+    return any(
+        opt.get("type") == "path" and any(c in str(module_args.get(k) or "") for c in "~$") for k, opt in spec.items()
+    )
 
 
 def declared_spec(module_name: str) -> dict[str, Any]:
     """The argument spec module ``module_name`` declares (its ARGUMENT_SPEC)."""
-    return importlib.import_module("ansible_collections.rlinfra.verl.plugins.modules." + module_name.rsplit(".", 1)[1]).ARGUMENT_SPEC
+    return importlib.import_module(
+        "ansible_collections.rlinfra.verl.plugins.modules." + module_name.rsplit(".", 1)[1]
+    ).ARGUMENT_SPEC
 
 
-def call(action: ActionBase, task_vars: Mapping[str, Any], module_name: str,
-         module_args: Mapping[str, Any]) -> dict[str, Any]:
+def call(
+    action: ActionBase, task_vars: Mapping[str, Any], module_name: str, module_args: Mapping[str, Any]
+) -> dict[str, Any]:
     """What module ``module_name`` (one of SCRIPTED) returns for ``module_args``: from its function run as a plain
     script (``runtime: script``), else from the module itself (``runtime: module``) - arguments it would refuse, a
     path it would expand on the node, a script that cannot run, or ``rlinfra_node_script: false``."""
@@ -359,7 +415,9 @@ def call(action: ActionBase, task_vars: Mapping[str, Any], module_name: str,
     on, line = wanted(task_vars)
     if line:
         return dict(failed=True, changed=False, msg=line)
-    declared = importlib.import_module("ansible_collections.rlinfra.verl.plugins.modules." + module_name.rsplit(".", 1)[1])
+    declared = importlib.import_module(
+        "ansible_collections.rlinfra.verl.plugins.modules." + module_name.rsplit(".", 1)[1]
+    )
     spec = declared.ARGUMENT_SPEC
     checked = ArgumentSpecValidator(spec).validate(dict(module_args))
     params = checked.validated_parameters
@@ -380,6 +438,7 @@ def call(action: ActionBase, task_vars: Mapping[str, Any], module_name: str,
 
 class ScriptedAction(ActionBase):
     """The action of a SCRIPTED module ``MODULE``: the rest is :func:`call`."""
+
     TRANSFERS_FILES = False
     MODULE = ""
     _supports_async = True
@@ -390,8 +449,11 @@ class ScriptedAction(ActionBase):
         if self._task.async_val:
             # Ansible's async wrapper runs modules only: an async task gets the module, as without this action.
             wrap_async = not self._connection.has_native_async
-            result.update(self._execute_module(module_name=self.MODULE, module_args=self._task.args, task_vars=task_vars,
-                                               wrap_async=wrap_async))
+            result.update(
+                self._execute_module(
+                    module_name=self.MODULE, module_args=self._task.args, task_vars=task_vars, wrap_async=wrap_async
+                )
+            )
             if not wrap_async:
                 self._remove_tmp_path(self._connection._shell.tmpdir)
             return result

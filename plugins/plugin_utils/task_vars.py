@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Controller-side helpers shared by the collection's action plugins."""
@@ -32,8 +31,9 @@ def read(templar: Any, task_vars: Mapping[str, Any], names: Iterable[str]) -> tu
     return values, errors
 
 
-def settings_failure(templar: Any, task_vars: Mapping[str, Any],
-                     roles: Collection[str]) -> tuple[list[str], dict[str, Any]]:
+def settings_failure(
+    templar: Any, task_vars: Mapping[str, Any], roles: Collection[str]
+) -> tuple[list[str], dict[str, Any]]:
     """The roles' variables checked as values (rules: module_utils/common/settings.py), for the actions check_settings and
     converge_record. Returns ``(checked names, result fields)``: the fields are empty when every value is good, else
     ``failed``, ``errors`` and the one ``msg`` naming the host."""
@@ -43,8 +43,12 @@ def settings_failure(templar: Any, task_vars: Mapping[str, Any],
     if not errors:
         return sorted(values), {}
     host = task_vars.get("inventory_hostname", "this host")
-    return sorted(values), dict(failed=True, errors=errors, msg="Bad setting%s for %s (nothing was changed): %s" % (
-        "s" if len(errors) > 1 else "", host, "; ".join(errors)))
+    return sorted(values), dict(
+        failed=True,
+        errors=errors,
+        msg="Bad setting%s for %s (nothing was changed): %s"
+        % ("s" if len(errors) > 1 else "", host, "; ".join(errors)),
+    )
 
 
 def typed_args(action: ActionBase, declared: Args) -> tuple[dict[str, Any], dict[str, Any] | None]:

@@ -55,8 +55,14 @@ class GitServer:
                 parts = urlsplit(self.path)
                 want = "Basic " + base64.b64encode(("x-access-token:%s" % srv.token).encode()).decode()
                 auth = self.headers.get("Authorization") or ""
-                entry = {"method": self.command, "path": parts.path, "query": parts.query, "auth": bool(auth),
-                         "token_ok": auth == want, "client": self.client_address[0]}
+                entry = {
+                    "method": self.command,
+                    "path": parts.path,
+                    "query": parts.query,
+                    "auth": bool(auth),
+                    "token_ok": auth == want,
+                    "client": self.client_address[0],
+                }
                 srv.requests.append(entry)
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
@@ -69,12 +75,23 @@ class GitServer:
                     self.end_headers()
                     self.wfile.write(msg)
                     return
-                env = dict(os.environ, GIT_PROJECT_ROOT=srv.root, GIT_HTTP_EXPORT_ALL="1", REQUEST_METHOD=self.command,
-                           PATH_INFO=parts.path, QUERY_STRING=parts.query, REMOTE_ADDR=self.client_address[0],
-                           REMOTE_USER="git", CONTENT_TYPE=self.headers.get("Content-Type") or "",
-                           CONTENT_LENGTH=str(length), GIT_PROTOCOL=self.headers.get("Git-Protocol") or "",
-                           HTTP_CONTENT_ENCODING=self.headers.get("Content-Encoding") or "")
-                out = subprocess.run(["git", "http-backend"], input=body, env=env, capture_output=True, check=False).stdout
+                env = dict(
+                    os.environ,
+                    GIT_PROJECT_ROOT=srv.root,
+                    GIT_HTTP_EXPORT_ALL="1",
+                    REQUEST_METHOD=self.command,
+                    PATH_INFO=parts.path,
+                    QUERY_STRING=parts.query,
+                    REMOTE_ADDR=self.client_address[0],
+                    REMOTE_USER="git",
+                    CONTENT_TYPE=self.headers.get("Content-Type") or "",
+                    CONTENT_LENGTH=str(length),
+                    GIT_PROTOCOL=self.headers.get("Git-Protocol") or "",
+                    HTTP_CONTENT_ENCODING=self.headers.get("Content-Encoding") or "",
+                )
+                out = subprocess.run(
+                    ["git", "http-backend"], input=body, env=env, capture_output=True, check=False
+                ).stdout
                 head, sep, payload = out.partition(b"\r\n\r\n")
                 if not sep:
                     head, sep, payload = out.partition(b"\n\n")

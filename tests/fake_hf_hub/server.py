@@ -81,7 +81,9 @@ class FakeHub:
 
     def downloads(self, path=None):
         """GETs of file contents (resolve answered 200/206, or the CDN), optionally of one file."""
-        out = [r for r in self.requests if r["method"] == "GET" and "/resolve/" in r["path"] and r["status"] in (200, 206)]
+        out = [
+            r for r in self.requests if r["method"] == "GET" and "/resolve/" in r["path"] and r["status"] in (200, 206)
+        ]
         out += [r for r in self.cdn_requests if r["method"] == "GET"]
         return [r for r in out if path is None or r.get("file") == path]
 
@@ -154,8 +156,15 @@ class FakeHub:
             def handle_any(self, method):
                 parts = urlsplit(self.path)
                 auth = self.headers.get("Authorization") or ""
-                self.log = {"method": method, "path": parts.path, "query": parts.query, "auth": bool(auth),
-                            "token_ok": auth == "Bearer " + hub.token, "range": self.headers.get("Range"), "status": None}
+                self.log = {
+                    "method": method,
+                    "path": parts.path,
+                    "query": parts.query,
+                    "auth": bool(auth),
+                    "token_ok": auth == "Bearer " + hub.token,
+                    "range": self.headers.get("Range"),
+                    "status": None,
+                }
                 with hub.lock:
                     (hub.cdn_requests if cdn else hub.requests).append(self.log)
                 if hub.down:
@@ -178,13 +187,19 @@ class FakeHub:
                     return self.tree(m.group(1)[:-1], m.group(2), unquote(m.group(3)))
                 m = re.match(r"^/(datasets/)?([^/]+(?:/[^/]+)?)/resolve/([^/]+)/(.+)$", parts.path)
                 if m and method in ("GET", "HEAD"):
-                    return self.resolve("dataset" if m.group(1) else "model", m.group(2), unquote(m.group(3)), unquote(m.group(4)))
+                    return self.resolve(
+                        "dataset" if m.group(1) else "model", m.group(2), unquote(m.group(3)), unquote(m.group(4))
+                    )
                 self.error(404, "Not Found")
 
             def allowed(self, entry):
                 if entry["private"] and not self.log["token_ok"]:
-                    self.error(401, "Invalid credentials in Authorization header" if self.log["auth"] else
-                               "Repository not found or you are not authenticated")
+                    self.error(
+                        401,
+                        "Invalid credentials in Authorization header"
+                        if self.log["auth"]
+                        else "Repository not found or you are not authenticated",
+                    )
                     return False
                 return True
 
@@ -203,7 +218,10 @@ class FakeHub:
                         s["lfs"] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data), "pointerSize": 134}
                     siblings.append(s)
                 self.log["status"] = 200
-                self.send(200, json.dumps({"id": repo, "sha": commit, "private": entry["private"], "siblings": siblings}).encode())
+                self.send(
+                    200,
+                    json.dumps({"id": repo, "sha": commit, "private": entry["private"], "siblings": siblings}).encode(),
+                )
 
             def tree(self, kind, repo, rev):
                 """list_repo_tree(recursive=True): files and the directories above them (one page)."""
@@ -219,7 +237,9 @@ class FakeHub:
                         d = "/".join(parts[:i])
                         if d not in dirs:
                             dirs.add(d)
-                            out.append({"type": "directory", "oid": hashlib.sha1(d.encode()).hexdigest(), "size": 0, "path": d})
+                            out.append(
+                                {"type": "directory", "oid": hashlib.sha1(d.encode()).hexdigest(), "size": 0, "path": d}
+                            )
                     f = {"type": "file", "oid": git_blob_id(data), "size": len(data), "path": path}
                     if hub.is_lfs(path, data):
                         f["lfs"] = {"oid": hashlib.sha256(data).hexdigest(), "size": len(data), "pointerSize": 134}
@@ -242,8 +262,14 @@ class FakeHub:
                 headers = {"X-Repo-Commit": commit, "ETag": '"%s"' % git_blob_id(data), "Accept-Ranges": "bytes"}
                 if hub.is_lfs(path, data):
                     sha = hashlib.sha256(data).hexdigest()
-                    headers.update({"X-Linked-Etag": '"%s"' % sha, "X-Linked-Size": str(len(data)),
-                                    "Location": "%s/%s?name=%s" % (hub.cdn_url, sha, base64.urlsafe_b64encode(path.encode()).decode())})
+                    headers.update(
+                        {
+                            "X-Linked-Etag": '"%s"' % sha,
+                            "X-Linked-Size": str(len(data)),
+                            "Location": "%s/%s?name=%s"
+                            % (hub.cdn_url, sha, base64.urlsafe_b64encode(path.encode()).decode()),
+                        }
+                    )
                     self.log["status"] = 302
                     return self.send(302, b"", headers)
                 self.body(data, path, headers)

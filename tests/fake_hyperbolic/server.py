@@ -69,8 +69,13 @@ TERMINATE_PATH = "/v1/marketplace/instances/terminate"
 DEFAULT_KEY = "fake-hyperbolic-key"
 
 _REASONS = {
-    401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 429: "Too Many Requests",
-    500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
     504: "Gateway Timeout",
 }
 
@@ -78,8 +83,17 @@ _REASONS = {
 # --------------------------------------------------------------------------------------
 # Payload builders (the documented shapes)
 # --------------------------------------------------------------------------------------
-def on_demand_rental(ident, label, host, port=22, user="ubuntu", status="running",
-                     gpu_type="H100-SXM5-80GB", gpu_count=8, region="us-east-1"):
+def on_demand_rental(
+    ident,
+    label,
+    host,
+    port=22,
+    user="ubuntu",
+    status="running",
+    gpu_type="H100-SXM5-80GB",
+    gpu_count=8,
+    region="us-east-1",
+):
     """One on-demand rental, as ``GET /v2/on-demand/virtual-machine-rentals`` lists it."""
     return {
         "id": ident,
@@ -96,14 +110,38 @@ def on_demand_rental(ident, label, host, port=22, user="ubuntu", status="running
     }
 
 
-def rental_option(gpu_type="h100", gpu_count=8, region="us-east-1", cents=2552, enabled=True,
-                  machine_type="virtual-machine", available=None, form="sxm5", connection="ethernet"):
+def rental_option(
+    gpu_type="h100",
+    gpu_count=8,
+    region="us-east-1",
+    cents=2552,
+    enabled=True,
+    machine_type="virtual-machine",
+    available=None,
+    form="sxm5",
+    connection="ethernet",
+):
     """One row of ``GET /v2/on-demand/rental-options`` (a bare array), as getcomputable/gpu-index captured it live
     (tests/fixtures/observatory/hyperbolic/rental_options.json): ``costPerHourCents`` prices the whole option."""
-    row = {"enabled": enabled, "costPerHourCents": cents, "region": region, "gpuCount": gpu_count, "gpuType": gpu_type,
-           "gpuFormFactor": form, "connectionType": connection, "machineType": machine_type,
-           "nodes": [{"cpuModel": "Intel Xeon Platinum", "gpuCount": gpu_count, "ramGb": 240 * gpu_count,
-                      "storageGb": 720 * gpu_count, "vcpuCount": 20 * gpu_count}]}
+    row = {
+        "enabled": enabled,
+        "costPerHourCents": cents,
+        "region": region,
+        "gpuCount": gpu_count,
+        "gpuType": gpu_type,
+        "gpuFormFactor": form,
+        "connectionType": connection,
+        "machineType": machine_type,
+        "nodes": [
+            {
+                "cpuModel": "Intel Xeon Platinum",
+                "gpuCount": gpu_count,
+                "ramGb": 240 * gpu_count,
+                "storageGb": 720 * gpu_count,
+                "vcpuCount": 20 * gpu_count,
+            }
+        ],
+    }
     if connection == "ethernet":
         row["ethernetVariant"] = "normal"
     if available is not None:
@@ -111,39 +149,95 @@ def rental_option(gpu_type="h100", gpu_count=8, region="us-east-1", cents=2552, 
     return row
 
 
-def current_rental(ident, label, status="Running", host=None, port=22, user="ubuntu", gpu_type="h100", gpu_count=8,
-                   region="us-east-1", cents=2552):
+def current_rental(
+    ident,
+    label,
+    status="Running",
+    host=None,
+    port=22,
+    user="ubuntu",
+    gpu_type="h100",
+    gpu_count=8,
+    region="us-east-1",
+    cents=2552,
+):
     """One rental of ``GET /v2/on-demand/virtual-machine-rentals`` in the current API's shape, as the clients that read
     it use it (claude-hyperbolic-guardrails server/index.ts, lisa-rtm fast/hyperbolic.py): a numeric ``id`` (what
     terminate takes), a string ``rentalId``, capitalised statuses, ``currentTerm.costPerHourCents``, and
     ``providerData.sshNetworking`` once Running."""
-    record = {"id": ident, "rentalId": "r%08x" % (ident * 2654435761 % 2 ** 32), "status": status, "gpuType": gpu_type,
-              "gpuCount": gpu_count, "region": region, "label": label, "createdAt": "2026-11-26 12:00:00.000+00",
-              "startedAt": None, "currentTerm": {"costPerHourCents": cents}, "providerData": {}}
+    record = {
+        "id": ident,
+        "rentalId": "r%08x" % (ident * 2654435761 % 2**32),
+        "status": status,
+        "gpuType": gpu_type,
+        "gpuCount": gpu_count,
+        "region": region,
+        "label": label,
+        "createdAt": "2026-11-26 12:00:00.000+00",
+        "startedAt": None,
+        "currentTerm": {"costPerHourCents": cents},
+        "providerData": {},
+    }
     if host:
         record["startedAt"] = "2026-11-26 12:02:20.000+00"
-        record["providerData"] = {"sshNetworking": [{"host": host, "port": port, "user": user}],
-                                  "nodeNetworking": [{"publicIp": host}]}
+        record["providerData"] = {
+            "sshNetworking": [{"host": host, "port": port, "user": user}],
+            "nodeNetworking": [{"publicIp": host}],
+        }
     return record
 
 
-def marketplace_v2_rental(ident, host, port=22, user="ubuntu", status="Running", gpu_model="h100-sxm5-80gb",
-                          gpu_count=8, cents=1592, user_metadata=None):
+def marketplace_v2_rental(
+    ident,
+    host,
+    port=22,
+    user="ubuntu",
+    status="Running",
+    gpu_model="h100-sxm5-80gb",
+    gpu_count=8,
+    cents=1592,
+    user_metadata=None,
+):
     """One rental of the earlier ``/v2/marketplace/virtual-machine-rentals`` API (SkyPilot's provisioner,
     HyperbolicLabs' CLI cmd/instances.go): ``meta.ssh_command`` ("ssh user@host -p port"), ``meta.resources.gpus``,
     ``meta.userMetadata`` and ``costPerHour`` in cents."""
-    return {"id": ident, "createdAt": "2025-07-08 21:53:35.367+00", "startedAt": "2025-07-08 21:55:01.000+00",
-            "terminatedAt": None, "externalId": "ext-%s" % ident, "costPerHour": cents, "status": status,
-            "meta": {"name": "vm-%s" % ident, "rental_type": "virtual-machine", "gpu_count": gpu_count,
-                     "public_ip": host, "ssh_command": "ssh %s@%s -p %d" % (user, host, port),
-                     "resources": {"ram_gb": 180, "storage_gb": 850, "vcpu_count": 28,
-                                   "gpus": {gpu_model: {"count": gpu_count}}},
-                     "userMetadata": user_metadata or {}}}
+    return {
+        "id": ident,
+        "createdAt": "2025-07-08 21:53:35.367+00",
+        "startedAt": "2025-07-08 21:55:01.000+00",
+        "terminatedAt": None,
+        "externalId": "ext-%s" % ident,
+        "costPerHour": cents,
+        "status": status,
+        "meta": {
+            "name": "vm-%s" % ident,
+            "rental_type": "virtual-machine",
+            "gpu_count": gpu_count,
+            "public_ip": host,
+            "ssh_command": "ssh %s@%s -p %d" % (user, host, port),
+            "resources": {
+                "ram_gb": 180,
+                "storage_gb": 850,
+                "vcpu_count": 28,
+                "gpus": {gpu_model: {"count": gpu_count}},
+            },
+            "userMetadata": user_metadata or {},
+        },
+    }
 
 
-def marketplace_instance(ident, host, port=22, user="ubuntu", status="online",
-                         gpu_model="NVIDIA-H100-80GB-HBM3", gpu_count=8, region="us-central-1",
-                         port_first=False, label=None):
+def marketplace_instance(
+    ident,
+    host,
+    port=22,
+    user="ubuntu",
+    status="online",
+    gpu_model="NVIDIA-H100-80GB-HBM3",
+    gpu_count=8,
+    region="us-central-1",
+    port_first=False,
+    label=None,
+):
     """One marketplace instance, as ``GET /v1/marketplace/instances`` lists it."""
     if port_first:
         command = "ssh -p %d %s@%s" % (port, user, host)
@@ -174,8 +268,17 @@ def marketplace_instance(ident, host, port=22, user="ubuntu", status="online",
     return item
 
 
-def machine_item(node, cluster="us-central-1-a", gpus_total=8, gpus_reserved=0, model="NVIDIA-H100-80GB-HBM3",
-                 cents=199, region="us-central-1", status="node_ready", reserved=False):
+def machine_item(
+    node,
+    cluster="us-central-1-a",
+    gpus_total=8,
+    gpus_reserved=0,
+    model="NVIDIA-H100-80GB-HBM3",
+    cents=199,
+    region="us-central-1",
+    status="node_ready",
+    reserved=False,
+):
     """One machine of ``POST /v1/marketplace`` (the agent kit's and MCP server's shape; price in cents per GPU-hour)."""
     return {
         "id": node,
@@ -184,9 +287,12 @@ def machine_item(node, cluster="us-central-1-a", gpus_total=8, gpus_reserved=0, 
         "reserved": reserved,
         "gpus_total": gpus_total,
         "gpus_reserved": gpus_reserved,
-        "hardware": {"gpus": [{"model": model, "ram": 81559} for _ in range(gpus_total)],
-                     "cpus": [{"model": "AMD EPYC 9654", "virtual_cores": 16 * gpus_total}],
-                     "ram": [{"capacity": 128 * 1024 * gpus_total}], "storage": [{"capacity": 2000}]},
+        "hardware": {
+            "gpus": [{"model": model, "ram": 81559} for _ in range(gpus_total)],
+            "cpus": [{"model": "AMD EPYC 9654", "virtual_cores": 16 * gpus_total}],
+            "ram": [{"capacity": 128 * 1024 * gpus_total}],
+            "storage": [{"capacity": 2000}],
+        },
         "pricing": {"price": {"amount": cents, "period": "hourly"}},
         "location": {"region": region},
     }
@@ -227,11 +333,31 @@ def fleet_from_sandbox(state):
         port = int(node.get("ssh_port") or 22)
         user = node.get("user") or "ubuntu"
         if i % 2 == 0:
-            on_demand.append(on_demand_rental("vm-sbx-%03d" % i, name, host, port=port, user=user,
-                                              gpu_type="CPU-ONLY", gpu_count=0, region="sandbox"))
+            on_demand.append(
+                on_demand_rental(
+                    "vm-sbx-%03d" % i,
+                    name,
+                    host,
+                    port=port,
+                    user=user,
+                    gpu_type="CPU-ONLY",
+                    gpu_count=0,
+                    region="sandbox",
+                )
+            )
         else:
-            marketplace.append(marketplace_instance(name, host, port=port, user=user, gpu_model=None,
-                                                    gpu_count=0, region="sandbox", port_first=(i % 4 == 3)))
+            marketplace.append(
+                marketplace_instance(
+                    name,
+                    host,
+                    port=port,
+                    user=user,
+                    gpu_model=None,
+                    gpu_count=0,
+                    region="sandbox",
+                    port_first=(i % 4 == 3),
+                )
+            )
     return on_demand, marketplace
 
 
@@ -250,10 +376,12 @@ def sandbox_inventory_yaml(state, url):
         lines.append("head_selector: %s" % json.dumps(heads[0]))
     # What the sandbox's static inventory sets for all hosts: its nodes have no network, so they
     # install from the wheelhouse on /data only.
-    lines += ["compose:",
-              "  ansible_python_interpreter: \"'/usr/bin/python3'\"",
-              "  python_env_offline: \"true\"",
-              "  python_env_wheelhouse: \"'/data/wheelhouse'\""]
+    lines += [
+        "compose:",
+        "  ansible_python_interpreter: \"'/usr/bin/python3'\"",
+        '  python_env_offline: "true"',
+        "  python_env_wheelhouse: \"'/data/wheelhouse'\"",
+    ]
     if state.get("ssh_key"):
         lines.append("  ansible_ssh_private_key_file: %s" % json.dumps(repr(str(state["ssh_key"]))))
     return "\n".join(lines) + "\n"
@@ -284,42 +412,42 @@ class FakeHyperbolic:
             self.on_demand = []
             self.marketplace = []
             self._bodies = {}
-            self.source_status = {}      # source -> forced HTTP status (e.g. 404)
-            self.raw_bodies = {}         # source -> (status, bytes) answered instead of the fleet
-            self.auth_status = None      # 401/403 for every request, whatever the key
-            self._fail_queue = []        # [(status, retry_after)] for the next requests
-            self.delay = 0.0             # seconds before every answer
-            self._delay_count = None     # only the next N answers are slow (None = all)
-            self.machines = []           # POST /v1/marketplace
-            self.host_pool = []          # [(host, port, user)] handed to rented instances, in order
-            self.rented = []             # instances created through the API: {"item", "polls_left", "node", "gpus", "host"}
-            self.ready_after = 1         # listings an instance answers "creating" before "online"
-            self.create_faults = {}      # create number (1-based) -> (status, detail)
+            self.source_status = {}  # source -> forced HTTP status (e.g. 404)
+            self.raw_bodies = {}  # source -> (status, bytes) answered instead of the fleet
+            self.auth_status = None  # 401/403 for every request, whatever the key
+            self._fail_queue = []  # [(status, retry_after)] for the next requests
+            self.delay = 0.0  # seconds before every answer
+            self._delay_count = None  # only the next N answers are slow (None = all)
+            self.machines = []  # POST /v1/marketplace
+            self.host_pool = []  # [(host, port, user)] handed to rented instances, in order
+            self.rented = []  # instances created through the API: {"item", "polls_left", "node", "gpus", "host"}
+            self.ready_after = 1  # listings an instance answers "creating" before "online"
+            self.create_faults = {}  # create number (1-based) -> (status, detail)
             self.fail_status_after = {}  # create number -> status the instance ends in ("failed") instead of online
             self.creates = 0
-            self.terminated = []         # ids, in order
+            self.terminated = []  # ids, in order
             # The on-demand API.
-            self.options = []            # GET /v2/on-demand/rental-options rows
+            self.options = []  # GET /v2/on-demand/rental-options rows
             self.balance = {"balanceCents": 100000, "maxOverdraftCents": 0}
-            self.od_rentals = []         # {"record", "polls_left", "host", "option"}: rentals made through the API
+            self.od_rentals = []  # {"record", "polls_left", "host", "option"}: rentals made through the API
             self.od_ids = itertools.count(18001)
             self.od_creates = 0
-            self.od_terminated = []      # numeric ids, in order
-            self.od_bodies = []          # the create bodies, as sent
+            self.od_terminated = []  # numeric ids, in order
+            self.od_bodies = []  # the create bodies, as sent
             # Called with (host, port, user) of each terminated rental, outside the lock: a test wipes that machine
             # (a released instance is gone; a sandbox container is not).
             self.on_terminate = None
             self._released = []
-            self.pending_polls = 1       # listings a new rental answers Pending before Running
-            self.lost_answers = set()    # create numbers (1-based) whose answer is lost once the rental exists
-            self.repeated_ids = {}       # create number (1-based) -> whether the listing too gives the previous id
+            self.pending_polls = 1  # listings a new rental answers Pending before Running
+            self.lost_answers = set()  # create numbers (1-based) whose answer is lost once the rental exists
+            self.repeated_ids = {}  # create number (1-based) -> whether the listing too gives the previous id
             self.disabled_regions = {"us-central-1"}  # the default region, disabled (lisa-rtm's REGION_DISABLED)
             self._ids = itertools.count(1)
             self._reset_counters()
 
     def _reset_counters(self):
         self.request_count = 0
-        self.requests = []               # [(method, path, status, authorization_ok)]
+        self.requests = []  # [(method, path, status, authorization_ok)]
 
     def reset_stats(self):
         with self._lock:
@@ -415,33 +543,51 @@ class FakeHyperbolic:
         self.od_bodies.append(dict(body))
         gpu_type, gpu_count, region = body.get("gpuType"), body.get("gpuCount"), body.get("region") or "us-central-1"
         if not isinstance(gpu_type, str) or not isinstance(gpu_count, int) or isinstance(gpu_count, bool):
-            return self._error(400, "BAD_REQUEST", "Input validation failed", ["gpuType: expected string",
-                                                                               "gpuCount: expected number"])
+            return self._error(
+                400, "BAD_REQUEST", "Input validation failed", ["gpuType: expected string", "gpuCount: expected number"]
+            )
         if region in self.disabled_regions:
             return self._error(400, "REGION_DISABLED", "Region %s is disabled" % region)
-        option = next((o for o in self.options if o.get("enabled") and o.get("machineType") == "virtual-machine"
-                       and o.get("gpuType") == gpu_type and o.get("gpuCount") == gpu_count and o.get("region") == region),
-                      None)
+        option = next(
+            (
+                o
+                for o in self.options
+                if o.get("enabled")
+                and o.get("machineType") == "virtual-machine"
+                and o.get("gpuType") == gpu_type
+                and o.get("gpuCount") == gpu_count
+                and o.get("region") == region
+            ),
+            None,
+        )
         if option is None or option.get("totalAvailable") == 0:
             return self._error(409, "NO_CAPACITY", "No %d x %s available in %s" % (gpu_count, gpu_type, region))
         cost = option["costPerHourCents"]
         if self.balance["balanceCents"] + self.balance["maxOverdraftCents"] < cost:
-            return self._error(402, "INSUFFICIENT_BALANCE", "Insufficient balance: %d cents, %d needed for an hour" % (
-                self.balance["balanceCents"], cost))
+            return self._error(
+                402,
+                "INSUFFICIENT_BALANCE",
+                "Insufficient balance: %d cents, %d needed for an hour" % (self.balance["balanceCents"], cost),
+            )
         if not self.host_pool:
             return self._error(503, "NO_CAPACITY", "no capacity left to start an instance")
         if option.get("totalAvailable") is not None:
             option["totalAvailable"] -= 1
         ident = next(self.od_ids)
-        repeated = self.od_rentals[-1]["record"]["id"] if self.od_creates in self.repeated_ids and self.od_rentals \
-            else None
+        repeated = (
+            self.od_rentals[-1]["record"]["id"] if self.od_creates in self.repeated_ids and self.od_rentals else None
+        )
         if repeated is not None and self.repeated_ids[self.od_creates]:
             ident = repeated
-        label = body.get("label") if isinstance(body.get("label"), str) and body.get("label") else "soft-apricot-%d" % ident
-        record = current_rental(ident, label, status="Pending", gpu_type=gpu_type, gpu_count=gpu_count, region=region,
-                                cents=cost)
-        self.od_rentals.append({"record": record, "polls_left": self.pending_polls, "host": self.host_pool.pop(0),
-                                "option": option})
+        label = (
+            body.get("label") if isinstance(body.get("label"), str) and body.get("label") else "soft-apricot-%d" % ident
+        )
+        record = current_rental(
+            ident, label, status="Pending", gpu_type=gpu_type, gpu_count=gpu_count, region=region, cents=cost
+        )
+        self.od_rentals.append(
+            {"record": record, "polls_left": self.pending_polls, "host": self.host_pool.pop(0), "option": option}
+        )
         if self.od_creates in self.lost_answers:
             return DROP, {}, b""
         return 200, {}, dict(record, id=repeated) if repeated is not None else dict(record)
@@ -457,8 +603,18 @@ class FakeHyperbolic:
                     entry["polls_left"] -= 1
                 else:
                     host, port, user = entry["host"]
-                    running = current_rental(record["id"], record["label"], "Running", host, port, user, record["gpuType"],
-                                             record["gpuCount"], record["region"], record["currentTerm"]["costPerHourCents"])
+                    running = current_rental(
+                        record["id"],
+                        record["label"],
+                        "Running",
+                        host,
+                        port,
+                        user,
+                        record["gpuType"],
+                        record["gpuCount"],
+                        record["region"],
+                        record["currentTerm"]["costPerHourCents"],
+                    )
                     record.update(running, rentalId=record["rentalId"])
             if record["status"] != "Terminated":
                 items.append(record)
@@ -467,7 +623,9 @@ class FakeHyperbolic:
     def _od_terminate(self, body):
         rid = body.get("rentalId")
         if not isinstance(rid, int) or isinstance(rid, bool):
-            return self._error(400, "BAD_REQUEST", "Input validation failed", ["rentalId: expected number, received NaN"])
+            return self._error(
+                400, "BAD_REQUEST", "Input validation failed", ["rentalId: expected number, received NaN"]
+            )
         entry = next((r for r in self.od_rentals if r["record"]["id"] == rid), None)
         if entry is None:
             return self._error(404, "RENTAL_NOT_FOUND", "Rental %d not found" % rid)
@@ -518,12 +676,29 @@ class FakeHyperbolic:
         host, port, user = self.host_pool.pop(0)
         found["gpus_reserved"] += gpus
         ident = "fake-instance-%04d" % next(self._ids)
-        item = marketplace_instance(ident, host, port=port, user=user, status="creating", gpu_count=gpus,
-                                    gpu_model=found["hardware"]["gpus"][0]["model"], region=found["location"]["region"])
+        item = marketplace_instance(
+            ident,
+            host,
+            port=port,
+            user=user,
+            status="creating",
+            gpu_count=gpus,
+            gpu_model=found["hardware"]["gpus"][0]["model"],
+            region=found["location"]["region"],
+        )
         item["userMetadata"] = body.get("userMetadata") if isinstance(body.get("userMetadata"), dict) else {}
         ending = self.fail_status_after.get(self.creates)
-        self.rented.append({"item": item, "polls_left": self.ready_after, "node": found, "gpus": gpus,
-                            "host": (host, port, user), "ssh": item.pop("sshCommand"), "ending": ending})
+        self.rented.append(
+            {
+                "item": item,
+                "polls_left": self.ready_after,
+                "node": found,
+                "gpus": gpus,
+                "host": (host, port, user),
+                "ssh": item.pop("sshCommand"),
+                "ending": ending,
+            }
+        )
         return 200, {}, {"status": "success", "instance_name": ident}
 
     def _terminate(self, body):
@@ -557,8 +732,12 @@ class FakeHyperbolic:
             by_path = {}
             for _method, path, _status, _ok in self.requests:
                 by_path[path] = by_path.get(path, 0) + 1
-            return {"requests": self.request_count, "by_path": by_path,
-                    "on_demand": len(self.on_demand), "marketplace": len(self.marketplace)}
+            return {
+                "requests": self.request_count,
+                "by_path": by_path,
+                "on_demand": len(self.on_demand),
+                "marketplace": len(self.marketplace),
+            }
 
     def _body(self, source):
         body = self._bodies.get(source)
@@ -618,8 +797,13 @@ class FakeHyperbolic:
             if not isinstance(body, dict):
                 return self._error(400, "BAD_REQUEST", "body is not a JSON object")
             return self._od_create(body) if path == ON_DEMAND_PATH else self._od_terminate(body)
-        if method == "GET" and path == ON_DEMAND_PATH and self.od_rentals and "on_demand" not in self.raw_bodies \
-                and not self.source_status.get("on_demand"):
+        if (
+            method == "GET"
+            and path == ON_DEMAND_PATH
+            and self.od_rentals
+            and "on_demand" not in self.raw_bodies
+            and not self.source_status.get("on_demand")
+        ):
             return 200, {}, self._od_listing()
         if method == "POST" and path in (MACHINES_PATH, CREATE_PATH, TERMINATE_PATH):
             try:
@@ -631,8 +815,13 @@ class FakeHyperbolic:
             if path == MACHINES_PATH:
                 return 200, {}, {"instances": self.machines}
             return self._create(body) if path == CREATE_PATH else self._terminate(body)
-        if method == "GET" and path == MARKETPLACE_PATH and self.rented and "marketplace" not in self.raw_bodies \
-                and not self.source_status.get("marketplace"):
+        if (
+            method == "GET"
+            and path == MARKETPLACE_PATH
+            and self.rented
+            and "marketplace" not in self.raw_bodies
+            and not self.source_status.get("marketplace")
+        ):
             return 200, {}, self._listing()
         source = PATHS.get(path)
         if source is None:
@@ -761,21 +950,33 @@ class FakeHyperbolic:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m tests.fake_hyperbolic.server",
-                                     description="Fake Hyperbolic API on 127.0.0.1 for tests.")
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.fake_hyperbolic.server", description="Fake Hyperbolic API on 127.0.0.1 for tests."
+    )
     parser.add_argument("--port", type=int, default=0, help="port (default: a random free one)")
-    parser.add_argument("--api-key", default=os.environ.get("HYPERBOLIC_API_KEY") or DEFAULT_KEY,
-                        help="Bearer key to accept (default: $HYPERBOLIC_API_KEY or %s)" % DEFAULT_KEY)
+    parser.add_argument(
+        "--api-key",
+        default=os.environ.get("HYPERBOLIC_API_KEY") or DEFAULT_KEY,
+        help="Bearer key to accept (default: $HYPERBOLIC_API_KEY or %s)" % DEFAULT_KEY,
+    )
     parser.add_argument("--fleet", type=int, default=0, help="generate N running instances")
     parser.add_argument("--clusters", default="default", help="comma-separated cluster names for --fleet")
     parser.add_argument("--from-sandbox", metavar="STATE_JSON", help="list the sandbox's nodes as instances")
-    parser.add_argument("--write-inventory", metavar="PATH",
-                        help="with --from-sandbox: write a ready *.hyperbolic.yml pointing at this server")
+    parser.add_argument(
+        "--write-inventory",
+        metavar="PATH",
+        help="with --from-sandbox: write a ready *.hyperbolic.yml pointing at this server",
+    )
     parser.add_argument("--delay", type=float, default=0.0, help="seconds before each answer")
     parser.add_argument("--fail-first", type=int, default=0, help="answer the first N requests with --fail-status")
     parser.add_argument("--fail-status", type=int, default=500)
-    parser.add_argument("--source-404", action="append", default=[], choices=sorted(set(PATHS.values())),
-                        help="answer 404 for this source (repeatable)")
+    parser.add_argument(
+        "--source-404",
+        action="append",
+        default=[],
+        choices=sorted(set(PATHS.values())),
+        help="answer 404 for this source (repeatable)",
+    )
     args = parser.parse_args(argv)
 
     fake = FakeHyperbolic(api_key=args.api_key, port=args.port)

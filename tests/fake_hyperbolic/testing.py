@@ -38,13 +38,15 @@ def ansible_env(tmp_path, **extra):
     ``extra`` values of None remove a variable.
     """
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HYPERBOLIC_", "ANSIBLE_"))}
-    env.update({
-        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-        "ANSIBLE_LOCAL_TEMP": str(Path(tmp_path) / "ansible-tmp"),
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_FORCE_COLOR": "0",
-        "HYPERBOLIC_API_KEY": HYPERBOLIC_TEST_KEY,
-    })
+    env.update(
+        {
+            "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+            "ANSIBLE_LOCAL_TEMP": str(Path(tmp_path) / "ansible-tmp"),
+            "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_FORCE_COLOR": "0",
+            "HYPERBOLIC_API_KEY": HYPERBOLIC_TEST_KEY,
+        }
+    )
     for key, value in extra.items():
         if value is None:
             env.pop(key, None)
@@ -77,7 +79,7 @@ class Result:
         text = self.stdout
         if not text.startswith("{"):
             start = text.find("\n{\n")
-            text = text[start + 1:] if start >= 0 else text
+            text = text[start + 1 :] if start >= 0 else text
         return unwrap(json.loads(text))
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -91,8 +91,9 @@ def _sandbox_is_up():
     names = [n["name"] for n in sandbox_nodes()]
     if not names:
         return False
-    proc = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}}", *names],
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        ["docker", "inspect", "-f", "{{.State.Running}}", *names], capture_output=True, text=True, check=False
+    )
     return proc.returncode == 0 and proc.stdout.split() == ["true"] * len(names)
 
 
@@ -102,9 +103,18 @@ def sandbox():
     import yaml
 
     if not _sandbox_is_up():
-        proc = subprocess.run([str(ROOT / "sandbox" / "sandbox.sh"), "up"], cwd=ROOT, capture_output=True,
-                              text=True, timeout=1800, check=False)
-        assert proc.returncode == 0, "sandbox/sandbox.sh up failed:\n%s\n%s" % (proc.stdout[-3000:], proc.stderr[-3000:])
+        proc = subprocess.run(
+            [str(ROOT / "sandbox" / "sandbox.sh"), "up"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            check=False,
+        )
+        assert proc.returncode == 0, "sandbox/sandbox.sh up failed:\n%s\n%s" % (
+            proc.stdout[-3000:],
+            proc.stderr[-3000:],
+        )
         assert _sandbox_is_up(), "the sandbox is still not up after sandbox/sandbox.sh up"
     return yaml.safe_load(SANDBOX_INVENTORY.read_text())
 
@@ -119,8 +129,12 @@ def _no_unfit_verdict_left(request):
         return
     heads = [n["name"] for n in sandbox_nodes() if n.get("role") == "head"]
     for head in heads:
-        proc = subprocess.run(["docker", "exec", head, "cat", "/etc/ray/rlinfra-fitness.json"], capture_output=True,
-                              text=True, check=False)
+        proc = subprocess.run(
+            ["docker", "exec", head, "cat", "/etc/ray/rlinfra-fitness.json"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         try:
             fit = json.loads(proc.stdout).get("fit", True) if proc.returncode == 0 else True
         except ValueError:
@@ -146,8 +160,9 @@ def sandbox_playbook(name, *extra, env=None):
 
 def report_of(exp, run=None):
     """The run report's page data (report.html's JSON) and its path, of the experiment's one run (or of ``run``)."""
-    found = sorted((ROOT / "artifacts" / exp).glob("%s/report.html" % ("rlinfra-%s-default-%s" % (exp, run) if run
-                                                                         else "*")))
+    found = sorted(
+        (ROOT / "artifacts" / exp).glob("%s/report.html" % ("rlinfra-%s-default-%s" % (exp, run) if run else "*"))
+    )
     assert len(found) == 1, found
     text = found[0].read_text()
     data = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', text, re.S).group(1)

@@ -18,21 +18,42 @@ def write_inventory(directory: Path, python: str = sys.executable) -> Path:
     """``<directory>/inventory.yml``: localhost alone in ray_head, on this interpreter (``python``: another path to it
     makes the collection's calls on the head run as plain scripts, as on a remote head, not in Ansible's process)."""
     inv = directory / "inventory.yml"
-    inv.write_text(json.dumps({"all": {"children": {"ray_head": {"hosts": {"localhost": {
-        "ansible_connection": "local", "ansible_python_interpreter": python}}}}}}))
+    inv.write_text(
+        json.dumps(
+            {
+                "all": {
+                    "children": {
+                        "ray_head": {
+                            "hosts": {
+                                "localhost": {"ansible_connection": "local", "ansible_python_interpreter": python}
+                            }
+                        }
+                    }
+                }
+            }
+        )
+    )
     return inv
 
 
-def run_playbook(directory: Path, name: str, extra_vars: dict, *extra: str, env: dict | None = None,
-                 verbosity: str | None = "-v", timeout: int = 1200) -> subprocess.CompletedProcess:
+def run_playbook(
+    directory: Path,
+    name: str,
+    extra_vars: dict,
+    *extra: str,
+    env: dict | None = None,
+    verbosity: str | None = "-v",
+    timeout: int = 1200,
+) -> subprocess.CompletedProcess:
     """``ansible-playbook`` from the repository root; ``proc.output`` is stdout + stderr. HF_TOKEN is
     removed from the environment unless ``env`` gives one (a developer's token never leaks in)."""
     args = [ANSIBLE_PLAYBOOK, "-i", str(directory / "inventory.yml"), name] + ([verbosity] if verbosity else [])
     args += ["-e", json.dumps(extra_vars)]
     for item in extra:
         args += [item] if item.startswith("--") else ["-e", item]  # a flag (--check) as it is, else extra vars
-    full_env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
-                    ANSIBLE_LOCAL_TEMP=str(directory / "ansible-tmp"))
+    full_env = dict(
+        os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_LOCAL_TEMP=str(directory / "ansible-tmp")
+    )
     full_env.pop("HF_TOKEN", None)
     full_env.update(env or {})
     proc = subprocess.run(args, cwd=REPO, env=full_env, capture_output=True, text=True, timeout=timeout, check=False)

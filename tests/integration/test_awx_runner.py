@@ -68,13 +68,24 @@ SSH_USER = "root"  # the Machine credential's username for the sandbox
 AWX_HOST = "https://awx.example.invalid"  # never contacted
 JOB_TIMEOUT = 1500
 # Copied from the repository into project/: what a git checkout does not contain (local state).
-PROJECT_IGNORE = shutil.ignore_patterns(".git", ".venv", ".sandbox", ".cache", ".ansible", ".pytest_cache",
-                                        "artifacts", "__pycache__", "*.pyc", "rlinfra-verl-*.tar.gz")
+PROJECT_IGNORE = shutil.ignore_patterns(
+    ".git",
+    ".venv",
+    ".sandbox",
+    ".cache",
+    ".ansible",
+    ".pytest_cache",
+    "artifacts",
+    "__pycache__",
+    "*.pyc",
+    "rlinfra-verl-*.tar.gz",
+)
 
 
 # --------------------------------------------------------------------------------------------
 # Fixtures: the sandbox, the rendered AWX assets, a clean environment
 # --------------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def clean_env():
@@ -93,9 +104,22 @@ def assets(tmp_path_factory, clean_env):
     """What awx/configure.yml would load into AWX, rendered without a controller."""
     out = tmp_path_factory.mktemp("assets") / "assets.json"
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", "awx/configure.yml",
-                           "-e", "rlinfra_awx_dump=%s" % out], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300, check=False)
+    proc = subprocess.run(
+        [
+            str(VENV_BIN / "ansible-playbook"),
+            "-i",
+            "localhost,",
+            "awx/configure.yml",
+            "-e",
+            "rlinfra_awx_dump=%s" % out,
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads(out.read_text())
 
@@ -103,6 +127,7 @@ def assets(tmp_path_factory, clean_env):
 # --------------------------------------------------------------------------------------------
 # What AWX writes into the private data directory
 # --------------------------------------------------------------------------------------------
+
 
 class _UnsafeDumper(yaml.SafeDumper):
     """awx.main.utils.safe_yaml.SafeStringDumper: every string becomes `!unsafe`."""
@@ -167,8 +192,9 @@ def awx_job_env(pdd, job_id, inventory_id):
         "AWX_PRIVATE_DATA_DIR": str(pdd),
         "JOB_ID": str(job_id),
         "INVENTORY_ID": str(inventory_id),
-        "PROJECT_REVISION": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
-                                           text=True, check=False).stdout.strip(),
+        "PROJECT_REVISION": subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=False
+        ).stdout.strip(),
         "ANSIBLE_RETRY_FILES_ENABLED": "False",
         "MAX_EVENT_RES": "700000",
         "AWX_HOST": AWX_HOST,
@@ -176,12 +202,24 @@ def awx_job_env(pdd, job_id, inventory_id):
     }
     (pdd / "cp").mkdir(mode=0o700, exist_ok=True)
     path_vars = [
-        ("ANSIBLE_ROLES_PATH", "roles_path", "requirements_roles",
-         "~/.ansible/roles:/usr/share/ansible/roles:/etc/ansible/roles"),
-        ("ANSIBLE_COLLECTIONS_PATH", "collections_path", "requirements_collections",
-         "~/.ansible/collections:/usr/share/ansible/collections"),
-        ("ANSIBLE_CALLBACK_PLUGINS", "callback_plugins", "plugins_path",
-         "~/.ansible/plugins:/plugins/callback:/usr/share/ansible/plugins/callback"),
+        (
+            "ANSIBLE_ROLES_PATH",
+            "roles_path",
+            "requirements_roles",
+            "~/.ansible/roles:/usr/share/ansible/roles:/etc/ansible/roles",
+        ),
+        (
+            "ANSIBLE_COLLECTIONS_PATH",
+            "collections_path",
+            "requirements_collections",
+            "~/.ansible/collections:/usr/share/ansible/collections",
+        ),
+        (
+            "ANSIBLE_CALLBACK_PLUGINS",
+            "callback_plugins",
+            "plugins_path",
+            "~/.ansible/plugins:/plugins/callback:/usr/share/ansible/plugins/callback",
+        ),
     ]
     config = read_ansible_config(pdd / "project", [p[1] for p in path_vars])
     for env_key, setting, folder, default in path_vars:
@@ -256,18 +294,20 @@ class AwxJob:
             assert self.jt["ask_variables_on_launch"], "%s does not prompt for variables" % self.jt["name"]
             extra.update(launch_vars)
         for name in ("awx", "tower"):
-            extra.update({
-                "%s_job_id" % name: job_id,
-                "%s_job_launch_type" % name: "manual",
-                "%s_user_name" % name: "admin",
-                "%s_user_id" % name: 1,
-                "%s_inventory_id" % name: 7,
-                "%s_inventory_name" % name: assets["inventory"]["name"],
-                "%s_project_revision" % name: env["PROJECT_REVISION"],
-                "%s_project_scm_branch" % name: "main",
-                "%s_job_template_id" % name: 40 + job_id % 10,
-                "%s_job_template_name" % name: self.jt["name"],
-            })
+            extra.update(
+                {
+                    "%s_job_id" % name: job_id,
+                    "%s_job_launch_type" % name: "manual",
+                    "%s_user_name" % name: "admin",
+                    "%s_user_id" % name: 1,
+                    "%s_inventory_id" % name: 7,
+                    "%s_inventory_name" % name: assets["inventory"]["name"],
+                    "%s_project_revision" % name: env["PROJECT_REVISION"],
+                    "%s_project_scm_branch" % name: "main",
+                    "%s_job_template_id" % name: 40 + job_id % 10,
+                    "%s_job_template_name" % name: self.jt["name"],
+                }
+            )
         _write(pdd / "env" / "extravars", awx_safe_dump(extra))
         self.extra_vars = extra
         if cred_extra:  # credential extra_vars go to their own file, passed as -e @file
@@ -280,10 +320,18 @@ class AwxJob:
         if verbosity:
             args.append("-" + "v" * min(5, verbosity))
         _write(pdd / "env" / "cmdline", " ".join(args))
-        _write(pdd / "env" / "settings", json.dumps({"job_timeout": JOB_TIMEOUT, "suppress_ansible_output": True,
-                                                      # AWX's default (AWX_RUNNER_SUPPRESS_OUTPUT_FILE) is true;
-                                                      # kept here so that stdout is searched too.
-                                                      "suppress_output_file": False}))
+        _write(
+            pdd / "env" / "settings",
+            json.dumps(
+                {
+                    "job_timeout": JOB_TIMEOUT,
+                    "suppress_ansible_output": True,
+                    # AWX's default (AWX_RUNNER_SUPPRESS_OUTPUT_FILE) is true;
+                    # kept here so that stdout is searched too.
+                    "suppress_output_file": False,
+                }
+            ),
+        )
         _write(pdd / "env" / "ssh_key", SANDBOX_KEY.read_text())
         self.result = None
 
@@ -304,20 +352,28 @@ class AwxJob:
         return self.pdd / "artifacts" / str(self.job_id)
 
     def events(self):
-        return [json.loads(p.read_text()) for p in sorted((self.artifacts / "job_events").glob("*.json"),
-                                                           key=lambda p: int(p.name.split("-", 1)[0]))]
+        return [
+            json.loads(p.read_text())
+            for p in sorted((self.artifacts / "job_events").glob("*.json"), key=lambda p: int(p.name.split("-", 1)[0]))
+        ]
 
     def stdout(self):
         return "".join(e.get("stdout", "") + "\n" for e in self.events())
 
     def explain(self):
-        return "job %d (%s): status %s rc %s\n%s" % (self.job_id, self.jt["playbook"], self.result.status,
-                                                   self.result.rc, self.stdout()[-6000:])
+        return "job %d (%s): status %s rc %s\n%s" % (
+            self.job_id,
+            self.jt["playbook"],
+            self.result.status,
+            self.result.rc,
+            self.stdout()[-6000:],
+        )
 
 
 # --------------------------------------------------------------------------------------------
 # Secret search
 # --------------------------------------------------------------------------------------------
+
 
 def _forms(value):
     """The value, and its base64 encodings at the three possible alignments in a base64 stream."""
@@ -350,7 +406,8 @@ def check_command_file(job):
     assert not any(v in json.dumps(data["command"]) for v in SECRETS.values()), "a secret on the command line"
     leaked = {k: v for k, v in data["env"].items() if v in SECRETS.values()}
     assert leaked == job.injected, "secrets in runner's env record other than the injected variables: %s" % sorted(
-        set(leaked) ^ set(job.injected))
+        set(leaked) ^ set(job.injected)
+    )
     for key, value in data["env"].items():
         if key not in job.injected:
             assert not any(s in value for s in SECRETS.values()), "secret inside env var %s" % key
@@ -366,6 +423,7 @@ def assert_no_secret_in_artifacts(job):
 # --------------------------------------------------------------------------------------------
 # The test
 # --------------------------------------------------------------------------------------------
+
 
 def _head_cluster(inventory):
     """ray_cluster of the sandbox's head (group ray_head), as the survey's cluster answer."""
@@ -404,8 +462,17 @@ def test_site_then_submit_smoke_like_awx(tmp_path_factory, sandbox, assets, clea
         answers["cluster"] = cluster
     # Launch-time extra variables (the template prompts for them): checkpoints apart from other users'
     # smoke runs on the shared sandbox volume.
-    submit = AwxJob(base, assets, sandbox, "submit", job_id=4102, answers=answers, credentials=all_types,
-                    verbosity=1, launch_vars={"verl_job_checkpoint_root": "/data/checkpoints-awx-test"})
+    submit = AwxJob(
+        base,
+        assets,
+        sandbox,
+        "submit",
+        job_id=4102,
+        answers=answers,
+        credentials=all_types,
+        verbosity=1,
+        launch_vars={"verl_job_checkpoint_root": "/data/checkpoints-awx-test"},
+    )
     assert "!unsafe 'smoke'" in (submit.pdd / "env" / "extravars").read_text()
     result = submit.run()
     assert result.status == "successful" and result.rc == 0, submit.explain()
@@ -415,7 +482,9 @@ def test_site_then_submit_smoke_like_awx(tmp_path_factory, sandbox, assets, clea
     sid = "rlinfra-smoke-%s-%s" % (cluster, run)
     assert "Submitted %s" % sid in out, out[-4000:]
     assert "SUCCEEDED" in out, out[-4000:]
-    assert "/data/checkpoints-awx-test/rlinfra_smoke/default/smoke" in out, out[-4000:]  # the launch-time variable applied
+    assert "/data/checkpoints-awx-test/rlinfra_smoke/default/smoke" in out, out[
+        -4000:
+    ]  # the launch-time variable applied
     assert_no_secret_in_artifacts(submit)
 
     # The HF token reached the job (the smoke program prints only its sha256) ...
@@ -447,8 +516,9 @@ def test_secret_search_finds_runner_env_record(tmp_path, clean_env):
     pdd = tmp_path / "pdd"
     _write(pdd / "project" / "noop.yml", "- name: Nothing\n  hosts: localhost\n  gather_facts: false\n  tasks: []\n")
     _write(pdd / "env" / "envvars", json.dumps({"HF_TOKEN": SECRETS["HF_TOKEN"]}))
-    result = ansible_runner.run(private_data_dir=str(pdd), ident="1", playbook="noop.yml", quiet=True,
-                                suppress_env_files=True)
+    result = ansible_runner.run(
+        private_data_dir=str(pdd), ident="1", playbook="noop.yml", quiet=True, suppress_env_files=True
+    )
     assert result.status == "successful", result.status
     assert find_secrets(pdd / "artifacts" / "1") == [("command", "HF_TOKEN")]
     assert find_secrets(tmp_path / "nothing-here") == []
@@ -461,30 +531,73 @@ def test_secret_search_finds_runner_env_record(tmp_path, clean_env):
 # awx/configure.yml against a fake controller (AWX API v2 on 127.0.0.1; no AWX server exists here)
 # --------------------------------------------------------------------------------------------
 
+
 class FakeController:
     """A small in-memory AWX API: what the awx.awx modules of awx/configure.yml call, with the checks
     AWX makes that matter here (playbook and inventory file in the project, one credential per type on a
     template, credential inputs declared by their type, survey spec shape, injector fields)."""
 
     TOKEN = "fake-controller-token-" + _TAG
-    ASSOCIATIONS = ("credentials", "success_nodes", "failure_nodes", "always_nodes", "labels", "instance_groups",
-                    "notification_templates_started", "notification_templates_success", "notification_templates_error",
-                    "notification_templates_approvals", "galaxy_credentials", "input_inventories")
+    ASSOCIATIONS = (
+        "credentials",
+        "success_nodes",
+        "failure_nodes",
+        "always_nodes",
+        "labels",
+        "instance_groups",
+        "notification_templates_started",
+        "notification_templates_success",
+        "notification_templates_error",
+        "notification_templates_approvals",
+        "galaxy_credentials",
+        "input_inventories",
+    )
     SUBS = {
-        "job_templates": ("survey_spec", "credentials", "labels", "instance_groups", "notification_templates_started",
-                          "notification_templates_success", "notification_templates_error"),
-        "workflow_job_templates": ("survey_spec", "workflow_nodes", "labels", "notification_templates_started",
-                                   "notification_templates_success", "notification_templates_error",
-                                   "notification_templates_approvals"),
-        "workflow_job_template_nodes": ("success_nodes", "failure_nodes", "always_nodes", "credentials", "labels",
-                                        "instance_groups"),
-        "projects": ("update", "notification_templates_started", "notification_templates_success",
-                     "notification_templates_error"),
-        "inventory_sources": ("notification_templates_started", "notification_templates_success",
-                              "notification_templates_error"),
-        "organizations": ("instance_groups", "galaxy_credentials", "notification_templates_started",
-                          "notification_templates_success", "notification_templates_error",
-                          "notification_templates_approvals"),
+        "job_templates": (
+            "survey_spec",
+            "credentials",
+            "labels",
+            "instance_groups",
+            "notification_templates_started",
+            "notification_templates_success",
+            "notification_templates_error",
+        ),
+        "workflow_job_templates": (
+            "survey_spec",
+            "workflow_nodes",
+            "labels",
+            "notification_templates_started",
+            "notification_templates_success",
+            "notification_templates_error",
+            "notification_templates_approvals",
+        ),
+        "workflow_job_template_nodes": (
+            "success_nodes",
+            "failure_nodes",
+            "always_nodes",
+            "credentials",
+            "labels",
+            "instance_groups",
+        ),
+        "projects": (
+            "update",
+            "notification_templates_started",
+            "notification_templates_success",
+            "notification_templates_error",
+        ),
+        "inventory_sources": (
+            "notification_templates_started",
+            "notification_templates_success",
+            "notification_templates_error",
+        ),
+        "organizations": (
+            "instance_groups",
+            "galaxy_credentials",
+            "notification_templates_started",
+            "notification_templates_success",
+            "notification_templates_error",
+            "notification_templates_approvals",
+        ),
         "inventories": ("instance_groups", "input_inventories"),
     }
 
@@ -496,14 +609,28 @@ class FakeController:
         self.store, self.links, self.surveys, self.log = {}, {}, {}, []
         self.next_id = 100
         self._put("organizations", {"name": "Default"}, obj_id=1)
-        machine_fields = [{"id": "username", "label": "Username", "type": "string"},
-                          {"id": "password", "label": "Password", "type": "string", "secret": True},
-                          {"id": "ssh_key_data", "label": "SSH Private Key", "type": "string", "secret": True,
-                           "multiline": True, "format": "ssh_private_key"}]
-        self._put("credential_types", {"name": "Machine", "kind": "ssh", "managed": True,
-                                       "inputs": {"fields": machine_fields}, "injectors": {}}, obj_id=1)
-        self._put("credential_types", {"name": "Source Control", "kind": "scm", "managed": True,
-                                       "inputs": {"fields": []}, "injectors": {}}, obj_id=2)
+        machine_fields = [
+            {"id": "username", "label": "Username", "type": "string"},
+            {"id": "password", "label": "Password", "type": "string", "secret": True},
+            {
+                "id": "ssh_key_data",
+                "label": "SSH Private Key",
+                "type": "string",
+                "secret": True,
+                "multiline": True,
+                "format": "ssh_private_key",
+            },
+        ]
+        self._put(
+            "credential_types",
+            {"name": "Machine", "kind": "ssh", "managed": True, "inputs": {"fields": machine_fields}, "injectors": {}},
+            obj_id=1,
+        )
+        self._put(
+            "credential_types",
+            {"name": "Source Control", "kind": "scm", "managed": True, "inputs": {"fields": []}, "injectors": {}},
+            obj_id=2,
+        )
         self.server = None
 
     # -- storage ----------------------------------------------------------------------------
@@ -512,15 +639,24 @@ class FakeController:
             self.next_id += 1
             obj_id = self.next_id
         url = "/api/v2/%s/%d/" % (res, obj_id)
-        obj = dict(data, id=obj_id, type=res[:-1], url=url, summary_fields={},
-                   related={sub: url + sub + "/" for sub in self.SUBS.get(res, ())})
+        obj = dict(
+            data,
+            id=obj_id,
+            type=res[:-1],
+            url=url,
+            summary_fields={},
+            related={sub: url + sub + "/" for sub in self.SUBS.get(res, ())},
+        )
         self.store.setdefault(res, {})[obj_id] = obj
         return obj
 
     def _objects(self, res):
         if res == "unified_job_templates":
-            return [o for r in ("job_templates", "workflow_job_templates", "projects", "inventory_sources")
-                    for o in self.store.get(r, {}).values()]
+            return [
+                o
+                for r in ("job_templates", "workflow_job_templates", "projects", "inventory_sources")
+                for o in self.store.get(r, {}).values()
+            ]
         return list(self.store.get(res, {}).values())
 
     def _view(self, obj):
@@ -546,8 +682,18 @@ class FakeController:
             fields = merged.get("inputs", {}).get("fields", [])
             ids = {f["id"] for f in fields}
             for f in fields:
-                if not {"id", "label"} <= set(f) or set(f) - {"id", "label", "type", "help_text", "secret", "multiline",
-                                                               "format", "choices", "ask_at_runtime", "default"}:
+                if not {"id", "label"} <= set(f) or set(f) - {
+                    "id",
+                    "label",
+                    "type",
+                    "help_text",
+                    "secret",
+                    "multiline",
+                    "format",
+                    "choices",
+                    "ask_at_runtime",
+                    "default",
+                }:
                     errors["inputs"] = ["invalid field %r" % f]
             for req in merged.get("inputs", {}).get("required", []):
                 if req not in ids:
@@ -578,7 +724,9 @@ class FakeController:
                 errors["project"] = ["does not exist"]
             elif merged.get("playbook") not in project["playbook_files"]:
                 errors["playbook"] = ["Playbook not found for project."]
-            if merged.get("inventory") not in self.store.get("inventories", {}) and not merged.get("ask_inventory_on_launch"):
+            if merged.get("inventory") not in self.store.get("inventories", {}) and not merged.get(
+                "ask_inventory_on_launch"
+            ):
                 errors["inventory"] = ["Job Template must provide 'inventory' or allow prompting for it."]
         elif res == "inventory_sources":
             project = self.store.get("projects", {}).get(merged.get("source_project"))
@@ -605,7 +753,15 @@ class FakeController:
             return "survey spec needs name, description and a non-empty spec"
         seen = set()
         for q in spec["spec"]:
-            if q.get("type") not in ("text", "textarea", "password", "integer", "float", "multiplechoice", "multiselect"):
+            if q.get("type") not in (
+                "text",
+                "textarea",
+                "password",
+                "integer",
+                "float",
+                "multiplechoice",
+                "multiselect",
+            ):
                 return "invalid type %r" % q.get("type")
             if not q.get("question_name") or not q.get("variable") or not isinstance(q.get("required"), bool):
                 return "question_name, variable and required are needed: %r" % q
@@ -659,8 +815,9 @@ class FakeController:
             if method == "PATCH":
                 body = {k: v for k, v in body.items() if v != "$encrypted$"}
                 if res == "credentials" and "inputs" in body:
-                    body["inputs"] = {k: (obj["inputs"].get(k) if v == "$encrypted$" else v)
-                                      for k, v in body["inputs"].items()}
+                    body["inputs"] = {
+                        k: (obj["inputs"].get(k) if v == "$encrypted$" else v) for k, v in body["inputs"].items()
+                    }
                 errors = self._validate(res, body, current=obj)
                 if errors:
                     return 400, errors
@@ -686,14 +843,21 @@ class FakeController:
                 self.surveys.pop((res, obj_id), None)
                 return 200, {}
         if sub == "workflow_nodes" and method == "GET":
-            nodes = [self._view(o) for o in self._objects("workflow_job_template_nodes")
-                     if o.get("workflow_job_template") == obj_id]
+            nodes = [
+                self._view(o)
+                for o in self._objects("workflow_job_template_nodes")
+                if o.get("workflow_job_template") == obj_id
+            ]
             return 200, {"count": len(nodes), "next": None, "results": nodes}
         if sub in self.ASSOCIATIONS:
             linked = self.links.setdefault((res, obj_id, sub), [])
-            target = {"success_nodes": "workflow_job_template_nodes", "failure_nodes": "workflow_job_template_nodes",
-                      "always_nodes": "workflow_job_template_nodes", "galaxy_credentials": "credentials",
-                      "input_inventories": "inventories"}.get(sub, sub)
+            target = {
+                "success_nodes": "workflow_job_template_nodes",
+                "failure_nodes": "workflow_job_template_nodes",
+                "always_nodes": "workflow_job_template_nodes",
+                "galaxy_credentials": "credentials",
+                "input_inventories": "inventories",
+            }.get(sub, sub)
             if sub.startswith("notification_templates"):
                 target = "notification_templates"
             if method == "GET":
@@ -719,8 +883,16 @@ class FakeController:
         project.setdefault("scm_revision", "")
         project["playbook_files"] = [f for f in files if "/" not in f and f.endswith(".yml")]
         project["inventory_files"] = [f for f in files if f.startswith("inventories/")]
-        update = self._put("project_updates", {"name": project["name"], "status": "successful", "finished": True,
-                                               "failed": False, "project": project["id"]})
+        update = self._put(
+            "project_updates",
+            {
+                "name": project["name"],
+                "status": "successful",
+                "finished": True,
+                "failed": False,
+                "project": project["id"],
+            },
+        )
         project["summary_fields"] = {"current_update": {"id": update["id"], "status": "successful"}}
         project["scm_revision"] = "0" * 40
 
@@ -730,7 +902,9 @@ class FakeController:
             for src in [o for o in self._objects("inventory_sources") if o.get("inventory") == obj_id]:
                 self.store["inventory_sources"].pop(src["id"])
         if res == "workflow_job_templates":
-            for node in [o for o in self._objects("workflow_job_template_nodes") if o.get("workflow_job_template") == obj_id]:
+            for node in [
+                o for o in self._objects("workflow_job_template_nodes") if o.get("workflow_job_template") == obj_id
+            ]:
                 self.store["workflow_job_template_nodes"].pop(node["id"])
 
     def start(self):
@@ -771,22 +945,51 @@ class FakeController:
 
 
 def _project_files():
-    out = subprocess.run(["git", "-C", str(ROOT), "ls-files", "--cached", "--others", "--exclude-standard"],
-                         capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "--cached", "--others", "--exclude-standard"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     return [f for f in out if (ROOT / f).is_file()]
 
 
 def _configure(url, *extra, secrets_env=None):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("ANSIBLE_", "CONTROLLER_", "HYPERBOLIC_")) and k.lower() not in ("http_proxy", "https_proxy")}
-    env.update(ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", NO_PROXY="127.0.0.1",
-               CONTROLLER_HOST=url, CONTROLLER_OAUTH_TOKEN=FakeController.TOKEN, CONTROLLER_VERIFY_SSL="false",
-               PATH="%s:%s" % (VENV_BIN, os.environ.get("PATH", "/usr/bin:/bin")))
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("ANSIBLE_", "CONTROLLER_", "HYPERBOLIC_"))
+        and k.lower() not in ("http_proxy", "https_proxy")
+    }
+    env.update(
+        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+        ANSIBLE_NOCOLOR="1",
+        NO_PROXY="127.0.0.1",
+        CONTROLLER_HOST=url,
+        CONTROLLER_OAUTH_TOKEN=FakeController.TOKEN,
+        CONTROLLER_VERIFY_SSL="false",
+        PATH="%s:%s" % (VENV_BIN, os.environ.get("PATH", "/usr/bin:/bin")),
+    )
     env.update(secrets_env or {})
-    proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", "awx/configure.yml",
-                           "-e", "rlinfra_awx_scm_url=https://git.example.invalid/rlinfra/verl.git",
-                           "-e", "rlinfra_awx_ee_image=registry.example.invalid/rlinfra/verl-ee:test", *extra],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
+    proc = subprocess.run(
+        [
+            str(VENV_BIN / "ansible-playbook"),
+            "-i",
+            "localhost,",
+            "awx/configure.yml",
+            "-e",
+            "rlinfra_awx_scm_url=https://git.example.invalid/rlinfra/verl.git",
+            "-e",
+            "rlinfra_awx_ee_image=registry.example.invalid/rlinfra/verl-ee:test",
+            *extra,
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     return proc
 
 
@@ -804,9 +1007,15 @@ def test_configure_loads_into_a_controller_idempotently_and_removes(tmp_path, cl
     url = fake.start()
     ssh_key = "-----BEGIN OPENSSH PRIVATE KEY-----\nFAKEawxKEY" + _TAG + "\n-----END OPENSSH PRIVATE KEY-----\n"
     vault = tmp_path / "vault.yml"
-    _write(vault, yaml.safe_dump({"rlinfra_awx_ssh_private_key": ssh_key, "rlinfra_awx_ray_auth_token": "ray_FAKE_" + _TAG}))
-    secrets_env = {"HYPERBOLIC_API_KEY": SECRETS["HYPERBOLIC_API_KEY"], "HF_TOKEN": SECRETS["HF_TOKEN"],
-                   "WANDB_API_KEY": SECRETS["WANDB_API_KEY"]}
+    _write(
+        vault,
+        yaml.safe_dump({"rlinfra_awx_ssh_private_key": ssh_key, "rlinfra_awx_ray_auth_token": "ray_FAKE_" + _TAG}),
+    )
+    secrets_env = {
+        "HYPERBOLIC_API_KEY": SECRETS["HYPERBOLIC_API_KEY"],
+        "HF_TOKEN": SECRETS["HF_TOKEN"],
+        "WANDB_API_KEY": SECRETS["WANDB_API_KEY"],
+    }
     all_secrets = list(SECRETS.values()) + ["ray_FAKE_" + _TAG, "FAKEawxKEY" + _TAG]
     try:
         first = _configure(url, "-e", "@%s" % vault, secrets_env=secrets_env)
@@ -819,7 +1028,9 @@ def test_configure_loads_into_a_controller_idempotently_and_removes(tmp_path, cl
         ml = fake.get("credential_types", "Hugging Face / W&B tokens")
         assert ml["injectors"]["env"] == {"HF_TOKEN": "{{ hf_token }}", "WANDB_API_KEY": "{{ wandb_api_key }}"}
         assert fake.get("credentials", "rlinfra-verl HF / W&B")["inputs"] == {
-            "hf_token": SECRETS["HF_TOKEN"], "wandb_api_key": SECRETS["WANDB_API_KEY"]}
+            "hf_token": SECRETS["HF_TOKEN"],
+            "wandb_api_key": SECRETS["WANDB_API_KEY"],
+        }
         assert fake.get("credentials", "rlinfra-verl SSH")["inputs"]["ssh_key_data"].strip() == ssh_key.strip()
         assert fake.get("credentials", "rlinfra-verl SSH")["credential_type"] == 1  # Machine
 
@@ -835,18 +1046,32 @@ def test_configure_loads_into_a_controller_idempotently_and_removes(tmp_path, cl
         # Job templates: playbooks, surveys, credentials (merge only once merge.yml exists).
         has_merge = (ROOT / "merge.yml").is_file()
         jts = {o["name"]: o for o in fake._objects("job_templates")}
-        expected = {"rlinfra-verl site", "rlinfra-verl submit", "rlinfra-verl stop", "rlinfra-verl status",
-                    "rlinfra-verl logs", "rlinfra-verl teardown", "rlinfra-verl provision", "rlinfra-verl fitness"}
+        expected = {
+            "rlinfra-verl site",
+            "rlinfra-verl submit",
+            "rlinfra-verl stop",
+            "rlinfra-verl status",
+            "rlinfra-verl logs",
+            "rlinfra-verl teardown",
+            "rlinfra-verl provision",
+            "rlinfra-verl fitness",
+        }
         assert set(jts) == expected | ({"rlinfra-verl merge"} if has_merge else set())
         fitness = jts["rlinfra-verl fitness"]
         assert fitness["playbook"] == "fitness.yml" and fitness["ask_variables_on_launch"] is True
         assert [q["variable"] for q in fake.surveys[("job_templates", fitness["id"])]["spec"]] == ["cluster"]
         submit = jts["rlinfra-verl submit"]
-        assert submit["playbook"] == "submit.yml" and submit["survey_enabled"] and submit["execution_environment"] == ee["id"]
+        assert (
+            submit["playbook"] == "submit.yml"
+            and submit["survey_enabled"]
+            and submit["execution_environment"] == ee["id"]
+        )
         survey = fake.surveys[("job_templates", submit["id"])]
         assert [q["variable"] for q in survey["spec"]] == ["exp", "dry_run", "run", "cluster"]
         assert "smoke" in survey["spec"][0]["choices"]
-        linked = {fake.store["credentials"][i]["name"] for i in fake.links[("job_templates", submit["id"], "credentials")]}
+        linked = {
+            fake.store["credentials"][i]["name"] for i in fake.links[("job_templates", submit["id"], "credentials")]
+        }
         assert linked == {"rlinfra-verl HF / W&B", "rlinfra-verl Ray token", "rlinfra-verl SSH"}
         site = jts["rlinfra-verl site"]
         assert ("job_templates", site["id"]) not in fake.surveys and site["use_fact_cache"] is True
@@ -854,12 +1079,21 @@ def test_configure_loads_into_a_controller_idempotently_and_removes(tmp_path, cl
 
         # Workflow: site -> submit (-> merge).
         wf = fake.get("workflow_job_templates", "rlinfra-verl train (site, submit, merge)")
-        nodes = {n["identifier"]: n for n in fake._objects("workflow_job_template_nodes")
-                 if n["workflow_job_template"] == wf["id"]}
+        nodes = {
+            n["identifier"]: n
+            for n in fake._objects("workflow_job_template_nodes")
+            if n["workflow_job_template"] == wf["id"]
+        }
         assert set(nodes) == {"site", "submit"} | ({"merge"} if has_merge else set())
-        assert fake.links[("workflow_job_template_nodes", nodes["site"]["id"], "success_nodes")] == [nodes["submit"]["id"]]
+        assert fake.links[("workflow_job_template_nodes", nodes["site"]["id"], "success_nodes")] == [
+            nodes["submit"]["id"]
+        ]
         assert nodes["site"]["unified_job_template"] == site["id"]
-        assert [q["variable"] for q in fake.surveys[("workflow_job_templates", wf["id"])]["spec"]] == ["exp", "run", "cluster"]
+        assert [q["variable"] for q in fake.surveys[("workflow_job_templates", wf["id"])]["spec"]] == [
+            "exp",
+            "run",
+            "cluster",
+        ]
 
         # A second run changes nothing.
         second = _configure(url, "-e", "@%s" % vault, secrets_env=secrets_env)
@@ -869,8 +1103,11 @@ def test_configure_loads_into_a_controller_idempotently_and_removes(tmp_path, cl
         # absent removes everything it created.
         gone = _configure(url, "-e", "rlinfra_awx_state=absent")
         assert gone.returncode == 0, gone.stdout[-6000:]
-        left = {res: [o.get("name") for o in objs.values()] for res, objs in fake.store.items()
-                if res not in ("project_updates",) and objs}
+        left = {
+            res: [o.get("name") for o in objs.values()]
+            for res, objs in fake.store.items()
+            if res not in ("project_updates",) and objs
+        }
         assert left == {"organizations": ["Default"], "credential_types": ["Machine", "Source Control"]}, left
     finally:
         fake.stop()

@@ -31,8 +31,16 @@ def test_two_gloo_ranks_measure_and_report_as_nccl_tests(merge_venv, tmp_path): 
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
-    procs = [subprocess.Popen([str(merge_venv / "bin" / "python"), str(script), str(code), str(rank), str(port)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for rank in (0, 1)]
+    procs = [
+        subprocess.Popen(
+            [str(merge_venv / "bin" / "python"), str(script), str(code), str(rank), str(port)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for rank in (0, 1)
+    ]
     outs = [p.communicate(timeout=300) for p in procs]
     assert all(p.returncode == 0 for p in procs), [o[1][-2000:] for o in outs]
     rows = json.loads(next(l for l in outs[0][0].splitlines() if l.startswith("ROWS "))[5:])
@@ -42,4 +50,6 @@ def test_two_gloo_ranks_measure_and_report_as_nccl_tests(merge_venv, tmp_path): 
         assert abs(r["algbw"] - r["bytes"] / (r["time_us"] / 1e6) / 1e9) <= 0.01 * r["algbw"] + 0.002
         assert r["busbw"] == round(r["algbw"] * fitness_ray.bus_factor(2), 3) == r["algbw"]
     table = fitness_ray.table(rows)
-    assert table[2].split()[:5] == ["1048576", "262144", "float", "sum", "-1"] and table[-1].startswith("# Avg bus bandwidth")
+    assert table[2].split()[:5] == ["1048576", "262144", "float", "sum", "-1"] and table[-1].startswith(
+        "# Avg bus bandwidth"
+    )

@@ -16,9 +16,8 @@ import time
 
 import pytest
 
-from tests.fake_hyperbolic.testing import HYPERBOLIC_TEST_KEY, ROOT, ansible_env, load_failures, run, venv_bin
-
 from tests.fake_hyperbolic.server import marketplace_instance, on_demand_rental
+from tests.fake_hyperbolic.testing import HYPERBOLIC_TEST_KEY, ROOT, ansible_env, load_failures, run, venv_bin
 
 CLUSTER_RE = "^verl-(?P<cluster>[^-]+)-"
 
@@ -44,11 +43,21 @@ def test_hosts_hostvars_groups_and_clusters(fake_hyperbolic, inventory_file, ans
 
     rental = hostvars["verl-a-00002"]  # on_demand, sshNetworking, non-default port
     assert rental == {
-        "ansible_host": "10.0.0.2", "ansible_port": 20002, "ansible_user": "ubuntu",
-        "hyperbolic_id": "vm-000002", "hyperbolic_label": "verl-a-00002", "hyperbolic_status": "running",
-        "hyperbolic_gpu_type": "H100-SXM5-80GB", "hyperbolic_gpu_count": 8, "hyperbolic_region": "us-east-1",
-        "hyperbolic_source": "on_demand", "ray_cluster": "a", "hyperbolic_kind": "virtual-machine",
-        "hyperbolic_node": None, "hyperbolic_private_ip": None, "hyperbolic_cost_per_hour": None,
+        "ansible_host": "10.0.0.2",
+        "ansible_port": 20002,
+        "ansible_user": "ubuntu",
+        "hyperbolic_id": "vm-000002",
+        "hyperbolic_label": "verl-a-00002",
+        "hyperbolic_status": "running",
+        "hyperbolic_gpu_type": "H100-SXM5-80GB",
+        "hyperbolic_gpu_count": 8,
+        "hyperbolic_region": "us-east-1",
+        "hyperbolic_source": "on_demand",
+        "ray_cluster": "a",
+        "hyperbolic_kind": "virtual-machine",
+        "hyperbolic_node": None,
+        "hyperbolic_private_ip": None,
+        "hyperbolic_cost_per_hour": None,
         "hyperbolic_user_metadata": None,
     }
     market = hostvars["verl-b-00003"]  # marketplace, "ssh -p P user@h"
@@ -60,8 +69,14 @@ def test_hosts_hostvars_groups_and_clusters(fake_hyperbolic, inventory_file, ans
 
     groups = groups_of(data)
     assert groups["ray_head"] == ["verl-a-00000", "verl-b-00001"]
-    assert groups["ray_workers"] == ["verl-a-00002", "verl-a-00004", "verl-a-00006",
-                                     "verl-b-00003", "verl-b-00005", "verl-b-00007"]
+    assert groups["ray_workers"] == [
+        "verl-a-00002",
+        "verl-a-00004",
+        "verl-a-00006",
+        "verl-b-00003",
+        "verl-b-00005",
+        "verl-b-00007",
+    ]
     assert groups["ray_cluster_a"] == ["verl-a-00000", "verl-a-00002", "verl-a-00004", "verl-a-00006"]
     assert groups["ray_cluster_b"] == ["verl-b-00001", "verl-b-00003", "verl-b-00005", "verl-b-00007"]
     assert {h["ray_cluster"] for h in hostvars.values()} == {"a", "b"}
@@ -76,8 +91,9 @@ def test_head_selector_and_same_head_every_run(fake_hyperbolic, inventory_file, 
     assert first.rc == 0, first.stderr
     assert groups_of(first.data)["ray_head"] == ["verl-a-00004", "verl-b-00005"]
     # reversed API order: same inventory, same heads
-    fake_hyperbolic.set_instances(on_demand=list(reversed(fake_hyperbolic.on_demand)),
-                                  marketplace=list(reversed(fake_hyperbolic.marketplace)))
+    fake_hyperbolic.set_instances(
+        on_demand=list(reversed(fake_hyperbolic.on_demand)), marketplace=list(reversed(fake_hyperbolic.marketplace))
+    )
     second = ansible_inventory(path)
     assert second.data == first.data
 
@@ -106,17 +122,20 @@ def test_fixture_shapes_filters_and_unique_names(fake_hyperbolic, inventory_file
 
 
 # ----------------------------------------------------------------------------- cache
-def test_cache_hit_makes_no_request_and_gives_same_output(fake_hyperbolic, inventory_file, ansible_inventory,
-                                                          tmp_path):
+def test_cache_hit_makes_no_request_and_gives_same_output(fake_hyperbolic, inventory_file, ansible_inventory, tmp_path):
     fake_hyperbolic.set_fleet(20, clusters=["a", "b"])
-    path = inventory_file({
-        "cluster_from": CLUSTER_RE,
-        "cache": True, "cache_plugin": "ansible.builtin.jsonfile",
-        "cache_connection": str(tmp_path / "cache"), "cache_timeout": 600,
-        "compose": {"gpu_total": "hyperbolic_gpu_count * 1"},
-        "keyed_groups": [{"key": "hyperbolic_source", "prefix": "src"}],
-        "groups": {"first_ten": "hyperbolic_label is not none and hyperbolic_label is match('verl-a-0000')"},
-    })
+    path = inventory_file(
+        {
+            "cluster_from": CLUSTER_RE,
+            "cache": True,
+            "cache_plugin": "ansible.builtin.jsonfile",
+            "cache_connection": str(tmp_path / "cache"),
+            "cache_timeout": 600,
+            "compose": {"gpu_total": "hyperbolic_gpu_count * 1"},
+            "keyed_groups": [{"key": "hyperbolic_source", "prefix": "src"}],
+            "groups": {"first_ten": "hyperbolic_label is not none and hyperbolic_label is match('verl-a-0000')"},
+        }
+    )
     first = ansible_inventory(path)
     assert first.rc == 0, first.stderr
     assert fake_hyperbolic.request_count == 2
@@ -152,8 +171,7 @@ def test_404_source_is_skipped_with_warning(fake_hyperbolic, inventory_file, ans
 
 
 @pytest.mark.parametrize("status, word", [(401, "Unauthorized"), (403, "Forbidden")])
-def test_rejected_key_gives_one_clear_line(fake_hyperbolic, inventory_file, ansible_inventory, tmp_path,
-                                           status, word):
+def test_rejected_key_gives_one_clear_line(fake_hyperbolic, inventory_file, ansible_inventory, tmp_path, status, word):
     fake_hyperbolic.set_fleet(2)
     if status == 401:
         env = ansible_env(tmp_path, HYPERBOLIC_API_KEY="sk-wrong-key-0000")
@@ -163,9 +181,11 @@ def test_rejected_key_gives_one_clear_line(fake_hyperbolic, inventory_file, ansi
         env = None
     path = inventory_file()
     result = ansible_inventory(path, "-vvv", env=env)
-    expected = ("rlinfra.verl.hyperbolic: cannot load %s: Hyperbolic API rejected the API key: HTTP %d %s "
-                "on GET /v2/on-demand/virtual-machine-rentals: %s; check HYPERBOLIC_API_KEY (or api_key)" % (
-                    path, status, word, "Invalid API key" if status == 401 else "API key lacks the compute scope"))
+    expected = (
+        "rlinfra.verl.hyperbolic: cannot load %s: Hyperbolic API rejected the API key: HTTP %d %s "
+        "on GET /v2/on-demand/virtual-machine-rentals: %s; check HYPERBOLIC_API_KEY (or api_key)"
+        % (path, status, word, "Invalid API key" if status == 401 else "API key lacks the compute scope")
+    )
     assert load_failures(result.stderr) == [expected], result.stderr
     # both sources are asked concurrently; neither is retried, nor asked again by the 'auto' plugin
     paths = [p for (_m, p, _s, _ok) in fake_hyperbolic.requests]
@@ -194,12 +214,17 @@ def test_5xx_forever_fails_clearly(fake_hyperbolic, inventory_file, ansible_inve
     fake_hyperbolic.set_fleet(2)
     fake_hyperbolic.fail_next(50, status=503)
     result = ansible_inventory(inventory_file({"retries": 2}))
-    assert "Hyperbolic API GET %s/v2/on-demand/virtual-machine-rentals failed after 3 attempts: HTTP 503" % (
-        fake_hyperbolic.url) in result.stderr
+    assert (
+        "Hyperbolic API GET %s/v2/on-demand/virtual-machine-rentals failed after 3 attempts: HTTP 503"
+        % (fake_hyperbolic.url)
+        in result.stderr
+    )
     assert result.rc == 0 and result.data["_meta"]["hostvars"] == {}
     # 3 attempts per source (asked concurrently), and not all over again by the 'auto' plugin
-    assert fake_hyperbolic.stats()["by_path"] == {"/v2/on-demand/virtual-machine-rentals": 3,
-                                                  "/v1/marketplace/instances": 3}
+    assert fake_hyperbolic.stats()["by_path"] == {
+        "/v2/on-demand/virtual-machine-rentals": 3,
+        "/v1/marketplace/instances": 3,
+    }
 
 
 def test_timeout_then_failure_message(fake_hyperbolic, inventory_file, ansible_inventory):
@@ -251,9 +276,12 @@ JINJA_HOSTS = ["verl-x-00000", "lookup-pipe-touch-MARKER"]
 def _jinja_fleet(fake, marker):
     evil = "{{ lookup('pipe', 'touch %s') }}" % marker
     fake.set_instances(
-        on_demand=[on_demand_rental("vm-evil", evil, "203.0.113.66"),
-                   on_demand_rental("vm-ok", "verl-x-00000", "203.0.113.67",
-                                    gpu_type="{{ lookup('pipe', 'touch %s-gpu') }}" % marker)],
+        on_demand=[
+            on_demand_rental("vm-evil", evil, "203.0.113.66"),
+            on_demand_rental(
+                "vm-ok", "verl-x-00000", "203.0.113.67", gpu_type="{{ lookup('pipe', 'touch %s-gpu') }}" % marker
+            ),
+        ],
         marketplace=[],
     )
     return evil
@@ -262,9 +290,13 @@ def _jinja_fleet(fake, marker):
 def test_jinja_in_label_is_plain_text_in_inventory(fake_hyperbolic, inventory_file, ansible_inventory, tmp_path):
     marker = tmp_path / "PWNED"
     evil = _jinja_fleet(fake_hyperbolic, marker)
-    path = inventory_file({"cluster_from": "{{ hyperbolic_label }}",
-                           "compose": {"copied_label": "hyperbolic_label"},
-                           "keyed_groups": [{"key": "hyperbolic_gpu_type", "prefix": "gpu"}]})
+    path = inventory_file(
+        {
+            "cluster_from": "{{ hyperbolic_label }}",
+            "compose": {"copied_label": "hyperbolic_label"},
+            "keyed_groups": [{"key": "hyperbolic_gpu_type", "prefix": "gpu"}],
+        }
+    )
     result = ansible_inventory(path)
     assert result.rc == 0, result.stderr
     hostvars = result.data["_meta"]["hostvars"]
@@ -283,8 +315,21 @@ def test_jinja_in_label_never_runs_in_adhoc_or_playbook(fake_hyperbolic, invento
     path = inventory_file()
     env = ansible_env(tmp_path, ANSIBLE_CALLBACK_RESULT_FORMAT="json")  # no YAML line folding
 
-    adhoc = run([venv_bin("ansible"), "all", "-i", str(path), "-c", "local", "-m", "ansible.builtin.debug",
-                 "-a", "var=hyperbolic_label"], env)
+    adhoc = run(
+        [
+            venv_bin("ansible"),
+            "all",
+            "-i",
+            str(path),
+            "-c",
+            "local",
+            "-m",
+            "ansible.builtin.debug",
+            "-a",
+            "var=hyperbolic_label",
+        ],
+        env,
+    )
     assert adhoc.rc == 0, adhoc.stdout + adhoc.stderr
     assert evil in adhoc.stdout
     assert not marker.exists()
@@ -302,7 +347,8 @@ def test_jinja_in_label_never_runs_in_adhoc_or_playbook(fake_hyperbolic, invento
         "    - ansible.builtin.set_fact:\n"
         "        again: '{{ hyperbolic_label }}'\n"
         "    - ansible.builtin.debug:\n"
-        "        msg: '{{ again }}'\n")
+        "        msg: '{{ again }}'\n"
+    )
     play = run([venv_bin("ansible-playbook"), "-i", str(path), str(playbook)], env)
     assert play.rc == 0, play.stdout + play.stderr
     assert "label=" + evil in play.stdout
@@ -329,9 +375,21 @@ def test_cli_server_from_sandbox_end_to_end(tmp_path):
     inv = tmp_path / "sandbox.hyperbolic.yml"
     env = ansible_env(tmp_path)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.fake_hyperbolic.server", "--from-sandbox", str(state_path),
-         "--write-inventory", str(inv)],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "tests.fake_hyperbolic.server",
+            "--from-sandbox",
+            str(state_path),
+            "--write-inventory",
+            str(inv),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = proc.stdout.readline()
         assert line.startswith("FAKE_HYPERBOLIC_URL=http://127.0.0.1:"), line + proc.stderr.read()
@@ -345,7 +403,10 @@ def test_cli_server_from_sandbox_end_to_end(tmp_path):
         for node in state["nodes"]:
             hv = hostvars[node["name"]]
             assert (hv["ansible_host"], hv["ansible_port"], hv["ansible_user"]) == (
-                node["ip"], node["ssh_port"], node["user"])
+                node["ip"],
+                node["ssh_port"],
+                node["user"],
+            )
             assert hv["ansible_ssh_private_key_file"] == str(key_file)
             assert (hv["python_env_offline"], hv["python_env_wheelhouse"]) == (True, "/data/wheelhouse")
         assert groups_of(data)["ray_head"] == ["rlinfra-sbx-1"]
@@ -362,13 +423,19 @@ def test_cli_server_fleet_and_control_endpoints(tmp_path):
     import urllib.request
 
     env = ansible_env(tmp_path)
-    proc = subprocess.Popen([sys.executable, "-m", "tests.fake_hyperbolic.server", "--fleet", "3000",
-                             "--fail-first", "1"],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.fake_hyperbolic.server", "--fleet", "3000", "--fail-first", "1"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         url = proc.stdout.readline().strip().split("=", 1)[1]
-        req = urllib.request.Request(url + "/v1/marketplace/instances",
-                                     headers={"Authorization": "Bearer " + HYPERBOLIC_TEST_KEY})
+        req = urllib.request.Request(
+            url + "/v1/marketplace/instances", headers={"Authorization": "Bearer " + HYPERBOLIC_TEST_KEY}
+        )
         with pytest.raises(urllib.error.HTTPError) as err:
             urllib.request.urlopen(req, timeout=10)
         assert err.value.code == 500
@@ -394,8 +461,15 @@ def test_cli_server_fleet_and_control_endpoints(tmp_path):
 def test_ansible_doc_renders(tmp_path):
     result = run([venv_bin("ansible-doc"), "-t", "inventory", "rlinfra.verl.hyperbolic"], ansible_env(tmp_path))
     assert result.rc == 0, result.stderr
-    for word in ("api_key", "HYPERBOLIC_API_KEY", "head_selector", "cluster_from", "keyed_groups", "cache_plugin",
-                 "EXAMPLES"):
+    for word in (
+        "api_key",
+        "HYPERBOLIC_API_KEY",
+        "head_selector",
+        "cluster_from",
+        "keyed_groups",
+        "cache_plugin",
+        "EXAMPLES",
+    ):
         assert word in result.stdout
 
 

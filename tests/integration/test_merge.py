@@ -37,13 +37,15 @@ from pathlib import Path
 import pytest
 
 from tests.integration.localhost_play import REPO, flat, recap, run_playbook, write_inventory
+
 MERGE_VENV_SCRIPT = REPO / "tests" / "integration" / "merge_venv.sh"
 EXP = "tiny_qwen2"
 PROJECT = "merge_test"
 STEPS = (2, 4)  # checkpointed steps; the tracker names the last one
 FAKE_HF_TOKEN = "hf_mErGeFaKe0123456789tOkEnVaLuE"
 
-EXPERIMENT = textwrap.dedent("""\
+EXPERIMENT = textwrap.dedent(
+    """\
     description: tiny Qwen2 model, for merge.yml
     project: %s
     params:
@@ -53,7 +55,9 @@ EXPERIMENT = textwrap.dedent("""\
       data:
         train_files: /data/datasets/tiny/train.parquet
         val_files: /data/datasets/tiny/val.parquet
-    """ % PROJECT)
+    """
+    % PROJECT
+)
 
 # Runs under torchrun in the merge venv: one checkpoint per step, in verl's FSDP layout.
 SHARD_SCRIPT = textwrap.dedent("""\
@@ -155,8 +159,9 @@ def free_port():
 def merge_venv():
     """tests/integration/merge_venv.sh: built once (about 1.5 min), then re-used while its requirements stay."""
     start = time.monotonic()
-    proc = subprocess.run(["bash", str(MERGE_VENV_SCRIPT)], cwd=REPO, capture_output=True, text=True,
-                          timeout=2400, check=False)
+    proc = subprocess.run(
+        ["bash", str(MERGE_VENV_SCRIPT)], cwd=REPO, capture_output=True, text=True, timeout=2400, check=False
+    )
     assert proc.returncode == 0, "merge_venv.sh failed:\n%s\n%s" % (proc.stdout[-3000:], proc.stderr[-5000:])
     venv = Path(proc.stdout.strip().splitlines()[-1])
     assert (venv / "bin" / "python").is_file() and (venv / "bin" / "torchrun").is_file()
@@ -172,12 +177,33 @@ def checkpoint(merge_venv, tmp_path_factory):
     ckpt_dir.mkdir(parents=True)
     script = root / "shard_fsdp.py"
     script.write_text(SHARD_SCRIPT)
-    env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1",
-               HF_HOME=str(root / "hf_home"), MASTER_ADDR="127.0.0.1")
-    proc = subprocess.run([str(merge_venv / "bin" / "torchrun"), "--nnodes=1", "--nproc_per_node=2",
-                           "--master_addr=127.0.0.1", "--master_port=%d" % free_port(),
-                           str(script), str(ckpt_dir), ",".join(map(str, STEPS)), str(root)],
-                          cwd=root, env=env, capture_output=True, text=True, timeout=900, check=False)
+    env = dict(
+        os.environ,
+        GLOO_SOCKET_IFNAME="lo",
+        OMP_NUM_THREADS="1",
+        HF_HUB_OFFLINE="1",
+        HF_HOME=str(root / "hf_home"),
+        MASTER_ADDR="127.0.0.1",
+    )
+    proc = subprocess.run(
+        [
+            str(merge_venv / "bin" / "torchrun"),
+            "--nnodes=1",
+            "--nproc_per_node=2",
+            "--master_addr=127.0.0.1",
+            "--master_port=%d" % free_port(),
+            str(script),
+            str(ckpt_dir),
+            ",".join(map(str, STEPS)),
+            str(root),
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert proc.returncode == 0, "torchrun failed:\n%s\n%s" % (proc.stdout[-3000:], proc.stderr[-5000:])
     references = {}
     for step in STEPS:
@@ -193,26 +219,46 @@ def workdir(tmp_path):
     (tmp_path / "experiments" / (EXP + ".yml")).write_text(EXPERIMENT)
     (tmp_path / "experiments" / "never_trained.yml").write_text(EXPERIMENT)
     (tmp_path / "experiments" / "custom_program.yml").write_text(
-        "framework: custom\nproject: %s\nentrypoint:\n  command: python3 train.py\n" % PROJECT)
+        "framework: custom\nproject: %s\nentrypoint:\n  command: python3 train.py\n" % PROJECT
+    )
     return tmp_path
 
 
 def playbook(workdir, checkpoint, *extra, env=None, verbosity="-v"):
-    common = {"verl_job_experiments_dir": str(workdir / "experiments"),
-              "verl_job_checkpoint_root": str(checkpoint["root"]),
-              "verl_job_models_root": str(workdir / "models"),
-              "verl_job_venv": str(checkpoint["venv"]),
-              "verl_job_become": False}
-    return run_playbook(workdir, "merge.yml", common, *extra, env=dict({"HF_HOME": str(workdir / "hf_home")}, **(env or {})),
-                        verbosity=verbosity)
+    common = {
+        "verl_job_experiments_dir": str(workdir / "experiments"),
+        "verl_job_checkpoint_root": str(checkpoint["root"]),
+        "verl_job_models_root": str(workdir / "models"),
+        "verl_job_venv": str(checkpoint["venv"]),
+        "verl_job_become": False,
+    }
+    return run_playbook(
+        workdir,
+        "merge.yml",
+        common,
+        *extra,
+        env=dict({"HF_HOME": str(workdir / "hf_home")}, **(env or {})),
+        verbosity=verbosity,
+    )
 
 
 def compare(checkpoint, target, step):
     other = next(s for s in STEPS if s != step)
-    proc = subprocess.run([str(checkpoint["venv"] / "bin" / "python"), "-c", COMPARE_SCRIPT, str(target),
-                           str(checkpoint["references"][step]), str(checkpoint["references"][other])],
-                          capture_output=True, text=True, timeout=600, check=False,
-                          env=dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1"))
+    proc = subprocess.run(
+        [
+            str(checkpoint["venv"] / "bin" / "python"),
+            "-c",
+            COMPARE_SCRIPT,
+            str(target),
+            str(checkpoint["references"][step]),
+            str(checkpoint["references"][other]),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env=dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1"),
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -239,19 +285,25 @@ def test_checkpoint_is_really_sharded(checkpoint):
     for step in STEPS:
         actor = checkpoint["dir"] / ("global_step_%d" % step) / "actor"
         assert sorted(p.name for p in actor.iterdir()) == [
-            "fsdp_config.json", "huggingface", "model_world_size_2_rank_0.pt", "model_world_size_2_rank_1.pt"]
+            "fsdp_config.json",
+            "huggingface",
+            "model_world_size_2_rank_0.pt",
+            "model_world_size_2_rank_1.pt",
+        ]
         assert json.loads((actor / "fsdp_config.json").read_text()) == {"FSDP_version": 2, "world_size": 2}
         assert {"config.json", "tokenizer.json"} <= {p.name for p in (actor / "huggingface").iterdir()}
-        ranks = [json.loads((checkpoint["root"] / ("shards_step_%d_rank_%d.json" % (step, r))).read_text())
-                 for r in (0, 1)]
+        ranks = [
+            json.loads((checkpoint["root"] / ("shards_step_%d_rank_%d.json" % (step, r))).read_text()) for r in (0, 1)
+        ]
         for key, info in ranks[0].items():
             assert info["dtensor"] and info["placements"] == ["shard(0)"], (key, info)
             rows = [ranks[r][key]["local"][0] for r in (0, 1)]
             assert sum(rows) == info["full"][0] and max(rows) < info["full"][0], (key, rows)
         assert ranks[0]["model.embed_tokens.weight"]["local"] == [126, 64]  # uneven: 251 = 126 + 125
     assert (checkpoint["dir"] / "latest_checkpointed_iteration.txt").read_text() == str(STEPS[-1])
-    assert sorted(p.name for p in checkpoint["dir"].iterdir()) == [
-        "global_step_%d" % s for s in STEPS] + ["latest_checkpointed_iteration.txt"]
+    assert sorted(p.name for p in checkpoint["dir"].iterdir()) == ["global_step_%d" % s for s in STEPS] + [
+        "latest_checkpointed_iteration.txt"
+    ]
 
 
 def test_merge_latest_step_then_rerun_changes_nothing(checkpoint, workdir):
@@ -295,27 +347,34 @@ def test_merge_named_step_and_missing_ones(checkpoint, workdir):
     missing = playbook(workdir, checkpoint, "exp=" + EXP, "step=3")
     assert missing.returncode != 0
     assert recap(missing.output)["failed"] == 1
-    assert ("experiment %s has no checkpoint of step 3: %s/global_step_3/actor does not exist; steps found: %s"
-            % (EXP, checkpoint["dir"], ", ".join(map(str, STEPS)))) in flat(missing.output)
+    assert (
+        "experiment %s has no checkpoint of step 3: %s/global_step_3/actor does not exist; steps found: %s"
+        % (EXP, checkpoint["dir"], ", ".join(map(str, STEPS)))
+    ) in flat(missing.output)
     assert json.loads((target / ".rlinfra-merge.json").read_text())["step"] == STEPS[-1]  # left as it was
 
     # The command line is read strictly before anything runs.
     bad = playbook(workdir, checkpoint, "exp=" + EXP, "step=latest")
     assert bad.returncode != 0
-    assert re.search(r"Bad command line for merge.yml, nothing was done: step must be a whole number from 1 to 1000000000000, "
-                     r"got '+latest'+", flat(bad.output)), bad.output[-3000:]
+    assert re.search(
+        r"Bad command line for merge.yml, nothing was done: step must be a whole number from 1 to 1000000000000, "
+        r"got '+latest'+",
+        flat(bad.output),
+    ), bad.output[-3000:]
 
     # Not a verl experiment (the AWX train workflow merges after every experiment): nothing to merge.
     custom = playbook(workdir, checkpoint, "exp=custom_program")
     assert custom.returncode == 0, custom.output[-3000:]
-    assert ("nothing to merge: experiment custom_program is a custom experiment" in flat(custom.output))
+    assert "nothing to merge: experiment custom_program is a custom experiment" in flat(custom.output)
     assert re.search(r"changed=0 .*failed=0", custom.output), custom.output[-2000:]
     assert not (workdir / "models" / "custom_program").exists()
 
     never = playbook(workdir, checkpoint, "exp=never_trained")
     assert never.returncode != 0
-    assert ("experiment never_trained has no checkpoint directory %s/%s/default/never_trained"
-            % (checkpoint["root"], PROJECT)) in flat(never.output)
+    assert (
+        "experiment never_trained has no checkpoint directory %s/%s/default/never_trained"
+        % (checkpoint["root"], PROJECT)
+    ) in flat(never.output)
 
 
 def test_missing_tracker_or_incomplete_checkpoint_fails_clearly(checkpoint, workdir):
@@ -323,12 +382,16 @@ def test_missing_tracker_or_incomplete_checkpoint_fails_clearly(checkpoint, work
     root = workdir / "ckpt"
     (root / PROJECT / "default" / EXP).mkdir(parents=True)
     for step in STEPS:
-        (root / PROJECT / "default" / EXP / ("global_step_%d" % step)).symlink_to(checkpoint["dir"] / ("global_step_%d" % step))
+        (root / PROJECT / "default" / EXP / ("global_step_%d" % step)).symlink_to(
+            checkpoint["dir"] / ("global_step_%d" % step)
+        )
     moved = dict(checkpoint, root=root)
     proc = playbook(workdir, moved, "exp=" + EXP)
     assert proc.returncode != 0
-    assert ("experiment %s has no checkpoint to merge: %s/%s/default/%s/latest_checkpointed_iteration.txt does not exist; "
-            "steps found: 2, 4 (name one with -e step=N)" % (EXP, root, PROJECT, EXP)) in flat(proc.output)
+    assert (
+        "experiment %s has no checkpoint to merge: %s/%s/default/%s/latest_checkpointed_iteration.txt does not exist; "
+        "steps found: 2, 4 (name one with -e step=N)" % (EXP, root, PROJECT, EXP)
+    ) in flat(proc.output)
     assert not (workdir / "models" / EXP).exists()
 
     # A step whose actor directory lacks the shards and the model config (e.g. a Megatron or a partial one).
@@ -337,9 +400,10 @@ def test_missing_tracker_or_incomplete_checkpoint_fails_clearly(checkpoint, work
     (partial / "fsdp_config.json").write_text('{"FSDP_version": 2, "world_size": 2}')
     proc = playbook(workdir, moved, "exp=" + EXP, "step=6")
     assert proc.returncode != 0
-    assert ("%s is not a complete verl FSDP checkpoint (it has no model_world_size_*_rank_*.pt shards, "
-            "huggingface/config.json): merge.yml merges the actor checkpoints that verl's FSDP workers save"
-            % partial) in flat(proc.output)
+    assert (
+        "%s is not a complete verl FSDP checkpoint (it has no model_world_size_*_rank_*.pt shards, "
+        "huggingface/config.json): merge.yml merges the actor checkpoints that verl's FSDP workers save" % partial
+    ) in flat(proc.output)
     assert not (workdir / "models" / EXP).exists()
 
 
@@ -397,17 +461,30 @@ class FakeHub:
                 m = re.match(r"^/api/models/([^/]+/[^/]+)/(preupload|commit)/main$", path)
                 if method == "POST" and m and m.group(1) in hub.repos:
                     if m.group(2) == "preupload":
-                        return self.reply(200, {"files": [
-                            {"path": f["path"], "uploadMode": "regular", "shouldIgnore": False, "oid": None}
-                            for f in json.loads(body)["files"]]})
+                        return self.reply(
+                            200,
+                            {
+                                "files": [
+                                    {"path": f["path"], "uploadMode": "regular", "shouldIgnore": False, "oid": None}
+                                    for f in json.loads(body)["files"]
+                                ]
+                            },
+                        )
                     for line in body.splitlines():
                         item = json.loads(line)
                         if item["key"] == "file":
                             hub.files.setdefault(m.group(1), {})[item["value"]["path"]] = base64.b64decode(
-                                item["value"]["content"])
+                                item["value"]["content"]
+                            )
                     oid = "%040x" % len(hub.requests)
-                    return self.reply(200, {"commitUrl": "%s/%s/commit/%s" % (hub.url, m.group(1), oid),
-                                            "commitOid": oid, "pullRequestUrl": None})
+                    return self.reply(
+                        200,
+                        {
+                            "commitUrl": "%s/%s/commit/%s" % (hub.url, m.group(1), oid),
+                            "commitOid": oid,
+                            "pullRequestUrl": None,
+                        },
+                    )
                 return self.reply(404, {"error": "not found: %s %s" % (method, path)})
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -435,8 +512,9 @@ def test_upload_to_hugging_face_token_only_in_the_environment(checkpoint, workdi
 
     with FakeHub(FAKE_HF_TOKEN) as hub:
         endpoint = json.dumps({"verl_job_hf_endpoint": hub.url})
-        proc = playbook(workdir, checkpoint, "exp=" + EXP, upload, endpoint, env={"HF_TOKEN": FAKE_HF_TOKEN},
-                        verbosity="-vvv")  # -vvv shows the command lines Ansible runs
+        proc = playbook(
+            workdir, checkpoint, "exp=" + EXP, upload, endpoint, env={"HF_TOKEN": FAKE_HF_TOKEN}, verbosity="-vvv"
+        )  # -vvv shows the command lines Ansible runs
         assert proc.returncode == 0, proc.output[-5000:]
         assert "; uploaded to Hugging Face repo rlinfra-test/tiny-qwen2" in flat(proc.output)
         assert FAKE_HF_TOKEN not in proc.output
@@ -476,7 +554,9 @@ def test_models_root_at_or_above_the_checkpoints_is_refused_and_nothing_is_lost(
     models_root = exp_dir.parent  # <checkpoint root>/<project>/<cluster>: the target is the checkpoint directory
     proc = playbook(workdir, checkpoint, "exp=" + EXP, json.dumps({"verl_job_models_root": str(models_root)}))
     assert proc.returncode != 0
-    assert ("refusing to replace the merge target %s: it is the checkpoint directory %s, which this operation reads; "
-            "merge into a directory of its own, outside the checkpoints (verl_job_models_root for merge.yml)"
-            % (exp_dir, exp_dir)) in flat(proc.output), proc.output[-3000:]
+    assert (
+        "refusing to replace the merge target %s: it is the checkpoint directory %s, which this operation reads; "
+        "merge into a directory of its own, outside the checkpoints (verl_job_models_root for merge.yml)"
+        % (exp_dir, exp_dir)
+    ) in flat(proc.output), proc.output[-3000:]
     assert sorted(str(p.relative_to(exp_dir)) for p in exp_dir.rglob("*")) == before

@@ -22,12 +22,24 @@ from tests.integration.test_merge import merge_venv  # noqa: F401  (the fixture)
 
 TOKEN = "hf_" + "L" * 34
 CONFIG = {"model_type": "gpt2", "vocab_size": 16, "n_positions": 8, "n_embd": 8, "n_layer": 1, "n_head": 1}
-TOKENIZER = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
-             "pre_tokenizer": {"type": "Whitespace"}, "post_processor": None, "decoder": None,
-             "model": {"type": "WordLevel", "vocab": {"[UNK]": 0, "hello": 1, "world": 2}, "unk_token": "[UNK]"}}
-MODEL = {"config.json": json.dumps(CONFIG).encode(), "tokenizer.json": json.dumps(TOKENIZER).encode(),
-         "tokenizer_config.json": json.dumps({"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]"}).encode(),
-         "model.safetensors": bytes(range(256)) * 3000, "nested/dir/notes.txt": b"hello\n"}
+TOKENIZER = {
+    "version": "1.0",
+    "truncation": None,
+    "padding": None,
+    "added_tokens": [],
+    "normalizer": None,
+    "pre_tokenizer": {"type": "Whitespace"},
+    "post_processor": None,
+    "decoder": None,
+    "model": {"type": "WordLevel", "vocab": {"[UNK]": 0, "hello": 1, "world": 2}, "unk_token": "[UNK]"},
+}
+MODEL = {
+    "config.json": json.dumps(CONFIG).encode(),
+    "tokenizer.json": json.dumps(TOKENIZER).encode(),
+    "tokenizer_config.json": json.dumps({"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]"}).encode(),
+    "model.safetensors": bytes(range(256)) * 3000,
+    "nested/dir/notes.txt": b"hello\n",
+}
 DATA = {"main/train.parquet": b"PAR1" + b"\0" * 5000, "README.md": b"# data\n"}
 
 REAL = r"""
@@ -76,9 +88,17 @@ def hub():
 def test_same_layout_as_huggingface_hub_and_readable_offline(merge_venv, hub, tmp_path):  # noqa: F811
     python = str(merge_venv / "bin" / "python")
     env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
-    env.update(HF_ENDPOINT=hub.url, HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_DISABLE_XET="1", NO_PROXY="127.0.0.1,127.0.0.2")
-    real = subprocess.run([python, "-c", REAL, str(tmp_path / "real"), TOKEN], env=env, capture_output=True, text=True,
-                          timeout=300, check=False)
+    env.update(
+        HF_ENDPOINT=hub.url, HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_DISABLE_XET="1", NO_PROXY="127.0.0.1,127.0.0.2"
+    )
+    real = subprocess.run(
+        [python, "-c", REAL, str(tmp_path / "real"), TOKEN],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert real.returncode == 0, real.stderr[-3000:]
 
     items, dummy = hf_prefetch.normalize({"models": ["org/tiny"], "datasets": ["org/data"]}, pytest.fail)
@@ -90,11 +110,20 @@ def test_same_layout_as_huggingface_hub_and_readable_offline(merge_venv, hub, tm
 
     hub.down = True
     env.update(HF_HUB_OFFLINE="1")
-    offline = subprocess.run([python, "-c", OFFLINE, str(tmp_path / "ours" / "hub")], env=env, capture_output=True,
-                             text=True, timeout=300, check=False)
+    offline = subprocess.run(
+        [python, "-c", OFFLINE, str(tmp_path / "ours" / "hub")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert offline.returncode == 0, offline.stderr[-3000:]
     seen = json.loads(offline.stdout.strip().splitlines()[-1])
-    assert seen["files"] == {"config.json": MODEL["config.json"].decode()[:20], "nested/dir/notes.txt": "hello\n",
-                             "train": len(DATA["main/train.parquet"])}
+    assert seen["files"] == {
+        "config.json": MODEL["config.json"].decode()[:20],
+        "nested/dir/notes.txt": "hello\n",
+        "train": len(DATA["main/train.parquet"]),
+    }
     assert seen["warnings"] == [] and seen["repos"] == [["dataset", "org/data", 2], ["model", "org/tiny", 5]]
     assert seen["model_type"] == "gpt2" and seen["ids"] == [1, 2]

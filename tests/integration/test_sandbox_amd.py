@@ -15,31 +15,53 @@ import os
 import re
 import subprocess
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.node import env_names
 from tests.fake_hyperbolic.testing import venv_bin
 from tests.integration.conftest import ROOT, SANDBOX_INVENTORY, sandbox_nodes
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.node import env_names
 
 RECAP = re.compile(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=\d+\s+failed=(\d+)", re.M)
-DEVICES = ("mkdir -p /dev/dri && mknod -m 666 /dev/kfd c 238 0 && mknod -m 666 /dev/dri/renderD200 c 226 200 "
-           "&& mknod -m 666 /dev/dri/renderD201 c 226 201")
-PRESETS = {"GPU_MAX_HW_QUEUES": "2", "TORCH_NCCL_HIGH_PRIORITY": "1", "NCCL_CHECKS_DISABLE": "1",
-           "CUDA_DEVICE_MAX_CONNECTIONS": "1", "RCCL_MSCCL_ENABLE": "0", "HSA_NO_SCRATCH_RECLAIM": "1"}
+DEVICES = (
+    "mkdir -p /dev/dri && mknod -m 666 /dev/kfd c 238 0 && mknod -m 666 /dev/dri/renderD200 c 226 200 "
+    "&& mknod -m 666 /dev/dri/renderD201 c 226 201"
+)
+PRESETS = {
+    "GPU_MAX_HW_QUEUES": "2",
+    "TORCH_NCCL_HIGH_PRIORITY": "1",
+    "NCCL_CHECKS_DISABLE": "1",
+    "CUDA_DEVICE_MAX_CONNECTIONS": "1",
+    "RCCL_MSCCL_ENABLE": "0",
+    "HSA_NO_SCRATCH_RECLAIM": "1",
+}
 
 
 def playbook(*args, inventory=()):
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
     env["ANSIBLE_NOCOLOR"] = "1"
-    proc = subprocess.run([venv_bin("ansible-playbook"), "-i", str(SANDBOX_INVENTORY),
-                           *[a for path in inventory for a in ("-i", str(path))], "site.yml", *args], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=1200, check=False)
+    proc = subprocess.run(
+        [
+            venv_bin("ansible-playbook"),
+            "-i",
+            str(SANDBOX_INVENTORY),
+            *[a for path in inventory for a in ("-i", str(path))],
+            "site.yml",
+            *args,
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
     proc.output = proc.stdout + proc.stderr
     proc.recap = {h: (int(c), int(f)) for h, c, f in RECAP.findall(proc.stdout)}
     return proc
 
 
 def on_node(node, script):
-    return subprocess.run(["docker", "exec", node, "sh", "-c", script], capture_output=True, text=True,
-                          timeout=120, check=False)
+    return subprocess.run(
+        ["docker", "exec", node, "sh", "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
 
 
 def ray_pid(node):
@@ -91,7 +113,9 @@ def test_amd_worker_gets_its_gpus_and_the_rocm_environment(sandbox, tmp_path):
         assert bad.returncode != 0 and bad.recap[amd["name"]][1] == 1, bad.output[-4000:]
         assert all(bad.recap[n["name"]] == (0, 0) for n in others), bad.output[-4000:]
         text = " ".join(bad.output.split())
-        assert "ray_env sets CUDA_VISIBLE_DEVICES on this AMD node" in text and "HIP_VISIBLE_DEVICES instead" in text, text[-3000:]
+        assert "ray_env sets CUDA_VISIBLE_DEVICES on this AMD node" in text and "HIP_VISIBLE_DEVICES instead" in text, (
+            text[-3000:]
+        )
         assert on_node(amd["name"], "sha256sum /etc/ray/ray.env /etc/systemd/system/ray-worker.service").stdout == kept
     finally:
         on_node(amd["name"], "rm -f /dev/kfd /dev/dri/renderD200 /dev/dri/renderD201")

@@ -37,8 +37,9 @@ def git(*args, cwd=None):
 
 
 def on_node(node, script):
-    return subprocess.run(["docker", "exec", node, "sh", "-c", script], capture_output=True, text=True, timeout=120,
-                          check=False).stdout
+    return subprocess.run(
+        ["docker", "exec", node, "sh", "-c", script], capture_output=True, text=True, timeout=120, check=False
+    ).stdout
 
 
 def playbook(name, *extra, token=TOKEN):
@@ -90,17 +91,29 @@ def test_code_checked_out_once_with_its_submodule(sandbox, tmp_path):
     exp_dir.mkdir()
     with GitServer(served, token=TOKEN, host=gateway()) as srv:
         repo = srv.url + "/trainer.git"
-        (exp_dir / "code_probe.yml").write_text(yaml.safe_dump({
-            "framework": "custom", "entrypoint": {"command": "python3 train.py"},
-            "code": {"repo": repo, "ref": "main", "path": "src/app", "token_secret": "GIT_TOKEN"},
-            "wait": {"timeout": 300, "poll_interval": 1}}))
-        common = ("exp=code_probe", "verl_job_experiments_dir=" + str(exp_dir), "verl_job_artifacts_dir=" + str(tmp_path / "a"))
+        (exp_dir / "code_probe.yml").write_text(
+            yaml.safe_dump(
+                {
+                    "framework": "custom",
+                    "entrypoint": {"command": "python3 train.py"},
+                    "code": {"repo": repo, "ref": "main", "path": "src/app", "token_secret": "GIT_TOKEN"},
+                    "wait": {"timeout": 300, "poll_interval": 1},
+                }
+            )
+        )
+        common = (
+            "exp=code_probe",
+            "verl_job_experiments_dir=" + str(exp_dir),
+            "verl_job_artifacts_dir=" + str(tmp_path / "a"),
+        )
         top = "%s/trainer@%s" % (ROOT_DIR, first)
         try:
             # 1. Resolved on the controller, checked out on the head, run there.
             one = playbook("submit.yml", *common, "run=1-" + TAG)
             assert one.returncode == 0, one.output[-4000:]
-            assert shown("code %s@%s (ref main), 1 submodule: checked out" % (repo, first[:12]), one.output), one.output[-3000:]
+            assert shown("code %s@%s (ref main), 1 submodule: checked out" % (repo, first[:12]), one.output), (
+                one.output[-3000:]
+            )
             assert shown("code: %s@%s (ref main)" % (repo, first), one.output)  # the summary: the full commit
             log = "\n".join(p.read_text() for p in (tmp_path / "a" / "code_probe").glob("*.log"))
             assert "CWD=%s/src/app" % top in log and "LIB=lib-%s" % TAG in log, log[-2000:]
@@ -110,7 +123,9 @@ def test_code_checked_out_once_with_its_submodule(sandbox, tmp_path):
             assert all(r["token_ok"] for r in srv.requests), srv.requests
             head_ip = next(n["ip"] for n in nodes if n["name"] == head)
             fetched = sorted({r["path"].split("/")[1] for r in srv.requests if r["client"] == head_ip})
-            assert fetched == ["lib.git", "trainer.git"], srv.requests  # the head fetched both; the controller only asked
+            assert fetched == ["lib.git", "trainer.git"], (
+                srv.requests
+            )  # the head fetched both; the controller only asked
 
             # 2. Already there: the controller resolves, the head fetches nothing.
             seen = len(srv.requests)
@@ -128,13 +143,20 @@ def test_code_checked_out_once_with_its_submodule(sandbox, tmp_path):
             three = playbook("submit.yml", *common, "run=3-" + TAG)
             assert three.returncode == 0, three.output[-4000:]
             assert shown("code %s@%s (ref main), 1 submodule: checked out" % (repo, second[:12]), three.output)
-            assert on_node(head, "ls -d %s/trainer@*" % ROOT_DIR).split() == sorted(["%s/trainer@%s" % (ROOT_DIR, c) for c in (first, second)])
+            assert on_node(head, "ls -d %s/trainer@*" % ROOT_DIR).split() == sorted(
+                ["%s/trainer@%s" % (ROOT_DIR, c) for c in (first, second)]
+            )
 
             # 4. A refused token: one line, nothing submitted.
             four = playbook("submit.yml", *common, "run=4-" + TAG, token="ghp_FAKE_wrong")
             assert four.returncode != 0
-            assert shown("code %s: git ls-remote failed:" % repo, four.output) and shown("the token was refused", four.output)
-            assert "Traceback" not in four.output and "rlinfra-code_probe-default-4-" + TAG not in four.output.split("TASK [")[-1]
+            assert shown("code %s: git ls-remote failed:" % repo, four.output) and shown(
+                "the token was refused", four.output
+            )
+            assert (
+                "Traceback" not in four.output
+                and "rlinfra-code_probe-default-4-" + TAG not in four.output.split("TASK [")[-1]
+            )
             for proc in (one, two, three, four):
                 assert TOKEN not in proc.output
         finally:

@@ -25,10 +25,11 @@ import yaml
 
 from tests.fake_hyperbolic.testing import venv_bin
 from tests.integration.conftest import ROOT, SANDBOX_INVENTORY, SANDBOX_STATE, report_of, sandbox_nodes
-from tests.integration.test_sandbox_secrets_argv import STOP as SAMPLER_STOP, Sampler
 from tests.integration.test_sandbox_amd import DEVICES, raylet_env
 from tests.integration.test_sandbox_dashboard import browser  # noqa: F401 pylint: disable=unused-import
 from tests.integration.test_sandbox_faults import BAD_SIGNS, SLOW, WAIT, Playbook
+from tests.integration.test_sandbox_secrets_argv import STOP as SAMPLER_STOP
+from tests.integration.test_sandbox_secrets_argv import Sampler
 from tests.integration.test_submit_loopback import all_text_under
 
 TAG = secrets.token_hex(4)
@@ -41,8 +42,12 @@ CONTAINER = {"ray_container_image": IMAGE, "ray_container_image_archive": ARCHIV
 EXP = "smoke-container-" + TAG
 # The second image goes through the shared image store: one node loads it there, every node runs it from there.
 STORE = "/data/rlinfra-images-" + TAG
-V2 = dict(CONTAINER, ray_container_image=IMAGE + "-v2", ray_container_image_archive="/data/images/rlinfra-ray-v2.tar",
-          ray_container_image_store=STORE)
+V2 = dict(
+    CONTAINER,
+    ray_container_image=IMAGE + "-v2",
+    ray_container_image_archive="/data/images/rlinfra-ray-v2.tar",
+    ray_container_image_store=STORE,
+)
 
 
 def playbook(name, *extra):
@@ -60,20 +65,28 @@ def playbook(name, *extra):
 
 
 def on_node(node, script):
-    return subprocess.run(["docker", "exec", node, "sh", "-c", script], capture_output=True, text=True,
-                          timeout=120, check=False).stdout
+    return subprocess.run(
+        ["docker", "exec", node, "sh", "-c", script], capture_output=True, text=True, timeout=120, check=False
+    ).stdout
 
 
 def recap(output):
-    return {m.group(1): (int(m.group(2)), int(m.group(3))) for m in
-            re.finditer(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=\d+\s+failed=(\d+)", output, re.M)}
+    return {
+        m.group(1): (int(m.group(2)), int(m.group(3)))
+        for m in re.finditer(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=\d+\s+failed=(\d+)", output, re.M)
+    }
 
 
 def second_image():
     """The test image with one more layer (a new image ID), its archive beside the first (sandbox.sh image builds
     both)."""
-    return subprocess.run(["docker", "image", "inspect", "-f", "{{.Id}}", IMAGE + "-v2"], capture_output=True, text=True,
-                          check=True).stdout.strip().split(":")[-1]
+    return (
+        subprocess.run(
+            ["docker", "image", "inspect", "-f", "{{.Id}}", IMAGE + "-v2"], capture_output=True, text=True, check=True
+        )
+        .stdout.strip()
+        .split(":")[-1]
+    )
 
 
 REGISTRY_CONFIG = """version: 0.1
@@ -101,28 +114,109 @@ def start_registry(tmp_path, user, password):
     certs = tmp_path / "registry"
     certs.mkdir()
     ssl = ["openssl"]
-    subprocess.run(ssl + ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=rlinfra test CA",
-                          "-keyout", str(certs / "ca.key"), "-out", str(certs / "ca.crt")], check=True, capture_output=True)
+    subprocess.run(
+        ssl
+        + [
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=rlinfra test CA",
+            "-keyout",
+            str(certs / "ca.key"),
+            "-out",
+            str(certs / "ca.crt"),
+        ],
+        check=True,
+        capture_output=True,
+    )
     (certs / "san.cnf").write_text("subjectAltName=DNS:%s\nbasicConstraints=CA:FALSE\n" % name)
-    subprocess.run(ssl + ["req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=" + name, "-keyout",
-                          str(certs / "server.key"), "-out", str(certs / "server.csr")], check=True, capture_output=True)
-    subprocess.run(ssl + ["x509", "-req", "-in", str(certs / "server.csr"), "-CA", str(certs / "ca.crt"), "-CAkey",
-                          str(certs / "ca.key"), "-CAcreateserial", "-days", "2", "-extfile", str(certs / "san.cnf"),
-                          "-out", str(certs / "server.crt")], check=True, capture_output=True)
+    subprocess.run(
+        ssl
+        + [
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=" + name,
+            "-keyout",
+            str(certs / "server.key"),
+            "-out",
+            str(certs / "server.csr"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        ssl
+        + [
+            "x509",
+            "-req",
+            "-in",
+            str(certs / "server.csr"),
+            "-CA",
+            str(certs / "ca.crt"),
+            "-CAkey",
+            str(certs / "ca.key"),
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            str(certs / "san.cnf"),
+            "-out",
+            str(certs / "server.crt"),
+        ],
+        check=True,
+        capture_output=True,
+    )
     (certs / "config.yml").write_text(REGISTRY_CONFIG)
-    htpasswd = subprocess.run(["docker", "run", "--rm", "-i", "--network", "none", SANDBOX_IMAGE, "htpasswd", "-iBn", user],
-                              input=password, capture_output=True, text=True, check=True).stdout
+    htpasswd = subprocess.run(
+        ["docker", "run", "--rm", "-i", "--network", "none", SANDBOX_IMAGE, "htpasswd", "-iBn", user],
+        input=password,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     (certs / "htpasswd").write_text(htpasswd)
     for f in certs.iterdir():
         f.chmod(0o644)
     subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
-    subprocess.run(["docker", "run", "-d", "--name", name, "--network", network, "-v", "%s:/certs:ro" % certs,
-                    SANDBOX_IMAGE, "/usr/bin/docker-registry", "serve", "/certs/config.yml"], capture_output=True,
-                   check=True, timeout=120)
+    subprocess.run(
+        [
+            "docker",
+            "run",
+            "-d",
+            "--name",
+            name,
+            "--network",
+            network,
+            "-v",
+            "%s:/certs:ro" % certs,
+            SANDBOX_IMAGE,
+            "/usr/bin/docker-registry",
+            "serve",
+            "/certs/config.yml",
+        ],
+        capture_output=True,
+        check=True,
+        timeout=120,
+    )
     for node in state["nodes"]:
-        subprocess.run(["docker", "cp", str(certs / "ca.crt"),
-                        "%s:/usr/local/share/ca-certificates/rlinfra-test-ca.crt" % node["name"]], check=True,
-                       capture_output=True)
+        subprocess.run(
+            [
+                "docker",
+                "cp",
+                str(certs / "ca.crt"),
+                "%s:/usr/local/share/ca-certificates/rlinfra-test-ca.crt" % node["name"],
+            ],
+            check=True,
+            capture_output=True,
+        )
         on_node(node["name"], "update-ca-certificates >/dev/null 2>&1")
     return name
 
@@ -130,8 +224,11 @@ def start_registry(tmp_path, user, password):
 def stop_registry(name):
     subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
     for node in sandbox_nodes():
-        on_node(node["name"], "rm -f /usr/local/share/ca-certificates/rlinfra-test-ca.crt; "
-                              "update-ca-certificates --fresh >/dev/null 2>&1; rm -f /root/push-auth.json")
+        on_node(
+            node["name"],
+            "rm -f /usr/local/share/ca-certificates/rlinfra-test-ca.crt; "
+            "update-ca-certificates --fresh >/dev/null 2>&1; rm -f /root/push-auth.json",
+        )
 
 
 def vars_file(tmp_path, data):
@@ -143,8 +240,10 @@ def vars_file(tmp_path, data):
 
 
 def running_images(nodes):
-    return {n["name"]: on_node(n["name"], "podman ps --filter name=rlinfra-ray --format '{{.ImageID}}'").strip()
-            for n in nodes}
+    return {
+        n["name"]: on_node(n["name"], "podman ps --filter name=rlinfra-ray --format '{{.ImageID}}'").strip()
+        for n in nodes
+    }
 
 
 def experiment(tmp_path):
@@ -173,6 +272,7 @@ def check_report(browser, exp, worker, killed_at, csv_columns):  # noqa: F811 py
     assert killed_at - 2 <= lost[0]["t"] <= killed_at + 90, (killed_at, lost[0])
     assert any(e["kind"] == "resubmitted" and e["t"] > lost[0]["t"] for e in data["events"]), data["events"]
     from selenium.webdriver.common.by import By
+
     browser.get(path.as_uri())
     time.sleep(1)
     drawn = browser.find_elements(By.CSS_SELECTOR, "canvas")
@@ -183,8 +283,14 @@ def check_report(browser, exp, worker, killed_at, csv_columns):  # noqa: F811 py
 
 
 def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path, browser):  # noqa: F811 pylint: disable=redefined-outer-name
-    built = subprocess.run([str(ROOT / "sandbox" / "sandbox.sh"), "image"], cwd=ROOT, capture_output=True, text=True,
-                           timeout=900, check=False)
+    built = subprocess.run(
+        [str(ROOT / "sandbox" / "sandbox.sh"), "image"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert built.returncode == 0, built.stderr[-3000:]
     nodes = sandbox_nodes()
     names = [n["name"] for n in nodes]
@@ -195,21 +301,31 @@ def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path, browser):  # no
 
     amd = nodes[-1]  # an AMD worker: ROCm's device nodes made as test_sandbox_amd makes them
     try:
-        made = subprocess.run(["docker", "exec", amd["name"], "sh", "-c", DEVICES + " && echo made"],
-                              capture_output=True, text=True, timeout=60, check=False)
+        made = subprocess.run(
+            ["docker", "exec", amd["name"], "sh", "-c", DEVICES + " && echo made"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         assert made.stdout.strip() == "made", made.stderr
         # What a careful user runs first: --check --diff says what each node would get and changes nothing.
-        units = {n["name"]: on_node(n["name"], "cat /etc/systemd/system/ray-%s.service 2>/dev/null" % n["role"])
-                 for n in nodes}
+        units = {
+            n["name"]: on_node(n["name"], "cat /etc/systemd/system/ray-%s.service 2>/dev/null" % n["role"])
+            for n in nodes
+        }
         check = playbook("site.yml", "--check", "--diff", CONTAINER)
         assert check.returncode == 0, check.output[-5000:]
         flat = " ".join(check.output.split())
         for name in names:
-            assert re.search(r"%s would get: the image loaded from its archive; .*Ray (started|restarted)" % name, flat), \
-                check.output[-3000:]
+            assert re.search(
+                r"%s would get: the image loaded from its archive; .*Ray (started|restarted)" % name, flat
+            ), check.output[-3000:]
             assert on_node(name, "podman image exists %s && echo yes" % IMAGE).strip() == ""
-        assert {n["name"]: on_node(n["name"], "cat /etc/systemd/system/ray-%s.service 2>/dev/null" % n["role"])
-                for n in nodes} == units
+        assert {
+            n["name"]: on_node(n["name"], "cat /etc/systemd/system/ray-%s.service 2>/dev/null" % n["role"])
+            for n in nodes
+        } == units
         for sign in BAD_SIGNS:
             assert sign not in check.output, check.output[-3000:]
 
@@ -223,8 +339,11 @@ def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path, browser):  # no
             running = on_node(n["name"], "podman ps --format '{{.Names}} {{.ImageID}}'")
             assert ("rlinfra-ray-%s" % role) in running, running
             # Ray's own processes run inside the image: the raylet's root is the container's, not the node's.
-            raylet = on_node(n["name"], "for p in $(pgrep -f raylet); do test -f /proc/$p/root/etc/rlinfra-container-image "
-                                        "&& echo inside; done").split()
+            raylet = on_node(
+                n["name"],
+                "for p in $(pgrep -f raylet); do test -f /proc/$p/root/etc/rlinfra-container-image "
+                "&& echo inside; done",
+            ).split()
             assert raylet and set(raylet) == {"inside"}, raylet
         # The AMD worker's GPUs pass into its container (ROCm's device nodes, the video group) and Ray counts them.
         unit = on_node(amd["name"], "cat /etc/systemd/system/ray-worker.service")
@@ -232,7 +351,9 @@ def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path, browser):  # no
         inside = on_node(amd["name"], "podman exec rlinfra-ray-worker sh -c 'test -c /dev/kfd && ls /dev/dri'").split()
         assert {"renderD200", "renderD201"} <= set(inside), inside
         assert raylet_env(amd).get("HIP_VISIBLE_DEVICES") == "0,1"
-        assert re.search(r"nodes alive, [0-9.]+ CPUs, 2(\.0)? GPUs", " ".join(first.output.split())), first.output[-3000:]
+        assert re.search(r"nodes alive, [0-9.]+ CPUs, 2(\.0)? GPUs", " ".join(first.output.split())), first.output[
+            -3000:
+        ]
         loaded_ids = {on_node(name, "podman image inspect --format '{{.Id}}' %s" % IMAGE).strip() for name in names}
         assert len(loaded_ids) == 1 and "" not in loaded_ids, loaded_ids
 
@@ -244,7 +365,9 @@ def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path, browser):  # no
 
         again = playbook("site.yml", CONTAINER)
         assert again.returncode == 0, again.output[-5000:]
-        assert all(changed == 0 and failed == 0 for changed, failed in recap(again.output).values()), again.output[-3000:]
+        assert all(changed == 0 and failed == 0 for changed, failed in recap(again.output).values()), again.output[
+            -3000:
+        ]
         assert set(names) <= set(recap(again.output)), again.output[-3000:]
 
         # The AMD devices go, so that the runs below see the cluster the other tests see (no GPUs).
@@ -254,8 +377,11 @@ def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path, browser):  # no
         assert "--num-gpus=0" in on_node(amd["name"], "cat /etc/systemd/system/ray-worker.service")
 
         exp_dir = experiment(tmp_path)
-        submit = playbook("submit.yml", "exp=" + EXP, {"verl_job_experiments_dir": str(exp_dir),
-                                                       "verl_job_checkpoint_root": CKPT_ROOT})
+        submit = playbook(
+            "submit.yml",
+            "exp=" + EXP,
+            {"verl_job_experiments_dir": str(exp_dir), "verl_job_checkpoint_root": CKPT_ROOT},
+        )
         assert submit.returncode == 0, submit.output[-5000:]
         assert "SUCCEEDED" in submit.output, submit.output[-3000:]
         driver_log = all_text_under(ROOT / "artifacts" / EXP)
@@ -270,7 +396,9 @@ def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path, browser):  # no
         data["params"]["trainer"].update(SLOW["trainer"])
         (exp_dir / (fault + ".yml")).write_text(yaml.safe_dump(data))
         worker = next(n for n in nodes if n["role"] != "head")
-        run = Playbook("submit.yml", "exp=" + fault, json.dumps({"verl_job_checkpoint_root": CKPT_ROOT}), exp_dir=exp_dir)
+        run = Playbook(
+            "submit.yml", "exp=" + fault, json.dumps({"verl_job_checkpoint_root": CKPT_ROOT}), exp_dir=exp_dir
+        )
         tracker = "%s/rlinfra_smoke/default/%s/latest_checkpointed_iteration.txt" % (CKPT_ROOT, fault)
         deadline = time.monotonic() + 240
         while not on_node(head, "cat %s 2>/dev/null" % tracker).strip() and time.monotonic() < deadline:
@@ -281,10 +409,12 @@ def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path, browser):  # no
         time.sleep(20)
         subprocess.run(["docker", "start", worker["name"]], capture_output=True, check=True, timeout=60)
         assert run.wait() == 0, run.output[-5000:]
-        assert run.first(r"node %s \(%s\) left the cluster at" % (worker["name"], re.escape(worker["ip"])))[1], \
+        assert run.first(r"node %s \(%s\) left the cluster at" % (worker["name"], re.escape(worker["ip"])))[1], (
             run.output[-4000:]
-        assert run.first(r"attempt 2 \(rlinfra-%s-default-a2\) submitted .* resumes from checkpoint step \d+" % fault)[1], \
-            run.output[-4000:]
+        )
+        assert run.first(r"attempt 2 \(rlinfra-%s-default-a2\) submitted .* resumes from checkpoint step \d+" % fault)[
+            1
+        ], run.output[-4000:]
         assert "SUCCEEDED" in run.output and MARKER in all_text_under(ROOT / "artifacts" / fault)
         back_in = on_node(worker["name"], "podman ps --filter name=rlinfra-ray --format '{{.Names}}'").strip()
         assert back_in == "rlinfra-ray-worker", back_in
@@ -300,14 +430,19 @@ def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path, browser):  # no
         before = running_images(nodes)
         assert len(set(before.values())) == 1 and v2_id[:12] not in list(before.values())[0], before
         run = "v2-" + TAG
-        slow = {"verl_job_experiments_dir": str(exp_dir), "verl_job_checkpoint_root": CKPT_ROOT,
-                "verl_job_params": {"trainer": {"total_training_steps": 900, "save_freq": 300, "step_sleep_s": 1.0}}}
+        slow = {
+            "verl_job_experiments_dir": str(exp_dir),
+            "verl_job_checkpoint_root": CKPT_ROOT,
+            "verl_job_params": {"trainer": {"total_training_steps": 900, "save_freq": 300, "step_sleep_s": 1.0}},
+        }
         started = playbook("submit.yml", "exp=" + EXP, "run=" + run, "wait=false", slow)
         assert started.returncode == 0, started.output[-4000:]
         refused = playbook("site.yml", V2)
         assert refused.returncode != 0, refused.output[-4000:]
         errors = [line for line in refused.output.splitlines() if line.startswith("[ERROR]")]
-        assert len(errors) == 1 and "Refusing to restart Ray under a running job, nothing was changed" in errors[0], errors
+        assert len(errors) == 1 and "Refusing to restart Ray under a running job, nothing was changed" in errors[0], (
+            errors
+        )
         assert "rlinfra-%s-default-%s" % (EXP, run) in errors[0], errors[0]
         assert running_images(nodes) == before
         assert all(on_node(name, "podman image exists %s-v2 && echo yes" % IMAGE).strip() == "" for name in names)
@@ -321,10 +456,19 @@ def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path, browser):  # no
         while not all(v2_id.startswith(i) and i for i in after.values()) and time.monotonic() < deadline:
             time.sleep(3)
             after = running_images(nodes)
-        assert all(v2_id.startswith(image_id) and image_id for image_id in after.values()), \
-            (v2_id, after, applied.output[-4000:],
-             {n["name"]: on_node(n["name"], "podman ps -a --format '{{.Names}} {{.ImageID}} {{.Status}}'; journalctl "
-                                            "-u ray-%s -n 15 --no-pager" % n["role"]) for n in nodes})
+        assert all(v2_id.startswith(image_id) and image_id for image_id in after.values()), (
+            v2_id,
+            after,
+            applied.output[-4000:],
+            {
+                n["name"]: on_node(
+                    n["name"],
+                    "podman ps -a --format '{{.Names}} {{.ImageID}} {{.Status}}'; journalctl "
+                    "-u ray-%s -n 15 --no-pager" % n["role"],
+                )
+                for n in nodes
+            },
+        )
         # Loaded once, into the shared store: every node lists it (its storage.conf, the collection's own) and runs
         # the image from it, read-only; no node holds a copy of its own (one row, read-only); a re-run changes nothing.
         for name in names:
@@ -333,7 +477,9 @@ def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path, browser):  # no
         assert on_node(head, "test -d %s/overlay-images && echo store" % STORE).strip() == "store"
         again = playbook("site.yml", V2)
         assert again.returncode == 0, again.output[-5000:]
-        assert all(changed == 0 and failed == 0 for changed, failed in recap(again.output).values()), again.output[-3000:]
+        assert all(changed == 0 and failed == 0 for changed, failed in recap(again.output).values()), again.output[
+            -3000:
+        ]
 
         # A private registry (TLS from a test CA, htpasswd): an image pulled by reference with credentials.
         user, password = "rlinfra-bot", "pw-" + secrets.token_hex(12)
@@ -341,26 +487,36 @@ def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path, browser):  # no
         ref = "%s:5000/rlinfra/ray-node:pulled" % registry
         # The image to pull: the first image plus 20 MB of its own, built and pushed from the head, then removed
         # there so that every node pulls it.
-        pushed = on_node(head, (
-            "set -e; podman rm -f rlinfra-mk >/dev/null 2>&1 || true; "
-            "podman run --name rlinfra-mk --network host {img} sh -c 'head -c 20000000 /dev/urandom > /blob' && "
-            "podman commit -q rlinfra-mk {ref} >/dev/null && podman rm rlinfra-mk >/dev/null && "
-            "printf %s '{pw}' | podman login --authfile /root/push-auth.json -u {user} --password-stdin {reg}:5000 "
-            ">/dev/null && podman push -q --authfile /root/push-auth.json {ref} && podman image inspect --format "
-            "'{{{{.Id}}}}' {ref} && podman rmi {ref} >/dev/null && echo pushed").format(
-                img=IMAGE, ref=ref, pw=password, user=user, reg=registry))
+        pushed = on_node(
+            head,
+            (
+                "set -e; podman rm -f rlinfra-mk >/dev/null 2>&1 || true; "
+                f"podman run --name rlinfra-mk --network host {IMAGE} sh -c 'head -c 20000000 /dev/urandom > /blob' && "
+                f"podman commit -q rlinfra-mk {ref} >/dev/null && podman rm rlinfra-mk >/dev/null && "
+                f"printf %s '{password}' | podman login --authfile /root/push-auth.json -u {user} --password-stdin {registry}:5000 "
+                f">/dev/null && podman push -q --authfile /root/push-auth.json {ref} && podman image inspect --format "
+                f"'{{{{.Id}}}}' {ref} && podman rmi {ref} >/dev/null && echo pushed"
+            ),
+        )
         assert pushed.strip().endswith("pushed"), pushed
         pulled_id = pushed.split()[-2]
         for name in names:  # as nodes that never pulled it (an earlier run of this test may have)
             on_node(name, "podman rmi -f %s >/dev/null 2>&1" % ref)
-        wrong = dict(CONTAINER, ray_container_image=ref, ray_container_image_archive="",
-                     ray_container_registry_username=user, ray_container_registry_password="wrong-" + password)
+        wrong = dict(
+            CONTAINER,
+            ray_container_image=ref,
+            ray_container_image_archive="",
+            ray_container_registry_username=user,
+            ray_container_registry_password="wrong-" + password,
+        )
         refused = playbook("site.yml", "@" + vars_file(tmp_path, wrong))
         assert refused.returncode != 0, refused.output[-4000:]
         flat = " ".join(refused.output.split())
-        line = r"podman login to %s:5000 as %s was refused: .{0,200}invalid username/password; check " \
-               r"ray_container_registry_username and ray_container_registry_password; nothing was changed" % (
-                   re.escape(registry), user)
+        line = (
+            r"podman login to %s:5000 as %s was refused: .{0,200}invalid username/password; check "
+            r"ray_container_registry_username and ray_container_registry_password; nothing was changed"
+            % (re.escape(registry), user)
+        )
         for name in names:  # each node: its one line naming the refused login; nothing changed
             assert re.search(r"fatal: \[%s\]: FAILED! => changed: false msg: '%s'" % (name, line), flat), flat[-3000:]
             assert on_node(name, "test -e /etc/ray/registry || echo none").strip() == "none"
@@ -373,7 +529,9 @@ def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path, browser):  # no
         for sampler in samplers:
             sampler.start()
         try:
-            good = playbook("site.yml", "@" + vars_file(tmp_path, dict(wrong, ray_container_registry_password=password)))
+            good = playbook(
+                "site.yml", "@" + vars_file(tmp_path, dict(wrong, ray_container_registry_password=password))
+            )
         finally:
             for n in nodes:
                 on_node(n["name"], "touch " + SAMPLER_STOP)
@@ -390,11 +548,14 @@ def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path, browser):  # no
         assert set(running_images(nodes).values()) == {pulled_id[:12]}, (pulled_id, running_images(nodes))
         for n in nodes:
             record = json.loads(on_node(n["name"], "cat /etc/ray/rlinfra-image.json"))
-            assert record["digests"] and all(d.startswith(ref.rsplit(":", 1)[0] + "@sha256:") for d in record["digests"])
+            assert record["digests"] and all(
+                d.startswith(ref.rsplit(":", 1)[0] + "@sha256:") for d in record["digests"]
+            )
             # The login lived for the pull only: no credential stays on the node.
             assert on_node(n["name"], "test -e /etc/ray/registry || echo gone").strip() == "gone"
-            assert password not in on_node(n["name"], "grep -rl . /etc/ray /etc/systemd/system 2>/dev/null | "
-                                                      "xargs cat 2>/dev/null")
+            assert password not in on_node(
+                n["name"], "grep -rl . /etc/ray /etc/systemd/system 2>/dev/null | xargs cat 2>/dev/null"
+            )
     finally:
         if "registry" in locals():
             stop_registry(registry)
@@ -403,7 +564,9 @@ def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path, browser):  # no
         playbook("stop.yml", "exp=" + EXP, "run=v2-" + TAG, {"verl_job_experiments_dir": str(tmp_path / "experiments")})
         back = playbook("site.yml")
         for name in names:  # the store's listing first: podman refuses a listed store that is gone
-            on_node(name, "grep -q '^# rlinfra.verl' /etc/containers/storage.conf && rm -f /etc/containers/storage.conf")
+            on_node(
+                name, "grep -q '^# rlinfra.verl' /etc/containers/storage.conf && rm -f /etc/containers/storage.conf"
+            )
         on_node(head, "rm -rf " + STORE)
         on_node(head, "rm -rf " + CKPT_ROOT)
         shutil.rmtree(ROOT / "artifacts" / EXP, ignore_errors=True)

@@ -26,7 +26,10 @@ def flat(text):
 
 
 def pids(nodes):
-    return {n["name"]: on_node(n["name"], "systemctl show -p MainPID --value ray-%s.service" % n["role"]).strip() for n in nodes}
+    return {
+        n["name"]: on_node(n["name"], "systemctl show -p MainPID --value ray-%s.service" % n["role"]).strip()
+        for n in nodes
+    }
 
 
 def test_unchanged_rerun_checks_in_one_call_and_drift_is_repaired(sandbox):
@@ -61,17 +64,24 @@ def test_unchanged_rerun_checks_in_one_call_and_drift_is_repaired(sandbox):
         text = flat(repaired.output)
         assert "Cluster 'default': converging its %d node(s) in full" % len(nodes) in text, repaired.output[-3000:]
         # Stopped by hand, Ray's worker ends failed or inactive, as its exit code falls.
-        assert re.search(r"%s: ray-worker.service is (inactive|failed) \(enabled\)" % workers[0]["name"], text), text[-3000:]
+        assert re.search(r"%s: ray-worker.service is (inactive|failed) \(enabled\)" % workers[0]["name"], text), text[
+            -3000:
+        ]
         assert "%s: the live firewall table rlinfra_ray changed" % workers[1]["name"] in text, text[-3000:]
         assert "%s: %s changed (mode or owner)" % (head["name"], FACT) in text, text[-3000:]
         changed = recap(repaired.output)
-        assert changed[workers[0]["name"]] > 0 and changed[workers[1]["name"]] > 0 and changed[head["name"]] > 0, changed
+        assert changed[workers[0]["name"]] > 0 and changed[workers[1]["name"]] > 0 and changed[head["name"]] > 0, (
+            changed
+        )
         assert on_node(workers[0]["name"], "systemctl is-active ray-worker.service").strip() == "active"
         assert "rlinfra_ray" in on_node(workers[1]["name"], "nft list tables")
         assert on_node(head["name"], "stat -c %a " + FACT).strip() == "644"
         # Only the stopped worker's Ray started again.
         now = pids(nodes)
-        assert now[head["name"]] == before[head["name"]] and now[workers[1]["name"]] == before[workers[1]["name"]], (before, now)
+        assert now[head["name"]] == before[head["name"]] and now[workers[1]["name"]] == before[workers[1]["name"]], (
+            before,
+            now,
+        )
     finally:
         on_node(workers[0]["name"], "systemctl start ray-worker.service")
         on_node(head["name"], "chmod 0644 " + FACT)
@@ -79,4 +89,6 @@ def test_unchanged_rerun_checks_in_one_call_and_drift_is_repaired(sandbox):
     settled = playbook("site.yml")
     assert settled.returncode == 0, settled.output[-4000:]
     assert set(recap(settled.output).values()) == {0}, settled.output[-3000:]
-    assert "all %d node(s) as their last converge left them" % len(nodes) in flat(settled.output), settled.output[-3000:]
+    assert "all %d node(s) as their last converge left them" % len(nodes) in flat(settled.output), settled.output[
+        -3000:
+    ]

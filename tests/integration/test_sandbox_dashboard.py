@@ -80,7 +80,13 @@ def browser():
 
     opts = webdriver.ChromeOptions()
     opts.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1400,1000"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--window-size=1400,1000",
+    ):
         opts.add_argument(arg)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
     try:
@@ -143,8 +149,9 @@ def test_the_printed_tunnel_and_token_open_the_dashboard_in_a_browser(sandbox, b
         assert status == 200 and sid in body
 
         browser.get(url + "/#/jobs")
-        field = WebDriverWait(browser, 60).until(EC.visibility_of_element_located(
-            (By.CSS_SELECTOR, "input[placeholder='Enter your authentication token']")))
+        field = WebDriverWait(browser, 60).until(
+            EC.visibility_of_element_located((By.CSS_SELECTOR, "input[placeholder='Enter your authentication token']"))
+        )
         assert "Authentication Token Required" in browser.page_source
         assert sid not in browser.page_source  # nothing listed before the token
         SHOTS.mkdir(parents=True, exist_ok=True)

@@ -17,11 +17,22 @@ from tests.integration.test_sandbox_job import on_node, playbook
 
 IMAGE = "rlinfra/debian-systemd:bookworm"
 # The roles' defaults (roles/ray/defaults/main.yml).
-FIXED = {"gcs": 6379, "dashboard": 8265, "node_manager": 6380, "object_manager": 6381, "dashboard_agent_grpc": 6382,
-         "runtime_env_agent": 6383, "metrics_export": 6384, "dashboard_agent_listen": 52365, "client_server": 10001,
-         "autoscaler_metrics": 44217, "dashboard_metrics": 44227,
-         # ray_metrics (on by default): Prometheus on the head, node_exporter on every node - fenced as Ray's are.
-         "prometheus": 9090, "node_exporter": 9100}
+FIXED = {
+    "gcs": 6379,
+    "dashboard": 8265,
+    "node_manager": 6380,
+    "object_manager": 6381,
+    "dashboard_agent_grpc": 6382,
+    "runtime_env_agent": 6383,
+    "metrics_export": 6384,
+    "dashboard_agent_listen": 52365,
+    "client_server": 10001,
+    "autoscaler_metrics": 44217,
+    "dashboard_metrics": 44227,
+    # ray_metrics (on by default): Prometheus on the head, node_exporter on every node - fenced as Ray's are.
+    "prometheus": 9090,
+    "node_exporter": 9100,
+}
 WORKERS = (10002, 19999)
 NOT_RAY = ("sshd", "rpcbind", "systemd")
 
@@ -46,8 +57,10 @@ with ThreadPoolExecutor(64) as pool:
 
 
 def recap(output):
-    return {m.group(1): int(m.group(2)) for m in
-            re.finditer(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=\d+\s+failed=\d+", output, re.M)}
+    return {
+        m.group(1): int(m.group(2))
+        for m in re.finditer(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=\d+\s+failed=\d+", output, re.M)
+    }
 
 
 def listeners(node):
@@ -83,12 +96,16 @@ def test_ray_ports_closed_to_strangers(sandbox):
         # Every Ray listener outside loopback is on a port the firewall names.
         stray = [s for s in seen if s[2] not in NOT_RAY and not in_ray_ports(s[1])]
         assert not stray, "%s: Ray listens outside the fenced ports: %s" % (n["name"], stray)
-        wide[n["name"]] = sorted({"%s %s:%d" % (s[2], s[0], s[1]) for s in seen
-                                  if s[0] in ("0.0.0.0", "*", "[::]") and s[2] not in NOT_RAY})
+        wide[n["name"]] = sorted(
+            {"%s %s:%d" % (s[2], s[0], s[1]) for s in seen if s[0] in ("0.0.0.0", "*", "[::]") and s[2] not in NOT_RAY}
+        )
         # Ray starts workers on demand: a stand-in holds the top of the worker range on every node.
         worker_ports = sorted(s[1] for s in seen if WORKERS[0] <= s[1] <= WORKERS[1] and s[1] != WORKERS[1])
-        on_node(n["name"], "setsid python3 -m http.server %d --bind %s >/dev/null 2>&1 & echo $! >/run/fw-standin.pid"
-                % (WORKERS[1], n["ip"]))
+        on_node(
+            n["name"],
+            "setsid python3 -m http.server %d --bind %s >/dev/null 2>&1 & echo $! >/run/fw-standin.pid"
+            % (WORKERS[1], n["ip"]),
+        )
         targets += [(n["ip"], p) for p in list(FIXED.values()) + worker_ports[:2] + [WORKERS[1], 22]]
     print("Ray listeners on every address (fenced by nftables):", json.dumps(wide, indent=1))
 
@@ -100,9 +117,23 @@ def test_ray_ports_closed_to_strangers(sandbox):
 
     # Members: the cluster is whole, and the head reaches a worker's raylet and object manager.
     worker = next(n for n in nodes if n["role"] != "head")
-    member = on_node(head["name"], "python3 -c %s %s" % (_quote(PROBE), _quote(json.dumps(
-        [[worker["ip"], FIXED["node_manager"]], [worker["ip"], FIXED["object_manager"]], [worker["ip"], WORKERS[1]],
-         [worker["ip"], FIXED["node_exporter"]]]))))
+    member = on_node(
+        head["name"],
+        "python3 -c %s %s"
+        % (
+            _quote(PROBE),
+            _quote(
+                json.dumps(
+                    [
+                        [worker["ip"], FIXED["node_manager"]],
+                        [worker["ip"], FIXED["object_manager"]],
+                        [worker["ip"], WORKERS[1]],
+                        [worker["ip"], FIXED["node_exporter"]],
+                    ]
+                )
+            ),
+        ),
+    )
     assert set(json.loads(member).values()) == {"open"}, member
     for n in nodes:
         on_node(n["name"], "kill $(cat /run/fw-standin.pid); rm -f /run/fw-standin.pid")
@@ -111,8 +142,11 @@ def test_ray_ports_closed_to_strangers(sandbox):
     from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayClient
 
     token = on_node(head["name"], "cat /etc/ray/auth_token").strip()
-    alive = [x for x in RayClient("http://%s:%d" % (head["ip"], FIXED["dashboard"]), token=token, timeout=10).list_nodes()
-             if x["state"] == "ALIVE"]
+    alive = [
+        x
+        for x in RayClient("http://%s:%d" % (head["ip"], FIXED["dashboard"]), token=token, timeout=10).list_nodes()
+        if x["state"] == "ALIVE"
+    ]
     assert sorted(x["node_ip"] for x in alive) == sorted(n["ip"] for n in nodes)
 
     again = playbook("site.yml")
@@ -131,4 +165,3 @@ def _run(argv):
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc.stdout
-

@@ -67,7 +67,9 @@ def nodes(sandbox):
     yield head, workers
     # The suite shares this sandbox: whatever a failed test left out is taken back before the next one.
     for n in nodes:
-        on_node(n["name"], "rm -f /etc/ansible/facts.d/rlinfra_excluded.fact /usr/local/bin/nvidia-smi /usr/local/bin/dmesg")
+        on_node(
+            n["name"], "rm -f /etc/ansible/facts.d/rlinfra_excluded.fact /usr/local/bin/nvidia-smi /usr/local/bin/dmesg"
+        )
     restore = sandbox_playbook("site.yml")
     assert restore.returncode == 0, restore.output[-4000:]
 
@@ -81,12 +83,17 @@ def test_multi_homed_nodes_get_their_own_address_and_interface_and_a_slow_link_i
     routes = {n["name"]: on_node(n["name"], "ip -4 route show default").strip() for n in (w1, w2)}
     try:
         docker("network", "connect", EXTRA_NET, w1["name"])
-        extra = re.search(r"^\d+:\s+(\S+)\s+inet 10\.231\.250\.", on_node(w1["name"], "ip -o -4 addr show"), re.M).group(1)
+        extra = re.search(
+            r"^\d+:\s+(\S+)\s+inet 10\.231\.250\.", on_node(w1["name"], "ip -o -4 addr show"), re.M
+        ).group(1)
         # the default route goes out over the new NIC, as over a rented machine's public one
         on_node(w1["name"], "ip route replace default via 10.231.250.1 dev %s" % extra)
         assert "dev %s" % extra in on_node(w1["name"], "ip -4 route show default")
-        on_node(w2["name"], "ip link set eth0 down && ip link set eth0 name ens5 && ip link set ens5 up && "
-                            "ip route replace default dev ens5 2>/dev/null; true")
+        on_node(
+            w2["name"],
+            "ip link set eth0 down && ip link set eth0 name ens5 && ip link set ens5 up && "
+            "ip route replace default dev ens5 2>/dev/null; true",
+        )
         assert "ens5" in on_node(w2["name"], "ip -o -4 addr show")
 
         site = sandbox_playbook("site.yml")
@@ -96,15 +103,22 @@ def test_multi_homed_nodes_get_their_own_address_and_interface_and_a_slow_link_i
         for node, ifname in ((head, "eth0"), (w1, "eth0"), (w2, "ens5")):
             env = ray_env(node["name"])
             assert (env.get("NCCL_SOCKET_IFNAME"), env.get("GLOO_SOCKET_IFNAME"), env.get("TP_SOCKET_IFNAME")) == (
-                "=" + ifname, ifname, ifname), (node["name"], {k: v for k, v in env.items() if "IFNAME" in k})
+                "=" + ifname,
+                ifname,
+                ifname,
+            ), (node["name"], {k: v for k, v in env.items() if "IFNAME" in k})
 
         pids = {n["name"]: on_node(n["name"], "pgrep -f 'raylet/raylet' | head -1").strip() for n in (head, w1, w2)}
         wrong = sandbox_playbook("site.yml", "ray_net_ifname=%s" % extra)
         assert wrong.returncode != 0
-        assert ("%s: ray_net_ifname '%s' matches no up interface with an IPv4 address that reaches the head %s"
-                % (w1["name"], extra, head["ip"])) in flat(wrong.output), wrong.output[-4000:]
+        assert (
+            "%s: ray_net_ifname '%s' matches no up interface with an IPv4 address that reaches the head %s"
+            % (w1["name"], extra, head["ip"])
+        ) in flat(wrong.output), wrong.output[-4000:]
         assert "; nothing was changed" in flat(wrong.output)
-        assert {n["name"]: on_node(n["name"], "pgrep -f 'raylet/raylet' | head -1").strip() for n in (head, w1, w2)} == pids
+        assert {
+            n["name"]: on_node(n["name"], "pgrep -f 'raylet/raylet' | head -1").strip() for n in (head, w1, w2)
+        } == pids
 
         # --check: each node's own checks only; nothing measured between nodes or through Ray, no failure for it,
         # nothing written (no report, no verdict on the head).
@@ -112,8 +126,9 @@ def test_multi_homed_nodes_get_their_own_address_and_interface_and_a_slow_link_i
         before = set(glob.glob(str(ROOT / "artifacts" / "fitness" / "default-*.json")))
         checked = sandbox_playbook("fitness.yml", LOW, "--check")
         assert checked.returncode == 0, checked.output[-4000:]
-        assert "Cluster default: fit" in checked.output and "check mode: only each node's own checks ran" in \
-            flat(checked.output), checked.output[-3000:]
+        assert "Cluster default: fit" in checked.output and "check mode: only each node's own checks ran" in flat(
+            checked.output
+        ), checked.output[-3000:]
         assert "not run (" not in checked.output
         assert set(glob.glob(str(ROOT / "artifacts" / "fitness" / "default-*.json"))) == before
         assert on_node(head["name"], "cat /etc/ray/rlinfra-fitness.json 2>/dev/null") == verdict
@@ -122,27 +137,36 @@ def test_multi_homed_nodes_get_their_own_address_and_interface_and_a_slow_link_i
         fit = sandbox_playbook("fitness.yml", LOW)
         took = time.monotonic() - start
         assert fit.returncode == 0, fit.output[-4000:]
-        assert "Cluster default: fit" in fit.output and re.search(r"%s\s+%s\s+ens5\s+[0-9.]+ Gb/s" % (
-            re.escape(w2["name"]), re.escape(w2["ip"])), fit.output), fit.output[-3000:]
+        assert "Cluster default: fit" in fit.output and re.search(
+            r"%s\s+%s\s+ens5\s+[0-9.]+ Gb/s" % (re.escape(w2["name"]), re.escape(w2["ip"])), fit.output
+        ), fit.output[-3000:]
         written = set(glob.glob(str(ROOT / "artifacts" / "fitness" / "default-*.json"))) - before
         assert len(written) == 1
         doc = json.loads(Path(written.pop()).read_text())
         assert doc["fit"] is True and len(doc["links"]) == 6 and all(l["gbit"] >= 0.2 for l in doc["links"])
-        assert len(doc["ray"]["objects"]) == 6 and doc["ray"]["allreduce"] == {"skipped": "torch is not in the cluster's environment"}
+        assert len(doc["ray"]["objects"]) == 6 and doc["ray"]["allreduce"] == {
+            "skipped": "torch is not in the cluster's environment"
+        }
         print("fitness.yml on 3 nodes: %.1f s" % took)
 
         on_node(w2["name"], "tc qdisc add dev ens5 root tbf rate 8mbit burst 16kbit latency 200ms")
         slow = sandbox_playbook("fitness.yml", LOW, "fitness_ray_object_mib=1")
         assert slow.returncode != 0
-        assert re.search(r"%s -> %s: 0\.0[0-9]+ Gbit/s over ens5 \(threshold 0\.2 Gbit/s\)" % (
-            re.escape(w2["name"]), re.escape(head["name"])), slow.output), slow.output[-4000:]
+        assert re.search(
+            r"%s -> %s: 0\.0[0-9]+ Gbit/s over ens5 \(threshold 0\.2 Gbit/s\)"
+            % (re.escape(w2["name"]), re.escape(head["name"])),
+            slow.output,
+        ), slow.output[-4000:]
         assert "cluster default is not fit to train" in slow.output
         on_node(w2["name"], "tc qdisc del dev ens5 root")
         again = sandbox_playbook("fitness.yml", LOW)
         assert again.returncode == 0, again.output[-4000:]
     finally:
-        on_node(w2["name"], "tc qdisc del dev ens5 root 2>/dev/null; ip link set ens5 down 2>/dev/null && "
-                            "ip link set ens5 name eth0 && ip link set eth0 up; true")
+        on_node(
+            w2["name"],
+            "tc qdisc del dev ens5 root 2>/dev/null; ip link set ens5 down 2>/dev/null && "
+            "ip link set ens5 name eth0 && ip link set eth0 up; true",
+        )
         docker("network", "disconnect", EXTRA_NET, w1["name"], check=False)
         docker("network", "rm", EXTRA_NET, check=False)
         for name, route in routes.items():
@@ -161,11 +185,16 @@ def test_site_runs_the_checks_when_asked(nodes):
     # the checks' Ray job and the new verdict kept on the head are the only changes; the nodes are as they were
     # (localhost: site.yml's first play reads the switches there and changes nothing)
     assert {h: c for h, c in recap(run.output).items() if h not in (head["name"], "localhost")} == {
-        n["name"]: 0 for n in nodes[1]}
+        n["name"]: 0 for n in nodes[1]
+    }
     assert recap(run.output).get("localhost", 0) == 0
     assert recap(run.output)[head["name"]] <= 2
     plain = sandbox_playbook("site.yml")
-    assert plain.returncode == 0 and "Run fitness.yml's checks" not in plain.output and set(recap(plain.output).values()) == {0}
+    assert (
+        plain.returncode == 0
+        and "Run fitness.yml's checks" not in plain.output
+        and set(recap(plain.output).values()) == {0}
+    )
 
 
 XID_LINE = "2026-11-26T12:03:44,000000+00:00 NVRM: Xid (PCI:%s): 79, pid=0, GPU has fallen off the bus."
@@ -176,25 +205,41 @@ def test_a_bad_gpu_is_named_and_its_worker_left_out_then_taken_back(nodes):
     w1 = workers[0]
     xml = (FIXTURES / "nvidia_smi_q_x_v100s_8gpu_drv460_TRIMMED_VARIANT_bad.xml").read_text()
     # nvidia-smi's 00000000:3B:00.0 is the kernel's 0000:3b:00
-    bus = ["%s:%s" % (d[-4:], rest.lower()) for d, rest in re.findall(r'<gpu id="([0-9A-Fa-f]{8}):([0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})\.0"', xml)]
-    stand_in = "#!/bin/sh\n[ \"$1 $2\" = \"-q -x\" ] && cat /usr/local/share/rlinfra-test/nvidia.xml && exit 0\nexit 9\n"
-    on_node(w1["name"], "mkdir -p /usr/local/share/rlinfra-test && cat > /usr/local/share/rlinfra-test/nvidia.xml", stdin=xml)
+    bus = [
+        "%s:%s" % (d[-4:], rest.lower())
+        for d, rest in re.findall(r'<gpu id="([0-9A-Fa-f]{8}):([0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})\.0"', xml)
+    ]
+    stand_in = '#!/bin/sh\n[ "$1 $2" = "-q -x" ] && cat /usr/local/share/rlinfra-test/nvidia.xml && exit 0\nexit 9\n'
+    on_node(
+        w1["name"],
+        "mkdir -p /usr/local/share/rlinfra-test && cat > /usr/local/share/rlinfra-test/nvidia.xml",
+        stdin=xml,
+    )
     on_node(w1["name"], "cat > /usr/local/bin/nvidia-smi && chmod 755 /usr/local/bin/nvidia-smi", stdin=stand_in)
-    on_node(w1["name"], "cat > /usr/local/bin/dmesg && chmod 755 /usr/local/bin/dmesg",
-            stdin="#!/bin/sh\necho '%s'\n" % (XID_LINE % bus[3]))
+    on_node(
+        w1["name"],
+        "cat > /usr/local/bin/dmesg && chmod 755 /usr/local/bin/dmesg",
+        stdin="#!/bin/sh\necho '%s'\n" % (XID_LINE % bus[3]),
+    )
     try:
         bad = sandbox_playbook("fitness.yml", LOW)
         assert bad.returncode != 0
         out = flat(bad.output)
-        assert re.search(r"%s GPU 3 \([0-9A-F:.]+\): \d+ uncorrectable ECC error" % re.escape(w1["name"]), out), out[-4000:]
-        assert re.search(r"%s GPU 3 \([0-9A-F:.]+\): Xid 79 \(GPU has fallen off the bus\)" % re.escape(w1["name"]), out), out[-4000:]
+        assert re.search(r"%s GPU 3 \([0-9A-F:.]+\): \d+ uncorrectable ECC error" % re.escape(w1["name"]), out), out[
+            -4000:
+        ]
+        assert re.search(
+            r"%s GPU 3 \([0-9A-F:.]+\): Xid 79 \(GPU has fallen off the bus\)" % re.escape(w1["name"]), out
+        ), out[-4000:]
         assert "cluster default is not fit to train, 1 unfit node(s): %s" % w1["name"] in out
 
         left = sandbox_playbook("fitness.yml", LOW, "fitness_exclude_unfit=true")
         assert left.returncode == 0, left.output[-4000:]
         assert "%s left out of the cluster" % w1["name"] in left.output
         assert on_node(w1["name"], "systemctl is-active ray-worker; systemctl is-enabled ray-worker").split() == [
-            "inactive", "disabled"]
+            "inactive",
+            "disabled",
+        ]
         site = sandbox_playbook("site.yml")
         assert site.returncode == 0, site.output[-4000:]
         text = flat(site.output)
@@ -204,14 +249,25 @@ def test_a_bad_gpu_is_named_and_its_worker_left_out_then_taken_back(nodes):
         assert re.search(r"left out: +%s \(fitness\.yml" % re.escape(w1["name"]), status.output), status.output[-3000:]
         # A run on the cluster without it: the run report's header names the worker left out and why.
         run = "leftout-" + TAG
-        submit = sandbox_playbook("submit.yml", "exp=smoke", "run=" + run, json.dumps(
-            {"verl_job_checkpoint_root": CKPT_ROOT, "verl_job_params": {"trainer": {"total_training_steps": 4}}}))
+        submit = sandbox_playbook(
+            "submit.yml",
+            "exp=smoke",
+            "run=" + run,
+            json.dumps(
+                {"verl_job_checkpoint_root": CKPT_ROOT, "verl_job_params": {"trainer": {"total_training_steps": 4}}}
+            ),
+        )
         assert submit.returncode == 0 and "SUCCEEDED" in submit.output, submit.output[-4000:]
         page = report_of("smoke", run)[1].read_text()
-        assert re.search(r"<th>left out</th><td>%s \(fitness\.yml, \w+\): [^<]*GPU 3 \([0-9A-F:.]+\): 2 uncorrectable ECC"
-                         % re.escape(w1["name"]), page), page[:3000]
+        assert re.search(
+            r"<th>left out</th><td>%s \(fitness\.yml, \w+\): [^<]*GPU 3 \([0-9A-F:.]+\): 2 uncorrectable ECC"
+            % re.escape(w1["name"]),
+            page,
+        ), page[:3000]
     finally:
-        on_node(w1["name"], "rm -f /usr/local/bin/nvidia-smi /usr/local/bin/dmesg; rm -rf /usr/local/share/rlinfra-test")
+        on_node(
+            w1["name"], "rm -f /usr/local/bin/nvidia-smi /usr/local/bin/dmesg; rm -rf /usr/local/share/rlinfra-test"
+        )
         on_node(head["name"], "rm -rf " + CKPT_ROOT)
     back = sandbox_playbook("fitness.yml", LOW)
     assert back.returncode == 0, back.output[-4000:]

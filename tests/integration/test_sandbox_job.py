@@ -23,7 +23,10 @@ from tests.integration.conftest import ROOT, SANDBOX_INVENTORY, sandbox_nodes
 from tests.integration.test_submit_loopback import flat, smoke_result
 
 TAG = secrets.token_hex(6)
-SECRETS = {"HF_TOKEN": "hf_FAKE_sbx_" + secrets.token_hex(12), "WANDB_API_KEY": "wandb_FAKE_sbx_" + secrets.token_hex(12)}
+SECRETS = {
+    "HF_TOKEN": "hf_FAKE_sbx_" + secrets.token_hex(12),
+    "WANDB_API_KEY": "wandb_FAKE_sbx_" + secrets.token_hex(12),
+}
 CKPT_ROOT = "/data/checkpoints-sbx-" + TAG  # apart from other runs on the shared volume
 TRACKER = CKPT_ROOT + "/rlinfra_smoke/default/smoke/latest_checkpointed_iteration.txt"
 # Where a leak could land that another local user might read (the wheelhouse is read-only input).
@@ -31,8 +34,14 @@ READABLE_ROOTS = "/etc /root /home /tmp /var /workspace /opt /srv /run /data"
 
 
 def playbook(name, *extra, env=None):
-    args = [venv_bin("ansible-playbook"), "-i", str(SANDBOX_INVENTORY), name,
-            "-e", json.dumps({"verl_job_checkpoint_root": CKPT_ROOT})]
+    args = [
+        venv_bin("ansible-playbook"),
+        "-i",
+        str(SANDBOX_INVENTORY),
+        name,
+        "-e",
+        json.dumps({"verl_job_checkpoint_root": CKPT_ROOT}),
+    ]
     for item in extra:
         args += ["-e", item]
     full_env = {k: v for k, v in os.environ.items() if k not in SECRETS and not k.startswith("ANSIBLE_")}
@@ -43,8 +52,13 @@ def playbook(name, *extra, env=None):
 
 
 def on_node(node, script, stdin="", user="root"):
-    proc = subprocess.run(["docker", "exec", "-i", "-u", user, node, "sh", "-c", script], input=stdin,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        ["docker", "exec", "-i", "-u", user, node, "sh", "-c", script],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     return proc.stdout
 
 
@@ -55,8 +69,9 @@ def leaks(node, needles):
         found.append("%s: a process command line" % node)
     units = on_node(node, "grep -rlsF -f /dev/stdin /etc/systemd /lib/systemd/system /run/systemd", "\n".join(needles))
     found += ["%s: unit %s" % (node, p) for p in units.split()]
-    readable = on_node(node, "grep -rlsF --exclude-dir=wheelhouse -f /dev/stdin %s" % READABLE_ROOTS,
-                       "\n".join(needles), user="nobody")
+    readable = on_node(
+        node, "grep -rlsF --exclude-dir=wheelhouse -f /dev/stdin %s" % READABLE_ROOTS, "\n".join(needles), user="nobody"
+    )
     found += ["%s: %s readable by nobody" % (node, p) for p in readable.split()]
     return found
 

@@ -71,7 +71,9 @@ def test_prometheus_scrapes_every_node_and_the_report_shows_them(sandbox, browse
     # Ray's generated Grafana dashboards, copied to the controller for import (when the head was last converged).
     dashboards = sorted((ROOT / "artifacts" / "grafana" / "default").glob("*.json"))
     assert "default_grafana_dashboard.json" in [d.name for d in dashboards], dashboards
-    assert json.loads((ROOT / "artifacts" / "grafana" / "default" / "default_grafana_dashboard.json").read_text())["panels"]
+    assert json.loads((ROOT / "artifacts" / "grafana" / "default" / "default_grafana_dashboard.json").read_text())[
+        "panels"
+    ]
 
     # Nothing without the password; every node's exporter and Ray's own endpoints up.
     assert prometheus(head["ip"], None, "/api/v1/targets")[0] == 401
@@ -87,12 +89,16 @@ def test_prometheus_scrapes_every_node_and_the_report_shows_them(sandbox, browse
     assert ips == {n["ip"] for n in nodes}, body["data"]["result"]
     # Ray's dashboard knows Prometheus (RAY_PROMETHEUS_HOST, and its login through RAY_PROMETHEUS_HEADERS).
     token = on_node(head["name"], "cat /etc/ray/auth_token").strip()
-    health = urllib.request.Request("http://%s:8265/api/prometheus_health" % head["ip"],
-                                    headers={"Authorization": "Bearer " + token})
+    health = urllib.request.Request(
+        "http://%s:8265/api/prometheus_health" % head["ip"], headers={"Authorization": "Bearer " + token}
+    )
     with urllib.request.urlopen(health, timeout=10) as answer:
         assert json.loads(answer.read().decode())["result"] is True
     assert "RAY_PROMETHEUS_HEADERS" not in on_node(head["name"], "cat /etc/ray/ray.env")
-    assert on_node(head["name"], "stat -c %a /etc/ray/ray-secrets.env /etc/ray/metrics/password").split() == ["600", "600"]
+    assert on_node(head["name"], "stat -c %a /etc/ray/ray-secrets.env /etc/ray/metrics/password").split() == [
+        "600",
+        "600",
+    ]
     for n in nodes:  # the password in no process's arguments
         argv = on_node(n["name"], "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '")
         assert argv and password not in argv, n["name"]
@@ -103,8 +109,12 @@ def test_prometheus_scrapes_every_node_and_the_report_shows_them(sandbox, browse
     params = {"trainer": {"total_training_steps": 15, "save_freq": 10, "step_sleep_s": 1.0}}
     try:
         run = "metrics-" + TAG
-        submit = sandbox_playbook("submit.yml", "exp=" + exp, "run=" + run, json.dumps(
-            {"verl_job_checkpoint_root": CKPT_ROOT, "verl_job_params": params}))
+        submit = sandbox_playbook(
+            "submit.yml",
+            "exp=" + exp,
+            "run=" + run,
+            json.dumps({"verl_job_checkpoint_root": CKPT_ROOT, "verl_job_params": params}),
+        )
         assert submit.returncode == 0 and "SUCCEEDED" in submit.output, submit.output[-4000:]
         found = re.search(r"report:\s+(\S+/report\.html)", submit.output)
         assert found, submit.output[-3000:]
@@ -120,6 +130,7 @@ def test_prometheus_scrapes_every_node_and_the_report_shows_them(sandbox, browse
 
         # Opened offline in Chromium: every chart drawn (each metric's, each utilisation kind's); a screenshot kept.
         from selenium.webdriver.common.by import By
+
         browser.set_window_size(1400, 2400)
         browser.get(path.resolve().as_uri())
         time.sleep(1)
@@ -130,7 +141,9 @@ def test_prometheus_scrapes_every_node_and_the_report_shows_them(sandbox, browse
         status = sandbox_playbook("status.yml", "exp=" + exp)
         assert status.returncode == 0, status.output[-3000:]
         for n in nodes:
-            assert re.search(r"%s: CPU \d+%%, memory \d+%%" % re.escape(n["name"]), status.output), status.output[-3000:]
+            assert re.search(r"%s: CPU \d+%%, memory \d+%%" % re.escape(n["name"]), status.output), status.output[
+                -3000:
+            ]
     finally:
         on_node(head["name"], "rm -rf " + CKPT_ROOT)
         shutil.rmtree(ROOT / "artifacts" / exp / ("rlinfra-%s-default-%s" % (exp, run)), ignore_errors=True)

@@ -19,11 +19,11 @@ import time
 
 import pytest
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayClient
 from tests.fake_hyperbolic.testing import venv_bin
 from tests.integration.conftest import ROOT, SANDBOX_INVENTORY, sandbox_nodes
 from tests.integration.localhost_play import flat
 from tests.integration.test_sandbox_metrics import prometheus
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayClient
 
 TAG = secrets.token_hex(5)
 RUN = "ops-" + TAG
@@ -58,8 +58,14 @@ http.server.HTTPServer(("0.0.0.0", 9400), Answer).serve_forever()
 
 
 def playbook(name, *extra, secret=False):
-    args = [venv_bin("ansible-playbook"), "-i", str(SANDBOX_INVENTORY), name,
-            "-e", json.dumps({"verl_job_checkpoint_root": CKPT_ROOT})]
+    args = [
+        venv_bin("ansible-playbook"),
+        "-i",
+        str(SANDBOX_INVENTORY),
+        name,
+        "-e",
+        json.dumps({"verl_job_checkpoint_root": CKPT_ROOT}),
+    ]
     for item in extra:
         args += [item] if item.startswith("--") else ["-e", item]  # a flag (--check) as it is, else extra vars
     env = {k: v for k, v in os.environ.items() if k != "HF_TOKEN" and not k.startswith("ANSIBLE_")}
@@ -68,13 +74,16 @@ def playbook(name, *extra, secret=False):
         env["HF_TOKEN"] = HF_TOKEN
     proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
     proc.output = proc.stdout + proc.stderr
-    proc.recap = {h: dict(changed=int(c), unreachable=int(u), failed=int(f)) for h, c, u, f in RECAP.findall(proc.stdout)}
+    proc.recap = {
+        h: dict(changed=int(c), unreachable=int(u), failed=int(f)) for h, c, u, f in RECAP.findall(proc.stdout)
+    }
     return proc
 
 
 def on_node(node, script, stdin=""):
-    return subprocess.run(["docker", "exec", "-i", node, "sh", "-c", script], input=stdin, capture_output=True,
-                          text=True, timeout=300).stdout
+    return subprocess.run(
+        ["docker", "exec", "-i", node, "sh", "-c", script], input=stdin, capture_output=True, text=True, timeout=300
+    ).stdout
 
 
 def head_of(nodes):
@@ -98,8 +107,9 @@ def running_job(sandbox):
     if not ray_up(nodes):
         site = playbook("site.yml")
         assert site.returncode == 0, site.output[-4000:]
-    submit = playbook("submit.yml", "exp=smoke", "run=" + RUN, "wait=false", json.dumps({"verl_job_params": SLOW}),
-                      secret=True)
+    submit = playbook(
+        "submit.yml", "exp=smoke", "run=" + RUN, "wait=false", json.dumps({"verl_job_params": SLOW}), secret=True
+    )
     assert submit.returncode == 0, submit.output[-4000:]
     assert "Submitted %s" % SID in flat(submit.output)
     driver_log = "%s/job-driver-%s.log" % (LOGS, SID)
@@ -139,13 +149,17 @@ def test_logs_bundle_has_every_node_and_no_secret(running_job):
         # One rollout actor of the job runs on every node: its worker logs are there.
         assert [p for p in os.listdir(d) if re.match(r"worker-[0-9a-f]+-%s-\d+\.out$" % job_id, p)], os.listdir(d)
     assert (root / head["name"] / ("job-driver-%s.log" % SID)).read_text().count("step:") >= 3
-    assert "planted HF_TOKEN value ******** and ray token ********" in (root / worker["name"] / "raylet.out").read_text()
+    assert (
+        "planted HF_TOKEN value ******** and ray token ********" in (root / worker["name"] / "raylet.out").read_text()
+    )
 
-    for path, dirs, files in os.walk(root.parent):
+    for path, _dirs, files in os.walk(root.parent):
         assert os.stat(path).st_mode & 0o777 == 0o700, path
         for f in files:
             assert os.stat(os.path.join(path, f)).st_mode & 0o777 == 0o600, os.path.join(path, f)
-    grep = subprocess.run(["grep", "-rlF", "-e", HF_TOKEN, "-e", token, str(root.parent)], capture_output=True, text=True)
+    grep = subprocess.run(
+        ["grep", "-rlF", "-e", HF_TOKEN, "-e", token, str(root.parent)], capture_output=True, text=True
+    )
     assert grep.returncode == 1 and not grep.stdout, grep.stdout
     assert HF_TOKEN not in logs.output and token not in logs.output
     # Nothing was left behind on the nodes.
@@ -163,15 +177,19 @@ def test_teardown_refuses_under_a_job_stops_it_when_asked_then_site_rebuilds(run
         outputs.append(typo.output)
         assert typo.returncode != 0
         # (the YAML callback doubles the quotes around 'ture')
-        assert re.search(r"Bad command line for teardown.yml, nothing was done: teardown_stop_jobs must be true or "
-                         r"false \(also yes/no/1/0, any case\), got '+ture'+", flat(typo.output)), typo.output[-2000:]
+        assert re.search(
+            r"Bad command line for teardown.yml, nothing was done: teardown_stop_jobs must be true or "
+            r"false \(also yes/no/1/0, any case\), got '+ture'+",
+            flat(typo.output),
+        ), typo.output[-2000:]
         assert set(typo.recap) == {"localhost"}
 
         refused = playbook("teardown.yml")
         outputs.append(refused.output)
         assert refused.returncode != 0
-        assert ("refusing to tear down Ray: 1 job(s) still running: %s (RUNNING, cluster default); stop them first"
-                % SID) in flat(refused.output)
+        assert (
+            "refusing to tear down Ray: 1 job(s) still running: %s (RUNNING, cluster default); stop them first" % SID
+        ) in flat(refused.output)
         assert "-e teardown_stop_jobs=true" in flat(refused.output)
         assert all(r["changed"] == 0 for r in refused.recap.values()), refused.recap
         assert ray_up(nodes) and job_status(head) == "RUNNING"
@@ -181,16 +199,23 @@ def test_teardown_refuses_under_a_job_stops_it_when_asked_then_site_rebuilds(run
         assert stop.returncode == 0, stop.output[-4000:]
         assert "%s: stopped, now STOPPED" % SID in flat(stop.output)
         for n in nodes:
-            state = on_node(n["name"], "systemctl is-active ray-head.service ray-worker.service; "
-                                       "ls /etc/systemd/system/ray-*.service /etc/ray /etc/ansible/facts.d/rlinfra_ray.fact "
-                                       "2>/dev/null; pgrep -x raylet >/dev/null && echo RAYLET")
+            state = on_node(
+                n["name"],
+                "systemctl is-active ray-head.service ray-worker.service; "
+                "ls /etc/systemd/system/ray-*.service /etc/ray /etc/ansible/facts.d/rlinfra_ray.fact "
+                "2>/dev/null; pgrep -x raylet >/dev/null && echo RAYLET",
+            )
             assert state.split() == ["inactive", "inactive"], (n["name"], state)
-            assert on_node(n["name"], "cat %s; test -d /workspace/ray && test -x /opt/rlinfra/venv/bin/ray && echo kept"
-                           % MARKER).split() == ["keep", "kept"], n["name"]
+            assert on_node(
+                n["name"], "cat %s; test -d /workspace/ray && test -x /opt/rlinfra/venv/bin/ray && echo kept" % MARKER
+            ).split() == ["keep", "kept"], n["name"]
             # The metrics went with Ray (units, configs, password).
-            metrics = on_node(n["name"], "systemctl is-active rlinfra-node-exporter.service rlinfra-prometheus.service; "
-                                         "ls /etc/systemd/system/rlinfra-*.service 2>/dev/null; "
-                                         "pgrep -f '[/]usr/bin/prometheus' >/dev/null && echo RUNNING")
+            metrics = on_node(
+                n["name"],
+                "systemctl is-active rlinfra-node-exporter.service rlinfra-prometheus.service; "
+                "ls /etc/systemd/system/rlinfra-*.service 2>/dev/null; "
+                "pgrep -f '[/]usr/bin/prometheus' >/dev/null && echo RUNNING",
+            )
             assert metrics.split() == ["inactive", "inactive"], (n["name"], metrics)
         # Prometheus's data stays with a plain teardown: only a purge removes it.
         assert on_node(head["name"], "test -d /workspace/prometheus && echo kept").strip() == "kept"
@@ -206,15 +231,18 @@ def test_teardown_refuses_under_a_job_stops_it_when_asked_then_site_rebuilds(run
         unsafe = playbook("teardown.yml", "teardown_purge=true", json.dumps({"ray_temp_dir": "/data/ray-tmp"}))
         outputs.append(unsafe.output)
         assert unsafe.returncode != 0
-        assert ("refusing to remove the Ray temp dir /data/ray-tmp: it lies inside the kept directory /data, which a "
-                "teardown never removes") in flat(unsafe.output), unsafe.output[-3000:]
+        assert (
+            "refusing to remove the Ray temp dir /data/ray-tmp: it lies inside the kept directory /data, which a "
+            "teardown never removes"
+        ) in flat(unsafe.output), unsafe.output[-3000:]
         assert all(r["changed"] == 0 for r in unsafe.recap.values()), unsafe.recap
         purge = playbook("teardown.yml", "teardown_purge=true")
         outputs.append(purge.output)
         assert purge.returncode == 0, purge.output[-4000:]
         for n in nodes:
-            assert on_node(n["name"], "ls -d /opt/rlinfra/venv /workspace/ray /workspace/prometheus 2>/dev/null; cat "
-                           + MARKER).split() == ["keep"], n["name"]
+            assert on_node(
+                n["name"], "ls -d /opt/rlinfra/venv /workspace/ray /workspace/prometheus 2>/dev/null; cat " + MARKER
+            ).split() == ["keep"], n["name"]
 
         # The nodes now hold nothing of the collection's, as just rented: --check --diff says what each would get and
         # changes nothing (it died in a template error at the environment-fingerprint check before).
@@ -222,12 +250,24 @@ def test_teardown_refuses_under_a_job_stops_it_when_asked_then_site_rebuilds(run
         outputs.append(check.output)
         assert check.returncode == 0, check.output[-4000:]
         for n in nodes:
-            assert re.search(r"%s would get: a new Python environment with the pinned package set; \d+ file\(s\) written"
-                             % n["name"], flat(check.output)), check.output[-3000:]
-            assert on_node(n["name"], "ls -d /opt/rlinfra/venv /etc/ray /etc/systemd/system/ray-*.service "
-                                      "/etc/ansible/facts.d/rlinfra_ray.fact 2>/dev/null").split() == [], n["name"]
-        assert "Cluster 'default' (check mode): would start Ray where it is not running and wait for its %d nodes" % len(
-            nodes) in flat(check.output).replace("''", "'")
+            assert re.search(
+                r"%s would get: a new Python environment with the pinned package set; \d+ file\(s\) written"
+                % n["name"],
+                flat(check.output),
+            ), check.output[-3000:]
+            assert (
+                on_node(
+                    n["name"],
+                    "ls -d /opt/rlinfra/venv /etc/ray /etc/systemd/system/ray-*.service "
+                    "/etc/ansible/facts.d/rlinfra_ray.fact 2>/dev/null",
+                ).split()
+                == []
+            ), n["name"]
+        assert (
+            "Cluster 'default' (check mode): would start Ray where it is not running and wait for its %d nodes"
+            % len(nodes)
+            in flat(check.output).replace("''", "'")
+        )
         for sign in ("NoneType", "Error rendering template", "Traceback"):
             assert sign not in check.output
         # --diff shows each file ray_node would write, node by node; the token's and the secrets' only as changing.
@@ -237,10 +277,17 @@ def test_teardown_refuses_under_a_job_stops_it_when_asked_then_site_rebuilds(run
         assert check.output.count("+(a secret file: its new content is not shown)") >= len(nodes)
     finally:
         worker = next(n for n in nodes if n["role"] != "head")
-        on_node(worker["name"], "mkdir -p /usr/local/share/rlinfra-test && cat > /usr/local/share/rlinfra-test/dcgm-metrics.txt",
-                DCGM.read_text())
-        on_node(worker["name"], "cat > /usr/local/bin/dcgm-exporter && chmod 755 /usr/local/bin/dcgm-exporter "
-                                "&& (nohup /usr/local/bin/dcgm-exporter </dev/null >/dev/null 2>&1 &)", DCGM_STAND_IN)
+        on_node(
+            worker["name"],
+            "mkdir -p /usr/local/share/rlinfra-test && cat > /usr/local/share/rlinfra-test/dcgm-metrics.txt",
+            DCGM.read_text(),
+        )
+        on_node(
+            worker["name"],
+            "cat > /usr/local/bin/dcgm-exporter && chmod 755 /usr/local/bin/dcgm-exporter "
+            "&& (nohup /usr/local/bin/dcgm-exporter </dev/null >/dev/null 2>&1 &)",
+            DCGM_STAND_IN,
+        )
         site = playbook("site.yml")
         outputs.append(site.output)
     assert site.returncode == 0, site.output[-4000:]
@@ -265,8 +312,9 @@ def test_teardown_refuses_under_a_job_stops_it_when_asked_then_site_rebuilds(run
         assert [(m["instance"], m["modelName"]) for m in series] == [("%s:9400" % worker["ip"], "Tesla T4")], series
         status = playbook("status.yml", "exp=smoke")
         # (CPU is a rate over two scrapes: right after the rebuild it may still be "unknown"; the GPU is a gauge.)
-        lines = dict(re.findall(r"^\s*- '?(%s): (.*?)'?$" % "|".join(re.escape(n["name"]) for n in nodes),
-                                status.output, re.M))
+        lines = dict(
+            re.findall(r"^\s*- '?(%s): (.*?)'?$" % "|".join(re.escape(n["name"]) for n in nodes), status.output, re.M)
+        )
         assert sorted(lines) == sorted(n["name"] for n in nodes), status.output[-3000:]
         assert lines[worker["name"]].endswith(", GPU 0%"), lines
         assert all("GPU" not in text for name, text in lines.items() if name != worker["name"]), lines

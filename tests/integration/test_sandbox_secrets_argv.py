@@ -31,8 +31,10 @@ from tests.fake_hyperbolic.testing import venv_bin
 from tests.integration.conftest import ROOT, SANDBOX_INVENTORY, sandbox_nodes
 
 TAG = secrets.token_hex(6)
-SECRETS = {"HF_TOKEN": "hf_FAKE_argv_" + secrets.token_hex(12),
-           "WANDB_API_KEY": "wandb_FAKE_argv_" + secrets.token_hex(12)}
+SECRETS = {
+    "HF_TOKEN": "hf_FAKE_argv_" + secrets.token_hex(12),
+    "WANDB_API_KEY": "wandb_FAKE_argv_" + secrets.token_hex(12),
+}
 CKPT_ROOT = "/data/checkpoints-argv-" + TAG
 SECRETS_DIR = "/data/.rlinfra/secrets"  # the default: .rlinfra/secrets next to the checkpoint root
 RUN = "argv-" + TAG
@@ -45,8 +47,9 @@ BOUND_S = 900  # every sampler ends by itself after this, whatever happens to th
 
 
 def on_node(node, script):
-    return subprocess.run(["docker", "exec", node, "sh", "-c", script], capture_output=True, text=True,
-                          timeout=120).stdout
+    return subprocess.run(
+        ["docker", "exec", node, "sh", "-c", script], capture_output=True, text=True, timeout=120
+    ).stdout
 
 
 class Sampler(threading.Thread):
@@ -60,11 +63,14 @@ class Sampler(threading.Thread):
         self.samples = self.setup_workers = self.route_seen = self.actors = 0
         self.hits, self.file_modes = [], set()
         stat = ('stat -c "@@mode %%a %%U" %s 2>/dev/null; ' % watch_file) if watch_file else ""
-        loop = ('end=$(( $(date +%%s) + %d )); while [ ! -e %s ] && [ $(date +%%s) -lt $end ]; do '
-                'ps -eww -o args=; %secho %s; sleep %s; done' % (BOUND_S, STOP, stat, MARK, INTERVAL_S))
+        loop = (
+            "end=$(( $(date +%%s) + %d )); while [ ! -e %s ] && [ $(date +%%s) -lt $end ]; do "
+            "ps -eww -o args=; %secho %s; sleep %s; done" % (BOUND_S, STOP, stat, MARK, INTERVAL_S)
+        )
         argv = ["docker", "exec", node, "sh", "-c", loop] if node else ["sh", "-c", loop]
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                     errors="replace")
+        self.proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, errors="replace"
+        )
 
     def run(self):
         sample = []
@@ -76,7 +82,7 @@ class Sampler(threading.Thread):
             self.samples += 1
             for args in sample:
                 if args.startswith("@@mode "):
-                    self.file_modes.add(args[len("@@mode "):])
+                    self.file_modes.add(args[len("@@mode ") :])
                     continue
                 for name, value in self.needles.items():
                     if value in args:
@@ -116,8 +122,15 @@ def test_no_secret_in_any_argv_on_any_node(sandbox, tmp_path):
     (exp_dir / "smoke.yml").write_text(yaml.safe_dump(exp))
     extra = tmp_path / "vars.json"
     extra.touch(mode=0o600)
-    extra.write_text(json.dumps({"verl_job_secrets": {"WANDB_API_KEY": SECRETS["WANDB_API_KEY"]},
-                                 "verl_job_checkpoint_root": CKPT_ROOT, "verl_job_experiments_dir": str(exp_dir)}))
+    extra.write_text(
+        json.dumps(
+            {
+                "verl_job_secrets": {"WANDB_API_KEY": SECRETS["WANDB_API_KEY"]},
+                "verl_job_checkpoint_root": CKPT_ROOT,
+                "verl_job_experiments_dir": str(exp_dir),
+            }
+        )
+    )
 
     samplers = [Sampler(n["name"], SECRETS, SECRETS_FILE if n["name"] == head else None) for n in nodes]
     samplers.append(Sampler(None, SECRETS))
@@ -127,8 +140,9 @@ def test_no_secret_in_any_argv_on_any_node(sandbox, tmp_path):
     started = time.monotonic()
     try:
         time.sleep(1)
-        submit = playbook("submit.yml", "exp=smoke", "run=" + RUN, "@" + str(extra),
-                          env={"HF_TOKEN": SECRETS["HF_TOKEN"]})
+        submit = playbook(
+            "submit.yml", "exp=smoke", "run=" + RUN, "@" + str(extra), env={"HF_TOKEN": SECRETS["HF_TOKEN"]}
+        )
         time.sleep(1)
     finally:
         for n in nodes:
@@ -144,9 +158,11 @@ def test_no_secret_in_any_argv_on_any_node(sandbox, tmp_path):
     assert submit.returncode == 0, submit.output[-4000:]
 
     for s in samplers:  # shown with -s / on failure
-        print("sampler %s: %d samples, %d setup_worker lines (%d with RLINFRA_SECRETS_FILE), %d rollout actor lines, "
-              "%d hits in %.0fs" % (s.node or "controller", s.samples, s.setup_workers, s.route_seen, s.actors,
-                                    len(s.hits), elapsed))
+        print(
+            "sampler %s: %d samples, %d setup_worker lines (%d with RLINFRA_SECRETS_FILE), %d rollout actor lines, "
+            "%d hits in %.0fs"
+            % (s.node or "controller", s.samples, s.setup_workers, s.route_seen, s.actors, len(s.hits), elapsed)
+        )
     hits = [h for s in samplers for h in s.hits]
     assert not hits, hits
     # Not blind: many samples everywhere, and on every node the worker-setup command line that used to
@@ -167,7 +183,7 @@ def test_no_secret_in_any_argv_on_any_node(sandbox, tmp_path):
 
     # The file was root's alone while the run lived, and went with the run.
     assert on_head.file_modes == {"600 root"}, on_head.file_modes
-    after = on_node(head, "stat -c '%a %U' {0} {0}/default; test -e {1} || echo gone".format(SECRETS_DIR, SECRETS_FILE))
+    after = on_node(head, f"stat -c '%a %U' {SECRETS_DIR} {SECRETS_DIR}/default; test -e {SECRETS_FILE} || echo gone")
     assert after == "700 root\n700 root\ngone\n", after
     for value in SECRETS.values():
         assert value not in submit.output

@@ -33,19 +33,34 @@ NAME = "rl-" + TAG
 
 
 def on_node(node, script, check=True):
-    proc = subprocess.run(["docker", "exec", node, "sh", "-c", script], capture_output=True, text=True, timeout=180,
-                          check=False)
+    proc = subprocess.run(
+        ["docker", "exec", node, "sh", "-c", script], capture_output=True, text=True, timeout=180, check=False
+    )
     assert not check or proc.returncode == 0, "%s: %s\n%s" % (node, script, proc.stderr)
     return proc.stdout
 
 
 def slurm_conf(nodes, head):
-    lines = ["ClusterName=sandbox", "SlurmctldHost=%s(%s)" % (head["name"], head["ip"]), "SlurmUser=slurm",
-             "AuthType=auth/munge", "StateSaveLocation=/var/lib/slurm/slurmctld", "SlurmdSpoolDir=/var/lib/slurm/slurmd",
-             "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "SelectType=select/cons_tres",
-             "SelectTypeParameters=CR_Core", "SchedulerType=sched/backfill", "JobAcctGatherType=jobacct_gather/none",
-             "AccountingStorageType=accounting_storage/none", "MpiDefault=none", "ReturnToService=2",
-             "SlurmdParameters=config_overrides", "SlurmctldTimeout=30", "SlurmdTimeout=30"]
+    lines = [
+        "ClusterName=sandbox",
+        "SlurmctldHost=%s(%s)" % (head["name"], head["ip"]),
+        "SlurmUser=slurm",
+        "AuthType=auth/munge",
+        "StateSaveLocation=/var/lib/slurm/slurmctld",
+        "SlurmdSpoolDir=/var/lib/slurm/slurmd",
+        "ProctrackType=proctrack/linuxproc",
+        "TaskPlugin=task/none",
+        "SelectType=select/cons_tres",
+        "SelectTypeParameters=CR_Core",
+        "SchedulerType=sched/backfill",
+        "JobAcctGatherType=jobacct_gather/none",
+        "AccountingStorageType=accounting_storage/none",
+        "MpiDefault=none",
+        "ReturnToService=2",
+        "SlurmdParameters=config_overrides",
+        "SlurmctldTimeout=30",
+        "SlurmdTimeout=30",
+    ]
     lines += ["NodeName=%s NodeAddr=%s CPUs=1 State=UNKNOWN" % (n["name"], n["ip"]) for n in nodes]
     lines.append("PartitionName=rl Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
     return "\n".join(lines) + "\n"
@@ -58,9 +73,12 @@ def start_slurm(nodes, head, tmp_path):
     for n in nodes:
         for f, dest in (("munge.key", "/etc/munge/munge.key"), ("slurm.conf", "/etc/slurm/slurm.conf")):
             subprocess.run(["docker", "cp", str(tmp_path / f), "%s:%s" % (n["name"], dest)], check=True)
-        on_node(n["name"], "chown munge:munge /etc/munge/munge.key && chmod 0400 /etc/munge/munge.key && "
-                           "mkdir -p /var/lib/slurm/slurmd /var/lib/slurm/slurmctld && chown -R slurm:slurm /var/lib/slurm "
-                           "&& systemctl restart munge")
+        on_node(
+            n["name"],
+            "chown munge:munge /etc/munge/munge.key && chmod 0400 /etc/munge/munge.key && "
+            "mkdir -p /var/lib/slurm/slurmd /var/lib/slurm/slurmctld && chown -R slurm:slurm /var/lib/slurm "
+            "&& systemctl restart munge",
+        )
     on_node(head["name"], "systemctl restart slurmctld")
     for n in nodes:
         on_node(n["name"], "systemctl restart slurmd")
@@ -70,14 +88,25 @@ def start_slurm(nodes, head, tmp_path):
         if len([s for s in states if s.strip().endswith("idle")]) == len(nodes):
             return
         time.sleep(1)
-    raise AssertionError("Slurm nodes not idle: %s\n%s" % (states, on_node(head["name"], "journalctl -u slurmctld -n 30 --no-pager", check=False)))
+    raise AssertionError(
+        "Slurm nodes not idle: %s\n%s"
+        % (states, on_node(head["name"], "journalctl -u slurmctld -n 30 --no-pager", check=False))
+    )
 
 
 def stop_slurm(nodes, head):
-    on_node(head["name"], "scancel --full --signal=KILL --user=root 2>/dev/null; scancel --user=root 2>/dev/null", check=False)
+    on_node(
+        head["name"],
+        "scancel --full --signal=KILL --user=root 2>/dev/null; scancel --user=root 2>/dev/null",
+        check=False,
+    )
     for n in nodes:
-        on_node(n["name"], "systemctl stop slurmd slurmctld munge; rm -rf /etc/slurm/slurm.conf /etc/munge/munge.key "
-                           "/var/lib/slurm/slurmd/* /var/lib/slurm/slurmctld/*", check=False)
+        on_node(
+            n["name"],
+            "systemctl stop slurmd slurmctld munge; rm -rf /etc/slurm/slurm.conf /etc/munge/munge.key "
+            "/var/lib/slurm/slurmd/* /var/lib/slurm/slurmctld/*",
+            check=False,
+        )
 
 
 def sbatch(head, *args):
@@ -100,11 +129,30 @@ def inventory(tmp_path, head, options, env=None):
     inv = tmp_path / "inv"
     (inv / "group_vars").mkdir(parents=True, exist_ok=True)
     key = json.loads((SANDBOX / "state.json").read_text())["ssh_key"]
-    (inv / "group_vars" / "all.yml").write_text(yaml.safe_dump({
-        "ansible_user": "root", "ansible_ssh_private_key_file": key, "ansible_python_interpreter": "/usr/bin/python3",
-        "python_env_offline": True, "python_env_wheelhouse": "/data/wheelhouse"}))
-    login = {"login_host": "root@" + head["ip"], "ssh_args": ["-i", key, "-o", "StrictHostKeyChecking=no", "-o",
-                                                            "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR"]}
+    (inv / "group_vars" / "all.yml").write_text(
+        yaml.safe_dump(
+            {
+                "ansible_user": "root",
+                "ansible_ssh_private_key_file": key,
+                "ansible_python_interpreter": "/usr/bin/python3",
+                "python_env_offline": True,
+                "python_env_wheelhouse": "/data/wheelhouse",
+            }
+        )
+    )
+    login = {
+        "login_host": "root@" + head["ip"],
+        "ssh_args": [
+            "-i",
+            key,
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+            "-o",
+            "LogLevel=ERROR",
+        ],
+    }
     (inv / "rl.slurm.yml").write_text(yaml.safe_dump(dict({"plugin": "rlinfra.verl.slurm"}, **dict(login, **options))))
     return inv
 
@@ -150,10 +198,24 @@ def test_slurm_job_becomes_the_ray_cluster(sandbox, tmp_path):
         assert got["ray_head"]["hosts"] == [names[0]] and sorted(got["ray_workers"]["hosts"]) == sorted(names[1:])
         hv = got["_meta"]["hostvars"]
         for n in nodes:
-            assert {k: hv[n["name"]][k] for k in ("ansible_host", "slurm_job_id", "slurm_job_name", "slurm_partition",
-                                                  "slurm_gpus_per_node", "ray_cluster")} == {
-                "ansible_host": n["ip"], "slurm_job_id": job, "slurm_job_name": NAME, "slurm_partition": "rl",
-                "slurm_gpus_per_node": 0, "ray_cluster": "default"}
+            assert {
+                k: hv[n["name"]][k]
+                for k in (
+                    "ansible_host",
+                    "slurm_job_id",
+                    "slurm_job_name",
+                    "slurm_partition",
+                    "slurm_gpus_per_node",
+                    "ray_cluster",
+                )
+            } == {
+                "ansible_host": n["ip"],
+                "slurm_job_id": job,
+                "slurm_job_name": NAME,
+                "slurm_partition": "rl",
+                "slurm_gpus_per_node": 0,
+                "ray_cluster": "default",
+            }
 
         # site.yml on the allocated nodes, through this inventory.
         site = run([venv_bin("ansible-playbook"), "-i", str(inv), "site.yml"])
@@ -171,27 +233,41 @@ def test_slurm_job_becomes_the_ray_cluster(sandbox, tmp_path):
         assert sorted(from_env["_meta"]["hostvars"]) == sorted(names)
 
         # The inventory cache (as for the Hyperbolic plugin): a cached job is listed without asking Slurm.
-        cache = {"job_id": job, "cache": True, "cache_plugin": "ansible.builtin.jsonfile",
-                 "cache_connection": str(tmp_path / "cache"), "cache_timeout": 600}
+        cache = {
+            "job_id": job,
+            "cache": True,
+            "cache_plugin": "ansible.builtin.jsonfile",
+            "cache_connection": str(tmp_path / "cache"),
+            "cache_timeout": 600,
+        }
         assert sorted(listed(inventory(tmp_path, head, cache))["_meta"]["hostvars"]) == sorted(names)
         gone = inventory(tmp_path, head, cache)
         conf = yaml.safe_load((gone / "rl.slurm.yml").read_text())
-        (gone / "rl.slurm.yml").write_text(yaml.safe_dump(dict(conf, login_host="root@127.0.0.1", ssh_args=["-p", "1", "-o", "ConnectTimeout=2"])))
+        (gone / "rl.slurm.yml").write_text(
+            yaml.safe_dump(dict(conf, login_host="root@127.0.0.1", ssh_args=["-p", "1", "-o", "ConnectTimeout=2"]))
+        )
         assert sorted(listed(gone)["_meta"]["hostvars"]) == sorted(names)
         flushed = run([venv_bin("ansible-inventory"), "-i", str(gone), "--list", "--flush-cache"])
-        assert any("cannot reach the login node root@127.0.0.1 over ssh" in line for line in load_failures(flushed.stderr)), \
-            flushed.output[-3000:]
+        assert any(
+            "cannot reach the login node root@127.0.0.1 over ssh" in line for line in load_failures(flushed.stderr)
+        ), flushed.output[-3000:]
 
         # Pending, two of a name, ended, unknown: one line each.
         pending = sbatch(head, "-N", str(len(nodes)), "--job-name", NAME)
         wait_state(head, pending, "PENDING", "Resources")
         line = one_error(inventory(tmp_path, head, {"job_id": pending}))
-        assert "Slurm job %s (%s) is PENDING (reason: Resources): it has no nodes yet; wait until it runs" % (pending, NAME) in line
+        assert (
+            "Slurm job %s (%s) is PENDING (reason: Resources): it has no nodes yet; wait until it runs"
+            % (pending, NAME)
+            in line
+        )
         line = one_error(inventory(tmp_path, head, {"job_name": NAME}))
         assert "2 Slurm jobs are named '%s' (%s RUNNING, %s PENDING): set job_id" % (NAME, job, pending) in line
         on_node(head["name"], "scancel %s %s" % (job, pending))
         line = one_error(inventory(tmp_path, head, {"job_id": job}))
-        assert re.search(r"Slurm job %s \(%s\) has ended \((CANCELLED|COMPLETING|COMPLETED)\): allocate again" % (job, NAME), line), line
+        assert re.search(
+            r"Slurm job %s \(%s\) has ended \((CANCELLED|COMPLETING|COMPLETED)\): allocate again" % (job, NAME), line
+        ), line
         line = one_error(inventory(tmp_path, head, {"job_id": "987654"}))
         assert "Slurm job 987654 is unknown to slurmctld" in line
 

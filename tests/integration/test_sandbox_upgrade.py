@@ -44,8 +44,9 @@ def packages(pins):
 
 
 def on_node(node, script):
-    return subprocess.run(["docker", "exec", node, "sh", "-c", script], capture_output=True, text=True,
-                          timeout=120, check=False).stdout
+    return subprocess.run(
+        ["docker", "exec", node, "sh", "-c", script], capture_output=True, text=True, timeout=120, check=False
+    ).stdout
 
 
 def snapshot(nodes):
@@ -56,7 +57,9 @@ def snapshot(nodes):
         out[n["name"]] = {
             "pid": on_node(n["name"], "systemctl show -p MainPID --value %s.service" % unit).strip(),
             "frozen": on_node(n["name"], "%s/bin/uv pip freeze --python %s/bin/python 2>/dev/null" % (VENV, VENV)),
-            "files": on_node(n["name"], "sha256sum /etc/ray/* /etc/systemd/system/ray-*.service %s/rlinfra-* 2>&1" % VENV),
+            "files": on_node(
+                n["name"], "sha256sum /etc/ray/* /etc/systemd/system/ray-*.service %s/rlinfra-* 2>&1" % VENV
+            ),
         }
     return out
 
@@ -66,8 +69,10 @@ def error_lines(output):
 
 
 def recap(output):
-    return {m.group(1): (int(m.group(2)), int(m.group(3))) for m in
-            re.finditer(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=\d+\s+failed=(\d+)", output, re.M)}
+    return {
+        m.group(1): (int(m.group(2)), int(m.group(3)))
+        for m in re.finditer(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=\d+\s+failed=(\d+)", output, re.M)
+    }
 
 
 def test_upgrade_refused_under_running_job_then_forced(sandbox):
@@ -82,8 +87,10 @@ def test_upgrade_refused_under_running_job_then_forced(sandbox):
     run = "upg-" + TAG
     sid = "rlinfra-smoke-default-" + run
     try:
-        slow = {"verl_job_checkpoint_root": CKPT_ROOT,
-                "verl_job_params": {"trainer": {"total_training_steps": 900, "save_freq": 300, "step_sleep_s": 1.0}}}
+        slow = {
+            "verl_job_checkpoint_root": CKPT_ROOT,
+            "verl_job_params": {"trainer": {"total_training_steps": 900, "save_freq": 300, "step_sleep_s": 1.0}},
+        }
         submit = playbook("submit.yml", "exp=smoke", "run=" + run, "wait=false", slow)
         assert submit.returncode == 0, submit.output[-4000:]
         before = snapshot(nodes)

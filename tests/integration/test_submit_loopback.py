@@ -27,6 +27,7 @@ import pytest
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import secrets_file
 from tests.integration.localhost_play import REPO, flat, recap, run_playbook, write_inventory
+
 FAKE_HF_TOKEN = "hf_fAkE0123456789sEcReTvAlUe"
 SID = "rlinfra-smoke-default"
 
@@ -60,12 +61,14 @@ def workdir(tmp_path):
 
 
 def playbook(workdir, name, *extra, head=None, env=None, verbose=True):
-    common = {"verl_job_artifacts_dir": str(workdir / "artifacts"),
-              "verl_job_checkpoint_root": str(workdir / "checkpoints"),
-              "verl_job_venv": str(Path(sys.executable).parent.parent),
-              "verl_job_become": False,
-              # Where the head keeps the working_dir zip (made by the submit when missing).
-              "verl_job_remote_tmp": str(workdir / "remote")}
+    common = {
+        "verl_job_artifacts_dir": str(workdir / "artifacts"),
+        "verl_job_checkpoint_root": str(workdir / "checkpoints"),
+        "verl_job_venv": str(Path(sys.executable).parent.parent),
+        "verl_job_become": False,
+        # Where the head keeps the working_dir zip (made by the submit when missing).
+        "verl_job_remote_tmp": str(workdir / "remote"),
+    }
     if head is not None:
         # The token goes by file, never on the command line.
         common.update(verl_job_address=head.address, verl_job_token_path=head.token_path)
@@ -103,7 +106,9 @@ def test_submit_smoke_end_to_end_then_rerun_is_a_no_op(ray_head, workdir):
     job = client.get_job(SID)
     assert job["status"] == "SUCCEEDED"
     # Progress was printed while waiting, in verl's step:N form.
-    assert re.search(r"^smoke: SUCCEEDED, \d+:\d\d:\d\d, step:30 - reward/mean:", proc.output, re.M), proc.output[-3000:]
+    assert re.search(r"^smoke: SUCCEEDED, \d+:\d\d:\d\d, step:30 - reward/mean:", proc.output, re.M), proc.output[
+        -3000:
+    ]
 
     log_path = workdir / "artifacts" / "smoke" / (SID + ".log")
     assert stat.S_IMODE(log_path.stat().st_mode) == 0o600
@@ -127,8 +132,12 @@ def test_submit_smoke_end_to_end_then_rerun_is_a_no_op(ray_head, workdir):
 
     # verl's checkpoint layout, on the (overridden) shared volume root.
     ckpt = workdir / "checkpoints" / "rlinfra_smoke" / "default" / "smoke"
-    assert sorted(p.name for p in ckpt.iterdir()) == ["global_step_10", "global_step_20", "global_step_30",
-                                                      "latest_checkpointed_iteration.txt"]
+    assert sorted(p.name for p in ckpt.iterdir()) == [
+        "global_step_10",
+        "global_step_20",
+        "global_step_30",
+        "latest_checkpointed_iteration.txt",
+    ]
     assert (ckpt / "latest_checkpointed_iteration.txt").read_text() == "30"
     assert json.loads((ckpt / "global_step_30" / "policy.json").read_text())["step"] == 30
 
@@ -176,9 +185,14 @@ def test_dry_run_needs_no_cluster(workdir):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         closed = "http://127.0.0.1:%d" % s.getsockname()[1]  # nothing listens once closed
-    proc = playbook(workdir, "submit.yml", "exp=smoke", "dry_run=true",
-                    json.dumps({"verl_job_address": closed, "verl_job_token_path": "/nonexistent"}),
-                    env={"HF_TOKEN": FAKE_HF_TOKEN})
+    proc = playbook(
+        workdir,
+        "submit.yml",
+        "exp=smoke",
+        "dry_run=true",
+        json.dumps({"verl_job_address": closed, "verl_job_token_path": "/nonexistent"}),
+        env={"HF_TOKEN": FAKE_HF_TOKEN},
+    )
     assert proc.returncode == 0, proc.output[-4000:]
     assert "dry_run: true" in proc.output
     assert "submission_id: rlinfra-smoke-default" in proc.output
@@ -197,7 +211,9 @@ def test_submit_in_check_mode_reads_the_cluster_and_submits_nothing(ray_head, wo
     proc = playbook(workdir, "submit.yml", "exp=smoke", "run=check", "--check", head=ray_head)
     assert proc.returncode == 0, proc.output[-4000:]
     text = flat(proc.output)
-    assert "Check mode: nothing was submitted; %s-check would be submitted to Ray cluster default as below." % SID in text
+    assert (
+        "Check mode: nothing was submitted; %s-check would be submitted to Ray cluster default as below." % SID in text
+    )
     assert "python3 smoke_rl.py trainer.total_training_steps=30" in text
     assert "Submitted" not in proc.output and "Wait for job" not in proc.output
     assert all(j["submission_id"] != SID + "-check" for j in ray_head.client().job_summaries())
@@ -247,16 +263,22 @@ def test_two_clusters_from_one_inventory_keep_their_own_checkpoints(ray_head, tm
     try:
         hosts = {}
         for name, head in (("a", ray_head), ("b", other)):
-            hosts["head-" + name] = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-                                     "ray_cluster": name, "verl_job_address": head.address,
-                                     "verl_job_token_path": head.token_path}
+            hosts["head-" + name] = {
+                "ansible_connection": "local",
+                "ansible_python_interpreter": sys.executable,
+                "ray_cluster": name,
+                "verl_job_address": head.address,
+                "verl_job_token_path": head.token_path,
+            }
         (tmp_path / "inventory.yml").write_text(json.dumps({"all": {"children": {"ray_head": {"hosts": hosts}}}}))
 
         def submit(cluster, steps, run=""):
             params = {"verl_job_params": {"trainer": {"total_training_steps": steps, "save_freq": 5}}}
             # An empty -e run= is refused (a scope is never given empty): the first run leaves it out.
             runs = ["run=" + run] if run else []
-            return subprocess_playbook(tmp_path, "submit.yml", "exp=smoke", "cluster=" + cluster, *runs, json.dumps(params))
+            return subprocess_playbook(
+                tmp_path, "submit.yml", "exp=smoke", "cluster=" + cluster, *runs, json.dumps(params)
+            )
 
         first = [submit("a", 10), submit("b", 20)]  # at once
         for proc in first:
@@ -285,10 +307,21 @@ def subprocess_playbook(directory, name, *extra, env=None):
     import os
     import subprocess
 
-    args = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(directory / "inventory.yml"), name,
-            "-e", json.dumps({"verl_job_artifacts_dir": str(directory / "artifacts"),
-                              "verl_job_checkpoint_root": str(directory / "checkpoints"),
-                              "verl_job_venv": str(Path(sys.executable).parent.parent), "verl_job_become": False})]
+    args = [
+        str(Path(sys.executable).with_name("ansible-playbook")),
+        "-i",
+        str(directory / "inventory.yml"),
+        name,
+        "-e",
+        json.dumps(
+            {
+                "verl_job_artifacts_dir": str(directory / "artifacts"),
+                "verl_job_checkpoint_root": str(directory / "checkpoints"),
+                "verl_job_venv": str(Path(sys.executable).parent.parent),
+                "verl_job_become": False,
+            }
+        ),
+    ]
     for item in extra:
         args += ["-e", item]
     extra_env = env
@@ -300,14 +333,22 @@ def subprocess_playbook(directory, name, *extra, env=None):
 
 def background_submit(directory, head, *extra, env=None):
     """submit.yml against ``head`` in the background, with the token by file."""
-    return subprocess_playbook(directory, "submit.yml", "exp=smoke", json.dumps(
-        {"verl_job_address": head.address, "verl_job_token_path": head.token_path}), *extra, env=env)
+    return subprocess_playbook(
+        directory,
+        "submit.yml",
+        "exp=smoke",
+        json.dumps({"verl_job_address": head.address, "verl_job_token_path": head.token_path}),
+        *extra,
+        env=env,
+    )
 
 
 def test_a_job_stopped_by_someone_else_ends_the_wait_with_one_line(ray_head, workdir):
     client = ray_head.client()
-    slow = {"verl_job_params": {"trainer": {"total_training_steps": 60, "step_sleep_s": 1.0}},
-            "verl_job_progress_interval": 2}
+    slow = {
+        "verl_job_params": {"trainer": {"total_training_steps": 60, "step_sleep_s": 1.0}},
+        "verl_job_progress_interval": 2,
+    }
     proc = background_submit(workdir, ray_head, "run=stopped", json.dumps(slow))
     sid = SID + "-stopped"
     deadline = time.monotonic() + 240
@@ -328,8 +369,10 @@ def test_a_job_stopped_by_someone_else_ends_the_wait_with_one_line(ray_head, wor
     out = proc.communicate(timeout=300)[0]
     assert proc.returncode != 0
     flat_out = flat(out)
-    assert ("Ray job %s was stopped from outside this wait (stop.yml, the dashboard or `ray job stop`); not "
-            "resubmitted" % sid) in flat_out, out[-3000:]
+    assert (
+        "Ray job %s was stopped from outside this wait (stop.yml, the dashboard or `ray job stop`); not "
+        "resubmitted" % sid
+    ) in flat_out, out[-3000:]
     assert "status: STOPPED" in flat_out
     for sign in ("dict2items", "NoneType", "The error was", "has no attribute"):
         assert sign not in out
@@ -345,8 +388,9 @@ def test_a_dashboard_gone_for_good_ends_the_wait_with_one_line(workdir):
         exp = exp.replace("progress_interval: 10", "progress_interval: 2\n  outage_grace: 6")
         (workdir / "experiments" / "smoke.yml").write_text(exp)
         shutil.copytree(REPO / "experiments" / "smoke", workdir / "experiments" / "smoke")
-        proc = background_submit(workdir, head, json.dumps(slow),
-                                 json.dumps({"verl_job_experiments_dir": str(workdir / "experiments")}))
+        proc = background_submit(
+            workdir, head, json.dumps(slow), json.dumps({"verl_job_experiments_dir": str(workdir / "experiments")})
+        )
         client = head.client()
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline and (client.get_job(SID) or {}).get("status") != "RUNNING":
@@ -356,8 +400,11 @@ def test_a_dashboard_gone_for_good_ends_the_wait_with_one_line(workdir):
         out = proc.communicate(timeout=300)[0]
         assert proc.returncode != 0
         assert time.monotonic() - started < 120  # bounded: outage_grace plus a poll, not wait.timeout
-        assert re.search(r"the Ray dashboard at %s has not answered for \d+s \(.*\): the state of job %s is unknown"
-                         % (re.escape(head.address), SID), flat(out)), out[-3000:]
+        assert re.search(
+            r"the Ray dashboard at %s has not answered for \d+s \(.*\): the state of job %s is unknown"
+            % (re.escape(head.address), SID),
+            flat(out),
+        ), out[-3000:]
         assert "SUCCEEDED" not in out
     finally:
         helpers.kill_session(sid_head)
@@ -375,10 +422,14 @@ def test_a_second_writer_of_the_checkpoints_is_refused_and_nothing_changes(ray_h
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and client.get_job(holder)["status"] != "RUNNING":
             time.sleep(0.5)
-        proc = playbook(workdir, "submit.yml", "exp=smoke", "run=second", head=ray_head, env={"HF_TOKEN": FAKE_HF_TOKEN})
+        proc = playbook(
+            workdir, "submit.yml", "exp=smoke", "run=second", head=ray_head, env={"HF_TOKEN": FAKE_HF_TOKEN}
+        )
         assert proc.returncode == 2, proc.output[-3000:]
-        assert ("%s (RUNNING) already writes %s: two runs in one checkpoint directory would resume from each "
-                "other's checkpoints" % (holder, ckpt)) in flat(proc.output), proc.output[-3000:]
+        assert (
+            "%s (RUNNING) already writes %s: two runs in one checkpoint directory would resume from each "
+            "other's checkpoints" % (holder, ckpt)
+        ) in flat(proc.output), proc.output[-3000:]
         assert recap(proc.output)["changed"] == 0
         assert client.get_job(SID + "-second") is None
         assert not (workdir / ".rlinfra" / "secrets" / "default" / (SID + "-second.env")).exists()
@@ -390,21 +441,28 @@ def test_a_working_dir_over_the_inline_limit_is_copied_to_the_head_first(ray_hea
     """A zip over 8 MiB does not travel inside the submit's module call: it is copied to the head first (0600,
     kept for a recovery), uploaded from there, and the job runs from it."""
     from ansible_collections.rlinfra.verl.plugins.action.verl_submit import INLINE_MAX
+
     exps = workdir / "exps"
     shutil.copytree(REPO / "experiments" / "smoke", exps / "big")
     (exps / "big" / "blob.bin").write_bytes(os.urandom(INLINE_MAX + 1024 * 1024))  # random: the zip cannot shrink it
-    (exps / "big.yml").write_text((REPO / "experiments" / "smoke.yml").read_text()
-                                  .replace("working_dir: smoke", "working_dir: big")
-                                  .replace("total_training_steps: 30", "total_training_steps: 2").replace("save_freq: 10", "save_freq: 1"))
+    (exps / "big.yml").write_text(
+        (REPO / "experiments" / "smoke.yml")
+        .read_text()
+        .replace("working_dir: smoke", "working_dir: big")
+        .replace("total_training_steps: 30", "total_training_steps: 2")
+        .replace("save_freq: 10", "save_freq: 1")
+    )
     (workdir / "remote").mkdir(mode=0o755)
     proc = playbook(workdir, "submit.yml", "exp=big", "verl_job_experiments_dir=" + str(exps), head=ray_head)
     assert proc.returncode == 0, proc.output[-4000:]
     job = ray_head.client().get_job("rlinfra-big-default")
     assert job["status"] == "SUCCEEDED", job
     zips = list((workdir / "remote").glob("rlinfra-*.zip"))
-    assert len(zips) == 1 and zips[0].stat().st_size > INLINE_MAX and stat.S_IMODE(zips[0].stat().st_mode) == 0o600, zips
+    assert len(zips) == 1 and zips[0].stat().st_size > INLINE_MAX and stat.S_IMODE(zips[0].stat().st_mode) == 0o600, (
+        zips
+    )
     assert job["runtime_env"]["working_dir"].startswith("gcs://_ray_pkg_")
-    assert ray_head.client().has_package(job["runtime_env"]["working_dir"][len("gcs://"):])
+    assert ray_head.client().has_package(job["runtime_env"]["working_dir"][len("gcs://") :])
 
 
 def test_artifacts_that_cannot_be_written_mid_run_leave_the_status_and_the_summary(ray_head, workdir):
@@ -427,8 +485,10 @@ def test_artifacts_that_cannot_be_written_mid_run_leave_the_status_and_the_summa
     assert client.get_job(sid)["status"] == "SUCCEEDED"
     text = flat(out).replace("''", "'")  # the YAML callback doubles a quote inside quotes
     assert "status: SUCCEEDED" in text, out[-3000:]
-    assert ("artifacts: NOT SAVED - verl_job_artifacts_dir %s: cannot write the driver log and metrics (File exists): set "
-            "verl_job_artifacts_dir to another directory; the job's status above is Ray's own" % run_dir) in text, out[-3000:]
+    assert (
+        "artifacts: NOT SAVED - verl_job_artifacts_dir %s: cannot write the driver log and metrics (File exists): set "
+        "verl_job_artifacts_dir to another directory; the job's status above is Ray's own" % run_dir
+    ) in text, out[-3000:]
     for sign in ("Traceback", "Errno", "NoneType", "The error was"):
         assert sign not in out
     assert not (workdir / ".rlinfra" / "secrets" / "default" / (sid + ".env")).exists()
@@ -455,9 +515,10 @@ def test_an_artifacts_directory_that_is_a_link_is_refused_before_anything(ray_he
     before = {j["submission_id"] for j in client.list_jobs()}
     proc = playbook(workdir, "submit.yml", "exp=smoke", "run=linked", head=ray_head)
     assert proc.returncode != 0
-    assert ("artifacts directory %s is a symbolic link (to %s): runs write their logs there only into a real "
-            "directory; point verl_job_artifacts_dir at the target itself" % (workdir / "artifacts", elsewhere)
-            ) in flat(proc.output), proc.output[-3000:]
+    assert (
+        "artifacts directory %s is a symbolic link (to %s): runs write their logs there only into a real "
+        "directory; point verl_job_artifacts_dir at the target itself" % (workdir / "artifacts", elsewhere)
+    ) in flat(proc.output), proc.output[-3000:]
     assert {j["submission_id"] for j in client.list_jobs()} == before and not list(elsewhere.iterdir())
 
 
@@ -466,21 +527,27 @@ def test_a_deadline_reaches_the_run_which_saves_before_it_and_the_wait_says_wher
     (the margin); the smoke trainer saves before it as verl's should_save_ckpt_esi does, though its save_freq would
     not; the wait says where the deadline falls. One within the margin is refused in one line, nothing submitted."""
     from ansible_collections.rlinfra.verl.plugins.module_utils.common.vocabulary import iso_time
+
     exps = workdir / "experiments"
     exps.mkdir()
     shutil.copytree(REPO / "experiments" / "smoke", exps / "smoke")
     smoke = (REPO / "experiments" / "smoke.yml").read_text()
     where = json.dumps({"verl_job_experiments_dir": str(exps)})
-    params = json.dumps({"verl_job_params": {"trainer": {"total_training_steps": 40, "save_freq": 1000,
-                                                         "step_sleep_s": 1.0}}})
+    params = json.dumps(
+        {"verl_job_params": {"trainer": {"total_training_steps": 40, "save_freq": 1000, "step_sleep_s": 1.0}}}
+    )
     client = ray_head.client()
 
-    (exps / "smoke.yml").write_text(smoke + "\nrecovery: {deadline: '%s', deadline_margin: 30}\n"
-                                    % iso_time(time.time() + 20))
+    (exps / "smoke.yml").write_text(
+        smoke + "\nrecovery: {deadline: '%s', deadline_margin: 30}\n" % iso_time(time.time() + 20)
+    )
     late = playbook(workdir, "submit.yml", "exp=smoke", "run=late", params, where, head=ray_head)
     assert late.returncode != 0
-    assert re.search(r"smoke\.yml: recovery\.deadline \S+Z is \d+ s away, within recovery\.deadline_margin \(30 s\): the "
-                     r"run could not save before it; .*nothing was submitted", flat(late.output)), late.output[-3000:]
+    assert re.search(
+        r"smoke\.yml: recovery\.deadline \S+Z is \d+ s away, within recovery\.deadline_margin \(30 s\): the "
+        r"run could not save before it; .*nothing was submitted",
+        flat(late.output),
+    ), late.output[-3000:]
     assert client.get_job(SID + "-late") is None
 
     deadline = time.time() + 95
@@ -489,9 +556,11 @@ def test_a_deadline_reaches_the_run_which_saves_before_it_and_the_wait_says_wher
     assert proc.returncode == 0, proc.output[-4000:]
     text = flat(proc.output)
     assert "SUCCEEDED" in text
-    said = re.search(r"recovery\.deadline %s \(in [0-9:]+\)(: at [0-9.]+ s a step the run ends at step 40 about [0-9:]+ "
-                     r"before it| cuts the run at about step \d+ of 40 \([0-9.]+ s a step\))" % re.escape(iso_time(deadline)),
-                     text)
+    said = re.search(
+        r"recovery\.deadline %s \(in [0-9:]+\)(: at [0-9.]+ s a step the run ends at step 40 about [0-9:]+ "
+        r"before it| cuts the run at about step \d+ of 40 \([0-9.]+ s a step\))" % re.escape(iso_time(deadline)),
+        text,
+    )
     assert said, text[-4000:]
     job = client.get_job(SID + "-deadline")
     assert job["runtime_env"]["env_vars"]["MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP"] == "%d" % deadline
@@ -501,7 +570,15 @@ def test_a_deadline_reaches_the_run_which_saves_before_it_and_the_wait_says_wher
     forced = [int(m) for m in re.findall(r"step:(\d+) - .*checkpoint/saved", log)]
     assert "Force saving checkpoint: ESI instance expiration approaching." in log, log[-3000:]
     assert forced and forced[0] < 40, forced
-    print("\n%s; first forced save at step %d, %.0f s before the deadline" % (
-        said.group(0), forced[0], deadline - os.stat(workdir / "checkpoints" / "rlinfra_smoke" / "default" / "smoke" /
-                                                    ("global_step_%d" % forced[0])).st_mtime))
+    print(
+        "\n%s; first forced save at step %d, %.0f s before the deadline"
+        % (
+            said.group(0),
+            forced[0],
+            deadline
+            - os.stat(
+                workdir / "checkpoints" / "rlinfra_smoke" / "default" / "smoke" / ("global_step_%d" % forced[0])
+            ).st_mtime,
+        )
+    )
     assert (workdir / "checkpoints" / "rlinfra_smoke" / "default" / "smoke" / ("global_step_%d" % forced[0])).is_dir()

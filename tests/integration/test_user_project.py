@@ -33,7 +33,7 @@ README = ROOT / "README.md"
 def readme_section():
     text = README.read_text()
     start = text.index("## Real machines: your own project")
-    return text[start:text.index("\n## ", start + 10)]
+    return text[start : text.index("\n## ", start + 10)]
 
 
 def fenced(section, lang, after):
@@ -78,35 +78,63 @@ def make_venv(project):
     venv = project / ".venv"
     proc = sh(["uv", "venv", "-q", "--python", "3.11", str(venv)], project)
     assert proc.returncode == 0, proc.output
-    proc = sh(["uv", "pip", "install", "-q", "--python", str(venv / "bin" / "python"), "ansible-core==" + core_version()],
-              project, timeout=900)
+    proc = sh(
+        ["uv", "pip", "install", "-q", "--python", str(venv / "bin" / "python"), "ansible-core==" + core_version()],
+        project,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.output
-    listed = sh([str(venv / "bin" / "python"), "-c",
-                 "import importlib.metadata as m; print(' '.join(sorted(d.metadata['Name'].lower() for d in m.distributions())))"],
-                project).stdout.split()
+    listed = sh(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "import importlib.metadata as m; print(' '.join(sorted(d.metadata['Name'].lower() for d in m.distributions())))",
+        ],
+        project,
+    ).stdout.split()
     assert "ansible-core" in listed and "ansible" not in listed and "ray" not in listed, listed
-    site = sh([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], project)
+    site = sh(
+        [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], project
+    )
     assert not (Path(site.stdout.strip()) / "ansible_collections").exists(), "the venv has collections of its own"
 
 
 def install_collection(project, dist):
     """The tarball with --no-deps, then exactly the declared dependencies from the ansible package's copies."""
-    proc = sh([venv_bin("ansible-galaxy"), "collection", "build", "--force", "--output-path", str(dist), str(ROOT)], ROOT)
+    proc = sh(
+        [venv_bin("ansible-galaxy"), "collection", "build", "--force", "--output-path", str(dist), str(ROOT)], ROOT
+    )
     assert proc.returncode == 0, proc.output
     (tarball,) = dist.glob("rlinfra-verl-*.tar.gz")
     env = user_env(project)
     proc = sh(["ansible-galaxy", "collection", "install", "--no-deps", "-p", "collections", str(tarball)], project, env)
     assert proc.returncode == 0, proc.output
     declared = yaml.safe_load((ROOT / "galaxy.yml").read_text())["dependencies"]
-    bundled = Path(sh([venv_bin("python"), "-c", "import ansible_collections, os; print(os.path.dirname("
-                       "ansible_collections.__path__[0]))"], ROOT).stdout.strip()) / "ansible_collections"
+    bundled = (
+        Path(
+            sh(
+                [
+                    venv_bin("python"),
+                    "-c",
+                    "import ansible_collections, os; print(os.path.dirname(ansible_collections.__path__[0]))",
+                ],
+                ROOT,
+            ).stdout.strip()
+        )
+        / "ansible_collections"
+    )
     for fqcn in declared:
         ns, name = fqcn.split(".")
         shutil.copytree(bundled / ns / name, project / "collections" / "ansible_collections" / ns / name, symlinks=True)
     proc = sh(["ansible-galaxy", "collection", "list", "-p", "collections", "--format", "json"], project, env)
     assert proc.returncode == 0, proc.output
     # ansible-core's own (ansible.builtin, ansible._protomatter) are part of it, not installed collections.
-    listed = {n for path in json.loads(proc.stdout).values() for n in path if not n.startswith(("ansible._", "ansible.builtin"))}
+    listed = {
+        n
+        for path in json.loads(proc.stdout).values()
+        for n in path
+        if not n.startswith(("ansible._", "ansible.builtin"))
+    }
     assert listed == {"rlinfra.verl", *declared}, listed
     return tarball
 
@@ -116,14 +144,23 @@ def write_inventory(project):
     nodes = sandbox_nodes()
     hosts = {n["name"]: {"ansible_host": n["ip"]} for n in nodes}
     head = [n["name"] for n in nodes if n["role"] == "head"]
-    inventory = {"all": {
-        "vars": {"ansible_user": "root", "ansible_ssh_private_key_file": str(SANDBOX / "id_ed25519"),
-                 "ansible_python_interpreter": "/usr/bin/python3", "python_env_offline": True,
-                 "python_env_wheelhouse": "/data/wheelhouse",
-                 # The sandbox's nodes get new host keys whenever they are rebuilt.
-                 "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR"},
-        "children": {"ray_head": {"hosts": {h: hosts[h] for h in head}},
-                     "ray_workers": {"hosts": {h: v for h, v in hosts.items() if h not in head}}}}}
+    inventory = {
+        "all": {
+            "vars": {
+                "ansible_user": "root",
+                "ansible_ssh_private_key_file": str(SANDBOX / "id_ed25519"),
+                "ansible_python_interpreter": "/usr/bin/python3",
+                "python_env_offline": True,
+                "python_env_wheelhouse": "/data/wheelhouse",
+                # The sandbox's nodes get new host keys whenever they are rebuilt.
+                "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR",
+            },
+            "children": {
+                "ray_head": {"hosts": {h: hosts[h] for h in head}},
+                "ray_workers": {"hosts": {h: v for h, v in hosts.items() if h not in head}},
+            },
+        }
+    }
     (project / "inventory.yml").write_text(yaml.safe_dump(inventory, sort_keys=False))
 
 
@@ -139,11 +176,19 @@ def test_readme_user_flow_from_the_installed_tarball(sandbox, tmp_path):
     copy = sh(["bash", "-euc", fenced(section, "bash", "Experiments: start from a bundled example")], project, env)
     assert copy.returncode == 0, copy.output
     (project / "experiments" / "first.yml").write_text(
-        (project / "experiments" / "first.yml").read_text().replace("description: ", "description: the user's own - "))
+        (project / "experiments" / "first.yml").read_text().replace("description: ", "description: the user's own - ")
+    )
 
-    commands = [c.split("#")[0].split() for c in fenced(section, "bash", "**3. The commands**").splitlines() if c.strip()]
-    assert [c[1] for c in commands] == ["rlinfra.verl.site", "rlinfra.verl.submit", "rlinfra.verl.submit",
-                                        "rlinfra.verl.status", "rlinfra.verl.stop"], commands
+    commands = [
+        c.split("#")[0].split() for c in fenced(section, "bash", "**3. The commands**").splitlines() if c.strip()
+    ]
+    assert [c[1] for c in commands] == [
+        "rlinfra.verl.site",
+        "rlinfra.verl.submit",
+        "rlinfra.verl.submit",
+        "rlinfra.verl.status",
+        "rlinfra.verl.stop",
+    ], commands
     # Apart from the other tests on the shared sandbox: a run of its own, checkpoints of its own.
     extra = ["-e", "run=" + TAG, "-e", json.dumps({"verl_job_checkpoint_root": CKPT_ROOT})]
     sid = "rlinfra-first-default-" + TAG
@@ -165,20 +210,31 @@ def test_readme_user_flow_from_the_installed_tarball(sandbox, tmp_path):
     log = project / "artifacts" / "first" / (sid + ".log")
     assert log.is_file() and oct(log.stat().st_mode & 0o777) == "0o600"
     assert "SMOKE_RESULT" in log.read_text()
-    assert sid in outputs["rlinfra.verl.status -e exp=first"] and "SUCCEEDED" in outputs["rlinfra.verl.status -e exp=first"]
+    assert (
+        sid in outputs["rlinfra.verl.status -e exp=first"]
+        and "SUCCEEDED" in outputs["rlinfra.verl.status -e exp=first"]
+    )
     assert shown("job %s was not running (SUCCEEDED)" % sid, outputs["rlinfra.verl.stop -e exp=first"])
 
     # From a subdirectory of the project (Ansible reads ./ansible.cfg only: README says to export ANSIBLE_CONFIG).
     sub = project / "notebooks"
     sub.mkdir()
-    proc = sh(["ansible-playbook", "rlinfra.verl.submit", "-e", "exp=first", "-e", "dry_run=true", *extra], sub,
-              dict(env, ANSIBLE_CONFIG=str(project / "ansible.cfg")))
+    proc = sh(
+        ["ansible-playbook", "rlinfra.verl.submit", "-e", "exp=first", "-e", "dry_run=true", *extra],
+        sub,
+        dict(env, ANSIBLE_CONFIG=str(project / "ansible.cfg")),
+    )
     assert proc.returncode == 0, proc.output[-4000:]
     assert shown("first (custom) from %s" % exp_file, proc.output)
     assert shown("artifacts: %s" % (project / "artifacts"), proc.output) and not (sub / "artifacts").exists()
     # A plain name never runs the bundled example; the line names the directories searched.
-    proc = sh(["ansible-playbook", "rlinfra.verl.submit", "-e", "exp=gsm8k_ppo_qwen05b", "-e", "dry_run=true"], project, env)
+    proc = sh(
+        ["ansible-playbook", "rlinfra.verl.submit", "-e", "exp=gsm8k_ppo_qwen05b", "-e", "dry_run=true"], project, env
+    )
     assert proc.returncode != 0
-    assert shown("experiment 'gsm8k_ppo_qwen05b' not found: no gsm8k_ppo_qwen05b.yml or gsm8k_ppo_qwen05b.yaml; searched %s"
-                 % (project / "experiments"), proc.output)
+    assert shown(
+        "experiment 'gsm8k_ppo_qwen05b' not found: no gsm8k_ppo_qwen05b.yml or gsm8k_ppo_qwen05b.yaml; searched %s"
+        % (project / "experiments"),
+        proc.output,
+    )
     assert shown("-e exp=rlinfra.verl:gsm8k_ppo_qwen05b", proc.output)

@@ -25,7 +25,6 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
-
 from ansible.module_utils import _internal as ansible_internal
 from ansible.module_utils.common import warnings as ansible_warnings
 from ansible.module_utils.testing import patch_module_args
@@ -130,13 +129,29 @@ def _start_ray_head_once():
     with os.fdopen(fd, "w") as f:
         f.write(token)
     gcs_port, dash_port = free_port(), free_port()
-    head = RayHead(address="http://127.0.0.1:%d" % dash_port, gcs_address="127.0.0.1:%d" % gcs_port,
-                   temp_dir=os.path.join(base, "r"), token_path=token_path, node_ip="", token=token)
-    cmd = [RAY, "start", "--head", "--node-ip-address=127.0.0.1", "--port=%d" % gcs_port,
-           "--dashboard-host=127.0.0.1", "--dashboard-port=%d" % dash_port, "--num-cpus=2",
-           "--temp-dir=" + head.temp_dir, "--disable-usage-stats",
-           # Ray's fixed defaults (10001, 52365) would collide with other heads on this machine.
-           "--ray-client-server-port=%d" % free_port(), "--dashboard-agent-listen-port=%d" % free_port()]
+    head = RayHead(
+        address="http://127.0.0.1:%d" % dash_port,
+        gcs_address="127.0.0.1:%d" % gcs_port,
+        temp_dir=os.path.join(base, "r"),
+        token_path=token_path,
+        node_ip="",
+        token=token,
+    )
+    cmd = [
+        RAY,
+        "start",
+        "--head",
+        "--node-ip-address=127.0.0.1",
+        "--port=%d" % gcs_port,
+        "--dashboard-host=127.0.0.1",
+        "--dashboard-port=%d" % dash_port,
+        "--num-cpus=2",
+        "--temp-dir=" + head.temp_dir,
+        "--disable-usage-stats",
+        # Ray's fixed defaults (10001, 52365) would collide with other heads on this machine.
+        "--ray-client-server-port=%d" % free_port(),
+        "--dashboard-agent-listen-port=%d" % free_port(),
+    ]
     log = open(os.path.join(base, "ray-start.log"), "wb")
     # More time than Ray's defaults for agents and workers (job supervisors) to register: a loaded
     # 2-core machine needs it.
@@ -186,8 +201,10 @@ def _wait_ready(head, sid, start_output):
         time.sleep(0.5)
     raylet_err = Path(head.temp_dir, "session_latest", "logs", "raylet.err")
     crash = raylet_err.read_text(errors="replace")[:1500] if raylet_err.exists() else ""
-    raise RuntimeError("Ray head at %s never got an alive node (last error: %s)\nraylet.err: %s\n%s"
-                       % (head.address, last, crash or "(empty)", start_output))
+    raise RuntimeError(
+        "Ray head at %s never got an alive node (last error: %s)\nraylet.err: %s\n%s"
+        % (head.address, last, crash or "(empty)", start_output)
+    )
 
 
 @pytest.fixture(scope="session")
@@ -218,8 +235,9 @@ def run_module(main, args, check_mode=False):
     out = io.StringIO()
     # Once any test imports controller code in this process, module warnings would go to the
     # controller's display instead of the result; a real module never runs as the controller.
-    with patch_module_args(args), contextlib.redirect_stdout(out), \
-            mock.patch.object(ansible_internal, "is_controller", False):
+    with patch_module_args(args), contextlib.redirect_stdout(out), mock.patch.object(
+        ansible_internal, "is_controller", False
+    ):
         try:
             main()
         except SystemExit:
@@ -261,6 +279,7 @@ def sshd():
                 continue
             with conn:
                 conn.sendall(b"SSH-2.0-OpenSSH_9.2 fake\r\n")
+
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     yield server.getsockname()[1]

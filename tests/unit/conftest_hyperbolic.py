@@ -35,14 +35,15 @@ def raw_answer(on_demand=None, marketplace=None, skipped=None, api_url="http://1
         sources["on_demand"] = on_demand
     if marketplace is not None:
         sources["marketplace"] = marketplace
-    return {"format": plugin_mod.CACHE_FORMAT, "api_url": api_url, "sources": sources,
-            "skipped": dict(skipped or {})}
+    return {"format": plugin_mod.CACHE_FORMAT, "api_url": api_url, "sources": sources, "skipped": dict(skipped or {})}
 
 
 def fixture_answer(api_url="http://127.0.0.1:9"):
-    return raw_answer(on_demand=load_fixture("on_demand_rentals.json"),
-                      marketplace=load_fixture("marketplace_instances.json")["instances"],
-                      api_url=api_url)
+    return raw_answer(
+        on_demand=load_fixture("on_demand_rentals.json"),
+        marketplace=load_fixture("marketplace_instances.json")["instances"],
+        api_url=api_url,
+    )
 
 
 _DEFS_DONE = False
@@ -60,8 +61,10 @@ def _register_definitions(module):
 
     try:
         from ansible._internal._datatag._tags import TrustedAsTemplate
+
         doc_src = TrustedAsTemplate().tag(module.DOCUMENTATION)
         from ansible.parsing.yaml.loader import AnsibleLoader
+
         doc = yaml.load(doc_src, Loader=AnsibleLoader)  # noqa: S506 (Ansible's own safe loader)
     except ImportError:  # older ansible-core
         doc = yaml.safe_load(module.DOCUMENTATION)

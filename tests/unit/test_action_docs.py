@@ -12,8 +12,11 @@ import pytest
 import yaml
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-ACTIONS = sorted(os.path.basename(p)[:-3] for p in glob.glob(os.path.join(ROOT, "plugins", "action", "*.py"))
-                 if not p.endswith("__init__.py"))
+ACTIONS = sorted(
+    os.path.basename(p)[:-3]
+    for p in glob.glob(os.path.join(ROOT, "plugins", "action", "*.py"))
+    if not p.endswith("__init__.py")
+)
 
 
 def _spec(name):
@@ -34,8 +37,12 @@ def _doc(name):
 
 
 def _norm(option, doc):
-    out = {"type": option.get("type", "str"), "required": bool(option.get("required", False)),
-           "elements": option.get("elements"), "choices": sorted(option.get("choices") or []) or None}
+    out = {
+        "type": option.get("type", "str"),
+        "required": bool(option.get("required", False)),
+        "elements": option.get("elements"),
+        "choices": sorted(option.get("choices") or []) or None,
+    }
     if not doc or "default" in option:
         out["default"] = option.get("default")
     return out
@@ -51,7 +58,9 @@ def test_every_action_has_a_documented_stub():
 def test_argument_spec_matches_documentation(name):
     spec, doc = _spec(name), _doc(name)
     assert sorted(spec) == sorted(doc), "options differ: only in spec %s, only in doc %s" % (
-        sorted(set(spec) - set(doc)), sorted(set(doc) - set(spec)))
+        sorted(set(spec) - set(doc)),
+        sorted(set(doc) - set(spec)),
+    )
     for option in spec:
         got, want = _norm(spec[option], False), _norm(doc[option], True)
         if "default" not in want:  # the doc leaves it out: only a spec without a default agrees

@@ -5,11 +5,27 @@ from __future__ import annotations
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import again
 
-RECORD = {"label": "prov", "rentals": {
-    "18002": {"api": "on_demand", "name": "prov-1", "cost_per_hour": 25.52, "gpu_type": "h100", "gpu_count": 8,
-              "region": "us-east-1"},
-    "18001": {"api": "on_demand", "name": "prov-0", "cost_per_hour": 25.52, "gpu_type": "h100", "gpu_count": 8,
-              "region": "us-east-1"}}}
+RECORD = {
+    "label": "prov",
+    "rentals": {
+        "18002": {
+            "api": "on_demand",
+            "name": "prov-1",
+            "cost_per_hour": 25.52,
+            "gpu_type": "h100",
+            "gpu_count": 8,
+            "region": "us-east-1",
+        },
+        "18001": {
+            "api": "on_demand",
+            "name": "prov-0",
+            "cost_per_hour": 25.52,
+            "gpu_type": "h100",
+            "gpu_count": 8,
+            "region": "us-east-1",
+        },
+    },
+}
 
 
 def test_the_spec_is_the_records():
@@ -29,20 +45,45 @@ def test_gone_only_when_the_provider_ended_the_head():
 
 def test_provision_switches_and_what_is_passed_on():
     assert again.provision_switches("prov", again.spec(RECORD)) == [
-        "label=prov", "nodes=2", "gpu=h100", "gpu_count=8", "api=on_demand", "region=us-east-1"]
+        "label=prov",
+        "nodes=2",
+        "gpu=h100",
+        "gpu_count=8",
+        "api=on_demand",
+        "region=us-east-1",
+    ]
     assert again.provision_switches("m", dict(nodes=1, gpu="any", gpu_count=4, region="", api="marketplace")) == [
-        "label=m", "nodes=1", "gpu=any", "gpu_count=4", "api=marketplace"]
-    given = {"exp": "x", "run": "2", "cluster": "prov", "wait": "false", "dry_run": "false", "on_end": "keep",
-             "checkpoint_cluster": "a", "hyperbolic_record_dir": "/r", "fitness_min_gbit": "0.2"}
+        "label=m",
+        "nodes=1",
+        "gpu=any",
+        "gpu_count=4",
+        "api=marketplace",
+    ]
+    given = {
+        "exp": "x",
+        "run": "2",
+        "cluster": "prov",
+        "wait": "false",
+        "dry_run": "false",
+        "on_end": "keep",
+        "checkpoint_cluster": "a",
+        "hyperbolic_record_dir": "/r",
+        "fitness_min_gbit": "0.2",
+    }
     assert again.without_submit_switches(given) == {"hyperbolic_record_dir": "/r", "fitness_min_gbit": "0.2"}
 
 
 def test_the_line_names_why_how_long_and_the_machines():
-    assert again.summary_line("prov", "the API no longer lists the rental of its head prov-0 (terminated)", 93.4,
-                              [dict(name="prov-0", id="18005")]) == (
+    assert again.summary_line(
+        "prov",
+        "the API no longer lists the rental of its head prov-0 (terminated)",
+        93.4,
+        [dict(name="prov-0", id="18005")],
+    ) == (
         "cluster prov was gone (the API no longer lists the rental of its head prov-0 (terminated)): rented again and "
         "converged with provision.yml in 93s (prov-0 = rental 18005); the run resumes from the checkpoints on the "
-        "shared volume")
+        "shared volume"
+    )
 
 
 def test_no_new_machine_dearer_a_gpu_hour_than_the_records():

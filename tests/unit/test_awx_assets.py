@@ -55,8 +55,11 @@ def _env(**extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "HYPERBOLIC_", "CONTROLLER_"))}
     env.pop("HF_TOKEN", None)
     env.pop("WANDB_API_KEY", None)
-    env.update(ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               PATH="%s:%s" % (VENV_BIN, os.environ.get("PATH", "/usr/bin:/bin")))
+    env.update(
+        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+        ANSIBLE_NOCOLOR="1",
+        PATH="%s:%s" % (VENV_BIN, os.environ.get("PATH", "/usr/bin:/bin")),
+    )
     env.update(extra)
     return env
 
@@ -69,6 +72,7 @@ def _tool(name):
 # --------------------------------------------------------------------------------------------
 # Static view of the vars files (!unsafe kept visible) and the rendered assets
 # --------------------------------------------------------------------------------------------
+
 
 class Unsafe(str):
     """A string that was tagged !unsafe in the YAML file."""
@@ -95,17 +99,39 @@ def dump(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("awx_dump")
     out = tmp / "assets.json"
     secrets_file = tmp / "secrets.yml"
-    secrets_file.write_text(yaml.safe_dump({"rlinfra_awx_ray_auth_token": FAKE["ray"],
-                                            "rlinfra_awx_ssh_private_key": FAKE["ssh"]}))
-    proc = subprocess.run([_tool("ansible-playbook"), "-i", "localhost,", str(CONFIGURE),
-                           "-e", "rlinfra_awx_dump=%s" % out, "-e", "@%s" % secrets_file],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
-                          env=_env(HYPERBOLIC_API_KEY=FAKE["HYPERBOLIC_API_KEY"], HF_TOKEN=FAKE["HF_TOKEN"],
-                                   WANDB_API_KEY=FAKE["WANDB_API_KEY"]))
+    secrets_file.write_text(
+        yaml.safe_dump({"rlinfra_awx_ray_auth_token": FAKE["ray"], "rlinfra_awx_ssh_private_key": FAKE["ssh"]})
+    )
+    proc = subprocess.run(
+        [
+            _tool("ansible-playbook"),
+            "-i",
+            "localhost,",
+            str(CONFIGURE),
+            "-e",
+            "rlinfra_awx_dump=%s" % out,
+            "-e",
+            "@%s" % secrets_file,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env=_env(
+            HYPERBOLIC_API_KEY=FAKE["HYPERBOLIC_API_KEY"],
+            HF_TOKEN=FAKE["HF_TOKEN"],
+            WANDB_API_KEY=FAKE["WANDB_API_KEY"],
+        ),
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     assert "PLAY RECAP" in proc.stdout
-    return {"data": json.loads(out.read_text()), "text": out.read_text(), "output": proc.stdout + proc.stderr,
-            "mode": out.stat().st_mode & 0o777}
+    return {
+        "data": json.loads(out.read_text()),
+        "text": out.read_text(),
+        "output": proc.stdout + proc.stderr,
+        "mode": out.stat().st_mode & 0o777,
+    }
 
 
 def shipped_experiments():
@@ -222,6 +248,7 @@ def variables_read(files):
 # Job templates, surveys, experiments, workflow
 # --------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("jt", STATIC_JTS, ids=[jt["key"] for jt in STATIC_JTS])
 def test_job_template_playbook_exists(jt):
     path = ROOT / jt["playbook"]
@@ -232,8 +259,11 @@ def test_job_template_playbook_exists(jt):
 
 
 def test_every_entry_point_has_a_job_template():
-    entry_points = {p.name for p in ROOT.glob("*.yml")
-                    if any("import_playbook" in str(play) for play in (yaml.safe_load(p.read_text()) or []))}
+    entry_points = {
+        p.name
+        for p in ROOT.glob("*.yml")
+        if any("import_playbook" in str(play) for play in (yaml.safe_load(p.read_text()) or []))
+    }
     assert entry_points >= {"site.yml", "submit.yml", "stop.yml", "status.yml"}
     assert entry_points <= {jt["playbook"] for jt in STATIC_JTS}, "an entry point playbook without a job template"
 
@@ -247,7 +277,10 @@ def test_survey_variables_are_read_by_the_playbook(dump, jt):
     read = variables_read(playbook_sources(jt["playbook"]))
     for question in rendered["survey_spec"]["spec"]:
         assert question["variable"] in read, "%s survey asks for %r, which %s (and its roles) never reads" % (
-            jt["key"], question["variable"], jt["playbook"])
+            jt["key"],
+            question["variable"],
+            jt["playbook"],
+        )
 
 
 def test_variable_scan_sees_the_cli_variables():
@@ -276,9 +309,15 @@ def test_experiment_choices_are_the_shipped_experiments(dump):
             if q["variable"] != "exp":
                 continue
             checked += 1
-            assert q["choices"] == shipped, "%s: survey choices %s != experiments/ %s" % (survey["name"], q["choices"], shipped)
+            assert q["choices"] == shipped, "%s: survey choices %s != experiments/ %s" % (
+                survey["name"],
+                q["choices"],
+                shipped,
+            )
             for name in q["choices"]:
-                assert (ROOT / "experiments" / (name + ".yml")).is_file() or (ROOT / "experiments" / (name + ".yaml")).is_file()
+                assert (ROOT / "experiments" / (name + ".yml")).is_file() or (
+                    ROOT / "experiments" / (name + ".yaml")
+                ).is_file()
             assert q["default"] == "smoke"
     assert checked >= 5  # submit, stop, status, merge, workflow
 
@@ -303,7 +342,9 @@ def test_survey_specs_are_valid_for_awx(dump):
                 assert 0 <= q["min"] <= q["max"], q
                 assert q["min"] <= len(q["default"]) <= q["max"], q
             if q["required"]:
-                assert q.get("default") not in (None, ""), "required %s needs a default (workflow nodes)" % q["variable"]
+                assert q.get("default") not in (None, ""), (
+                    "required %s needs a default (workflow nodes)" % q["variable"]
+                )
 
 
 def test_workflow_is_site_submit_merge(dump):
@@ -314,8 +355,11 @@ def test_workflow_is_site_submit_merge(dump):
     assert list(nodes) == ["site", "submit", "merge"]
     for key, nxt in (("site", "submit"), ("submit", "merge"), ("merge", None)):
         node = nodes[key]
-        assert node["unified_job_template"] == {"name": names[key], "type": "job_template",
-                                                "organization": {"name": dump["data"]["organization"]}}
+        assert node["unified_job_template"] == {
+            "name": names[key],
+            "type": "job_template",
+            "organization": {"name": dump["data"]["organization"]},
+        }
         assert node["related"]["success_nodes"] == ([{"identifier": nxt}] if nxt else [])
     read = set()
     for key in wf["chain"]:
@@ -340,7 +384,10 @@ def test_job_templates_get_their_credentials(dump):
         assert sorted(jt["credentials"]) == expected
     submit = jt_by_key(dump, "submit")["credentials"]
     assert any("HF" in c for c in submit) and any("SSH" in c for c in submit) and any("Ray" in c for c in submit)
-    assert data["inventory"]["credential"] and creds[data["inventory"]["credential"]]["credential_type"] == "Hyperbolic API"
+    assert (
+        data["inventory"]["credential"]
+        and creds[data["inventory"]["credential"]]["credential_type"] == "Hyperbolic API"
+    )
     assert data["inventory"]["source_path"] == "inventories/hyperbolic.yml"
     assert (ROOT / data["inventory"]["source_path"]).is_file()
     assert yaml.safe_load((ROOT / data["inventory"]["source_path"]).read_text())["plugin"] == "rlinfra.verl.hyperbolic"
@@ -349,6 +396,7 @@ def test_job_templates_get_their_credentials(dump):
 # --------------------------------------------------------------------------------------------
 # Credential types: injectors protected from templating, secrets never rendered or logged
 # --------------------------------------------------------------------------------------------
+
 
 def test_injectors_are_unsafe_and_reach_awx_verbatim(dump):
     from jinja2 import Environment, meta
@@ -427,22 +475,46 @@ def test_tasks_handling_secrets_are_no_log():
 # The configuration playbook itself
 # --------------------------------------------------------------------------------------------
 
+
 def test_configure_playbook_syntax_check():
-    proc = subprocess.run([_tool("ansible-playbook"), "-i", "localhost,", "--syntax-check", str(CONFIGURE)],
-                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(
+        [_tool("ansible-playbook"), "-i", "localhost,", "--syntax-check", str(CONFIGURE)],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_ansible_lint_production():
-    proc = subprocess.run([_tool("ansible-lint"), "--profile", "production", "--offline", "--nocolor",
-                           "awx/", "execution-environment.yml", "meta/execution-environment.yml"],
-                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=900, check=False)
+    proc = subprocess.run(
+        [
+            _tool("ansible-lint"),
+            "--profile",
+            "production",
+            "--offline",
+            "--nocolor",
+            "awx/",
+            "execution-environment.yml",
+            "meta/execution-environment.yml",
+        ],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-6000:]
 
 
 # --------------------------------------------------------------------------------------------
 # Execution environment and dependencies
 # --------------------------------------------------------------------------------------------
+
 
 def _requirements(path):
     reqs = []
@@ -462,7 +534,9 @@ def ee_python_requirements(ee):
         for line in [lines] if isinstance(lines, str) else lines:
             m = re.search(r"pip install (.*)$", line)
             if m:
-                names |= {canonicalize_name(Requirement(tok).name) for tok in m.group(1).split() if not tok.startswith("-")}
+                names |= {
+                    canonicalize_name(Requirement(tok).name) for tok in m.group(1).split() if not tok.startswith("-")
+                }
     return names
 
 
@@ -482,9 +556,23 @@ def test_ee_definition_is_ansible_builder_v3():
 def test_ee_build_context_is_created(tmp_path):
     if not (VENV_BIN / "ansible-builder").exists():
         pytest.skip("ansible-builder is not installed")
-    proc = subprocess.run([_tool("ansible-builder"), "create", "-f", str(EE_FILE), "-c", str(tmp_path / "ctx"),
-                           "--output-filename", "Containerfile"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(
+        [
+            _tool("ansible-builder"),
+            "create",
+            "-f",
+            str(EE_FILE),
+            "-c",
+            str(tmp_path / "ctx"),
+            "--output-filename",
+            "Containerfile",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     containerfile = (tmp_path / "ctx" / "Containerfile").read_text()
     assert "introspect" in containerfile and "pip install --no-cache-dir --no-deps verl==" in containerfile
@@ -496,10 +584,12 @@ def _third_party_imports(path):
     every importlib.util.find_spec("name") probe. guarded: inside try/except ImportError or a probe."""
     tree = ast.parse(path.read_text(), str(path))
     guarded_nodes = set()
+
     def catches_import_error(handler):
         types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-        return any(isinstance(t, ast.Name) and t.id in ("ImportError", "ModuleNotFoundError", "Exception")
-                   for t in types)
+        return any(
+            isinstance(t, ast.Name) and t.id in ("ImportError", "ModuleNotFoundError", "Exception") for t in types
+        )
 
     for node in ast.walk(tree):
         if isinstance(node, ast.Try) and any(catches_import_error(h) for h in node.handlers):
@@ -512,8 +602,13 @@ def _third_party_imports(path):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names = [node.module]
-        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "find_spec" and node.args
-              and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", None) == "find_spec"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
             found.append((node.args[0].value.split(".")[0], True))
         for name in names:
             top = name.split(".")[0]
@@ -557,8 +652,10 @@ def test_modules_need_only_the_standard_library_on_targets():
             seen.add(path)
             for name, guarded in _third_party_imports(path):
                 assert guarded, "%s (used by module %s) imports %s unguarded" % (path.name, module.name, name)
-            for m in re.finditer(r"ansible_collections\.rlinfra\.verl\.plugins\.module_utils((?:\.\w+)*) import ([\w ,]+)",
-                                 path.read_text()):
+            for m in re.finditer(
+                r"ansible_collections\.rlinfra\.verl\.plugins\.module_utils((?:\.\w+)*) import ([\w ,]+)",
+                path.read_text(),
+            ):
                 base = utils.joinpath(*m.group(1).split(".")[1:])
                 if base.with_suffix(".py").is_file():  # from ...module_utils.ray.client import RayClient
                     pending.append(base.with_suffix(".py"))
@@ -576,8 +673,12 @@ def test_ee_has_the_collections_the_roles_use():
     listed = {c["name"] for c in galaxy["collections"]}
     used = set()
     fqcn = re.compile(r"^\s*-?\s*([a-z0-9_]+)\.([a-z0-9_]+)\.[a-z0-9_]+:", re.M)
-    for path in [*ROOT.glob("*.yml"), *(ROOT / "playbooks").glob("*.yml"), *(ROOT / "roles").rglob("*.yml"),
-                 *AWX.rglob("*.yml")]:
+    for path in [
+        *ROOT.glob("*.yml"),
+        *(ROOT / "playbooks").glob("*.yml"),
+        *(ROOT / "roles").rglob("*.yml"),
+        *AWX.rglob("*.yml"),
+    ]:
         for ns, name in fqcn.findall(path.read_text()):
             used.add("%s.%s" % (ns, name))
     used -= {"ansible.builtin", "ansible.legacy", "rlinfra.verl"}
@@ -592,7 +693,8 @@ def test_collection_meta_feeds_ansible_builder_introspection():
     data = introspect.process(data_dir=str(ROOT / "collections"))
     python = introspect.strip_comments(data["python"])["rlinfra.verl"]
     assert [canonicalize_name(Requirement(r).name) for r in python] == [
-        canonicalize_name(r.name) for r in _requirements(ROOT / "requirements.txt")]
+        canonicalize_name(r.name) for r in _requirements(ROOT / "requirements.txt")
+    ]
     system = data["system"]["rlinfra.verl"]
     assert "openssh-clients [platform:rpm]" in system and "openssh-client [platform:dpkg]" in system
 
@@ -607,7 +709,10 @@ def test_requirement_files_parse():
 
 def test_changelog_names_the_awx_assets():
     changelog = yaml.safe_load((ROOT / "changelogs" / "changelog.yaml").read_text())
-    minor = [item for release in changelog["releases"].values()
-             for item in release.get("changes", {}).get("minor_changes", [])]
+    minor = [
+        item
+        for release in changelog["releases"].values()
+        for item in release.get("changes", {}).get("minor_changes", [])
+    ]
     assert any(item.startswith("awx/configure.yml - ") for item in minor), minor
     assert any(item.startswith("execution-environment.yml - ") for item in minor), minor

@@ -17,8 +17,8 @@ import importlib
 import json
 import os
 import pkgutil
-import sys
 import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -26,7 +26,6 @@ import pytest
 
 from ansible_collections.rlinfra.verl.plugins import modules as modules_pkg
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
-
 from tests.unit.conftest import run_module
 
 SECRET_MARKS = ("s3cr3t", "ghp_")
@@ -135,8 +134,9 @@ def _tree(path):
     return out
 
 
-@pytest.mark.parametrize("module,field,label,value", MODULE_CASES,
-                         ids=["%s-%s-%s" % (m, f, l) for m, f, l, v in MODULE_CASES])
+@pytest.mark.parametrize(
+    "module,field,label,value", MODULE_CASES, ids=["%s-%s-%s" % (m, f, l) for m, f, l, v in MODULE_CASES]
+)
 def test_module_refuses(module, field, label, value, stub, tmp_path):
     mod = MODULES[module]
     tmp = str(tmp_path)
@@ -159,8 +159,10 @@ def test_module_refuses(module, field, label, value, stub, tmp_path):
 # Experiment keys: every key of module_utils/verl/experiment_schema.py, at every level
 
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment  # noqa: E402
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_schema  # noqa: E402
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import (
+    experiment,  # noqa: E402
+    experiment_schema,  # noqa: E402
+)
 
 BASE = {"framework": "custom", "entrypoint": {"command": "python3 train.py"}}
 
@@ -214,7 +216,7 @@ def _put(data, path, value):
 def _experiment_cases():
     seen, cases = set(), []
     for path, t, framework, parents in _keys(experiment_schema.SCHEMA, "", "custom"):
-        for label, value, typed in t.corpus():
+        for label, value, _typed in t.corpus():
             if (path, framework, label) not in seen:
                 seen.add((path, framework, label))
                 cases.append((path, framework, label, value, parents))
@@ -224,8 +226,11 @@ def _experiment_cases():
 EXPERIMENT_CASES = _experiment_cases()
 
 
-@pytest.mark.parametrize("path,framework,label,value,parents", EXPERIMENT_CASES,
-                         ids=["%s-%s-%s" % (p, f, l) for p, f, l, v, ps in EXPERIMENT_CASES])
+@pytest.mark.parametrize(
+    "path,framework,label,value,parents",
+    EXPERIMENT_CASES,
+    ids=["%s-%s-%s" % (p, f, l) for p, f, l, v, ps in EXPERIMENT_CASES],
+)
 def test_experiment_key_refuses(path, framework, label, value, parents, tmp_path):
     data = copy.deepcopy(BASE)
     data["framework"] = framework
@@ -260,13 +265,18 @@ def test_every_experiment_key_has_cases():
 # ------------------------------------------------------------------------------------------------------------
 # Role variables (module_utils/common/settings.py RULES) and command-line switches (module_utils/common/cli.py SWITCHES)
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import cli  # noqa: E402
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import settings  # noqa: E402
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import (
+    cli,  # noqa: E402
+    settings,  # noqa: E402
+)
 
 ROLE_CASES = [(name, label, value) for name, t in sorted(settings.RULES.items()) for label, value, typed in t.corpus()]
 # A key with no value (ray_metrics:) is null: refused for every variable whose kind has no word for it.
-ROLE_CASES += [(name, "null_value", None) for name, t in sorted(settings.RULES.items())
-               if not settings.null_ok(t) and ("null", None) not in [(l, v) for l, v, typed in t.corpus()]]
+ROLE_CASES += [
+    (name, "null_value", None)
+    for name, t in sorted(settings.RULES.items())
+    if not settings.null_ok(t) and ("null", None) not in [(l, v) for l, v, typed in t.corpus()]
+]
 
 
 @pytest.mark.parametrize("name,label,value", ROLE_CASES, ids=["%s-%s" % (n, l) for n, l, v in ROLE_CASES])
@@ -294,24 +304,60 @@ def test_every_role_variable_of_a_checked_role_has_a_type():
     """The roles whose settings are checked: each variable of their argument specs that reaches a unit, a file or a
     command on the node has a rule; the rest are listed here, each with why it needs none."""
     import glob
+
     import yaml
+
     typed_by_spec_only = {
         # Ansible's own spec types (bool/int/choices) suffice: they only choose between the role's own behaviours.
-        "nfs_mount_check_ports", "nfs_mount_probe", "python_env_offline", "python_env_prune", "python_env_wheelhouse_fill",
-        "ray_auth_mode", "ray_head_include_dashboard", "ray_head_wait", "ray_node_wait", "ray_worker_wait",
-        "ray_restart_running_jobs", "ray_teardown_purge", "storage_lvm_fallback_plain", "storage_lvm_force",
-        "storage_lvm_fstype", "storage_lvm_layout", "storage_lvm_stop_after", "ray_node_idle_guard", "ray_node_role",
+        "nfs_mount_check_ports",
+        "nfs_mount_probe",
+        "python_env_offline",
+        "python_env_prune",
+        "python_env_wheelhouse_fill",
+        "ray_auth_mode",
+        "ray_head_include_dashboard",
+        "ray_head_wait",
+        "ray_node_wait",
+        "ray_worker_wait",
+        "ray_restart_running_jobs",
+        "ray_teardown_purge",
+        "storage_lvm_fallback_plain",
+        "storage_lvm_force",
+        "storage_lvm_fstype",
+        "storage_lvm_layout",
+        "storage_lvm_stop_after",
+        "ray_node_idle_guard",
+        "ray_node_role",
         # Reach a module whose own ARGS type them (the generated module cases cover them there).
-        "nfs_mount_fstype", "nfs_mount_packages", "python_env_fingerprint_file",
-        "python_env_no_build_isolation_packages", "python_env_no_deps_packages", "ray_auth_token",
-        "ray_head_idle_api_key", "ray_head_idle_api_url", "ray_node_dashboard_url",
-        "ray_node_gcs_address", "ray_node_start_args", "ray_node_token", "ray_node_secret_env",
-        "storage_lvm_discover_exclude", "storage_lvm_discover_pattern", "storage_lvm_fs_label", "storage_lvm_mkfs_options",
+        "nfs_mount_fstype",
+        "nfs_mount_packages",
+        "python_env_fingerprint_file",
+        "python_env_no_build_isolation_packages",
+        "python_env_no_deps_packages",
+        "ray_auth_token",
+        "ray_head_idle_api_key",
+        "ray_head_idle_api_url",
+        "ray_node_dashboard_url",
+        "ray_node_gcs_address",
+        "ray_node_start_args",
+        "ray_node_token",
+        "ray_node_secret_env",
+        "storage_lvm_discover_exclude",
+        "storage_lvm_discover_pattern",
+        "storage_lvm_fs_label",
+        "storage_lvm_mkfs_options",
         "storage_lvm_packages",
     }
     missing = []
-    for path in glob.glob(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                                       "roles", "*", "meta", "argument_specs.yml")):
+    for path in glob.glob(
+        os.path.join(
+            os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+            "roles",
+            "*",
+            "meta",
+            "argument_specs.yml",
+        )
+    ):
         for entry in yaml.safe_load(open(path))["argument_specs"].values():
             for name in entry.get("options") or {}:
                 if settings.owner(name) and name not in settings.RULES and name not in typed_by_spec_only:
@@ -323,7 +369,6 @@ def test_every_role_variable_of_a_checked_role_has_a_type():
 # Actions with arguments of their own: every case in ONE ansible-playbook run (one task per case), on localhost
 
 from ansible_collections.rlinfra.verl.plugins import action as action_pkg  # noqa: E402
-
 
 
 def _actions():
@@ -345,21 +390,33 @@ def _shared():
     for info in pkgutil.iter_modules(action_pkg.__path__):
         mod = importlib.import_module("%s.%s" % (action_pkg.__name__, info.name))
         module = MODULES.get(info.name)
-        if module is not None and getattr(mod, "ARGUMENT_SPEC", None) is not None and \
-                getattr(mod, "ARGS", getattr(module, "ARGS", None)) is getattr(module, "ARGS", None):
+        if (
+            module is not None
+            and getattr(mod, "ARGUMENT_SPEC", None) is not None
+            and getattr(mod, "ARGS", getattr(module, "ARGS", None)) is getattr(module, "ARGS", None)
+        ):
             out[info.name] = module.ARGS
     return out
 
 
 ACTIONS = _actions()
-ACTION_CASES = [(name, field, label, value) for name, args in sorted(ACTIONS.items()) for field, t in args
-                for label, value, typed in t.corpus() if not typed or label == "null"]
+ACTION_CASES = [
+    (name, field, label, value)
+    for name, args in sorted(ACTIONS.items())
+    for field, t in args
+    for label, value, typed in t.corpus()
+    if not typed or label == "null"
+]
 # The same declaration through the action: the first bad value of every field is enough to show the action checks it
 # before it sends anything (the module's own cases hold every value).
 ACTIONS.update(_shared())
-ACTION_CASES += [(name, field, label, value) for name, args in sorted(_shared().items()) for field, t in args
-                 for label, value, typed in [next((c for c in t.corpus() if not c[2]), (None, None, True))]
-                 if label is not None]
+ACTION_CASES += [
+    (name, field, label, value)
+    for name, args in sorted(_shared().items())
+    for field, t in args
+    for label, value, typed in [next((c for c in t.corpus() if not c[2]), (None, None, True))]
+    if label is not None
+]
 
 
 def test_every_action_declares_its_arguments():
@@ -379,28 +436,54 @@ def test_every_action_declares_its_arguments():
 def action_results(tmp_path_factory, stub):
     tmp = str(tmp_path_factory.mktemp("actions"))
     tasks = []
-    for i, (name, field, label, value) in enumerate(ACTION_CASES):
+    for i, (name, field, _label, value) in enumerate(ACTION_CASES):
         args = fill(dict(ACTIONS[name].samples(), **{field: value}), tmp, stub)
-        tasks.append({"name": "case %d" % i, "rlinfra.verl.%s" % name: args, "register": "r%d" % i,
-                      "ignore_errors": True})
+        tasks.append(
+            {"name": "case %d" % i, "rlinfra.verl.%s" % name: args, "register": "r%d" % i, "ignore_errors": True}
+        )
     out = os.path.join(tmp, "results.json")
-    tasks.append({"name": "Save", "ansible.builtin.copy": {
-        "content": "{{ [%s] | to_json }}" % ", ".join("r%d" % i for i in range(len(ACTION_CASES))),
-        "dest": out, "mode": "0600"}})
+    tasks.append(
+        {
+            "name": "Save",
+            "ansible.builtin.copy": {
+                "content": "{{ [%s] | to_json }}" % ", ".join("r%d" % i for i in range(len(ACTION_CASES))),
+                "dest": out,
+                "mode": "0600",
+            },
+        }
+    )
     play = [{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]
     with open(os.path.join(tmp, "play.yml"), "w") as f:
         json.dump(play, f)
     inventory = os.path.join(tmp, "inventory.yml")
     with open(inventory, "w") as f:
-        json.dump({"all": {"hosts": {"localhost": {"ansible_connection": "local",
-                                                    "ansible_python_interpreter": sys.executable}}}}, f)
+        json.dump(
+            {
+                "all": {
+                    "hosts": {
+                        "localhost": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+                    }
+                }
+            },
+            f,
+        )
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(root, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     before = _tree(tmp)
     _Recorder.requests.clear()
-    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", inventory,
-                           os.path.join(tmp, "play.yml")], cwd=root, env=env, capture_output=True, text=True,
-                          timeout=1800)
+    proc = subprocess.run(
+        [
+            os.path.join(os.path.dirname(sys.executable), "ansible-playbook"),
+            "-i",
+            inventory,
+            os.path.join(tmp, "play.yml"),
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     with open(out) as f:
         results = json.load(f)
@@ -408,8 +491,7 @@ def action_results(tmp_path_factory, stub):
     return results, proc.stdout + proc.stderr, list(_Recorder.requests), written
 
 
-@pytest.mark.parametrize("index", range(len(ACTION_CASES)),
-                         ids=["%s-%s-%s" % (a, f, l) for a, f, l, v in ACTION_CASES])
+@pytest.mark.parametrize("index", range(len(ACTION_CASES)), ids=["%s-%s-%s" % (a, f, l) for a, f, l, v in ACTION_CASES])
 def test_action_refuses(index, action_results):
     results, output, requests, written = action_results
     name, field, label, value = ACTION_CASES[index]
@@ -427,14 +509,18 @@ def test_action_refuses(index, action_results):
 
 def test_counts(capsys):
     """How many fields and cases each surface ran (the numbers docs/SECURITY.md quotes)."""
-    rows = [("module arguments", {(m, f) for m, f, l, v in MODULE_CASES}, MODULE_CASES),
-            ("action arguments", {(a, f) for a, f, l, v in ACTION_CASES}, ACTION_CASES),
-            ("experiment keys", {(p, fw) for p, fw, l, v, ps in EXPERIMENT_CASES}, EXPERIMENT_CASES),
-            ("role variables", {n for n, l, v in ROLE_CASES}, ROLE_CASES),
-            ("command-line switches", {n for n, l, v in SWITCH_CASES}, SWITCH_CASES)]
+    rows = [
+        ("module arguments", {(m, f) for m, f, l, v in MODULE_CASES}, MODULE_CASES),
+        ("action arguments", {(a, f) for a, f, l, v in ACTION_CASES}, ACTION_CASES),
+        ("experiment keys", {(p, fw) for p, fw, l, v, ps in EXPERIMENT_CASES}, EXPERIMENT_CASES),
+        ("role variables", {n for n, l, v in ROLE_CASES}, ROLE_CASES),
+        ("command-line switches", {n for n, l, v in SWITCH_CASES}, SWITCH_CASES),
+    ]
     with capsys.disabled():
         print("\ngenerated bad-input cases:")
         for name, fields, cases in rows:
             print("  %-22s %4d fields %5d cases" % (name, len(fields), len(cases)))
-        print("  %-22s %4d fields %5d cases" % ("total", sum(len(f) for n, f, c in rows), sum(len(c) for n, f, c in rows)))
+        print(
+            "  %-22s %4d fields %5d cases" % ("total", sum(len(f) for n, f, c in rows), sum(len(c) for n, f, c in rows))
+        )
     assert all(fields and cases for name, fields, cases in rows)

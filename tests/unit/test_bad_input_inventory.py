@@ -32,7 +32,6 @@ import socket
 import pytest
 import yaml
 from ansible.errors import AnsibleParserError
-
 from conftest_hyperbolic import PLUGIN_NAME, _register_definitions, snapshot
 
 from ansible_collections.rlinfra.verl.plugins.inventory import hyperbolic as plugin_mod
@@ -43,10 +42,13 @@ from tests.fake_hyperbolic.testing import ansible_env, load_failures, run, venv_
 OD = "/v2/on-demand/virtual-machine-rentals"
 MK = "/v1/marketplace/instances"
 FORM = re.escape("is not of the form 'ssh USER@HOST [-p PORT]'")
-NO_MACHINE = re.escape("is no machine's address (0.0.0.0, ::, multicast and broadcast name none; SSH to 0.0.0.0 "
-                       "reaches this one)")
-LOOPBACK = re.escape("is this machine's own loopback: SSH there reaches the controller, not the rented machine; check "
-                     "the rental's address in Hyperbolic's console")
+NO_MACHINE = re.escape(
+    "is no machine's address (0.0.0.0, ::, multicast and broadcast name none; SSH to 0.0.0.0 reaches this one)"
+)
+LOOPBACK = re.escape(
+    "is this machine's own loopback: SSH there reaches the controller, not the rented machine; check "
+    "the rental's address in Hyperbolic's console"
+)
 GOOD = on_demand_rental("vm-good", "good-0", "203.0.113.10")
 
 Row = collections.namedtuple("Row", "id kind config setup expect check requests via env")
@@ -63,6 +65,7 @@ def row(id, kind, expect, config=None, setup=None, check=None, requests=None, vi
 def fleet(on_demand=(), marketplace=()):
     def setup(fake, ctx):
         fake.set_instances(on_demand=[GOOD] + list(on_demand), marketplace=list(marketplace))
+
     return setup
 
 
@@ -74,8 +77,7 @@ def market(ident, command):
 
 def rental(ident, **networking):
     item = on_demand_rental(ident, ident, "198.51.100.8")
-    item["providerData"]["sshNetworking"] = [dict({"host": "198.51.100.8", "port": 22, "user": "ubuntu"},
-                                                  **networking)]
+    item["providerData"]["sshNetworking"] = [dict({"host": "198.51.100.8", "port": 22, "user": "ubuntu"}, **networking)]
     return fleet(on_demand=[item])
 
 
@@ -83,6 +85,7 @@ def raw_body(source, body, status=200):
     def setup(fake, ctx):
         fake.set_instances(on_demand=[GOOD], marketplace=[])
         fake.set_raw_body(source, body, status=status)
+
     return setup
 
 
@@ -94,6 +97,7 @@ def wrong_key(status, message=None):
             fake.auth_message = message
         else:
             ctx.env["HYPERBOLIC_API_KEY"] = "sk-wrong-" + KEY[::-1]
+
     return setup
 
 
@@ -113,6 +117,7 @@ def cached(content):
     """Fill the cache from a good answer, then replace what it holds with ``content`` (a JSON
     value, stored the way the jsonfile cache plugin stores values), or the file with ``content``
     (text)."""
+
     def setup(fake, ctx):
         fake.set_instances(on_demand=[GOOD], marketplace=[])
         first = ctx.run()
@@ -130,6 +135,7 @@ def cached(content):
             text = json.dumps(stored)
         cache_file.write_text(text)
         fake.reset_stats()
+
     return setup
 
 
@@ -146,6 +152,7 @@ def contradictory_twins(fake, ctx):
 def hosts_are(*names):
     def check(out, fake):
         assert sorted(out.snap["hosts"]) == sorted(names), out.snap["hosts"]
+
     return check
 
 
@@ -155,9 +162,11 @@ def jinja_stays_text(out, fake):
     assert host["hyperbolic_label"] == label and host["ray_cluster"] == label
     try:
         from ansible._internal._datatag._tags import TrustedAsTemplate
+
         assert not TrustedAsTemplate.is_tagged_on(host["hyperbolic_label"])
     except ImportError:  # older ansible-core: marked unsafe instead
         from ansible.utils.unsafe_proxy import AnsibleUnsafe
+
         assert isinstance(host["hyperbolic_label"], AnsibleUnsafe)
     assert not out.marker.exists(), "a label was evaluated as a template"
 
@@ -206,214 +215,593 @@ def huge(fake, ctx):
 
 
 def typed(fake, ctx):
-    item = {"id": "vm-typed", "status": "running", "label": ["a", "b"], "gpuCount": "eight", "gpuType": {"m": 1},
-            "region": {"r": 1}, "extra": {"nested": [1, 2, 3]},
-            "providerData": {"sshNetworking": [{"host": "203.0.113.70", "port": "2200", "user": "ubuntu"}]}}
+    item = {
+        "id": "vm-typed",
+        "status": "running",
+        "label": ["a", "b"],
+        "gpuCount": "eight",
+        "gpuType": {"m": 1},
+        "region": {"r": 1},
+        "extra": {"nested": [1, 2, 3]},
+        "providerData": {"sshNetworking": [{"host": "203.0.113.70", "port": "2200", "user": "ubuntu"}]},
+    }
     fake.set_instances(on_demand=[item], marketplace=[])
 
 
 # ----------------------------------------------------------------------------- the table
 ROWS = [
     # --- the API cannot be read: one line naming the cause, no host ---------------------------------
-    row("http-401", "fatal", r"Hyperbolic API rejected the API key: HTTP 401 Unauthorized on GET " + OD
-        + r": Invalid API key; check HYPERBOLIC_API_KEY \(or api_key\)", setup=wrong_key(401), requests=2),
-    row("http-403-escape-codes", "fatal", r"Hyperbolic API rejected the API key: HTTP 403 Forbidden on GET " + OD
+    row(
+        "http-401",
+        "fatal",
+        r"Hyperbolic API rejected the API key: HTTP 401 Unauthorized on GET "
+        + OD
+        + r": Invalid API key; check HYPERBOLIC_API_KEY \(or api_key\)",
+        setup=wrong_key(401),
+        requests=2,
+    ),
+    row(
+        "http-403-escape-codes",
+        "fatal",
+        r"Hyperbolic API rejected the API key: HTTP 403 Forbidden on GET "
+        + OD
         + r": \?\[2J\?\[H key revoked; check HYPERBOLIC_API_KEY \(or api_key\)",
-        setup=wrong_key(403, "\x1b[2J\x1b[H key\nrevoked"), requests=2),
-    row("api-down", "fatal", r"Hyperbolic API unreachable at {url}" + OD + r" after 2 attempts: "
+        setup=wrong_key(403, "\x1b[2J\x1b[H key\nrevoked"),
+        requests=2,
+    ),
+    row(
+        "api-down",
+        "fatal",
+        r"Hyperbolic API unreachable at {url}" + OD + r" after 2 attempts: "
         r"\[Errno 111\] Connection refused; check api_url \(or HYPERBOLIC_API_URL\) and the network",
-        setup=api_down),
-    row("http-503-forever", "fatal", r"Hyperbolic API GET {url}" + OD + r" failed after 2 attempts: "
-        r"HTTP 503: upstream error \(injected 503\)", setup=lambda f, c: f.fail_next(50, status=503)),
-    row("malformed-json", "fatal", r"malformed JSON from {url}" + MK + r": Expecting value: line 1 column 16 "
+        setup=api_down,
+    ),
+    row(
+        "http-503-forever",
+        "fatal",
+        r"Hyperbolic API GET {url}" + OD + r" failed after 2 attempts: "
+        r"HTTP 503: upstream error \(injected 503\)",
+        setup=lambda f, c: f.fail_next(50, status=503),
+    ),
+    row(
+        "malformed-json",
+        "fatal",
+        r"malformed JSON from {url}" + MK + r": Expecting value: line 1 column 16 "
         r"\(char 15\) \(the answer starts with '\{\"instances\": \['\); is api_url the Hyperbolic API\?",
-        setup=raw_body("marketplace", '{"instances": [')),
-    row("html-maintenance-page", "fatal", r"malformed JSON from {url}" + OD + r": Expecting value: line 1 column 1 "
+        setup=raw_body("marketplace", '{"instances": ['),
+    ),
+    row(
+        "html-maintenance-page",
+        "fatal",
+        r"malformed JSON from {url}" + OD + r": Expecting value: line 1 column 1 "
         r"\(char 0\) \(the answer starts with '<html><h1>Down for maintenance</h1></html>'\); "
-        r"is api_url the Hyperbolic API\?", setup=raw_body("on_demand", "<html><h1>Down for maintenance</h1></html>")),
-    row("wrong-shape-error-envelope", "fatal", r"unexpected marketplace answer from {url}" + MK
+        r"is api_url the Hyperbolic API\?",
+        setup=raw_body("on_demand", "<html><h1>Down for maintenance</h1></html>"),
+    ),
+    row(
+        "wrong-shape-error-envelope",
+        "fatal",
+        r"unexpected marketplace answer from {url}"
+        + MK
         + r': expected a JSON object \{"instances": \[\.\.\.\]\}, got a JSON object with keys error, status',
-        setup=raw_body("marketplace", '{"error": "maintenance", "status": 200}')),
-    row("item-not-an-object", "fatal", r"unexpected on_demand answer from {url}" + OD
-        + r": item #1 is a number, not a JSON object", setup=raw_body("on_demand", '[{"id": "a"}, 42]')),
-    row("item-without-usable-id", "fatal", r"on_demand item #0 has no usable id \(got a JSON object with keys x\)",
-        setup=raw_body("on_demand", '[{"id": {"x": 1}, "status": "running"}]')),
-    row("every-source-404", "fatal", r"every source answered HTTP 404 \(on_demand: HTTP 404 on GET " + OD
-        + r": Not Found; marketplace: HTTP 404 on GET " + MK + r": Not Found\); check api_url "
-        r"\(or HYPERBOLIC_API_URL\)", setup=both_404, requests=2),
-
+        setup=raw_body("marketplace", '{"error": "maintenance", "status": 200}'),
+    ),
+    row(
+        "item-not-an-object",
+        "fatal",
+        r"unexpected on_demand answer from {url}" + OD + r": item #1 is a number, not a JSON object",
+        setup=raw_body("on_demand", '[{"id": "a"}, 42]'),
+    ),
+    row(
+        "item-without-usable-id",
+        "fatal",
+        r"on_demand item #0 has no usable id \(got a JSON object with keys x\)",
+        setup=raw_body("on_demand", '[{"id": {"x": 1}, "status": "running"}]'),
+    ),
+    row(
+        "every-source-404",
+        "fatal",
+        r"every source answered HTTP 404 \(on_demand: HTTP 404 on GET "
+        + OD
+        + r": Not Found; marketplace: HTTP 404 on GET "
+        + MK
+        + r": Not Found\); check api_url "
+        r"\(or HYPERBOLIC_API_URL\)",
+        setup=both_404,
+        requests=2,
+    ),
     # --- the key: one line saying what to do, never the key itself ----------------------------------
-    row("empty-api-key", "fatal", r"no API key: set HYPERBOLIC_API_KEY or the api_key option",
-        env={"HYPERBOLIC_API_KEY": "  "}, requests=0),
-    row("api-key-with-newline", "fatal", r"the API key contains spaces, control or non-ASCII characters; "
-        r"set HYPERBOLIC_API_KEY \(or api_key\) to the key alone", env={"HYPERBOLIC_API_KEY": KEY + "\nX-Evil: 1"},
-        requests=0),
-
+    row(
+        "empty-api-key",
+        "fatal",
+        r"no API key: set HYPERBOLIC_API_KEY or the api_key option",
+        env={"HYPERBOLIC_API_KEY": "  "},
+        requests=0,
+    ),
+    row(
+        "api-key-with-newline",
+        "fatal",
+        r"the API key contains spaces, control or non-ASCII characters; "
+        r"set HYPERBOLIC_API_KEY \(or api_key\) to the key alone",
+        env={"HYPERBOLIC_API_KEY": KEY + "\nX-Evil: 1"},
+        requests=0,
+    ),
     # --- the file and its options: checked before any request ---------------------------------------
-    row("sources-unknown-name", "fatal", r"unknown sources entry 'spot'; choose from on_demand, marketplace",
-        config={"sources": ["on_demand", "spot"]}, requests=0),
-    row("sources-empty", "fatal", r"sources is empty; choose on_demand and/or marketplace",
-        config={"sources": []}, requests=0),
-    row("sources-a-mapping", "fatal", r"sources must be a list of names, got \"\{'on_demand': True\}\"",
-        config={"sources": {"on_demand": True}}, requests=0),
-    row("statuses-a-number", "fatal", r"statuses must be a list of names, got '5'", config={"statuses": 5},
-        requests=0),
-    row("cluster-from-bad-regex", "fatal", r"cluster_from is not a valid regular expression: missing \), "
-        r"unterminated subpattern at position 4", config={"cluster_from": "exp-(", "name_pattern": "*"}, requests=0),
-    row("cluster-from-bad-template", "fatal", r"cluster_from is not a valid Jinja template: Syntax error in "
+    row(
+        "sources-unknown-name",
+        "fatal",
+        r"unknown sources entry 'spot'; choose from on_demand, marketplace",
+        config={"sources": ["on_demand", "spot"]},
+        requests=0,
+    ),
+    row(
+        "sources-empty",
+        "fatal",
+        r"sources is empty; choose on_demand and/or marketplace",
+        config={"sources": []},
+        requests=0,
+    ),
+    row(
+        "sources-a-mapping",
+        "fatal",
+        r"sources must be a list of names, got \"\{'on_demand': True\}\"",
+        config={"sources": {"on_demand": True}},
+        requests=0,
+    ),
+    row("statuses-a-number", "fatal", r"statuses must be a list of names, got '5'", config={"statuses": 5}, requests=0),
+    row(
+        "cluster-from-bad-regex",
+        "fatal",
+        r"cluster_from is not a valid regular expression: missing \), "
+        r"unterminated subpattern at position 4",
+        config={"cluster_from": "exp-(", "name_pattern": "*"},
+        requests=0,
+    ),
+    row(
+        "cluster-from-bad-template",
+        "fatal",
+        r"cluster_from is not a valid Jinja template: Syntax error in "
         r"template: unexpected end of template, expected 'name'\.",
-        config={"cluster_from": "{{ hyperbolic_label | "}, requests=0),
-    row("api-url-without-scheme", "fatal", r"api_url 'api\.hyperbolic\.xyz' is not an http:// or https:// URL "
+        config={"cluster_from": "{{ hyperbolic_label | "},
+        requests=0,
+    ),
+    row(
+        "api-url-without-scheme",
+        "fatal",
+        r"api_url 'api\.hyperbolic\.xyz' is not an http:// or https:// URL "
         r"with a host; set api_url \(or HYPERBOLIC_API_URL\) to a URL such as https://api\.hyperbolic\.xyz",
-        config={"api_url": "api.hyperbolic.xyz"}, requests=0),
-    row("api-url-broken-ipv6", "fatal", r"api_url is not a valid URL \(invalid ipv6 url; not shown\); set "
+        config={"api_url": "api.hyperbolic.xyz"},
+        requests=0,
+    ),
+    row(
+        "api-url-broken-ipv6",
+        "fatal",
+        r"api_url is not a valid URL \(invalid ipv6 url; not shown\); set "
         r"api_url \(or HYPERBOLIC_API_URL\) to a URL such as https://api\.hyperbolic\.xyz",
-        env={"HYPERBOLIC_API_URL": "http://[::1"}, config={"api_url": None}, requests=0),
-    row("api-url-port-out-of-range", "fatal", r"api_url is not a valid URL "
-        r"\(port out of range 0-65535; not shown\); .*", config={"api_url": "http://127.0.0.1:99999"}, requests=0),
+        env={"HYPERBOLIC_API_URL": "http://[::1"},
+        config={"api_url": None},
+        requests=0,
+    ),
+    row(
+        "api-url-port-out-of-range",
+        "fatal",
+        r"api_url is not a valid URL "
+        r"\(port out of range 0-65535; not shown\); .*",
+        config={"api_url": "http://127.0.0.1:99999"},
+        requests=0,
+    ),
     # A key (hunter2) written where urlsplit reads a port, after a second '@', in a query, or beside a space: never shown.
-    row("api-url-key-as-port", "fatal", r"api_url is not a valid URL \(the port is not a number; not shown\); .*",
-        config={"api_url": "https://user:hunter2"}, requests=0),
-    row("api-url-two-at-signs", "fatal", r"api_url 'https://\*\*\*@api\.hyperbolic\.xyz' must not contain "
+    row(
+        "api-url-key-as-port",
+        "fatal",
+        r"api_url is not a valid URL \(the port is not a number; not shown\); .*",
+        config={"api_url": "https://user:hunter2"},
+        requests=0,
+    ),
+    row(
+        "api-url-two-at-signs",
+        "fatal",
+        r"api_url 'https://\*\*\*@api\.hyperbolic\.xyz' must not contain "
         r"user:password@; the key goes in HYPERBOLIC_API_KEY \(or api_key\)",
-        config={"api_url": "https://user@hunter2@api.hyperbolic.xyz"}, requests=0),
-    row("api-url-key-in-query", "fatal", r"api_url 'https://api\.hyperbolic\.xyz/v1\?\.\.\.' must not have a "
-        r"\?query or #fragment; .*", config={"api_url": "https://api.hyperbolic.xyz/v1?api_key=hunter2"}, requests=0),
-    row("api-url-key-with-space", "fatal", r"api_url contains spaces or control characters \(not shown\); .*",
-        config={"api_url": "https://hunter2 @api.hyperbolic.xyz"}, requests=0),
-    row("api-url-with-password", "fatal", r"api_url 'https://\*\*\*@api\.hyperbolic\.xyz' must not contain "
+        config={"api_url": "https://user@hunter2@api.hyperbolic.xyz"},
+        requests=0,
+    ),
+    row(
+        "api-url-key-in-query",
+        "fatal",
+        r"api_url 'https://api\.hyperbolic\.xyz/v1\?\.\.\.' must not have a "
+        r"\?query or #fragment; .*",
+        config={"api_url": "https://api.hyperbolic.xyz/v1?api_key=hunter2"},
+        requests=0,
+    ),
+    row(
+        "api-url-key-with-space",
+        "fatal",
+        r"api_url contains spaces or control characters \(not shown\); .*",
+        config={"api_url": "https://hunter2 @api.hyperbolic.xyz"},
+        requests=0,
+    ),
+    row(
+        "api-url-with-password",
+        "fatal",
+        r"api_url 'https://\*\*\*@api\.hyperbolic\.xyz' must not contain "
         r"user:password@; the key goes in HYPERBOLIC_API_KEY \(or api_key\)",
-        config={"api_url": "https://bob:hunter2@api.hyperbolic.xyz"}, requests=0),
-    row("api-url-file-scheme", "fatal", r"api_url 'file:///etc/passwd' is not an http:// or https:// URL with "
-        r"a host; .*", config={"api_url": "file:///etc/passwd"}, requests=0),
-    row("misspelt-option", "fatal", r"unknown option 'name_patern'; did you mean 'name_pattern'\?",
-        config={"name_patern": "exp-*"}, requests=0),
-    row("validate-certs-typo", "fatal", r"validate_certs must be true or false, got 'ture'",
-        config={"validate_certs": "ture"}, requests=0),
-    row("timeout-zero", "fatal", r"timeout must be more than 0 and at most 3600, got 0", config={"timeout": 0}, requests=0),
-    row("retries-negative", "fatal", r"retries must be between 0 and 100, got -1", config={"retries": -1},
-        requests=0),
-    row("cache-timeout-negative", "fatal", r"cache_timeout must be between 0 and 31622400, got -5", config={"cache_timeout": -5},
-        requests=0),
-    row("max-response-zero", "fatal", r"max_response_mib must be more than 0 and at most 1024, got 0",
-        config={"max_response_mib": 0}, requests=0),
+        config={"api_url": "https://bob:hunter2@api.hyperbolic.xyz"},
+        requests=0,
+    ),
+    row(
+        "api-url-file-scheme",
+        "fatal",
+        r"api_url 'file:///etc/passwd' is not an http:// or https:// URL with "
+        r"a host; .*",
+        config={"api_url": "file:///etc/passwd"},
+        requests=0,
+    ),
+    row(
+        "misspelt-option",
+        "fatal",
+        r"unknown option 'name_patern'; did you mean 'name_pattern'\?",
+        config={"name_patern": "exp-*"},
+        requests=0,
+    ),
+    row(
+        "validate-certs-typo",
+        "fatal",
+        r"validate_certs must be true or false, got 'ture'",
+        config={"validate_certs": "ture"},
+        requests=0,
+    ),
+    row(
+        "timeout-zero",
+        "fatal",
+        r"timeout must be more than 0 and at most 3600, got 0",
+        config={"timeout": 0},
+        requests=0,
+    ),
+    row("retries-negative", "fatal", r"retries must be between 0 and 100, got -1", config={"retries": -1}, requests=0),
+    row(
+        "cache-timeout-negative",
+        "fatal",
+        r"cache_timeout must be between 0 and 31622400, got -5",
+        config={"cache_timeout": -5},
+        requests=0,
+    ),
+    row(
+        "max-response-zero",
+        "fatal",
+        r"max_response_mib must be more than 0 and at most 1024, got 0",
+        config={"max_response_mib": 0},
+        requests=0,
+    ),
     # 1e300 seconds reached the socket as an OverflowError line after the first request: every number has a ceiling.
-    row("timeout-huge", "fatal", r"timeout must be more than 0 and at most 3600, got 1e\+300", config={"timeout": 1e300},
-        requests=0),
-    row("retry-max-wait-huge", "fatal", r"retry_max_wait must be between 0 and 3600, got 1e\+300",
-        config={"retry_max_wait": 1e300}, requests=0),
-    row("cache-timeout-huge", "fatal", r"cache_timeout must be between 0 and 31622400, got 10{30}",
-        config={"cache_timeout": 10 ** 30}, requests=0),
+    row(
+        "timeout-huge",
+        "fatal",
+        r"timeout must be more than 0 and at most 3600, got 1e\+300",
+        config={"timeout": 1e300},
+        requests=0,
+    ),
+    row(
+        "retry-max-wait-huge",
+        "fatal",
+        r"retry_max_wait must be between 0 and 3600, got 1e\+300",
+        config={"retry_max_wait": 1e300},
+        requests=0,
+    ),
+    row(
+        "cache-timeout-huge",
+        "fatal",
+        r"cache_timeout must be between 0 and 31622400, got 10{30}",
+        config={"cache_timeout": 10**30},
+        requests=0,
+    ),
     # Arrays nested 5000 deep: "failed: RecursionError: ..." before; now the malformed-JSON line.
-    row("answer-nested-too-deeply", "fatal", r"malformed JSON from {url}" + OD + r": nested too deeply \(the answer "
-        r"starts with '\[{60}'\); is api_url the Hyperbolic API\?", setup=raw_body("on_demand", "[" * 5000 + "]" * 5000)),
+    row(
+        "answer-nested-too-deeply",
+        "fatal",
+        r"malformed JSON from {url}" + OD + r": nested too deeply \(the answer "
+        r"starts with '\[{60}'\); is api_url the Hyperbolic API\?",
+        setup=raw_body("on_demand", "[" * 5000 + "]" * 5000),
+    ),
     # A 76 MB answer was read whole (65 s, 1.4 GB): now at most max_response_mib, then one line.
-    row("answer-over-the-bound", "fatal", r"the answer to GET " + OD + r" is over 0\.001 MiB, more than an instance "
+    row(
+        "answer-over-the-bound",
+        "fatal",
+        r"the answer to GET " + OD + r" is over 0\.001 MiB, more than an instance "
         r"list can be: not read; if the account really holds that much, raise max_response_mib",
         config={"max_response_mib": 0.001, "sources": ["on_demand"]},
-        setup=fleet(on_demand=[on_demand_rental("vm-%d" % i, "n-%d" % i, "203.0.113.%d" % (20 + i)) for i in range(5)])),
-    row("keyed-groups-integer-key", "fatal", r"keyed_groups\[0\] \(key 'hyperbolic_gpu_count'\) gave a number for "
+        setup=fleet(on_demand=[on_demand_rental("vm-%d" % i, "n-%d" % i, "203.0.113.%d" % (20 + i)) for i in range(5)]),
+    ),
+    row(
+        "keyed-groups-integer-key",
+        "fatal",
+        r"keyed_groups\[0\] \(key 'hyperbolic_gpu_count'\) gave a number for "
         r"host 'good-0', and a group name is made from text: end the key with \| string \(e\.g\. key: "
-        r"hyperbolic_gpu_count \| string\)", config={"keyed_groups": [{"key": "hyperbolic_gpu_count"}]}, setup=fleet()),
-    row("group-with-space", "fatal", r"group 'my group' is not a valid group name \(letters, digits and _, "
-        r"not starting with a digit\)", config={"group": "my group"}, requests=0),
-    row("plugin-name-typo", "fatal", r"plugin is 'rlinfra\.verl\.hyperbolc'; a \*hyperbolic\.yml file needs "
-        r"'plugin: rlinfra\.verl\.hyperbolic'", config={"plugin": "rlinfra.verl.hyperbolc"}, requests=0),
-    row("yaml-syntax-error", "fatal", r"not a readable YAML file \(line 3\): YAML parsing failed: While parsing "
+        r"hyperbolic_gpu_count \| string\)",
+        config={"keyed_groups": [{"key": "hyperbolic_gpu_count"}]},
+        setup=fleet(),
+    ),
+    row(
+        "group-with-space",
+        "fatal",
+        r"group 'my group' is not a valid group name \(letters, digits and _, "
+        r"not starting with a digit\)",
+        config={"group": "my group"},
+        requests=0,
+    ),
+    row(
+        "plugin-name-typo",
+        "fatal",
+        r"plugin is 'rlinfra\.verl\.hyperbolc'; a \*hyperbolic\.yml file needs "
+        r"'plugin: rlinfra\.verl\.hyperbolic'",
+        config={"plugin": "rlinfra.verl.hyperbolc"},
+        requests=0,
+    ),
+    row(
+        "yaml-syntax-error",
+        "fatal",
+        r"not a readable YAML file \(line 3\): YAML parsing failed: While parsing "
         r"a flow sequence did not find expected ',' or '\]'\.",
-        config="plugin: rlinfra.verl.hyperbolic\nsources: [on_demand\n", requests=0),
-
+        config="plugin: rlinfra.verl.hyperbolic\nsources: [on_demand\n",
+        requests=0,
+    ),
     # --- one instance unusable: one warning naming it, and no host rather than a wrong one ------------
-    row("ssh-command-prose", "warn", r"instance 'm-prose' \(marketplace\) left out: sshCommand "
-        r"'please connect via console' " + FORM, setup=market("m-prose", "please connect via console"),
-        check=hosts_are("good-0")),
-    row("ssh-command-trailing-words", "warn", r"instance 'm-words' \(marketplace\) left out: sshCommand "
+    row(
+        "ssh-command-prose",
+        "warn",
+        r"instance 'm-prose' \(marketplace\) left out: sshCommand "
+        r"'please connect via console' " + FORM,
+        setup=market("m-prose", "please connect via console"),
+        check=hosts_are("good-0"),
+    ),
+    row(
+        "ssh-command-trailing-words",
+        "warn",
+        r"instance 'm-words' \(marketplace\) left out: sshCommand "
         r"'ssh please connect via console' has words after the destination 'please'; expected "
-        r"'ssh USER@HOST \[-p PORT\]'", setup=market("m-words", "ssh please connect via console"),
-        check=hosts_are("good-0")),
-    row("ssh-command-port-out-of-range", "warn", r"instance 'm-port' \(marketplace\) left out: sshCommand "
+        r"'ssh USER@HOST \[-p PORT\]'",
+        setup=market("m-words", "ssh please connect via console"),
+        check=hosts_are("good-0"),
+    ),
+    row(
+        "ssh-command-port-out-of-range",
+        "warn",
+        r"instance 'm-port' \(marketplace\) left out: sshCommand "
         r"'ssh ubuntu@gpu\.example -p 70000': port 70000 is out of range 1-65535",
-        setup=market("m-port", "ssh ubuntu@gpu.example -p 70000"), check=hosts_are("good-0")),
-    row("ssh-command-option-as-host", "warn", r"instance 'm-inject' \(marketplace\) left out: sshCommand "
+        setup=market("m-port", "ssh ubuntu@gpu.example -p 70000"),
+        check=hosts_are("good-0"),
+    ),
+    row(
+        "ssh-command-option-as-host",
+        "warn",
+        r"instance 'm-inject' \(marketplace\) left out: sshCommand "
         r"'ssh ubuntu@-oProxyCommand=id': '-oProxyCommand=id' is not a host name or IP address",
-        setup=market("m-inject", "ssh ubuntu@-oProxyCommand=id"), check=hosts_are("good-0")),
-    row("ssh-networking-port-zero", "warn", r"instance 'vm-p0' \(on_demand\) left out: sshNetworking port 0 is "
-        r"out of range 1-65535", setup=rental("vm-p0", port=0), check=hosts_are("good-0")),
+        setup=market("m-inject", "ssh ubuntu@-oProxyCommand=id"),
+        check=hosts_are("good-0"),
+    ),
+    row(
+        "ssh-networking-port-zero",
+        "warn",
+        r"instance 'vm-p0' \(on_demand\) left out: sshNetworking port 0 is "
+        r"out of range 1-65535",
+        setup=rental("vm-p0", port=0),
+        check=hosts_are("good-0"),
+    ),
     # SSH to 0.0.0.0 reaches the controller itself: an API answer may never make it a cluster node.
-    row("ssh-networking-any-address", "warn", r"instance 'vm-any' \(on_demand\) left out: sshNetworking host "
-        r"'0\.0\.0\.0' " + NO_MACHINE, setup=rental("vm-any", host="0.0.0.0"),
-        check=hosts_are("good-0")),
-    row("ssh-command-multicast", "warn", r"instance 'm-mc' \(marketplace\) left out: sshCommand 'ssh "
+    row(
+        "ssh-networking-any-address",
+        "warn",
+        r"instance 'vm-any' \(on_demand\) left out: sshNetworking host "
+        r"'0\.0\.0\.0' " + NO_MACHINE,
+        setup=rental("vm-any", host="0.0.0.0"),
+        check=hosts_are("good-0"),
+    ),
+    row(
+        "ssh-command-multicast",
+        "warn",
+        r"instance 'm-mc' \(marketplace\) left out: sshCommand 'ssh "
         r"ubuntu@224\.0\.0\.1': '224\.0\.0\.1' " + NO_MACHINE,
-        setup=market("m-mc", "ssh ubuntu@224.0.0.1"), check=hosts_are("good-0")),
+        setup=market("m-mc", "ssh ubuntu@224.0.0.1"),
+        check=hosts_are("good-0"),
+    ),
     # Loopback as a rental's SSH host is the controller itself: the play would run there, as root maybe.
-    row("ssh-networking-loopback", "warn", r"instance 'vm-lo' \(on_demand\) left out: sshNetworking host "
-        r"'127\.0\.0\.1' " + LOOPBACK, setup=rental("vm-lo", host="127.0.0.1"), check=hosts_are("good-0")),
-    row("ssh-networking-loopback-v6", "warn", r"instance 'vm-lo6' \(on_demand\) left out: sshNetworking host "
-        r"'::1' " + LOOPBACK, setup=rental("vm-lo6", host="::1"), check=hosts_are("good-0")),
-    row("ssh-networking-mapped-loopback", "warn", r"instance 'vm-lo4' \(on_demand\) left out: sshNetworking host "
-        r"'::ffff:127\.0\.0\.2' " + LOOPBACK, setup=rental("vm-lo4", host="::ffff:127.0.0.2"),
-        check=hosts_are("good-0")),
-    row("ssh-command-localhost", "warn", r"instance 'm-lh' \(marketplace\) left out: sshCommand 'ssh "
-        r"ubuntu@localhost -p 2222': 'localhost' " + LOOPBACK, setup=market("m-lh", "ssh ubuntu@localhost -p 2222"),
-        check=hosts_are("good-0")),
-    row("ssh-command-ip6-localhost", "warn", r"instance 'm-lh6' \(marketplace\) left out: sshCommand 'ssh "
-        r"ubuntu@ip6-localhost': 'ip6-localhost' " + LOOPBACK, setup=market("m-lh6", "ssh ubuntu@ip6-localhost"),
-        check=hosts_are("good-0")),
-    row("ssh-networking-bad-user", "warn", r"instance 'vm-user' \(on_demand\) left out: sshNetworking user "
-        r"'root; reboot' is not a valid user name", setup=rental("vm-user", user="root; reboot"),
-        check=hosts_are("good-0")),
-    row("duplicate-instance-id", "warn", r"on_demand instance 'vm-good' is listed 3 times; using one",
-        setup=duplicate, check=one_host_for_twins),
+    row(
+        "ssh-networking-loopback",
+        "warn",
+        r"instance 'vm-lo' \(on_demand\) left out: sshNetworking host "
+        r"'127\.0\.0\.1' " + LOOPBACK,
+        setup=rental("vm-lo", host="127.0.0.1"),
+        check=hosts_are("good-0"),
+    ),
+    row(
+        "ssh-networking-loopback-v6",
+        "warn",
+        r"instance 'vm-lo6' \(on_demand\) left out: sshNetworking host "
+        r"'::1' " + LOOPBACK,
+        setup=rental("vm-lo6", host="::1"),
+        check=hosts_are("good-0"),
+    ),
+    row(
+        "ssh-networking-mapped-loopback",
+        "warn",
+        r"instance 'vm-lo4' \(on_demand\) left out: sshNetworking host "
+        r"'::ffff:127\.0\.0\.2' " + LOOPBACK,
+        setup=rental("vm-lo4", host="::ffff:127.0.0.2"),
+        check=hosts_are("good-0"),
+    ),
+    row(
+        "ssh-command-localhost",
+        "warn",
+        r"instance 'm-lh' \(marketplace\) left out: sshCommand 'ssh "
+        r"ubuntu@localhost -p 2222': 'localhost' " + LOOPBACK,
+        setup=market("m-lh", "ssh ubuntu@localhost -p 2222"),
+        check=hosts_are("good-0"),
+    ),
+    row(
+        "ssh-command-ip6-localhost",
+        "warn",
+        r"instance 'm-lh6' \(marketplace\) left out: sshCommand 'ssh "
+        r"ubuntu@ip6-localhost': 'ip6-localhost' " + LOOPBACK,
+        setup=market("m-lh6", "ssh ubuntu@ip6-localhost"),
+        check=hosts_are("good-0"),
+    ),
+    row(
+        "ssh-networking-bad-user",
+        "warn",
+        r"instance 'vm-user' \(on_demand\) left out: sshNetworking user "
+        r"'root; reboot' is not a valid user name",
+        setup=rental("vm-user", user="root; reboot"),
+        check=hosts_are("good-0"),
+    ),
+    row(
+        "duplicate-instance-id",
+        "warn",
+        r"on_demand instance 'vm-good' is listed 3 times; using one",
+        setup=duplicate,
+        check=one_host_for_twins,
+    ),
     # Copies that disagree (another GPU count, another SSH host): either may be the wrong machine.
-    row("duplicate-instance-id-contradictory", "warn", r"on_demand instance 'vm-good' is listed 2 times with "
+    row(
+        "duplicate-instance-id-contradictory",
+        "warn",
+        r"on_demand instance 'vm-good' is listed 2 times with "
         r"different gpu_count, ssh: the provider's answer is contradictory, so which machine it is cannot be known; "
-        r"left out - check the rental in Hyperbolic's console", setup=contradictory_twins, check=hosts_are("other-0")),
-    row("label-localhost", "warn", r"instance 'vm-lh' is named 'localhost', which Ansible reserves; host name "
-        r"localhost-vm-lh used", setup=lambda f, c: f.set_instances(
-            on_demand=[on_demand_rental("vm-lh", "localhost", "198.51.100.8")], marketplace=[]),
-        check=localhost_renamed),
-    row("marketplace-null-list", "warn", r"marketplace answer from {url}" + MK + r" holds instances: null, read as no "
-        r"instances", config={"sources": ["on_demand", "marketplace"]},
-        setup=raw_body("marketplace", '{"instances": null}'), check=hosts_are("good-0")),
-    row("statuses-typo", "warn", r"none of the 1 instance\(s\) passed statuses \[runing\]; statuses seen: running",
-        config={"statuses": ["runing"]}, setup=fleet(), check=hosts_are()),
-    row("cache-valid-json-wrong-content", "warn", r"ignoring the cached API answers for {path} \(on_demand answer "
+        r"left out - check the rental in Hyperbolic's console",
+        setup=contradictory_twins,
+        check=hosts_are("other-0"),
+    ),
+    row(
+        "label-localhost",
+        "warn",
+        r"instance 'vm-lh' is named 'localhost', which Ansible reserves; host name "
+        r"localhost-vm-lh used",
+        setup=lambda f, c: f.set_instances(
+            on_demand=[on_demand_rental("vm-lh", "localhost", "198.51.100.8")], marketplace=[]
+        ),
+        check=localhost_renamed,
+    ),
+    row(
+        "marketplace-null-list",
+        "warn",
+        r"marketplace answer from {url}" + MK + r" holds instances: null, read as no "
+        r"instances",
+        config={"sources": ["on_demand", "marketplace"]},
+        setup=raw_body("marketplace", '{"instances": null}'),
+        check=hosts_are("good-0"),
+    ),
+    row(
+        "statuses-typo",
+        "warn",
+        r"none of the 1 instance\(s\) passed statuses \[runing\]; statuses seen: running",
+        config={"statuses": ["runing"]},
+        setup=fleet(),
+        check=hosts_are(),
+    ),
+    row(
+        "cache-valid-json-wrong-content",
+        "warn",
+        r"ignoring the cached API answers for {path} \(on_demand answer "
         r"is a string, not a list of instances\); asking the API again",
         setup=cached({"format": 1, "api_url": "{url}", "sources": {"on_demand": "garbage"}, "skipped": {}}),
-        check=hosts_are("good-0"), requests=1),
-    row("cache-not-an-object", "warn", r"ignoring the cached API answers for {path} \(it is list, not a JSON "
-        r"object\); asking the API again", setup=cached([1, 2, 3]), check=hosts_are("good-0"), requests=1),
-    row("cache-file-not-json", "warn", r"ignoring the cached API answers for {path} \(unreadable: The cache file "
+        check=hosts_are("good-0"),
+        requests=1,
+    ),
+    row(
+        "cache-not-an-object",
+        "warn",
+        r"ignoring the cached API answers for {path} \(it is list, not a JSON "
+        r"object\); asking the API again",
+        setup=cached([1, 2, 3]),
+        check=hosts_are("good-0"),
+        requests=1,
+    ),
+    row(
+        "cache-file-not-json",
+        "warn",
+        r"ignoring the cached API answers for {path} \(unreadable: The cache file "
         r"\S+ was corrupt, or did not otherwise contain valid data\); asking the API again",
-        setup=cached("{not json"), check=hosts_are("good-0"), requests=1),
-
+        setup=cached("{not json"),
+        check=hosts_are("good-0"),
+        requests=1,
+    ),
     # --- hostile but harmless data: loads as plain text ------------------------------------------------
     row("jinja-in-label", "quiet", None, setup=jinja_fleet, check=jinja_stays_text),
     row("huge-label", "quiet", None, setup=huge, check=huge_label),
     row("wrong-typed-fields", "quiet", None, setup=typed, check=wrong_types),
-    row("sources-as-a-string", "quiet", None, config={"sources": "on_demand"}, setup=fleet(
-        marketplace=[marketplace_instance("m-ok", "198.51.100.9")]), check=hosts_are("good-0"), requests=1),
-    row("duplicate-labels", "quiet", None, setup=lambda f, c: f.set_instances(on_demand=[
-        on_demand_rental("vm-b", "twin", "198.51.100.2"), on_demand_rental("vm-a", "twin", "198.51.100.1")],
-        marketplace=[]), check=hosts_are("twin", "twin-vm-b")),
-
+    row(
+        "sources-as-a-string",
+        "quiet",
+        None,
+        config={"sources": "on_demand"},
+        setup=fleet(marketplace=[marketplace_instance("m-ok", "198.51.100.9")]),
+        check=hosts_are("good-0"),
+        requests=1,
+    ),
+    row(
+        "duplicate-labels",
+        "quiet",
+        None,
+        setup=lambda f, c: f.set_instances(
+            on_demand=[
+                on_demand_rental("vm-b", "twin", "198.51.100.2"),
+                on_demand_rental("vm-a", "twin", "198.51.100.1"),
+            ],
+            marketplace=[],
+        ),
+        check=hosts_are("twin", "twin-vm-b"),
+    ),
     # --- the real CLIs: the one line in Ansible's warning, nothing listed; site.yml stops before any host --
-    row("cli-inventory-http-401", "fatal", r"Hyperbolic API rejected the API key: HTTP 401 Unauthorized on GET "
-        + OD + r": Invalid API key; check HYPERBOLIC_API_KEY \(or api_key\)", setup=wrong_key(401),
-        via="inventory", requests=2),
-    row("cli-playbook-api-down", "fatal", r"Hyperbolic API unreachable at {url}" + OD + r" after 2 attempts: "
+    row(
+        "cli-inventory-http-401",
+        "fatal",
+        r"Hyperbolic API rejected the API key: HTTP 401 Unauthorized on GET "
+        + OD
+        + r": Invalid API key; check HYPERBOLIC_API_KEY \(or api_key\)",
+        setup=wrong_key(401),
+        via="inventory",
+        requests=2,
+    ),
+    row(
+        "cli-playbook-api-down",
+        "fatal",
+        r"Hyperbolic API unreachable at {url}" + OD + r" after 2 attempts: "
         r"\[Errno 111\] Connection refused; check api_url \(or HYPERBOLIC_API_URL\) and the network",
-        setup=api_down, via="playbook"),
-    row("cli-playbook-malformed-json", "fatal", r"malformed JSON from {url}" + OD + r": .*",
-        setup=raw_body("on_demand", "<html>"), via="playbook"),
-    row("cli-inventory-unknown-source", "fatal", r"unknown sources entry 'spot'; choose from on_demand, "
-        r"marketplace", config={"sources": "on_demand, spot"}, via="inventory", requests=0),
-    row("cli-playbook-empty-key", "fatal", r"no API key: set HYPERBOLIC_API_KEY or the api_key option",
-        env={"HYPERBOLIC_API_KEY": ""}, via="playbook", requests=0),
-    row("cli-inventory-ssh-prose", "warn", r"instance 'm-prose' \(marketplace\) left out: sshCommand "
-        r"'please connect via console' " + FORM, setup=market("m-prose", "please connect via console"),
-        via="inventory", check=hosts_are("good-0")),
+        setup=api_down,
+        via="playbook",
+    ),
+    row(
+        "cli-playbook-malformed-json",
+        "fatal",
+        r"malformed JSON from {url}" + OD + r": .*",
+        setup=raw_body("on_demand", "<html>"),
+        via="playbook",
+    ),
+    row(
+        "cli-inventory-unknown-source",
+        "fatal",
+        r"unknown sources entry 'spot'; choose from on_demand, "
+        r"marketplace",
+        config={"sources": "on_demand, spot"},
+        via="inventory",
+        requests=0,
+    ),
+    row(
+        "cli-playbook-empty-key",
+        "fatal",
+        r"no API key: set HYPERBOLIC_API_KEY or the api_key option",
+        env={"HYPERBOLIC_API_KEY": ""},
+        via="playbook",
+        requests=0,
+    ),
+    row(
+        "cli-inventory-ssh-prose",
+        "warn",
+        r"instance 'm-prose' \(marketplace\) left out: sshCommand "
+        r"'please connect via console' " + FORM,
+        setup=market("m-prose", "please connect via console"),
+        via="inventory",
+        check=hosts_are("good-0"),
+    ),
     row("cli-inventory-jinja-label", "quiet", None, setup=jinja_fleet, via="inventory", check=jinja_stays_text_cli),
 ]
 
@@ -452,11 +840,22 @@ class Ctx:
         if isinstance(row_.config, str):
             self.config = row_.config
         else:
-            self.config = {"plugin": PLUGIN_NAME, "api_url": fake.url, "retries": 1, "retry_backoff": 0,
-                           "retry_max_wait": 0, "timeout": 5}
+            self.config = {
+                "plugin": PLUGIN_NAME,
+                "api_url": fake.url,
+                "retries": 1,
+                "retry_backoff": 0,
+                "retry_max_wait": 0,
+                "timeout": 5,
+            }
             if row_.id.startswith("cache-"):
-                self.config.update(cache=True, cache_plugin="jsonfile",
-                                   cache_connection=str(self.cache_dir), cache_timeout=600, sources=["on_demand"])
+                self.config.update(
+                    cache=True,
+                    cache_plugin="jsonfile",
+                    cache_connection=str(self.cache_dir),
+                    cache_timeout=600,
+                    sources=["on_demand"],
+                )
             self.config.update(row_.config)
             self.config = {k: v for k, v in self.config.items() if v is not None}
 
@@ -503,11 +902,19 @@ class Ctx:
             snap = {"hosts": data["_meta"]["hostvars"], "groups": {}}
         failures = load_failures(result.stderr)
         if failures:  # Ansible's warnings span several lines; the one line is what our plugin gave
-            return Outcome(failures[0] if len(failures) == 1 else failures, [], [], snap, self.marker, result.rc,
-                           result.stdout, result.stderr)
+            return Outcome(
+                failures[0] if len(failures) == 1 else failures,
+                [],
+                [],
+                snap,
+                self.marker,
+                result.rc,
+                result.stdout,
+                result.stderr,
+            )
         lines = [line for line in result.stderr.splitlines() if line.strip()]
-        errors = [line[len("[ERROR]: "):] for line in lines if line.startswith("[ERROR]: ")]
-        warnings = [line[len("[WARNING]: "):] for line in lines if line.startswith("[WARNING]: ")]
+        errors = [line[len("[ERROR]: ") :] for line in lines if line.startswith("[ERROR]: ")]
+        warnings = [line[len("[WARNING]: ") :] for line in lines if line.startswith("[WARNING]: ")]
         assert len(errors) + len(warnings) == len(lines), result.stderr  # nothing but those lines
         return Outcome(None, errors, warnings, snap, self.marker, result.rc, result.stdout, result.stderr)
 
@@ -543,8 +950,10 @@ def test_bad_input(case, fake, tmp_path, monkeypatch):
         else:
             # site.yml stops at its first task, on localhost, with its one line; no play reaches a host
             assert out.rc == 2, out
-            assert ("No Ray cluster for site.yml, nothing was done: no host in group ray_head; the inventory (%s) "
-                    "gave none" % ctx.path) in out.stdout, out.stdout
+            assert (
+                "No Ray cluster for site.yml, nothing was done: no host in group ray_head; the inventory (%s) "
+                "gave none" % ctx.path
+            ) in out.stdout, out.stdout
             assert re.search(r"localhost\s+: ok=0\s+changed=0\s+unreachable=0\s+failed=1", out.stdout), out.stdout
             assert out.stdout.count("PLAY [") == 1 and out.stdout.count("TASK [") == 1, out.stdout
     else:

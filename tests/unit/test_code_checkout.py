@@ -54,7 +54,11 @@ def repos(tmp_path):
     (t / "src" / "app" / "train.py").write_text("print('v2')\n")
     git("commit", "-qam", "two", cwd=t)
     git("push", "-q", "--tags", "origin", "HEAD:main", cwd=t)
-    return served, {"first": first, "main": git("rev-parse", "HEAD", cwd=t), "lib": git("rev-parse", "HEAD", cwd=work / "lib")}
+    return served, {
+        "first": first,
+        "main": git("rev-parse", "HEAD", cwd=t),
+        "lib": git("rev-parse", "HEAD", cwd=work / "lib"),
+    }
 
 
 def code(repo, **kw):
@@ -66,18 +70,28 @@ def code(repo, **kw):
 
 def test_normalize_defaults_and_one_line_per_problem():
     assert code("https://github.com/NVIDIA-NeMo/RL.git") == {
-        "repo": "https://github.com/NVIDIA-NeMo/RL.git", "ref": "HEAD", "submodules": True, "path": ".", "name": "RL",
-        "token_secret": None, "ssh_key_secret": None}
+        "repo": "https://github.com/NVIDIA-NeMo/RL.git",
+        "ref": "HEAD",
+        "submodules": True,
+        "path": ".",
+        "name": "RL",
+        "token_secret": None,
+        "ssh_key_secret": None,
+    }
     assert code("git@github.com:org/trainer.git", path="src/app/")["path"] == "src/app"
-    for section, start in [({"repo": "not a url"}, "code.repo must be " + GIT_URL + ", got a value with spaces or line "
-                            "breaks (not shown)"),
-                           ({"repo": "https://u:p@h/r.git"}, "code.repo must be " + GIT_URL + " without credentials"),
-                           ({"repo": "https://h/r.git", "ref": "abc1234"}, "code.ref: 'abc1234' looks like an abbreviated commit"),
-                           ({"repo": "https://h/r.git", "ref": "a..b"}, "code.ref: 'a..b' is not a branch"),
-                           ({"repo": "https://h/r.git", "path": "../x"}, "code.path: '../x' must be a directory inside"),
-                           ({"repo": "https://h/r.git", "submodules": "yes"}, "code.submodules: expected true or false"),
-                           ({"repo": "https://h/r.git", "token_secret": "my-token"}, "code.token_secret: 'my-token' is not"),
-                           ({"repo": "https://h/r.git", "branch": "x"}, "code: unknown key 'branch'")]:
+    for section, start in [
+        (
+            {"repo": "not a url"},
+            "code.repo must be " + GIT_URL + ", got a value with spaces or line breaks (not shown)",
+        ),
+        ({"repo": "https://u:p@h/r.git"}, "code.repo must be " + GIT_URL + " without credentials"),
+        ({"repo": "https://h/r.git", "ref": "abc1234"}, "code.ref: 'abc1234' looks like an abbreviated commit"),
+        ({"repo": "https://h/r.git", "ref": "a..b"}, "code.ref: 'a..b' is not a branch"),
+        ({"repo": "https://h/r.git", "path": "../x"}, "code.path: '../x' must be a directory inside"),
+        ({"repo": "https://h/r.git", "submodules": "yes"}, "code.submodules: expected true or false"),
+        ({"repo": "https://h/r.git", "token_secret": "my-token"}, "code.token_secret: 'my-token' is not"),
+        ({"repo": "https://h/r.git", "branch": "x"}, "code: unknown key 'branch'"),
+    ]:
         errors = []
         assert CC.normalize(section, errors.append) is None
         assert len(errors) == 1 and errors[0].startswith(start), errors
@@ -95,8 +109,10 @@ def test_resolve_branch_tag_head_and_commit_over_http_with_a_token(repos):
             with pytest.raises(CC.CodeError, match=r"no branch or tag named 'nope'"):
                 CC.resolve(code(url, ref="nope"), g)
         assert srv.requests and all(r["token_ok"] for r in srv.requests)
-        for token, hint in (("", "it needs credentials: name the secret holding a token in code.token_secret"),
-                            ("ghp_wrong", "the token was refused")):
+        for token, hint in (
+            ("", "it needs credentials: name the secret holding a token in code.token_secret"),
+            ("ghp_wrong", "the token was refused"),
+        ):
             with CC.Git(url, token=token) as g, pytest.raises(CC.CodeError) as e:
                 CC.resolve(code(url, ref="main"), g)
             assert str(e.value).startswith("code %s: git ls-remote failed: " % url) and hint in str(e.value)
@@ -125,10 +141,16 @@ def test_checkout_with_submodule_once_then_nothing_fetched(repos, tmp_path):
             assert CC.checkout(c, commits["main"], str(root), g) == (False, record)
             assert len(srv.requests) == fetched
             line = CC.report(c, commits["main"], False, record)
-            assert line == "code %s@%s (ref main), 1 submodule: already checked out, nothing fetched" % (c["repo"], commits["main"][:12])
+            assert line == "code %s@%s (ref main), 1 submodule: already checked out, nothing fetched" % (
+                c["repo"],
+                commits["main"][:12],
+            )
             # Another commit: its own directory; the first stays for the runs that use it.
             changed, dummy = CC.checkout(c, commits["first"], str(root), g)
-            assert changed and (root / ("trainer@" + commits["first"]) / "src" / "app" / "train.py").read_text() == "print('v1')\n"
+            assert (
+                changed
+                and (root / ("trainer@" + commits["first"]) / "src" / "app" / "train.py").read_text() == "print('v1')\n"
+            )
             assert (top / "src" / "app" / "train.py").is_file()
 
 
@@ -141,7 +163,11 @@ def test_a_killed_run_leaves_nothing_in_the_way_and_foreign_directories_are_not_
     (half / "partial").write_text("x")
     with CC.Git(c["repo"]) as g:
         changed, record = CC.checkout(c, commits["main"], str(root), g)
-        assert changed and record["submodules"] == [] and not (root / ("trainer@" + commits["main"]) / "vendor" / "lib" / "lib.txt").exists()
+        assert (
+            changed
+            and record["submodules"] == []
+            and not (root / ("trainer@" + commits["main"]) / "vendor" / "lib" / "lib.txt").exists()
+        )
         mine = root / ("mine@" + commits["main"])
         mine.mkdir()
         (mine / "notes").write_text("keep")
@@ -160,8 +186,13 @@ def test_ssh_key_lives_in_a_private_file_only_while_git_runs():
 
     def run(argv, env, cwd, secrets):
         key = env["GIT_SSH_COMMAND"].split()[2]
-        seen.update(key=key, mode=os.stat(key).st_mode & 0o777, dir_mode=os.stat(os.path.dirname(key)).st_mode & 0o777,
-                    text=open(key).read(), argv=argv)
+        seen.update(
+            key=key,
+            mode=os.stat(key).st_mode & 0o777,
+            dir_mode=os.stat(os.path.dirname(key)).st_mode & 0o777,
+            text=open(key).read(),
+            argv=argv,
+        )
         return 0, "%s\tHEAD\n" % ("a" * 40), ""
 
     with CC.Git("git@example.com:org/r.git", ssh_key="-----KEY-----\nsecret\n", run=run) as g:
@@ -183,9 +214,21 @@ def test_missing_git_is_one_line(monkeypatch):
 # share one rule (vocabulary.GitUrl), whose line shows only the scheme and the host ------------------------------
 
 TOKEN_IN_URL = [
-    ("userinfo_token", "https://%s@github.com/org/x.git" % TOKEN, NO_CREDENTIALS + ", got https://********@github.com/..."),
-    ("password", "https://oauth2:%s@github.com/org/x.git" % TOKEN, NO_CREDENTIALS + ", got https://********@github.com/..."),
-    ("ssh_password", "ssh://git:%s@github.com/org/x.git" % TOKEN, NO_CREDENTIALS + ", got ssh://********@github.com/..."),
+    (
+        "userinfo_token",
+        "https://%s@github.com/org/x.git" % TOKEN,
+        NO_CREDENTIALS + ", got https://********@github.com/...",
+    ),
+    (
+        "password",
+        "https://oauth2:%s@github.com/org/x.git" % TOKEN,
+        NO_CREDENTIALS + ", got https://********@github.com/...",
+    ),
+    (
+        "ssh_password",
+        "ssh://git:%s@github.com/org/x.git" % TOKEN,
+        NO_CREDENTIALS + ", got ssh://********@github.com/...",
+    ),
     ("query_token", "https://github.com/org/x.git?access_token=%s" % TOKEN, NO_QUERY + ", got https://github.com/..."),
 ]
 
@@ -207,17 +250,32 @@ def _no_git(monkeypatch):
 MODULE_ROWS = [(label, {"repo": repo}, "repo must be " + must) for label, repo, must in TOKEN_IN_URL] + [
     ("relative_root", {"root": "data/code"}, "root must be an absolute path (starting with /), got 'data/code'"),
     ("root_dotdot", {"root": "/data/../etc"}, "root must be an absolute path without '..', got '/data/../etc'"),
-    ("token_newline", {"token": TOKEN + "\nHost: evil.example"},
-     "token must be the secret alone, without spaces, line breaks or other characters a token cannot have (the value "
-     "is not shown)"),
-    ("ssh_key_nul", {"ssh_key": "-----BEGIN KEY-----\n%s\x00\n" % TOKEN},
-     "ssh_key must be the key's text without control characters (the value is not shown)"),
-    ("lock_timeout_negative", {"lock_timeout": -1},
-     "lock_timeout must be a whole number of seconds from 0 to 604800, got -1"),
-    ("ref_option", {"ref": "--upload-pack=touch /tmp/x"},
-     "ref must be a branch, a tag or a full 40-character commit, got '--upload-pack=touch /tmp/x'"),
-    ("path_outside", {"path": "../x"}, "path must be a relative path inside its base (not starting with /, no '..'), "
-     "got '../x'"),
+    (
+        "token_newline",
+        {"token": TOKEN + "\nHost: evil.example"},
+        "token must be the secret alone, without spaces, line breaks or other characters a token cannot have (the value "
+        "is not shown)",
+    ),
+    (
+        "ssh_key_nul",
+        {"ssh_key": "-----BEGIN KEY-----\n%s\x00\n" % TOKEN},
+        "ssh_key must be the key's text without control characters (the value is not shown)",
+    ),
+    (
+        "lock_timeout_negative",
+        {"lock_timeout": -1},
+        "lock_timeout must be a whole number of seconds from 0 to 604800, got -1",
+    ),
+    (
+        "ref_option",
+        {"ref": "--upload-pack=touch /tmp/x"},
+        "ref must be a branch, a tag or a full 40-character commit, got '--upload-pack=touch /tmp/x'",
+    ),
+    (
+        "path_outside",
+        {"path": "../x"},
+        "path must be a relative path inside its base (not starting with /, no '..'), got '../x'",
+    ),
 ]
 
 
@@ -231,8 +289,9 @@ def test_module_refuses_bad_options_before_git_runs(label, args, expected, tmp_p
     assert res["failed"] is True and res["msg"] == expected and not res.get("changed")
     assert TOKEN not in json.dumps(res) and started == [] and not (tmp_path / "code").exists()
     # The action checks the same declaration on the controller before git ls-remote.
-    assert CC.ARGS.errors(dict((k, v["default"]) for k, v in CC.ARGUMENT_SPEC.items() if "default" in v) | params) \
-        == [expected]
+    assert CC.ARGS.errors(dict((k, v["default"]) for k, v in CC.ARGUMENT_SPEC.items() if "default" in v) | params) == [
+        expected
+    ]
 
 
 ACTION_TASK = """
@@ -259,21 +318,39 @@ def test_action_refuses_on_the_controller_before_git_ls_remote(tmp_path):
     """The real action in ansible-playbook: the line, no git run on the controller, no token in the output."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     (tmp_path / "p.yml").write_text(ACTION_PLAY)
-    rows = [{"repo": "https://%s@github.com/org/x.git" % TOKEN, "root": str(tmp_path / "code")},
-            {"repo": "https://github.com/org/x.git", "root": "data/code"}]
+    rows = [
+        {"repo": "https://%s@github.com/org/x.git" % TOKEN, "root": str(tmp_path / "code")},
+        {"repo": "https://github.com/org/x.git", "root": "data/code"},
+    ]
     env = dict((k, v) for k, v in os.environ.items() if not k.startswith("ANSIBLE_"))
     spy = tmp_path / "bin"
     spy.mkdir()
-    (spy / "git").write_text("#!/bin/sh\necho \"$@\" >> %s\nexit 1\n" % (tmp_path / "git-ran"))
+    (spy / "git").write_text('#!/bin/sh\necho "$@" >> %s\nexit 1\n' % (tmp_path / "git-ran"))
     (spy / "git").chmod(0o755)
     env.update(ANSIBLE_NOCOLOR="1", PATH="%s:%s" % (spy, env.get("PATH", "/usr/bin:/bin")))
-    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c",
-                           "local", "-e", "ansible_python_interpreter=" + sys.executable, "-e",
-                           json.dumps({"rows": rows, "dest": str(tmp_path / "out.json")}), str(tmp_path / "p.yml")],
-                          cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            os.path.join(os.path.dirname(sys.executable), "ansible-playbook"),
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            "-e",
+            "ansible_python_interpreter=" + sys.executable,
+            "-e",
+            json.dumps({"rows": rows, "dest": str(tmp_path / "out.json")}),
+            str(tmp_path / "p.yml"),
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert json.loads((tmp_path / "out.json").read_text()) == [
         "repo must be " + NO_CREDENTIALS + ", got https://********@github.com/...",
-        "root must be an absolute path (starting with /), got 'data/code'"]
+        "root must be an absolute path (starting with /), got 'data/code'",
+    ]
     assert TOKEN not in proc.stdout + proc.stderr and not (tmp_path / "code").exists()
     assert not (tmp_path / "git-ran").exists()

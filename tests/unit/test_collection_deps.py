@@ -40,9 +40,23 @@ def test_every_collection_the_roles_use_is_declared():
 
 
 def test_the_scan_reads_blocks_handlers_and_module_defaults():
-    play = [{"hosts": "all", "module_defaults": {"group/rlinfra.verl.ray": {}}, "tasks": [
-        {"name": "b", "block": [{"name": "x", "community.crypto.openssl_privatekey": {"path": "/k"}}],
-         "rescue": [{"name": "y", "ansible.builtin.debug": {"msg": "m"}}]}],
-             "handlers": [{"name": "h", "community.docker.docker_container": {"name": "c"}}]}]
-    assert _checker().task_names(play, set()) == {"rlinfra.verl.ray", "community.crypto.openssl_privatekey",
-                                                  "ansible.builtin.debug", "community.docker.docker_container"}
+    play = [
+        {
+            "hosts": "all",
+            "module_defaults": {"group/rlinfra.verl.ray": {}},
+            "tasks": [
+                {
+                    "name": "b",
+                    "block": [{"name": "x", "community.crypto.openssl_privatekey": {"path": "/k"}}],
+                    "rescue": [{"name": "y", "ansible.builtin.debug": {"msg": "m"}}],
+                }
+            ],
+            "handlers": [{"name": "h", "community.docker.docker_container": {"name": "c"}}],
+        }
+    ]
+    assert _checker().task_names(play, set()) == {
+        "rlinfra.verl.ray",
+        "community.crypto.openssl_privatekey",
+        "ansible.builtin.debug",
+        "community.docker.docker_container",
+    }

@@ -75,9 +75,16 @@ def node(tmp_path):
     (site / "__pycache__").mkdir()
     unit = tmp_path / "ray-worker.service"
     unit.write_text("[Service]\n")
-    watch = dict(files=[str(unit)], dirs=[str(etc), str(venv)], packages=[str(venv / "lib" / "python*" / "site-packages")],
-                 units=["ray-worker.service"], nft_tables=["rlinfra_ray"])
-    record = json.loads(R.content("in1", watch, R.observe(watch, FACTS, FakeProbe()), {"ray_node_ip": "10.0.0.5"}, ["b", "a"]))
+    watch = dict(
+        files=[str(unit)],
+        dirs=[str(etc), str(venv)],
+        packages=[str(venv / "lib" / "python*" / "site-packages")],
+        units=["ray-worker.service"],
+        nft_tables=["rlinfra_ray"],
+    )
+    record = json.loads(
+        R.content("in1", watch, R.observe(watch, FACTS, FakeProbe()), {"ray_node_ip": "10.0.0.5"}, ["b", "a"])
+    )
     return dict(etc=etc, venv=venv, site=site, unit=unit, watch=watch, record=record)
 
 
@@ -96,10 +103,16 @@ def test_an_unchanged_node_is_as_recorded(node):
 
 def test_each_kind_of_drift_is_named(node):
     assert check(node, inputs="in2") == "the collection or the roles' variables changed"
-    assert check(node, probe=FakeProbe(units={"ray-worker.service": ["failed", "enabled"]})) == "ray-worker.service is failed (enabled)"
+    assert (
+        check(node, probe=FakeProbe(units={"ray-worker.service": ["failed", "enabled"]}))
+        == "ray-worker.service is failed (enabled)"
+    )
     assert check(node, probe=FakeProbe(units={})) == "ray-worker.service is not loaded (no unit file)"
     assert check(node, probe=FakeProbe(table=None)) == "the live firewall table rlinfra_ray changed"
-    assert check(node, probe=FakeProbe(controller="10.9.9.9")) == "the controller's address (the firewall admits it) changed"
+    assert (
+        check(node, probe=FakeProbe(controller="10.9.9.9"))
+        == "the controller's address (the firewall admits it) changed"
+    )
     assert check(node, probe=FakeProbe(gpus=("nvidia", 7))) == "the GPUs changed"
     unmounted = MOUNTINFO.replace("81 22 0:50 / /data rw - nfs4 nfs-1:/export rw\n", "")
     assert check(node, probe=FakeProbe(mountinfo=unmounted)) == "the mount at /data changed"
@@ -134,10 +147,16 @@ def test_no_other_or_half_written_record_means_a_full_converge(node, tmp_path):
 
 def test_fstab_mountinfo_and_systemctl_parsing():
     assert R.parse_fstab(FSTAB) == ["/data", "/workspace"]
-    assert R.mounts(FSTAB, MOUNTINFO) == {"/data": ["nfs-1:/export", "nfs4"], "/workspace": ["/dev/mapper/vg-scratch", "xfs"]}
+    assert R.mounts(FSTAB, MOUNTINFO) == {
+        "/data": ["nfs-1:/export", "nfs4"],
+        "/workspace": ["/dev/mapper/vg-scratch", "xfs"],
+    }
     assert R.mounts(FSTAB, "")["/data"] is None
     text = "Id=ray-worker.service\nActiveState=active\nUnitFileState=enabled\n\nId=rlinfra-ray-firewall.service\nActiveState=inactive\nUnitFileState=enabled\n"
-    assert R.parse_units(text) == {"ray-worker.service": ["active", "enabled"], "rlinfra-ray-firewall.service": ["inactive", "enabled"]}
+    assert R.parse_units(text) == {
+        "ray-worker.service": ["active", "enabled"],
+        "rlinfra-ray-firewall.service": ["inactive", "enabled"],
+    }
 
 
 def test_a_cluster_converges_whole_or_not_at_all():
@@ -146,6 +165,7 @@ def test_a_cluster_converges_whole_or_not_at_all():
 
     def state(reason="", members=None):
         return {"ansible_converge_record": {"converged": not reason, "reason": reason, "members": members or []}}
+
     for h in hostvars:
         hostvars[h].update(state(members=["h1", "w1"] if hostvars[h]["ray_cluster"] == "a" else ["h2", "w2"]))
     out = converge_plan(["h1", "w1", "h2", "w2"], hostvars, groups)
@@ -155,14 +175,20 @@ def test_a_cluster_converges_whole_or_not_at_all():
     hostvars["w2"].update(state("ray-worker.service is failed (enabled)", ["h2", "w2"]))
     out = converge_plan(["h1", "w1", "h2", "w2"], hostvars, groups)
     assert out["converge"] == ["h2", "w2"] and out["checked"] == ["h1", "w1"]
-    assert out["lines"][1] == "Cluster 'b': converging its 2 node(s) in full - w2: ray-worker.service is failed (enabled)."
+    assert (
+        out["lines"][1] == "Cluster 'b': converging its 2 node(s) in full - w2: ray-worker.service is failed (enabled)."
+    )
 
     # A node added to cluster a: its record is missing, and the others' records name the old members.
     hostvars["w3"] = dict(ray_cluster="a", **state("no converge record"))
     groups["ray_workers"].append("w3")
     out = converge_plan(["h1", "w1", "w3"], hostvars, groups)
     assert out["converge"] == ["h1", "w1", "w3"]
-    assert out["reasons"] == {"h1": "the cluster's members changed", "w1": "the cluster's members changed", "w3": "no converge record"}
+    assert out["reasons"] == {
+        "h1": "the cluster's members changed",
+        "w1": "the cluster's members changed",
+        "w3": "no converge record",
+    }
     # A node removed: the rest finds its records name one host too many.
     del hostvars["w3"]
     groups["ray_workers"].remove("w3")
@@ -175,26 +201,41 @@ class Templar:
         if isinstance(value, str) and "{{" in value:
             if "undefined_fact" in value:
                 from ansible.errors import AnsibleUndefinedVariable
+
                 raise AnsibleUndefinedVariable("undefined_fact is undefined")
             return value.replace("{{ x }}", "X")
         return value
 
 
 def test_the_inputs_digest_follows_the_roles_variables_only():
-    base = {"inventory_hostname": "w1", "ansible_host": "10.0.0.5", "ray_num_cpus": 4, "python_env_packages": ["ray==2.60.0"],
-            "groups": {"ray_workers": ["w1"]}, "exp": "smoke", "ray_node__internal": 1}
+    base = {
+        "inventory_hostname": "w1",
+        "ansible_host": "10.0.0.5",
+        "ray_num_cpus": 4,
+        "python_env_packages": ["ray==2.60.0"],
+        "groups": {"ray_workers": ["w1"]},
+        "exp": "smoke",
+        "ray_node__internal": 1,
+    }
     one = A.inputs_digest(Templar(), base)
     assert one == A.inputs_digest(Templar(), dict(base))
     assert A.inputs_digest(Templar(), dict(base, exp="other", ray_node__internal=2)) == one  # not the roles' inputs
     # Facts published by an earlier run (a fact cache brings them back) are not inputs.
     cached = {"python_env_fingerprint": "abc", "ray_node_ip": "10.0.0.5"}
     assert A.inputs_digest(Templar(), dict(base, ansible_facts=cached, **cached)) == one
-    for changed in ({"ray_num_cpus": 8}, {"ansible_host": "10.0.0.6"}, {"nfs_mount_server": "n"}, {"groups": {"ray_head": ["w1"]}}):
+    for changed in (
+        {"ray_num_cpus": 8},
+        {"ansible_host": "10.0.0.6"},
+        {"nfs_mount_server": "n"},
+        {"groups": {"ray_head": ["w1"]}},
+    ):
         assert A.inputs_digest(Templar(), dict(base, **changed)) != one, changed
     # A value that cannot be templated yet (it names a node fact) is digested as written.
     late = dict(base, ray_private_ip="{{ undefined_fact }}")
     assert A.inputs_digest(Templar(), late) == A.inputs_digest(Templar(), dict(late))
-    assert A.inputs_digest(Templar(), dict(base, ray_env="{{ x }}")) != A.inputs_digest(Templar(), dict(base, ray_env="{{ y }}"))
+    assert A.inputs_digest(Templar(), dict(base, ray_env="{{ x }}")) != A.inputs_digest(
+        Templar(), dict(base, ray_env="{{ y }}")
+    )
 
 
 def test_the_collection_digest_follows_its_code(tmp_path):
@@ -248,9 +289,26 @@ def _play(tmp_path, *extra):
     (tmp_path / "p.yml").write_text(PLAY)
     # Another path to this Python is another interpreter: the checks run as on a node (a script), not in this process.
     python3 = str(Path(sys.executable).with_name("python3"))
-    proc = subprocess.run([PLAYBOOK, "-i", "localhost,", "-c", "local", "-e", "ansible_python_interpreter=" + python3,
-                           "-e", "base=" + str(tmp_path), str(tmp_path / "p.yml")] + list(extra),
-                          cwd=ROOT, capture_output=True, text=True, env=dict(os.environ, ANSIBLE_NOCOLOR="1"), timeout=300)
+    proc = subprocess.run(
+        [
+            PLAYBOOK,
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            "-e",
+            "ansible_python_interpreter=" + python3,
+            "-e",
+            "base=" + str(tmp_path),
+            str(tmp_path / "p.yml"),
+        ]
+        + list(extra),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, ANSIBLE_NOCOLOR="1"),
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads((tmp_path / "result.json").read_text())
 
@@ -260,13 +318,24 @@ def test_the_action_and_module_end_to_end(tmp_path):
     (tmp_path / "etc" / "ray.env").write_text("A=1\n")
     out = _play(tmp_path)
     # The checks ran as plain scripts (no module runtime on the node), the write as the module.
-    assert out == {"first": "no converge record", "written": True, "second": "", "ip": "10.1.2.3",
-                   "changed": [False, False, False], "members": ["localhost"], "runtime": ["script", "script", "script"]}
+    assert out == {
+        "first": "no converge record",
+        "written": True,
+        "second": "",
+        "ip": "10.1.2.3",
+        "changed": [False, False, False],
+        "members": ["localhost"],
+        "runtime": ["script", "script", "script"],
+    }
     assert os.stat(tmp_path / "record.json").st_mode & 0o777 == 0o600
     # A new run: the record is rewritten only when something differs; a file edited since is named.
     (tmp_path / "etc" / "ray.env").write_text("A=2\n")
     out = _play(tmp_path)
-    assert out["first"] == "%s changed (content)" % (tmp_path / "etc" / "ray.env") and out["written"] is True and out["second"] == ""
+    assert (
+        out["first"] == "%s changed (content)" % (tmp_path / "etc" / "ray.env")
+        and out["written"] is True
+        and out["second"] == ""
+    )
     # Another variable given to the run: its inputs differ from the record's.
     out = _play(tmp_path, "-e", "ray_num_cpus=3")
     assert out["first"] == "the collection or the roles' variables changed"
@@ -290,16 +359,30 @@ def test_bad_settings_stop_the_check_before_the_node_is_read(tmp_path):
     """site.yml checks every role's variables in the same task: one line, and the node is not read (the module
     never runs, so no facts come back); with good values the same task reads the node."""
     (tmp_path / "p.yml").write_text(SETTINGS_PLAY)
-    base = [PLAYBOOK, "-i", "localhost,", "-c", "local", "-e", "ansible_python_interpreter=" + sys.executable,
-            "-e", "base=" + str(tmp_path), str(tmp_path / "p.yml")]
+    base = [
+        PLAYBOOK,
+        "-i",
+        "localhost,",
+        "-c",
+        "local",
+        "-e",
+        "ansible_python_interpreter=" + sys.executable,
+        "-e",
+        "base=" + str(tmp_path),
+        str(tmp_path / "p.yml"),
+    ]
     env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json")
-    bad = subprocess.run(base + ["-e", "ray_gcs_port=70000"], cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
+    bad = subprocess.run(
+        base + ["-e", "ray_gcs_port=70000"], cwd=ROOT, capture_output=True, text=True, env=env, timeout=300
+    )
     res = json.loads(bad.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
     assert bad.returncode != 0 and res["failed"]
     assert res["msg"].startswith("Bad setting for localhost (nothing was changed): ray_gcs_port"), res["msg"]
     assert "ray_gcs_port" in res["msg"] and "70000" in res["msg"]
     assert "ansible_facts" not in res and not (tmp_path / "facts").exists()
-    good = subprocess.run(base + ["-e", "ray_gcs_port=6379"], cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
+    good = subprocess.run(
+        base + ["-e", "ray_gcs_port=6379"], cwd=ROOT, capture_output=True, text=True, env=env, timeout=300
+    )
     res = json.loads(good.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
     assert good.returncode == 0, good.stdout[-2000:]
     assert res["ansible_facts"]["ansible_converge_record"]["reason"] == "no converge record"

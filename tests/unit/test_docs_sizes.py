@@ -55,9 +55,13 @@ def stated():
 def test_architecture_sizes_are_the_trees():
     want_counts, want_large = actual()
     got_counts, got_large = stated()
-    assert got_counts == want_counts, "docs/ARCHITECTURE.md's sizes table says %s; the tree has %s" % (got_counts, want_counts)
+    assert got_counts == want_counts, "docs/ARCHITECTURE.md's sizes table says %s; the tree has %s" % (
+        got_counts,
+        want_counts,
+    )
     assert set(got_large) == set(want_large), (
-        "files of plugins/ over 600 lines: the table lists %s; the tree has %s" % (sorted(got_large), want_large))
+        "files of plugins/ over 600 lines: the table lists %s; the tree has %s" % (sorted(got_large), want_large)
+    )
     off = {p: (got_large[p], n) for p, n in want_large.items() if abs(got_large[p] - n) > 0.1 * n}
     assert not off, "line counts off by more than 10 %% (stated, actual): %s" % off
 

@@ -16,8 +16,7 @@ import sys
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_source
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment, experiment_source
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
@@ -52,8 +51,10 @@ def test_bundled_examples_only_by_their_explicit_name(tmp_path):
         locate("smoke", cwd=str(root), inventory_sources=[str(root / "inventory.yml")])
     line = str(err.value)
     assert "\n" not in line
-    assert line.startswith("experiment 'smoke' not found: no smoke.yml or smoke.yaml; searched %s, %s (" % (
-        root / "experiments", tmp_path / "experiments"))
+    assert line.startswith(
+        "experiment 'smoke' not found: no smoke.yml or smoke.yaml; searched %s, %s ("
+        % (root / "experiments", tmp_path / "experiments")
+    )
     assert "experiments there: mine" in line and line.endswith("-e exp=rlinfra.verl:smoke")
     with pytest.raises(experiment.ExperimentError) as err:
         locate("rlinfra.verl:smok", cwd=str(root))
@@ -83,14 +84,18 @@ def test_search_order_and_the_collection_playbooks(tmp_path):
     cwd_project = project(tmp_path / "cwd", names=("both", "only_cwd"))
     inv = str(inv_project / "inventory.yml")
     # The inventory's project comes before the current directory's.
-    assert locate("both", cwd=str(cwd_project), inventory_sources=[inv]).path == str(inv_project / "experiments" / "both.yml")
+    assert locate("both", cwd=str(cwd_project), inventory_sources=[inv]).path == str(
+        inv_project / "experiments" / "both.yml"
+    )
     assert locate("only_cwd", cwd=str(cwd_project), inventory_sources=[inv]).path == str(
-        cwd_project / "experiments" / "only_cwd.yml")
+        cwd_project / "experiments" / "only_cwd.yml"
+    )
     # The user's own wrapper playbook elsewhere: its directory (and parent) are searched ...
     wrapper = project(tmp_path / "wrap", names=("wrapped",))
     (wrapper / "playbooks").mkdir()
     assert locate("wrapped", cwd=str(tmp_path), playbook_dir=str(wrapper / "playbooks")).path == str(
-        wrapper / "experiments" / "wrapped.yml")
+        wrapper / "experiments" / "wrapped.yml"
+    )
     # ... the collection's own playbooks/ are not (its experiments/ are the bundled examples).
     searched = experiment_source.project_dirs([], os.path.join(REPO, "playbooks"), str(tmp_path), REPO)
     assert os.path.join(REPO, "experiments") not in searched
@@ -108,25 +113,36 @@ def test_an_explicit_directory_is_the_only_one_read(tmp_path):
     assert (src.how, src.path, src.artifacts_dir) == ("explicit", str(elsewhere / "team.yml"), str(root / "artifacts"))
     # The environment variable, when the variable is empty; the variable wins over it.
     assert locate("team", environ={experiment_source.ENV_VAR: str(elsewhere)}, cwd=str(root)).how == "explicit"
-    assert locate("mine", explicit_dir=str(root / "experiments"), environ={experiment_source.ENV_VAR: str(elsewhere)},
-                  cwd=str(tmp_path)).path == str(root / "experiments" / "mine.yml")
+    assert locate(
+        "mine",
+        explicit_dir=str(root / "experiments"),
+        environ={experiment_source.ENV_VAR: str(elsewhere)},
+        cwd=str(tmp_path),
+    ).path == str(root / "experiments" / "mine.yml")
     with pytest.raises(experiment.ExperimentError) as err:
         locate("mine", explicit_dir=str(elsewhere), cwd=str(root))
-    assert str(err.value) == ("experiment 'mine' not found: no mine.yml or mine.yaml; searched %s "
-                              "(verl_job_experiments_dir); experiments there: team; set verl_job_experiments_dir (or "
-                              "RLINFRA_EXPERIMENTS_DIR) to read another directory" % elsewhere)
+    assert str(err.value) == (
+        "experiment 'mine' not found: no mine.yml or mine.yaml; searched %s "
+        "(verl_job_experiments_dir); experiments there: team; set verl_job_experiments_dir (or "
+        "RLINFRA_EXPERIMENTS_DIR) to read another directory" % elsewhere
+    )
     with pytest.raises(experiment.ExperimentError) as err:
         locate("mine", environ={experiment_source.ENV_VAR: str(tmp_path / "nope")}, cwd=str(root))
-    assert str(err.value) == ("experiments directory %s (RLINFRA_EXPERIMENTS_DIR) does not exist; point "
-                              "RLINFRA_EXPERIMENTS_DIR at the directory of your experiment files" % (tmp_path / "nope"))
+    assert str(err.value) == (
+        "experiments directory %s (RLINFRA_EXPERIMENTS_DIR) does not exist; point "
+        "RLINFRA_EXPERIMENTS_DIR at the directory of your experiment files" % (tmp_path / "nope")
+    )
 
 
 def test_artifacts_dir_given_wins_and_bad_names_are_one_line(tmp_path):
     root = project(tmp_path / "p")
     assert locate("mine", cwd=str(root), artifacts_dir=str(tmp_path / "out")).artifacts_dir == str(tmp_path / "out")
-    for ref, start in (("", "name the experiment: -e exp=NAME"), ("rlinfra.verl:", "name the experiment"),
-                       ("../etc/passwd", "invalid experiment name '../etc/passwd'"),
-                       ("rlinfra.verl:../x", "invalid experiment name '../x'")):
+    for ref, start in (
+        ("", "name the experiment: -e exp=NAME"),
+        ("rlinfra.verl:", "name the experiment"),
+        ("../etc/passwd", "invalid experiment name '../etc/passwd'"),
+        ("rlinfra.verl:../x", "invalid experiment name '../x'"),
+    ):
         with pytest.raises(experiment.ExperimentError) as err:
             locate(ref, cwd=str(root))
         assert str(err.value).startswith(start) and "\n" not in str(err.value)
@@ -138,18 +154,53 @@ def test_installed_playbook_from_a_subdirectory_uses_the_users_experiment(tmp_pa
     (root / "experiments").mkdir(parents=True)
     # The user's own `smoke`, unlike the bundled one: the run must use this file.
     (root / "experiments" / "smoke.yml").write_text(
-        "description: the user's own smoke\nframework: custom\nentrypoint: {command: 'echo users-own-smoke'}\n")
+        "description: the user's own smoke\nframework: custom\nentrypoint: {command: 'echo users-own-smoke'}\n"
+    )
     (root / "sub").mkdir()
-    (root / "inventory.yml").write_text(json.dumps({"all": {"children": {"ray_head": {"hosts": {"localhost": {
-        "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}}}}))
+    (root / "inventory.yml").write_text(
+        json.dumps(
+            {
+                "all": {
+                    "children": {
+                        "ray_head": {
+                            "hosts": {
+                                "localhost": {
+                                    "ansible_connection": "local",
+                                    "ansible_python_interpreter": sys.executable,
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        )
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
-    env.update(ANSIBLE_NOCOLOR="1", ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, "collections"),
-               ANSIBLE_LOCAL_TEMP=str(tmp_path / "atmp"))
+    env.update(
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, "collections"),
+        ANSIBLE_LOCAL_TEMP=str(tmp_path / "atmp"),
+    )
 
     def run(*args):
-        return subprocess.run([ANSIBLE_PLAYBOOK, "-i", "../inventory.yml", "rlinfra.verl.submit", "-e", "dry_run=true",
-                               "-e", "verl_job_preflight=false", *args], cwd=root / "sub", env=env,
-                              capture_output=True, text=True, timeout=300)
+        return subprocess.run(
+            [
+                ANSIBLE_PLAYBOOK,
+                "-i",
+                "../inventory.yml",
+                "rlinfra.verl.submit",
+                "-e",
+                "dry_run=true",
+                "-e",
+                "verl_job_preflight=false",
+                *args,
+            ],
+            cwd=root / "sub",
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
     proc = run("-e", "exp=smoke")
     out = proc.stdout + proc.stderr
@@ -162,14 +213,18 @@ def test_installed_playbook_from_a_subdirectory_uses_the_users_experiment(tmp_pa
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     shown = re.search(r'"experiment": "smoke \(custom\) from (\S+)"', out)
-    assert shown and os.path.realpath(shown.group(1)) == os.path.join(os.path.realpath(REPO), "experiments", "smoke.yml")
+    assert shown and os.path.realpath(shown.group(1)) == os.path.join(
+        os.path.realpath(REPO), "experiments", "smoke.yml"
+    )
     assert "users-own-smoke" not in out and "smoke_rl" in out
     # Unknown: one line naming every directory searched; nothing else happens.
     proc = run("-e", "exp=mine")
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
-    assert ("experiment 'mine' not found: no mine.yml or mine.yaml; searched %s, %s" % (
-        root / "experiments", tmp_path / "experiments")) in out
+    assert (
+        "experiment 'mine' not found: no mine.yml or mine.yaml; searched %s, %s"
+        % (root / "experiments", tmp_path / "experiments")
+    ) in out
     assert not (root / "artifacts").exists()
 
 
@@ -178,12 +233,15 @@ def test_an_experiments_directory_that_is_a_file_is_named_so(tmp_path):
     (tmp_path / "exps.txt").write_text("not a directory")
     with pytest.raises(experiment.ExperimentError) as err:
         locate("mine", explicit_dir=str(tmp_path / "exps.txt"), cwd=str(root))
-    assert str(err.value) == ("experiments directory %s (verl_job_experiments_dir) is not a directory; point "
-                              "verl_job_experiments_dir at the directory of your experiment files" % (tmp_path / "exps.txt"))
+    assert str(err.value) == (
+        "experiments directory %s (verl_job_experiments_dir) is not a directory; point "
+        "verl_job_experiments_dir at the directory of your experiment files" % (tmp_path / "exps.txt")
+    )
     with pytest.raises(experiment.ExperimentError) as err:
         experiment.load_experiment("mine", str(tmp_path / "exps.txt"))
     assert str(err.value) == "experiments directory %s is not a directory (set verl_job_experiments_dir)" % (
-        tmp_path / "exps.txt")
+        tmp_path / "exps.txt"
+    )
 
 
 @pytest.mark.parametrize("how", ["explicit", "project", "load"])
@@ -202,9 +260,11 @@ def test_an_experiment_that_links_outside_its_directory_is_not_read(tmp_path, ho
             experiment.load_experiment("leak", str(root / "experiments"))
     line = str(err.value)
     # Neither the file's content nor where the link leads (a key's path says whose it is).
-    assert line == ("%s is a symbolic link that leads outside the experiments directory %s: copy the experiment into "
-                    "the directory, or point verl_job_experiments_dir at the directory that holds it"
-                    % (root / "experiments" / "leak.yml", root / "experiments"))
+    assert line == (
+        "%s is a symbolic link that leads outside the experiments directory %s: copy the experiment into "
+        "the directory, or point verl_job_experiments_dir at the directory that holds it"
+        % (root / "experiments" / "leak.yml", root / "experiments")
+    )
     assert "BEGIN" not in line and "b3Bl" not in line and "id_rsa" not in line
     # A link inside the directory (an alias of another experiment) stays allowed.
     os.symlink(root / "experiments" / "mine.yml", root / "experiments" / "alias.yml")
@@ -222,7 +282,8 @@ def test_a_link_out_through_a_relative_target_or_to_root_is_refused_and_bundled_
         assert str(err.value) == (
             "%s is a symbolic link that leads outside the experiments directory %s: copy the experiment into the "
             "directory, or point verl_job_experiments_dir at the directory that holds it"
-            % (root / "experiments" / (name + ".yml"), root / "experiments"))
+            % (root / "experiments" / (name + ".yml"), root / "experiments")
+        )
     # A link to the directory itself leads nowhere outside: reading it says what it is.
     os.symlink(".", root / "experiments" / "self.yml")
     with pytest.raises(experiment.ExperimentError) as err:

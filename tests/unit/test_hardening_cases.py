@@ -28,7 +28,8 @@ def test_a_checkpoint_root_in_a_system_place_is_refused_on_the_controller(root):
     """verl_job_checkpoint_root=/ wrote the smoke run's checkpoints to the head's root file system."""
     lines = _action_line(verl_experiment.ARGS, checkpoint_root=root)
     assert len(lines) == 1 and lines[0].startswith(
-        "checkpoint_root (verl_job_checkpoint_root) must be a place the collection may write into"), lines
+        "checkpoint_root (verl_job_checkpoint_root) must be a place the collection may write into"
+    ), lines
     assert lines[0].endswith(", got %r" % root)
 
 
@@ -36,9 +37,11 @@ def test_the_models_root_is_checked_with_the_experiment():
     """merge.yml's target is <verl_job_models_root>/<exp>: the root is checked before the head is reached."""
     assert _action_line(verl_experiment.ARGS, models_root="/usr") == [
         "models_root (verl_job_models_root) must be a place the collection may write into, outside the system's "
-        "directories (/usr, /etc, /proc, ...): /usr is one, got '/usr'"]
+        "directories (/usr, /etc, /proc, ...): /usr is one, got '/usr'"
+    ]
     assert _action_line(verl_experiment_render.ARGS, secrets_dir="/etc")[0].startswith(
-        "secrets_dir (verl_job_secrets_dir) must be a directory of the collection's own")
+        "secrets_dir (verl_job_secrets_dir) must be a directory of the collection's own"
+    )
 
 
 def test_a_credential_in_ray_env_goes_where_the_secrets_go():
@@ -58,14 +61,20 @@ def test_a_token_pasted_as_the_experiment_cluster_is_never_repeated():
     assert refused.value.errors == [
         "exp.yml: cluster must be a name of letters, digits, _ . - (starting with a letter or digit, at most 80), not a "
         "credential: secrets have fields of their own (an experiment's secrets:, Ansible Vault), got a value that looks "
-        "like it holds a credential (not shown)"]
+        "like it holds a credential (not shown)"
+    ]
     assert TOKEN not in str(refused.value)
 
 
 def test_every_action_failure_is_masked_by_shape():
     """Whatever field a value came from, an action's failed line never shows a credential by its shape."""
-    result = shapes_masked({"failed": True, "msg": "no host belongs to Ray cluster '%s'" % TOKEN,
-                            "errors": ["index %s is down" % PASSWORD_URL, "key -----BEGIN OPENSSH PRIVATE KEY-----\nabc"]})
+    result = shapes_masked(
+        {
+            "failed": True,
+            "msg": "no host belongs to Ray cluster '%s'" % TOKEN,
+            "errors": ["index %s is down" % PASSWORD_URL, "key -----BEGIN OPENSSH PRIVATE KEY-----\nabc"],
+        }
+    )
     assert result["msg"] == "no host belongs to Ray cluster '********'"
     assert result["errors"] == ["index https://bob:********@pypi.example.org/simple is down", "key ********"]
     # A result that did not fail is left as it is (a summary names what it must).

@@ -8,9 +8,8 @@ import socket
 from email.message import Message
 from urllib.error import HTTPError, URLError
 
-import pytest
-
 import conftest_hyperbolic  # noqa: F401  (sys.path set-up)
+import pytest
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import client as hyperbolic
 from tests.fake_hyperbolic.server import FakeHyperbolic, make_fleet
@@ -54,8 +53,15 @@ class Script:
 
 
 def client(opener, sleeps=None, **kwargs):
-    params = dict(api_key=KEY, api_url="https://api.example.test/", retries=3, retry_backoff=0.5,
-                  retry_max_wait=10, opener=opener, sleep=(sleeps.append if sleeps is not None else lambda s: None))
+    params = dict(
+        api_key=KEY,
+        api_url="https://api.example.test/",
+        retries=3,
+        retry_backoff=0.5,
+        retry_max_wait=10,
+        opener=opener,
+        sleep=(sleeps.append if sleeps is not None else lambda s: None),
+    )
     params.update(kwargs)
     return hyperbolic.HyperbolicClient(**params)
 
@@ -109,20 +115,29 @@ def by_path(answers):
 
 
 def test_404_is_not_found_and_fetch_skips_it():
-    opener = by_path({"/virtual-machine-rentals": _Resp([{"id": "a"}]),
-                      "/marketplace/instances": lambda url: _http_error(url, 404, b'{"detail": "Not Found"}')})
+    opener = by_path(
+        {
+            "/virtual-machine-rentals": _Resp([{"id": "a"}]),
+            "/marketplace/instances": lambda url: _http_error(url, 404, b'{"detail": "Not Found"}'),
+        }
+    )
     result = client(opener).fetch(["on_demand", "marketplace"])
     assert result["sources"] == {"on_demand": [{"id": "a"}]}
     assert "404" in result["skipped"]["marketplace"]
 
 
 def test_fetch_failure_of_any_source_raises_first_in_order():
-    opener = by_path({"/virtual-machine-rentals": lambda url: _http_error(url, 401, b'{"detail": "bad key"}'),
-                      "/marketplace/instances": lambda url: _http_error(url, 403, b'{"detail": "no"}')})
+    opener = by_path(
+        {
+            "/virtual-machine-rentals": lambda url: _http_error(url, 401, b'{"detail": "bad key"}'),
+            "/marketplace/instances": lambda url: _http_error(url, 403, b'{"detail": "no"}'),
+        }
+    )
     with pytest.raises(hyperbolic.HyperbolicAuthError, match="HTTP 401"):
         client(opener).fetch(["on_demand", "marketplace"])
-    opener = by_path({"/virtual-machine-rentals": _Resp([]),
-                      "/marketplace/instances": lambda url: _http_error(url, 422, b"")})
+    opener = by_path(
+        {"/virtual-machine-rentals": _Resp([]), "/marketplace/instances": lambda url: _http_error(url, 422, b"")}
+    )
     with pytest.raises(hyperbolic.HyperbolicError, match="HTTP 422"):
         client(opener).fetch(["on_demand", "marketplace"])
 
@@ -215,8 +230,9 @@ def test_fake_fleet_is_deterministic_and_mixed():
     od2, mk2 = make_fleet(8, clusters=["a", "b"])
     assert (od1, mk1) == (od2, mk2)
     commands = [m["sshCommand"] for m in mk1]
-    assert any(c.startswith("ssh -p") for c in commands) and any(" -p " in c and not c.startswith("ssh -p")
-                                                                  for c in commands)
+    assert any(c.startswith("ssh -p") for c in commands) and any(
+        " -p " in c and not c.startswith("ssh -p") for c in commands
+    )
 
 
 def test_certificate_failure_is_not_retried():
@@ -234,13 +250,16 @@ def test_an_answer_over_the_bound_is_not_read_whole():
     """A 76 MB answer was read whole (65 s, 1.4 GB): now at most max_response_mib + 1 byte is read, and one line."""
     big = b"[" + b"{}," * (2 * 1024 * 1024) + b"{}]"
     script = Script(_Resp(big))
-    client = hyperbolic.HyperbolicClient(KEY, api_url="https://api.example.test", opener=script, sleep=lambda s: None,
-                                         max_response_mib=1)
+    client = hyperbolic.HyperbolicClient(
+        KEY, api_url="https://api.example.test", opener=script, sleep=lambda s: None, max_response_mib=1
+    )
     with pytest.raises(hyperbolic.HyperbolicError) as err:
         client.list_source("on_demand")
-    assert str(err.value) == ("the answer to GET /v2/on-demand/virtual-machine-rentals is over 1 MiB, more than an "
-                              "instance list can be: not read; if the account really holds that much, raise "
-                              "max_response_mib")
+    assert str(err.value) == (
+        "the answer to GET /v2/on-demand/virtual-machine-rentals is over 1 MiB, more than an "
+        "instance list can be: not read; if the account really holds that much, raise "
+        "max_response_mib"
+    )
 
 
 def test_a_null_instance_list_is_said():
@@ -248,5 +267,7 @@ def test_a_null_instance_list_is_said():
     client = hyperbolic.HyperbolicClient(KEY, api_url="https://api.example.test", opener=script, sleep=lambda s: None)
     raw = client.fetch(["marketplace"])
     assert raw["sources"]["marketplace"] == []
-    assert raw["notes"] == {"marketplace": 'marketplace answer from https://api.example.test/v1/marketplace/instances '
-                                           'holds instances: null, read as no instances'}
+    assert raw["notes"] == {
+        "marketplace": "marketplace answer from https://api.example.test/v1/marketplace/instances "
+        "holds instances: null, read as no instances"
+    }

@@ -8,7 +8,6 @@ import re
 
 import pytest
 from ansible.errors import AnsibleParserError
-
 from conftest_hyperbolic import Harness, fixture_answer, load_fixture, raw_answer
 
 from ansible_collections.rlinfra.verl.plugins.inventory import hyperbolic as plugin_mod
@@ -23,19 +22,23 @@ def harness(tmp_path, monkeypatch):
 
 
 def _records():
-    return (hb.normalize_instances("on_demand", load_fixture("on_demand_rentals.json"))
-            + hb.normalize_instances("marketplace", load_fixture("marketplace_instances.json")["instances"]))
+    return hb.normalize_instances("on_demand", load_fixture("on_demand_rentals.json")) + hb.normalize_instances(
+        "marketplace", load_fixture("marketplace_instances.json")["instances"]
+    )
 
 
 # ----------------------------------------------------------------------------- pure helpers
-@pytest.mark.parametrize("value, name", [
-    ("exp-a-0", "exp-a-0"),
-    ("Exp A / node #1 (ü)", "Exp-A-node-1"),
-    ("{{ lookup('pipe', 'id') }}", "lookup-pipe-id"),
-    ("..weird..", "weird"),
-    ("", ""),
-    (None, ""),
-])
+@pytest.mark.parametrize(
+    "value, name",
+    [
+        ("exp-a-0", "exp-a-0"),
+        ("Exp A / node #1 (ü)", "Exp-A-node-1"),
+        ("{{ lookup('pipe', 'id') }}", "lookup-pipe-id"),
+        ("..weird..", "weird"),
+        ("", ""),
+        (None, ""),
+    ],
+)
 def test_sanitize_host_name(value, name):
     assert plugin_mod.sanitize_host_name(value) == name
 
@@ -54,10 +57,12 @@ def test_host_names_unique_and_independent_of_api_order():
 
 
 def test_host_name_falls_back_to_id_then_suffix():
-    recs = [{"source": "marketplace", "id": "a b", "label": None},
-            {"source": "on_demand", "id": "x", "label": "a-b"},
-            {"source": "on_demand", "id": "y", "label": "a-b"},
-            {"source": "on_demand", "id": "???", "label": "!!!"}]
+    recs = [
+        {"source": "marketplace", "id": "a b", "label": None},
+        {"source": "on_demand", "id": "x", "label": "a-b"},
+        {"source": "on_demand", "id": "y", "label": "a-b"},
+        {"source": "on_demand", "id": "???", "label": "!!!"},
+    ]
     names = dict((r["id"], n) for n, r in plugin_mod.assign_host_names(recs))
     assert sorted(names.values()) == sorted(set(names.values()))
     assert names["???"] == "instance"
@@ -65,8 +70,7 @@ def test_host_name_falls_back_to_id_then_suffix():
 
 
 def test_choose_heads_first_last_glob():
-    clusters = {"a": [("n2", "exp-a-2"), ("n0", "exp-a-0"), ("n1", "exp-a-1")],
-                "b": [("m1", "exp-b-1")]}
+    clusters = {"a": [("n2", "exp-a-2"), ("n0", "exp-a-0"), ("n1", "exp-a-1")], "b": [("m1", "exp-b-1")]}
     assert plugin_mod.choose_heads(clusters, "first")[0] == {"a": "n0", "b": "m1"}
     assert plugin_mod.choose_heads(clusters, "last")[0] == {"a": "n2", "b": "m1"}
     heads, warnings = plugin_mod.choose_heads(clusters, "*-1")
@@ -89,16 +93,38 @@ def test_hosts_vars_and_filters(harness):
     snap = harness.parse({"cluster_from": CLUSTER_RE})
     hosts = snap["hosts"]
     # running/online only (any case); terminated, starting and offline left out
-    assert sorted(hosts) == sorted([
-        "exp-a-0", "exp-a-1", "exp-b-0", "dup", "dup-vm-dup002", "lookup-pipe-id", "Exp-A-node-1",
-        "brave-otter-cat", "calm-heron-fox", "quiet-lynx-owl", "exp-b-1"])
+    assert sorted(hosts) == sorted(
+        [
+            "exp-a-0",
+            "exp-a-1",
+            "exp-b-0",
+            "dup",
+            "dup-vm-dup002",
+            "lookup-pipe-id",
+            "Exp-A-node-1",
+            "brave-otter-cat",
+            "calm-heron-fox",
+            "quiet-lynx-owl",
+            "exp-b-1",
+        ]
+    )
     assert hosts["exp-a-1"] == {
-        "ansible_host": "203.0.113.11", "ansible_port": 30022, "ansible_user": "root",
-        "hyperbolic_id": "vm-7f3a2d", "hyperbolic_label": "exp-a-1", "hyperbolic_status": "Running",
-        "hyperbolic_gpu_type": "H100-SXM5-80GB", "hyperbolic_gpu_count": 8,
-        "hyperbolic_region": "us-east-1", "hyperbolic_source": "on_demand", "ray_cluster": "a",
-        "hyperbolic_kind": "virtual-machine", "hyperbolic_node": None, "hyperbolic_private_ip": None,
-        "hyperbolic_cost_per_hour": None, "hyperbolic_user_metadata": None,
+        "ansible_host": "203.0.113.11",
+        "ansible_port": 30022,
+        "ansible_user": "root",
+        "hyperbolic_id": "vm-7f3a2d",
+        "hyperbolic_label": "exp-a-1",
+        "hyperbolic_status": "Running",
+        "hyperbolic_gpu_type": "H100-SXM5-80GB",
+        "hyperbolic_gpu_count": 8,
+        "hyperbolic_region": "us-east-1",
+        "hyperbolic_source": "on_demand",
+        "ray_cluster": "a",
+        "hyperbolic_kind": "virtual-machine",
+        "hyperbolic_node": None,
+        "hyperbolic_private_ip": None,
+        "hyperbolic_cost_per_hour": None,
+        "hyperbolic_user_metadata": None,
     }
     assert hosts["brave-otter-cat"]["ansible_port"] == 31065
     assert hosts["brave-otter-cat"]["hyperbolic_source"] == "marketplace"
@@ -148,12 +174,16 @@ def test_cluster_from_template(harness):
 
 
 def test_compose_can_set_ray_cluster_and_groups_run_after(harness):
-    snap = harness.parse({
-        "compose": {"ray_cluster": "'big' if hyperbolic_gpu_count >= 4 else 'small'",
-                    "ansible_ssh_private_key_file": "'/keys/id'"},
-        "groups": {"h100": "'H100' in (hyperbolic_gpu_type or '')"},
-        "keyed_groups": [{"key": "hyperbolic_source", "prefix": "src"}],
-    })
+    snap = harness.parse(
+        {
+            "compose": {
+                "ray_cluster": "'big' if hyperbolic_gpu_count >= 4 else 'small'",
+                "ansible_ssh_private_key_file": "'/keys/id'",
+            },
+            "groups": {"h100": "'H100' in (hyperbolic_gpu_type or '')"},
+            "keyed_groups": [{"key": "hyperbolic_source", "prefix": "src"}],
+        }
+    )
     hosts = snap["hosts"]
     assert hosts["exp-a-0"]["ray_cluster"] == "big"
     assert hosts["dup"]["ray_cluster"] == "small"
@@ -182,6 +212,7 @@ def test_api_values_are_never_trusted_templates(harness):
         from ansible._internal._datatag._tags import TrustedAsTemplate
     except ImportError:  # older cores: AnsibleUnsafeText
         from ansible.utils.unsafe_proxy import AnsibleUnsafe
+
         for value in host.values():
             assert value is None or isinstance(value, (int, AnsibleUnsafe))
     else:
@@ -199,8 +230,10 @@ def test_api_values_are_never_trusted_templates(harness):
 
 
 def test_404_source_skipped_with_warning(tmp_path, monkeypatch):
-    raw = raw_answer(on_demand=load_fixture("on_demand_rentals.json"),
-                     skipped={"marketplace": "HTTP 404 on GET /v1/marketplace/instances: Not Found"})
+    raw = raw_answer(
+        on_demand=load_fixture("on_demand_rentals.json"),
+        skipped={"marketplace": "HTTP 404 on GET /v1/marketplace/instances: Not Found"},
+    )
     h = Harness(tmp_path, raw, monkeypatch)
     snap = h.parse({})
     assert "exp-a-0" in snap["hosts"] and "brave-otter-cat" not in snap["hosts"]
@@ -230,9 +263,13 @@ def test_bad_cluster_regex_is_reported(harness):
 
 # ----------------------------------------------------------------------------- cache
 def test_cache_holds_raw_results_and_cached_run_is_identical(harness, tmp_path):
-    options = {"cluster_from": CLUSTER_RE, "cache": True, "cache_plugin": "jsonfile",
-               "cache_connection": str(tmp_path / "cache"), "keyed_groups": [{"key": "hyperbolic_region",
-                                                                              "prefix": "region"}]}
+    options = {
+        "cluster_from": CLUSTER_RE,
+        "cache": True,
+        "cache_plugin": "jsonfile",
+        "cache_connection": str(tmp_path / "cache"),
+        "keyed_groups": [{"key": "hyperbolic_region", "prefix": "region"}],
+    }
     path = harness.write_config(options)
     first = harness.parse(path=path)
     assert harness.fetches == 1
@@ -271,8 +308,12 @@ def test_no_api_key_is_a_clear_error(tmp_path, monkeypatch):
 
 def test_verify_file(tmp_path):
     plugin = plugin_mod.InventoryModule()
-    for name, ok in (("x.hyperbolic.yml", True), ("hyperbolic.yaml", True), ("x.yml", False),
-                     ("hyperbolic.yml.bak", False)):
+    for name, ok in (
+        ("x.hyperbolic.yml", True),
+        ("hyperbolic.yaml", True),
+        ("x.yml", False),
+        ("hyperbolic.yml.bak", False),
+    ):
         path = tmp_path / name
         path.write_text("plugin: rlinfra.verl.hyperbolic\n")
         assert bool(plugin.verify_file(str(path))) is ok, name
@@ -284,28 +325,57 @@ def test_rentals_of_the_earlier_shape_become_hosts_with_their_price_metadata_and
     """SkyPilot's reading of ``/v2/marketplace/virtual-machine-rentals`` (sky/provision/hyperbolic/utils.py @02b1563):
     SSH only in ``meta.ssh_command``, GPUs in ``meta.resources.gpus``, the tag in ``meta.userMetadata``, the price
     in ``costPerHour`` (cents); HyperbolicLabs' CLI (cmd/instances.go): bare metal in ``meta.node_networking``."""
-    skypilot = {"id": 123, "status": "Running", "costPerHour": 149, "terminatedAt": None,
-                "meta": {"ssh_command": "ssh ubuntu@192.0.2.40 -p 31022", "internal_ip": "10.0.0.2",
-                         "resources": {"gpus": {"h100-sxm5-80gb": {"count": 1}}},
-                         "userMetadata": {"rlinfra": {"label": "exp-s", "name": "exp-s-0"}}}}
-    tagged_elsewhere = {"id": 124, "status": "Running", "costPerHour": 149,
-                        "meta": {"ssh_command": "ssh ubuntu@192.0.2.41 -p 31023",
-                                 "userMetadata": {"skypilot": {"cluster_name": "c1"}}}}
-    metal = {"id": 900, "status": "Running", "costPerHour": 4000,
-             "meta": {"rental_type": "bare-metal", "username": "root", "name": "exp-m",
-                      "node_networking": [{"public_ip": "192.0.2.70", "private_ip": "10.1.0.7"},
-                                          {"public_ip": "192.0.2.71", "private_ip": "10.1.0.8"}]}}
+    skypilot = {
+        "id": 123,
+        "status": "Running",
+        "costPerHour": 149,
+        "terminatedAt": None,
+        "meta": {
+            "ssh_command": "ssh ubuntu@192.0.2.40 -p 31022",
+            "internal_ip": "10.0.0.2",
+            "resources": {"gpus": {"h100-sxm5-80gb": {"count": 1}}},
+            "userMetadata": {"rlinfra": {"label": "exp-s", "name": "exp-s-0"}},
+        },
+    }
+    tagged_elsewhere = {
+        "id": 124,
+        "status": "Running",
+        "costPerHour": 149,
+        "meta": {"ssh_command": "ssh ubuntu@192.0.2.41 -p 31023", "userMetadata": {"skypilot": {"cluster_name": "c1"}}},
+    }
+    metal = {
+        "id": 900,
+        "status": "Running",
+        "costPerHour": 4000,
+        "meta": {
+            "rental_type": "bare-metal",
+            "username": "root",
+            "name": "exp-m",
+            "node_networking": [
+                {"public_ip": "192.0.2.70", "private_ip": "10.1.0.7"},
+                {"public_ip": "192.0.2.71", "private_ip": "10.1.0.8"},
+            ],
+        },
+    }
     harness = Harness(tmp_path, raw_answer(on_demand=[skypilot, tagged_elsewhere, metal]), monkeypatch)
     snap = harness.parse({"sources": ["on_demand"]})
     hosts = snap["hosts"]
     assert sorted(hosts) == ["124", "exp-m-node0", "exp-m-node1", "exp-s-0"]
     s0 = hosts["exp-s-0"]
-    assert (s0["ansible_host"], s0["ansible_port"], s0["hyperbolic_gpu_type"], s0["hyperbolic_gpu_count"],
-            s0["hyperbolic_cost_per_hour"], s0["hyperbolic_private_ip"], s0["ray_cluster"]) == (
-        "192.0.2.40", 31022, "h100-sxm5-80gb", 1, 1.49, "10.0.0.2", "exp-s")
+    assert (
+        s0["ansible_host"],
+        s0["ansible_port"],
+        s0["hyperbolic_gpu_type"],
+        s0["hyperbolic_gpu_count"],
+        s0["hyperbolic_cost_per_hour"],
+        s0["hyperbolic_private_ip"],
+        s0["ray_cluster"],
+    ) == ("192.0.2.40", 31022, "h100-sxm5-80gb", 1, 1.49, "10.0.0.2", "exp-s")
     assert hosts["124"]["hyperbolic_user_metadata"] == {"skypilot": {"cluster_name": "c1"}}
     assert hosts["124"]["ray_cluster"] == "default"
-    assert [(hosts[n]["ansible_host"], hosts[n]["hyperbolic_node"], hosts[n]["hyperbolic_id"], hosts[n]["ansible_user"])
-            for n in ("exp-m-node0", "exp-m-node1")] == [("192.0.2.70", 0, "900", "root"), ("192.0.2.71", 1, "900", "root")]
+    assert [
+        (hosts[n]["ansible_host"], hosts[n]["hyperbolic_node"], hosts[n]["hyperbolic_id"], hosts[n]["ansible_user"])
+        for n in ("exp-m-node0", "exp-m-node1")
+    ] == [("192.0.2.70", 0, "900", "root"), ("192.0.2.71", 1, "900", "root")]
     assert hosts["exp-m-node0"]["hyperbolic_kind"] == "bare-metal"
     assert harness.warnings == []  # none left out for its SSH details, as before this shape was read

@@ -11,7 +11,6 @@ import subprocess
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 
@@ -30,16 +29,24 @@ def job(sid, status, start=None, end=None):
 
 
 def test_decide():
-    assert idle_guard.decide([job("a", "RUNNING", start=1)], NOW, 10_000, 60) == (False, "busy: job(s) a running or pending; nothing to do")
+    assert idle_guard.decide([job("a", "RUNNING", start=1)], NOW, 10_000, 60) == (
+        False,
+        "busy: job(s) a running or pending; nothing to do",
+    )
     ended = [job("a", "SUCCEEDED", end=(NOW - 30) * 1000), job("b", "FAILED", end=(NOW - 500) * 1000)]
     release, line = idle_guard.decide(ended, NOW, 10_000, 60)
-    assert not release and line == "idle for 30s (the last job, a, ended 30s ago), below the limit of 60s; nothing to do"
+    assert (
+        not release and line == "idle for 30s (the last job, a, ended 30s ago), below the limit of 60s; nothing to do"
+    )
     release, line = idle_guard.decide(ended, NOW + 100, 10_000, 60)
     assert release and line.startswith("idle for 130s (the last job, a, ended 130s ago), at or over the limit of 60s")
     # Ray restarted after the last job: idle counts from Ray's start.
     assert idle_guard.decide(ended, NOW + 100, 20, 60)[0] is False
-    assert idle_guard.decide([], NOW, 7200, 3600) == (True, "idle for 7200s (no job has run since Ray started 7200s ago), at or over "
-                                                      "the limit of 3600s (idle_release_after): stopping Ray and releasing the cluster's instances")
+    assert idle_guard.decide([], NOW, 7200, 3600) == (
+        True,
+        "idle for 7200s (no job has run since Ray started 7200s ago), at or over "
+        "the limit of 3600s (idle_release_after): stopping Ray and releasing the cluster's instances",
+    )
     assert idle_guard.decide([], NOW, None, 60)[0] is False
     assert idle_guard.since_ray_started("ActiveEnterTimestampMonotonic=5000000\n", "125.50 100.0\n") == 120.5
     assert idle_guard.since_ray_started("ActiveEnterTimestampMonotonic=0", "1 1") is None
@@ -61,6 +68,7 @@ class Dashboard:
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
+
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
@@ -91,9 +99,17 @@ def run_once(fake, token, jobs, limit=60, url=None, record=None):
         if args[0] == "show":
             return subprocess.CompletedProcess(args, 0, "ActiveEnterTimestampMonotonic=1000000\n", "")
         return subprocess.CompletedProcess(args, 0, "", "")
-    config = dict(label="exp-a", idle_release_after=limit, api_key=HYPERBOLIC_TEST_KEY, api_url=fake.url,
-                  dashboard_url=url or dash.url, token_path=str(token), release_timeout=5,
-                  record=str(record or token.parent / "no-record.json"))
+
+    config = dict(
+        label="exp-a",
+        idle_release_after=limit,
+        api_key=HYPERBOLIC_TEST_KEY,
+        api_url=fake.url,
+        dashboard_url=url or dash.url,
+        token_path=str(token),
+        release_timeout=5,
+        record=str(record or token.parent / "no-record.json"),
+    )
     rc = idle_guard.run(config, out=lines.append, systemctl=systemctl, now=lambda: NOW)
     dash.server.shutdown()
     return rc, lines, calls, dash
@@ -106,7 +122,9 @@ def test_a_busy_cluster_is_kept_an_idle_one_released(cluster):
     assert ("stop", "ray-head.service") not in calls and len(fake.rented) == 2 and dash.auth == ["Bearer tok-123"]
 
     rc, lines, calls, dash = run_once(fake, token, [job("r1", "SUCCEEDED", end=(NOW - 90) * 1000)])
-    assert rc == 0 and lines[0].startswith("idle guard (exp-a): idle for 90s (the last job, r1, ended 90s ago), at or over")
+    assert rc == 0 and lines[0].startswith(
+        "idle guard (exp-a): idle for 90s (the last job, r1, ended 90s ago), at or over"
+    )
     assert lines[1] == "idle guard (exp-a): Ray stopped" and ("stop", "ray-head.service") in calls
     assert lines[2] == "idle guard (exp-a): released fake-instance-0001, fake-instance-0002"
     assert fake.rented == [] and [i["id"] for i in fake.marketplace] == ["keep-me"]
@@ -117,22 +135,29 @@ def test_on_demand_rentals_are_released_by_name_and_by_the_heads_record(cluster)
     """The current API (docs/INVENTORY.md): one rental keeps its label exp-a-0; another, whose label the API did not
     keep, is the cluster's only by the record provision.yml copied to the head. Both go; another label's stays."""
     fake, token = cluster
-    fake.set_options([rental_option("h100", 8, "us-east-1", cents=2552)],
-                     host_pool=[("203.0.113.73", 22, "ubuntu")] * 3)
+    fake.set_options(
+        [rental_option("h100", 8, "us-east-1", cents=2552)], host_pool=[("203.0.113.73", 22, "ubuntu")] * 3
+    )
     client = HyperbolicClient(HYPERBOLIC_TEST_KEY, fake.url, retries=0)
-    Rent(client, probe=lambda h, p: "", api="on_demand").present("exp-a", 2, gpu_model="H100", region="us-east-1",
-                                                                 wait=False)
-    Rent(client, probe=lambda h, p: "", api="on_demand").present("other", 1, gpu_model="H100", region="us-east-1",
-                                                                 wait=False)
+    Rent(client, probe=lambda h, p: "", api="on_demand").present(
+        "exp-a", 2, gpu_model="H100", region="us-east-1", wait=False
+    )
+    Rent(client, probe=lambda h, p: "", api="on_demand").present(
+        "other", 1, gpu_model="H100", region="us-east-1", wait=False
+    )
     unnamed = fake.od_rentals[1]["record"]
     unnamed["label"] = "soft-apricot-%d" % unnamed["id"]
     record = token.parent / "hyperbolic-exp-a.json"
-    record.write_text(json.dumps({"label": "exp-a", "rentals": {str(unnamed["id"]): {"api": "on_demand", "name": "exp-a-1"}}}))
+    record.write_text(
+        json.dumps({"label": "exp-a", "rentals": {str(unnamed["id"]): {"api": "on_demand", "name": "exp-a-1"}}})
+    )
     rc, lines, calls, dash = run_once(fake, token, [job("r1", "SUCCEEDED", end=(NOW - 90) * 1000)], record=record)
     ids = [str(r["record"]["id"]) for r in fake.od_rentals]
     # by name, the record's unnamed one first
     assert rc == 0 and lines[2] == "idle guard (exp-a): released %s, %s, fake-instance-0001, fake-instance-0002" % (
-        ids[1], ids[0]), lines
+        ids[1],
+        ids[0],
+    ), lines
     assert [r["label"] for r in fake.active_rentals()] == ["other-0"]
 
     record.write_text("{half")
@@ -154,23 +179,36 @@ def test_the_code_sent_to_the_head_runs_without_ansible(tmp_path):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-    probe = ("import sys; sys.modules['ansible'] = None; "  # as on a node without Ansible
-             "from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import idle_guard, rent, record; "
-             "from ansible_collections.rlinfra.verl.plugins.module_utils.ray import client; print('ok')")
-    proc = subprocess.run([python, "-I", "-c", "import sys; sys.path.insert(0, %r); %s" % (str(tmp_path), probe)],
-                          capture_output=True, text=True, timeout=60)
+    probe = (
+        "import sys; sys.modules['ansible'] = None; "  # as on a node without Ansible
+        "from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import idle_guard, rent, record; "
+        "from ansible_collections.rlinfra.verl.plugins.module_utils.ray import client; print('ok')"
+    )
+    proc = subprocess.run(
+        [python, "-I", "-c", "import sys; sys.path.insert(0, %r); %s" % (str(tmp_path), probe)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.stdout.strip() == "ok", proc.stderr[-2000:]
 
 
 # Removing the guard removes only its own code directory --------------------------------------------------------
 
-@pytest.mark.parametrize("setup,why", [
-    (lambda root: (root / "notes.txt").write_text("mine"),
-     "it holds files but not ansible_collections, so it was not made by rlinfra"),
-    (lambda root: os.symlink(root.parent / "elsewhere", root), "it is a symbolic link (to {t}/elsewhere)"),
-])
+
+@pytest.mark.parametrize(
+    "setup,why",
+    [
+        (
+            lambda root: (root / "notes.txt").write_text("mine"),
+            "it holds files but not ansible_collections, so it was not made by rlinfra",
+        ),
+        (lambda root: os.symlink(root.parent / "elsewhere", root), "it is a symbolic link (to {t}/elsewhere)"),
+    ],
+)
 def test_removing_the_guard_refuses_a_root_that_is_not_its_own(tmp_path, module_runner, setup, why):
     from ansible_collections.rlinfra.verl.plugins.modules import idle_guard as module
+
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "elsewhere" / "data.bin").write_text("keep")
     root = tmp_path / "guard"
@@ -180,9 +218,19 @@ def test_removing_the_guard_refuses_a_root_that_is_not_its_own(tmp_path, module_
     (tmp_path / "units").mkdir()
     (tmp_path / "units" / "rlinfra-idle-guard.service").write_text("[Unit]\n")
     before = sorted(str(p) for p in tmp_path.rglob("*"))
-    out = module_runner(module.main, {"state": "absent", "root": str(root), "unit_dir": str(tmp_path / "units"),
-                                      "config_path": str(tmp_path / "etc" / "idle-guard.json")})
-    assert out["failed"] and not out.get("changed") and out["msg"] == (
-        "refusing to remove the idle guard's code directory %s: %s" % (root, why.format(t=tmp_path)))
+    out = module_runner(
+        module.main,
+        {
+            "state": "absent",
+            "root": str(root),
+            "unit_dir": str(tmp_path / "units"),
+            "config_path": str(tmp_path / "etc" / "idle-guard.json"),
+        },
+    )
+    assert (
+        out["failed"]
+        and not out.get("changed")
+        and out["msg"] == ("refusing to remove the idle guard's code directory %s: %s" % (root, why.format(t=tmp_path)))
+    )
     assert sorted(str(p) for p in tmp_path.rglob("*")) == before
     assert (tmp_path / "elsewhere" / "data.bin").read_text() == "keep"

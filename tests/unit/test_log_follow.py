@@ -10,10 +10,10 @@ import random
 import pytest
 
 from ansible_collections.rlinfra.verl.plugins.action import ray_job_wait as W
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray import job_poll
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import _log_follow as log_follow
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import metrics as verl_metrics
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import job_poll
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import tail_lines
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import metrics as verl_metrics
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl.log import last_progress
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.log_copy import LogCopy
 
@@ -29,8 +29,12 @@ def sample_log(steps=60, seed=1):
         lines.append("(WorkerDict pid=%d) INFO vllm: gen %d tokens \u00e9t\u00e9 \u2713" % (rng.randint(1, 9999), step))
         if step == 10:
             lines.append("(TaskRunner pid=16292) step:%d - val-core/acc/mean@1:0.5" % step)  # a column appears late
-        metrics = ["critic/score/mean:%.3f" % rng.random(), "actor/pg_loss:%r" % rng.uniform(-1, 1),
-                   "response_length/mean:%d" % rng.randint(100, 900), "timing_s/step:np.float64(%.2f)" % rng.uniform(1, 9)]
+        metrics = [
+            "critic/score/mean:%.3f" % rng.random(),
+            "actor/pg_loss:%r" % rng.uniform(-1, 1),
+            "response_length/mean:%d" % rng.randint(100, 900),
+            "timing_s/step:np.float64(%.2f)" % rng.uniform(1, 9),
+        ]
         lines.append("(TaskRunner pid=16292) step:%d - %s" % (step, " - ".join(metrics)))
         if step % 7 == 0:  # a step printed twice keeps its last line
             lines.append("(TaskRunner pid=16292) step:%d - critic/score/mean:0.25 - actor/pg_loss:nan" % step)
@@ -39,11 +43,18 @@ def sample_log(steps=60, seed=1):
 
 # Reading from an offset ----------------------------------------------------------------------------------
 
+
 def test_growth_reads_only_new_whole_lines(tmp_path):
     path = tmp_path / "job-driver-x.log"
     path.write_bytes(b"one\ntwo\nthr")
     got = log_follow.read_new(str(path), 0)
-    assert (got["text"], got["offset"], got["size"], got["reset"], got["source"]) == ("one\ntwo\n", 8, 11, False, "file")
+    assert (got["text"], got["offset"], got["size"], got["reset"], got["source"]) == (
+        "one\ntwo\n",
+        8,
+        11,
+        False,
+        "file",
+    )
     with open(path, "ab") as f:
         f.write(b"ee\nfour\n")
     again = log_follow.read_new(str(path), got["offset"], got["file_id"])
@@ -120,7 +131,9 @@ def test_tail_from_the_end_is_the_tail_of_the_whole_text(tmp_path):
     path.write_text(text, encoding="utf-8")
     for n in (0, 1, 5, 50, 10000):
         assert log_follow.read_tail(str(path), n) == tail_lines(text, n)
-    bounded = log_follow.read_tail(str(path), 3, limit=200)  # fewer lines when they are longer than the limit: whole ones
+    bounded = log_follow.read_tail(
+        str(path), 3, limit=200
+    )  # fewer lines when they are longer than the limit: whole ones
     assert bounded and tail_lines(text, 3).endswith("\n" + bounded)
     path.write_text(text.rstrip("\n"), encoding="utf-8")
     assert log_follow.read_tail(str(path), 4) == tail_lines(text, 4)
@@ -184,6 +197,7 @@ def test_a_look_without_an_offset_on_the_head_reads_only_the_files_end(tmp_path)
 
 # The metrics followed line by line --------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("seed", range(4))
 def test_follow_equals_the_whole_file_parser_in_random_chunks(tmp_path, seed):
     rng = random.Random(seed)
@@ -193,7 +207,7 @@ def test_follow_equals_the_whole_file_parser_in_random_chunks(tmp_path, seed):
     at = 0
     while at < len(text):
         size = rng.choice((1, 7, 100, 5000, 100000))
-        follow.feed(text[at:at + size])
+        follow.feed(text[at : at + size])
         at += size
         if rng.random() < 0.2:
             follow.write()
@@ -226,7 +240,6 @@ def test_follow_appends_rows_and_rewrites_only_for_a_step_out_of_order(tmp_path)
         assert f.read() == verl_metrics.csv_text(verl_metrics.steps(text))
 
 
-
 def test_a_metrics_table_replaced_by_a_link_is_replaced_not_appended_through(tmp_path):
     """The table is appended to while its size is the one written: a link put in its place to a file of that size
     (here a copy, so the rows read back are the same) had the next rows added to that file."""
@@ -242,10 +255,13 @@ def test_a_metrics_table_replaced_by_a_link_is_replaced_not_appended_through(tmp
     follow.feed("step:3 - a:3\n")
     follow.write()
     assert victim.read_bytes() == before and not csv_path.is_symlink()
-    assert csv_path.read_text() == verl_metrics.csv_text(verl_metrics.steps("step:1 - a:1\nstep:2 - a:2\nstep:3 - a:3\n"))
+    assert csv_path.read_text() == verl_metrics.csv_text(
+        verl_metrics.steps("step:1 - a:1\nstep:2 - a:2\nstep:3 - a:3\n")
+    )
 
 
 # The controller's copy, appended to --------------------------------------------------------------------
+
 
 def polls_of(text, cap, status="RUNNING"):
     """ray_job_poll answers for ``text`` read from the start in pieces of at most ``cap`` bytes."""
@@ -253,8 +269,17 @@ def polls_of(text, cap, status="RUNNING"):
     offset, out = 0, []
     while True:
         got = log_follow.slice_new(data, offset, cap=cap, final=status != "RUNNING", name="x")
-        out.append(dict(found=True, status=status, log_chunk=got["text"], log_offset=got["offset"],
-                        log_size=got["size"], log_file_id=got["file_id"], log_reset=got["reset"]))
+        out.append(
+            dict(
+                found=True,
+                status=status,
+                log_chunk=got["text"],
+                log_offset=got["offset"],
+                log_size=got["size"],
+                log_file_id=got["file_id"],
+                log_reset=got["reset"],
+            )
+        )
         offset = got["offset"]
         if offset >= len(data):
             return out
@@ -266,8 +291,15 @@ def test_copy_appends_only_new_bytes_and_restarts_on_reset(tmp_path):
     for res in polls_of("a hf_secret\nb\n", 12):
         copy.take(res)
     assert (tmp_path / "run1.log").read_text() == "a ********\nb\n"
-    res = dict(found=True, status="RUNNING", log_chunk="c\n", log_offset=16, log_size=16, log_file_id="ray-api:x",
-               log_reset=False)
+    res = dict(
+        found=True,
+        status="RUNNING",
+        log_chunk="c\n",
+        log_offset=16,
+        log_size=16,
+        log_file_id="ray-api:x",
+        log_reset=False,
+    )
     copy.take(res)
     assert (tmp_path / "run1.log").read_text() == "a ********\nb\nc\n"
     copy.take(dict(res, log_chunk="new file\n", log_offset=9, log_size=9, log_reset=True))
@@ -280,19 +312,22 @@ def test_copy_appends_only_new_bytes_and_restarts_on_reset(tmp_path):
 
 def test_the_wait_passes_offsets_catches_up_and_saves_the_copy(tmp_path, monkeypatch):
     from tests.unit.test_ray_job_wait import poll, watch
+
     monkeypatch.setattr(W.time, "sleep", lambda s: None)
     text = sample_log(50)
-    running = text[:len(text) // 2].rsplit("\n", 1)[0] + "\n"
+    running = text[: len(text) // 2].rsplit("\n", 1)[0] + "\n"
     first = polls_of(running, 2000)  # the first call, and the calls that catch up
     done = len(running.encode("utf-8"))
-    ended = [dict(r, log_offset=r["log_offset"] + done, log_size=r["log_size"] + done)
-             for r in polls_of(text[len(running):], 10 ** 6, status="SUCCEEDED")]
+    ended = [
+        dict(r, log_offset=r["log_offset"] + done, log_size=r["log_size"] + done)
+        for r in polls_of(text[len(running) :], 10**6, status="SUCCEEDED")
+    ]
     answers = [poll(**dict(r, status="RUNNING")) for r in first] + [poll(**dict(r, driver_exit_code=0)) for r in ended]
     w, action = watch(answers, log_dir=str(tmp_path))
     w.run()
     # The first call from 0, the calls that catch up from where each stopped, then the next poll from the end.
     assert [c[1]["log_offset"] for c in action.calls] == [0] + [r["log_offset"] for r in first]
-    assert all(c[1]["logs_tail_lines"] == 0 for c in action.calls[1:len(first)])  # catching up: no tail
+    assert all(c[1]["logs_tail_lines"] == 0 for c in action.calls[1 : len(first)])  # catching up: no tail
     assert (tmp_path / "rlinfra-gsm8k-default.log").read_text() == text
     assert w.log_paths == [str(tmp_path / "rlinfra-gsm8k-default.log")]
     assert repr((w.res["last_step"], w.res["last_metrics"])) == repr(last_progress(text))

@@ -15,10 +15,13 @@ ALLOWED = ("tests/", "bench/", "changelogs/")
 
 
 def private_helpers():
-    return sorted((package, name[:-3]) for package in os.listdir(MODULE_UTILS)
-                  if os.path.isdir(os.path.join(MODULE_UTILS, package))
-                  for name in os.listdir(os.path.join(MODULE_UTILS, package))
-                  if name.startswith("_") and name.endswith(".py") and name != "__init__.py")
+    return sorted(
+        (package, name[:-3])
+        for package in os.listdir(MODULE_UTILS)
+        if os.path.isdir(os.path.join(MODULE_UTILS, package))
+        for name in os.listdir(os.path.join(MODULE_UTILS, package))
+        if name.startswith("_") and name.endswith(".py") and name != "__init__.py"
+    )
 
 
 def tracked():

@@ -42,11 +42,13 @@ STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}
 # (module_utils file, what it imports) allowed inside a function although not where it runs (see the docstring):
 # verl/config_check.py imports hydra and omegaconf in check_verl_config only, and says "skipped" without them; it
 # runs in the controller's Python or in the head's image (verl/image_config_check.py sends its source there).
-LAZY: frozenset[tuple[str, str]] = frozenset({
-    ("verl/config_check.py", "hydra"),
-    ("verl/config_check.py", "hydra.core.global_hydra"),
-    ("verl/config_check.py", "omegaconf"),
-})
+LAZY: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("verl/config_check.py", "hydra"),
+        ("verl/config_check.py", "hydra.core.global_hydra"),
+        ("verl/config_check.py", "omegaconf"),
+    }
+)
 
 # Module files that still hold logic (classes, functions besides main, a main of more than one statement): each
 # with what the check finds in it. Move the logic to module_utils and drop the entry; never add one.
@@ -59,17 +61,30 @@ PENDING = {
     "idle_guard.py": {"function absent", "function present", "function systemctl", "main: 4 statements"},
     "node_facts.py": {"main: 2 statements"},
     "owned_dir.py": {"main: 5 statements"},
-    "ray_container.py": {"function converge", "function engine_ready", "function find_engine",
-                         "function own_storage_conf", "function read_storage_conf", "function remove",
-                         "function store_ready", "function write_storage_conf", "main: 2 statements"},
+    "ray_container.py": {
+        "function converge",
+        "function engine_ready",
+        "function find_engine",
+        "function own_storage_conf",
+        "function read_storage_conf",
+        "function remove",
+        "function store_ready",
+        "function write_storage_conf",
+        "main: 2 statements",
+    },
     "ray_firewall.py": {"main: 6 statements"},
     "ray_job_poll.py": {"function concealed"},
     "ray_node_guard.py": {"main: 5 statements"},
     "ray_node_logs.py": {"function lookup_job_id", "main: 39 statements"},
     "ray_package.py": {"main: 4 statements"},
     "storage_lvm_lv.py": {"function _lvm_name", "main: 5 statements"},
-    "storage_lvm_probe.py": {"function _devices", "function _disk", "function _lvm_name", "function _pattern",
-                             "main: 6 statements"},
+    "storage_lvm_probe.py": {
+        "function _devices",
+        "function _disk",
+        "function _lvm_name",
+        "function _pattern",
+        "main: 6 statements",
+    },
     "verl_checkpoint_info.py": {"main: 2 statements"},
     "verl_secrets_file.py": {"function bad_path", "main: 6 statements"},
     "verl_submit.py": {"function _line", "function check_package_data", "function concealed", "function job_problems"},
@@ -95,7 +110,7 @@ def utils_file(name: str) -> Path | None:
     """The file of module_utils module or package ``name`` (dotted, from ``ansible_collections``), None if none."""
     if name != PACKAGE and not name.startswith(PACKAGE + "."):
         return None
-    base = MODULE_UTILS.joinpath(*name[len(PACKAGE) + 1:].split(".")) if name != PACKAGE else MODULE_UTILS
+    base = MODULE_UTILS.joinpath(*name[len(PACKAGE) + 1 :].split(".")) if name != PACKAGE else MODULE_UTILS
     for path in (base.with_suffix(".py") if name != PACKAGE else None, base / "__init__.py"):
         if path is not None and path.is_file():
             return path
@@ -108,7 +123,8 @@ def is_package(path: Path) -> bool:
 
 def _type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def imports(source: str, name: str, package: bool = False) -> list[Import]:
@@ -127,7 +143,7 @@ def imports(source: str, name: str, package: bool = False) -> list[Import]:
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 anchor = here.split(".")
-                anchor = anchor[:len(anchor) - (node.level - 1)]
+                anchor = anchor[: len(anchor) - (node.level - 1)]
                 base = ".".join(anchor + ([node.module] if node.module else []))
             else:
                 base = node.module or ""
@@ -161,7 +177,7 @@ def kind(target: str) -> str:
 
 def with_packages(name: str) -> list[str]:
     """``name`` and the packages above it, below module_utils (importing a module runs their ``__init__``)."""
-    parts = name[len(PACKAGE) + 1:].split(".")
+    parts = name[len(PACKAGE) + 1 :].split(".")
     return [".".join([PACKAGE] + parts[:n]) for n in range(1, len(parts) + 1)]
 
 
@@ -207,8 +223,9 @@ def plain_module() -> str:
 
 
 def scripted_starts() -> list[str]:
-    return sorted({"%s.%s" % (PACKAGE, utils) for utils, dummy in scripted().values()} | {
-        "%s.%s" % (PACKAGE, plain_module())})
+    return sorted(
+        {"%s.%s" % (PACKAGE, utils) for utils, dummy in scripted().values()} | {"%s.%s" % (PACKAGE, plain_module())}
+    )
 
 
 def module_files() -> list[Path]:
@@ -216,17 +233,28 @@ def module_files() -> list[Path]:
 
 
 def module_starts() -> list[str]:
-    return sorted({imp.target for path in module_files()
-                   for imp in imports(path.read_text(encoding="utf-8"), module_name(path))
-                   if kind(imp.target) == "module_utils"})
+    return sorted(
+        {
+            imp.target
+            for path in module_files()
+            for imp in imports(path.read_text(encoding="utf-8"), module_name(path))
+            if kind(imp.target) == "module_utils"
+        }
+    )
 
 
 def relative(path: Path) -> str:
     return path.relative_to(MODULE_UTILS).as_posix()
 
 
-def problems(source: str, name: str, package: bool, where: str, allowed: tuple[str, ...],
-             lazy_allowed: frozenset[tuple[str, str]] = LAZY) -> list[str]:
+def problems(
+    source: str,
+    name: str,
+    package: bool,
+    where: str,
+    allowed: tuple[str, ...],
+    lazy_allowed: frozenset[tuple[str, str]] = LAZY,
+) -> list[str]:
     """One line per import of ``source`` (module ``name``, file ``where`` below module_utils) that is not of a kind in
     ``allowed``; one inside a function passes when ``(where, target)`` is in ``lazy_allowed``."""
     out = []
@@ -234,8 +262,9 @@ def problems(source: str, name: str, package: bool, where: str, allowed: tuple[s
         found = kind(imp.target)
         if found in allowed or (imp.lazy and (where, imp.target) in lazy_allowed):
             continue
-        out.append("%s:%d imports %s (%s%s)" % (where, imp.line, imp.target, found,
-                                                ", in a function" if imp.lazy else ""))
+        out.append(
+            "%s:%d imports %s (%s%s)" % (where, imp.line, imp.target, found, ", in a function" if imp.lazy else "")
+        )
     return out
 
 
@@ -252,7 +281,7 @@ def test_the_graph_reaches_what_the_scripts_carry():
     assert "%s.common.plain_module" % PACKAGE in names and "%s.ray.client" % PACKAGE in names
     for module, (utils, function) in scripted().items():
         starts = ["%s.%s" % (PACKAGE, utils), "%s.%s" % (PACKAGE, plain_module())]
-        files = {name[len(PACKAGE) + 1:] for name, path in reach(starts).items() if not is_package(path)}
+        files = {name[len(PACKAGE) + 1 :] for name, path in reach(starts).items() if not is_package(path)}
         assert files == set(node_script.closure([utils, plain_module()])), module
         path = utils_file("%s.%s" % (PACKAGE, utils))
         assert path is not None, "%s: module_utils/%s.py is missing" % (module, utils.replace(".", "/"))
@@ -264,8 +293,9 @@ def test_scripted_code_imports_only_the_standard_library_and_module_utils():
     lines = []
     for name, path in sorted(reach(scripted_starts()).items()):
         lines += problems(path.read_text(encoding="utf-8"), name, is_package(path), relative(path), SCRIPT_SAFE)
-    assert not lines, ("code a SCRIPTED module runs as a plain script imports what a node may not have:\n"
-                       + "\n".join(lines))
+    assert not lines, "code a SCRIPTED module runs as a plain script imports what a node may not have:\n" + "\n".join(
+        lines
+    )
 
 
 def test_module_code_imports_only_what_ansiballz_ships():
@@ -281,8 +311,11 @@ def test_hyperbolic_clients_lazy_open_url_stays_off_the_script_route():
     client = "%s.hyperbolic.client" % PACKAGE
     path = utils_file(client)
     assert path is not None
-    lazy = [imp for imp in imports(path.read_text(encoding="utf-8"), client) if kind(imp.target) != "stdlib"
-            and kind(imp.target) != "module_utils"]
+    lazy = [
+        imp
+        for imp in imports(path.read_text(encoding="utf-8"), client)
+        if kind(imp.target) != "stdlib" and kind(imp.target) != "module_utils"
+    ]
     assert [(imp.target, imp.lazy) for imp in lazy] == [("ansible.module_utils.urls", True)]
     assert client not in reach(scripted_starts())
 
@@ -309,7 +342,8 @@ def test_a_module_file_holds_no_logic(path):
     assert found == PENDING.get(path.name, set()), (
         "%s: a module file is its documentation, its ARGS and a one-statement main() calling module_utils; found %s "
         "(PENDING lists %s: move the logic to module_utils, and shrink PENDING)"
-        % (path.name, sorted(found), sorted(PENDING.get(path.name, set()))))
+        % (path.name, sorted(found), sorted(PENDING.get(path.name, set())))
+    )
 
 
 def test_module_files_import_only_what_ansiballz_ships():
@@ -321,7 +355,7 @@ def test_module_files_import_only_what_ansiballz_ships():
 
 # ---- the checks find what they look for ----------------------------------------------------------------------
 
-SYNTHETIC_UTILS = '''
+SYNTHETIC_UTILS = """
 from __future__ import annotations
 import json, os.path
 from typing import TYPE_CHECKING
@@ -337,7 +371,7 @@ def later():
     from ansible.module_utils.urls import open_url
     import numpy
     return open_url, numpy
-'''
+"""
 
 
 def test_the_import_check_finds_a_violation():
@@ -348,14 +382,19 @@ def test_the_import_check_finds_a_violation():
     assert ("%s.common.files" % PACKAGE, False) in got and ("requests", False) not in got  # TYPE_CHECKING
     lines = problems(SYNTHETIC_UTILS, name, False, "ray/synthetic.py", SCRIPT_SAFE)
     assert [line.split(" imports ")[1] for line in lines] == [
-        "yaml (third-party)", "ansible.module_utils.basic (ansible.module_utils)",
-        "ansible.module_utils.urls (ansible.module_utils, in a function)", "numpy (third-party, in a function)"]
+        "yaml (third-party)",
+        "ansible.module_utils.basic (ansible.module_utils)",
+        "ansible.module_utils.urls (ansible.module_utils, in a function)",
+        "numpy (third-party, in a function)",
+    ]
     allowed = frozenset({("ray/synthetic.py", "ansible.module_utils.urls")})
     lines = problems(SYNTHETIC_UTILS, name, False, "ray/synthetic.py", SCRIPT_SAFE, lazy_allowed=allowed)
     assert len(lines) == 3 and not any("urls" in line for line in lines)
     assert problems(SYNTHETIC_UTILS, name, False, "ray/synthetic.py", ANSIBALLZ_SAFE) == [
-        line for line in problems(SYNTHETIC_UTILS, name, False, "ray/synthetic.py", SCRIPT_SAFE)
-        if "yaml" in line or "numpy" in line]
+        line
+        for line in problems(SYNTHETIC_UTILS, name, False, "ray/synthetic.py", SCRIPT_SAFE)
+        if "yaml" in line or "numpy" in line
+    ]
 
 
 def test_the_graph_follows_a_submodule_named_in_from_import():
@@ -366,7 +405,9 @@ def test_the_graph_follows_a_submodule_named_in_from_import():
 
 
 def test_the_module_check_finds_logic():
-    source = ('DOCUMENTATION = "x"\nARGS = None\nclass Node:\n    pass\ndef helper():\n    pass\n'
-              'def main():\n    """Doc."""\n    module = ARGS.new_module(None)\n    helper(module)\n')
+    source = (
+        'DOCUMENTATION = "x"\nARGS = None\nclass Node:\n    pass\ndef helper():\n    pass\n'
+        'def main():\n    """Doc."""\n    module = ARGS.new_module(None)\n    helper(module)\n'
+    )
     assert logic(source) == {"class Node", "function helper", "main: 2 statements"}
-    assert logic('ARGS = None\ndef main():\n    run(ARGS.new_module(None))\n') == set()
+    assert logic("ARGS = None\ndef main():\n    run(ARGS.new_module(None))\n") == set()

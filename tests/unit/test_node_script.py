@@ -12,16 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray import converge_record as R
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import masked
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import PlainModule
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import converge_record as R
 from ansible_collections.rlinfra.verl.plugins.plugin_utils import node_script as N
 
 
 def run_isolated(text, cwd):
     # -I: no PYTHONPATH, no user site, no current directory on sys.path - as on a node without the collection.
-    proc = subprocess.run([sys.executable, "-I", "-c", N.RUN_STDIN], input=text, capture_output=True, text=True, cwd=cwd,
-                          timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-I", "-c", N.RUN_STDIN], input=text, capture_output=True, text=True, cwd=cwd, timeout=60
+    )
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -33,9 +34,13 @@ def write(directory, name, text):
 
 def test_the_closure_follows_every_import_form_and_refuses_ansible(tmp_path):
     pkg = N.PACKAGE
-    write(tmp_path, "a", "from %s.b import x\nfrom %s import (\n    c,  # a comment\n    d as D,\n)\n"
-                         "from %s import f as F  # one name per line, two lines\nfrom %s import g as G\n"
-                         "from %s.sub import h, k as K  # modules of a sub-package\nfrom %s.sub.i import z\n" % ((pkg,) * 6))
+    write(
+        tmp_path,
+        "a",
+        "from %s.b import x\nfrom %s import (\n    c,  # a comment\n    d as D,\n)\n"
+        "from %s import f as F  # one name per line, two lines\nfrom %s import g as G\n"
+        "from %s.sub import h, k as K  # modules of a sub-package\nfrom %s.sub.i import z\n" % ((pkg,) * 6),
+    )
     write(tmp_path, "sub.h", "from %s.sub import j\n" % pkg)
     write(tmp_path, "sub.i", "z = 0\n")
     write(tmp_path, "sub.j", "\n")
@@ -47,7 +52,19 @@ def test_the_closure_follows_every_import_form_and_refuses_ansible(tmp_path):
     write(tmp_path, "d", "import os\n")
     write(tmp_path, "e", "y = 2\n")
     write(tmp_path, "lonely", "z = 3\n")
-    assert sorted(N.closure(["a"], str(tmp_path))) == ["a", "b", "c", "d", "e", "f", "g", "sub.h", "sub.i", "sub.j", "sub.k"]
+    assert sorted(N.closure(["a"], str(tmp_path))) == [
+        "a",
+        "b",
+        "c",
+        "d",
+        "e",
+        "f",
+        "g",
+        "sub.h",
+        "sub.i",
+        "sub.j",
+        "sub.k",
+    ]
     assert N.packages(["a", "sub.h", "sub.deeper.x"]) == ["sub", "sub.deeper"]
     write(tmp_path, "e", "from ansible.module_utils.basic import AnsibleModule\n")
     N._SOURCES.clear()
@@ -61,9 +78,9 @@ def test_the_closure_follows_every_import_form_and_refuses_ansible(tmp_path):
 def test_the_reply_is_the_marked_line_or_nothing():
     good = N.MARK + json.dumps({"reason": ""})
     assert N.reply(0, "motd noise\n" + good + "\n") == {"reason": ""}
-    assert N.reply(1, good) is None                      # the script failed on the node
-    assert N.reply(0, "no marked line\n") is None         # e.g. a python that is not Python 3
-    assert N.reply(0, N.MARK + "{half a json") is None    # cut off
+    assert N.reply(1, good) is None  # the script failed on the node
+    assert N.reply(0, "no marked line\n") is None  # e.g. a python that is not Python 3
+    assert N.reply(0, N.MARK + "{half a json") is None  # cut off
     assert N.reply(0, N.MARK + "[1, 2]") is None
 
 
@@ -91,6 +108,7 @@ def test_the_converge_check_as_a_script_gives_what_the_module_gives(tmp_path):
     module = PlainModule()
     params = dict(path=str(tmp_path / "record.json"), inputs="in1", fact_dir=str(facts_dir), local=["rlinfra_ray"])
     from ansible_collections.rlinfra.verl.plugins.module_utils.node.facts import ip_runner, node_facts
+
     observed = R.observe(watch, node_facts(ip_runner(module), str(facts_dir), ["rlinfra_ray"]), R.Probe(module))
     (tmp_path / "record.json").write_text(R.content("in1", watch, observed, {"ray_node_ip": "10.1.2.3"}, ["h1"]))
 
@@ -106,7 +124,9 @@ def test_the_converge_check_as_a_script_gives_what_the_module_gives(tmp_path):
     got = N.reply(*run_isolated(N.script("ray.converge_record", "check", params), str(tmp_path))[:2])
     assert got["reason"] == "%s changed (content)" % (etc / "ray.env")
     assert got == json.loads(json.dumps(R.check(params, module)))
-    got = N.reply(*run_isolated(N.script("ray.converge_record", "check", dict(params, inputs="in2")), str(tmp_path))[:2])
+    got = N.reply(
+        *run_isolated(N.script("ray.converge_record", "check", dict(params, inputs="in2")), str(tmp_path))[:2]
+    )
     assert got["reason"] == "the collection or the roles' variables changed"
 
 
@@ -122,18 +142,28 @@ def test_in_this_process_the_check_gives_what_the_script_gives(tmp_path, monkeyp
     assert here["reason"] == "no converge record"
 
     from ansible_collections.rlinfra.verl.plugins.module_utils.common import plain_module
-    monkeypatch.setattr(plain_module.PlainModule, "reply", lambda self, result: dict(result, env=os.environ.get("RLX_ENV")),
-                        raising=True)
+
+    monkeypatch.setattr(
+        plain_module.PlainModule,
+        "reply",
+        lambda self, result: dict(result, env=os.environ.get("RLX_ENV")),
+        raising=True,
+    )
     monkeypatch.setattr(R, "check", lambda args, module: {"token": os.environ.get("RLX_ENV")})
-    assert N.run_here("ray.converge_record", "check", params, environ={"RLX_ENV": "from-task"}) == \
-        {"token": "from-task", "env": "from-task"}
+    assert N.run_here("ray.converge_record", "check", params, environ={"RLX_ENV": "from-task"}) == {
+        "token": "from-task",
+        "env": "from-task",
+    }
     assert "RLX_ENV" not in os.environ
 
     def boom(args, module):
         raise KeyError("path")
+
     monkeypatch.setattr(R, "check", boom)
     failed = N.run_here("ray.converge_record", "check", params, environ={"RLX_ENV": "x"})
-    assert failed["failed"] is True and failed["msg"].startswith("check failed: KeyError: 'path' (module_utils/ray/converge_record.py")
+    assert failed["failed"] is True and failed["msg"].startswith(
+        "check failed: KeyError: 'path' (module_utils/ray/converge_record.py"
+    )
     assert "not run again as a module" in failed["msg"]
     assert "RLX_ENV" not in os.environ
 
@@ -146,6 +176,7 @@ def test_the_function_runs_here_only_on_this_controller_as_this_user_with_this_p
     class Action:
         def __init__(self, conn):
             self._connection = conn
+
     assert N.runs_here(Action(Conn("local")), sys.executable)
     assert not N.runs_here(Action(Conn("local")), str(Path(sys.executable).with_name("python3")))  # another interpreter
     assert not N.runs_here(Action(Conn("local")), "python3")
@@ -168,17 +199,22 @@ def test_the_restart_check_as_a_script_gives_what_the_module_gives(tmp_path):
     """site.yml's check before anything changes (ray_node_state) runs the same way: without a record it foresees a
     restart only where the unit is active; with the record the module wrote, nothing; a changed input is named.
     The unit here is one systemd does not know (no systemd in the test's container either: inactive)."""
+    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
     from ansible_collections.rlinfra.verl.plugins.module_utils.ray import node_state
     from ansible_collections.rlinfra.verl.plugins.modules.ray_node_state import ARGUMENT_SPEC
-    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
     env_state = tmp_path / "venv-state.json"
     env_state.write_text(json.dumps({"fingerprint": "fp1", "inputs": "in1"}))
     inputs = {"ray_env": "e1", "token": "t1", "unit": {"role": "worker", "ports": [6379]}}
 
     def params(**options):
-        raw = dict(path=str(tmp_path / "state.json"), service="rlinfra-no-such-unit.service", inputs=inputs,
-                   python_env_state=str(env_state))
+        raw = dict(
+            path=str(tmp_path / "state.json"),
+            service="rlinfra-no-such-unit.service",
+            inputs=inputs,
+            python_env_state=str(env_state),
+        )
         raw.update(options)
         return ArgumentSpecValidator(ARGUMENT_SPEC).validate(raw).validated_parameters
 
@@ -189,7 +225,12 @@ def test_the_restart_check_as_a_script_gives_what_the_module_gives(tmp_path):
 
     first = on_node(params())
     assert first == json.loads(json.dumps(node_state.node_state(params(), PlainModule())))
-    assert (first["active"], first["recorded"], first["restart"], first["reasons"]) == (False, False, False, ["no_record"])
+    assert (first["active"], first["recorded"], first["restart"], first["reasons"]) == (
+        False,
+        False,
+        False,
+        ["no_record"],
+    )
     wrote = on_node(params(state="recorded"))
     assert wrote["changed"] is True and oct((tmp_path / "state.json").stat().st_mode & 0o777) == "0o600"
     assert on_node(params())["reasons"] == []
@@ -208,10 +249,24 @@ def test_the_record_written_as_a_script_is_the_one_the_check_then_finds(tmp_path
     (etc / "ray.env").write_text("A=1\n")
     facts_dir = tmp_path / "facts"
     facts_dir.mkdir()
-    watch = {"files": [str(tmp_path / "absent.service")], "dirs": [str(etc)], "packages": [], "units": [], "nft_tables": []}
+    watch = {
+        "files": [str(tmp_path / "absent.service")],
+        "dirs": [str(etc)],
+        "packages": [],
+        "units": [],
+        "nft_tables": [],
+    }
     path = tmp_path / "conf" / "record.json"
-    params = dict(state="write", path=str(path), inputs="in1", watch=watch, facts={"ray_node_ip": "10.1.2.3"},
-                  members=["h2", "h1"], fact_dir=str(facts_dir), local=["rlinfra_ray"])
+    params = dict(
+        state="write",
+        path=str(path),
+        inputs="in1",
+        watch=watch,
+        facts={"ray_node_ip": "10.1.2.3"},
+        members=["h2", "h1"],
+        fact_dir=str(facts_dir),
+        local=["rlinfra_ray"],
+    )
 
     def on_node(p, check_mode=False):
         code, out, err = run_isolated(N.script("ray.converge_record", "write", p, check_mode=check_mode), str(tmp_path))
@@ -238,7 +293,10 @@ def test_an_error_in_the_function_is_the_tasks_failure_never_a_second_run(tmp_pa
     assert code != 0 and "KeyError" in err
     assert N.reply(code, out) is None
     assert N.outcome(code, out, err) == ("raised", "KeyError: 'fact_dir'")
-    assert N.outcome(1, N.STARTED + "\n", "Killed") == ("raised", "the script stopped after the function started (exit code 1): Killed")
+    assert N.outcome(1, N.STARTED + "\n", "Killed") == (
+        "raised",
+        "the script stopped after the function started (exit code 1): Killed",
+    )
     code, out, err = run_isolated("raise SystemExit(3)\n" + N.script("ray.converge_record", "check", {}), str(tmp_path))
     assert N.outcome(code, out, err) == ("not started", "exit code 3")
     code, out, err = run_isolated("import rlinfra_no_such_module\n", str(tmp_path))
@@ -251,6 +309,7 @@ def test_auto_interpreter_words_are_not_paths():
         @staticmethod
         def template(v):
             return v
+
     facts = {"ansible_facts": {"discovered_interpreter_python": "/usr/bin/python3.11"}}
     for word in ("auto", "auto_silent", "auto_legacy", "auto_legacy_silent"):
         assert N.interpreter(T, dict(facts, ansible_python_interpreter=word)) == "/usr/bin/python3.11"
@@ -265,25 +324,42 @@ def test_the_result_is_masked_on_the_node_as_ansible_masks_a_module_result(tmp_p
     token_file.write_text("tok-SECRET-1234\n")
     for name in ("plain_module", "masking", "secret_names"):  # plain_module and what it imports
         write(tmp_path, "common." + name, (Path(N.MODULE_UTILS) / "common" / (name + ".py")).read_text())
-    write(tmp_path, "reader", "def read(args, module):\n"
-                              "    token = open(args['path']).read().strip()\n"
-                              "    module.no_log_values.add(token)\n"
-                              "    module.warn('read ' + token)\n"
-                              "    return {'line': 'Bearer ' + token, token: [args['key'] + '!'], 'check': module.check_mode}\n")
+    write(
+        tmp_path,
+        "reader",
+        "def read(args, module):\n"
+        "    token = open(args['path']).read().strip()\n"
+        "    module.no_log_values.add(token)\n"
+        "    module.warn('read ' + token)\n"
+        "    return {'line': 'Bearer ' + token, token: [args['key'] + '!'], 'check': module.check_mode}\n",
+    )
     N._SOURCES.clear()
-    text = N.script("reader", "read", {"path": str(token_file), "key": "api-KEY-5678"}, str(tmp_path),
-                    no_log_values=["api-KEY-5678"], check_mode=True)
+    text = N.script(
+        "reader",
+        "read",
+        {"path": str(token_file), "key": "api-KEY-5678"},
+        str(tmp_path),
+        no_log_values=["api-KEY-5678"],
+        check_mode=True,
+    )
     N._SOURCES.clear()
     code, out, err = run_isolated(text, str(tmp_path))
     assert code == 0, err
     assert "SECRET" not in out and "KEY" not in out
-    assert N.reply(code, out) == {"line": "Bearer ********", "********": ["********!"], "check": True,
-                                  "warnings": ["read ********"]}
+    assert N.reply(code, out) == {
+        "line": "Bearer ********",
+        "********": ["********!"],
+        "check": True,
+        "warnings": ["read ********"],
+    }
 
 
 def test_masking_takes_the_longest_secret_first_and_leaves_other_values():
-    assert masked({"a": "xx-abc-xx", "n": 3, "b": [True, None]}, ["abc", "xx-abc", ""]) == \
-        {"a": "********-xx", "n": 3, "b": [True, None]}
+    assert masked({"a": "xx-abc-xx", "n": 3, "b": [True, None]}, ["abc", "xx-abc", ""]) == {
+        "a": "********-xx",
+        "n": 3,
+        "b": [True, None],
+    }
     assert masked("same", []) == "same"
     assert N.leaves({"HF_TOKEN": "hf_x", "empty": "", "n": [1, None, False]}) == ["hf_x", "1"]
     assert N.leaves("z" * (N.LONGEST_SECRET + 1)) == []
@@ -291,12 +367,14 @@ def test_masking_takes_the_longest_secret_first_and_leaves_other_values():
 
 def test_a_path_the_module_would_expand_on_the_node_goes_to_the_module():
     """Argument checking on the controller expands ~ there; the module expands it on the node, so it runs instead."""
+
     class Action:
         calls = []
 
         def _execute_module(self, module_name, module_args, task_vars):
             self.calls.append((module_name, module_args))
             return {"changed": False}
+
     action = Action()
     args = {"submission_id": "x", "auth_token_path": "~/ray-token"}
     assert N.call(action, {}, "rlinfra.verl.ray_job_poll", args) == {"changed": False, "runtime": "module"}
@@ -309,28 +387,37 @@ def test_every_scripted_module_runs_without_ansible(module_name, tmp_path):
     it later would quietly send every call back to the module runtime this saves."""
     utils, function = N.SCRIPTED[module_name]
     text = N.script(utils, function, {}).replace("_args = json.loads", "raise SystemExit(0)\n_args = json.loads")
-    text = text.replace("from %s.%s import %s\n" % (N.PACKAGE, utils, function),
-                        "from %s.%s import %s\nprint('RLINFRA-IMPORTED', callable(%s))\n" % (N.PACKAGE, utils, function, function))
+    text = text.replace(
+        "from %s.%s import %s\n" % (N.PACKAGE, utils, function),
+        "from %s.%s import %s\nprint('RLINFRA-IMPORTED', callable(%s))\n" % (N.PACKAGE, utils, function, function),
+    )
     rc, out, err = run_isolated(text, tmp_path)
     assert rc == 0 and "RLINFRA-IMPORTED True" in out, err[-2000:]
 
 
 def test_the_switch_turns_the_route_off_and_a_misspelt_one_is_a_line():
     """rlinfra_node_script: false runs the module as Ansible does; a value that is not a switch changes nothing."""
+
     class Action:
         calls = []
 
         def _execute_module(self, module_name, module_args, task_vars):
             self.calls.append(module_name)
             return {"changed": False}
+
     action = Action()
     args = {"submission_id": "x"}
     assert N.call(action, {"rlinfra_node_script": "false"}, "rlinfra.verl.ray_job_poll", args) == {
-        "changed": False, "runtime": "module"}
+        "changed": False,
+        "runtime": "module",
+    }
     assert action.calls == ["rlinfra.verl.ray_job_poll"]
     bad = N.call(action, {"rlinfra_node_script": "flase"}, "rlinfra.verl.ray_job_poll", args)
-    assert bad == {"failed": True, "changed": False,
-                   "msg": "rlinfra_node_script must be true or false (also yes/no/1/0, any case), got 'flase'"}
+    assert bad == {
+        "failed": True,
+        "changed": False,
+        "msg": "rlinfra_node_script must be true or false (also yes/no/1/0, any case), got 'flase'",
+    }
     assert action.calls == ["rlinfra.verl.ray_job_poll"]
     assert N.wanted({}) == (True, None) and N.wanted({"rlinfra_node_script": True}) == (True, None)
     with pytest.raises(Exception, match="rlinfra_node_script must be true or false"):

@@ -9,20 +9,38 @@ import sys
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray import node_state as ns
 from ansible_collections.rlinfra.verl.plugins.module_utils.node.python_env import inputs_digest
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import node_state as ns
 from ansible_collections.rlinfra.verl.plugins.modules import ray_node_guard, ray_node_state
 
 INPUTS = {"ray_env": "e" * 64, "token": "t" * 64, "unit": {"role": "worker", "temp_dir": "/workspace/ray"}}
-JOB = {"submission_id": "rlinfra-smoke-default-r1", "status": "RUNNING",
-       "metadata": {"rlinfra_experiment": "smoke", "rlinfra_run": "r1", "rlinfra_cluster": "default"}}
+JOB = {
+    "submission_id": "rlinfra-smoke-default-r1",
+    "status": "RUNNING",
+    "metadata": {"rlinfra_experiment": "smoke", "rlinfra_run": "r1", "rlinfra_cluster": "default"},
+}
 
 
 # --- the flag -------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("value, want", [
-    (True, True), (False, False), (1, True), (0, False), ("true", True), ("TRUE", True), ("Yes", True),
-    ("1", True), ("false", False), ("No", False), ("0", False), (" true ", True)])
+
+@pytest.mark.parametrize(
+    "value, want",
+    [
+        (True, True),
+        (False, False),
+        (1, True),
+        (0, False),
+        ("true", True),
+        ("TRUE", True),
+        ("Yes", True),
+        ("1", True),
+        ("false", False),
+        ("No", False),
+        ("0", False),
+        (" true ", True),
+    ],
+)
 def test_flag_accepts_booleans_and_their_words(value, want):
     assert ns.parse_flag(value) is want
 
@@ -36,6 +54,7 @@ def test_flag_refuses_anything_else(value):
 
 
 # --- reasons --------------------------------------------------------------------------------------------
+
 
 def test_reasons():
     parts = ns.part_digests(INPUTS)
@@ -56,21 +75,34 @@ def test_digests_ignore_key_order():
 
 # --- the guard ------------------------------------------------------------------------------------------
 
+
 def node(host, cluster="default", head=False, restart=False, reasons=(), jobs=None, error=""):
-    return dict(host=host, cluster=cluster, reports_jobs=head, restart=restart, reasons=list(reasons),
-                running_jobs=jobs, jobs_error=error)
+    return dict(
+        host=host,
+        cluster=cluster,
+        reports_jobs=head,
+        restart=restart,
+        reasons=list(reasons),
+        running_jobs=jobs,
+        jobs_error=error,
+    )
 
 
 def test_guard_refuses_naming_nodes_reasons_jobs_and_the_ways_on():
-    nodes = [node("h", head=True, restart=True, reasons=["python_env"], jobs=[JOB]),
-             node("w1", restart=True, reasons=["python_env"]), node("w2", restart=True, reasons=["python_env", "unit"]),
-             node("w3")]
+    nodes = [
+        node("h", head=True, restart=True, reasons=["python_env"], jobs=[JOB]),
+        node("w1", restart=True, reasons=["python_env"]),
+        node("w2", restart=True, reasons=["python_env", "unit"]),
+        node("w3"),
+    ]
     errors, warnings, running = ns.guard(nodes, allow=False)
     assert warnings == [] and running == {"default": ["rlinfra-smoke-default-r1"]}
     (error,) = errors
-    assert error == ("Ray would restart on h, w1 (python_env); w2 (python_env, unit) of cluster 'default', where job(s) "
-                     "rlinfra-smoke-default-r1 (RUNNING) run: stop them first (ansible-playbook stop.yml -e exp=smoke "
-                     "-e run=r1) or re-run with -e ray_restart_running_jobs=true to restart anyway (they fail)")
+    assert error == (
+        "Ray would restart on h, w1 (python_env); w2 (python_env, unit) of cluster 'default', where job(s) "
+        "rlinfra-smoke-default-r1 (RUNNING) run: stop them first (ansible-playbook stop.yml -e exp=smoke "
+        "-e run=r1) or re-run with -e ray_restart_running_jobs=true to restart anyway (they fail)"
+    )
     assert ns.refusal(errors).startswith("Refusing to restart Ray under a running job, nothing was changed: Ray would")
 
 
@@ -80,19 +112,27 @@ def test_guard_allowed_warns():
 
 
 def test_guard_lets_through_what_no_job_is_under():
-    nodes = [node("h", head=True, jobs=[JOB]), node("w"),  # a job, no restart
-             node("h2", cluster="b", head=True, restart=True, reasons=["unit"], jobs=[]),  # a restart, no job
-             node("w2", cluster="b", restart=True, reasons=["no_record"])]
+    nodes = [
+        node("h", head=True, jobs=[JOB]),
+        node("w"),  # a job, no restart
+        node("h2", cluster="b", head=True, restart=True, reasons=["unit"], jobs=[]),  # a restart, no job
+        node("w2", cluster="b", restart=True, reasons=["no_record"]),
+    ]
     assert ns.guard(nodes, allow=False) == ([], [], {"default": ["rlinfra-smoke-default-r1"], "b": []})
 
 
 def test_guard_one_error_per_blocked_cluster_and_unlisted_jobs():
     other = dict(JOB, submission_id="hand-made", metadata={})
-    pending = dict(JOB, status="PENDING", submission_id="rlinfra-x-b",
-                   metadata={"rlinfra_experiment": "x", "rlinfra_cluster": "b"})
-    nodes = [node("h", head=True, restart=True, reasons=["token"], jobs=[other]),
-             node("h2", cluster="b", head=True, jobs=[pending]), node("w2", cluster="b", restart=True, reasons=["environment"]),
-             node("h3", cluster="c", head=True, error="HTTP 503"), node("w3", cluster="c", restart=True, reasons=["unit"])]
+    pending = dict(
+        JOB, status="PENDING", submission_id="rlinfra-x-b", metadata={"rlinfra_experiment": "x", "rlinfra_cluster": "b"}
+    )
+    nodes = [
+        node("h", head=True, restart=True, reasons=["token"], jobs=[other]),
+        node("h2", cluster="b", head=True, jobs=[pending]),
+        node("w2", cluster="b", restart=True, reasons=["environment"]),
+        node("h3", cluster="c", head=True, error="HTTP 503"),
+        node("w3", cluster="c", restart=True, reasons=["unit"]),
+    ]
     errors, _, _ = ns.guard(nodes, allow=False)
     assert len(errors) == 3
     assert "hand-made (RUNNING)" in errors[0] and "(ray job stop hand-made)" in errors[0]
@@ -102,10 +142,15 @@ def test_guard_one_error_per_blocked_cluster_and_unlisted_jobs():
 
 
 def test_guard_module(module_runner):
-    nodes = [node("h", head=True, restart=True, reasons=["python_env"], jobs=[JOB]), node("w", restart=True, reasons=["python_env"])]
+    nodes = [
+        node("h", head=True, restart=True, reasons=["python_env"], jobs=[JOB]),
+        node("w", restart=True, reasons=["python_env"]),
+    ]
     res = module_runner(ray_node_guard.main, dict(nodes=nodes))
     assert res["failed"] is True and "\n" not in res["msg"]
-    assert res["msg"].startswith("Refusing to restart Ray under a running job, nothing was changed: Ray would restart on h, w")
+    assert res["msg"].startswith(
+        "Refusing to restart Ray under a running job, nothing was changed: Ray would restart on h, w"
+    )
     assert res["restarting"] == {"default": ["h", "w"]}
 
     typo = module_runner(ray_node_guard.main, dict(nodes=nodes, restart_running_jobs="treu"))
@@ -117,11 +162,14 @@ def test_guard_module(module_runner):
     assert "rlinfra-smoke-default-r1" in json.dumps(allowed.get("warnings"))
     assert allowed["running_jobs"] == {"default": ["rlinfra-smoke-default-r1"]}
 
-    quiet = module_runner(ray_node_guard.main, dict(nodes=[node("h", head=True, jobs=[JOB])], restart_running_jobs=False))
+    quiet = module_runner(
+        ray_node_guard.main, dict(nodes=[node("h", head=True, jobs=[JOB])], restart_running_jobs=False)
+    )
     assert quiet.get("failed") is not True and quiet["allow"] is False and quiet["restarting"] == {}
 
 
 # --- ray_node_state -------------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def state(tmp_path, module_runner, monkeypatch):
@@ -131,17 +179,27 @@ def state(tmp_path, module_runner, monkeypatch):
     env_state.write_text(json.dumps({"fingerprint": "fp1", "inputs": "in1"}))
 
     def run(check_mode=False, **options):
-        args = dict(path=str(tmp_path / "rlinfra-state.json"), service="ray-worker.service", inputs=INPUTS,
-                    python_env_state=str(env_state))
+        args = dict(
+            path=str(tmp_path / "rlinfra-state.json"),
+            service="ray-worker.service",
+            inputs=INPUTS,
+            python_env_state=str(env_state),
+        )
         args.update(options)
         return module_runner(ray_node_state.main, args, check_mode=check_mode)
+
     run.active, run.env_state, run.path = active, env_state, tmp_path / "rlinfra-state.json"
     return run
 
 
 def test_state_query_record_query(state):
     first = state()
-    assert (first["active"], first["recorded"], first["restart"], first["reasons"]) == (True, False, True, ["no_record"])
+    assert (first["active"], first["recorded"], first["restart"], first["reasons"]) == (
+        True,
+        False,
+        True,
+        ["no_record"],
+    )
     state.active["value"] = False
     assert state()["restart"] is False  # not running: a start, not a restart
     state.active["value"] = True
@@ -154,7 +212,9 @@ def test_state_query_record_query(state):
     assert state(state="recorded")["changed"] is False
 
     same = state()
-    assert same["changed"] is False and same["restart"] is False and same["reasons"] == [] and same["fingerprint"] == "fp1"
+    assert (
+        same["changed"] is False and same["restart"] is False and same["reasons"] == [] and same["fingerprint"] == "fp1"
+    )
     assert state(inputs=dict(INPUTS, token="u" * 64))["reasons"] == ["token"]
 
     state.env_state.write_text(json.dumps({"fingerprint": "fp2", "inputs": "in2"}))  # a new environment installed
@@ -166,7 +226,9 @@ def test_state_foresees_a_new_package_set(state):
     python = sys.executable
     version = os.popen("%s -VV" % python).read().strip().splitlines()[0]
     want = dict(python=python, packages=["ray[default]==2.60.0", "six"])
-    state.env_state.write_text(json.dumps({"fingerprint": "fp1", "inputs": inputs_digest(want["packages"], [], [], version)}))
+    state.env_state.write_text(
+        json.dumps({"fingerprint": "fp1", "inputs": inputs_digest(want["packages"], [], [], version)})
+    )
     assert state(python_env=want)["reasons"] == []
     assert state(python_env=dict(want, packages=["six", "ray[default]==2.60.0"]))["reasons"] == []  # order
     assert state(python_env=dict(want, packages=["ray[default]==2.60.0"]))["reasons"] == ["python_env"]

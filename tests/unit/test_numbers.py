@@ -8,13 +8,11 @@ import math
 import pytest
 
 from ansible_collections.rlinfra.verl.plugins.filter.pick_attempt import pick_attempt
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import cli
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray import firewall
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import cli, numbers, settings
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import client as hyperbolic
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import numbers
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import settings
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import preflight as verl_preflight
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import firewall
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.cluster_shape import cluster_shape
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import preflight as verl_preflight
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl.experiment import SHAPE_KEYS
 
 NAN = float("nan")
@@ -66,20 +64,31 @@ def test_nan():
 
 def test_tidy():
     assert numbers.tidy(8.0) == 8 and type(numbers.tidy(8.0)) is int
-    assert numbers.tidy(8.5) == 8.5 and numbers.tidy(8) == 8 and numbers.tidy("8.0") == "8.0" and numbers.tidy(None) is None
+    assert (
+        numbers.tidy(8.5) == 8.5
+        and numbers.tidy(8) == 8
+        and numbers.tidy("8.0") == "8.0"
+        and numbers.tidy(None) is None
+    )
     assert math.isinf(numbers.tidy(float("inf")))
 
 
 # --- the callers ------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("value, line", [
-    ("abc", "ray_gcs_port must be a TCP port from 1 to 65535, got 'abc'"),
-    (" 80 ", None), ("6379", None), (6379, None),
-    (True, "ray_gcs_port must be a TCP port from 1 to 65535, got True"),
-    (6379.0, "ray_gcs_port must be a TCP port from 1 to 65535, got 6379.0"),
-    ("+80", "ray_gcs_port must be a TCP port from 1 to 65535, got '+80'"),
-    ("\u0663", "ray_gcs_port must be a TCP port from 1 to 65535, got '\u0663'"),
-])
+
+@pytest.mark.parametrize(
+    "value, line",
+    [
+        ("abc", "ray_gcs_port must be a TCP port from 1 to 65535, got 'abc'"),
+        (" 80 ", None),
+        ("6379", None),
+        (6379, None),
+        (True, "ray_gcs_port must be a TCP port from 1 to 65535, got True"),
+        (6379.0, "ray_gcs_port must be a TCP port from 1 to 65535, got 6379.0"),
+        ("+80", "ray_gcs_port must be a TCP port from 1 to 65535, got '+80'"),
+        ("\u0663", "ray_gcs_port must be a TCP port from 1 to 65535, got '\u0663'"),
+    ],
+)
 def test_settings_read_whole_numbers_strictly(value, line):
     assert settings.check({"ray_gcs_port": value}) == ([line] if line else [])
 
@@ -89,18 +98,23 @@ def test_settings_range_messages_unchanged():
     assert settings.check({"ray_start_timeout": -1}) == [line + "-1"]
     assert settings.check({"ray_start_timeout": "-1"}) == [line + "'-1'"]
     # 10**30 seconds overflows the C time types a node's tools take it into: every whole number has a ceiling
-    assert settings.check({"ray_start_timeout": 10 ** 30}) == [line + "1000000000000000000000000000000"]
+    assert settings.check({"ray_start_timeout": 10**30}) == [line + "1000000000000000000000000000000"]
     assert settings.check({"ray_num_gpus": " 8 "}) == []
 
 
-@pytest.mark.parametrize("value, want", [
-    ("3", (3, None)), (" 3 ", (3, None)), (3, (3, None)),
-    ("0", (None, "attempt must be a whole number from 1 to 1000000, got '0'")),
-    (-2, (None, "attempt must be a whole number from 1 to 1000000, got -2")),
-    (2.0, (None, "attempt must be a whole number from 1 to 1000000, got 2.0")),
-    (True, (None, "attempt must be a whole number from 1 to 1000000, got True")),
-    ("\u00b2", (None, "attempt must be a whole number from 1 to 1000000, got '\u00b2'")),
-])
+@pytest.mark.parametrize(
+    "value, want",
+    [
+        ("3", (3, None)),
+        (" 3 ", (3, None)),
+        (3, (3, None)),
+        ("0", (None, "attempt must be a whole number from 1 to 1000000, got '0'")),
+        (-2, (None, "attempt must be a whole number from 1 to 1000000, got -2")),
+        (2.0, (None, "attempt must be a whole number from 1 to 1000000, got 2.0")),
+        (True, (None, "attempt must be a whole number from 1 to 1000000, got True")),
+        ("\u00b2", (None, "attempt must be a whole number from 1 to 1000000, got '\u00b2'")),
+    ],
+)
 def test_cli_counts(value, want):
     assert cli._value("attempt", value) == want
 
@@ -112,7 +126,9 @@ def test_pick_attempt_numbers():
     assert pick_attempt(jobs, "r", None)["attempt"] == 2
     for bad in (True, 2.0, "-1", "0", "\u00b2"):  # '\u00b2' once raised a ValueError out of the filter
         assert pick_attempt(jobs, "r", bad)["error"] == (
-            "attempt must be a whole number from 1 to 1000000, got %r (-e attempt=K, or leave it out for the newest)" % (bad,))
+            "attempt must be a whole number from 1 to 1000000, got %r (-e attempt=K, or leave it out for the newest)"
+            % (bad,)
+        )
 
 
 def test_firewall_ports():

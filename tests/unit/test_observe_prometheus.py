@@ -26,26 +26,39 @@ MATRIX = {
     "data": {
         "resultType": "matrix",
         "result": [
-            {"metric": {"instance": "10.0.0.5:9100", "job": "node"},
-             "values": [[1435781430.781, "1"], [1435781445.781, "1"], [1435781460.781, "1"]]},
-            {"metric": {"instance": "10.0.0.6:9100", "job": "node"},
-             "values": [[1435781430.781, "0"], [1435781445.781, "NaN"], [1435781460.781, "+Inf"]]},
+            {
+                "metric": {"instance": "10.0.0.5:9100", "job": "node"},
+                "values": [[1435781430.781, "1"], [1435781445.781, "1"], [1435781460.781, "1"]],
+            },
+            {
+                "metric": {"instance": "10.0.0.6:9100", "job": "node"},
+                "values": [[1435781430.781, "0"], [1435781445.781, "NaN"], [1435781460.781, "+Inf"]],
+            },
         ],
     },
 }
 RAY_GPU = {
     "status": "success",
-    "data": {"resultType": "matrix", "result": [
-        {"metric": {"ip": "10.0.0.5"}, "values": [[1700000000, "87.5"], [1700000015, "90"]]},
-        {"metric": {"ip": "10.0.0.9"}, "values": [[1700000000, "12"]]},
-    ]},
+    "data": {
+        "resultType": "matrix",
+        "result": [
+            {"metric": {"ip": "10.0.0.5"}, "values": [[1700000000, "87.5"], [1700000015, "90"]]},
+            {"metric": {"ip": "10.0.0.9"}, "values": [[1700000000, "12"]]},
+        ],
+    },
 }
 EMPTY = {"status": "success", "data": {"resultType": "matrix", "result": []}}
-ERROR = {"status": "error", "errorType": "bad_data",
-         "error": 'invalid parameter "query": 1:8: parse error: unexpected end of input'}
-TOO_MANY = {"status": "error", "errorType": "bad_data",
-            "error": "exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution "
-                     "(?step=XX)"}
+ERROR = {
+    "status": "error",
+    "errorType": "bad_data",
+    "error": 'invalid parameter "query": 1:8: parse error: unexpected end of input',
+}
+TOO_MANY = {
+    "status": "error",
+    "errorType": "bad_data",
+    "error": "exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution "
+    "(?step=XX)",
+}
 
 
 def test_the_expressions():
@@ -80,11 +93,15 @@ def test_the_range_request_and_its_step():
 
 def test_a_matrix_maps_addresses_to_hosts_and_non_numbers_to_gaps():
     out = P.parse(json.dumps(MATRIX), NAMES)
-    assert out == {"gpu-0": [(1435781430.781, 1.0), (1435781445.781, 1.0), (1435781460.781, 1.0)],
-                   "gpu-1": [(1435781430.781, 0.0), (1435781445.781, None), (1435781460.781, None)]}
+    assert out == {
+        "gpu-0": [(1435781430.781, 1.0), (1435781445.781, 1.0), (1435781460.781, 1.0)],
+        "gpu-1": [(1435781430.781, 0.0), (1435781445.781, None), (1435781460.781, None)],
+    }
     # Ray's ``ip``; a node the inventory does not name keeps its address.
-    assert P.parse(RAY_GPU, NAMES) == {"gpu-0": [(1700000000.0, 87.5), (1700000015.0, 90.0)],
-                                       "10.0.0.9": [(1700000000.0, 12.0)]}
+    assert P.parse(RAY_GPU, NAMES) == {
+        "gpu-0": [(1700000000.0, 87.5), (1700000015.0, 90.0)],
+        "10.0.0.9": [(1700000000.0, 12.0)],
+    }
     assert P.parse(EMPTY, NAMES) == {} and P.parse(json.dumps(MATRIX).encode(), {})["10.0.0.5"][0][1] == 1.0
 
 
@@ -97,14 +114,19 @@ def test_addresses_in_labels():
     assert P.node_name({"job": "x"}, NAMES) is None
 
 
-@pytest.mark.parametrize("body, line", [
-    (ERROR, 'Prometheus answered bad_data: invalid parameter "query": 1:8: parse error: unexpected end of input'),
-    (TOO_MANY, "Prometheus answered bad_data: exceeded maximum resolution of 11,000 points per timeseries"),
-    ("<html>502 Bad Gateway</html>", "the answer is not Prometheus's JSON"),
-    ('["not", "an", "object"]', "the answer is not Prometheus's JSON object"),
-    ({"status": "success", "data": {"resultType": "vector", "result": []}},
-     "Prometheus's answer is not a range query's matrix (resultType 'vector')"),
-])
+@pytest.mark.parametrize(
+    "body, line",
+    [
+        (ERROR, 'Prometheus answered bad_data: invalid parameter "query": 1:8: parse error: unexpected end of input'),
+        (TOO_MANY, "Prometheus answered bad_data: exceeded maximum resolution of 11,000 points per timeseries"),
+        ("<html>502 Bad Gateway</html>", "the answer is not Prometheus's JSON"),
+        ('["not", "an", "object"]', "the answer is not Prometheus's JSON object"),
+        (
+            {"status": "success", "data": {"resultType": "vector", "result": []}},
+            "Prometheus's answer is not a range query's matrix (resultType 'vector')",
+        ),
+    ],
+)
 def test_errors_are_one_line(body, line):
     with pytest.raises(P.PrometheusError) as e:
         P.parse(body, NAMES)
@@ -121,8 +143,9 @@ def test_the_first_expression_with_data_wins():
     out, problems = P.utilisation(answers, NAMES)
     assert sorted(out) == ["cpu", "gpu"]
     assert out["gpu"]["gpu-0"][0] == (1700000000.0, 87.5)
-    assert problems == ['memory: Prometheus answered bad_data: invalid parameter "query": 1:8: parse error: '
-                        'unexpected end of input']
+    assert problems == [
+        'memory: Prometheus answered bad_data: invalid parameter "query": 1:8: parse error: unexpected end of input'
+    ]
     assert P.utilisation({}, NAMES) == ({}, [])
 
 
@@ -131,8 +154,13 @@ def test_the_dcgm_queries_name_what_a_real_exporter_serves():
     sandbox's stand-in exporter serves to a real Prometheus (test_sandbox_ops)."""
     import os
     import re
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "gpu",
-                        "dcgm_exporter_metrics_t4_drv460_datadog_EXCERPT.txt")
+
+    path = os.path.join(
+        os.path.dirname(os.path.abspath(__file__)),
+        "fixtures",
+        "gpu",
+        "dcgm_exporter_metrics_t4_drv460_datadog_EXCERPT.txt",
+    )
     with open(path) as f:
         served = set(re.findall(r"^(DCGM_FI_\w+)\{", f.read(), re.M))
     asked = set(re.findall(r"\bDCGM_FI_\w+", " ".join(P.GPU_DCGM.split() + P.GPU_MEMORY_DCGM.split())))

@@ -37,15 +37,24 @@ def test_a_marked_directory_goes_and_check_mode_only_says_so(tmp_path, module_ru
 
 
 @pytest.mark.parametrize("check_mode", [False, True])
-@pytest.mark.parametrize("setup,line", [
-    (lambda t: _venv(t / "venv", marked=False),
-     "refusing to remove the Python environment {t}/venv: it holds files but not rlinfra-fingerprint.txt, so it was "
-     "not made by rlinfra"),
-    (lambda t: os.symlink(_venv(t / "real"), t / "venv"),
-     "refusing to remove the Python environment {t}/venv: it is a symbolic link (to {t}/real)"),
-    (lambda t: (t / "venv").write_text("a file"),
-     "refusing to remove the Python environment {t}/venv: it is a file, not a directory"),
-])
+@pytest.mark.parametrize(
+    "setup,line",
+    [
+        (
+            lambda t: _venv(t / "venv", marked=False),
+            "refusing to remove the Python environment {t}/venv: it holds files but not rlinfra-fingerprint.txt, so it was "
+            "not made by rlinfra",
+        ),
+        (
+            lambda t: os.symlink(_venv(t / "real"), t / "venv"),
+            "refusing to remove the Python environment {t}/venv: it is a symbolic link (to {t}/real)",
+        ),
+        (
+            lambda t: (t / "venv").write_text("a file"),
+            "refusing to remove the Python environment {t}/venv: it is a file, not a directory",
+        ),
+    ],
+)
 def test_what_is_not_ours_stays(tmp_path, module_runner, setup, line, check_mode):
     setup(tmp_path)
     before = sorted(p.name for p in tmp_path.rglob("*"))
@@ -54,27 +63,44 @@ def test_what_is_not_ours_stays(tmp_path, module_runner, setup, line, check_mode
     assert sorted(p.name for p in tmp_path.rglob("*")) == before
 
 
-@pytest.mark.parametrize("path,line", [
-    ("/", "refusing to remove the Python environment /: a system or top-level directory"),
-    ("/opt", "refusing to remove the Python environment /opt: a system or top-level directory"),
-    ("/usr/", "refusing to remove the Python environment /usr: a system or top-level directory"),
-    ("/ray", "refusing to remove the Python environment /ray: a system or top-level directory"),
-    ("/data/venv", "refusing to remove the Python environment /data/venv: it lies inside the kept directory /data, "
-                   "which a teardown never removes"),
-    # Two leading slashes: os.path.normpath keeps them, Linux reads /mnt (often empty, so no marker would be needed).
-    ("//mnt", "refusing to remove the Python environment /mnt: a system or top-level directory"),
-    ("//opt/", "refusing to remove the Python environment /opt: a system or top-level directory"),
-    ("//data/venv", "refusing to remove the Python environment /data/venv: it lies inside the kept directory /data, "
-                    "which a teardown never removes"),
-    ("/data//./venv", "refusing to remove the Python environment /data/venv: it lies inside the kept directory /data, "
-                      "which a teardown never removes"),
-])
+@pytest.mark.parametrize(
+    "path,line",
+    [
+        ("/", "refusing to remove the Python environment /: a system or top-level directory"),
+        ("/opt", "refusing to remove the Python environment /opt: a system or top-level directory"),
+        ("/usr/", "refusing to remove the Python environment /usr: a system or top-level directory"),
+        ("/ray", "refusing to remove the Python environment /ray: a system or top-level directory"),
+        (
+            "/data/venv",
+            "refusing to remove the Python environment /data/venv: it lies inside the kept directory /data, "
+            "which a teardown never removes",
+        ),
+        # Two leading slashes: os.path.normpath keeps them, Linux reads /mnt (often empty, so no marker would be needed).
+        ("//mnt", "refusing to remove the Python environment /mnt: a system or top-level directory"),
+        ("//opt/", "refusing to remove the Python environment /opt: a system or top-level directory"),
+        (
+            "//data/venv",
+            "refusing to remove the Python environment /data/venv: it lies inside the kept directory /data, "
+            "which a teardown never removes",
+        ),
+        (
+            "/data//./venv",
+            "refusing to remove the Python environment /data/venv: it lies inside the kept directory /data, "
+            "which a teardown never removes",
+        ),
+    ],
+)
 def test_system_and_kept_directories_are_refused_by_name(module_runner, path, line):
     # The removal rule itself (module_utils/common/owned.py), stricter than where the collection may write: any
     # top-level directory, the kept ones.
     with pytest.raises(owned.NotOurs) as refused:
-        owned.check(path, [MARK], inputs=[("the kept directory", "/data", "which a teardown never removes")],
-                    what="Python environment", verb="remove")
+        owned.check(
+            path,
+            [MARK],
+            inputs=[("the kept directory", "/data", "which a teardown never removes")],
+            what="Python environment",
+            verb="remove",
+        )
     assert str(refused.value) == line
     # Through the module, the path's type (purpose "owns") answers first where it can: / and the system's and others'
     # directories never reach the module's own code.
@@ -89,8 +115,10 @@ def test_system_and_kept_directories_are_refused_by_name(module_runner, path, li
 def test_a_directory_that_holds_what_is_kept_is_refused(tmp_path, module_runner):
     _venv(tmp_path / "top" / "venv")
     out = module_runner(owned_dir.main, _args(tmp_path / "top", keep=[str(tmp_path / "top" / "venv")]))
-    assert out["failed"] and out["msg"].startswith("refusing to remove the Python environment %s: it contains the kept "
-                                                   "directory %s/top/venv" % (tmp_path / "top", tmp_path))
+    assert out["failed"] and out["msg"].startswith(
+        "refusing to remove the Python environment %s: it contains the kept "
+        "directory %s/top/venv" % (tmp_path / "top", tmp_path)
+    )
     assert (tmp_path / "top" / "venv" / MARK).exists()
 
 
@@ -119,13 +147,15 @@ def test_a_volume_mounted_below_is_refused_and_nothing_goes(tmp_path, monkeypatc
     (venv / "cache").mkdir()
     info = tmp_path / "mountinfo"
     # as the kernel writes it: a space in a path is \040
-    info.write_text("22 1 8:1 / / rw - ext4 /dev/sda1 rw\n"
-                    "40 22 0:5 / %s/cache\\040dir rw - nfs srv:/x rw\n" % venv)
+    info.write_text("22 1 8:1 / / rw - ext4 /dev/sda1 rw\n40 22 0:5 / %s/cache\\040dir rw - nfs srv:/x rw\n" % venv)
     os.rename(venv / "cache", venv / "cache dir")
     monkeypatch.setattr(owned, "MOUNTINFO", str(info))
     with pytest.raises(owned.NotOurs) as e:
         owned.remove(str(venv), [MARK])
-    assert str(e.value) == "refusing to remove the directory %s: a volume is mounted below it (%s/cache dir)" % (venv, venv)
+    assert str(e.value) == "refusing to remove the directory %s: a volume is mounted below it (%s/cache dir)" % (
+        venv,
+        venv,
+    )
     assert (venv / MARK).exists() and (venv / "cache dir").is_dir()
 
 
@@ -163,6 +193,7 @@ def test_staging_is_new_and_never_a_path_that_was_there(tmp_path):
 
 # A marker proves what the collection made, never a directory it was given and wrote into -------------------------
 
+
 def test_claim_marks_only_a_directory_made_here_or_found_empty(tmp_path):
     assert owned.claim(str(tmp_path / "new" / "venv")) and (tmp_path / "new" / "venv" / owned.CLAIM).is_file()
     (tmp_path / "empty").mkdir()
@@ -188,6 +219,8 @@ def test_a_users_directory_the_collection_wrote_into_is_not_purged(tmp_path, mod
     assert not owned.claim(str(home))
     _venv(home)  # what python_env then put there, its fingerprint file included
     out = module_runner(owned_dir.main, _args(home, markers=[owned.CLAIM]))
-    assert out["failed"] and out["msg"] == ("refusing to remove the Python environment %s: it holds files but not "
-                                            "rlinfra-owned.txt, so it was not made by rlinfra" % home)
+    assert out["failed"] and out["msg"] == (
+        "refusing to remove the Python environment %s: it holds files but not "
+        "rlinfra-owned.txt, so it was not made by rlinfra" % home
+    )
     assert (home / "thesis.tex").read_text() == "mine"

@@ -72,7 +72,9 @@ def test_the_surfaces_have_paths_to_check():
 def test_every_path_field_says_what_it_is_for():
     generic = sorted(where for where, t in DECLARED if t.purpose not in paths.PURPOSES)
     assert not generic, "path fields without a purpose (give each one of %s):\n%s" % (
-        ", ".join(paths.PURPOSES), "\n".join(generic))
+        ", ".join(paths.PURPOSES),
+        "\n".join(generic),
+    )
 
 
 def test_a_path_without_a_purpose_is_found():
@@ -95,8 +97,20 @@ def test_every_path_variable_of_the_roles_has_a_typed_purpose():
         "verl_job_token_path": "a file the Ray modules only read (auth_token_path, reads): anywhere is good",
         "python_env_fingerprint_file": "python_env_sync's fingerprint_file (writes); its default lies in python_env_path",
     }
-    path_like = ("_dir", "_path", "_root", "_point", "_file", "_mounts", "_venv", "_store", "_wheelhouse", "_archive",
-                 "_export", "_python")
+    path_like = (
+        "_dir",
+        "_path",
+        "_root",
+        "_point",
+        "_file",
+        "_mounts",
+        "_venv",
+        "_store",
+        "_wheelhouse",
+        "_archive",
+        "_export",
+        "_python",
+    )
     missing = []
     for spec in glob.glob(os.path.join(ROOT, "roles", "*", "meta", "argument_specs.yml")):
         with open(spec) as handle:
@@ -114,22 +128,42 @@ def test_every_path_variable_of_the_roles_has_a_typed_purpose():
     assert not missing, "role path variables without a typed purpose:\n" + "\n".join(sorted(set(missing)))
 
 
-@pytest.mark.parametrize("path,purpose,bad", [
-    ("/", "owns", "not /"), ("/usr", "owns", "/usr is one"), ("//etc", "writes", "/etc is one"),
-    ("/etc/ssh", "mounts", "/etc/ssh is under /etc"), ("/proc/1/x", "local", "under /proc"),
-    ("/var/lib", "owns", "not /var/lib itself"), ("/home/ubuntu", "writes", "not /home/ubuntu itself"),
-    ("/opt/", "owns", "not /opt itself"), ("/etc", "config", "not /etc itself"), ("/usr/lib/x", "config", "under /usr"),
-    ("/var/lib/dpkg/x", "owns", "under /var/lib/dpkg"),
-])
+@pytest.mark.parametrize(
+    "path,purpose,bad",
+    [
+        ("/", "owns", "not /"),
+        ("/usr", "owns", "/usr is one"),
+        ("//etc", "writes", "/etc is one"),
+        ("/etc/ssh", "mounts", "/etc/ssh is under /etc"),
+        ("/proc/1/x", "local", "under /proc"),
+        ("/var/lib", "owns", "not /var/lib itself"),
+        ("/home/ubuntu", "writes", "not /home/ubuntu itself"),
+        ("/opt/", "owns", "not /opt itself"),
+        ("/etc", "config", "not /etc itself"),
+        ("/usr/lib/x", "config", "under /usr"),
+        ("/var/lib/dpkg/x", "owns", "under /var/lib/dpkg"),
+    ],
+)
 def test_misplaced(path, purpose, bad):
     assert bad in paths.misplaced(path, purpose)
 
 
-@pytest.mark.parametrize("path,purpose", [
-    ("/opt/rlinfra/venv", "owns"), ("/workspace", "writes"), ("/data", "mounts"), ("/etc/ray", "config"),
-    ("/etc/systemd/system", "config"), ("/var/lib/rlinfra", "owns"), ("/home/ubuntu/ckpt", "writes"),
-    ("/usr/bin/python3", "reads"), ("/", "remote"), ("/tmp/x", "local"), ("artifacts", "local"),
-])
+@pytest.mark.parametrize(
+    "path,purpose",
+    [
+        ("/opt/rlinfra/venv", "owns"),
+        ("/workspace", "writes"),
+        ("/data", "mounts"),
+        ("/etc/ray", "config"),
+        ("/etc/systemd/system", "config"),
+        ("/var/lib/rlinfra", "owns"),
+        ("/home/ubuntu/ckpt", "writes"),
+        ("/usr/bin/python3", "reads"),
+        ("/", "remote"),
+        ("/tmp/x", "local"),
+        ("artifacts", "local"),
+    ],
+)
 def test_placed(path, purpose):
     assert paths.misplaced(path, purpose) is None
 

@@ -51,14 +51,33 @@ def server(tmp_path):
         httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         if tls:
             cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-            subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
-                            str(cert), "-days", "1", "-subj", "/CN=127.0.0.1"], check=True, capture_output=True)
+            subprocess.run(
+                [
+                    "openssl",
+                    "req",
+                    "-x509",
+                    "-newkey",
+                    "rsa:2048",
+                    "-nodes",
+                    "-keyout",
+                    str(key),
+                    "-out",
+                    str(cert),
+                    "-days",
+                    "1",
+                    "-subj",
+                    "/CN=127.0.0.1",
+                ],
+                check=True,
+                capture_output=True,
+            )
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(str(cert), str(key))
             httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
         threading.Thread(target=httpd.serve_forever, daemon=True).start()
         servers.append(httpd)
         return "%s://127.0.0.1:%d" % ("https" if tls else "http", httpd.server_address[1])
+
     servers = []
     Handler.seen = []
     yield start
@@ -72,8 +91,10 @@ def test_the_client_sends_json_and_the_token_header_over_plain_http(server):
     client = RayClient(address, token=TOKEN, retries=0)
     assert client.version() == {"ray_version": "2.60.0"}
     assert client.request("POST", "/api/jobs/", {"entrypoint": "echo hi"}) == {"submission_id": "x"}
-    assert [s[:3] for s in Handler.seen] == [("GET", "/api/version", "Bearer " + TOKEN),
-                                            ("POST", "/api/jobs/", "Bearer " + TOKEN)]
+    assert [s[:3] for s in Handler.seen] == [
+        ("GET", "/api/version", "Bearer " + TOKEN),
+        ("POST", "/api/jobs/", "Bearer " + TOKEN),
+    ]
     assert json.loads(Handler.seen[1][3]) == {"entrypoint": "echo hi"}
 
 
@@ -89,7 +110,9 @@ def test_a_redirect_is_refused_with_its_status_not_followed(server):
 
 def test_a_self_signed_certificate_is_refused_unless_validate_certs_is_false(server):
     address = server(tls=True)
-    with pytest.raises(RayError, match="TLS error talking to the Ray dashboard at %s.*set validate_certs: false" % address):
+    with pytest.raises(
+        RayError, match="TLS error talking to the Ray dashboard at %s.*set validate_certs: false" % address
+    ):
         RayClient(address, token=TOKEN, retries=0).version()
     assert RayClient(address, token=TOKEN, validate_certs=False, retries=0).version() == {"ray_version": "2.60.0"}
     assert TOKEN not in str(RayClient(address, token=TOKEN, retries=0)._fail(RayError, "echo " + TOKEN))

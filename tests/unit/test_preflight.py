@@ -14,10 +14,9 @@ import zipfile
 import pytest
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import files
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_render
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import package as R
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayAuthError, RayClient
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment, experiment_render
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import preflight as verl_preflight
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -38,6 +37,7 @@ def test_verl_is_really_there_and_not_imported():
     assert config_dir and os.path.isfile(os.path.join(config_dir, "ppo_trainer.yaml"))
     assert importlib.util.find_spec("verl").origin.endswith("verl/__init__.py")
     import sys
+
     assert "verl" not in sys.modules  # find_spec only; verl's __init__ would pull torch
 
 
@@ -66,9 +66,16 @@ def test_wrong_type_fails_naming_key_and_type():
 
 
 def test_mandatory_rollout_name_is_required():
-    exp = experiment.validate("norollout", os.path.join(EXPERIMENTS, "norollout.yml"), {"params": {
-        "data": {"train_files": "/d/t.parquet", "val_files": "/d/v.parquet"},
-        "actor_rollout_ref": {"model": {"path": "Qwen/Qwen2.5-0.5B-Instruct"}}}})
+    exp = experiment.validate(
+        "norollout",
+        os.path.join(EXPERIMENTS, "norollout.yml"),
+        {
+            "params": {
+                "data": {"train_files": "/d/t.parquet", "val_files": "/d/v.parquet"},
+                "actor_rollout_ref": {"model": {"path": "Qwen/Qwen2.5-0.5B-Instruct"}},
+            }
+        },
+    )
     result = verl_preflight.check_verl_config(experiment_render.render(exp, nodes(1))["overrides"])
     assert result["status"] == "failed"
     assert "leaves actor_rollout_ref.rollout.name unset" in result["message"]
@@ -85,20 +92,26 @@ def test_skipped_with_reason_when_verl_is_missing(monkeypatch):
 
 # Resources -----------------------------------------------------------------------------------
 
+
 def test_gpu_shortage_fails():
     exp, r = rendered("math_grpo_qwen14b", cluster=nodes(2))
-    result = verl_preflight.check_resources(exp.framework, exp.conventions, r["nnodes"], r["gpus_per_node"], nodes(2), "math14b")
+    result = verl_preflight.check_resources(
+        exp.framework, exp.conventions, r["nnodes"], r["gpus_per_node"], nodes(2), "math14b"
+    )
     assert result["status"] == "failed"
     assert result["message"] == (
         "not enough GPUs: trainer.nnodes=4 x trainer.n_gpus_per_node=8 needs 4 node(s) with 8 GPU(s) each (32 GPUs), "
         "but cluster 'math14b' has 2 such node(s) and 16 GPU(s) in all (2 node(s), GPUs per node [8, 8], "
-        "CPUs per node [96, 96])")
+        "CPUs per node [96, 96])"
+    )
 
 
 def test_cpu_rule_three_per_gpu():
     exp, r = rendered("math_grpo_qwen14b")
     small = nodes(4, gpus=8, cpus=16)
-    result = verl_preflight.check_resources(exp.framework, exp.conventions, r["nnodes"], r["gpus_per_node"], small, "math14b")
+    result = verl_preflight.check_resources(
+        exp.framework, exp.conventions, r["nnodes"], r["gpus_per_node"], small, "math14b"
+    )
     assert result["status"] == "failed"
     assert "verl reserves 3 CPUs per GPU, so each of the 4 node(s) needs 24 CPUs for 8 GPUs" in result["message"]
     # Exactly 24 CPUs per node leave nothing for the TaskRunner and the driver (entrypoint_num_cpus: 1).
@@ -106,7 +119,10 @@ def test_cpu_rule_three_per_gpu():
     result = verl_preflight.check_resources(exp.framework, exp.conventions, 4, 8, tight, "math14b", r["resources"])
     assert result["status"] == "failed" and "TaskRunner plus the entrypoint need 2 more" in result["message"]
     ok = nodes(3, gpus=8, cpus=24) + nodes(1, gpus=8, cpus=26)
-    assert verl_preflight.check_resources(exp.framework, exp.conventions, 4, 8, ok, "math14b", r["resources"])["status"] == "passed"
+    assert (
+        verl_preflight.check_resources(exp.framework, exp.conventions, 4, 8, ok, "math14b", r["resources"])["status"]
+        == "passed"
+    )
 
 
 def test_no_gpu_at_all_and_cpu_only_custom():
@@ -115,9 +131,15 @@ def test_no_gpu_at_all_and_cpu_only_custom():
     assert result["status"] == "failed"
     assert "verl needs GPUs but the job asks for trainer.nnodes=3 x trainer.n_gpus_per_node=0" in result["message"]
     smoke, rs = rendered("smoke", cluster=nodes(3, gpus=0, cpus=2))
-    assert verl_preflight.check_resources("custom", "verl", rs["nnodes"], rs["gpus_per_node"], nodes(3, gpus=0, cpus=2))["status"] \
+    assert (
+        verl_preflight.check_resources("custom", "verl", rs["nnodes"], rs["gpus_per_node"], nodes(3, gpus=0, cpus=2))[
+            "status"
+        ]
         == "passed"
-    too_big = verl_preflight.check_resources("custom", "none", 0, 0, nodes(3, gpus=0, cpus=2), "default", {"entrypoint_num_gpus": 1})
+    )
+    too_big = verl_preflight.check_resources(
+        "custom", "none", 0, 0, nodes(3, gpus=0, cpus=2), "default", {"entrypoint_num_gpus": 1}
+    )
     assert too_big["status"] == "failed" and "can hold the entrypoint" in too_big["message"]
 
 
@@ -129,6 +151,7 @@ def test_nemo_rl_gpu_check():
 
 
 # working_dir -----------------------------------------------------------------------------------
+
 
 def test_oversized_working_dir_fails_at_rays_real_limit(tmp_path):
     assert R.RAY_PACKAGE_MAX_BYTES == 100 * 1024 * 1024  # Ray 2.60: the dashboard's client_max_size
@@ -182,11 +205,15 @@ def test_package_is_deterministic_and_content_addressed(tmp_path):
     assert R.build_package(str(wd))["uri"] != first["uri"]
 
 
-LINK_OUT = ("working_dir {wd}: {rel} leads outside it through a symbolic link, and a job is sent only the "
-            "working_dir's own files: copy what it needs into the working_dir, or leave the link out with the "
-            'experiment\'s excludes (e.g. excludes: ["{rel}"])')
-ROOT_OUT = ("working_dir {wd} leads outside the experiments directory {exps} through a symbolic link; copy its files "
-            "into the experiments directory (a job is sent only what lies inside it)")
+LINK_OUT = (
+    "working_dir {wd}: {rel} leads outside it through a symbolic link, and a job is sent only the "
+    "working_dir's own files: copy what it needs into the working_dir, or leave the link out with the "
+    'experiment\'s excludes (e.g. excludes: ["{rel}"])'
+)
+ROOT_OUT = (
+    "working_dir {wd} leads outside the experiments directory {exps} through a symbolic link; copy its files "
+    "into the experiments directory (a job is sent only what lies inside it)"
+)
 
 
 def _linked_tree(tmp_path):
@@ -203,8 +230,10 @@ def _linked_tree(tmp_path):
     return exps, outside
 
 
-@pytest.mark.parametrize("rel,target", [("etc_passwd", "{outside}/id_rsa"), ("all", "/"), ("pkg/up", "../../.."),
-                                        ("pkg/key", "../../../outside/id_rsa")])
+@pytest.mark.parametrize(
+    "rel,target",
+    [("etc_passwd", "{outside}/id_rsa"), ("all", "/"), ("pkg/up", "../../.."), ("pkg/key", "../../../outside/id_rsa")],
+)
 def test_a_link_out_of_the_working_dir_is_refused_naming_it_and_nothing_is_written(tmp_path, rel, target):
     exps, outside = _linked_tree(tmp_path)
     wd = exps / "wd"
@@ -231,8 +260,12 @@ def test_links_that_stay_inside_are_kept_and_excluded_links_out_are_left_out(tmp
     assert names == ["alias.py", "train.py", "pkg/"]
     # The working_dir may itself be a link to a directory inside the experiments directory.
     os.symlink("wd", exps / "wd_alias")
-    assert verl_preflight.check_working_dir(str(exps / "wd_alias"), excludes=["key", "pkg/root"],
-                                            experiments_dir=str(exps))["status"] == "passed"
+    assert (
+        verl_preflight.check_working_dir(
+            str(exps / "wd_alias"), excludes=["key", "pkg/root"], experiments_dir=str(exps)
+        )["status"]
+        == "passed"
+    )
 
 
 @pytest.mark.parametrize("target", ["{outside}", "/"])
@@ -253,6 +286,7 @@ def _failing(monkeypatch, module, name, err, match=""):
         if match in str(path):
             raise OSError(err, os.strerror(err), str(path))
         return real(path, *args, **kwargs)
+
     monkeypatch.setattr(module, name, fake, raising=False)
 
 
@@ -260,14 +294,18 @@ ARTIFACTS_LINE = "verl_job_artifacts_dir {dir}: cannot write the working_dir pac
 ELSEWHERE = "set verl_job_artifacts_dir to another directory"
 
 
-@pytest.mark.parametrize("how,why,fix", [
-    ("disk_full", "No space left on device", "free space or " + ELSEWHERE),
-    ("full_at_close", "No space left on device", "free space or " + ELSEWHERE),
-    ("read_only", "Read-only file system", ELSEWHERE),
-    ("proc", "No such file or directory", ELSEWHERE),
-])
-def test_an_artifacts_directory_that_cannot_be_written_names_the_variable_not_the_working_dir(tmp_path, monkeypatch,
-                                                                                              how, why, fix):
+@pytest.mark.parametrize(
+    "how,why,fix",
+    [
+        ("disk_full", "No space left on device", "free space or " + ELSEWHERE),
+        ("full_at_close", "No space left on device", "free space or " + ELSEWHERE),
+        ("read_only", "Read-only file system", ELSEWHERE),
+        ("proc", "No such file or directory", ELSEWHERE),
+    ],
+)
+def test_an_artifacts_directory_that_cannot_be_written_names_the_variable_not_the_working_dir(
+    tmp_path, monkeypatch, how, why, fix
+):
     """A full disk was reported as 'working_dir ...: cannot read' (the experiment blamed); a read-only directory or
     one under /proc gave a bare [Errno 30] / [Errno 2]."""
     exps, dummy = _linked_tree(tmp_path)
@@ -287,8 +325,15 @@ def test_an_artifacts_directory_that_cannot_be_written_names_the_variable_not_th
             def close(self):
                 self.f.close()
                 _raise(errno.ENOSPC)
-        monkeypatch.setattr(R, "open", lambda p, m="r", *a, **k: Full(real_open(p, m, *a, **k)) if p.endswith(".part")
-                            else real_open(p, m, *a, **k), raising=False)
+
+        monkeypatch.setattr(
+            R,
+            "open",
+            lambda p, m="r", *a, **k: (
+                Full(real_open(p, m, *a, **k)) if p.endswith(".part") else real_open(p, m, *a, **k)
+            ),
+            raising=False,
+        )
     elif how == "read_only":
         _failing(monkeypatch, os, "makedirs", errno.EROFS)
     else:
@@ -305,13 +350,24 @@ def _raise(err):
     raise OSError(err, os.strerror(err))
 
 
-@pytest.mark.parametrize("error,tail", [
-    (OSError(errno.EACCES, "Permission denied"), "(Permission denied): give the controller's user write access or set "
-                                                  "V to another directory"),
-    (OSError(errno.EDQUOT, "Disk quota exceeded"), "(Disk quota exceeded): free space or set V to another directory"),
-    (OSError(errno.EIO, None), "(Input/output error): set V to another directory"),  # no strerror: the errno's meaning
-    (OSError("no errno at all"), "(no errno at all): set V to another directory"),
-])
+@pytest.mark.parametrize(
+    "error,tail",
+    [
+        (
+            OSError(errno.EACCES, "Permission denied"),
+            "(Permission denied): give the controller's user write access or set V to another directory",
+        ),
+        (
+            OSError(errno.EDQUOT, "Disk quota exceeded"),
+            "(Disk quota exceeded): free space or set V to another directory",
+        ),
+        (
+            OSError(errno.EIO, None),
+            "(Input/output error): set V to another directory",
+        ),  # no strerror: the errno's meaning
+        (OSError("no errno at all"), "(no errno at all): set V to another directory"),
+    ],
+)
 def test_the_write_line_names_the_variable_the_path_and_the_reason(error, tail):
     assert files.cannot_write("V", "/a/b", "the thing", error) == "V /a/b: cannot write the thing " + tail
 
@@ -380,7 +436,9 @@ def test_ray_package_module_uploads_once(ray_head, module_runner, tmp_path):
     # Present on the cluster: the zip is not needed (not read) any more.
     gone = module_runner(mod.main, dict(args, src=str(tmp_path / "gone.zip")))
     assert (gone["changed"], gone.get("failed", False)) == (False, False)
-    absent = module_runner(mod.main, dict(args, uri="gcs://_ray_pkg_%s.zip" % ("1" * 40), src=str(tmp_path / "gone.zip")))
+    absent = module_runner(
+        mod.main, dict(args, uri="gcs://_ray_pkg_%s.zip" % ("1" * 40), src=str(tmp_path / "gone.zip"))
+    )
     assert absent["failed"] and "is not on the cluster and src" in absent["msg"], absent
     assert ray_head.token not in json.dumps(first)
     bad = module_runner(mod.main, dict(args, uri="gcs://_ray_pkg_%s.zip" % ("0" * 40)))

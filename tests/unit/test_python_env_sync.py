@@ -23,13 +23,26 @@ from ansible_collections.rlinfra.verl.plugins.modules import python_env_sync
 
 WHEELHOUSE = Path(__file__).resolve().parents[2] / ".sandbox" / "wheelhouse"
 REQUIREMENT = "a requirement such as 'ray[default]==2.60.0' (not an option line such as --index-url or -r FILE)"
-NEEDED_WHEELS = ("uv-", "iniconfig-2.3.1", "mdurl-0.1.2", "six-", "requests-", "idna-", "urllib3-", "certifi-",
-                 "charset_normalizer-")
+NEEDED_WHEELS = (
+    "uv-",
+    "iniconfig-2.3.1",
+    "mdurl-0.1.2",
+    "six-",
+    "requests-",
+    "idna-",
+    "urllib3-",
+    "certifi-",
+    "charset_normalizer-",
+)
 
 
 def dist(name, extras=(), requires=()):
-    return {"name": name, "version": "1.0", "extras": list(extras),
-            "requires": [{"name": r[0], "extras": list(r[1]), "when": list(r[2])} for r in requires]}
+    return {
+        "name": name,
+        "version": "1.0",
+        "extras": list(extras),
+        "requires": [{"name": r[0], "extras": list(r[1]), "when": list(r[2])} for r in requires],
+    }
 
 
 def root(text, name, extras=(), applies=True):
@@ -37,9 +50,16 @@ def root(text, name, extras=(), applies=True):
 
 
 DISTS = {
-    "ray": dist("ray", extras=["default", "data"], requires=[
-        ("click", (), ["", "default", "data"]), ("aiohttp", (), ["default"]), ("pandas", (), ["data"]),
-        ("smart-open", ("s3",), ["default"])]),
+    "ray": dist(
+        "ray",
+        extras=["default", "data"],
+        requires=[
+            ("click", (), ["", "default", "data"]),
+            ("aiohttp", (), ["default"]),
+            ("pandas", (), ["data"]),
+            ("smart-open", ("s3",), ["default"]),
+        ],
+    ),
     "click": dist("click"),
     "aiohttp": dist("aiohttp", requires=[("yarl", (), [""])]),
     "yarl": dist("yarl", requires=[("aiohttp", (), [""])]),  # a cycle
@@ -58,10 +78,23 @@ DISTS = {
 
 
 def test_needed_follows_extras_markers_and_cycles():
-    keep = python_env.needed(DISTS, [root("ray[Default]==2.60.0", "ray", ["Default"])],
-                             no_deps=[root("sgl_kernel==0.3", "sgl-kernel")])
-    assert keep == {"ray", "click", "aiohttp", "yarl", "smart-open", "boto3", "wrapt", "sgl-kernel",
-                    "pip", "uv", "wheel", "packaging"}  # not pandas (extra data), torch (no-deps), iniconfig
+    keep = python_env.needed(
+        DISTS, [root("ray[Default]==2.60.0", "ray", ["Default"])], no_deps=[root("sgl_kernel==0.3", "sgl-kernel")]
+    )
+    assert keep == {
+        "ray",
+        "click",
+        "aiohttp",
+        "yarl",
+        "smart-open",
+        "boto3",
+        "wrapt",
+        "sgl-kernel",
+        "pip",
+        "uv",
+        "wheel",
+        "packaging",
+    }  # not pandas (extra data), torch (no-deps), iniconfig
 
 
 def test_unneeded_names_what_the_lists_dropped():
@@ -81,23 +114,31 @@ def test_dry_run_leaves_missing_requirements_out():
     assert reason is None and "iniconfig" in remove and "click" not in remove
 
 
-@pytest.mark.parametrize("roots, no_deps, words", [
-    ([root("./local/pkg", None)], [], "cannot tell the project name of './local/pkg'"),
-    ([root("ray", "ray"), root("absent==1", "absent")], [], "'absent==1' not installed"),
-    ([root("ray", "ray")], [root("gone==1", "gone")], "'gone==1' not installed"),
-])
+@pytest.mark.parametrize(
+    "roots, no_deps, words",
+    [
+        ([root("./local/pkg", None)], [], "cannot tell the project name of './local/pkg'"),
+        ([root("ray", "ray"), root("absent==1", "absent")], [], "'absent==1' not installed"),
+        ([root("ray", "ray")], [root("gone==1", "gone")], "'gone==1' not installed"),
+    ],
+)
 def test_nothing_removed_when_the_needed_set_is_unknown(roots, no_deps, words):
     remove, reason = python_env.unneeded(DISTS, roots, no_deps)
     assert remove == [] and words in reason
 
 
 def test_requirement_lines_skip_options_and_comments():
-    assert python_env.requirement_lines(["ray==1", " ", "# c", "--extra-index-url https://x", " six "]) == ["ray==1", "six"]
+    assert python_env.requirement_lines(["ray==1", " ", "# c", "--extra-index-url https://x", " six "]) == [
+        "ray==1",
+        "six",
+    ]
 
 
 def test_uv_changes_real_and_dry_run():
-    real = "Using Python 3.11.2 environment at: /v\nResolved 2 packages in 2ms\nUninstalled 1 package in 1ms\n" \
-           "Installed 2 packages in 1ms\n - six==1.16.0\n + six==1.17.0\n + mdurl==0.1.2\n ~ idna==3.20\n"
+    real = (
+        "Using Python 3.11.2 environment at: /v\nResolved 2 packages in 2ms\nUninstalled 1 package in 1ms\n"
+        "Installed 2 packages in 1ms\n - six==1.16.0\n + six==1.17.0\n + mdurl==0.1.2\n ~ idna==3.20\n"
+    )
     assert python_env.uv_changes(real) == (["six==1.17.0", "mdurl==0.1.2", "idna==3.20"], ["six==1.16.0"])
     assert python_env.uv_changes("Would uninstall 1 package\n - six==1.17.0\n") == ([], ["six==1.17.0"])
     assert python_env.uv_changes("Audited 3 packages in 2ms\nWould make no changes\n") == ([], [])
@@ -138,6 +179,7 @@ def test_write_atomic_leaves_nothing_behind_when_it_fails(tmp_path):
 
 # --- the module against a real virtualenv -----------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory):
     missing = [w for w in NEEDED_WHEELS if not any(p.name.startswith(w) for p in WHEELHOUSE.glob("*.whl"))]
@@ -146,8 +188,22 @@ def venv(tmp_path_factory):
     base = getattr(sys, "_base_executable", sys.executable)
     path = tmp_path_factory.mktemp("pyenv") / "venv"
     subprocess.run([base, "-m", "venv", str(path)], check=True, capture_output=True)
-    subprocess.run([str(path / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                    "--no-index", "--find-links", str(WHEELHOUSE), "uv"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            str(path / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            "--no-index",
+            "--find-links",
+            str(WHEELHOUSE),
+            "uv",
+        ],
+        check=True,
+        capture_output=True,
+    )
     yield path
     shutil.rmtree(path, ignore_errors=True)
 
@@ -158,6 +214,7 @@ def sync(venv, module_runner):
         args = dict(venv=str(venv), packages=packages, find_links=[str(WHEELHOUSE)], no_index=True)
         args.update(options)
         return module_runner(python_env_sync.main, args, check_mode=check_mode)
+
     return run
 
 
@@ -193,9 +250,14 @@ def test_module_installs_exactly_and_is_idempotent(sync, venv):
     assert lines[0] == moved["fingerprint"] and lines[1] == "# " + moved["python_version"]
     assert lines[2:] == moved["frozen"]
     state = json.loads((venv / "rlinfra-state.json").read_text())
-    assert state == {"fingerprint": moved["fingerprint"], "inputs": moved["inputs_digest"],
-                     "python": moved["python_version"]}
-    assert moved["inputs_digest"] == python_env.inputs_digest(["mdurl==0.1.2", "iniconfig==2.3.1"], [], [], moved["python_version"])
+    assert state == {
+        "fingerprint": moved["fingerprint"],
+        "inputs": moved["inputs_digest"],
+        "python": moved["python_version"],
+    }
+    assert moved["inputs_digest"] == python_env.inputs_digest(
+        ["mdurl==0.1.2", "iniconfig==2.3.1"], [], [], moved["python_version"]
+    )
 
 
 def test_module_keeps_no_deps_packages_alone(sync):
@@ -239,15 +301,30 @@ def test_module_without_venv(module_runner, tmp_path):
 
 
 def test_offline_without_a_wheelhouse_is_one_line(module_runner, tmp_path):
-    res = module_runner(python_env_sync.main, dict(venv=str(tmp_path / "v"), packages=["six"], python=sys.executable,
-                                                   wheelhouse=str(tmp_path / "no-wheelhouse"), no_index=True))
+    res = module_runner(
+        python_env_sync.main,
+        dict(
+            venv=str(tmp_path / "v"),
+            packages=["six"],
+            python=sys.executable,
+            wheelhouse=str(tmp_path / "no-wheelhouse"),
+            no_index=True,
+        ),
+    )
     assert res["failed"] is True and "\n" not in res["msg"] and not (tmp_path / "v").exists()
-    assert "the wheelhouse %s does not exist" % (tmp_path / "no-wheelhouse") in res["msg"] and "python_env_offline" in res["msg"]
+    assert (
+        "the wheelhouse %s does not exist" % (tmp_path / "no-wheelhouse") in res["msg"]
+        and "python_env_offline" in res["msg"]
+    )
 
 
 def test_uv_wheel_picks_this_machine():
-    names = ["uv-0.13.9-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
-             "uv-0.13.9-py3-none-manylinux_2_17_aarch64.manylinux2014_aarch64.whl", "uv-0.13.9.tar.gz", "six-1.whl"]
+    names = [
+        "uv-0.13.9-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+        "uv-0.13.9-py3-none-manylinux_2_17_aarch64.manylinux2014_aarch64.whl",
+        "uv-0.13.9.tar.gz",
+        "six-1.whl",
+    ]
     assert python_env.uv_wheel(names, "x86_64") == names[0] and python_env.uv_wheel(names, "arm64") == names[1]
     assert python_env.uv_wheel(names, "ppc64le") is None and python_env.uv_wheel([], "x86_64") is None
 
@@ -269,8 +346,12 @@ def test_new_venv_is_made_fast_and_is_what_python_m_venv_makes(module_runner, ve
     assert res.get("failed") is not True, res
     cfg = (tmp_path / "new" / "pyvenv.cfg").read_text()
     assert "--without-pip" in cfg  # the fast path was taken
-    ref = subprocess.run([str(venv / "bin" / "uv"), "pip", "freeze", "--python", str(venv / "bin" / "python")],
-                         capture_output=True, text=True, check=True).stdout
+    ref = subprocess.run(
+        [str(venv / "bin" / "uv"), "pip", "freeze", "--python", str(venv / "bin" / "python")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     tooling = {line for line in ref.splitlines() if line.split("==")[0] in ("pip", "setuptools", "uv", "wheel")}
     assert tooling and tooling <= set(res["frozen"]), (tooling, res["frozen"])
     assert module_runner(python_env_sync.main, args)["changed"] is False
@@ -284,8 +365,22 @@ def test_converged_env_installs_nothing_and_a_hand_made_change_is_undone(sync, v
     again = sync(["mdurl==0.1.2"])
     assert again["changed"] is False and calls == []  # the record matches: no uv pip install at all
     monkeypatch.undo()
-    subprocess.run([str(venv / "bin" / "uv"), "pip", "install", "-q", "--python", str(venv / "bin" / "python"), "--no-index",
-                    "--find-links", str(WHEELHOUSE), "six"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            str(venv / "bin" / "uv"),
+            "pip",
+            "install",
+            "-q",
+            "--python",
+            str(venv / "bin" / "python"),
+            "--no-index",
+            "--find-links",
+            str(WHEELHOUSE),
+            "six",
+        ],
+        check=True,
+        capture_output=True,
+    )
     fixed = sync(["mdurl==0.1.2"])
     assert fixed["changed"] is True and any(r.lower().startswith("six") for r in fixed["removed"])
     assert fixed["fingerprint"] == first["fingerprint"]
@@ -295,23 +390,49 @@ def test_converged_env_installs_nothing_and_a_hand_made_change_is_undone(sync, v
 
 URL3 = "an https:// or http:// or file:// URL"
 REFUSED = [
-    ("extra_index_option", {"packages": ["six", "--extra-index-url=https://evil.example/simple"]},
-     "packages[1] must be %s, got '--extra-index-url=https://evil.example/simple'" % REQUIREMENT),
-    ("requirements_file", {"packages": ["-r /etc/shadow"]}, "packages[0] must be %s, got '-r /etc/shadow'" % REQUIREMENT),
+    (
+        "extra_index_option",
+        {"packages": ["six", "--extra-index-url=https://evil.example/simple"]},
+        "packages[1] must be %s, got '--extra-index-url=https://evil.example/simple'" % REQUIREMENT,
+    ),
+    (
+        "requirements_file",
+        {"packages": ["-r /etc/shadow"]},
+        "packages[0] must be %s, got '-r /etc/shadow'" % REQUIREMENT,
+    ),
     ("editable", {"packages": ["-e ."]}, "packages[0] must be %s, got '-e .'" % REQUIREMENT),
-    ("trailing_option", {"no_deps_packages": ["sgl_kernel --index-url=http://evil.example"]},
-     "no_deps_packages[0] must be %s, got 'sgl_kernel --index-url=http://evil.example'" % REQUIREMENT),
-    ("nbi_option", {"no_build_isolation_packages": ["--no-binary=:all:"]},
-     "no_build_isolation_packages[0] must be %s, got '--no-binary=:all:'" % REQUIREMENT),
-    ("index_url_token", {"index_url": "https://__token__:pypi-s3cr3t@pypi.example/simple"},
-     "index_url must be %s without credentials before '@' (give a token through its own secret option), got "
-     "https://********@pypi.example/..." % URL3),
-    ("extra_index_query", {"extra_index_urls": ["https://pypi.example/simple?token=s3cr3t"]},
-     "extra_index_urls[0] must be %s without a query string or fragment (a token does not belong in a URL), got "
-     "https://pypi.example/..." % URL3),
-    ("index_url_ftp", {"index_url": "ftp://pypi.example/simple"}, "index_url must be %s, got ftp://pypi.example/..." % URL3),
-    ("find_links_relative", {"find_links": ["wheels"]}, "find_links[0] must be an absolute path (starting with /), got "
-     "'wheels'"),
+    (
+        "trailing_option",
+        {"no_deps_packages": ["sgl_kernel --index-url=http://evil.example"]},
+        "no_deps_packages[0] must be %s, got 'sgl_kernel --index-url=http://evil.example'" % REQUIREMENT,
+    ),
+    (
+        "nbi_option",
+        {"no_build_isolation_packages": ["--no-binary=:all:"]},
+        "no_build_isolation_packages[0] must be %s, got '--no-binary=:all:'" % REQUIREMENT,
+    ),
+    (
+        "index_url_token",
+        {"index_url": "https://__token__:pypi-s3cr3t@pypi.example/simple"},
+        "index_url must be %s without credentials before '@' (give a token through its own secret option), got "
+        "https://********@pypi.example/..." % URL3,
+    ),
+    (
+        "extra_index_query",
+        {"extra_index_urls": ["https://pypi.example/simple?token=s3cr3t"]},
+        "extra_index_urls[0] must be %s without a query string or fragment (a token does not belong in a URL), got "
+        "https://pypi.example/..." % URL3,
+    ),
+    (
+        "index_url_ftp",
+        {"index_url": "ftp://pypi.example/simple"},
+        "index_url must be %s, got ftp://pypi.example/..." % URL3,
+    ),
+    (
+        "find_links_relative",
+        {"find_links": ["wheels"]},
+        "find_links[0] must be an absolute path (starting with /), got 'wheels'",
+    ),
     ("python_relative", {"python": "python3"}, "python must be an absolute path (starting with /), got 'python3'"),
 ]
 

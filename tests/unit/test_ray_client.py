@@ -13,16 +13,26 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import (
-    EXISTS_MARKER, FIRST_POLL_PAUSE, POLL_BACKOFF, RayAuthError, RayClient, RayHTTPError, RayUnreachableError, ms_to_iso,
-    normalize_address, poll_pauses, tail_lines)
+    EXISTS_MARKER,
+    FIRST_POLL_PAUSE,
+    POLL_BACKOFF,
+    RayAuthError,
+    RayClient,
+    RayHTTPError,
+    RayUnreachableError,
+    ms_to_iso,
+    normalize_address,
+    poll_pauses,
+    tail_lines,
+)
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl.log import last_progress, parse_progress_line
-
 
 
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
 
 def new_id(prefix="client"):
     return "%s-%s" % (prefix, uuid.uuid4().hex[:8])
@@ -188,6 +198,7 @@ def test_wait_for_job_polls_early_then_backs_off(ray_head):
 
 # verl progress lines -------------------------------------------------------------------------
 
+
 def test_parse_plain_verl_line():
     step, metrics = parse_progress_line("step:12 - actor/pg_loss:0.1 - critic/score/mean:0.5 - timing_s/gen:3.250")
     assert step == 12
@@ -195,9 +206,11 @@ def test_parse_plain_verl_line():
 
 
 def test_parse_ray_prefixed_numpy_line():
-    line = ("\x1b[36m(TaskRunner pid=4242)\x1b[0m step:7 - actor/entropy:np.float64(0.6931) - "
-            "actor/lr:1e-06 - training/global_step:7 - val-core/acc:nan - flag:True - note:abc "
-            "[repeated 2x across cluster]")
+    line = (
+        "\x1b[36m(TaskRunner pid=4242)\x1b[0m step:7 - actor/entropy:np.float64(0.6931) - "
+        "actor/lr:1e-06 - training/global_step:7 - val-core/acc:nan - flag:True - note:abc "
+        "[repeated 2x across cluster]"
+    )
     step, metrics = parse_progress_line(line)
     assert step == 7
     assert metrics["actor/entropy"] == pytest.approx(0.6931)
@@ -212,12 +225,14 @@ def test_non_progress_lines_are_ignored():
 
 
 def test_last_progress_picks_newest():
-    log = "\n".join([
-        "Running entrypoint for job x",
-        "(TaskRunner pid=1) step:1 - actor/pg_loss:0.30 - critic/score/mean:0.10",
-        "(TaskRunner pid=1) step:2 - actor/pg_loss:0.20 - critic/score/mean:0.25",
-        "(WorkerDict pid=9) some warning",
-    ])
+    log = "\n".join(
+        [
+            "Running entrypoint for job x",
+            "(TaskRunner pid=1) step:1 - actor/pg_loss:0.30 - critic/score/mean:0.10",
+            "(TaskRunner pid=1) step:2 - actor/pg_loss:0.20 - critic/score/mean:0.25",
+            "(WorkerDict pid=9) some warning",
+        ]
+    )
     assert last_progress(log) == (2, {"actor/pg_loss": 0.2, "critic/score/mean": 0.25})
     assert last_progress("no progress here") == (None, {})
     assert last_progress(None) == (None, {})
@@ -225,24 +240,30 @@ def test_last_progress_picks_newest():
 
 def test_token_file_is_read_where_the_module_runs(tmp_path, monkeypatch):
     from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayError, resolve_token
+
     monkeypatch.setenv("RAY_AUTH_TOKEN", "from-env")
     token_file = tmp_path / "auth_token"
     token_file.write_text("from-file\n")
     assert resolve_token(None, str(token_file)) == "from-file"  # the file wins over the environment
     assert resolve_token("explicit", str(token_file)) == "explicit"
     assert resolve_token(None, None) == "from-env"
-    with pytest.raises(RayError, match=r"^cannot read the Ray token file %s/missing: No such file or directory "
-                       r"\(site.yml writes it on every node" % tmp_path):
+    with pytest.raises(
+        RayError,
+        match=r"^cannot read the Ray token file %s/missing: No such file or directory "
+        r"\(site.yml writes it on every node" % tmp_path,
+    ):
         resolve_token(None, str(tmp_path / "missing"))
 
 
 # The rlinfra_ray local fact: where a module without an address connects, and which token file it reads ------
+
 
 @pytest.fixture
 def fact(tmp_path, monkeypatch):
     """Points FACT_PATH at a file in tmp_path (absent until written); returns a writer: a dict is written as
     JSON, a str as it is."""
     from ansible_collections.rlinfra.verl.plugins.module_utils.ray import client as ray_client
+
     path = tmp_path / "facts.d" / "rlinfra_ray.fact"
     monkeypatch.setattr(ray_client, "FACT_PATH", str(path))
 
@@ -250,22 +271,34 @@ def fact(tmp_path, monkeypatch):
         path.parent.mkdir(exist_ok=True)
         path.write_text(content if isinstance(content, str) else json.dumps(content))
         return path
+
     write.path = path
     return write
 
 
-FACT = {"role": "head", "cluster": "c1", "node_ip": "10.0.0.5", "gcs_address": "10.0.0.5:6379",
-        "dashboard_url": "http://10.0.0.5:8265", "token_path": "/etc/ray/auth_token", "venv": "/opt/rlinfra/venv",
-        "temp_dir": "/tmp/ray"}
+FACT = {
+    "role": "head",
+    "cluster": "c1",
+    "node_ip": "10.0.0.5",
+    "gcs_address": "10.0.0.5:6379",
+    "dashboard_url": "http://10.0.0.5:8265",
+    "token_path": "/etc/ray/auth_token",
+    "venv": "/opt/rlinfra/venv",
+    "temp_dir": "/tmp/ray",
+}
 
 
 def test_the_fact_gives_address_and_token_path(fact):
     from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import dashboard_target, local_ray_fact
+
     fact(FACT)
     assert local_ray_fact() == FACT
     target = dashboard_target("", None, None)
     assert (target["address"], target["auth_token_path"], target["warning"]) == (
-        "http://10.0.0.5:8265", "/etc/ray/auth_token", None)
+        "http://10.0.0.5:8265",
+        "/etc/ray/auth_token",
+        None,
+    )
     assert target["fact"]["venv"] == "/opt/rlinfra/venv"
     # None (an option set to null) is as unset as ''
     assert dashboard_target(None)["address"] == "http://10.0.0.5:8265"
@@ -273,6 +306,7 @@ def test_the_fact_gives_address_and_token_path(fact):
 
 def test_explicit_options_win_over_the_fact(fact):
     from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import dashboard_target
+
     fact(FACT)
     target = dashboard_target("http://127.0.0.1:1", None, "/run/my_token")
     assert (target["address"], target["auth_token_path"]) == ("http://127.0.0.1:1", "/run/my_token")
@@ -284,6 +318,7 @@ def test_explicit_options_win_over_the_fact(fact):
 
 def test_the_fact_token_file_comes_before_the_environment(fact, tmp_path, monkeypatch):
     from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import dashboard_target, resolve_token
+
     token_file = tmp_path / "auth_token"
     token_file.write_text("from-fact-file\n")
     fact(dict(FACT, token_path=str(token_file)))
@@ -296,31 +331,50 @@ def test_the_fact_token_file_comes_before_the_environment(fact, tmp_path, monkey
 
 def test_no_fact_and_no_address_is_one_line(fact):
     from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayError, dashboard_target
+
     with pytest.raises(RayError) as err:
         dashboard_target("", None, None)
-    assert str(err.value) == ("no Ray dashboard address on this host: it has no rlinfra_ray local fact (%s, written by "
-                              "site.yml) and address is not set" % fact.path)
+    assert str(err.value) == (
+        "no Ray dashboard address on this host: it has no rlinfra_ray local fact (%s, written by "
+        "site.yml) and address is not set" % fact.path
+    )
     # with an address, a host without the fact is fine: the token then comes from the environment
     assert dashboard_target("http://10.0.0.5:8265", None, None) == dict(
-        address="http://10.0.0.5:8265", auth_token_path=None, fact={}, warning=None)
+        address="http://10.0.0.5:8265", auth_token_path=None, fact={}, warning=None
+    )
 
 
 def test_a_fact_without_dashboard_url_is_one_line(fact):
     from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayError, dashboard_target
+
     fact({k: v for k, v in FACT.items() if k != "dashboard_url"})
-    with pytest.raises(RayError, match=r"^no Ray dashboard address on this host: its rlinfra_ray local fact \(%s\) "
-                       r"has no dashboard_url \(run site.yml again\) and address is not set$" % fact.path):
+    with pytest.raises(
+        RayError,
+        match=r"^no Ray dashboard address on this host: its rlinfra_ray local fact \(%s\) "
+        r"has no dashboard_url \(run site.yml again\) and address is not set$" % fact.path,
+    ):
         dashboard_target("")
 
 
-@pytest.mark.parametrize("content,reason", [
-    ('{"role": "head", "dashboard_url": "http://10.0', "not valid JSON (Unterminated string starting at: line 1 "
-                                                      "column 35 (char 34)): it is half-written or damaged"),
-    ("", "not valid JSON (Expecting value: line 1 column 1 (char 0)): it is half-written or damaged"),
-    ('["http://10.0.0.5:8265"]', "not a JSON object but list: it is damaged"),
-])
+@pytest.mark.parametrize(
+    "content,reason",
+    [
+        (
+            '{"role": "head", "dashboard_url": "http://10.0',
+            "not valid JSON (Unterminated string starting at: line 1 "
+            "column 35 (char 34)): it is half-written or damaged",
+        ),
+        ("", "not valid JSON (Expecting value: line 1 column 1 (char 0)): it is half-written or damaged"),
+        ('["http://10.0.0.5:8265"]', "not a JSON object but list: it is damaged"),
+    ],
+)
 def test_a_broken_fact_is_one_line_naming_the_file(fact, content, reason):
-    from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayError, dashboard_target, local_ray_fact
+    from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import (
+        RayError,
+        dashboard_target,
+        local_ray_fact,
+    )
+
     fact(content)
     line = "the rlinfra_ray local fact %s is %s; run site.yml again to rewrite it" % (fact.path, reason)
     for call in (local_ray_fact, lambda: dashboard_target("")):
@@ -331,6 +385,7 @@ def test_a_broken_fact_is_one_line_naming_the_file(fact, content, reason):
 
 def test_a_broken_fact_only_looked_at_for_the_token_is_a_warning(fact):
     from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayError, dashboard_target
+
     fact("{")
     target = dashboard_target("http://10.0.0.5:8265", None, None)
     assert target["address"] == "http://10.0.0.5:8265" and target["auth_token_path"] is None
@@ -339,25 +394,34 @@ def test_a_broken_fact_only_looked_at_for_the_token_is_a_warning(fact):
     fact(dict(FACT, dashboard_url=8265))
     with pytest.raises(RayError) as err:
         dashboard_target("")
-    assert str(err.value) == ("the rlinfra_ray local fact %s is damaged: dashboard_url is int (8265), not a string; run "
-                              "site.yml again to rewrite it" % fact.path)
+    assert str(err.value) == (
+        "the rlinfra_ray local fact %s is damaged: dashboard_url is int (8265), not a string; run "
+        "site.yml again to rewrite it" % fact.path
+    )
 
 
 def test_an_unusable_dashboard_url_in_the_fact_names_the_fact(fact):
     from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayError, dashboard_target
+
     fact(dict(FACT, dashboard_url="http://10.0.0.5:8265/#/jobs"))
     with pytest.raises(RayError) as err:
         dashboard_target("")
-    assert str(err.value) == ("the dashboard_url of the rlinfra_ray local fact %s is not usable: address must be an "
-                              "http:// or https:// URL without a query string or fragment (a token does not belong in a "
-                              "URL), got http://10.0.0.5:8265/..." % fact.path)
+    assert str(err.value) == (
+        "the dashboard_url of the rlinfra_ray local fact %s is not usable: address must be an "
+        "http:// or https:// URL without a query string or fragment (a token does not belong in a "
+        "URL), got http://10.0.0.5:8265/..." % fact.path
+    )
 
 
 def test_an_unreadable_fact_is_one_line(fact):
     from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayError, local_ray_fact
+
     fact.path.mkdir(parents=True)  # a directory where the file should be: open() fails like a permission error
-    with pytest.raises(RayError, match=r"^cannot read the rlinfra_ray local fact %s: Is a directory \(does the play "
-                       r"run with become\?\)$" % fact.path):
+    with pytest.raises(
+        RayError,
+        match=r"^cannot read the rlinfra_ray local fact %s: Is a directory \(does the play "
+        r"run with become\?\)$" % fact.path,
+    ):
         local_ray_fact()
 
 
@@ -365,6 +429,7 @@ def test_the_watchdog_poll_sees_a_short_job_end_promptly(ray_head):
     """ray_job_poll's watch (one chunk of submit.yml's wait) uses the same early-then-back-off pauses:
     a 2 s job is seen ending well before the 5 s poll_interval experiments default to."""
     from ansible_collections.rlinfra.verl.plugins.module_utils.ray.job_poll import watch
+
     pauses = []
 
     def sleep(seconds):
@@ -386,6 +451,7 @@ def test_the_watchdog_poll_sees_a_short_job_end_promptly(ray_head):
 
 def test_poll_pauses_start_small_grow_and_pick_up_from_the_time_waited():
     from itertools import islice
+
     fresh = list(islice(poll_pauses(5.0), 60))
     assert fresh[0] == FIRST_POLL_PAUSE and fresh[-1] == 5.0 and fresh == sorted(fresh)
     # After an hour the next pause is poll_interval at once; after 8 s about a tenth of it.

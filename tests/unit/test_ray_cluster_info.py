@@ -9,8 +9,8 @@ import time
 import pytest
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import client as ray_client
-from ansible_collections.rlinfra.verl.plugins.modules import ray_cluster_info
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.cluster_info import missing_hosts
+from ansible_collections.rlinfra.verl.plugins.modules import ray_cluster_info
 
 ABSENT_IP = "10.255.255.7"  # never contacted: only compared with the node list
 
@@ -24,9 +24,16 @@ def fact_path(tmp_path, monkeypatch):
 
 
 def write_fact(path, ray_head, **changes):
-    fact = dict(role="head", cluster="c1", node_ip=ray_head.node_ip, gcs_address=ray_head.gcs_address,
-                dashboard_url=ray_head.address, token_path=ray_head.token_path, venv="/opt/rlinfra/venv",
-                temp_dir=ray_head.temp_dir)
+    fact = dict(
+        role="head",
+        cluster="c1",
+        node_ip=ray_head.node_ip,
+        gcs_address=ray_head.gcs_address,
+        dashboard_url=ray_head.address,
+        token_path=ray_head.token_path,
+        venv="/opt/rlinfra/venv",
+        temp_dir=ray_head.temp_dir,
+    )
     fact.update(changes)
     path.write_text(json.dumps(fact, indent=2) + "\n")
 
@@ -37,6 +44,7 @@ def info(ray_head, module_runner):
         args = dict(address=ray_head.address, auth_token=ray_head.token)
         args.update(options)
         return module_runner(ray_cluster_info.main, args, check_mode=check_mode)
+
     return run
 
 
@@ -91,6 +99,7 @@ def test_missing_hosts_matching():
 
 # Without address (and token): the head's rlinfra_ray local fact ----------------------------------------------
 
+
 def test_address_token_path_and_venv_from_the_fact(ray_head, fact_path, module_runner):
     write_fact(fact_path, ray_head)
     res = module_runner(ray_cluster_info.main, {"jobs": True})
@@ -130,8 +139,10 @@ def test_explicit_options_win_over_the_fact(ray_head, fact_path, tmp_path, modul
 def test_no_fact_and_no_address_is_one_line(fact_path, module_runner):
     res = module_runner(ray_cluster_info.main, {"wait_for_nodes": 1})
     assert res["failed"] is True
-    assert res["msg"] == ("no Ray dashboard address on this host: it has no rlinfra_ray local fact (%s, written by "
-                          "site.yml) and address is not set" % fact_path)
+    assert res["msg"] == (
+        "no Ray dashboard address on this host: it has no rlinfra_ray local fact (%s, written by "
+        "site.yml) and address is not set" % fact_path
+    )
 
 
 def test_a_half_written_fact_is_one_line(ray_head, fact_path, module_runner):

@@ -13,12 +13,20 @@ from ansible_collections.rlinfra.verl.plugins.filter.ray_firewall import ray_fir
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import firewall
 from ansible_collections.rlinfra.verl.plugins.modules import ray_firewall
 
-PORTS = {"gcs": 6379, "dashboard": "8265", "node_manager": 6380, "object_manager": 6381, "workers": "10002-19999",
-         "client_server": 10001, "agent_listen": 52365}
+PORTS = {
+    "gcs": 6379,
+    "dashboard": "8265",
+    "node_manager": 6380,
+    "object_manager": 6381,
+    "workers": "10002-19999",
+    "client_server": 10001,
+    "agent_listen": 52365,
+}
 MEMBERS = [{"host": "head", "address": "10.0.0.5"}, {"host": "w1", "address": "10.0.0.6"}]
 
 
 # --- ports ----------------------------------------------------------------------------------------------
+
 
 def test_ports_are_checked_and_merged():
     by_name, merged = firewall.ray_ports(PORTS)
@@ -51,6 +59,7 @@ def test_no_ports_is_an_error():
 
 # --- addresses ------------------------------------------------------------------------------------------
 
+
 def test_members_controller_and_extra_are_allowed():
     v4, v6, origin = firewall.allowed_sources(MEMBERS, "172.18.0.1", ["192.168.7.0/24", "fd00::/64", "10.0.0.5"])
     assert v4 == ["10.0.0.5", "10.0.0.6", "172.18.0.1", "192.168.7.0/24"]
@@ -79,22 +88,32 @@ def test_a_bad_address_fails_naming_where_it_came_from():
         firewall.allowed_sources(MEMBERS, "", ["nope"])
 
 
-@pytest.mark.parametrize("raw, want", [("172.18.0.1 40022 172.18.0.2 22", "172.18.0.1"),
-                                       ("fe80::1 4 fe80::2 22", "fe80::1"), ("", ""), ("garbage 1 2 3", "")])
+@pytest.mark.parametrize(
+    "raw, want",
+    [
+        ("172.18.0.1 40022 172.18.0.2 22", "172.18.0.1"),
+        ("fe80::1 4 fe80::2 22", "fe80::1"),
+        ("", ""),
+        ("garbage 1 2 3", ""),
+    ],
+)
 def test_controller_from_ssh_connection(raw, want):
     assert firewall.controller_address(raw) == want
 
 
-@pytest.mark.parametrize("hv, want", [
-    ({"ray_node_ip": "10.1.1.1", "ray_private_ip": "10.2.2.2"}, "10.1.1.1"),
-    ({"ray_private_ip": "10.2.2.2", "ansible_default_ipv4": {"address": "10.3.3.3"}}, "10.2.2.2"),
-    ({"ansible_default_ipv4": {"address": "10.3.3.3"}}, "10.3.3.3"),
-    ({"ansible_default_ipv4": {}, "ansible_all_ipv4_addresses": ["127.0.0.1", "10.4.4.4"]}, "10.4.4.4"),
-    ({"ansible_local": {"rlinfra_ray": {"node_ip": "10.5.5.5"}}, "ansible_host": "1.2.3.4"}, "10.5.5.5"),
-    ({"ansible_host": "10.6.6.6"}, "10.6.6.6"),
-    ({"ansible_host": "gpu-1.example"}, ""),
-    ({}, ""),
-])
+@pytest.mark.parametrize(
+    "hv, want",
+    [
+        ({"ray_node_ip": "10.1.1.1", "ray_private_ip": "10.2.2.2"}, "10.1.1.1"),
+        ({"ray_private_ip": "10.2.2.2", "ansible_default_ipv4": {"address": "10.3.3.3"}}, "10.2.2.2"),
+        ({"ansible_default_ipv4": {"address": "10.3.3.3"}}, "10.3.3.3"),
+        ({"ansible_default_ipv4": {}, "ansible_all_ipv4_addresses": ["127.0.0.1", "10.4.4.4"]}, "10.4.4.4"),
+        ({"ansible_local": {"rlinfra_ray": {"node_ip": "10.5.5.5"}}, "ansible_host": "1.2.3.4"}, "10.5.5.5"),
+        ({"ansible_host": "10.6.6.6"}, "10.6.6.6"),
+        ({"ansible_host": "gpu-1.example"}, ""),
+        ({}, ""),
+    ],
+)
 def test_member_address_follows_the_roles(hv, want):
     assert firewall.member_address(hv) == want
 
@@ -102,10 +121,14 @@ def test_member_address_follows_the_roles(hv, want):
 def test_members_filter_keeps_order_and_unknown_hosts():
     hostvars = {"b": {"ray_private_ip": "10.0.0.2"}, "a": {"ansible_default_ipv4": {"address": "10.0.0.1"}}}
     assert ray_firewall_members(["b", "a", "c"], hostvars) == [
-        {"host": "b", "address": "10.0.0.2"}, {"host": "a", "address": "10.0.0.1"}, {"host": "c", "address": ""}]
+        {"host": "b", "address": "10.0.0.2"},
+        {"host": "a", "address": "10.0.0.1"},
+        {"host": "c", "address": ""},
+    ]
 
 
 # --- the script -----------------------------------------------------------------------------------------
+
 
 def rules(v6=()):
     _, merged = firewall.ray_ports(PORTS)
@@ -121,9 +144,15 @@ def test_script_replaces_only_its_own_table():
     assert "elements = { 6379-6381, 8265, 10001-19999, 52365 }" in text
     assert "elements = { 10.0.0.5, 10.0.0.6, 172.18.0.1 }" in text
     # Only Ray's ports are judged; loopback and established traffic pass; the rest of a Ray port's traffic drops.
-    chain = text[text.index("chain input"):]
-    order = ['iif "lo" accept', "th dport != @ray_ports accept", "ct state established,related accept",
-             "ip saddr @allowed_v4 accept", "ip6 saddr @allowed_v6 accept", "counter drop"]
+    chain = text[text.index("chain input") :]
+    order = [
+        'iif "lo" accept',
+        "th dport != @ray_ports accept",
+        "ct state established,related accept",
+        "ip saddr @allowed_v4 accept",
+        "ip6 saddr @allowed_v6 accept",
+        "counter drop",
+    ]
     assert [chain.index(o) for o in order] == sorted(chain.index(o) for o in order)
     assert "policy accept" in chain
 
@@ -166,6 +195,7 @@ def test_a_changed_shape_replaces_the_live_table(tmp_path):
 
 # --- the module, over a fake nft ------------------------------------------------------------------------
 
+
 class FakeNft(ray_firewall.Nft):
     """nft as the module drives it: a live table that ``-f FILE`` replaces and ``delete table`` removes."""
 
@@ -204,6 +234,7 @@ def fw_module(tmp_path, module_runner, monkeypatch):
         args = dict(ports=PORTS, members=MEMBERS, ssh_connection="172.18.0.1 40022 10.0.0.5 22", path=str(path))
         args.update(options)
         return module_runner(ray_firewall.main, args, check_mode=check_mode)
+
     run.path = path
     return run
 

@@ -37,10 +37,12 @@ def fact_path(tmp_path, monkeypatch):
 @pytest.fixture
 def job(ray_head, module_runner):
     """Run ray_job with the head's address and token plus the given options."""
+
     def run(check_mode=False, **options):
         args = dict(address=ray_head.address, auth_token=ray_head.token, poll_interval=POLL)
         args.update(options)
         return module_runner(ray_job.main, args, check_mode=check_mode)
+
     return run
 
 
@@ -70,6 +72,7 @@ def running_job(ray_head):
         sid = pool.pop(0)
         wait_running(client, sid)
         return sid
+
     return take
 
 
@@ -100,12 +103,19 @@ def test_submit_is_idempotent(ray_head, job):
 
 def test_finished_success_with_progress_and_masked_secret(ray_head, job):
     sid = new_id("ok")
-    script = ("print('hello-from-job', __import__('os').environ['PLAIN']); "
-              "print('(TaskRunner pid=1) step:1 - actor/pg_loss:0.5 - critic/score/mean:0.1'); "
-              "print('(TaskRunner pid=1) step:2 - actor/pg_loss:0.25 - critic/score/mean:0.75'); "
-              "print('secret is', __import__('os').environ['HF_TOKEN'])")
-    res = job(submission_id=sid, entrypoint="%s -c \"%s\"" % (sys.executable, script), state="finished",
-              wait_timeout=120, runtime_env={"env_vars": {"PLAIN": "visible-value", "HF_TOKEN": "hf_sekrit_4711"}})
+    script = (
+        "print('hello-from-job', __import__('os').environ['PLAIN']); "
+        "print('(TaskRunner pid=1) step:1 - actor/pg_loss:0.5 - critic/score/mean:0.1'); "
+        "print('(TaskRunner pid=1) step:2 - actor/pg_loss:0.25 - critic/score/mean:0.75'); "
+        "print('secret is', __import__('os').environ['HF_TOKEN'])"
+    )
+    res = job(
+        submission_id=sid,
+        entrypoint='%s -c "%s"' % (sys.executable, script),
+        state="finished",
+        wait_timeout=120,
+        runtime_env={"env_vars": {"PLAIN": "visible-value", "HF_TOKEN": "hf_sekrit_4711"}},
+    )
     assert res.get("failed") is not True, res["msg"] if "msg" in res else res
     assert (res["changed"], res["status"], res["driver_exit_code"], res["timed_out"]) == (True, "SUCCEEDED", 0, False)
     assert res["duration_s"] > 0
@@ -120,8 +130,12 @@ def test_finished_success_with_progress_and_masked_secret(ray_head, job):
 
 def test_failing_job_fails_task_with_logs(job):
     sid = new_id("fail")
-    res = job(submission_id=sid, entrypoint="echo to-stdout; echo boom-on-stderr >&2; exit 7", state="finished",
-              wait_timeout=120)
+    res = job(
+        submission_id=sid,
+        entrypoint="echo to-stdout; echo boom-on-stderr >&2; exit 7",
+        state="finished",
+        wait_timeout=120,
+    )
     assert res["failed"] is True and res["status"] == "FAILED"
     assert "ended FAILED" in res["msg"] and "exit code 7" in res["msg"]
     assert res["driver_exit_code"] == 7
@@ -227,7 +241,8 @@ def test_through_ansible_playbook(ray_head, tmp_path):
     secrets_file.write_text(json.dumps({"ray_token": ray_head.token, "hf_token": "hf_playbook_secret_271"}))
     os.chmod(secrets_file, 0o600)
     playbook = tmp_path / "play.yml"
-    playbook.write_text(textwrap.dedent("""\
+    playbook.write_text(
+        textwrap.dedent("""\
         - hosts: localhost
           gather_facts: false
           vars:
@@ -310,15 +325,34 @@ def test_through_ansible_playbook(ray_head, tmp_path):
                   - cluster.total_cpus == 2
             - ansible.builtin.debug:
                 var: run
-        """).format(address=ray_head.address, sid=sid, python=sys.executable,
-                    python3=str(Path(sys.executable).with_name("python3"))))
+        """).format(
+            address=ray_head.address,
+            sid=sid,
+            python=sys.executable,
+            python3=str(Path(sys.executable).with_name("python3")),
+        )
+    )
     env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_RETRY_FILES_ENABLED="0")
     env.pop("RAY_AUTH_TOKEN", None)
     env.pop("RAY_AUTH_TOKEN_PATH", None)  # the env_runs' token comes from their task's environment only
     proc = subprocess.run(
-        [str(Path(sys.executable).with_name("ansible-playbook")), "-vvv", "-i", "localhost,", "-c", "local",
-         "-e", "@" + str(secrets_file), str(playbook)],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+        [
+            str(Path(sys.executable).with_name("ansible-playbook")),
+            "-vvv",
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            "-e",
+            "@" + str(secrets_file),
+            str(playbook),
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-4000:]
     assert "failed=0" in output and "ignored=1" in output and "SUCCEEDED" in output
@@ -329,19 +363,32 @@ def test_through_ansible_playbook(ray_head, tmp_path):
 
 # On the head without address nor token: both from its rlinfra_ray local fact ------------------------------
 
+
 @pytest.fixture
 def head_fact(ray_head, fact_path):
-    fact_path.write_text(json.dumps(dict(role="head", cluster="c1", node_ip=ray_head.node_ip,
-                                         gcs_address=ray_head.gcs_address, dashboard_url=ray_head.address,
-                                         token_path=ray_head.token_path, venv="/opt/rlinfra/venv",
-                                         temp_dir=ray_head.temp_dir)))
+    fact_path.write_text(
+        json.dumps(
+            dict(
+                role="head",
+                cluster="c1",
+                node_ip=ray_head.node_ip,
+                gcs_address=ray_head.gcs_address,
+                dashboard_url=ray_head.address,
+                token_path=ray_head.token_path,
+                venv="/opt/rlinfra/venv",
+                temp_dir=ray_head.temp_dir,
+            )
+        )
+    )
     return fact_path
 
 
 def test_job_and_poll_with_the_fact(ray_head, head_fact, module_runner):
     sid = new_id("fact")
-    res = module_runner(ray_job.main, dict(submission_id=sid, entrypoint="echo from-fact", state="finished",
-                                           wait_timeout=120, poll_interval=POLL))
+    res = module_runner(
+        ray_job.main,
+        dict(submission_id=sid, entrypoint="echo from-fact", state="finished", wait_timeout=120, poll_interval=POLL),
+    )
     assert res.get("failed") is not True, res
     assert res["status"] == "SUCCEEDED" and res["dashboard_url"] == "%s/#/jobs/%s" % (ray_head.address, sid)
     poll = module_runner(ray_job_poll.main, dict(submission_id=sid, logs_tail_lines=5))
@@ -358,20 +405,37 @@ def test_poll_from_an_offset_reads_the_driver_log_file_on_the_head(ray_head, hea
     file is read from the offset; elsewhere Ray's API gives the whole log and only the new part comes back."""
     sid = new_id("offset")
     script = "for i in range(400): print('(TaskRunner pid=1) step:%d - actor/pg_loss:%d.5 - x' % (i, i) + ' pad' * 20)"
-    res = module_runner(ray_job.main, dict(submission_id=sid, entrypoint="%s -c \"%s\"" % (sys.executable, script),
-                                           state="finished", wait_timeout=120, poll_interval=POLL))
+    res = module_runner(
+        ray_job.main,
+        dict(
+            submission_id=sid,
+            entrypoint='%s -c "%s"' % (sys.executable, script),
+            state="finished",
+            wait_timeout=120,
+            poll_interval=POLL,
+        ),
+    )
     assert res.get("status") == "SUCCEEDED", res
     whole = ray_head.client().get_logs(sid)
     first = module_runner(ray_job_poll.main, dict(submission_id=sid, logs_tail_lines=3, log_offset=0))
     assert (first["log_source"], first["log_chunk"], first["log_offset"]) == ("file", whole, len(whole.encode()))
     assert first["logs_tail"] == "\n".join(whole.splitlines()[-3:]) and first["last_step"] == 399
     near_end = len(whole.encode()) - 300
-    again = module_runner(ray_job_poll.main, dict(submission_id=sid, log_offset=near_end,
-                                                  log_file_id=first["log_file_id"]))
+    again = module_runner(
+        ray_job_poll.main, dict(submission_id=sid, log_offset=near_end, log_file_id=first["log_file_id"])
+    )
     assert whole.endswith(again["log_chunk"]) and len(again["log_chunk"]) <= 300 and not again["log_reset"]
     head_fact.unlink()  # not the head any more, for the module: Ray's API
-    api = module_runner(ray_job_poll.main, dict(address=ray_head.address, auth_token=ray_head.token, submission_id=sid,
-                                                log_offset=near_end, log_file_id=first["log_file_id"]))
+    api = module_runner(
+        ray_job_poll.main,
+        dict(
+            address=ray_head.address,
+            auth_token=ray_head.token,
+            submission_id=sid,
+            log_offset=near_end,
+            log_file_id=first["log_file_id"],
+        ),
+    )
     assert (api["log_source"], api["log_reset"], api["log_chunk"]) == ("ray_api", True, whole)
 
 
@@ -382,16 +446,21 @@ def test_package_with_the_fact(ray_head, head_fact, tmp_path, module_runner):
     assert (res["changed"], res["uploaded"]) == (True, False)  # asked the head's dashboard: not there yet
 
 
-@pytest.mark.parametrize("main,options", [
-    (ray_job.main, dict(submission_id="fine-1", entrypoint="true")),
-    (ray_job_poll.main, dict(submission_id="fine-1")),
-    (ray_package.main, dict(uri="gcs://_ray_pkg_%s.zip" % ("0" * 40), src="/nonexistent.zip")),
-])
+@pytest.mark.parametrize(
+    "main,options",
+    [
+        (ray_job.main, dict(submission_id="fine-1", entrypoint="true")),
+        (ray_job_poll.main, dict(submission_id="fine-1")),
+        (ray_package.main, dict(uri="gcs://_ray_pkg_%s.zip" % ("0" * 40), src="/nonexistent.zip")),
+    ],
+)
 def test_every_module_without_address_nor_fact_says_so(fact_path, module_runner, main, options):
     res = module_runner(main, options)
     assert res["failed"] is True
-    assert res["msg"] == ("no Ray dashboard address on this host: it has no rlinfra_ray local fact (%s, written by "
-                          "site.yml) and address is not set" % fact_path)
+    assert res["msg"] == (
+        "no Ray dashboard address on this host: it has no rlinfra_ray local fact (%s, written by "
+        "site.yml) and address is not set" % fact_path
+    )
 
 
 def test_run_option_follows_the_newest_attempt(ray_head, job, module_runner):

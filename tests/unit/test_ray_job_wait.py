@@ -12,16 +12,31 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.ray.recovery import h
 
 
 def test_progress_line_prefers_key_metrics():
-    res = {"status": "RUNNING", "duration_s": 3725.4, "last_step": 120,
-           "last_metrics": {"timing_s/gen": 3.2, "actor/pg_loss": -0.0123456, "critic/score/mean": 0.61,
-                            "response_length/mean": 211.0, "perf/mfu": 0.4}}
+    res = {
+        "status": "RUNNING",
+        "duration_s": 3725.4,
+        "last_step": 120,
+        "last_metrics": {
+            "timing_s/gen": 3.2,
+            "actor/pg_loss": -0.0123456,
+            "critic/score/mean": 0.61,
+            "response_length/mean": 211.0,
+            "perf/mfu": 0.4,
+        },
+    }
     assert progress_line("gsm8k", res, DEFAULT_METRICS, 5) == (
-        "gsm8k: RUNNING, 1:02:05, step:120 - critic/score/mean:0.61 - actor/pg_loss:-0.01235 - response_length/mean:211")
+        "gsm8k: RUNNING, 1:02:05, step:120 - critic/score/mean:0.61 - actor/pg_loss:-0.01235 - response_length/mean:211"
+    )
 
 
 def test_progress_line_before_the_first_step_and_unknown_metrics():
     assert progress_line("smoke", {"status": "PENDING"}, DEFAULT_METRICS, 5) == "smoke: PENDING, -, no step yet"
-    res = {"status": "SUCCEEDED", "duration_s": 12, "last_step": 3, "last_metrics": {"a": 1.0, "b": 2e9, "c": float("nan")}}
+    res = {
+        "status": "SUCCEEDED",
+        "duration_s": 12,
+        "last_step": 3,
+        "last_metrics": {"a": 1.0, "b": 2e9, "c": float("nan")},
+    }
     assert progress_line("", res, DEFAULT_METRICS, 5) == "SUCCEEDED, 0:00:12, step:3 - a:1 - b:2.000e+09 - c:nan"
     assert hms(59.9) == "0:00:59"
 
@@ -29,8 +44,10 @@ def test_progress_line_before_the_first_step_and_unknown_metrics():
 # The watchdog with an empty address: the modules on the target resolve it, the wait shows what they used -------
 
 HEAD_URL = "http://10.0.0.5:8265"
-NO_ADDRESS = ("no Ray dashboard address on this host: it has no rlinfra_ray local fact "
-              "(/etc/ansible/facts.d/rlinfra_ray.fact, written by site.yml) and address is not set")
+NO_ADDRESS = (
+    "no Ray dashboard address on this host: it has no rlinfra_ray local fact "
+    "(/etc/ansible/facts.d/rlinfra_ray.fact, written by site.yml) and address is not set"
+)
 
 
 class FakeAction:
@@ -70,8 +87,16 @@ def watch(answers, **args):
 
 
 def poll(**res):
-    return dict(dict(reachable=True, found=True, address=HEAD_URL, nodes=[],
-                     dashboard_url=HEAD_URL + "/#/jobs/rlinfra-gsm8k-default"), **res)
+    return dict(
+        dict(
+            reachable=True,
+            found=True,
+            address=HEAD_URL,
+            nodes=[],
+            dashboard_url=HEAD_URL + "/#/jobs/rlinfra-gsm8k-default",
+        ),
+        **res,
+    )
 
 
 def test_an_empty_address_goes_on_empty_and_lines_name_the_one_used(monkeypatch):
@@ -100,8 +125,11 @@ def test_a_missing_job_names_the_dashboard_the_module_used():
 
 
 def test_an_explicit_address_is_passed_as_given():
-    w, action = watch([poll(found=False, address="http://10.9.9.9:8265")], address="10.9.9.9:8265",
-                      auth_token_path="/etc/ray/auth_token")
+    w, action = watch(
+        [poll(found=False, address="http://10.9.9.9:8265")],
+        address="10.9.9.9:8265",
+        auth_token_path="/etc/ray/auth_token",
+    )
     with pytest.raises(W.Done) as done:
         w.run()
     assert action.calls[0][1]["address"] == "10.9.9.9:8265"

@@ -15,9 +15,8 @@ import sys
 import pytest
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import nft as nft_utils
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray import node_state
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import node as rn
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray import node_apply
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import node_apply, node_state
 from ansible_collections.rlinfra.verl.plugins.modules import ray_node
 
 TOKEN = "tok-" + "x" * 40
@@ -25,6 +24,7 @@ SECRET_ENV = 'HF_TOKEN="hf_secret_value_123"\n'
 
 
 # --- helpers ----------------------------------------------------------------------------------------------
+
 
 def test_count_gpus_counts_only_numbered_nvidia_devices(tmp_path):
     for name in ("nvidia0", "nvidia1", "nvidia12", "nvidiactl", "nvidia-uvm", "nvme0"):
@@ -49,8 +49,11 @@ def amd_node(root, renders=(), vendors=None, kfd_gpu_ids=None):
 
 
 def test_detect_gpus_counts_amd_render_nodes_leaving_out_other_vendors(tmp_path):
-    dev, sys_root = amd_node(tmp_path, ["renderD128", "renderD129", "renderD130", "card0", "renderD200"],
-                             {"renderD128": "0x1002", "renderD129": "0x1002", "renderD130": "0x1a03"})
+    dev, sys_root = amd_node(
+        tmp_path,
+        ["renderD128", "renderD129", "renderD130", "card0", "renderD200"],
+        {"renderD128": "0x1002", "renderD129": "0x1002", "renderD130": "0x1a03"},
+    )
     # renderD130 is a BMC's display (ASPEED, 0x1a03); renderD200's vendor cannot be read, so it counts.
     assert rn.detect_gpus(dev, sys_root) == ("amd", 3)
 
@@ -85,7 +88,9 @@ def test_amd_env_adds_presets_ray_env_leaves_and_names_the_gpus():
 def test_amd_env_refuses_what_breaks_verl_workers_in_one_line():
     for env, secret in (('CUDA_VISIBLE_DEVICES="0,1"\n', ""), ("", 'ROCR_VISIBLE_DEVICES="0"\n')):
         lines, error = rn.amd_env(env, secret, {"GPU_MAX_HW_QUEUES": "2"}, 2)
-        assert lines == "" and "\n" not in error and "on this AMD node" in error and "HIP_VISIBLE_DEVICES instead" in error
+        assert (
+            lines == "" and "\n" not in error and "on this AMD node" in error and "HIP_VISIBLE_DEVICES instead" in error
+        )
 
 
 def test_put_writes_only_what_differs(tmp_path):
@@ -119,8 +124,9 @@ def test_the_config_dir_and_its_files_are_never_written_through_a_link(tmp_path)
     os.symlink(etc, tmp_path / "ray")
     with pytest.raises(OSError) as e:
         rn.ensure_dir(str(tmp_path / "ray"), 0o755)
-    assert e.value.strerror == ("it is a symbolic link (to %s); a directory the collection keeps is never reached through "
-                                "one" % etc)
+    assert e.value.strerror == (
+        "it is a symbolic link (to %s); a directory the collection keeps is never reached through one" % etc
+    )
     assert oct(etc.stat().st_mode & 0o777) == "0o700"
     conf = tmp_path / "conf"
     conf.mkdir()
@@ -175,12 +181,15 @@ def _fake_proc(tmp_path, procs):
 
 def test_ancestor_env_reads_the_nearest_process_that_has_it(tmp_path):
     # sudo drops SSH_CONNECTION: the python module lacks it, the login shell two levels up has it.
-    proc = _fake_proc(tmp_path, {
-        300: (200, {"PATH": "/usr/bin"}),
-        200: (100, {"HOME": "/root"}),
-        100: (1, {"SSH_CONNECTION": "10.1.2.3 5000 10.0.0.5 22", "HOME": "/root"}),
-        1: (0, {"SSH_CONNECTION": "the init process is never read"}),
-    })
+    proc = _fake_proc(
+        tmp_path,
+        {
+            300: (200, {"PATH": "/usr/bin"}),
+            200: (100, {"HOME": "/root"}),
+            100: (1, {"SSH_CONNECTION": "10.1.2.3 5000 10.0.0.5 22", "HOME": "/root"}),
+            1: (0, {"SSH_CONNECTION": "the init process is never read"}),
+        },
+    )
     assert nft_utils.ancestor_env("SSH_CONNECTION", pid=300, proc=proc) == "10.1.2.3 5000 10.0.0.5 22"
     # The nearest wins; a prefix of another name does not match.
     assert nft_utils.ancestor_env("HOME", pid=300, proc=proc) == "/root"
@@ -189,11 +198,11 @@ def test_ancestor_env_reads_the_nearest_process_that_has_it(tmp_path):
 
 def test_ancestor_env_gives_up_quietly(tmp_path):
     proc = _fake_proc(tmp_path, {300: (200, {}), 200: (1, {}), 1: (0, {"X": "init"})})
-    assert nft_utils.ancestor_env("X", pid=300, proc=proc) == ""          # stops before init
-    assert nft_utils.ancestor_env("X", pid=999, proc=proc) == ""          # no such process
+    assert nft_utils.ancestor_env("X", pid=300, proc=proc) == ""  # stops before init
+    assert nft_utils.ancestor_env("X", pid=999, proc=proc) == ""  # no such process
     (tmp_path / "loop").mkdir()
     loop = _fake_proc(tmp_path / "loop", {5: (6, {}), 6: (5, {})})
-    assert nft_utils.ancestor_env("X", pid=5, proc=loop) == ""            # a cycle ends (bounded walk)
+    assert nft_utils.ancestor_env("X", pid=5, proc=loop) == ""  # a cycle ends (bounded walk)
 
 
 def test_ancestor_env_reads_the_real_proc():
@@ -203,6 +212,7 @@ def test_ancestor_env_reads_the_real_proc():
 
 
 # --- the module over a fake systemctl -------------------------------------------------------------------
+
 
 class FakeSystemd(rn.Systemd):
     active_units, enabled_units, calls = set(), set(), []
@@ -236,18 +246,29 @@ def node(tmp_path, module_runner, monkeypatch):
     venv = tmp_path / "venv"
     venv.mkdir()
     (venv / "rlinfra-state.json").write_text(json.dumps({"fingerprint": "fp1"}))
-    base = dict(role="worker", config_dir=str(tmp_path / "etc"), temp_dir=str(tmp_path / "tmp"),
-                user=os.environ.get("USER") or "root", unit="ExecStart=ray start --num-gpus=@NUM_GPUS@\n",
-                env="RAY_AUTH_MODE=token\n", secret_env=SECRET_ENV, token=TOKEN,
-                fact={"role": "worker", "cluster": "c"}, fact_path=str(tmp_path / "facts.d" / "rlinfra_ray.fact"),
-                unit_dir=str(tmp_path / "units"), restart_inputs={"unit": {"num_gpus": "auto"}},
-                python_env_state=str(venv / "rlinfra-state.json"), wait="none")
+    base = dict(
+        role="worker",
+        config_dir=str(tmp_path / "etc"),
+        temp_dir=str(tmp_path / "tmp"),
+        user=os.environ.get("USER") or "root",
+        unit="ExecStart=ray start --num-gpus=@NUM_GPUS@\n",
+        env="RAY_AUTH_MODE=token\n",
+        secret_env=SECRET_ENV,
+        token=TOKEN,
+        fact={"role": "worker", "cluster": "c"},
+        fact_path=str(tmp_path / "facts.d" / "rlinfra_ray.fact"),
+        unit_dir=str(tmp_path / "units"),
+        restart_inputs={"unit": {"num_gpus": "auto"}},
+        python_env_state=str(venv / "rlinfra-state.json"),
+        wait="none",
+    )
     (tmp_path / "units").mkdir()
 
     def run(check_mode=False, **options):
         args = dict(base, **options)
         args["user"] = __import__("pwd").getpwuid(os.getuid()).pw_name
         return module_runner(ray_node.main, args, check_mode=check_mode)
+
     run.tmp = tmp_path
     run.venv = venv
     return run
@@ -259,7 +280,9 @@ def starts():
 
 def test_first_converge_writes_everything_then_nothing_changes(node):
     dry = node(check_mode=True)
-    assert dry["changed"] is True and dry["started"] is True and not (node.tmp / "etc").exists() and not FakeSystemd.calls
+    assert (
+        dry["changed"] is True and dry["started"] is True and not (node.tmp / "etc").exists() and not FakeSystemd.calls
+    )
     first = node()
     assert first["changed"] is True and first["gpus"] == 4 and starts() == [("start", "ray-worker.service")]
     etc = node.tmp / "etc"
@@ -282,7 +305,11 @@ def test_what_ray_runs_changing_restarts_it_and_says_why(node):
     node()
     FakeSystemd.calls = []
     res = node(env="RAY_AUTH_MODE=token\nX=1\n")
-    assert res["changed"] is True and res["reasons"] == ["environment files"] and starts() == [("restart", "ray-worker.service")]
+    assert (
+        res["changed"] is True
+        and res["reasons"] == ["environment files"]
+        and starts() == [("restart", "ray-worker.service")]
+    )
     (node.venv / "rlinfra-state.json").write_text(json.dumps({"fingerprint": "fp2"}))  # python_env_sync reinstalled
     FakeSystemd.calls = []
     res = node(env="RAY_AUTH_MODE=token\nX=1\n")
@@ -298,7 +325,10 @@ def test_restart_under_a_running_job_is_refused_and_remembered(node):
     FakeSystemd.calls = []
     res = node(token="another-token-" + "y" * 30, running_jobs=["rlinfra-smoke-c"])
     assert res["failed"] is True and "\n" not in res["msg"]
-    assert "must restart (token file) but job(s) rlinfra-smoke-c run" in res["msg"] and "ray_restart_running_jobs=true" in res["msg"]
+    assert (
+        "must restart (token file) but job(s) rlinfra-smoke-c run" in res["msg"]
+        and "ray_restart_running_jobs=true" in res["msg"]
+    )
     assert starts() == [] and not (node.tmp / "etc" / "rlinfra-state.json").exists()
     # The next run, the job gone, restarts because the record is missing.
     res = node(token="another-token-" + "y" * 30)
@@ -322,8 +352,12 @@ def test_amd_node_gets_the_rocm_environment_once_and_a_conflict_changes_nothing(
     assert first["gpu_vendor"] == "amd" and first["gpus"] == 2
     env = (node.tmp / "etc" / "ray.env").read_text()
     assert env.startswith("RAY_AUTH_MODE=token\n")
-    assert rn.env_names(env) == {"RAY_AUTH_MODE": "token", "GPU_MAX_HW_QUEUES": "2", "RCCL_MSCCL_ENABLE": "0",
-                                 "HIP_VISIBLE_DEVICES": "0,1"}
+    assert rn.env_names(env) == {
+        "RAY_AUTH_MODE": "token",
+        "GPU_MAX_HW_QUEUES": "2",
+        "RCCL_MSCCL_ENABLE": "0",
+        "HIP_VISIBLE_DEVICES": "0,1",
+    }
     assert (node.tmp / "units" / "ray-worker.service").read_text() == "ExecStart=ray start --num-gpus=2\n"
     FakeSystemd.calls = []
     assert node(rocm_env=presets)["changed"] is False and FakeSystemd.calls == []
@@ -350,8 +384,13 @@ def test_a_worker_starts_only_once_its_heads_gcs_listens(node):
     port = sock.getsockname()[1]
     res = node(gcs_address="127.0.0.1:%d" % port, timeout=1)
     assert res["failed"] is True and starts() == []
-    assert res["msg"].startswith("this worker's Ray was not started: its head's GCS at 127.0.0.1:%d did not accept "
-                                 "connections within 1s" % port) and "\n" not in res["msg"]
+    assert (
+        res["msg"].startswith(
+            "this worker's Ray was not started: its head's GCS at 127.0.0.1:%d did not accept "
+            "connections within 1s" % port
+        )
+        and "\n" not in res["msg"]
+    )
     sock.listen(1)
     try:
         res = node(gcs_address="127.0.0.1:%d" % port, timeout=5)
@@ -367,7 +406,8 @@ def test_a_world_open_firewall_is_refused_before_anything(node):
     res = node(firewall=dict(ports={"gcs": 6379}, allow=["10.0.0.0/8", "0.0.0.0/0"]))
     assert res["failed"] is True and res["msg"] == (
         "firewall.allow[1] must be a network narrower than /8: 0.0.0.0/0 opens to the whole internet or a large part "
-        "of it (set allow_world: true if that is really meant), got '0.0.0.0/0'")
+        "of it (set allow_world: true if that is really meant), got '0.0.0.0/0'"
+    )
     assert not (node.tmp / "etc").exists() and FakeSystemd.calls == []
     typo = node(firewall=dict(ports={"gcs": 6379}, alow=["10.0.0.0/8"]))
     assert typo["failed"] is True and typo["msg"].startswith("firewall: unknown key 'alow' (did you mean 'allow'?)")
@@ -383,7 +423,11 @@ def test_diff_shows_each_file_that_would_change_and_hides_the_secrets(node):
     first = node(check_mode=True, _ansible_diff=True)
     by_path = dict((d["after_header"].split(" (")[0], d) for d in first["diff"])
     unit = by_path[str(node.tmp / "units" / "ray-worker.service")]
-    assert unit["before"] == "" and unit["after"] == "ExecStart=ray start --num-gpus=4\n" and "absent" in unit["before_header"]
+    assert (
+        unit["before"] == ""
+        and unit["after"] == "ExecStart=ray start --num-gpus=4\n"
+        and "absent" in unit["before_header"]
+    )
     assert by_path[str(node.tmp / "etc" / "ray.env")]["after"] == "RAY_AUTH_MODE=token\n"
     for secret in ("auth_token", "ray-secrets.env"):
         entry = by_path[str(node.tmp / "etc" / secret)]
@@ -396,6 +440,8 @@ def test_diff_shows_each_file_that_would_change_and_hides_the_secrets(node):
     assert (entry["before"], entry["after"]) == ("RAY_AUTH_MODE=token\n", "RAY_AUTH_MODE=token\nX=1\n")
     rotated = node(check_mode=True, _ansible_diff=True, token="another-token-value-0123456789")
     [entry] = [d for d in rotated["diff"] if d["after_header"].startswith(str(node.tmp / "etc" / "auth_token"))]
-    assert (entry["before"], entry["after"]) == ("(a secret file: its content is not shown)\n",
-                                                 "(a secret file: its new content is not shown)\n")
+    assert (entry["before"], entry["after"]) == (
+        "(a secret file: its content is not shown)\n",
+        "(a secret file: its new content is not shown)\n",
+    )
     assert "another-token-value-0123456789" not in json.dumps(rotated) and TOKEN not in json.dumps(rotated)

@@ -8,21 +8,27 @@ import os
 import pytest
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import attempts
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_render
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import recovery as R
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import checkpoint as verl_checkpoint
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import ACTIVE_STATUSES
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import checkpoint as verl_checkpoint
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment, experiment_render
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def node(i, ip, state="ALIVE", head=False, gpus=0):
-    return {"node_id": i, "node_ip": ip, "node_name": ip, "is_head": head, "state": state,
-            "resources": {"CPU": 2, "GPU": gpus} if gpus else {"CPU": 2}}
+    return {
+        "node_id": i,
+        "node_ip": ip,
+        "node_name": ip,
+        "is_head": head,
+        "state": state,
+        "resources": {"CPU": 2, "GPU": gpus} if gpus else {"CPU": 2},
+    }
 
 
 # --- attempts ------------------------------------------------------------------------------
+
 
 def test_attempt_ids_round_trip_and_foreign_ids_are_not_attempts():
     base = "rlinfra-smoke-default"
@@ -34,29 +40,55 @@ def test_attempt_ids_round_trip_and_foreign_ids_are_not_attempts():
 
 def test_newest_attempt_is_the_highest_number_not_the_latest_listed():
     base = "rlinfra-smoke-default"
-    jobs = [{"submission_id": base + "-a10", "status": "RUNNING"}, {"submission_id": base, "status": "FAILED"},
-            {"submission_id": base + "-a2", "status": "STOPPED"}, {"submission_id": base + "-2", "status": "RUNNING"}]
+    jobs = [
+        {"submission_id": base + "-a10", "status": "RUNNING"},
+        {"submission_id": base, "status": "FAILED"},
+        {"submission_id": base + "-a2", "status": "STOPPED"},
+        {"submission_id": base + "-2", "status": "RUNNING"},
+    ]
     assert attempts.newest_attempt(jobs, base)["submission_id"] == base + "-a10"
     assert attempts.newest_attempt(jobs, base)["attempt"] == 10
     assert [j["attempt"] for j in attempts.attempts_of(jobs, base)] == [1, 2, 10]
     assert attempts.newest_attempt([], base) is None
-    lines = [j["line"] for j in attempts.with_lines(
-        [{"submission_id": base + "-a2", "status": "RUNNING", "start_time": "t2", "metadata": {"rlinfra_recovered_from": "node_lost"}}],
-        base)]
+    lines = [
+        j["line"]
+        for j in attempts.with_lines(
+            [
+                {
+                    "submission_id": base + "-a2",
+                    "status": "RUNNING",
+                    "start_time": "t2",
+                    "metadata": {"rlinfra_recovered_from": "node_lost"},
+                }
+            ],
+            base,
+        )
+    ]
     assert lines == ["attempt 2: %s-a2 RUNNING, started t2, ended - (resubmitted after node lost)" % base]
 
 
 def test_checkpoint_holder_is_another_active_run_on_the_same_directory():
-    jobs = [{"submission_id": "rlinfra-x-default", "status": "RUNNING", "metadata": {"rlinfra_checkpoint_dir": "/c/x"}},
-            {"submission_id": "rlinfra-x-default-2", "status": "RUNNING", "metadata": {"rlinfra_checkpoint_dir": "/c/x/"}},
-            {"submission_id": "rlinfra-x-default-3", "status": "SUCCEEDED", "metadata": {"rlinfra_checkpoint_dir": "/c/x"}}]
-    assert attempts.checkpoint_holder(jobs, "/c/x", "rlinfra-x-default", ACTIVE_STATUSES)["submission_id"] == "rlinfra-x-default-2"
-    assert attempts.checkpoint_holder(jobs, "/c/x", "rlinfra-x-default-2", ACTIVE_STATUSES)["submission_id"] == "rlinfra-x-default"
-    assert attempts.checkpoint_holder(jobs[2:], "/c/x", "rlinfra-x-default", ACTIVE_STATUSES) is None  # ended runs hold nothing
+    jobs = [
+        {"submission_id": "rlinfra-x-default", "status": "RUNNING", "metadata": {"rlinfra_checkpoint_dir": "/c/x"}},
+        {"submission_id": "rlinfra-x-default-2", "status": "RUNNING", "metadata": {"rlinfra_checkpoint_dir": "/c/x/"}},
+        {"submission_id": "rlinfra-x-default-3", "status": "SUCCEEDED", "metadata": {"rlinfra_checkpoint_dir": "/c/x"}},
+    ]
+    assert (
+        attempts.checkpoint_holder(jobs, "/c/x", "rlinfra-x-default", ACTIVE_STATUSES)["submission_id"]
+        == "rlinfra-x-default-2"
+    )
+    assert (
+        attempts.checkpoint_holder(jobs, "/c/x", "rlinfra-x-default-2", ACTIVE_STATUSES)["submission_id"]
+        == "rlinfra-x-default"
+    )
+    assert (
+        attempts.checkpoint_holder(jobs[2:], "/c/x", "rlinfra-x-default", ACTIVE_STATUSES) is None
+    )  # ended runs hold nothing
     assert attempts.checkpoint_holder(jobs, "/c/y", "rlinfra-y-default", ACTIVE_STATUSES) is None
 
 
 # --- nodes and events ----------------------------------------------------------------------
+
 
 def test_lost_node_is_named_by_inventory_host_and_address():
     known = R.alive([node("a", "10.0.0.1", head=True), node("b", "10.0.0.2"), node("c", "10.0.0.3")])
@@ -70,9 +102,16 @@ def test_lost_node_is_named_by_inventory_host_and_address():
     assert R.head_id(now) == "a"
 
 
-@pytest.mark.parametrize("status, lost, expected", [
-    ("SUCCEEDED", [], "succeeded"), ("SUCCEEDED", ["x"], "succeeded"), ("FAILED", [], "failed"),
-    ("FAILED", ["x"], "node_lost"), ("STOPPED", [], "stopped")])
+@pytest.mark.parametrize(
+    "status, lost, expected",
+    [
+        ("SUCCEEDED", [], "succeeded"),
+        ("SUCCEEDED", ["x"], "succeeded"),
+        ("FAILED", [], "failed"),
+        ("FAILED", ["x"], "node_lost"),
+        ("STOPPED", [], "stopped"),
+    ],
+)
 def test_end_event(status, lost, expected):
     assert R.end_event(status, lost) == expected
 
@@ -90,6 +129,7 @@ def test_recovery_needs_the_event_and_a_restart_left():
 
 # --- checkpoints and shapes ----------------------------------------------------------------
 
+
 def make_checkpoint(root, steps, world, tracker=True):
     for step in steps:
         actor = root / ("global_step_%d" % step) / "actor"
@@ -104,8 +144,13 @@ def test_checkpoint_info_reads_latest_step_and_world_size(tmp_path):
     make_checkpoint(tmp_path, [5, 10], 3)
     (tmp_path / "global_step_15.tmp-1").mkdir()  # a half-written step is not a step
     info = verl_checkpoint.inspect(str(tmp_path))
-    assert (info["exists"], info["steps"], info["latest_step"], info["world_size"], info["ranks"]) == \
-        (True, [5, 10], 10, 3, [0, 1, 2])
+    assert (info["exists"], info["steps"], info["latest_step"], info["world_size"], info["ranks"]) == (
+        True,
+        [5, 10],
+        10,
+        3,
+        [0, 1, 2],
+    )
     assert info["step_dir"] == str(tmp_path / "global_step_10")
 
 
@@ -125,10 +170,12 @@ def test_shape_check_refuses_another_world_size_unless_allowed(tmp_path):
     assert R.shape_check(ckpt, three) == (True, "")
     ok, line = R.shape_check(ckpt, three[:2])
     assert not ok
-    assert line == ("checkpoint %s (step 5) was written by world size 3 (model_world_size_3_rank_*.pt) but the cluster "
-                    "now has 2 node(s) x 0 GPU(s) = world size 2; not resubmitted: bring the cluster back to 3 rank(s) "
-                    "(site.yml) and run submit.yml again, or set recovery.allow_reshard: true if the trainer can reshard"
-                    % (tmp_path / "global_step_5"))
+    assert line == (
+        "checkpoint %s (step 5) was written by world size 3 (model_world_size_3_rank_*.pt) but the cluster "
+        "now has 2 node(s) x 0 GPU(s) = world size 2; not resubmitted: bring the cluster back to 3 rank(s) "
+        "(site.yml) and run submit.yml again, or set recovery.allow_reshard: true if the trainer can reshard"
+        % (tmp_path / "global_step_5")
+    )
     ok, line = R.shape_check(ckpt, three[:2], allow_reshard=True)
     assert ok and line.endswith("resubmitting anyway (recovery.allow_reshard: true)")
     gpus = [node(i, "10.0.0.%d" % i, gpus=8) for i in range(2)]  # 16 ranks
@@ -144,7 +191,9 @@ def test_reshape_changes_only_the_shape_rlinfra_filled():
     entrypoint, nnodes, gpus = experiment_render.reshape(rendered["job_template"], three[:2])
     assert (nnodes, gpus) == (2, 0) and "trainer.nnodes=2" in entrypoint and "trainer.nnodes=3" not in entrypoint
     assert entrypoint.replace("trainer.nnodes=2", "trainer.nnodes=3") == rendered["entrypoint"]
-    pinned = experiment.load_experiment("smoke", os.path.join(REPO, "experiments"), extra_params={"trainer": {"nnodes": 3}})
+    pinned = experiment.load_experiment(
+        "smoke", os.path.join(REPO, "experiments"), extra_params={"trainer": {"nnodes": 3}}
+    )
     template = experiment_render.render(pinned, three)["job_template"]
     assert experiment_render.reshape(template, three[:1])[1] == 3  # set by the experiment: kept
 
@@ -161,19 +210,33 @@ def test_checkpoint_dir_names_the_cluster_and_can_borrow_another():
 
 # --- what the user reads ---------------------------------------------------------------------
 
+
 def test_summary_names_lost_nodes_and_every_attempt():
-    result = {"status": "SUCCEEDED", "submission_id": "s-a2", "duration_s": 12.34, "last_step": 30,
-              "last_metrics": {"reward/mean": 0.8, "pg_loss": -0.01},
-              "lost_nodes": [{"label": "gpu-3 (10.0.0.3)", "at": "0:00:46"}],
-              "attempts": [{"attempt": 1, "submission_id": "s", "status": "FAILED", "why": "node_lost", "last_step": 14},
-                           {"attempt": 2, "submission_id": "s-a2", "status": "SUCCEEDED", "why": "succeeded",
-                            "last_step": 30}],
-              "log_paths": ["/a/s.log", "/a/s-a2.log"]}
+    result = {
+        "status": "SUCCEEDED",
+        "submission_id": "s-a2",
+        "duration_s": 12.34,
+        "last_step": 30,
+        "last_metrics": {"reward/mean": 0.8, "pg_loss": -0.01},
+        "lost_nodes": [{"label": "gpu-3 (10.0.0.3)", "at": "0:00:46"}],
+        "attempts": [
+            {"attempt": 1, "submission_id": "s", "status": "FAILED", "why": "node_lost", "last_step": 14},
+            {"attempt": 2, "submission_id": "s-a2", "status": "SUCCEEDED", "why": "succeeded", "last_step": 30},
+        ],
+        "log_paths": ["/a/s.log", "/a/s-a2.log"],
+    }
     assert R.summary_lines(result) == [
-        "status:        SUCCEEDED", "submission_id: s-a2", "duration:      12.3 s",
-        "last step:     30 reward/mean:0.8 - pg_loss:-0.01", "node lost:     gpu-3 (10.0.0.3) at 0:00:46",
-        "attempts:", "  1. s: FAILED (a node left the cluster), steps reached 14",
-        "  2. s-a2: SUCCEEDED, steps reached 30", "log:           /a/s.log", "log:           /a/s-a2.log"]
+        "status:        SUCCEEDED",
+        "submission_id: s-a2",
+        "duration:      12.3 s",
+        "last step:     30 reward/mean:0.8 - pg_loss:-0.01",
+        "node lost:     gpu-3 (10.0.0.3) at 0:00:46",
+        "attempts:",
+        "  1. s: FAILED (a node left the cluster), steps reached 14",
+        "  2. s-a2: SUCCEEDED, steps reached 30",
+        "log:           /a/s.log",
+        "log:           /a/s-a2.log",
+    ]
 
 
 def test_recovery_schema_is_checked_like_the_rest(tmp_path):
@@ -186,29 +249,43 @@ def test_recovery_schema_is_checked_like_the_rest(tmp_path):
     assert load({"max_restarts": 3, "on": ["node_lost", "failed"]}).recovery["max_restarts"] == 3
     for recovery, wait, line in [
         ({"max_restart": 3}, None, "x.yml: recovery: unknown key 'max_restart' (did you mean 'max_restarts'?)"),
-        ({"on": ["node_lots"]}, None, "x.yml: recovery.on[0] must be one of node_lost, head_restart, stalled, failed "
-                                      "(did you mean 'node_lost'?), got 'node_lots'"),
+        (
+            {"on": ["node_lots"]},
+            None,
+            "x.yml: recovery.on[0] must be one of node_lost, head_restart, stalled, failed "
+            "(did you mean 'node_lost'?), got 'node_lots'",
+        ),
         ({"max_restarts": "3"}, None, "x.yml: recovery.max_restarts must be a whole number, got '3'"),
         ({"min_nodes": 0}, None, "x.yml: recovery.min_nodes must be a whole number from 1 to 10000, got 0"),
         ({"max_restarts": -1}, None, "x.yml: recovery.max_restarts must be a whole number from 0 to 1000, got -1"),
-        ({}, {"stall_timeout": -5}, "x.yml: wait.stall_timeout must be a number of seconds from 0 to 31622400, got -5 (0 is off)"),
+        (
+            {},
+            {"stall_timeout": -5},
+            "x.yml: wait.stall_timeout must be a number of seconds from 0 to 31622400, got -5 (0 is off)",
+        ),
     ]:
         with pytest.raises(experiment.ExperimentError) as err:
             load(recovery, wait)
         assert err.value.errors[0].startswith(line), err.value.errors
 
 
-@pytest.mark.parametrize("text, lost", [
-    ("ray.exceptions.ActorUnavailableError: The actor 3f2 is unavailable: ... ipv4:172.23.0.4:11114", True),
-    ("ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.", True),
-    ("RuntimeError: NCCL communicator was aborted on rank 3.", True),
-    ("ValueError: could not convert string to float: 'abc'", False),
-    ("smoke_rl: configuration error: Could not override 'x'", False),
-    ("", False)])
+@pytest.mark.parametrize(
+    "text, lost",
+    [
+        ("ray.exceptions.ActorUnavailableError: The actor 3f2 is unavailable: ... ipv4:172.23.0.4:11114", True),
+        ("ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.", True),
+        ("RuntimeError: NCCL communicator was aborted on rank 3.", True),
+        ("ValueError: could not convert string to float: 'abc'", False),
+        ("smoke_rl: configuration error: Could not override 'x'", False),
+        ("", False),
+    ],
+)
 def test_failures_that_read_like_a_lost_node(text, lost):
     assert R.looks_like_lost_node(text) is lost
 
 
 def test_progress_line_names_the_attempt_and_prints_odd_numbers():
     res = {"status": "RUNNING", "duration_s": None, "last_step": 7, "last_metrics": {"x": float("inf"), "y": 123456.0}}
-    assert R.progress_line("gsm8k", res, [], 5, attempt=2) == "gsm8k: RUNNING (attempt 2), -, step:7 - x:inf - y:1.235e+05"
+    assert (
+        R.progress_line("gsm8k", res, [], 5, attempt=2) == "gsm8k: RUNNING (attempt 2), -, step:7 - x:inf - y:1.235e+05"
+    )

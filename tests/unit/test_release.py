@@ -29,15 +29,22 @@ def test_galaxy_version_is_the_newest_version_added_and_released():
     found = added_versions()
     assert found, "no version_added found: the pattern no longer matches the docs"
     late = ["%s: %s" % item for item in found if version(item[1]) > version(galaxy)]
-    assert not late, "version_added newer than galaxy.yml's %s (raise galaxy.yml's version):\n%s" % (galaxy, "\n".join(late))
+    assert not late, "version_added newer than galaxy.yml's %s (raise galaxy.yml's version):\n%s" % (
+        galaxy,
+        "\n".join(late),
+    )
     releases = sorted(yaml.safe_load((ROOT / "changelogs/changelog.yaml").read_text())["releases"], key=version)
     assert version(releases[-1]) <= version(galaxy), (releases[-1], galaxy)
     if galaxy in releases:
         assert re.search(r"^v%s\n=+$" % re.escape(galaxy), (ROOT / "CHANGELOG.rst").read_text(), re.M), (
-            "CHANGELOG.rst has no section for %s: run antsibull-changelog generate" % galaxy)
+            "CHANGELOG.rst has no section for %s: run antsibull-changelog generate" % galaxy
+        )
         newest = max((v for dummy, v in found), key=version)
         assert newest == galaxy, "galaxy.yml says %s but the newest version_added is %s" % (galaxy, newest)
 
 
 def test_the_check_reads_version_added_as_the_docs_write_it():
-    assert ADDED.findall("options:\n  x:\n    version_added: 0.13.0\n    version_added: '0.2.1'\n") == ["0.13.0", "0.2.1"]
+    assert ADDED.findall("options:\n  x:\n    version_added: 0.13.0\n    version_added: '0.2.1'\n") == [
+        "0.13.0",
+        "0.2.1",
+    ]

@@ -73,23 +73,57 @@ def followed(tmp_path, text, sid="rlinfra-gsm8k-default"):
 def sample_run(tmp_path, **extra):
     with open(SAMPLE) as f:
         follow = followed(tmp_path, f.read())
-    events = [dict(event="node_lost", node="gpu-1 (10.0.0.6)", at_s=20.0),
-              dict(event="resubmitted", after="node_lost", detected_s=25.0, submitted_s=90.5, attempt=2, resume_step=34,
-                   first_step_s=200.0)]
+    events = [
+        dict(event="node_lost", node="gpu-1 (10.0.0.6)", at_s=20.0),
+        dict(
+            event="resubmitted",
+            after="node_lost",
+            detected_s=25.0,
+            submitted_s=90.5,
+            attempt=2,
+            resume_step=34,
+            first_step_s=200.0,
+        ),
+    ]
     marks = [dict(event="node_back", node="gpu-1 (10.0.0.6)", at_s=80.0)]
-    rows = [dict(attempt=1, submission_id="rlinfra-gsm8k-default", status="STOPPED", why="node_lost", last_step=83,
-                 start_time="2023-11-14T22:13:10.000Z", end_time="2023-11-14T22:14:00.000Z")]
-    util = {kind: {"gpu-0": [(T0 + 15 * i, 10.0 + i) for i in range(20)],
-                   "gpu-1": [(T0 + 15 * i, None if i == 3 else 50.0) for i in range(20)]}
-            for kind in ("cpu", "memory", "gpu", "gpu_memory")}
-    run = dict(experiment="gsm8k", submission_id="rlinfra-gsm8k-default", status="SUCCEEDED", attempts=rows,
-               code=dict(repo="https://github.com/volcengine/verl", ref="main", commit="0123abcd"),
-               fingerprint="sha256:feed", image=None, nodes=["gpu-0", "gpu-1"], gpus="16 (2 node(s) x 8)",
-               cost=dict(seconds=3600.0, gpu_hours=16.0, cost=51.04, cost_per_hour=51.04, nodes=2, priced=2),
-               curves=[R.attempt_curves(1, "rlinfra-gsm8k-default", follow)], utilisation=util,
-               events=R.events_from_watch(events, marks, T0, rows),
-               logs=[("rlinfra-gsm8k-default.log", "rlinfra-gsm8k-default.log")], node_logs=[("gpu-0", "nodes/gpu-0/")],
-               watch_started=T0, generated_at=T0 + 4000, final=True)
+    rows = [
+        dict(
+            attempt=1,
+            submission_id="rlinfra-gsm8k-default",
+            status="STOPPED",
+            why="node_lost",
+            last_step=83,
+            start_time="2023-11-14T22:13:10.000Z",
+            end_time="2023-11-14T22:14:00.000Z",
+        )
+    ]
+    util = {
+        kind: {
+            "gpu-0": [(T0 + 15 * i, 10.0 + i) for i in range(20)],
+            "gpu-1": [(T0 + 15 * i, None if i == 3 else 50.0) for i in range(20)],
+        }
+        for kind in ("cpu", "memory", "gpu", "gpu_memory")
+    }
+    run = dict(
+        experiment="gsm8k",
+        submission_id="rlinfra-gsm8k-default",
+        status="SUCCEEDED",
+        attempts=rows,
+        code=dict(repo="https://github.com/volcengine/verl", ref="main", commit="0123abcd"),
+        fingerprint="sha256:feed",
+        image=None,
+        nodes=["gpu-0", "gpu-1"],
+        gpus="16 (2 node(s) x 8)",
+        cost=dict(seconds=3600.0, gpu_hours=16.0, cost=51.04, cost_per_hour=51.04, nodes=2, priced=2),
+        curves=[R.attempt_curves(1, "rlinfra-gsm8k-default", follow)],
+        utilisation=util,
+        events=R.events_from_watch(events, marks, T0, rows),
+        logs=[("rlinfra-gsm8k-default.log", "rlinfra-gsm8k-default.log")],
+        node_logs=[("gpu-0", "nodes/gpu-0/")],
+        watch_started=T0,
+        generated_at=T0 + 4000,
+        final=True,
+    )
     run.update(extra)
     return run, follow
 
@@ -142,9 +176,10 @@ def test_nothing_is_fetched_from_anywhere(tmp_path):
         for name in ("src", "href", "action", "data", "poster", "srcset"):
             value = (attrs.get(name) or "").strip().lower()
             assert not re.match(r"^([a-z][a-z0-9+.-]*:|//)", value), (tag, name, value)
-    assert not [t for t, a in page.tags if t in ("link", "img", "iframe", "object", "embed") or
-                (t == "script" and "src" in a)]
-    for dummy, css in page.styles:
+    assert not [
+        t for t, a in page.tags if t in ("link", "img", "iframe", "object", "embed") or (t == "script" and "src" in a)
+    ]
+    for _dummy, css in page.styles:
         assert not re.search(r"url\(|@import", css)
     assert not re.search(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", text, re.I)
     csp = [a["content"] for t, a in page.tags if t == "meta" and a.get("http-equiv") == "Content-Security-Policy"]
@@ -205,16 +240,24 @@ def test_a_run_of_days_stays_a_few_megabytes(tmp_path):
     """20000 steps of 40 metrics (noise, so that thinning has to keep each column's extremes)."""
     rng = random.Random(7)
     keys = ["critic/score/mean", "actor/pg_loss"] + ["group%d/metric_%02d/mean" % (i % 5, i) for i in range(38)]
-    lines = ["step:%d - %s\n" % (s, " - ".join("%s:%.6f" % (k, rng.gauss(0, 1) + s * 1e-4) for k in keys))
-             for s in range(1, 20001)]
+    lines = [
+        "step:%d - %s\n" % (s, " - ".join("%s:%.6f" % (k, rng.gauss(0, 1) + s * 1e-4) for k in keys))
+        for s in range(1, 20001)
+    ]
     ticks = itertools.count(T0, 30)
     follow = verl_metrics.Follow(str(tmp_path / "long"), clock=lambda: next(ticks))
     for at in range(0, len(lines), 500):
-        follow.feed("".join(lines[at:at + 500]))
+        follow.feed("".join(lines[at : at + 500]))
     follow.write()
     util = {"gpu": dict(("node-%d" % n, [(T0 + 600 * i, 50.0) for i in range(1000)]) for n in range(16))}
-    run = dict(experiment="long", submission_id="rlinfra-long-default", final=True, generated_at=T0 + 600000,
-               curves=[R.attempt_curves(1, "rlinfra-long-default", follow)], utilisation=util)
+    run = dict(
+        experiment="long",
+        submission_id="rlinfra-long-default",
+        final=True,
+        generated_at=T0 + 600000,
+        curves=[R.attempt_curves(1, "rlinfra-long-default", follow)],
+        utilisation=util,
+    )
     text = R.build(run)
     data = page_data(parse(text))
     assert len(data["metrics"]) == 40
@@ -236,6 +279,7 @@ def test_the_vendored_library_is_the_release():
 
 
 # --- through ray_job_wait ---------------------------------------------------------------------------------------
+
 
 class FakeAction:
     class _connection:
@@ -259,21 +303,45 @@ def test_the_wait_writes_the_report_and_names_it(tmp_path, monkeypatch):
     with open(SAMPLE) as f:
         log = f.read()
     half = log.index("(TaskRunner pid=16292) step:2")
-    base = dict(reachable=True, found=True, address="http://10.0.0.5:8265", nodes=[], submission_id="rlinfra-x-default",
-                start_time="2023-11-14T22:13:10.000Z", log_file_id="f1")
-    answers = [dict(base, status="RUNNING", log_offset=half, log_chunk=log[:half], log_size=half),
-               dict(base, status="SUCCEEDED", log_offset=len(log), log_chunk=log[half:], log_size=len(log),
-                    end_time="2023-11-14T22:20:00.000Z", duration_s=410.0)]
+    base = dict(
+        reachable=True,
+        found=True,
+        address="http://10.0.0.5:8265",
+        nodes=[],
+        submission_id="rlinfra-x-default",
+        start_time="2023-11-14T22:13:10.000Z",
+        log_file_id="f1",
+    )
+    answers = [
+        dict(base, status="RUNNING", log_offset=half, log_chunk=log[:half], log_size=half),
+        dict(
+            base,
+            status="SUCCEEDED",
+            log_offset=len(log),
+            log_chunk=log[half:],
+            log_size=len(log),
+            end_time="2023-11-14T22:20:00.000Z",
+            duration_s=410.0,
+        ),
+    ]
     spec = {k: v.get("default") for k, v in W.ARGUMENT_SPEC.items()}
-    spec.update(submission_id="rlinfra-x-default", poll_interval=0.1, log_dir=str(tmp_path / "run"), label="x",
-                progress_interval=1, hosts=["gpu-0"],
-                left_out=["left out:      gpu-1 (fitness.yml, 20231114T221000Z): gpu-1 GPU 3: Xid 79 (GPU has fallen off "
-                          "the bus)"])
-    series = {"cpu": {"gpu-0": [[1700000000.0, 12.5], [1700000015.0, 80.0]]},
-              "memory": {"gpu-0": [[1700000000.0, 40.0], [1700000015.0, 41.0]]}}
+    spec.update(
+        submission_id="rlinfra-x-default",
+        poll_interval=0.1,
+        log_dir=str(tmp_path / "run"),
+        label="x",
+        progress_interval=1,
+        hosts=["gpu-0"],
+        left_out=[
+            "left out:      gpu-1 (fitness.yml, 20231114T221000Z): gpu-1 GPU 3: Xid 79 (GPU has fallen off the bus)"
+        ],
+    )
+    series = {
+        "cpu": {"gpu-0": [[1700000000.0, 12.5], [1700000015.0, 80.0]]},
+        "memory": {"gpu-0": [[1700000000.0, 40.0], [1700000015.0, 41.0]]},
+    }
     action = FakeAction(answers, metrics={"changed": False, "lines": [], "problems": [], "series": series})
-    w = W.Watch(action, spec, {"hostvars": {"gpu-0": {"hyperbolic_gpu_count": 8,
-                                                                    "hyperbolic_cost_per_hour": 20.0}}})
+    w = W.Watch(action, spec, {"hostvars": {"gpu-0": {"hyperbolic_gpu_count": 8, "hyperbolic_cost_per_hour": 20.0}}})
     ticks = itertools.count(0, 10)
     w.clock = lambda: float(next(ticks))
     w.t0 = w.clock()
@@ -291,8 +359,10 @@ def test_the_wait_writes_the_report_and_names_it(tmp_path, monkeypatch):
     text = "".join(page.text)
     assert "SUCCEEDED" in text and "rlinfra-x-default.log" in text and "$2.28" in text  # 410 s of 1 node at $20/h
     # The worker fitness.yml left out, named in the header (its line without the summary's label).
-    assert "<th>left out</th><td>gpu-1 (fitness.yml, 20231114T221000Z): gpu-1 GPU 3: Xid 79 (GPU has fallen off the " \
+    assert (
+        "<th>left out</th><td>gpu-1 (fitness.yml, 20231114T221000Z): gpu-1 GPU 3: Xid 79 (GPU has fallen off the "
         "bus)</td>" in open(path).read()
+    )
     hrefs = [a.get("href") for tag, a in page.tags if tag == "a"]
     assert hrefs == ["../rlinfra-x-default.log"], hrefs
     # The nodes' utilisation over the run, as the head's Prometheus gave it: read from the run's start (Ray's).
@@ -306,11 +376,27 @@ def _short_run(tmp_path, monkeypatch, log_dir):
     monkeypatch.setattr(W.time, "sleep", lambda s: None)
     with open(SAMPLE) as f:
         log = f.read()
-    base = dict(reachable=True, found=True, address="http://10.0.0.5:8265", nodes=[], submission_id="rlinfra-x-default",
-                start_time="2023-11-14T22:13:10.000Z", log_file_id="f1")
-    answers = [dict(base, status="RUNNING", log_offset=100, log_chunk=log[:100], log_size=100),
-               dict(base, status="SUCCEEDED", log_offset=len(log), log_chunk=log[100:], log_size=len(log),
-                    end_time="2023-11-14T22:20:00.000Z", duration_s=410.0)]
+    base = dict(
+        reachable=True,
+        found=True,
+        address="http://10.0.0.5:8265",
+        nodes=[],
+        submission_id="rlinfra-x-default",
+        start_time="2023-11-14T22:13:10.000Z",
+        log_file_id="f1",
+    )
+    answers = [
+        dict(base, status="RUNNING", log_offset=100, log_chunk=log[:100], log_size=100),
+        dict(
+            base,
+            status="SUCCEEDED",
+            log_offset=len(log),
+            log_chunk=log[100:],
+            log_size=len(log),
+            end_time="2023-11-14T22:20:00.000Z",
+            duration_s=410.0,
+        ),
+    ]
     spec = {k: v.get("default") for k, v in W.ARGUMENT_SPEC.items()}
     spec.update(submission_id="rlinfra-x-default", poll_interval=0.1, log_dir=log_dir, label="x", progress_interval=1)
     w = W.Watch(FakeAction(answers), spec, {})
@@ -328,6 +414,7 @@ def _errno_raiser(real, err, suffix):
         if str(path).endswith(suffix):
             raise OSError(err, os.strerror(err), str(path))
         return real(path, *args, **kwargs)
+
     return fake
 
 
@@ -337,8 +424,10 @@ ON_RAY = "; the job's status above is Ray's own"
 def test_artifacts_the_wait_cannot_write_name_the_variable_and_the_job_goes_on(tmp_path, monkeypatch):
     """Under /proc (which fails for root too) the wait said a bare '[Errno 2] ...' naming no setting."""
     w, result, said = _short_run(tmp_path, monkeypatch, "/proc/1/rlinfra-artifacts/x")
-    line = ("verl_job_artifacts_dir /proc/1/rlinfra-artifacts/x: cannot write the driver log and metrics (No such file "
-            "or directory): set verl_job_artifacts_dir to another directory" + ON_RAY)
+    line = (
+        "verl_job_artifacts_dir /proc/1/rlinfra-artifacts/x: cannot write the driver log and metrics (No such file "
+        "or directory): set verl_job_artifacts_dir to another directory" + ON_RAY
+    )
     assert result["status"] == "SUCCEEDED" and result["artifacts_error"] == line and said.count(line) == 1
     assert "artifacts:     NOT SAVED - " + line in result["summary"]
 
@@ -346,8 +435,10 @@ def test_artifacts_the_wait_cannot_write_name_the_variable_and_the_job_goes_on(t
 def test_a_full_disk_under_the_driver_log_names_the_variable(tmp_path, monkeypatch):
     monkeypatch.setattr(W.os, "open", _errno_raiser(os.open, errno.ENOSPC, "rlinfra-x-default.log"))
     w, result, said = _short_run(tmp_path, monkeypatch, str(tmp_path / "run"))
-    line = ("verl_job_artifacts_dir %s: cannot write the driver log (No space left on device): free space or set "
-            "verl_job_artifacts_dir to another directory" % (tmp_path / "run")) + ON_RAY
+    line = (
+        "verl_job_artifacts_dir %s: cannot write the driver log (No space left on device): free space or set "
+        "verl_job_artifacts_dir to another directory" % (tmp_path / "run")
+    ) + ON_RAY
     assert result["status"] == "SUCCEEDED" and result["artifacts_error"] == line and said == [line]
     assert not os.path.exists(tmp_path / "run" / "rlinfra-x-default.log")
 
@@ -355,8 +446,10 @@ def test_a_full_disk_under_the_driver_log_names_the_variable(tmp_path, monkeypat
 def test_a_run_report_the_wait_cannot_write_names_the_variable(tmp_path, monkeypatch):
     monkeypatch.setattr(R.files, "write_atomic", _errno_raiser(R.files.write_atomic, errno.EROFS, "report.json"))
     w, result, said = _short_run(tmp_path, monkeypatch, str(tmp_path / "run"))
-    line = ("verl_job_artifacts_dir %s: cannot write the run report (Read-only file system): set "
-            "verl_job_artifacts_dir to another directory" % (tmp_path / "run" / "rlinfra-x-default"))
+    line = (
+        "verl_job_artifacts_dir %s: cannot write the run report (Read-only file system): set "
+        "verl_job_artifacts_dir to another directory" % (tmp_path / "run" / "rlinfra-x-default")
+    )
     assert result["status"] == "SUCCEEDED" and line in said and not result["report_path"]
     assert all("Errno" not in s for s in said)
 
@@ -373,8 +466,15 @@ def test_the_report_says_why_prometheus_gave_nothing(tmp_path, monkeypatch):
 
 # --- what the nodes' logs say, added after the wait (rlinfra.verl.run_report) -----------------------------------
 
-XID_EVENT = dict(kind="xid", time="2023-11-14T22:13:50+00:00", code=79, meaning="GPU has fallen off the bus",
-                 device="0000:3b:00", line="...", epoch=R.epoch("2023-11-14T22:13:50.000Z"))
+XID_EVENT = dict(
+    kind="xid",
+    time="2023-11-14T22:13:50+00:00",
+    code=79,
+    meaning="GPU has fallen off the bus",
+    device="0000:3b:00",
+    line="...",
+    epoch=R.epoch("2023-11-14T22:13:50.000Z"),
+)
 
 
 def test_report_json_is_the_data_and_kernel_events_in_the_window_become_events(tmp_path):
@@ -386,13 +486,21 @@ def test_report_json_is_the_data_and_kernel_events_in_the_window_become_events(t
     # the run: 22:13:10 to 22:14:00; kernel events from its start to 5 minutes after its end are its own
     before = dict(XID_EVENT, epoch=R.epoch("2023-11-14T22:13:09.000Z"), device="0000:5e:00")
     after = dict(XID_EVENT, epoch=R.epoch("2023-11-14T22:19:01.000Z"), device="0000:86:00")
-    late_oom = dict(kind="oom", time="x", code=None, meaning="killed python (pid 7)", device=None, line="...",
-                    epoch=R.epoch("2023-11-14T22:18:59.000Z"))
+    late_oom = dict(
+        kind="oom",
+        time="x",
+        code=None,
+        meaning="killed python (pid 7)",
+        device=None,
+        line="...",
+        epoch=R.epoch("2023-11-14T22:18:59.000Z"),
+    )
     unplaced = dict(XID_EVENT, epoch=None)
     rows = R.kernel_rows(run, "gpu-1", [before, XID_EVENT, after, late_oom, unplaced, "junk"])
     assert [(r["at"], r["kind"], r["text"]) for r in rows] == [
         (R.epoch("2023-11-14T22:13:50.000Z"), "kernel", "gpu-1: Xid 79 (GPU has fallen off the bus) on 0000:3b:00"),
-        (R.epoch("2023-11-14T22:18:59.000Z"), "kernel", "gpu-1: the OOM killer killed python (pid 7)")]
+        (R.epoch("2023-11-14T22:18:59.000Z"), "kernel", "gpu-1: the OOM killer killed python (pid 7)"),
+    ]
 
 
 def test_amend_adds_events_causes_and_links_once(tmp_path):
@@ -446,21 +554,56 @@ def test_run_report_action_through_ansible(tmp_path):
     run = sample_run(run_dir)[0]
     R.write(str(run_dir), run)
     os.makedirs(str(run_dir / "nodes" / "gpu-1"))
-    nodes = [dict(item="gpu-0", kernel_events=[], changed=False), dict(item="gpu-1", kernel_events=[XID_EVENT]),
-             dict(item="gpu-2", unreachable=True, kernel_events=[XID_EVENT])]
-    task = {"rlinfra.verl.run_report": {"report_dir": "artifacts/gsm8k/rlinfra-gsm8k-default", "nodes": nodes,
-                                        "causes": ["gpu-1: Xid 79"]}}
-    play = [{"hosts": "localhost", "gather_facts": False, "tasks": [
-        dict(task, register="first"), dict(task, register="second"),
-        dict(task, register="checked", check_mode=True),
-        {"ansible.builtin.copy": {"content": "{{ [first, second, checked] | to_json }}", "dest": str(tmp_path / "out.json"),
-                                  "mode": "0600"}}]}]
+    nodes = [
+        dict(item="gpu-0", kernel_events=[], changed=False),
+        dict(item="gpu-1", kernel_events=[XID_EVENT]),
+        dict(item="gpu-2", unreachable=True, kernel_events=[XID_EVENT]),
+    ]
+    task = {
+        "rlinfra.verl.run_report": {
+            "report_dir": "artifacts/gsm8k/rlinfra-gsm8k-default",
+            "nodes": nodes,
+            "causes": ["gpu-1: Xid 79"],
+        }
+    }
+    play = [
+        {
+            "hosts": "localhost",
+            "gather_facts": False,
+            "tasks": [
+                dict(task, register="first"),
+                dict(task, register="second"),
+                dict(task, register="checked", check_mode=True),
+                {
+                    "ansible.builtin.copy": {
+                        "content": "{{ [first, second, checked] | to_json }}",
+                        "dest": str(tmp_path / "out.json"),
+                        "mode": "0600",
+                    }
+                },
+            ],
+        }
+    ]
     (tmp_path / "play.yml").write_text(json.dumps(play))
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(root, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c",
-                           "local", "-e", "ansible_python_interpreter=" + sys.executable, str(tmp_path / "play.yml")],
-                          cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            os.path.join(os.path.dirname(sys.executable), "ansible-playbook"),
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            "-e",
+            "ansible_python_interpreter=" + sys.executable,
+            str(tmp_path / "play.yml"),
+        ],
+        cwd=str(tmp_path),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     first, second, checked = json.loads((tmp_path / "out.json").read_text())
     assert first["changed"] is True and first["path"] == str(run_dir / "report.html"), first
@@ -474,6 +617,7 @@ def test_run_report_action_through_ansible(tmp_path):
 def test_a_report_the_nodes_logs_cannot_amend_names_the_variable(tmp_path, monkeypatch):
     """A full disk gave 'could not amend the run report in DIR: No space left on device', naming no setting."""
     from ansible_collections.rlinfra.verl.plugins.action import run_report as action
+
     run_dir = tmp_path / "artifacts" / "gsm8k" / "rlinfra-gsm8k-default"
     run_dir.mkdir(parents=True)
     R.write(str(run_dir), sample_run(run_dir)[0])
@@ -484,7 +628,8 @@ def test_a_report_the_nodes_logs_cannot_amend_names_the_variable(tmp_path, monke
     res = act.act({}, dict(report_dir=str(run_dir), nodes=[], causes=["gpu-1: Xid 79"]), {})
     assert res["failed"] and res["msg"] == (
         "verl_job_artifacts_dir %s: cannot write the run report (No space left on device): free space or set "
-        "verl_job_artifacts_dir to another directory" % run_dir)
+        "verl_job_artifacts_dir to another directory" % run_dir
+    )
     assert (run_dir / "report.html").read_text() == before
 
 
@@ -500,11 +645,31 @@ def test_the_waits_next_rewrite_keeps_what_the_nodes_logs_added(tmp_path):
 
 
 def test_the_events_say_whether_a_resume_was_proven():
-    events = [dict(event="resubmitted", after="node_lost", detected_s=5.0, submitted_s=10.0, attempt=2, resume_step=5,
-                   first_step_s=20.0, first_logged_step=6, resume_proven=True),
-              dict(event="resubmitted", after="stalled", detected_s=30.0, submitted_s=35.0, attempt=3, resume_step=10,
-                   first_step_s=40.0, first_logged_step=1, resume_proven=False),
-              dict(event="not_resumed", at_s=41.0, attempt=3, first_step=1, resume_step=10)]
+    events = [
+        dict(
+            event="resubmitted",
+            after="node_lost",
+            detected_s=5.0,
+            submitted_s=10.0,
+            attempt=2,
+            resume_step=5,
+            first_step_s=20.0,
+            first_logged_step=6,
+            resume_proven=True,
+        ),
+        dict(
+            event="resubmitted",
+            after="stalled",
+            detected_s=30.0,
+            submitted_s=35.0,
+            attempt=3,
+            resume_step=10,
+            first_step_s=40.0,
+            first_logged_step=1,
+            resume_proven=False,
+        ),
+        dict(event="not_resumed", at_s=41.0, attempt=3, first_step=1, resume_step=10),
+    ]
     texts = [e["text"] for e in R.events_from_watch(events, [], 1000.0)]
     assert "attempt 2 printed its first step (step 6: resumed from step 5)" in texts
     assert "attempt 3 printed its first step (step 1: started over)" in texts
@@ -527,7 +692,8 @@ def test_a_head_that_does_not_answer_gets_one_line_with_what_this_controller_las
         "was last seen SUCCEEDED at 2023-11-14 23:20:00 UTC, at step 83; its newest checkpoint: step 80 in "
         "/data/checkpoints/p/default/gsm8k; report: %s; bring the machines back (provision.yml when they were rented, "
         "then site.yml); then submit.yml -e exp=gsm8k resumes from the checkpoints on the shared volume"
-        % (run_dir / "report.html"))
+        % (run_dir / "report.html")
+    )
     assert "\n" not in line and (run_dir / "report.json").read_bytes() == before
     none = R.head_gone_line(None, "gpu-0", "default", "gsm8k", "", str(tmp_path / "other"))
     assert "(no answer)" in none and "this controller has no report of the run (%s)" % (tmp_path / "other") in none

@@ -8,11 +8,13 @@ import subprocess
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_render
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import masking
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import secrets_file
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import secrets_run
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import (
+    experiment,
+    experiment_render,
+    secrets_file,
+    secrets_run,
+)
 
 NASTY = {"HF_TOKEN": "hf_a'b\"c$HOME`id`\\n;x", "MULTI": "line1\nline2 $(x) ${PATH}", "EMPTYISH": " ", "PLAIN": "p"}
 
@@ -22,17 +24,28 @@ def test_shell_and_hook_read_the_same_values(tmp_path):
     path.write_text(secrets_file.dumps(NASTY))
     assert secrets_file.loads(path.read_text()) == NASTY
     # What dash does with the entrypoint prefix: the values verbatim, nothing expanded or run.
-    script = secrets_file.ENTRYPOINT_PREFIX + 'python3 -c "import json, os; print(json.dumps({k: os.environ[k] for k in %r}))"' \
-        % sorted(NASTY)
-    out = subprocess.run(["/bin/sh", "-c", script], env={"RLINFRA_SECRETS_FILE": str(path), "PATH": os.environ["PATH"]},
-                         capture_output=True, text=True, check=True).stdout
+    script = (
+        secrets_file.ENTRYPOINT_PREFIX
+        + 'python3 -c "import json, os; print(json.dumps({k: os.environ[k] for k in %r}))"' % sorted(NASTY)
+    )
+    out = subprocess.run(
+        ["/bin/sh", "-c", script],
+        env={"RLINFRA_SECRETS_FILE": str(path), "PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert json.loads(out) == NASTY
 
 
 def test_a_missing_file_fails_the_driver_and_the_hook(tmp_path, monkeypatch):
     gone = str(tmp_path / "gone.env")
-    proc = subprocess.run(["/bin/sh", "-c", secrets_file.ENTRYPOINT_PREFIX + "echo ran"], env={"RLINFRA_SECRETS_FILE": gone},
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        ["/bin/sh", "-c", secrets_file.ENTRYPOINT_PREFIX + "echo ran"],
+        env={"RLINFRA_SECRETS_FILE": gone},
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode != 0 and "ran" not in proc.stdout
     monkeypatch.setenv(secrets_file.FILE_VAR, gone)
     with pytest.raises(RuntimeError, match="cannot read the run's secrets file .*gone.env"):
@@ -67,8 +80,12 @@ def make(data):
 
 def test_render_routes_secrets_by_file_and_keeps_the_entrypoint_for_recoveries():
     exp = make({"secrets": ["WANDB_API_KEY"], "optional_secrets": ["HF_TOKEN"], "env": {"PYTHONPATH": "/opt/x"}})
-    r = experiment_render.render(exp, [{"node_ip": "10.0.0.1", "is_head": True, "resources": {"CPU": 4}}],
-                 secret_names_present=["WANDB_API_KEY"], secrets_dir="/data/.rlinfra/secrets/")
+    r = experiment_render.render(
+        exp,
+        [{"node_ip": "10.0.0.1", "is_head": True, "resources": {"CPU": 4}}],
+        secret_names_present=["WANDB_API_KEY"],
+        secrets_dir="/data/.rlinfra/secrets/",
+    )
     env = r["runtime_env"]["env_vars"]
     assert r["secrets_file"] == env["RLINFRA_SECRETS_FILE"] == "/data/.rlinfra/secrets/default/rlinfra-q-default.env"
     assert r["secrets_dir"] == "/data/.rlinfra/secrets"
@@ -98,8 +115,12 @@ def test_filters_decide_when_the_file_is_written_and_removed():
     assert not secrets_run.done({"reason": "timeout", "status": "RUNNING"})
     assert not secrets_run.done({"reason": "unreachable", "status": "RUNNING"})
     assert not secrets_run.done({"skipped": True}) and not secrets_run.done(None)
-    jobs = [{"submission_id": "r-1", "status": "SUCCEEDED"}, {"submission_id": "r-2", "status": "FAILED"},
-            {"submission_id": "r-2-a2", "status": "RUNNING"}, {"submission_id": "r-3", "status": "STOPPED"}]
+    jobs = [
+        {"submission_id": "r-1", "status": "SUCCEEDED"},
+        {"submission_id": "r-2", "status": "FAILED"},
+        {"submission_id": "r-2-a2", "status": "RUNNING"},
+        {"submission_id": "r-3", "status": "STOPPED"},
+    ]
     paths = ["/s/c/r-1.env", "/s/c/r-2.env", "/s/c/r-3.env", "/s/c/r-4.env", "/s/c/new.env", "/s/c/x.txt"]
     assert secrets_run.stale(paths, jobs, "new") == ["/s/c/r-1.env", "/s/c/r-3.env", "/s/c/r-4.env"]
 

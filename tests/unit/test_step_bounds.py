@@ -20,9 +20,14 @@ BOUND = "{{ rlinfra_step_timeout | default(3600) }}"
 # The steps that bound themselves, and how (each is said in a comment where it runs).
 SELF_BOUNDED = {
     ("roles/verl_job/tasks/run.yml", "Wait for job {{ verl_job__submitted.submission_id }}"): 0,
-    ("roles/verl_job/tasks/main.yml", "Fetch the experiment's models and datasets into the shared Hugging Face cache"): 0,
-    ("roles/ray/tasks/container.yml", "Make the engine and the image ready (an archive loaded, or the image pulled, only "
-                                      "when the node lacks it)"): "{{ (rlinfra_step_timeout | default(3600) | int) + 3600 }}",
+    (
+        "roles/verl_job/tasks/main.yml",
+        "Fetch the experiment's models and datasets into the shared Hugging Face cache",
+    ): 0,
+    (
+        "roles/ray/tasks/container.yml",
+        "Make the engine and the image ready (an archive loaded, or the image pulled, only when the node lacks it)",
+    ): "{{ (rlinfra_step_timeout | default(3600) | int) + 3600 }}",
 }
 
 
@@ -77,16 +82,49 @@ def test_the_bound_is_inherited_by_every_task_of_the_play(tmp_path):
     role = tmp_path / "roles" / "hangs" / "tasks"
     role.mkdir(parents=True)
     (role / "main.yml").write_text(yaml.safe_dump([{"name": "Hang", "ansible.builtin.command": "sleep 60"}]))
-    (tmp_path / "play.yml").write_text(yaml.safe_dump([{
-        "name": "A play on a node", "hosts": "all", "gather_facts": False, "timeout": BOUND,
-        "tasks": [{"name": "Run the role", "ansible.builtin.include_role": {"name": "hangs"}}]}]))
-    (tmp_path / "inventory.json").write_text(json.dumps({"all": {"hosts": {"node-1": {
-        "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}}))
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
-               ANSIBLE_ROLES_PATH=str(tmp_path / "roles"))
-    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i",
-                           str(tmp_path / "inventory.json"), str(tmp_path / "play.yml"), "-e", "rlinfra_step_timeout=3"],
-                          cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=120)
+    (tmp_path / "play.yml").write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "name": "A play on a node",
+                    "hosts": "all",
+                    "gather_facts": False,
+                    "timeout": BOUND,
+                    "tasks": [{"name": "Run the role", "ansible.builtin.include_role": {"name": "hangs"}}],
+                }
+            ]
+        )
+    )
+    (tmp_path / "inventory.json").write_text(
+        json.dumps(
+            {
+                "all": {
+                    "hosts": {"node-1": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}}
+                }
+            }
+        )
+    )
+    env = dict(
+        os.environ,
+        ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
+        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
+        ANSIBLE_ROLES_PATH=str(tmp_path / "roles"),
+    )
+    proc = subprocess.run(
+        [
+            os.path.join(os.path.dirname(sys.executable), "ansible-playbook"),
+            "-i",
+            str(tmp_path / "inventory.json"),
+            str(tmp_path / "play.yml"),
+            "-e",
+            "rlinfra_step_timeout=3",
+        ],
+        cwd=str(tmp_path),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     out = json.loads(proc.stdout)
     result = out["plays"][0]["tasks"][-1]["hosts"]["node-1"]
     # Ended by the bound (3 s), not by the command (60 s) nor by the test's own limit.

@@ -19,20 +19,40 @@ from ansible_collections.rlinfra.verl.plugins.plugin_utils import node_script
 
 SID = "rlinfra-smoke-default"
 A2 = SID + "-a2"
-TEMPLATE = {"pairs": [["trainer.nnodes", 2], ["trainer.n_gpus_per_node", 0]], "head": "python3 -m verl.trainer.main_ppo",
-            "shape_keys": ["trainer.nnodes", "trainer.n_gpus_per_node"], "filled": [True, True]}
+TEMPLATE = {
+    "pairs": [["trainer.nnodes", 2], ["trainer.n_gpus_per_node", 0]],
+    "head": "python3 -m verl.trainer.main_ppo",
+    "shape_keys": ["trainer.nnodes", "trainer.n_gpus_per_node"],
+    "filled": [True, True],
+}
 
 
 def node(node_id, ip, head=False, state="ALIVE"):
-    return {"node_id": node_id, "node_ip": ip, "node_name": ip, "is_head": head, "state": state, "resources": {"CPU": 2}}
+    return {
+        "node_id": node_id,
+        "node_ip": ip,
+        "node_name": ip,
+        "is_head": head,
+        "state": state,
+        "resources": {"CPU": 2},
+    }
 
 
 HEAD, W2 = node("h1", "10.0.0.1", head=True), node("w2", "10.0.0.2")
 
 
 def job(status="RUNNING", step=None, nodes=(HEAD, W2), sid=SID, log=""):
-    return dict(reachable=True, found=True, status=status, submission_id=sid, nodes=list(nodes), log_offset=len(log),
-                log_size=len(log), log_file_id="f", log_chunk=log)
+    return dict(
+        reachable=True,
+        found=True,
+        status=status,
+        submission_id=sid,
+        nodes=list(nodes),
+        log_offset=len(log),
+        log_size=len(log),
+        log_file_id="f",
+        log_chunk=log,
+    )
 
 
 class Killed(BaseException):
@@ -79,13 +99,28 @@ class Head:
 def config(tmp_path, **args):
     secrets = tmp_path / "secrets.env"
     secrets.write_text("HF_TOKEN=hf_xx\n")
-    return dict(args=dict(dict(submission_id=SID, base_submission_id=SID, timeout=3600, progress_interval=5,
-                               poll_interval=1, stall_timeout=0, outage_grace=60, checkpoint_dir=str(tmp_path / "ckpt"),
-                               recovery={"max_restarts": 2, "backoff_s": 0},
-                               job={"job_template": TEMPLATE, "metadata": {}, "resources": None, "package": None}),
-                          **args),
-                names={"10.0.0.2": "gpu-2"}, metrics=["critic/score/mean"], secret_values=["hf_xx"],
-                secrets_file=str(secrets), logs_tail_lines=10)
+    return dict(
+        args=dict(
+            dict(
+                submission_id=SID,
+                base_submission_id=SID,
+                timeout=3600,
+                progress_interval=5,
+                poll_interval=1,
+                stall_timeout=0,
+                outage_grace=60,
+                checkpoint_dir=str(tmp_path / "ckpt"),
+                recovery={"max_restarts": 2, "backoff_s": 0},
+                job={"job_template": TEMPLATE, "metadata": {}, "resources": None, "package": None},
+            ),
+            **args,
+        ),
+        names={"10.0.0.2": "gpu-2"},
+        metrics=["critic/score/mean"],
+        secret_values=["hf_xx"],
+        secrets_file=str(secrets),
+        logs_tail_lines=10,
+    )
 
 
 class Clock:
@@ -102,8 +137,14 @@ class Clock:
 def make(tmp_path, head, cfg=None, clock=None):
     clock = clock or Clock()
     disabled = []
-    sup = supervisor.Supervisor(cfg or config(tmp_path), str(tmp_path / "run"), clock=clock, sleep=clock.sleep,
-                                functions=head.functions(), systemctl=lambda *a: disabled.append(a) or (0, "", ""))
+    sup = supervisor.Supervisor(
+        cfg or config(tmp_path),
+        str(tmp_path / "run"),
+        clock=clock,
+        sleep=clock.sleep,
+        functions=head.functions(),
+        systemctl=lambda *a: disabled.append(a) or (0, "", ""),
+    )
     return sup, disabled
 
 
@@ -165,9 +206,11 @@ def test_at_its_end_a_run_forgets_the_api_key_and_the_replacement_kits_ssh_key(t
     zip_path = tmp_path / "packages" / ("rlinfra-%s.zip" % ("ab" * 20))
     assert not zip_path.exists()
     said = texts(json.loads((run_dir / "state.json").read_text()))
-    assert said[-3:] == ["removed the API key from the run's config",
-                         "removed the replacement kit's SSH key %s" % (kit / "ssh_key"),
-                         "removed the working_dir zip %s" % zip_path], said
+    assert said[-3:] == [
+        "removed the API key from the run's config",
+        "removed the replacement kit's SSH key %s" % (kit / "ssh_key"),
+        "removed the working_dir zip %s" % zip_path,
+    ], said
 
 
 def test_a_zip_the_collection_did_not_name_is_never_removed(tmp_path, run_dir):
@@ -194,10 +237,14 @@ def test_the_kits_ssh_key_stays_while_another_run_on_the_cluster_goes_on(tmp_pat
     assert sup.run()["reason"] == "succeeded"
     assert (kit / "ssh_key").exists() and (tmp_path / "packages" / ("rlinfra-%s.zip" % ("ab" * 20))).exists()
     said = texts(json.loads((run_dir / "state.json").read_text()))
-    assert said[-2:] == ["kept the replacement kit's SSH key: rlinfra-other-prov still uses it",
-                         "kept the working_dir zip: rlinfra-other-prov still uses it"], said
+    assert said[-2:] == [
+        "kept the replacement kit's SSH key: rlinfra-other-prov still uses it",
+        "kept the working_dir zip: rlinfra-other-prov still uses it",
+    ], said
     (other / "state.json").write_text(json.dumps({"final": {"reason": "stopped"}}))
-    assert supervisor.still_used(str(tmp_path), str(run_dir), lambda config: supervisor.kit_of(config) == str(kit)) == []
+    assert (
+        supervisor.still_used(str(tmp_path), str(run_dir), lambda config: supervisor.kit_of(config) == str(kit)) == []
+    )
 
 
 def test_the_newest_checkpoint_step_is_kept_in_the_state(tmp_path, run_dir):
@@ -243,6 +290,7 @@ def test_a_supervisor_killed_during_a_recovery_does_it_again_not_as_a_users_stop
             sup.save()
             raise Killed()
         return answer
+
     sup.do = dies_after_the_stop
     with pytest.raises(Killed):
         sup.run()
@@ -260,6 +308,7 @@ def test_a_supervisor_killed_during_a_recovery_does_it_again_not_as_a_users_stop
             sup.save()
             raise Killed()
         return answer
+
     sup.do = dies_in_the_recovery
     with pytest.raises(Killed):
         sup.run()
@@ -280,13 +329,17 @@ def test_an_attempt_submitted_but_not_recorded_is_adopted(tmp_path, run_dir):
     sup, dummy = make(tmp_path, head)
     with pytest.raises(Killed):
         sup.run()
-    head2 = Head([job(sid=A2, log="step:5 - x:1\n"), job("SUCCEEDED", sid=A2, log="step:6 - x:1\n")],
-                 jobs=[{"submission_id": SID, "status": "STOPPED"}, {"submission_id": A2, "status": "RUNNING"}])
+    head2 = Head(
+        [job(sid=A2, log="step:5 - x:1\n"), job("SUCCEEDED", sid=A2, log="step:6 - x:1\n")],
+        jobs=[{"submission_id": SID, "status": "STOPPED"}, {"submission_id": A2, "status": "RUNNING"}],
+    )
     sup2, dummy = make(tmp_path, head2)
     assert sup2.run()["reason"] == "succeeded"
     state = json.loads((run_dir / "state.json").read_text())
-    assert ("attempt 2 (%s) is on the cluster but not in the state (the supervisor stopped as it submitted it): watching "
-            "it" % A2) in texts(state)
+    assert (
+        "attempt 2 (%s) is on the cluster but not in the state (the supervisor stopped as it submitted it): watching "
+        "it" % A2
+    ) in texts(state)
     assert head2.calls[1][:2] == ("poll", A2) and state["dog"]["attempt"] == 2
 
 
@@ -296,17 +349,37 @@ def manage(tmp_path, calls, active=False, check_mode=False, systemd=True, **p):
         if args[0] == "is-active":
             return (0 if active else 3), "active" if active else "inactive", ""
         return 0, "", ""
-    params = dict(dict(base=SID, state="started", config={"args": {"submission_id": SID}}, secret_values=["hf_xx"],
-                       bundle="print('x')\n", bundle_id="0123456789abcdef", python="/usr/bin/python3", since=0), **p)
-    return supervisor_unit.manage(params, PlainModule(params, ["hf_xx"], check_mode), systemctl=systemctl,
-                             root=str(tmp_path / "runs"), bundle_dir=str(tmp_path / "bundle"), unit_dir=str(tmp_path),
-                             systemd=systemd)
+
+    params = dict(
+        dict(
+            base=SID,
+            state="started",
+            config={"args": {"submission_id": SID}},
+            secret_values=["hf_xx"],
+            bundle="print('x')\n",
+            bundle_id="0123456789abcdef",
+            python="/usr/bin/python3",
+            since=0,
+        ),
+        **p,
+    )
+    return supervisor_unit.manage(
+        params,
+        PlainModule(params, ["hf_xx"], check_mode),
+        systemctl=systemctl,
+        root=str(tmp_path / "runs"),
+        bundle_dir=str(tmp_path / "bundle"),
+        unit_dir=str(tmp_path),
+        systemd=systemd,
+    )
 
 
 def test_manage_installs_a_root_only_unit_and_attaches_to_a_running_one(tmp_path):
     calls = []
     res = manage(tmp_path, calls, check_mode=True)
-    assert res["changed"] and not (tmp_path / "runs").exists() and calls == [("is-active", "rlinfra-run-%s.service" % SID)]
+    assert (
+        res["changed"] and not (tmp_path / "runs").exists() and calls == [("is-active", "rlinfra-run-%s.service" % SID)]
+    )
     calls.clear()
     res = manage(tmp_path, calls)
     assert res["changed"] and res["unit"] == "rlinfra-run-%s.service" % SID
@@ -334,8 +407,9 @@ def test_a_head_without_systemd_is_said_and_nothing_is_written(tmp_path):
 def test_read_gives_the_lines_after_since_and_stopped_marks_the_run(tmp_path):
     directory = tmp_path / "runs" / SID
     directory.mkdir(parents=True)
-    supervisor_unit.write_private(str(directory / "state.json"), {"lines": [[1, 0, "a"], [2, 0, "b"]], "said": 2,
-                                                             "dog": {"sid": SID}})
+    supervisor_unit.write_private(
+        str(directory / "state.json"), {"lines": [[1, 0, "a"], [2, 0, "b"]], "said": 2, "dog": {"sid": SID}}
+    )
     res = manage(tmp_path, [], state="read", since=1)
     assert res["lines"] == [[2, 0, "b"]] and res["said"] == 2 and "lines" not in res["state"] and res["found"]
     calls = []
@@ -356,53 +430,85 @@ def test_the_program_runs_without_ansible(tmp_path):
     directory.mkdir()
     supervisor_unit.write_private(str(directory / "state.json"), {"final": {"reason": "succeeded", "line": None}})
     (directory / "config.json").write_text(json.dumps({"args": {"submission_id": SID}}))
-    proc = subprocess.run([sys.executable, "-I", str(path), str(directory / "config.json")], capture_output=True,
-                          text=True, timeout=60, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-I", str(path), str(directory / "config.json")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 0 and proc.stdout.strip() == "the run SUCCEEDED", proc.stderr
     assert len(digest) == 40 and node_script.program(*supervisor.PROGRAM)[1] == digest  # stable: attaches
 
 
-@pytest.mark.parametrize("on_end,reason,gives_back", [
-    ("keep", "succeeded", False), ("release", "succeeded", True), ("release", "node_lost", False),
-    ("release_always", "node_lost", True), ("release_always", "not_resumed", True), ("release_always", "stopped", False),
-    ("release_always", "succeeded", True), (None, "succeeded", False)])
+@pytest.mark.parametrize(
+    "on_end,reason,gives_back",
+    [
+        ("keep", "succeeded", False),
+        ("release", "succeeded", True),
+        ("release", "node_lost", False),
+        ("release_always", "node_lost", True),
+        ("release_always", "not_resumed", True),
+        ("release_always", "stopped", False),
+        ("release_always", "succeeded", True),
+        (None, "succeeded", False),
+    ],
+)
 def test_on_end_gives_back_after_the_ends_it_names(on_end, reason, gives_back):
     assert supervisor.on_end_releases(on_end, reason) is gives_back
 
 
 def test_on_end_release_gives_the_machines_back_after_the_grace(tmp_path, run_dir, monkeypatch):
     from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import idle_guard
+
     asked = []
 
     def release_rentals(config, out):
         asked.append((config, clock.t))
         return ["i-1", "i-2"], True
+
     monkeypatch.setattr(idle_guard, "release_rentals", release_rentals)
     clock = Clock()
-    cfg = dict(config(tmp_path), on_end="release", release=dict(label="prod", api_url="http://api", api_key="k",
-                                                                 record="/etc/rlinfra/hyperbolic-prod.json", grace_s=30))
+    cfg = dict(
+        config(tmp_path),
+        on_end="release",
+        release=dict(
+            label="prod", api_url="http://api", api_key="k", record="/etc/rlinfra/hyperbolic-prod.json", grace_s=30
+        ),
+    )
     sup, disabled = make(tmp_path, Head([job("SUCCEEDED", log="step:1 - x:1\n")]), cfg=cfg, clock=clock)
     written = []
     real_write = supervisor.write_private
-    monkeypatch.setattr(supervisor, "write_private", lambda path, data: written.append(json.loads(json.dumps(
-        data.get("final")))) or real_write(path, data))
+    monkeypatch.setattr(
+        supervisor,
+        "write_private",
+        lambda path, data: written.append(json.loads(json.dumps(data.get("final")))) or real_write(path, data),
+    )
     ended = clock.t
     final = sup.run()
-    assert final["released"] == ["i-1", "i-2"] and final["release_at"] == ended + 30 and final["released_at"] == ended + 30
+    assert (
+        final["released"] == ["i-1", "i-2"] and final["release_at"] == ended + 30 and final["released_at"] == ended + 30
+    )
     # The first state that says the run ended says when the release comes: a follower woken by the end (it waits on
     # the state file) then waits for the release, and prints its lines.
     first_end = next(f for f in written if f)
     assert first_end["release_at"] == ended + 30 and "released_at" not in first_end, first_end
     assert asked[0][0]["label"] == "prod" and asked[0][0]["who"] == "on_end" and asked[0][1] == ended + 30
     said = texts(json.loads((run_dir / "state.json").read_text()))
-    assert ("on_end: release: the rentals of cluster prod are given back in 30s (time for a following submit.yml to keep "
-            "the logs and the report)") in said
+    assert (
+        "on_end: release: the rentals of cluster prod are given back in 30s (time for a following submit.yml to keep "
+        "the logs and the report)"
+    ) in said
     assert any(line.startswith("on_end: gave back i-1, i-2 at ") for line in said), said
     # A failed run under release: nothing given back.
     asked.clear()
     (run_dir / "state.json").unlink()
-    sup, dummy = make(tmp_path, Head([job("FAILED", log="step:1 - x:1\n"), job("FAILED")]),
-                      cfg=dict(cfg, args=dict(cfg["args"], recovery={"max_restarts": 0})), clock=clock)
+    sup, dummy = make(
+        tmp_path,
+        Head([job("FAILED", log="step:1 - x:1\n"), job("FAILED")]),
+        cfg=dict(cfg, args=dict(cfg["args"], recovery={"max_restarts": 0})),
+        clock=clock,
+    )
     assert sup.run()["reason"] == "failed" and asked == []
 
 

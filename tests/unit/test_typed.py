@@ -31,7 +31,9 @@ def unannotated(node):
     """What of ``node``'s signature has no annotation: parameter names, and 'return'."""
     args = node.args
     params = args.posonlyargs + args.args + args.kwonlyargs
-    missing = [a.arg for i, a in enumerate(params) if a.annotation is None and not (i == 0 and a.arg in ("self", "cls"))]
+    missing = [
+        a.arg for i, a in enumerate(params) if a.annotation is None and not (i == 0 and a.arg in ("self", "cls"))
+    ]
     missing += ["*" + a.arg for a in (args.vararg, args.kwarg) if a is not None and a.annotation is None]
     if node.returns is None and node.name != "__init__":
         missing.append("return")
@@ -41,12 +43,17 @@ def unannotated(node):
 @pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(ROOT / "plugins")) for p in FILES])
 def test_public_functions_are_annotated(path):
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    gaps = ["%s (line %d): %s" % (name, node.lineno, ", ".join(miss))
-            for name, node in public_functions(tree) if (miss := unannotated(node))]
+    gaps = [
+        "%s (line %d): %s" % (name, node.lineno, ", ".join(miss))
+        for name, node in public_functions(tree)
+        if (miss := unannotated(node))
+    ]
     assert not gaps, "annotate these public functions of %s:\n  %s" % (path.name, "\n  ".join(gaps))
 
 
 def test_the_check_finds_a_gap():
-    tree = ast.parse("class A:\n    def f(self, x: int):\n        return x\n    def _g(self, y):\n        pass\n"
-                     "def h(a: int, *rest) -> None:\n    pass\n")
+    tree = ast.parse(
+        "class A:\n    def f(self, x: int):\n        return x\n    def _g(self, y):\n        pass\n"
+        "def h(a: int, *rest) -> None:\n    pass\n"
+    )
     assert [(n, unannotated(f)) for n, f in public_functions(tree)] == [("A.f", ["return"]), ("h", ["*rest"])]

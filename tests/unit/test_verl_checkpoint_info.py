@@ -17,7 +17,9 @@ def test_the_module_reads_the_checkpoint_directory(tmp_path, module_runner):
 
 def test_a_relative_path_is_refused(module_runner):
     out = module_runner(verl_checkpoint_info.main, {"path": "checkpoints/x"})
-    assert out["failed"] is True and out["msg"] == "path must be an absolute path (starting with /), got 'checkpoints/x'"
+    assert (
+        out["failed"] is True and out["msg"] == "path must be an absolute path (starting with /), got 'checkpoints/x'"
+    )
 
 
 def _step(root, step, world, ranks):
@@ -48,5 +50,7 @@ def test_a_whole_latest_step_is_the_resume_and_nothing_is_passed_over(tmp_path, 
     (tmp_path / "latest_checkpointed_iteration.txt").write_text("5")
     (tmp_path / "global_step_3" / "actor" / "model_world_size_2_rank_0.pt").unlink()
     out = module_runner(verl_checkpoint_info.main, {"path": str(tmp_path)})
-    assert out["resume_step"] is None and out["incomplete"] == [{"step": 5, "missing_ranks": [0]},
-                                                                 {"step": 3, "missing_ranks": [0]}]
+    assert out["resume_step"] is None and out["incomplete"] == [
+        {"step": 5, "missing_ranks": [0]},
+        {"step": 3, "missing_ranks": [0]},
+    ]

@@ -16,9 +16,7 @@ import sys
 import pytest
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import cluster_info
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import config_check
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_render
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import config_check, experiment, experiment_render
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import image_config_check as I
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import preflight as P
 from ansible_collections.rlinfra.verl.plugins.modules import verl_config_check as module
@@ -42,8 +40,11 @@ def _has_verl_config():
     return True
 
 
-needs_verl = pytest.mark.skipif(not _has_verl_config(), reason="verl's config (verl --no-deps, hydra-core) is not "
-                                "installed in this Python (requirements-dev.txt, requirements-nodeps.txt)")
+needs_verl = pytest.mark.skipif(
+    not _has_verl_config(),
+    reason="verl's config (verl --no-deps, hydra-core) is not "
+    "installed in this Python (requirements-dev.txt, requirements-nodeps.txt)",
+)
 
 
 def engine(tmp_path, with_verl=True):
@@ -53,11 +54,12 @@ def engine(tmp_path, with_verl=True):
     path.write_text(
         "#!/bin/sh\n"
         "echo \"$@\" >> '%s/argv.log'\n"
-        "if [ \"$1\" != exec ] || [ \"$2\" != -i ] || [ \"$4\" != python3 ] || [ \"$5\" != - ] || [ $# -ne 5 ]; then\n"
-        "  echo \"stand-in: unexpected arguments: $*\" >&2; exit 125\nfi\n"
-        "if [ \"$3\" != %s ]; then\n"
-        "  echo \"Error: no container with name or ID \\\"$3\\\" found: no such container\" >&2; exit 125\nfi\n"
-        "exec '%s' %s-\n" % (tmp_path, NAME, sys.executable, flags))
+        'if [ "$1" != exec ] || [ "$2" != -i ] || [ "$4" != python3 ] || [ "$5" != - ] || [ $# -ne 5 ]; then\n'
+        '  echo "stand-in: unexpected arguments: $*" >&2; exit 125\nfi\n'
+        'if [ "$3" != %s ]; then\n'
+        '  echo "Error: no container with name or ID \\"$3\\" found: no such container" >&2; exit 125\nfi\n'
+        "exec '%s' %s-\n" % (tmp_path, NAME, sys.executable, flags)
+    )
     path.chmod(0o755)
     return str(path)
 
@@ -74,13 +76,15 @@ def run(tmp_path, items, with_verl=True, container=NAME):
 
 # --- in the image --------------------------------------------------------------------------------------------------
 
+
 @needs_verl
 def test_the_image_composes_and_its_line_names_the_image_and_head(tmp_path):
     items = overrides()
     result = run(tmp_path, items)
     assert result["status"] == "passed", result["message"]
-    assert result["message"].startswith("verl config check passed: %d override(s) compose with verl 0.9.1's ppo_trainer"
-                                        % len(items))
+    assert result["message"].startswith(
+        "verl config check passed: %d override(s) compose with verl 0.9.1's ppo_trainer" % len(items)
+    )
     assert result["message"].endswith(" - verl 0.9.1 config in image 0123456789ab on head-1")
     assert result["python"] == sys.executable and result["name"] == "verl_config"
     # The overrides went on stdin: the engine's arguments are the command alone.
@@ -100,8 +104,10 @@ def test_a_misspelt_key_fails_in_the_image_as_on_the_controller(tmp_path):
 def test_an_image_without_verl_or_hydra_is_skipped_and_fails_when_required(tmp_path):
     result = run(tmp_path, ["trainer.nnodes=1"], with_verl=False)
     assert result["status"] == "skipped"
-    assert result["message"].startswith("the image has no verl/hydra (verl is not installed, for %s in image "
-                                        "0123456789ab on head-1): verl config check skipped; " % sys.executable)
+    assert result["message"].startswith(
+        "the image has no verl/hydra (verl is not installed, for %s in image "
+        "0123456789ab on head-1): verl config check skipped; " % sys.executable
+    )
     assert "verl_job_verl_config_check=skip" in result["message"]
     assert P.apply_mode(result, "auto")["status"] == "skipped"
     required = P.apply_mode(result, "required")
@@ -115,8 +121,14 @@ def test_hydra_missing_in_the_image_is_said(tmp_path):
     (fake / "__init__.py").write_text("raise SystemExit('verl must never be imported')\n")
     text = I.image_script(["trainer.nnodes=1"], "ppo_trainer", "image 0123456789ab on head-1")
     # -S: no site-packages (no hydra); the stand-in verl through PYTHONPATH alone.
-    proc = subprocess.run([sys.executable, "-S", "-"], input=text, capture_output=True, text=True, timeout=60,
-                          env={"PYTHONPATH": str(tmp_path / "site"), "PATH": os.environ.get("PATH", "")})
+    proc = subprocess.run(
+        [sys.executable, "-S", "-"],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PYTHONPATH": str(tmp_path / "site"), "PATH": os.environ.get("PATH", "")},
+    )
     result = I.answer(proc.returncode, proc.stdout, proc.stderr, "image 0123456789ab on head-1", ["podman"])
     assert result["status"] == "skipped", result
     assert result["message"].startswith("the image has no verl/hydra (No module named 'hydra', for ")
@@ -127,7 +139,8 @@ def test_a_container_that_is_not_running_is_one_failed_line(tmp_path):
     assert result["status"] == "failed"
     assert result["message"] == (
         "verl config check could not run in image 0123456789ab on head-1: %s exec -i rlinfra-ray-gone python3 - exited "
-        "125: Error: no container with name or ID \"rlinfra-ray-gone\" found: no such container" % engine(tmp_path))
+        '125: Error: no container with name or ID "rlinfra-ray-gone" found: no such container' % engine(tmp_path)
+    )
 
 
 def test_no_engine_no_answer_and_a_timeout_are_failed_lines(tmp_path):
@@ -138,9 +151,12 @@ def test_no_engine_no_answer_and_a_timeout_are_failed_lines(tmp_path):
 
     def slow(*a, **kw):
         raise subprocess.TimeoutExpired(a[0], 5)
+
     late = I.run_in_image("/usr/bin/podman", NAME, IMAGE_ID, "head-1", [], "ppo_trainer", 5, run=slow)
-    assert late["message"] == ("verl config check in image 0123456789ab on head-1 did not finish within 5s "
-                               "(/usr/bin/podman exec -i rlinfra-ray-head python3 -)")
+    assert late["message"] == (
+        "verl config check in image 0123456789ab on head-1 did not finish within 5s "
+        "(/usr/bin/podman exec -i rlinfra-ray-head python3 -)"
+    )
 
 
 def test_the_overrides_travel_inside_the_script_never_as_arguments():
@@ -153,9 +169,18 @@ def test_the_overrides_travel_inside_the_script_never_as_arguments():
 
 # --- the module and the plain-script route ---------------------------------------------------------------------------
 
+
 def test_the_module_runs_it(tmp_path, module_runner):
-    res = module_runner(module.main, dict(engine_path=engine(tmp_path, with_verl=False), container=NAME,
-                                          image_id=IMAGE_ID, node="head-1", overrides=["trainer.nnodes=1"]))
+    res = module_runner(
+        module.main,
+        dict(
+            engine_path=engine(tmp_path, with_verl=False),
+            container=NAME,
+            image_id=IMAGE_ID,
+            node="head-1",
+            overrides=["trainer.nnodes=1"],
+        ),
+    )
     assert res["changed"] is False and "failed" not in res
     assert res["check"]["status"] == "skipped" and res["line"] == "skipped: " + res["check"]["message"]
     bad = module_runner(module.main, dict(engine_path="podman", container="-x", image_id="abc"))
@@ -163,16 +188,30 @@ def test_the_module_runs_it(tmp_path, module_runner):
     assert bad["msg"].splitlines() == [
         "engine_path must be an absolute path (starting with /), got 'podman'",
         "container must be a name of letters, digits, _ . - (starting with a letter or digit, at most 80), got '-x'",
-        "image_id must be an image ID (64 hex characters), got 'abc'"]
+        "image_id must be an image ID (64 hex characters), got 'abc'",
+    ]
 
 
 def test_the_plain_script_route_reads_the_check_from_memory(tmp_path):
     """On the head the function runs as node_script's plain script: config_check's source comes from its loader."""
-    args = dict(engine_path=engine(tmp_path, with_verl=False), container=NAME, image_id=IMAGE_ID, node="head-1",
-                overrides=["trainer.nnodes=1"], config_name="ppo_trainer", timeout=60)
+    args = dict(
+        engine_path=engine(tmp_path, with_verl=False),
+        container=NAME,
+        image_id=IMAGE_ID,
+        node="head-1",
+        overrides=["trainer.nnodes=1"],
+        config_name="ppo_trainer",
+        timeout=60,
+    )
     text = N.script("verl.image_config_check", "check", args)
-    proc = subprocess.run([sys.executable, "-I", "-c", N.RUN_STDIN], input=text, capture_output=True, text=True,
-                          cwd=str(tmp_path), timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-I", "-c", N.RUN_STDIN],
+        input=text,
+        capture_output=True,
+        text=True,
+        cwd=str(tmp_path),
+        timeout=120,
+    )
     kind, value = N.outcome(proc.returncode, proc.stdout, proc.stderr)
     assert kind == "result", (value, proc.stderr[-2000:])
     assert value["check"]["status"] == "skipped"
@@ -181,10 +220,15 @@ def test_the_plain_script_route_reads_the_check_from_memory(tmp_path):
 
 # --- what the render action makes of it ------------------------------------------------------------------------------
 
+
 def test_a_failed_task_is_one_failed_check_line():
     got = P.image_check({"failed": True, "msg": "engine_path must be an absolute path\nmore"}, IMAGE_ID, "head-1")
-    assert got == {"name": "verl_config", "status": "failed", "message": "verl config check could not run in image "
-                   "0123456789ab on head-1: engine_path must be an absolute path more"}
+    assert got == {
+        "name": "verl_config",
+        "status": "failed",
+        "message": "verl config check could not run in image "
+        "0123456789ab on head-1: engine_path must be an absolute path more",
+    }
     ok = {"check": {"name": "verl_config", "status": "passed", "message": "m", "python": "/usr/bin/python3"}}
     assert P.image_check(ok, IMAGE_ID, "h")["status"] == "passed"
 
@@ -193,12 +237,18 @@ def test_a_container_without_its_engine_name_or_image_is_a_line():
     assert P.container_problem({}) is None
     assert P.container_problem({"engine_path": "/usr/bin/podman", "name": NAME, "image_id": IMAGE_ID}) is None
     assert P.container_problem({"engine": "podman", "name": NAME}).startswith(
-        "container names no engine_path or image_id: the verl config check cannot run in the head's image")
+        "container names no engine_path or image_id: the verl config check cannot run in the head's image"
+    )
 
 
 def test_the_cluster_info_hands_on_the_heads_container_only_when_whole():
-    whole = {"engine": "podman", "engine_path": "/usr/bin/podman", "name": NAME, "image": "verlai/verl:x",
-             "image_id": IMAGE_ID}
+    whole = {
+        "engine": "podman",
+        "engine_path": "/usr/bin/podman",
+        "name": NAME,
+        "image": "verlai/verl:x",
+        "image_id": IMAGE_ID,
+    }
     assert cluster_info.container_of({"container": whole}) == whole
     assert cluster_info.container_of({"venv": "/opt/venv"}) == {}
     assert cluster_info.container_of({"container": {}}) == {}
@@ -208,25 +258,73 @@ def test_the_cluster_info_hands_on_the_heads_container_only_when_whole():
 
 def _play(tmp_path, container, mode, interpreter):
     inv = tmp_path / "inventory.yml"
-    inv.write_text(json.dumps({"all": {"children": {"ray_head": {"hosts": {"localhost": {
-        "ansible_connection": "local", "ansible_python_interpreter": interpreter}}}}}}))
+    inv.write_text(
+        json.dumps(
+            {
+                "all": {
+                    "children": {
+                        "ray_head": {
+                            "hosts": {
+                                "localhost": {"ansible_connection": "local", "ansible_python_interpreter": interpreter}
+                            }
+                        }
+                    }
+                }
+            }
+        )
+    )
     out = tmp_path / "result.json"
     nodes = [{"node_ip": "10.0.0.1", "is_head": True, "resources": {"CPU": 96, "GPU": 8}}]
-    (tmp_path / "play.yml").write_text(json.dumps([{
-        "name": "Render in container mode", "hosts": "localhost", "gather_facts": False,
-        "tasks": [
-            {"name": "Load", "rlinfra.verl.verl_experiment": {"name": "gsm8k_ppo_qwen05b", "experiments_dir": EXPERIMENTS,
-                                                              "params": {"trainer": {"nnodes": 1}}},
-             "register": "loaded"},
-            {"name": "Render", "rlinfra.verl.verl_experiment_render": {
-                "loaded": "{{ loaded }}", "nodes": nodes, "container": container, "verl_config_check": mode},
-             "register": "rendered", "ignore_errors": True},
-            {"name": "Save", "ansible.builtin.copy": {"content": "{{ rendered | to_json }}", "dest": str(out),
-                                                      "mode": "0600"}},
-        ]}]))
+    (tmp_path / "play.yml").write_text(
+        json.dumps(
+            [
+                {
+                    "name": "Render in container mode",
+                    "hosts": "localhost",
+                    "gather_facts": False,
+                    "tasks": [
+                        {
+                            "name": "Load",
+                            "rlinfra.verl.verl_experiment": {
+                                "name": "gsm8k_ppo_qwen05b",
+                                "experiments_dir": EXPERIMENTS,
+                                "params": {"trainer": {"nnodes": 1}},
+                            },
+                            "register": "loaded",
+                        },
+                        {
+                            "name": "Render",
+                            "rlinfra.verl.verl_experiment_render": {
+                                "loaded": "{{ loaded }}",
+                                "nodes": nodes,
+                                "container": container,
+                                "verl_config_check": mode,
+                            },
+                            "register": "rendered",
+                            "ignore_errors": True,
+                        },
+                        {
+                            "name": "Save",
+                            "ansible.builtin.copy": {
+                                "content": "{{ rendered | to_json }}",
+                                "dest": str(out),
+                                "mode": "0600",
+                            },
+                        },
+                    ],
+                }
+            ]
+        )
+    )
     env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_LOCAL_TEMP=str(tmp_path / "atmp"))
-    proc = subprocess.run([ANSIBLE_PLAYBOOK, "-i", str(inv), str(tmp_path / "play.yml")], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [ANSIBLE_PLAYBOOK, "-i", str(inv), str(tmp_path / "play.yml")],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads(out.read_text())
 
@@ -239,8 +337,13 @@ def test_render_takes_the_images_check_in_container_mode(tmp_path, route):
     if route == "script":
         interpreter = str(tmp_path / "python3")
         os.symlink(sys.executable, interpreter)
-    container = {"engine": "podman", "engine_path": engine(tmp_path, with_verl=False), "name": NAME,
-                 "image": "verlai/verl:test", "image_id": IMAGE_ID}
+    container = {
+        "engine": "podman",
+        "engine_path": engine(tmp_path, with_verl=False),
+        "name": NAME,
+        "image": "verlai/verl:test",
+        "image_id": IMAGE_ID,
+    }
     auto = _play(tmp_path, container, "auto", interpreter)
     line = next((ln for ln in auto["preflight"]["lines"] if "verl/hydra" in ln), auto["preflight"]["lines"])
     assert line.startswith("skipped: the image has no verl/hydra (verl is not installed, for ")

@@ -56,20 +56,41 @@ def test_the_tracker_names_the_step_and_only_shards_count(ckpt):
     assert verl_checkpoint.merge_source(str(ckpt), EXP, 10)[0] == 10
 
 
-@pytest.mark.parametrize("setup,step,line", [
-    (lambda d: None, 30, "experiment gsm8k has no checkpoint of step 30: {d}/global_step_30/actor does not exist; "
-                         "steps found: 10, 20"),
-    (lambda d: os.remove(d / verl_checkpoint.TRACKER), None, "experiment gsm8k has no checkpoint to merge: {d}/"
-     "latest_checkpointed_iteration.txt does not exist; steps found: 10, 20 (name one with -e step=N)"),
-    (lambda d: (d / verl_checkpoint.TRACKER).write_text("soon"), None, "experiment gsm8k has no checkpoint to merge: {d}/"
-     "latest_checkpointed_iteration.txt does not hold a step number; steps found: 10, 20 (name one with -e step=N)"),
-    (lambda d: os.remove(d / "global_step_20" / "actor" / "fsdp_config.json"), None,
-     "{d}/global_step_20/actor is not a complete verl FSDP checkpoint (it has no fsdp_config.json): merge.yml "
-     "merges the actor checkpoints that verl's FSDP workers save"),
-    (lambda d: [os.remove(p) for p in (d / "global_step_20" / "actor").glob("model_world_size_*")], None,
-     "{d}/global_step_20/actor is not a complete verl FSDP checkpoint (it has no model_world_size_*_rank_*.pt "
-     "shards): merge.yml merges the actor checkpoints that verl's FSDP workers save"),
-])
+@pytest.mark.parametrize(
+    "setup,step,line",
+    [
+        (
+            lambda d: None,
+            30,
+            "experiment gsm8k has no checkpoint of step 30: {d}/global_step_30/actor does not exist; "
+            "steps found: 10, 20",
+        ),
+        (
+            lambda d: os.remove(d / verl_checkpoint.TRACKER),
+            None,
+            "experiment gsm8k has no checkpoint to merge: {d}/"
+            "latest_checkpointed_iteration.txt does not exist; steps found: 10, 20 (name one with -e step=N)",
+        ),
+        (
+            lambda d: (d / verl_checkpoint.TRACKER).write_text("soon"),
+            None,
+            "experiment gsm8k has no checkpoint to merge: {d}/"
+            "latest_checkpointed_iteration.txt does not hold a step number; steps found: 10, 20 (name one with -e step=N)",
+        ),
+        (
+            lambda d: os.remove(d / "global_step_20" / "actor" / "fsdp_config.json"),
+            None,
+            "{d}/global_step_20/actor is not a complete verl FSDP checkpoint (it has no fsdp_config.json): merge.yml "
+            "merges the actor checkpoints that verl's FSDP workers save",
+        ),
+        (
+            lambda d: [os.remove(p) for p in (d / "global_step_20" / "actor").glob("model_world_size_*")],
+            None,
+            "{d}/global_step_20/actor is not a complete verl FSDP checkpoint (it has no model_world_size_*_rank_*.pt "
+            "shards): merge.yml merges the actor checkpoints that verl's FSDP workers save",
+        ),
+    ],
+)
 def test_refusals_are_one_line(ckpt, setup, step, line):
     setup(ckpt)
     with pytest.raises(verl_checkpoint.MergeError) as e:
@@ -78,8 +99,11 @@ def test_refusals_are_one_line(ckpt, setup, step, line):
 
 
 def test_no_directory_names_the_host(tmp_path):
-    with pytest.raises(verl_checkpoint.MergeError, match=r"^experiment gsm8k has no checkpoint directory %s on head-0 \(no checkpoint "
-                       r"saved yet, or verl_job_checkpoint_root differs from the job's\)$" % (tmp_path / "nope")):
+    with pytest.raises(
+        verl_checkpoint.MergeError,
+        match=r"^experiment gsm8k has no checkpoint directory %s on head-0 \(no checkpoint "
+        r"saved yet, or verl_job_checkpoint_root differs from the job's\)$" % (tmp_path / "nope"),
+    ):
         verl_checkpoint.merge_source(str(tmp_path / "nope"), EXP, host="head-0")
 
 
@@ -91,7 +115,9 @@ def test_a_checkpoint_saved_again_is_merged_again(ckpt):
     assert verl_checkpoint.merge_needed(record, 10, actor, verl_checkpoint.fingerprint(files))
     shard = ckpt / "global_step_20" / "actor" / "model_world_size_2_rank_1.pt"
     shard.write_bytes(b"y" * 99)
-    assert verl_checkpoint.merge_needed(record, step, actor, verl_checkpoint.fingerprint(verl_checkpoint.merge_source(str(ckpt), EXP)[2]))
+    assert verl_checkpoint.merge_needed(
+        record, step, actor, verl_checkpoint.fingerprint(verl_checkpoint.merge_source(str(ckpt), EXP)[2])
+    )
 
 
 def args(ckpt, tmp_path, **extra):
@@ -99,15 +125,25 @@ def args(ckpt, tmp_path, **extra):
     (venv / "bin").mkdir(parents=True, exist_ok=True)
     if not (venv / "bin" / "python").exists():
         os.symlink(sys.executable, venv / "bin" / "python")  # a real interpreter, without verl
-    return dict(dict(checkpoint_dir=str(ckpt), experiment=EXP, target=str(tmp_path / "models" / EXP), venv=str(venv),
-                     host_label="head-0"), **extra)
+    return dict(
+        dict(
+            checkpoint_dir=str(ckpt),
+            experiment=EXP,
+            target=str(tmp_path / "models" / EXP),
+            venv=str(venv),
+            host_label="head-0",
+        ),
+        **extra,
+    )
 
 
 def test_check_mode_says_what_it_would_merge_and_touches_nothing(ckpt, tmp_path, module_runner):
     out = module_runner(verl_merge.main, args(ckpt, tmp_path), check_mode=True)
     assert out["changed"] and out["merged"] and out["step"] == 20
     assert out["report"] == "would merge step 20 of gsm8k (%s/global_step_20/actor) into %s/models/gsm8k" % (
-        ckpt, tmp_path)
+        ckpt,
+        tmp_path,
+    )
     assert not (tmp_path / "models").exists()
 
 
@@ -127,12 +163,22 @@ def test_already_merged_changes_nothing(ckpt, tmp_path, module_runner):
     step, actor, files = verl_checkpoint.merge_source(str(ckpt), EXP)
     target = tmp_path / "models" / EXP
     target.mkdir(parents=True)
-    (target / verl_checkpoint.RECORD).write_text(json.dumps({"step": step, "source": actor, "fingerprint": verl_checkpoint.fingerprint(files),
-                                                             "merged_at": "2026-11-01T00:00:00Z"}))
+    (target / verl_checkpoint.RECORD).write_text(
+        json.dumps(
+            {
+                "step": step,
+                "source": actor,
+                "fingerprint": verl_checkpoint.fingerprint(files),
+                "merged_at": "2026-11-01T00:00:00Z",
+            }
+        )
+    )
     out = module_runner(verl_merge.main, args(ckpt, tmp_path))
     assert not out["changed"] and not out["merged"]
-    assert out["report"] == ("%s already holds step 20 of gsm8k (merged 2026-11-01T00:00:00Z); nothing to merge "
-                             "(-e verl_job_merge_force=true merges again)" % target)
+    assert out["report"] == (
+        "%s already holds step 20 of gsm8k (merged 2026-11-01T00:00:00Z); nothing to merge "
+        "(-e verl_job_merge_force=true merges again)" % target
+    )
 
 
 def test_an_upload_without_a_token_is_refused_first(ckpt, tmp_path, module_runner):
@@ -142,6 +188,7 @@ def test_an_upload_without_a_token_is_refused_first(ckpt, tmp_path, module_runne
 
 
 # The venv from the head's rlinfra_ray local fact, and experiments verl does not train ---------------------------
+
 
 def fact_args(ckpt, tmp_path, **extra):
     out = args(ckpt, tmp_path, **extra)
@@ -155,8 +202,11 @@ def test_the_venv_comes_from_the_fact(ckpt, tmp_path, fact_path, module_runner):
     assert out["changed"] and out["merged"] and out["venv"] == venv
     # Not in check mode the merger runs from that venv (a real interpreter without verl): its own error.
     out = module_runner(verl_merge.main, base)
-    assert out["failed"] and out["msg"].startswith("verl's model merger failed on %s/global_step_20/actor (exit 1): "
-                                                   % ckpt) and "No module named 'verl'" in out["msg"]
+    assert (
+        out["failed"]
+        and out["msg"].startswith("verl's model merger failed on %s/global_step_20/actor (exit 1): " % ckpt)
+        and "No module named 'verl'" in out["msg"]
+    )
 
 
 def test_an_explicit_venv_wins_over_the_fact(ckpt, tmp_path, fact_path, module_runner):
@@ -166,15 +216,27 @@ def test_an_explicit_venv_wins_over_the_fact(ckpt, tmp_path, fact_path, module_r
     assert out.get("failed") is not True and out["venv"] == venv
 
 
-@pytest.mark.parametrize("fact,line", [
-    (None, "no Python environment with verl known on head-0: it has no rlinfra_ray local fact ({f}, written by "
-           "site.yml) and verl_job_venv is not set"),
-    ({"role": "head", "venv": ""}, "no Python environment with verl known on head-0: its rlinfra_ray local fact ({f}) "
-                                   "names no venv and verl_job_venv is not set"),
-    ('{"role": "head", "ve', "no Python environment with verl known on head-0: the rlinfra_ray local fact {f} is not "
-                            "valid JSON (Unterminated string starting at: line 1 column 18 (char 17)): it is "
-                            "half-written or damaged; run site.yml again to rewrite it, or set verl_job_venv"),
-])
+@pytest.mark.parametrize(
+    "fact,line",
+    [
+        (
+            None,
+            "no Python environment with verl known on head-0: it has no rlinfra_ray local fact ({f}, written by "
+            "site.yml) and verl_job_venv is not set",
+        ),
+        (
+            {"role": "head", "venv": ""},
+            "no Python environment with verl known on head-0: its rlinfra_ray local fact ({f}) "
+            "names no venv and verl_job_venv is not set",
+        ),
+        (
+            '{"role": "head", "ve',
+            "no Python environment with verl known on head-0: the rlinfra_ray local fact {f} is not "
+            "valid JSON (Unterminated string starting at: line 1 column 18 (char 17)): it is "
+            "half-written or damaged; run site.yml again to rewrite it, or set verl_job_venv",
+        ),
+    ],
+)
 def test_no_venv_known_is_one_line(ckpt, tmp_path, fact_path, module_runner, fact, line):
     if fact is not None:
         fact_path.write_text(fact if isinstance(fact, str) else json.dumps(fact))
@@ -187,34 +249,55 @@ def test_no_venv_known_is_one_line(ckpt, tmp_path, fact_path, module_runner, fac
 @pytest.mark.parametrize("check_mode", [False, True])
 def test_an_experiment_verl_does_not_train_has_nothing_to_merge(tmp_path, fact_path, module_runner, check_mode):
     # No checkpoint, no venv, no fact, an upload asked without a token: none of it matters for such an experiment.
-    out = module_runner(verl_merge.main, dict(checkpoint_dir=str(tmp_path / "none"), experiment="custom_program",
-                                              framework="custom", target=str(tmp_path / "models" / "custom_program"),
-                                              hf_repo="me/model"), check_mode=check_mode)
+    out = module_runner(
+        verl_merge.main,
+        dict(
+            checkpoint_dir=str(tmp_path / "none"),
+            experiment="custom_program",
+            framework="custom",
+            target=str(tmp_path / "models" / "custom_program"),
+            hf_repo="me/model",
+        ),
+        check_mode=check_mode,
+    )
     assert out.get("failed") is not True, out
     assert (out["changed"], out["merged"], out["step"], out["source"], out["target"], out["uploaded_to"]) == (
-        False, False, None, "", "", "")
-    assert out["report"] == ("nothing to merge: experiment custom_program is a custom experiment, and merge.yml merges "
-                             "the FSDP actor checkpoints of verl experiments")
+        False,
+        False,
+        None,
+        "",
+        "",
+        "",
+    )
+    assert out["report"] == (
+        "nothing to merge: experiment custom_program is a custom experiment, and merge.yml merges "
+        "the FSDP actor checkpoints of verl experiments"
+    )
     assert not (tmp_path / "models").exists()
 
 
 # The target is replaced as a whole: never the checkpoints, never a directory the merge did not make ------------
 
+
 def _tree(path):
     return sorted(os.path.relpath(os.path.join(r, n), path) for r, ds, fs in os.walk(path) for n in ds + fs)
 
 
-@pytest.mark.parametrize("where,relation", [
-    ("{ckpt}", "is the checkpoint directory {ckpt}"),
-    ("{ckpt}/..", None),  # the parent: normalized to tmp_path, which contains the checkpoints
-    ("{tmp}", "contains the checkpoint directory {ckpt}"),
-    ("{ckpt}/merged", "lies inside the checkpoint directory {ckpt}"),
-    ("{ckpt}/global_step_20", "lies inside the checkpoint directory {ckpt}"),
-    ("{link}", "is the checkpoint directory {ckpt}"),  # the same directory through a link to it
-])
+@pytest.mark.parametrize(
+    "where,relation",
+    [
+        ("{ckpt}", "is the checkpoint directory {ckpt}"),
+        ("{ckpt}/..", None),  # the parent: normalized to tmp_path, which contains the checkpoints
+        ("{tmp}", "contains the checkpoint directory {ckpt}"),
+        ("{ckpt}/merged", "lies inside the checkpoint directory {ckpt}"),
+        ("{ckpt}/global_step_20", "lies inside the checkpoint directory {ckpt}"),
+        ("{link}", "is the checkpoint directory {ckpt}"),  # the same directory through a link to it
+    ],
+)
 @pytest.mark.parametrize("check_mode", [False, True])
-def test_a_target_overlapping_the_checkpoints_is_refused_and_nothing_is_lost(ckpt, tmp_path, module_runner, where,
-                                                                            relation, check_mode):
+def test_a_target_overlapping_the_checkpoints_is_refused_and_nothing_is_lost(
+    ckpt, tmp_path, module_runner, where, relation, check_mode
+):
     os.symlink(ckpt, tmp_path / "link")
     target = where.format(ckpt=ckpt, tmp=tmp_path, link=tmp_path / "link")
     before = _tree(ckpt)
@@ -223,13 +306,17 @@ def test_a_target_overlapping_the_checkpoints_is_refused_and_nothing_is_lost(ckp
     if "/.." in target:
         assert out["msg"] == "target must be an absolute path without '..', got %r" % target
     elif where == "{link}":
-        assert out["msg"].startswith("refusing to replace the merge target %s: it is the checkpoint directory %s, which "
-                                     "this operation reads" % (tmp_path / "link", ckpt)), out["msg"]
+        assert out["msg"].startswith(
+            "refusing to replace the merge target %s: it is the checkpoint directory %s, which "
+            "this operation reads" % (tmp_path / "link", ckpt)
+        ), out["msg"]
     else:
         shown = os.path.normpath(target)
-        assert out["msg"] == ("refusing to replace the merge target %s: it %s, which this operation reads; merge into a "
-                              "directory of its own, outside the checkpoints (verl_job_models_root for merge.yml)"
-                              % (shown, relation.format(ckpt=ckpt)))
+        assert out["msg"] == (
+            "refusing to replace the merge target %s: it %s, which this operation reads; merge into a "
+            "directory of its own, outside the checkpoints (verl_job_models_root for merge.yml)"
+            % (shown, relation.format(ckpt=ckpt))
+        )
     assert _tree(ckpt) == before and (ckpt / "global_step_20" / "actor").is_dir()
 
 
@@ -239,12 +326,16 @@ def test_a_system_target_is_refused_naming_it_as_given(ckpt, tmp_path, module_ru
     out = module_runner(verl_merge.main, args(ckpt, tmp_path, target=target))
     if paths.misplaced(target, "writes"):
         # The argument's type answers first (purpose "writes"), with the value as given.
-        assert out["failed"] and out["msg"].startswith("target must be a place the collection may write into") and \
-            out["msg"].endswith(", got %r" % target), out["msg"]
+        assert (
+            out["failed"]
+            and out["msg"].startswith("target must be a place the collection may write into")
+            and out["msg"].endswith(", got %r" % target)
+        ), out["msg"]
         return
     assert out["failed"] and out["msg"] == (
         "refusing to replace the merge target %s: a system or top-level directory; merge into a directory of its own, "
-        "outside the checkpoints (verl_job_models_root for merge.yml)" % shown)
+        "outside the checkpoints (verl_job_models_root for merge.yml)" % shown
+    )
     assert out["target"] == shown
 
 
@@ -256,7 +347,8 @@ def test_a_target_that_is_not_a_merged_model_is_refused(ckpt, tmp_path, module_r
     assert out["failed"] and out["msg"] == (
         "refusing to replace the merge target %s: it holds files but not .rlinfra-merge.json, so it was not made by "
         "rlinfra; merge into a directory of its own, outside the checkpoints (verl_job_models_root for merge.yml)"
-        % target)
+        % target
+    )
     assert (target / "notes.txt").read_text() == "mine"
 
 
@@ -267,8 +359,9 @@ def test_a_target_that_is_a_link_is_refused(ckpt, tmp_path, module_runner):
     (tmp_path / "models").mkdir()
     os.symlink(elsewhere, tmp_path / "models" / EXP)
     out = module_runner(verl_merge.main, args(ckpt, tmp_path))
-    assert out["failed"] and out["msg"].startswith("refusing to replace the merge target %s/models/%s: it is a symbolic "
-                                                   "link (to %s)" % (tmp_path, EXP, elsewhere)), out["msg"]
+    assert out["failed"] and out["msg"].startswith(
+        "refusing to replace the merge target %s/models/%s: it is a symbolic link (to %s)" % (tmp_path, EXP, elsewhere)
+    ), out["msg"]
     assert (elsewhere / verl_checkpoint.RECORD).exists()
 
 
@@ -278,18 +371,20 @@ def test_a_target_that_is_a_mount_point_is_refused(ckpt, tmp_path, module_runner
     real = os.path.ismount
     monkeypatch.setattr(os.path, "ismount", lambda p: p == str(target) or real(p))
     out = module_runner(verl_merge.main, args(ckpt, tmp_path))
-    assert out["failed"] and out["msg"].startswith("refusing to replace the merge target %s: it is a mount point" % target)
+    assert out["failed"] and out["msg"].startswith(
+        "refusing to replace the merge target %s: it is a mount point" % target
+    )
 
 
 # What the merge builds and writes beside the target: never a path that was there before ------------------------
 
-FAKE_MERGER = '''
+FAKE_MERGER = """
 import os, sys
 target = sys.argv[sys.argv.index("--target_dir") + 1]
 os.makedirs(target, exist_ok=True)
 with open(os.path.join(target, "config.json"), "w") as f:
     f.write("merged")
-'''
+"""
 
 
 @pytest.fixture
@@ -348,7 +443,7 @@ HEAD = "rlinfra-ray-head"
 # does; ``exec NAME test -d P`` answers from the real filesystem, except for the paths listed in "unseen" (a path
 # ending in "/" is seen, its children are not: a directory the image holds of its own, such as /tmp). Every argv is
 # recorded in calls.jsonl, every environment the container's Python got in env.jsonl.
-STAND_IN = '''#!%(python)s
+STAND_IN = """#!%(python)s
 import json, os, sys
 here = os.path.dirname(os.path.abspath(__file__))
 with open(os.path.join(here, "calls.jsonl"), "a") as f:
@@ -381,9 +476,9 @@ assert cmd[0] == "python3", cmd
 with open(os.path.join(here, "env.jsonl"), "a") as f:
     f.write(json.dumps(env) + "\\n")
 os.execve(sys.executable, [sys.executable] + cmd[1:], env)
-'''
+"""
 
-FAKE_HUB = '''
+FAKE_HUB = """
 import json, os
 class HfApi:
     def __init__(self, endpoint=None, token=None):
@@ -395,7 +490,7 @@ class HfApi:
             files = sorted(set(os.listdir(folder_path)) - set(kw.get("ignore_patterns") or ()))
             f.write(json.dumps({"repo": repo_id, "token": self.token, "files": files}) + "\\n")
         return "https://hf.example/%s/commit/1" % repo_id
-'''
+"""
 
 TOKEN = "hf_secretSECRETsecret123"
 
@@ -404,8 +499,10 @@ class Podman:
     def __init__(self, tmp_path, fact_path):
         self.dir = tmp_path / "engine"
         self.image = tmp_path / "image"  # what the image's Python imports; the host's has neither verl nor the hub
-        for pkg, source in (("verl", {"__init__.py": "", "model_merger.py": FAKE_MERGER}),
-                            ("huggingface_hub", {"__init__.py": FAKE_HUB})):
+        for pkg, source in (
+            ("verl", {"__init__.py": "", "model_merger.py": FAKE_MERGER}),
+            ("huggingface_hub", {"__init__.py": FAKE_HUB}),
+        ):
             (self.image / pkg).mkdir(parents=True)
             for name, text in source.items():
                 (self.image / pkg / name).write_text(text)
@@ -413,9 +510,21 @@ class Podman:
         self.path = self.dir / "podman"
         self.path.write_text(STAND_IN % dict(python=sys.executable, name=HEAD, image=str(self.image)))
         self.path.chmod(0o755)
-        fact_path.write_text(json.dumps({"role": "head", "venv": "", "container": {
-            "engine": "podman", "engine_path": str(self.path), "name": HEAD, "image": "verlai/verl:test",
-            "image_id": "a" * 64}}))
+        fact_path.write_text(
+            json.dumps(
+                {
+                    "role": "head",
+                    "venv": "",
+                    "container": {
+                        "engine": "podman",
+                        "engine_path": str(self.path),
+                        "name": HEAD,
+                        "image": "verlai/verl:test",
+                        "image_id": "a" * 64,
+                    },
+                }
+            )
+        )
 
     def _lines(self, name):
         path = self.dir / name if name != "uploads.jsonl" else self.image / name
@@ -446,12 +555,15 @@ def podman(tmp_path, fact_path):
 
 
 def container_args(ckpt, tmp_path, **extra):
-    return dict(dict(checkpoint_dir=str(ckpt), experiment=EXP, target=str(tmp_path / "models" / EXP),
-                     host_label="head-0"), **extra)
+    return dict(
+        dict(checkpoint_dir=str(ckpt), experiment=EXP, target=str(tmp_path / "models" / EXP), host_label="head-0"),
+        **extra,
+    )
 
 
-def test_in_container_mode_the_merge_and_the_upload_run_inside_the_head_container(ckpt, tmp_path, podman,
-                                                                                   module_runner):
+def test_in_container_mode_the_merge_and_the_upload_run_inside_the_head_container(
+    ckpt, tmp_path, podman, module_runner
+):
     out = module_runner(verl_merge.main, container_args(ckpt, tmp_path, hf_repo="me/model", hf_token=TOKEN))
     assert out.get("failed") is not True, out
     assert out["merged"] and out["step"] == 20 and out["uploaded_to"] == "me/model"
@@ -461,16 +573,16 @@ def test_in_container_mode_the_merge_and_the_upload_run_inside_the_head_containe
     assert json.loads((target / verl_checkpoint.RECORD).read_text())["uploaded"] == {"me/model": 20}
     merger, uploader = podman.pythons()
     assert merger[:3] == [str(podman.path), "exec", "-i"] and merger[merger.index("python3") - 1] == HEAD
-    assert merger[merger.index("python3"):][:3] == ["python3", "-m", "verl.model_merger"]
+    assert merger[merger.index("python3") :][:3] == ["python3", "-m", "verl.model_merger"]
     assert uploader[:3] == [str(podman.path), "exec", "-i"] and uploader[uploader.index("python3") + 1] == "-c"
     # Values reach the container through the exec's own environment, never its arguments; the token on stdin.
-    assert not any("=" in a for c in podman.pythons() for a in c[:c.index("python3")])
+    assert not any("=" in a for c in podman.pythons() for a in c[: c.index("python3")])
     assert merger_env(podman)["HF_HUB_OFFLINE"] == "1" and merger_env(podman)["PYTHONUNBUFFERED"] == "1"
     assert not any(TOKEN in a for c in podman.calls() for a in c)
     assert all(TOKEN not in json.dumps(e) for e in podman.envs())
     assert podman.uploads() == [{"repo": "me/model", "token": TOKEN, "files": ["config.json"]}]
     # The checkpoint and the target's directory were seen inside first.
-    tests = [c[c.index(HEAD) + 1:] for c in podman.calls() if "test" in c]
+    tests = [c[c.index(HEAD) + 1 :] for c in podman.calls() if "test" in c]
     assert tests[:2] == [["test", "-d", out["source"]], ["test", "-d", str(tmp_path)]]  # models/ was not made yet
     assert sorted(os.listdir(tmp_path / "models")) == [EXP]
     # A re-run runs nothing inside.
@@ -490,13 +602,17 @@ def test_an_explicit_venv_wins_over_the_container(ckpt, tmp_path, podman, module
 
 
 @pytest.mark.parametrize("check_mode", [False, True])
-@pytest.mark.parametrize("hidden,shown", [
-    ("{ckpt}", "{ckpt}/global_step_20/actor"),
-    ("{tmp}/models", "{tmp}/models"),
-    ("{tmp}/models/", "{tmp}/models"),  # the directory is the image's own: the staging directory is not seen
-])
-def test_a_path_the_container_does_not_see_is_one_line_and_nothing_changes(ckpt, tmp_path, podman, module_runner,
-                                                                           hidden, shown, check_mode):
+@pytest.mark.parametrize(
+    "hidden,shown",
+    [
+        ("{ckpt}", "{ckpt}/global_step_20/actor"),
+        ("{tmp}/models", "{tmp}/models"),
+        ("{tmp}/models/", "{tmp}/models"),  # the directory is the image's own: the staging directory is not seen
+    ],
+)
+def test_a_path_the_container_does_not_see_is_one_line_and_nothing_changes(
+    ckpt, tmp_path, podman, module_runner, hidden, shown, check_mode
+):
     (tmp_path / "models").mkdir()
     podman.hide(hidden.format(ckpt=ckpt, tmp=tmp_path))
     before = _tree(tmp_path / "models"), _tree(ckpt)
@@ -507,7 +623,8 @@ def test_a_path_the_container_does_not_see_is_one_line_and_nothing_changes(ckpt,
     else:
         assert out["failed"] and out["msg"] == (
             "%s is not visible inside the head's container %s: add its volume to ray_container_mounts and run site.yml"
-            % (shown.format(ckpt=ckpt, tmp=tmp_path), HEAD))
+            % (shown.format(ckpt=ckpt, tmp=tmp_path), HEAD)
+        )
     assert (_tree(tmp_path / "models"), _tree(ckpt)) == before
     assert podman.pythons() == []
 
@@ -527,14 +644,18 @@ def test_a_missing_engine_is_one_line(ckpt, tmp_path, podman, module_runner):
     assert out["msg"].startswith("the head's container engine %s cannot run: " % podman.path), out["msg"]
 
 
-@pytest.mark.parametrize("container,words", [
-    ("podman", "container is str ('podman'), not an object"),
-    ({"engine_path": "podman", "name": HEAD}, "its container names no engine path or no container name"),
-    ({"engine_path": "/usr/bin/podman", "name": 7}, "container.name is"),
-])
+@pytest.mark.parametrize(
+    "container,words",
+    [
+        ("podman", "container is str ('podman'), not an object"),
+        ({"engine_path": "podman", "name": HEAD}, "its container names no engine path or no container name"),
+        ({"engine_path": "/usr/bin/podman", "name": 7}, "container.name is"),
+    ],
+)
 def test_a_damaged_container_fact_is_one_line(ckpt, tmp_path, fact_path, module_runner, container, words):
     fact_path.write_text(json.dumps({"role": "head", "venv": "", "container": container}))
     out = module_runner(verl_merge.main, container_args(ckpt, tmp_path))
     assert out["failed"] and "\n" not in out["msg"] and words in out["msg"], out["msg"]
-    assert out["msg"].startswith("no Python environment with verl known on head-0: the rlinfra_ray local fact %s is "
-                                 "damaged: " % fact_path)
+    assert out["msg"].startswith(
+        "no Python environment with verl known on head-0: the rlinfra_ray local fact %s is damaged: " % fact_path
+    )

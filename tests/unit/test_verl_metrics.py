@@ -29,9 +29,9 @@ def decode_png(data):
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     pos, chunks = 8, []
     while pos < len(data):
-        (length,) = struct.unpack(">I", data[pos:pos + 4])
-        kind, body = data[pos + 4:pos + 8], data[pos + 8:pos + 8 + length]
-        (crc,) = struct.unpack(">I", data[pos + 8 + length:pos + 12 + length])
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
+        (crc,) = struct.unpack(">I", data[pos + 8 + length : pos + 12 + length])
         assert crc == zlib.crc32(kind + body) & 0xFFFFFFFF
         chunks.append((kind, body))
         pos += 12 + length
@@ -43,9 +43,9 @@ def decode_png(data):
     assert len(raw) == stride * height
     rows = []
     for y in range(height):
-        line = raw[y * stride:(y + 1) * stride]
+        line = raw[y * stride : (y + 1) * stride]
         assert line[0] == 0  # no filter: what plot() writes
-        rows.append([tuple(line[1 + 3 * x:4 + 3 * x]) for x in range(width)])
+        rows.append([tuple(line[1 + 3 * x : 4 + 3 * x]) for x in range(width)])
     return width, height, rows
 
 
@@ -53,8 +53,11 @@ def test_the_sample_is_read_step_by_step():
     rows = verl_metrics.steps(sample())
     assert [s for s, dummy in rows] == [0, 2, 5, 34, 83]
     by_step = dict(rows)
-    assert by_step[0] == {"val-aux/openai/gsm8k/reward/mean@1": 0.565, "val-aux/openai/gsm8k/score/mean@1": 0.565,
-                          "val-core/openai/gsm8k/acc/mean@1": 0.508}
+    assert by_step[0] == {
+        "val-aux/openai/gsm8k/reward/mean@1": 0.565,
+        "val-aux/openai/gsm8k/score/mean@1": 0.565,
+        "val-core/openai/gsm8k/acc/mean@1": 0.508,
+    }
     assert by_step[2]["timing_s/step"] == 96.551 and by_step[2]["critic/score/mean"] == 0.011
     assert by_step[34]["actor/ppo_kl"] == -8.163164312320433e-06
     assert by_step[34]["critic/score/mean"] == -0.0182796623557806
@@ -72,12 +75,15 @@ def test_csv_has_every_step_and_every_key(tmp_path):
     assert len(header) == 1 + len(set().union(*(m for dummy, m in verl_metrics.steps(text))))
     assert [r[0] for r in body] == ["0", "2", "5", "34", "83"]
     rows = list(csv.DictReader(io.StringIO(open(result["csv"]).read())))
-    assert float(rows[3]["actor/ppo_kl"]) == -8.163164312320433e-06      # full precision kept
+    assert float(rows[3]["actor/ppo_kl"]) == -8.163164312320433e-06  # full precision kept
     assert rows[0]["critic/score/mean"] == "" and rows[1]["timing_s/step"] == "96.551"
-    assert rows[3]["global_seqlen/min"] == "419336"                      # whole numbers stay whole
+    assert rows[3]["global_seqlen/min"] == "419336"  # whole numbers stay whole
     for path in (result["csv"], result["png"]):
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
-    assert sorted(os.listdir(tmp_path)) == ["rlinfra-x-default.metrics.csv", "rlinfra-x-default.metrics.png"]  # no temp files
+    assert sorted(os.listdir(tmp_path)) == [
+        "rlinfra-x-default.metrics.csv",
+        "rlinfra-x-default.metrics.png",
+    ]  # no temp files
 
 
 def test_a_step_printed_twice_keeps_its_last_line():
@@ -95,12 +101,19 @@ def test_the_plot_has_one_panel_per_key_metric_with_its_line(tmp_path):
     assert result["panels"] == ["critic/score/mean", "actor/pg_loss", "response_length/mean", "timing_s/step"]
     width, height, rows = decode_png(open(result["png"], "rb").read())
     assert (width, height) == (verl_metrics.WIDTH, 4 * verl_metrics.PANEL_HEIGHT)
+
     def line_pixels(box):
-        return [(x, y) for y in range(box[1], box[3]) for x in range(box[0] + 1, box[2]) if rows[y][x] == verl_metrics.LINE]
+        return [
+            (x, y) for y in range(box[1], box[3]) for x in range(box[0] + 1, box[2]) if rows[y][x] == verl_metrics.LINE
+        ]
 
     for index in range(3):  # reward, loss, response length: a line across the panel, first step to last
         xs = [x for x, dummy in line_pixels(verl_metrics.plot_area(index))]
-        assert len(xs) > 100 and min(xs) <= verl_metrics.LEFT + 4 and max(xs) >= verl_metrics.WIDTH - verl_metrics.RIGHT - 4, "panel %d" % index
+        assert (
+            len(xs) > 100
+            and min(xs) <= verl_metrics.LEFT + 4
+            and max(xs) >= verl_metrics.WIDTH - verl_metrics.RIGHT - 4
+        ), "panel %d" % index
     # timing_s/step is in one line of the sample only (step 2): one point, drawn as a 5x5 dot at the left.
     dot = line_pixels(verl_metrics.plot_area(3))
     assert 16 <= len(dot) <= 25 and max(x for x, dummy in dot) < verl_metrics.LEFT + 8
@@ -111,7 +124,9 @@ def test_the_plot_has_one_panel_per_key_metric_with_its_line(tmp_path):
 
 
 def test_missing_metrics_leave_their_panel_out_and_no_steps_no_files(tmp_path):
-    only_reward = "(TaskRunner pid=1) step:1 - critic/score/mean:0.1\n(TaskRunner pid=1) step:2 - critic/score/mean:0.3\n"
+    only_reward = (
+        "(TaskRunner pid=1) step:1 - critic/score/mean:0.1\n(TaskRunner pid=1) step:2 - critic/score/mean:0.3\n"
+    )
     result = verl_metrics.write(str(tmp_path / "a"), only_reward)
     assert result["panels"] == ["critic/score/mean"]
     width, height, rows = decode_png(open(result["png"], "rb").read())
@@ -126,8 +141,10 @@ def test_missing_metrics_leave_their_panel_out_and_no_steps_no_files(tmp_path):
 
 
 def test_nan_and_a_flat_line_are_drawn_without_error(tmp_path):
-    text = "step:1 - actor/pg_loss:nan - critic/score/mean:0.5\nstep:2 - actor/pg_loss:0.2 - critic/score/mean:0.5\n" \
-           "step:3 - actor/pg_loss:inf - critic/score/mean:0.5\n"
+    text = (
+        "step:1 - actor/pg_loss:nan - critic/score/mean:0.5\nstep:2 - actor/pg_loss:0.2 - critic/score/mean:0.5\n"
+        "step:3 - actor/pg_loss:inf - critic/score/mean:0.5\n"
+    )
     result = verl_metrics.write(str(tmp_path / "n"), text)
     assert result["panels"] == ["critic/score/mean", "actor/pg_loss"]
     rows = list(csv.DictReader(open(result["csv"])))
@@ -136,10 +153,18 @@ def test_nan_and_a_flat_line_are_drawn_without_error(tmp_path):
 
 
 def test_the_summary_names_both_files():
-    lines = verl_metrics.describe(dict(csv="/p/artifacts/x/id.metrics.csv", png="/p/artifacts/x/id.metrics.png", steps=30,
-                                       panels=["reward/mean", "pg_loss"]))
-    assert lines == ["metrics:       /p/artifacts/x/id.metrics.csv (30 steps)",
-                     "plot:          /p/artifacts/x/id.metrics.png (reward/mean, pg_loss)"]
+    lines = verl_metrics.describe(
+        dict(
+            csv="/p/artifacts/x/id.metrics.csv",
+            png="/p/artifacts/x/id.metrics.png",
+            steps=30,
+            panels=["reward/mean", "pg_loss"],
+        )
+    )
+    assert lines == [
+        "metrics:       /p/artifacts/x/id.metrics.csv (30 steps)",
+        "plot:          /p/artifacts/x/id.metrics.png (reward/mean, pg_loss)",
+    ]
 
 
 def test_follow_keeps_the_first_step_of_the_log_as_well_as_the_last():

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """The playbooks' command-line switches (``-e name=value``), read strictly, before anything is done.
@@ -38,23 +37,33 @@ def _count(high: int) -> vocabulary.Int:
 
 # Each switch's type (module_utils/common/vocabulary.py). A switch given as null (from -e @file) is refused, never unset.
 SWITCHES = {
-    "exp": vocabulary.Text(empty=False, max_len=200, nullable=False, pattern=r"^(rlinfra\.verl:)?[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$",
-                           what="an experiment name (letters, digits, _ . -), or rlinfra.verl:NAME for a bundled example"),
+    "exp": vocabulary.Text(
+        empty=False,
+        max_len=200,
+        nullable=False,
+        pattern=r"^(rlinfra\.verl:)?[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$",
+        what="an experiment name (letters, digits, _ . -), or rlinfra.verl:NAME for a bundled example",
+    ),
     # A scope (SCOPES): given, never empty - an unset shell variable (-e cluster=$CLUSTER) must not mean "all".
     "run": vocabulary.Name(nullable=False),
     "cluster": vocabulary.Name(nullable=False),
     "checkpoint_cluster": vocabulary.Name(nullable=False),
     "dry_run": vocabulary.Switch(nullable=False),
     "wait": vocabulary.Switch(nullable=False),
-    "attempt": _count(10 ** 6),
-    "step": _count(10 ** 12),
+    "attempt": _count(10**6),
+    "step": _count(10**12),
     "teardown_stop_jobs": vocabulary.Switch(nullable=False),
     "teardown_purge": vocabulary.Switch(nullable=False),
     "ray_restart_running_jobs": vocabulary.Switch(nullable=False),
     "release": vocabulary.Switch(nullable=False),
     "nodes": _count(MAX_INSTANCES),
-    "gpu": vocabulary.Text(empty=False, max_len=64, nullable=False, pattern=r"^[A-Za-z0-9][A-Za-z0-9 _.-]*$",
-                           what="a GPU model such as H100 (or any, with max_price)"),
+    "gpu": vocabulary.Text(
+        empty=False,
+        max_len=64,
+        nullable=False,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9 _.-]*$",
+        what="a GPU model such as H100 (or any, with max_price)",
+    ),
     "gpu_count": _count(MAX_GPUS),
     "label": vocabulary.Name(nullable=False),
     "max_price": vocabulary.Number(0, MAX_PRICE, above=True, nullable=False, unit="US dollars per GPU-hour"),
@@ -72,9 +81,9 @@ SCOPES = {
     "exp": "an experiment name",
     "run": "the run's suffix, or leave -e run out for the run without one",
     "cluster": "the cluster's name, or leave -e cluster out for the experiment's cluster (every cluster for site.yml, "
-               "fitness.yml and teardown.yml)",
+    "fitness.yml and teardown.yml)",
     "checkpoint_cluster": "the cluster whose checkpoints to resume from, or leave -e checkpoint_cluster out for the "
-                          "cluster's own",
+    "cluster's own",
     "label": "the label of the rentals (a name)",
 }
 
@@ -102,7 +111,16 @@ NEEDS_CLUSTER = ("site", "submit", "status", "stop", "logs", "merge", "fitness")
 # A playbook that runs another in the same run: the other's checks accept the first one's switches.
 CHAINS = {"site": ("provision",), "fitness": ("provision",)}
 # Variables of the collection's roles and plugins, and Ansible's own: given with -e on purpose.
-_OWN_PREFIXES = ("verl_job_", "ray_", "nfs_mount_", "storage_lvm_", "python_env_", "hyperbolic_", "fitness_", "ansible_")
+_OWN_PREFIXES = (
+    "verl_job_",
+    "ray_",
+    "nfs_mount_",
+    "storage_lvm_",
+    "python_env_",
+    "hyperbolic_",
+    "fitness_",
+    "ansible_",
+)
 
 
 # The playbooks' own variables (rlinfra_*, typed in module_utils/common/settings.py): their plays' keywords read them
@@ -128,22 +146,30 @@ def _value(name: str, value: Any) -> tuple[Any, str | None]:
     t = SWITCHES[name]
     if name in SCOPES and isinstance(value, str) and not value.strip():
         return None, "%s is empty (-e %s= with nothing after it: an unset shell variable?): give %s" % (
-            name, name, SCOPES[name])
+            name,
+            name,
+            SCOPES[name],
+        )
     try:
-        return t.validate(value.strip() if isinstance(value, str) and not isinstance(t, vocabulary.Switch) else value), None
+        return t.validate(
+            value.strip() if isinstance(value, str) and not isinstance(t, vocabulary.Switch) else value
+        ), None
     except vocabulary.Bad as e:
         return None, t.line(name, value, e)
 
 
-def check(playbook: str, given: Collection[str] | None, values: dict[str, Any],
-          awx: bool = False) -> tuple[dict[str, Any], list[str]]:
+def check(
+    playbook: str, given: Collection[str] | None, values: dict[str, Any], awx: bool = False
+) -> tuple[dict[str, Any], list[str]]:
     """``given``: the names passed with ``-e`` (None when unknown); ``values``: the switches' values as the
     play sees them (absent: not set); ``awx``: the run is an AWX job, whose survey sends a blank answer as "" or null
     (a scope left blank is then not given). Returns ``(parsed, errors)``: parsed switches of this playbook, and one
     line per problem."""
     mine = PLAYBOOKS[playbook]
     if awx:
-        values = {n: v for n, v in values.items() if not (n in SCOPES and (v is None or isinstance(v, str) and not v.strip()))}
+        values = {
+            n: v for n, v in values.items() if not (n in SCOPES and (v is None or isinstance(v, str) and not v.strip()))
+        }
     parsed, errors = {}, []
     for name in mine:
         # A switch not given at all is absent from values (None there means -e name=null, an error).
@@ -161,13 +187,17 @@ def check(playbook: str, given: Collection[str] | None, values: dict[str, Any],
         if name in SWITCHES:
             if name in WORDS:
                 continue
-            errors.append("-e %s is not a switch of %s.yml (its switches: %s); it would be ignored: drop it"
-                          % (name, playbook, ", ".join(mine)))
+            errors.append(
+                "-e %s is not a switch of %s.yml (its switches: %s); it would be ignored: drop it"
+                % (name, playbook, ", ".join(mine))
+            )
             continue
         meant = _near_miss(name, mine)
         if meant:
-            errors.append("-e %s is not a switch of %s.yml; did you mean -e %s? (its switches: %s)"
-                          % (name, playbook, meant, ", ".join(mine)))
+            errors.append(
+                "-e %s is not a switch of %s.yml; did you mean -e %s? (its switches: %s)"
+                % (name, playbook, meant, ", ".join(mine))
+            )
     return parsed, errors
 
 
@@ -177,6 +207,8 @@ def summary(playbook: str, errors: Iterable[str]) -> str:
 
 def no_cluster(playbook: str, sources: Iterable[Any] | None) -> str:
     """The one line for a run whose inventory (``sources``: ansible_inventory_sources) gave no host in ray_head."""
-    return ("No Ray cluster for %s.yml, nothing was done: no host in group ray_head; the inventory (%s) gave none "
-            "(a source that could not be loaded is named in the warning above): fix it and rerun"
-            % (playbook, ", ".join(str(s) for s in sources or ()) or "none given"))
+    return (
+        "No Ray cluster for %s.yml, nothing was done: no host in group ray_head; the inventory (%s) gave none "
+        "(a source that could not be loaded is named in the warning above): fix it and rerun"
+        % (playbook, ", ".join(str(s) for s in sources or ()) or "none given")
+    )

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Files written whole or not at all: a temporary file in the same directory, given its mode before
@@ -36,8 +35,10 @@ def refuse_link(path: str, what: str = "a directory the collection keeps") -> No
     chmods and writes in: through a link, ``chmod`` changes what it points at (``/etc``), and what is written lands
     there. (A file written whole needs none of this: :func:`write_atomic` replaces a link, never writes through it.)"""
     if os.path.islink(path):
-        raise OSError(errno.ELOOP, "it is a symbolic link (to %s); %s is never reached through one"
-                      % (os.path.realpath(path), what))
+        raise OSError(
+            errno.ELOOP,
+            "it is a symbolic link (to %s); %s is never reached through one" % (os.path.realpath(path), what),
+        )
 
 
 def private_dir(path: str, mode: int = 0o700) -> None:
@@ -94,9 +95,12 @@ def env_items(text: str) -> Iterator[tuple[str, str]]:
 
 
 # What a failed write asks of the user first; whatever the cause, another directory is always a way out.
-_WRITE_FIXES: dict[int | None, str] = {errno.ENOSPC: "free space", errno.EDQUOT: "free space",
-                errno.EACCES: "give the controller's user write access",
-                errno.EPERM: "give the controller's user write access"}
+_WRITE_FIXES: dict[int | None, str] = {
+    errno.ENOSPC: "free space",
+    errno.EDQUOT: "free space",
+    errno.EACCES: "give the controller's user write access",
+    errno.EPERM: "give the controller's user write access",
+}
 
 
 def cannot_write(variable: str, directory: str, what: str, error: OSError) -> str:
@@ -106,7 +110,13 @@ def cannot_write(variable: str, directory: str, what: str, error: OSError) -> st
     reason = error.strerror or (os.strerror(error.errno) if error.errno else str(error) or type(error).__name__)
     fix = _WRITE_FIXES.get(error.errno)
     return "%s %s: cannot write %s (%s): %sset %s to another directory" % (
-        variable, directory, what, reason, fix + " or " if fix else "", variable)
+        variable,
+        directory,
+        what,
+        reason,
+        fix + " or " if fix else "",
+        variable,
+    )
 
 
 def makedirs(path: str, mode: int = 0o755) -> None:
@@ -123,8 +133,14 @@ class BoundedLock:
     working on the same files of the shared volume take turns, and a stuck holder gives ``error(line)`` naming
     the lock instead of a silent wait. ``what`` says who holds it ("another checkout")."""
 
-    def __init__(self, path: str, timeout: float, what: str, error: Callable[[str], BaseException],
-                 sleep: Callable[[float], Any] = time.sleep):
+    def __init__(
+        self,
+        path: str,
+        timeout: float,
+        what: str,
+        error: Callable[[str], BaseException],
+        sleep: Callable[[float], Any] = time.sleep,
+    ):
         self.path, self.timeout, self.what, self.error, self.sleep = path, timeout, what, error, sleep
 
     def __enter__(self) -> BoundedLock:
@@ -140,8 +156,10 @@ class BoundedLock:
                     raise
             if time.time() >= deadline:
                 os.close(self.fd)
-                raise self.error("%s has held %s for more than %d s: wait for it to finish, or remove the lock file if "
-                                 "no such run is left" % (self.what, self.path, self.timeout))
+                raise self.error(
+                    "%s has held %s for more than %d s: wait for it to finish, or remove the lock file if "
+                    "no such run is left" % (self.what, self.path, self.timeout)
+                )
             self.sleep(1)
 
     def __exit__(self, *exc: object) -> None:

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Masking secrets in what the collection shows: the one place that replaces a secret by ``********``.
@@ -31,8 +30,10 @@ MASK_BYTES = MASK.encode("ascii")
 # and bearer tokens and passwords in URLs. Every run of name or scheme characters is bounded: these expressions read
 # whole values too (an experiment's 128 KiB env value), and an unbounded run before a word that is not there costs
 # the square of the length.
-_SECRET = re.compile(r"""(?i)((?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]{0,64}(?:%s)[A-Za-z0-9_.-]{0,64}["']?\s*[=:]\s*["']?)(?!(?:bearer|basic)\s)([^\s"',;&)}\]]+)"""
-                     % SECRET_NAME_PATTERN)
+_SECRET = re.compile(
+    r"""(?i)((?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]{0,64}(?:%s)[A-Za-z0-9_.-]{0,64}["']?\s*[=:]\s*["']?)(?!(?:bearer|basic)\s)([^\s"',;&)}\]]+)"""
+    % SECRET_NAME_PATTERN
+)
 _BEARER = re.compile(r"(?i)(\b(?:bearer|basic)\s+)([A-Za-z0-9._~+/=-]{8,})")
 _URL_PASSWORD = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]{0,31}://[^/\s:@]*:)([^@\s/]+)(@)")
 # A token given as the user of a web URL (https://<token>@github.com/org/x.git): git, pip and curl send it as the
@@ -68,6 +69,7 @@ def masked(value: Any, secrets: Iterable[Any]) -> Any:
         if isinstance(v, (list, tuple, set)):
             return [walk(x) for x in v]
         return v
+
     return walk(value) if secrets else value
 
 
@@ -81,19 +83,23 @@ def mask_patterns(text: Any) -> str:
 # A private key pasted where a public one or a name belongs (hyperbolic_ssh_public_key): its first line says so.
 _PRIVATE_KEY = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
 # A whole key, or what a line kept of one (the line may have been cut short).
-_PRIVATE_KEY_BLOCK = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?:.*?-----END [A-Z0-9 ]*PRIVATE KEY-----|.*)",
-                                re.S)
+_PRIVATE_KEY_BLOCK = re.compile(
+    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?:.*?-----END [A-Z0-9 ]*PRIVATE KEY-----|.*)", re.S
+)
 # Tokens whose issuers give them a fixed prefix (GitHub, Hugging Face, GitLab, OpenAI and the like, Slack, AWS): known
 # by their shape wherever they are, a name field included (code.token_secret: ghp_...). Not a bare 40-hex string: a
 # git commit has that shape.
-_TOKEN = re.compile(r"(?<![A-Za-z0-9_-])(gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,}|hf_[A-Za-z0-9]{30,}|"
-                    r"glpat-[A-Za-z0-9_-]{20,}|sk-[A-Za-z0-9_-]{20,}|xox[abpr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16})"
-                    r"(?![A-Za-z0-9_-])")
+_TOKEN = re.compile(
+    r"(?<![A-Za-z0-9_-])(gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,}|hf_[A-Za-z0-9]{30,}|"
+    r"glpat-[A-Za-z0-9_-]{20,}|sk-[A-Za-z0-9_-]{20,}|xox[abpr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16})"
+    r"(?![A-Za-z0-9_-])"
+)
 
 
 # What :func:`holds_credentials` finds, for the lines that refuse such a value.
-CREDENTIAL_WORDS = ("a password or token in a URL, a bearer token, a GitHub or Hugging Face token or the like, or a "
-                    "private key")
+CREDENTIAL_WORDS = (
+    "a password or token in a URL, a bearer token, a GitHub or Hugging Face token or the like, or a private key"
+)
 
 
 def holds_credentials(text: Any) -> bool:
@@ -104,8 +110,13 @@ def holds_credentials(text: Any) -> bool:
     left to the name rules: ``/data/keys:/opt/x`` (a PYTHONPATH) has that shape and no secret."""
     if not isinstance(text, str):
         return False
-    return bool(_BEARER.search(text) or _PRIVATE_KEY.search(text) or _TOKEN.search(text)
-                or "://" in text and (_URL_PASSWORD.search(text) or _URL_TOKEN_USER.search(text)))
+    return bool(
+        _BEARER.search(text)
+        or _PRIVATE_KEY.search(text)
+        or _TOKEN.search(text)
+        or "://" in text
+        and (_URL_PASSWORD.search(text) or _URL_TOKEN_USER.search(text))
+    )
 
 
 def mask_shapes(text: Any) -> Any:
@@ -124,8 +135,9 @@ def _shapes(text: str) -> str:
     return _URL_TOKEN_USER.sub(lambda m: m.group(1) + MASK + m.group(3), text)
 
 
-def redact_bytes(data: bytes, variants: Iterable[bytes], maskers: Iterable[re.Pattern[bytes]] = (),
-           mask: bytes = MASK_BYTES) -> tuple[bytes, int]:
+def redact_bytes(
+    data: bytes, variants: Iterable[bytes], maskers: Iterable[re.Pattern[bytes]] = (), mask: bytes = MASK_BYTES
+) -> tuple[bytes, int]:
     """``data`` (bytes) with every occurrence of each variant, and every group ``value`` a masker finds, masked;
     returns (bytes, count)."""
     count = 0
@@ -137,12 +149,13 @@ def redact_bytes(data: bytes, variants: Iterable[bytes], maskers: Iterable[re.Pa
     for regex in maskers:
         hits = [0]
 
-        def sub(m: re.Match[bytes]) -> bytes:
+        def sub(m: re.Match[bytes], hits: list[int] = hits) -> bytes:
             if m.group("value") == mask:
                 return m.group(0)
             hits[0] += 1
             start, end = m.span("value")
-            return m.group(0)[:start - m.start()] + mask + m.group(0)[end - m.start():]
+            return m.group(0)[: start - m.start()] + mask + m.group(0)[end - m.start() :]
+
         data = regex.sub(sub, data)
         count += hits[0]
     return data, count

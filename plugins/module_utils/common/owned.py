@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Removing or replacing a directory: only one this collection made, and never one that holds or lies inside an input.
@@ -39,9 +38,37 @@ from typing import Any
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import write_atomic
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.vocabulary import normpath
 
-SYSTEM = frozenset(("/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib64", "/media", "/mnt", "/opt",
-                    "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var", "/workspace", "/data",
-                    "/usr/local", "/var/lib", "/var/tmp", "/var/log", "/opt/rlinfra"))
+SYSTEM = frozenset(
+    (
+        "/",
+        "/bin",
+        "/boot",
+        "/dev",
+        "/etc",
+        "/home",
+        "/lib",
+        "/lib64",
+        "/media",
+        "/mnt",
+        "/opt",
+        "/proc",
+        "/root",
+        "/run",
+        "/sbin",
+        "/srv",
+        "/sys",
+        "/tmp",
+        "/usr",
+        "/var",
+        "/workspace",
+        "/data",
+        "/usr/local",
+        "/var/lib",
+        "/var/tmp",
+        "/var/log",
+        "/opt/rlinfra",
+    )
+)
 
 MOUNTINFO = "/proc/self/mountinfo"
 # The marker of a directory this collection made (claim): the venv and Ray's temp dir a purge removes.
@@ -75,8 +102,14 @@ def _mounts_below(path: str) -> list[str]:
     return sorted(p for p in points if p.startswith(real))
 
 
-def check(path: Any, markers: Sequence[str], inputs: Iterable[Sequence[Any]] = (), what: str = "directory",
-          fix: str = "", verb: str = "replace") -> bool:
+def check(
+    path: Any,
+    markers: Sequence[str],
+    inputs: Iterable[Sequence[Any]] = (),
+    what: str = "directory",
+    fix: str = "",
+    verb: str = "replace",
+) -> bool:
     """Raise :class:`NotOurs` unless ``path`` may be removed or replaced (see the module's docstring). ``inputs``:
     ``(label, path)`` pairs the operation reads, or ``(label, path, why)`` (``why``: "which is kept");
     ``fix``: what the user can do, appended to the line; ``verb``: "replace" or "remove"."""
@@ -110,15 +143,17 @@ def check(path: Any, markers: Sequence[str], inputs: Iterable[Sequence[Any]] = (
     try:
         entries = os.listdir(norm)
     except OSError as e:
-        raise NotOurs("%s: it cannot be read (%s)%s" % (head, e.strerror, tail))
+        raise NotOurs("%s: it cannot be read (%s)%s" % (head, e.strerror, tail)) from e
     if entries and not any(m in entries for m in markers):
-        raise NotOurs("%s: it holds files but not %s, so it was not made by rlinfra%s" % (
-            head, " or ".join(markers), tail))
+        raise NotOurs(
+            "%s: it holds files but not %s, so it was not made by rlinfra%s" % (head, " or ".join(markers), tail)
+        )
     return True
 
 
-def remove(path: str, markers: Sequence[str], inputs: Iterable[Sequence[Any]] = (), what: str = "directory",
-           fix: str = "") -> bool:
+def remove(
+    path: str, markers: Sequence[str], inputs: Iterable[Sequence[Any]] = (), what: str = "directory", fix: str = ""
+) -> bool:
     """Remove ``path`` after :func:`check`; False when there was nothing."""
     if not check(path, markers, inputs, what, fix, verb="remove"):
         return False
@@ -141,8 +176,11 @@ def claim(path: str, mode: int = 0o755, check_mode: bool = False) -> bool:
             return False
     if not check_mode:
         os.makedirs(norm, mode=mode, exist_ok=True)
-        write_atomic(os.path.join(norm, CLAIM), "made by rlinfra.verl; a teardown with purge removes it as a whole "
-                     "(docs/SECURITY.md)\n", 0o644)
+        write_atomic(
+            os.path.join(norm, CLAIM),
+            "made by rlinfra.verl; a teardown with purge removes it as a whole (docs/SECURITY.md)\n",
+            0o644,
+        )
     return True
 
 
@@ -163,8 +201,14 @@ def staging(path: str, mode: int = 0o755) -> str:
     return made
 
 
-def replace(staging: str, path: str, markers: Sequence[str], inputs: Iterable[Sequence[Any]] = (),
-            what: str = "directory", fix: str = "") -> None:
+def replace(
+    staging: str,
+    path: str,
+    markers: Sequence[str],
+    inputs: Iterable[Sequence[Any]] = (),
+    what: str = "directory",
+    fix: str = "",
+) -> None:
     """Put the complete directory ``staging`` at ``path``, after :func:`check` of ``path``."""
     norm = normpath(path)
     aside = None

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """What a path is for, and where a path of that purpose may lie: the one rule behind every path the collection is
@@ -36,13 +35,49 @@ PURPOSES = ("owns", "writes", "config", "mounts", "local", "reads", "remote")
 WRITTEN = ("owns", "writes", "config", "mounts", "local")
 
 # The system's own trees: nothing of the collection's is made, written or mounted in or under them (config: /etc aside).
-SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/lost+found", "/proc", "/run",
-                "/sbin", "/snap", "/sys", "/usr", "/var/cache/apt", "/var/lib/apt", "/var/lib/dpkg", "/var/lib/systemd",
-                "/var/log/journal", "/var/mail", "/var/spool")
+SYSTEM_TREES = (
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/lost+found",
+    "/proc",
+    "/run",
+    "/sbin",
+    "/snap",
+    "/sys",
+    "/usr",
+    "/var/cache/apt",
+    "/var/lib/apt",
+    "/var/lib/dpkg",
+    "/var/lib/systemd",
+    "/var/log/journal",
+    "/var/mail",
+    "/var/spool",
+)
 # Directories that hold other people's directories: the collection's own lives below one, never in its place (a venv made
 # in /opt itself would add /opt/bin and /opt/lib; a purge would remove /opt).
-SHARED_DIRS = ("/", "/home", "/media", "/mnt", "/opt", "/root", "/srv", "/tmp", "/var", "/var/cache", "/var/lib",
-               "/var/local", "/var/log", "/var/opt", "/var/tmp")
+SHARED_DIRS = (
+    "/",
+    "/home",
+    "/media",
+    "/mnt",
+    "/opt",
+    "/root",
+    "/srv",
+    "/tmp",
+    "/var",
+    "/var/cache",
+    "/var/lib",
+    "/var/local",
+    "/var/log",
+    "/var/opt",
+    "/var/tmp",
+)
 # What a line says a written path must be, by purpose.
 WORDS = {
     "owns": "a directory of the collection's own",
@@ -94,11 +129,18 @@ def misplaced(path: str, purpose: str | None) -> str | None:
         return "be %s below /etc (such as /etc/ray), not /etc itself" % words if norm == "/etc" else None
     if trees:
         return "be %s, outside the system's directories (/usr, /etc, /proc, ...): %s is %s" % (
-            words, norm, "one" if norm == trees[-1] else "under " + trees[-1])
+            words,
+            norm,
+            "one" if norm == trees[-1] else "under " + trees[-1],
+        )
     shared = _shared(norm)
     if shared:
         return "be %s below %s (such as %s/rlinfra), not %s itself, which holds others' directories" % (
-            words, shared, shared, shared)
+            words,
+            shared,
+            shared,
+            shared,
+        )
     return None
 
 

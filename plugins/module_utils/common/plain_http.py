@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """HTTP with ``ansible.module_utils.urls.open_url``'s calling convention, on the standard library only: the Ray
@@ -17,9 +16,16 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None  # urllib then raises HTTPError with the 3xx status
 
 
-def open_url(url: str, data: str | bytes | None = None, headers: dict[str, str] | None = None, method: str = "GET",
-             timeout: float = 30, validate_certs: bool = True, follow_redirects: str | bool = "urllib2",
-             **dummy: Any) -> Any:
+def open_url(
+    url: str,
+    data: str | bytes | None = None,
+    headers: dict[str, str] | None = None,
+    method: str = "GET",
+    timeout: float = 30,
+    validate_certs: bool = True,
+    follow_redirects: str | bool = "urllib2",
+    **dummy: Any,
+) -> Any:
     """One request; a non-2xx answer raises urllib's HTTPError, a transport failure URLError or OSError.
     ``follow_redirects="none"`` answers a redirect with HTTPError instead of following it."""
     handlers: list[urllib.request.BaseHandler] = []

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """What of AnsibleModule the node-side functions use (``params``, ``check_mode``, ``get_bin_path``, ``run_command``,
@@ -29,8 +28,12 @@ def finish(module: Any, result: Mapping[str, Any]) -> None:
     module.exit_json(**result)
 
 
-def run_module(ansible_module: Callable[..., Any], args: Any,
-               function: Callable[[dict[str, Any], Any], Mapping[str, Any]], **kw: Any) -> None:
+def run_module(
+    ansible_module: Callable[..., Any],
+    args: Any,
+    function: Callable[[dict[str, Any], Any], Mapping[str, Any]],
+    **kw: Any,
+) -> None:
     """The whole ``main()`` of a module whose work is ``function(params, module)`` (plugin_utils/node_script.py's
     SCRIPTED): the module from ``args.new_module(ansible_module, **kw)`` (vocabulary.Args: every bad field refused
     first), then :func:`finish`. The module passes AnsibleModule in: this file imports no Ansible."""
@@ -39,8 +42,9 @@ def run_module(ansible_module: Callable[..., Any], args: Any,
 
 
 class PlainModule:
-    def __init__(self, params: Mapping[str, Any] | None = None, no_log_values: Iterable[Any] = (),
-                 check_mode: bool = False):
+    def __init__(
+        self, params: Mapping[str, Any] | None = None, no_log_values: Iterable[Any] = (), check_mode: bool = False
+    ):
         self.params = dict(params or {})
         self.check_mode = bool(check_mode)
         self.no_log_values = set(no_log_values)
@@ -63,8 +67,9 @@ class PlainModule:
             raise ValueError("%s not found on this node" % name)
         return found
 
-    def run_command(self, args: Sequence[str], check_rc: bool = False, environ_update: Mapping[str, str] | None = None,
-                    **dummy: Any) -> tuple[int, str, str]:
+    def run_command(
+        self, args: Sequence[str], check_rc: bool = False, environ_update: Mapping[str, str] | None = None, **dummy: Any
+    ) -> tuple[int, str, str]:
         # As AnsibleModule runs commands: the C locale (stable output to parse), text out, no shell.
         env = dict(os.environ, LANG="C", LC_ALL="C", LC_MESSAGES="C", **(environ_update or {}))
         try:

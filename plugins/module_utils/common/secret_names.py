@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Which environment variable names hold secrets: the collection's one rule.
@@ -37,9 +36,12 @@ SECRET_NAME = re.compile(SECRET_NAME_PATTERN, re.IGNORECASE)
 # name the secret itself: api_key, hf_token, access_token, secret, password, credentials...
 # Plurals too (api_keys: a list of them), and the header that carries one (headers.Authorization, x-api-key); never
 # the bare plural "tokens" (max_new_tokens).
-SECRET_PARAM = re.compile(r"(^|[_.-])(api[_-]?keys?|access[_-]?keys?|secret[_-]?keys?|private[_-]?keys?|"
-                          r"auth[_-]?tokens?|access[_-]?tokens?|(hf|wandb|github|gh|gitlab|openai|hub)[_-]?(tokens?|keys?)|"
-                          r"token|secrets?|passwords?|passwd|passphrase|authorization|credentials?)$", re.IGNORECASE)
+SECRET_PARAM = re.compile(
+    r"(^|[_.-])(api[_-]?keys?|access[_-]?keys?|secret[_-]?keys?|private[_-]?keys?|"
+    r"auth[_-]?tokens?|access[_-]?tokens?|(hf|wandb|github|gh|gitlab|openai|hub)[_-]?(tokens?|keys?)|"
+    r"token|secrets?|passwords?|passwd|passphrase|authorization|credentials?)$",
+    re.IGNORECASE,
+)
 SPECIAL_TOKENS = re.compile(r"(^|_)(pad|bos|eos|unk|sep|cls|mask|start|end|image|video|audio)_token$", re.IGNORECASE)
 # camelCase and PascalCase words (wandbApiKey, openAIApiKey, HfToken) read as snake_case ones: wandb_Api_Key.
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -81,6 +83,7 @@ def split_env(env: Mapping[str, Any] | None, pattern: str | None = None) -> tupl
     ``https://bob:<password>@host``), which then goes where the secrets go (the root-only file), never the shown one."""
     # masking reads this module's name rule: imported here, not at the top, to keep the two free of a cycle.
     from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import holds_credentials
+
     rule = name_rule(pattern)
     plain: dict[str, Any]
     secret: dict[str, Any]

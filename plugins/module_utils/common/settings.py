@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """The roles' variables as values, checked before a role changes anything.
@@ -63,6 +62,7 @@ def _text(value: Any) -> str:
 
 # ---- the kinds of the roles' own values, beside the vocabulary's ----------------------------------------------
 
+
 class PrivateIp(vocabulary.Address):
     """The address Ray binds to and advertises."""
 
@@ -82,13 +82,16 @@ class PrivateIp(vocabulary.Address):
 class _Pattern(vocabulary.Type):
     """Text of one line matching ``pattern``, else :class:`Bad` with ``words``."""
 
-    def __init__(self, pattern: re.Pattern[str], words: str, bad: Iterable[Any] = (), typed_ok: bool = False,
-                 **kw: Any):
+    def __init__(
+        self, pattern: re.Pattern[str], words: str, bad: Iterable[Any] = (), typed_ok: bool = False, **kw: Any
+    ):
         super().__init__(**kw)
         self.pattern, self.words_, self.bad, self.typed_ok = pattern, words, bad, typed_ok
 
     def check(self, value: Any) -> Any:
-        text = str(value) if self.typed_ok and isinstance(value, (int, float)) and not isinstance(value, bool) else value
+        text = (
+            str(value) if self.typed_ok and isinstance(value, (int, float)) and not isinstance(value, bool) else value
+        )
         if not self.pattern.match(_text(text)):
             raise Bad(self.words_)
         return value
@@ -115,8 +118,16 @@ class _Whole(vocabulary.Type):
         return number
 
     def corpus(self) -> vocabulary.Corpus:
-        return super().corpus().add("word", "2h").add("below", self.low - 1).add("above", self.high + 1).add(
-            "fraction", 1.5).add("boolean", True, typed=True).add("exponent", "1e400")
+        return (
+            super()
+            .corpus()
+            .add("word", "2h")
+            .add("below", self.low - 1)
+            .add("above", self.high + 1)
+            .add("fraction", 1.5)
+            .add("boolean", True, typed=True)
+            .add("exponent", "1e400")
+        )
 
 
 class _Either(_Whole):
@@ -148,17 +159,30 @@ class _Path(vocabulary.Type):
         if not text.startswith("/") or re.search(r"\s", text) or ".." in text.split("/"):
             raise Bad("be an absolute path without spaces or '..'")
         if _UNIT_SPECIAL.search(text) or ":" in text:
-            raise Bad("be an absolute path without : or any of %s (systemd reads them in a unit line, a container "
-                      "mount splits at :)" % UNIT_CHARS)
+            raise Bad(
+                "be an absolute path without : or any of %s (systemd reads them in a unit line, a container "
+                "mount splits at :)" % UNIT_CHARS
+            )
         if self.max_len and len(text) >= self.max_len:
-            raise Bad("be an absolute path shorter than %d characters (Ray's socket paths must fit in 107)"
-                      % self.max_len)
+            raise Bad(
+                "be an absolute path shorter than %d characters (Ray's socket paths must fit in 107)" % self.max_len
+            )
         return vocabulary.confine(text, self.purpose)
 
     def corpus(self) -> vocabulary.Corpus:
-        c = super().corpus().add("relative", "ray").add("space", "/work space/ray").add("newline", "/x\ny").add(
-            "dotdot", "/data/../etc").add("specifier", "/data/%n").add("variable", "/data/$HOME").add(
-            "colon", "/data:/etc").add("backslash", "/data/a\\x").add("quote", "/data/a'b")
+        c = (
+            super()
+            .corpus()
+            .add("relative", "ray")
+            .add("space", "/work space/ray")
+            .add("newline", "/x\ny")
+            .add("dotdot", "/data/../etc")
+            .add("specifier", "/data/%n")
+            .add("variable", "/data/$HOME")
+            .add("colon", "/data:/etc")
+            .add("backslash", "/data/a\\x")
+            .add("quote", "/data/a'b")
+        )
         if self.max_len:
             c.add("too_long", "/" + "x" * self.max_len)
         return vocabulary.confined_corpus(c, self.purpose)
@@ -172,13 +196,22 @@ class _Umask(vocabulary.Type):
         if not isinstance(value, str) or not _UMASK.match(_text(value)):
             raise Bad("be an octal umask such as 0027")
         if not int(value, 8) & 0o002:
-            raise Bad("be a umask that keeps others from writing (its last digit 2, 3, 6 or 7, such as 0022 or 0027): "
-                      "anything else makes every file Ray writes writable by any user")
+            raise Bad(
+                "be a umask that keeps others from writing (its last digit 2, 3, 6 or 7, such as 0022 or 0027): "
+                "anything else makes every file Ray writes writable by any user"
+            )
         return value
 
     def corpus(self) -> vocabulary.Corpus:
-        return super().corpus().add("not_octal", "0999").add("word", "27a").add("world_writable", "0000").add(
-            "group_only", "0020").add("unquoted", 22, typed=True)
+        return (
+            super()
+            .corpus()
+            .add("not_octal", "0999")
+            .add("word", "27a")
+            .add("world_writable", "0000")
+            .add("group_only", "0020")
+            .add("unquoted", 22, typed=True)
+        )
 
 
 class _MountOptions(vocabulary.Type):
@@ -190,8 +223,14 @@ class _MountOptions(vocabulary.Type):
         return text
 
     def corpus(self) -> vocabulary.Corpus:
-        return super().corpus().add("empty", "").add("space", "rw, hard").add("empty_word", "rw,,hard").add(
-            "newline", "rw\n/dev/sda / ext4 defaults 0 0")
+        return (
+            super()
+            .corpus()
+            .add("empty", "")
+            .add("space", "rw, hard")
+            .add("empty_word", "rw,,hard")
+            .add("newline", "rw\n/dev/sda / ext4 defaults 0 0")
+        )
 
 
 class _Mode(vocabulary.Type):
@@ -222,7 +261,7 @@ class _SecretPattern(vocabulary.Type):
         try:
             re.compile(_text(value))
         except re.error as e:
-            raise Bad("be empty (the collection's rule for secret names) or a regular expression (%s)" % e)
+            raise Bad("be empty (the collection's rule for secret names) or a regular expression (%s)" % e) from e
         return value
 
     def corpus(self) -> vocabulary.Corpus:
@@ -235,17 +274,29 @@ class _Resources(vocabulary.Type):
             raise Bad("be a mapping of custom resource names to amounts")
         for name, amount in value.items():
             if not isinstance(name, str) or not _RESOURCE.match(name):
-                raise Bad("be a mapping of resource names (letters, digits, _ . : / -) to amounts; %s is not one"
-                          % vocabulary._shown(name))
+                raise Bad(
+                    "be a mapping of resource names (letters, digits, _ . : / -) to amounts; %s is not one"
+                    % vocabulary._shown(name)
+                )
             if name in ("CPU", "GPU", "memory", "object_store_memory"):
-                raise Bad("be custom resources only; %s is set with its own variable (ray_num_cpus, ray_num_gpus)" % name)
+                raise Bad(
+                    "be custom resources only; %s is set with its own variable (ray_num_cpus, ray_num_gpus)" % name
+                )
             if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not 0 <= amount < float("inf"):
                 raise Bad("be a mapping to amounts of 0 or more; %s has %s" % (name, vocabulary._shown(amount)))
         return value
 
     def corpus(self) -> vocabulary.Corpus:
-        return super().corpus().add("gpu", {"GPU": 2}).add("word", {"accel": "lots"}).add("negative", {"accel": -1}).add(
-            "list", ["x"]).add("infinite", {"accel": float("inf")}).add("nan", {"accel": float("nan")})
+        return (
+            super()
+            .corpus()
+            .add("gpu", {"GPU": 2})
+            .add("word", {"accel": "lots"})
+            .add("negative", {"accel": -1})
+            .add("list", ["x"])
+            .add("infinite", {"accel": float("inf")})
+            .add("nan", {"accel": float("nan")})
+        )
 
 
 class _Devices(vocabulary.Type):
@@ -267,15 +318,27 @@ class _Devices(vocabulary.Type):
 # later one wins (--dashboard-host=0.0.0.0 would bind the dashboard on every address, --temp-dir would leave the one
 # teardown purges).
 ROLE_OPTIONS = {
-    "--node-ip-address": "ray_private_ip", "--dashboard-host": "ray_head_dashboard_host", "--temp-dir": "ray_temp_dir",
-    "--port": "ray_gcs_port", "--dashboard-port": "ray_dashboard_port", "--node-manager-port": "ray_node_manager_port",
-    "--object-manager-port": "ray_object_manager_port", "--dashboard-agent-grpc-port": "ray_dashboard_agent_grpc_port",
+    "--node-ip-address": "ray_private_ip",
+    "--dashboard-host": "ray_head_dashboard_host",
+    "--temp-dir": "ray_temp_dir",
+    "--port": "ray_gcs_port",
+    "--dashboard-port": "ray_dashboard_port",
+    "--node-manager-port": "ray_node_manager_port",
+    "--object-manager-port": "ray_object_manager_port",
+    "--dashboard-agent-grpc-port": "ray_dashboard_agent_grpc_port",
     "--dashboard-agent-listen-port": "ray_dashboard_agent_listen_port",
-    "--runtime-env-agent-port": "ray_runtime_env_agent_port", "--metrics-export-port": "ray_metrics_export_port",
-    "--min-worker-port": "ray_min_worker_port", "--max-worker-port": "ray_max_worker_port",
-    "--ray-client-server-port": "ray_client_server_port", "--num-cpus": "ray_num_cpus", "--num-gpus": "ray_num_gpus",
-    "--resources": "ray_resources", "--include-dashboard": "ray_head_include_dashboard", "--address": "the inventory",
-    "--head": "the inventory", "--block": "the role",
+    "--runtime-env-agent-port": "ray_runtime_env_agent_port",
+    "--metrics-export-port": "ray_metrics_export_port",
+    "--min-worker-port": "ray_min_worker_port",
+    "--max-worker-port": "ray_max_worker_port",
+    "--ray-client-server-port": "ray_client_server_port",
+    "--num-cpus": "ray_num_cpus",
+    "--num-gpus": "ray_num_gpus",
+    "--resources": "ray_resources",
+    "--include-dashboard": "ray_head_include_dashboard",
+    "--address": "the inventory",
+    "--head": "the inventory",
+    "--block": "the role",
 }
 
 
@@ -288,35 +351,61 @@ class _RayArg(vocabulary.Text):
 
     def check_text(self, value: str) -> str:
         if re.search(r"\s", value) or _UNIT_SPECIAL.search(value):
-            raise Bad("be one argument of ray start, without spaces or any of %s (systemd reads them in the unit's "
-                      "ExecStart line)" % UNIT_CHARS)
+            raise Bad(
+                "be one argument of ray start, without spaces or any of %s (systemd reads them in the unit's "
+                "ExecStart line)" % UNIT_CHARS
+            )
         option = value.split("=", 1)[0]
         if option in ROLE_OPTIONS:
             raise Bad("not be %s, which the role sets itself (from %s)" % (option, ROLE_OPTIONS[option]))
         return value
 
     def corpus(self) -> vocabulary.Corpus:
-        return super().corpus().add("space", "--x y").add("specifier", "--x=%n").add("variable", "--x=$HOME").add(
-            "quote", '--system-config={"a":1}').add("dashboard_host", "--dashboard-host=0.0.0.0").add(
-            "node_ip_apart", "--node-ip-address")
+        return (
+            super()
+            .corpus()
+            .add("space", "--x y")
+            .add("specifier", "--x=%n")
+            .add("variable", "--x=$HOME")
+            .add("quote", '--system-config={"a":1}')
+            .add("dashboard_host", "--dashboard-host=0.0.0.0")
+            .add("node_ip_apart", "--node-ip-address")
+        )
 
 
 # ---- the rules: every variable a role checks, with its type ----------------------------------------------------
 
-PORTS = ("ray_gcs_port", "ray_dashboard_port", "ray_node_manager_port", "ray_object_manager_port",
-         "ray_dashboard_agent_grpc_port", "ray_runtime_env_agent_port", "ray_metrics_export_port",
-         "ray_dashboard_agent_listen_port", "ray_client_server_port", "ray_autoscaler_metrics_port",
-         "ray_dashboard_metrics_port", "ray_min_worker_port", "ray_max_worker_port", "ray_fitness_port",
-         "ray_fitness_store_port", "ray_metrics_node_exporter_port", "ray_metrics_prometheus_port",
-         "ray_metrics_dcgm_port")
+PORTS = (
+    "ray_gcs_port",
+    "ray_dashboard_port",
+    "ray_node_manager_port",
+    "ray_object_manager_port",
+    "ray_dashboard_agent_grpc_port",
+    "ray_runtime_env_agent_port",
+    "ray_metrics_export_port",
+    "ray_dashboard_agent_listen_port",
+    "ray_client_server_port",
+    "ray_autoscaler_metrics_port",
+    "ray_dashboard_metrics_port",
+    "ray_min_worker_port",
+    "ray_max_worker_port",
+    "ray_fitness_port",
+    "ray_fitness_store_port",
+    "ray_metrics_node_exporter_port",
+    "ray_metrics_prometheus_port",
+    "ray_metrics_dcgm_port",
+)
 
 _CREDENTIALS_HINT = " (credentials for a private index go in the nodes' ~/.netrc, which uv reads)"
 
 RULES = {
     "ray_private_ip": PrivateIp(),
-    "ray_net_ifname": vocabulary.Text(empty=False, max_len=256, pattern=r"^(auto|none|\^?=?[A-Za-z0-9_.:-]{1,15}(,[A-Za-z0-9_.:-]{1,15})*)$",
-                                      what="auto, none, or interface names in NCCL_SOCKET_IFNAME's syntax (eth0, ens,eth, "
-                                      "^docker,lo, =ens5)"),
+    "ray_net_ifname": vocabulary.Text(
+        empty=False,
+        max_len=256,
+        pattern=r"^(auto|none|\^?=?[A-Za-z0-9_.:-]{1,15}(,[A-Za-z0-9_.:-]{1,15})*)$",
+        what="auto, none, or interface names in NCCL_SOCKET_IFNAME's syntax (eth0, ens,eth, ^docker,lo, =ens5)",
+    ),
     "ray_cluster": vocabulary.Name(),
     "ray_env": _RayEnv(),
     "ray_rocm_env": _RayEnv(),
@@ -327,27 +416,33 @@ RULES = {
     "ray_umask": _Umask(),
     "ray_user": _Pattern(_USER, "be a user name (lowercase letters, digits, _ and -)", ["ray user", "Root"]),
     "ray_num_cpus": _Either(("", None), 0, "be empty (Ray detects it) or a whole number from 0 to 65536", 65536),
-    "ray_num_gpus": _Either(("auto",), 0, "be auto or a whole number from 0 to %d" % vocabulary.MAX_GPUS,
-                            vocabulary.MAX_GPUS),
+    "ray_num_gpus": _Either(
+        ("auto",), 0, "be auto or a whole number from 0 to %d" % vocabulary.MAX_GPUS, vocabulary.MAX_GPUS
+    ),
     "ray_resources": _Resources(),
     "ray_extra_args": vocabulary.ListOf(_RayArg()),
     "ray_head_extra_args": vocabulary.ListOf(_RayArg()),
     "ray_worker_extra_args": vocabulary.ListOf(_RayArg()),
     # Where the dashboard (and the Jobs API) binds; empty: ray_private_ip. Never every address (0.0.0.0).
-    "ray_head_dashboard_host": vocabulary.Address(empty=True, hint=" (empty: the node's private address; reach the "
-                                                  "dashboard through an SSH tunnel)"),
-    "ray_limit_nofile": _Either(("infinity",), 1, "be infinity or a whole number from 1 to %d" % _LIMIT_MAX, _LIMIT_MAX),
+    "ray_head_dashboard_host": vocabulary.Address(
+        empty=True, hint=" (empty: the node's private address; reach the dashboard through an SSH tunnel)"
+    ),
+    "ray_limit_nofile": _Either(
+        ("infinity",), 1, "be infinity or a whole number from 1 to %d" % _LIMIT_MAX, _LIMIT_MAX
+    ),
     "ray_limit_nproc": _Either(("infinity",), 1, "be infinity or a whole number from 1 to %d" % _LIMIT_MAX, _LIMIT_MAX),
     "ray_start_timeout": _Whole(1, "be a whole number of seconds from 1 to %d" % _DAY, _DAY),
-    "ray_head_idle_release_after": _Whole(0, "be a whole number of seconds, 0 for off, at most %d (a year)"
-                                          % vocabulary.YEAR, vocabulary.YEAR),
+    "ray_head_idle_release_after": _Whole(
+        0, "be a whole number of seconds, 0 for off, at most %d (a year)" % vocabulary.YEAR, vocabulary.YEAR
+    ),
     "ray_head_idle_check_every": _Whole(10, "be a whole number of seconds from 10 to %d" % _DAY, _DAY),
     "ray_container_image": vocabulary.ImageRef(empty=True),
     "ray_container_image_archive": vocabulary.AbsPath("reads", empty=True),
     "ray_container_image_store": vocabulary.AbsPath("owns", empty=True, spaces=False),
     "ray_container_engine": vocabulary.Choice(("auto", "podman", "docker")),
-    "ray_container_registry_username": vocabulary.Text(max_len=256, pattern=r"^[^\s:]*$",
-                                                       what="a registry user name (no spaces or colons)"),
+    "ray_container_registry_username": vocabulary.Text(
+        max_len=256, pattern=r"^[^\s:]*$", what="a registry user name (no spaces or colons)"
+    ),
     "ray_container_registry_password": vocabulary.Secret(),
     "ray_container_mounts": vocabulary.ListOf(_Path("mounts"), unique=True),
     "ray_firewall_controller": vocabulary.Address(empty=True),
@@ -357,11 +452,13 @@ RULES = {
     # Metrics (docs/OBSERVABILITY-metrics.md): node_exporter everywhere, Prometheus on the head; the ports are in PORTS.
     "ray_metrics": vocabulary.Switch(),
     "ray_metrics_storage_dir": _Path("owns"),
-    "ray_metrics_retention": vocabulary.Text(empty=False, max_len=32, pattern=_DURATION,
-                                             what="a Prometheus duration such as 15d, 12h or 1w"),
+    "ray_metrics_retention": vocabulary.Text(
+        empty=False, max_len=32, pattern=_DURATION, what="a Prometheus duration such as 15d, 12h or 1w"
+    ),
     "ray_metrics_dashboards_dir": vocabulary.AbsPath("local", relative=True, spaces=False),
-    "ray_metrics_scrape_interval": vocabulary.Text(empty=False, max_len=32, pattern=_DURATION,
-                                                   what="a Prometheus duration such as 15s or 1m"),
+    "ray_metrics_scrape_interval": vocabulary.Text(
+        empty=False, max_len=32, pattern=_DURATION, what="a Prometheus duration such as 15s or 1m"
+    ),
     # Lands in the head's environment file (RAY_GRAFANA_HOST): a URL without credentials, or empty for none.
     "ray_grafana_url": vocabulary.Url(schemes=("http", "https"), empty=True, hint=" (empty: no Grafana)"),
     "nfs_mount_server": vocabulary.Host(empty=True),
@@ -372,10 +469,12 @@ RULES = {
     "nfs_mount_connect_timeout": _Whole(1, "be a whole number of seconds from 1 to %d" % _DAY, _DAY),
     "nfs_mount_probe_timeout": _Whole(1, "be a whole number of seconds from 1 to %d" % _DAY, _DAY),
     "storage_lvm_devices": _Devices(),
-    "storage_lvm_vg_name": _Pattern(_LVM_NAME, "be an LVM name (letters, digits, + _ . -, not starting with -)",
-                                    ["-vg", "my lv", ".."]),
-    "storage_lvm_lv_name": _Pattern(_LVM_NAME, "be an LVM name (letters, digits, + _ . -, not starting with -)",
-                                    ["-lv", "my lv"]),
+    "storage_lvm_vg_name": _Pattern(
+        _LVM_NAME, "be an LVM name (letters, digits, + _ . -, not starting with -)", ["-vg", "my lv", ".."]
+    ),
+    "storage_lvm_lv_name": _Pattern(
+        _LVM_NAME, "be an LVM name (letters, digits, + _ . -, not starting with -)", ["-lv", "my lv"]
+    ),
     "storage_lvm_stripe_size": _Pattern(_STRIPE, "be empty or a size such as 256k", ["256 kb", "big"], typed_ok=True),
     "storage_lvm_mount_point": _Path("writes"),
     "storage_lvm_mount_options": _MountOptions(),
@@ -388,7 +487,9 @@ RULES = {
     "python_env_wheelhouse": _Path("writes"),
     "python_env_packages": vocabulary.ListOf(vocabulary.Requirement()),
     "python_env_index_url": vocabulary.Url(schemes=("https", "http", "file"), empty=True, hint=_CREDENTIALS_HINT),
-    "python_env_extra_index_urls": vocabulary.ListOf(vocabulary.Url(schemes=("https", "http", "file"), hint=_CREDENTIALS_HINT)),
+    "python_env_extra_index_urls": vocabulary.ListOf(
+        vocabulary.Url(schemes=("https", "http", "file"), hint=_CREDENTIALS_HINT)
+    ),
     "ray_fitness_check": vocabulary.Switch(),
     "fitness_min_gbit": vocabulary.Number(0, 1e5, unit="Gbit/s"),
     "fitness_ray_min_gbit": vocabulary.Number(0, 1e5, unit="Gbit/s"),
@@ -409,8 +510,11 @@ RULES = {
     "fitness_artifacts_dir": vocabulary.AbsPath("local", relative=True, spaces=False),
     "hyperbolic_min_hours": vocabulary.Number(0, 24 * 365, unit="hours"),
     "hyperbolic_daily_budget": vocabulary.Number(0, above=True, unit="US dollars a day"),
-    "hyperbolic_ssh_public_key": vocabulary.Text(max_len=16384, pattern=r"^(ssh|ecdsa)-[A-Za-z0-9-]+ [A-Za-z0-9+/=]+( .*)?$|^$",
-                                                 what="one OpenSSH public key line (ssh-ed25519 AAAA... comment)"),
+    "hyperbolic_ssh_public_key": vocabulary.Text(
+        max_len=16384,
+        pattern=r"^(ssh|ecdsa)-[A-Za-z0-9-]+ [A-Za-z0-9+/=]+( .*)?$|^$",
+        what="one OpenSSH public key line (ssh-ed25519 AAAA... comment)",
+    ),
     "hyperbolic_record_dir": vocabulary.AbsPath("local", spaces=False),
     # recovery.replace: the private key (on the controller) the run's supervisor reaches new machines with.
     "hyperbolic_replace_ssh_key": vocabulary.AbsPath("local", spaces=False),
@@ -467,8 +571,10 @@ def check(settings: dict[str, Any]) -> list[str]:
             continue
         if settings[name] is None and not null_ok(rule):
             # A YAML key with no value (ray_metrics:) reads as null: it is no setting, and a template would fail on it.
-            errors.append("%s must be set: it is null (a key with no value); give it a value, or leave it out for the "
-                          "role's default" % name)
+            errors.append(
+                "%s must be set: it is null (a key with no value); give it a value, or leave it out for the "
+                "role's default" % name
+            )
             continue
         try:
             rule.validate(settings[name], settings)
@@ -488,18 +594,30 @@ _SAME_OWNED = {frozenset(("python_env_path", "ray_venv"))}
 def _owned_overlaps(settings: Mapping[str, Any]) -> list[str]:
     """Two directories the roles own (and a purge removes) that are one, or one inside the other: removing either
     would take the other with it (ray_temp_dir=/workspace/ray with ray_metrics_storage_dir=/workspace/ray/prom)."""
-    owned = sorted((name, settings[name]) for name, rule in RULES.items()
-                   if getattr(rule, "purpose", None) == "owns" and settings.get(name))
+    owned = sorted(
+        (name, settings[name])
+        for name, rule in RULES.items()
+        if getattr(rule, "purpose", None) == "owns" and settings.get(name)
+    )
     errors = []
     for i, (a, path_a) in enumerate(owned):
-        for b, path_b in owned[i + 1:]:
+        for b, path_b in owned[i + 1 :]:
             if frozenset((a, b)) in _SAME_OWNED and vocabulary.normpath(path_a) == vocabulary.normpath(path_b):
                 continue
             if vocabulary.overlap(path_a, path_b):
-                errors.append("%s (%s) and %s (%s) %s: each is a directory of its own, which teardown's purge removes "
-                              "whole; give them separate places" % (
-                                  a, path_a, b, path_b, "are the same directory" if vocabulary.normpath(path_a) ==
-                                  vocabulary.normpath(path_b) else "lie one inside the other"))
+                errors.append(
+                    "%s (%s) and %s (%s) %s: each is a directory of its own, which teardown's purge removes "
+                    "whole; give them separate places"
+                    % (
+                        a,
+                        path_a,
+                        b,
+                        path_b,
+                        "are the same directory"
+                        if vocabulary.normpath(path_a) == vocabulary.normpath(path_b)
+                        else "lie one inside the other",
+                    )
+                )
     return errors
 
 
@@ -508,16 +626,22 @@ def _container_pairs(settings: Mapping[str, Any]) -> list[str]:
     errors = []
     image = settings.get("ray_container_image")
     if settings.get("ray_container_image_archive") and not image:
-        errors.append("ray_container_image_archive is set but ray_container_image is not: set ray_container_image to the "
-                      "reference the archive holds (docker save's name:tag), which is what switches the cluster to "
-                      "container mode")
+        errors.append(
+            "ray_container_image_archive is set but ray_container_image is not: set ray_container_image to the "
+            "reference the archive holds (docker save's name:tag), which is what switches the cluster to "
+            "container mode"
+        )
     if settings.get("ray_container_image_store") and not image:
-        errors.append("ray_container_image_store is set but ray_container_image is not: set ray_container_image (the "
-                      "image the store is to hold), or unset ray_container_image_store")
+        errors.append(
+            "ray_container_image_store is set but ray_container_image is not: set ray_container_image (the "
+            "image the store is to hold), or unset ray_container_image_store"
+        )
     user, password = settings.get("ray_container_registry_username"), settings.get("ray_container_registry_password")
     if bool(user) != bool(password):
-        errors.append("ray_container_registry_username and ray_container_registry_password go together: set both "
-                      "(the password through Ansible Vault), or neither for a public image")
+        errors.append(
+            "ray_container_registry_username and ray_container_registry_password go together: set both "
+            "(the password through Ansible Vault), or neither for a public image"
+        )
     return errors
 
 
@@ -541,10 +665,21 @@ def _port_clashes(settings: Mapping[str, Any]) -> list[str]:
         if low > high:
             errors.append("ray_min_worker_port (%d) must not be above ray_max_worker_port (%d)" % (low, high))
         else:
-            inside = sorted(n for n, p in given.items() if low <= p <= high and n not in ("ray_min_worker_port",
-                                                                                          "ray_max_worker_port"))
+            inside = sorted(
+                n
+                for n, p in given.items()
+                if low <= p <= high and n not in ("ray_min_worker_port", "ray_max_worker_port")
+            )
             if inside:
-                errors.append("%s fall%s inside the worker port range %d-%d (ray_min_worker_port..ray_max_worker_port): "
-                              "move %s or the range" % (", ".join(inside), "s" if len(inside) == 1 else "", low, high,
-                                                        "it" if len(inside) == 1 else "them"))
+                errors.append(
+                    "%s fall%s inside the worker port range %d-%d (ray_min_worker_port..ray_max_worker_port): "
+                    "move %s or the range"
+                    % (
+                        ", ".join(inside),
+                        "s" if len(inside) == 1 else "",
+                        low,
+                        high,
+                        "it" if len(inside) == 1 else "them",
+                    )
+                )
     return errors

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """On/off switches read strictly: Ansible's ``| bool`` turns any unknown word into false, so a typo such as

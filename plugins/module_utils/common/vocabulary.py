@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """One vocabulary of value types for every input surface: module and action arguments, experiment keys, role
@@ -34,24 +33,29 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, cast
 from urllib.parse import urlsplit
 
-NOTSET = object()
-
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import paths
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import MASK, holds_credentials, mask_patterns
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.secret_names import holds_secret_value, is_secret_name
+
+NOTSET = object()
+
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_HOST = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-                   r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$")
+_HOST = re.compile(
+    r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+    r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$"
+)
 _DOTS = re.compile(r"^\.\.?\Z")  # "." and "..": a directory's own names, never a name of a thing
 # Linux: at most 15 bytes (IFNAMSIZ - 1), no '/', no whitespace, not '.' or '..'; ':' marks an alias.
 _IFNAME = re.compile(r"^[A-Za-z0-9_.+@-]{1,15}$")
 _GIT_REF = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_./-]{0,199}$")
 _HF_REPO = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/)?[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")
-_REQUIREMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,\s-]*\])?\s*"
-                          r"(?:(?:[<>=!~]=?|===)\s*[A-Za-z0-9*+!._-]+\s*(?:,\s*(?:[<>=!~]=?|===)\s*[A-Za-z0-9*+!._-]+\s*)*)?"
-                          r"(?:\s*@\s*\S+)?(?:\s*;\s*[^;]+)?$")
+_REQUIREMENT = re.compile(
+    r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,\s-]*\])?\s*"
+    r"(?:(?:[<>=!~]=?|===)\s*[A-Za-z0-9*+!._-]+\s*(?:,\s*(?:[<>=!~]=?|===)\s*[A-Za-z0-9*+!._-]+\s*)*)?"
+    r"(?:\s*@\s*\S+)?(?:\s*;\s*[^;]+)?$"
+)
 YEAR = 366 * 86400
 # The most GPUs one node can be said to have, for every count of them (ray_num_gpus, ray_node's num_gpus).
 MAX_GPUS = 1024
@@ -83,7 +87,7 @@ class Corpus(list):
 
 
 def _short(text: str, limit: int = 80) -> str:
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def type_word(value: Any) -> str:
@@ -136,8 +140,12 @@ def credential_strings(value: Any) -> list[str]:
     output masking would mask (``HF_TOKEN=<value>``), or under a secret's name in a mapping (``[{HF_TOKEN: ...}]``
     where a list of names belongs)."""
     if isinstance(value, dict):
-        return [x for k, v in value.items() for x in credential_strings(k) + (
-            _leaves(v) if isinstance(k, str) and holds_secret_value(k) else credential_strings(v))]
+        return [
+            x
+            for k, v in value.items()
+            for x in credential_strings(k)
+            + (_leaves(v) if isinstance(k, str) and holds_secret_value(k) else credential_strings(v))
+        ]
     if isinstance(value, (list, tuple)):
         return [x for v in value for x in credential_strings(v)]
     return [value] if isinstance(value, str) and (holds_credentials(value) or mask_patterns(value) != value) else []
@@ -157,16 +165,27 @@ class Type:
 
     ansible = "str"
     elements: str | None = None
-    secret = False          # the value may carry a secret: never shown, never echoed
-    words = "a value"       # what a good value is, for the docs' table
+    secret = False  # the value may carry a secret: never shown, never echoed
+    words = "a value"  # what a good value is, for the docs' table
     sample_value: Any = "x"
 
-    def __init__(self, required: bool = False, default: Any = NOTSET, aliases: Iterable[str] = (),
-                 no_log: bool | None = None, hint: str = "", nullable: bool = True, sample: Any = NOTSET,
-                 label: str = "", ansible: str | None = None, must: str = "", env: str | None = None):
-        self.must = must        # what every refusal says instead of the kind's own words ("be infinity or ...")
-        self.env = env          # a module option Ansible fills from this environment variable when the task gives none
-        self.label = label      # how lines name the field when not by its own name ("venv (verl_job_venv)")
+    def __init__(
+        self,
+        required: bool = False,
+        default: Any = NOTSET,
+        aliases: Iterable[str] = (),
+        no_log: bool | None = None,
+        hint: str = "",
+        nullable: bool = True,
+        sample: Any = NOTSET,
+        label: str = "",
+        ansible: str | None = None,
+        must: str = "",
+        env: str | None = None,
+    ):
+        self.must = must  # what every refusal says instead of the kind's own words ("be infinity or ...")
+        self.env = env  # a module option Ansible fills from this environment variable when the task gives none
+        self.label = label  # how lines name the field when not by its own name ("venv (verl_job_venv)")
         if ansible:
             self.ansible = ansible  # the Ansible spec type, where it differs from the kind's (a path kept as "str")
         self.required = required
@@ -198,13 +217,14 @@ class Type:
         except (Line, Inner):
             raise
         except Bad:
-            raise Bad(self.must)
+            raise Bad(self.must) from None
 
     def check_in(self, value: Any, context: dict[str, Any]) -> Any:
         return self.check(value)
 
-    def problems(self, value: Any, where: str,
-                 context: dict[str, Any] | None = None) -> list[tuple[str, Type, Any, Bad]]:
+    def problems(
+        self, value: Any, where: str, context: dict[str, Any] | None = None
+    ) -> list[tuple[str, Type, Any, Bad]]:
         """``[(path, type, value, Bad)]``: every problem of ``value`` (one at most here; containers list each bad
         item), for surfaces that report them all (an experiment file). ``type.line(path, value, bad)`` is the line."""
         try:
@@ -282,9 +302,16 @@ class Text(Type):
     # What the pattern lets through that is no good all the same, found anywhere in the value ("." or ".." as a name).
     refused: re.Pattern[str] | None = None
 
-    def __init__(self, empty: bool | None = None, max_len: int | None = None,
-                 pattern: str | re.Pattern[str] | None = None, what: str | None = None, lines: bool = False,
-                 credentials: bool | None = None, **kw: Any):
+    def __init__(
+        self,
+        empty: bool | None = None,
+        max_len: int | None = None,
+        pattern: str | re.Pattern[str] | None = None,
+        what: str | None = None,
+        lines: bool = False,
+        credentials: bool | None = None,
+        **kw: Any,
+    ):
         super().__init__(**kw)
         # Whether a credential-shaped value is good: where the surface keeps it out of sight itself (ray_env's values go
         # to the root-only file), and in text of several lines (a file's or a script's content, which the collection
@@ -314,13 +341,17 @@ class Text(Type):
             raise Bad("not be empty (it must be %s)" % self.what)
         if len(value) > self.max_len:
             raise Bad("be at most %d characters long" % self.max_len)
-        if (self.pattern is not None and not self.pattern.match(value)) or (self.refused and self.refused.search(value)):
+        if (self.pattern is not None and not self.pattern.match(value)) or (
+            self.refused and self.refused.search(value)
+        ):
             raise Bad("be %s" % self.what)
         value = self.check_text(value)
         if not self.credentials and isinstance(value, str) and holds_credentials(value):
             # Shown wherever the field is (a cluster name in every summary line): a secret has its own fields.
-            raise Bad("be %s, not a credential: secrets have fields of their own (an experiment's secrets:, Ansible "
-                      "Vault)" % self.what)
+            raise Bad(
+                "be %s, not a credential: secrets have fields of their own (an experiment's secrets:, Ansible "
+                "Vault)" % self.what
+            )
         return value
 
     def check_text(self, value: str) -> str:
@@ -345,14 +376,26 @@ class Name(Text):
     refused = _DOTS
 
     def __init__(self, max_len: int = 80, empty: bool = False, **kw: Any):
-        super().__init__(empty=empty, max_len=max_len, pattern=_NAME,
-                         what="a name of letters, digits, _ . - (starting with a letter or digit, at most %d)" % max_len,
-                         **kw)
+        super().__init__(
+            empty=empty,
+            max_len=max_len,
+            pattern=_NAME,
+            what="a name of letters, digits, _ . - (starting with a letter or digit, at most %d)" % max_len,
+            **kw,
+        )
 
     def corpus(self) -> Corpus:
-        return super().corpus().add("slash", "a/b").add("space", "a b").add("dash_first", "-x").add(
-            "dotdot", "..").add("unicode", "j\u00f6b").add("url_credentials", "https://user:s3cr3t@example.org").add(
-            "token", "ghp_s3cr3t" + "A" * 36)
+        return (
+            super()
+            .corpus()
+            .add("slash", "a/b")
+            .add("space", "a b")
+            .add("dash_first", "-x")
+            .add("dotdot", "..")
+            .add("unicode", "j\u00f6b")
+            .add("url_credentials", "https://user:s3cr3t@example.org")
+            .add("token", "ghp_s3cr3t" + "A" * 36)
+        )
 
 
 class Choice(Type):
@@ -366,8 +409,10 @@ class Choice(Type):
     def check(self, value: Any) -> Any:
         if value not in self.choices:
             close = difflib.get_close_matches(str(value), [str(c) for c in self.choices], n=1, cutoff=0.6)
-            raise Bad("be one of %s%s" % (", ".join(str(c) for c in self.choices),
-                                          " (did you mean '%s'?)" % close[0] if close else ""))
+            raise Bad(
+                "be one of %s%s"
+                % (", ".join(str(c) for c in self.choices), " (did you mean '%s'?)" % close[0] if close else "")
+            )
         return value
 
     def corpus(self) -> Corpus:
@@ -391,8 +436,15 @@ class EnvName(Text):
         return value
 
     def corpus(self) -> Corpus:
-        return super().corpus().add("equals", "A=B").add("digit_first", "1A").add("dash", "A-B").add(
-            "token", "ghp_s3cr3tAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA").add("name_and_value", "HF_TOKEN=hf_s3cr3t")
+        return (
+            super()
+            .corpus()
+            .add("equals", "A=B")
+            .add("digit_first", "1A")
+            .add("dash", "A-B")
+            .add("token", "ghp_s3cr3tAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
+            .add("name_and_value", "HF_TOKEN=hf_s3cr3t")
+        )
 
 
 class Secret(Type):
@@ -452,7 +504,7 @@ def _number(value: Any, integer: bool, strict: bool = False) -> int | float:
         try:
             number = float(value)
         except ValueError:
-            raise Bad("be a number")
+            raise Bad("be a number") from None
     else:
         raise Bad("be a number")
     if isinstance(number, float) and not math.isfinite(number):
@@ -478,8 +530,9 @@ class Int(Type):
     ansible = "int"
     words = "a whole number in a range"
 
-    def __init__(self, low: int | None = None, high: int | None = None, unit: str = "", strict: bool = False,
-                 **kw: Any):
+    def __init__(
+        self, low: int | None = None, high: int | None = None, unit: str = "", strict: bool = False, **kw: Any
+    ):
         super().__init__(**kw)
         self.low, self.high, self.unit, self.strict = low, high, unit, strict
         self.sample_value = low if low is not None and low > 0 else (1 if high is None or high >= 1 else high)
@@ -508,8 +561,15 @@ class Number(Type):
     ansible = "float"
     words = "a finite number in a range"
 
-    def __init__(self, low: float | None = None, high: float | None = None, above: bool = False, unit: str = "",
-                 strict: bool = False, **kw: Any):
+    def __init__(
+        self,
+        low: float | None = None,
+        high: float | None = None,
+        above: bool = False,
+        unit: str = "",
+        strict: bool = False,
+        **kw: Any,
+    ):
         super().__init__(**kw)
         self.low, self.high, self.above, self.unit, self.strict = low, high, above, unit, strict
         self.sample_value = (low or 0) + 1 if high is None else (high if low is None else (low + high) / 2.0)
@@ -567,13 +627,16 @@ class Time(Type):
 
     def check(self, value: Any) -> Any:
         import datetime
+
         if isinstance(value, bool):
             raise Bad("be a time (ISO 8601 with a zone, e.g. 2026-12-01T18:00:00Z, or epoch seconds)")
         if isinstance(value, datetime.datetime):
             if value.tzinfo is None:
                 raise Bad("name its time zone (e.g. 2026-12-01T18:00:00Z)")
             seconds = value.timestamp()
-        elif isinstance(value, (int, float)) or (isinstance(value, str) and re.fullmatch(r"\s*[0-9]+(\.[0-9]+)?\s*", value)):
+        elif isinstance(value, (int, float)) or (
+            isinstance(value, str) and re.fullmatch(r"\s*[0-9]+(\.[0-9]+)?\s*", value)
+        ):
             seconds = float(value)
         elif isinstance(value, str):
             text = value.strip()
@@ -581,7 +644,7 @@ class Time(Type):
             try:
                 parsed = datetime.datetime.fromisoformat(text)
             except ValueError:
-                raise Bad("be a time (ISO 8601 with a zone, e.g. 2026-12-01T18:00:00Z, or epoch seconds)")
+                raise Bad("be a time (ISO 8601 with a zone, e.g. 2026-12-01T18:00:00Z, or epoch seconds)") from None
             if parsed.tzinfo is None:
                 raise Bad("name its time zone (e.g. 2026-12-01T18:00:00Z)")
             seconds = parsed.timestamp()
@@ -592,19 +655,28 @@ class Time(Type):
         return iso_time(seconds)
 
     def corpus(self) -> Corpus:
-        return super().corpus().add("no_zone", "2026-12-01T18:00:00").add("word", "tomorrow").add(
-            "month_13", "2026-13-01T00:00:00Z").add("milliseconds", 1796140800000).add("boolean", True, typed=True)
+        return (
+            super()
+            .corpus()
+            .add("no_zone", "2026-12-01T18:00:00")
+            .add("word", "tomorrow")
+            .add("month_13", "2026-13-01T00:00:00Z")
+            .add("milliseconds", 1796140800000)
+            .add("boolean", True, typed=True)
+        )
 
 
 def iso_time(seconds: float) -> str:
     """Epoch seconds as UTC ISO 8601 text, to the second."""
     import datetime
+
     return datetime.datetime.fromtimestamp(int(seconds), datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def epoch(value: Any) -> float:
     """A :class:`Time`'s value (or any value it accepts) as epoch seconds."""
     import datetime
+
     text = Time().check(value)
     return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc).timestamp()
 
@@ -633,8 +705,14 @@ class Switch(Type):
         raise Bad("be true or false (also yes/no/1/0, any case)")
 
     def corpus(self) -> Corpus:
-        return super().corpus().add("typo", "treu").add("word", "maybe").add("two", 2, typed=True).add(
-            "list", [True], typed=True)
+        return (
+            super()
+            .corpus()
+            .add("typo", "treu")
+            .add("word", "maybe")
+            .add("two", 2, typed=True)
+            .add("list", [True], typed=True)
+        )
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -652,8 +730,16 @@ class AbsPath(Type):
     words = "an absolute path"
     sample_value = "{tmp}/sample"
 
-    def __init__(self, purpose: str | None = None, empty: bool = False, under: str | None = None, max_len: int = 4095,
-                 spaces: bool = True, relative: bool = False, **kw: Any):
+    def __init__(
+        self,
+        purpose: str | None = None,
+        empty: bool = False,
+        under: str | None = None,
+        max_len: int = 4095,
+        spaces: bool = True,
+        relative: bool = False,
+        **kw: Any,
+    ):
         super().__init__(**kw)
         if purpose is not None and purpose not in paths.PURPOSES:
             raise ValueError("purpose %r is none of %s" % (purpose, ", ".join(paths.PURPOSES)))
@@ -683,8 +769,14 @@ class AbsPath(Type):
         return value
 
     def corpus(self) -> Corpus:
-        c = super().corpus().add("dotdot", "/data/../etc").add("newline", "/data/a\nb").add("nul", "/data/a\x00b").add(
-            "number", 5, typed=True)
+        c = (
+            super()
+            .corpus()
+            .add("dotdot", "/data/../etc")
+            .add("newline", "/data/a\nb")
+            .add("nul", "/data/a\x00b")
+            .add("number", 5, typed=True)
+        )
         if not self.relative:
             c.add("relative", "data/x").add("dot_relative", "./x")
         if not self.empty:
@@ -707,7 +799,8 @@ def confined_corpus(c: Corpus, purpose: str | None) -> Corpus:
     and something under one (``//etc`` too, which Linux reads as ``/etc``), a directory that holds others'."""
     if purpose in paths.WRITTEN:
         c.add("root", "/").add("system_tree", "/usr").add("under_system", "/proc/rlinfra").add(
-            "double_slash", "//usr/x").add("shared_dir", "/opt").add("home_dir", "/home/ubuntu")
+            "double_slash", "//usr/x"
+        ).add("shared_dir", "/opt").add("home_dir", "/home/ubuntu")
         if purpose != "config":
             c.add("under_etc", "/etc/rlinfra")
         else:
@@ -728,8 +821,15 @@ class RelPath(Type):
         return value
 
     def corpus(self) -> Corpus:
-        return super().corpus().add("absolute", "/etc").add("dotdot", "../x").add("inner_dotdot", "a/../../x").add(
-            "nul", "a\x00b").add("empty", "")
+        return (
+            super()
+            .corpus()
+            .add("absolute", "/etc")
+            .add("dotdot", "../x")
+            .add("inner_dotdot", "a/../../x")
+            .add("nul", "a\x00b")
+            .add("empty", "")
+        )
 
 
 normpath, inside, overlap = paths.normpath, paths.inside, paths.overlap
@@ -764,8 +864,13 @@ def url_shown(value: Any) -> str:
         return "a value that is not a URL (not shown)"
     at = MASK + "@" if "@" in parts.netloc else ""
     rest = "/..." if (parts.path not in ("", "/") or parts.query or parts.fragment) else ""
-    return "%s://%s%s%s%s" % (parts.scheme, at, host if ":" not in host else "[%s]" % host,
-                              ":%d" % port if port else "", rest)
+    return "%s://%s%s%s%s" % (
+        parts.scheme,
+        at,
+        host if ":" not in host else "[%s]" % host,
+        ":%d" % port if port else "",
+        rest,
+    )
 
 
 def urlsplit_words(error: ValueError) -> str:
@@ -794,8 +899,14 @@ class Url(Type):
     words = "a URL without credentials"
     sample_value = "{stub}"
 
-    def __init__(self, schemes: Iterable[str] = ("https", "http"), empty: bool = False, path: bool = True,
-                 default_scheme: str = "", **kw: Any):
+    def __init__(
+        self,
+        schemes: Iterable[str] = ("https", "http"),
+        empty: bool = False,
+        path: bool = True,
+        default_scheme: str = "",
+        **kw: Any,
+    ):
         super().__init__(**kw)
         self.schemes, self.empty, self.path, self.default_scheme = tuple(schemes), empty, path, default_scheme
         if "http" not in self.schemes:
@@ -824,7 +935,7 @@ class Url(Type):
             parts = urlsplit(value)
             port = parts.port
         except ValueError as e:
-            raise Bad("be %s (%s)" % (what, urlsplit_words(e)))
+            raise Bad("be %s (%s)" % (what, urlsplit_words(e))) from e
         if parts.scheme.lower() not in self.schemes:
             raise Bad("be %s" % what)
         if parts.scheme.lower() != "file" and not parts.hostname:
@@ -840,14 +951,22 @@ class Url(Type):
         return value.rstrip("/") if parts.path in ("", "/") else value
 
     def corpus(self) -> Corpus:
-        c = super().corpus().add("userinfo_token", "https://ghp_s3cr3tT0ken@example.org/x").add(
-            "userinfo_password", "https://user:s3cr3tPass@example.org/x").add(
-            "query_token", "https://example.org/x?token=s3cr3tQuery").add(
-            "fragment", "https://example.org/x#s3cr3tFrag").add("scheme", "ftp://example.org/x").add(
-            "no_host", "https:///x").add("space", "https://exa mple.org/").add(
-            "port_range", "https://example.org:70000/").add("newline", "https://example.org/\nx").add(
-            "port_token", "https://user:s3cr3tPort").add("bracket_userinfo", "https://[user:s3cr3tBr@example.org]/").add(
-            "nfkc_userinfo", "https://s3cr3t\u2100@example.org/")
+        c = (
+            super()
+            .corpus()
+            .add("userinfo_token", "https://ghp_s3cr3tT0ken@example.org/x")
+            .add("userinfo_password", "https://user:s3cr3tPass@example.org/x")
+            .add("query_token", "https://example.org/x?token=s3cr3tQuery")
+            .add("fragment", "https://example.org/x#s3cr3tFrag")
+            .add("scheme", "ftp://example.org/x")
+            .add("no_host", "https:///x")
+            .add("space", "https://exa mple.org/")
+            .add("port_range", "https://example.org:70000/")
+            .add("newline", "https://example.org/\nx")
+            .add("port_token", "https://user:s3cr3tPort")
+            .add("bracket_userinfo", "https://[user:s3cr3tBr@example.org]/")
+            .add("nfkc_userinfo", "https://s3cr3t\u2100@example.org/")
+        )
         if not self.default_scheme:
             c.add("not_url", "example.org")
         if "file" not in self.schemes:
@@ -887,7 +1006,7 @@ class GitUrl(Type):
             parts = urlsplit(value)
             parts.port  # noqa: B018
         except ValueError:
-            raise Bad("be %s" % what)
+            raise Bad("be %s" % what) from None
         scheme = parts.scheme.lower()
         if scheme not in ("https", "http", "ssh", "git", "file"):
             raise Bad("be %s" % what)
@@ -900,13 +1019,21 @@ class GitUrl(Type):
         return value
 
     def corpus(self) -> Corpus:
-        return super().corpus().add("userinfo_token", "https://ghp_s3cr3tT0ken@github.com/org/x.git").add(
-            "userinfo_password", "https://user:s3cr3tPass@github.com/org/x.git").add(
-            "ssh_password", "ssh://git:s3cr3tPass@github.com/org/x.git").add(
-            "query_token", "https://github.com/org/x.git?access_token=s3cr3tQuery").add(
-            "fragment", "https://github.com/org/x.git#s3cr3tFrag").add("scheme", "ftp://github.com/org/x.git").add(
-            "not_url", "github.com/org/x").add("empty", "").add("newline", "https://github.com/x\n").add(
-            "option_host", "ssh://-oProxyCommand=id/x.git").add("option_user", "-u@github.com:org/x.git")
+        return (
+            super()
+            .corpus()
+            .add("userinfo_token", "https://ghp_s3cr3tT0ken@github.com/org/x.git")
+            .add("userinfo_password", "https://user:s3cr3tPass@github.com/org/x.git")
+            .add("ssh_password", "ssh://git:s3cr3tPass@github.com/org/x.git")
+            .add("query_token", "https://github.com/org/x.git?access_token=s3cr3tQuery")
+            .add("fragment", "https://github.com/org/x.git#s3cr3tFrag")
+            .add("scheme", "ftp://github.com/org/x.git")
+            .add("not_url", "github.com/org/x")
+            .add("empty", "")
+            .add("newline", "https://github.com/x\n")
+            .add("option_host", "ssh://-oProxyCommand=id/x.git")
+            .add("option_user", "-u@github.com:org/x.git")
+        )
 
 
 class ImageRef(Text):
@@ -918,9 +1045,12 @@ class ImageRef(Text):
     pattern = re.compile(
         r"^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]{1,5})?/)?"
         r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
-        r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$")
-    what = ("a container image reference ([registry/]name[:tag][@sha256:digest], for example "
-            "docker.io/verlai/verl:app-verl0.5-vllm0.10.0-mcore0.13.0-te2.2)")
+        r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$"
+    )
+    what = (
+        "a container image reference ([registry/]name[:tag][@sha256:digest], for example "
+        "docker.io/verlai/verl:app-verl0.5-vllm0.10.0-mcore0.13.0-te2.2)"
+    )
     sample_value = "docker.io/verlai/verl:app-verl0.5-vllm0.10.0-mcore0.13.0-te2.2"
 
     @staticmethod
@@ -935,25 +1065,35 @@ class ImageRef(Text):
         return re.sub(r"@sha256:[a-f0-9]{64}\Z", "", value)
 
     def shown(self, value: Any) -> str:
-        return ("the value, which may hold credentials, is not shown" if self._credentials(value)
-                else super().shown(value))
+        return (
+            "the value, which may hold credentials, is not shown" if self._credentials(value) else super().shown(value)
+        )
 
     def conceal(self, value: Any) -> list[str]:
         return [value] if self._credentials(value) else super().conceal(value)
 
     def check(self, value: Any) -> Any:
         if self._credentials(value) and "@sha256:" not in self._undigested(value):
-            raise Bad("be a container image reference without credentials: set ray_container_registry_username and "
-                      "ray_container_registry_password instead")
+            raise Bad(
+                "be a container image reference without credentials: set ray_container_registry_username and "
+                "ray_container_registry_password instead"
+            )
         return super().check(value)
 
     def corpus(self) -> Corpus:
-        return super().corpus().add("credentials", "user:s3cr3tPass@registry.example/x:1").add(
-            "upper", "Verlai/Verl:1").add("space", "verl ai").add("dash_first", "-x").add(
-            "short_digest", "x@sha256:abc").add("scheme", "https://registry.example/x").add(
-            "scheme_credentials", "https://user:s3cr3tPass@registry.example/x:1").add(
-            "path_credentials", "registry.example/user:s3cr3tPass@x:1").add(
-            "tag_credentials", "registry.example/x:1@user:s3cr3tPass")
+        return (
+            super()
+            .corpus()
+            .add("credentials", "user:s3cr3tPass@registry.example/x:1")
+            .add("upper", "Verlai/Verl:1")
+            .add("space", "verl ai")
+            .add("dash_first", "-x")
+            .add("short_digest", "x@sha256:abc")
+            .add("scheme", "https://registry.example/x")
+            .add("scheme_credentials", "https://user:s3cr3tPass@registry.example/x:1")
+            .add("path_credentials", "registry.example/user:s3cr3tPass@x:1")
+            .add("tag_credentials", "registry.example/x:1@user:s3cr3tPass")
+        )
 
 
 class GitRef(Text):
@@ -966,9 +1106,19 @@ class GitRef(Text):
     refused = re.compile(r"\.\.|//|@\{|/\Z|\.lock\Z|(?:\A|/)\.|\.\Z")
 
     def corpus(self) -> Corpus:
-        return super().corpus().add("dotdot", "a..b").add("option", "--upload-pack=x").add("space", "a b").add(
-            "lock", "x.lock").add("dot", ".").add("dot_part", "release/.hidden").add("upstream", "@{upstream}").add(
-            "ancestor", "HEAD~1").add("short_option", "-c")
+        return (
+            super()
+            .corpus()
+            .add("dotdot", "a..b")
+            .add("option", "--upload-pack=x")
+            .add("space", "a b")
+            .add("lock", "x.lock")
+            .add("dot", ".")
+            .add("dot_part", "release/.hidden")
+            .add("upstream", "@{upstream}")
+            .add("ancestor", "HEAD~1")
+            .add("short_option", "-c")
+        )
 
 
 class HfRepoId(Text):
@@ -979,8 +1129,14 @@ class HfRepoId(Text):
     refused = re.compile(r"--|\.\.")
 
     def corpus(self) -> Corpus:
-        return super().corpus().add("url", "https://huggingface.co/org/x").add("three_parts", "a/b/c").add(
-            "dashes", "org/a--b").add("dotdot", "org/..")
+        return (
+            super()
+            .corpus()
+            .add("url", "https://huggingface.co/org/x")
+            .add("three_parts", "a/b/c")
+            .add("dashes", "org/a--b")
+            .add("dotdot", "org/..")
+        )
 
 
 def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
@@ -1007,14 +1163,30 @@ class Host(Text):
         return text
 
     def corpus(self) -> Corpus:
-        return super().corpus().add("option", "-oProxyCommand=x").add("url", "http://h/").add("space", "a b").add(
-            "url_credentials", "https://s3cr3t@example.org")
+        return (
+            super()
+            .corpus()
+            .add("option", "-oProxyCommand=x")
+            .add("url", "http://h/")
+            .add("space", "a b")
+            .add("url_credentials", "https://s3cr3t@example.org")
+        )
 
 
 # Names every resolver of these systems answers with loopback: /etc/hosts of Debian, Ubuntu, RHEL and kin, and
 # RFC 6761's *.localhost (systemd-resolved, glibc's myhostname).
-LOOPBACK_NAMES = frozenset(("localhost", "localhost.localdomain", "localhost4", "localhost4.localdomain4", "localhost6",
-                            "localhost6.localdomain6", "ip6-localhost", "ip6-loopback"))
+LOOPBACK_NAMES = frozenset(
+    (
+        "localhost",
+        "localhost.localdomain",
+        "localhost4",
+        "localhost4.localdomain4",
+        "localhost6",
+        "localhost6.localdomain6",
+        "ip6-localhost",
+        "ip6-loopback",
+    )
+)
 
 
 def unreachable(ip: Any, loopback: bool = True) -> str | None:
@@ -1066,9 +1238,18 @@ class Address(Text):
         return str(ip)
 
     def corpus(self) -> Corpus:
-        return super().corpus().add("any", "0.0.0.0").add("any6", "::").add("name", "node-1").add(
-            "multicast", "224.0.0.1").add("broadcast", "255.255.255.255").add("mapped_any", "::ffff:0.0.0.0").add(
-            "scoped", "fe80::1%eth0").add("spaces", " 10.0.0.5")
+        return (
+            super()
+            .corpus()
+            .add("any", "0.0.0.0")
+            .add("any6", "::")
+            .add("name", "node-1")
+            .add("multicast", "224.0.0.1")
+            .add("broadcast", "255.255.255.255")
+            .add("mapped_any", "::ffff:0.0.0.0")
+            .add("scoped", "fe80::1%eth0")
+            .add("spaces", " 10.0.0.5")
+        )
 
 
 WORLD_PREFIX = {4: 8, 6: 16}
@@ -1077,8 +1258,12 @@ WORLD_PREFIX = {4: 8, 6: 16}
 # IPv6 networks that carry IPv4 addresses: (network, where the 32 IPv4 bits start). A network of them opens what its
 # IPv4 part opens (::ffff:0:0/96 is every IPv4 address; 64:ff9b::/96 is the IPv4 internet through a NAT64 gateway;
 # 2002::/16 is it through 6to4), so the world rule judges that part.
-_EMBEDDED_IPV4 = ((ipaddress.ip_network("::ffff:0:0/96"), 96), (ipaddress.ip_network("::/96"), 96),
-                  (ipaddress.ip_network("64:ff9b::/96"), 96), (ipaddress.ip_network("2002::/16"), 16))
+_EMBEDDED_IPV4 = (
+    (ipaddress.ip_network("::ffff:0:0/96"), 96),
+    (ipaddress.ip_network("::/96"), 96),
+    (ipaddress.ip_network("64:ff9b::/96"), 96),
+    (ipaddress.ip_network("2002::/16"), 16),
+)
 _MAPPED = _EMBEDDED_IPV4[0][0]
 
 
@@ -1142,30 +1327,48 @@ class Cidr(Text):
 
     def opens(self, what: str, verb: str = "opens") -> str:
         return "%s %s to the whole internet or a large part of it%s" % (
-            what, verb, " (set %s: true if that is really meant)" % self.world_switch if self.world_switch else "")
+            what,
+            verb,
+            " (set %s: true if that is really meant)" % self.world_switch if self.world_switch else "",
+        )
 
     def check_in(self, value: Any, context: dict[str, Any]) -> Any:
         value = super().check(value)
         try:
             net = ipaddress.ip_network(value.strip(), strict=False)
         except ValueError:
-            raise Bad("be %s" % self.what)
+            raise Bad("be %s" % self.what) from None
         try:
             ipaddress.ip_network(value.strip())
         except ValueError:  # only the host bits, as the lenient parse above took it
-            raise Bad("be %s without bits set after the prefix (%s is inside %s: write %s for one address, or %s for the "
-                      "network)" % (self.what, value.strip(), net, value.strip().split("/")[0], net))
+            raise Bad(
+                "be %s without bits set after the prefix (%s is inside %s: write %s for one address, or %s for the "
+                "network)" % (self.what, value.strip(), net, value.strip().split("/")[0], net)
+            ) from None
         seen = judged(net)
         if not self.allowed(context) and _public_size(seen) >= _world_size(seen.version):
-            raise Bad("be a network narrower than /%d: %s" % (WORLD_PREFIX[seen.version], self.opens(
-                str(net) if seen is net else "%s (all of %s)" % (net, seen))))
+            raise Bad(
+                "be a network narrower than /%d: %s"
+                % (WORLD_PREFIX[seen.version], self.opens(str(net) if seen is net else "%s (all of %s)" % (net, seen)))
+            )
         return str(net)
 
     def corpus(self) -> Corpus:
-        return super().corpus().add("world", "0.0.0.0/0").add("world6", "::/0").add("half", "0.0.0.0/1").add(
-            "netmask_world", "0.0.0.0/0.0.0.0").add("not_network", "10.0.0.0/33").add("name", "example.org").add(
-            "short_world", "0/0").add("mapped_world", "::ffff:0:0/96").add("nat64_world", "64:ff9b::/96").add(
-            "sixtofour_world", "2002::/16").add("host_bits", "203.0.113.7/8")
+        return (
+            super()
+            .corpus()
+            .add("world", "0.0.0.0/0")
+            .add("world6", "::/0")
+            .add("half", "0.0.0.0/1")
+            .add("netmask_world", "0.0.0.0/0.0.0.0")
+            .add("not_network", "10.0.0.0/33")
+            .add("name", "example.org")
+            .add("short_world", "0/0")
+            .add("mapped_world", "::ffff:0:0/96")
+            .add("nat64_world", "64:ff9b::/96")
+            .add("sixtofour_world", "2002::/16")
+            .add("host_bits", "203.0.113.7/8")
+        )
 
 
 class Networks(Type):
@@ -1193,19 +1396,25 @@ class Networks(Type):
                 mine: list[Any] = [n for n in seen if n.version == version]
                 # Overlaps merged first: the same /8 given twice opens one /8.
                 if sum(_public_size(n) for n in ipaddress.collapse_addresses(mine)) >= _world_size(version):
-                    raise Bad("be networks that together stay narrower than /%d: %s" % (
-                        WORLD_PREFIX[version], self.cidr.opens("these %d networks together" % len(mine), "open")))
+                    raise Bad(
+                        "be networks that together stay narrower than /%d: %s"
+                        % (WORLD_PREFIX[version], self.cidr.opens("these %d networks together" % len(mine), "open"))
+                    )
         return [str(n) for n in nets]
 
-    def problems(self, value: Any, where: str,
-                 context: dict[str, Any] | None = None) -> list[tuple[str, Type, Any, Bad]]:
+    def problems(
+        self, value: Any, where: str, context: dict[str, Any] | None = None
+    ) -> list[tuple[str, Type, Any, Bad]]:
         return self.list.problems(value, where, context) or super().problems(value, where, context)
 
     def corpus(self) -> Corpus:
         c = Corpus(self.list.corpus())
         # Each alone is narrow enough; together they open every IPv4 address, or as much as a /7.
-        return c.add("together_world", ["%d.0.0.0/8" % i for i in range(256)]).add(
-            "two_public_eights", ["1.0.0.0/8", "2.0.0.0/8"]).add("mapped_and_plain", ["::ffff:100.0.0.0/104", "101.0.0.0/8"])
+        return (
+            c.add("together_world", ["%d.0.0.0/8" % i for i in range(256)])
+            .add("two_public_eights", ["1.0.0.0/8", "2.0.0.0/8"])
+            .add("mapped_and_plain", ["::ffff:100.0.0.0/104", "101.0.0.0/8"])
+        )
 
 
 class Port(Int):
@@ -1252,12 +1461,19 @@ class HostPort(Text):
             Host().check(host)
             Port().check(port)
         except Bad:
-            raise Bad("be %s" % self.what)
+            raise Bad("be %s" % self.what) from None
         return value
 
     def corpus(self) -> Corpus:
-        return super().corpus().add("no_port", "10.0.0.5").add("port_range", "10.0.0.5:70000").add(
-            "option", "-oProxyCommand=x:22").add("space", "a b:6379").add("url", "http://10.0.0.5:6379")
+        return (
+            super()
+            .corpus()
+            .add("no_port", "10.0.0.5")
+            .add("port_range", "10.0.0.5:70000")
+            .add("option", "-oProxyCommand=x:22")
+            .add("space", "a b:6379")
+            .add("url", "http://10.0.0.5:6379")
+        )
 
 
 class Regex(Text):
@@ -1277,13 +1493,15 @@ class Regex(Text):
         try:
             re.compile(value)
         except (re.error, ValueError) as e:
-            raise Bad("be a regular expression Python compiles (%s)" % str(e).splitlines()[0])
+            raise Bad("be a regular expression Python compiles (%s)" % str(e).splitlines()[0]) from e
         if self.compiler is not re.compile:
             try:
                 self.compiler(value)
             except (re.error, ValueError) as e:  # a position there is in the embedding expression: left out
-                raise Bad("be a regular expression that still works inside another (%s)"
-                          % re.sub(r" at position \d+.*", "", str(e).splitlines()[0]))
+                raise Bad(
+                    "be a regular expression that still works inside another (%s)"
+                    % re.sub(r" at position \d+.*", "", str(e).splitlines()[0])
+                ) from e
         return value
 
     def corpus(self) -> Corpus:
@@ -1327,7 +1545,9 @@ class PathOrUrl(Type):
             for label, value, typed in t.corpus():
                 if value is not None:
                     c.add("%s_%s" % (kind, label), value, typed)
-        return c.add("url_no_slashes", "https:user:s3cr3tPass@example.org/x").add("url_one_slash", "https:/s3cr3t@example.org/x")
+        return c.add("url_no_slashes", "https:user:s3cr3tPass@example.org/x").add(
+            "url_one_slash", "https:/s3cr3t@example.org/x"
+        )
 
 
 class Requirement(Text):
@@ -1344,8 +1564,10 @@ class Requirement(Text):
     what = "a requirement such as 'ray[default]==2.60.0' (not an option line such as --index-url or -r FILE)"
     sample_value = "ray==2.60.0"
     _SCHEMES = ("https", "http", "file", "git+https", "git+http", "git+ssh", "git+file")
-    _FRAGMENT = re.compile(r"^(?:egg|subdirectory|sha1|sha256|sha384|sha512|md5)=[A-Za-z0-9_.+/-]+"
-                           r"(?:&(?:egg|subdirectory|sha1|sha256|sha384|sha512|md5)=[A-Za-z0-9_.+/-]+)*$")
+    _FRAGMENT = re.compile(
+        r"^(?:egg|subdirectory|sha1|sha256|sha384|sha512|md5)=[A-Za-z0-9_.+/-]+"
+        r"(?:&(?:egg|subdirectory|sha1|sha256|sha384|sha512|md5)=[A-Za-z0-9_.+/-]+)*$"
+    )
 
     @staticmethod
     def _url(value: Any) -> str | None:
@@ -1373,45 +1595,60 @@ class Requirement(Text):
         if text.startswith("-") or not _REQUIREMENT.match(text) or re.search(r"\s-{1,2}[A-Za-z]|[;@]\s*-", text):
             raise Bad("be %s" % self.what)
         if "$" in text or "\\" in text:
-            raise Bad("be %s without $ or \\ (a requirements file expands ${VAR} and joins a line ending in \\)"
-                      % self.what)
+            raise Bad(
+                "be %s without $ or \\ (a requirements file expands ${VAR} and joins a line ending in \\)" % self.what
+            )
         url = self._url(text)
         if url is not None:
             try:
                 parts = urlsplit(url)
                 parts.port  # noqa: B018
             except ValueError:
-                raise Bad("be %s; its URL is not one" % self.what)
+                raise Bad("be %s; its URL is not one" % self.what) from None
             user = parts.netloc.rsplit("@", 1)[0] if "@" in parts.netloc else None
             if parts.scheme.lower() not in self._SCHEMES:
-                raise Bad("be %s; its URL must start with %s" % (self.what, ", ".join(s + "://" for s in self._SCHEMES)))
+                raise Bad(
+                    "be %s; its URL must start with %s" % (self.what, ", ".join(s + "://" for s in self._SCHEMES))
+                )
             if user is not None and (parts.scheme.lower() != "git+ssh" or ":" in user):
                 raise Bad("be %s; its URL must hold no credentials (put them in the nodes' ~/.netrc)" % self.what)
             if parts.query or "?" in url or (parts.fragment and not self._FRAGMENT.match(parts.fragment)):
-                raise Bad("be %s; its URL must have no query string, and a fragment only as #egg=, #subdirectory= or "
-                          "#sha256= (a token does not belong in a URL)" % self.what)
+                raise Bad(
+                    "be %s; its URL must have no query string, and a fragment only as #egg=, #subdirectory= or "
+                    "#sha256= (a token does not belong in a URL)" % self.what
+                )
         if holds_credentials(text):  # name @ https://<token>@host/x.whl, a known token shape: argv and the output
-            raise Bad("be a requirement without credentials in its URL (they go in the nodes' ~/.netrc, which uv reads)")
+            raise Bad(
+                "be a requirement without credentials in its URL (they go in the nodes' ~/.netrc, which uv reads)"
+            )
         return text
 
     def corpus(self) -> Corpus:
-        return super().corpus().add("index", "--extra-index-url=https://evil.example/simple").add(
-            "requirements_file", "-r /etc/shadow").add("editable", "-e .").add("trailing_option",
-                                                                               "ray --index-url=http://x").add(
-            "marker_option", "ray;--index-url=http://x").add("url_option", "ray @ -e").add(
-            "env_expansion", "ray @ https://example.org/${HF_TOKEN}/ray.whl").add(
-            "continuation", "ray @ https://example.org/ray.whl\\").add(
-            "url_credentials", "ray @ https://user:s3cr3tPass@example.org/ray.whl").add(
-            "url_query_token", "ray @ https://example.org/ray.whl?token=s3cr3tQuery").add(
-            "url_scheme", "ray @ ftp://example.org/ray.whl").add(
-            "url_token_user", "ray @ https://s3cr3t@example.org/ray.whl")
+        return (
+            super()
+            .corpus()
+            .add("index", "--extra-index-url=https://evil.example/simple")
+            .add("requirements_file", "-r /etc/shadow")
+            .add("editable", "-e .")
+            .add("trailing_option", "ray --index-url=http://x")
+            .add("marker_option", "ray;--index-url=http://x")
+            .add("url_option", "ray @ -e")
+            .add("env_expansion", "ray @ https://example.org/${HF_TOKEN}/ray.whl")
+            .add("continuation", "ray @ https://example.org/ray.whl\\")
+            .add("url_credentials", "ray @ https://user:s3cr3tPass@example.org/ray.whl")
+            .add("url_query_token", "ray @ https://example.org/ray.whl?token=s3cr3tQuery")
+            .add("url_scheme", "ray @ ftp://example.org/ray.whl")
+            .add("url_token_user", "ray @ https://s3cr3t@example.org/ray.whl")
+        )
 
 
 class SubmissionId(Text):
     words = "a Ray submission id"
     empty, max_len, pattern = False, 200, re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$")
-    what = ("1-200 letters, digits, '_', '.' or '-', starting with a letter or digit (Ray cannot read, stop nor delete a "
-            "job whose id has '/' or other characters)")
+    what = (
+        "1-200 letters, digits, '_', '.' or '-', starting with a letter or digit (Ray cannot read, stop nor delete a "
+        "job whose id has '/' or other characters)"
+    )
     sample_value = "rlinfra-sample"
 
     def corpus(self) -> Corpus:
@@ -1432,8 +1669,14 @@ class ListOf(Type):
     def __init__(self, item: Type, max_items: int = 10000, empty: bool = True, unique: bool = False, **kw: Any):
         super().__init__(**kw)
         self.item, self.max_items, self.empty, self.unique = item, max_items, empty, unique
-        self.elements = {"int": "int", "float": "float", "bool": "bool", "path": "path", "dict": "dict",
-                         "list": "raw"}.get(item.ansible, "str")
+        self.elements = {
+            "int": "int",
+            "float": "float",
+            "bool": "bool",
+            "path": "path",
+            "dict": "dict",
+            "list": "raw",
+        }.get(item.ansible, "str")
         self.secret = item.secret
         self.sample_value = [item.sample()]
 
@@ -1461,7 +1704,7 @@ class ListOf(Type):
             try:
                 out.append(self.item.validate(item, context) if item is not None else self.item.check(item))
             except Bad as e:
-                raise Inner("[%d]" % i, self.item, item, e)
+                raise Inner("[%d]" % i, self.item, item, e) from e
         twice = paths.duplicates(out) if self.unique else []
         if twice:
             raise Bad("hold each item once (%s is given twice)" % _shown(twice[0]))
@@ -1470,8 +1713,9 @@ class ListOf(Type):
     def conceal(self, value: Any) -> list[str]:
         return [x for v in (value if isinstance(value, (list, tuple)) else [value]) for x in self.item.conceal(v)]
 
-    def problems(self, value: Any, where: str,
-                 context: dict[str, Any] | None = None) -> list[tuple[str, Type, Any, Bad]]:
+    def problems(
+        self, value: Any, where: str, context: dict[str, Any] | None = None
+    ) -> list[tuple[str, Type, Any, Bad]]:
         if not isinstance(value, (list, tuple)) or len(value) > self.max_items or (not value and not self.empty):
             return super().problems(value, where, context)
         found = [p for i, item in enumerate(value) for p in self.item.problems(item, "%s[%d]" % (where, i), context)]
@@ -1511,20 +1755,21 @@ class MapOf(Type):
             try:
                 k2 = self.key.check(k)
             except Bad as e:
-                raise Inner(" (a key)", self.key, k, e)
+                raise Inner(" (a key)", self.key, k, e) from e
             t = self.value_for(k2)
             try:
                 out[k2] = t.check(v) if v is not None or not t.nullable else None
             except Bad as e:
-                raise Inner(".%s" % _short(str(k2), 60), t, v, e)
+                raise Inner(".%s" % _short(str(k2), 60), t, v, e) from e
         return out
 
     def value_for(self, key: Any) -> Type:
         """The type of the value under ``key``: :attr:`value`, unless the key says more (:class:`EnvMap`)."""
         return self.value
 
-    def problems(self, value: Any, where: str,
-                 context: dict[str, Any] | None = None) -> list[tuple[str, Type, Any, Bad]]:
+    def problems(
+        self, value: Any, where: str, context: dict[str, Any] | None = None
+    ) -> list[tuple[str, Type, Any, Bad]]:
         if not isinstance(value, dict) or len(value) > self.max_items:
             return super().problems(value, where, context)
         out: list[tuple[str, Type, Any, Bad]] = []
@@ -1542,7 +1787,7 @@ class MapOf(Type):
 
     def corpus(self) -> Corpus:
         c = super().corpus().add("list", ["x"], typed=True)
-        for label, value, typed in self.key.corpus():
+        for label, value, _typed in self.key.corpus():
             if isinstance(value, str):
                 c.add("key_" + label, {value: self.value.sample()})
         for label, value, typed in self.value.corpus():
@@ -1566,13 +1811,19 @@ class EnvMap(MapOf):
 
     def check(self, value: Any) -> Any:
         if isinstance(value, dict):
-            value = dict((k, str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-                          else v) for k, v in value.items())
+            value = dict(
+                (k, str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else v)
+                for k, v in value.items()
+            )
         return super().check(value)
 
     def corpus(self) -> Corpus:
-        return super().corpus().add("secret_value_newline", {"HF_TOKEN": "s3cr3t\nx"}).add(
-            "secret_value_list", {"WANDB_API_KEY": ["s3cr3t"]}, typed=True)
+        return (
+            super()
+            .corpus()
+            .add("secret_value_newline", {"HF_TOKEN": "s3cr3t\nx"})
+            .add("secret_value_list", {"WANDB_API_KEY": ["s3cr3t"]}, typed=True)
+        )
 
 
 class Unshown(Type):
@@ -1618,8 +1869,9 @@ class Section(Type):
         self.suboptions = suboptions
         self.sample_value = dict((k, t.sample()) for k, t in fields.items() if t.required)
 
-    def problems(self, value: Any, where: str,
-                 context: dict[str, Any] | None = None) -> list[tuple[str, Type, Any, Bad]]:
+    def problems(
+        self, value: Any, where: str, context: dict[str, Any] | None = None
+    ) -> list[tuple[str, Type, Any, Bad]]:
         """``[(path, type, value, Bad)]`` for every bad key of ``value`` below ``where``; ``type.line(path, value,
         bad)`` is the line. The fields beside a key are its context (a Cidr's world switch), switches read as such."""
         if not isinstance(value, dict):
@@ -1686,8 +1938,11 @@ class Section(Type):
         return c
 
 
-def Options(fields: dict[str, Type], suboptions: bool = True,  # noqa: N802 - reads as a type in a declaration
-            **kw: Any) -> Section:
+def Options(
+    fields: dict[str, Type],
+    suboptions: bool = True,  # noqa: N802 - reads as a type in a declaration
+    **kw: Any,
+) -> Section:
     """A module's dict option with known keys (a :class:`Section` Ansible checks as suboptions too)."""
     return Section(fields, suboptions=suboptions, **kw)
 
@@ -1731,8 +1986,16 @@ class Custom(Type):
 
     words = "checked by its own rule"
 
-    def __init__(self, ansible: str, check: Callable[[Any], Any], bad: Iterable[Any], sample: Any,
-                 elements: str | None = None, secret: bool = False, **kw: Any):
+    def __init__(
+        self,
+        ansible: str,
+        check: Callable[[Any], Any],
+        bad: Iterable[Any],
+        sample: Any,
+        elements: str | None = None,
+        secret: bool = False,
+        **kw: Any,
+    ):
         super().__init__(sample=sample, **kw)
         self.ansible, self.elements, self.secret = ansible, elements, secret
         self._check, self._bad = check, list(bad)
@@ -1740,11 +2003,13 @@ class Custom(Type):
     @staticmethod
     def lines(problems: Callable[[Any], Sequence[str]]) -> Callable[[Any], Any]:
         """A check from a function that returns problem lines: the first becomes the :class:`Line`."""
+
         def check(value):
             found = problems(value)
             if found:
                 raise Line(found[0])
             return value
+
         return check
 
     def check(self, value: Any) -> Any:
@@ -1813,8 +2078,12 @@ class Args:
         """Good values for the required fields (the generated tests fill the rest of a case with them)."""
         return dict((name, t.sample()) for name, t in self.fields.items() if t.required)
 
-    def new_module(self, ansible_module: Callable[..., Any],
-                   concealed: Callable[[dict[str, Any]], Iterable[str]] | None = None, **kw: Any) -> Any:
+    def new_module(
+        self,
+        ansible_module: Callable[..., Any],
+        concealed: Callable[[dict[str, Any]], Iterable[str]] | None = None,
+        **kw: Any,
+    ) -> Any:
         """What a module's ``main()`` starts with: ``ansible_module`` (AnsibleModule, passed in: this file imports no
         Ansible) for these fields, check mode supported, ``kw`` for the rest of its arguments (``required_if``...),
         with every bad field refused (:func:`enforce`). ``concealed(params)``: values no output may show, masked before

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """recovery.replace when the whole cluster is gone (its head included, where the run's supervisor lived): the
@@ -27,21 +26,31 @@ def spec(record: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if not rentals:
         return None
     first = sorted(rentals, key=lambda r: str(r.get("name") or ""))[0]
-    return dict(nodes=len(set(str(r.get("name")) for r in rentals)), gpu=str(first.get("gpu_type") or "any"), gpu_count=int(first.get("gpu_count") or 8),
-                region=str(first.get("region") or ""), api=str(first.get("api") or "on_demand"))
+    return dict(
+        nodes=len(set(str(r.get("name")) for r in rentals)),
+        gpu=str(first.get("gpu_type") or "any"),
+        gpu_count=int(first.get("gpu_count") or 8),
+        region=str(first.get("region") or ""),
+        api=str(first.get("api") or "on_demand"),
+    )
 
 
 def ceiling(record: Mapping[str, Any] | None) -> float | None:
     """Dollars a GPU-hour no new machine may pass: the dearest of the record's (as they were rented); None when the
     record names no price."""
-    prices = [(r.get("cost_per_hour") or 0) / float(r.get("gpu_count") or 1)
-              for r in ((record or {}).get("rentals") or {}).values() if isinstance(r, dict)]
+    prices = [
+        (r.get("cost_per_hour") or 0) / float(r.get("gpu_count") or 1)
+        for r in ((record or {}).get("rentals") or {}).values()
+        if isinstance(r, dict)
+    ]
     return max(prices) + 1e-9 if prices and max(prices) > 0 else None  # a price equal to the record's is not dearer
 
 
 def head_of(record: Mapping[str, Any] | None) -> str:
     """The name of the record's head: its first rental by name, as provision.yml (and the inventory plugin) pick it."""
-    names = sorted(str(r.get("name") or "") for r in ((record or {}).get("rentals") or {}).values() if isinstance(r, dict))
+    names = sorted(
+        str(r.get("name") or "") for r in ((record or {}).get("rentals") or {}).values() if isinstance(r, dict)
+    )
     return names[0] if names else ""
 
 
@@ -56,8 +65,13 @@ def gone(record: Mapping[str, Any] | None, listed_names: Collection[str]) -> str
 
 def provision_switches(label: str, wanted: Mapping[str, Any]) -> list[str]:
     """``-e`` switches of provision.yml that rent ``label`` again as ``wanted`` (:func:`spec`)."""
-    out = ["label=%s" % label, "nodes=%d" % wanted["nodes"], "gpu=%s" % wanted["gpu"],
-           "gpu_count=%d" % wanted["gpu_count"], "api=%s" % wanted["api"]]
+    out = [
+        "label=%s" % label,
+        "nodes=%d" % wanted["nodes"],
+        "gpu=%s" % wanted["gpu"],
+        "gpu_count=%d" % wanted["gpu_count"],
+        "api=%s" % wanted["api"],
+    ]
     if wanted["region"]:
         out.append("region=%s" % wanted["region"])
     return out
@@ -69,7 +83,13 @@ def without_submit_switches(pairs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def summary_line(cluster: str, why: str, seconds: float, instances: Iterable[Mapping[str, Any]]) -> str:
-    return ("cluster %s was gone (%s): rented again and converged with provision.yml in %ds (%s); the run resumes "
-            "from the checkpoints on the shared volume" % (
-                cluster, why, seconds, ", ".join("%s = rental %s" % (i.get("name"), i.get("id")) for i in instances)
-                or "no machine listed"))
+    return (
+        "cluster %s was gone (%s): rented again and converged with provision.yml in %ds (%s); the run resumes "
+        "from the checkpoints on the shared volume"
+        % (
+            cluster,
+            why,
+            seconds,
+            ", ".join("%s = rental %s" % (i.get("name"), i.get("id")) for i in instances) or "no machine listed",
+        )
+    )

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2025, rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """The one Hyperbolic API client of the collection.
@@ -29,7 +28,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -38,8 +37,8 @@ from urllib.parse import urlsplit
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import mask_values
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.vocabulary import urlsplit_words
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.numbers import loose_count, whole_number
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.vocabulary import urlsplit_words
 
 
 def open_url(*args: Any, **kwargs: Any) -> Any:
@@ -47,6 +46,7 @@ def open_url(*args: Any, **kwargs: Any) -> Any:
     inventory plugins (which import this file) when they are enabled, and would pay for it (~30 ms) without a request
     to make. The idle guard runs this client on a node without Ansible, with its own opener."""
     from ansible.module_utils.urls import open_url as ansible_open_url
+
     return ansible_open_url(*args, **kwargs)
 
 
@@ -65,12 +65,31 @@ MAX_RESPONSE_MIB = 16
 USER_AGENT = "rlinfra.verl-hyperbolic/0.1"
 
 __all__ = [
-    "DEFAULT_API_URL", "DEFAULT_SSH_USER", "SOURCES", "UP_STATUSES",
-    "HyperbolicError", "HyperbolicAuthError", "HyperbolicNotFound", "HyperbolicUnavailable",
-    "HyperbolicResponseError", "HyperbolicClient",
-    "parse_ssh_command", "parse_ssh_command_strict", "normalize_on_demand", "normalize_marketplace",
-    "normalize_instances", "status_is_wanted", "check_api_url", "check_api_key", "redact_url",
-    "valid_ssh_host", "valid_ssh_user", "expand_nodes", "check_number", "one_line", "url_is_plain_remote_http",
+    "DEFAULT_API_URL",
+    "DEFAULT_SSH_USER",
+    "SOURCES",
+    "UP_STATUSES",
+    "HyperbolicError",
+    "HyperbolicAuthError",
+    "HyperbolicNotFound",
+    "HyperbolicUnavailable",
+    "HyperbolicResponseError",
+    "HyperbolicClient",
+    "parse_ssh_command",
+    "parse_ssh_command_strict",
+    "normalize_on_demand",
+    "normalize_marketplace",
+    "normalize_instances",
+    "status_is_wanted",
+    "check_api_url",
+    "check_api_key",
+    "redact_url",
+    "valid_ssh_host",
+    "valid_ssh_user",
+    "expand_nodes",
+    "check_number",
+    "one_line",
+    "url_is_plain_remote_http",
 ]
 
 
@@ -80,8 +99,7 @@ __all__ = [
 class HyperbolicError(Exception):
     """Base error; ``str(err)`` is one line, safe to show (never holds the API key)."""
 
-    def __init__(self, message: str, status: int | None = None, url: str | None = None,
-                 api_message: str | None = None):
+    def __init__(self, message: str, status: int | None = None, url: str | None = None, api_message: str | None = None):
         super().__init__(message)
         self.status = status
         self.url = url
@@ -148,14 +166,15 @@ def check_api_url(url: object) -> str:
         raise HyperbolicError("api_url contains spaces or control characters (not shown); %s" % fix)
     try:
         parts = urlsplit(text)
-        parts.port  # pylint: disable=pointless-statement  # raises ValueError on a bad port
+        _port = parts.port  # read for its ValueError on a bad port
     except ValueError as exc:
-        raise HyperbolicError("api_url is not a valid URL (%s; not shown); %s" % (urlsplit_words(exc), fix))
+        raise HyperbolicError("api_url is not a valid URL (%s; not shown); %s" % (urlsplit_words(exc), fix)) from exc
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         raise HyperbolicError("api_url %r is not an http:// or https:// URL with a host; %s" % (shown, fix))
     if parts.username is not None or parts.password is not None:
-        raise HyperbolicError("api_url %r must not contain user:password@; the key goes in "
-                              "HYPERBOLIC_API_KEY (or api_key)" % shown)
+        raise HyperbolicError(
+            "api_url %r must not contain user:password@; the key goes in HYPERBOLIC_API_KEY (or api_key)" % shown
+        )
     if parts.query or parts.fragment:
         raise HyperbolicError("api_url %r must not have a ?query or #fragment; %s" % (shown, fix))
     return text.rstrip("/")
@@ -186,8 +205,10 @@ def check_api_key(key: object) -> str:
     if not _KEY_OK.fullmatch(key):
         # a pasted key with a newline or a space in the middle: urllib would reject the
         # header with a message that quotes it, so stop here without ever showing it
-        raise HyperbolicError("the API key contains spaces, control or non-ASCII characters; "
-                              "set HYPERBOLIC_API_KEY (or api_key) to the key alone")
+        raise HyperbolicError(
+            "the API key contains spaces, control or non-ASCII characters; "
+            "set HYPERBOLIC_API_KEY (or api_key) to the key alone"
+        )
     return key
 
 
@@ -246,8 +267,14 @@ def _retry_after_seconds(value: Any, now: float | None = None) -> float | None:
     return max(0.0, when.timestamp() - now)
 
 
-def check_number(name: str, value: Any, minimum: float = 0.0, maximum: float | None = None, integer: bool = False,
-                 above: bool = False) -> float:
+def check_number(
+    name: str,
+    value: Any,
+    minimum: float = 0.0,
+    maximum: float | None = None,
+    integer: bool = False,
+    above: bool = False,
+) -> float:
     """``value`` as a finite number within bounds, or HyperbolicError naming the option."""
     try:
         if isinstance(value, bool):
@@ -256,11 +283,14 @@ def check_number(name: str, value: Any, minimum: float = 0.0, maximum: float | N
         if not math.isfinite(number) or (integer and number != int(number)):
             raise ValueError(value)
     except (TypeError, ValueError):
-        raise HyperbolicError("%s must be a%s number, got %s" % (
-            name, "n integer" if integer else "", _one_line(repr(value), 40))) from None
+        raise HyperbolicError(
+            "%s must be a%s number, got %s" % (name, "n integer" if integer else "", _one_line(repr(value), 40))
+        ) from None
     if (number <= minimum if above else number < minimum) or (maximum is not None and number > maximum):
+
         def shown_bound(x):  # 31622400, not 3.16224e+07
             return "%d" % x if float(x).is_integer() else "%g" % x
+
         if maximum is not None and above:
             bounds = "more than %s and at most %s" % (shown_bound(minimum), shown_bound(maximum))
         elif maximum is not None:
@@ -287,10 +317,20 @@ class HyperbolicClient:
     ``sleep`` and ``opener`` are injectable for tests.
     """
 
-    def __init__(self, api_key: str | None, api_url: str | None = DEFAULT_API_URL, timeout: float = 30.0,
-                 retries: int = 4, retry_backoff: float = 1.0, retry_max_wait: float = 60.0,
-                 validate_certs: bool = True, http_agent: str = USER_AGENT, sleep: Callable[[float], None] = time.sleep,
-                 opener: Callable[..., Any] = open_url, max_response_mib: float = MAX_RESPONSE_MIB):
+    def __init__(
+        self,
+        api_key: str | None,
+        api_url: str | None = DEFAULT_API_URL,
+        timeout: float = 30.0,
+        retries: int = 4,
+        retry_backoff: float = 1.0,
+        retry_max_wait: float = 60.0,
+        validate_certs: bool = True,
+        http_agent: str = USER_AGENT,
+        sleep: Callable[[float], None] = time.sleep,
+        opener: Callable[..., Any] = open_url,
+        max_response_mib: float = MAX_RESPONSE_MIB,
+    ):
         self._api_key = check_api_key(api_key)
         # An answer is read whole and decoded in memory: bounded, so a broken or hostile API cannot take the
         # controller's memory (a 76 MB answer took 1.4 GB and 65 s before).
@@ -317,7 +357,7 @@ class HyperbolicClient:
         return mask_values(str(text), [self._api_key])
 
     def _backoff(self, attempt: int) -> float:
-        base = self.retry_backoff * (2 ** attempt)
+        base = self.retry_backoff * (2**attempt)
         # "equal jitter": between half and the full exponential step
         return min(self.retry_max_wait, base / 2.0 + random.uniform(0, base / 2.0))
 
@@ -347,9 +387,15 @@ class HyperbolicClient:
                 with self._count_lock:
                     self.requests_made += 1
                 resp = self._open(
-                    url, data=data, method=method, headers=headers, timeout=self.timeout,
-                    validate_certs=self.validate_certs, http_agent=self.http_agent,
-                    follow_redirects="safe", use_netrc=False,
+                    url,
+                    data=data,
+                    method=method,
+                    headers=headers,
+                    timeout=self.timeout,
+                    validate_certs=self.validate_certs,
+                    http_agent=self.http_agent,
+                    follow_redirects="safe",
+                    use_netrc=False,
                     unredirected_headers=["Authorization"],
                 )
                 try:
@@ -361,8 +407,9 @@ class HyperbolicClient:
                 if len(body) > self.max_response_bytes:
                     raise HyperbolicResponseError(
                         "the answer to %s %s is over %s MiB, more than an instance list can be: not read; if the "
-                        "account really holds that much, raise max_response_mib" % (
-                            method, path, "%g" % self.max_response_mib))
+                        "account really holds that much, raise max_response_mib"
+                        % (method, path, "%g" % self.max_response_mib)
+                    )
                 return self._decode(url, body)
             except HTTPError as exc:
                 status = exc.code
@@ -374,14 +421,25 @@ class HyperbolicClient:
                 if status in (401, 403):
                     raise HyperbolicAuthError(
                         "Hyperbolic API rejected the API key: HTTP %d %s on %s %s: %s; check "
-                        "HYPERBOLIC_API_KEY (or api_key)" % (
-                            status, "Unauthorized" if status == 401 else "Forbidden", method, path,
-                            msg or "(no message)"),
-                        status=status, url=url, api_message=msg)
+                        "HYPERBOLIC_API_KEY (or api_key)"
+                        % (
+                            status,
+                            "Unauthorized" if status == 401 else "Forbidden",
+                            method,
+                            path,
+                            msg or "(no message)",
+                        ),
+                        status=status,
+                        url=url,
+                        api_message=msg,
+                    ) from exc
                 if status == 404:
                     raise HyperbolicNotFound(
                         "HTTP 404 on %s %s: %s" % (method, path, msg or "Not Found"),
-                        status=status, url=url, api_message=msg)
+                        status=status,
+                        url=url,
+                        api_message=msg,
+                    ) from exc
                 if status == 429 or 500 <= status <= 599:
                     retry_after = _retry_after_seconds(exc.headers.get("Retry-After") if exc.headers else None)
                     last = "HTTP %d%s" % (status, (": " + msg) if msg else "")
@@ -390,7 +448,10 @@ class HyperbolicClient:
                 else:
                     raise HyperbolicError(
                         "Hyperbolic API answered HTTP %d on %s %s: %s" % (status, method, path, msg or "(no message)"),
-                        status=status, url=url, api_message=msg)
+                        status=status,
+                        url=url,
+                        api_message=msg,
+                    ) from exc
             except HyperbolicError:
                 raise
             except Exception as exc:  # pylint: disable=broad-except
@@ -399,8 +460,10 @@ class HyperbolicClient:
                 if isinstance(exc, ssl.SSLCertVerificationError) or isinstance(reason, ssl.SSLCertVerificationError):
                     # a certificate problem does not go away by retrying
                     raise HyperbolicError(
-                        "Hyperbolic API %s %s: TLS certificate verification failed: %s" % (
-                            method, url, _one_line(self.scrub(reason or exc))), url=url)
+                        "Hyperbolic API %s %s: TLS certificate verification failed: %s"
+                        % (method, url, _one_line(self.scrub(reason or exc))),
+                        url=url,
+                    ) from exc
                 unreachable = False
                 if _is_timeout(exc):
                     last = "no answer within %gs (timed out)" % self.timeout
@@ -413,18 +476,23 @@ class HyperbolicClient:
                         last = "connection error: " + last
                 else:
                     # anything else (a bug, or input urllib refuses) must still be one key-free line
-                    raise HyperbolicError("Hyperbolic API %s %s failed: %s: %s" % (
-                        method, url, type(exc).__name__, _one_line(self.scrub(exc))), url=url) from None
+                    raise HyperbolicError(
+                        "Hyperbolic API %s %s failed: %s: %s"
+                        % (method, url, type(exc).__name__, _one_line(self.scrub(exc))),
+                        url=url,
+                    ) from None
                 last_status = None
             if attempt >= retries:
                 tries = "%d attempt%s" % (attempt + 1, "" if attempt == 0 else "s")
                 if unreachable:
                     raise HyperbolicUnavailable(
                         "Hyperbolic API unreachable at %s after %s: %s; check api_url (or "
-                        "HYPERBOLIC_API_URL) and the network" % (url, tries, last), url=url)
+                        "HYPERBOLIC_API_URL) and the network" % (url, tries, last),
+                        url=url,
+                    )
                 raise HyperbolicUnavailable(
-                    "Hyperbolic API %s %s failed after %s: %s" % (method, url, tries, last),
-                    status=last_status, url=url)
+                    "Hyperbolic API %s %s failed after %s: %s" % (method, url, tries, last), status=last_status, url=url
+                )
             wait = self._backoff(attempt)
             if retry_after is not None:
                 wait = min(self.retry_max_wait, max(wait, retry_after))
@@ -440,9 +508,10 @@ class HyperbolicClient:
             exc = "nested too deeply" if isinstance(exc, RecursionError) else exc
             start = raw[:60].decode("utf-8", "replace")
             raise HyperbolicResponseError(
-                "malformed JSON from %s: %s (the answer starts with %s); is api_url the Hyperbolic API?" % (
-                    url, _one_line(exc, 100), _one_line(repr(self.scrub(start)), 80) if raw.strip() else "nothing"),
-                url=url) from None
+                "malformed JSON from %s: %s (the answer starts with %s); is api_url the Hyperbolic API?"
+                % (url, _one_line(exc, 100), _one_line(repr(self.scrub(start)), 80) if raw.strip() else "nothing"),
+                url=url,
+            ) from None
 
     def list_source(self, source: str) -> list[dict[str, Any]]:
         """Raw instance list of one source (a list of dicts). Raises HyperbolicNotFound on 404."""
@@ -497,15 +566,25 @@ class HyperbolicClient:
 def null_list_note(source: str, data: Any, where: str) -> str | None:
     """One warning when the instance list in an answer is null rather than a list: read as an account without
     instances, but said, since it is just as likely an API fault."""
-    if isinstance(data, dict) and any(k in data and data[k] is None for k in ("instances", "rentals", "data", "items")) \
-            and not any(isinstance(data.get(k), list) for k in ("instances", "rentals", "data", "items")):
+    if (
+        isinstance(data, dict)
+        and any(k in data and data[k] is None for k in ("instances", "rentals", "data", "items"))
+        and not any(isinstance(data.get(k), list) for k in ("instances", "rentals", "data", "items"))
+    ):
         key = next(k for k in ("instances", "rentals", "data", "items") if k in data and data[k] is None)
         return "%s answer from %s holds %s: null, read as no instances" % (source, where, key)
     return None
 
 
-_JSON_TYPES = ((dict, "a JSON object"), (list, "a JSON array"), (str, "a string"), (bool, "a boolean"),
-               (int, "a number"), (float, "a number"), (type(None), "null"))
+_JSON_TYPES = (
+    (dict, "a JSON object"),
+    (list, "a JSON array"),
+    (str, "a string"),
+    (bool, "a boolean"),
+    (int, "a number"),
+    (float, "a number"),
+    (type(None), "null"),
+)
 
 
 def _json_type(value: object) -> str:
@@ -519,8 +598,11 @@ def _describe(value: object) -> str:
     """A short, one-line description of a JSON value for error messages."""
     if isinstance(value, dict):
         keys = sorted(str(k) for k in value)
-        return "a JSON object with keys %s" % _one_line(", ".join(keys[:8]) + (", ..." if len(keys) > 8 else ""), 120) \
-            if keys else "an empty JSON object"
+        return (
+            "a JSON object with keys %s" % _one_line(", ".join(keys[:8]) + (", ..." if len(keys) > 8 else ""), 120)
+            if keys
+            else "an empty JSON object"
+        )
     return _json_type(value)
 
 
@@ -549,12 +631,15 @@ def extract_items(source: str, data: Any, where: str = "answer") -> list[dict[st
         else:
             items = data
     if not isinstance(items, list):
-        raise HyperbolicResponseError("unexpected %s answer from %s: expected %s, got %s" % (
-            source, where, expected, _describe(data)))
+        raise HyperbolicResponseError(
+            "unexpected %s answer from %s: expected %s, got %s" % (source, where, expected, _describe(data))
+        )
     for index, item in enumerate(items):
         if not isinstance(item, dict):
-            raise HyperbolicResponseError("unexpected %s answer from %s: item #%d is %s, not a JSON object" % (
-                source, where, index, _json_type(item)))
+            raise HyperbolicResponseError(
+                "unexpected %s answer from %s: item #%d is %s, not a JSON object"
+                % (source, where, index, _json_type(item))
+            )
     return items
 
 
@@ -610,8 +695,10 @@ def valid_ssh_host(host: object) -> bool:
 
 
 NO_MACHINE = "is no machine's address (0.0.0.0, ::, multicast and broadcast name none; SSH to 0.0.0.0 reaches this one)"
-LOOPBACK = ("is this machine's own loopback: SSH there reaches the controller, not the rented machine; check the "
-            "rental's address in Hyperbolic's console")
+LOOPBACK = (
+    "is this machine's own loopback: SSH there reaches the controller, not the rented machine; check the "
+    "rental's address in Hyperbolic's console"
+)
 
 
 def no_machine(host: str) -> str:
@@ -670,7 +757,7 @@ def parse_ssh_command_strict(command: object, default_user: str = DEFAULT_SSH_US
     while i < len(argv):
         tok = argv[i]
         if tok == "--":
-            destinations.extend(argv[i + 1:])
+            destinations.extend(argv[i + 1 :])
             break
         if tok.startswith("-") and len(tok) > 1:
             flag = tok[1]
@@ -689,8 +776,9 @@ def parse_ssh_command_strict(command: object, default_user: str = DEFAULT_SSH_US
                 elif flag == "l":
                     opt_user = val
                 elif flag == "J":
-                    raise ValueError("sshCommand %s goes through a jump host (-J), which the inventory "
-                                     "cannot express" % shown)
+                    raise ValueError(
+                        "sshCommand %s goes through a jump host (-J), which the inventory cannot express" % shown
+                    )
                 elif flag == "o":
                     key, dummy, oval = val.replace("=", " ", 1).partition(" ")
                     key = key.strip().lower()
@@ -699,8 +787,9 @@ def parse_ssh_command_strict(command: object, default_user: str = DEFAULT_SSH_US
                     elif key == "user":
                         opt_user = opt_user or oval.strip()
                     elif key in _SSH_INDIRECT_OPTS:
-                        raise ValueError("sshCommand %s goes through -o %s, which the inventory cannot "
-                                         "express" % (shown, key))
+                        raise ValueError(
+                            "sshCommand %s goes through -o %s, which the inventory cannot express" % (shown, key)
+                        )
             # flags without argument (-A, -t, -4, -v, ...) are ignored
             i += 1
             continue
@@ -709,12 +798,14 @@ def parse_ssh_command_strict(command: object, default_user: str = DEFAULT_SSH_US
     if not destinations:
         raise ValueError("sshCommand %s names no USER@HOST" % shown)
     if len(destinations) > 1:
-        raise ValueError("sshCommand %s has words after the destination %s; expected '%s'" % (
-            shown, _one_line(repr(destinations[0]), 60), SSH_COMMAND_FORM))
+        raise ValueError(
+            "sshCommand %s has words after the destination %s; expected '%s'"
+            % (shown, _one_line(repr(destinations[0]), 60), SSH_COMMAND_FORM)
+        )
     host = destinations[0]
     user = port = None
     if host.startswith("ssh://"):
-        rest = host[len("ssh://"):].rstrip("/")
+        rest = host[len("ssh://") :].rstrip("/")
         if "@" in rest:
             user, rest = rest.rsplit("@", 1)
         if rest.startswith("["):
@@ -733,8 +824,7 @@ def parse_ssh_command_strict(command: object, default_user: str = DEFAULT_SSH_US
         host = host[1:-1]
     user = opt_user or user
     if not valid_ssh_host(host):
-        raise ValueError("sshCommand %s: %s is not a host name or IP address" % (
-            shown, _one_line(repr(host), 60)))
+        raise ValueError("sshCommand %s: %s is not a host name or IP address" % (shown, _one_line(repr(host), 60)))
     refused = no_machine(host)
     if refused:
         raise ValueError("sshCommand %s: %s %s" % (shown, _one_line(repr(host), 60), refused))
@@ -773,8 +863,7 @@ def _ssh_from_networking(networking, default_user):
             continue
         try:
             if not valid_ssh_host(host):
-                raise ValueError("sshNetworking host %s is not a host name or IP address" % (
-                    _one_line(repr(host), 60)))
+                raise ValueError("sshNetworking host %s is not a host name or IP address" % (_one_line(repr(host), 60)))
             refused = no_machine(host)
             if refused:
                 raise ValueError("sshNetworking host %s %s" % (_one_line(repr(host), 60), refused))
@@ -836,9 +925,17 @@ def _str(value: Any) -> str | None:
 def _record(source, ident, label, status, gpu_type, gpu_count, region, ssh, cost_per_hour=None, **more):
     details, problem = ssh
     record = {
-        "source": source, "id": ident, "label": label, "status": status, "gpu_type": gpu_type,
-        "gpu_count": gpu_count, "region": region, "ssh": details, "cost_per_hour": cost_per_hour,
-        "kind": more.get("kind") or "virtual-machine", "private_ip": more.get("private_ip"),
+        "source": source,
+        "id": ident,
+        "label": label,
+        "status": status,
+        "gpu_type": gpu_type,
+        "gpu_count": gpu_count,
+        "region": region,
+        "ssh": details,
+        "cost_per_hour": cost_per_hour,
+        "kind": more.get("kind") or "virtual-machine",
+        "private_ip": more.get("private_ip"),
         "user_metadata": more.get("user_metadata"),
     }
     if problem:
@@ -865,8 +962,14 @@ def _bare_metal_nodes(meta, default_user):
             raise ValueError("node_networking[%d] public_ip %s %s" % (index, _one_line(repr(public), 60), refused))
         if isinstance(public, str) and valid_ssh_host(public):
             private = entry.get("private_ip")
-            nodes.append({"host": entry["public_ip"], "port": DEFAULT_SSH_PORT, "user": user,
-                          "private_ip": private if isinstance(private, str) and valid_ssh_host(private) else None})
+            nodes.append(
+                {
+                    "host": entry["public_ip"],
+                    "port": DEFAULT_SSH_PORT,
+                    "user": user,
+                    "private_ip": private if isinstance(private, str) and valid_ssh_host(private) else None,
+                }
+            )
     return nodes
 
 
@@ -881,8 +984,13 @@ def expand_nodes(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         base = record.get("label") or record.get("id")
         for index, node in enumerate(nodes):
-            copy = dict(record, label="%s-node%d" % (base, index), node=index, private_ip=node.get("private_ip"),
-                        ssh={k: node[k] for k in ("host", "port", "user")})
+            copy = dict(
+                record,
+                label="%s-node%d" % (base, index),
+                node=index,
+                private_ip=node.get("private_ip"),
+                ssh={k: node[k] for k in ("host", "port", "user")},
+            )
             copy.pop("ssh_error", None)
             out.append(copy)
     return out
@@ -934,11 +1042,18 @@ def normalize_on_demand(item: Any, default_user: str = DEFAULT_SSH_USER) -> dict
         _str(item.get("gpuType") or provider.get("gpuType") or model),
         count,
         _str(item.get("region") or provider.get("region")),
-        (None, refused) if refused else _ssh_details(item, default_user, meta) if not nodes else (
-            {k: nodes[0][k] for k in ("host", "port", "user")}, None),
+        (None, refused)
+        if refused
+        else _ssh_details(item, default_user, meta)
+        if not nodes
+        else ({k: nodes[0][k] for k in ("host", "port", "user")}, None),
         _cents_to_dollars(term.get("costPerHourCents"), item.get("costPerHour")),
-        kind=kind, nodes=nodes, user_metadata=user_metadata,
-        private_ip=private_ip if private_ip and valid_ssh_host(private_ip) else (nodes[0]["private_ip"] if nodes else None),
+        kind=kind,
+        nodes=nodes,
+        user_metadata=user_metadata,
+        private_ip=private_ip
+        if private_ip and valid_ssh_host(private_ip)
+        else (nodes[0]["private_ip"] if nodes else None),
     )
 
 
@@ -997,8 +1112,9 @@ def normalize_instances(source: str, items: Any, default_user: str = DEFAULT_SSH
             raise HyperbolicResponseError("%s item #%d is %s, not a JSON object" % (source, index, _json_type(item)))
         record = normalize(item, default_user)
         if not record["id"]:
-            raise HyperbolicResponseError("%s item #%d has no usable id (got %s)" % (
-                source, index, _describe(item.get("id"))))
+            raise HyperbolicResponseError(
+                "%s item #%d has no usable id (got %s)" % (source, index, _describe(item.get("id")))
+            )
         records.append(record)
     return records
 

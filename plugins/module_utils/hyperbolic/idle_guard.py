@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """The idle guard: run by a systemd timer on a cluster's head, it stops Ray and releases the cluster's Hyperbolic
@@ -54,14 +53,23 @@ def decide(jobs: Sequence[Mapping[str, Any]], now: float, ray_up_for: float | No
     idle_job = now - last["end_time"] / 1000.0 if last else None
     candidates = [x for x in (idle_job, ray_up_for) if x is not None]
     if not candidates:
-        return False, "cannot tell how long the cluster has been idle (no job ever ended, Ray's start unknown); nothing to do"
+        return (
+            False,
+            "cannot tell how long the cluster has been idle (no job ever ended, Ray's start unknown); nothing to do",
+        )
     idle = min(candidates)
-    what = ("the last job, %s, ended %ds ago" % (last.get("submission_id") or last.get("job_id"), idle_job)) if last else \
-        "no job has run since Ray started %ds ago" % cast(float, ray_up_for)  # a candidate when no job ended
+    what = (
+        ("the last job, %s, ended %ds ago" % (last.get("submission_id") or last.get("job_id"), idle_job))
+        if last
+        else "no job has run since Ray started %ds ago" % cast(float, ray_up_for)
+    )  # a candidate when no job ended
     if idle < limit:
         return False, "idle for %ds (%s), below the limit of %ds; nothing to do" % (idle, what, limit)
-    return True, "idle for %ds (%s), at or over the limit of %ds (idle_release_after): stopping Ray and releasing the " \
-                 "cluster's instances" % (idle, what, limit)
+    return (
+        True,
+        "idle for %ds (%s), at or over the limit of %ds (idle_release_after): stopping Ray and releasing the "
+        "cluster's instances" % (idle, what, limit),
+    )
 
 
 def list_jobs(dashboard: str, token: str | None, timeout: float = 10) -> list[Any]:
@@ -76,11 +84,20 @@ def say(line: str) -> None:
     sys.stdout.flush()
 
 
-def run(config: Mapping[str, Any], out: Callable[[str], None] = say, systemctl: Callable[..., Any] | None = None,
-        now: Callable[[], float] = time.time) -> int:
+def run(
+    config: Mapping[str, Any],
+    out: Callable[[str], None] = say,
+    systemctl: Callable[..., Any] | None = None,
+    now: Callable[[], float] = time.time,
+) -> int:
     """One check. Returns the process exit code: 0 when it decided (released or not), 1 when it could not look."""
+
     def call(*args):
-        return (systemctl or (lambda a: subprocess.run(["systemctl"] + list(a), capture_output=True, text=True, check=False)))(args)
+        return (
+            systemctl
+            or (lambda a: subprocess.run(["systemctl"] + list(a), capture_output=True, text=True, check=False))
+        )(args)
+
     label, limit = config["label"], int(config["idle_release_after"])
     try:
         with open(config["token_path"]) as handle:
@@ -90,7 +107,10 @@ def run(config: Mapping[str, Any], out: Callable[[str], None] = say, systemctl: 
     try:
         jobs = list_jobs(config["dashboard_url"], token)
     except Exception as exc:  # pylint: disable=broad-except
-        out("idle guard (%s): cannot read Ray's jobs at %s (%s); not releasing anything" % (label, config["dashboard_url"], exc))
+        out(
+            "idle guard (%s): cannot read Ray's jobs at %s (%s); not releasing anything"
+            % (label, config["dashboard_url"], exc)
+        )
         return 1
     shown = call("show", "-p", "ActiveEnterTimestampMonotonic", UNIT)
     try:
@@ -103,19 +123,33 @@ def run(config: Mapping[str, Any], out: Callable[[str], None] = say, systemctl: 
     if not release:
         return 0
     stopped = call("stop", UNIT)
-    out("idle guard (%s): %s" % (label, "Ray stopped" if getattr(stopped, "returncode", 1) == 0 else
-                                 "stopping Ray failed (%s); releasing anyway" % getattr(stopped, "stderr", "").strip()))
+    out(
+        "idle guard (%s): %s"
+        % (
+            label,
+            "Ray stopped"
+            if getattr(stopped, "returncode", 1) == 0
+            else "stopping Ray failed (%s); releasing anyway" % getattr(stopped, "stderr", "").strip(),
+        )
+    )
     released, ok = release_rentals(config, out)
-    out("idle guard (%s): released %s" % (label, ", ".join(released) or "nothing (no rental is named or tagged %s)" % label))
+    out(
+        "idle guard (%s): released %s"
+        % (label, ", ".join(released) or "nothing (no rental is named or tagged %s)" % label)
+    )
     return 0 if ok else 1
 
 
 def release_rentals(config: Mapping[str, Any], out: Callable[[str], None]) -> tuple[list[str], bool]:
     """``(released ids, whether every API answered)``: the rentals of ``config['label']`` given back on both APIs - those
     named or tagged so, or in the head's record (``config['record']``). The idle guard's end, and a run's (on_end)."""
-    from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.client import HyperbolicClient, HyperbolicError
-    from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.rent import Rent
     from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import record as hyperbolic_record
+    from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.client import (
+        HyperbolicClient,
+        HyperbolicError,
+    )
+    from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.rent import Rent
+
     label = config["label"]
     released = []
     try:  # the rentals the API keeps no name for are the record's

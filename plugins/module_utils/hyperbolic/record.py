@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """The label record: which rentals a label owns, and what each costs an hour, kept where the rentals were made.
@@ -30,7 +29,7 @@ def read(path: str, label: str) -> dict[str, Any]:
     except FileNotFoundError:
         return {}
     except OSError as exc:
-        raise ValueError("the record %s cannot be read (%s)" % (path, exc.strerror or exc))
+        raise ValueError("the record %s cannot be read (%s)" % (path, exc.strerror or exc)) from exc
     return parse(text, label, "the record %s" % path)
 
 
@@ -39,8 +38,10 @@ def parse(text: str, label: str, what: str) -> dict[str, Any]:
     try:
         data = json.loads(text)
     except ValueError as exc:
-        raise ValueError("%s cannot be read (%s): it is half-written or damaged; remove it (the API's names still say "
-                         "which rentals are ours)" % (what, exc))
+        raise ValueError(
+            "%s cannot be read (%s): it is half-written or damaged; remove it (the API's names still say "
+            "which rentals are ours)" % (what, exc)
+        ) from exc
     if not isinstance(data, dict) or not isinstance(data.get("rentals"), dict):
         raise ValueError("%s is not a rentals record; remove it or name another file" % what)
     if data.get("label") != label:
@@ -50,7 +51,9 @@ def parse(text: str, label: str, what: str) -> dict[str, Any]:
 
 def of_api(record: Mapping[str, Any] | None, api: str) -> dict[str, Any]:
     """The record with only its rentals on ``api``."""
-    rentals = {i: r for i, r in ((record or {}).get("rentals") or {}).items() if isinstance(r, dict) and r.get("api") == api}
+    rentals = {
+        i: r for i, r in ((record or {}).get("rentals") or {}).items() if isinstance(r, dict) and r.get("api") == api
+    }
     return dict(record or {}, rentals=rentals) if record else {}
 
 
@@ -86,16 +89,25 @@ def update(path: str, label: str, api: str, result: Mapping[str, Any]) -> dict[s
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     for view in result.get("instances") or []:
         # A name is one machine: an entry of the same name under another id is a rental the provider ended.
-        for ident in [i for i, r in rentals.items() if i != str(view["id"]) and isinstance(r, dict)
-                      and r.get("name") == view["name"] and r.get("api") == api]:
+        for ident in [
+            i
+            for i, r in rentals.items()
+            if i != str(view["id"]) and isinstance(r, dict) and r.get("name") == view["name"] and r.get("api") == api
+        ]:
             rentals.pop(ident)
         old = rentals.get(str(view["id"])) or {}
         cost = view.get("cost_per_hour")
         if cost is None:
             cost = prices.get(view["name"], old.get("cost_per_hour"))
-        rentals[str(view["id"])] = dict(api=api, name=view["name"], cost_per_hour=cost, gpu_type=view.get("gpu_model"),
-                                        gpu_count=view.get("gpu_count"), region=view.get("region"),
-                                        rented_at=old.get("rented_at") or now)
+        rentals[str(view["id"])] = dict(
+            api=api,
+            name=view["name"],
+            cost_per_hour=cost,
+            gpu_type=view.get("gpu_model"),
+            gpu_count=view.get("gpu_count"),
+            region=view.get("region"),
+            rented_at=old.get("rented_at") or now,
+        )
     if not rentals:
         if os.path.exists(path):
             os.unlink(path)

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Renting and releasing Hyperbolic machines, through the collection's one client (hyperbolic.py), on either API.
@@ -37,7 +36,13 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.client import (
-    HyperbolicError, HyperbolicNotFound, extract_items, normalize_marketplace, normalize_on_demand, one_line)
+    HyperbolicError,
+    HyperbolicNotFound,
+    extract_items,
+    normalize_marketplace,
+    normalize_on_demand,
+    one_line,
+)
 
 if TYPE_CHECKING:
     from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.client import HyperbolicClient
@@ -80,8 +85,10 @@ CONSOLE = "check the label's rentals in Hyperbolic's console (the rentals list) 
 def check_label(label: object) -> str:
     """'' when ``label`` can tag instances (and name a Ray cluster and hosts), else why not."""
     if not isinstance(label, str) or not LABEL.match(label):
-        return ("label must be 1-40 lower-case letters, digits and '-' (not at either end), got %r: it names the "
-                "instances (<label>-0, <label>-1, ...), their Ray cluster and its hosts" % (label,))
+        return (
+            "label must be 1-40 lower-case letters, digits and '-' (not at either end), got %r: it names the "
+            "instances (<label>-0, <label>-1, ...), their Ray cluster and its hosts" % (label,)
+        )
     return ""
 
 
@@ -111,13 +118,26 @@ def machine(item: Any) -> dict[str, Any] | None:
         cents = float(price.get("amount")) if price.get("amount") is not None else None
     except (TypeError, ValueError):
         return None
-    return dict(node=str(item["id"]), cluster=str(item.get("cluster_name") or ""), status=str(item.get("status") or ""),
-                reserved=bool(item.get("reserved")), free=max(0, free), model=str(gpus[0].get("model") or "") if gpus else "",
-                cents=cents, region=str(location.get("region") or ""))
+    return dict(
+        node=str(item["id"]),
+        cluster=str(item.get("cluster_name") or ""),
+        status=str(item.get("status") or ""),
+        reserved=bool(item.get("reserved")),
+        free=max(0, free),
+        model=str(gpus[0].get("model") or "") if gpus else "",
+        cents=cents,
+        region=str(location.get("region") or ""),
+    )
 
 
-def choose(items: Iterable[Any] | None, count: int, gpu_model: str = "", gpu_count: int = 8,
-           max_price: float | None = None, region: str = "") -> tuple[list[dict[str, Any]], str]:
+def choose(
+    items: Iterable[Any] | None,
+    count: int,
+    gpu_model: str = "",
+    gpu_count: int = 8,
+    max_price: float | None = None,
+    region: str = "",
+) -> tuple[list[dict[str, Any]], str]:
     """Pick marketplace machines for ``count`` instances of ``gpu_count`` GPUs, cheapest first (a machine with room for
     two takes two). Returns ``(picks, why_not)``: picks are machine dicts, one per instance; why_not is '' when enough
     were found, else one line counting what matched at each step."""
@@ -128,8 +148,10 @@ def choose(items: Iterable[Any] | None, count: int, gpu_model: str = "", gpu_cou
     placed = [m for m in roomy if not region or m["region"] == region]
     cheap = [m for m in placed if max_price is None or (m["cents"] is not None and m["cents"] / 100.0 <= max_price)]
     picks: list[dict[str, Any]] = []
-    for m in sorted(cheap, key=lambda x: (x["cents"] if x["cents"] is not None else float("inf"), x["cluster"], x["node"])):
-        for dummy in range(m["free"] // gpu_count):
+    for m in sorted(
+        cheap, key=lambda x: (x["cents"] if x["cents"] is not None else float("inf"), x["cluster"], x["node"])
+    ):
+        for _dummy in range(m["free"] // gpu_count):
             if len(picks) < count:
                 picks.append(m)
     if len(picks) >= count:
@@ -145,11 +167,19 @@ def choose(items: Iterable[Any] | None, count: int, gpu_model: str = "", gpu_cou
     return picks, _no_match("the marketplace has", count, gpu_count, gpu_model, region, steps, len(picks))
 
 
-def _no_match(where: str, count: int, gpu_count: int, gpu_model: str, region: str, steps: Iterable[str],
-              found: int) -> str:
-    what = "%d instance(s) of %d x %s GPU%s" % (count, gpu_count, gpu_model or "any", "" if region == "" else " in " + region)
-    return ("no machine matches: %s needed, %s %s, room for %d; nothing was rented - try another gpu_model, region or "
-            "max_price, fewer nodes, or later" % (what, where, ", ".join(steps), found))
+def _no_match(
+    where: str, count: int, gpu_count: int, gpu_model: str, region: str, steps: Iterable[str], found: int
+) -> str:
+    what = "%d instance(s) of %d x %s GPU%s" % (
+        count,
+        gpu_count,
+        gpu_model or "any",
+        "" if region == "" else " in " + region,
+    )
+    return (
+        "no machine matches: %s needed, %s %s, room for %d; nothing was rented - try another gpu_model, region or "
+        "max_price, fewer nodes, or later" % (what, where, ", ".join(steps), found)
+    )
 
 
 def option(row: Any) -> dict[str, Any] | None:
@@ -162,19 +192,35 @@ def option(row: Any) -> dict[str, Any] | None:
         available = None if available is None else int(available)  # absent means unknown, never zero
     except (TypeError, ValueError):
         return None
-    return dict(gpu_type=row["gpuType"], gpu_count=count, region=str(row.get("region") or ""), cents=cents,
-                enabled=row.get("enabled") is True, machine_type=str(row.get("machineType") or ""), available=available)
+    return dict(
+        gpu_type=row["gpuType"],
+        gpu_count=count,
+        region=str(row.get("region") or ""),
+        cents=cents,
+        enabled=row.get("enabled") is True,
+        machine_type=str(row.get("machineType") or ""),
+        available=available,
+    )
 
 
-def choose_options(rows: Iterable[Any] | None, count: int, gpu_model: str = "", gpu_count: int = 8,
-                   max_price: float | None = None, region: str = "",
-                   machine_type: str = "virtual-machine") -> tuple[list[dict[str, Any]], str]:
+def choose_options(
+    rows: Iterable[Any] | None,
+    count: int,
+    gpu_model: str = "",
+    gpu_count: int = 8,
+    max_price: float | None = None,
+    region: str = "",
+    machine_type: str = "virtual-machine",
+) -> tuple[list[dict[str, Any]], str]:
     """Pick on-demand options for ``count`` rentals of ``gpu_count`` GPUs, cheapest per GPU-hour first (an option with
     ``totalAvailable`` N takes at most N). Returns ``(picks, why_not)`` as :func:`choose` does."""
     options = [o for o in (option(r) for r in rows or []) if o]
     enabled = [o for o in options if o["enabled"] and o["machine_type"] == machine_type]
-    model = [o for o in enabled if not gpu_model or _squash(gpu_model) in _squash(o["gpu_type"])
-             or _squash(o["gpu_type"]) in _squash(gpu_model)]
+    model = [
+        o
+        for o in enabled
+        if not gpu_model or _squash(gpu_model) in _squash(o["gpu_type"]) or _squash(o["gpu_type"]) in _squash(gpu_model)
+    ]
     sized = [o for o in model if o["gpu_count"] == gpu_count]
     placed = [o for o in sized if not region or o["region"] == region]
     cheap = [o for o in placed if max_price is None or o["cents"] / 100.0 / o["gpu_count"] <= max_price]
@@ -197,25 +243,45 @@ def choose_options(rows: Iterable[Any] | None, count: int, gpu_model: str = "", 
     return picks, _no_match("the on-demand API offers", count, gpu_count, gpu_model, region, steps, len(picks))
 
 
-def money(balance: Mapping[str, Any], new_cents: float, min_hours: float = 1.0, existing_cents: float = 0.0,
-          daily_budget: float | None = None, what: str = "") -> str:
+def money(
+    balance: Mapping[str, Any],
+    new_cents: float,
+    min_hours: float = 1.0,
+    existing_cents: float = 0.0,
+    daily_budget: float | None = None,
+    what: str = "",
+) -> str:
     """'' when the account can pay for the request, else the one line that says why not. ``balance``: the balance
     endpoint's answer; ``new_cents``: the request's cost per hour (cents), ``existing_cents`` the rest of the
     cluster's; ``daily_budget``: dollars a day the whole cluster may cost."""
     have = float(balance.get("balanceCents") or 0) + float(balance.get("maxOverdraftCents") or 0)
     need = new_cents * float(min_hours)
     if have < need:
-        return ("the balance, %s%s, does not cover %g hour(s) of this request (%s at %s/h = %s): add credit, rent "
-                "fewer or cheaper machines, or lower hyperbolic_min_hours; nothing was rented" % (
-                    dollars(float(balance.get("balanceCents") or 0)),
-                    " with %s overdraft" % dollars(float(balance["maxOverdraftCents"]))
-                    if balance.get("maxOverdraftCents") else " and no overdraft", float(min_hours), what,
-                    dollars(new_cents), dollars(need)))
+        return (
+            "the balance, %s%s, does not cover %g hour(s) of this request (%s at %s/h = %s): add credit, rent "
+            "fewer or cheaper machines, or lower hyperbolic_min_hours; nothing was rented"
+            % (
+                dollars(float(balance.get("balanceCents") or 0)),
+                " with %s overdraft" % dollars(float(balance["maxOverdraftCents"]))
+                if balance.get("maxOverdraftCents")
+                else " and no overdraft",
+                float(min_hours),
+                what,
+                dollars(new_cents),
+                dollars(need),
+            )
+        )
     if daily_budget is not None and (new_cents + existing_cents) * 24 / 100.0 > daily_budget:
-        return ("the cluster would cost %s a day (%s/h new%s), over daily_budget $%.2f: rent fewer or cheaper machines, "
-                "or raise the budget; nothing was rented" % (
-                    dollars((new_cents + existing_cents) * 24), dollars(new_cents),
-                    " + %s/h already rented" % dollars(existing_cents) if existing_cents else "", daily_budget))
+        return (
+            "the cluster would cost %s a day (%s/h new%s), over daily_budget $%.2f: rent fewer or cheaper machines, "
+            "or raise the budget; nothing was rented"
+            % (
+                dollars((new_cents + existing_cents) * 24),
+                dollars(new_cents),
+                " + %s/h already rented" % dollars(existing_cents) if existing_cents else "",
+                daily_budget,
+            )
+        )
     return ""
 
 
@@ -229,7 +295,13 @@ def meta(item: Any) -> dict[str, Any]:
     if not isinstance(item, dict):
         return {}
     holder: Any
-    holder = item if isinstance(item.get("userMetadata"), dict) else item.get("meta") if isinstance(item.get("meta"), dict) else {}
+    holder = (
+        item
+        if isinstance(item.get("userMetadata"), dict)
+        else item.get("meta")
+        if isinstance(item.get("meta"), dict)
+        else {}
+    )
     data: Any = holder.get("userMetadata") if isinstance(holder.get("userMetadata"), dict) else {}
     return data.get(META_KEY) if isinstance(data.get(META_KEY), dict) else {}
 
@@ -252,8 +324,11 @@ def ours(items: Iterable[Any] | None, label: str, record_ids: Iterable[object] |
     """The rentals of ``label`` that are not gone, sorted by name: named ``<label>-<n>`` (or tagged), or listed in the
     record by id. Others are never touched."""
     record_ids = {str(i) for i in record_ids or ()}
-    found = [i for i in items or [] if isinstance(i, dict) and (name_of(i, label) or str(i.get("id")) in record_ids)
-             and status_of(i) not in GONE]
+    found = [
+        i
+        for i in items or []
+        if isinstance(i, dict) and (name_of(i, label) or str(i.get("id")) in record_ids) and status_of(i) not in GONE
+    ]
     return sorted(found, key=lambda i: (name_of(i, label), str(i.get("id") or "")))
 
 
@@ -265,10 +340,14 @@ def listed_twice(items: Iterable[Mapping[str, Any]] | None, label: str) -> str:
     twice = {i: n for i, n in by_id.items() if len(n) > 1}
     if not twice:
         return ""
-    return "the API lists %s: the provider's answer is contradictory (one id, several rentals), so which machine %s " \
-           "cannot be known" % ("; ".join("rental %s %d times (as %s)" % (i, len(n), ", ".join(n))
-                                          for i, n in sorted(twice.items())),
-                                "is which" if len(twice) > 1 else "%s is" % next(iter(twice)))
+    return (
+        "the API lists %s: the provider's answer is contradictory (one id, several rentals), so which machine %s "
+        "cannot be known"
+        % (
+            "; ".join("rental %s %d times (as %s)" % (i, len(n), ", ".join(n)) for i, n in sorted(twice.items())),
+            "is which" if len(twice) > 1 else "%s is" % next(iter(twice)),
+        )
+    )
 
 
 def names(existing: Iterable[Any], label: str, count: int) -> list[str]:
@@ -289,8 +368,13 @@ def created_id(answer: Any) -> str:
     if not isinstance(answer, dict):
         return ""
     inst: Any = answer.get("instance") if isinstance(answer.get("instance"), dict) else {}
-    for value in (answer.get("instance_name"), answer.get("instanceName"), answer.get("instance_id"), answer.get("id"),
-                  inst.get("id")):
+    for value in (
+        answer.get("instance_name"),
+        answer.get("instanceName"),
+        answer.get("instance_id"),
+        answer.get("id"),
+        inst.get("id"),
+    ):
         if value not in (None, ""):
             return str(value)
     return ""
@@ -304,7 +388,9 @@ def ssh_banner(host: str, port: int | str, timeout: float = 5.0) -> str:
             banner = sock.recv(256)
     except (OSError, ValueError) as exc:
         return "SSH at %s:%s: %s" % (host, port, one_line(exc, 120))
-    return "" if banner.startswith(b"SSH-") else "SSH at %s:%s answered %r, not an SSH banner" % (host, port, banner[:40])
+    return (
+        "" if banner.startswith(b"SSH-") else "SSH at %s:%s answered %r, not an SSH banner" % (host, port, banner[:40])
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -323,20 +409,34 @@ class Marketplace:
         data = self.client.request_json("GET", INSTANCES_PATH)
         return extract_items("marketplace", data, self.client.api_url + INSTANCES_PATH)
 
-    def plan(self, need: int, gpu_model: str, gpu_count: int, max_price: float | None, region: str,
-             machine_type: str) -> tuple[list[dict[str, Any]], str]:
+    def plan(
+        self, need: int, gpu_model: str, gpu_count: int, max_price: float | None, region: str, machine_type: str
+    ) -> tuple[list[dict[str, Any]], str]:
         data = self.client.request_json("POST", MACHINES_PATH, {"filters": {}})
         if not isinstance(data, dict) or not isinstance(data.get("instances"), list):
-            raise HyperbolicError("the marketplace listing (POST %s) is not {\"instances\": [...]}" % MACHINES_PATH)
+            raise HyperbolicError('the marketplace listing (POST %s) is not {"instances": [...]}' % MACHINES_PATH)
         picks, why = choose(data["instances"], need, gpu_model, gpu_count, max_price, region)
-        return [dict(where="%s/%s" % (m["cluster"], m["node"]), cluster_name=m["cluster"], node_name=m["node"],
-                     gpu_type=m["model"], gpu_count=gpu_count, region=m["region"],
-                     cents_per_hour=(m["cents"] or 0) * gpu_count, price_per_gpu_hour=(m["cents"] or 0) / 100.0)
-                for m in picks], why
+        return [
+            dict(
+                where="%s/%s" % (m["cluster"], m["node"]),
+                cluster_name=m["cluster"],
+                node_name=m["node"],
+                gpu_type=m["model"],
+                gpu_count=gpu_count,
+                region=m["region"],
+                cents_per_hour=(m["cents"] or 0) * gpu_count,
+                price_per_gpu_hour=(m["cents"] or 0) / 100.0,
+            )
+            for m in picks
+        ], why
 
     def create(self, offer: Mapping[str, Any], label: str, name: str, ssh_public_key: str) -> str:
-        body = {"cluster_name": offer["cluster_name"], "node_name": offer["node_name"], "gpu_count": offer["gpu_count"],
-                "userMetadata": {META_KEY: {"label": label, "name": name}}}
+        body = {
+            "cluster_name": offer["cluster_name"],
+            "node_name": offer["node_name"],
+            "gpu_count": offer["gpu_count"],
+            "userMetadata": {META_KEY: {"label": label, "name": name}},
+        }
         return created_id(self.client.request_json("POST", CREATE_PATH, body, retry=False))
 
     def terminate(self, ident: str) -> None:
@@ -358,8 +458,9 @@ class OnDemand:
         data = self.client.request_json("GET", RENTALS_PATH)
         return extract_items("on_demand", data, self.client.api_url + RENTALS_PATH)
 
-    def plan(self, need: int, gpu_model: str, gpu_count: int, max_price: float | None, region: str,
-             machine_type: str) -> tuple[list[dict[str, Any]], str]:
+    def plan(
+        self, need: int, gpu_model: str, gpu_count: int, max_price: float | None, region: str, machine_type: str
+    ) -> tuple[list[dict[str, Any]], str]:
         rows = self.client.request_json("GET", OPTIONS_PATH)
         if not isinstance(rows, list):
             raise HyperbolicError("the on-demand options (GET %s) are not a JSON array" % OPTIONS_PATH)
@@ -367,14 +468,27 @@ class OnDemand:
         if machine_type == "bare-metal" and not why:
             # The options list bare-metal rows, but no public client rents them through this API (docs/INVENTORY.md):
             # a guessed route could rent something unintended, so say what exists and how to use it instead.
-            return [], ("the on-demand API lists %d matching bare-metal option(s) (cheapest %s at $%.2f/h) but no "
-                        "public client documents a route to rent them: rent bare metal in Hyperbolic's console, then "
-                        "list it with the inventory plugin (one host per node)" % (
-                            len(picks), "%s x %s in %s" % (picks[0]["gpu_count"], picks[0]["gpu_type"], picks[0]["region"]),
-                            picks[0]["cents"] / 100.0))
-        return [dict(where="%s x %s in %s" % (o["gpu_count"], o["gpu_type"], o["region"]), gpu_type=o["gpu_type"],
-                     gpu_count=o["gpu_count"], region=o["region"], cents_per_hour=o["cents"],
-                     price_per_gpu_hour=round(o["cents"] / 100.0 / o["gpu_count"], 4)) for o in picks], why
+            return [], (
+                "the on-demand API lists %d matching bare-metal option(s) (cheapest %s at $%.2f/h) but no "
+                "public client documents a route to rent them: rent bare metal in Hyperbolic's console, then "
+                "list it with the inventory plugin (one host per node)"
+                % (
+                    len(picks),
+                    "%s x %s in %s" % (picks[0]["gpu_count"], picks[0]["gpu_type"], picks[0]["region"]),
+                    picks[0]["cents"] / 100.0,
+                )
+            )
+        return [
+            dict(
+                where="%s x %s in %s" % (o["gpu_count"], o["gpu_type"], o["region"]),
+                gpu_type=o["gpu_type"],
+                gpu_count=o["gpu_count"],
+                region=o["region"],
+                cents_per_hour=o["cents"],
+                price_per_gpu_hour=round(o["cents"] / 100.0 / o["gpu_count"], 4),
+            )
+            for o in picks
+        ], why
 
     def create(self, offer: Mapping[str, Any], label: str, name: str, ssh_public_key: str) -> str:
         # region always: left out, it defaults to a disabled one (lisa-rtm's REGION_DISABLED note).
@@ -396,10 +510,18 @@ def _view(record: Mapping[str, Any], item: Mapping[str, Any], label: str) -> dic
     """What a play needs of one rental: name, id, status, SSH address, GPUs, region, price (dollars an hour, when the
     API says)."""
     ssh = record.get("ssh") or {}
-    view = dict(name=name_of(item, label) or record["id"], id=record["id"], status=status_of(item),
-                host=ssh.get("host") or "", port=ssh.get("port") or 22, user=ssh.get("user") or "",
-                gpu_model=record.get("gpu_type") or "", gpu_count=record.get("gpu_count"), region=record.get("region") or "",
-                cost_per_hour=record.get("cost_per_hour"))
+    view = dict(
+        name=name_of(item, label) or record["id"],
+        id=record["id"],
+        status=status_of(item),
+        host=ssh.get("host") or "",
+        port=ssh.get("port") or 22,
+        user=ssh.get("user") or "",
+        gpu_model=record.get("gpu_type") or "",
+        gpu_count=record.get("gpu_count"),
+        region=record.get("region") or "",
+        cost_per_hour=record.get("cost_per_hour"),
+    )
     if record.get("ssh_error"):  # SSH details given but refused (a loopback host): the wait's line says why
         view["ssh_error"] = record["ssh_error"]
     return view
@@ -415,9 +537,16 @@ BACKENDS: dict[str, type[OnDemand] | type[Marketplace]] = {"on_demand": OnDemand
 class Rent:
     """Rent (present) or release (absent) the rentals of one label, on ``api`` (on_demand or marketplace)."""
 
-    def __init__(self, client: HyperbolicClient, sleep: Callable[[float], None] = time.sleep,
-                 clock: Callable[[], float] = time.monotonic, probe: Callable[[str, int | str], str] = ssh_banner,
-                 log: Callable[[str], None] | None = None, api: str = "marketplace", record_ids: Iterable[object] = ()):
+    def __init__(
+        self,
+        client: HyperbolicClient,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        probe: Callable[[str, int | str], str] = ssh_banner,
+        log: Callable[[str], None] | None = None,
+        api: str = "marketplace",
+        record_ids: Iterable[object] = (),
+    ):
         if api not in BACKENDS:
             raise HyperbolicError("api must be one of %s, got %r" % (", ".join(APIS), api))
         self.client, self.sleep, self.clock, self.probe = client, sleep, clock, probe
@@ -445,34 +574,88 @@ class Rent:
             data = self.client.request_json("GET", BALANCE_PATH)
         except HyperbolicNotFound:
             data = self.client.request_json("GET", LEGACY_BALANCE_PATH)
-            data = {"balanceCents": (data or {}).get("credits"), "maxOverdraftCents": 0} if isinstance(data, dict) else None
-        if not isinstance(data, dict) or not isinstance(data.get("balanceCents"), (int, float)) \
-                or isinstance(data.get("balanceCents"), bool):
-            raise HyperbolicError("the balance (GET %s) is not {\"balanceCents\": N, ...}: not renting without knowing "
-                                  "it" % BALANCE_PATH)
+            data = (
+                {"balanceCents": (data or {}).get("credits"), "maxOverdraftCents": 0}
+                if isinstance(data, dict)
+                else None
+            )
+        if (
+            not isinstance(data, dict)
+            or not isinstance(data.get("balanceCents"), (int, float))
+            or isinstance(data.get("balanceCents"), bool)
+        ):
+            raise HyperbolicError(
+                'the balance (GET %s) is not {"balanceCents": N, ...}: not renting without knowing it' % BALANCE_PATH
+            )
         return data
 
-    def present(self, label: str, count: int, gpu_model: str = "", gpu_count: int = 8, max_price: float | None = None,
-                region: str = "", wait: bool = True, timeout: float = 900, keep_partial: bool = False,
-                check_mode: bool = False, min_hours: float = 1.0, daily_budget: float | None = None,
-                machine_type: str = "virtual-machine", ssh_public_key: str = "",
-                replace: Iterable[object] = ()) -> dict[str, Any]:
+    def present(
+        self,
+        label: str,
+        count: int,
+        gpu_model: str = "",
+        gpu_count: int = 8,
+        max_price: float | None = None,
+        region: str = "",
+        wait: bool = True,
+        timeout: float = 900,
+        keep_partial: bool = False,
+        check_mode: bool = False,
+        min_hours: float = 1.0,
+        daily_budget: float | None = None,
+        machine_type: str = "virtual-machine",
+        ssh_public_key: str = "",
+        replace: Iterable[object] = (),
+    ) -> dict[str, Any]:
         result: dict[str, Any]
         result = dict(changed=False, rented=[], released=[], would_rent=[], extra=0, api=self.api.name, replaced=[])
         self._label, self._made = label, []  # the names this call asks the API to rent, whatever ids it answers
         try:
-            return self._present(result, label, count, gpu_model, gpu_count, max_price, region, wait, timeout,
-                                 keep_partial, check_mode, min_hours, daily_budget, machine_type, ssh_public_key,
-                                 replace)
+            return self._present(
+                result,
+                label,
+                count,
+                gpu_model,
+                gpu_count,
+                max_price,
+                region,
+                wait,
+                timeout,
+                keep_partial,
+                check_mode,
+                min_hours,
+                daily_budget,
+                machine_type,
+                ssh_public_key,
+                replace,
+            )
         except Contradiction as exc:
             # Counted from such an answer, one rental would pass for two (or two for one): what this call rented is
             # released, and what it cannot tell apart is said.
-            why = str(exc) + ("; released %s to replace them" % ", ".join(result["replaced"]) if result["replaced"]
-                              else "")
+            why = str(exc) + (
+                "; released %s to replace them" % ", ".join(result["replaced"]) if result["replaced"] else ""
+            )
             self._give_up(result, keep_partial, why, advice=CONSOLE)
 
-    def _present(self, result, label, count, gpu_model, gpu_count, max_price, region, wait, timeout, keep_partial,
-                 check_mode, min_hours, daily_budget, machine_type, ssh_public_key, replace):
+    def _present(
+        self,
+        result,
+        label,
+        count,
+        gpu_model,
+        gpu_count,
+        max_price,
+        region,
+        wait,
+        timeout,
+        keep_partial,
+        check_mode,
+        min_hours,
+        daily_budget,
+        machine_type,
+        ssh_public_key,
+        replace,
+    ):
         have = self.ours(label)
         replaced = []
         if replace:
@@ -491,8 +674,14 @@ class Rent:
                 item["name"] = name
             new_cents = sum(p["cents_per_hour"] for p in plan)
             existing = sum(v["cost_per_hour"] or 0 for v in self.views(have, label)) * 100
-            why = money(self.balance(), new_cents, min_hours, existing, daily_budget,
-                        "%d x %s" % (need, plan[0]["where"] if len(set(p["where"] for p in plan)) == 1 else "machines"))
+            why = money(
+                self.balance(),
+                new_cents,
+                min_hours,
+                existing,
+                daily_budget,
+                "%d x %s" % (need, plan[0]["where"] if len(set(p["where"] for p in plan)) == 1 else "machines"),
+            )
             if why:
                 raise RentError(why)
             result["cost_per_hour"] = round((new_cents + existing) / 100.0, 4)
@@ -511,23 +700,34 @@ class Rent:
         mine = {str(i.get("id")): name_of(i, label) for i in have}
         foreign = [i for i in ids if i not in mine]
         if foreign:
-            raise RentError("replace names %s, which %s not a rental of label %s (its rentals: %s); nothing was released "
-                            "or rented" % (", ".join(foreign), "is" if len(foreign) == 1 else "are", label,
-                                           ", ".join("%s (%s)" % (k, v) for k, v in sorted(mine.items())) or "none"))
+            raise RentError(
+                "replace names %s, which %s not a rental of label %s (its rentals: %s); nothing was released "
+                "or rented"
+                % (
+                    ", ".join(foreign),
+                    "is" if len(foreign) == 1 else "are",
+                    label,
+                    ", ".join("%s (%s)" % (k, v) for k, v in sorted(mine.items())) or "none",
+                )
+            )
         if check_mode:
             return list(ids)
         released, failures, dummy = self.release(ids)
         if failures:
-            raise RentError("could not release %s to replace them (released %s): run again, or release them in "
-                            "Hyperbolic's console - they cost money; nothing was rented" % (
-                                "; ".join(failures), ", ".join(released) or "nothing"))
+            raise RentError(
+                "could not release %s to replace them (released %s): run again, or release them in "
+                "Hyperbolic's console - they cost money; nothing was rented"
+                % ("; ".join(failures), ", ".join(released) or "nothing")
+            )
         self.log("released %s to replace them" % ", ".join("%s (%s)" % (i, mine[i]) for i in released))
         deadline = self.clock() + timeout
         pause = POLL_FIRST
         while any(str(i.get("id")) in released for i in self.ours(label, check=False)):
             if self.clock() >= deadline:
-                raise RentError("released %s to replace them, but the API still lists them after %ss: nothing was "
-                                "rented; run again" % (", ".join(released), timeout))
+                raise RentError(
+                    "released %s to replace them, but the API still lists them after %ss: nothing was "
+                    "rented; run again" % (", ".join(released), timeout)
+                )
             self.sleep(pause)
             pause = min(POLL_MAX, pause * 1.5)
         return released
@@ -547,15 +747,21 @@ class Rent:
                 if ident and ident not in named:
                     result["rented"].append(ident)
                     named[ident] = item["name"]
-                    self.log("the answer to renting %s was lost (%s); the listing shows it as %s: adopted" % (
-                        item["name"], one_line(exc, 200), ident))
+                    self.log(
+                        "the answer to renting %s was lost (%s); the listing shows it as %s: adopted"
+                        % (item["name"], one_line(exc, 200), ident)
+                    )
                     continue
                 if not ident:
-                    self._give_up(result, keep_partial,
-                                  "renting %s (%s) failed: %s" % (item["name"], item["where"], exc))
+                    self._give_up(
+                        result, keep_partial, "renting %s (%s) failed: %s" % (item["name"], item["where"], exc)
+                    )
             ident = ident or self._find(label, item["name"])
             if not ident:
-                why = "the API accepted renting %s but names no rental, and the listing shows none called so" % item["name"]
+                why = (
+                    "the API accepted renting %s but names no rental, and the listing shows none called so"
+                    % item["name"]
+                )
                 self._give_up(result, keep_partial, why)
             if ident in named:
                 self._twice(label, item["name"], ident, named, result, keep_partial)
@@ -569,8 +775,13 @@ class Rent:
         found = self._find(label, name)
         if found and found not in named:
             result["rented"].append(found)  # this call's: released with the rest, counted once
-        self._give_up(result, keep_partial, "the API named rental %s for %s, the id it had given %s: the provider's "
-                      "answer is contradictory (one id, two rentals)" % (ident, name, named[ident]), advice=CONSOLE)
+        self._give_up(
+            result,
+            keep_partial,
+            "the API named rental %s for %s, the id it had given %s: the provider's "
+            "answer is contradictory (one id, two rentals)" % (ident, name, named[ident]),
+            advice=CONSOLE,
+        )
 
     def _find(self, label, name):
         try:
@@ -590,13 +801,17 @@ class Rent:
                 tail = self._left("no rental of this call has an id of its own to release")
             raise RentError("%s; %s%s" % (why, tail, advice))
         if keep_partial:
-            raise RentError("%s; kept what this call rented (keep_partial): %s - run again to complete, or release "
-                            "it with state=absent (teardown.yml -e release=true)%s" % (why, ", ".join(rented), advice))
+            raise RentError(
+                "%s; kept what this call rented (keep_partial): %s - run again to complete, or release "
+                "it with state=absent (teardown.yml -e release=true)%s" % (why, ", ".join(rented), advice)
+            )
         released, failures, dummy = self.release(rented)
         result["released"] = released
         tail = "released what this call rented: %s" % (", ".join(released) or "nothing")
         if failures:
-            tail += "; could NOT release %s: release them in Hyperbolic's console, they cost money" % "; ".join(failures)
+            tail += "; could NOT release %s: release them in Hyperbolic's console, they cost money" % "; ".join(
+                failures
+            )
         if advice:
             tail = self._left(tail)
         raise RentError("%s; %s%s" % (why, tail, advice))
@@ -608,14 +823,22 @@ class Rent:
             listed = self.ours(self._label, check=False)
         except HyperbolicError as exc:
             return "%s; the listing could not be read again (%s): look for %s in Hyperbolic's console" % (
-                tail, one_line(exc, 120), ", ".join(self._made))
-        left = ["%s (%s)" % (name_of(i, self._label), i.get("id")) for i in listed
-                if name_of(i, self._label) in self._made]
+                tail,
+                one_line(exc, 120),
+                ", ".join(self._made),
+            )
+        left = [
+            "%s (%s)" % (name_of(i, self._label), i.get("id")) for i in listed if name_of(i, self._label) in self._made
+        ]
         if not left:
             return "%s; the listing shows none of %s now" % (tail, ", ".join(self._made))
         one = len(left) == 1
         return "%s; the API still lists %s: release %s in Hyperbolic's console, %s money" % (
-            tail, ", ".join(left), "it" if one else "them", "it costs" if one else "they cost")
+            tail,
+            ", ".join(left),
+            "it" if one else "them",
+            "it costs" if one else "they cost",
+        )
 
     def _wait(self, label, result, timeout, keep_partial):
         deadline = self.clock() + timeout
@@ -624,8 +847,12 @@ class Rent:
             views = self.views(self.ours(label), label)
             failed = [v for v in views if v["status"] in FAILED]
             if failed:
-                self._give_up(result, keep_partial, "instance(s) %s ended %s" % (
-                    ", ".join(v["name"] for v in failed), "/".join(sorted({v["status"] for v in failed}))))
+                self._give_up(
+                    result,
+                    keep_partial,
+                    "instance(s) %s ended %s"
+                    % (", ".join(v["name"] for v in failed), "/".join(sorted({v["status"] for v in failed}))),
+                )
             # Running is not ready until SSH details come with it (SkyPilot's lesson): then a banner must answer.
             pending = [v for v in views if v["status"] not in ONLINE or not v["host"]]
             if not pending:
@@ -634,10 +861,17 @@ class Rent:
                     return views
                 last = "; ".join(problems)
             else:
-                last = ", ".join("%s is %s%s" % (
-                    v["name"], v["status"] or "unknown",
-                    ", its SSH details refused (%s)" % v["ssh_error"] if v.get("ssh_error") and not v["host"] else "")
-                    for v in pending)
+                last = ", ".join(
+                    "%s is %s%s"
+                    % (
+                        v["name"],
+                        v["status"] or "unknown",
+                        ", its SSH details refused (%s)" % v["ssh_error"]
+                        if v.get("ssh_error") and not v["host"]
+                        else "",
+                    )
+                    for v in pending
+                )
             if self.clock() >= deadline:
                 self._give_up(result, keep_partial, "not ready after %ss: %s" % (timeout, last))
             self.sleep(pause)
@@ -670,26 +904,42 @@ class Rent:
             # the call until the listing shows none of the label's, under any id.
             have = self.ours(label, check=False)
         except HyperbolicNotFound as exc:  # a retired API rents nothing any more, so nothing of ours is there
-            return dict(changed=False, released=[], would_release=[], rented=[], api=self.api.name,
-                        notes=["the %s API answered 404 (%s): nothing to release there" % (self.api.name, one_line(exc, 200))])
+            return dict(
+                changed=False,
+                released=[],
+                would_release=[],
+                rented=[],
+                api=self.api.name,
+                notes=["the %s API answered 404 (%s): nothing to release there" % (self.api.name, one_line(exc, 200))],
+            )
         ids = list(dict.fromkeys(str(i.get("id")) for i in have))
         twice = listed_twice(have, label)
         result: dict[str, Any]
-        result = dict(changed=bool(ids), released=[], would_release=ids if check_mode else [], rented=[],
-                      notes=[twice + "; each id is released once"] if twice else [], api=self.api.name)
+        result = dict(
+            changed=bool(ids),
+            released=[],
+            would_release=ids if check_mode else [],
+            rented=[],
+            notes=[twice + "; each id is released once"] if twice else [],
+            api=self.api.name,
+        )
         if check_mode or not ids:
             return result
         released, failures, notes = self.release(ids)
         result.update(released=released, notes=result["notes"] + notes)
         if failures:
-            raise RentError("could not release %s (released %s): run again, or release them in Hyperbolic's console - "
-                            "they cost money" % ("; ".join(failures), ", ".join(released) or "nothing"))
+            raise RentError(
+                "could not release %s (released %s): run again, or release them in Hyperbolic's console - "
+                "they cost money" % ("; ".join(failures), ", ".join(released) or "nothing")
+            )
         deadline = self.clock() + timeout
         pause = POLL_FIRST
         while self.ours(label, check=False):
             if self.clock() >= deadline:
-                raise RentError("released %s, but the API still lists instance(s) of %s after %ss: check Hyperbolic's "
-                                "console" % (", ".join(released), label, timeout))
+                raise RentError(
+                    "released %s, but the API still lists instance(s) of %s after %ss: check Hyperbolic's "
+                    "console" % (", ".join(released), label, timeout)
+                )
             self.sleep(pause)
             pause = min(POLL_MAX, pause * 1.5)
         return result

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """What a run cost: GPU-hours and dollars, from each node's hourly price as it was rented (host variables
@@ -32,7 +31,9 @@ def node_prices(hosts: Iterable[str] | None, hostvars: Mapping[str, Any]) -> lis
     for host in hosts or []:
         hv = hostvars[host] if host in hostvars else {}
         gpus = _number(hv.get(GPUS_VAR))
-        out.append(dict(host=host, cost_per_hour=_number(hv.get(PRICE_VAR)), gpu_count=None if gpus is None else int(gpus)))
+        out.append(
+            dict(host=host, cost_per_hour=_number(hv.get(PRICE_VAR)), gpu_count=None if gpus is None else int(gpus))
+        )
     return out
 
 
@@ -71,10 +72,14 @@ def run_cost(nodes: Sequence[Mapping[str, Any]], seconds: float | None) -> dict[
     priced = sum(1 for p in prices if p is not None)
     every_price = priced == len(nodes)
     every_count = all(g is not None for g in gpus)
-    return dict(seconds=round(seconds, 3), nodes=len(nodes), priced=priced,
-                cost_per_hour=round(sum(prices), 4) if every_price else None,
-                cost=round(sum(prices) * hours, 2) if every_price else None,
-                gpu_hours=round(sum(gpus) * hours, 3) if every_count else None)
+    return dict(
+        seconds=round(seconds, 3),
+        nodes=len(nodes),
+        priced=priced,
+        cost_per_hour=round(sum(prices), 4) if every_price else None,
+        cost=round(sum(prices) * hours, 2) if every_price else None,
+        gpu_hours=round(sum(gpus) * hours, 3) if every_count else None,
+    )
 
 
 def cost_line(cost: Mapping[str, Any] | None) -> str:
@@ -85,8 +90,10 @@ def cost_line(cost: Mapping[str, Any] | None) -> str:
     span = str(datetime.timedelta(seconds=int(round(cost["seconds"]))))
     gpu = "-" if cost["gpu_hours"] is None else "%.2f" % cost["gpu_hours"]
     if cost["cost"] is None:
-        money = "cost unknown (%d of %d node(s) priced: hosts not rented by provision.yml or listed by the inventory " \
-                "plugin carry no price)" % (cost["priced"], cost["nodes"])
+        money = (
+            "cost unknown (%d of %d node(s) priced: hosts not rented by provision.yml or listed by the inventory "
+            "plugin carry no price)" % (cost["priced"], cost["nodes"])
+        )
     else:
         money = "$%.2f (%d node(s) at $%.2f/h for %s)" % (cost["cost"], cost["nodes"], cost["cost_per_hour"], span)
     return "cost:          %s GPU-hours, %s" % (gpu, money)

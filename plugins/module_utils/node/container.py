@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Container mode (``ray_container_image``): which engine runs the node's image, whether the image is there (loaded
@@ -67,17 +66,25 @@ def archive_image(path: str) -> dict[str, Any]:
                 raise ContainerError("%s: its manifest.json is %d bytes; is it an image archive?" % (path, member.size))
             manifest = json.loads(cast(IO[bytes], tar.extractfile(member)).read().decode("utf-8"))
     except KeyError:
-        raise ContainerError("%s has no manifest.json: make it with `podman save -o FILE IMAGE` or `docker save -o FILE "
-                             "IMAGE` (docker-archive format)" % path)
+        raise ContainerError(
+            "%s has no manifest.json: make it with `podman save -o FILE IMAGE` or `docker save -o FILE "
+            "IMAGE` (docker-archive format)" % path
+        ) from None
     except FileNotFoundError:
-        raise ContainerError("ray_container_image_archive %s does not exist on this node: put the archive on the "
-                             "shared volume (podman save -o FILE IMAGE) or fix the path" % path)
+        raise ContainerError(
+            "ray_container_image_archive %s does not exist on this node: put the archive on the "
+            "shared volume (podman save -o FILE IMAGE) or fix the path" % path
+        ) from None
     except (OSError, tarfile.TarError, ValueError) as exc:
-        raise ContainerError("%s cannot be read as an image archive (%s): is the file whole? Save it again with "
-                             "`podman save -o FILE IMAGE`" % (path, exc.__class__.__name__))
+        raise ContainerError(
+            "%s cannot be read as an image archive (%s): is the file whole? Save it again with "
+            "`podman save -o FILE IMAGE`" % (path, exc.__class__.__name__)
+        ) from exc
     if not isinstance(manifest, list) or len(manifest) != 1 or not isinstance(manifest[0], dict):
-        raise ContainerError("%s holds %s images; save exactly one image into the archive" % (
-            path, len(manifest) if isinstance(manifest, list) else "no readable"))
+        raise ContainerError(
+            "%s holds %s images; save exactly one image into the archive"
+            % (path, len(manifest) if isinstance(manifest, list) else "no readable")
+        )
     config = str(manifest[0].get("Config") or "")
     found = image_id(os.path.basename(config).rsplit(".json", 1)[0])
     if not found:
@@ -117,8 +124,10 @@ def registry_of(ref: str) -> str:
 # from it, read-only - the cluster loads an image once, not once per node. The store is written through podman's own
 # ``--root`` with a run directory of its own (not the node's), one node at a time (a lock file in the store).
 STORAGE_CONF = "/etc/containers/storage.conf"
-STORE_HEADER = "# rlinfra.verl: written by rlinfra.verl.ray_container (ray_container_image_store); teardown.yml's purge " \
-               "removes it\n"
+STORE_HEADER = (
+    "# rlinfra.verl: written by rlinfra.verl.ray_container (ray_container_image_store); teardown.yml's purge "
+    "removes it\n"
+)
 STORE_RUNROOT = "/run/rlinfra-image-store"
 STORE_LOCK = ".rlinfra-load.lock"
 
@@ -130,10 +139,14 @@ def storage_info(run: _Run, engine_path: str) -> dict[str, str]:
         store: Any = json.loads(out)["store"] if rc == 0 else None  # None: TypeError below, caught
         info = {"driver": store["graphDriverName"], "graphroot": store["graphRoot"], "runroot": store["runRoot"]}
     except (ValueError, KeyError, TypeError):
-        raise ContainerError("podman info did not say where its store is (%s); check that podman works on this node "
-                             "(podman info); nothing was changed" % _last(err or out))
+        raise ContainerError(
+            "podman info did not say where its store is (%s); check that podman works on this node "
+            "(podman info); nothing was changed" % _last(err or out)
+        ) from None
     if not all(isinstance(v, str) and v for v in info.values()):
-        raise ContainerError("podman info named no store driver or root; check podman on this node; nothing was changed")
+        raise ContainerError(
+            "podman info named no store driver or root; check podman on this node; nothing was changed"
+        )
     return info
 
 
@@ -154,10 +167,14 @@ def store_info(run: _Run, engine_path: str, current_conf: str | None) -> dict[st
 def storage_conf(store: str, info: Mapping[str, str]) -> str:
     """The node's storage.conf listing ``store`` as a read-only image store, beside the node's own store unchanged
     (its driver and roots as podman reported them, so no image or container of the node's is lost)."""
+
     def q(value: object) -> str:
         return json.dumps(str(value))
-    return (STORE_HEADER + "[storage]\ndriver = %s\ngraphroot = %s\nrunroot = %s\n\n[storage.options]\n"
-            "additionalimagestores = [%s]\n" % (q(info["driver"]), q(info["graphroot"]), q(info["runroot"]), q(store)))
+
+    return (
+        STORE_HEADER + "[storage]\ndriver = %s\ngraphroot = %s\nrunroot = %s\n\n[storage.options]\n"
+        "additionalimagestores = [%s]\n" % (q(info["driver"]), q(info["graphroot"]), q(info["runroot"]), q(store))
+    )
 
 
 def storage_conf_plan(current: str | None, wanted: str, store: str, path: str = STORAGE_CONF) -> bool:
@@ -171,8 +188,10 @@ def storage_conf_plan(current: str | None, wanted: str, store: str, path: str = 
     listed = re.search(r"^\s*additionalimagestores\s*=.*%s" % re.escape(json.dumps(store)), current, re.M)
     if listed:
         return False
-    raise ContainerError("%s is this node's own (it was not written by rlinfra): add %s to its additionalimagestores "
-                         "under [storage.options], or unset ray_container_image_store; nothing was changed" % (path, store))
+    raise ContainerError(
+        "%s is this node's own (it was not written by rlinfra): add %s to its additionalimagestores "
+        "under [storage.options], or unset ray_container_image_store; nothing was changed" % (path, store)
+    )
 
 
 def check_store(store: str, graphroot: str) -> None:
@@ -181,18 +200,30 @@ def check_store(store: str, graphroot: str) -> None:
     own = normpath(graphroot)
     norm = normpath(store)
     if norm in owned.SYSTEM:
-        raise ContainerError("ray_container_image_store %s is a system directory: give a directory of its own on the "
-                             "shared volume (e.g. /data/rlinfra-images); nothing was changed" % store)
+        raise ContainerError(
+            "ray_container_image_store %s is a system directory: give a directory of its own on the "
+            "shared volume (e.g. /data/rlinfra-images); nothing was changed" % store
+        )
     if norm == own or norm.startswith(own + "/") or own.startswith(norm + "/"):
-        raise ContainerError("ray_container_image_store %s overlaps the node's own podman store %s: give a directory of "
-                             "its own on the shared volume; nothing was changed" % (store, graphroot))
+        raise ContainerError(
+            "ray_container_image_store %s overlaps the node's own podman store %s: give a directory of "
+            "its own on the shared volume; nothing was changed" % (store, graphroot)
+        )
     if os.path.islink(store):
-        raise ContainerError("ray_container_image_store %s is a symbolic link: give the directory itself; nothing was "
-                             "changed" % store)
+        raise ContainerError(
+            "ray_container_image_store %s is a symbolic link: give the directory itself; nothing was changed" % store
+        )
 
 
-def use_store(run: _Run, engine_path: str, store: str, info: Mapping[str, str], current_conf: str | None,
-              write_conf: Callable[[str], Any] | None, check: bool = False) -> bool:
+def use_store(
+    run: _Run,
+    engine_path: str,
+    store: str,
+    info: Mapping[str, str],
+    current_conf: str | None,
+    write_conf: Callable[[str], Any] | None,
+    check: bool = False,
+) -> bool:
     """Make the node's podman list ``store``: the store's layout made (podman's own, through its writer) before any
     storage.conf names it - podman refuses a listed store that is not one - then the node's storage.conf written
     when it must be (storage_conf_plan). ``info``: storage_info's answer, the store already checked (check_store);
@@ -207,9 +238,11 @@ def use_store(run: _Run, engine_path: str, store: str, info: Mapping[str, str], 
         files.makedirs(store, 0o755)
         rc, out, err = run(store_writer(engine_path, store) + ["images", "--quiet"])
         if rc != 0:
-            raise ContainerError("podman cannot make its image store in %s: %s; give a directory on the shared volume "
-                                 "that root can write, or unset ray_container_image_store; nothing else was changed" % (
-                                     store, _last(err or out)))
+            raise ContainerError(
+                "podman cannot make its image store in %s: %s; give a directory on the shared volume "
+                "that root can write, or unset ray_container_image_store; nothing else was changed"
+                % (store, _last(err or out))
+            )
     if must_write:
         write_conf(wanted)  # type: ignore[misc]  # None only in check mode, which returned above
     return must_write or made
@@ -220,9 +253,17 @@ def store_writer(engine_path: str, store: str) -> list[str]:
     return [engine_path, "--root", store, "--runroot", STORE_RUNROOT]
 
 
-def ensure_image(run: _Run, engine: str, engine_path: str, ref: str, archive: str = "",
-                 credentials: Mapping[str, Any] | None = None, auth_dir: str = "", check: bool = False,
-                 store: str = "") -> dict[str, Any]:
+def ensure_image(
+    run: _Run,
+    engine: str,
+    engine_path: str,
+    ref: str,
+    archive: str = "",
+    credentials: Mapping[str, Any] | None = None,
+    auth_dir: str = "",
+    check: bool = False,
+    store: str = "",
+) -> dict[str, Any]:
     """Make sure the engine holds the image; ``{"id", "digests", "loaded", "pulled"}``.
     From ``archive`` when given: loaded only when its image ID is not there yet (a re-run loads nothing), then tagged
     ``ref`` when the archive does not carry that name. Else ``ref`` is pulled only when missing - a tag is resolved
@@ -243,12 +284,16 @@ def ensure_image(run: _Run, engine: str, engine_path: str, ref: str, archive: st
                 return dict(result, id=wanted["id"], digests=[])
             rc, out, err = run(writer + ["load", "-i", archive])
             if rc != 0:
-                raise ContainerError("%s load of %s%s failed: %s; nothing else was changed" % (
-                    engine, archive, " into the shared image store %s" % store if store else "", _last(err or out)))
+                raise ContainerError(
+                    "%s load of %s%s failed: %s; nothing else was changed"
+                    % (engine, archive, " into the shared image store %s" % store if store else "", _last(err or out))
+                )
             have = inspect(run, engine_path, wanted["id"])
             if have is None:
-                raise ContainerError("%s loaded %s but holds no image %s afterwards; save the archive again" % (
-                    engine, archive, wanted["id"][:12]))
+                raise ContainerError(
+                    "%s loaded %s but holds no image %s afterwards; save the archive again"
+                    % (engine, archive, wanted["id"][:12])
+                )
         if ref and inspect(run, engine_path, ref) != have:
             result["tagged"] = True
             if not check:
@@ -256,7 +301,9 @@ def ensure_image(run: _Run, engine: str, engine_path: str, ref: str, archive: st
                 tagger = writer if store and inspect(run, writer, wanted["id"]) else [engine_path]
                 rc, out, err = run(tagger + ["tag", wanted["id"], ref])
                 if rc != 0:
-                    raise ContainerError("%s tag %s %s failed: %s" % (engine, wanted["id"][:12], ref, _last(err or out)))
+                    raise ContainerError(
+                        "%s tag %s %s failed: %s" % (engine, wanted["id"][:12], ref, _last(err or out))
+                    )
         return dict(result, **have)
     have = inspect(run, engine_path, ref)
     if have is not None:
@@ -276,8 +323,9 @@ def ensure_image(run: _Run, engine: str, engine_path: str, ref: str, archive: st
     return dict(result, **have)
 
 
-def _pull_logged_in(run: _Run, engine: str, writer: list[str], ref: str, credentials: Mapping[str, Any],
-                    auth_dir: str) -> tuple[int, str, str]:
+def _pull_logged_in(
+    run: _Run, engine: str, writer: list[str], ref: str, credentials: Mapping[str, Any], auth_dir: str
+) -> tuple[int, str, str]:
     """Log in through stdin into a directory of this call's own under ``auth_dir`` (root only, never a link), pull,
     and remove the login: a registry credential lives on the node for one pull, not for the cluster's life.
     ``(rc, out, err)`` of the pull."""
@@ -285,25 +333,42 @@ def _pull_logged_in(run: _Run, engine: str, writer: list[str], ref: str, credent
     try:
         files.private_dir(auth_dir)
     except OSError as e:
-        raise ContainerError("the registry login's directory %s cannot be used: %s; nothing was changed" % (
-            auth_dir, e.strerror or e))
+        raise ContainerError(
+            "the registry login's directory %s cannot be used: %s; nothing was changed" % (auth_dir, e.strerror or e)
+        ) from e
     session = tempfile.mkdtemp(dir=auth_dir, prefix="login-")
     try:
         registry = registry_of(ref)
         if engine == "docker":
-            login = writer + ["--config", session, "login", "--username", credentials["username"],
-                              "--password-stdin", registry]
+            login = writer + [
+                "--config",
+                session,
+                "login",
+                "--username",
+                credentials["username"],
+                "--password-stdin",
+                registry,
+            ]
             pull = writer + ["--config", session, "pull", ref]
         else:
             auth = os.path.join(session, "auth.json")
-            login = writer + ["login", "--authfile", auth, "--username", credentials["username"],
-                              "--password-stdin", registry]
+            login = writer + [
+                "login",
+                "--authfile",
+                auth,
+                "--username",
+                credentials["username"],
+                "--password-stdin",
+                registry,
+            ]
             pull = writer + ["pull", "--authfile", auth, ref]
         rc, out, err = run(login, data=credentials.get("password") or "")
         if rc != 0:
-            raise ContainerError("%s login to %s as %s was refused: %s; check ray_container_registry_username and "
-                                 "ray_container_registry_password; nothing was changed" % (
-                                     engine, registry, credentials["username"], _last(err or out)))
+            raise ContainerError(
+                "%s login to %s as %s was refused: %s; check ray_container_registry_username and "
+                "ray_container_registry_password; nothing was changed"
+                % (engine, registry, credentials["username"], _last(err or out))
+            )
         return run(pull)
     finally:
         shutil.rmtree(session, ignore_errors=True)  # made by this call (mkdtemp): no one else's
@@ -329,8 +394,16 @@ def gpu_args(engine: str, vendor: str, count: int | str | None) -> list[str]:
     if not count or str(count) == "0":
         return []
     if vendor == "amd":
-        return ["--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video",
-                "--security-opt", "seccomp=unconfined"]
+        return [
+            "--device",
+            "/dev/kfd",
+            "--device",
+            "/dev/dri",
+            "--group-add",
+            "video",
+            "--security-opt",
+            "seccomp=unconfined",
+        ]
     if vendor == "nvidia":
         return ["--device", "nvidia.com/gpu=all"] if engine == "podman" else ["--gpus", "all"]
     return []
@@ -351,8 +424,15 @@ def node_args(engine: str, vendor: str, count: int | str | None, env_names: Iter
     return " ".join(shlex.quote(a) for a in argv + gpu_args(engine, vendor, count))
 
 
-def run_prefix(engine: str, engine_path: str, name: str, mounts: Iterable[str], read_only: Iterable[str],
-               env_names: Iterable[str] = (), nofile: int | str | None = None) -> str:
+def run_prefix(
+    engine: str,
+    engine_path: str,
+    name: str,
+    mounts: Iterable[str],
+    read_only: Iterable[str],
+    env_names: Iterable[str] = (),
+    nofile: int | str | None = None,
+) -> str:
     """The start of the Ray unit's ``<engine> run`` line, up to the node's part (ARGS_PLACEHOLDER) and the image:
     host network and IPC (Ray's object store and NCCL's shared memory are the host's), ``--init`` to reap Ray's
     children, every mount at the same path inside as outside (so every path the collection computes holds inside).
@@ -377,8 +457,13 @@ def run_prefix(engine: str, engine_path: str, name: str, mounts: Iterable[str], 
 def state_content(found: Mapping[str, Any], ref: str, engine: str, store: str = "") -> str:
     """The record ray_node and ray_node_state read (its ``fingerprint``), as python_env_sync writes one for a venv;
     ``image_store`` when the image is the shared store's (a purge then leaves it to the other nodes)."""
-    record = {"fingerprint": fingerprint(found), "image": ref, "image_id": found["id"],
-              "digests": found.get("digests") or [], "engine": engine}
+    record = {
+        "fingerprint": fingerprint(found),
+        "image": ref,
+        "image_id": found["id"],
+        "digests": found.get("digests") or [],
+        "engine": engine,
+    }
     if store:
         record["image_store"] = store
     return json.dumps(record, indent=2, sort_keys=True) + "\n"
@@ -386,6 +471,7 @@ def state_content(found: Mapping[str, Any], ref: str, engine: str, store: str = 
 
 # Commands in a node's running container (``<engine> exec``): what runs with the image's Python on the node, e.g.
 # verl's model merger on the head (rlinfra.verl.verl_merge), so that it is the verl the jobs trained with.
+
 
 def exec_prefix(engine_path: str, name: str, env_names: Iterable[str] = (), interactive: bool = True) -> list[str]:
     """The start of ``<engine> exec [-i] [--env NAME ...] <name>``, the command to follow. Each environment variable
@@ -397,8 +483,9 @@ def exec_prefix(engine_path: str, name: str, env_names: Iterable[str] = (), inte
     return argv + [name]
 
 
-def python_command(args: Iterable[str], env: Mapping[str, str], venv: str = "",
-                   container: Mapping[str, Any] | None = None) -> tuple[list[str], dict[str, str]]:
+def python_command(
+    args: Iterable[str], env: Mapping[str, str], venv: str = "", container: Mapping[str, Any] | None = None
+) -> tuple[list[str], dict[str, str]]:
     """``(argv, environment)`` running ``python <args>`` with verl: from ``venv``, or - in container mode
     (``container``: ray_client.fact_container's answer) - inside the node's running Ray container with the image's
     ``python3``, the verl the jobs trained with. ``env``: what the command needs besides; in the container each is
@@ -425,5 +512,7 @@ def check_visible(run: _Run, engine_path: str, name: str, paths: Iterable[tuple[
     for shown, tested in paths:
         rc, dummy, dummy2 = run(exec_prefix(engine_path, name, interactive=False) + ["test", "-d", tested])
         if rc != 0:
-            raise ContainerError("%s is not visible inside the %s's container %s: add its volume to "
-                                 "ray_container_mounts and run site.yml" % (shown, role, name))
+            raise ContainerError(
+                "%s is not visible inside the %s's container %s: add its volume to "
+                "ray_container_mounts and run site.yml" % (shown, role, name)
+            )

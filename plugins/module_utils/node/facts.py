@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """The few facts the Ray roles read, found the way ansible.builtin.setup finds them, without its collectors.
@@ -52,7 +51,9 @@ def default_ipv4(route_text: str, addresses: Iterable[tuple[str, str, int]]) -> 
     if not interface:
         return {}
     on_interface = [(a, p) for i, a, p in addresses if i == interface]
-    address, prefix = next(((a, p) for a, p in on_interface if a == source), on_interface[0] if on_interface else (source, None))
+    address, prefix = next(
+        ((a, p) for a, p in on_interface if a == source), on_interface[0] if on_interface else (source, None)
+    )
     if not address:
         return {}
     out = dict(address=address, interface=interface, alias=interface)
@@ -71,7 +72,7 @@ def local_fact(path: str) -> Any:
         with open(path, encoding="utf-8") as handle:
             return json.load(handle)
     except (OSError, ValueError) as exc:
-        return "error loading fact - output of running \"%s\" was not utf-8 JSON: %s" % (path, exc)
+        return 'error loading fact - output of running "%s" was not utf-8 JSON: %s' % (path, exc)
 
 
 def ip_runner(module: Any) -> _Run:
@@ -80,6 +81,7 @@ def ip_runner(module: Any) -> _Run:
 
     def run(argv: list[str]) -> tuple[int, str, str]:
         return module.run_command([ip] + argv[1:]) if ip else (127, "", "ip not found")
+
     return run
 
 
@@ -139,14 +141,18 @@ def infiniband_ports(sysfs: str = "/sys/class/infiniband") -> list[dict[str, str
         except OSError:
             continue
         for port in ports:
-            def read(name, port=port):
+
+            def read(name, port=port, ports_dir=ports_dir):
                 try:
                     with open(os.path.join(ports_dir, port, name), encoding="utf-8") as handle:
                         return handle.read().strip()
                 except OSError:
                     return ""
+
             # state reads "4: ACTIVE"; link_layer "InfiniBand" or "Ethernet" (RoCE)
-            out.append(dict(hca=hca, port=port, state=read("state").split(":")[-1].strip(), link_layer=read("link_layer")))
+            out.append(
+                dict(hca=hca, port=port, state=read("state").split(":")[-1].strip(), link_layer=read("link_layer"))
+            )
     return out
 
 
@@ -166,6 +172,7 @@ def sysfs_links(names: Iterable[str], root: str = "/sys/class/net") -> dict[str,
                     return handle.read().strip()
             except OSError:  # carrier cannot be read on a down interface
                 return ""
+
         mtu, flags = read("mtu"), read("flags")
         if not mtu.isdigit() or not flags:
             return None
@@ -173,7 +180,9 @@ def sysfs_links(names: Iterable[str], root: str = "/sys/class/net") -> dict[str,
             admin_up = bool(int(flags, 16) & IFF_UP)
         except ValueError:
             return None
-        out[name] = dict(mtu=int(mtu), up=admin_up and (read("carrier") == "1" or read("operstate") in ("up", "unknown")))
+        out[name] = dict(
+            mtu=int(mtu), up=admin_up and (read("carrier") == "1" or read("operstate") in ("up", "unknown"))
+        )
     return out
 
 
@@ -184,11 +193,21 @@ def default_route_text(routes: Iterable[Mapping[str, Any]]) -> str:
     if not defaults:
         return ""
     r = defaults[0]
-    return " ".join([ROUTE_PROBE] + (["via", r["via"]] if r["via"] else []) + ["dev", r["dev"]] + (["src", r["src"]] if r["src"] else []))
+    return " ".join(
+        [ROUTE_PROBE]
+        + (["via", r["via"]] if r["via"] else [])
+        + ["dev", r["dev"]]
+        + (["src", r["src"]] if r["src"] else [])
+    )
 
 
-def network(run: _Run, sysfs: str = "/sys/class/infiniband", addresses: Sequence[tuple[str, str, int]] | None = None,
-            routes: list[dict[str, Any]] | None = None, netfs: str = "/sys/class/net") -> dict[str, Any]:
+def network(
+    run: _Run,
+    sysfs: str = "/sys/class/infiniband",
+    addresses: Sequence[tuple[str, str, int]] | None = None,
+    routes: list[dict[str, Any]] | None = None,
+    netfs: str = "/sys/class/net",
+) -> dict[str, Any]:
     """``ansible_rlinfra_net``: the interfaces (MTU, up), IPv4 addresses, main routes and RDMA ports, from which the
     controller chooses Ray's address and the interface collectives use (module_utils/ray/net.py)."""
     if routes is None:
@@ -200,14 +219,14 @@ def network(run: _Run, sysfs: str = "/sys/class/infiniband", addresses: Sequence
     if links is None:
         rc_link, text, dummy = run(["ip", "-o", "link", "show"])
         links = {k: v for k, v in (parse_links(text) if rc_link == 0 else {}).items() if k in named}
-    return dict(links=links,
-                addresses=[[i, a, p] for i, a, p in (addresses or [])],
-                routes=routes,
-                ib=infiniband_ports(sysfs))
+    return dict(
+        links=links, addresses=[[i, a, p] for i, a, p in (addresses or [])], routes=routes, ib=infiniband_ports(sysfs)
+    )
 
 
-def node_facts(run: _Run, fact_dir: str, names: Iterable[str], sysfs: str = "/sys/class/infiniband",
-               netfs: str = "/sys/class/net") -> dict[str, Any]:
+def node_facts(
+    run: _Run, fact_dir: str, names: Iterable[str], sysfs: str = "/sys/class/infiniband", netfs: str = "/sys/class/net"
+) -> dict[str, Any]:
     """The ``ansible_facts`` of M(rlinfra.verl.node_facts): ``run(argv) -> (rc, out, err)`` runs a command. Two
     processes (``ip`` for the addresses and the routes); the rest from sysfs."""
     rc_addr, addrs, dummy = run(["ip", "-4", "-o", "addr", "show"])
@@ -221,7 +240,9 @@ def node_facts(run: _Run, fact_dir: str, names: Iterable[str], sysfs: str = "/sy
         if value is not None:
             local[name] = value
     # Named as setup names them: the controller makes ansible_facts.X and, by default, the variable ansible_X of each.
-    return dict(ansible_default_ipv4=default_ipv4(route if rc == 0 else "", addresses),
-                ansible_all_ipv4_addresses=[a for i, a, p in addresses if not a.startswith("127.")],
-                ansible_rlinfra_net=network(run, sysfs, addresses, routes, netfs),
-                ansible_local=local)
+    return dict(
+        ansible_default_ipv4=default_ipv4(route if rc == 0 else "", addresses),
+        ansible_all_ipv4_addresses=[a for i, a, p in addresses if not a.startswith("127.")],
+        ansible_rlinfra_net=network(run, sysfs, addresses, routes, netfs),
+        ansible_local=local,
+    )

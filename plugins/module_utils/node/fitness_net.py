@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """The network part of fitness.yml, measured over the interface Ray and the collectives use: standard library only.
@@ -66,7 +65,9 @@ def stream(to_ip: str, port: int, nonce: str, seconds: float) -> dict[str, Any]:
         if not isinstance(answer, dict) or "bytes" not in answer:
             return dict(error="the receiver at %s answered %r" % (to_ip, answer))
         elapsed = max(float(answer.get("seconds") or 0), 1e-6)
-        return dict(bytes=int(answer["bytes"]), seconds=round(elapsed, 3), gbit=round(answer["bytes"] * 8 / elapsed / 1e9, 4))
+        return dict(
+            bytes=int(answer["bytes"]), seconds=round(elapsed, 3), gbit=round(answer["bytes"] * 8 / elapsed / 1e9, 4)
+        )
     except (OSError, ValueError) as exc:
         return dict(error="streaming to %s failed (%s)" % (to_ip, getattr(exc, "strerror", None) or exc))
     finally:
@@ -107,8 +108,15 @@ def serve(sock: socket.socket, nonce: str, lifetime: float, clock: Callable[[], 
                 if cmd == "sink":
                     _sink(conn)
                 elif cmd == "send":
-                    _send_json(conn, stream(str(request.get("to")), int(request.get("port")), nonce,
-                                            float(request.get("seconds") or 1.0)))
+                    _send_json(
+                        conn,
+                        stream(
+                            str(request.get("to")),
+                            int(request.get("port")),
+                            nonce,
+                            float(request.get("seconds") or 1.0),
+                        ),
+                    )
                 elif cmd == "ping":
                     _send_json(conn, dict(ok=True))
                 elif cmd == "bye":
@@ -116,6 +124,7 @@ def serve(sock: socket.socket, nonce: str, lifetime: float, clock: Callable[[], 
                     stop.set()
             except (OSError, ValueError, TypeError):
                 return
+
     sock.settimeout(0.5)
     while not stop.is_set() and clock() < end:
         try:
@@ -151,8 +160,12 @@ def start_agent(params: Mapping[str, Any], module: Any) -> dict[str, Any]:
             time.sleep(0.25)
             error = exc
     if sock is None:
-        return dict(failed=True, changed=False, msg="cannot listen on %s:%d for the network check (%s): is another "
-                    "fitness.yml running, or is ray_fitness_port taken?" % (ip, port, getattr(error, "strerror", "") or error))
+        return dict(
+            failed=True,
+            changed=False,
+            msg="cannot listen on %s:%d for the network check (%s): is another "
+            "fitness.yml running, or is ray_fitness_port taken?" % (ip, port, getattr(error, "strerror", "") or error),
+        )
     pid = os.fork()
     if pid:
         sock.close()
@@ -189,7 +202,7 @@ def rounds(names: Sequence[str]) -> list[list[tuple[str, str]]]:
     items: list[Any] = list(names) + ([None] if len(names) % 2 else [])  # None: the odd one out's bye
     n = len(items)
     out = []
-    for dummy in range(n - 1):
+    for _dummy in range(n - 1):
         pairs = [(items[i], items[n - 1 - i]) for i in range(n // 2)]
         out.append([p for p in pairs if None not in p])
         items = [items[0], items[-1]] + items[1:-1]
@@ -207,15 +220,21 @@ def measure(params: Mapping[str, Any], module: Any) -> dict[str, Any]:
         return dict(changed=False, links=[], skipped=True)
 
     def one(src, dst):
-        answer = ask(nodes[src], port, dict(nonce=nonce, cmd="send", to=nodes[dst], port=port, seconds=seconds), timeout)
+        answer = ask(
+            nodes[src], port, dict(nonce=nonce, cmd="send", to=nodes[dst], port=port, seconds=seconds), timeout
+        )
         return dict({"from": src, "to": dst}, **answer)
+
     links = []
     hosts = sorted(nodes)
     if len(hosts) <= int(params["pairs_max"]):
         for group in rounds(hosts):
             for ordered in (group, [(b, a) for a, b in group]):
                 results = [None] * len(ordered)
-                threads = [threading.Thread(target=lambda i=i, p=p: results.__setitem__(i, one(*p))) for i, p in enumerate(ordered)]
+                threads = [
+                    threading.Thread(target=lambda i=i, p=p, results=results: results.__setitem__(i, one(*p)))
+                    for i, p in enumerate(ordered)
+                ]
                 for t in threads:
                     t.start()
                 for t in threads:
@@ -225,4 +244,4 @@ def measure(params: Mapping[str, Any], module: Any) -> dict[str, Any]:
         links = [one(h, head) for h in hosts if h != head]
     for ip in nodes.values():
         ask(ip, port, dict(nonce=nonce, cmd="bye"), 5.0)
-    return dict(changed=False, links=sorted(links, key=lambda l: (l["from"], l["to"])))
+    return dict(changed=False, links=sorted(links, key=lambda link: (link["from"], link["to"])))

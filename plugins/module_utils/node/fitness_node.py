@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """One node's part of fitness.yml, in one round trip: start the network agent (fitness_net.start_agent), read the
@@ -13,8 +12,8 @@ import glob
 import os
 from typing import Any, Mapping, Sequence
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.node import gpu_health
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import room
+from ansible_collections.rlinfra.verl.plugins.module_utils.node import gpu_health
 from ansible_collections.rlinfra.verl.plugins.module_utils.node.fitness_net import start_agent
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.node import detect_gpus
 
@@ -52,8 +51,19 @@ def gpu_report(params: Mapping[str, Any], module: Any, node: str) -> dict[str, A
     expected = params.get("expected_gpus")
     expected = count if expected in (None, "", "auto") else int(expected)
     out: dict[str, Any]
-    out = dict(vendor=vendor, count=count, expected=expected, driver=None, cuda=None, torch_cuda=None, gpus=[],
-               lines=[], notes=[], kernel_source="", kernel_events=[])
+    out = dict(
+        vendor=vendor,
+        count=count,
+        expected=expected,
+        driver=None,
+        cuda=None,
+        torch_cuda=None,
+        gpus=[],
+        lines=[],
+        notes=[],
+        kernel_source="",
+        kernel_events=[],
+    )
     if params.get("gpu") == "off":
         return out
     lines_kernel, source = kernel_lines(module)
@@ -65,11 +75,20 @@ def gpu_report(params: Mapping[str, Any], module: Any, node: str) -> dict[str, A
     if vendor == "nvidia" or module.get_bin_path("nvidia-smi"):
         got = _run(module, ["nvidia-smi", "-q", "-x"])
         if got is None:
-            out["lines"].append("%s: %d NVIDIA GPU device(s) but no nvidia-smi: install the NVIDIA driver's utilities" % (node, count))
+            out["lines"].append(
+                "%s: %d NVIDIA GPU device(s) but no nvidia-smi: install the NVIDIA driver's utilities" % (node, count)
+            )
             return out
         if got[0] != 0:
-            out["lines"].append("%s: nvidia-smi failed (%s): the driver is not loaded or a GPU is lost" % (
-                node, (got[2] or got[1]).strip().splitlines()[-1][:200] if (got[2] or got[1]).strip() else "rc %d" % got[0]))
+            out["lines"].append(
+                "%s: nvidia-smi failed (%s): the driver is not loaded or a GPU is lost"
+                % (
+                    node,
+                    (got[2] or got[1]).strip().splitlines()[-1][:200]
+                    if (got[2] or got[1]).strip()
+                    else "rc %d" % got[0],
+                )
+            )
             return out
         try:
             report = gpu_health.parse_nvidia_xml(got[1])
@@ -85,9 +104,14 @@ def gpu_report(params: Mapping[str, Any], module: Any, node: str) -> dict[str, A
                     dcgm = gpu_health.parse_dcgmi_diag(diag[1])
                 except ValueError as exc:
                     out["notes"].append("dcgmi diag: %s" % exc)
-        out["lines"] += gpu_health.gpu_lines(report, expected_count=expected,
-                                             xid_events=[e for e in events if e.get("kind") == "xid"], dcgm=dcgm,
-                                             torch_cuda=torch_cuda if has_torch else None, node=node)
+        out["lines"] += gpu_health.gpu_lines(
+            report,
+            expected_count=expected,
+            xid_events=[e for e in events if e.get("kind") == "xid"],
+            dcgm=dcgm,
+            torch_cuda=torch_cuda if has_torch else None,
+            node=node,
+        )
     elif vendor == "amd":
         got = _run(module, ["amd-smi", "metric", "--json"])
         if got is not None and got[0] == 0:
@@ -99,23 +123,34 @@ def gpu_report(params: Mapping[str, Any], module: Any, node: str) -> dict[str, A
             out["gpus"] = gpus
             for g in gpus:
                 if g.get("ecc_uncorrectable"):
-                    out["lines"].append("%s GPU %s: %d uncorrectable ECC errors" % (node, g.get("index"), g["ecc_uncorrectable"]))
+                    out["lines"].append(
+                        "%s GPU %s: %d uncorrectable ECC errors" % (node, g.get("index"), g["ecc_uncorrectable"])
+                    )
             if expected is not None and gpus and len(gpus) != expected:
                 out["lines"].append("%s: %d GPUs answer amd-smi, Ray will be offered %d" % (node, len(gpus), expected))
         else:
             out["notes"].append("amd-smi is not installed: only the GPU count was checked")
     elif expected:
-        out["lines"].append("%s: Ray will be offered %d GPU(s) but the node shows none (/dev/nvidia*, /dev/kfd)" % (node, expected))
+        out["lines"].append(
+            "%s: Ray will be offered %d GPU(s) but the node shows none (/dev/nvidia*, /dev/kfd)" % (node, expected)
+        )
     return out
 
 
 def check(params: Mapping[str, Any], module: Any) -> dict[str, Any]:
     """The node's check: ``{changed: False, listening, gpu, volumes, lines}``; ``lines`` name what makes it unfit."""
     node = params["node"]
-    agent = start_agent(dict(ip=params["ip"], port=params["port"], nonce=params["nonce"], lifetime=params["lifetime"]),
-                        module) if params.get("ip") else dict(listening="", skipped=True)
+    agent = (
+        start_agent(
+            dict(ip=params["ip"], port=params["port"], nonce=params["nonce"], lifetime=params["lifetime"]), module
+        )
+        if params.get("ip")
+        else dict(listening="", skipped=True)
+    )
     if agent.get("failed"):
         return dict(agent, msg="%s: %s" % (node, agent["msg"]))
     gpu = gpu_report(params, module, node)
     rows, room_lines = room.check_volumes(params.get("volumes") or [], node)
-    return dict(changed=False, listening=agent.get("listening", ""), gpu=gpu, volumes=rows, lines=gpu["lines"] + room_lines)
+    return dict(
+        changed=False, listening=agent.get("listening", ""), gpu=gpu, volumes=rows, lines=gpu["lines"] + room_lines
+    )

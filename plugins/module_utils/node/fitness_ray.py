@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """The parts of fitness.yml that run through the cluster itself, as one Ray job (the Jobs API, the cluster's own
@@ -69,17 +68,21 @@ def allreduce_rank(rank, world, init_method, backend, sizes_mib=(8, 64, 256), wa
 def table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """nccl-tests' all_reduce_perf table for ``rows``: its columns and widths, the out-of-place half (``#wrong`` is
     N/A: nothing is validated), and its ``# Avg bus bandwidth`` line."""
-    lines = ["#       size         count      type   redop    root     time   algbw   busbw #wrong",
-             "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)       "]
+    lines = [
+        "#       size         count      type   redop    root     time   algbw   busbw #wrong",
+        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)       ",
+    ]
     for r in rows:
-        lines.append("%12d  %12d  %8s  %6s  %6d  %7.1f  %6.2f  %6.2f  %5s" % (
-            r["bytes"], r["count"], "float", "sum", -1, r["time_us"], r["algbw"], r["busbw"], "N/A"))
+        lines.append(
+            "%12d  %12d  %8s  %6s  %6d  %7.1f  %6.2f  %6.2f  %5s"
+            % (r["bytes"], r["count"], "float", "sum", -1, r["time_us"], r["algbw"], r["busbw"], "N/A")
+        )
     if rows:
         lines.append("# Avg bus bandwidth    : %g " % round(sum(r["busbw"] for r in rows) / len(rows), 3))
     return lines
 
 
-SCRIPT = r'''
+SCRIPT = r"""
 import json, socket, sys, time
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy as Pin
@@ -150,9 +153,9 @@ elif P["allreduce"] != "off":
     except Exception as exc:
         out["allreduce"] = {"backend": backend, "world": world, "error": str(exc).splitlines()[0][:300]}
 print(%(mark)r + json.dumps(out), flush=True)
-'''
+"""
 
-RANK = r'''
+RANK = r"""
 class Rank:
     def run(self, rank, world, init, backend, sizes):
         import os
@@ -164,19 +167,35 @@ class Rank:
         ns = {}
         exec(compile(%(fn)r, "<allreduce_rank>", "exec"), ns)
         return ns["allreduce_rank"](rank, world, init, backend, sizes_mib=sizes, device=device)
-'''
+"""
 
 
 def _rank_code() -> str:
     return RANK % dict(fn=ALLREDUCE_CODE)
 
 
-def entrypoint(head_ip: str, object_mib: int = 16, pairs_max: int = 8, allreduce: str = "auto", store_port: int = 6386,
-               sizes_mib: Iterable[int] = SIZES_MIB, allreduce_timeout: float = 300) -> str:
+def entrypoint(
+    head_ip: str,
+    object_mib: int = 16,
+    pairs_max: int = 8,
+    allreduce: str = "auto",
+    store_port: int = 6386,
+    sizes_mib: Iterable[int] = SIZES_MIB,
+    allreduce_timeout: float = 300,
+) -> str:
     """The Ray job's command line: ``python -c`` of the script above, its parameters inside it."""
-    params = json.dumps(dict(head_ip=head_ip, object_mib=object_mib, pairs_max=pairs_max, allreduce=allreduce,
-                             store_port=store_port, sizes_mib=list(sizes_mib), allreduce_timeout=allreduce_timeout,
-                             rank_code=_rank_code()))
+    params = json.dumps(
+        dict(
+            head_ip=head_ip,
+            object_mib=object_mib,
+            pairs_max=pairs_max,
+            allreduce=allreduce,
+            store_port=store_port,
+            sizes_mib=list(sizes_mib),
+            allreduce_timeout=allreduce_timeout,
+            rank_code=_rank_code(),
+        )
+    )
     code = SCRIPT % dict(params=params, mark=MARK)
     encoded = base64.b64encode(code.encode()).decode()
     return "python -c \"import base64; exec(base64.b64decode('%s'))\"" % encoded
@@ -187,12 +206,12 @@ def parse(logs: str | None) -> dict[str, Any]:
     for line in reversed((logs or "").splitlines()):
         if line.startswith(MARK):
             try:
-                value = json.loads(line[len(MARK):])
+                value = json.loads(line[len(MARK) :])
             except ValueError as exc:
                 raise ValueError("the Ray check's result line is not JSON (%s)" % exc) from None
             if isinstance(value, dict):
                 return value
-    tail = [l for l in (logs or "").strip().splitlines() if l.strip()][-1:] or ["no output"]
+    tail = [line for line in (logs or "").strip().splitlines() if line.strip()][-1:] or ["no output"]
     raise ValueError("the Ray check printed no result (its log ends: %s)" % tail[0][:200])
 
 

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Whether a node's GPUs are fit to train on: the outputs of the GPU tools read into plain dicts, and the
@@ -127,8 +126,11 @@ def _text(elem: ET.Element | None, path: str) -> str | None:
     return value
 
 
-def _yes(value: str | None, yes: tuple[str, ...] = ("yes", "enabled", "active"),
-         no: tuple[str, ...] = ("no", "disabled", "not active")) -> bool | None:
+def _yes(
+    value: str | None,
+    yes: tuple[str, ...] = ("yes", "enabled", "active"),
+    no: tuple[str, ...] = ("no", "disabled", "not active"),
+) -> bool | None:
     if value is None:
         return None
     value = value.strip().lower()
@@ -157,7 +159,7 @@ def _first_line(text: object, width: int = 100) -> str:
     for line in str(text or "").splitlines():
         if line.strip():
             line = line.strip()
-            return line if len(line) <= width else line[:width - 3] + "..."
+            return line if len(line) <= width else line[: width - 3] + "..."
     return "(empty)"
 
 
@@ -269,11 +271,14 @@ def cuda_mismatch(driver_cuda: str | None, torch_cuda: str | None) -> str:  # py
     driver, built = _major_minor(driver_cuda), _major_minor(torch_cuda)
     if driver is None or built is None or driver[0] >= built[0]:
         return ""
-    return ("the driver supports CUDA %s, older than the CUDA %s torch in the environment was built for: update the "
-            "NVIDIA driver or install a torch built for CUDA %d" % (driver_cuda, torch_cuda, driver[0]))
+    return (
+        "the driver supports CUDA %s, older than the CUDA %s torch in the environment was built for: update the "
+        "NVIDIA driver or install a torch built for CUDA %d" % (driver_cuda, torch_cuda, driver[0])
+    )
 
 
 # dcgmi diag ------------------------------------------------------------------------------------------------------
+
 
 def _gpus_named(text):
     found = []
@@ -319,7 +324,9 @@ def _dcgm_row(state, name, raw):
         state["target"]["_raw"] += raw  # an Error's next line (DCGM wraps at the column width, mid-word)
     elif state["mode"] == "result":
         value = raw.strip()
-        fail = re.match(r"Fail\b(?:\s*-\s*(?:GPUs?\s*:\s*)?(.*))?", value) or re.match(r"GPU\s*(\d+)\s*:\s*Fail\b", value)
+        fail = re.match(r"Fail\b(?:\s*-\s*(?:GPUs?\s*:\s*)?(.*))?", value) or re.match(
+            r"GPU\s*(\d+)\s*:\s*Fail\b", value
+        )
         if fail:
             state["target"] = {"test": state["test"], "gpu": (fail.group(1) or "").strip() or None, "_raw": ""}
             failures.append(state["target"])
@@ -379,14 +386,14 @@ def parse_dcgmi_diag_json(text: str | None) -> dict[str, Any]:
     text = str(text or "")
     start, end = text.find("{"), text.rfind("}")
     try:
-        data = json.loads(text[start:end + 1]) if 0 <= start < end else None
+        data = json.loads(text[start : end + 1]) if 0 <= start < end else None
     except ValueError:
         data = None
     if not isinstance(data, dict):
         raise ValueError("not dcgmi diag JSON: %s" % _first_line(text))
     diag = data.get("DCGM GPU Diagnostic", data.get("DCGM Diagnostic"))
     if not isinstance(diag, dict):
-        raise ValueError("not dcgmi diag JSON: no \"DCGM GPU Diagnostic\" or \"DCGM Diagnostic\" object")
+        raise ValueError('not dcgmi diag JSON: no "DCGM GPU Diagnostic" or "DCGM Diagnostic" object')
     failures = []
     if diag.get("runtime_error"):
         failures.append({"test": "runtime", "gpu": None, "detail": str(diag["runtime_error"])})
@@ -407,6 +414,7 @@ def parse_dcgmi_diag_json(text: str | None) -> dict[str, Any]:
 
 
 # AMD -------------------------------------------------------------------------------------------------------------
+
 
 def _json(text, what):
     try:
@@ -452,12 +460,15 @@ def parse_amd_smi_metric(text: str | None) -> list[dict[str, Any]]:
     if isinstance(data, dict) and isinstance(data.get("gpu_data"), list):
         data = data["gpu_data"]
     if not isinstance(data, list) or not all(isinstance(item, dict) and "gpu" in item for item in data):
-        raise ValueError("not amd-smi metric JSON: expected a list of {\"gpu\": N, ...}")
+        raise ValueError('not amd-smi metric JSON: expected a list of {"gpu": N, ...}')
     gpus = []
     for item in data:
         status = str(_section(item, "power").get("throttle_status") or "").upper()
-        gpu = {"index": int(item["gpu"]), "hw_slowdown": None,
-               "throttled": {"THROTTLED": True, "UNTHROTTLED": False}.get(status)}
+        gpu = {
+            "index": int(item["gpu"]),
+            "hw_slowdown": None,
+            "throttled": {"THROTTLED": True, "UNTHROTTLED": False}.get(status),
+        }
         gpu.update((key, _amd_value(_section(item, part).get(name))) for key, (part, name) in AMD_SMI_METRICS.items())
         gpus.append(gpu)
     return gpus
@@ -490,13 +501,16 @@ def parse_rocm_smi(text: str | None) -> list[dict[str, Any]]:
     ``pcie_replay_count``, ``gpu_use_percent``; None for what the options did not ask for."""
     data = _json(text, "rocm-smi")
     if not isinstance(data, dict) or not any(re.match(r"card\d+$", str(k)) for k in data):
-        raise ValueError("not rocm-smi JSON: expected {\"card0\": {...}, ...}")
+        raise ValueError('not rocm-smi JSON: expected {"card0": {...}, ...}')
     gpus = []
     for key in sorted((k for k in data if re.match(r"card\d+$", k)), key=lambda k: int(k[4:])):
         card = {str(k).lower(): v for k, v in (data[key] or {}).items()}
         name = card.get("device name") or card.get("card series")
-        gpu = {"index": int(key[4:]), "name": str(name) if name not in (None, "", "N/A") else None,
-               "bus_id": card.get("pci bus")}
+        gpu = {
+            "index": int(key[4:]),
+            "name": str(name) if name not in (None, "", "N/A") else None,
+            "bus_id": card.get("pci bus"),
+        }
         gpu.update((out, _number(card.get(source))) for out, source in ROCM_SMI_NUMBERS.items())
         gpus.append(gpu)
     return gpus
@@ -555,8 +569,11 @@ def event_epoch(time: str | None, boot: float | str | None = None, now: float | 
             return None if boot is None else float(boot) + float(time)
         iso = re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(Z|[+-]\d\d:?\d\d)?$", time)
         if iso:  # %z reads Z, +0000 and +00:00
-            return _dt.datetime.strptime(time, "%Y-%m-%dT%H:%M:%S%z").timestamp() if iso.group(1) else \
-                local(time, "%Y-%m-%dT%H:%M:%S")
+            return (
+                _dt.datetime.strptime(time, "%Y-%m-%dT%H:%M:%S%z").timestamp()
+                if iso.group(1)
+                else local(time, "%Y-%m-%dT%H:%M:%S")
+            )
         words = time.split()
         if len(words) == 5:  # Fri Aug 30 11:43:09 2024
             return local(" ".join(words[1:]), "%b %d %H:%M:%S %Y")
@@ -571,7 +588,9 @@ def event_epoch(time: str | None, boot: float | str | None = None, now: float | 
 
 
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})[^)]*\):\s*(\d+)")
-_OFF_BUS = re.compile(r"NVRM: GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.\d)?: GPU has fallen off the bus")
+_OFF_BUS = re.compile(
+    r"NVRM: GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.\d)?: GPU has fallen off the bus"
+)
 _THE_GPU = re.compile(r"NVRM: The NVIDIA GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.\d)?\s*$")
 _EDAC_UE = re.compile(r"\bEDAC (\S+?):.*\b(?:UE|[Uu]ncorrected|[Uu]ncorrectable)\b")
 _AER_UE = re.compile(r"(?:(\S+): )?(?:AER: (?:Multiple )?Uncorrect(?:ed|able) \(|PCIe Bus Error: severity=Uncorrect)")
@@ -603,7 +622,10 @@ def _aer_device(match):
 _LINE_EVENTS = (
     (_XID, _xid_fields),
     (_OFF_BUS, lambda m: {"kind": "xid", "code": 79, "meaning": XID[79], "device": m.group(1)}),
-    (_EDAC_UE, lambda m: {"kind": "ecc", "meaning": "uncorrectable memory error (EDAC %s)" % m.group(1), "device": m.group(1)}),
+    (
+        _EDAC_UE,
+        lambda m: {"kind": "ecc", "meaning": "uncorrectable memory error (EDAC %s)" % m.group(1), "device": m.group(1)},
+    ),
     (_AER_UE, lambda m: {"kind": "ecc", "meaning": "uncorrected PCIe error (AER)", "device": _aer_device(m)}),
     (_OOM, lambda m: {"kind": "oom", "meaning": "killed %s (pid %s)" % (m.group(2), m.group(1))}),
     (_LINK_DOWN, lambda m: {"kind": "nic_down", "meaning": "link down", "device": m.group(1) or m.group(2)}),
@@ -643,8 +665,16 @@ def kernel_events(lines: str | Iterable[str] | None) -> list[dict[str, Any]]:
         if off_bus["device"]:
             off_bus["lines"].append(line.strip())
             if "fallen off the bus" in line:
-                events.append(_event("xid", " ".join(off_bus["lines"]), off_bus["time"], code=79, meaning=XID[79],
-                                     device=off_bus["device"]))
+                events.append(
+                    _event(
+                        "xid",
+                        " ".join(off_bus["lines"]),
+                        off_bus["time"],
+                        code=79,
+                        meaning=XID[79],
+                        device=off_bus["device"],
+                    )
+                )
                 off_bus["device"] = None
                 continue
             if len(off_bus["lines"]) >= 4:
@@ -661,10 +691,13 @@ def kernel_events(lines: str | Iterable[str] | None) -> list[dict[str, Any]]:
 
 # Judgement -------------------------------------------------------------------------------------------------------
 
+
 def _pci_key(bus_id):
     """(domain, bus, device) of a PCI address as nvidia-smi (``00000000:3B:00.0``) or an Xid (``0000:3b:00``)
     writes it; None when it is not one."""
-    match = re.match(r"\s*(?:([0-9A-Fa-f]{1,8}):)?([0-9A-Fa-f]{1,2}):([0-9A-Fa-f]{1,2})(?:\.[0-7])?\s*$", str(bus_id or ""))
+    match = re.match(
+        r"\s*(?:([0-9A-Fa-f]{1,8}):)?([0-9A-Fa-f]{1,2}):([0-9A-Fa-f]{1,2})(?:\.[0-7])?\s*$", str(bus_id or "")
+    )
     if not match:
         return None
     return int(match.group(1) or "0", 16), int(match.group(2), 16), int(match.group(3), 16)
@@ -681,7 +714,7 @@ def _numbers(values):
 
 def _clip(text, width=120):
     text = re.sub(r"\s+", " ", str(text)).strip()
-    return text if len(text) <= width else text[:width - 3] + "..."
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def occurrence(events: Iterable[Mapping[str, Any]] | None) -> str:
@@ -710,14 +743,21 @@ def _dcgm_line(failure):
     if gpu:
         gpu = " on all GPUs" if str(gpu).lower() == "all" else " on " + _numbers(re.split(r"\s*,\s*", str(gpu)))
     detail = failure.get("detail")
-    return "dcgmi diag: %s failed%s%s" % (failure.get("test") or "a test", gpu or "", " (%s)" % _clip(detail) if detail else "")
+    return "dcgmi diag: %s failed%s%s" % (
+        failure.get("test") or "a test",
+        gpu or "",
+        " (%s)" % _clip(detail) if detail else "",
+    )
 
 
 def _node_lines(report, gpus, expected_count, torch_version, at_node):
     lines = []
     if expected_count is not None and len(gpus) != int(expected_count):
         answer = "answers" if len(gpus) == 1 else "answer"
-        lines.append("%s%s %s nvidia-smi, Ray will be offered %d" % (at_node, _plural(len(gpus), "GPU"), answer, int(expected_count)))
+        lines.append(
+            "%s%s %s nvidia-smi, Ray will be offered %d"
+            % (at_node, _plural(len(gpus), "GPU"), answer, int(expected_count))
+        )
     mismatch = cuda_mismatch(report.get("cuda_version"), torch_version)
     if mismatch:
         lines.append(at_node + mismatch)
@@ -763,10 +803,14 @@ def _severe_xids(gpus, xid_events):
     return xids
 
 
-def gpu_lines(report: Mapping[str, Any] | None,  # pylint: disable=too-many-arguments,too-many-positional-arguments
-              expected_count: int | str | None = None, xid_events: Iterable[Mapping[str, Any]] = (),
-              dcgm: Mapping[str, Any] | None = None,
-              torch_cuda: str | None = None, node: str = "") -> list[str]:  # pylint: disable=redefined-outer-name
+def gpu_lines(
+    report: Mapping[str, Any] | None,  # pylint: disable=too-many-arguments,too-many-positional-arguments
+    expected_count: int | str | None = None,
+    xid_events: Iterable[Mapping[str, Any]] = (),
+    dcgm: Mapping[str, Any] | None = None,
+    torch_cuda: str | None = None,
+    node: str = "",
+) -> list[str]:  # pylint: disable=redefined-outer-name
     """What is wrong with one node's GPUs, one line per problem (none: an empty list). ``report`` is
     :func:`parse_nvidia_xml`'s dict; ``expected_count`` the GPUs Ray will offer; ``xid_events`` from
     :func:`kernel_events` (only the severe ones count, see :func:`xid_severe`, put on a GPU by PCI address: nvidia-smi's
@@ -786,10 +830,16 @@ def gpu_lines(report: Mapping[str, Any] | None,  # pylint: disable=too-many-argu
     for gpu in gpus:
         prefix = "%sGPU %s (%s): " % (on_node, gpu.get("index"), gpu.get("bus_id") or "?")
         lines.extend(prefix + problem for problem in _gpu_problems(gpu))
-        lines.extend(prefix + _xid_text(events[0]) + occurrence(events)
-                     for (owner, _code), events in xids.items() if owner == ("gpu", gpu.get("index")))
-    lines.extend("%sGPU %s (not listed by nvidia-smi): %s%s" % (on_node, owner[1], _xid_text(events[0]), occurrence(events))
-                 for (owner, _code), events in xids.items() if owner[0] == "pci")
+        lines.extend(
+            prefix + _xid_text(events[0]) + occurrence(events)
+            for (owner, _code), events in xids.items()
+            if owner == ("gpu", gpu.get("index"))
+        )
+    lines.extend(
+        "%sGPU %s (not listed by nvidia-smi): %s%s" % (on_node, owner[1], _xid_text(events[0]), occurrence(events))
+        for (owner, _code), events in xids.items()
+        if owner[0] == "pci"
+    )
     if dcgm:
         failures = dcgm.get("failures") or []
         lines.extend(at_node + _dcgm_line(failure) for failure in failures)

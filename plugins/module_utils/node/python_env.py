@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """What a node's Python environment holds and needs, and its fingerprint.
@@ -26,7 +25,7 @@ STATE_FILE_NAME = "rlinfra-state.json"
 # Run by the environment's interpreter (json on stdin: {"roots": [...], "no_deps": [...]}, requirement strings). It parses with the
 # `packaging` that pip vendors (pip is always in the venv), so markers are evaluated exactly as the
 # installers evaluate them for this interpreter. Prints one JSON document, never raises.
-INSPECT_SCRIPT = r'''
+INSPECT_SCRIPT = r"""
 import json, re, sys
 try:
     from pip._vendor.packaging.requirements import Requirement
@@ -80,7 +79,7 @@ for dist in metadata.distributions():
             requires.append({"name": canon(req.name), "extras": sorted(req.extras), "when": when})
     dists[canon(name)] = {"name": name, "version": dist.version, "extras": extras, "requires": requires}
 print(json.dumps({"roots": roots, "no_deps": no_deps, "dists": dists}))
-'''
+"""
 
 
 def canonical(name: str) -> str:
@@ -98,8 +97,12 @@ def requirement_lines(packages: Iterable[Any] | None) -> list[str]:
     return out
 
 
-def needed(dists: Mapping[str, Any], roots: Iterable[Mapping[str, Any]], no_deps: Iterable[Mapping[str, Any]] = (),
-           keep: Iterable[str] = TOOLING) -> set[str]:
+def needed(
+    dists: Mapping[str, Any],
+    roots: Iterable[Mapping[str, Any]],
+    no_deps: Iterable[Mapping[str, Any]] = (),
+    keep: Iterable[str] = TOOLING,
+) -> set[str]:
     """Canonical names of the installed distributions the environment needs.
 
     ``dists``, ``roots`` and ``no_deps`` come from INSPECT_SCRIPT. Every root that applies is kept with what
@@ -129,8 +132,13 @@ def needed(dists: Mapping[str, Any], roots: Iterable[Mapping[str, Any]], no_deps
     return keep_set
 
 
-def unneeded(dists: Mapping[str, Any], roots: Sequence[Mapping[str, Any]], no_deps: Sequence[Mapping[str, Any]] = (),
-             keep: Iterable[str] = TOOLING, ignore_missing: bool = False) -> tuple[list[str], str | None]:
+def unneeded(
+    dists: Mapping[str, Any],
+    roots: Sequence[Mapping[str, Any]],
+    no_deps: Sequence[Mapping[str, Any]] = (),
+    keep: Iterable[str] = TOOLING,
+    ignore_missing: bool = False,
+) -> tuple[list[str], str | None]:
     """(names to remove as installed, sorted; reason to remove nothing, or None).
 
     Nothing is removed when a requirement cannot be named (a bare path or URL) or when one that applies is
@@ -140,12 +148,15 @@ def unneeded(dists: Mapping[str, Any], roots: Sequence[Mapping[str, Any]], no_de
     entries = list(roots) + list(no_deps)
     unnamed = [r["text"] for r in entries if not r.get("name")]
     if unnamed:
-        return [], ("cannot tell the project name of %s (write it as 'name @ URL'), so packages dropped from "
-                    "the lists are not removed" % ", ".join(repr(t) for t in unnamed))
+        return [], (
+            "cannot tell the project name of %s (write it as 'name @ URL'), so packages dropped from "
+            "the lists are not removed" % ", ".join(repr(t) for t in unnamed)
+        )
     missing = [r["text"] for r in entries if r.get("applies", True) and r["name"] not in dists]
     if missing and not ignore_missing:
         return [], "%s not installed, so packages dropped from the lists are not removed" % (
-            ", ".join(repr(t) for t in missing))
+            ", ".join(repr(t) for t in missing)
+        )
     keep_set = needed(dists, roots, no_deps, keep)
     return sorted((d["name"] for n, d in dists.items() if n not in keep_set), key=canonical), None
 
@@ -176,14 +187,20 @@ def fingerprint(python_version: str | None, frozen: Iterable[str]) -> str:
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
-def inputs_digest(packages: Iterable[Any] | None, no_build_isolation: Iterable[Any] | None = (),
-                  no_deps: Iterable[Any] | None = (), python_version: str | None = None) -> str:
+def inputs_digest(
+    packages: Iterable[Any] | None,
+    no_build_isolation: Iterable[Any] | None = (),
+    no_deps: Iterable[Any] | None = (),
+    python_version: str | None = None,
+) -> str:
     """sha256 of what decides the environment: the three requirement lists (order does not matter) and the
     interpreter. The same inputs on the same interpreter install the same environment."""
-    doc = {"packages": sorted(requirement_lines(packages)),
-           "no_build_isolation": sorted(requirement_lines(no_build_isolation)),
-           "no_deps": sorted(requirement_lines(no_deps)),
-           "python": python_version or ""}
+    doc = {
+        "packages": sorted(requirement_lines(packages)),
+        "no_build_isolation": sorted(requirement_lines(no_build_isolation)),
+        "no_deps": sorted(requirement_lines(no_deps)),
+        "python": python_version or "",
+    }
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode("utf-8")).hexdigest()
 
 
@@ -214,14 +231,16 @@ def uv_wheel(names: Iterable[str], machine: str) -> str | None:
     """The uv wheel in a wheelhouse listing that runs on this machine (``os.uname().machine``), or None.
     Its ``uv`` binary is all a new environment needs to install the rest, pip included."""
     arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(machine.lower(), machine.lower())
-    found = sorted(n for n in names if n.startswith("uv-") and n.endswith(".whl") and "linux" in n and n[:-4].endswith(arch))
+    found = sorted(
+        n for n in names if n.startswith("uv-") and n.endswith(".whl") and "linux" in n and n[:-4].endswith(arch)
+    )
     return found[-1] if found else None
 
 
 # Run by the new environment's interpreter: the wheels `python -m venv` would install (ensurepip's bundle,
 # which Debian keeps in /usr/share/python-wheels), as [[name, version, path]]. Installing exactly these with
 # uv gives the same environment as `python -m venv`, in a tenth of the time.
-ENSUREPIP_SCRIPT = r'''
+ENSUREPIP_SCRIPT = r"""
 import ensurepip, json, os
 try:
     if hasattr(ensurepip, "_get_packages"):
@@ -235,7 +254,7 @@ try:
 except Exception:
     out = []
 print(json.dumps(out))
-'''
+"""
 
 
 def ensurepip_wheels(text: str | None) -> list[tuple[str, str, str]] | None:
@@ -263,19 +282,35 @@ def mismatch(host: str, mine: Mapping[str, Any], head: str, theirs: Mapping[str,
         return ""
     image = FINGERPRINT_PREFIX  # the node runs a container image
     if str(mine["fingerprint"]).startswith(image) or str(theirs["fingerprint"]).startswith(image):
+
         def what(env):
             fp = str(env["fingerprint"])
-            return ("image %s (%s)" % (fp[len(image):][:12], ", ".join(env.get("frozen") or []) or "?")
-                    if fp.startswith(image) else "a venv (fingerprint %s)" % fp[:12])
-        return ("%s runs %s, head %s runs %s: every node of a cluster must run the same image. Re-run site.yml (each "
-                "node loads ray_container_image_archive or pulls ray_container_image when it lacks it), or make "
-                "ray_container_image and ray_container_image_archive the same for the whole cluster." % (
-                    host, what(mine), head, what(theirs)))
+            return (
+                "image %s (%s)" % (fp[len(image) :][:12], ", ".join(env.get("frozen") or []) or "?")
+                if fp.startswith(image)
+                else "a venv (fingerprint %s)" % fp[:12]
+            )
+
+        return (
+            "%s runs %s, head %s runs %s: every node of a cluster must run the same image. Re-run site.yml (each "
+            "node loads ray_container_image_archive or pulls ray_container_image when it lacks it), or make "
+            "ray_container_image and ray_container_image_archive the same for the whole cluster."
+            % (host, what(mine), head, what(theirs))
+        )
     frozen, ref = list(mine.get("frozen") or []), list(theirs.get("frozen") or [])
     interp = ""
     if mine.get("python_version") != theirs.get("python_version"):
         interp = "interpreter %s here, %s on the head; " % (mine.get("python_version"), theirs.get("python_version"))
-    return ("%s runs a different Python environment than head %s (fingerprint %s vs %s): %sonly here: %s; only on the "
-            "head: %s. Re-run site.yml, or fix python_env_packages (or python_env_python) for this host." % (
-                host, head, str(mine["fingerprint"])[:12], str(theirs["fingerprint"])[:12], interp,
-                ", ".join(x for x in frozen if x not in ref) or "-", ", ".join(x for x in ref if x not in frozen) or "-"))
+    return (
+        "%s runs a different Python environment than head %s (fingerprint %s vs %s): %sonly here: %s; only on the "
+        "head: %s. Re-run site.yml, or fix python_env_packages (or python_env_python) for this host."
+        % (
+            host,
+            head,
+            str(mine["fingerprint"])[:12],
+            str(theirs["fingerprint"])[:12],
+            interp,
+            ", ".join(x for x in frozen if x not in ref) or "-",
+            ", ".join(x for x in ref if x not in frozen) or "-",
+        )
+    )

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """The work of module rlinfra.verl.python_env_sync: a node's virtualenv holding exactly the listed packages (uv pip
@@ -17,12 +16,24 @@ import zipfile
 from collections.abc import Sequence
 from typing import Any
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import write_if_changed
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import write_atomic
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import owned
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import write_atomic, write_if_changed
 from ansible_collections.rlinfra.verl.plugins.module_utils.node.python_env import (
-    ENSUREPIP_SCRIPT, INSPECT_SCRIPT, ensurepip_wheels, fast_path, fingerprint, frozen_lines, inputs_digest,
-    python_version, read_json, requirement_lines, state_path, unneeded, uv_changes, uv_wheel)
+    ENSUREPIP_SCRIPT,
+    INSPECT_SCRIPT,
+    ensurepip_wheels,
+    fast_path,
+    fingerprint,
+    frozen_lines,
+    inputs_digest,
+    python_version,
+    read_json,
+    requirement_lines,
+    state_path,
+    unneeded,
+    uv_changes,
+    uv_wheel,
+)
 
 UV_ENV = {"UV_NO_PROGRESS": "1", "NO_COLOR": "1"}
 
@@ -57,8 +68,14 @@ class Sync:
     def run(self, argv: Sequence[str], what: str, data: str | None = None) -> tuple[str, str]:
         rc, out, err = self.module.run_command(argv, data=data, environ_update=UV_ENV)
         if rc != 0:
-            self.module.fail_json(msg="%s failed (exit %d): %s" % (what, rc, one_line(err or out)),
-                                  rc=rc, stdout=out, stderr=err, installed=self.installed, removed=self.removed)
+            self.module.fail_json(
+                msg="%s failed (exit %d): %s" % (what, rc, one_line(err or out)),
+                rc=rc,
+                stdout=out,
+                stderr=err,
+                installed=self.installed,
+                removed=self.removed,
+            )
         return out, err
 
     def bootstrap_uv(self) -> tuple[str | None, str | None]:
@@ -81,12 +98,16 @@ class Sync:
         boot, uv_version = self.bootstrap_uv()
         if not os.path.exists(self.python):
             if not p["python"]:
-                self.module.fail_json(msg="%s has no interpreter (%s): create the virtualenv first or set python"
-                                      % (self.venv, self.python))
+                self.module.fail_json(
+                    msg="%s has no interpreter (%s): create the virtualenv first or set python"
+                    % (self.venv, self.python)
+                )
             # Ours (pruned, and removed by a purge) only when made here or in an empty directory: owned.claim.
             owned.claim(self.venv)
-            self.run([p["python"], "-m", "venv"] + (["--without-pip"] if boot else []) + [self.venv],
-                     "creating the virtualenv with %s" % p["python"])
+            self.run(
+                [p["python"], "-m", "venv"] + (["--without-pip"] if boot else []) + [self.venv],
+                "creating the virtualenv with %s" % p["python"],
+            )
             made = True
         need_pip = not os.path.exists(os.path.join(self.venv, "bin", "pip"))
         need_uv = not os.path.exists(self.uv)
@@ -96,8 +117,11 @@ class Sync:
             if need_pip:
                 self.run([self.python, "-m", "ensurepip"], "ensurepip")
             if need_uv:
-                self.run([self.python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "uv"]
-                         + self.sources, "pip install uv")
+                self.run(
+                    [self.python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "uv"]
+                    + self.sources,
+                    "pip install uv",
+                )
             return True
         wanted, links = ["uv==%s" % uv_version] if need_uv else [], [self.wheelhouse]
         if need_pip:
@@ -109,17 +133,33 @@ class Sync:
                 links += sorted({os.path.dirname(path) for dummy, dummy2, path in wheels})
                 wanted += ["%s==%s" % (name, version) for name, version, dummy in wheels]
         if wanted:
-            self.run([boot, "pip", "install", "--python", self.python, "--no-index"]
-                     + [arg for link in links for arg in ("--find-links", link)] + wanted,
-                     "installing pip and uv with uv")
+            self.run(
+                [boot, "pip", "install", "--python", self.python, "--no-index"]
+                + [arg for link in links for arg in ("--find-links", link)]
+                + wanted,
+                "installing pip and uv with uv",
+            )
         return True
 
     def download(self, packages: list[str]) -> bool:
         req_file = os.path.join(self.module.tmpdir, "requirements.txt")
         with open(req_file, "w") as f:
             f.write("".join(str(x).strip() + "\n" for x in packages))
-        out, dummy = self.run([self.python, "-m", "pip", "download", "--disable-pip-version-check", "--dest",
-                               self.wheelhouse, "-r", req_file] + self.sources, "pip download into the wheelhouse")
+        out, dummy = self.run(
+            [
+                self.python,
+                "-m",
+                "pip",
+                "download",
+                "--disable-pip-version-check",
+                "--dest",
+                self.wheelhouse,
+                "-r",
+                req_file,
+            ]
+            + self.sources,
+            "pip download into the wheelhouse",
+        )
         return "Saved " in out
 
     def uv_pip(self, args: list[str], what: str) -> None:
@@ -135,31 +175,38 @@ class Sync:
             f.write("".join(str(p).strip() + "\n" for p in packages))
         self.uv_pip(["install", "-r", req_file] + self.sources, "uv pip install of python_env_packages")
         if nbi:
-            self.uv_pip(["install", "--no-build-isolation"] + nbi + self.sources,
-                        "uv pip install --no-build-isolation of python_env_no_build_isolation_packages")
+            self.uv_pip(
+                ["install", "--no-build-isolation"] + nbi + self.sources,
+                "uv pip install --no-build-isolation of python_env_no_build_isolation_packages",
+            )
         if nodeps:
-            self.uv_pip(["install", "--no-deps"] + nodeps + self.sources,
-                        "uv pip install --no-deps of python_env_no_deps_packages")
+            self.uv_pip(
+                ["install", "--no-deps"] + nodeps + self.sources,
+                "uv pip install --no-deps of python_env_no_deps_packages",
+            )
 
-    def prune(self, packages: list[str], nbi: list[str], nodeps: list[str],
-              keep: Sequence[str]) -> str | None:
+    def prune(self, packages: list[str], nbi: list[str], nodeps: list[str], keep: Sequence[str]) -> str | None:
         # The environment python_env_path names holds exactly the lists (a package dropped from them, or installed by
         # hand, is removed), whoever made it: that is what python_env_path asks for. Removing the directory itself is
         # another matter, left to a purge, which needs the claim (owned.claim) only an environment made here carries.
-        query = json.dumps({"roots": requirement_lines(packages) + requirement_lines(nbi),
-                            "no_deps": requirement_lines(nodeps)})
+        query = json.dumps(
+            {"roots": requirement_lines(packages) + requirement_lines(nbi), "no_deps": requirement_lines(nodeps)}
+        )
         out, dummy = self.run([self.python, "-c", INSPECT_SCRIPT], "reading the installed packages", data=query)
         try:
             seen = json.loads(out.strip().splitlines()[-1])
         except (ValueError, IndexError):
             seen = {"error": "unreadable answer %r" % out[-300:]}
         if seen.get("error"):
-            return ("cannot read the installed packages (%s), so packages dropped from the lists are not removed"
-                    % seen["error"])
+            return (
+                "cannot read the installed packages (%s), so packages dropped from the lists are not removed"
+                % seen["error"]
+            )
         # A dry run inspects the environment before the install it did not make: what that install would add
         # is left out (and what only it would need may be listed as removable).
-        remove, reason = unneeded(seen["dists"], seen["roots"], seen["no_deps"], keep,
-                                  ignore_missing=self.module.check_mode)
+        remove, reason = unneeded(
+            seen["dists"], seen["roots"], seen["no_deps"], keep, ignore_missing=self.module.check_mode
+        )
         if reason:
             return reason
         if remove:
@@ -176,20 +223,26 @@ def run(module: Any) -> None:
     p = module.params
     sync = Sync(module)
     if p["no_index"] and not sync.wheelhouse and not p["find_links"]:
-        module.fail_json(msg="python_env_offline is true but the wheelhouse %s does not exist on this node: mount the "
-                             "shared volume or set python_env_offline=false" % p["wheelhouse"])
+        module.fail_json(
+            msg="python_env_offline is true but the wheelhouse %s does not exist on this node: mount the "
+            "shared volume or set python_env_offline=false" % p["wheelhouse"]
+        )
     missing = not all(os.path.exists(x) for x in (sync.python, sync.uv, os.path.join(sync.venv, "bin", "pip")))
     if missing and module.check_mode:
         # A dry run on a new node: the virtualenv the run would create is not there to ask.
-        module.exit_json(changed=True, installed=[], removed=[], frozen=[], python_version=None,
-                         fingerprint=None, inputs_digest=None)
+        module.exit_json(
+            changed=True, installed=[], removed=[], frozen=[], python_version=None, fingerprint=None, inputs_digest=None
+        )
     made = sync.ensure_venv() if missing else False
     if p["download_only"]:
         saved = bool(sync.wheelhouse) and not p["no_index"] and not module.check_mode and sync.download(p["packages"])
         module.exit_json(changed=made or saved, installed=[], removed=[])
     result: dict[str, Any] = dict(changed=False)
-    wrote = write_if_changed(p["requirements_copy"], "".join(x + "\n" for x in p["packages"]), 0o644,
-                             module.check_mode) if p["requirements_copy"] else False
+    wrote = (
+        write_if_changed(p["requirements_copy"], "".join(x + "\n" for x in p["packages"]), 0o644, module.check_mode)
+        if p["requirements_copy"]
+        else False
+    )
     version = python_version(module.run_command, sync.python)
     inputs = inputs_digest(p["packages"], p["no_build_isolation_packages"], p["no_deps_packages"], version)
     out, dummy = sync.run([sync.uv, "pip", "freeze", "--python", sync.python], "uv pip freeze")
@@ -204,12 +257,22 @@ def run(module: Any) -> None:
     frozen = frozen_lines(out)
     digest = fingerprint(version, frozen)
     fp_file = p["fingerprint_file"] or os.path.join(sync.venv, "rlinfra-fingerprint.txt")
-    wrote = write_if_changed(fp_file, "%s\n# %s\n%s" % (digest, version, "".join(x + "\n" for x in frozen)),
-                             0o644, module.check_mode) or wrote
+    wrote = (
+        write_if_changed(
+            fp_file, "%s\n# %s\n%s" % (digest, version, "".join(x + "\n" for x in frozen)), 0o644, module.check_mode
+        )
+        or wrote
+    )
     record = json.dumps({"fingerprint": digest, "inputs": inputs, "python": version}, indent=2, sort_keys=True) + "\n"
     wrote = write_if_changed(state_path(sync.venv), record, 0o644, module.check_mode) or wrote
 
-    result.update(changed=bool(made or sync.installed or sync.removed or wrote), installed=sync.installed,
-                  removed=sync.removed, frozen=frozen, python_version=version, fingerprint=digest,
-                  inputs_digest=inputs)
+    result.update(
+        changed=bool(made or sync.installed or sync.removed or wrote),
+        installed=sync.installed,
+        removed=sync.removed,
+        frozen=frozen,
+        python_version=version,
+        fingerprint=digest,
+        inputs_digest=inputs,
+    )
     module.exit_json(**result)

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 # mypy: allow-redefinition
@@ -23,8 +22,18 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 
 RUNNING = ("RUNNING",)
-WAITING = ("PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SUSPENDED", "STOPPED",
-           "SIGNALING", "STAGE_OUT")
+WAITING = (
+    "PENDING",
+    "CONFIGURING",
+    "REQUEUED",
+    "REQUEUE_HOLD",
+    "REQUEUE_FED",
+    "RESIZING",
+    "SUSPENDED",
+    "STOPPED",
+    "SIGNALING",
+    "STAGE_OUT",
+)
 JOB_ID_RE = re.compile(r"^[0-9]+(?:_[0-9]+)?$")
 # "Key=value Key2=value with spaces ..." (scontrol -o): a key is a word followed by '=' after a space.
 _FIELD_RE = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_:/.]*)=")
@@ -40,7 +49,7 @@ def parse_oneliner(line: str) -> dict[str, str]:
     marks = list(_FIELD_RE.finditer(line))
     for i, m in enumerate(marks):
         end = marks[i + 1].start() if i + 1 < len(marks) else len(line)
-        out[m.group(1)] = line[m.end():end].strip()
+        out[m.group(1)] = line[m.end() : end].strip()
     return out
 
 
@@ -62,14 +71,22 @@ def _json_state(job: Mapping[str, Any], job_id: str) -> str:
         raise SlurmError("Slurm answered no job_state for job %s: %s" % (job_id, fix))
     if isinstance(value, list):
         bad = next((w for w in value if not isinstance(w, str) or not w.strip()), None) if value else None
-        kind = "an empty list" if not value else "a list holding %s" % (
-            "empty text" if isinstance(bad, str) else vocabulary.type_word(bad))
+        kind = (
+            "an empty list"
+            if not value
+            else "a list holding %s" % ("empty text" if isinstance(bad, str) else vocabulary.type_word(bad))
+        )
     else:
         kind = "empty text" if isinstance(value, str) else vocabulary.type_word(value)
-    shown = "" if value in (None, "", []) or vocabulary.credential_strings(value) else " (%s)" % vocabulary._short(
-        repr(value), 60)
-    raise SlurmError("Slurm answered job_state as %s for job %s%s, which is not a state (\"RUNNING\", or "
-                     "[\"RUNNING\", ...] from Slurm 23.02 on): %s" % (kind, job_id, shown, fix))
+    shown = (
+        ""
+        if value in (None, "", []) or vocabulary.credential_strings(value)
+        else " (%s)" % vocabulary._short(repr(value), 60)
+    )
+    raise SlurmError(
+        'Slurm answered job_state as %s for job %s%s, which is not a state ("RUNNING", or '
+        '["RUNNING", ...] from Slurm 23.02 on): %s' % (kind, job_id, shown, fix)
+    )
 
 
 def job_from_json(data: Any, job_id: str) -> dict[str, Any] | None:
@@ -84,9 +101,17 @@ def job_from_json(data: Any, job_id: str) -> dict[str, Any] | None:
 
     def text(key):  # a field of another type (a mapping where text belongs) reads as missing
         return j.get(key) if isinstance(j.get(key), str) else ""
-    return {"job_id": str(j.get("job_id", job_id)), "name": text("name"), "state": _json_state(j, job_id),
-            "reason": text("state_reason"), "partition": text("partition"), "nodes": text("nodes"),
-            "user": text("user_name"), "gpus_per_node": gpus}
+
+    return {
+        "job_id": str(j.get("job_id", job_id)),
+        "name": text("name"),
+        "state": _json_state(j, job_id),
+        "reason": text("state_reason"),
+        "partition": text("partition"),
+        "nodes": text("nodes"),
+        "user": text("user_name"),
+        "gpus_per_node": gpus,
+    }
 
 
 def job_from_text(text: str, job_id: str) -> dict[str, Any] | None:
@@ -97,10 +122,16 @@ def job_from_text(text: str, job_id: str) -> dict[str, Any] | None:
     f = parse_oneliner(line.strip())
     nodes = f.get("NodeList") or ""
     gpus = gpus_from_tres(f.get("TresPerNode") or "", f.get("AllocTRES") or f.get("TRES") or "", f.get("NumNodes"))
-    return {"job_id": f.get("JobId", job_id), "name": f.get("JobName") or "", "state": _state(f.get("JobState")),
-            "reason": f.get("Reason") or "", "partition": f.get("Partition") or "",
-            "nodes": "" if nodes in ("(null)", "None assigned") else nodes, "user": (f.get("UserId") or "").split("(")[0],
-            "gpus_per_node": gpus}
+    return {
+        "job_id": f.get("JobId", job_id),
+        "name": f.get("JobName") or "",
+        "state": _state(f.get("JobState")),
+        "reason": f.get("Reason") or "",
+        "partition": f.get("Partition") or "",
+        "nodes": "" if nodes in ("(null)", "None assigned") else nodes,
+        "user": (f.get("UserId") or "").split("(")[0],
+        "gpus_per_node": gpus,
+    }
 
 
 def gpus_from_tres(per_node: str | None, alloc: str | None, node_count: object) -> int:
@@ -125,18 +156,31 @@ def check_state(job: Mapping[str, Any]) -> None:
     if state in RUNNING and job["nodes"]:
         return
     if state in WAITING or (state in RUNNING and not job["nodes"]):
-        raise SlurmError("%s is %s%s: it has no nodes yet; wait until it runs (squeue -j %s), then re-run"
-                         % (ident, state or "not running", " (reason: %s)" % job["reason"] if job["reason"] not in ("", "None")
-                            else "", job["job_id"]))
-    raise SlurmError("%s has ended (%s): allocate again (salloc, or sbatch --wrap 'sleep infinity') and point the "
-                     "inventory at the new job" % (ident, state or "no state"))
+        raise SlurmError(
+            "%s is %s%s: it has no nodes yet; wait until it runs (squeue -j %s), then re-run"
+            % (
+                ident,
+                state or "not running",
+                " (reason: %s)" % job["reason"] if job["reason"] not in ("", "None") else "",
+                job["job_id"],
+            )
+        )
+    raise SlurmError(
+        "%s has ended (%s): allocate again (salloc, or sbatch --wrap 'sleep infinity') and point the "
+        "inventory at the new job" % (ident, state or "no state")
+    )
 
 
 class Slurm:
     """Slurm's client tools, here or on ``login_host`` over ssh."""
 
-    def __init__(self, login_host: str = "", ssh_args: Iterable[str] | None = None, timeout: float = 30,
-                 run: Callable[[Sequence[str], float], tuple[int, str, str]] | None = None):
+    def __init__(
+        self,
+        login_host: str = "",
+        ssh_args: Iterable[str] | None = None,
+        timeout: float = 30,
+        run: Callable[[Sequence[str], float], tuple[int, str, str]] | None = None,
+    ):
         self.login_host = login_host or ""
         self.ssh_args = list(ssh_args or [])
         self.timeout = timeout
@@ -151,14 +195,20 @@ class Slurm:
         try:
             rc, out, err = self._run(argv, self.timeout)
         except FileNotFoundError:
-            raise SlurmError("%s is not installed %s: install Slurm's client tools (slurm-client) or set login_host to a "
-                             "node that has them" % (argv[0], where))
+            raise SlurmError(
+                "%s is not installed %s: install Slurm's client tools (slurm-client) or set login_host to a "
+                "node that has them" % (argv[0], where)
+            ) from None
         except subprocess.TimeoutExpired:
-            raise SlurmError("%s %s gave no answer in %d s: is slurmctld up (scontrol ping)?" % (argv[0], where, self.timeout))
+            raise SlurmError(
+                "%s %s gave no answer in %d s: is slurmctld up (scontrol ping)?" % (argv[0], where, self.timeout)
+            ) from None
         if self.login_host and rc == 255:
             raise SlurmError("cannot reach the login node %s over ssh: %s" % (self.login_host, _last(err)))
         if self.login_host and rc == 127:
-            raise SlurmError("%s is not installed on %s: install Slurm's client tools there" % (argv[-1].split()[0], self.login_host))
+            raise SlurmError(
+                "%s is not installed on %s: install Slurm's client tools there" % (argv[-1].split()[0], self.login_host)
+            )
         return rc, out, err
 
     def job(self, job_id: str | int) -> dict[str, Any]:
@@ -176,8 +226,10 @@ class Slurm:
         rc, out, err = self.call("scontrol", "-o", "show", "job", job_id)
         if rc != 0 or not out.strip():
             if "invalid job id" in (err + out).lower():
-                raise SlurmError("Slurm job %s is unknown to slurmctld (it ended long ago, or never existed): check the id "
-                                 "with squeue --me" % job_id)
+                raise SlurmError(
+                    "Slurm job %s is unknown to slurmctld (it ended long ago, or never existed): check the id "
+                    "with squeue --me" % job_id
+                )
             raise SlurmError("scontrol show job %s failed: %s" % (job_id, _last(err or out)))
         job = job_from_text(out, job_id)
         if job is None:
@@ -185,19 +237,33 @@ class Slurm:
         return job
 
     def job_id_by_name(self, name: str) -> str:
-        rc, out, err = self.call("squeue", "--noheader", "--name", name, "--format", "%i %T",
-                                 "--states", "PENDING,RUNNING,CONFIGURING,SUSPENDED,REQUEUED")
+        rc, out, err = self.call(
+            "squeue",
+            "--noheader",
+            "--name",
+            name,
+            "--format",
+            "%i %T",
+            "--states",
+            "PENDING,RUNNING,CONFIGURING,SUSPENDED,REQUEUED",
+        )
         if rc != 0:
             raise SlurmError("squeue --name %s failed: %s" % (name, _last(err or out)))
         # "%i %T": the id and the state; a line of another shape is shown as it is, never unpacked
-        found = sorted(((line.split() + [""])[:2] for line in out.splitlines() if line.strip()),
-                       key=lambda f: [int(x) for x in re.findall(r"\d+", f[0])])
+        found = sorted(
+            ((line.split() + [""])[:2] for line in out.splitlines() if line.strip()),
+            key=lambda f: [int(x) for x in re.findall(r"\d+", f[0])],
+        )
         if not found:
-            raise SlurmError("no pending or running Slurm job is named %r (squeue --name %s): allocate one, e.g. "
-                             "sbatch --job-name %s --nodes N --wrap 'sleep infinity'" % (name, name, name))
+            raise SlurmError(
+                "no pending or running Slurm job is named %r (squeue --name %s): allocate one, e.g. "
+                "sbatch --job-name %s --nodes N --wrap 'sleep infinity'" % (name, name, name)
+            )
         if len(found) > 1:
-            raise SlurmError("%d Slurm jobs are named %r (%s): set job_id to the one to use"
-                             % (len(found), name, ", ".join("%s %s" % (i, s) for i, s in found)))
+            raise SlurmError(
+                "%d Slurm jobs are named %r (%s): set job_id to the one to use"
+                % (len(found), name, ", ".join("%s %s" % (i, s) for i, s in found))
+            )
         return found[0][0]
 
     def hostnames(self, nodelist: str) -> list[str]:
@@ -218,7 +284,10 @@ class Slurm:
         for line in out.splitlines():
             f = parse_oneliner(line.strip())
             if f.get("NodeName"):
-                found[f["NodeName"]] = {"addr": f.get("NodeAddr") or f["NodeName"], "hostname": f.get("NodeHostName") or ""}
+                found[f["NodeName"]] = {
+                    "addr": f.get("NodeAddr") or f["NodeName"],
+                    "hostname": f.get("NodeHostName") or "",
+                }
         for name, node in found.items():
             _check_host("NodeAddr of node %s" % _shown(name), node["addr"], loopback=False)
         return found
@@ -226,15 +295,19 @@ class Slurm:
     def allocation(self, job_id: str | int = "", job_name: str = "") -> tuple[dict[str, Any], list[dict[str, str]]]:
         """The job (checked running) and its nodes in Slurm's order: [{"name", "addr", "hostname"}]."""
         if not job_id and not job_name:
-            raise SlurmError("no Slurm job given: set job_id or job_name in the inventory file, or run inside an "
-                             "allocation (SLURM_JOB_ID)")
+            raise SlurmError(
+                "no Slurm job given: set job_id or job_name in the inventory file, or run inside an "
+                "allocation (SLURM_JOB_ID)"
+            )
         job = self.job(job_id or self.job_id_by_name(job_name))
         check_state(job)
         names = self.hostnames(job["nodes"])
         addrs = self.addresses(names)
         missing = [n for n in names if n not in addrs]
         if missing:
-            raise SlurmError("scontrol show node did not describe %s of Slurm job %s" % (", ".join(missing), job["job_id"]))
+            raise SlurmError(
+                "scontrol show node did not describe %s of Slurm job %s" % (", ".join(missing), job["job_id"])
+            )
         return job, [dict(addrs[n], name=n) for n in names]
 
 
@@ -253,8 +326,10 @@ def _check_host(what: str, value: str, loopback: bool = True) -> None:
         if why:
             raise vocabulary.Bad("be a machine's address, %s" % why)
     except vocabulary.Bad as e:
-        raise SlurmError("Slurm gave %s %s, which must %s: check the node's definition in slurm.conf (scontrol show node)"
-                         % (what, _shown(value), e))
+        raise SlurmError(
+            "Slurm gave %s %s, which must %s: check the node's definition in slurm.conf (scontrol show node)"
+            % (what, _shown(value), e)
+        ) from e
 
 
 def _run(argv: Sequence[str], timeout: float) -> tuple[int, str, str]:

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Logical volume step of the rlinfra.verl.storage_lvm role (module rlinfra.verl.storage_lvm_lv): create the
@@ -21,7 +20,7 @@ EXTENT = 4 * 1024 * 1024  # LVM's default extent size, for check-mode estimates 
 
 
 def run(argv: Sequence[str]) -> tuple[int, str, str]:
-    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -37,8 +36,19 @@ def report(argv: list[str], key: str) -> list[dict[str, Any]]:
 
 def pv_free(vg: str) -> dict[str, int]:
     """{pv name: free extents} of the volume group's physical volumes."""
-    rows = report(["pvs", "--units", "b", "--nosuffix", "-o", "pv_name,vg_name,pv_pe_count,pv_pe_alloc_count",
-                   "-S", "vg_name=%s" % vg], "pv")
+    rows = report(
+        [
+            "pvs",
+            "--units",
+            "b",
+            "--nosuffix",
+            "-o",
+            "pv_name,vg_name,pv_pe_count,pv_pe_alloc_count",
+            "-S",
+            "vg_name=%s" % vg,
+        ],
+        "pv",
+    )
     return {r["pv_name"]: int(r["pv_pe_count"]) - int(r["pv_pe_alloc_count"]) for r in rows if r["vg_name"] == vg}
 
 
@@ -48,8 +58,19 @@ def lv_exists(vg: str, lv: str) -> bool:
 
 
 def segments(vg: str, lv: str) -> list[dict[str, Any]]:
-    rows = report(["lvs", "--units", "b", "--nosuffix", "-o", "lv_name,segtype,stripes,seg_size", "--segments",
-                   "%s/%s" % (vg, lv)], "seg")
+    rows = report(
+        [
+            "lvs",
+            "--units",
+            "b",
+            "--nosuffix",
+            "-o",
+            "lv_name,segtype,stripes,seg_size",
+            "--segments",
+            "%s/%s" % (vg, lv),
+        ],
+        "seg",
+    )
     return [{"segtype": r["segtype"], "stripes": int(r["stripes"]), "size": int(r["seg_size"])} for r in rows]
 
 
@@ -87,8 +108,14 @@ def apply(params: Mapping[str, Any], check: bool) -> dict[str, Any]:
     {changed, commands (run or planned), error, lv_path, segments, existed}."""
     vg, lv = params["vg"], params["lv"]
     result: dict[str, Any]
-    result = {"changed": False, "commands": [], "error": "", "lv_path": "/dev/%s/%s" % (vg, lv), "segments": [],
-              "existed": False}
+    result = {
+        "changed": False,
+        "commands": [],
+        "error": "",
+        "lv_path": "/dev/%s/%s" % (vg, lv),
+        "segments": [],
+        "existed": False,
+    }
     try:
         exists = lv_exists(vg, lv)
         result["existed"] = exists
@@ -98,7 +125,7 @@ def apply(params: Mapping[str, Any], check: bool) -> dict[str, Any]:
             for pv, size in (params.get("planned") or {}).items():
                 if pv not in free:
                     free[pv] = max(int(size) // EXTENT - 1, 1)
-        for dummy in range(len(free) + 2):
+        for _dummy in range(len(free) + 2):
             argv, left = next_step(params, exists, free)
             if argv is None:
                 break

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Device probe of the rlinfra.verl.storage_lvm role (module rlinfra.verl.storage_lvm_probe). Read-only.
@@ -27,8 +26,7 @@ LAYOUTS_LVM = ("striped", "linear")
 def run(argv: Sequence[str]) -> tuple[int, str, str]:
     """Runs a command; returns (rc, stdout, stderr); rc 127 when the tool is missing."""
     try:
-        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-                              check=False)
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     except OSError as exc:
         return 127, "", str(exc)
     return proc.returncode, proc.stdout, proc.stderr
@@ -161,8 +159,14 @@ def signatures(devnode: str) -> list[dict[str, str]]:
     if rc == 0 and out.strip():
         try:
             for sig in json.loads(out).get("signatures", []):
-                found.append({"type": sig.get("type") or "unknown", "label": sig.get("label") or "",
-                              "uuid": sig.get("uuid") or "", "offset": sig.get("offset") or ""})
+                found.append(
+                    {
+                        "type": sig.get("type") or "unknown",
+                        "label": sig.get("label") or "",
+                        "uuid": sig.get("uuid") or "",
+                        "offset": sig.get("offset") or "",
+                    }
+                )
         except ValueError:
             pass
     rc, out, dummy = run(["blkid", "-p", "-o", "export", devnode])  # low-level probe, no cache
@@ -171,8 +175,9 @@ def signatures(devnode: str) -> list[dict[str, str]]:
         known = {s["type"] for s in found}
         for key in ("TYPE", "PTTYPE"):
             if info.get(key) and info[key] not in known:
-                found.append({"type": info[key], "label": info.get("LABEL", ""), "uuid": info.get("UUID", ""),
-                              "offset": ""})
+                found.append(
+                    {"type": info[key], "label": info.get("LABEL", ""), "uuid": info.get("UUID", ""), "offset": ""}
+                )
         for sig in found:
             if sig["type"] == info.get("TYPE"):
                 sig["label"] = sig["label"] or info.get("LABEL", "")
@@ -186,8 +191,11 @@ def describe_signature(sigs: Sequence[Mapping[str, str]], pv_vg: str) -> str:
     """One phrase for what a device holds, the most telling signature first."""
     types = [s["type"] for s in sigs]
     if "LVM2_member" in types:
-        return ("is a physical volume of volume group '%s'" % pv_vg) if pv_vg else \
-            "holds an LVM physical volume signature (no volume group)"
+        return (
+            ("is a physical volume of volume group '%s'" % pv_vg)
+            if pv_vg
+            else "holds an LVM physical volume signature (no volume group)"
+        )
     if "linux_raid_member" in types:
         return "is a member of a Linux software RAID (linux_raid_member signature)"
     for sig in sigs:
@@ -198,8 +206,11 @@ def describe_signature(sigs: Sequence[Mapping[str, str]], pv_vg: str) -> str:
             if sig["uuid"]:
                 extra.append("UUID %s" % sig["uuid"])
             article = "an" if sig["type"][:1].lower() in "aeiou" else "a"
-            what = "%s %s filesystem" % (article, sig["type"]) if sig["type"] in FS_TYPES_HINT or sig["type"].startswith("ext") \
+            what = (
+                "%s %s filesystem" % (article, sig["type"])
+                if sig["type"] in FS_TYPES_HINT or sig["type"].startswith("ext")
                 else "%s %s signature" % (article, sig["type"])
+            )
             return "holds %s%s" % (what, (" (" + ", ".join(extra) + ")") if extra else "")
     ptypes = [t for t in types if t in ("gpt", "dos", "atari", "sun", "bsd", "mac")] or types
     return "holds a %s partition table" % ptypes[0]
@@ -217,8 +228,11 @@ def busy_exclusive(devnode: str) -> bool:
 
 def device_mapper_available() -> bool:
     def present():
-        return os.path.exists("/sys/class/misc/device-mapper") or \
-            re.search(r"\bdevice-mapper\b", read("/proc/misc")) is not None
+        return (
+            os.path.exists("/sys/class/misc/device-mapper")
+            or re.search(r"\bdevice-mapper\b", read("/proc/misc")) is not None
+        )
+
     if present():
         return True
     run(["modprobe", "dm_mod"])
@@ -296,8 +310,7 @@ class Probe:
 
     def classify(self, devnode: str, explicit: bool) -> dict[str, Any]:
         """{path, name, size, state, reason, kind}. state: new | member | plain_ours | wipe | refused | skipped."""
-        info = {"path": devnode, "name": "", "size": 0, "state": "refused", "reason": "", "kind": "",
-                "signatures": []}
+        info = {"path": devnode, "name": "", "size": 0, "state": "refused", "reason": "", "kind": "", "signatures": []}
         if not os.path.exists(devnode):
             info.update(reason="does not exist", kind="missing")
             return info
@@ -321,7 +334,9 @@ class Probe:
             info.update(state="member", reason="is already a physical volume of volume group '%s'" % self.vg)
             return info
         if self.is_ours_plain(block, path, sigs):
-            info.update(state="plain_ours", reason="already holds this role's plain filesystem for %s" % self.mount_point)
+            info.update(
+                state="plain_ours", reason="already holds this role's plain filesystem for %s" % self.mount_point
+            )
             return info
         if name in self.root_names:
             return refuse("holds the root filesystem", "busy")
@@ -387,8 +402,14 @@ class Probe:
             if not os.path.exists(devnode):
                 continue  # not visible here (for example another container's loop device)
             block = Block("/sys/block/" + name)
-            skipped = {"path": devnode, "name": name, "size": block.size, "state": "skipped", "kind": "",
-                       "signatures": []}
+            skipped = {
+                "path": devnode,
+                "name": name,
+                "size": block.size,
+                "state": "skipped",
+                "kind": "",
+                "signatures": [],
+            }
             if name in excluded:
                 result.append(dict(skipped, reason="is excluded by storage_lvm_discover_exclude"))
                 continue
@@ -402,8 +423,13 @@ class Probe:
             if block.removable:
                 result.append(dict(skipped, reason="is removable"))
             elif block.size < min_size:
-                result.append(dict(skipped, reason="is smaller than storage_lvm_discover_min_size (%s < %s)"
-                                   % (human(block.size), human(min_size))))
+                result.append(
+                    dict(
+                        skipped,
+                        reason="is smaller than storage_lvm_discover_min_size (%s < %s)"
+                        % (human(block.size), human(min_size)),
+                    )
+                )
             else:
                 item["reason"] = "discovered: " + item["reason"]
                 result.append(item)
@@ -422,11 +448,19 @@ class Probe:
                 ours = block is not None and block.dm_name == want_dm
                 want = "/dev/mapper/" + want_dm
             if not ours:
-                return ("storage_lvm: %s is already mounted from %s (%s), not from the volume this role manages (%s); "
-                        "nothing was changed. Unmount it, or set storage_lvm_mount_point to another path%s."
-                        % (point, self.here[3], self.here[2], want,
-                           ", or storage_lvm_vg_name/storage_lvm_lv_name to adopt an existing LVM volume"
-                           if effective != "plain" else ""))
+                return (
+                    "storage_lvm: %s is already mounted from %s (%s), not from the volume this role manages (%s); "
+                    "nothing was changed. Unmount it, or set storage_lvm_mount_point to another path%s."
+                    % (
+                        point,
+                        self.here[3],
+                        self.here[2],
+                        want,
+                        ", or storage_lvm_vg_name/storage_lvm_lv_name to adopt an existing LVM volume"
+                        if effective != "plain"
+                        else "",
+                    )
+                )
             return ""
         if os.path.isdir(point) and not self.force:
             try:
@@ -435,10 +469,12 @@ class Probe:
                 entries = []
             if entries:
                 shown = ", ".join(entries[:5]) + (", ..." if len(entries) > 5 else "")
-                return ("storage_lvm: refusing to mount over %s: the directory is not empty (%d %s: %s); "
-                        "nothing was changed. Move them away, or set storage_lvm_force: true to mount over them "
-                        "(they would be hidden, not deleted)."
-                        % (point, len(entries), "entry" if len(entries) == 1 else "entries", shown))
+                return (
+                    "storage_lvm: refusing to mount over %s: the directory is not empty (%d %s: %s); "
+                    "nothing was changed. Move them away, or set storage_lvm_force: true to mount over them "
+                    "(they would be hidden, not deleted)."
+                    % (point, len(entries), "entry" if len(entries) == 1 else "entries", shown)
+                )
         elif os.path.exists(point) and not os.path.isdir(point):
             return "storage_lvm: %s exists and is not a directory; nothing was changed." % point
         return ""
@@ -449,9 +485,17 @@ class Probe:
             lines = ["storage_lvm: no device to use for %s (discovery found no empty, unused disk)" % self.mount_point]
         else:
             shape = {"striped": "striped LVM volume", "linear": "linear LVM volume", "plain": "plain filesystem"}
-            lines = ["storage_lvm: %s for %s over %s (%d device%s, %s)" % (
-                shape.get(out["layout"], out["layout"]), self.mount_point, ", ".join(i["path"] for i in selected),
-                len(selected), "" if len(selected) == 1 else "s", human(out["total_size"]))]
+            lines = [
+                "storage_lvm: %s for %s over %s (%d device%s, %s)"
+                % (
+                    shape.get(out["layout"], out["layout"]),
+                    self.mount_point,
+                    ", ".join(i["path"] for i in selected),
+                    len(selected),
+                    "" if len(selected) == 1 else "s",
+                    human(out["total_size"]),
+                )
+            ]
         if out["new"]:
             lines.append("new: " + ", ".join(out["new"]))
         if out["wipe"]:
@@ -463,12 +507,20 @@ class Probe:
 
     def decide(self) -> dict[str, Any]:
         items, auto = self.candidates()
-        out = {"auto": auto, "candidates": items, "error": "", "notes": [], "device_mapper": None,
-               "layout": self.layout, "requested_layout": self.layout}
+        out = {
+            "auto": auto,
+            "candidates": items,
+            "error": "",
+            "notes": [],
+            "device_mapper": None,
+            "layout": self.layout,
+            "requested_layout": self.layout,
+        }
         missing = [i for i in items if i["kind"] == "missing"]
         if missing:
             out["error"] = "storage_lvm: %s; nothing was changed." % "; ".join(
-                "%s %s" % (i["path"], i["reason"]) for i in missing)
+                "%s %s" % (i["path"], i["reason"]) for i in missing
+            )
             return out
         refused = [i for i in items if i["state"] == "refused"]
         for item in refused:
@@ -479,12 +531,16 @@ class Probe:
         if refused:
             data = [i for i in refused if i["kind"] == "data"]
             busy = [i for i in refused if i["kind"] != "data"]
-            parts = ["%s: it %s" % (i.get("given") and "%s (%s)" % (i["given"], i["path"]) or i["path"], i["reason"])
-                     for i in refused]
+            parts = [
+                "%s: it %s" % (i.get("given") and "%s (%s)" % (i["given"], i["path"]) or i["path"], i["reason"])
+                for i in refused
+            ]
             advice = []
             if data:
-                advice.append("Set storage_lvm_force: true to wipe %s and use %s anyway"
-                              % ("it" if len(data) == 1 else "them", "it" if len(data) == 1 else "them"))
+                advice.append(
+                    "Set storage_lvm_force: true to wipe %s and use %s anyway"
+                    % ("it" if len(data) == 1 else "them", "it" if len(data) == 1 else "them")
+                )
             if busy:
                 advice.append("a device in use is never taken, not even with storage_lvm_force")
             out["error"] = "storage_lvm: refusing %s; nothing was changed. %s." % ("; ".join(parts), "; ".join(advice))
@@ -497,42 +553,56 @@ class Probe:
         if plain_ours:
             others = [i for i in selected if i["state"] != "plain_ours"]
             if others and not auto:
-                out["error"] = ("storage_lvm: %s already holds the plain (non-LVM) scratch filesystem of %s, which "
-                                "cannot span more devices; nothing was changed. List only %s, or move the data away "
-                                "and start over with an LVM layout." % (plain_ours[0]["path"], self.mount_point,
-                                                                        plain_ours[0]["path"]))
+                out["error"] = (
+                    "storage_lvm: %s already holds the plain (non-LVM) scratch filesystem of %s, which "
+                    "cannot span more devices; nothing was changed. List only %s, or move the data away "
+                    "and start over with an LVM layout."
+                    % (plain_ours[0]["path"], self.mount_point, plain_ours[0]["path"])
+                )
                 return out
             for other in others:
-                out["notes"].append("%s not added: the scratch volume is a plain filesystem on %s, which cannot grow "
-                                    "over more devices" % (other["path"], plain_ours[0]["path"]))
+                out["notes"].append(
+                    "%s not added: the scratch volume is a plain filesystem on %s, which cannot grow "
+                    "over more devices" % (other["path"], plain_ours[0]["path"])
+                )
             selected = plain_ours[:1]
             if effective != "plain":
-                out["notes"].append("%s keeps its plain filesystem (storage_lvm_layout %s is not applied to an "
-                                    "existing plain volume)" % (selected[0]["path"], effective))
+                out["notes"].append(
+                    "%s keeps its plain filesystem (storage_lvm_layout %s is not applied to an "
+                    "existing plain volume)" % (selected[0]["path"], effective)
+                )
             effective = "plain"
         elif effective == "plain":
             if members:
-                out["error"] = ("storage_lvm: %s is a physical volume of volume group '%s', but storage_lvm_layout is "
-                                "plain; nothing was changed. Use storage_lvm_layout striped or linear."
-                                % (members[0]["path"], self.vg))
+                out["error"] = (
+                    "storage_lvm: %s is a physical volume of volume group '%s', but storage_lvm_layout is "
+                    "plain; nothing was changed. Use storage_lvm_layout striped or linear."
+                    % (members[0]["path"], self.vg)
+                )
                 return out
             if len(selected) > 1:
-                out["error"] = ("storage_lvm: storage_lvm_layout plain takes exactly one device, got %d (%s); nothing "
-                                "was changed. List one device, or use an LVM layout (striped, linear)."
-                                % (len(selected), ", ".join(i["path"] for i in selected)))
+                out["error"] = (
+                    "storage_lvm: storage_lvm_layout plain takes exactly one device, got %d (%s); nothing "
+                    "was changed. List one device, or use an LVM layout (striped, linear)."
+                    % (len(selected), ", ".join(i["path"] for i in selected))
+                )
                 return out
         elif self.stop_after not in ("discover", "vg") and selected:
             out["device_mapper"] = device_mapper_available()
             if not out["device_mapper"]:
                 if len(selected) == 1 and not members and self.p.get("fallback_plain", True):
                     effective = "plain"
-                    out["notes"].append("the kernel has no device-mapper, so LVM cannot make a logical volume: "
-                                        "%s is used as a plain filesystem without LVM" % selected[0]["path"])
+                    out["notes"].append(
+                        "the kernel has no device-mapper, so LVM cannot make a logical volume: "
+                        "%s is used as a plain filesystem without LVM" % selected[0]["path"]
+                    )
                 else:
-                    out["error"] = ("storage_lvm: the kernel has no device-mapper (dm_mod), so LVM cannot make the "
-                                    "%s logical volume over %s; nothing was changed. Use one device with "
-                                    "storage_lvm_layout: plain, or a kernel with device-mapper."
-                                    % (self.layout, ", ".join(i["path"] for i in selected)))
+                    out["error"] = (
+                        "storage_lvm: the kernel has no device-mapper (dm_mod), so LVM cannot make the "
+                        "%s logical volume over %s; nothing was changed. Use one device with "
+                        "storage_lvm_layout: plain, or a kernel with device-mapper."
+                        % (self.layout, ", ".join(i["path"] for i in selected))
+                    )
                     return out
         out["layout"] = effective
         out["selected"] = [i["path"] for i in selected]

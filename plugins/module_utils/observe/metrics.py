@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """What ``rlinfra.verl.ray_metrics`` decides (ray_metrics, docs/OBSERVABILITY-metrics.md): the text of the node
@@ -59,6 +58,7 @@ def _q(value: object) -> str:
 
 # ---- the basic auth -------------------------------------------------------------------------------------------
 
+
 def authorization(password: str, user: str = USER) -> str:
     """The ``Authorization`` header's value for ``user``/``password``."""
     return "Basic " + base64.b64encode(("%s:%s" % (user, password)).encode("utf-8")).decode("ascii")
@@ -95,8 +95,9 @@ class Bcrypt:
     """bcrypt through the node's libcrypt (``crypt_gensalt``/``crypt``): the password stays in this process (never in
     argv, as ``htpasswd -nbB`` would put it), without python3-bcrypt or the ``crypt`` module Python 3.13 dropped."""
 
-    def __init__(self, find: Callable[[str], str | None] = ctypes.util.find_library,
-                 load: Callable[[str], Any] = ctypes.CDLL):
+    def __init__(
+        self, find: Callable[[str], str | None] = ctypes.util.find_library, load: Callable[[str], Any] = ctypes.CDLL
+    ):
         name = find("crypt")
         self.lib = None
         self.why = "no libcrypt on this node"
@@ -150,60 +151,95 @@ def kept_hash(old_web: str | None, password: str, bcrypt: Bcrypt) -> str:
 
 # ---- the units ------------------------------------------------------------------------------------------------
 
+
 def _unit(description: str, user: str, exec_start: Iterable[str], extra: Iterable[str] = ()) -> str:
-    lines = [
-        HEADER.rstrip("\n"),
-        "[Unit]",
-        "Description=%s" % description,
-        "After=network-online.target",
-        "Wants=network-online.target",
-        "",
-        "[Service]",
-        "User=%s" % user,
-        "ExecStart=%s" % " ".join(exec_start),
-    ] + list(extra) + [
-        "Restart=on-failure",
-        "RestartSec=5",
-        "NoNewPrivileges=true",
-        "",
-        "[Install]",
-        "WantedBy=multi-user.target",
-        "",
-    ]
+    lines = (
+        [
+            HEADER.rstrip("\n"),
+            "[Unit]",
+            "Description=%s" % description,
+            "After=network-online.target",
+            "Wants=network-online.target",
+            "",
+            "[Service]",
+            "User=%s" % user,
+            "ExecStart=%s" % " ".join(exec_start),
+        ]
+        + list(extra)
+        + [
+            "Restart=on-failure",
+            "RestartSec=5",
+            "NoNewPrivileges=true",
+            "",
+            "[Install]",
+            "WantedBy=multi-user.target",
+            "",
+        ]
+    )
     return "\n".join(lines)
 
 
 def exporter_unit(binary: str, address: str, port: int, web_config_path: str, user: str) -> str:
     """node_exporter on the node's private address only, behind basic auth."""
-    return _unit("Prometheus node exporter of the Ray cluster (rlinfra.verl)", user, [
-        binary, "--web.listen-address=%s" % host_port(address, port), "--web.config.file=%s" % web_config_path])
+    return _unit(
+        "Prometheus node exporter of the Ray cluster (rlinfra.verl)",
+        user,
+        [binary, "--web.listen-address=%s" % host_port(address, port), "--web.config.file=%s" % web_config_path],
+    )
 
 
-def prometheus_unit(binary: str, address: str, port: int, config_path: str, web_config_path: str, storage_dir: str,
-                    retention: str, user: str) -> str:
+def prometheus_unit(
+    binary: str,
+    address: str,
+    port: int,
+    config_path: str,
+    web_config_path: str,
+    storage_dir: str,
+    retention: str,
+    user: str,
+) -> str:
     """Prometheus on the head's private address, behind basic auth; a config change is a reload (SIGHUP), not a
     restart that would lose the head block being written."""
-    return _unit("Prometheus of the Ray cluster (rlinfra.verl)", user, [
-        binary, "--config.file=%s" % config_path, "--storage.tsdb.path=%s" % storage_dir,
-        "--storage.tsdb.retention.time=%s" % retention, "--web.listen-address=%s" % host_port(address, port),
-        "--web.config.file=%s" % web_config_path], extra=["ExecReload=/bin/kill -HUP $MAINPID", "TimeoutStopSec=120"])
+    return _unit(
+        "Prometheus of the Ray cluster (rlinfra.verl)",
+        user,
+        [
+            binary,
+            "--config.file=%s" % config_path,
+            "--storage.tsdb.path=%s" % storage_dir,
+            "--storage.tsdb.retention.time=%s" % retention,
+            "--web.listen-address=%s" % host_port(address, port),
+            "--web.config.file=%s" % web_config_path,
+        ],
+        extra=["ExecReload=/bin/kill -HUP $MAINPID", "TimeoutStopSec=120"],
+    )
 
 
 # ---- Prometheus's scrape config -------------------------------------------------------------------------------
+
 
 def _targets(members, port, only=None):
     out = []
     for member in sorted(members, key=lambda m: str(m["host"])):
         if only is not None and not member.get(only):
             continue
-        out += ["      - targets: [%s]" % _q(host_port(member["address"], port)),
-                "        labels:",
-                "          node: %s" % _q(member["host"])]
+        out += [
+            "      - targets: [%s]" % _q(host_port(member["address"], port)),
+            "        labels:",
+            "          node: %s" % _q(member["host"]),
+        ]
     return out
 
 
-def prometheus_config(members: Sequence[Mapping[str, Any]], exporter_port: int, dcgm_port: int, password_file: str,
-                      ray_sd_file: str, scrape_interval: str = "15s", user: str = USER) -> str:
+def prometheus_config(
+    members: Sequence[Mapping[str, Any]],
+    exporter_port: int,
+    dcgm_port: int,
+    password_file: str,
+    ray_sd_file: str,
+    scrape_interval: str = "15s",
+    user: str = USER,
+) -> str:
     """The scrape config: every member's node_exporter (basic auth, the password read from ``password_file`` at each
     scrape, never written here), Ray's own metrics through the service-discovery file Ray writes, and NVIDIA's DCGM
     exporter on the members where it is installed (``dcgm``). ``members``: ``[{host, address, dcgm}]``."""
@@ -211,26 +247,32 @@ def prometheus_config(members: Sequence[Mapping[str, Any]], exporter_port: int, 
         raise MetricsError("no cluster member to scrape (the head is one): run site.yml over the whole cluster")
     missing = [str(m.get("host")) for m in members if not str(m.get("address") or "").strip()]
     if missing:
-        raise MetricsError("the private address of cluster member(s) %s is unknown: run site.yml over the whole "
-                           "cluster (no --limit), or set ray_private_ip for them" % ", ".join(missing))
-    lines = [
-        HEADER.rstrip("\n"),
-        "global:",
-        "  scrape_interval: %s" % scrape_interval,
-        "  evaluation_interval: %s" % scrape_interval,
-        "scrape_configs:",
-        "  - job_name: node",
-        "    basic_auth:",
-        "      username: %s" % _q(user),
-        "      password_file: %s" % _q(password_file),
-        "    static_configs:",
-    ] + _targets(members, exporter_port) + [
-        "  - job_name: ray",
-        "    file_sd_configs:",
-        "      - files: [%s]" % _q(ray_sd_file),
-        # Ray rewrites the file as nodes come and go; a link to the session's copy is not watched, so re-read it.
-        "        refresh_interval: 30s",
-    ]
+        raise MetricsError(
+            "the private address of cluster member(s) %s is unknown: run site.yml over the whole "
+            "cluster (no --limit), or set ray_private_ip for them" % ", ".join(missing)
+        )
+    lines = (
+        [
+            HEADER.rstrip("\n"),
+            "global:",
+            "  scrape_interval: %s" % scrape_interval,
+            "  evaluation_interval: %s" % scrape_interval,
+            "scrape_configs:",
+            "  - job_name: node",
+            "    basic_auth:",
+            "      username: %s" % _q(user),
+            "      password_file: %s" % _q(password_file),
+            "    static_configs:",
+        ]
+        + _targets(members, exporter_port)
+        + [
+            "  - job_name: ray",
+            "    file_sd_configs:",
+            "      - files: [%s]" % _q(ray_sd_file),
+            # Ray rewrites the file as nodes come and go; a link to the session's copy is not watched, so re-read it.
+            "        refresh_interval: 30s",
+        ]
+    )
     dcgm = _targets(members, dcgm_port, only="dcgm")
     if dcgm:
         lines += ["  - job_name: dcgm", "    static_configs:"] + dcgm
@@ -261,8 +303,15 @@ def members_in(config_text: str | None) -> list[tuple[str, str]]:
 
 # ---- what a change means --------------------------------------------------------------------------------------
 
-def service_action(active: bool, enabled: bool, unit_changed: bool, web_changed: bool, config_changed: bool = False,
-                   reloadable: bool = False) -> tuple[bool, str, bool]:
+
+def service_action(
+    active: bool,
+    enabled: bool,
+    unit_changed: bool,
+    web_changed: bool,
+    config_changed: bool = False,
+    reloadable: bool = False,
+) -> tuple[bool, str, bool]:
     """``(daemon_reload, action, enable)``: what systemd must do after the files were written. ``action`` is
     ``restart``, ``reload``, ``start`` or ``""``; nothing at all on a re-run that changed nothing."""
     if not active:
@@ -278,8 +327,9 @@ def service_action(active: bool, enabled: bool, unit_changed: bool, web_changed:
 
 # ---- status.yml's line per node -------------------------------------------------------------------------------
 
+
 def _latest(points):
-    for dummy, value in reversed(points or []):
+    for _dummy, value in reversed(points or []):
         if value is not None:
             return value
     return None

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """The work of module rlinfra.verl.ray_metrics on one node: node_exporter everywhere, Prometheus on the head
@@ -16,7 +15,6 @@ import os
 import pwd
 import time
 from typing import Any
-
 from urllib.parse import urlencode
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import owned, vocabulary
@@ -37,8 +35,9 @@ class Systemd:
             return
         rc, out, err = self.module.run_command([self.path] + list(args))
         if rc != 0:
-            self.module.fail_json(msg="systemctl %s failed: %s" % (" ".join(args),
-                                                                   (err or out).strip().replace("\n", " | ")))
+            self.module.fail_json(
+                msg="systemctl %s failed: %s" % (" ".join(args), (err or out).strip().replace("\n", " | "))
+            )
 
     def state(self, verb: str, unit: str) -> str:
         dummy, out, dummy2 = self.module.run_command([self.path, verb, unit])
@@ -64,8 +63,13 @@ class Node:
         self.bcrypt: Any = None  # metrics.Bcrypt, set by run() before any web config is written
 
     def fail(self, msg: str) -> None:
-        self.module.fail_json(msg=msg, files=self.files, installed=self.installed, services=self.services,
-                              changed=bool(self.files or self.installed or self.services) and not self.check)
+        self.module.fail_json(
+            msg=msg,
+            files=self.files,
+            installed=self.installed,
+            services=self.services,
+            changed=bool(self.files or self.installed or self.services) and not self.check,
+        )
 
     def put(self, path: str, text: str, mode: int, uid: int | None = None) -> bool:
         try:
@@ -114,8 +118,10 @@ class Node:
         package = metrics.PACKAGES[kind]
         apt = self.module.get_bin_path("apt-get")
         if not self.p["install"] or not apt:
-            self.fail("%s is not installed on this node%s: install the %s package, or set ray_metrics: false"
-                      % (metrics.BINARIES[kind], "" if apt else " and it has no apt-get to install it with", package))
+            self.fail(
+                "%s is not installed on this node%s: install the %s package, or set ray_metrics: false"
+                % (metrics.BINARIES[kind], "" if apt else " and it has no apt-get to install it with", package)
+            )
         self.installed.append(package)
         if self.check:
             return "/usr/bin/" + metrics.BINARIES[kind]
@@ -127,17 +133,21 @@ class Node:
             rc, out, err = self.module.run_command(argv, environ_update=env)
         found = self.module.get_bin_path(metrics.BINARIES[kind])
         if rc != 0 or not found:
-            self.fail("%s could not be installed with apt-get: %s; install it and run again, or set ray_metrics: false"
-                      % (package, ((err or out).strip().splitlines() or ["no output"])[-1][:300]))
+            self.fail(
+                "%s could not be installed with apt-get: %s; install it and run again, or set ray_metrics: false"
+                % (package, ((err or out).strip().splitlines() or ["no output"])[-1][:300])
+            )
         return found
 
     # -- a service whose files were written ------------------------------------------------------------------
-    def apply(self, unit: str, unit_changed: bool, web_changed: bool, config_changed: bool = False,
-              reloadable: bool = False) -> None:
+    def apply(
+        self, unit: str, unit_changed: bool, web_changed: bool, config_changed: bool = False, reloadable: bool = False
+    ) -> None:
         active = self.systemd.state("is-active", unit) == "active"
         enabled = self.systemd.state("is-enabled", unit) == "enabled"
-        reload_daemon, action, enable = metrics.service_action(active, enabled, unit_changed, web_changed,
-                                                               config_changed, reloadable)
+        reload_daemon, action, enable = metrics.service_action(
+            active, enabled, unit_changed, web_changed, config_changed, reloadable
+        )
         if reload_daemon:
             self.systemd.run("daemon-reload")
         if enable:
@@ -188,18 +198,33 @@ class Node:
         password_file = os.path.join(self.dir, metrics.PASSWORD)
         self.put(password_file, p["password"], 0o600, uid)
         web_path, web_changed = self.web(metrics.PROMETHEUS_WEB, uid)
-        members = [dict(m, dcgm=bool(m.get("dcgm")) or m.get("host") in q["dcgm_hosts"]
-                        or (dcgm_here and m.get("address") == p["address"])) for m in q["members"]]
+        members = [
+            dict(
+                m,
+                dcgm=bool(m.get("dcgm"))
+                or m.get("host") in q["dcgm_hosts"]
+                or (dcgm_here and m.get("address") == p["address"]),
+            )
+            for m in q["members"]
+        ]
         try:
-            config = metrics.prometheus_config(members, q["exporter_port"], q["dcgm_port"], password_file,
-                                               q["ray_sd_file"], q["scrape_interval"])
+            config = metrics.prometheus_config(
+                members, q["exporter_port"], q["dcgm_port"], password_file, q["ray_sd_file"], q["scrape_interval"]
+            )
         except metrics.MetricsError as e:
             self.fail(str(e))
         config_changed = self.put(os.path.join(self.dir, metrics.PROMETHEUS_CONFIG), config, 0o644)
         self.storage(q["storage_dir"], uid)
-        unit = metrics.prometheus_unit(binary, p["address"], q["port"],
-                                       os.path.join(self.dir, metrics.PROMETHEUS_CONFIG), web_path,
-                                       q["storage_dir"], q["retention"], user)
+        unit = metrics.prometheus_unit(
+            binary,
+            p["address"],
+            q["port"],
+            os.path.join(self.dir, metrics.PROMETHEUS_CONFIG),
+            web_path,
+            q["storage_dir"],
+            q["retention"],
+            user,
+        )
         unit_changed = self.put(os.path.join(p["unit_dir"], metrics.PROMETHEUS_UNIT), unit, 0o644)
         self.apply(metrics.PROMETHEUS_UNIT, unit_changed, web_changed, config_changed, reloadable=True)
 
@@ -279,8 +304,10 @@ def query(module: Any) -> None:
         with open(os.path.join(p["config_dir"], "metrics", metrics.PROMETHEUS_CONFIG), encoding="utf-8") as handle:
             members = metrics.members_in(handle.read())
     except OSError:
-        module.fail_json(msg="no Prometheus on this node (%s/metrics/%s is missing): run site.yml with ray_metrics on"
-                         % (p["config_dir"], metrics.PROMETHEUS_CONFIG))
+        module.fail_json(
+            msg="no Prometheus on this node (%s/metrics/%s is missing): run site.yml with ray_metrics on"
+            % (p["config_dir"], metrics.PROMETHEUS_CONFIG)
+        )
     names = dict((address, host) for host, address in members)
     names.update(p["names"])
     address = (p["address"] or "").strip()
@@ -291,14 +318,17 @@ def query(module: Any) -> None:
         except (OSError, ValueError, AttributeError):
             address = ""
     if not address:
-        module.fail_json(msg="the head's private address is unknown (no address given, none in %s)"
-                         % p["ray_fact_path"])
+        module.fail_json(
+            msg="the head's private address is unknown (no address given, none in %s)" % p["ray_fact_path"]
+        )
     try:
         with open(os.path.join(p["config_dir"], "metrics", metrics.PASSWORD), encoding="utf-8") as handle:
             password = handle.read().strip()
     except OSError as e:
-        module.fail_json(msg="the metrics password cannot be read on this head (%s): run site.yml with ray_metrics on"
-                         % (e.strerror or e))
+        module.fail_json(
+            msg="the metrics password cannot be read on this head (%s): run site.yml with ray_metrics on"
+            % (e.strerror or e)
+        )
     module.no_log_values.add(password)
     base = "http://%s" % metrics.host_port(address, p["prometheus_port"])
     headers = {"Authorization": metrics.authorization(password)}
@@ -317,8 +347,9 @@ def query(module: Any) -> None:
                 answers.setdefault(kind, []).append(None)
     structure, unread = prometheus.utilisation(answers, names)
     hosts = list(dict.fromkeys([host for host, dummy in members] + list(p["names"].values())))
-    module.exit_json(changed=False, lines=metrics.utilisation_lines(structure, hosts), problems=problems + unread,
-                     series=structure)
+    module.exit_json(
+        changed=False, lines=metrics.utilisation_lines(structure, hosts), problems=problems + unread, series=structure
+    )
 
 
 def run(module: Any, prometheus_options: Any) -> None:
@@ -330,8 +361,13 @@ def run(module: Any, prometheus_options: Any) -> None:
     node = Node(module, prometheus_options)
     if p["state"] == "absent":
         node.absent()
-        module.exit_json(changed=bool(node.files or node.services), files=node.files, installed=[],
-                         services=node.services, **(dict(diff=node.diff) if node.diff else {}))
+        module.exit_json(
+            changed=bool(node.files or node.services),
+            files=node.files,
+            installed=[],
+            services=node.services,
+            **(dict(diff=node.diff) if node.diff else {}),
+        )
     for key in ("address", "password"):
         if not (p[key] or "").strip():
             module.fail_json(msg="%s must be given with state=present" % key, changed=False)
@@ -346,8 +382,12 @@ def run(module: Any, prometheus_options: Any) -> None:
             node.systemd.run("daemon-reload")
         for name in (metrics.PASSWORD, metrics.PROMETHEUS_WEB, metrics.PROMETHEUS_CONFIG):
             node.remove_file(os.path.join(node.dir, name))
-    fact = dict(exporter=True, prometheus=p["prometheus"] is not None, dcgm=dcgm,
-                storage_dir=(p["prometheus"] or {}).get("storage_dir") or "")
+    fact = dict(
+        exporter=True,
+        prometheus=p["prometheus"] is not None,
+        dcgm=dcgm,
+        storage_dir=(p["prometheus"] or {}).get("storage_dir") or "",
+    )
     try:
         if ensure_dir(os.path.dirname(p["fact_path"]), 0o755, check_mode=module.check_mode, keep_mode=True):
             node.files.append(os.path.dirname(p["fact_path"]))
@@ -355,5 +395,11 @@ def run(module: Any, prometheus_options: Any) -> None:
         node.fail("%s cannot be used: %s" % (os.path.dirname(p["fact_path"]), e.strerror or e))
     node.put(p["fact_path"], fact_text(fact), 0o644)
     changed = bool(node.files or node.installed or node.services)
-    module.exit_json(changed=changed, files=node.files, installed=node.installed, services=node.services, dcgm=dcgm,
-                     **(dict(diff=node.diff) if node.diff else {}))
+    module.exit_json(
+        changed=changed,
+        files=node.files,
+        installed=node.installed,
+        services=node.services,
+        dcgm=dcgm,
+        **(dict(diff=node.diff) if node.diff else {}),
+    )

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """The nodes' utilisation over a run's window from Prometheus, as pure functions: the PromQL of each chart, the
@@ -20,7 +19,6 @@ import json
 import math
 from collections.abc import Mapping
 from typing import Any
-
 from urllib.parse import urlencode
 
 KINDS = ("cpu", "memory", "gpu", "gpu_memory")
@@ -41,10 +39,14 @@ MEMORY = "100 * (1 - node_memory_MemAvailable_bytes / node_memory_MemTotal_bytes
 GPU_DCGM = "avg by (instance) (DCGM_FI_DEV_GPU_UTIL)"
 GPU_RAY = "avg by (ip) (ray_node_gpus_utilization)"
 # Used over used + free/available: a percentage whatever unit the exporter counts in (DCGM and Ray give MiB).
-GPU_MEMORY_DCGM = ("100 * sum by (instance) (DCGM_FI_DEV_FB_USED) / (sum by (instance) (DCGM_FI_DEV_FB_USED) + "
-                   "sum by (instance) (DCGM_FI_DEV_FB_FREE))")
-GPU_MEMORY_RAY = ("100 * sum by (ip) (ray_node_gram_used) / (sum by (ip) (ray_node_gram_used) + "
-                  "sum by (ip) (ray_node_gram_available))")
+GPU_MEMORY_DCGM = (
+    "100 * sum by (instance) (DCGM_FI_DEV_FB_USED) / (sum by (instance) (DCGM_FI_DEV_FB_USED) + "
+    "sum by (instance) (DCGM_FI_DEV_FB_FREE))"
+)
+GPU_MEMORY_RAY = (
+    "100 * sum by (ip) (ray_node_gram_used) / (sum by (ip) (ray_node_gram_used) + "
+    "sum by (ip) (ray_node_gram_available))"
+)
 
 
 class PrometheusError(ValueError):
@@ -59,8 +61,12 @@ def window(seconds: float) -> str:
 
 def queries(step: float = MIN_STEP) -> dict[str, tuple[str, ...]]:
     """``{kind: (expression, fallback, ...)}`` for a query of ``step`` seconds."""
-    return dict(cpu=(cpu(window(step)),), memory=(MEMORY,), gpu=(GPU_DCGM, GPU_RAY),
-                gpu_memory=(GPU_MEMORY_DCGM, GPU_MEMORY_RAY))
+    return dict(
+        cpu=(cpu(window(step)),),
+        memory=(MEMORY,),
+        gpu=(GPU_DCGM, GPU_RAY),
+        gpu_memory=(GPU_MEMORY_DCGM, GPU_MEMORY_RAY),
+    )
 
 
 def step_for(start: float, end: float, max_points: int = MAX_POINTS, min_step: float = MIN_STEP) -> int:
@@ -70,8 +76,15 @@ def step_for(start: float, end: float, max_points: int = MAX_POINTS, min_step: f
     return max(int(min_step), int(math.ceil(span / max(1, max_points - 1))))
 
 
-def query_range(base_url: str | None, expression: str, start: float, end: float, max_points: int = MAX_POINTS,
-                min_step: float = MIN_STEP, timeout: float | None = None) -> tuple[str, dict[str, str]]:
+def query_range(
+    base_url: str | None,
+    expression: str,
+    start: float,
+    end: float,
+    max_points: int = MAX_POINTS,
+    min_step: float = MIN_STEP,
+    timeout: float | None = None,
+) -> tuple[str, dict[str, str]]:
     """``(url, params)`` of a range query of ``expression`` over ``[start, end]`` (epoch seconds); ``base_url`` is
     Prometheus's (``http://10.0.0.5:9090``, a path prefix kept). An end before the start is a window of one step."""
     start, end = float(start), float(end)
@@ -84,13 +97,20 @@ def query_range(base_url: str | None, expression: str, start: float, end: float,
     return (base_url or "").rstrip("/") + RANGE_PATH, params
 
 
-def range_requests(base_url: str | None, start: float, end: float, max_points: int = MAX_POINTS,
-                   min_step: float = MIN_STEP,
-                   timeout: float | None = None) -> dict[str, list[tuple[str, dict[str, str]]]]:
+def range_requests(
+    base_url: str | None,
+    start: float,
+    end: float,
+    max_points: int = MAX_POINTS,
+    min_step: float = MIN_STEP,
+    timeout: float | None = None,
+) -> dict[str, list[tuple[str, dict[str, str]]]]:
     """``{kind: [(url, params), ...]}``: every query of the window, each chart's in order of preference."""
     step = step_for(start, end, max_points, min_step)
-    return dict((kind, [query_range(base_url, expr, start, end, max_points, min_step, timeout) for expr in exprs])
-                for kind, exprs in queries(step).items())
+    return dict(
+        (kind, [query_range(base_url, expr, start, end, max_points, min_step, timeout) for expr in exprs])
+        for kind, exprs in queries(step).items()
+    )
 
 
 def url(base_url: str | None, expression: str, start: float, end: float, **kwargs: Any) -> str:
@@ -146,25 +166,30 @@ def decode(body: str | bytes | dict[str, Any]) -> dict[str, Any]:
     try:
         data = json.loads(body)
     except (TypeError, ValueError):
-        raise PrometheusError("the answer is not Prometheus's JSON: %r" % str(body)[:120])
+        raise PrometheusError("the answer is not Prometheus's JSON: %r" % str(body)[:120]) from None
     if not isinstance(data, dict):
         raise PrometheusError("the answer is not Prometheus's JSON object: %r" % str(body)[:120])
     return data
 
 
-def parse(body: str | bytes | dict[str, Any],
-          names: Mapping[str, str] | None = None) -> dict[str, list[tuple[float, float | None]]]:
+def parse(
+    body: str | bytes | dict[str, Any], names: Mapping[str, str] | None = None
+) -> dict[str, list[tuple[float, float | None]]]:
     """``{host: [(epoch_s, value or None), ...]}`` (time order) of a query_range answer; series of one host (two
     scrape jobs, say) are merged, the first one's sample kept at a time both have. PrometheusError for an error
     answer (its ``errorType`` and ``error``) or one that is not a matrix."""
     data = decode(body)
     if data.get("status") != "success":
-        raise PrometheusError("Prometheus answered %s: %s" % (
-            data.get("errorType") or data.get("status") or "no status", data.get("error") or "no error given"))
+        raise PrometheusError(
+            "Prometheus answered %s: %s"
+            % (data.get("errorType") or data.get("status") or "no status", data.get("error") or "no error given")
+        )
     inner = data.get("data")
     if not isinstance(inner, dict) or inner.get("resultType") != "matrix" or not isinstance(inner.get("result"), list):
-        raise PrometheusError("Prometheus's answer is not a range query's matrix (resultType %r)"
-                              % (inner.get("resultType") if isinstance(inner, dict) else None))
+        raise PrometheusError(
+            "Prometheus's answer is not a range query's matrix (resultType %r)"
+            % (inner.get("resultType") if isinstance(inner, dict) else None)
+        )
     out: dict[str, dict[float, float | None]] = {}
     for series in inner["result"]:
         if not isinstance(series, dict):
@@ -182,8 +207,9 @@ def parse(body: str | bytes | dict[str, Any],
     return dict((host, sorted(points.items())) for host, points in out.items())
 
 
-def utilisation(answers: Mapping[str, Any] | None,
-                names: Mapping[str, str] | None = None) -> tuple[dict[str, Any], list[str]]:
+def utilisation(
+    answers: Mapping[str, Any] | None, names: Mapping[str, str] | None = None
+) -> tuple[dict[str, Any], list[str]]:
     """``(structure, problems)`` from ``{kind: [answer of each expression of queries()[kind], ...]}``: each kind's
     first answer that has a series (DCGM before Ray for the GPUs); ``problems`` the lines of the answers that could
     not be read (a kind without any answer is left out, not an error)."""

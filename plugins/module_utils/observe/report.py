@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """A run's report: ``artifacts/<exp>/<submission>/report.html``, one self-contained page that ray_job_wait writes on
@@ -43,16 +42,16 @@ if TYPE_CHECKING:
 
 MODE = 0o600
 NAME = "report.html"
-DATA = "report.json"   # what the page was built from, beside it: run_report adds what the nodes' logs say later
-KERNEL_AFTER_S = 300   # kernel events this long after the run's end are still its own (a GPU lost as the job died)
+DATA = "report.json"  # what the page was built from, beside it: run_report adds what the nodes' logs say later
+KERNEL_AFTER_S = 300  # kernel events this long after the run's end are still its own (a GPU lost as the job died)
 VENDOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "vendor")
 # The vendored files as released (vendor/README.md): a changed file is caught by the unit tests, not shipped unseen.
 VENDOR_SHA256 = {
     "uPlot.iife.min.js": "19c8d4c6ad88929a79f4ae49d6f7161566dfd0ba3d15cc495e974f787eb78f1f",
     "uPlot.min.css": "df630c6a8d6f8eeaff264b50f73ce5b114f646ffd9a0bb74f049b0a00135fa04",
 }
-CURVE_WIDTH = 400      # columns a curve is thinned to: at most 4 points each
-UTIL_POINTS = 2000     # points a node's utilisation series keeps (Prometheus's step gives about 1000)
+CURVE_WIDTH = 400  # columns a curve is thinned to: at most 4 points each
+UTIL_POINTS = 2000  # points a node's utilisation series keeps (Prometheus's step gives about 1000)
 KINDS = (("cpu", "CPU %"), ("memory", "memory %"), ("gpu", "GPU %"), ("gpu_memory", "GPU memory %"))
 WHAT = {
     "attempt_start": "attempt {attempt} started ({submission_id})",
@@ -67,7 +66,7 @@ WHAT = {
     "resubmitted": "attempt {attempt} submitted, {resume}",
     "first_step": "attempt {attempt} printed its first step{proof}",
     "not_resumed": "attempt {attempt} started over at step {first_step} instead of resuming from step {resume_step}: "
-                   "stopped, no further attempt",
+    "stopped, no further attempt",
     "kernel": "{node}: {what}",
     "deadline": "recovery.deadline left no time for another attempt: none was made",
     "replaced": "{node}, gone for good, replaced by {new} ({new_ip}, rental {rental}; rental {old_rental} given back)",
@@ -114,15 +113,20 @@ def attempt_curves(attempt: int, submission_id: str, follow: Follow, width: int 
     """One attempt's curves from its :class:`verl.metrics.Follow`: ``{attempt, submission_id, metrics: [(key,
     [(step, epoch_s or None, value)])]}``, every CSV column (one without a finite value has no points)."""
     seen = follow.seen_at
-    curves = [(key, [(step, seen.get(step), _round(value)) for step, value in points])
-              for key, points in follow.curves(width)]
+    curves = [
+        (key, [(step, seen.get(step), _round(value)) for step, value in points]) for key, points in follow.curves(width)
+    ]
     named = set(key for key, dummy in curves)
     curves += [(key, []) for key in follow.columns if key not in named]
     return dict(attempt=attempt, submission_id=submission_id, metrics=curves)
 
 
-def events_from_watch(events: Iterable[Any] | None, marks: Iterable[Any] | None,
-                      started: float | None, attempts: Iterable[Mapping[str, Any]] | None = ()) -> list[dict[str, Any]]:
+def events_from_watch(
+    events: Iterable[Any] | None,
+    marks: Iterable[Any] | None,
+    started: float | None,
+    attempts: Iterable[Mapping[str, Any]] | None = (),
+) -> list[dict[str, Any]]:
     """The watchdog's events and marks (``at_s`` seconds after the watch began at epoch ``started``) and the attempts'
     own start and end times, as ``[{at, kind, text}]`` in time order: absolute times on the utilisation charts' axis."""
     out = []
@@ -135,31 +139,63 @@ def events_from_watch(events: Iterable[Any] | None, marks: Iterable[Any] | None,
         return None if seconds is None or started is None else started + float(seconds)
 
     for row in attempts or ():
-        add(epoch(row.get("start_time")), "attempt_start", attempt=row.get("attempt"),
-            submission_id=row.get("submission_id"))
+        add(
+            epoch(row.get("start_time")),
+            "attempt_start",
+            attempt=row.get("attempt"),
+            submission_id=row.get("submission_id"),
+        )
         why = row.get("why")
-        add(epoch(row.get("end_time")), "attempt_end", attempt=row.get("attempt"), status=row.get("status") or "",
-            why=" (%s)" % why.replace("_", " ") if why and why != "succeeded" else "")
+        add(
+            epoch(row.get("end_time")),
+            "attempt_end",
+            attempt=row.get("attempt"),
+            status=row.get("status") or "",
+            why=" (%s)" % why.replace("_", " ") if why and why != "succeeded" else "",
+        )
     for event in list(events or ()) + list(marks or ()):
         kind = event.get("event")
         if kind == "resubmitted":
             step = event.get("resume_step")
             add(rel(event.get("detected_s")), "recovery", after=str(event.get("after") or "?").replace("_", " "))
-            add(rel(event.get("submitted_s")), "resubmitted", attempt=event.get("attempt"),
-                resume="resumes from checkpoint step %s" % step if step is not None else "starts from scratch")
+            add(
+                rel(event.get("submitted_s")),
+                "resubmitted",
+                attempt=event.get("attempt"),
+                resume="resumes from checkpoint step %s" % step if step is not None else "starts from scratch",
+            )
             proven, first = event.get("resume_proven"), event.get("first_logged_step")
-            proof = {True: " (step %s: resumed from step %s)" % (first, step), False: " (step %s: started over)" % first}
-            add(rel(event.get("first_step_s")), "first_step", attempt=event.get("attempt"),
-                proof=proof.get(proven, " (recovered)"))
+            proof = {
+                True: " (step %s: resumed from step %s)" % (first, step),
+                False: " (step %s: started over)" % first,
+            }
+            add(
+                rel(event.get("first_step_s")),
+                "first_step",
+                attempt=event.get("attempt"),
+                proof=proof.get(proven, " (recovered)"),
+            )
         elif kind == "not_resumed":
-            add(rel(event.get("at_s")), kind, attempt=event.get("attempt"), first_step=event.get("first_step"),
-                resume_step=event.get("resume_step"))
+            add(
+                rel(event.get("at_s")),
+                kind,
+                attempt=event.get("attempt"),
+                first_step=event.get("first_step"),
+                resume_step=event.get("resume_step"),
+            )
         elif kind == "replaced":
-            add(rel(event.get("done_s")), kind, **dict((k, event.get(k) or "?") for k in (
-                "node", "new", "new_ip", "rental", "old_rental")))
+            add(
+                rel(event.get("done_s")),
+                kind,
+                **dict((k, event.get(k) or "?") for k in ("node", "new", "new_ip", "rental", "old_rental")),
+            )
         elif kind in WHAT:
-            add(rel(event.get("at_s")), kind, node=event.get("node") or "?",
-                on=" (%s)" % event["node"] if event.get("node") else "")
+            add(
+                rel(event.get("at_s")),
+                kind,
+                node=event.get("node") or "?",
+                on=" (%s)" % event["node"] if event.get("node") else "",
+            )
     return sorted(out, key=lambda e: e["at"])
 
 
@@ -185,8 +221,13 @@ def script_json(data: Any) -> str:
     """JSON safe inside a ``<script>`` element: ``<``, ``>`` and ``&`` as ``\\u`` escapes (JSON.parse reads them
     back); NaN and infinities are not JSON, so they must be None already."""
     text = json.dumps(data, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026") \
-        .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return (
+        text.replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
 
 
 def header_rows(run: Mapping[str, Any]) -> list[tuple[str, Any]]:
@@ -196,13 +237,29 @@ def header_rows(run: Mapping[str, Any]) -> list[tuple[str, Any]]:
     cost = run.get("cost") or {}
     rows = [("experiment", run.get("experiment")), ("submission", run.get("submission_id"))]
     status = run.get("status") or ("RUNNING" if not run.get("final") else "UNKNOWN" if run.get("reason_line") else None)
-    rows.append(("status", "%s%s" % (status, " - %s" % run["reason_line"] if run.get("reason_line") else "")
-                 if status else None))
+    rows.append(
+        (
+            "status",
+            "%s%s" % (status, " - %s" % run["reason_line"] if run.get("reason_line") else "") if status else None,
+        )
+    )
     attempts = run.get("attempts") or []
     if attempts:
-        rows.append(("attempts", "; ".join("%s. %s %s%s" % (
-            a.get("attempt"), a.get("submission_id"), a.get("status") or "RUNNING",
-            ", steps reached %s" % a["last_step"] if a.get("last_step") is not None else "") for a in attempts)))
+        rows.append(
+            (
+                "attempts",
+                "; ".join(
+                    "%s. %s %s%s"
+                    % (
+                        a.get("attempt"),
+                        a.get("submission_id"),
+                        a.get("status") or "RUNNING",
+                        ", steps reached %s" % a["last_step"] if a.get("last_step") is not None else "",
+                    )
+                    for a in attempts
+                ),
+            )
+        )
     code = run.get("code") or {}
     if code.get("commit"):
         ref = " (ref %s)" % code["ref"] if code.get("ref") else ""
@@ -233,8 +290,13 @@ def header_rows(run: Mapping[str, Any]) -> list[tuple[str, Any]]:
     if cost.get("gpu_hours") is not None:
         rows.append(("GPU-hours", "%.2f" % cost["gpu_hours"]))
     if cost.get("cost") is not None:
-        rows.append(("cost", "$%.2f (%d node(s) at $%.2f/h)" % (
-            cost["cost"], cost.get("nodes") or len(nodes), cost.get("cost_per_hour") or 0.0)))
+        rows.append(
+            (
+                "cost",
+                "$%.2f (%d node(s) at $%.2f/h)"
+                % (cost["cost"], cost.get("nodes") or len(nodes), cost.get("cost_per_hour") or 0.0),
+            )
+        )
     if run.get("given_back"):
         rows.append(("machines given back", run["given_back"]))
     if run.get("causes"):
@@ -254,22 +316,45 @@ def page_data(run: Mapping[str, Any]) -> dict[str, Any]:
     start, end = window(run)
     curves = []
     for att in run.get("curves") or []:
-        curves.append(dict(attempt=att.get("attempt"), sid=att.get("submission_id"), series=dict(
-            (key, [[p[0] for p in pts], [None if p[1] is None else round(p[1], 1) for p in pts], [p[2] for p in pts]])
-            for key, pts in att.get("metrics") or [])))
+        curves.append(
+            dict(
+                attempt=att.get("attempt"),
+                sid=att.get("submission_id"),
+                series=dict(
+                    (
+                        key,
+                        [
+                            [p[0] for p in pts],
+                            [None if p[1] is None else round(p[1], 1) for p in pts],
+                            [p[2] for p in pts],
+                        ],
+                    )
+                    for key, pts in att.get("metrics") or []
+                ),
+            )
+        )
     order = []
     for att in run.get("curves") or []:
-        for key, dummy in att.get("metrics") or []:
+        for key, _dummy in att.get("metrics") or []:
             if key not in order:
                 order.append(key)
     util = run.get("utilisation") or {}
     return dict(
-        metrics=order, curves=curves,
-        util=[dict(kind=kind, title=title, nodes=sorted(util[kind]),
-                   series=[_columns(list(util[kind][node]), UTIL_POINTS) for node in sorted(util[kind])])
-              for kind, title in KINDS if util.get(kind)],
+        metrics=order,
+        curves=curves,
+        util=[
+            dict(
+                kind=kind,
+                title=title,
+                nodes=sorted(util[kind]),
+                series=[_columns(list(util[kind][node]), UTIL_POINTS) for node in sorted(util[kind])],
+            )
+            for kind, title in KINDS
+            if util.get(kind)
+        ],
         events=[dict(t=e["at"], kind=e["kind"], text=e["text"]) for e in run.get("events") or []],
-        window=[start, end if end is not None else run.get("generated_at")])
+        window=[start, end if end is not None else run.get("generated_at")],
+    )
 
 
 STYLE = """
@@ -326,20 +411,27 @@ curves();util();
 
 def _events_table(events):
     if not events:
-        return "<p class=\"note\">No fault, recovery or other event during the watch.</p>"
+        return '<p class="note">No fault, recovery or other event during the watch.</p>'
     rows = "".join("<tr><td>%s</td><td>%s</td></tr>" % (_esc(utc(e["at"])), _esc(e["text"])) for e in events)
-    return "<table class=\"events\"><tr><th>time</th><th>event</th></tr>%s</table>" % rows
+    return '<table class="events"><tr><th>time</th><th>event</th></tr>%s</table>' % rows
 
 
 def _links(run):
-    items = ["<li><a href=\"%s\">driver log %s</a></li>" % (_esc(quote(rel)), _esc(label))
-             for label, rel in run.get("logs") or []]
-    items += ["<li><a href=\"%s\">logs of node %s</a></li>" % (_esc(quote(rel)), _esc(host))
-              for host, rel in run.get("node_logs") or []]
+    items = [
+        '<li><a href="%s">driver log %s</a></li>' % (_esc(quote(rel)), _esc(label))
+        for label, rel in run.get("logs") or []
+    ]
+    items += [
+        '<li><a href="%s">logs of node %s</a></li>' % (_esc(quote(rel)), _esc(host))
+        for host, rel in run.get("node_logs") or []
+    ]
     if not items:
-        return "<p class=\"note\">No log saved yet.</p>"
-    note = "" if run.get("node_logs") else \
-        "<p class=\"note\">Per-node logs: run logs.yml for the experiment, they land in nodes/ beside this page.</p>"
+        return '<p class="note">No log saved yet.</p>'
+    note = (
+        ""
+        if run.get("node_logs")
+        else '<p class="note">Per-node logs: run logs.yml for the experiment, they land in nodes/ beside this page.</p>'
+    )
     return "<ul>%s</ul>%s" % ("".join(items), note)
 
 
@@ -350,33 +442,47 @@ def build(run: Mapping[str, Any]) -> str:
     :func:`amend`), logs and node_logs (``[(label, relative path)]``), watch_started, generated_at, final)."""
     title = "%s - %s" % (run.get("experiment") or "run", run.get("submission_id") or "")
     header = "".join("<tr><th>%s</th><td>%s</td></tr>" % (_esc(label), _esc(text)) for label, text in header_rows(run))
-    util_note = "" if run.get("utilisation") else "<p class=\"note\">Node utilisation is not available: %s.</p>" % _esc(
-        run.get("utilisation_note") or "no Prometheus data was given for this run")
+    util_note = (
+        ""
+        if run.get("utilisation")
+        else '<p class="note">Node utilisation is not available: %s.</p>'
+        % _esc(run.get("utilisation_note") or "no Prometheus data was given for this run")
+    )
     csp = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"
-    return "".join((
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n",
-        "<meta http-equiv=\"Content-Security-Policy\" content=\"%s\">\n" % csp,
-        "<meta name=\"generator\" content=\"rlinfra.verl ray_job_wait\">\n",
-        "<title>%s</title>\n" % _esc(title),
-        "<style>%s</style>\n<style>%s</style>\n" % (vendored("uPlot.min.css"), STYLE),
-        "</head><body>\n<h1>%s</h1>\n" % _esc(title),
-        "<p class=\"note\">%s</p>\n" % _esc(("Final report, written %s." if run.get("final") else
-                                             "The run was still going when this was written (%s); it is rewritten as "
-                                             "it goes on.") % (utc(run.get("generated_at")) or "")),
-        "<table>%s</table>\n" % header,
-        "<h2>Training curves</h2>\n<p>x axis: <label><input type=\"radio\" name=\"xaxis\" value=\"step\" checked> step"
-        "</label> <label><input type=\"radio\" name=\"xaxis\" value=\"time\"> time the step was read (UTC; events "
-        "marked)</label></p>\n",
-        "<noscript><p>The charts need JavaScript; the tables do not.</p></noscript>\n",
-        "<div id=\"curves\" class=\"grid\"></div>\n" if run.get("curves") else
-        "<div id=\"curves\" class=\"grid\"></div><p class=\"note\">No step printed yet.</p>\n",
-        "<h2>Node utilisation</h2>\n<p class=\"note\">Times in UTC; dashed lines mark the events below.</p>\n%s"
-        "<div id=\"util\" class=\"grid\"></div>\n" % util_note,
-        "<h2>Events</h2>\n%s\n" % _events_table(run.get("events") or []),
-        "<h2>Logs</h2>\n%s\n" % _links(run),
-        "<script type=\"application/json\" id=\"report-data\">%s</script>\n" % script_json(page_data(run)),
-        "<script>%s</script>\n<script>%s</script>\n" % (vendored("uPlot.iife.min.js"), SCRIPT),
-        "</body></html>\n"))
+    return "".join(
+        (
+            '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n',
+            '<meta http-equiv="Content-Security-Policy" content="%s">\n' % csp,
+            '<meta name="generator" content="rlinfra.verl ray_job_wait">\n',
+            "<title>%s</title>\n" % _esc(title),
+            "<style>%s</style>\n<style>%s</style>\n" % (vendored("uPlot.min.css"), STYLE),
+            "</head><body>\n<h1>%s</h1>\n" % _esc(title),
+            '<p class="note">%s</p>\n'
+            % _esc(
+                (
+                    "Final report, written %s."
+                    if run.get("final")
+                    else "The run was still going when this was written (%s); it is rewritten as it goes on."
+                )
+                % (utc(run.get("generated_at")) or "")
+            ),
+            "<table>%s</table>\n" % header,
+            '<h2>Training curves</h2>\n<p>x axis: <label><input type="radio" name="xaxis" value="step" checked> step'
+            '</label> <label><input type="radio" name="xaxis" value="time"> time the step was read (UTC; events '
+            "marked)</label></p>\n",
+            "<noscript><p>The charts need JavaScript; the tables do not.</p></noscript>\n",
+            '<div id="curves" class="grid"></div>\n'
+            if run.get("curves")
+            else '<div id="curves" class="grid"></div><p class="note">No step printed yet.</p>\n',
+            '<h2>Node utilisation</h2>\n<p class="note">Times in UTC; dashed lines mark the events below.</p>\n%s'
+            '<div id="util" class="grid"></div>\n' % util_note,
+            "<h2>Events</h2>\n%s\n" % _events_table(run.get("events") or []),
+            "<h2>Logs</h2>\n%s\n" % _links(run),
+            '<script type="application/json" id="report-data">%s</script>\n' % script_json(page_data(run)),
+            "<script>%s</script>\n<script>%s</script>\n" % (vendored("uPlot.iife.min.js"), SCRIPT),
+            "</body></html>\n",
+        )
+    )
 
 
 def write(directory: str, run: Mapping[str, Any]) -> str:
@@ -404,7 +510,7 @@ def load(directory: str) -> dict[str, Any] | None:
     try:
         run = json.loads(text)
     except ValueError as e:
-        raise ValueError("%s is not the run report's data (%s)" % (path, e))
+        raise ValueError("%s is not the run report's data (%s)" % (path, e)) from e
     if not isinstance(run, dict) or "submission_id" not in run:
         raise ValueError("%s is not the run report's data (no submission_id)" % path)
     return run
@@ -429,8 +535,9 @@ def kernel_rows(run: Mapping[str, Any], host: str, events: Iterable[Any] | None)
     return out
 
 
-def head_gone_line(run: Mapping[str, Any] | None, head: str, cluster: str, experiment: str, error: object,
-                   path: str) -> str:
+def head_gone_line(
+    run: Mapping[str, Any] | None, head: str, cluster: str, experiment: str, error: object, path: str
+) -> str:
     """The one line of a submit, status or stop whose head does not answer: what this controller last saw of the run
     (``run``: its report's data, None for none) and the commands that bring it back."""
     first = (str(error or "no answer").strip().splitlines() or ["no answer"])[0][:200]
@@ -438,20 +545,31 @@ def head_gone_line(run: Mapping[str, Any] | None, head: str, cluster: str, exper
     if isinstance(run, dict):
         rows = [r for r in run.get("attempts") or [] if isinstance(r, dict)]
         last = rows[-1] if rows else {}
-        seen = "last seen %s at %s" % (run.get("status") or last.get("status") or "with no status",
-                                       utc(run["generated_at"]) if isinstance(run.get("generated_at"), (int, float))
-                                       else "?")
+        seen = "last seen %s at %s" % (
+            run.get("status") or last.get("status") or "with no status",
+            utc(run["generated_at"]) if isinstance(run.get("generated_at"), (int, float)) else "?",
+        )
         step = last.get("last_step")
         ckpt: Any = run.get("checkpoint") if isinstance(run.get("checkpoint"), dict) else {}
-        out.append("run %s (attempt %s) was %s, at step %s; its newest checkpoint: %s" % (
-            run.get("submission_id"), last.get("attempt") or 1, seen, "-" if step is None else step,
-            "step %s in %s" % (ckpt["step"], ckpt.get("dir")) if ckpt.get("step") is not None else
-            "not known here (the run's supervisor keeps it in .rlinfra-run.json beside the checkpoints)"))
+        out.append(
+            "run %s (attempt %s) was %s, at step %s; its newest checkpoint: %s"
+            % (
+                run.get("submission_id"),
+                last.get("attempt") or 1,
+                seen,
+                "-" if step is None else step,
+                "step %s in %s" % (ckpt["step"], ckpt.get("dir"))
+                if ckpt.get("step") is not None
+                else "not known here (the run's supervisor keeps it in .rlinfra-run.json beside the checkpoints)",
+            )
+        )
         out.append("report: %s" % path)
     else:
         out.append("this controller has no report of the run (%s)" % path)
-    out.append("bring the machines back (provision.yml when they were rented, then site.yml); then submit.yml -e exp=%s "
-               "resumes from the checkpoints on the shared volume" % experiment)
+    out.append(
+        "bring the machines back (provision.yml when they were rented, then site.yml); then submit.yml -e exp=%s "
+        "resumes from the checkpoints on the shared volume" % experiment
+    )
     return "; ".join(out)
 
 
@@ -464,15 +582,21 @@ def carried(old: Mapping[str, Any] | None, run: dict[str, Any]) -> dict[str, Any
     kept = [e for e in old.get("events") or [] if isinstance(e, dict) and e.get("kind") == "kernel"]
     out = dict(run)
     if kept:
-        out["events"] = sorted(list(run.get("events") or []) + [e for e in kept if e not in (run.get("events") or [])],
-                               key=lambda e: e["at"])
+        out["events"] = sorted(
+            list(run.get("events") or []) + [e for e in kept if e not in (run.get("events") or [])],
+            key=lambda e: e["at"],
+        )
     if old.get("causes") and not run.get("causes"):
         out["causes"] = list(old["causes"])
     return out
 
 
-def amend(directory: str, events: Iterable[Mapping[str, Any]] | None = (), causes: Iterable[object] | None = (),
-          node_logs: Iterable[Iterable[str]] | None = None) -> tuple[str, bool]:
+def amend(
+    directory: str,
+    events: Iterable[Mapping[str, Any]] | None = (),
+    causes: Iterable[object] | None = (),
+    node_logs: Iterable[Iterable[str]] | None = None,
+) -> tuple[str, bool]:
     """The report in ``directory`` rebuilt with what became known after its wait ended: more ``events`` (merged by
     time, each once), the ``causes`` of its failure (failure_causes' lines) and the links to the nodes' logs
     (:func:`node_log_rows`; None keeps those it has). Returns ``(path, changed)``: ``("", False)`` without a report to
@@ -505,8 +629,11 @@ def node_log_links(directory: str) -> list[tuple[str, str]]:
     """``[(host, "nodes/<host>/")]`` of the per-node logs logs.yml saved in ``directory``."""
     nodes = os.path.join(directory, "nodes")
     try:
-        hosts = sorted(h for h in os.listdir(nodes) if os.path.isdir(os.path.join(nodes, h))
-                       and not os.path.islink(os.path.join(nodes, h)))
+        hosts = sorted(
+            h
+            for h in os.listdir(nodes)
+            if os.path.isdir(os.path.join(nodes, h)) and not os.path.islink(os.path.join(nodes, h))
+        )
     except OSError:
         return []
     return [(host, "nodes/%s/" % host) for host in hosts]
@@ -520,8 +647,12 @@ def node_log_rows(log_dir: str, run_dir: str, submission_ids: Sequence[str]) -> 
     for sid in submission_ids:
         where = os.path.join(log_dir, sid)
         for host, link in node_log_links(where):
-            out.append(("%s (%s)" % (host, sid) if len(submission_ids) > 1 else host,
-                        os.path.relpath(os.path.join(where, link), run_dir) + "/"))
+            out.append(
+                (
+                    "%s (%s)" % (host, sid) if len(submission_ids) > 1 else host,
+                    os.path.relpath(os.path.join(where, link), run_dir) + "/",
+                )
+            )
     return out
 
 

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Reading a driver log a piece at a time, on the head: the bytes after an offset (bounded), and the last lines.
@@ -42,8 +41,17 @@ def utf8_cut(data: bytes) -> int:
     if lead < 0:
         return end
     first = data[lead]
-    need = 1 if first < 0x80 else 2 if first >> 5 == 0b110 else 3 if first >> 4 == 0b1110 else \
-        4 if first >> 3 == 0b11110 else 1
+    need = (
+        1
+        if first < 0x80
+        else 2
+        if first >> 5 == 0b110
+        else 3
+        if first >> 4 == 0b1110
+        else 4
+        if first >> 3 == 0b11110
+        else 1
+    )
     return end if end - lead >= need else lead
 
 
@@ -63,12 +71,19 @@ def take(data: bytes, at_end: bool, final: bool, cap: int) -> int:
 
 
 def _answer(data: bytes, offset: int, size: int, file_id: str, reset: bool, source: str) -> dict[str, Any]:
-    return dict(text=data.decode("utf-8", "replace"), offset=offset + len(data), size=size, file_id=file_id,
-                reset=reset, source=source)
+    return dict(
+        text=data.decode("utf-8", "replace"),
+        offset=offset + len(data),
+        size=size,
+        file_id=file_id,
+        reset=reset,
+        source=source,
+    )
 
 
-def read_new(path: str, offset: int | None, known_id: str = "", cap: int = CHUNK_BYTES,
-             final: bool = False) -> dict[str, Any] | None:
+def read_new(
+    path: str, offset: int | None, known_id: str = "", cap: int = CHUNK_BYTES, final: bool = False
+) -> dict[str, Any] | None:
     """The log's new whole lines after byte ``offset``: ``dict(text, offset (the next one), size, file_id, reset,
     source='file')``, or None when ``path`` is not a regular file here. ``reset`` is true when the file is not the
     one ``known_id`` names, or is shorter than ``offset``: it is then read from 0 again."""
@@ -84,21 +99,27 @@ def read_new(path: str, offset: int | None, known_id: str = "", cap: int = CHUNK
         offset, reset = _start(offset, st.st_size, known_id, file_id)
         want = max(0, min(cap, st.st_size - offset))
         data = os.pread(fd, want, offset) if want else b""
-        data = data[:take(data, offset + len(data) >= st.st_size, final, cap)]
+        data = data[: take(data, offset + len(data) >= st.st_size, final, cap)]
         return _answer(data, offset, st.st_size, file_id, reset, "file")
     finally:
         os.close(fd)
 
 
-def slice_new(log: str | bytes | None, offset: int | None, known_id: str = "", cap: int = CHUNK_BYTES,
-              final: bool = False, name: str = "") -> dict[str, Any]:
+def slice_new(
+    log: str | bytes | None,
+    offset: int | None,
+    known_id: str = "",
+    cap: int = CHUNK_BYTES,
+    final: bool = False,
+    name: str = "",
+) -> dict[str, Any]:
     """:func:`read_new` for a whole log already read (``log``, bytes or text, from Ray's API, of the job ``name``):
     the same answer, ``source='ray_api'``."""
     data = log.encode("utf-8") if isinstance(log, str) else (log or b"")
     file_id = "ray-api:%s" % name
     offset, reset = _start(offset, len(data), known_id, file_id)
-    piece = data[offset:offset + cap]
-    piece = piece[:take(piece, offset + len(piece) >= len(data), final, cap)]
+    piece = data[offset : offset + cap]
+    piece = piece[: take(piece, offset + len(piece) >= len(data), final, cap)]
     return _answer(piece, offset, len(data), file_id, reset, "ray_api")
 
 

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Attempts of one run: the first submission keeps the run's submission id (``rlinfra-smoke-default``),
@@ -45,8 +44,13 @@ def with_lines(jobs: Iterable[Mapping[str, Any]] | None, base: str) -> list[dict
     for job in attempts_of(jobs, base):
         why = (job.get("metadata") or {}).get("rlinfra_recovered_from")
         job["line"] = "attempt %d: %s %s, started %s, ended %s%s" % (
-            job["attempt"], job["submission_id"], job.get("status"), job.get("start_time") or "-",
-            job.get("end_time") or "-", " (resubmitted after %s)" % why.replace("_", " ") if why else "")
+            job["attempt"],
+            job["submission_id"],
+            job.get("status"),
+            job.get("start_time") or "-",
+            job.get("end_time") or "-",
+            " (resubmitted after %s)" % why.replace("_", " ") if why else "",
+        )
         out.append(job)
     return out
 
@@ -60,12 +64,23 @@ def newest_attempt(jobs: Iterable[Mapping[str, Any]] | None, base: str) -> dict[
 ENTRYPOINT_RESOURCES = ("entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_memory", "entrypoint_resources")
 
 
-def submit_args(submission_id: str, entrypoint: str, runtime_env: Mapping[str, Any] | None,
-                metadata: Mapping[str, Any] | None, resources: Mapping[str, Any] | None) -> dict[str, Any]:
+def submit_args(
+    submission_id: str,
+    entrypoint: str,
+    runtime_env: Mapping[str, Any] | None,
+    metadata: Mapping[str, Any] | None,
+    resources: Mapping[str, Any] | None,
+) -> dict[str, Any]:
     """The arguments of rlinfra.verl.ray_job that submit one attempt (the first by verl_submit, the
     next ones by ray_job_wait's recovery): the experiment's entrypoint resources only when set."""
-    args = dict(submission_id=submission_id, entrypoint=entrypoint, runtime_env=runtime_env or {},
-                metadata=metadata or {}, state="submitted", logs_tail_lines=0)
+    args = dict(
+        submission_id=submission_id,
+        entrypoint=entrypoint,
+        runtime_env=runtime_env or {},
+        metadata=metadata or {},
+        state="submitted",
+        logs_tail_lines=0,
+    )
     for key in ENTRYPOINT_RESOURCES:
         if (resources or {}).get(key) is not None:
             assert resources is not None  # it holds the key
@@ -73,14 +88,19 @@ def submit_args(submission_id: str, entrypoint: str, runtime_env: Mapping[str, A
     return args
 
 
-def checkpoint_holder(jobs: Iterable[Mapping[str, Any]] | None, checkpoint_dir: str | None, base: str,
-                      active: Collection[str]) -> Mapping[str, Any] | None:
+def checkpoint_holder(
+    jobs: Iterable[Mapping[str, Any]] | None, checkpoint_dir: str | None, base: str, active: Collection[str]
+) -> Mapping[str, Any] | None:
     """The first job in one of the ``active`` statuses that is not an attempt of ``base`` but writes
     ``checkpoint_dir`` (its ``rlinfra_checkpoint_dir`` metadata), or None."""
     want = str(checkpoint_dir or "").rstrip("/")
     for job in jobs or []:
         meta = job.get("metadata") or {}
-        if want and job.get("status") in active and attempt_number(job.get("submission_id"), base) is None \
-                and str(meta.get("rlinfra_checkpoint_dir") or "").rstrip("/") == want:
+        if (
+            want
+            and job.get("status") in active
+            and attempt_number(job.get("submission_id"), base) is None
+            and str(meta.get("rlinfra_checkpoint_dir") or "").rstrip("/") == want
+        ):
             return job
     return None

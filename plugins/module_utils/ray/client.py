@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2025, rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """The one client for the Ray dashboard: Jobs REST API and State API (nodes).
@@ -23,8 +22,7 @@ from typing import Any
 from urllib.error import HTTPError, URLError
 from urllib.parse import quote, urlsplit
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import secret_names
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import secret_names, vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import mask_values
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.numbers import tidy
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_http import open_url
@@ -109,7 +107,7 @@ def normalize_address(address: object) -> str:
     try:
         url = DASHBOARD_URL.validate(address.strip() if isinstance(address, str) else address)
     except vocabulary.Bad as e:
-        raise RayError(DASHBOARD_URL.line("address", address, str(e)))
+        raise RayError(DASHBOARD_URL.line("address", address, str(e))) from e
     parts = urlsplit(url)
     host = "[%s]" % parts.hostname if ":" in parts.hostname else parts.hostname
     return "%s://%s%s" % (parts.scheme.lower(), host, ":%d" % parts.port if parts.port else "")
@@ -119,8 +117,10 @@ def check_token(token: object) -> None:
     """A token goes into an HTTP header: http.client refuses control characters there with an error
     that quotes the header, the token included. The token itself is never part of the message."""
     if token and (not isinstance(token, str) or any(not 33 <= ord(c) <= 126 for c in token)):
-        raise RayError("the auth token contains spaces, line breaks or other characters a token cannot have; give "
-                       "the token alone (the content of the cluster's token file)")
+        raise RayError(
+            "the auth token contains spaces, line breaks or other characters a token cannot have; give "
+            "the token alone (the content of the cluster's token file)"
+        )
 
 
 SUBMISSION_ID = vocabulary.SubmissionId()
@@ -131,11 +131,12 @@ def check_submission_id(submission_id: object) -> str:
     try:
         return SUBMISSION_ID.validate(submission_id)
     except vocabulary.Bad as e:
-        raise RayError(SUBMISSION_ID.line("submission_id", submission_id, e))
+        raise RayError(SUBMISSION_ID.line("submission_id", submission_id, e)) from e
 
 
 # Checks of module options, before any request. Each returns a list of problems, one line each
 # ("OPTION: what is wrong; what to do"); the modules fail with them and contact nothing.
+
 
 def _finite_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
@@ -148,8 +149,10 @@ def check_seconds(name: str, value: Any, minimum: float = 0, hint: str = "") -> 
     if not _finite_number(value):
         return ["%s must be a finite number of seconds, got %r" % (name, value)]
     if value < minimum:
-        return ["%s %s, got %r%s" % (name, "must not be negative" if minimum == 0 else "must be at least %s" % minimum,
-                                     value, hint)]
+        return [
+            "%s %s, got %r%s"
+            % (name, "must not be negative" if minimum == 0 else "must be at least %s" % minimum, value, hint)
+        ]
     return []
 
 
@@ -166,8 +169,9 @@ def _nul(text: object) -> bool:
     return isinstance(text, str) and "\0" in text
 
 
-def string_values(name: str, mapping: Mapping[Any, Any] | None,
-                  what: str = "a string") -> tuple[dict[str, str], list[str]]:
+def string_values(
+    name: str, mapping: Mapping[Any, Any] | None, what: str = "a string"
+) -> tuple[dict[str, str], list[str]]:
     """``(mapping with str values, problems)``: numbers become their text (Ansible turns "1" into
     1), anything else (booleans, null, lists, mappings) is refused rather than guessed at."""
     out, problems = {}, []
@@ -213,11 +217,15 @@ def check_runtime_env(runtime_env: Mapping[str, Any] | None) -> tuple[dict[str, 
             values, problems = string_values("runtime_env.env_vars", env_vars)
             for key, value in values.items():
                 if "=" in key:
-                    problems.append("runtime_env.env_vars: %r is not a valid variable name ('=' ends a name in the "
-                                    "environment)" % key)
+                    problems.append(
+                        "runtime_env.env_vars: %r is not a valid variable name ('=' ends a name in the "
+                        "environment)" % key
+                    )
                 elif len(key.encode("utf-8")) + 1 + len(value.encode("utf-8", "surrogatepass")) > MAX_ARG_BYTES:
-                    problems.append("runtime_env.env_vars.%s is over the %d bytes Linux allows for one environment "
-                                    "string; pass a file's path instead" % (key, MAX_ARG_BYTES))
+                    problems.append(
+                        "runtime_env.env_vars.%s is over the %d bytes Linux allows for one environment "
+                        "string; pass a file's path instead" % (key, MAX_ARG_BYTES)
+                    )
             env["env_vars"] = values
     working_dir = env.get("working_dir")
     if working_dir is not None and (not isinstance(working_dir, str) or not working_dir.strip()):
@@ -229,14 +237,18 @@ def check_entrypoint(entrypoint: str | None) -> list[str]:
     if entrypoint is None:
         return []
     if not entrypoint.strip():
-        return ["entrypoint is empty: give the shell command that starts the driver (leave entrypoint out only to "
-                "look up, stop or delete an existing job)"]
+        return [
+            "entrypoint is empty: give the shell command that starts the driver (leave entrypoint out only to "
+            "look up, stop or delete an existing job)"
+        ]
     if _nul(entrypoint):
         return ["entrypoint contains a NUL character (\\0), which no command line can carry"]
     size = len(entrypoint.encode("utf-8", "surrogatepass"))
     if size > MAX_ARG_BYTES:
-        return ["entrypoint is %d bytes, over the %d Linux allows for one command line argument (Ray runs it with "
-                "/bin/sh -c); move long values into a file" % (size, MAX_ARG_BYTES)]
+        return [
+            "entrypoint is %d bytes, over the %d Linux allows for one command line argument (Ray runs it with "
+            "/bin/sh -c); move long values into a file" % (size, MAX_ARG_BYTES)
+        ]
     return []
 
 
@@ -248,12 +260,18 @@ def _check_quantity(name: str, value: Any) -> list[str]:
     if value < 0:
         return ["%s must not be negative, got %r" % (name, value)]
     if 0 < value < RAY_RESOURCE_PRECISION:
-        return ["%s: %r is below Ray's resource precision; use 0 or at least %s" % (name, value, RAY_RESOURCE_PRECISION)]
+        return [
+            "%s: %r is below Ray's resource precision; use 0 or at least %s" % (name, value, RAY_RESOURCE_PRECISION)
+        ]
     return []
 
 
-def check_resources(num_cpus: float | None = None, num_gpus: float | None = None, memory: float | None = None,
-                    custom: Mapping[Any, Any] | None = None) -> list[str]:
+def check_resources(
+    num_cpus: float | None = None,
+    num_gpus: float | None = None,
+    memory: float | None = None,
+    custom: Mapping[Any, Any] | None = None,
+) -> list[str]:
     """The entrypoint's resources, as Ray would refuse them only after creating the job."""
     problems = _check_quantity("entrypoint_num_cpus", num_cpus) + _check_quantity("entrypoint_num_gpus", num_gpus)
     problems += _check_quantity("entrypoint_memory", memory)
@@ -261,8 +279,10 @@ def check_resources(num_cpus: float | None = None, num_gpus: float | None = None
         if not isinstance(key, str) or not key.strip():
             problems.append("entrypoint_resources: %r is not a resource name" % (key,))
         elif key.lower() in RAY_BUILTIN_RESOURCES:
-            problems.append("entrypoint_resources.%s: Ray takes CPUs, GPUs and memory through their own options, not "
-                            "as custom resources; use %s" % (key, RAY_BUILTIN_RESOURCES[key.lower()]))
+            problems.append(
+                "entrypoint_resources.%s: Ray takes CPUs, GPUs and memory through their own options, not "
+                "as custom resources; use %s" % (key, RAY_BUILTIN_RESOURCES[key.lower()])
+            )
         else:
             problems += _check_quantity("entrypoint_resources.%s" % key, value)
     return problems
@@ -278,8 +298,10 @@ def resolve_token(explicit: str | None = None, path: str | None = None) -> str |
             with open(path) as f:
                 return f.read().strip() or None
         except OSError as e:
-            raise RayError("cannot read the Ray token file %s: %s (site.yml writes it on every node; is this a "
-                           "node of the cluster, and does the play run with become?)" % (path, e.strerror))
+            raise RayError(
+                "cannot read the Ray token file %s: %s (site.yml writes it on every node; is this a "
+                "node of the cluster, and does the play run with become?)" % (path, e.strerror)
+            ) from e
     if os.environ.get("RAY_AUTH_TOKEN"):
         return os.environ["RAY_AUTH_TOKEN"].strip()
     path = os.environ.get("RAY_AUTH_TOKEN_PATH")
@@ -300,16 +322,21 @@ def local_ray_fact(path: str | None = None) -> dict[str, Any]:
     except FileNotFoundError:
         return {}
     except OSError as e:
-        raise RayError("cannot read the rlinfra_ray local fact %s: %s (does the play run with become?)"
-                       % (path, e.strerror or e))
+        raise RayError(
+            "cannot read the rlinfra_ray local fact %s: %s (does the play run with become?)" % (path, e.strerror or e)
+        ) from e
     try:
         fact = json.loads(raw.decode("utf-8"))
     except ValueError as e:  # UnicodeDecodeError is one too
-        raise RayError("the rlinfra_ray local fact %s is not valid JSON (%s): it is half-written or damaged; run "
-                       "site.yml again to rewrite it" % (path, " ".join(str(e).split())[:200]))
+        raise RayError(
+            "the rlinfra_ray local fact %s is not valid JSON (%s): it is half-written or damaged; run "
+            "site.yml again to rewrite it" % (path, " ".join(str(e).split())[:200])
+        ) from e
     if not isinstance(fact, dict):
-        raise RayError("the rlinfra_ray local fact %s is not a JSON object but %s: it is damaged; run site.yml again "
-                       "to rewrite it" % (path, type(fact).__name__))
+        raise RayError(
+            "the rlinfra_ray local fact %s is not a JSON object but %s: it is damaged; run site.yml again "
+            "to rewrite it" % (path, type(fact).__name__)
+        )
     return fact
 
 
@@ -319,8 +346,10 @@ def fact_text(fact: Mapping[str, Any], key: str, path: str | None = None) -> str
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise RayError("the rlinfra_ray local fact %s is damaged: %s is %s, not a string; run site.yml again to "
-                       "rewrite it" % (path or FACT_PATH, key, _describe(value)))
+        raise RayError(
+            "the rlinfra_ray local fact %s is damaged: %s is %s, not a string; run site.yml again to "
+            "rewrite it" % (path or FACT_PATH, key, _describe(value))
+        )
     return value.strip()
 
 
@@ -333,23 +362,30 @@ def fact_container(fact: Mapping[str, Any], path: str | None = None) -> dict[str
         return {}
     where = "the rlinfra_ray local fact %s is damaged" % (path or FACT_PATH)
     if not isinstance(value, dict):
-        raise RayError("%s: container is %s, not an object; run site.yml again to rewrite it" % (
-            where, _describe(value)))
+        raise RayError(
+            "%s: container is %s, not an object; run site.yml again to rewrite it" % (where, _describe(value))
+        )
     out = {}
     for key in ("engine_path", "name", "image"):
         item = value.get(key)
         if item is not None and not isinstance(item, str):
-            raise RayError("%s: container.%s is %s, not a string; run site.yml again to rewrite it" % (
-                where, key, _describe(item)))
+            raise RayError(
+                "%s: container.%s is %s, not a string; run site.yml again to rewrite it" % (where, key, _describe(item))
+            )
         out[key] = (item or "").strip()
     if not out["engine_path"].startswith("/") or not out["name"]:
-        raise RayError("%s: its container names no engine path or no container name; run site.yml again to rewrite "
-                       "it" % where)
+        raise RayError(
+            "%s: its container names no engine path or no container name; run site.yml again to rewrite it" % where
+        )
     return out
 
 
-def dashboard_target(address: str | None = None, auth_token: str | None = None, auth_token_path: str | None = None,
-                     fact_path: str | None = None) -> dict[str, Any]:
+def dashboard_target(
+    address: str | None = None,
+    auth_token: str | None = None,
+    auth_token_path: str | None = None,
+    fact_path: str | None = None,
+) -> dict[str, Any]:
     """Where a module connects and which token file it reads: ``dict(address, auth_token_path, fact, warning)``.
 
     ``address`` empty (None or ''): this host's rlinfra_ray local fact gives ``dashboard_url``; no fact or no
@@ -366,16 +402,20 @@ def dashboard_target(address: str | None = None, auth_token: str | None = None, 
         if problem is not None:
             raise problem
         if not fact:
-            raise RayError("no Ray dashboard address on this host: it has no rlinfra_ray local fact (%s, written by "
-                           "site.yml) and address is not set" % path)
+            raise RayError(
+                "no Ray dashboard address on this host: it has no rlinfra_ray local fact (%s, written by "
+                "site.yml) and address is not set" % path
+            )
         address = fact_text(fact, "dashboard_url", path)
         if not address:
-            raise RayError("no Ray dashboard address on this host: its rlinfra_ray local fact (%s) has no "
-                           "dashboard_url (run site.yml again) and address is not set" % path)
+            raise RayError(
+                "no Ray dashboard address on this host: its rlinfra_ray local fact (%s) has no "
+                "dashboard_url (run site.yml again) and address is not set" % path
+            )
         try:
             normalize_address(address)
         except RayError as e:
-            raise RayError("the dashboard_url of the rlinfra_ray local fact %s is not usable: %s" % (path, e))
+            raise RayError("the dashboard_url of the rlinfra_ray local fact %s is not usable: %s" % (path, e)) from e
     warning = None
     if not auth_token and not auth_token_path:
         if problem is not None:
@@ -418,7 +458,9 @@ def _summarize(body: str | None) -> str:
         return "(empty body)"
     if lines[0].startswith("Traceback"):
         # The last "SomeError: text" line says what went wrong; nested tracebacks repeat it.
-        errors = [ln for ln in lines if ":" in ln and ln.split(":", 1)[0].rsplit(".", 1)[-1].endswith(("Error", "Exception"))]
+        errors = [
+            ln for ln in lines if ":" in ln and ln.split(":", 1)[0].rsplit(".", 1)[-1].endswith(("Error", "Exception"))
+        ]
         return (errors[-1] if errors else lines[-1])[:500]
     return " ".join(lines)[:1000]
 
@@ -446,8 +488,16 @@ class RayClient:
 
     fact: dict[str, Any]
 
-    def __init__(self, address: str, token: str | None = None, validate_certs: bool = True, timeout: float = 30,
-                 retries: int = 3, backoff: float = 0.5, sleep: Callable[[float], Any] = time.sleep) -> None:
+    def __init__(
+        self,
+        address: str,
+        token: str | None = None,
+        validate_certs: bool = True,
+        timeout: float = 30,
+        retries: int = 3,
+        backoff: float = 0.5,
+        sleep: Callable[[float], Any] = time.sleep,
+    ) -> None:
         self.address = normalize_address(address)
         check_token(token)
         self._token = token or None
@@ -482,8 +532,16 @@ class RayClient:
         for attempt in range(attempts):
             retry = attempt + 1 < attempts
             try:
-                resp = open_url(url, data=data, headers=headers, method=method, timeout=self.timeout,
-                                validate_certs=self.validate_certs, use_netrc=False, follow_redirects="none")
+                resp = open_url(
+                    url,
+                    data=data,
+                    headers=headers,
+                    method=method,
+                    timeout=self.timeout,
+                    validate_certs=self.validate_certs,
+                    use_netrc=False,
+                    follow_redirects="none",
+                )
                 raw = resp.read().decode("utf-8", "replace")
                 break
             except HTTPError as e:
@@ -493,29 +551,44 @@ class RayClient:
                     body = ""
                 if e.code in (401, 403):
                     what = "rejected the auth token" if self._token else "requires an auth token and none was given"
-                    raise self._fail(RayAuthError, "Ray dashboard at %s %s (HTTP %d: %s); %s"
-                                     % (self.address, what, e.code, _summarize(body), TOKEN_HINT), e.code, body)
+                    raise self._fail(
+                        RayAuthError,
+                        "Ray dashboard at %s %s (HTTP %d: %s); %s"
+                        % (self.address, what, e.code, _summarize(body), TOKEN_HINT),
+                        e.code,
+                        body,
+                    ) from e
                 if e.code >= 500 and retry:
-                    self._sleep(self.backoff * 2 ** attempt)
+                    self._sleep(self.backoff * 2**attempt)
                     continue
-                raise self._fail(RayHTTPError, "Ray dashboard %s %s failed: HTTP %d: %s"
-                                 % (method, path, e.code, _summarize(body)), e.code, body)
+                raise self._fail(
+                    RayHTTPError,
+                    "Ray dashboard %s %s failed: HTTP %d: %s" % (method, path, e.code, _summarize(body)),
+                    e.code,
+                    body,
+                ) from e
             except ValueError as e:  # anything urllib refuses to send; the inputs are checked above
-                raise self._fail(RayError, "cannot send %s %s to the Ray dashboard at %s: %s"
-                                 % (method, path, self.address, e))
+                raise self._fail(
+                    RayError, "cannot send %s %s to the Ray dashboard at %s: %s" % (method, path, self.address, e)
+                ) from e
             except (URLError, OSError, http.client.HTTPException) as e:
                 reason = getattr(e, "reason", e)
                 if isinstance(reason, ssl.SSLError):
-                    raise self._fail(RayError, "TLS error talking to the Ray dashboard at %s: %s "
-                                     "(set validate_certs: false for a self-signed certificate)" % (self.address, reason))
+                    raise self._fail(
+                        RayError,
+                        "TLS error talking to the Ray dashboard at %s: %s "
+                        "(set validate_certs: false for a self-signed certificate)" % (self.address, reason),
+                    ) from e
                 if retry:
-                    self._sleep(self.backoff * 2 ** attempt)
+                    self._sleep(self.backoff * 2**attempt)
                     continue
                 if isinstance(reason, (socket.timeout, TimeoutError)):
                     reason = "timed out after %ss" % self.timeout
-                raise self._fail(RayUnreachableError, "Ray dashboard at %s is unreachable (%s); check the address "
-                                 "and that the head node's dashboard is up and reachable from here"
-                                 % (self.address, reason))
+                raise self._fail(
+                    RayUnreachableError,
+                    "Ray dashboard at %s is unreachable (%s); check the address "
+                    "and that the head node's dashboard is up and reachable from here" % (self.address, reason),
+                ) from e
         try:
             return json.loads(raw) if raw else None
         except ValueError:
@@ -536,10 +609,18 @@ class RayClient:
         for job in self.list_jobs():
             if not isinstance(job, dict) or not job.get("submission_id"):
                 continue  # drivers started by hand (ray.init) have no submission id
-            rows.append(dict(submission_id=job["submission_id"], status=job.get("status"), job_id=job.get("job_id"),
-                             start_time=ms_to_iso(job.get("start_time")), end_time=ms_to_iso(job.get("end_time")),
-                             metadata=job.get("metadata") or {}, message=(job.get("message") or "")[:300],
-                             _start=job.get("start_time") or 0))
+            rows.append(
+                dict(
+                    submission_id=job["submission_id"],
+                    status=job.get("status"),
+                    job_id=job.get("job_id"),
+                    start_time=ms_to_iso(job.get("start_time")),
+                    end_time=ms_to_iso(job.get("end_time")),
+                    metadata=job.get("metadata") or {},
+                    message=(job.get("message") or "")[:300],
+                    _start=job.get("start_time") or 0,
+                )
+            )
         rows.sort(key=lambda r: r.pop("_start"))
         return rows
 
@@ -553,16 +634,29 @@ class RayClient:
                 return None
             raise
 
-    def submit_job(self, submission_id: str, entrypoint: str, runtime_env: Mapping[str, Any] | None = None,
-                   metadata: Mapping[str, Any] | None = None, entrypoint_num_cpus: float | None = None,
-                   entrypoint_num_gpus: float | None = None, entrypoint_memory: float | None = None,
-                   entrypoint_resources: Mapping[str, Any] | None = None) -> bool:
+    def submit_job(
+        self,
+        submission_id: str,
+        entrypoint: str,
+        runtime_env: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        entrypoint_num_cpus: float | None = None,
+        entrypoint_num_gpus: float | None = None,
+        entrypoint_memory: float | None = None,
+        entrypoint_resources: Mapping[str, Any] | None = None,
+    ) -> bool:
         """Create the job; True if created, False if a job with that id already exists."""
         check_submission_id(submission_id)
-        payload = dict(submission_id=submission_id, entrypoint=entrypoint, runtime_env=runtime_env,
-                       metadata=metadata, entrypoint_num_cpus=entrypoint_num_cpus,
-                       entrypoint_num_gpus=entrypoint_num_gpus, entrypoint_memory=entrypoint_memory,
-                       entrypoint_resources=entrypoint_resources)
+        payload = dict(
+            submission_id=submission_id,
+            entrypoint=entrypoint,
+            runtime_env=runtime_env,
+            metadata=metadata,
+            entrypoint_num_cpus=entrypoint_num_cpus,
+            entrypoint_num_gpus=entrypoint_num_gpus,
+            entrypoint_memory=entrypoint_memory,
+            entrypoint_resources=entrypoint_resources,
+        )
         try:
             self.request("POST", "/api/jobs/", {k: v for k, v in payload.items() if v is not None})
         except RayHTTPError as e:
@@ -591,7 +685,7 @@ class RayClient:
         """
         check_submission_id(submission_id)
         deleted = False
-        for dummy in range(rounds):
+        for _dummy in range(rounds):
             try:
                 resp = self.request("DELETE", "/api/jobs/" + quote(submission_id, safe=""))
             except RayHTTPError as e:
@@ -637,9 +731,15 @@ class RayClient:
             return resp.get("logs") or ""
         return str(resp or "")
 
-    def wait_for_job(self, submission_id: str, timeout: float, poll_interval: float = 5.0,
-                     on_poll: Callable[[dict[str, Any]], Any] | None = None, outage_grace: float = 120.0,
-                     clock: Callable[[], float] = time.monotonic) -> tuple[dict[str, Any], bool]:
+    def wait_for_job(
+        self,
+        submission_id: str,
+        timeout: float,
+        poll_interval: float = 5.0,
+        on_poll: Callable[[dict[str, Any]], Any] | None = None,
+        outage_grace: float = 120.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> tuple[dict[str, Any], bool]:
         """Poll until the job reaches a terminal status or ``timeout`` seconds pass.
 
         Returns ``(job, timed_out)``. ``on_poll(job)`` is called after every poll. A dashboard
@@ -686,10 +786,17 @@ class RayClient:
             msg = resp.get("msg") if isinstance(resp, dict) else resp
             raise self._fail(RayError, "Ray State API /api/v0/nodes failed: %s" % (msg or "unexpected answer"))
         rows = ((resp.get("data") or {}).get("result") or {}).get("result") or []
-        return [dict(node_id=r.get("node_id"), node_ip=r.get("node_ip"), node_name=r.get("node_name"),
-                     is_head=bool(r.get("is_head_node")), state=r.get("state"),
-                     resources=_clean_numbers(r.get("resources_total") or {}))
-                for r in rows]
+        return [
+            dict(
+                node_id=r.get("node_id"),
+                node_ip=r.get("node_ip"),
+                node_name=r.get("node_name"),
+                is_head=bool(r.get("is_head_node")),
+                state=r.get("state"),
+                resources=_clean_numbers(r.get("resources_total") or {}),
+            )
+            for r in rows
+        ]
 
 
 def _clean_numbers(resources: Mapping[str, Any]) -> dict[str, Any]:
@@ -715,6 +822,9 @@ def check_job_record(job: object) -> dict[str, Any]:
     return job
 
 
-JOB_RECORD = vocabulary.Custom("dict", check_job_record, [{"submission_id": ["x"]}, {"submission_id": "a\nb"},
-                                                          {"submission_id": "x", "metadata": "m"}],
-                               {"submission_id": "rlinfra-sample-default", "status": "RUNNING"})
+JOB_RECORD = vocabulary.Custom(
+    "dict",
+    check_job_record,
+    [{"submission_id": ["x"]}, {"submission_id": "a\nb"}, {"submission_id": "x", "metadata": "m"}],
+    {"submission_id": "rlinfra-sample-default", "status": "RUNNING"},
+)

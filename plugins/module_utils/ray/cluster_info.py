@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """The alive nodes and resources of a Ray cluster, optionally waiting for N nodes: module
@@ -14,8 +13,15 @@ from typing import Any
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.numbers import tidy
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import (
-    ACTIVE_STATUSES, RayAuthError, RayError, RayHTTPError, RayUnreachableError, check_seconds,
-    client_from_module, poll_pauses)
+    ACTIVE_STATUSES,
+    RayAuthError,
+    RayError,
+    RayHTTPError,
+    RayUnreachableError,
+    check_seconds,
+    client_from_module,
+    poll_pauses,
+)
 
 POLL_INTERVAL = 1.0  # the dashboard answers a node list in milliseconds; a node that joined is seen within a second
 
@@ -27,8 +33,9 @@ def _addresses(host):
         return set()
 
 
-def missing_hosts(expected: Iterable[str], nodes: Iterable[Mapping[str, Any]],
-                  resolved: Mapping[str, set[str]]) -> list[str]:
+def missing_hosts(
+    expected: Iterable[str], nodes: Iterable[Mapping[str, Any]], resolved: Mapping[str, set[str]]
+) -> list[str]:
     present: set[str] = set()
     for node in nodes:
         present.update(x for x in (node.get("node_ip"), node.get("node_name")) if x)
@@ -47,12 +54,16 @@ def container_of(fact: Mapping[str, Any]) -> dict[str, str]:
     return dict((k, v) for k, v in value.items() if isinstance(v, str))
 
 
-def summarize(nodes: Iterable[Mapping[str, Any]], expected: Iterable[str] | None,
-              resolved: Mapping[str, set[str]]) -> dict[str, Any]:
+def summarize(
+    nodes: Iterable[Mapping[str, Any]], expected: Iterable[str] | None, resolved: Mapping[str, set[str]]
+) -> dict[str, Any]:
     alive = [n for n in nodes if n.get("state") == "ALIVE"]
-    out = dict(alive_nodes=len(alive), nodes=alive,
-               total_gpus=tidy(sum(n["resources"].get("GPU", 0) for n in alive)),
-               total_cpus=tidy(sum(n["resources"].get("CPU", 0) for n in alive)))
+    out = dict(
+        alive_nodes=len(alive),
+        nodes=alive,
+        total_gpus=tidy(sum(n["resources"].get("GPU", 0) for n in alive)),
+        total_cpus=tidy(sum(n["resources"].get("CPU", 0) for n in alive)),
+    )
     if expected is not None:
         out["missing_hosts"] = missing_hosts(expected, alive, resolved)
     return out
@@ -113,15 +124,27 @@ def info(p: Mapping[str, Any], module: Any) -> dict[str, Any]:
         time.sleep(min(next(pauses), remaining))
 
     if last_error is not None:
-        return _failed(msg="gave up after %ss waiting for the Ray cluster: %s" % (p["timeout"], last_error),
-                       changed=False, **result)
+        return _failed(
+            msg="gave up after %ss waiting for the Ray cluster: %s" % (p["timeout"], last_error),
+            changed=False,
+            **result,
+        )
     msg = "Ray cluster at %s has %d alive node(s) after %ss, expected %s" % (
-        client.address, result["alive_nodes"], p["timeout"], max(want, len(expected or [])))
+        client.address,
+        result["alive_nodes"],
+        p["timeout"],
+        max(want, len(expected or [])),
+    )
     if result.get("missing_hosts"):
         msg += "; missing: " + ", ".join(result["missing_hosts"])
     else:
         alive_ips = {n.get("node_ip") for n in result["nodes"]}
-        dead = sorted({n.get("node_ip") or n.get("node_id") for n in all_nodes if n.get("state") != "ALIVE"} - alive_ips)
-        msg += "; nodes Ray knows as dead: " + ", ".join(dead) if dead else \
-            "; pass expected_hosts to have the missing hosts named"
+        dead = sorted(
+            {n.get("node_ip") or n.get("node_id") for n in all_nodes if n.get("state") != "ALIVE"} - alive_ips
+        )
+        msg += (
+            "; nodes Ray knows as dead: " + ", ".join(dead)
+            if dead
+            else "; pass expected_hosts to have the missing hosts named"
+        )
     return _failed(msg=msg, changed=False, **result)

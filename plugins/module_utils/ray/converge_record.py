@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """The converge record: what a node looked like when site.yml last converged it, so that an unchanged re-run
@@ -74,7 +73,11 @@ def package_names(pattern: str) -> list[str]:
     out = []
     for directory in sorted(glob.glob(pattern)):
         try:
-            out += [os.path.join(os.path.basename(directory), n) for n in os.listdir(directory) if n.endswith(PACKAGE_SUFFIXES)]
+            out += [
+                os.path.join(os.path.basename(directory), n)
+                for n in os.listdir(directory)
+                if n.endswith(PACKAGE_SUFFIXES)
+            ]
         except OSError:
             continue
     return sorted(out)
@@ -144,21 +147,26 @@ class Probe:
         systemctl = self.module.get_bin_path("systemctl") if self.module else None
         if not names or not systemctl:
             return {}
-        rc, out, dummy = self.module.run_command([systemctl, "show", "-p", "Id", "-p", "ActiveState", "-p", "UnitFileState"] + list(names))
+        rc, out, dummy = self.module.run_command(
+            [systemctl, "show", "-p", "Id", "-p", "ActiveState", "-p", "UnitFileState"] + list(names)
+        )
         return parse_units(out) if rc == 0 else {}
 
     def nft_table(self, table: str) -> str | None:
         from ansible_collections.rlinfra.verl.plugins.module_utils.ray.nft import Nft
+
         nft = Nft(self.module)
         return nft.table_digest(table) if nft.path else None
 
     def gpus(self) -> list[str | int]:
         from ansible_collections.rlinfra.verl.plugins.module_utils.ray.node import detect_gpus
+
         return list(detect_gpus())
 
     def controller(self) -> str:
         from ansible_collections.rlinfra.verl.plugins.module_utils.ray.firewall import controller_address
         from ansible_collections.rlinfra.verl.plugins.module_utils.ray.nft import ancestor_env
+
         try:
             return controller_address(ancestor_env("SSH_CONNECTION"))
         except Exception:  # pylint: disable=broad-except
@@ -177,7 +185,10 @@ def observe(watch: Mapping[str, Any], facts: Mapping[str, Any], probe: Probe) ->
         "mounts": mounts(probe.read("/etc/fstab"), probe.read("/proc/self/mountinfo")),
         "gpus": probe.gpus(),
         "controller": probe.controller() if watch.get("nft_tables") else "",
-        "address": [facts.get("ansible_default_ipv4", {}).get("address", ""), sorted(facts.get("ansible_all_ipv4_addresses") or [])],
+        "address": [
+            facts.get("ansible_default_ipv4", {}).get("address", ""),
+            sorted(facts.get("ansible_all_ipv4_addresses") or []),
+        ],
         # Which interface reaches the head, its MTU, the RDMA ports: what ray_net_ifname auto exports follows them.
         "net": net_summary(facts.get("ansible_rlinfra_net")),
     }
@@ -186,10 +197,14 @@ def observe(watch: Mapping[str, Any], facts: Mapping[str, Any], probe: Probe) ->
 def net_summary(net: object) -> dict[str, Any]:
     """The parts of ``ansible_rlinfra_net`` that decide Ray's address and the collectives' interface."""
     net = net if isinstance(net, dict) else {}
-    return dict(links=sorted([k, v.get("mtu"), v.get("up")] for k, v in (net.get("links") or {}).items()),
-                addresses=sorted(list(a) for a in net.get("addresses") or []),
-                routes=sorted([r.get("dest"), r.get("dev"), r.get("src"), r.get("via"), r.get("metric")] for r in net.get("routes") or []),
-                ib=sorted([p.get("hca"), p.get("port"), p.get("state")] for p in net.get("ib") or []))
+    return dict(
+        links=sorted([k, v.get("mtu"), v.get("up")] for k, v in (net.get("links") or {}).items()),
+        addresses=sorted(list(a) for a in net.get("addresses") or []),
+        routes=sorted(
+            [r.get("dest"), r.get("dev"), r.get("src"), r.get("via"), r.get("metric")] for r in net.get("routes") or []
+        ),
+        ib=sorted([p.get("hca"), p.get("port"), p.get("state")] for p in net.get("ib") or []),
+    )
 
 
 def _describe(category: str, key: str, before: Any, now: Any) -> str:
@@ -201,9 +216,15 @@ def _describe(category: str, key: str, before: Any, now: Any) -> str:
         if before is None or now is None:
             return "%s %s" % (key, "appeared" if before is None else "is gone")
         return "%s changed (%s)" % (key, "content" if before[0] != now[0] else "mode or owner")
-    what = {"packages": "the packages in %s" % key, "nft": "the live firewall table %s" % key, "mounts": "the mount at %s" % key,
-            "gpus": "the GPUs", "controller": "the controller's address (the firewall admits it)",
-            "address": "the node's addresses", "net": "the node's interfaces or routes"}.get(category, category)
+    what = {
+        "packages": "the packages in %s" % key,
+        "nft": "the live firewall table %s" % key,
+        "mounts": "the mount at %s" % key,
+        "gpus": "the GPUs",
+        "controller": "the controller's address (the firewall admits it)",
+        "address": "the node's addresses",
+        "net": "the node's interfaces or routes",
+    }.get(category, category)
     return "%s changed" % what
 
 
@@ -264,15 +285,18 @@ def check(params: Mapping[str, Any], module: Any) -> dict[str, Any]:
     if not reason:
         assert record is not None  # without a record, verdict gives a reason
         facts.update(record.get("facts") or {})
-    facts["ansible_converge_record"] = dict(converged=not reason, reason=reason, inputs=params["inputs"] or "",
-                                            members=(record or {}).get("members") or [])
+    facts["ansible_converge_record"] = dict(
+        converged=not reason, reason=reason, inputs=params["inputs"] or "", members=(record or {}).get("members") or []
+    )
     return dict(ansible_facts=facts, reason=reason)
 
 
 def write(params: Mapping[str, Any], module: Any) -> dict[str, Any]:
     """The module's state=write, for AnsibleModule or plain_module.PlainModule: what the node is now, recorded at
     ``params["path"]`` (root-only) unless it is already; ``recorded`` says whether it was (would be, in check mode)."""
-    observed = observe(params["watch"], node_facts(ip_runner(module), params["fact_dir"], params["local"]), Probe(module))
+    observed = observe(
+        params["watch"], node_facts(ip_runner(module), params["fact_dir"], params["local"]), Probe(module)
+    )
     text = content(params["inputs"], params["watch"], observed, params["facts"], params["members"])
     try:
         with open(params["path"], encoding="utf-8") as handle:
@@ -285,14 +309,29 @@ def write(params: Mapping[str, Any], module: Any) -> dict[str, Any]:
     return dict(changed=False, recorded=recorded, reason="")
 
 
-def content(inputs: str | None, watch: Mapping[str, Any], observed: Mapping[str, Any], facts: Mapping[str, Any],
-            members: Iterable[str]) -> str:
-    return json.dumps(dict(version=VERSION, inputs=inputs, watch=watch, observed=observed, facts=facts, members=sorted(members)),
-                      sort_keys=True, indent=1) + "\n"
+def content(
+    inputs: str | None,
+    watch: Mapping[str, Any],
+    observed: Mapping[str, Any],
+    facts: Mapping[str, Any],
+    members: Iterable[str],
+) -> str:
+    return (
+        json.dumps(
+            dict(version=VERSION, inputs=inputs, watch=watch, observed=observed, facts=facts, members=sorted(members)),
+            sort_keys=True,
+            indent=1,
+        )
+        + "\n"
+    )
 
 
-def plan(hosts: Iterable[str], states: Mapping[str, Any], members_of: Callable[[str], tuple[str, Sequence[str]]],
-         excluded: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def plan(
+    hosts: Iterable[str],
+    states: Mapping[str, Any],
+    members_of: Callable[[str], tuple[str, Sequence[str]]],
+    excluded: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """Which of ``hosts`` site.yml converges fully: every host of a cluster in which any host is not as its record
     says, or whose recorded members differ from the cluster's members now. ``states``: {host: the check's
     ansible_converge_record}; ``members_of(host)``: (cluster name, its member hosts now, those left out excluded);
@@ -324,16 +363,22 @@ def plan(hosts: Iterable[str], states: Mapping[str, Any], members_of: Callable[[
             for host in in_play:
                 if host in why:
                     grouped.setdefault(why[host], []).append(host)
-            lines.append("Cluster '%s': converging its %d node(s) in full - %s." % (
-                name, len(in_play), "; ".join("%s: %s" % (", ".join(h), r) for r, h in grouped.items())))
+            lines.append(
+                "Cluster '%s': converging its %d node(s) in full - %s."
+                % (name, len(in_play), "; ".join("%s: %s" % (", ".join(h), r) for r, h in grouped.items()))
+            )
         else:
             checked += in_play
-            lines.append("Cluster '%s': all %d node(s) as their last converge left them (checked in one call each: inputs, "
-                         "files, packages, units, firewall, mounts, addresses); nothing to converge." % (name, len(in_play)))
+            lines.append(
+                "Cluster '%s': all %d node(s) as their last converge left them (checked in one call each: inputs, "
+                "files, packages, units, firewall, mounts, addresses); nothing to converge." % (name, len(in_play))
+            )
     for name in sorted(left):
         for host in sorted(left[name]):
             fact = excluded[host] if isinstance(excluded[host], dict) else {}
-            lines.append("Cluster '%s': %s is left out (fitness.yml, since %s: %s); its Ray stays stopped until "
-                         "fitness.yml finds it fit again." % (name, host, fact.get("since") or "?",
-                                                              (fact.get("reason") or "unfit")[:300]))
+            lines.append(
+                "Cluster '%s': %s is left out (fitness.yml, since %s: %s); its Ray stays stopped until "
+                "fitness.yml finds it fit again."
+                % (name, host, fact.get("since") or "?", (fact.get("reason") or "unfit")[:300])
+            )
     return dict(converge=converge, checked=checked, reasons=reasons, lines=lines, excluded=sorted(excluded))

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """The decisions behind ``rlinfra.verl.ray_firewall``: which ports are Ray's, which addresses may reach
@@ -18,9 +17,9 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray import net as ray_net
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.numbers import whole_number
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.numbers import whole_number
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import net as ray_net
 
 TABLE = "rlinfra_ray"
 FAMILY = "inet"
@@ -48,14 +47,15 @@ def parse_port(name: str, value: Any) -> tuple[int, int]:
     try:
         low, high = int(low), int(high)
     except (TypeError, ValueError):
-        raise FirewallError("port %s must be a number or a range low-high, got %r" % (name, value))
+        raise FirewallError("port %s must be a number or a range low-high, got %r" % (name, value)) from None
     if not (1 <= low <= high <= 65535):
         raise FirewallError("port %s must lie in 1-65535 with low <= high, got %r" % (name, value))
     return low, high
 
 
-def ray_ports(ports: object, protected: Iterable[int | str] | None = (22,)
-              ) -> tuple[dict[str, tuple[int, int]], list[tuple[int, int]]]:
+def ray_ports(
+    ports: object, protected: Iterable[int | str] | None = (22,)
+) -> tuple[dict[str, tuple[int, int]], list[tuple[int, int]]]:
     """Check the named ports (``{name: port or "low-high"}``) and return ``(by_name, merged ranges)``.
 
     Two names on one port would make Ray fail to start (or, for a fixed port inside the worker range, fail
@@ -70,13 +70,17 @@ def ray_ports(ports: object, protected: Iterable[int | str] | None = (22,)
     names = sorted(by_name, key=lambda n: by_name[n])
     for a, b in zip(names, names[1:]):
         if by_name[b][0] <= by_name[a][1]:
-            raise FirewallError("Ray ports overlap: %s (%s) and %s (%s); give each its own port"
-                                % (a, _show(by_name[a]), b, _show(by_name[b])))
+            raise FirewallError(
+                "Ray ports overlap: %s (%s) and %s (%s); give each its own port"
+                % (a, _show(by_name[a]), b, _show(by_name[b]))
+            )
     for port in protected or ():
         for name, (low, high) in sorted(by_name.items()):
             if low <= int(port) <= high:
-                raise FirewallError("Ray port %s (%s) covers SSH port %s; move it, the firewall never filters SSH"
-                                    % (name, _show((low, high)), port))
+                raise FirewallError(
+                    "Ray port %s (%s) covers SSH port %s; move it, the firewall never filters SSH"
+                    % (name, _show((low, high)), port)
+                )
     merged: list[tuple[int, int]] = []
     for low, high in sorted(by_name.values()):
         if merged and low <= merged[-1][1] + 1:
@@ -92,8 +96,9 @@ def member_address(hostvars_of_host: Mapping[str, Any] | None) -> str:
     return ray_net.address_of("_", {"_": hostvars_of_host or {}})
 
 
-def allowed_sources(members: Sequence[Mapping[str, Any]], controller: str = "",
-                    extra: Iterable[str] | None = ()) -> tuple[list[str], list[str], dict[str, str]]:
+def allowed_sources(
+    members: Sequence[Mapping[str, Any]], controller: str = "", extra: Iterable[str] | None = ()
+) -> tuple[list[str], list[str], dict[str, str]]:
     """``(v4, v6, origin)``: sorted network strings allowed to reach Ray's ports, and where each came from.
 
     ``members`` is a list of ``{"host", "address"}``; a member without an address is an error naming it (a
@@ -105,7 +110,8 @@ def allowed_sources(members: Sequence[Mapping[str, Any]], controller: str = "",
     if missing:
         raise FirewallError(
             "the private address of cluster member(s) %s is unknown: run site.yml over the whole cluster "
-            "(no --limit) so that their facts are gathered, or set ray_private_ip for them" % ", ".join(missing))
+            "(no --limit) so that their facts are gathered, or set ray_private_ip for them" % ", ".join(missing)
+        )
     entries = [("member " + str(m["host"]), m["address"]) for m in members]
     if controller:
         entries.append(("controller", controller))
@@ -114,14 +120,17 @@ def allowed_sources(members: Sequence[Mapping[str, Any]], controller: str = "",
         try:
             net = ipaddress.ip_network(str(raw).strip(), strict=False)
         except ValueError:
-            raise FirewallError("%s: %r is not an IP address or network" % (who, raw))
+            raise FirewallError("%s: %r is not an IP address or network" % (who, raw)) from None
         # IPv4 packets, as nftables sees them (prefix kept: ::ffff:10.0.0.0/104 is 10.0.0.0/8, not 10.0.0.0/32)
         net = vocabulary.ipv4_mapped_network(net)
         origin.setdefault(net, who)
     v4 = sorted((n for n in origin if n.version == 4), key=lambda n: (int(n.network_address), n.prefixlen))
     v6 = sorted((n for n in origin if n.version == 6), key=lambda n: (int(n.network_address), n.prefixlen))
-    return ([_net(n) for n in _collapse(v4)], [_net(n) for n in _collapse(v6)],
-            {_net(n): who for n, who in origin.items()})
+    return (
+        [_net(n) for n in _collapse(v4)],
+        [_net(n) for n in _collapse(v6)],
+        {_net(n): who for n, who in origin.items()},
+    )
 
 
 def _net(net):
@@ -175,7 +184,7 @@ def render(ports: Iterable[tuple[int, int]], v4: Sequence[str], v6: Sequence[str
         "  chain input {",
         # Just before the usual filter chains; policy accept: this table only ever says no, and only on Ray's ports.
         "    type filter hook input priority filter - 1; policy accept;",
-        "    iif \"lo\" accept",
+        '    iif "lo" accept',
         "    meta l4proto != { tcp, udp } accept",
         "    th dport != @ray_ports accept",
         "    ct state established,related accept",
@@ -184,13 +193,17 @@ def render(ports: Iterable[tuple[int, int]], v4: Sequence[str], v6: Sequence[str
         "    counter drop",
         "  }",
     ]
-    lines = [
-        "#!/usr/sbin/nft -f",
-        "# Written by rlinfra.verl (role ray): only Ray's ports, only this table. Do not edit; re-run site.yml.",
-        "table %s %s" % (FAMILY, table),
-        "delete table %s %s" % (FAMILY, table),
-        "table %s %s {" % (FAMILY, table),
-    ] + body + ["}", ""]
+    lines = (
+        [
+            "#!/usr/sbin/nft -f",
+            "# Written by rlinfra.verl (role ray): only Ray's ports, only this table. Do not edit; re-run site.yml.",
+            "table %s %s" % (FAMILY, table),
+            "delete table %s %s" % (FAMILY, table),
+            "table %s %s {" % (FAMILY, table),
+        ]
+        + body
+        + ["}", ""]
+    )
     return "\n".join(lines)
 
 
@@ -208,7 +221,7 @@ class PortsType(vocabulary.Type):
         try:
             ray_ports(value, protected=(22,))
         except FirewallError as e:
-            raise vocabulary.Bad(str(e))
+            raise vocabulary.Bad(str(e)) from e
         return value
 
     def line(self, name: str, value: Any, bad: object) -> str:
@@ -217,6 +230,14 @@ class PortsType(vocabulary.Type):
         return "%s: %s%s" % (self.label or name, bad, self.hint)  # firewall.py's own line names the port
 
     def corpus(self) -> vocabulary.Corpus:
-        return super().corpus().add("empty", {}).add("word", {"gcs": "soon"}).add("reversed", {"workers": "20-10"}).add(
-            "out_of_range", {"gcs": 70000}).add("overlap", {"gcs": 6379, "workers": "6000-7000"}).add(
-            "ssh", {"ssh": 22}).add("boolean", {"gcs": True})
+        return (
+            super()
+            .corpus()
+            .add("empty", {})
+            .add("word", {"gcs": "soon"})
+            .add("reversed", {"workers": "20-10"})
+            .add("out_of_range", {"gcs": 70000})
+            .add("overlap", {"gcs": 6379, "workers": "6000-7000"})
+            .add("ssh", {"ssh": 22})
+            .add("boolean", {"gcs": True})
+        )

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """One look at a Ray job and the cluster's nodes, watching for a while: module ``rlinfra.verl.ray_job_poll`` (the
@@ -11,12 +10,23 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import (
-    MIN_POLL_INTERVAL, TERMINAL_STATUSES, RayAuthError, RayError, check_seconds, check_submission_id, check_tail_lines,
-    client_from_module, ms_to_iso, normalize_address, poll_pauses, tail_lines)
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.secret_names import env_secret_values
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import _log_follow as log_follow
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.attempts import with_lines
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.secret_names import env_secret_values
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import (
+    MIN_POLL_INTERVAL,
+    TERMINAL_STATUSES,
+    RayAuthError,
+    RayError,
+    check_seconds,
+    check_submission_id,
+    check_tail_lines,
+    client_from_module,
+    ms_to_iso,
+    normalize_address,
+    poll_pauses,
+    tail_lines,
+)
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.recovery import summary_lines
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl.log import last_progress
 
@@ -41,9 +51,14 @@ def alive_ids(nodes: Iterable[Mapping[str, Any]]) -> set[str]:
     return {n["node_id"] for n in nodes if n.get("state") == "ALIVE"}
 
 
-def watch(client: RayClient, sid: str, timeout: float, poll_interval: float,
-          clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], Any] = time.sleep
-          ) -> tuple[dict[str, Any] | None, list[dict[str, Any]], str | None]:
+def watch(
+    client: RayClient,
+    sid: str,
+    timeout: float,
+    poll_interval: float,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], Any] = time.sleep,
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]], str | None]:
     """Read until something a watcher must react to happens, or ``timeout`` passes."""
     deadline = clock() + max(0, timeout)
     job, nodes, error = read(client, sid)
@@ -78,8 +93,9 @@ def local_log(client: RayClient, sid: str) -> str | None:
     return log_follow.driver_log_path(temp_dir, sid)
 
 
-def log_since(client: RayClient, sid: str, offset: int, file_id: str, tail: int, final: bool,
-              cap: int = log_follow.CHUNK_BYTES) -> tuple[dict[str, Any], str]:
+def log_since(
+    client: RayClient, sid: str, offset: int, file_id: str, tail: int, final: bool, cap: int = log_follow.CHUNK_BYTES
+) -> tuple[dict[str, Any], str]:
     """(new whole lines after ``offset`` as :func:`log_follow.read_new` answers, the log's last ``tail`` lines): from
     the file on this host, seeking, when it is here; else from Ray's API, which reads the whole log on the head (only
     the new part is returned)."""
@@ -95,8 +111,17 @@ def log_since(client: RayClient, sid: str, offset: int, file_id: str, tail: int,
     return log_follow.slice_new(logs, offset, file_id, cap=cap, final=final, name=sid), tail_lines(logs, tail)
 
 
-def result(client: RayClient, sid: str, job: dict[str, Any] | None, nodes: list[dict[str, Any]], error: str | None,
-           tail: int, full_at_end: bool = False, offset: int | None = None, file_id: str = "") -> dict[str, Any]:
+def result(
+    client: RayClient,
+    sid: str,
+    job: dict[str, Any] | None,
+    nodes: list[dict[str, Any]],
+    error: str | None,
+    tail: int,
+    full_at_end: bool = False,
+    offset: int | None = None,
+    file_id: str = "",
+) -> dict[str, Any]:
     job = job or {}
     logs, new = "", None
     full = full_at_end and job.get("status") in TERMINAL_STATUSES and offset is None
@@ -117,21 +142,48 @@ def result(client: RayClient, sid: str, job: dict[str, Any] | None, nodes: list[
     start, end = job.get("start_time"), job.get("end_time")
     duration = round(((end or time.time() * 1000) - start) / 1000.0, 3) if start else None
     out: dict[str, Any]
-    out = dict(changed=False, submission_id=sid, found=bool(job), reachable=error is None, error=error or "",
-               status=job.get("status"), message=job.get("message"), job_id=job.get("job_id"),
-               metadata=job.get("metadata") or {}, start_time=ms_to_iso(start), end_time=ms_to_iso(end),
-               duration_s=duration, driver_exit_code=job.get("driver_exit_code"), logs_tail=logs_tail,
-               last_step=step, last_metrics=metrics, nodes=nodes, dashboard_url=client.job_url(sid),
-               address=client.address)
-    out["summary"] = summary_lines(dict(out, reason_line=(job.get("message") or "").strip().splitlines()[0][:300]
-                                        if job.get("message") and job.get("status") != "SUCCEEDED" else ""))
+    out = dict(
+        changed=False,
+        submission_id=sid,
+        found=bool(job),
+        reachable=error is None,
+        error=error or "",
+        status=job.get("status"),
+        message=job.get("message"),
+        job_id=job.get("job_id"),
+        metadata=job.get("metadata") or {},
+        start_time=ms_to_iso(start),
+        end_time=ms_to_iso(end),
+        duration_s=duration,
+        driver_exit_code=job.get("driver_exit_code"),
+        logs_tail=logs_tail,
+        last_step=step,
+        last_metrics=metrics,
+        nodes=nodes,
+        dashboard_url=client.job_url(sid),
+        address=client.address,
+    )
+    out["summary"] = summary_lines(
+        dict(
+            out,
+            reason_line=(job.get("message") or "").strip().splitlines()[0][:300]
+            if job.get("message") and job.get("status") != "SUCCEEDED"
+            else "",
+        )
+    )
     out["summary"].append("dashboard:     %s" % out["dashboard_url"])
     if full:
         out["full_log"] = logs
     if offset is not None:
         new = new or dict(text="", offset=0, size=0, file_id="", reset=False, source="none")
-        out.update(log_chunk=new["text"], log_offset=new["offset"], log_size=new["size"],
-                   log_file_id=new["file_id"], log_reset=new["reset"], log_source=new["source"])
+        out.update(
+            log_chunk=new["text"],
+            log_offset=new["offset"],
+            log_size=new["size"],
+            log_file_id=new["file_id"],
+            log_reset=new["reset"],
+            log_source=new["source"],
+        )
     return out
 
 
@@ -157,11 +209,30 @@ def poll(p: Mapping[str, Any], module: Any) -> dict[str, Any]:
             # The run's newest attempt (recoveries submit <id>-aN); a run never submitted has none.
             attempts = with_lines(client.list_jobs(), sid)
             if not attempts:
-                return dict(changed=False, submission_id=sid, found=False, attempts=[], summary=[], logs_tail="",
-                            address=client.address)
+                return dict(
+                    changed=False,
+                    submission_id=sid,
+                    found=False,
+                    attempts=[],
+                    summary=[],
+                    logs_tail="",
+                    address=client.address,
+                )
             sid, extra = attempts[-1]["submission_id"], dict(attempts=attempts)
         job, nodes, error = watch(client, sid, p["timeout"], p["poll_interval"])
-        return dict(result(client, sid, job, nodes, error, p["logs_tail_lines"], p["full_log_at_end"],
-                           offset=p.get("log_offset"), file_id=p.get("log_file_id") or ""), **extra)
+        return dict(
+            result(
+                client,
+                sid,
+                job,
+                nodes,
+                error,
+                p["logs_tail_lines"],
+                p["full_log_at_end"],
+                offset=p.get("log_offset"),
+                file_id=p.get("log_file_id") or "",
+            ),
+            **extra,
+        )
     except RayError as e:
         return dict(failed=True, msg=str(e), submission_id=p["submission_id"], **e.details())

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Submit, wait for, stop or delete a Ray job: module ``rlinfra.verl.ray_job`` (the documentation and the options) and
@@ -10,11 +9,23 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.attempts import newest_attempt
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.secret_names import env_secret_values
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.attempts import newest_attempt
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import (
-    MIN_POLL_INTERVAL, TERMINAL_STATUSES, RayError, check_entrypoint, check_resources, check_runtime_env,
-    check_seconds, check_submission_id, check_tail_lines, client_from_module, ms_to_iso, string_values, tail_lines)
+    MIN_POLL_INTERVAL,
+    TERMINAL_STATUSES,
+    RayError,
+    check_entrypoint,
+    check_resources,
+    check_runtime_env,
+    check_seconds,
+    check_submission_id,
+    check_tail_lines,
+    client_from_module,
+    ms_to_iso,
+    string_values,
+    tail_lines,
+)
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl.log import last_progress
 
 if TYPE_CHECKING:
@@ -63,11 +74,21 @@ class JobTask:
             logs = self.logs(job)
         if logs:
             self.progress = last_progress(logs)
-        out = dict(changed=self.changed, submission_id=self.sid, found=bool(job), status=job.get("status"),
-                   message=job.get("message"), start_time=ms_to_iso(start), end_time=ms_to_iso(end),
-                   duration_s=duration, driver_exit_code=job.get("driver_exit_code"),
-                   logs_tail=tail_lines(logs, self.p["logs_tail_lines"]), last_step=self.progress[0],
-                   last_metrics=self.progress[1], dashboard_url=self.client.job_url(self.sid))
+        out = dict(
+            changed=self.changed,
+            submission_id=self.sid,
+            found=bool(job),
+            status=job.get("status"),
+            message=job.get("message"),
+            start_time=ms_to_iso(start),
+            end_time=ms_to_iso(end),
+            duration_s=duration,
+            driver_exit_code=job.get("driver_exit_code"),
+            logs_tail=tail_lines(logs, self.p["logs_tail_lines"]),
+            last_step=self.progress[0],
+            last_metrics=self.progress[1],
+            dashboard_url=self.client.job_url(self.sid),
+        )
         out.update(extra)
         return out
 
@@ -92,27 +113,38 @@ class JobTask:
             if step is not None:
                 self.progress = (step, metrics)
 
-    def wait(self, timeout: float,
-             on_poll: Callable[[dict[str, Any]], Any] | None = None) -> tuple[dict[str, Any], bool]:
+    def wait(
+        self, timeout: float, on_poll: Callable[[dict[str, Any]], Any] | None = None
+    ) -> tuple[dict[str, Any], bool]:
         return self.client.wait_for_job(self.sid, timeout, self.p["poll_interval"], on_poll=on_poll)
 
     def ensure_submitted(self, job: dict[str, Any] | None) -> dict[str, Any] | None:
         if job is not None:
             wanted = self.p["entrypoint"]
             if wanted and job.get("entrypoint") != wanted:
-                self.module.warn("Ray job %s already exists with a different entrypoint; it was left as is "
-                                 "(use a new submission_id to run the new command)" % self.sid)
+                self.module.warn(
+                    "Ray job %s already exists with a different entrypoint; it was left as is "
+                    "(use a new submission_id to run the new command)" % self.sid
+                )
             return job
         if not self.p["entrypoint"]:
-            self.fail("Ray job %s does not exist and no entrypoint was given to create it" % self.sid,
-                      **self.result(None, logs=""))
+            self.fail(
+                "Ray job %s does not exist and no entrypoint was given to create it" % self.sid,
+                **self.result(None, logs=""),
+            )
         self.changed = True
         if self.module.check_mode:
             return None
         created = self.client.submit_job(
-            self.sid, self.p["entrypoint"], runtime_env=self.p["runtime_env"], metadata=self.p["metadata"] or None,
-            entrypoint_num_cpus=self.p["entrypoint_num_cpus"], entrypoint_num_gpus=self.p["entrypoint_num_gpus"],
-            entrypoint_memory=self.p["entrypoint_memory"], entrypoint_resources=self.p["entrypoint_resources"])
+            self.sid,
+            self.p["entrypoint"],
+            runtime_env=self.p["runtime_env"],
+            metadata=self.p["metadata"] or None,
+            entrypoint_num_cpus=self.p["entrypoint_num_cpus"],
+            entrypoint_num_gpus=self.p["entrypoint_num_gpus"],
+            entrypoint_memory=self.p["entrypoint_memory"],
+            entrypoint_resources=self.p["entrypoint_resources"],
+        )
         # False means another client submitted the same id between our GET and POST.
         self.changed = created
         return self.client.get_job(self.sid)
@@ -126,8 +158,10 @@ class JobTask:
         self.client.stop_job(self.sid)
         job, timed_out = self.wait(timeout)
         if timed_out:
-            self.fail("Ray job %s was asked to stop but is still %s after %ss"
-                      % (self.sid, job.get("status"), timeout), **self.result(job))
+            self.fail(
+                "Ray job %s was asked to stop but is still %s after %ss" % (self.sid, job.get("status"), timeout),
+                **self.result(job),
+            )
         return job
 
     def run(self) -> None:
@@ -173,13 +207,18 @@ class JobTask:
             self.changed = True
             # Ray sends SIGTERM, then SIGKILL after RAY_JOB_STOP_WAIT_TIME_S (3 s by default).
             job, still = self.wait(max(60.0, 10 * self.p["poll_interval"]))
-            action = ("asked Ray to stop it but it is still %s" % job.get("status") if still
-                      else "stopped it (now %s) as stop_on_timeout is true" % job.get("status"))
+            action = (
+                "asked Ray to stop it but it is still %s" % job.get("status")
+                if still
+                else "stopped it (now %s) as stop_on_timeout is true" % job.get("status")
+            )
         else:
             action = "left it running as stop_on_timeout is false"
         res = self.result(job, timed_out=True)
-        self.fail("Ray job %s did not finish within %ss%s; %s"
-                  % (self.sid, self.p["wait_timeout"], self.step_note(), action), **res)
+        self.fail(
+            "Ray job %s did not finish within %ss%s; %s" % (self.sid, self.p["wait_timeout"], self.step_note(), action),
+            **res,
+        )
 
 
 def first_line(text: str | None) -> str:
@@ -201,14 +240,16 @@ def check_options(p: dict[str, Any]) -> list[str]:
     if p["metadata"] is not None:
         p["metadata"], meta_problems = string_values("metadata", p["metadata"])
         problems += meta_problems
-    problems += check_resources(p["entrypoint_num_cpus"], p["entrypoint_num_gpus"], p["entrypoint_memory"],
-                                p["entrypoint_resources"])
+    problems += check_resources(
+        p["entrypoint_num_cpus"], p["entrypoint_num_gpus"], p["entrypoint_memory"], p["entrypoint_resources"]
+    )
     problems += check_seconds("wait_timeout", p["wait_timeout"], 1, hint=" (use state=submitted not to wait)")
     problems += check_seconds("poll_interval", p["poll_interval"], MIN_POLL_INTERVAL)
     problems += check_tail_lines(p["logs_tail_lines"])
     if p["run"] and p["state"] != "stopped":
-        problems.append("run=true applies to state=stopped only (it stops the run's newest attempt), got state=%s"
-                        % p["state"])
+        problems.append(
+            "run=true applies to state=stopped only (it stops the run's newest attempt), got state=%s" % p["state"]
+        )
     return problems
 
 
@@ -229,6 +270,7 @@ def run_job(params: Mapping[str, Any], module: Any) -> dict[str, Any]:
     except Finished as done:
         return done.result
     except RayError as e:
-        return dict(e.details(), failed=True, msg=str(e), submission_id=p["submission_id"],
-                    changed=bool(task and task.changed))
+        return dict(
+            e.details(), failed=True, msg=str(e), submission_id=p["submission_id"], changed=bool(task and task.changed)
+        )
     raise AssertionError("JobTask.run ended without a result")

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """The run's secrets file, its working_dir zip and the job, in one call on the head: module ``rlinfra.verl.verl_submit``
@@ -12,15 +11,25 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray import attempts
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import secrets_run
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import makedirs, write_atomic
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import (
-    RayError, check_entrypoint, check_resources, check_runtime_env, check_submission_id,
-    client_from_module, string_values)
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.package import (
-    PackageError, ensure_package, package_name, read_package)
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.secret_names import env_secret_values
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import attempts
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import (
+    RayError,
+    check_entrypoint,
+    check_resources,
+    check_runtime_env,
+    check_submission_id,
+    client_from_module,
+    string_values,
+)
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.package import (
+    PackageError,
+    ensure_package,
+    package_name,
+    read_package,
+)
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import secrets_run
 
 if TYPE_CHECKING:
     from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayClient
@@ -36,10 +45,20 @@ class Failed(Exception):
 def secrets_file(module: Any, job: Mapping[str, Any]) -> bool:
     p = module.params
     try:
-        return secrets_run.converge(job["secrets_dir"], job["secrets_file"], p["secrets"], p["hook"], p["jobs"], p["write_secrets"],
-                                    "present", check=module.check_mode).get("changed", False)
+        return secrets_run.converge(
+            job["secrets_dir"],
+            job["secrets_file"],
+            p["secrets"],
+            p["hook"],
+            p["jobs"],
+            p["write_secrets"],
+            "present",
+            check=module.check_mode,
+        ).get("changed", False)
     except (OSError, ValueError) as e:
-        raise Failed("the run's secrets file: secrets file %s: %s" % (job["secrets_file"], getattr(e, "strerror", None) or e))
+        raise Failed(
+            "the run's secrets file: secrets file %s: %s" % (job["secrets_file"], getattr(e, "strerror", None) or e)
+        ) from e
 
 
 def package_bytes(module: Any, dest: str) -> tuple[bytes, bool]:
@@ -69,7 +88,7 @@ def upload(module: Any, client: RayClient, package: Mapping[str, Any]) -> bool:
             return changed or not client.has_package(name)
         return ensure_package(client, package["uri"], data) or changed
     except (PackageError, RayError) as e:
-        raise Failed("the working_dir %s: %s" % (package["uri"], e))
+        raise Failed("the working_dir %s: %s" % (package["uri"], e)) from e
 
 
 def create(module: Any, client: RayClient, job: Mapping[str, Any]) -> tuple[bool, str | None]:
@@ -82,9 +101,16 @@ def create(module: Any, client: RayClient, job: Mapping[str, Any]) -> tuple[bool
         check_submission_id(sid)
     except RayError as e:
         problems.append(str(e))
-    problems += meta_problems + check_entrypoint(args["entrypoint"]) + check_resources(
-        args.get("entrypoint_num_cpus"), args.get("entrypoint_num_gpus"), args.get("entrypoint_memory"),
-        args.get("entrypoint_resources"))
+    problems += (
+        meta_problems
+        + check_entrypoint(args["entrypoint"])
+        + check_resources(
+            args.get("entrypoint_num_cpus"),
+            args.get("entrypoint_num_gpus"),
+            args.get("entrypoint_memory"),
+            args.get("entrypoint_resources"),
+        )
+    )
     if problems:
         raise Failed("job %s: %s" % (sid, "\n".join(problems)))
     try:
@@ -93,12 +119,18 @@ def create(module: Any, client: RayClient, job: Mapping[str, Any]) -> tuple[bool
             return existing is None, (existing or {}).get("status")
         # False: another client submitted the same id between the GET and the POST.
         created = client.submit_job(
-            sid, args["entrypoint"], runtime_env=runtime_env, metadata=metadata or None,
-            entrypoint_num_cpus=args.get("entrypoint_num_cpus"), entrypoint_num_gpus=args.get("entrypoint_num_gpus"),
-            entrypoint_memory=args.get("entrypoint_memory"), entrypoint_resources=args.get("entrypoint_resources"))
+            sid,
+            args["entrypoint"],
+            runtime_env=runtime_env,
+            metadata=metadata or None,
+            entrypoint_num_cpus=args.get("entrypoint_num_cpus"),
+            entrypoint_num_gpus=args.get("entrypoint_num_gpus"),
+            entrypoint_memory=args.get("entrypoint_memory"),
+            entrypoint_resources=args.get("entrypoint_resources"),
+        )
         return created, (client.get_job(sid) or {}).get("status")
     except RayError as e:
-        raise Failed("job %s: %s" % (sid, e))
+        raise Failed("job %s: %s" % (sid, e)) from e
 
 
 def submit_job(p: Mapping[str, Any], module: Any) -> dict[str, Any]:
@@ -115,12 +147,14 @@ def submit_job(p: Mapping[str, Any], module: Any) -> dict[str, Any]:
             try:
                 changed = bool(secrets_run.prune(job["secrets_run_dir"], p["jobs"], module.check_mode))
             except OSError as e:
-                raise Failed("the secrets files of ended runs in %s: %s" % (job["secrets_run_dir"], e.strerror or e))
+                raise Failed(
+                    "the secrets files of ended runs in %s: %s" % (job["secrets_run_dir"], e.strerror or e)
+                ) from e
         if p["submit"]:
             try:
                 client = client_from_module(module, timeout=UPLOAD_TIMEOUT)
             except RayError as e:
-                raise Failed("job %s: %s" % (job["submission_id"], e))
+                raise Failed("job %s: %s" % (job["submission_id"], e)) from e
             if job.get("package"):
                 changed = upload(module, client, job["package"]) or changed
             created, status = create(module, client, job)

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Ray's address and the interface collectives use, per node, on multi-homed machines.
@@ -93,8 +92,12 @@ def _shared(address, prefix, other_nets):
     return sum(1 for other in other_nets if any(_ip(a) in network for dummy, a, dummy2 in _addresses(other)))
 
 
-def head_address(head_net: Mapping[str, Any] | None, member_nets: Sequence[Mapping[str, Any]], ansible_host: str = "",
-                 default_ip: str = "") -> tuple[str, str]:
+def head_address(
+    head_net: Mapping[str, Any] | None,
+    member_nets: Sequence[Mapping[str, Any]],
+    ansible_host: str = "",
+    default_ip: str = "",
+) -> tuple[str, str]:
     """The address the head advertises, and why (a phrase)."""
     candidates = [(i, a, p) for i, a, p in _addresses(head_net) if _up(head_net, i)]
     if not candidates:
@@ -149,7 +152,10 @@ def describe(net: Mapping[str, Any] | None, head_ip: str) -> str:
     parts = []
     for dev in sorted({i for i, dummy, dummy2 in _addresses(net)}):
         addrs = ",".join("%s/%d" % (a, p) for i, a, p in _addresses(net) if i == dev)
-        parts.append("%s %s %s%s" % (dev, "up" if _up(net, dev) else "down", addrs, " (reaches the head)" if dev in reach else ""))
+        parts.append(
+            "%s %s %s%s"
+            % (dev, "up" if _up(net, dev) else "down", addrs, " (reaches the head)" if dev in reach else "")
+        )
     return "; ".join(parts) or "no IPv4 interface"
 
 
@@ -159,9 +165,15 @@ def ib_hcas(net: Mapping[str, Any] | None) -> str:
     return ",".join("%s:%s" % (p["hca"], p["port"]) for p in ports)
 
 
-def node_plan(host: str, net: Mapping[str, Any] | None, head_ip: str, is_head: bool,
-              ifname_setting: str | None = "auto", env: Mapping[str, Any] | None = None,
-              explicit_ip: str = "") -> dict[str, Any]:
+def node_plan(
+    host: str,
+    net: Mapping[str, Any] | None,
+    head_ip: str,
+    is_head: bool,
+    ifname_setting: str | None = "auto",
+    env: Mapping[str, Any] | None = None,
+    explicit_ip: str = "",
+) -> dict[str, Any]:
     """What one node uses: ``{ip, ifname, env, problems}``. ``head_ip``: the head's address (for the head, its own);
     ``explicit_ip``: ray_private_ip when the user set it; ``env``: ray_env (its values win)."""
     env = env or {}
@@ -177,11 +189,16 @@ def node_plan(host: str, net: Mapping[str, Any] | None, head_ip: str, is_head: b
         ifname, via_ip = route_get(net, head_ip) if head_ip else ("", "")
         ip = explicit_ip or via_ip
         if head_ip and not ifname:
-            problems.append("%s has no route to its head's address %s: give it an address on the head's network, or set "
-                            "ray_private_ip on the head to an address this node reaches (this node: %s)" % (
-                                host, head_ip, describe(net, head_ip)))
+            problems.append(
+                "%s has no route to its head's address %s: give it an address on the head's network, or set "
+                "ray_private_ip on the head to an address this node reaches (this node: %s)"
+                % (host, head_ip, describe(net, head_ip))
+            )
         elif explicit_ip and not interface_of(net, explicit_ip):
-            problems.append("%s: ray_private_ip %s is not an address of this node (%s)" % (host, explicit_ip, describe(net, head_ip)))
+            problems.append(
+                "%s: ray_private_ip %s is not an address of this node (%s)"
+                % (host, explicit_ip, describe(net, head_ip))
+            )
         elif explicit_ip:
             ifname = interface_of(net, explicit_ip)
     out_env = {}
@@ -198,8 +215,10 @@ def node_plan(host: str, net: Mapping[str, Any] | None, head_ip: str, is_head: b
         matched = [d for d in sorted({i for i, dummy, dummy2 in _addresses(net)}) if spec_matches(spec, d)]
         good = [d for d in matched if d in reaching(net, head_ip or ip)]
         if not good:
-            problems.append("%s: %s %r matches no up interface with an IPv4 address that reaches the head %s (%s): set it "
-                            "to one that does, or to auto" % (host, what, spec, head_ip or ip, describe(net, head_ip or ip)))
+            problems.append(
+                "%s: %s %r matches no up interface with an IPv4 address that reaches the head %s (%s): set it "
+                "to one that does, or to auto" % (host, what, spec, head_ip or ip, describe(net, head_ip or ip))
+            )
         elif what == "ray_net_ifname":
             chosen = good
     if chosen:
@@ -220,9 +239,11 @@ def mtu_problem(cluster: str, chosen: Iterable[tuple[str, str, int]]) -> str:
     known = [(h, i, m) for h, i, m in chosen if i and m]
     if len({m for dummy, dummy2, m in known}) <= 1:
         return ""
-    return ("cluster %s: the interfaces its collectives use differ in MTU (%s): NCCL hangs or crawls on a mismatch; set "
-            "one MTU on them (ip link set DEV mtu N) or choose others with ray_net_ifname" % (
-                cluster, ", ".join("%s %s %d" % (h, i, m) for h, i, m in sorted(known))))
+    return (
+        "cluster %s: the interfaces its collectives use differ in MTU (%s): NCCL hangs or crawls on a mismatch; set "
+        "one MTU on them (ip link set DEV mtu N) or choose others with ray_net_ifname"
+        % (cluster, ", ".join("%s %s %d" % (h, i, m) for h, i, m in sorted(known)))
+    )
 
 
 def mtu_of(net: Mapping[str, Any] | None, dev: str) -> int:
@@ -230,6 +251,7 @@ def mtu_of(net: Mapping[str, Any] | None, dev: str) -> int:
 
 
 # ---- the address rule, one place: the role default, the firewall and the workers' view of their head read it --------
+
 
 def _get(hv: Any, key: str) -> Any:
     try:
@@ -269,8 +291,12 @@ def address_of(host: str, hostvars: Mapping[str, Any], members: Iterable[str] = 
     if isinstance(net, dict) and head:
         if host == head:
             others = [_get(hostvars[m], "ansible_rlinfra_net") for m in members if m != host and m in hostvars]
-            address, dummy = head_address(net, [o for o in others if isinstance(o, dict)], str(_get(hv, "ansible_host") or ""),
-                                          str(default4.get("address") or "") if isinstance(default4, dict) else "")
+            address, dummy = head_address(
+                net,
+                [o for o in others if isinstance(o, dict)],
+                str(_get(hv, "ansible_host") or ""),
+                str(default4.get("address") or "") if isinstance(default4, dict) else "",
+            )
             if address:
                 return address
         else:

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """nftables as ``rlinfra.verl.ray_firewall`` and ``rlinfra.verl.ray_node`` drive it: write the table's file,
@@ -15,7 +14,13 @@ from typing import Any
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import write_atomic
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.firewall import (
-    FAMILY, FirewallError, allowed_sources, controller_address, ray_ports, render)
+    FAMILY,
+    FirewallError,
+    allowed_sources,
+    controller_address,
+    ray_ports,
+    render,
+)
 
 # Loads the table again at boot, before the network and Ray come up (nftables.service flushes the whole
 # ruleset: after it).
@@ -46,7 +51,7 @@ def read_text(path: str) -> str | None:
     try:
         with open(path) as handle:
             return handle.read()
-    except (IOError, OSError):
+    except OSError:
         return None
 
 
@@ -63,12 +68,12 @@ def ancestor_env(name: str, pid: int | None = None, proc: str = "/proc") -> str:
     sudo drops SSH_CONNECTION; the login shell it runs under still has it (root reads any /proc/PID/environ)."""
     pid = pid or os.getpid()
     key = name.encode() + b"="
-    for dummy in range(32):
+    for _dummy in range(32):
         try:
             with open(os.path.join(proc, str(pid), "environ"), "rb") as handle:
                 for item in handle.read().split(b"\0"):
                     if item.startswith(key):
-                        return item[len(key):].decode("utf-8", "replace")
+                        return item[len(key) :].decode("utf-8", "replace")
             with open(os.path.join(proc, str(pid), "stat")) as handle:
                 pid = int(handle.read().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
@@ -103,8 +108,12 @@ class Nft:
 
 def install_nft(module: Any) -> str:
     """Best effort: install the nftables package with the node's package manager. '' when done, else why not."""
-    for tool, argv in (("apt-get", ["install", "-y", "-q", "nftables"]), ("dnf", ["install", "-y", "nftables"]),
-                       ("yum", ["install", "-y", "nftables"]), ("zypper", ["--non-interactive", "install", "nftables"])):
+    for tool, argv in (
+        ("apt-get", ["install", "-y", "-q", "nftables"]),
+        ("dnf", ["install", "-y", "nftables"]),
+        ("yum", ["install", "-y", "nftables"]),
+        ("zypper", ["--non-interactive", "install", "nftables"]),
+    ):
         path = module.get_bin_path(tool)
         if path:
             rc, dummy, err = module.run_command([path] + argv, environ_update={"DEBIAN_FRONTEND": "noninteractive"})
@@ -123,12 +132,19 @@ def present(module: Any, nft: Nft, p: Mapping[str, Any], result: dict[str, Any])
         rules = render(merged, v4, v6, table=p["table"])
     except FirewallError as exc:
         module.fail_json(msg="ray_firewall: %s" % exc, **result)
-    result.update(ports=[("%d" % lo) if lo == hi else "%d-%d" % (lo, hi) for lo, hi in merged],
-                  allowed_v4=v4, allowed_v6=v6, controller=controller, rules=rules)
+    result.update(
+        ports=[("%d" % lo) if lo == hi else "%d-%d" % (lo, hi) for lo, hi in merged],
+        allowed_v4=v4,
+        allowed_v6=v6,
+        controller=controller,
+        rules=rules,
+    )
     why = nft.usable()
     if why:
-        module.warn("Ray's ports are NOT filtered on this node: nftables cannot be used here (%s). "
-                    "Set ray_firewall=false to silence this." % why)
+        module.warn(
+            "Ray's ports are NOT filtered on this node: nftables cannot be used here (%s). "
+            "Set ray_firewall=false to silence this." % why
+        )
         result["active"] = False
         return
     result["active"] = True
@@ -169,6 +185,8 @@ def absent(module: Any, nft: Nft, p: Mapping[str, Any], result: dict[str, Any]) 
     if exists:
         rc, dummy, err = nft.run("delete", "table", FAMILY, p["table"])
         if rc != 0:
-            module.fail_json(msg="ray_firewall: cannot delete table %s %s: %s" % (FAMILY, p["table"], err.strip()), **result)
+            module.fail_json(
+                msg="ray_firewall: cannot delete table %s %s: %s" % (FAMILY, p["table"], err.strip()), **result
+            )
     remove(path)
     remove(stamp)

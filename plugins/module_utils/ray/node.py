@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """What ``rlinfra.verl.ray_node`` decides and does on a node, as small functions tested in tests/unit:
@@ -14,7 +13,12 @@ import socket
 import time
 from typing import Any, Callable, Iterable, Mapping
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import env_items, no_follow, refuse_link, write_atomic
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import (
+    env_items,
+    no_follow,
+    refuse_link,
+    write_atomic,
+)
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.nft import read_text
 
 NUM_GPUS_PLACEHOLDER = "@NUM_GPUS@"
@@ -74,12 +78,14 @@ def render_count(dev: str = "/dev", sys_root: str = "/sys") -> int:
         names = [name for name in os.listdir(os.path.join(dev, "dri")) if _RENDER.match(name)]
     except OSError:
         return 0
-    return sum(1 for name in names
-               if _read(os.path.join(sys_root, "class/drm", name, "device/vendor")) in (None, AMD_PCI_VENDOR))
+    return sum(
+        1
+        for name in names
+        if _read(os.path.join(sys_root, "class/drm", name, "device/vendor")) in (None, AMD_PCI_VENDOR)
+    )
 
 
-def amd_gpus(dev: str = "/dev", sys_root: str = "/sys",
-             rocm_smi: Callable[[], str | None] | None = None) -> int | None:
+def amd_gpus(dev: str = "/dev", sys_root: str = "/sys", rocm_smi: Callable[[], str | None] | None = None) -> int | None:
     """AMD GPUs of this node, or None when it has no /dev/kfd (ROCm's compute device): ``rocm_smi()``'s count
     when that is given and answers (it returns the tool's JSON output, or None), else the KFD topology's GPU
     nodes, else the render nodes."""
@@ -94,8 +100,9 @@ def amd_gpus(dev: str = "/dev", sys_root: str = "/sys",
     return counted
 
 
-def detect_gpus(dev: str = "/dev", sys_root: str = "/sys",
-                rocm_smi: Callable[[], str | None] | None = None) -> tuple[str, int]:
+def detect_gpus(
+    dev: str = "/dev", sys_root: str = "/sys", rocm_smi: Callable[[], str | None] | None = None
+) -> tuple[str, int]:
     """(vendor, count) of this node's GPUs: ("nvidia", n) when it has /dev/nvidiaN, else ("amd", n) when it has
     /dev/kfd, else ("", 0)."""
     nvidia = count_gpus(dev)
@@ -120,9 +127,11 @@ def amd_env(env_text: str, secret_text: str, presets: Mapping[str, Any] | None, 
     given.update(env_names(secret_text))
     bad = [name for name in AMD_FORBIDDEN if name in given]
     if bad:
-        return "", ("ray_env sets %s on this AMD node: Ray gives each worker its GPUs through HIP_VISIBLE_DEVICES and "
-                    "verl refuses %s beside it; name the GPUs with HIP_VISIBLE_DEVICES instead (or leave it out: "
-                    "the node's GPUs are used)" % (" and ".join(bad), " and ".join(bad)))
+        return "", (
+            "ray_env sets %s on this AMD node: Ray gives each worker its GPUs through HIP_VISIBLE_DEVICES and "
+            "verl refuses %s beside it; name the GPUs with HIP_VISIBLE_DEVICES instead (or leave it out: "
+            "the node's GPUs are used)" % (" and ".join(bad), " and ".join(bad))
+        )
     add = dict((name, str(value)) for name, value in (presets or {}).items() if name not in given)
     if HIP_VISIBLE not in given and int(gpus) > 0:
         add[HIP_VISIBLE] = ",".join(str(i) for i in range(int(gpus)))
@@ -147,13 +156,22 @@ def file_diff(path: str, before: str | None, after: str, old_mode: int | None, m
     0600 and the like: a token, the secrets' environment) shows that it changes, never its content."""
     secret = not mode & 0o077
     header = "%s (mode %04o)" % (path, mode) if old_mode != mode else path
-    return dict(before_header=path if before is not None else "%s (absent)" % path, after_header=header,
-                before="" if before is None else (SECRET_BEFORE if secret else before),
-                after=(SECRET_AFTER if before != after else SECRET_BEFORE) if secret else after)
+    return dict(
+        before_header=path if before is not None else "%s (absent)" % path,
+        after_header=header,
+        before="" if before is None else (SECRET_BEFORE if secret else before),
+        after=(SECRET_AFTER if before != after else SECRET_BEFORE) if secret else after,
+    )
 
 
-def put(path: str, text: str, mode: int, uid: int | None = None, check_mode: bool = False,
-        diff: list[dict[str, str]] | None = None) -> bool:
+def put(
+    path: str,
+    text: str,
+    mode: int,
+    uid: int | None = None,
+    check_mode: bool = False,
+    diff: list[dict[str, str]] | None = None,
+) -> bool:
     """Write ``text`` whole (files.write_atomic) unless ``path`` holds it with ``mode`` (and owner ``uid``);
     True when it (would have) changed. A secret gets its mode before its first byte, its owner right after.
     ``diff``: a list that gets the change as :func:`file_diff` shows it."""
@@ -207,8 +225,11 @@ def open_logs(temp_dir: str) -> list[str]:
     except OSError:
         return found
     for root, dirs, files in os.walk(temp_dir):
-        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d))
-                   and os.lstat(os.path.join(root, d)).st_dev == device]
+        dirs[:] = [
+            d
+            for d in dirs
+            if not os.path.islink(os.path.join(root, d)) and os.lstat(os.path.join(root, d)).st_dev == device
+        ]
         if "logs" not in os.path.relpath(root, temp_dir).split(os.sep):
             continue
         for name in files:
@@ -241,7 +262,9 @@ class Systemd:
     def run(self, *args: str) -> str:
         rc, out, err = self.module.run_command([self.path] + list(args))
         if rc != 0:
-            self.module.fail_json(msg="systemctl %s failed: %s" % (" ".join(args), (err or out).strip().replace("\n", " | ")))
+            self.module.fail_json(
+                msg="systemctl %s failed: %s" % (" ".join(args), (err or out).strip().replace("\n", " | "))
+            )
         return out
 
     def query(self, verb: str, unit: str) -> str:
@@ -255,9 +278,13 @@ class Systemd:
         return self.query("is-enabled", unit) in ("enabled", "enabled-runtime", "static", "alias")
 
 
-def wait_for_port(address: str, timeout: float, sleep: Callable[[float], Any] = time.sleep,
-                  clock: Callable[[], float] = time.monotonic,
-                  connect: Callable[..., Any] = socket.create_connection) -> str:
+def wait_for_port(
+    address: str,
+    timeout: float,
+    sleep: Callable[[float], Any] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    connect: Callable[..., Any] = socket.create_connection,
+) -> str:
     """Wait until ``host:port`` accepts a TCP connection; '' when it does, else why not (one line)."""
     host, dummy, port = address.rpartition(":")
     deadline = clock() + timeout

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """The work of module rlinfra.verl.ray_node: one Ray node converged in one call - its directories, token, ray.env and
@@ -19,22 +18,41 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.node_state import (
-    part_digests, record_content, restart_reasons)
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.nft import (
-    BOOT_UNIT, BOOT_UNIT_NAME, Nft, ancestor_env, install_nft, present)
-from ansible_collections.rlinfra.verl.plugins.module_utils.node.python_env import read_json
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import owned, vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import env_items
 from ansible_collections.rlinfra.verl.plugins.module_utils.node import container
+from ansible_collections.rlinfra.verl.plugins.module_utils.node.python_env import read_json
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayAuthError, RayError, client_from_module
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.nft import (
+    BOOT_UNIT,
+    BOOT_UNIT_NAME,
+    Nft,
+    ancestor_env,
+    install_nft,
+    present,
+)
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.node import (
-    NUM_GPUS_PLACEHOLDER, Systemd, amd_env, close_logs, detect_gpus, ensure_dir, fact_text, open_logs, put,
-    wait_for_port)
+    NUM_GPUS_PLACEHOLDER,
+    Systemd,
+    amd_env,
+    close_logs,
+    detect_gpus,
+    ensure_dir,
+    fact_text,
+    open_logs,
+    put,
+    wait_for_port,
+)
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.node_state import (
+    part_digests,
+    record_content,
+    restart_reasons,
+)
 
 # What ray_firewall takes when an option of ray_node's ``firewall`` is not set (the table's path is in config_dir).
-FIREWALL_DEFAULTS = dict(controller="", ssh_connection="", allow=[], protected_ports=[22], table="rlinfra_ray",
-                         members=[])
+FIREWALL_DEFAULTS = dict(
+    controller="", ssh_connection="", allow=[], protected_ports=[22], table="rlinfra_ray", members=[]
+)
 POLL_START = 0.2
 POLL_MAX = 1.0
 
@@ -59,8 +77,9 @@ class Node:
         try:
             self.uid = pwd.getpwnam(self.p["user"]).pw_uid
         except KeyError:
-            module.fail_json(msg="ray_user %r does not exist on this node: create it first or set ray_user"
-                             % self.p["user"])
+            module.fail_json(
+                msg="ray_user %r does not exist on this node: create it first or set ray_user" % self.p["user"]
+            )
         self.unit_path = os.path.join(self.p["unit_dir"], "ray-%s.service" % self.p["role"])
         self.state_path = os.path.join(self.p["config_dir"], "rlinfra-state.json")
 
@@ -136,9 +155,12 @@ class Node:
             os.unlink(self.state_path)
         self.module.fail_json(
             msg="Ray on this node must restart (%s) but job(s) %s run on its cluster, which the check before the run "
-                "did not foresee; its files are updated, Ray is not restarted: stop the job(s) first (ansible-playbook "
-                "stop.yml -e exp=NAME) or re-run with -e ray_restart_running_jobs=true to restart anyway."
-                % (", ".join(reasons), ", ".join(p["running_jobs"])), files=self.files, reasons=reasons)
+            "did not foresee; its files are updated, Ray is not restarted: stop the job(s) first (ansible-playbook "
+            "stop.yml -e exp=NAME) or re-run with -e ray_restart_running_jobs=true to restart anyway."
+            % (", ".join(reasons), ", ".join(p["running_jobs"])),
+            files=self.files,
+            reasons=reasons,
+        )
 
     def wait_alive(self) -> None:
         p = self.p
@@ -158,10 +180,12 @@ class Node:
             except RayError as exc:
                 last = str(exc)
             if time.monotonic() >= deadline:
-                self.module.fail_json(msg="Ray on this node (%s) is not alive in its cluster after %ss: %s; see "
-                                      "journalctl -u ray-%s and %s/session_latest/logs"
-                                      % (p["node_ip"], p["timeout"], last, p["role"], p["temp_dir"]),
-                                      files=self.files)
+                self.module.fail_json(
+                    msg="Ray on this node (%s) is not alive in its cluster after %ss: %s; see "
+                    "journalctl -u ray-%s and %s/session_latest/logs"
+                    % (p["node_ip"], p["timeout"], last, p["role"], p["temp_dir"]),
+                    files=self.files,
+                )
             time.sleep(delay)
             delay = min(delay * 1.6, POLL_MAX)
 
@@ -175,6 +199,7 @@ def rocm_smi(module: Any) -> Callable[[], str | None] | None:
     def call() -> str | None:
         rc, out, dummy = module.run_command([path, "--showid", "--json"])
         return out if rc == 0 else None
+
     return call
 
 
@@ -225,9 +250,11 @@ def converge(module: Any) -> None:
         if started and p["role"] == "worker" and p["gcs_address"]:
             why = wait_for_port(p["gcs_address"], p["timeout"])
             if why:
-                module.fail_json(msg="this worker's Ray was not started: its head's GCS at %s; start the head's Ray "
-                                     "first (site.yml starts each head before its workers), then run again" % why,
-                                 files=node.files)
+                module.fail_json(
+                    msg="this worker's Ray was not started: its head's GCS at %s; start the head's Ray "
+                    "first (site.yml starts each head before its workers), then run again" % why,
+                    files=node.files,
+                )
         if started:
             systemd.run("restart" if reasons else "start", service)
 
@@ -242,12 +269,21 @@ def converge(module: Any) -> None:
         elif p["wait"] == "gcs":
             why = wait_for_port(p["gcs_address"], p["timeout"])
             if why:
-                module.fail_json(msg="Ray's GCS on this node: %s; see journalctl -u %s" % (why, service),
-                                 files=node.files)
+                module.fail_json(
+                    msg="Ray's GCS on this node: %s; see journalctl -u %s" % (why, service), files=node.files
+                )
     # What Ray now runs: a run that changed something but failed before this point restarts it next time.
     node.put(node.state_path, record_content(node.parts, node.fingerprint), 0o600)
     changed = bool(node.files or firewall.get("changed") or started or opened or not enabled)
     diff = dict(diff=node.diff) if node.diff else {}
-    module.exit_json(changed=changed, gpus=int(gpus) if str(gpus).isdigit() else gpus, gpu_vendor=vendor,
-                     files=node.files, reasons=reasons, started=started, firewall=firewall, closed_logs=len(opened),
-                     **diff)
+    module.exit_json(
+        changed=changed,
+        gpus=int(gpus) if str(gpus).isdigit() else gpus,
+        gpu_vendor=vendor,
+        files=node.files,
+        reasons=reasons,
+        started=started,
+        firewall=firewall,
+        closed_logs=len(opened),
+        **diff,
+    )

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Per-node log bundles of one Ray job (module ``rlinfra.verl.ray_node_logs``): which files of a node
@@ -27,10 +26,10 @@ import tarfile
 import time
 from typing import IO, Any, Callable, Iterable, Mapping, Sequence, cast
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray import client as ray_client
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import secret_names
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import env_items
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import mask_partial_tail, redact_bytes
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import client as ray_client
 
 DEFAULT_TEMP_DIR = "/workspace/ray"
 FACT_PATH = ray_client.FACT_PATH
@@ -51,6 +50,7 @@ class NodeLogsError(Exception):
 
 
 # Secrets -----------------------------------------------------------------------------------------
+
 
 def secret_variants(values: Iterable[Any] | None) -> list[bytes]:
     """The byte strings to mask for ``values``: each value as is and as it appears inside a JSON
@@ -80,8 +80,10 @@ def name_maskers(pattern: str = DEFAULT_SECRET_NAME_PATTERN) -> list[re.Pattern[
     kw = pattern.encode("utf-8")
     return [
         # "NAME": "value", 'NAME': 'value', "NAME"="value" (any case)
-        re.compile(rb"""(["'])[A-Za-z0-9_.-]*(?i:(?:%s))[A-Za-z0-9_.-]*\1\s*[:=]\s*(?P<q>["'])"""
-                   rb"""(?P<value>(?:(?!(?P=q))[^\\\n]|\\.)+)(?P=q)""" % kw),
+        re.compile(
+            rb"""(["'])[A-Za-z0-9_.-]*(?i:(?:%s))[A-Za-z0-9_.-]*\1\s*[:=]\s*(?P<q>["'])"""
+            rb"""(?P<value>(?:(?!(?P=q))[^\\\n]|\\.)+)(?P=q)""" % kw
+        ),
         # NAME=value, environment style (upper-case names only: code such as key=... is left alone)
         re.compile(rb"""(?<![A-Za-z0-9_])[A-Z0-9_]*(?:%s)[A-Z0-9_]*=(?P<value>[^\s"',;]+)""" % kw),
         # Authorization: Bearer <token>
@@ -117,13 +119,16 @@ def read_fact(path: str | None = None) -> dict[str, Any]:
 
 # Choosing the files ------------------------------------------------------------------------------
 
+
 def validate_ids(submission_id: str | None, job_id: str | None) -> None:
     if not SUBMISSION_ID_RE.match(submission_id or ""):
-        raise NodeLogsError("submission_id %r is not a Ray submission id (letters, digits, '_', '.', ':', '-')"
-                            % (submission_id,))
+        raise NodeLogsError(
+            "submission_id %r is not a Ray submission id (letters, digits, '_', '.', ':', '-')" % (submission_id,)
+        )
     if job_id and not JOB_ID_RE.match(job_id):
-        raise NodeLogsError("job_id %r is not a hex Ray job id (e.g. 02000000, the job_id of GET /api/jobs/<id>)"
-                            % (job_id,))
+        raise NodeLogsError(
+            "job_id %r is not a hex Ray job id (e.g. 02000000, the job_id of GET /api/jobs/<id>)" % (job_id,)
+        )
 
 
 def sessions(temp_dir: str) -> tuple[str | None, list[str]]:
@@ -139,8 +144,12 @@ def sessions(temp_dir: str) -> tuple[str | None, list[str]]:
         names = []
     for name in names:
         path = os.path.join(temp_dir, name)
-        if name.startswith("session_") and name != "session_latest" and not os.path.islink(path) \
-                and os.path.isdir(os.path.join(path, "logs")):
+        if (
+            name.startswith("session_")
+            and name != "session_latest"
+            and not os.path.islink(path)
+            and os.path.isdir(os.path.join(path, "logs"))
+        ):
             found.append(os.path.realpath(path))
     found.sort(key=lambda p: (_mtime(p), p), reverse=True)
     if latest and latest not in found and os.path.isdir(os.path.join(latest, "logs")):
@@ -198,8 +207,9 @@ def _session_files(session: str) -> dict[str, str]:
     return found
 
 
-def plan(temp_dir: str, submission_id: str, job_id: str | None,
-         extra_patterns: Iterable[str] = ()) -> list[dict[str, Any]]:
+def plan(
+    temp_dir: str, submission_id: str, job_id: str | None, extra_patterns: Iterable[str] = ()
+) -> list[dict[str, Any]]:
     """What to collect: a list of dicts ``{source, name, kind, size, mtime, latest}``, most useful
     first. Files of the newest session keep their names; files of an older session in which the job
     ran (the node restarted since) go under ``<session_dir_name>/``, with that session's daemon logs."""
@@ -218,8 +228,16 @@ def plan(temp_dir: str, submission_id: str, job_id: str | None,
                 st = _regular(files[name])
                 if st is None:
                     continue  # a symlink or a vanished file: never followed
-                entries.append(dict(source=files[name], name=prefix + name, kind=kind,
-                                    size=st.st_size, mtime=int(st.st_mtime), latest=session == latest))
+                entries.append(
+                    dict(
+                        source=files[name],
+                        name=prefix + name,
+                        kind=kind,
+                        size=st.st_size,
+                        mtime=int(st.st_mtime),
+                        latest=session == latest,
+                    )
+                )
     seen = set()
     # seen.add() gives None: it only marks the name as seen (mypy: func-returns-value)
     unique = [e for e in entries if not (e["name"] in seen or seen.add(e["name"]))]  # type: ignore[func-returns-value]
@@ -228,6 +246,7 @@ def plan(temp_dir: str, submission_id: str, job_id: str | None,
         base = e["name"].rsplit("/", 1)[-1]
         first = e["kind"] == "ray" or base.startswith(("job-driver-", "runtime_env_setup-"))
         return (not e["latest"], 0 if first else 1 if e["kind"] == "job" else 2, -e["mtime"], e["name"])
+
     return sorted(unique, key=rank)
 
 
@@ -249,11 +268,12 @@ def cut_to_line(data: bytes, longest_secret: int) -> bytes:
     any newline loses as many bytes as the longest secret instead."""
     nl = data.find(b"\n")
     if nl >= 0:
-        return data[nl + 1:]
-    return data[max(longest_secret - 1, 0):]
+        return data[nl + 1 :]
+    return data[max(longest_secret - 1, 0) :]
 
 
 # The kernel log ----------------------------------------------------------------------------------
+
 
 def boot_time(path: str = "/proc/stat") -> float | None:
     """The node's boot as epoch seconds (``btime`` in /proc/stat), what plain dmesg's times count from; None unread."""
@@ -267,8 +287,9 @@ def boot_time(path: str = "/proc/stat") -> float | None:
     return None
 
 
-def kernel_log(run: Callable[[list[str]], tuple[int, str, str]], lines: int,
-               get_bin_path: Callable[[str], str | None]) -> tuple[str | None, str | None, list[str]]:
+def kernel_log(
+    run: Callable[[list[str]], tuple[int, str, str]], lines: int, get_bin_path: Callable[[str], str | None]
+) -> tuple[str | None, str | None, list[str]]:
     """The last ``lines`` lines of the kernel log (OOM kills, GPU Xid errors): dmesg, else
     journalctl -k. ``run(argv) -> (rc, out, err)``. Returns (text or None, source, notes)."""
     notes = []
@@ -308,6 +329,7 @@ def kernel_log(run: Callable[[list[str]], tuple[int, str, str]], lines: int,
 
 # Packing -----------------------------------------------------------------------------------------
 
+
 def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes, mtime: float) -> None:
     info = tarfile.TarInfo(name)
     info.size = len(data)
@@ -326,10 +348,15 @@ def _add_dir(tar: tarfile.TarFile, name: str, mtime: float) -> None:
     tar.addfile(info)
 
 
-def collect(entries: Iterable[Mapping[str, Any]], variants: Sequence[bytes], max_file_bytes: int, max_total_bytes: int,
-            kernel: str | None = None, maskers: Sequence[re.Pattern[bytes]] = (),
-            read: Callable[[str, int], tuple[bytes, int, bool]] = read_tail
-            ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, bytes]]:
+def collect(
+    entries: Iterable[Mapping[str, Any]],
+    variants: Sequence[bytes],
+    max_file_bytes: int,
+    max_total_bytes: int,
+    kernel: str | None = None,
+    maskers: Sequence[re.Pattern[bytes]] = (),
+    read: Callable[[str, int], tuple[bytes, int, bool]] = read_tail,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, bytes]]:
     """Read, cut and redact the planned entries within the budgets. Returns (files, skipped, blobs)
     where ``files`` describe what was kept (no content), ``blobs`` maps names to redacted bytes."""
     longest = max((len(v) for v in variants), default=0)
@@ -338,8 +365,16 @@ def collect(entries: Iterable[Mapping[str, Any]], variants: Sequence[bytes], max
     items = list(entries)
     if kernel is not None:
         # Small and often the answer (an OOM kill, a GPU Xid): first, before the budget runs out.
-        items.insert(0, dict(name=KERNEL_FILE, kind="kernel", data=kernel.encode("utf-8", "replace"),
-                             source=None, mtime=int(time.time())))
+        items.insert(
+            0,
+            dict(
+                name=KERNEL_FILE,
+                kind="kernel",
+                data=kernel.encode("utf-8", "replace"),
+                source=None,
+                mtime=int(time.time()),
+            ),
+        )
     for entry in items:
         remaining = max_total_bytes - total
         if remaining <= 0 or (entry["kind"] != "ray" and remaining < 1024):
@@ -362,13 +397,23 @@ def collect(entries: Iterable[Mapping[str, Any]], variants: Sequence[bytes], max
         data, partial = mask_partial_tail(data, variants)
         blobs[entry["name"]] = data
         total += len(data)
-        files.append(dict(name=entry["name"], source=entry["source"], kind=entry["kind"], size=size,
-                          kept_bytes=len(data), truncated=truncated, redactions=count + partial))
+        files.append(
+            dict(
+                name=entry["name"],
+                source=entry["source"],
+                kind=entry["kind"],
+                size=size,
+                kept_bytes=len(data),
+                truncated=truncated,
+                redactions=count + partial,
+            )
+        )
     return files, skipped, blobs
 
 
-def pack(path: str, blobs: Mapping[str, bytes], manifest: Any, mtimes: Mapping[str, float] | None = None,
-         root: str = "") -> int:
+def pack(
+    path: str, blobs: Mapping[str, bytes], manifest: Any, mtimes: Mapping[str, float] | None = None, root: str = ""
+) -> int:
     """Write a tar.gz of ``blobs`` plus MANIFEST.json, all under ``root/`` when given: files 0600,
     directories 0700, owned by 0, no links."""
     mtimes = mtimes or {}
@@ -383,8 +428,9 @@ def pack(path: str, blobs: Mapping[str, bytes], manifest: Any, mtimes: Mapping[s
             _add_dir(tar, d, now)
         for name in sorted(blobs):
             _add_bytes(tar, prefix + name, blobs[name], mtimes.get(name, now))
-        _add_bytes(tar, prefix + MANIFEST_FILE,
-                   (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8"), now)
+        _add_bytes(
+            tar, prefix + MANIFEST_FILE, (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8"), now
+        )
     return os.path.getsize(path)
 
 

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Whether a running Ray node must restart, and whether site.yml may restart it (modules ray_node_state, ray_node_guard).
@@ -17,8 +16,12 @@ from collections import OrderedDict
 from typing import Any, Iterable, Mapping
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import write_if_changed
-from ansible_collections.rlinfra.verl.plugins.module_utils.node.python_env import inputs_digest, python_version, read_json
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.switches import switch_value
+from ansible_collections.rlinfra.verl.plugins.module_utils.node.python_env import (
+    inputs_digest,
+    python_version,
+    read_json,
+)
 
 RECORD_VERSION = 1
 FLAG = "ray_restart_running_jobs"
@@ -26,7 +29,9 @@ FLAG = "ray_restart_running_jobs"
 
 def digest(value: Any) -> str:
     """sha256 of a JSON value, independent of key order."""
-    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode("utf-8")).hexdigest()
+    return hashlib.sha256(
+        json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode("utf-8")
+    ).hexdigest()
 
 
 def part_digests(inputs: Mapping[Any, Any] | None) -> dict[str, str]:
@@ -34,11 +39,15 @@ def part_digests(inputs: Mapping[Any, Any] | None) -> dict[str, str]:
 
 
 def record_content(parts: Mapping[str, str], fingerprint: Any) -> str:
-    return json.dumps({"version": RECORD_VERSION, "parts": parts, "fingerprint": fingerprint}, indent=2, sort_keys=True) + "\n"
+    return (
+        json.dumps({"version": RECORD_VERSION, "parts": parts, "fingerprint": fingerprint}, indent=2, sort_keys=True)
+        + "\n"
+    )
 
 
-def restart_reasons(record: Mapping[str, Any] | None, parts: Mapping[str, str], fingerprint: Any,
-                    python_env_changed: bool = False) -> list[str]:
+def restart_reasons(
+    record: Mapping[str, Any] | None, parts: Mapping[str, str], fingerprint: Any, python_env_changed: bool = False
+) -> list[str]:
     """Why a running Ray would restart, as short names; [] when it runs what it should.
 
     ``no_record``: nothing says what the running Ray was started with (first converge by this collection);
@@ -113,11 +122,15 @@ def guard(nodes: Iterable[Mapping[str, Any]], allow: bool) -> tuple[list[str], l
                 warnings.append("%s under running job(s) %s: %s=true, so they will fail" % (where, listed, FLAG))
             else:
                 hints = "; ".join(OrderedDict((stop_hint(j), None) for j in jobs))
-                errors.append("%s, where job(s) %s run: stop them first (%s) or re-run with -e %s=true to restart "
-                              "anyway (they fail)" % (where, listed, hints, FLAG))
+                errors.append(
+                    "%s, where job(s) %s run: stop them first (%s) or re-run with -e %s=true to restart "
+                    "anyway (they fail)" % (where, listed, hints, FLAG)
+                )
         elif reporter.get("jobs_error") and not allow:
-            errors.append("%s, but its running jobs could not be listed (%s): if none runs, re-run with -e %s=true"
-                          % (where, reporter["jobs_error"], FLAG))
+            errors.append(
+                "%s, but its running jobs could not be listed (%s): if none runs, re-run with -e %s=true"
+                % (where, reporter["jobs_error"], FLAG)
+            )
     return errors, warnings, running
 
 
@@ -140,8 +153,9 @@ def node_state(p: Mapping[str, Any], module: Any) -> dict[str, Any]:
     env_record = read_json(p["python_env_state"]) if p["python_env_state"] else None
     fingerprint = (env_record or {}).get("fingerprint")
     parts = part_digests(p["inputs"])
-    result = dict(changed=False, active=service_active(module, p["service"]), recorded=record is not None,
-                  fingerprint=fingerprint)
+    result = dict(
+        changed=False, active=service_active(module, p["service"]), recorded=record is not None, fingerprint=fingerprint
+    )
 
     if p["state"] == "recorded":
         directory = os.path.dirname(p["path"]) or "."
@@ -163,15 +177,20 @@ def node_state(p: Mapping[str, Any], module: Any) -> dict[str, Any]:
 
 # rlinfra.verl.ray_node_guard (a module for its documentation, an action plugin that runs it on the controller).
 GUARD_ARGUMENT_SPEC = dict(
-    nodes=dict(type="list", elements="dict", required=True, options=dict(
-        host=dict(type="str", required=True),
-        cluster=dict(type="str", default="default"),
-        reports_jobs=dict(type="bool", default=False),
-        restart=dict(type="bool", default=False),
-        reasons=dict(type="list", elements="str", default=[]),
-        running_jobs=dict(type="list", elements="dict"),
-        jobs_error=dict(type="str", default=""),
-    )),
+    nodes=dict(
+        type="list",
+        elements="dict",
+        required=True,
+        options=dict(
+            host=dict(type="str", required=True),
+            cluster=dict(type="str", default="default"),
+            reports_jobs=dict(type="bool", default=False),
+            restart=dict(type="bool", default=False),
+            reasons=dict(type="list", elements="str", default=[]),
+            running_jobs=dict(type="list", elements="dict"),
+            jobs_error=dict(type="str", default=""),
+        ),
+    ),
     restart_running_jobs=dict(type="raw", default=False),
 )
 

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Ship a local ``working_dir`` to a Ray cluster the way ``ray job submit`` does, without ``import ray``.
@@ -77,9 +76,11 @@ def excludes_item(rel: str) -> str:
 
 
 def _link_out(root: str, rel: str) -> PackageError:
-    return PackageError("working_dir %s: %s leads outside it through a symbolic link, and a job is sent only the "
-                        "working_dir's own files: copy what it needs into the working_dir, or leave the link out with "
-                        "the experiment's excludes (e.g. excludes: [%s])" % (root, rel, excludes_item(rel)))
+    return PackageError(
+        "working_dir %s: %s leads outside it through a symbolic link, and a job is sent only the "
+        "working_dir's own files: copy what it needs into the working_dir, or leave the link out with "
+        "the experiment's excludes (e.g. excludes: [%s])" % (root, rel, excludes_item(rel))
+    )
 
 
 def mib(n: float) -> str:
@@ -165,8 +166,13 @@ class _Counter(io.RawIOBase):
         return len(b)
 
 
-def build_package(root: str, excludes: Iterable[str] | None = None, max_bytes: int = RAY_PACKAGE_MAX_BYTES,
-                  dest: str | None = None, experiments_dir: str | None = None) -> dict[str, Any]:
+def build_package(
+    root: str,
+    excludes: Iterable[str] | None = None,
+    max_bytes: int = RAY_PACKAGE_MAX_BYTES,
+    dest: str | None = None,
+    experiments_dir: str | None = None,
+) -> dict[str, Any]:
     """Zip ``root`` deterministically.
 
     ``excludes`` are added to :data:`DEFAULT_EXCLUDES`. Writes the zip to ``dest`` (a path) when
@@ -176,9 +182,11 @@ def build_package(root: str, excludes: Iterable[str] | None = None, max_bytes: i
     out of itself, and :class:`DestError` when ``dest`` cannot be written.
     """
     if experiments_dir and leads_outside(root, experiments_dir):
-        raise PackageError("working_dir %s leads outside the experiments directory %s through a symbolic link; copy "
-                           "its files into the experiments directory (a job is sent only what lies inside it)"
-                           % (root, experiments_dir))
+        raise PackageError(
+            "working_dir %s leads outside the experiments directory %s through a symbolic link; copy "
+            "its files into the experiments directory (a job is sent only what lies inside it)"
+            % (root, experiments_dir)
+        )
     if not os.path.isdir(root):
         raise PackageError("working_dir %s is not a directory" % root)
     patterns = tuple(DEFAULT_EXCLUDES) + tuple(excludes or ())
@@ -219,9 +227,12 @@ def build_package(root: str, excludes: Iterable[str] | None = None, max_bytes: i
                 os.replace(part, dest)
     except PackageTooLarge as e:
         _drop(sink, part)
-        raise PackageTooLarge("working_dir %s zips to more than %s, over Ray's limit for a working_dir "
-                              "uploaded through the dashboard (%s); move large files to the shared volume or "
-                              "add them to excludes" % (root, mib(max_bytes), mib(RAY_PACKAGE_MAX_BYTES)), e.size)
+        raise PackageTooLarge(
+            "working_dir %s zips to more than %s, over Ray's limit for a working_dir "
+            "uploaded through the dashboard (%s); move large files to the shared volume or "
+            "add them to excludes" % (root, mib(max_bytes), mib(RAY_PACKAGE_MAX_BYTES)),
+            e.size,
+        ) from e
     except BaseException:
         _drop(sink, part)
         raise
@@ -260,13 +271,15 @@ def read_package(src: str) -> bytes:
     if not os.path.isfile(src):
         raise PackageError("src %s is not a file (the working_dir zip made by rlinfra.verl.verl_experiment)" % src)
     if os.path.getsize(src) > RAY_PACKAGE_MAX_BYTES:
-        raise PackageError("src %s is %s, over the %s Ray accepts through the dashboard; leave large files out of the "
-                           "working_dir" % (src, mib(os.path.getsize(src)), mib(RAY_PACKAGE_MAX_BYTES)))
+        raise PackageError(
+            "src %s is %s, over the %s Ray accepts through the dashboard; leave large files out of the "
+            "working_dir" % (src, mib(os.path.getsize(src)), mib(RAY_PACKAGE_MAX_BYTES))
+        )
     try:
         with open(src, "rb") as f:
             return f.read(RAY_PACKAGE_MAX_BYTES + 1)
     except OSError as e:
-        raise PackageError("src %s cannot be read: %s" % (src, e.strerror or e))
+        raise PackageError("src %s cannot be read: %s" % (src, e.strerror or e)) from e
 
 
 def ensure_package(client: Any, uri: str, data: bytes) -> bool:
@@ -276,14 +289,17 @@ def ensure_package(client: Any, uri: str, data: bytes) -> bool:
     ``upload_package``); its errors (RayError) pass through.
     """
     if package_uri(data) != uri:
-        raise PackageError("package bytes do not match %s (sha1 %s): the zip changed in transit"
-                           % (uri, hashlib.sha1(data).hexdigest()))
+        raise PackageError(
+            "package bytes do not match %s (sha1 %s): the zip changed in transit"
+            % (uri, hashlib.sha1(data).hexdigest())
+        )
     name = package_name(uri)
     if client.has_package(name):
         return False
     if len(data) > RAY_PACKAGE_MAX_BYTES:
-        raise PackageTooLarge("package %s is %s, over Ray's %s limit" % (uri, mib(len(data)), mib(RAY_PACKAGE_MAX_BYTES)),
-                              len(data))
+        raise PackageTooLarge(
+            "package %s is %s, over Ray's %s limit" % (uri, mib(len(data)), mib(RAY_PACKAGE_MAX_BYTES)), len(data)
+        )
     client.upload_package(name, data)
     if not client.has_package(name):
         raise PackageError("package %s is still missing after its upload" % uri)

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """The decisions of the job watchdog (``rlinfra.verl.ray_job_wait``), without any I/O: which node
@@ -16,18 +15,36 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.verl.metrics import d
 
 RECOVERY_EVENTS = ("node_lost", "head_restart", "stalled", "failed")
 # min_nodes None: the number of nodes alive when the run was first submitted.
-RECOVERY_DEFAULTS = {"max_restarts": 0, "on": ["node_lost", "head_restart", "stalled"], "backoff_s": 10,
-                     "min_nodes": None, "node_wait_timeout": 600, "allow_reshard": False,
-                     # When the machines end (a reservation, an allocation): the run is told to save before it, less
-                     # the margin (verl: its save and one step; NeMo RL: its start and its save).
-                     "deadline": None, "deadline_margin": 600,
-                     # A machine gone for good rented again from the head (provision.yml's clusters): after how long
-                     # absent, how many times a run, and how long its converge may take.
-                     "replace": False, "replace_after": 600, "max_replacements": 1, "replace_timeout": 1800}
+RECOVERY_DEFAULTS = {
+    "max_restarts": 0,
+    "on": ["node_lost", "head_restart", "stalled"],
+    "backoff_s": 10,
+    "min_nodes": None,
+    "node_wait_timeout": 600,
+    "allow_reshard": False,
+    # When the machines end (a reservation, an allocation): the run is told to save before it, less
+    # the margin (verl: its save and one step; NeMo RL: its start and its save).
+    "deadline": None,
+    "deadline_margin": 600,
+    # A machine gone for good rented again from the head (provision.yml's clusters): after how long
+    # absent, how many times a run, and how long its converge may take.
+    "replace": False,
+    "replace_after": 600,
+    "max_replacements": 1,
+    "replace_timeout": 1800,
+}
 
 # verl's key metrics, shown first in progress lines and summaries.
-DEFAULT_METRICS = ["critic/score/mean", "critic/rewards/mean", "reward/mean", "actor/pg_loss", "pg_loss",
-                   "actor/entropy", "response_length/mean", "timing_s/step"]
+DEFAULT_METRICS = [
+    "critic/score/mean",
+    "critic/rewards/mean",
+    "reward/mean",
+    "actor/pg_loss",
+    "pg_loss",
+    "actor/entropy",
+    "response_length/mean",
+    "timing_s/step",
+]
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 ACTIVE = ("PENDING", "RUNNING")
 WHY = {
@@ -50,7 +67,9 @@ WHY = {
 LOST_NODE_SIGNS = re.compile(
     r"ActorDiedError|ActorUnavailableError|RayActorError|NodeDiedError|OwnerDiedError|ObjectLostError|"
     r"WorkerCrashedError|LocalRayletDiedError|The actor died unexpectedly|node .{0,80}(?:died|is dead|was marked dead)|"
-    r"NCCL (?:error|communicator was aborted)|ncclRemoteError|Connection reset by peer", re.IGNORECASE)
+    r"NCCL (?:error|communicator was aborted)|ncclRemoteError|Connection reset by peer",
+    re.IGNORECASE,
+)
 
 
 def looks_like_lost_node(text: str | None) -> bool:
@@ -77,7 +96,7 @@ def pick_metrics(metrics: Mapping[str, Any] | None, preferred: Iterable[str], li
     metrics = metrics or {}
     chosen = [k for k in preferred if k in metrics][:limit]
     if not chosen:
-        chosen = list(metrics)[:min(limit, 4)]
+        chosen = list(metrics)[: min(limit, 4)]
     return [(k, metrics[k]) for k in chosen]
 
 
@@ -89,8 +108,12 @@ def progress_line(label: str, res: Mapping[str, Any], preferred: Iterable[str], 
     if step is None:
         parts.append("no step yet")
     else:
-        parts.append(" - ".join(["step:%s" % step] + ["%s:%s" % (k, fmt_metric(v))
-                                                      for k, v in pick_metrics(res.get("last_metrics"), preferred, limit)]))
+        parts.append(
+            " - ".join(
+                ["step:%s" % step]
+                + ["%s:%s" % (k, fmt_metric(v)) for k, v in pick_metrics(res.get("last_metrics"), preferred, limit)]
+            )
+        )
     return ", ".join(parts)
 
 
@@ -110,14 +133,25 @@ def deadline_line(deadline: Any, left: float, step: int, per_step: float, total:
     """Where recovery.deadline (``left`` seconds away) cuts the run at ``per_step`` seconds a step, from ``step``."""
     pace = "%.1f s a step" % per_step
     if left <= 0:
-        return "recovery.deadline %s has passed at step %s (%s); the run was told to save before it" % (deadline, step, pace)
+        return "recovery.deadline %s has passed at step %s (%s); the run was told to save before it" % (
+            deadline,
+            step,
+            pace,
+        )
     reach = step + int(left // per_step) if per_step > 0 else step
     if total and reach >= total:
-        return ("recovery.deadline %s (in %s): at %s the run ends at step %d about %s before it" % (
-            deadline, hms(left), pace, total, hms(left - (total - step) * per_step)))
-    return ("recovery.deadline %s (in %s) cuts the run at about step %d%s (%s); it is told to save before it "
-            "(a next run on new machines resumes from there)" % (
-                deadline, hms(left), reach, " of %d" % total if total else "", pace))
+        return "recovery.deadline %s (in %s): at %s the run ends at step %d about %s before it" % (
+            deadline,
+            hms(left),
+            pace,
+            total,
+            hms(left - (total - step) * per_step),
+        )
+    return (
+        "recovery.deadline %s (in %s) cuts the run at about step %d%s (%s); it is told to save before it "
+        "(a next run on new machines resumes from there)"
+        % (deadline, hms(left), reach, " of %d" % total if total else "", pace)
+    )
 
 
 def recovery_settings(recovery: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -165,13 +199,17 @@ def can_recover(event: str | None, settings: Mapping[str, Any], restarts_used: i
             return False, "recovery is off (recovery.max_restarts: 0)"
         return False, "recovery.on does not include %s" % event
     if restarts_used >= settings["max_restarts"]:
-        return False, ("recovery is off (recovery.max_restarts: 0)" if settings["max_restarts"] <= 0 else
-                       "all %d restart(s) of recovery.max_restarts are used" % settings["max_restarts"])
+        return False, (
+            "recovery is off (recovery.max_restarts: 0)"
+            if settings["max_restarts"] <= 0
+            else "all %d restart(s) of recovery.max_restarts are used" % settings["max_restarts"]
+        )
     return True, ""
 
 
-def shape_check(ckpt: Mapping[str, Any] | None, nodes: Iterable[Mapping[str, Any]],
-                allow_reshard: bool = False) -> tuple[bool, str]:
+def shape_check(
+    ckpt: Mapping[str, Any] | None, nodes: Iterable[Mapping[str, Any]], allow_reshard: bool = False
+) -> tuple[bool, str]:
     """(ok, line): whether the latest checkpoint (``verl_checkpoint_info``'s result) can resume on a
     cluster made of ``nodes``. Without shards (no checkpoint, or not an FSDP one) there is nothing
     to check."""
@@ -181,27 +219,41 @@ def shape_check(ckpt: Mapping[str, Any] | None, nodes: Iterable[Mapping[str, Any
     if not written or written == now:
         return True, ""
     assert ckpt is not None  # its world size was read
-    line = ("checkpoint %s (step %s) was written by world size %d (model_world_size_%d_rank_*.pt) but the cluster "
-            "now has %d node(s) x %d GPU(s) = world size %d"
-            % (ckpt.get("step_dir"), ckpt.get("latest_step"), written, written, nnodes, gpus, now))
+    line = (
+        "checkpoint %s (step %s) was written by world size %d (model_world_size_%d_rank_*.pt) but the cluster "
+        "now has %d node(s) x %d GPU(s) = world size %d"
+        % (ckpt.get("step_dir"), ckpt.get("latest_step"), written, written, nnodes, gpus, now)
+    )
     if allow_reshard:
         return True, line + "; resubmitting anyway (recovery.allow_reshard: true)"
-    return False, line + ("; not resubmitted: bring the cluster back to %d rank(s) (site.yml) and run submit.yml "
-                          "again, or set recovery.allow_reshard: true if the trainer can reshard" % written)
+    return False, line + (
+        "; not resubmitted: bring the cluster back to %d rank(s) (site.yml) and run submit.yml "
+        "again, or set recovery.allow_reshard: true if the trainer can reshard" % written
+    )
 
 
 def incomplete_line(ckpt: Mapping[str, Any]) -> str:
     """What the resume passes over: the tracker's step lacks shards, or its directory is gone."""
-    gaps = "; ".join("step %s %s" % (i["step"], "has no directory" if i["missing_ranks"] is None else
-                                     "lacks the shards of rank(s) %s" % ", ".join(str(r) for r in i["missing_ranks"][:8])
-                                     + (" and %d more" % (len(i["missing_ranks"]) - 8) if len(i["missing_ranks"]) > 8
-                                        else ""))
-                     for i in ckpt.get("incomplete") or [])
+    gaps = "; ".join(
+        "step %s %s"
+        % (
+            i["step"],
+            "has no directory"
+            if i["missing_ranks"] is None
+            else "lacks the shards of rank(s) %s" % ", ".join(str(r) for r in i["missing_ranks"][:8])
+            + (" and %d more" % (len(i["missing_ranks"]) - 8) if len(i["missing_ranks"]) > 8 else ""),
+        )
+        for i in ckpt.get("incomplete") or []
+    )
     if ckpt.get("resume_step") is None:
-        return ("checkpoint %s holds no whole step (%s: a node lost while saving?): the next attempt starts from scratch"
-                % (ckpt.get("path"), gaps))
-    return ("checkpoint %s: %s (a node lost while saving?); the next attempt resumes from step %s, the newest whole one "
-            "(%s)" % (ckpt.get("path"), gaps, ckpt["resume_step"], ckpt.get("resume_dir")))
+        return (
+            "checkpoint %s holds no whole step (%s: a node lost while saving?): the next attempt starts from scratch"
+            % (ckpt.get("path"), gaps)
+        )
+    return (
+        "checkpoint %s: %s (a node lost while saving?); the next attempt resumes from step %s, the newest whole one "
+        "(%s)" % (ckpt.get("path"), gaps, ckpt["resume_step"], ckpt.get("resume_dir"))
+    )
 
 
 def not_resumed_cause(template: Mapping[str, Any] | None, step: Any) -> str:
@@ -209,49 +261,81 @@ def not_resumed_cause(template: Mapping[str, Any] | None, step: Any) -> str:
     params = dict((k, v) for k, v in (template or {}).get("pairs") or [])
     async_keys = sorted(k for k, v in params.items() if k.endswith("async_save") and str(v).lower() in ("true", "1"))
     if async_keys:
-        return ("%s=true: verl's asynchronous save writes no tracker file (latest_checkpointed_iteration.txt), so "
-                "trainer.resume_mode=auto starts over (verl issue 7952); turn it off, or resume by path "
-                "(trainer.resume_mode=resume_path, trainer.resume_from_path=<checkpoint dir>/global_step_%s)"
-                % (async_keys[0], step))
+        return (
+            "%s=true: verl's asynchronous save writes no tracker file (latest_checkpointed_iteration.txt), so "
+            "trainer.resume_mode=auto starts over (verl issue 7952); turn it off, or resume by path "
+            "(trainer.resume_mode=resume_path, trainer.resume_from_path=<checkpoint dir>/global_step_%s)"
+            % (async_keys[0], step)
+        )
     if str(params.get("trainer.resume_mode", "")).lower() == "disable":
         return "trainer.resume_mode is disable: the trainer ignores its checkpoints; set it to auto"
-    return ("the trainer did not load the checkpoint: check that it reads it (verl: trainer.resume_mode auto, "
-            "trainer.default_local_dir the run's checkpoint directory) and that the checkpoint's step directory is whole")
+    return (
+        "the trainer did not load the checkpoint: check that it reads it (verl: trainer.resume_mode auto, "
+        "trainer.default_local_dir the run's checkpoint directory) and that the checkpoint's step directory is whole"
+    )
 
 
-def attempt_row(attempt: int, sid: str, res: Mapping[str, Any] | None, why: str | None, started: Any = None,
-                stopped: bool = False) -> dict[str, Any]:
+def attempt_row(
+    attempt: int, sid: str, res: Mapping[str, Any] | None, why: str | None, started: Any = None, stopped: bool = False
+) -> dict[str, Any]:
     """One row of the summary; an attempt that had not ended when it was given up on is STOPPED (by
     the wait) or LOST (with the head)."""
     status = (res or {}).get("status")
     if status not in TERMINAL:
         status = "STOPPED" if stopped else "LOST" if why == "head_restart" else status
-    return dict(attempt=attempt, submission_id=sid, status=status, why=why,
-                last_step=(res or {}).get("last_step"), start_time=(res or {}).get("start_time") or started,
-                end_time=(res or {}).get("end_time"), duration_s=(res or {}).get("duration_s"))
+    return dict(
+        attempt=attempt,
+        submission_id=sid,
+        status=status,
+        why=why,
+        last_step=(res or {}).get("last_step"),
+        start_time=(res or {}).get("start_time") or started,
+        end_time=(res or {}).get("end_time"),
+        duration_s=(res or {}).get("duration_s"),
+    )
 
 
-def summary_lines(result: Mapping[str, Any], preferred: Iterable[str] = tuple(DEFAULT_METRICS),
-                  limit: int = 6) -> list[str]:
+def summary_lines(
+    result: Mapping[str, Any], preferred: Iterable[str] = tuple(DEFAULT_METRICS), limit: int = 6
+) -> list[str]:
     """The end-of-run summary the playbook prints, from the wait's result."""
     lines = []
     metrics = pick_metrics(result.get("last_metrics"), list(preferred), limit)
-    lines.append("status:        %s%s" % (result.get("status") or "UNKNOWN",
-                                          " - %s" % result["reason_line"] if result.get("reason_line") else ""))
+    lines.append(
+        "status:        %s%s"
+        % (result.get("status") or "UNKNOWN", " - %s" % result["reason_line"] if result.get("reason_line") else "")
+    )
     lines.append("submission_id: %s" % result.get("submission_id"))
-    lines.append("duration:      %s" % ("-" if result.get("duration_s") is None else "%.1f s" % float(result["duration_s"])))
-    lines.append("last step:     %s %s" % ("-" if result.get("last_step") is None else result["last_step"],
-                                           " - ".join("%s:%s" % (k, fmt_metric(v)) for k, v in metrics)))
+    lines.append(
+        "duration:      %s" % ("-" if result.get("duration_s") is None else "%.1f s" % float(result["duration_s"]))
+    )
+    lines.append(
+        "last step:     %s %s"
+        % (
+            "-" if result.get("last_step") is None else result["last_step"],
+            " - ".join("%s:%s" % (k, fmt_metric(v)) for k, v in metrics),
+        )
+    )
     for node in result.get("lost_nodes") or []:
-        lines.append("%s %s at %s" % ("head down:    " if node.get("head") else "node lost:    ", node["label"], node["at"]))
+        lines.append(
+            "%s %s at %s" % ("head down:    " if node.get("head") else "node lost:    ", node["label"], node["at"])
+        )
     rows = result.get("attempts") or []
     if len(rows) > 1 or any(r.get("why") not in ("succeeded", None) for r in rows):
         lines.append("attempts:")
         for r in rows:
-            lines.append("  %d. %s: %s%s, steps reached %s" % (
-                r["attempt"], r["submission_id"], r.get("status") or "-",
-                " (%s)" % WHY.get(r.get("why"), r.get("why")) if r.get("why") and r.get("why") != "succeeded" else "",
-                "-" if r.get("last_step") is None else r["last_step"]))
+            lines.append(
+                "  %d. %s: %s%s, steps reached %s"
+                % (
+                    r["attempt"],
+                    r["submission_id"],
+                    r.get("status") or "-",
+                    " (%s)" % WHY.get(r.get("why"), r.get("why"))
+                    if r.get("why") and r.get("why") != "succeeded"
+                    else "",
+                    "-" if r.get("last_step") is None else r["last_step"],
+                )
+            )
     for path in result.get("log_paths") or []:
         lines.append("log:           %s" % path)
     if result.get("artifacts_error"):

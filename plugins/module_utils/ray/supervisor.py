@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """The run's supervisor: the watchdog of module_utils/ray/watchdog.py run on the head by systemd, so that a run
@@ -30,13 +29,17 @@ import time
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import PlainModule
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray import attempts
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray import watchdog
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import attempts, watchdog
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.recovery import progress_line
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.supervisor_unit import (
-    _systemctl, _write_if_changed, load, unit_name, write_private)
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import metrics as verl_metrics
+    _systemctl,
+    _write_if_changed,
+    load,
+    unit_name,
+    write_private,
+)
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import checkpoint
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import metrics as verl_metrics
 
 SHARED_NAME = ".rlinfra-run.json"
 # The lines kept in the state: a follower attaching days later sees the newest ones (and how many came before).
@@ -44,8 +47,28 @@ KEPT_LINES = 500
 # Calls of ray_job_poll one poll may add to read a log that grew more than one call returns (8 MiB each).
 CATCH_UP_CALLS = 64
 # The watchdog's state that survives a restart of the supervisor (module_utils/ray/watchdog.py's attributes).
-KEPT = ("sid", "attempt", "restarts", "rows", "lost", "events", "marks", "res", "expect_from", "min_nodes", "t0", "seen",
-        "step", "step_at", "address", "recovering", "pace", "deadline_said", "replaced", "names")
+KEPT = (
+    "sid",
+    "attempt",
+    "restarts",
+    "rows",
+    "lost",
+    "events",
+    "marks",
+    "res",
+    "expect_from",
+    "min_nodes",
+    "t0",
+    "seen",
+    "step",
+    "step_at",
+    "address",
+    "recovering",
+    "pace",
+    "deadline_said",
+    "replaced",
+    "names",
+)
 # The unit's program (plugin_utils/node_script.py's program()): this module's main, and the module_utils it imports; the
 # Hyperbolic client (on_end) imports Ansible only for an opener it is never given here.
 PROGRAM = ("ray.supervisor", "main", ("hyperbolic.client",))
@@ -67,14 +90,21 @@ def _functions() -> dict[str, Callable[..., Any]]:
     """The node-side functions the watch's requests are done with (module_utils, imported when first needed)."""
     from ansible_collections.rlinfra.verl.plugins.module_utils.ray import cluster_info, job_poll, job_run
     from ansible_collections.rlinfra.verl.plugins.module_utils.verl import checkpoint
-    return dict(poll=job_poll.poll, job=job_run.run_job, cluster=cluster_info.info,
-                checkpoint=lambda params, module: checkpoint.inspect(params["path"]), upload=upload)
+
+    return dict(
+        poll=job_poll.poll,
+        job=job_run.run_job,
+        cluster=cluster_info.info,
+        checkpoint=lambda params, module: checkpoint.inspect(params["path"]),
+        upload=upload,
+    )
 
 
 def upload(params: Mapping[str, Any], module: Any) -> dict[str, Any]:
     """rlinfra.verl.ray_package's work: the working_dir zip kept on the head, sent when the cluster lacks it."""
     from ansible_collections.rlinfra.verl.plugins.module_utils.ray import package
     from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayError, client_from_module
+
     try:
         data = package.read_package(params["src"])
         client = client_from_module(module, timeout=300)
@@ -86,9 +116,15 @@ def upload(params: Mapping[str, Any], module: Any) -> dict[str, Any]:
 class Supervisor:
     """One run's watch on the head: the watchdog's requests done here, its state kept after each."""
 
-    def __init__(self, config: dict[str, Any], directory: str, clock: Callable[[], float] = time.time,
-                 sleep: Callable[[float], Any] = time.sleep, functions: Mapping[str, Callable[..., Any]] | None = None,
-                 systemctl: Callable[..., tuple[int, str, str]] | None = None):
+    def __init__(
+        self,
+        config: dict[str, Any],
+        directory: str,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Any] = time.sleep,
+        functions: Mapping[str, Callable[..., Any]] | None = None,
+        systemctl: Callable[..., tuple[int, str, str]] | None = None,
+    ):
         self.config = config
         self.directory = directory
         self.clock, self.sleep = clock, sleep
@@ -110,8 +146,13 @@ class Supervisor:
         log = self.state.get("log") or {}
         self.follow = verl_metrics.Follow(None)
         self.log: dict[str, Any]  # where the attempt's driver log was read to
-        self.log = dict(sid=log.get("sid"), offset=log.get("offset") or 0, file_id=log.get("file_id") or "",
-                        size=log.get("size") or 0, first=log.get("first"))
+        self.log = dict(
+            sid=log.get("sid"),
+            offset=log.get("offset") or 0,
+            file_id=log.get("file_id") or "",
+            size=log.get("size") or 0,
+            first=log.get("first"),
+        )
         if self.log["sid"] == self.dog.sid:
             self.follow.first = self.log["first"]
             self.follow.last = (self.dog.step, {})
@@ -191,10 +232,16 @@ class Supervisor:
 
     def poll_params(self, seconds: float, tail: int | None) -> dict[str, Any]:
         return self.params(
-            "ray_job_poll", submission_id=self.dog.sid, timeout=int(seconds), poll_interval=self.args["poll_interval"],
+            "ray_job_poll",
+            submission_id=self.dog.sid,
+            timeout=int(seconds),
+            poll_interval=self.args["poll_interval"],
             logs_tail_lines=self.config.get("logs_tail_lines", 50) if tail is None else tail,
             runtime_env={"env_vars": dict((self.args.get("runtime_env") or {}).get("env_vars") or {})},
-            secret_names=self.config.get("secret_names") or [], log_offset=self.log["offset"], log_file_id=self.log["file_id"])
+            secret_names=self.config.get("secret_names") or [],
+            log_offset=self.log["offset"],
+            log_file_id=self.log["file_id"],
+        )
 
     def take_log(self, res: Mapping[str, Any]) -> bool:
         if not res.get("found") or "log_offset" not in res:
@@ -215,14 +262,17 @@ class Supervisor:
         if kind == "say":
             return self.say(params[0])
         if kind == "progress":
-            self.state["progress"] = progress_line("", params[0], self.config.get("metrics") or [],
-                                                   self.config.get("max_metrics", 5), self.dog.attempt)
+            self.state["progress"] = progress_line(
+                "", params[0], self.config.get("metrics") or [], self.config.get("max_metrics", 5), self.dog.attempt
+            )
             return None
         if kind == "sleep":
             return self.sleep(params[0])
         if kind == "stop":
-            res = self.call("job", self.params("ray_job", submission_id=params[0], state="stopped", wait_timeout=120,
-                                               logs_tail_lines=0))
+            res = self.call(
+                "job",
+                self.params("ray_job", submission_id=params[0], state="stopped", wait_timeout=120, logs_tail_lines=0),
+            )
             if res.get("failed"):
                 self.say("could not stop %s: %s" % (params[0], res.get("msg")))
             return None
@@ -237,8 +287,13 @@ class Supervisor:
             return self.call("upload", self.params("ray_package", uri=params[0]["uri"], src=params[0]["src"]))
         if kind == "submit":
             sid, entrypoint, metadata, resources = params
-            return self.call("job", self.params("ray_job", **attempts.submit_args(
-                sid, entrypoint, self.args.get("runtime_env"), metadata, resources)))
+            return self.call(
+                "job",
+                self.params(
+                    "ray_job",
+                    **attempts.submit_args(sid, entrypoint, self.args.get("runtime_env"), metadata, resources),
+                ),
+            )
         if kind == "replace":
             return self.replace(params[0])
         raise ValueError("the watchdog asked for %r, which the supervisor does not do" % kind)
@@ -248,9 +303,12 @@ class Supervisor:
         (module_utils/hyperbolic/replace.py); each step one line."""
         conf = self.config.get("replace")
         if not conf:
-            return dict(failed=True, msg="the supervisor was started without what replacing needs (recovery.replace "
-                        "was off at submit)")
+            return dict(
+                failed=True,
+                msg="the supervisor was started without what replacing needs (recovery.replace was off at submit)",
+            )
         from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import replace
+
         secrets = list(self.config.get("secret_values") or []) + [conf.get("api_key") or ""]
         try:
             return replace.replace(conf, nodes, self.say_masked(secrets), clock=self.clock)
@@ -263,6 +321,7 @@ class Supervisor:
         def say(line):
             self.say(mask_patterns(masked(line, [s for s in secrets if s])))
             self.save()
+
         return say
 
     # --- the run ------------------------------------------------------------------------------
@@ -274,8 +333,10 @@ class Supervisor:
         newest = attempts.newest_attempt(info.get("jobs") or [], self.base)
         if not newest or (newest.get("attempt") or 0) <= self.dog.attempt:
             return
-        self.say("attempt %d (%s) is on the cluster but not in the state (the supervisor stopped as it submitted it): "
-                 "watching it" % (newest["attempt"], newest["submission_id"]))
+        self.say(
+            "attempt %d (%s) is on the cluster but not in the state (the supervisor stopped as it submitted it): "
+            "watching it" % (newest["attempt"], newest["submission_id"])
+        )
         self.dog.sid, self.dog.attempt = newest["submission_id"], newest["attempt"]
         self.dog.restarts, self.dog.recovering, self.dog.expect_from = newest["attempt"] - 1, None, None
         self.dog.new_attempt()
@@ -285,8 +346,10 @@ class Supervisor:
         if self.state.get("final"):
             return self.state["final"]
         if self.restored:
-            self.say("the supervisor started again (pid %d): going on with attempt %d (%s)"
-                     % (os.getpid(), self.dog.attempt, self.dog.sid))
+            self.say(
+                "the supervisor started again (pid %d): going on with attempt %d (%s)"
+                % (os.getpid(), self.dog.attempt, self.dog.sid)
+            )
             self.adopt()
             steps = self.dog.resume()
         else:
@@ -314,11 +377,18 @@ class Supervisor:
     def finish(self, reason: str, line: str | None) -> dict[str, Any]:
         result = self.dog.result(reason, line, self.clock(), preferred=self.config.get("metrics") or ())
         result.pop("logs_tail", None)
-        self.state["final"] = dict(reason=reason, line=line, ended_at=self.clock(), status=result.get("status"),
-                                   summary=result.get("summary") or [])
+        self.state["final"] = dict(
+            reason=reason,
+            line=line,
+            ended_at=self.clock(),
+            status=result.get("status"),
+            summary=result.get("summary") or [],
+        )
         releasing = on_end_releases(self.config.get("on_end"), reason)
         if releasing:  # in the first state with the end: a follower woken by it waits for the release too
-            self.state["final"]["release_at"] = self.clock() + int((self.config.get("release") or {}).get("grace_s", 60))
+            self.state["final"]["release_at"] = self.clock() + int(
+                (self.config.get("release") or {}).get("grace_s", 60)
+            )
         self.say("the run ended: %s" % (line or "SUCCEEDED"))
         secrets_file = self.config.get("secrets_file")
         if secrets_file:
@@ -376,17 +446,26 @@ class Supervisor:
         grace = int(release.get("grace_s", 60))
         final = self.state["final"]
         final.setdefault("release_at", self.clock() + grace)
-        self.say("on_end: %s: the rentals of cluster %s are given back in %ds (time for a following submit.yml to keep "
-                 "the logs and the report)" % (self.config["on_end"], release.get("label"), grace))
+        self.say(
+            "on_end: %s: the rentals of cluster %s are given back in %ds (time for a following submit.yml to keep "
+            "the logs and the report)" % (self.config["on_end"], release.get("label"), grace)
+        )
         self.save()
         self.sleep(grace)
         from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import idle_guard
+
         released, ok = idle_guard.release_rentals(dict(release, who="on_end"), self.say)
         final.update(released=released, released_at=self.clock(), release_ok=ok)
-        self.say("on_end: gave back %s at %s" % (
-            ", ".join(released) or "nothing (no rental is named or tagged %s, or in the head's record)" % release.get("label"),
-            time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(final["released_at"])))
-            if ok else "on_end: giving the machines back failed (above): teardown.yml -e release=true gives them back")
+        self.say(
+            "on_end: gave back %s at %s"
+            % (
+                ", ".join(released)
+                or "nothing (no rental is named or tagged %s, or in the head's record)" % release.get("label"),
+                time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(final["released_at"])),
+            )
+            if ok
+            else "on_end: giving the machines back failed (above): teardown.yml -e release=true gives them back"
+        )
         self.save()
 
 
@@ -428,13 +507,33 @@ PACKAGE_NAME = re.compile(r"^rlinfra-[0-9a-f]{40}\.zip$")
 ON_END = ("keep", "release", "release_always")
 # Ends after which ``release_always`` gives the machines back too: recovery gave up, or the run could not go on. A stop
 # by stop.yml is a human's, who decides.
-GAVE_UP = ("failed", "node_lost", "head_restart", "stalled", "not_resumed", "no_nodes", "shape", "checkpoint",
-           "package", "submit", "timeout", "missing", "unreachable", "deadline", "replace")
+GAVE_UP = (
+    "failed",
+    "node_lost",
+    "head_restart",
+    "stalled",
+    "not_resumed",
+    "no_nodes",
+    "shape",
+    "checkpoint",
+    "package",
+    "submit",
+    "timeout",
+    "missing",
+    "unreachable",
+    "deadline",
+    "replace",
+)
 
 
 def on_end_releases(on_end: str | None, reason: str) -> bool:
     """Whether a run that ended for ``reason`` gives its machines back under ``on_end``."""
-    return on_end == "release" and reason == "succeeded" or on_end == "release_always" and reason in GAVE_UP + ("succeeded",)
+    return (
+        on_end == "release"
+        and reason == "succeeded"
+        or on_end == "release_always"
+        and reason in GAVE_UP + ("succeeded",)
+    )
 
 
 class Done(Exception):

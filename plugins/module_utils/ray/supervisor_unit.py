@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """The run's supervisor as a systemd unit (module ``rlinfra.verl.ray_run_supervisor``): install and start it, read its
@@ -114,9 +113,15 @@ def booted(marker: str = "/run/systemd/system") -> bool:
     return os.path.isdir(marker)
 
 
-def manage(p: Mapping[str, Any], module: Any, systemctl: Callable[..., tuple[int, str, str]] | None = None,
-           root: str = RUNS_DIR, bundle_dir: str = BUNDLE_DIR, unit_dir: str = UNIT_DIR,
-           systemd: bool | None = None) -> dict[str, Any]:
+def manage(
+    p: Mapping[str, Any],
+    module: Any,
+    systemctl: Callable[..., tuple[int, str, str]] | None = None,
+    root: str = RUNS_DIR,
+    bundle_dir: str = BUNDLE_DIR,
+    unit_dir: str = UNIT_DIR,
+    systemd: bool | None = None,
+) -> dict[str, Any]:
     """The module's work: ``started`` installs and starts the run's unit (or leaves a running one alone: the controller
     attaches), ``read`` gives the state and the lines said since ``since``, ``stopped`` stops the unit and keeps why.
     A head without systemd (a container without an init, a loopback test) gets ``no_systemd``, the line saying so."""
@@ -125,15 +130,28 @@ def manage(p: Mapping[str, Any], module: Any, systemctl: Callable[..., tuple[int
     unit = unit_name(base)
     directory = run_dir(base, root)
     if p["state"] == "started" and not (booted() if systemd is None else systemd):
-        return dict(changed=False, unit=unit, active=False, found=False, state={}, lines=[], said=0, report=[],
-                    no_systemd="the head is not run by systemd (no /run/systemd/system), so the run cannot have its "
-                    "supervisor there: this playbook watches it, and it recovers only while the playbook runs")
+        return dict(
+            changed=False,
+            unit=unit,
+            active=False,
+            found=False,
+            state={},
+            lines=[],
+            said=0,
+            report=[],
+            no_systemd="the head is not run by systemd (no /run/systemd/system), so the run cannot have its "
+            "supervisor there: this playbook watches it, and it recovers only while the playbook runs",
+        )
     state = load(os.path.join(directory, "state.json")) if os.path.isdir(directory) else {}
     active = systemctl("is-active", unit)[1] in RUNNING
     if p["state"] == "read":
         if p.get("wait") and active and not news(state, p.get("since") or 0):
-            state = await_news(os.path.join(directory, "state.json"), p.get("since") or 0, p["wait"],
-                               lambda: systemctl("is-active", unit)[1] in RUNNING)
+            state = await_news(
+                os.path.join(directory, "state.json"),
+                p.get("since") or 0,
+                p["wait"],
+                lambda: systemctl("is-active", unit)[1] in RUNNING,
+            )
             active = systemctl("is-active", unit)[1] in RUNNING
         return view(state, active, p.get("since") or 0, unit)
     if p["state"] == "stopped":
@@ -143,8 +161,13 @@ def manage(p: Mapping[str, Any], module: Any, systemctl: Callable[..., tuple[int
                 systemctl("stop", unit)
             systemctl("disable", unit)
             if state and not state.get("final"):
-                state["final"] = dict(reason="stopped", ended_at=time.time(), status=None,
-                                      line="the supervisor was stopped by stop.yml: no further recovery", summary=[])
+                state["final"] = dict(
+                    reason="stopped",
+                    ended_at=time.time(),
+                    status=None,
+                    line="the supervisor was stopped by stop.yml: no further recovery",
+                    summary=[],
+                )
                 write_private(os.path.join(directory, "state.json"), state)
                 changed = True
         return dict(view(state, False, 0, unit), changed=changed)
@@ -180,9 +203,15 @@ def news(state: Mapping[str, Any], since: int) -> bool:
     return bool(state.get("final")) or (state.get("said") or 0) > since
 
 
-def await_news(path: str, since: int, seconds: float, running: Callable[[], bool],
-               clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], Any] = time.sleep,
-               pause: float = 0.5) -> dict[str, Any]:
+def await_news(
+    path: str,
+    since: int,
+    seconds: float,
+    running: Callable[[], bool],
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], Any] = time.sleep,
+    pause: float = 0.5,
+) -> dict[str, Any]:
     """The state once it has news for a follower at line ``since`` (:func:`news`), the supervisor stopped, or ``seconds``
     passed: one call per follow instead of a read each ``progress_interval``, and the run's end seen when it comes. The
     file is read again only when it changed (its mtime and size)."""
@@ -212,8 +241,16 @@ def view(state: Mapping[str, Any], active: bool, since: int, unit: str) -> dict[
     prints of it."""
     lines = [line for line in state.get("lines") or [] if line[0] > since]
     out = dict((k, v) for k, v in state.items() if k != "lines")
-    return dict(changed=False, unit=unit, active=bool(active), found=bool(state), state=out, lines=lines,
-                said=state.get("said") or 0, report=report(state, active, unit))
+    return dict(
+        changed=False,
+        unit=unit,
+        active=bool(active),
+        found=bool(state),
+        state=out,
+        lines=lines,
+        said=state.get("said") or 0,
+        report=report(state, active, unit),
+    )
 
 
 def report(state: Mapping[str, Any], active: bool, unit: str, last: int = 5) -> list[str]:
@@ -226,10 +263,16 @@ def report(state: Mapping[str, Any], active: bool, unit: str, last: int = 5) -> 
         head = "ended: %s" % (final.get("line") or "SUCCEEDED")
     elif active:
         head = "running on the head, watching attempt %s (%s)%s" % (
-            dog.get("attempt"), dog.get("sid"), ", %d recovery(ies) so far" % dog["restarts"] if dog.get("restarts") else "")
+            dog.get("attempt"),
+            dog.get("sid"),
+            ", %d recovery(ies) so far" % dog["restarts"] if dog.get("restarts") else "",
+        )
     else:
-        head = ("NOT running and the run has not ended: journalctl -u %s on the head says why; submit.yml for the "
-                "experiment starts it again, from its state" % unit)
-    return (["supervisor:    %s %s" % (unit, head)]
-            + ["  %s  %s" % (time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at)), text)
-               for dummy, at, text in (state.get("lines") or [])[-last:]])
+        head = (
+            "NOT running and the run has not ended: journalctl -u %s on the head says why; submit.yml for the "
+            "experiment starts it again, from its state" % unit
+        )
+    return ["supervisor:    %s %s" % (unit, head)] + [
+        "  %s  %s" % (time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at)), text)
+        for dummy, at, text in (state.get("lines") or [])[-last:]
+    ]

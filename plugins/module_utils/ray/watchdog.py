@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """The job watchdog of ``rlinfra.verl.ray_job_wait`` as a state machine without I/O.
@@ -33,10 +32,9 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray import attempts
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_render
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray import recovery
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import attempts, recovery
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_render
 
 if TYPE_CHECKING:
     from typing import Generator, TypeVar
@@ -48,23 +46,47 @@ if TYPE_CHECKING:
     End = tuple[str, str | None]
 
 # The result keys taken from the last poll of the job.
-RESULT_KEYS = ("submission_id", "status", "message", "start_time", "end_time", "duration_s", "driver_exit_code",
-               "logs_tail", "last_step", "last_metrics", "dashboard_url")
+RESULT_KEYS = (
+    "submission_id",
+    "status",
+    "message",
+    "start_time",
+    "end_time",
+    "duration_s",
+    "driver_exit_code",
+    "logs_tail",
+    "last_step",
+    "last_metrics",
+    "dashboard_url",
+)
 # The wait's options the machine reads, with ray_job_wait's defaults (a caller may give only some).
-OPTIONS = dict(base_submission_id="", timeout=86400, progress_interval=60, poll_interval=5.0, stop_on_timeout=False,
-               stall_timeout=0, outage_grace=300, recovery=None, job=None, checkpoint_dir="")
+OPTIONS = dict(
+    base_submission_id="",
+    timeout=86400,
+    progress_interval=60,
+    poll_interval=5.0,
+    stop_on_timeout=False,
+    stall_timeout=0,
+    outage_grace=300,
+    recovery=None,
+    job=None,
+    checkpoint_dir="",
+)
 
 
 # What to do when a machine cannot be replaced from the head.
-REPLACE_BY_HAND = ("bring the machine back by hand (provision.yml rents what the label lacks, then site.yml), then run "
-                   "submit.yml again; it attaches to the newest attempt")
+REPLACE_BY_HAND = (
+    "bring the machine back by hand (provision.yml rents what the label lacks, then site.yml), then run "
+    "submit.yml again; it attaches to the newest attempt"
+)
 
 
 class Watchdog:
     """One run's watch: its attempts, the nodes it has seen, the faults and what was done about them."""
 
-    def __init__(self, args: Mapping[str, Any], now: float, names: Mapping[str, str] | None = None,
-                 wall: float | None = None):
+    def __init__(
+        self, args: Mapping[str, Any], now: float, names: Mapping[str, str] | None = None, wall: float | None = None
+    ):
         opts: dict[str, Any] = dict(OPTIONS)
         opts.update((k, v) for k, v in args.items() if k in OPTIONS or k == "submission_id")
         self.opts = opts
@@ -73,20 +95,20 @@ class Watchdog:
         self.sid = opts["submission_id"]
         self.attempt = attempts.attempt_number(self.sid, self.base) or 1
         self.restarts = self.attempt - 1
-        self.names = dict(names or {})   # address -> inventory host (a replaced machine's added)
+        self.names = dict(names or {})  # address -> inventory host (a replaced machine's added)
         self.min_nodes = self.settings["min_nodes"]
         # The dashboard URL the modules on the target used; the action keeps it current from each poll.
         self.address = args.get("address")
         self.t0 = self.now = now
-        self.known: dict[str, dict[str, Any]] = {}            # node_id -> node, alive when last seen
-        self.head: str | None = None           # node_id of the alive head
-        self.lost: list[dict[str, Any]] = []             # every node that left, for the summary
-        self.rows: list[dict[str, Any]] = []             # one per ended attempt
-        self.events: list[dict[str, Any]] = []           # timings of faults and recoveries
+        self.known: dict[str, dict[str, Any]] = {}  # node_id -> node, alive when last seen
+        self.head: str | None = None  # node_id of the alive head
+        self.lost: list[dict[str, Any]] = []  # every node that left, for the summary
+        self.rows: list[dict[str, Any]] = []  # one per ended attempt
+        self.events: list[dict[str, Any]] = []  # timings of faults and recoveries
         # What the run report marks besides the events (a node back, the dashboard answering again): kept apart, the
         # result's ``events`` stay the faults and recoveries that the summary and users' playbooks read.
         self.marks: list[dict[str, Any]] = []
-        self.res: dict[str, Any] = {}              # the job as the last poll that found it gave it
+        self.res: dict[str, Any] = {}  # the job as the last poll that found it gave it
         self.expect_from: Any = None  # the checkpoint step a resubmitted attempt must go on from, until its first step
         # Why the recovery under way began (None between recoveries): a supervisor restarted in the middle of one
         # (module_utils/ray/supervisor.py) finishes it (:meth:`resume`) instead of reading its own stop as a user's.
@@ -96,8 +118,8 @@ class Watchdog:
         self.deadline = vocabulary.epoch(deadline) - ((now if wall is None else wall) - now) if deadline else None
         self.total_steps = recovery.total_steps((self.opts["job"] or {}).get("job_template"))
         self.pace: list[float] | None = None  # [step, time, attempt]: the attempt's first step seen, for its pace
-        self.deadline_said = 0     # the attempt whose pace against the deadline was said
-        self.replaced = 0          # machines replaced (recovery.replace), against recovery.max_replacements
+        self.deadline_said = 0  # the attempt whose pace against the deadline was said
+        self.replaced = 0  # machines replaced (recovery.replace), against recovery.max_replacements
         self.new_attempt()
 
     # --- plumbing ---------------------------------------------------------------------------
@@ -145,13 +167,18 @@ class Watchdog:
             if not res.get("reachable"):
                 if outage is None:
                     outage = self.now
-                    yield from self.say("the Ray dashboard does not answer (%s); waiting up to %ss for it"
-                                        % (res.get("error"), self.opts["outage_grace"]))
+                    yield from self.say(
+                        "the Ray dashboard does not answer (%s); waiting up to %ss for it"
+                        % (res.get("error"), self.opts["outage_grace"])
+                    )
                     self.events.append(dict(event="unreachable", at_s=self.at_s()))
                 if self.now - outage > self.opts["outage_grace"]:
-                    return ("unreachable", "the Ray dashboard at %s has not answered for %ds (%s): the state of job "
-                            "%s is unknown. Check the head (systemctl status ray-head), then run status.yml for the "
-                            "experiment" % (self.address or "?", self.now - outage, res.get("error"), self.sid))
+                    return (
+                        "unreachable",
+                        "the Ray dashboard at %s has not answered for %ds (%s): the state of job "
+                        "%s is unknown. Check the head (systemctl status ray-head), then run status.yml for the "
+                        "experiment" % (self.address or "?", self.now - outage, res.get("error"), self.sid),
+                    )
                 yield from self.ask("sleep", min(5.0, self.opts["poll_interval"] * 2))
                 continue
             if outage is not None:
@@ -163,14 +190,19 @@ class Watchdog:
                 if self.seen or restarted:
                     self.res = dict(self.res, status=None)
                     self.events.append(dict(event="head_restart", at_s=self.at_s()))
-                    yield from self.say("job %s is gone from the cluster at %s: the Ray head restarted (Ray keeps no "
-                                        "jobs across a head restart)" % (self.sid, self.elapsed()))
+                    yield from self.say(
+                        "job %s is gone from the cluster at %s: the Ray head restarted (Ray keeps no "
+                        "jobs across a head restart)" % (self.sid, self.elapsed())
+                    )
                     end = yield from self.end_attempt("head_restart", self.res, save_log=False)
                     if end:
                         return end
                     continue
-                return ("missing", "Ray job %s does not exist on the cluster at %s (deleted, or the head restarted "
-                        "before this wait began); run submit.yml again to start it" % (self.sid, self.address or "?"))
+                return (
+                    "missing",
+                    "Ray job %s does not exist on the cluster at %s (deleted, or the head restarted "
+                    "before this wait began); run submit.yml again to start it" % (self.sid, self.address or "?"),
+                )
             self.seen = True
             self.res = res
             yield from self.ask("progress", res)
@@ -190,8 +222,9 @@ class Watchdog:
                 event = "head_restart" if self.head_down() else "node_lost"
                 if self.recoverable(event):
                     if event == "node_lost":  # a head that went down took the job with it
-                        yield from self.say("stopping attempt %d (%s): it lost a node and would hang or fail"
-                                            % (self.attempt, self.sid))
+                        yield from self.say(
+                            "stopping attempt %d (%s): it lost a node and would hang or fail" % (self.attempt, self.sid)
+                        )
                         yield from self.ask("stop", self.sid)
                     end = yield from self.end_attempt(event, res, stopped=event == "node_lost")
                     if end:
@@ -200,8 +233,10 @@ class Watchdog:
             stall = self.opts["stall_timeout"]
             if stall > 0 and status == "RUNNING" and self.now - self.step_at >= stall:
                 self.events.append(dict(event="stalled", at_s=self.at_s()))
-                yield from self.say("no new step for %ds (last step %s): job %s is stalled" % (
-                    self.now - self.step_at, "-" if self.step is None else self.step, self.sid))
+                yield from self.say(
+                    "no new step for %ds (last step %s): job %s is stalled"
+                    % (self.now - self.step_at, "-" if self.step is None else self.step, self.sid)
+                )
                 recover = self.recoverable("stalled")
                 if recover:
                     yield from self.ask("stop", self.sid)
@@ -216,8 +251,10 @@ class Watchdog:
         if self.recovering:
             why, self.recovering = self.recovering, None
             self.restarts -= 1  # recover() counts it again
-            yield from self.say("the supervisor restarted during the recovery after %s: doing it again from its start"
-                                % why.replace("_", " "))
+            yield from self.say(
+                "the supervisor restarted during the recovery after %s: doing it again from its start"
+                % why.replace("_", " ")
+            )
             end = yield from self.recover_once(why, self.res)
             if end:
                 return end
@@ -227,8 +264,13 @@ class Watchdog:
         """A new step restarts the stall clock; the first one of a resubmitted attempt times the recovery."""
         if step == self.step:
             return
-        if self.step is None and step is not None and self.events and "first_step_s" not in self.events[-1] \
-                and self.events[-1].get("event") == "resubmitted":
+        if (
+            self.step is None
+            and step is not None
+            and self.events
+            and "first_step_s" not in self.events[-1]
+            and self.events[-1].get("event") == "resubmitted"
+        ):
             self.events[-1]["first_step_s"] = self.at_s()
         self.step, self.step_at = step, self.now
 
@@ -243,8 +285,11 @@ class Watchdog:
             return
         self.deadline_said = self.attempt
         per_step = (self.now - self.pace[1]) / float(self.step - self.pace[0])
-        yield from self.say(recovery.deadline_line(self.settings["deadline"], self.deadline - self.now, self.step,
-                                                   per_step, self.total_steps))
+        yield from self.say(
+            recovery.deadline_line(
+                self.settings["deadline"], self.deadline - self.now, self.step, per_step, self.total_steps
+            )
+        )
 
     def past_deadline(self) -> str | None:
         """The line that ends a recovery the deadline leaves no time for, or None."""
@@ -254,11 +299,17 @@ class Watchdog:
         if self.now < self.deadline - margin:
             return None
         self.events.append(dict(event="deadline", at_s=self.at_s()))
-        return ("Ray job %s was not resubmitted: recovery.deadline %s is %s (recovery.deadline_margin %d s): an attempt "
-                "could not save before the machines end. On the next machines, run submit.yml -e exp=... again: it "
-                "resumes from the newest checkpoint" % (
-                    self.sid, self.settings["deadline"], "past" if self.now >= self.deadline else
-                    "%d s away" % (self.deadline - self.now), margin))
+        return (
+            "Ray job %s was not resubmitted: recovery.deadline %s is %s (recovery.deadline_margin %d s): an attempt "
+            "could not save before the machines end. On the next machines, run submit.yml -e exp=... again: it "
+            "resumes from the newest checkpoint"
+            % (
+                self.sid,
+                self.settings["deadline"],
+                "past" if self.now >= self.deadline else "%d s away" % (self.deadline - self.now),
+                margin,
+            )
+        )
 
     def check_resumed(self, res: Mapping[str, Any], status: str | None) -> Steps[End | None]:
         """A resubmitted attempt's first logged step proves its resume (the checkpoint's step + 1), or shows it started
@@ -273,21 +324,33 @@ class Watchdog:
         event["first_logged_step"] = first
         if first > expected:
             event["resume_proven"] = True
-            yield from self.say("attempt %d (%s) resumed from checkpoint step %d: its first step seen is %d"
-                                % (self.attempt, self.sid, expected, first))
+            yield from self.say(
+                "attempt %d (%s) resumed from checkpoint step %d: its first step seen is %d"
+                % (self.attempt, self.sid, expected, first)
+            )
             return None
         event["resume_proven"] = False
-        self.events.append(dict(event="not_resumed", at_s=self.at_s(), attempt=self.attempt, first_step=first,
-                                resume_step=expected))
+        self.events.append(
+            dict(event="not_resumed", at_s=self.at_s(), attempt=self.attempt, first_step=first, resume_step=expected)
+        )
         stop = status not in recovery.TERMINAL
         if stop:
             yield from self.ask("stop", self.sid)
         yield from self.ask("save_log", self.sid)
         self.rows.append(recovery.attempt_row(self.attempt, self.sid, res, "not_resumed", stopped=stop))
-        return ("not_resumed", "attempt %d (%s) started over at step %d instead of resuming from checkpoint step %d%s; "
-                "no further attempt (it would start over too): %s; then run submit.yml with -e run=NEW" % (
-                    self.attempt, self.sid, first, expected, ": stopped it" if stop else "",
-                    recovery.not_resumed_cause((self.opts["job"] or {}).get("job_template"), expected)))
+        return (
+            "not_resumed",
+            "attempt %d (%s) started over at step %d instead of resuming from checkpoint step %d%s; "
+            "no further attempt (it would start over too): %s; then run submit.yml with -e run=NEW"
+            % (
+                self.attempt,
+                self.sid,
+                first,
+                expected,
+                ": stopped it" if stop else "",
+                recovery.not_resumed_cause((self.opts["job"] or {}).get("job_template"), expected),
+            ),
+        )
 
     def on_end(self, status: str, res: Mapping[str, Any]) -> Steps[End | None]:
         """An attempt that Ray says has ended: why (a lost node or the head can be the cause while Ray
@@ -295,8 +358,12 @@ class Watchdog:
         head_gone = False
         if status in ("FAILED", "STOPPED") and not self.lost_here:
             head_gone = yield from self.head_going_down()
-        if status == "FAILED" and not self.lost_here and not head_gone and \
-                recovery.looks_like_lost_node("%s\n%s" % (res.get("message"), res.get("logs_tail"))):
+        if (
+            status == "FAILED"
+            and not self.lost_here
+            and not head_gone
+            and recovery.looks_like_lost_node("%s\n%s" % (res.get("message"), res.get("logs_tail")))
+        ):
             yield from self.settle_nodes()
         event = recovery.end_event(status, self.lost_here)
         if head_gone or (event == "node_lost" and self.head_down()):
@@ -313,8 +380,9 @@ class Watchdog:
         yield from self.ask("sleep", 2)
         res = yield from self.ask("poll", 0, 0)
         if not res.get("reachable"):
-            yield from self.say("the Ray dashboard stopped answering as job %s ended: the head is going down"
-                                % self.sid)
+            yield from self.say(
+                "the Ray dashboard stopped answering as job %s ended: the head is going down" % self.sid
+            )
             return True
         yield from self.watch_nodes(res.get("nodes") or [])
         return self.head_down()
@@ -336,22 +404,31 @@ class Watchdog:
         head_now = recovery.head_id(nodes)
         restarted = bool(self.head and head_now and head_now != self.head)
         if restarted:
-            yield from self.say("the Ray head restarted at %s (a new head node joined); every Ray node re-registers"
-                                % self.elapsed())
+            yield from self.say(
+                "the Ray head restarted at %s (a new head node joined); every Ray node re-registers" % self.elapsed()
+            )
             self.known = {}
         for node in recovery.lost_nodes(self.known, nodes):
             label = recovery.node_label(node, self.names)
             if node.get("is_head"):
-                yield from self.say("the Ray head %s went down at %s (ray-head restarting, or the node is down); Ray "
-                                    "loses its jobs with it" % (label, self.elapsed()))
+                yield from self.say(
+                    "the Ray head %s went down at %s (ray-head restarting, or the node is down); Ray "
+                    "loses its jobs with it" % (label, self.elapsed())
+                )
             else:
                 yield from self.say("node %s left the cluster at %s" % (label, self.elapsed()))
-            entry = dict(label=label, node_ip=node.get("node_ip"), at=self.elapsed(), attempt=self.attempt,
-                         head=bool(node.get("is_head")))
+            entry = dict(
+                label=label,
+                node_ip=node.get("node_ip"),
+                at=self.elapsed(),
+                attempt=self.attempt,
+                head=bool(node.get("is_head")),
+            )
             self.lost.append(entry)
             self.lost_here.append(entry)
-            self.events.append(dict(event="head_restart" if entry["head"] else "node_lost", node=label,
-                                    at_s=self.at_s()))
+            self.events.append(
+                dict(event="head_restart" if entry["head"] else "node_lost", node=label, at_s=self.at_s())
+            )
             self.known.pop(node["node_id"], None)
         alive = recovery.alive(nodes)
         gone = set(n["label"] for n in self.lost) - set(m["node"] for m in self.marks if m["event"] == "node_back")
@@ -371,15 +448,23 @@ class Watchdog:
             self.res = yield from self.ask("poll", 0, None)
         self.rows.append(recovery.attempt_row(self.attempt, self.sid, self.res, "timeout"))
         yield from self.ask("save_log", self.sid)
-        return ("timeout", "Ray job %s is still %s after %ss%s; %s" % (
-            self.sid, status, self.opts["timeout"],
-            " (verl step %s)" % self.res.get("last_step") if self.res.get("last_step") is not None else "",
-            "stopped it (stop_on_timeout)" if self.opts["stop_on_timeout"] else "it keeps running"))
+        return (
+            "timeout",
+            "Ray job %s is still %s after %ss%s; %s"
+            % (
+                self.sid,
+                status,
+                self.opts["timeout"],
+                " (verl step %s)" % self.res.get("last_step") if self.res.get("last_step") is not None else "",
+                "stopped it (stop_on_timeout)" if self.opts["stop_on_timeout"] else "it keeps running",
+            ),
+        )
 
     # --- an attempt's end, and recovery ---------------------------------------------------------
 
-    def end_attempt(self, why: str, res: Mapping[str, Any], save_log: bool = True,
-                    stopped: bool = False) -> Steps[End | None]:
+    def end_attempt(
+        self, why: str, res: Mapping[str, Any], save_log: bool = True, stopped: bool = False
+    ) -> Steps[End | None]:
         """Record the attempt's end and save its log; then the end of the watch, or None when it goes on
         (succeeded: the caller ends it; recovered: the next attempt is watched)."""
         row = recovery.attempt_row(self.attempt, self.sid, res, why, stopped=stopped)
@@ -389,9 +474,12 @@ class Watchdog:
         if why == "succeeded":
             return None
         if why == "stopped":  # somebody meant it: never "recovered"
-            return (why, "Ray job %s was stopped from outside this wait (stop.yml, the dashboard or `ray job stop`); "
-                    "not resubmitted. To go on from its checkpoint, submit a new run (submit.yml with -e run=NEW)"
-                    % self.sid)
+            return (
+                why,
+                "Ray job %s was stopped from outside this wait (stop.yml, the dashboard or `ray job stop`); "
+                "not resubmitted. To go on from its checkpoint, submit a new run (submit.yml with -e run=NEW)"
+                % self.sid,
+            )
         ok, reason = recovery.can_recover(why, self.settings, self.restarts)
         if not ok:
             return (why, self.failure_line(why, res, reason))
@@ -413,25 +501,41 @@ class Watchdog:
         step = " at step %s" % last if last is not None else ""
         status = (res or {}).get("status")
         what = {
-            "failed": "ended FAILED%s%s" % (
-                step, " (driver exit code %s)" % res.get("driver_exit_code")
-                if res and res.get("driver_exit_code") is not None else ""),
+            "failed": "ended FAILED%s%s"
+            % (
+                step,
+                " (driver exit code %s)" % res.get("driver_exit_code")
+                if res and res.get("driver_exit_code") is not None
+                else "",
+            ),
             "node_lost": "ended %s%s after a node left the cluster" % (status or "FAILED", step),
             "head_restart": "is gone%s: the Ray head restarted and Ray keeps no jobs across a restart" % step,
             "stalled": "is stalled%s: no new step for %ss (wait.stall_timeout)" % (step, self.opts["stall_timeout"]),
         }.get(why, why)
-        todo = ("run submit.yml with -e run=NEW to resume from the checkpoint" if why in ("node_lost", "head_restart")
-                else "it is left running: stop.yml stops it, or set recovery.on to restart it" if why == "stalled"
-                and status in recovery.ACTIVE else "see the log")
+        todo = (
+            "run submit.yml with -e run=NEW to resume from the checkpoint"
+            if why in ("node_lost", "head_restart")
+            else "it is left running: stop.yml stops it, or set recovery.on to restart it"
+            if why == "stalled" and status in recovery.ACTIVE
+            else "see the log"
+        )
         return "Ray job %s %s%s; %s; %s" % (self.sid, what, lost, reason, todo)
 
     def recover(self, why: str, res: Mapping[str, Any]) -> Steps[End | None]:
         """Stop what is left of the run, wait for the nodes, check the checkpoint's shape, resubmit."""
         self.restarts += 1
         detected = self.at_s()
-        yield from self.say("attempt %d (%s) ended: %s, at step %s; recovery %d of %d" % (
-            self.attempt, self.sid, recovery.WHY.get(why, why), "-" if res.get("last_step") is None else res["last_step"],
-            self.restarts, self.settings["max_restarts"]))
+        yield from self.say(
+            "attempt %d (%s) ended: %s, at step %s; recovery %d of %d"
+            % (
+                self.attempt,
+                self.sid,
+                recovery.WHY.get(why, why),
+                "-" if res.get("last_step") is None else res["last_step"],
+                self.restarts,
+                self.settings["max_restarts"],
+            )
+        )
         late = self.past_deadline()
         if late:
             return ("deadline", late)
@@ -443,12 +547,16 @@ class Watchdog:
             # another attempt would train again from the last checkpoint.
             self.restarts -= 1
             self.rows[-1] = recovery.attempt_row(self.attempt, self.sid, dict(res, status="SUCCEEDED"), "succeeded")
-            yield from self.say("attempt %d (%s) had SUCCEEDED before it could be stopped: the run is complete, no new "
-                                "attempt" % (self.attempt, self.sid))
+            yield from self.say(
+                "attempt %d (%s) had SUCCEEDED before it could be stopped: the run is complete, no new "
+                "attempt" % (self.attempt, self.sid)
+            )
             return ("succeeded", None)
         for job in jobs:
             if job.get("status") in recovery.ACTIVE:
-                yield from self.say("stopping %s (still %s) before the next attempt" % (job["submission_id"], job["status"]))
+                yield from self.say(
+                    "stopping %s (still %s) before the next attempt" % (job["submission_id"], job["status"])
+                )
                 yield from self.ask("stop", job["submission_id"])
         if self.min_nodes is None:
             first = self.res.get("metadata") or {}
@@ -461,18 +569,27 @@ class Watchdog:
         if isinstance(info, tuple):
             return info
         if info.get("failed"):
-            return ("no_nodes", "Ray job %s was not resubmitted: %s%s. Bring the nodes back (site.yml), then run "
-                    "submit.yml again; it attaches to the newest attempt" % (
-                        self.sid, info.get("msg"), "; lost: %s" % ", ".join(n["label"] for n in self.lost)
-                        if self.lost else ""))
+            return (
+                "no_nodes",
+                "Ray job %s was not resubmitted: %s%s. Bring the nodes back (site.yml), then run "
+                "submit.yml again; it attaches to the newest attempt"
+                % (
+                    self.sid,
+                    info.get("msg"),
+                    "; lost: %s" % ", ".join(n["label"] for n in self.lost) if self.lost else "",
+                ),
+            )
         nodes = info.get("nodes") or []
         yield from self.watch_nodes(nodes)
         ckpt = {}
         if self.opts["checkpoint_dir"]:
             ckpt = yield from self.ask("checkpoint", self.opts["checkpoint_dir"])
             if ckpt.get("failed"):
-                return ("checkpoint", "cannot read the checkpoint directory %s on the head: %s"
-                        % (self.opts["checkpoint_dir"], ckpt.get("msg")))
+                return (
+                    "checkpoint",
+                    "cannot read the checkpoint directory %s on the head: %s"
+                    % (self.opts["checkpoint_dir"], ckpt.get("msg")),
+                )
         ok, line = recovery.shape_check(ckpt, nodes, self.settings["allow_reshard"])
         if line:
             yield from self.say(line)
@@ -489,13 +606,23 @@ class Watchdog:
         wait = int(self.settings["node_wait_timeout"])
         left = self.settings["max_replacements"] - self.replaced
         if not self.settings["replace"] or left <= 0:
-            yield from self.say("waiting up to %ss for %d alive node(s)%s" % (
-                wait, self.min_nodes, "; recovery.max_replacements (%d) used: no machine is replaced again"
-                % self.settings["max_replacements"] if self.settings["replace"] else ""))
+            yield from self.say(
+                "waiting up to %ss for %d alive node(s)%s"
+                % (
+                    wait,
+                    self.min_nodes,
+                    "; recovery.max_replacements (%d) used: no machine is replaced again"
+                    % self.settings["max_replacements"]
+                    if self.settings["replace"]
+                    else "",
+                )
+            )
             return (yield from self.ask("cluster", dict(wait_for_nodes=self.min_nodes, timeout=wait)))
         first = min(wait, int(self.settings["replace_after"]))
-        yield from self.say("waiting up to %ss for %d alive node(s); a machine still gone then is replaced "
-                            "(recovery.replace, %d left)" % (first, self.min_nodes, left))
+        yield from self.say(
+            "waiting up to %ss for %d alive node(s); a machine still gone then is replaced "
+            "(recovery.replace, %d left)" % (first, self.min_nodes, left)
+        )
         info = yield from self.ask("cluster", dict(wait_for_nodes=self.min_nodes, timeout=first))
         if not info.get("failed"):
             return info
@@ -505,14 +632,22 @@ class Watchdog:
         for entry in self.lost:
             if entry["node_ip"] and entry["node_ip"] not in here and entry["node_ip"] not in seen:
                 seen.add(entry["node_ip"])
-                missing.append(dict(label=entry["label"], node_ip=entry["node_ip"], head=entry["head"],
-                                    name=self.names.get(entry["node_ip"]) or ""))
+                missing.append(
+                    dict(
+                        label=entry["label"],
+                        node_ip=entry["node_ip"],
+                        head=entry["head"],
+                        name=self.names.get(entry["node_ip"]) or "",
+                    )
+                )
         missing = missing[:left]
         if not missing:  # back already: the rest of node_wait_timeout, as without replace
             return (yield from self.ask("cluster", dict(wait_for_nodes=self.min_nodes, timeout=max(1, wait - first))))
         detected = self.at_s()
-        yield from self.say("%s still gone after %ss: replacing %s (recovery.replace)" % (
-            ", ".join(m["label"] for m in missing), first, "it" if len(missing) == 1 else "them"))
+        yield from self.say(
+            "%s still gone after %ss: replacing %s (recovery.replace)"
+            % (", ".join(m["label"] for m in missing), first, "it" if len(missing) == 1 else "them")
+        )
         done = yield from self.ask("replace", missing)
         done = done or {}
         replaced = done.get("replaced") or []
@@ -520,69 +655,143 @@ class Watchdog:
             self.replaced += 1
             if item.get("new_ip") and item.get("name"):
                 self.names[item["new_ip"]] = item["name"]
-            self.events.append(dict(event="replaced", node=item.get("label"), new=item.get("name"),
-                                    new_ip=item.get("new_ip"), rental=item.get("rental"), old_rental=item.get("old_rental"),
-                                    detected_s=detected, done_s=self.at_s()))
+            self.events.append(
+                dict(
+                    event="replaced",
+                    node=item.get("label"),
+                    new=item.get("name"),
+                    new_ip=item.get("new_ip"),
+                    rental=item.get("rental"),
+                    old_rental=item.get("old_rental"),
+                    detected_s=detected,
+                    done_s=self.at_s(),
+                )
+            )
         if done.get("failed"):
-            return ("replace", "Ray job %s was not resubmitted: replacing %s failed: %s; %s" % (
-                self.sid, ", ".join(m["label"] for m in missing), done.get("msg"), done.get("todo") or REPLACE_BY_HAND))
+            return (
+                "replace",
+                "Ray job %s was not resubmitted: replacing %s failed: %s; %s"
+                % (
+                    self.sid,
+                    ", ".join(m["label"] for m in missing),
+                    done.get("msg"),
+                    done.get("todo") or REPLACE_BY_HAND,
+                ),
+            )
         if replaced:
-            yield from self.say("replaced %s in %s; waiting up to %ss for %d alive node(s)" % (
-                ", ".join("%s by %s (%s)" % (i.get("label"), i.get("name"), i.get("new_ip")) for i in replaced),
-                recovery.hms(self.at_s() - detected), wait, self.min_nodes))
+            yield from self.say(
+                "replaced %s in %s; waiting up to %ss for %d alive node(s)"
+                % (
+                    ", ".join("%s by %s (%s)" % (i.get("label"), i.get("name"), i.get("new_ip")) for i in replaced),
+                    recovery.hms(self.at_s() - detected),
+                    wait,
+                    self.min_nodes,
+                )
+            )
         else:
-            yield from self.say("nothing was replaced (%s); waiting up to %ss more for %d alive node(s)" % (
-                done.get("msg") or "no machine is gone for good", wait - first, self.min_nodes))
+            yield from self.say(
+                "nothing was replaced (%s); waiting up to %ss more for %d alive node(s)"
+                % (done.get("msg") or "no machine is gone for good", wait - first, self.min_nodes)
+            )
             wait -= first
         return (yield from self.ask("cluster", dict(wait_for_nodes=self.min_nodes, timeout=max(1, wait))))
 
-    def resubmit(self, why: str, nodes: list[dict[str, Any]], ckpt: Mapping[str, Any] | None,
-                 detected: float) -> Steps[End | None]:
+    def resubmit(
+        self, why: str, nodes: list[dict[str, Any]], ckpt: Mapping[str, Any] | None, detected: float
+    ) -> Steps[End | None]:
         job = self.opts["job"] or {}
         if not job.get("job_template"):
-            return (why, "Ray job %s %s; the wait has no job to resubmit (no job given)" % (self.sid, recovery.WHY[why]))
+            return (
+                why,
+                "Ray job %s %s; the wait has no job to resubmit (no job given)" % (self.sid, recovery.WHY[why]),
+            )
         package = job.get("package") or None
         if package:
             up = yield from self.ask("upload", package)
             if up.get("failed"):
-                return ("package", "the working_dir package %s could not be uploaded again: %s; run submit.yml "
-                        "again" % (package["uri"], up.get("msg")))
+                return (
+                    "package",
+                    "the working_dir package %s could not be uploaded again: %s; run submit.yml "
+                    "again" % (package["uri"], up.get("msg")),
+                )
         ckpt = ckpt or {}
         resume_from = (ckpt.get("resume_dir") or "") if ckpt.get("incomplete") else None
         entrypoint = experiment_render.reshape(job["job_template"], nodes, resume_from=resume_from)[0]
         previous, self.attempt = self.sid, self.attempt + 1
         self.sid = attempts.attempt_id(self.base, self.attempt)
-        metadata = dict(job.get("metadata") or {}, rlinfra_attempt=str(self.attempt), rlinfra_previous=previous,
-                        rlinfra_recovered_from=why)
+        metadata = dict(
+            job.get("metadata") or {},
+            rlinfra_attempt=str(self.attempt),
+            rlinfra_previous=previous,
+            rlinfra_recovered_from=why,
+        )
         res = yield from self.ask("submit", self.sid, entrypoint, metadata, job.get("resources"))
         if res.get("failed"):
             return ("submit", "attempt %d (%s) could not be submitted: %s" % (self.attempt, self.sid, res.get("msg")))
         step = ckpt.get("resume_step") if resume_from is not None else ckpt.get("latest_step")
         self.expect_from = step
-        yield from self.say("attempt %d (%s) submitted at %s after %s; %s" % (
-            self.attempt, self.sid, self.elapsed(), why.replace("_", " "),
-            "resumes from checkpoint step %s" % step if step is not None else "no whole checkpoint: starts from scratch"
-            if resume_from == "" else "no checkpoint yet: starts from scratch"))
-        self.events.append(dict(event="resubmitted", after=why, detected_s=detected, submitted_s=self.at_s(),
-                                attempt=self.attempt, resume_step=step))
+        yield from self.say(
+            "attempt %d (%s) submitted at %s after %s; %s"
+            % (
+                self.attempt,
+                self.sid,
+                self.elapsed(),
+                why.replace("_", " "),
+                "resumes from checkpoint step %s" % step
+                if step is not None
+                else "no whole checkpoint: starts from scratch"
+                if resume_from == ""
+                else "no checkpoint yet: starts from scratch",
+            )
+        )
+        self.events.append(
+            dict(
+                event="resubmitted",
+                after=why,
+                detected_s=detected,
+                submitted_s=self.at_s(),
+                attempt=self.attempt,
+                resume_step=step,
+            )
+        )
         self.new_attempt()
         return None
 
     # --- the result ------------------------------------------------------------------------------
 
-    def result(self, reason: str, line: str | None, now: float, job_url: str | None = None,
-               log_paths: Iterable[str] = (), metrics: Mapping[str, Any] | None = None, artifacts_error: str = "",
-               preferred: Iterable[str] = tuple(recovery.DEFAULT_METRICS)) -> dict[str, Any]:
+    def result(
+        self,
+        reason: str,
+        line: str | None,
+        now: float,
+        job_url: str | None = None,
+        log_paths: Iterable[str] = (),
+        metrics: Mapping[str, Any] | None = None,
+        artifacts_error: str = "",
+        preferred: Iterable[str] = tuple(recovery.DEFAULT_METRICS),
+    ) -> dict[str, Any]:
         """The wait's result: the job as last seen, every attempt, lost node and event, the summary lines.
         The artifacts (log paths, metrics files, why they could not be saved) are the action's."""
         log_paths = list(log_paths)
         out = {k: self.res.get(k) for k in RESULT_KEYS}
         out["dashboard_url"] = out["dashboard_url"] or job_url
         out["address"] = self.address
-        out.update(succeeded=reason == "succeeded", submission_id=self.sid, attempt=self.attempt, attempts=self.rows,
-                   lost_nodes=self.lost, events=self.events, reason=reason, log_paths=log_paths, metrics=metrics or {},
-                   log_path=log_paths[-1] if log_paths else "", timed_out=reason == "timeout",
-                   waited_s=round(now - self.t0, 1), job_id=self.res.get("job_id"), artifacts_error=artifacts_error)
+        out.update(
+            succeeded=reason == "succeeded",
+            submission_id=self.sid,
+            attempt=self.attempt,
+            attempts=self.rows,
+            lost_nodes=self.lost,
+            events=self.events,
+            reason=reason,
+            log_paths=log_paths,
+            metrics=metrics or {},
+            log_path=log_paths[-1] if log_paths else "",
+            timed_out=reason == "timeout",
+            waited_s=round(now - self.t0, 1),
+            job_id=self.res.get("job_id"),
+            artifacts_error=artifacts_error,
+        )
         if reason != "succeeded":
             out["status"] = out["status"] if reason not in ("head_restart",) else None
             out["reason_line"] = line

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Reading an experiment file: YAML within limits. A file is a few kB written by hand; these bounds keep a careless
@@ -67,8 +66,11 @@ if yaml is not None:
             size = getattr(node, "_rl_size", None)
             if size is None:
                 if alias is not None:
-                    raise LimitError("alias *%s refers to a node that contains it; an experiment cannot be a "
-                                     "recursive structure" % alias, event.start_mark)
+                    raise LimitError(
+                        "alias *%s refers to a node that contains it; an experiment cannot be a "
+                        "recursive structure" % alias,
+                        event.start_mark,
+                    )
                 if isinstance(node, ScalarNode):
                     size = 1
                 elif isinstance(node, MappingNode):
@@ -78,8 +80,11 @@ if yaml is not None:
                 node._rl_size = size
             if size > MAX_YAML_NODES:
                 what = "alias *%s expands to" % alias if alias is not None else "this holds"
-                raise LimitError("%s more than %d values once aliases are expanded; write the values out, or keep "
-                                 "large data in a file on the shared volume" % (what, MAX_YAML_NODES), event.start_mark)
+                raise LimitError(
+                    "%s more than %d values once aliases are expanded; write the values out, or keep "
+                    "large data in a file on the shared volume" % (what, MAX_YAML_NODES),
+                    event.start_mark,
+                )
             return node
 
     _BOOL_TAG = "tag:yaml.org,2002:bool"
@@ -88,27 +93,32 @@ if yaml is not None:
     def _key(loader, key_node, deep):
         """A mapping key. YAML 1.1 reads a bare ``on``/``off``/``yes``/``no`` as a boolean, which made
         ``recovery: {on: [...]}`` the key True; as a key it stays the word that was written."""
-        if key_node.tag == _BOOL_TAG and isinstance(key_node, ScalarNode) and not key_node.style \
-                and key_node.value.lower() not in ("true", "false"):
+        if (
+            key_node.tag == _BOOL_TAG
+            and isinstance(key_node, ScalarNode)
+            and not key_node.style
+            and key_node.value.lower() not in ("true", "false")
+        ):
             return key_node.value
         key = loader.construct_object(key_node, deep=deep)
         try:
             hash(key)
         except TypeError:
-            raise ConstructorError(None, None, "a %s cannot be a key" % type_name(key), key_node.start_mark)
+            raise ConstructorError(None, None, "a %s cannot be a key" % type_name(key), key_node.start_mark) from None
         return key
 
     def _construct_mapping(loader, node, deep=False):
         """Refuse duplicate keys (PyYAML keeps the last one silently). Keys brought in by a merge
         (``<<: *defaults``) may be overridden, as YAML intends."""
         seen = {}
-        for key_node, dummy in node.value:
+        for key_node, _dummy in node.value:
             if key_node.tag == _MERGE_TAG:
                 continue
             key = _key(loader, key_node, deep)
             if key in seen:
                 raise ConstructorError(
-                    None, None, "duplicate key %r (also on line %d)" % (key, seen[key] + 1), key_node.start_mark)
+                    None, None, "duplicate key %r (also on line %d)" % (key, seen[key] + 1), key_node.start_mark
+                )
             seen[key] = key_node.start_mark.line
         loader.flatten_mapping(node)
         mapping = {}
@@ -124,8 +134,12 @@ if yaml is not None:
         except ValueError:
             value = None
         if value is None or value.bit_length() > 64:
-            raise ConstructorError(None, None, "integer %s is out of range (at most 64 bits); quote it to pass a string"
-                                   % fmt(node.value), node.start_mark)
+            raise ConstructorError(
+                None,
+                None,
+                "integer %s is out of range (at most 64 bits); quote it to pass a string" % fmt(node.value),
+                node.start_mark,
+            )
         return value
 
     def _guarded(construct, what):
@@ -133,8 +147,13 @@ if yaml is not None:
             try:
                 return construct(loader, node)
             except (ValueError, OverflowError) as e:
-                raise ConstructorError(None, None, "%s %s cannot be read (%s); quote it to pass a string"
-                                       % (what, fmt(node.value), e), node.start_mark)
+                raise ConstructorError(
+                    None,
+                    None,
+                    "%s %s cannot be read (%s); quote it to pass a string" % (what, fmt(node.value), e),
+                    node.start_mark,
+                ) from e
+
         return guarded
 
     class _Constructor(SafeConstructor):
@@ -143,11 +162,13 @@ if yaml is not None:
     _Constructor.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
     _Constructor.add_constructor("tag:yaml.org,2002:int", _construct_int)
     _Constructor.add_constructor("tag:yaml.org,2002:float", _guarded(SafeConstructor.construct_yaml_float, "number"))
-    _Constructor.add_constructor("tag:yaml.org,2002:timestamp",
-                                 _guarded(SafeConstructor.construct_yaml_timestamp, "date"))
+    _Constructor.add_constructor(
+        "tag:yaml.org,2002:timestamp", _guarded(SafeConstructor.construct_yaml_timestamp, "date")
+    )
 
-    class _PyLoader(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser, _LimitedComposer, _Constructor,
-                    Resolver):
+    class _PyLoader(
+        yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser, _LimitedComposer, _Constructor, Resolver
+    ):
         def __init__(self, stream):
             yaml.reader.Reader.__init__(self, stream)
             yaml.scanner.Scanner.__init__(self)
@@ -179,24 +200,31 @@ def read_yaml(path: str, label: str) -> Any:
         if not stat.S_ISREG(st.st_mode):
             raise ExperimentError("%s: %s is not a regular file" % (label, path))
         if st.st_size > MAX_FILE_BYTES:
-            raise ExperimentError("%s: the file is %d bytes, over the %d bytes (1 MiB) an experiment file may have; "
-                                  "keep data, code and long lists out of it (working_dir, the shared volume)"
-                                  % (label, st.st_size, MAX_FILE_BYTES))
+            raise ExperimentError(
+                "%s: the file is %d bytes, over the %d bytes (1 MiB) an experiment file may have; "
+                "keep data, code and long lists out of it (working_dir, the shared volume)"
+                % (label, st.st_size, MAX_FILE_BYTES)
+            )
         with open(path, "rb") as f:
             raw = f.read(MAX_FILE_BYTES + 1)
     except OSError as e:
-        raise ExperimentError("%s: cannot be read: %s (%s); check that it exists and that you may read it"
-                              % (label, e.strerror or e, path))
+        raise ExperimentError(
+            "%s: cannot be read: %s (%s); check that it exists and that you may read it"
+            % (label, e.strerror or e, path)
+        ) from e
     if len(raw) > MAX_FILE_BYTES:  # it grew while being read
-        raise ExperimentError("%s: the file is over the %d bytes (1 MiB) an experiment file may have"
-                              % (label, MAX_FILE_BYTES))
+        raise ExperimentError(
+            "%s: the file is over the %d bytes (1 MiB) an experiment file may have" % (label, MAX_FILE_BYTES)
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         line = raw.count(b"\n", 0, e.start) + 1
         column = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
-        raise ExperimentError("%s: not UTF-8 text (byte 0x%02x at line %d, column %d); save the file as UTF-8"
-                              % (label, raw[e.start], line, column))
+        raise ExperimentError(
+            "%s: not UTF-8 text (byte 0x%02x at line %d, column %d); save the file as UTF-8"
+            % (label, raw[e.start], line, column)
+        ) from e
     return parse_yaml(text, label)
 
 
@@ -204,16 +232,17 @@ def parse_yaml(text: str, label: str) -> Any:
     try:
         return _load(text, _CLoader or _PyLoader)  # type: ignore[truthy-function]  # None without libyaml
     except yaml.YAMLError as e:
-        if _CLoader is not None and isinstance(e, (yaml.reader.ReaderError, yaml.scanner.ScannerError,
-                                                   yaml.parser.ParserError)):
+        if _CLoader is not None and isinstance(
+            e, (yaml.reader.ReaderError, yaml.scanner.ScannerError, yaml.parser.ParserError)
+        ):
             # libyaml words its syntax errors differently: the same file gives the same line anywhere.
             try:
                 _load(text, _PyLoader)
             except (yaml.YAMLError, RecursionError) as again:
                 e = again
-        raise ExperimentError(_yaml_error(e, label, text))
+        raise ExperimentError(_yaml_error(e, label, text)) from e
     except RecursionError:  # pragma: no cover - the depth limit comes first
-        raise ExperimentError("%s: nested too deeply" % label)
+        raise ExperimentError("%s: nested too deeply" % label) from None
 
 
 def _load(text, loader_class):

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """What a verl checkpoint directory holds: its steps, the latest one, and the world size its FSDP
@@ -25,8 +24,11 @@ def steps(path: str) -> list[int]:
         entries = os.listdir(path)
     except OSError:
         return []
-    return sorted(int(m.group(1)) for m in (STEP_DIR.match(e) for e in entries)
-                  if m and os.path.isdir(os.path.join(path, m.group(0))))
+    return sorted(
+        int(m.group(1))
+        for m in (STEP_DIR.match(e) for e in entries)
+        if m and os.path.isdir(os.path.join(path, m.group(0)))
+    )
 
 
 def latest_step(path: str) -> int | None:
@@ -68,8 +70,19 @@ def inspect(path: str) -> dict[str, Any]:
     """Everything a resume decision needs about the checkpoint directory ``path``: besides the latest step (the
     tracker's), ``resume_step`` and ``resume_dir``, the newest step at or before it whose directory holds every rank's
     shard, and ``incomplete``: the newer steps passed over, each with the ranks it lacks (None: no directory)."""
-    info: dict[str, Any] = dict(path=path, exists=os.path.isdir(path), steps=[], latest_step=None, step_dir=None,
-                world_size=None, world_sizes=[], ranks=[], resume_step=None, resume_dir=None, incomplete=[])
+    info: dict[str, Any] = dict(
+        path=path,
+        exists=os.path.isdir(path),
+        steps=[],
+        latest_step=None,
+        step_dir=None,
+        world_size=None,
+        world_sizes=[],
+        ranks=[],
+        resume_step=None,
+        resume_dir=None,
+        incomplete=[],
+    )
     if not info["exists"]:
         return info
     info["steps"] = steps(path)
@@ -109,15 +122,18 @@ def _steps_found(found):
     return ", ".join(str(s) for s in found) or "none"
 
 
-def merge_source(ckpt_dir: str, experiment: str, step: int | None = None,
-                 host: str = "this host") -> tuple[int, str, list[tuple[str, int, float]]]:
+def merge_source(
+    ckpt_dir: str, experiment: str, step: int | None = None, host: str = "this host"
+) -> tuple[int, str, list[tuple[str, int, float]]]:
     """``(step, actor_dir, files)`` of the checkpoint to merge: the named step, else the one verl's tracker
     names. ``files``: ``[(name, size, mtime)]`` of the shards and fsdp_config.json, by name. Raises
     MergeError with the line to show."""
     ckpt_dir = ckpt_dir.rstrip("/") or "/"
     if not os.path.isdir(ckpt_dir):
-        raise MergeError("experiment %s has no checkpoint directory %s on %s (no checkpoint saved yet, or "
-                         "verl_job_checkpoint_root differs from the job's)" % (experiment, ckpt_dir, host))
+        raise MergeError(
+            "experiment %s has no checkpoint directory %s on %s (no checkpoint saved yet, or "
+            "verl_job_checkpoint_root differs from the job's)" % (experiment, ckpt_dir, host)
+        )
     found = steps(ckpt_dir)
     if step is None:
         tracker = os.path.join(ckpt_dir, TRACKER)
@@ -127,14 +143,23 @@ def merge_source(ckpt_dir: str, experiment: str, step: int | None = None,
         except OSError:
             text = None
         if text is None or not re.match(r"^[0-9]+$", text):
-            raise MergeError("experiment %s has no checkpoint to merge: %s %s; steps found: %s%s" % (
-                experiment, tracker, "does not exist" if text is None else "does not hold a step number",
-                _steps_found(found), " (name one with -e step=N)" if found else ""))
+            raise MergeError(
+                "experiment %s has no checkpoint to merge: %s %s; steps found: %s%s"
+                % (
+                    experiment,
+                    tracker,
+                    "does not exist" if text is None else "does not hold a step number",
+                    _steps_found(found),
+                    " (name one with -e step=N)" if found else "",
+                )
+            )
         step = int(text)
     actor = os.path.join(ckpt_dir, "global_step_%d" % step, "actor")
     if not os.path.isdir(actor):
-        raise MergeError("experiment %s has no checkpoint of step %d: %s does not exist; steps found: %s" % (
-            experiment, step, actor, _steps_found(found)))
+        raise MergeError(
+            "experiment %s has no checkpoint of step %d: %s does not exist; steps found: %s"
+            % (experiment, step, actor, _steps_found(found))
+        )
     files = []
     for name in sorted(os.listdir(actor)):
         path = os.path.join(actor, name)
@@ -142,12 +167,16 @@ def merge_source(ckpt_dir: str, experiment: str, step: int | None = None,
             st = os.stat(path)
             files.append((name, st.st_size, st.st_mtime))
     names = [f[0] for f in files]
-    missing = (["fsdp_config.json"] if "fsdp_config.json" not in names else []) \
-        + (["model_world_size_*_rank_*.pt shards"] if not any(SHARD.match(n) for n in names) else []) \
+    missing = (
+        (["fsdp_config.json"] if "fsdp_config.json" not in names else [])
+        + (["model_world_size_*_rank_*.pt shards"] if not any(SHARD.match(n) for n in names) else [])
         + (["huggingface/config.json"] if not os.path.isfile(os.path.join(actor, "huggingface", "config.json")) else [])
+    )
     if missing:
-        raise MergeError("%s is not a complete verl FSDP checkpoint (it has no %s): merge.yml merges the actor "
-                         "checkpoints that verl's FSDP workers save" % (actor, ", ".join(missing)))
+        raise MergeError(
+            "%s is not a complete verl FSDP checkpoint (it has no %s): merge.yml merges the actor "
+            "checkpoints that verl's FSDP workers save" % (actor, ", ".join(missing))
+        )
     return step, actor, files
 
 
@@ -168,19 +197,36 @@ def read_record(target: str) -> dict[str, Any]:
 
 
 def merge_needed(record: Mapping[str, Any], step: int, source: str, print_: str, force: bool = False) -> bool:
-    return bool(force or record.get("step") != step or record.get("source") != source
-                or record.get("fingerprint") != print_)
+    return bool(
+        force or record.get("step") != step or record.get("source") != source or record.get("fingerprint") != print_
+    )
 
 
-def report(experiment: str, step: int, source: str, target: str, merged: bool, check_mode: bool = False,
-           record: Mapping[str, Any] | None = None, hf_repo: str = "", uploaded: bool = False) -> str:
+def report(
+    experiment: str,
+    step: int,
+    source: str,
+    target: str,
+    merged: bool,
+    check_mode: bool = False,
+    record: Mapping[str, Any] | None = None,
+    hf_repo: str = "",
+    uploaded: bool = False,
+) -> str:
     """The one line merge.yml ends with."""
     if merged:
-        line = "%s step %d of %s (%s) into %s" % ("would merge" if check_mode else "merged", step, experiment, source,
-                                                  target)
+        line = "%s step %d of %s (%s) into %s" % (
+            "would merge" if check_mode else "merged",
+            step,
+            experiment,
+            source,
+            target,
+        )
     else:
-        line = ("%s already holds step %d of %s (merged %s); nothing to merge (-e verl_job_merge_force=true merges "
-                "again)" % (target, step, experiment, (record or {}).get("merged_at", "?")))
+        line = (
+            "%s already holds step %d of %s (merged %s); nothing to merge (-e verl_job_merge_force=true merges "
+            "again)" % (target, step, experiment, (record or {}).get("merged_at", "?"))
+        )
     if uploaded:
         line += "; uploaded to Hugging Face repo " + hf_repo
     elif hf_repo and not check_mode:
@@ -190,8 +236,10 @@ def report(experiment: str, step: int, source: str, target: str, merged: bool, c
 
 def not_verl_report(experiment: str, framework: str) -> str:
     """The one line merge.yml ends with for an experiment that verl does not train (nothing is merged)."""
-    return ("nothing to merge: experiment %s is a %s experiment, and merge.yml merges the FSDP actor checkpoints of "
-            "verl experiments" % (experiment, framework))
+    return (
+        "nothing to merge: experiment %s is a %s experiment, and merge.yml merges the FSDP actor checkpoints of "
+        "verl experiments" % (experiment, framework)
+    )
 
 
 def merge_paths_seen(actor: str, target: str) -> list[tuple[str, str]]:

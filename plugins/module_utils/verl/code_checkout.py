@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """The user's code from git: an experiment's ``code:`` section, its ref resolved, its commit checked out once.
@@ -16,9 +15,7 @@ its environment (``GIT_CONFIG_*``: an ``http.<origin>.extraHeader`` for the repo
 deploy key through a 0600 file in a 0700 directory that is removed afterwards (``GIT_SSH_COMMAND`` names the file).
 """
 
-from __future__ import absolute_import, annotations, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import base64
 import errno
@@ -32,8 +29,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import files, owned
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import files, owned, vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import mask_values
 
 SECTION_KEYS = ("repo", "ref", "submodules", "path", "name", "token_secret", "ssh_key_secret")
@@ -126,8 +122,9 @@ def workdir(root: str | None, code: Mapping[str, Any], commit: str) -> str:
 ARGS = vocabulary.Args(
     repo=REPO,
     ref=vocabulary.GitRef(default="HEAD"),
-    commit=vocabulary.Text(max_len=40, pattern=COMMIT_RE, what="a full 40-character commit (empty: the one ref names)",
-                           default=""),
+    commit=vocabulary.Text(
+        max_len=40, pattern=COMMIT_RE, what="a full 40-character commit (empty: the one ref names)", default=""
+    ),
     submodules=vocabulary.Switch(default=True),
     path=vocabulary.RelPath(default="."),
     name=vocabulary.Name(),
@@ -153,8 +150,13 @@ def module_section(params: Mapping[str, Any]) -> tuple[dict[str, Any] | None, li
 class Git:
     """git commands with the credentials the repository needs; use as a context manager."""
 
-    def __init__(self, repo: str, token: str | None = "", ssh_key: str | None = "",
-                 run: Callable[..., tuple[int, str, str]] | None = None):
+    def __init__(
+        self,
+        repo: str,
+        token: str | None = "",
+        ssh_key: str | None = "",
+        run: Callable[..., tuple[int, str, str]] | None = None,
+    ):
         self.repo = repo
         self.token = token or ""
         self.ssh_key = ssh_key or ""
@@ -167,18 +169,25 @@ class Git:
         if self.token:
             origin = _origin(self.repo)
             if not origin:
-                raise CodeError("code.token_secret: a token is sent over https only; %s is not an https:// URL (use "
-                                "code.ssh_key_secret for ssh)" % self.repo)
+                raise CodeError(
+                    "code.token_secret: a token is sent over https only; %s is not an https:// URL (use "
+                    "code.ssh_key_secret for ssh)" % self.repo
+                )
             basic = base64.b64encode(("x-access-token:" + self.token).encode("utf-8")).decode("ascii")
-            env.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="http.%s/.extraHeader" % origin,
-                       GIT_CONFIG_VALUE_0="Authorization: Basic " + basic)
+            env.update(
+                GIT_CONFIG_COUNT="1",
+                GIT_CONFIG_KEY_0="http.%s/.extraHeader" % origin,
+                GIT_CONFIG_VALUE_0="Authorization: Basic " + basic,
+            )
         if self.ssh_key:
             self.keydir = tempfile.mkdtemp(prefix="rlinfra-code-")  # 0700
             key = os.path.join(self.keydir, "key")
             fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as f:
                 f.write(self.ssh_key.strip() + "\n")
-            env["GIT_SSH_COMMAND"] = "ssh -i %s -o IdentitiesOnly=yes -o BatchMode=yes -o StrictHostKeyChecking=accept-new" % key
+            env["GIT_SSH_COMMAND"] = (
+                "ssh -i %s -o IdentitiesOnly=yes -o BatchMode=yes -o StrictHostKeyChecking=accept-new" % key
+            )
         self.env = env
         return self
 
@@ -201,17 +210,20 @@ def _origin(url):
 def _run(argv, env, cwd, secrets):
     """(rc, stdout, stderr) with every credential masked out of what git printed."""
     try:
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
         out, errout = proc.communicate(timeout=GIT_TIMEOUT)
     except OSError as e:
         if e.errno == errno.ENOENT:
-            raise CodeError("git is not installed here: install it (apt-get install git) and re-run")
+            raise CodeError("git is not installed here: install it (apt-get install git) and re-run") from e
         raise
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.communicate()
-        raise CodeError("git %s took more than %d s: check the repository's address and the network" % (argv[1], GIT_TIMEOUT))
+        raise CodeError(
+            "git %s took more than %d s: check the repository's address and the network" % (argv[1], GIT_TIMEOUT)
+        ) from None
     out, errout = out.decode("utf-8", "replace"), errout.decode("utf-8", "replace")
     out, errout = mask_values(out, secrets), mask_values(errout, secrets)
     return proc.returncode, out, errout
@@ -249,11 +261,17 @@ def resolve(code: Mapping[str, Any], git: Git) -> str:
 def _hint(errout, git):
     low = errout.lower()
     if "authentication" in low or "could not read username" in low or "403" in low or "401" in low:
-        return (" - the token was refused or may not read it (code.token_secret)" if git.token else
-                " - it needs credentials: name the secret holding a token in code.token_secret")
+        return (
+            " - the token was refused or may not read it (code.token_secret)"
+            if git.token
+            else " - it needs credentials: name the secret holding a token in code.token_secret"
+        )
     if "permission denied (publickey" in low or "host key verification" in low:
-        return " - the deploy key was refused (code.ssh_key_secret)" if git.ssh_key else \
-            " - it needs a deploy key: name the secret holding it in code.ssh_key_secret"
+        return (
+            " - the deploy key was refused (code.ssh_key_secret)"
+            if git.ssh_key
+            else " - it needs a deploy key: name the secret holding it in code.ssh_key_secret"
+        )
     if "not found" in low or "does not appear to be a git repository" in low:
         return " - check code.repo"
     return ""
@@ -263,24 +281,38 @@ def read_record(path: str) -> dict[str, Any] | None:
     try:
         with open(os.path.join(path, ".git", RECORD)) as f:
             return json.load(f)
-    except (IOError, OSError, ValueError):
+    except (OSError, ValueError):
         return None
 
 
-def checkout(code: Mapping[str, Any], commit: str, root: str | None, git: Git, check_mode: bool = False,
-             lock_timeout: float = 1800, sleep: Callable[[float], Any] = time.sleep) -> tuple[bool, dict[str, Any]]:
+def checkout(
+    code: Mapping[str, Any],
+    commit: str,
+    root: str | None,
+    git: Git,
+    check_mode: bool = False,
+    lock_timeout: float = 1800,
+    sleep: Callable[[float], Any] = time.sleep,
+) -> tuple[bool, dict[str, Any]]:
     """Put ``commit`` at ``<root>/<name>@<commit>`` unless it is there; returns (changed, record)."""
     final = directory(root, code, commit)
     record = read_record(final)
     if record is not None and record.get("commit") == commit:
         return False, record
     if os.path.exists(final):
-        raise CodeError("%s exists but is not a complete checkout made by rlinfra (no .git/%s): move it away and re-run"
-                        % (final, RECORD))
+        raise CodeError(
+            "%s exists but is not a complete checkout made by rlinfra (no .git/%s): move it away and re-run"
+            % (final, RECORD)
+        )
     if check_mode:
         return True, {"repo": code["repo"], "commit": commit}
-    with files.BoundedLock(os.path.join(os.path.dirname(final), ".%s.lock" % code["name"]), lock_timeout,
-                           "another checkout", CodeError, sleep):
+    with files.BoundedLock(
+        os.path.join(os.path.dirname(final), ".%s.lock" % code["name"]),
+        lock_timeout,
+        "another checkout",
+        CodeError,
+        sleep,
+    ):
         record = read_record(final)
         if record is not None and record.get("commit") == commit:
             return False, record  # another run finished it while this one waited
@@ -297,7 +329,9 @@ def _build(code, commit, tmp, git):
     def step(what, *args):
         rc, out, errout = git(*args, cwd=tmp)
         if rc != 0:
-            raise CodeError("code %s@%s: %s failed: %s%s" % (code["repo"], commit[:12], what, _last(errout), _hint(errout, git)))
+            raise CodeError(
+                "code %s@%s: %s failed: %s%s" % (code["repo"], commit[:12], what, _last(errout), _hint(errout, git))
+            )
         return out
 
     step("git init", "init", "-q")
@@ -307,7 +341,9 @@ def _build(code, commit, tmp, git):
         step("git fetch", "fetch", "-q", "origin")
         rc, dummy, dummy2 = git("cat-file", "-e", commit + "^{commit}", cwd=tmp)
         if rc != 0:
-            raise CodeError("code %s: commit %s is not in the repository (was the branch rewritten?)" % (code["repo"], commit))
+            raise CodeError(
+                "code %s: commit %s is not in the repository (was the branch rewritten?)" % (code["repo"], commit)
+            )
     step("git checkout", "-c", "advice.detachedHead=false", "checkout", "-q", "--detach", commit)
     submodules = []
     if code["submodules"] and os.path.exists(os.path.join(tmp, ".gitmodules")):
@@ -321,18 +357,28 @@ def _build(code, commit, tmp, git):
                 submodules.append({"path": parts[1], "commit": parts[0]})
     if code["path"] not in ("", ".") and not os.path.isdir(os.path.join(tmp, code["path"])):
         raise CodeError("code.path: %s is not a directory of %s at %s" % (code["path"], code["repo"], commit[:12]))
-    record = {"repo": code["repo"], "ref": code["ref"], "commit": commit, "submodules": submodules,
-              "checked_out": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    record = {
+        "repo": code["repo"],
+        "ref": code["ref"],
+        "commit": commit,
+        "submodules": submodules,
+        "checked_out": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     with open(os.path.join(tmp, ".git", RECORD), "w") as f:
         json.dump(record, f, indent=1, sort_keys=True)
     return record
 
 
-def report(code: Mapping[str, Any], commit: str, changed: bool, record: Mapping[str, Any],
-           check_mode: bool = False) -> str:
+def report(
+    code: Mapping[str, Any], commit: str, changed: bool, record: Mapping[str, Any], check_mode: bool = False
+) -> str:
     subs = record.get("submodules") or []
-    what = "%s@%s (ref %s)%s" % (code["repo"], commit[:12], code["ref"],
-                                 ", %d submodule%s" % (len(subs), "" if len(subs) == 1 else "s") if subs else "")
+    what = "%s@%s (ref %s)%s" % (
+        code["repo"],
+        commit[:12],
+        code["ref"],
+        ", %d submodule%s" % (len(subs), "" if len(subs) == 1 else "s") if subs else "",
+    )
     if not changed:
         return "code %s: already checked out, nothing fetched" % what
     return "code %s: %s" % (what, "would be checked out" if check_mode else "checked out")

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Compose verl's own Hydra config (``ppo_trainer`` by default) with an experiment's rendered overrides.
@@ -23,8 +22,9 @@ from typing import Any
 
 _BASE_CACHE: dict[tuple[str, str], Any] = {}
 INSTALL_HINT = "pip install --no-deps verl==0.9.1 && pip install hydra-core omegaconf"
-IMAGE_HINT = ("use an image with verl and hydra-core (verl's own images have both), or set "
-              "verl_job_verl_config_check=skip")
+IMAGE_HINT = (
+    "use an image with verl and hydra-core (verl's own images have both), or set verl_job_verl_config_check=skip"
+)
 NAME = "verl_config"
 
 
@@ -114,14 +114,21 @@ def _expected_type_problem(key, base_value, new_value):
 def _missing(reason, where, hint=""):
     """The check skipped: verl or hydra cannot be found in the Python that runs it."""
     if where:
-        return verdict("skipped", "the image has no verl/hydra (%s, for %s in %s): verl config check skipped; %s" % (
-            reason, sys.executable, where, IMAGE_HINT))
-    return verdict("skipped", "verl config check skipped: %s in the controller's Python (%s); %s%s" % (
-        reason, sys.executable, hint, INSTALL_HINT))
+        return verdict(
+            "skipped",
+            "the image has no verl/hydra (%s, for %s in %s): verl config check skipped; %s"
+            % (reason, sys.executable, where, IMAGE_HINT),
+        )
+    return verdict(
+        "skipped",
+        "verl config check skipped: %s in the controller's Python (%s); %s%s"
+        % (reason, sys.executable, hint, INSTALL_HINT),
+    )
 
 
-def check_verl_config(overrides: Sequence[str], config_name: str = "ppo_trainer", config_dir: str | None = None,
-                      where: str | None = None) -> dict[str, Any]:
+def check_verl_config(
+    overrides: Sequence[str], config_name: str = "ppo_trainer", config_dir: str | None = None, where: str | None = None
+) -> dict[str, Any]:
     """Compose verl's config with ``overrides`` (argv items, as Hydra receives them)."""
     config_dir = config_dir or verl_config_dir()
     if config_dir is None:
@@ -143,8 +150,11 @@ def check_verl_config(overrides: Sequence[str], config_name: str = "ppo_trainer"
                 try:
                     _BASE_CACHE[key] = compose(config_name, overrides=[])
                 except Exception as e:
-                    return verdict("failed", "verl config %r cannot be composed from %s: %s%s" % (
-                        config_name, config_dir, _one_line(e), tail))
+                    return verdict(
+                        "failed",
+                        "verl config %r cannot be composed from %s: %s%s"
+                        % (config_name, config_dir, _one_line(e), tail),
+                    )
             base = _BASE_CACHE[key]
             try:
                 cfg = compose(config_name, overrides=list(overrides))
@@ -168,13 +178,19 @@ def check_verl_config(overrides: Sequence[str], config_name: str = "ppo_trainer"
             problems.append(problem)
     missing = _missing_mandatory(cfg, OmegaConf)
     if missing:
-        problems.append("verl's config leaves %s unset (???): set %s in params (e.g. actor_rollout_ref.rollout.name: vllm)"
-                        % (", ".join(missing), "it" if len(missing) == 1 else "them"))
+        problems.append(
+            "verl's config leaves %s unset (???): set %s in params (e.g. actor_rollout_ref.rollout.name: vllm)"
+            % (", ".join(missing), "it" if len(missing) == 1 else "them")
+        )
     if problems:
-        return verdict("failed", "verl config check (verl %s, %s): %s%s" % (
-            version, config_name, "; ".join(problems), tail))
-    return verdict("passed", "verl config check passed: %d override(s) compose with verl %s's %s%s" % (
-        len(overrides), version, config_name, tail))
+        return verdict(
+            "failed", "verl config check (verl %s, %s): %s%s" % (version, config_name, "; ".join(problems), tail)
+        )
+    return verdict(
+        "passed",
+        "verl config check passed: %d override(s) compose with verl %s's %s%s"
+        % (len(overrides), version, config_name, tail),
+    )
 
 
 def _compose_error(exc, base, OmegaConf, version):
@@ -203,7 +219,7 @@ def _one_line(exc):
 # What image_config_check.py appends to this file's source for the image's Python: the arguments are a JSON text in
 # the script itself (so on stdin, never in any process's arguments); the result is one marked JSON line.
 MARK = "RLINFRA-VERL-CONFIG "
-MAIN = r'''
+MAIN = r"""
 def _rlinfra_main(payload):
     import json
     args = json.loads(payload)
@@ -217,7 +233,7 @@ def _rlinfra_main(payload):
 
 
 _rlinfra_main(@PAYLOAD@)
-'''
+"""
 
 
 def main_for(payload: str) -> str:

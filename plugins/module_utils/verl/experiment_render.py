@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Rendering a validated experiment into the Ray job: the submission id, the managed params (cluster shape,
@@ -13,17 +12,33 @@ import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import code_checkout
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl.secrets_file import ENTRYPOINT_PREFIX, FILE_VAR, HOOK, file_path
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.cluster_shape import cluster_shape
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl.experiment import (
-    DEFAULT_CHECKPOINT_ROOT, DEFAULT_ENV, MAX_SUBMISSION_ID, NEMO_RL_DEFAULTS, SHAPE_KEYS, SUBMISSION_PREFIX,
-    VERL_DEFAULTS, validate_name)
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl._experiment_quote import hydra_override, shell_quote
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl.experiment_schema import (
-    MAX_ARG_BYTES, NAME_RE, ExperimentError, fmt)
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import MASK
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import MASK
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.cluster_shape import cluster_shape
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import code_checkout
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl._experiment_quote import hydra_override, shell_quote
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl.experiment import (
+    DEFAULT_CHECKPOINT_ROOT,
+    DEFAULT_ENV,
+    MAX_SUBMISSION_ID,
+    NEMO_RL_DEFAULTS,
+    SHAPE_KEYS,
+    SUBMISSION_PREFIX,
+    VERL_DEFAULTS,
+    validate_name,
+)
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl.experiment_schema import (
+    MAX_ARG_BYTES,
+    NAME_RE,
+    ExperimentError,
+    fmt,
+)
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl.secrets_file import (
+    ENTRYPOINT_PREFIX,
+    FILE_VAR,
+    HOOK,
+    file_path,
+)
 
 if TYPE_CHECKING:
     from ansible_collections.rlinfra.verl.plugins.module_utils.verl.experiment import Experiment
@@ -37,11 +52,15 @@ def submission_id(name: str, cluster: str, run: str | int | None = None) -> str:
     if run not in (None, ""):
         run = str(run)
         if not NAME_RE.match(run):
-            raise ExperimentError("invalid run suffix %s: use letters, digits, '_', '-' or '.' (e.g. -e run=2)" % fmt(run))
+            raise ExperimentError(
+                "invalid run suffix %s: use letters, digits, '_', '-' or '.' (e.g. -e run=2)" % fmt(run)
+            )
         sid += "-" + run
     if len(sid) > MAX_SUBMISSION_ID:
-        raise ExperimentError("submission id %s is %d characters, more than %d; shorten the experiment name, the "
-                              "cluster name or the run suffix" % (fmt(sid), len(sid), MAX_SUBMISSION_ID))
+        raise ExperimentError(
+            "submission id %s is %d characters, more than %d; shorten the experiment name, the "
+            "cluster name or the run suffix" % (fmt(sid), len(sid), MAX_SUBMISSION_ID)
+        )
     return sid
 
 
@@ -50,29 +69,36 @@ def check_job_size(label: str, rendered: Mapping[str, Any]) -> None:
     string (:data:`MAX_ARG_BYTES`); over it Ray would create the job and fail it at exec."""
     size = len(rendered["entrypoint"].encode("utf-8", "surrogatepass"))
     if size > MAX_ARG_BYTES:
-        raise ExperimentError("%s: the rendered entrypoint is %d bytes, over the %d Linux allows for one command "
-                              "line argument (Ray runs it with /bin/sh -c); move long values or many params into "
-                              "a config file (entrypoint.config, or a file in working_dir)" % (label, size, MAX_ARG_BYTES))
+        raise ExperimentError(
+            "%s: the rendered entrypoint is %d bytes, over the %d Linux allows for one command "
+            "line argument (Ray runs it with /bin/sh -c); move long values or many params into "
+            "a config file (entrypoint.config, or a file in working_dir)" % (label, size, MAX_ARG_BYTES)
+        )
     for name, value in ((rendered.get("runtime_env") or {}).get("env_vars") or {}).items():
         size = len(name.encode("utf-8")) + 1 + len(str(value).encode("utf-8", "surrogatepass"))
         if size > MAX_ARG_BYTES:
-            raise ExperimentError("%s: environment variable %s is %d bytes, over the %d Linux allows for one "
-                                  "environment string" % (label, name, size, MAX_ARG_BYTES))
+            raise ExperimentError(
+                "%s: environment variable %s is %d bytes, over the %d Linux allows for one "
+                "environment string" % (label, name, size, MAX_ARG_BYTES)
+            )
 
 
-def check_fits(exp: Experiment, nodes: Sequence[Mapping[str, Any]] | None, cluster: str,
-               where: str = "alive now") -> None:
+def check_fits(
+    exp: Experiment, nodes: Sequence[Mapping[str, Any]] | None, cluster: str, where: str = "alive now"
+) -> None:
     """The experiment's settings that name a node count fit the cluster it runs on (``nodes``)."""
     min_nodes = exp.recovery.get("min_nodes")
     if min_nodes and nodes and min_nodes > len(nodes):
         raise ExperimentError(
             "%s: recovery.min_nodes is %d but Ray cluster %s has %d node(s) %s: a recovery would wait for nodes it can "
-            "never get; set recovery.min_nodes to at most %d" % (
-                exp.label, min_nodes, cluster, len(nodes), where, len(nodes)))
+            "never get; set recovery.min_nodes to at most %d"
+            % (exp.label, min_nodes, cluster, len(nodes), where, len(nodes))
+        )
 
 
-def checkpoint_dir(exp: Experiment, checkpoint_root: str | None = DEFAULT_CHECKPOINT_ROOT,
-                   cluster: str | None = None) -> str:
+def checkpoint_dir(
+    exp: Experiment, checkpoint_root: str | None = DEFAULT_CHECKPOINT_ROOT, cluster: str | None = None
+) -> str:
     """``<root>/<project>/<cluster>/<experiment>``: two clusters sharing the network volume never
     write into one directory; an explicit directory in the params wins."""
     if exp.conventions == "verl" and exp.param("trainer.default_local_dir"):
@@ -84,15 +110,23 @@ def checkpoint_dir(exp: Experiment, checkpoint_root: str | None = DEFAULT_CHECKP
 
 
 # The Hydra keys of a run's shape, per convention: (nodes key, GPUs per node key).
-def managed_params(exp: Experiment, nodes: Sequence[Mapping[str, Any]] | None,
-                   checkpoint_root: str | None = DEFAULT_CHECKPOINT_ROOT, cluster: str | None = None,
-                   now: float | None = None) -> list[tuple[str, Any]]:
+def managed_params(
+    exp: Experiment,
+    nodes: Sequence[Mapping[str, Any]] | None,
+    checkpoint_root: str | None = DEFAULT_CHECKPOINT_ROOT,
+    cluster: str | None = None,
+    now: float | None = None,
+) -> list[tuple[str, Any]]:
     """The overrides rlinfra adds (those the experiment does not set), in a fixed order."""
     nnodes, gpus = cluster_shape(nodes)
     ckpt = checkpoint_dir(exp, checkpoint_root, cluster)
     if exp.conventions == "verl":
-        wanted = [("trainer.project_name", exp.project), ("trainer.experiment_name", exp.name),
-                  ("trainer.default_local_dir", ckpt), ("trainer.resume_mode", "auto")]
+        wanted = [
+            ("trainer.project_name", exp.project),
+            ("trainer.experiment_name", exp.name),
+            ("trainer.default_local_dir", ckpt),
+            ("trainer.resume_mode", "auto"),
+        ]
     elif exp.conventions == "nemo_rl":
         wanted = [("checkpointing.checkpoint_dir", ckpt)]
     else:
@@ -102,8 +136,14 @@ def managed_params(exp: Experiment, nodes: Sequence[Mapping[str, Any]] | None,
     deadline = exp.recovery.get("deadline")
     if deadline and exp.conventions in DEADLINE_KEYS:
         margin = exp.recovery["deadline_margin"]
-        wanted.append((DEADLINE_KEYS[exp.conventions], margin if exp.conventions == "verl" else
-                       save_by(vocabulary.epoch(deadline), margin, time.time() if now is None else now)))
+        wanted.append(
+            (
+                DEADLINE_KEYS[exp.conventions],
+                margin
+                if exp.conventions == "verl"
+                else save_by(vocabulary.epoch(deadline), margin, time.time() if now is None else now),
+            )
+        )
     return [(k, v) for k, v in wanted if not exp.has_param(k)]
 
 
@@ -131,7 +171,8 @@ def check_deadline(exp: Experiment, now: float) -> None:
         raise ExperimentError(
             "%s: recovery.deadline %s is %s, within recovery.deadline_margin (%d s): the run could not save before it; "
             "set a later deadline (when the machines really end) or a smaller deadline_margin; nothing was submitted"
-            % (exp.label, deadline, "%d s away" % left if left > 0 else "past", margin))
+            % (exp.label, deadline, "%d s away" % left if left > 0 else "past", margin)
+        )
 
 
 def code_workdir(exp: Experiment, code: Mapping[str, Any] | None = None, root: str | None = None) -> str | None:
@@ -160,26 +201,40 @@ def entrypoint_head(exp: Experiment, workdir: str | None = None) -> str:
         return " ".join(parts)
     if exp.framework == "nemo_rl":
         runner = (ep.get("runner") or NEMO_RL_DEFAULTS["runner"]).strip()
-        parts = ["cd", shell_quote(ep["repo_dir"]), "&&", runner, shell_quote(ep.get("script") or NEMO_RL_DEFAULTS["script"])]
+        parts = [
+            "cd",
+            shell_quote(ep["repo_dir"]),
+            "&&",
+            runner,
+            shell_quote(ep.get("script") or NEMO_RL_DEFAULTS["script"]),
+        ]
         if ep.get("config"):
             parts += ["--config", shell_quote(ep["config"])]
         return " ".join(parts)
     return ep["command"].strip()
 
 
-def job_template(exp: Experiment, pairs: Iterable[tuple[str, Any]], filled: Iterable[tuple[str, Any]],
-                 workdir: str | None = None) -> dict[str, Any]:
+def job_template(
+    exp: Experiment, pairs: Iterable[tuple[str, Any]], filled: Iterable[tuple[str, Any]], workdir: str | None = None
+) -> dict[str, Any]:
     """What :func:`reshape` needs to render the entrypoint again for another cluster shape: the
     command, the override pairs, and which shape keys rlinfra filled (those it may change)."""
     filled_keys = {k for k, dummy in filled}
     keys = SHAPE_KEYS.get(exp.conventions, (None, None))
     out: dict[str, Any]
-    out = {"head": entrypoint_head(exp, workdir), "pairs": [[k, v] for k, v in pairs], "shape_keys": list(keys),
-           "filled": [k in filled_keys for k in keys]}
+    out = {
+        "head": entrypoint_head(exp, workdir),
+        "pairs": [[k, v] for k, v in pairs],
+        "shape_keys": list(keys),
+        "filled": [k in filled_keys for k in keys],
+    }
     if exp.conventions == "nemo_rl" and DEADLINE_KEYS["nemo_rl"] in filled_keys:
         # counted from each attempt's submission: reshape() sets it again for the next attempt
-        out["save_by"] = [DEADLINE_KEYS["nemo_rl"], vocabulary.epoch(exp.recovery["deadline"]),
-                          exp.recovery["deadline_margin"]]
+        out["save_by"] = [
+            DEADLINE_KEYS["nemo_rl"],
+            vocabulary.epoch(exp.recovery["deadline"]),
+            exp.recovery["deadline_margin"],
+        ]
     return out
 
 
@@ -187,8 +242,12 @@ def job_template(exp: Experiment, pairs: Iterable[tuple[str, Any]], filled: Iter
 RESUME_KEYS = ("trainer.resume_mode", "trainer.resume_from_path")
 
 
-def reshape(template: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]] | None = None,
-            resume_from: str | None = None, now: float | None = None) -> tuple[str, Any, Any]:
+def reshape(
+    template: Mapping[str, Any],
+    nodes: Sequence[Mapping[str, Any]] | None = None,
+    resume_from: str | None = None,
+    now: float | None = None,
+) -> tuple[str, Any, Any]:
     """``(entrypoint, nnodes, gpus_per_node)`` of ``template`` on the cluster made of ``nodes``
     (None: as rendered). Only the shape keys rlinfra filled change; a shape the experiment set
     itself is kept. ``resume_from``: a verl step directory to resume from (``trainer.resume_mode=resume_path``), when
@@ -196,8 +255,11 @@ def reshape(template: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]] | No
     pairs = [list(p) for p in template["pairs"]]
     if resume_from is not None:
         pairs = [p for p in pairs if p[0] not in RESUME_KEYS]
-        pairs += [["trainer.resume_mode", "resume_path"], ["trainer.resume_from_path", resume_from]] if resume_from \
+        pairs += (
+            [["trainer.resume_mode", "resume_path"], ["trainer.resume_from_path", resume_from]]
+            if resume_from
             else [["trainer.resume_mode", "disable"]]
+        )
     if template.get("save_by"):
         key, deadline, margin = template["save_by"]
         now = time.time() if now is None else now
@@ -214,11 +276,20 @@ def reshape(template: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]] | No
     return entrypoint, values.get(keys[0]) if keys[0] else None, values.get(keys[1]) if keys[1] else None
 
 
-def render(exp: Experiment, nodes: Sequence[Mapping[str, Any]] | None, cluster: str | None = None,
-           run: str | int | None = None, checkpoint_root: str | None = DEFAULT_CHECKPOINT_ROOT, venv: str | None = None,
-           secret_names_present: Collection[str] = (), checkpoint_cluster: str | None = None,
-           secrets_dir: str | None = None, code: Mapping[str, Any] | None = None, code_root: str | None = None,
-           now: float | None = None) -> dict[str, Any]:
+def render(
+    exp: Experiment,
+    nodes: Sequence[Mapping[str, Any]] | None,
+    cluster: str | None = None,
+    run: str | int | None = None,
+    checkpoint_root: str | None = DEFAULT_CHECKPOINT_ROOT,
+    venv: str | None = None,
+    secret_names_present: Collection[str] = (),
+    checkpoint_cluster: str | None = None,
+    secrets_dir: str | None = None,
+    code: Mapping[str, Any] | None = None,
+    code_root: str | None = None,
+    now: float | None = None,
+) -> dict[str, Any]:
     """Everything the Ray job needs, except secret values and the working_dir package URI.
 
     ``nodes`` is the list of alive nodes (``ray_cluster_info``'s ``nodes``, or the same shape
@@ -270,20 +341,41 @@ def render(exp: Experiment, nodes: Sequence[Mapping[str, Any]] | None, cluster: 
     else:
         nnodes, gpus = cluster_shape(nodes)
     ckpt = checkpoint_dir(exp, checkpoint_root, ckpt_cluster)
-    metadata = {"rlinfra_experiment": exp.name, "rlinfra_cluster": cluster, "rlinfra_project": exp.project,
-                "rlinfra_framework": exp.framework, "rlinfra_run": str(run or ""),
-                "rlinfra_checkpoint_dir": ckpt, "rlinfra_attempt": "1", "rlinfra_nodes": str(len(nodes or []))}
+    metadata = {
+        "rlinfra_experiment": exp.name,
+        "rlinfra_cluster": cluster,
+        "rlinfra_project": exp.project,
+        "rlinfra_framework": exp.framework,
+        "rlinfra_run": str(run or ""),
+        "rlinfra_checkpoint_dir": ckpt,
+        "rlinfra_attempt": "1",
+        "rlinfra_nodes": str(len(nodes or [])),
+    }
     code_out = None
     if exp.code:
         commit = code["commit"] if code else None
         code_out = {"repo": exp.code["repo"], "ref": exp.code["ref"], "commit": commit, "workdir": workdir}
         metadata["rlinfra_code"] = "%s@%s" % (exp.code["repo"], commit or "<commit of %s>" % exp.code["ref"])
     return dict(
-        submission_id=sid, cluster=cluster, entrypoint=entrypoint, overrides=overrides,
-        filled=[hydra_override(k, v) for k, v in filled], runtime_env=runtime_env, runtime_env_display=display,
-        metadata=metadata, resources=copy.deepcopy(exp.resources), checkpoint_dir=ckpt,
-        nnodes=nnodes, gpus_per_node=gpus, project=exp.project, job_template=template,
-        secrets_file=secrets_file, secrets_dir=secrets_dir, secrets_run_dir=secrets_run_dir, code=code_out)
+        submission_id=sid,
+        cluster=cluster,
+        entrypoint=entrypoint,
+        overrides=overrides,
+        filled=[hydra_override(k, v) for k, v in filled],
+        runtime_env=runtime_env,
+        runtime_env_display=display,
+        metadata=metadata,
+        resources=copy.deepcopy(exp.resources),
+        checkpoint_dir=ckpt,
+        nnodes=nnodes,
+        gpus_per_node=gpus,
+        project=exp.project,
+        job_template=template,
+        secrets_file=secrets_file,
+        secrets_dir=secrets_dir,
+        secrets_run_dir=secrets_run_dir,
+        code=code_out,
+    )
 
 
 def _route_secrets(runtime_env, secrets_dir, cluster, sid):

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """What an experiment file may hold: every key with its type from module_utils/common/vocabulary.py, and the grammar of
@@ -14,9 +13,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any, cast
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import masking
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import secret_names
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import masking, secret_names, vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.recovery import RECOVERY_EVENTS
 
 FRAMEWORKS = ("verl", "nemo_rl", "custom")
@@ -106,8 +103,10 @@ ENV_REFERENCE = re.compile(r"^\$\{(oc\.env|env):[A-Za-z_][A-Za-z0-9_]*(,[^}]*)?\
 def _check_key(key, where, err, top):
     prefix, rest = KEY_PREFIX_RE.match(key).groups()
     if prefix and not top:
-        err("%s: %s: Hydra prefixes (+, ++, ~) are only allowed on a top-level params key, e.g. '+trainer.x'"
-            % (where, fmt(key)))
+        err(
+            "%s: %s: Hydra prefixes (+, ++, ~) are only allowed on a top-level params key, e.g. '+trainer.x'"
+            % (where, fmt(key))
+        )
         return False
     segments = rest.split(".")
     if not all(KEY_SEGMENT_RE.match(s) for s in segments):
@@ -153,13 +152,21 @@ def _secret_value(value):
 
 
 def _secret_line(where, why="looks like a secret (its name says so)"):
-    return ("%s %s, and params travel on the job's command line, which every dashboard reader sees: list the variable "
-            "in secrets: (its value from verl_job_secrets or the controller's environment) and write ${oc.env:NAME} "
-            "here" % (where, why))
+    return (
+        "%s %s, and params travel on the job's command line, which every dashboard reader sees: list the variable "
+        "in secrets: (its value from verl_job_secrets or the controller's environment) and write ${oc.env:NAME} "
+        "here" % (where, why)
+    )
 
 
-def flatten_params(params: Any, err: Callable[[str], Any], prefix: str = "", out: list[tuple[str, Any]] | None = None,
-                   top: bool = True, seen: set[str] | None = None) -> list[tuple[str, Any]]:
+def flatten_params(
+    params: Any,
+    err: Callable[[str], Any],
+    prefix: str = "",
+    out: list[tuple[str, Any]] | None = None,
+    top: bool = True,
+    seen: set[str] | None = None,
+) -> list[tuple[str, Any]]:
     """Ordered (hydra key, value) pairs of a nested mapping; empty mappings stay values ({}).
     ``seen`` holds the keys without their Hydra prefix, so a key set twice is found in one pass."""
     out = [] if out is None else out
@@ -214,15 +221,25 @@ class _Params(vocabulary.Type):
         return value
 
     def corpus(self):
-        return super().corpus().add("bad_key", {"a b": 1}).add("nul", {"x": "a\x00b"}).add("delete_value", {"~x": 1}).add(
-            "inner_prefix", {"trainer": {"+x": 1}}).add("secret", {"reward_model": {"api_key": "sk-s3cr3t-value"}}).add(
-            "secret_token", {"hf_token": "hf_s3cr3t"}).add("dict_key", {"x": {"a b": 1}}).add(
-            "secret_camel", {"wandbApiKey": "s3cr3t"}).add("secret_list", {"api_keys": ["sk-s3cr3t"]}).add(
-            "secret_number", {"db": {"password": 123456}}).add("secret_in_list_item", {"rm": [{"api_key": "s3cr3t"}]}).add(
-            "secret_header", {"++headers": {"Authorization": "Bearer s3cr3t-value"}}).add(
-            "url_credentials", {"data": {"train_files": "https://user:s3cr3t@example.org/x.parquet"}}).add(
-            "url_token_user", {"model": {"path": ["https://s3cr3t@example.org/m"]}}).add(
-            "list", ["trainer.total_epochs=1"], typed=True)
+        return (
+            super()
+            .corpus()
+            .add("bad_key", {"a b": 1})
+            .add("nul", {"x": "a\x00b"})
+            .add("delete_value", {"~x": 1})
+            .add("inner_prefix", {"trainer": {"+x": 1}})
+            .add("secret", {"reward_model": {"api_key": "sk-s3cr3t-value"}})
+            .add("secret_token", {"hf_token": "hf_s3cr3t"})
+            .add("dict_key", {"x": {"a b": 1}})
+            .add("secret_camel", {"wandbApiKey": "s3cr3t"})
+            .add("secret_list", {"api_keys": ["sk-s3cr3t"]})
+            .add("secret_number", {"db": {"password": 123456}})
+            .add("secret_in_list_item", {"rm": [{"api_key": "s3cr3t"}]})
+            .add("secret_header", {"++headers": {"Authorization": "Bearer s3cr3t-value"}})
+            .add("url_credentials", {"data": {"train_files": "https://user:s3cr3t@example.org/x.parquet"}})
+            .add("url_token_user", {"model": {"path": ["https://s3cr3t@example.org/m"]}})
+            .add("list", ["trainer.total_epochs=1"], typed=True)
+        )
 
 
 PARAMS = _Params()
@@ -235,15 +252,19 @@ PARAMS = _Params()
 def _env(value):
     for name, text in value.items():
         if masking.holds_credentials(text):  # PIP_INDEX_URL: https://__token__:<token>@...
-            raise vocabulary.Line("env.%s holds what looks like a credential (%s), and an experiment file is shown by "
-                                  "the dry run and its env by the job's runtime_env to every dashboard reader: list %s "
-                                  "in secrets: and give its value in verl_job_secrets (e.g. Ansible Vault) or the "
-                                  "controller's environment" % (name, masking.CREDENTIAL_WORDS, name))
+            raise vocabulary.Line(
+                "env.%s holds what looks like a credential (%s), and an experiment file is shown by "
+                "the dry run and its env by the job's runtime_env to every dashboard reader: list %s "
+                "in secrets: and give its value in verl_job_secrets (e.g. Ansible Vault) or the "
+                "controller's environment" % (name, masking.CREDENTIAL_WORDS, name)
+            )
         if isinstance(name, str) and secret_names.is_secret_name(name):
-            raise vocabulary.Line("env.%s looks like a secret (its name matches the secret-name rule), and an experiment file is "
-                                  "shown by the dry run and its env by the job's runtime_env to every dashboard reader: list %s "
-                                  "in secrets: and give its value in verl_job_secrets (e.g. Ansible Vault) or the controller's "
-                                  "environment" % (name, name))
+            raise vocabulary.Line(
+                "env.%s looks like a secret (its name matches the secret-name rule), and an experiment file is "
+                "shown by the dry run and its env by the job's runtime_env to every dashboard reader: list %s "
+                "in secrets: and give its value in verl_job_secrets (e.g. Ansible Vault) or the controller's "
+                "environment" % (name, name)
+            )
     return value
 
 
@@ -251,17 +272,23 @@ class _Env(vocabulary.EnvMap):
     def __init__(self, **kw):
         super().__init__(**kw)
         # _env refuses a credential itself, with the line that points to secrets:.
-        self.value = vocabulary.Text(max_len=MAX_ARG_BYTES, what="one line of text or a number (quote true/false: \"true\")",
-                                     credentials=True)
+        self.value = vocabulary.Text(
+            max_len=MAX_ARG_BYTES, what='one line of text or a number (quote true/false: "true")', credentials=True
+        )
 
     def check(self, value):
         return _env(super().check(value))
 
     def corpus(self):
-        return super().corpus().add("secret_name", {"WANDB_API_KEY": "s3cr3t"}).add(
-            "secret_password", {"DB_PASSWORD": "s3cr3t"}).add("secret_lowercase", {"wandb_api_key": "s3cr3t"}).add(
-            "url_credentials", {"PIP_INDEX_URL": "https://__token__:s3cr3t@example.org/simple"}).add(
-            "url_token_user", {"HF_ENDPOINT": "https://s3cr3t@example.org"})
+        return (
+            super()
+            .corpus()
+            .add("secret_name", {"WANDB_API_KEY": "s3cr3t"})
+            .add("secret_password", {"DB_PASSWORD": "s3cr3t"})
+            .add("secret_lowercase", {"wandb_api_key": "s3cr3t"})
+            .add("url_credentials", {"PIP_INDEX_URL": "https://__token__:s3cr3t@example.org/simple"})
+            .add("url_token_user", {"HF_ENDPOINT": "https://s3cr3t@example.org"})
+        )
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -290,12 +317,14 @@ def _custom_resources(value):
             raise vocabulary.Line("resources.entrypoint_resources: %s is not a resource name" % fmt(key))
         if key.lower() in RAY_BUILTIN_RESOURCES:
             # Any spelling: 'gpu' would be a custom resource no node has, a job pending for ever.
-            raise vocabulary.Line("resources.entrypoint_resources.%s: Ray takes CPUs, GPUs and memory through their own keys, "
-                                  "not as custom resources; use resources.%s" % (key, RAY_BUILTIN_RESOURCES[key.lower()]))
+            raise vocabulary.Line(
+                "resources.entrypoint_resources.%s: Ray takes CPUs, GPUs and memory through their own keys, "
+                "not as custom resources; use resources.%s" % (key, RAY_BUILTIN_RESOURCES[key.lower()])
+            )
         try:
             _Quantity().validate(amount)
         except vocabulary.Bad as e:
-            raise vocabulary.Line(_Quantity().line("resources.entrypoint_resources.%s" % key, amount, e))
+            raise vocabulary.Line(_Quantity().line("resources.entrypoint_resources.%s" % key, amount, e)) from e
     return value
 
 
@@ -323,8 +352,10 @@ class _OnCommandLine(vocabulary.Text):
 
     def check_text(self, value):
         if masking.holds_credentials(value):
-            raise vocabulary.Bad("hold no credential (%s): the entrypoint is shown to every dashboard reader; list "
-                                 "the variable in secrets: and write $NAME" % masking.CREDENTIAL_WORDS)
+            raise vocabulary.Bad(
+                "hold no credential (%s): the entrypoint is shown to every dashboard reader; list "
+                "the variable in secrets: and write $NAME" % masking.CREDENTIAL_WORDS
+            )
         return value
 
     def corpus(self):
@@ -332,59 +363,120 @@ class _OnCommandLine(vocabulary.Text):
 
 
 ENTRYPOINTS = {
-    "verl": vocabulary.Section(dict(
-        module=vocabulary.Text(empty=False, pattern=PY_MODULE_RE, what="a Python module name (e.g. verl.trainer.main_ppo)"),
-        config=vocabulary.Text(empty=False, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_./-]*$", what="a Hydra config name (e.g. "
-                               "ppo_trainer)"),
-        python=_OnCommandLine(empty=False, what="the Python command (e.g. python3)"))),
-    "nemo_rl": vocabulary.Section(dict(
-        repo_dir=vocabulary.AbsPath("reads"), script=vocabulary.RelPath(), config=_OnCommandLine(empty=False), runner=_OnCommandLine(empty=False))),
+    "verl": vocabulary.Section(
+        dict(
+            module=vocabulary.Text(
+                empty=False, pattern=PY_MODULE_RE, what="a Python module name (e.g. verl.trainer.main_ppo)"
+            ),
+            config=vocabulary.Text(
+                empty=False, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_./-]*$", what="a Hydra config name (e.g. ppo_trainer)"
+            ),
+            python=_OnCommandLine(empty=False, what="the Python command (e.g. python3)"),
+        )
+    ),
+    "nemo_rl": vocabulary.Section(
+        dict(
+            repo_dir=vocabulary.AbsPath("reads"),
+            script=vocabulary.RelPath(),
+            config=_OnCommandLine(empty=False),
+            runner=_OnCommandLine(empty=False),
+        )
+    ),
     "custom": vocabulary.Section(dict(command=_OnCommandLine(empty=False, lines=True, max_len=MAX_ARG_BYTES))),
 }
 
-PREFETCH_ITEM = vocabulary.OneOf(vocabulary.HfRepoId(), vocabulary.Section(dict(
-    repo=vocabulary.HfRepoId(required=True), revision=vocabulary.GitRef(),
-    allow_patterns=vocabulary.OneOf(vocabulary.Text(empty=False), vocabulary.ListOf(vocabulary.Text(empty=False), empty=False)),
-    ignore_patterns=vocabulary.OneOf(vocabulary.Text(empty=False), vocabulary.ListOf(vocabulary.Text(empty=False), empty=False)))))
-
-SECTIONS = dict(
-    resources=vocabulary.Section(dict(
-        entrypoint_num_cpus=_Quantity(), entrypoint_num_gpus=_Quantity(), entrypoint_memory=vocabulary.Int(0, strict=True),
-        entrypoint_resources=vocabulary.Custom("dict", _custom_resources, [{"GPU": 1}, {"accel": "lots"}, {"x": -1}], {"x": 1}))),
-    wait=vocabulary.Section(dict(
-        enabled=vocabulary.Switch(words=False), timeout=vocabulary.Seconds(1, integer=True, strict=True),
-        progress_interval=vocabulary.Seconds(1, integer=True, strict=True),
-        poll_interval=vocabulary.Seconds(MIN_POLL_INTERVAL, strict=True, hint=" (the dashboard serves the whole cluster)"),
-        stop_on_timeout=vocabulary.Switch(words=False), stall_timeout=vocabulary.Seconds(0, integer=True, strict=True, hint=" (0 is off)"),
-        outage_grace=vocabulary.Seconds(1, integer=True, strict=True), supervise=vocabulary.Choice(("cluster", "controller")))),
-    recovery=vocabulary.Section(dict(
-        max_restarts=vocabulary.Int(0, 1000, strict=True), on=vocabulary.ListOf(vocabulary.Choice(RECOVERY_EVENTS)),
-        backoff_s=vocabulary.Number(0, 86400, strict=True), min_nodes=vocabulary.Int(1, 10000, strict=True),
-        node_wait_timeout=vocabulary.Seconds(1, integer=True, strict=True), allow_reshard=vocabulary.Switch(words=False),
-        deadline=vocabulary.Time(), deadline_margin=vocabulary.Seconds(0, 86400, integer=True, strict=True),
-        replace=vocabulary.Switch(words=False), replace_after=vocabulary.Seconds(0, 86400, integer=True, strict=True),
-        max_replacements=vocabulary.Int(0, 100, strict=True),
-        replace_timeout=vocabulary.Seconds(60, 86400, integer=True, strict=True))),
-    prefetch=vocabulary.Section(dict(
-        hf_home=vocabulary.AbsPath("writes"), models=vocabulary.ListOf(PREFETCH_ITEM), datasets=vocabulary.ListOf(PREFETCH_ITEM))),
-    code=vocabulary.Section(dict(
-        repo=vocabulary.GitUrl(required=True), ref=vocabulary.GitRef(), submodules=vocabulary.Switch(words=False), path=vocabulary.RelPath(),
-        name=vocabulary.Name(), token_secret=vocabulary.EnvName(), ssh_key_secret=vocabulary.EnvName())),
+PREFETCH_ITEM = vocabulary.OneOf(
+    vocabulary.HfRepoId(),
+    vocabulary.Section(
+        dict(
+            repo=vocabulary.HfRepoId(required=True),
+            revision=vocabulary.GitRef(),
+            allow_patterns=vocabulary.OneOf(
+                vocabulary.Text(empty=False), vocabulary.ListOf(vocabulary.Text(empty=False), empty=False)
+            ),
+            ignore_patterns=vocabulary.OneOf(
+                vocabulary.Text(empty=False), vocabulary.ListOf(vocabulary.Text(empty=False), empty=False)
+            ),
+        )
+    ),
 )
 
-SCHEMA = vocabulary.Section(dict(
-    description=vocabulary.Text(lines=True, max_len=10000),
-    framework=vocabulary.Choice(FRAMEWORKS),
-    cluster=vocabulary.Name(),
-    project=vocabulary.Name(),
-    conventions=vocabulary.Choice(CONVENTIONS),
-    entrypoint=_ByFramework(ENTRYPOINTS),
-    params=PARAMS,
-    env=_Env(),
-    secrets=vocabulary.ListOf(vocabulary.EnvName()),
-    optional_secrets=vocabulary.ListOf(vocabulary.EnvName()),
-    working_dir=vocabulary.RelPath(),
-    excludes=vocabulary.ListOf(vocabulary.Text(empty=False)),
-    on_end=vocabulary.Choice(("keep", "release", "release_always")),
-    **SECTIONS
-))
+SECTIONS = dict(
+    resources=vocabulary.Section(
+        dict(
+            entrypoint_num_cpus=_Quantity(),
+            entrypoint_num_gpus=_Quantity(),
+            entrypoint_memory=vocabulary.Int(0, strict=True),
+            entrypoint_resources=vocabulary.Custom(
+                "dict", _custom_resources, [{"GPU": 1}, {"accel": "lots"}, {"x": -1}], {"x": 1}
+            ),
+        )
+    ),
+    wait=vocabulary.Section(
+        dict(
+            enabled=vocabulary.Switch(words=False),
+            timeout=vocabulary.Seconds(1, integer=True, strict=True),
+            progress_interval=vocabulary.Seconds(1, integer=True, strict=True),
+            poll_interval=vocabulary.Seconds(
+                MIN_POLL_INTERVAL, strict=True, hint=" (the dashboard serves the whole cluster)"
+            ),
+            stop_on_timeout=vocabulary.Switch(words=False),
+            stall_timeout=vocabulary.Seconds(0, integer=True, strict=True, hint=" (0 is off)"),
+            outage_grace=vocabulary.Seconds(1, integer=True, strict=True),
+            supervise=vocabulary.Choice(("cluster", "controller")),
+        )
+    ),
+    recovery=vocabulary.Section(
+        dict(
+            max_restarts=vocabulary.Int(0, 1000, strict=True),
+            on=vocabulary.ListOf(vocabulary.Choice(RECOVERY_EVENTS)),
+            backoff_s=vocabulary.Number(0, 86400, strict=True),
+            min_nodes=vocabulary.Int(1, 10000, strict=True),
+            node_wait_timeout=vocabulary.Seconds(1, integer=True, strict=True),
+            allow_reshard=vocabulary.Switch(words=False),
+            deadline=vocabulary.Time(),
+            deadline_margin=vocabulary.Seconds(0, 86400, integer=True, strict=True),
+            replace=vocabulary.Switch(words=False),
+            replace_after=vocabulary.Seconds(0, 86400, integer=True, strict=True),
+            max_replacements=vocabulary.Int(0, 100, strict=True),
+            replace_timeout=vocabulary.Seconds(60, 86400, integer=True, strict=True),
+        )
+    ),
+    prefetch=vocabulary.Section(
+        dict(
+            hf_home=vocabulary.AbsPath("writes"),
+            models=vocabulary.ListOf(PREFETCH_ITEM),
+            datasets=vocabulary.ListOf(PREFETCH_ITEM),
+        )
+    ),
+    code=vocabulary.Section(
+        dict(
+            repo=vocabulary.GitUrl(required=True),
+            ref=vocabulary.GitRef(),
+            submodules=vocabulary.Switch(words=False),
+            path=vocabulary.RelPath(),
+            name=vocabulary.Name(),
+            token_secret=vocabulary.EnvName(),
+            ssh_key_secret=vocabulary.EnvName(),
+        )
+    ),
+)
+
+SCHEMA = vocabulary.Section(
+    dict(
+        description=vocabulary.Text(lines=True, max_len=10000),
+        framework=vocabulary.Choice(FRAMEWORKS),
+        cluster=vocabulary.Name(),
+        project=vocabulary.Name(),
+        conventions=vocabulary.Choice(CONVENTIONS),
+        entrypoint=_ByFramework(ENTRYPOINTS),
+        params=PARAMS,
+        env=_Env(),
+        secrets=vocabulary.ListOf(vocabulary.EnvName()),
+        optional_secrets=vocabulary.ListOf(vocabulary.EnvName()),
+        working_dir=vocabulary.RelPath(),
+        excludes=vocabulary.ListOf(vocabulary.Text(empty=False)),
+        on_end=vocabulary.Choice(("keep", "release", "release_always")),
+        **SECTIONS,
+    )
+)

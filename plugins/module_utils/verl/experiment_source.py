@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Where an experiment file comes from, and where its artifacts go: one rule (docs/EXPERIMENTS.md).
@@ -35,24 +34,33 @@ class Source:
     """One located experiment file: ``path``, the ``experiments_dir`` holding it, ``artifacts_dir``,
     ``how`` (bundled, explicit, project) and every directory ``searched``."""
 
-    def __init__(self, name: str, path: str, experiments_dir: str, artifacts_dir: str, how: str,
-                 searched: Sequence[str]):
+    def __init__(
+        self, name: str, path: str, experiments_dir: str, artifacts_dir: str, how: str, searched: Sequence[str]
+    ):
         self.name, self.path, self.experiments_dir = name, path, experiments_dir
         self.artifacts_dir, self.how, self.searched = artifacts_dir, how, searched
 
     def as_dict(self) -> dict[str, Any]:
-        return dict(name=self.name, path=self.path, experiments_dir=self.experiments_dir,
-                    artifacts_dir=self.artifacts_dir, how=self.how, searched=list(self.searched))
+        return dict(
+            name=self.name,
+            path=self.path,
+            experiments_dir=self.experiments_dir,
+            artifacts_dir=self.artifacts_dir,
+            how=self.how,
+            searched=list(self.searched),
+        )
 
 
 def parse_ref(ref: Any) -> tuple[str, bool]:
     """(name, bundled) of what ``-e exp=`` said: ``NAME`` or ``rlinfra.verl:NAME``."""
     ref = "" if ref is None else str(ref).strip()
     bundled = ref.startswith(BUNDLED_PREFIX)
-    name = ref[len(BUNDLED_PREFIX):] if bundled else ref
+    name = ref[len(BUNDLED_PREFIX) :] if bundled else ref
     if not name:
-        raise experiment.ExperimentError("name the experiment: -e exp=NAME (experiments/NAME.yml of your project), "
-                                         "or -e exp=%sNAME for one of the collection's examples" % BUNDLED_PREFIX)
+        raise experiment.ExperimentError(
+            "name the experiment: -e exp=NAME (experiments/NAME.yml of your project), "
+            "or -e exp=%sNAME for one of the collection's examples" % BUNDLED_PREFIX
+        )
     return experiment.validate_name(name), bundled
 
 
@@ -60,8 +68,12 @@ def _inside(path, root):
     return vocabulary.inside(os.path.realpath(path), os.path.realpath(root))
 
 
-def project_dirs(inventory_sources: Iterable[Any] | None = (), playbook_dir: str | None = "", cwd: str | None = "",
-                 collection_root: str | None = "") -> list[str]:
+def project_dirs(
+    inventory_sources: Iterable[Any] | None = (),
+    playbook_dir: str | None = "",
+    cwd: str | None = "",
+    collection_root: str | None = "",
+) -> list[str]:
     """The ``experiments/`` directories of the user's project, in search order, each once."""
     anchors = []
     for source in inventory_sources or ():
@@ -100,12 +112,16 @@ def check_artifacts(artifacts_dir: str, name: str) -> str:
     run_dir = os.path.join(artifacts_dir, name)
     for path in (artifacts_dir, run_dir, os.path.join(run_dir, "packages")):
         if os.path.islink(path):
-            raise experiment.ExperimentError("artifacts directory %s is a symbolic link (to %s): runs write their logs there only "
-                                             "into a real directory; point verl_job_artifacts_dir at the target itself"
-                                             % (path, os.path.realpath(path)))
+            raise experiment.ExperimentError(
+                "artifacts directory %s is a symbolic link (to %s): runs write their logs there only "
+                "into a real directory; point verl_job_artifacts_dir at the target itself"
+                % (path, os.path.realpath(path))
+            )
         if os.path.lexists(path) and not os.path.isdir(path):
-            raise experiment.ExperimentError("artifacts directory %s is not a directory; move the file away or point "
-                                             "verl_job_artifacts_dir elsewhere" % path)
+            raise experiment.ExperimentError(
+                "artifacts directory %s is not a directory; move the file away or point "
+                "verl_job_artifacts_dir elsewhere" % path
+            )
     return run_dir
 
 
@@ -113,9 +129,16 @@ def bundled_names(collection_root: str) -> list[str]:
     return experiment.experiment_names(os.path.join(collection_root, "experiments"))
 
 
-def locate(ref: Any, explicit_dir: str | None = "", environ: Mapping[str, str] | None = None,
-           inventory_sources: Iterable[Any] | None = (), playbook_dir: str | None = "", cwd: str | None = "",
-           collection_root: str = "", artifacts_dir: str | None = "") -> Source:
+def locate(
+    ref: Any,
+    explicit_dir: str | None = "",
+    environ: Mapping[str, str] | None = None,
+    inventory_sources: Iterable[Any] | None = (),
+    playbook_dir: str | None = "",
+    cwd: str | None = "",
+    collection_root: str = "",
+    artifacts_dir: str | None = "",
+) -> Source:
     """The :class:`Source` of experiment ``ref`` by the rule above; one line of ExperimentError otherwise."""
     environ = os.environ if environ is None else environ
     cwd = cwd or os.getcwd()
@@ -131,8 +154,10 @@ def locate(ref: Any, explicit_dir: str | None = "", environ: Mapping[str, str] |
         path = _file_in(bundled_dir, name)
         if not path:
             names = bundled_names(collection_root)
-            raise experiment.ExperimentError("the collection has no example '%s'%s; its examples: %s" % (
-                name, experiment.did_you_mean(name, names), ", ".join(BUNDLED_PREFIX + n for n in names) or "none"))
+            raise experiment.ExperimentError(
+                "the collection has no example '%s'%s; its examples: %s"
+                % (name, experiment.did_you_mean(name, names), ", ".join(BUNDLED_PREFIX + n for n in names) or "none")
+            )
         return Source(name, path, bundled_dir, artifacts(), "bundled", [bundled_dir])
 
     explicit, setting = explicit_dir, "verl_job_experiments_dir"
@@ -141,9 +166,16 @@ def locate(ref: Any, explicit_dir: str | None = "", environ: Mapping[str, str] |
     if explicit:
         directory = os.path.abspath(os.path.expanduser(explicit))
         if not os.path.isdir(directory):
-            raise experiment.ExperimentError("experiments directory %s (%s) %s; point %s at the directory of your experiment "
-                                             "files" % (directory, setting, "is not a directory" if os.path.lexists(directory)
-                                                        else "does not exist", setting))
+            raise experiment.ExperimentError(
+                "experiments directory %s (%s) %s; point %s at the directory of your experiment "
+                "files"
+                % (
+                    directory,
+                    setting,
+                    "is not a directory" if os.path.lexists(directory) else "does not exist",
+                    setting,
+                )
+            )
         path = _file_in(directory, name)
         if not path:
             raise experiment.ExperimentError(_not_found(name, [directory], setting, collection_root))
@@ -153,19 +185,30 @@ def locate(ref: Any, explicit_dir: str | None = "", environ: Mapping[str, str] |
     for directory in searched:
         path = _file_in(directory, name)
         if path:
-            return Source(name, path, directory, artifacts(os.path.dirname(os.path.abspath(directory))),
-                          "project", searched)
+            return Source(
+                name, path, directory, artifacts(os.path.dirname(os.path.abspath(directory))), "project", searched
+            )
     raise experiment.ExperimentError(_not_found(name, searched, None, collection_root))
 
 
 def _not_found(name, searched, setting, collection_root):
     names = sorted({n for d in searched for n in experiment.experiment_names(d)})
     shown = ", ".join(names[:20]) + (" and %d more" % (len(names) - 20) if len(names) > 20 else "")
-    where = ("searched %s (%s)" % (searched[0], setting) if setting else
-             "searched %s (the inventory's, the playbook's and the current directory, and their parents)"
-             % ", ".join(searched))
+    where = (
+        "searched %s (%s)" % (searched[0], setting)
+        if setting
+        else "searched %s (the inventory's, the playbook's and the current directory, and their parents)"
+        % ", ".join(searched)
+    )
     example = name in bundled_names(collection_root) if collection_root else False
     return "experiment '%s' not found: no %s.yml or %s.yaml; %s; experiments there: %s%s%s" % (
-        name, name, name, where, shown or "none", experiment.did_you_mean(name, names),
-        "; the collection's example of that name is -e exp=%s%s" % (BUNDLED_PREFIX, name) if example else
-        "; set verl_job_experiments_dir (or %s) to read another directory" % ENV_VAR)
+        name,
+        name,
+        name,
+        where,
+        shown or "none",
+        experiment.did_you_mean(name, names),
+        "; the collection's example of that name is -e exp=%s%s" % (BUNDLED_PREFIX, name)
+        if example
+        else "; set verl_job_experiments_dir (or %s) to read another directory" % ENV_VAR,
+    )

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Why a training run died, in one short line per cause, read from its logs:
@@ -22,8 +21,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.node.gpu_health import XID, occurrence
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import mask_patterns
+from ansible_collections.rlinfra.verl.plugins.module_utils.node.gpu_health import XID, occurrence
 
 ECHO = 120  # the most characters of the log a line repeats
 NEARLY_FULL = 1 << 30  # a volume with less free space than this is the full one when the log names no path
@@ -32,7 +31,7 @@ NEARLY_FULL = 1 << 30  # a volume with less free space than this is the full one
 def _echo(text, width=ECHO):
     """A piece of the log fit to repeat: secrets masked, blanks squeezed, at most ``width`` characters."""
     text = re.sub(r"\s+", " ", mask_patterns(text)).strip()
-    return text if len(text) <= width else text[:width - 3] + "..."
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def _size(count):
@@ -55,9 +54,13 @@ def _inside(path, volume):
 # Full volume: "OSError: [Errno 28] No space left on device: '/path'" (the path only when Python has it: open() does,
 # torch.save's zip writer does not), safetensors' "IoError(Os { code: 28, kind: StorageFull, ... })", coreutils'
 # "error writing '/path': No space left on device" and Go's "write /path: no space left on device".
-_ENOSPC = re.compile(r"\[Errno 28\] No space left on device(?:: '([^']+)')?|code: 28, kind: StorageFull|No space left on device",
-                     re.IGNORECASE)
-_ENOSPC_PATH = re.compile(r"(?:error writing|cannot create|write) '?(/[^':\s]+)'?: no space left on device", re.IGNORECASE)
+_ENOSPC = re.compile(
+    r"\[Errno 28\] No space left on device(?:: '([^']+)')?|code: 28, kind: StorageFull|No space left on device",
+    re.IGNORECASE,
+)
+_ENOSPC_PATH = re.compile(
+    r"(?:error writing|cannot create|write) '?(/[^':\s]+)'?: no space left on device", re.IGNORECASE
+)
 
 
 def _enospc(line, volumes):
@@ -78,24 +81,30 @@ def _enospc(line, volumes):
         volume = min(full, key=lambda v: int(v["free_bytes"]), default=None)
     if volume is not None:
         free = " (%s free)" % _size(volume["free_bytes"]) if volume.get("free_bytes") is not None else ""
-        return ("enospc:" + str(volume["path"]),
-                "the checkpoint volume %s is full%s: free space or lower trainer.max_actor_ckpt_to_keep"
-                % (_echo(volume["path"]), free))
+        return (
+            "enospc:" + str(volume["path"]),
+            "the checkpoint volume %s is full%s: free space or lower trainer.max_actor_ckpt_to_keep"
+            % (_echo(volume["path"]), free),
+        )
     if path:
         where = "No space left on device at %s" % _echo(path)
     elif "StorageFull" in line:
         where = "No space left on device writing safetensors"
     else:
         where = "No space left on device"
-    return ("enospc:" + (path or ""),
-            "a volume is full (%s): free space on it, or lower trainer.max_actor_ckpt_to_keep if it holds the checkpoints"
-            % where)
+    return (
+        "enospc:" + (path or ""),
+        "a volume is full (%s): free space on it, or lower trainer.max_actor_ckpt_to_keep if it holds the checkpoints"
+        % where,
+    )
 
 
 # CUDA out of memory: torch >= 2.2 "Tried to allocate 22.00 MiB. GPU 0 has a total capacity ...", torch 1.x-2.1
 # "Tried to allocate 1.69 GiB (GPU 0; 14.56 GiB total capacity; ...)"; the class is torch.cuda.OutOfMemoryError,
 # torch.OutOfMemoryError (>= 2.4) or RuntimeError.
-_CUDA_OOM = re.compile(r"CUDA out of memory\. Tried to allocate ([\d.]+ ?[KMGT]?i?B)(?:\.? *(?:GPU (\d+)|\(GPU (\d+);))?")
+_CUDA_OOM = re.compile(
+    r"CUDA out of memory\. Tried to allocate ([\d.]+ ?[KMGT]?i?B)(?:\.? *(?:GPU (\d+)|\(GPU (\d+);))?"
+)
 
 
 def _cuda_oom(line):
@@ -104,13 +113,18 @@ def _cuda_oom(line):
         return None
     gpu = match.group(2) or match.group(3)
     where = "tried to allocate %s%s" % (match.group(1), " on GPU %s" % gpu if gpu else "")
-    return ("cuda_oom", "CUDA out of memory (%s): lower the micro-batch size (e.g. "
-            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu) or the rollout's gpu_memory_utilization" % where)
+    return (
+        "cuda_oom",
+        "CUDA out of memory (%s): lower the micro-batch size (e.g. "
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu) or the rollout's gpu_memory_utilization" % where,
+    )
 
 
 # torch.distributed's watchdog: "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=469508,
 # OpType=ALLREDUCE, [NumelIn=..., NumelOut=...,] Timeout(ms)=1800000) ran for 1802212 milliseconds before timing out."
-_WATCHDOG = re.compile(r"Watchdog caught collective operation timeout: WorkNCCL\(([^)]*(?:\)[^)]*)?)\) ran for (\d+) milliseconds")
+_WATCHDOG = re.compile(
+    r"Watchdog caught collective operation timeout: WorkNCCL\(([^)]*(?:\)[^)]*)?)\) ran for (\d+) milliseconds"
+)
 
 
 def _nccl_timeout(line):
@@ -123,8 +137,11 @@ def _nccl_timeout(line):
     timeout = re.search(r"Timeout\(ms\)=(\d+)", fields)
     millis = int(timeout.group(1)) if timeout else int(match.group(2))
     seconds = "%g" % (millis / 1000.0)
-    return ("nccl_timeout:" + op, "an NCCL %s timed out after %s s (a node or its network stopped answering; check the "
-            "nodes' kernel logs and fitness.yml)" % (op, seconds))
+    return (
+        "nccl_timeout:" + op,
+        "an NCCL %s timed out after %s s (a node or its network stopped answering; check the "
+        "nodes' kernel logs and fitness.yml)" % (op, seconds),
+    )
 
 
 # NCCL losing a peer: "NCCL error in: ...ProcessGroupNCCL.cpp:1333, unhandled system error (run with NCCL_DEBUG=INFO
@@ -132,10 +149,15 @@ def _nccl_timeout(line):
 # "Last error:" line ("socketStartConnect: Connect to 192.168.19.14<52822> failed : No route to host",
 # "socketProgressOpt: Call to recv from ... failed : Connection reset by peer", "Net : Connection closed by remote peer").
 _NCCL_ANY = re.compile(r"NCCL error\b|\bnccl[A-Z][a-z]*Error\b")
-_NCCL_ERROR = re.compile(r"NCCL error\b.*?(unhandled system error|remote process exited or there was a network error)"
-                         r"|\b(ncclSystemError|ncclRemoteError)\b")
-_CONNECTION = re.compile(r"Connection refused|Connection reset by peer|Connection closed by remote peer|No route to host|"
-                         r"Software caused connection abort|Connection timed out", re.IGNORECASE)
+_NCCL_ERROR = re.compile(
+    r"NCCL error\b.*?(unhandled system error|remote process exited or there was a network error)"
+    r"|\b(ncclSystemError|ncclRemoteError)\b"
+)
+_CONNECTION = re.compile(
+    r"Connection refused|Connection reset by peer|Connection closed by remote peer|No route to host|"
+    r"Software caused connection abort|Connection timed out",
+    re.IGNORECASE,
+)
 _NCCL_CONTEXT = 6  # lines after an NCCL error that still belong to it ("Last error:" and its line)
 
 
@@ -162,7 +184,10 @@ def driver_log_causes(text: str | None, volumes: Iterable[Any] | None = None) ->
             if connection and (number <= nccl_until or "NCCL WARN" in line):
                 hit = ("nccl_connection", "NCCL lost a connection between nodes (%s)" % _echo(_nccl_detail(line)))
             elif error:
-                hit = ("nccl_connection", "NCCL lost a connection between nodes (%s)" % _echo(error.group(1) or error.group(2)))
+                hit = (
+                    "nccl_connection",
+                    "NCCL lost a connection between nodes (%s)" % _echo(error.group(1) or error.group(2)),
+                )
         if hit is not None:
             found[hit[0]] = (number, hit[1])
     causes = []
@@ -203,5 +228,7 @@ def kernel_causes(events: Iterable[dict[str, Any]] | None, node: str | None) -> 
         text = kernel_line(event)
         if text is not None:
             groups.setdefault(text, []).append(event)
-    return [_echo("%s%s%s" % (node + ": " if node else "", text, occurrence(group)), width=240)
-            for text, group in groups.items()]
+    return [
+        _echo("%s%s%s" % (node + ": " if node else "", text, occurrence(group)), width=240)
+        for text, group in groups.items()
+    ]

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Hugging Face models and datasets downloaded once into the Hub cache on the shared volume.
@@ -23,9 +22,7 @@ folder and format: huggingface_hub then knows the snapshot complete offline, and
 here is not asked of the Hub at all (whichever of the two filled the cache).
 """
 
-from __future__ import absolute_import, annotations, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import fnmatch
 import hashlib
@@ -43,7 +40,9 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.common import masking
 
 try:
     from http import client as _http
-    from urllib import request as _request, error as _error, parse as _parse
+    from urllib import error as _error
+    from urllib import parse as _parse
+    from urllib import request as _request
 except ImportError:  # pragma: no cover - Python 2 is not supported by the collection
     _http = _request = _error = _parse = None  # type: ignore[assignment]  # never on Python 3
 
@@ -69,8 +68,25 @@ class PrefetchError(Exception):
 
 
 # File systems every node of a cluster can mount: a cache there is shared even when it is not the checkpoints' volume.
-NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "lustre", "gpfs", "beegfs", "glusterfs", "ceph", "cephfs", "fuse.juicefs",
-              "fuse.s3fs", "fuse.gcsfuse", "9p", "virtiofs", "weka", "wekafs")
+NETWORK_FS = (
+    "nfs",
+    "nfs4",
+    "cifs",
+    "smb3",
+    "lustre",
+    "gpfs",
+    "beegfs",
+    "glusterfs",
+    "ceph",
+    "cephfs",
+    "fuse.juicefs",
+    "fuse.s3fs",
+    "fuse.gcsfuse",
+    "9p",
+    "virtiofs",
+    "weka",
+    "wekafs",
+)
 
 
 def _mount_of(path, mounts_text):
@@ -107,10 +123,20 @@ def not_shared(hf_home: str, shared_path: str, mounts: str = "/proc/mounts") -> 
     if kind in NETWORK_FS:
         return None
     shared_point, shared_kind = _mount_of(shared, text)
-    return ("prefetch: HF_HOME %s is on %s (%s), not on the shared volume (%s is on %s at %s): the job's other nodes "
-            "would not find the files; set env.HF_HOME under %s (e.g. %s/hf_home)" % (
-                hf_home, kind or "a local file system", point, shared_path, shared_kind or "a file system",
-                shared_point, shared_point, shared_point.rstrip("/")))
+    return (
+        "prefetch: HF_HOME %s is on %s (%s), not on the shared volume (%s is on %s at %s): the job's other nodes "
+        "would not find the files; set env.HF_HOME under %s (e.g. %s/hf_home)"
+        % (
+            hf_home,
+            kind or "a local file system",
+            point,
+            shared_path,
+            shared_kind or "a file system",
+            shared_point,
+            shared_point,
+            shared_point.rstrip("/"),
+        )
+    )
 
 
 def normalize(section: Any, err: Callable[[str], Any]) -> tuple[list[dict[str, Any]], str | None]:
@@ -129,7 +155,9 @@ def normalize(section: Any, err: Callable[[str], Any]) -> tuple[list[dict[str, A
             err("prefetch: unknown key %r; allowed: %s" % (key, ", ".join(SECTION_KEYS)))
     hf_home = section.get("hf_home")
     if hf_home is not None and (not isinstance(hf_home, str) or not hf_home.startswith("/")):
-        err("prefetch.hf_home: expected an absolute path on the shared volume (e.g. /data/hf_home), got %r" % (hf_home,))
+        err(
+            "prefetch.hf_home: expected an absolute path on the shared volume (e.g. /data/hf_home), got %r" % (hf_home,)
+        )
         hf_home = None
     seen = set()
     for plural, kind in KINDS:
@@ -137,7 +165,10 @@ def normalize(section: Any, err: Callable[[str], Any]) -> tuple[list[dict[str, A
         if entries is None:
             continue
         if not isinstance(entries, list):
-            err("prefetch.%s: expected a list of repository ids (or mappings with repo:), got %s" % (plural, type(entries).__name__))
+            err(
+                "prefetch.%s: expected a list of repository ids (or mappings with repo:), got %s"
+                % (plural, type(entries).__name__)
+            )
             continue
         for i, entry in enumerate(entries):
             item = _item(entry, kind, "prefetch.%s[%d]" % (plural, i), err)
@@ -156,7 +187,9 @@ def _item(entry, kind, where, err):
     if isinstance(entry, str):
         entry = {"repo": entry}
     if not isinstance(entry, dict):
-        err("%s: expected a repository id like org/name or a mapping with repo:, got %s" % (where, type(entry).__name__))
+        err(
+            "%s: expected a repository id like org/name or a mapping with repo:, got %s" % (where, type(entry).__name__)
+        )
         return None
     bad = [k for k in entry if k not in ITEM_KEYS]
     if bad:
@@ -164,12 +197,19 @@ def _item(entry, kind, where, err):
         return None
     repo = entry.get("repo")
     if not isinstance(repo, str) or not REPO_RE.match(repo) or "--" in repo or ".." in repo:
-        err("%s: repo %r is not a Hugging Face repository id (org/name: letters, digits, '_', '-', '.'; no '--' or '..')"
-            % (where, repo))
+        err(
+            "%s: repo %r is not a Hugging Face repository id (org/name: letters, digits, '_', '-', '.'; no '--' or '..')"
+            % (where, repo)
+        )
         return None
     revision = entry.get("revision", "main")
-    if not isinstance(revision, str) or not REVISION_RE.match(revision) or ".." in revision or "//" in revision \
-            or revision.endswith("/"):
+    if (
+        not isinstance(revision, str)
+        or not REVISION_RE.match(revision)
+        or ".." in revision
+        or "//" in revision
+        or revision.endswith("/")
+    ):
         err("%s: revision %r is not a branch, tag or commit name" % (where, revision))
         return None
     item = {"kind": kind, "repo": repo, "revision": revision}
@@ -250,7 +290,7 @@ class Cache:
         try:
             with open(self.ref(revision)) as f:
                 value = f.read().strip()
-        except (IOError, OSError):
+        except OSError:
             return None
         return value if COMMIT_RE.match(value) else None
 
@@ -264,9 +304,11 @@ class Cache:
                 data = json.load(f)
             if data.get("format_version") != TREE_FORMAT:
                 return None
-            return [_file(path, x["blob_id"], x.get("lfs_sha256"), x.get("lfs_size") or x["size"])
-                    for path, x in data["files"].items()]
-        except (IOError, OSError, ValueError, KeyError, TypeError, AttributeError):
+            return [
+                _file(path, x["blob_id"], x.get("lfs_sha256"), x.get("lfs_size") or x["size"])
+                for path, x in data["files"].items()
+            ]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
 
     def write_tree(self, commit: str, files: Iterable[Mapping[str, Any]]) -> bool:
@@ -284,8 +326,11 @@ class Cache:
         """The file is in place: its snapshot link leads to a blob of the right size."""
         link = self.link(commit, f["path"])
         try:
-            return os.path.islink(link) and os.path.realpath(link) == os.path.realpath(self.blob(f["blob"])) \
+            return (
+                os.path.islink(link)
+                and os.path.realpath(link) == os.path.realpath(self.blob(f["blob"]))
                 and os.path.getsize(self.blob(f["blob"])) == f["size"]
+            )
         except OSError:
             return False
 
@@ -326,8 +371,9 @@ class _Redirects(_request.HTTPRedirectHandler if _request else object):  # type:
 class Hub:
     """The few Hub endpoints a download needs. ``token`` is sent only to ``endpoint``'s own host."""
 
-    def __init__(self, endpoint: str | None = DEFAULT_ENDPOINT, token: str | None = "", timeout: float = 60,
-                 opener: Any = None):
+    def __init__(
+        self, endpoint: str | None = DEFAULT_ENDPOINT, token: str | None = "", timeout: float = 60, opener: Any = None
+    ):
         self.endpoint = (endpoint or DEFAULT_ENDPOINT).rstrip("/")
         self.token = token or ""
         self.timeout = timeout
@@ -342,8 +388,12 @@ class Hub:
 
     def info(self, item: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
         """(commit, files) of the item's revision; files as :func:`_file` makes them."""
-        url = "%s/api/%ss/%s/revision/%s?blobs=true" % (self.endpoint, item["kind"], item["repo"],
-                                                        _parse.quote(item["revision"], safe=""))
+        url = "%s/api/%ss/%s/revision/%s?blobs=true" % (
+            self.endpoint,
+            item["kind"],
+            item["repo"],
+            _parse.quote(item["revision"], safe=""),
+        )
         try:
             resp = self._request(url, {"Accept": "application/json"})
             try:
@@ -351,13 +401,17 @@ class Hub:
             finally:
                 resp.close()
         except _error.HTTPError as e:
-            raise PrefetchError(self._http_line(item, e))
+            raise PrefetchError(self._http_line(item, e)) from e
         except (_error.URLError, _http.HTTPException, socket.timeout, OSError) as e:
-            raise HubUnreachable("%s: could not reach the Hub at %s (%s): check the head's network, or HF_ENDPOINT"
-                                 % (label(item), self.endpoint, _reason(e)))
+            raise HubUnreachable(
+                "%s: could not reach the Hub at %s (%s): check the head's network, or HF_ENDPOINT"
+                % (label(item), self.endpoint, _reason(e))
+            ) from e
         except ValueError:
-            raise PrefetchError("%s: the Hub at %s did not answer with JSON; is HF_ENDPOINT a Hugging Face Hub?"
-                                % (label(item), self.endpoint))
+            raise PrefetchError(
+                "%s: the Hub at %s did not answer with JSON; is HF_ENDPOINT a Hugging Face Hub?"
+                % (label(item), self.endpoint)
+            ) from None
         commit = data.get("sha") if isinstance(data, dict) else None
         siblings = data.get("siblings") if isinstance(data, dict) else None
         if not isinstance(commit, str) or not COMMIT_RE.match(commit) or not isinstance(siblings, list):
@@ -366,17 +420,34 @@ class Hub:
         for s in siblings:
             try:
                 lfs = s.get("lfs") or None
-                f = _file(s["rfilename"], s["blobId"], lfs["sha256"] if lfs else None, lfs["size"] if lfs else s["size"])
+                f = _file(
+                    s["rfilename"], s["blobId"], lfs["sha256"] if lfs else None, lfs["size"] if lfs else s["size"]
+                )
             except (KeyError, TypeError, ValueError, AttributeError):
-                raise PrefetchError("%s: the Hub listed a file without its id or size (was ?blobs=true honoured?)" % label(item))
-            if not _safe_path(f["path"]) or not re.match(r"^[0-9a-f]{40}$", f["blob_id"]) \
-                    or not re.match(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$", f["blob"]):
-                raise PrefetchError("%s: the Hub listed a file with an unusable name or id: %r" % (label(item), f["path"]))
+                raise PrefetchError(
+                    "%s: the Hub listed a file without its id or size (was ?blobs=true honoured?)" % label(item)
+                ) from None
+            if (
+                not _safe_path(f["path"])
+                or not re.match(r"^[0-9a-f]{40}$", f["blob_id"])
+                or not re.match(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$", f["blob"])
+            ):
+                raise PrefetchError(
+                    "%s: the Hub listed a file with an unusable name or id: %r" % (label(item), f["path"])
+                )
             files.append(f)
         return commit, files
 
-    def download(self, item: Mapping[str, Any], commit: str, f: Mapping[str, Any], dest: str, retries: int = 3,
-                 log: Callable[[str], Any] | None = None, sleep: Callable[[float], Any] = time.sleep) -> None:
+    def download(
+        self,
+        item: Mapping[str, Any],
+        commit: str,
+        f: Mapping[str, Any],
+        dest: str,
+        retries: int = 3,
+        log: Callable[[str], Any] | None = None,
+        sleep: Callable[[float], Any] = time.sleep,
+    ) -> None:
         """Fetch one file into ``dest`` (resuming a partial one), checked against its size and id."""
         prefix = "" if item["kind"] == "model" else "%ss/" % item["kind"]
         url = "%s/%s%s/resolve/%s/%s" % (self.endpoint, prefix, item["repo"], commit, _parse.quote(f["path"], safe="/"))
@@ -387,21 +458,25 @@ class Hub:
                 break
             except _error.HTTPError as e:
                 if e.code < 500 and e.code not in (408, 429):
-                    raise PrefetchError(self._http_line(item, e, f["path"]))
+                    raise PrefetchError(self._http_line(item, e, f["path"])) from e
                 reason = "HTTP %d" % e.code
             except (_error.URLError, _http.HTTPException, socket.timeout, OSError, _Short) as e:
                 reason = _reason(e)
             if attempt == retries:
-                raise PrefetchError("%s: %s: the download failed %d times (last: %s); re-run to resume it"
-                                    % (label(item), f["path"], retries, reason))
+                raise PrefetchError(
+                    "%s: %s: the download failed %d times (last: %s); re-run to resume it"
+                    % (label(item), f["path"], retries, reason)
+                )
             if log:
                 log("%s: %s: attempt %d failed (%s), resuming" % (label(item), f["path"], attempt, reason))
-            sleep(min(2 ** attempt, 30))
+            sleep(min(2**attempt, 30))
         digest = _digest(dest, f)
         if digest != f["blob"]:
             os.unlink(dest)
-            raise PrefetchError("%s: %s: the downloaded file does not match its id (%s, expected %s): removed; re-run to "
-                                "fetch it again" % (label(item), f["path"], digest[:12], f["blob"][:12]))
+            raise PrefetchError(
+                "%s: %s: the downloaded file does not match its id (%s, expected %s): removed; re-run to "
+                "fetch it again" % (label(item), f["path"], digest[:12], f["blob"][:12])
+            )
 
     def _fetch(self, url, dest, size):
         if os.path.islink(dest):
@@ -436,8 +511,11 @@ class Hub:
     def _http_line(self, item, e, path=None):
         what = "%s%s" % (label(item), ": " + path if path else "")
         if e.code in (401, 403):
-            hint = ("the token was refused or may not read it: check HF_TOKEN in the secrets" if self.token else
-                    "it needs a token: set HF_TOKEN in verl_job_secrets (or the controller's environment)")
+            hint = (
+                "the token was refused or may not read it: check HF_TOKEN in the secrets"
+                if self.token
+                else "it needs a token: set HF_TOKEN in verl_job_secrets (or the controller's environment)"
+            )
         elif e.code == 404:
             hint = "no such repository, revision or file: check the name and the revision"
         else:
@@ -461,8 +539,13 @@ def _reason(e):
 
 def _file(path, blob_id, lfs_sha256, size):
     """A file of a commit: its cache blob is named by its sha256 when it is an LFS file, else by its git blob id."""
-    return {"path": str(path), "blob_id": str(blob_id), "blob": str(lfs_sha256 or blob_id), "size": int(size),
-            "lfs": bool(lfs_sha256)}
+    return {
+        "path": str(path),
+        "blob_id": str(blob_id),
+        "blob": str(lfs_sha256 or blob_id),
+        "size": int(size),
+        "lfs": bool(lfs_sha256),
+    }
 
 
 def _safe_path(path):
@@ -483,8 +566,15 @@ def _digest(path, f):
 # One prefetch
 
 
-def fetch_item(item: Mapping[str, Any], hub: Hub, hub_cache: str, check_mode: bool = False, retries: int = 3,
-               lock_timeout: float = 3600, log: Callable[[str], Any] | None = None) -> dict[str, Any]:
+def fetch_item(
+    item: Mapping[str, Any],
+    hub: Hub,
+    hub_cache: str,
+    check_mode: bool = False,
+    retries: int = 3,
+    lock_timeout: float = 3600,
+    log: Callable[[str], Any] | None = None,
+) -> dict[str, Any]:
     """Bring one item into the cache. Returns a result dict (status: present, downloaded, cached)."""
     cache = Cache(hub_cache, item)
     result = dict(item, commit=None, files=0, downloaded_files=0, downloaded_bytes=0, status="present")
@@ -511,12 +601,16 @@ def fetch_item(item: Mapping[str, Any], hub: Hub, hub_cache: str, check_mode: bo
         return result
     wanted = _wanted(files, item)
     if not wanted:
-        raise PrefetchError("%s: no file of commit %s matches allow_patterns/ignore_patterns" % (label(item), commit[:12]))
+        raise PrefetchError(
+            "%s: no file of commit %s matches allow_patterns/ignore_patterns" % (label(item), commit[:12])
+        )
     missing = [f for f in wanted if not cache.present(commit, f)]
     ref_changed = revision != commit and cache.read_ref(revision) != commit
     result.update(commit=commit, files=len(wanted))
     if missing:
-        result.update(status="downloaded", downloaded_files=len(missing), downloaded_bytes=sum(f["size"] for f in missing))
+        result.update(
+            status="downloaded", downloaded_files=len(missing), downloaded_bytes=sum(f["size"] for f in missing)
+        )
     if check_mode or (not missing and not ref_changed and cache.read_tree(commit) is not None):
         if ref_changed and result["status"] == "present":
             result["status"] = "ref"
@@ -543,10 +637,18 @@ def _wanted(files, item):
     return [by_path[p] for p in selected(sorted(by_path), item)]
 
 
-def prefetch(items: Iterable[Mapping[str, Any]], hf_home: str, hub_cache: str | None = None,
-             endpoint: str | None = DEFAULT_ENDPOINT, token: str | None = "", timeout: float = 60, retries: int = 3,
-             check_mode: bool = False, lock_timeout: float = 3600,
-             hub: Hub | None = None) -> tuple[bool, list[dict[str, Any]], list[str]]:
+def prefetch(
+    items: Iterable[Mapping[str, Any]],
+    hf_home: str,
+    hub_cache: str | None = None,
+    endpoint: str | None = DEFAULT_ENDPOINT,
+    token: str | None = "",
+    timeout: float = 60,
+    retries: int = 3,
+    check_mode: bool = False,
+    lock_timeout: float = 3600,
+    hub: Hub | None = None,
+) -> tuple[bool, list[dict[str, Any]], list[str]]:
     """Every item in turn. Returns (changed, results, lines); raises :class:`PrefetchError` on the first failure."""
     hub = hub or Hub(endpoint, token, timeout)
     hub_cache = hub_cache or os.path.join(hf_home, "hub")
@@ -554,19 +656,38 @@ def prefetch(items: Iterable[Mapping[str, Any]], hf_home: str, hub_cache: str | 
     results: list[dict[str, Any]]
     lines, results = [], []
     for item in items:
-        results.append(fetch_item(item, hub, hub_cache, check_mode=check_mode, retries=retries,
-                                  lock_timeout=lock_timeout, log=lines.append))
+        results.append(
+            fetch_item(
+                item,
+                hub,
+                hub_cache,
+                check_mode=check_mode,
+                retries=retries,
+                lock_timeout=lock_timeout,
+                log=lines.append,
+            )
+        )
         lines.append(report(results[-1], check_mode))
     changed = any(r["status"] in ("downloaded", "ref") for r in results)
     return changed, results, lines
 
 
 def report(r: Mapping[str, Any], check_mode: bool = False) -> str:
-    where = "%s (commit %s, %d file%s)" % (label(r), (r["commit"] or "?")[:12], r["files"], "" if r["files"] == 1 else "s")
+    where = "%s (commit %s, %d file%s)" % (
+        label(r),
+        (r["commit"] or "?")[:12],
+        r["files"],
+        "" if r["files"] == 1 else "s",
+    )
     if r["status"] == "downloaded":
         verb = "would download" if check_mode else "downloaded"
-        return "%s: %s %d file%s, %s" % (where, verb, r["downloaded_files"], "" if r["downloaded_files"] == 1 else "s",
-                                         human_bytes(r["downloaded_bytes"]))
+        return "%s: %s %d file%s, %s" % (
+            where,
+            verb,
+            r["downloaded_files"],
+            "" if r["downloaded_files"] == 1 else "s",
+            human_bytes(r["downloaded_bytes"]),
+        )
     if r["status"] == "cached":
         return "%s: already in the cache (the Hub did not answer)" % where
     if r["status"] == "ref":

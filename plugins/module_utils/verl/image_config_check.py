@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """The verl config check run with the image's Python, on the head in container mode: module
@@ -38,7 +37,9 @@ def _source():
     if isinstance(text, bytes):  # Ansible's collection loader gives bytes
         text = text.decode("utf-8")
     if not text:
-        raise RuntimeError("the source of module_utils/verl/config_check.py cannot be read here (loader %r)" % (loader,))
+        raise RuntimeError(
+            "the source of module_utils/verl/config_check.py cannot be read here (loader %r)" % (loader,)
+        )
     return text
 
 
@@ -63,7 +64,7 @@ def answer(rc: int | None, stdout: str | None, stderr: str | None, label: str, a
     for line in reversed((stdout or "").splitlines()):
         if line.startswith(config_check.MARK):
             try:
-                value = json.loads(line[len(config_check.MARK):])
+                value = json.loads(line[len(config_check.MARK) :])
             except ValueError:
                 break
             if isinstance(value, dict) and value.get("status") in STATUSES and isinstance(value.get("message"), str):
@@ -71,12 +72,21 @@ def answer(rc: int | None, stdout: str | None, stderr: str | None, label: str, a
                 return value
             break
     why = _tail(stderr) or _tail(stdout) or "no output"
-    return config_check.verdict("failed", "verl config check could not run in %s: %s exited %s: %s" % (
-        label, " ".join(argv), rc, why))
+    return config_check.verdict(
+        "failed", "verl config check could not run in %s: %s exited %s: %s" % (label, " ".join(argv), rc, why)
+    )
 
 
-def run_in_image(engine_path: str, container: str, image_id: str | None, node: str | None, overrides: Iterable[Any],
-                 config_name: str, timeout: float, run: Callable[..., Any] = subprocess.run) -> dict[str, Any]:
+def run_in_image(
+    engine_path: str,
+    container: str,
+    image_id: str | None,
+    node: str | None,
+    overrides: Iterable[Any],
+    config_name: str,
+    timeout: float,
+    run: Callable[..., Any] = subprocess.run,
+) -> dict[str, Any]:
     label = where(image_id, node)
     argv = command(engine_path, container)
     try:
@@ -86,11 +96,13 @@ def run_in_image(engine_path: str, container: str, image_id: str | None, node: s
     try:
         proc = run(argv, input=text, capture_output=True, text=True, errors="replace", timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
-        return config_check.verdict("failed", "verl config check in %s did not finish within %ss (%s)" % (
-            label, timeout, " ".join(argv)))
+        return config_check.verdict(
+            "failed", "verl config check in %s did not finish within %ss (%s)" % (label, timeout, " ".join(argv))
+        )
     except OSError as e:
-        return config_check.verdict("failed", "verl config check could not run in %s: %s: %s" % (
-            label, engine_path, e.strerror or e))
+        return config_check.verdict(
+            "failed", "verl config check could not run in %s: %s: %s" % (label, engine_path, e.strerror or e)
+        )
     return answer(proc.returncode, proc.stdout, proc.stderr, label, argv)
 
 
@@ -98,6 +110,13 @@ def check(p: Mapping[str, Any], module: Any) -> dict[str, Any]:
     """The module's result for parameters ``p``; ``module`` is an AnsibleModule or a plain_module.PlainModule. The
     check itself only reads: a failed or skipped check is the result's ``check``, not the task's failure (the render
     action decides, with verl_job_verl_config_check)."""
-    result = run_in_image(p["engine_path"], p["container"], p["image_id"], p.get("node") or "", p.get("overrides") or [],
-                          p.get("config_name") or "ppo_trainer", p.get("timeout") or 300)
+    result = run_in_image(
+        p["engine_path"],
+        p["container"],
+        p["image_id"],
+        p.get("node") or "",
+        p.get("overrides") or [],
+        p.get("config_name") or "ppo_trainer",
+        p.get("timeout") or 300,
+    )
     return dict(changed=False, check=result, line="%s: %s" % (result["status"], result["message"]))

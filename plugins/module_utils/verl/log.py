@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2025, rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Pure helpers to read verl training progress out of a job's log text.
@@ -47,7 +46,7 @@ def parse_progress_line(line: str) -> tuple[int, dict[str, float]] | None:
     if not match:
         return None
     metrics = {}
-    for part in line[match.end():].split(" - ")[1:]:
+    for part in line[match.end() :].split(" - ")[1:]:
         key, sep, raw = part.rpartition(":")
         key = key.strip()
         value = _to_float(raw) if sep and key else None

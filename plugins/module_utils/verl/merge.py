@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """The work of module rlinfra.verl.verl_merge: one experiment's checkpoint merged into a Hugging Face model directory
@@ -18,13 +17,12 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import owned
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import owned, vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import write_atomic
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray import client as ray_client
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import checkpoint as verl_checkpoint
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import mask_values
 from ansible_collections.rlinfra.verl.plugins.module_utils.node import container as node_container
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import client as ray_client
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import checkpoint as verl_checkpoint
 
 # Runs in the cluster's venv (or the head's container): the token arrives on stdin and lives only in this process's
 # environment.
@@ -52,8 +50,9 @@ def _last_line(text: str | None, fallback: str) -> str:
 
 def _write_record(directory: str, record: Mapping[str, Any]) -> None:
     # A temporary file of its own, never a fixed name: a link planted as "<record>.tmp" would be written through.
-    write_atomic(os.path.join(directory, verl_checkpoint.RECORD), json.dumps(record, indent=4, sort_keys=True) + "\n",
-                 0o644)
+    write_atomic(
+        os.path.join(directory, verl_checkpoint.RECORD), json.dumps(record, indent=4, sort_keys=True) + "\n", 0o644
+    )
 
 
 class Merge:
@@ -81,11 +80,15 @@ class Merge:
         if self.container:
             return
         if not fact:
-            self.fail("%s: it has no rlinfra_ray local fact (%s, written by site.yml) and verl_job_venv is not set"
-                      % (where, ray_client.FACT_PATH))
+            self.fail(
+                "%s: it has no rlinfra_ray local fact (%s, written by site.yml) and verl_job_venv is not set"
+                % (where, ray_client.FACT_PATH)
+            )
         if not venv:
-            self.fail("%s: its rlinfra_ray local fact (%s) names no venv and verl_job_venv is not set"
-                      % (where, ray_client.FACT_PATH))
+            self.fail(
+                "%s: its rlinfra_ray local fact (%s) names no venv and verl_job_venv is not set"
+                % (where, ray_client.FACT_PATH)
+            )
         self.venv = venv
 
     def command(self, args: Sequence[str], env: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
@@ -99,12 +102,15 @@ class Merge:
         def run(argv: Sequence[str], data: str | None = None) -> tuple[int, str, str]:
             proc = subprocess.run(argv, input=data, capture_output=True, text=True, check=False)
             return proc.returncode, proc.stdout, proc.stderr
+
         try:
             node_container.check_running(run, self.container["engine_path"], self.container["name"])
             node_container.check_visible(run, self.container["engine_path"], self.container["name"], paths)
         except OSError as e:
-            self.fail("the head's container engine %s cannot run: %s; run site.yml" % (
-                self.container["engine_path"], e.strerror or e))
+            self.fail(
+                "the head's container engine %s cannot run: %s; run site.yml"
+                % (self.container["engine_path"], e.strerror or e)
+            )
         except node_container.ContainerError as e:
             self.drop_staging()
             self.fail(str(e))
@@ -128,9 +134,20 @@ class Merge:
         self.see([(os.path.dirname(self.target), self.staging)])
         # Everything comes from the checkpoint (config and tokenizer in its huggingface/).
         argv, env = self.command(
-            ["-m", "verl.model_merger", "merge", "--backend", "fsdp", "--local_dir", actor,
-             "--target_dir", self.staging] + (["--trust-remote-code"] if self.p["trust_remote_code"] else []),
-            dict(PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1"))
+            [
+                "-m",
+                "verl.model_merger",
+                "merge",
+                "--backend",
+                "fsdp",
+                "--local_dir",
+                actor,
+                "--target_dir",
+                self.staging,
+            ]
+            + (["--trust-remote-code"] if self.p["trust_remote_code"] else []),
+            dict(PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1"),
+        )
         try:
             proc = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
         except OSError as e:
@@ -138,12 +155,21 @@ class Merge:
             self.fail("verl's model merger could not start on %s: %s (is %s?)" % (actor, e.strerror, self.where()))
         if proc.returncode != 0:
             self.drop_staging()
-            tail = (proc.stdout.splitlines() + proc.stderr.splitlines())[-self.p["logs_tail_lines"]:]
-            self.fail("verl's model merger failed on %s (exit %d): %s" % (
-                actor, proc.returncode, _last_line(proc.stderr, "no output")), merger_output=tail)
-        record = dict(experiment=self.p["experiment"], project=self.p["project"], step=step, source=actor,
-                      fingerprint=print_, uploaded={},
-                      merged_at=datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None).isoformat() + "Z")
+            tail = (proc.stdout.splitlines() + proc.stderr.splitlines())[-self.p["logs_tail_lines"] :]
+            self.fail(
+                "verl's model merger failed on %s (exit %d): %s"
+                % (actor, proc.returncode, _last_line(proc.stderr, "no output")),
+                merger_output=tail,
+            )
+        record = dict(
+            experiment=self.p["experiment"],
+            project=self.p["project"],
+            step=step,
+            source=actor,
+            fingerprint=print_,
+            uploaded={},
+            merged_at=datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None).isoformat() + "Z",
+        )
         _write_record(self.staging, record)
         staging = self.staging
         self.owned(lambda **kw: owned.replace(staging, self.target, **kw))
@@ -153,9 +179,12 @@ class Merge:
         """``act`` (owned.check or owned.replace) on the target: never a directory the merge reads, nor one it did not
         make."""
         try:
-            return act(markers=(verl_checkpoint.RECORD,), what="merge target", inputs=(
-                ("the checkpoint directory", self.p["checkpoint_dir"]), ("the venv", self.venv)),
-                fix="merge into a directory of its own, outside the checkpoints (verl_job_models_root for merge.yml)")
+            return act(
+                markers=(verl_checkpoint.RECORD,),
+                what="merge target",
+                inputs=(("the checkpoint directory", self.p["checkpoint_dir"]), ("the venv", self.venv)),
+                fix="merge into a directory of its own, outside the checkpoints (verl_job_models_root for merge.yml)",
+            )
         except owned.NotOurs as e:
             self.drop_staging()
             self.fail(str(e))
@@ -165,14 +194,28 @@ class Merge:
         env = dict(PYTHONUNBUFFERED="1", HF_HUB_DISABLE_TELEMETRY="1")
         if self.p["hf_endpoint"]:
             env["HF_ENDPOINT"] = self.p["hf_endpoint"]
-        argv, env = self.command(["-c", UPLOADER, repo, self.target, "true" if self.p["hf_private"] else "false",
-                                  "rlinfra: %s step %d" % (self.p["experiment"], step)], env)
-        proc = subprocess.run(argv, input=self.p["hf_token"] + "\n", env=env, capture_output=True, text=True,
-                              check=False)
+        argv, env = self.command(
+            [
+                "-c",
+                UPLOADER,
+                repo,
+                self.target,
+                "true" if self.p["hf_private"] else "false",
+                "rlinfra: %s step %d" % (self.p["experiment"], step),
+            ],
+            env,
+        )
+        proc = subprocess.run(
+            argv, input=self.p["hf_token"] + "\n", env=env, capture_output=True, text=True, check=False
+        )
         if proc.returncode != 0:
             line = mask_values(_last_line(proc.stderr, "no output"), [self.p["hf_token"]])
-            self.fail("upload of %s to Hugging Face repo %s failed (exit %d): %s" % (
-                self.target, repo, proc.returncode, line), step=step, record=record)
+            self.fail(
+                "upload of %s to Hugging Face repo %s failed (exit %d): %s"
+                % (self.target, repo, proc.returncode, line),
+                step=step,
+                record=record,
+            )
         record = dict(record, uploaded=dict(record.get("uploaded") or {}, **{repo: step}))
         _write_record(self.target, record)
         return record
@@ -182,17 +225,27 @@ class Merge:
         framework = p["framework"]
         if framework != "verl":
             # The train workflow merges after every experiment: one verl does not train is not a failure.
-            self.module.exit_json(changed=False, merged=False, step=None, source="", target="", uploaded_to="",
-                                  report=verl_checkpoint.not_verl_report(p["experiment"], framework))
+            self.module.exit_json(
+                changed=False,
+                merged=False,
+                step=None,
+                source="",
+                target="",
+                uploaded_to="",
+                report=verl_checkpoint.not_verl_report(p["experiment"], framework),
+            )
         if p["hf_repo"] and not p["hf_token"]:
-            self.fail("verl_job_hf_repo is %s but no Hugging Face token is set: export HF_TOKEN=... where "
-                      "ansible-playbook runs, or set verl_job_hf_token (or HF_TOKEN in verl_job_secrets, e.g. from "
-                      "Ansible Vault)" % p["hf_repo"])
+            self.fail(
+                "verl_job_hf_repo is %s but no Hugging Face token is set: export HF_TOKEN=... where "
+                "ansible-playbook runs, or set verl_job_hf_token (or HF_TOKEN in verl_job_secrets, e.g. from "
+                "Ansible Vault)" % p["hf_repo"]
+            )
         self.find_runtime()
         self.owned(lambda **kw: owned.check(self.target, **kw))
         try:
-            step, actor, files = verl_checkpoint.merge_source(p["checkpoint_dir"], p["experiment"], p["step"],
-                                                              p["host_label"])
+            step, actor, files = verl_checkpoint.merge_source(
+                p["checkpoint_dir"], p["experiment"], p["step"], p["host_label"]
+            )
         except verl_checkpoint.MergeError as e:
             self.fail(str(e))
         print_ = verl_checkpoint.fingerprint(files)
@@ -213,11 +266,20 @@ class Merge:
             record = self.upload(step, record)
             uploaded = True
         self.module.exit_json(
-            changed=needed or uploaded, merged=needed, step=step, source=actor, target=self.target, record=record,
-            uploaded_to=p["hf_repo"] if uploaded else "", venv=self.venv,
-            runtime="container" if self.container else "venv", container=self.container.get("name", ""),
-            report=verl_checkpoint.report(p["experiment"], step, actor, self.target, needed, check, record,
-                                          p["hf_repo"], uploaded))
+            changed=needed or uploaded,
+            merged=needed,
+            step=step,
+            source=actor,
+            target=self.target,
+            record=record,
+            uploaded_to=p["hf_repo"] if uploaded else "",
+            venv=self.venv,
+            runtime="container" if self.container else "venv",
+            container=self.container.get("name", ""),
+            report=verl_checkpoint.report(
+                p["experiment"], step, actor, self.target, needed, check, record, p["hf_repo"], uploaded
+            ),
+        )
 
 
 def run(module: Any) -> None:

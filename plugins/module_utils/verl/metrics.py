@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Every step's metrics of a driver log as a CSV table and a PNG plot, beside the log in artifacts/.
@@ -51,7 +50,7 @@ def steps(text: str | None) -> list[tuple[int, dict[str, float]]]:
 def columns(rows: Iterable[tuple[Any, Mapping[str, Any]]]) -> list[str]:
     """``step`` then every key, in the order the log first printed it."""
     seen: dict[str, None] = {}
-    for dummy, metrics in rows:
+    for _dummy, metrics in rows:
         for key in metrics:
             seen.setdefault(key, None)
     return ["step"] + list(seen)
@@ -129,9 +128,9 @@ class Follow:
         self.first: int | None = None
         self.pending: dict[int, dict[str, float]] = {}  # step -> metrics not yet in the CSV
         self.columns: list[str] = []  # the CSV's, "step" left out
-        self.steps = 0          # rows in the CSV
+        self.steps = 0  # rows in the CSV
         self.tail_step: int | None = None  # the CSV's last row's step
-        self.size = 0           # the CSV's length
+        self.size = 0  # the CSV's length
         self.points = {key: Series() for dummy, keys in PANELS for key in keys}
 
     def feed(self, text: str | None) -> None:
@@ -184,8 +183,12 @@ class Follow:
 
     def _write_rows(self, path, rows):
         known = set(self.columns)
-        if self.steps and rows[0][0] > self.tail_step and self._intact(path) and \
-                all(k in known for dummy, metrics in rows for k in metrics):
+        if (
+            self.steps
+            and rows[0][0] > self.tail_step
+            and self._intact(path)
+            and all(k in known for dummy, metrics in rows for k in metrics)
+        ):
             with files.open_writing(path, append=True, mode=MODE) as f:
                 self._append(f, rows)
             return
@@ -201,8 +204,9 @@ class Follow:
         body = io.BytesIO()
         body.write(self._line(["step"] + self.columns))
         self.size = body.tell()
-        self._append(body, [(step, dict((k, float(v)) for k, v in cells.items())) for step, cells in merged],
-                     cells=dict(merged))
+        self._append(
+            body, [(step, dict((k, float(v)) for k, v in cells.items())) for step, cells in merged], cells=dict(merged)
+        )
         files.write_atomic(path, body.getvalue(), MODE)
 
     def _append(self, f, rows, cells=None):
@@ -285,6 +289,7 @@ def thin(points: list[tuple[int, float]], width: int | None = None) -> list[tupl
     scale = ((x1 - x0 - 4) if width is None else width - 1) / span
     out = Thinned()
     column = None
+    start = low = high = end = points[0]  # set by the first point before any use; named here for the reader
     for point in points:
         col = int(round((point[0] - first) * scale))
         if col != column:
@@ -367,7 +372,7 @@ class Series:
                     b[-4], b[-3] = old[at + 5], old[at + 6]
                 b[-2], b[-1] = old[at + 7], old[at + 8]
             else:
-                b.extend(old[at:at + 9])
+                b.extend(old[at : at + 9])
                 b[-9] = index
 
     def points(self) -> list[tuple[int, float]]:
@@ -375,7 +380,7 @@ class Series:
             return [(int(s), v) for s, v in zip(*self.raw)]
         out, b = Thinned(), self.bins  # drawn as bands, however few are left
         for at in range(0, len(b), 9):
-            s1, v1, s2, v2, s3, v3, s4, v4 = b[at + 1:at + 9]
+            s1, v1, s2, v2, s3, v3, s4, v4 = b[at + 1 : at + 9]
             _keep(out, (int(s1), v1), (int(s2), v2), (int(s3), v3), (int(s4), v4))
         return out
 
@@ -398,30 +403,54 @@ WHITE, INK, GRID, LINE = (255, 255, 255), (30, 30, 30), (190, 190, 190), (31, 11
 
 # A 5x7 font for the characters metric names and numbers use (upper case is drawn as lower case).
 _FONT_ROWS = {
-    "0": ".###.|#...#|#..##|#.#.#|##..#|#...#|.###.", "1": "..#..|.##..|..#..|..#..|..#..|..#..|.###.",
-    "2": ".###.|#...#|....#|...#.|..#..|.#...|#####", "3": "#####|...#.|..#..|...#.|....#|#...#|.###.",
-    "4": "...#.|..##.|.#.#.|#..#.|#####|...#.|...#.", "5": "#####|#....|####.|....#|....#|#...#|.###.",
-    "6": "..##.|.#...|#....|####.|#...#|#...#|.###.", "7": "#####|....#|...#.|..#..|.#...|.#...|.#...",
-    "8": ".###.|#...#|#...#|.###.|#...#|#...#|.###.", "9": ".###.|#...#|#...#|.####|....#|...#.|.##..",
-    "a": ".....|.....|.###.|....#|.####|#...#|.####", "b": "#....|#....|#.##.|##..#|#...#|#...#|####.",
-    "c": ".....|.....|.###.|#....|#....|#...#|.###.", "d": "....#|....#|.##.#|#..##|#...#|#...#|.####",
-    "e": ".....|.....|.###.|#...#|#####|#....|.###.", "f": "..##.|.#..#|.#...|###..|.#...|.#...|.#...",
-    "g": ".....|.####|#...#|#...#|.####|....#|.###.", "h": "#....|#....|#.##.|##..#|#...#|#...#|#...#",
-    "i": "..#..|.....|.##..|..#..|..#..|..#..|.###.", "j": "...#.|.....|..##.|...#.|...#.|#..#.|.##..",
-    "k": "#....|#....|#..#.|#.#..|##...|#.#..|#..#.", "l": ".##..|..#..|..#..|..#..|..#..|..#..|.###.",
-    "m": ".....|.....|##.#.|#.#.#|#.#.#|#...#|#...#", "n": ".....|.....|#.##.|##..#|#...#|#...#|#...#",
-    "o": ".....|.....|.###.|#...#|#...#|#...#|.###.", "p": ".....|.....|####.|#...#|####.|#....|#....",
-    "q": ".....|.....|.##.#|#..##|.####|....#|....#", "r": ".....|.....|#.##.|##..#|#....|#....|#....",
-    "s": ".....|.....|.###.|#....|.###.|....#|####.", "t": ".#...|.#...|###..|.#...|.#...|.#..#|..##.",
-    "u": ".....|.....|#...#|#...#|#...#|#..##|.##.#", "v": ".....|.....|#...#|#...#|#...#|.#.#.|..#..",
-    "w": ".....|.....|#...#|#...#|#.#.#|#.#.#|.#.#.", "x": ".....|.....|#...#|.#.#.|..#..|.#.#.|#...#",
-    "y": ".....|.....|#...#|#...#|.####|....#|.###.", "z": ".....|.....|#####|...#.|..#..|.#...|#####",
-    ".": ".....|.....|.....|.....|.....|.##..|.##..", "-": ".....|.....|.....|#####|.....|.....|.....",
-    "_": ".....|.....|.....|.....|.....|.....|#####", "/": ".....|....#|...#.|..#..|.#...|#....|.....",
-    ":": ".....|.##..|.##..|.....|.##..|.##..|.....", "(": "...#.|..#..|.#...|.#...|.#...|..#..|...#.",
-    ")": ".#...|..#..|...#.|...#.|...#.|..#..|.#...", "+": ".....|..#..|..#..|#####|..#..|..#..|.....",
-    "=": ".....|.....|#####|.....|#####|.....|.....", "@": ".###.|#...#|#.###|#.#.#|#.##.|#....|.###.",
-    " ": ".....|.....|.....|.....|.....|.....|.....", "?": ".###.|#...#|....#|...#.|..#..|.....|..#..",
+    "0": ".###.|#...#|#..##|#.#.#|##..#|#...#|.###.",
+    "1": "..#..|.##..|..#..|..#..|..#..|..#..|.###.",
+    "2": ".###.|#...#|....#|...#.|..#..|.#...|#####",
+    "3": "#####|...#.|..#..|...#.|....#|#...#|.###.",
+    "4": "...#.|..##.|.#.#.|#..#.|#####|...#.|...#.",
+    "5": "#####|#....|####.|....#|....#|#...#|.###.",
+    "6": "..##.|.#...|#....|####.|#...#|#...#|.###.",
+    "7": "#####|....#|...#.|..#..|.#...|.#...|.#...",
+    "8": ".###.|#...#|#...#|.###.|#...#|#...#|.###.",
+    "9": ".###.|#...#|#...#|.####|....#|...#.|.##..",
+    "a": ".....|.....|.###.|....#|.####|#...#|.####",
+    "b": "#....|#....|#.##.|##..#|#...#|#...#|####.",
+    "c": ".....|.....|.###.|#....|#....|#...#|.###.",
+    "d": "....#|....#|.##.#|#..##|#...#|#...#|.####",
+    "e": ".....|.....|.###.|#...#|#####|#....|.###.",
+    "f": "..##.|.#..#|.#...|###..|.#...|.#...|.#...",
+    "g": ".....|.####|#...#|#...#|.####|....#|.###.",
+    "h": "#....|#....|#.##.|##..#|#...#|#...#|#...#",
+    "i": "..#..|.....|.##..|..#..|..#..|..#..|.###.",
+    "j": "...#.|.....|..##.|...#.|...#.|#..#.|.##..",
+    "k": "#....|#....|#..#.|#.#..|##...|#.#..|#..#.",
+    "l": ".##..|..#..|..#..|..#..|..#..|..#..|.###.",
+    "m": ".....|.....|##.#.|#.#.#|#.#.#|#...#|#...#",
+    "n": ".....|.....|#.##.|##..#|#...#|#...#|#...#",
+    "o": ".....|.....|.###.|#...#|#...#|#...#|.###.",
+    "p": ".....|.....|####.|#...#|####.|#....|#....",
+    "q": ".....|.....|.##.#|#..##|.####|....#|....#",
+    "r": ".....|.....|#.##.|##..#|#....|#....|#....",
+    "s": ".....|.....|.###.|#....|.###.|....#|####.",
+    "t": ".#...|.#...|###..|.#...|.#...|.#..#|..##.",
+    "u": ".....|.....|#...#|#...#|#...#|#..##|.##.#",
+    "v": ".....|.....|#...#|#...#|#...#|.#.#.|..#..",
+    "w": ".....|.....|#...#|#...#|#.#.#|#.#.#|.#.#.",
+    "x": ".....|.....|#...#|.#.#.|..#..|.#.#.|#...#",
+    "y": ".....|.....|#...#|#...#|.####|....#|.###.",
+    "z": ".....|.....|#####|...#.|..#..|.#...|#####",
+    ".": ".....|.....|.....|.....|.....|.##..|.##..",
+    "-": ".....|.....|.....|#####|.....|.....|.....",
+    "_": ".....|.....|.....|.....|.....|.....|#####",
+    "/": ".....|....#|...#.|..#..|.#...|#....|.....",
+    ":": ".....|.##..|.##..|.....|.##..|.##..|.....",
+    "(": "...#.|..#..|.#...|.#...|.#...|..#..|...#.",
+    ")": ".#...|..#..|...#.|...#.|...#.|..#..|.#...",
+    "+": ".....|..#..|..#..|#####|..#..|..#..|.....",
+    "=": ".....|.....|#####|.....|#####|.....|.....",
+    "@": ".###.|#...#|#.###|#.#.#|#.##.|#....|.###.",
+    " ": ".....|.....|.....|.....|.....|.....|.....",
+    "?": ".###.|#...#|....#|...#.|..#..|.....|..#..",
 }
 FONT = {ch: rows.split("|") for ch, rows in _FONT_ROWS.items()}
 GLYPH_W = 6 * SCALE  # 5 columns and a space
@@ -434,7 +463,7 @@ class Canvas:
 
     def dot(self, x: int, y: int, color: tuple[int, int, int]) -> None:
         if 0 <= x < self.width and 0 <= y < self.height:
-            self.px[y][3 * x:3 * x + 3] = bytes(color)
+            self.px[y][3 * x : 3 * x + 3] = bytes(color)
 
     def rect(self, x0: int, y0: int, x1: int, y1: int, color: tuple[int, int, int]) -> None:
         x0, x1 = max(0, x0), min(self.width, x1 + 1)
@@ -442,7 +471,7 @@ class Canvas:
             return
         run = bytes(color) * (x1 - x0)
         for y in range(max(0, y0), min(self.height, y1 + 1)):
-            self.px[y][3 * x0:3 * x1] = run
+            self.px[y][3 * x0 : 3 * x1] = run
 
     def line(self, x0: int, y0: int, x1: int, y1: int, color: tuple[int, int, int], thick: int = 1) -> None:
         dx, dy = abs(x1 - x0), -abs(y1 - y0)
@@ -466,7 +495,9 @@ class Canvas:
             for r, row in enumerate(rows):
                 for c, bit in enumerate(row):
                     if bit == "#":
-                        self.rect(x + c * SCALE, y + r * SCALE, x + c * SCALE + SCALE - 1, y + r * SCALE + SCALE - 1, color)
+                        self.rect(
+                            x + c * SCALE, y + r * SCALE, x + c * SCALE + SCALE - 1, y + r * SCALE + SCALE - 1, color
+                        )
             x += GLYPH_W
         return x
 
@@ -476,8 +507,12 @@ class Canvas:
         def chunk(kind, data):
             return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
 
-        return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", self.width, self.height, 8, 2, 0, 0, 0))
-                + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b""))
+        return (
+            b"\x89PNG\r\n\x1a\n"
+            + chunk(b"IHDR", struct.pack(">IIBBBBB", self.width, self.height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw, 6))
+            + chunk(b"IEND", b"")
+        )
 
 
 def fmt(value: float) -> str:
@@ -507,8 +542,13 @@ def plot(shown: Sequence[tuple[str, str, Sequence[tuple[int, float]]]]) -> bytes
         canvas.text(x1 - len(label) * GLYPH_W, y1 + 6, label)
         span_v = (hi - lo) or 1.0
         span_s = (last - first) or 1
-        xy = [(x0 + 2 + int(round((s - first) * (x1 - x0 - 4) / span_s)),
-               y1 - 2 - int(round((v - lo) * (y1 - y0 - 4) / span_v)) if hi != lo else (y0 + y1) // 2) for s, v in points]
+        xy = [
+            (
+                x0 + 2 + int(round((s - first) * (x1 - x0 - 4) / span_s)),
+                y1 - 2 - int(round((v - lo) * (y1 - y0 - 4) / span_v)) if hi != lo else (y0 + y1) // 2,
+            )
+            for s, v in points
+        ]
         if isinstance(points, Thinned):
             bands(canvas, xy)
             continue

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Checks run before an experiment is submitted, so that mistakes fail in seconds, not after
@@ -28,6 +27,7 @@ Each check is a dict ``{name, status: passed|failed|skipped, message}``.
 from __future__ import annotations
 
 import contextlib
+
 # The tests reach find_spec through this module.
 import importlib.util  # noqa: F401 pylint: disable=unused-import
 import os
@@ -36,14 +36,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import files
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.numbers import float_or_none, tidy
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import package as ray_package
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_source
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl.experiment import SHAPE_KEYS
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl.experiment_schema import ExperimentError
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.numbers import float_or_none, tidy
+
 # This module's API (the controller's check): re-exported from config_check, which the image runs on its own.
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl.config_check import (  # noqa: F401 pylint: disable=unused-import
-    INSTALL_HINT, check_verl_config, verl_config_dir)
+    INSTALL_HINT,
+    check_verl_config,
+    verl_config_dir,
+)
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl.experiment import SHAPE_KEYS
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl.experiment_schema import ExperimentError
 
 VERL_CPUS_PER_GPU = 3  # verl ResourcePoolManager.max_colocate_count: bundle {"CPU": 3, "GPU": 1} per GPU
 VERL_TASK_RUNNER_CPUS = 1  # verl's TaskRunner actor (plain @ray.remote: 1 CPU to schedule)
@@ -65,9 +69,11 @@ def container_problem(container: Mapping[str, Any] | None) -> str | None:
         return None
     missing = [k for k in CONTAINER_KEYS if not container.get(k)]
     if missing:
-        return ("container names no %s: the verl config check cannot run in the head's image; pass the head's container "
-                "as rlinfra.verl.ray_cluster_info returns it (engine_path, name, image_id), or {} for a venv"
-                % " or ".join(missing))
+        return (
+            "container names no %s: the verl config check cannot run in the head's image; pass the head's container "
+            "as rlinfra.verl.ray_cluster_info returns it (engine_path, name, image_id), or {} for a venv"
+            % " or ".join(missing)
+        )
     return None
 
 
@@ -78,8 +84,11 @@ def image_check(res: Mapping[str, Any], image_id: str | None, head: str | None) 
     if not res.get("failed") and isinstance(found, dict) and found.get("status") in ("passed", "failed", "skipped"):
         return dict(found, name="verl_config")
     why = " ".join(str(res.get("msg") or "no result").split())[:500]
-    return check("verl_config", "failed", "verl config check could not run in image %s on %s: %s"
-                 % ((image_id or "?")[:12], head or "the head", why))
+    return check(
+        "verl_config",
+        "failed",
+        "verl config check could not run in image %s on %s: %s" % ((image_id or "?")[:12], head or "the head", why),
+    )
 
 
 def apply_mode(result: dict[str, Any], mode: str | None) -> dict[str, Any]:
@@ -93,13 +102,21 @@ def apply_mode(result: dict[str, Any], mode: str | None) -> dict[str, Any]:
 # Cluster resources
 # --------------------------------------------------------------------------------------------
 
+
 def _res(node, key):
     return float_or_none((node.get("resources") or {}).get(key))
 
 
-def check_resources(framework: str, conventions: str, nnodes: int | None, gpus_per_node: int | None,
-                    nodes: Iterable[Mapping[str, Any]] | None, cluster: str = "default",
-                    resources: Mapping[str, Any] | None = None, custom_known: bool = False) -> dict[str, Any]:
+def check_resources(
+    framework: str,
+    conventions: str,
+    nnodes: int | None,
+    gpus_per_node: int | None,
+    nodes: Iterable[Mapping[str, Any]] | None,
+    cluster: str = "default",
+    resources: Mapping[str, Any] | None = None,
+    custom_known: bool = False,
+) -> dict[str, Any]:
     """Check ``nodes`` (alive nodes with ``resources``) against what the job will ask for.
     ``custom_known``: the nodes carry all their resources (read from the live cluster, not from the
     inventory), so the entrypoint's custom resources can be checked too."""
@@ -114,7 +131,10 @@ def check_resources(framework: str, conventions: str, nnodes: int | None, gpus_p
     cpus = [_res(n, "CPU") for n in nodes]
     cpu_known = all(c is not None for c in cpus)
     shape = "%d node(s), GPUs per node %s, CPUs per node %s" % (
-        len(nodes), [tidy(g) for g in gpus], [tidy(c) if c is not None else "?" for c in cpus])
+        len(nodes),
+        [tidy(g) for g in gpus],
+        [tidy(c) if c is not None else "?" for c in cpus],
+    )
     notes = []
 
     if framework in ("verl", "nemo_rl"):
@@ -123,40 +143,64 @@ def check_resources(framework: str, conventions: str, nnodes: int | None, gpus_p
         nn, gpn = int(nnodes or 0), int(gpus_per_node or 0)
         asked = "%s=%d x %s=%d" % (keys[0], nn, keys[1], gpn)
         if nn < 1 or gpn < 1:
-            return check(name, "failed", "%s needs GPUs but the job asks for %s, from cluster '%s' (%s)"
-                         % (framework, asked, cluster, shape))
+            return check(
+                name,
+                "failed",
+                "%s needs GPUs but the job asks for %s, from cluster '%s' (%s)" % (framework, asked, cluster, shape),
+            )
         fit = [i for i, g in enumerate(gpus) if g >= gpn]
         if len(fit) < nn:
-            return check(name, "failed", "not enough GPUs: %s needs %d node(s) with %d GPU(s) each (%d GPUs), but "
-                         "cluster '%s' has %d such node(s) and %s GPU(s) in all (%s)"
-                         % (asked, nn, gpn, nn * gpn, cluster, len(fit), tidy(sum(gpus)), shape))
+            return check(
+                name,
+                "failed",
+                "not enough GPUs: %s needs %d node(s) with %d GPU(s) each (%d GPUs), but "
+                "cluster '%s' has %d such node(s) and %s GPU(s) in all (%s)"
+                % (asked, nn, gpn, nn * gpn, cluster, len(fit), tidy(sum(gpus)), shape),
+            )
         if framework == "verl":
             need = VERL_CPUS_PER_GPU * gpn
             if cpu_known:
                 cpu_fit = [i for i in fit if cpus[i] >= need]
                 if len(cpu_fit) < nn:
-                    return check(name, "failed", "not enough CPUs: verl reserves %d CPUs per GPU, so each of the %d "
-                                 "node(s) needs %d CPUs for %d GPUs, but only %d node(s) of cluster '%s' have that (%s)"
-                                 % (VERL_CPUS_PER_GPU, nn, need, gpn, len(cpu_fit), cluster, shape))
+                    return check(
+                        name,
+                        "failed",
+                        "not enough CPUs: verl reserves %d CPUs per GPU, so each of the %d "
+                        "node(s) needs %d CPUs for %d GPUs, but only %d node(s) of cluster '%s' have that (%s)"
+                        % (VERL_CPUS_PER_GPU, nn, need, gpn, len(cpu_fit), cluster, shape),
+                    )
                 # Whatever the bundles leave, on any node, must hold the TaskRunner and the driver.
                 spare = sum(cpus) - nn * need
                 extra = VERL_TASK_RUNNER_CPUS + ep_cpus
                 if spare < extra:
-                    return check(name, "failed", "not enough CPUs: verl's placement groups take %d CPUs and the "
-                                 "TaskRunner plus the entrypoint need %s more, but cluster '%s' has %s CPUs in all (%s)"
-                                 % (nn * need, tidy(extra), cluster, tidy(sum(cpus)), shape))
+                    return check(
+                        name,
+                        "failed",
+                        "not enough CPUs: verl's placement groups take %d CPUs and the "
+                        "TaskRunner plus the entrypoint need %s more, but cluster '%s' has %s CPUs in all (%s)"
+                        % (nn * need, tidy(extra), cluster, tidy(sum(cpus)), shape),
+                    )
             else:
                 notes.append("CPU counts unknown, CPU rule (%d per GPU) not checked" % VERL_CPUS_PER_GPU)
     custom = dict(resources.get("entrypoint_resources") or {}) if custom_known else {}
     if ep_cpus or ep_gpus or custom:
-        ok = [i for i in range(len(nodes)) if gpus[i] >= ep_gpus and (cpus[i] is None or cpus[i] >= ep_cpus)
-              and all((_res(nodes[i], k) or 0.0) >= float(v) for k, v in custom.items())]
+        ok = [
+            i
+            for i in range(len(nodes))
+            if gpus[i] >= ep_gpus
+            and (cpus[i] is None or cpus[i] >= ep_cpus)
+            and all((_res(nodes[i], k) or 0.0) >= float(v) for k, v in custom.items())
+        ]
         if not ok:
             # A job no node can hold is not refused by Ray: it stays PENDING until the wait times out.
             wanted = ", ".join("%s=%s" % (k, tidy(v)) for k, v in sorted(custom.items()))
             wanted = ", entrypoint_resources: " + wanted if wanted else ""
-            return check(name, "failed", "no node of cluster '%s' can hold the entrypoint (entrypoint_num_cpus=%s, "
-                         "entrypoint_num_gpus=%s%s; %s)" % (cluster, tidy(ep_cpus), tidy(ep_gpus), wanted, shape))
+            return check(
+                name,
+                "failed",
+                "no node of cluster '%s' can hold the entrypoint (entrypoint_num_cpus=%s, "
+                "entrypoint_num_gpus=%s%s; %s)" % (cluster, tidy(ep_cpus), tidy(ep_gpus), wanted, shape),
+            )
     message = "cluster '%s' fits the job: %s" % (cluster, shape)
     if notes:
         message += "; " + "; ".join(notes)
@@ -167,9 +211,14 @@ def check_resources(framework: str, conventions: str, nnodes: int | None, gpus_p
 # working_dir
 # --------------------------------------------------------------------------------------------
 
-def check_working_dir(path: str | None, excludes: Iterable[str] | None = (),
-                      max_bytes: int = ray_package.RAY_PACKAGE_MAX_BYTES, dest: str | None = None,
-                      experiments_dir: str | None = None) -> dict[str, Any]:
+
+def check_working_dir(
+    path: str | None,
+    excludes: Iterable[str] | None = (),
+    max_bytes: int = ray_package.RAY_PACKAGE_MAX_BYTES,
+    dest: str | None = None,
+    experiments_dir: str | None = None,
+) -> dict[str, Any]:
     """Zip the working_dir (to ``dest`` when given); passes with the package's uri and size. ``dest`` that cannot be
     written is no fault of the working_dir: its :class:`ray_package.DestError` goes to the caller, who knows what set
     it. ``experiments_dir``: the directory the working_dir must not leave through a link."""
@@ -185,13 +234,18 @@ def check_working_dir(path: str | None, excludes: Iterable[str] | None = (),
     except OSError as e:
         return check(name, "failed", _unreadable(path, excludes, e))
     pkg.pop("data", None)
-    return check(name, "passed", "working_dir %s: %d file(s), %s zipped, under Ray's %s limit (checkpoints/ and "
-                 "*.safetensors excluded)" % (path, pkg["files"], ray_package.mib(pkg["size"]),
-                                              ray_package.mib(max_bytes)), package=pkg)
+    return check(
+        name,
+        "passed",
+        "working_dir %s: %d file(s), %s zipped, under Ray's %s limit (checkpoints/ and "
+        "*.safetensors excluded)" % (path, pkg["files"], ray_package.mib(pkg["size"]), ray_package.mib(max_bytes)),
+        package=pkg,
+    )
 
 
-def package_working_dir(path: str | None, excludes: Iterable[str] | None, package_dir: str,
-                        experiments_dir: str | None = None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def package_working_dir(
+    path: str | None, excludes: Iterable[str] | None, package_dir: str, experiments_dir: str | None = None
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """(check, package): :func:`check_working_dir` with the zip kept in ``package_dir`` (the run's
     ``<artifacts>/<NAME>/packages``) under its content's name; ``package`` is None when the check failed, and nothing
     is left behind then. A directory or a zip that cannot be written is one line of ExperimentError naming
@@ -209,8 +263,9 @@ def package_working_dir(path: str | None, excludes: Iterable[str] | None, packag
             tmp_path, pkg["path"] = None, final
         return wd, pkg
     except OSError as e:
-        raise ExperimentError(files.cannot_write(experiment_source.ARTIFACTS_VAR, package_dir,
-                                                 "the working_dir package", e))
+        raise ExperimentError(
+            files.cannot_write(experiment_source.ARTIFACTS_VAR, package_dir, "the working_dir package", e)
+        ) from e
     finally:
         if tmp_path:
             with contextlib.suppress(OSError):
@@ -224,7 +279,7 @@ def _unreadable(root, excludes, error):
     if not culprit:
         patterns = tuple(ray_package.DEFAULT_EXCLUDES) + tuple(excludes or ())
         try:
-            for dummy, full, is_dir in ray_package.iter_entries(root, patterns):
+            for _dummy, full, is_dir in ray_package.iter_entries(root, patterns):
                 if is_dir:
                     continue
                 try:
@@ -239,12 +294,18 @@ def _unreadable(root, excludes, error):
     reason = error.strerror or str(error)
     if culprit:
         rel = os.path.relpath(culprit, root) if os.path.isabs(culprit) else culprit
-        return ("working_dir %s: cannot read %s (%s); fix the file's permissions, or leave it out with the "
-                "experiment's excludes (e.g. excludes: [%s])" % (root, rel, reason, ray_package.excludes_item(rel)))
+        return (
+            "working_dir %s: cannot read %s (%s); fix the file's permissions, or leave it out with the "
+            "experiment's excludes (e.g. excludes: [%s])" % (root, rel, reason, ray_package.excludes_item(rel))
+        )
     return "working_dir %s cannot be read (%s); check the directory's permissions and disk" % (root, reason)
 
 
 def summarize(checks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     failed = [c for c in checks if c["status"] == "failed"]
-    return dict(ok=not failed, checks=checks, failed=[c["message"] for c in failed],
-                skipped=[c["message"] for c in checks if c["status"] == "skipped"])
+    return dict(
+        ok=not failed,
+        checks=checks,
+        failed=[c["message"] for c in failed],
+        skipped=[c["message"] for c in checks if c["status"] == "skipped"],
+    )

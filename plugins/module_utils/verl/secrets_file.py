@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """The secrets file of a run, and the Ray worker hook that reads it (docs/SECURITY.md, "Secrets").
@@ -82,8 +81,10 @@ def load(path: str | None = None) -> dict[str, str] | list[str]:
         with open(path) as f:
             values = loads(f.read())
     except OSError as e:
-        raise RuntimeError("rlinfra: cannot read the run's secrets file %s (%s): the run ended and the file was "
-                           "removed, or the shared volume is not mounted on this node; submit the run again "
-                           "(submit.yml)" % (path, e.strerror or e)) from None
+        raise RuntimeError(
+            "rlinfra: cannot read the run's secrets file %s (%s): the run ended and the file was "
+            "removed, or the shared volume is not mounted on this node; submit the run again "
+            "(submit.yml)" % (path, e.strerror or e)
+        ) from None
     os.environ.update(values)
     return sorted(values)

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """When a run's secrets file (plugins/module_utils/verl/secrets_file.py) is written, kept and removed,
@@ -10,9 +9,9 @@ import os
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.attempts import attempts_of
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import owned, vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import refuse_link, write_if_changed
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.attempts import attempts_of
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import ACTIVE_STATUSES
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl.secrets_file import HEADER, HOOK_MODULE, dumps
 
@@ -24,8 +23,9 @@ FINAL_OK = frozenset(("SUCCEEDED", "STOPPED"))
 UNFINISHED_REASONS = frozenset(("timeout", "unreachable", "check_mode", "error", "detached", "supervisor"))
 
 
-def sources(names: Iterable[str], given: Mapping[str, Any] | Collection[str],
-            environ: Mapping[str, str]) -> tuple[list[str], list[str]]:
+def sources(
+    names: Iterable[str], given: Mapping[str, Any] | Collection[str], environ: Mapping[str, str]
+) -> tuple[list[str], list[str]]:
     """``(from_vars, from_env)``: the secrets among ``names`` whose values the user gave in Ansible
     (``given``: the names of verl_job_secrets with a value, or that dict), else that the controller's
     environment has; a value in Ansible wins."""
@@ -96,10 +96,11 @@ def _mkdir(path, mode, check):
     try:
         refuse_link(path, "a secrets directory")
     except OSError as e:
-        raise ValueError("%s: %s; make it a directory, or set verl_job_secrets_dir to one" % (path, e.strerror))
+        raise ValueError("%s: %s; make it a directory, or set verl_job_secrets_dir to one" % (path, e.strerror)) from e
     if vocabulary.normpath(path) in owned.SYSTEM:
-        raise ValueError("%s is a system directory: it would be made 0700; set verl_job_secrets_dir to a directory "
-                         "of its own" % path)
+        raise ValueError(
+            "%s is a system directory: it would be made 0700; set verl_job_secrets_dir to a directory of its own" % path
+        )
     if os.path.isdir(path):
         if (os.stat(path).st_mode & 0o7777) == mode:
             return False
@@ -124,15 +125,24 @@ def prune(run_dir: str | None, jobs: Iterable[Mapping[str, Any]] | None, check: 
     return removed
 
 
-def converge(secrets_dir: str, path: str, values: Mapping[str, Any] | None, hook: str | None,
-             jobs: Iterable[Mapping[str, Any]] | None, write: bool, state: str, check: bool = False) -> dict[str, Any]:
+def converge(
+    secrets_dir: str,
+    path: str,
+    values: Mapping[str, Any] | None,
+    hook: str | None,
+    jobs: Iterable[Mapping[str, Any]] | None,
+    write: bool,
+    state: str,
+    check: bool = False,
+) -> dict[str, Any]:
     """The run's file at ``path`` present (with ``values``) or absent; returns the module's result."""
     run_dir = os.path.dirname(path)
     if state == "absent":
         gone = os.path.lexists(path)
         if gone and not ours(path):
-            raise ValueError("refusing to remove it: it is not a secrets file rlinfra wrote (its first line is not %r)"
-                             % HEADER)
+            raise ValueError(
+                "refusing to remove it: it is not a secrets file rlinfra wrote (its first line is not %r)" % HEADER
+            )
         if gone and not check:
             os.unlink(path)
         return dict(changed=gone, written=False, removed=[path] if gone else [])
