@@ -221,268 +221,51 @@ compose:
   ansible_ssh_private_key_file: "'~/.ssh/hyperbolic_ed25519'"
 """
 
-import difflib
-import fnmatch
 import os
-import re
 import traceback
 
-from ansible import constants as C
 from ansible.errors import AnsibleError, AnsibleParserError
-from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
-from ansible.utils.unsafe_proxy import wrap_var
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import mask_values
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.client import (
-    DEFAULT_SSH_USER,
-    SOURCES,
     HyperbolicClient,
     HyperbolicError,
     check_api_key,
-    check_api_url,
-    check_number,
-    expand_nodes,
-    normalize_instances,
     one_line,
-    redact_url,
-    status_is_wanted,
-    url_is_plain_remote_http,
-    valid_ssh_user,
+)
+from ansible_collections.rlinfra.verl.plugins.plugin_utils.hyperbolic_hosts import (
+    choose_heads,
+    cluster_groups,
+    cluster_namer,
+    display_name,
+    host_vars,
+    keyed_group_error,
+    name_hosts,
+    rented_cluster,
+    unsafe,
+)
+from ansible_collections.rlinfra.verl.plugins.plugin_utils.hyperbolic_options import (
+    PLUGIN,
+    NotOurs,
+    check_config_file,
+    error_text,
+    load_config_file,
+    plain_http_warning,
+    read_settings,
+)
+from ansible_collections.rlinfra.verl.plugins.plugin_utils.hyperbolic_records import (
+    CACHE_FORMAT,
+    from_cache,
+    normalize,
+    select_records,
 )
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.inventory_load import failed_before, give_up
 
-try:  # ansible-core >= 2.19
-    from ansible.errors import AnsibleTemplateSyntaxError
-except ImportError:  # pragma: no cover - older cores report syntax errors as plain AnsibleError
-    AnsibleTemplateSyntaxError = ()
-
-CACHE_FORMAT = 1
-PLUGIN = "rlinfra.verl.hyperbolic"
-
-_HOST_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-_GROUP_UNSAFE = re.compile(r"[^A-Za-z0-9_]+")
-_GROUP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_GROUP_PREFIX = re.compile(r"[A-Za-z0-9_]*")
-# Host names are for people and `--limit`; the API's label stays complete in hyperbolic_label.
-_MAX_NAME = 64
-# Names Ansible gives a meaning of its own: a host called "localhost" would receive every
-# `delegate_to: localhost` task, over SSH, on the rented machine.
-_RESERVED_HOSTS = frozenset(("localhost", "127.0.0.1", "all", "ungrouped", "ray_head", "ray_workers"))
-_BOOL_OPTIONS = ("validate_certs", "cache", "strict", "use_extra_vars", "leading_separator")
-_MAX_SSH_WARNINGS = 5
-# Every number has a ceiling: a timeout or wait of 1e300 seconds overflows the C time types the socket and sleep take.
-_NUMBER_OPTIONS = (
-    ("timeout", {"above": True, "maximum": 3600}),
-    ("retries", {"maximum": 100, "integer": True}),
-    ("retry_backoff", {"maximum": 3600}),
-    ("retry_max_wait", {"maximum": 3600}),
-    ("max_response_mib", {"above": True, "maximum": 1024}),
-    ("cache_timeout", {"integer": True, "maximum": 366 * 86400}),
-)
+# The rules (options, records, names, clusters, groups) live in plugins/plugin_utils/hyperbolic_*.py; this file is
+# the Ansible glue: the cache, the inventory, the Constructable options and the one line of a failure.
 
 
-class _NotOurs(AnsibleParserError):
-    """A file named like ours that names another plugin: the next enabled plugin may read it."""
-
-
-# ------------------------------------------------------------------------------------------
-# Pure helpers (unit-tested without an inventory)
-# ------------------------------------------------------------------------------------------
-def sanitize_host_name(value):
-    """Reduce a label/id to ``[A-Za-z0-9._-]`` (runs of anything else become one ``-``), at most 64 characters."""
-    if not value:
-        return ""
-    return _HOST_UNSAFE.sub("-", str(value)[: _MAX_NAME * 4]).strip("-.")[:_MAX_NAME].rstrip("-.")
-
-
-def sanitize_group_part(value):
-    """Reduce a value to ``[A-Za-z0-9_]`` for use inside a group name."""
-    return _GROUP_UNSAFE.sub("_", str(value)[: _MAX_NAME * 4]).strip("_")[:_MAX_NAME] or "_"
-
-
-def display_name(record):
-    """The name an instance is matched and sorted by: its label, else its id."""
-    return record.get("label") or record.get("id") or ""
-
-
-def shown(value, limit=60):
-    """API text quoted for a warning: one line, bounded, quotes added."""
-    return one_line(repr(str(value)), limit)
-
-
-def filter_records(records, statuses=None, name_pattern=None):
-    """Keep instances whose status is wanted and whose label (or id) matches ``name_pattern``."""
-    wanted = {str(s).strip().lower() for s in (statuses or [])}
-    out = []
-    for record in records:
-        if not status_is_wanted(record.get("status"), wanted):
-            continue
-        if name_pattern and not fnmatch.fnmatchcase(display_name(record), name_pattern):
-            continue
-        out.append(record)
-    return out
-
-
-def base_host_name(record):
-    return sanitize_host_name(record.get("label")) or sanitize_host_name(record.get("id")) or "instance"
-
-
-def assign_host_names(records, reserved=()):
-    """Unique, deterministic host names: ``[(name, record), ...]`` sorted by name.
-
-    The base name is the sanitised label, else the sanitised id. Instances are processed in an
-    order that depends only on their data (not on the API's ordering), and a name that clashes
-    (with another instance, or with one of ``reserved``) gets ``-<id>`` (then ``-2``, ``-3``, ...)
-    appended.
-    """
-    keyed = []
-    for record in records:
-        keyed.append((base_host_name(record), str(record.get("source") or ""), str(record.get("id") or ""), record))
-    keyed.sort(key=lambda k: k[:3])
-    used = set(reserved)
-    named = []
-    for base, _source, ident, record in keyed:
-        name = base
-        if name in used:
-            sid = sanitize_host_name(ident)
-            name = "%s-%s" % (base, sid) if sid and sid != base else base
-            n = 2
-            stem = name
-            while name in used:
-                name = "%s-%d" % (stem, n)
-                n += 1
-        used.add(name)
-        named.append((name, record))
-    named.sort(key=lambda item: item[0])
-    return named
-
-
-def cluster_from_regex(regex, record):
-    """Cluster name from a compiled regex searched in the label (or id); None when no match."""
-    match = regex.search(display_name(record))
-    if not match:
-        return None
-    if "cluster" in regex.groupindex:
-        return match.group("cluster")
-    if regex.groups:
-        return match.group(1)
-    return match.group(0)
-
-
-def choose_heads(clusters, selector="first"):
-    """Pick one head per cluster.
-
-    ``clusters`` maps a cluster name to a list of ``(host_name, match_name)``.
-    Returns ``(heads, warnings)``: ``heads`` maps cluster -> head host name.
-    """
-    heads = {}
-    warnings = []
-    selector = (selector or "first").strip()
-    for cluster in sorted(clusters):
-        members = sorted(clusters[cluster])
-        if not members:
-            continue
-        if selector == "first":
-            head = members[0][0]
-        elif selector == "last":
-            head = members[-1][0]
-        else:
-            matching = [m for m in members if fnmatch.fnmatchcase(m[1], selector)]
-            if matching:
-                head = matching[0][0]
-            else:
-                head = members[0][0]
-                warnings.append(
-                    "rlinfra.verl.hyperbolic: no member of Ray cluster '%s' matches head_selector '%s'; "
-                    "using '%s' (first by name)" % (one_line(cluster, 80), selector, head)
-                )
-        heads[cluster] = head
-    return heads, warnings
-
-
-# ansible-core >= 2.19 (data tagging): a plain, untagged ``str`` is never trusted as a template,
-# and ``wrap_var`` returns it unchanged; older cores return an AnsibleUnsafeText. Only values
-# that could carry trust (tagged strings, or any string on older cores) need the call.
-_PLAIN_STR_IS_UNSAFE = type(wrap_var("x")) is str  # pylint: disable=unidiomatic-typecheck
-
-
-def unsafe(value):
-    """Mark one API value unsafe (``wrap_var``), skipping the no-op case for speed."""
-    if value is None or (_PLAIN_STR_IS_UNSAFE and type(value) is str):  # pylint: disable=unidiomatic-typecheck
-        return value
-    return wrap_var(value)
-
-
-def host_vars(record):
-    """The host variables of one instance, every API value marked unsafe."""
-    ssh = record.get("ssh") or {}
-    gpu_count = record.get("gpu_count")
-    port = ssh.get("port")
-    return {
-        "ansible_host": unsafe(ssh.get("host")),
-        "ansible_port": int(port) if port is not None else None,
-        "ansible_user": unsafe(ssh.get("user")),
-        "hyperbolic_id": unsafe(record.get("id")),
-        "hyperbolic_label": unsafe(record.get("label")),
-        "hyperbolic_status": unsafe(record.get("status")),
-        "hyperbolic_gpu_type": unsafe(record.get("gpu_type")),
-        "hyperbolic_gpu_count": int(gpu_count) if gpu_count is not None else None,
-        "hyperbolic_region": unsafe(record.get("region")),
-        "hyperbolic_source": unsafe(record.get("source")),
-        "hyperbolic_kind": unsafe(record.get("kind")),
-        "hyperbolic_node": record.get("node"),
-        "hyperbolic_private_ip": unsafe(record.get("private_ip")),
-        "hyperbolic_cost_per_hour": record.get("cost_per_hour"),
-        "hyperbolic_user_metadata": wrap_var(record["user_metadata"]) if record.get("user_metadata") else None,
-    }
-
-
-def rented_cluster(record):
-    """The cluster the collection rented an instance for (``userMetadata.rlinfra.label``), else None."""
-    meta = record.get("user_metadata") or {}
-    ours = meta.get("rlinfra") if isinstance(meta.get("rlinfra"), dict) else {}
-    label = ours.get("label")
-    return label if isinstance(label, str) and label else None
-
-
-def _error_text(exc):
-    """One line from an exception: Ansible's own message (without its source excerpt) or str()."""
-    text = getattr(exc, "message", None)
-    if not isinstance(text, str) or not text:
-        text = str(exc)
-    cause = getattr(exc, "__cause__", None)
-    # a YAML error says "Syntax error while loading YAML." and keeps the problem in its cause
-    if cause is not None and len(text) < 40:
-        detail = getattr(cause, "problem", None) or getattr(cause, "message", None) or str(cause)
-        if detail and str(detail) not in text:
-            text = "%s %s" % (text.rstrip("."), "(%s)" % one_line(detail, 120))
-    return text
-
-
-def _as_name_list(option, value, known=None):
-    """A list of names from a YAML list or a comma-separated string; HyperbolicError otherwise."""
-    if isinstance(value, str):
-        value = [v for v in (p.strip() for p in value.split(",")) if v]
-    if not isinstance(value, (list, tuple)):
-        raise HyperbolicError("%s must be a list of names, got %s" % (option, shown(value, 60)))
-    names = []
-    for item in value:
-        if not isinstance(item, str) or not item.strip():
-            raise HyperbolicError("%s must be a list of names; %s is not a name" % (option, shown(item, 40)))
-        names.append(item.strip())
-    if known is not None:
-        for name in names:
-            if name not in known:
-                raise HyperbolicError(
-                    "unknown %s entry %s; choose from %s" % (option, shown(name, 40), ", ".join(known))
-                )
-    return names
-
-
-# ------------------------------------------------------------------------------------------
-# Plugin
-# ------------------------------------------------------------------------------------------
 class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
     """Hyperbolic GPU instances as a Ray cluster inventory."""
 
@@ -498,10 +281,10 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         failed_before(inventory, path)
         try:
             self._parse(path, cache)
-        except _NotOurs:
+        except NotOurs:
             raise
         except (AnsibleError, HyperbolicError) as exc:
-            self._fail(path, _error_text(exc))
+            self._fail(path, error_text(exc))
         except Exception as exc:  # pylint: disable=broad-except
             # still one line (and key-free); the traceback is there for a bug report
             self.display.vvv(self._scrub(traceback.format_exc()))
@@ -525,11 +308,11 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         except AttributeError:
             raise  # no cache in use: the inventory manager expects exactly this
         except Exception as exc:  # pylint: disable=broad-except
-            self.display.warning("%s: could not write the inventory cache: %s" % (PLUGIN, one_line(_error_text(exc))))
+            self.display.warning("%s: could not write the inventory cache: %s" % (PLUGIN, one_line(error_text(exc))))
 
     def _parse(self, path, cache):
-        config = self._load_config_file(path)
-        self._check_config_file(config)
+        config = load_config_file(self.loader, path)
+        check_config_file(config, getattr(self, "_redirected_names", None) or [self.NAME], self._load_name)
         self._read_config_data(path)
         raw_key = self.get_option("api_key")
         if raw_key:
@@ -538,120 +321,16 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         records = self._load_records(path, cache, settings)
         self._populate(records, settings)
 
-    # ---------------------------------------------------------------- the configuration file
-    def _load_config_file(self, path):
-        try:
-            try:
-                config = self.loader.load_from_file(path, cache="none", trusted_as_template=True)
-            except TypeError:  # ansible-core < 2.19
-                config = self.loader.load_from_file(path, cache="none")
-        except Exception as exc:  # pylint: disable=broad-except
-            line = getattr(getattr(exc, "obj", None), "line_num", None)
-            where = " (line %s)" % line if isinstance(line, int) else ""
-            raise AnsibleParserError("not a readable YAML file%s: %s" % (where, _error_text(exc))) from None
-        if config is None or config == "":
-            raise AnsibleParserError("the file is empty; it needs at least the line 'plugin: %s'" % PLUGIN)
-        if not isinstance(config, dict):
-            kinds = ((list, "a list"), (str, "a string"), (bool, "a boolean"), ((int, float), "a number"))
-            kind = next((name for cls, name in kinds if isinstance(config, cls)), "a scalar")
-            raise AnsibleParserError("the file must be a YAML mapping of options, not %s" % kind)
-        return config
-
-    def _check_config_file(self, config):
-        """Checks on the file's own text, before Ansible converts it (and loses what was written)."""
-        names = getattr(self, "_redirected_names", None) or [self.NAME]
-        plugin = config.get("plugin")
-        if plugin not in names:
-            text = str(plugin).lower()
-            if (
-                plugin is not None
-                and "hyperbol" not in text
-                and difflib.SequenceMatcher(None, text, PLUGIN).ratio() < 0.75
-            ):
-                raise _NotOurs("Incorrect plugin name in file: %s" % plugin)
-            raise HyperbolicError(
-                "plugin is %s; a *hyperbolic.yml file needs 'plugin: %s'"
-                % ("missing" if plugin is None else shown(plugin, 60), PLUGIN)
-            )
-        try:
-            known = set(C.config.get_configuration_definitions("inventory", self._load_name) or ())
-        except Exception:  # pylint: disable=broad-except
-            known = set()
-        if known:
-            # a misspelt option (name_patern:) would otherwise be ignored: every instance of the
-            # account would become a host
-            for key in sorted(str(k) for k in config):
-                if key not in known:
-                    close = difflib.get_close_matches(key, sorted(known), n=1)
-                    raise HyperbolicError(
-                        "unknown option %s%s"
-                        % (
-                            shown(key, 40),
-                            "; did you mean '%s'?" % close[0]
-                            if close
-                            else "; see ansible-doc -t inventory %s" % PLUGIN,
-                        )
-                    )
-        if "sources" in config:
-            if not _as_name_list("sources", config["sources"], known=list(SOURCES)):
-                raise HyperbolicError("sources is empty; choose on_demand and/or marketplace")
-        if "statuses" in config and config["statuses"] is not None:
-            _as_name_list("statuses", config["statuses"])
-        for option, kwargs in _NUMBER_OPTIONS:
-            if config.get(option) is not None:
-                check_number(option, config[option], **kwargs)
-        # Ansible reads any unknown word as false: "validate_certs: ture" would turn TLS checks off
-        for option in _BOOL_OPTIONS:
-            if option in config and config[option] is not None:
-                self._strict_bool(option, config[option])
-        if "validate_certs" not in config and os.environ.get("HYPERBOLIC_VALIDATE_CERTS", "").strip():
-            self._strict_bool("HYPERBOLIC_VALIDATE_CERTS", os.environ["HYPERBOLIC_VALIDATE_CERTS"])
-
-    @staticmethod
-    def _strict_bool(option, value):
-        try:
-            boolean(value, strict=True)
-        except TypeError:
-            raise HyperbolicError("%s must be true or false, got %s" % (option, shown(value, 40))) from None
-
     # ---------------------------------------------------------------- options, checked before any request
     def _settings(self):
-        settings = {}
-        settings["sources"] = self._sources()
-        statuses = self.get_option("statuses")
-        settings["statuses"] = _as_name_list("statuses", [] if statuses is None else statuses)
-        settings["api_url"] = check_api_url(self.get_option("api_url"))
-        for option, kwargs in _NUMBER_OPTIONS:
-            settings[option] = check_number(option, self.get_option(option), **kwargs)
-        group = self.get_option("group") or "hyperbolic"
-        if not _GROUP_NAME.fullmatch(group):
-            raise HyperbolicError(
-                "group %s is not a valid group name (letters, digits and _, not "
-                "starting with a digit)" % shown(group, 60)
-            )
-        settings["group"] = group
-        prefix = self.get_option("cluster_group_prefix")
-        prefix = "ray_cluster_" if prefix is None else prefix
-        if not _GROUP_PREFIX.fullmatch(prefix):
-            raise HyperbolicError("cluster_group_prefix %s may only hold letters, digits and _" % shown(prefix, 60))
-        settings["cluster_group_prefix"] = prefix
-        default_user = self.get_option("default_user") or DEFAULT_SSH_USER
-        if not valid_ssh_user(default_user):
-            raise HyperbolicError("default_user %s is not a valid user name" % shown(default_user, 40))
-        settings["default_user"] = default_user
-        settings["cluster_namer"] = self._cluster_namer()
-        if url_is_plain_remote_http(settings["api_url"]):
-            self.display.warning(
-                "%s: api_url %s is plain http to a remote host: the API key crosses the "
-                "network unencrypted; use https" % (PLUGIN, redact_url(settings["api_url"]))
-            )
+        settings = read_settings(self.get_option)
+        settings["cluster_namer"] = cluster_namer(
+            self.get_option("cluster_from"), lambda: self.templar, lambda: self.get_option("strict")
+        )
+        warning = plain_http_warning(settings["api_url"])
+        if warning:
+            self.display.warning(warning)
         return settings
-
-    def _sources(self):
-        sources = _as_name_list("sources", self.get_option("sources") or [], known=list(SOURCES))
-        if not sources:
-            raise HyperbolicError("sources is empty; choose on_demand and/or marketplace")
-        return list(dict.fromkeys(sources))
 
     def _api_key(self):
         key = self.get_option("api_key")
@@ -661,7 +340,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             try:
                 key = self.templar.template(key)
             except AnsibleError as exc:
-                raise HyperbolicError("api_key template failed: %s" % _error_text(exc)) from None
+                raise HyperbolicError("api_key template failed: %s" % error_text(exc)) from None
         if key:
             self._secrets.append(str(key).strip())
         return check_api_key(key)
@@ -679,45 +358,6 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             max_response_mib=self.get_option("max_response_mib"),
         )
 
-    def _cluster_namer(self):
-        """Return a function (record, hostvars) -> cluster name or None."""
-        spec = self.get_option("cluster_from")
-        if not spec:
-            return None
-        if "{{" in spec or "{%" in spec:
-            templar = self.templar
-            strict = self.get_option("strict")
-
-            def by_template(record, hvars):
-                templar.available_variables = hvars
-                try:
-                    value = templar.template(spec)
-                except AnsibleTemplateSyntaxError as exc:
-                    # the option is broken for every instance: not a per-instance miss
-                    raise HyperbolicError("cluster_from is not a valid Jinja template: %s" % _error_text(exc)) from None
-                except Exception as exc:  # pylint: disable=broad-except
-                    if strict:
-                        raise AnsibleParserError(
-                            "cluster_from failed for %s: %s" % (shown(display_name(record)), _error_text(exc))
-                        ) from exc
-                    return None
-                return None if value is None else str(value).strip()
-
-            # one trial run on a made-up instance, so a syntax error stops the run before any request
-            dummy = {"source": "on_demand", "id": "x", "label": "x", "status": "running", "ssh": None}
-            try:
-                by_template(dummy, host_vars(dummy))
-            except HyperbolicError:
-                raise
-            except Exception:  # pylint: disable=broad-except
-                pass
-            return by_template
-        try:
-            regex = re.compile(spec)
-        except re.error as exc:
-            raise HyperbolicError("cluster_from is not a valid regular expression: %s" % exc) from None
-        return lambda record, hvars: cluster_from_regex(regex, record)
-
     # ---------------------------------------------------------------- fetch + cache
     def _fetch(self, sources):
         client = self._client()
@@ -725,27 +365,6 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         raw["format"] = CACHE_FORMAT
         self.display.vvv("%s: %d request(s) to %s" % (PLUGIN, client.requests_made, client.api_url))
         return raw
-
-    @staticmethod
-    def _cache_miss_reason(cached, api_url, sources):
-        """None for a usable entry, ``(False, why)`` for a stale one, ``(True, why)`` for a broken one."""
-        if not isinstance(cached, dict):
-            return True, "it is %s, not a JSON object" % type(cached).__name__
-        if "format" not in cached or not isinstance(cached.get("api_url"), str):
-            return True, "it lacks format/api_url"
-        if cached.get("format") != CACHE_FORMAT:
-            return False, "written by another version"
-        if cached["api_url"].rstrip("/") != api_url:
-            return False, "api_url changed"
-        have = cached.get("sources")
-        skipped = cached.get("skipped", {})
-        if not isinstance(have, dict) or not isinstance(skipped, dict):
-            return True, "sources/skipped are not JSON objects"
-        if not all(isinstance(v, str) for v in skipped.values()):
-            return True, "skipped holds something other than messages"
-        if not all(s in have or s in skipped for s in sources):
-            return False, "a requested source is not cached"
-        return None
 
     def _load_records(self, path, cache, settings):
         """``(records, notes)`` from the cache when it is usable, else from the API.
@@ -765,115 +384,31 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             except Exception as exc:  # pylint: disable=broad-except
                 # an unreadable cache file must cost an API call, not the inventory
                 cached = None
-                problem = "unreadable: %s" % one_line(_error_text(exc).split(". ")[0], 200)
+                problem = "unreadable: %s" % one_line(error_text(exc).split(". ")[0], 200)
             if cached is not None:
-                miss = self._cache_miss_reason(cached, settings["api_url"], sources)
-                problem = miss[1] if miss and miss[0] else None
-                if miss is None:
-                    try:
-                        result = self._normalize(cached, sources, settings["default_user"])
-                        self.display.vvv("%s: using cached API results for %s" % (PLUGIN, path))
-                        return result
-                    except HyperbolicError as exc:
-                        problem = str(exc)
+                result, problem = from_cache(cached, settings["api_url"], sources, settings["default_user"])
+                if result is not None:
+                    self.display.vvv("%s: using cached API results for %s" % (PLUGIN, path))
+                    return result
             if problem:
                 self.display.warning(
                     "%s: ignoring the cached API answers for %s (%s); asking the API again"
                     % (PLUGIN, path, one_line(problem, 200))
                 )
         raw = self._fetch(sources)
-        result = self._normalize(raw, sources, settings["default_user"])
+        result = normalize(raw, sources, settings["default_user"])
         if use_cache:
             self._cache[cache_key] = raw
         return result
 
-    @staticmethod
-    def _normalize(raw, sources, default_user):
-        """Validated records of every requested source, plus the warnings they call for."""
-        skipped = raw.get("skipped") or {}
-        records, notes = [], []
-        for source in sources:
-            note = (raw.get("notes") or {}).get(source)
-            if isinstance(note, str):
-                notes.append("%s: %s" % (PLUGIN, one_line(note, 300)))
-        for source in sources:
-            if source in skipped:
-                notes.append("%s: source '%s' skipped: %s (retired API?)" % (PLUGIN, source, one_line(skipped[source])))
-                continue
-            items = raw["sources"][source]
-            by_id = {}
-            for record in normalize_instances(source, items, default_user):
-                by_id.setdefault(record["id"], []).append(record)
-            for ident in sorted(by_id):
-                copies = by_id[ident]
-                if len(copies) > 1:
-                    differ = sorted({k for c in copies for k in c if c.get(k) != copies[0].get(k)})
-                    if differ:
-                        # Two machines under one id, or one described two ways: either copy may be the wrong host.
-                        notes.append(
-                            "%s: %s instance %s is listed %d times with different %s: the provider's answer "
-                            "is contradictory, so which machine it is cannot be known; left out - check the "
-                            "rental in Hyperbolic's console"
-                            % (PLUGIN, source, shown(ident), len(copies), ", ".join(differ))
-                        )
-                        continue
-                    # the same machine listed twice must not become two Ray nodes
-                    notes.append(
-                        "%s: %s instance %s is listed %d times; using one" % (PLUGIN, source, shown(ident), len(copies))
-                    )
-                records.extend(expand_nodes(copies[:1]))
-        if all(s in skipped for s in sources):
-            raise HyperbolicError(
-                "every source answered HTTP 404 (%s); check api_url (or HYPERBOLIC_API_URL)"
-                % ("; ".join("%s: %s" % (s, one_line(skipped[s], 120)) for s in sources))
-            )
-        return records, notes
-
-    def _select(self, records, notes, settings):
-        for note in notes:
-            self.display.warning(note)
-        kept = filter_records(records, settings["statuses"], self.get_option("name_pattern"))
-        if records and not kept:
-            # a misspelt status or pattern looks exactly like an empty account otherwise
-            pattern = self.get_option("name_pattern")
-            filters = ["statuses [%s]" % ", ".join(settings["statuses"])] if settings["statuses"] else []
-            filters += ["name_pattern %s" % shown(pattern)] if pattern else []
-            seen = sorted({(r.get("status") or "").strip().lower() or "(none)" for r in records})
-            self.display.warning(
-                "%s: none of the %d instance(s) passed %s; statuses seen: %s"
-                % (PLUGIN, len(records), " and ".join(filters), one_line(", ".join(seen), 120))
-            )
-        broken = [r for r in kept if not r.get("ssh") and r.get("ssh_error")]
-        for record in sorted(broken, key=lambda r: (r["source"], r["id"]))[:_MAX_SSH_WARNINGS]:
-            self.display.warning(
-                "%s: instance %s (%s) left out: %s"
-                % (PLUGIN, shown(record["id"]), record["source"], one_line(record["ssh_error"], 300))
-            )
-        if len(broken) > _MAX_SSH_WARNINGS:
-            self.display.warning(
-                "%s: %d more instance(s) with unusable SSH details left out" % (PLUGIN, len(broken) - _MAX_SSH_WARNINGS)
-            )
-        unreachable = [r for r in kept if not r.get("ssh") and not r.get("ssh_error")]
-        if unreachable:
-            ids = ", ".join(shown(n, 40)[1:-1] for n in sorted(display_name(r) for r in unreachable)[:10])
-            self.display.warning(
-                "%s: %d instance(s) without SSH details left out: %s%s"
-                % (PLUGIN, len(unreachable), ids, " ..." if len(unreachable) > 10 else "")
-            )
-        return [r for r in kept if r.get("ssh")]
-
     # ---------------------------------------------------------------- inventory
     def _populate(self, loaded, settings):
-        records = self._select(loaded[0], loaded[1], settings)
-        reserved = _RESERVED_HOSTS | {settings["group"]}
-        named = assign_host_names(records, reserved)
-        for name, record in named:
-            base = base_host_name(record)
-            if base in reserved and name != base:
-                self.display.warning(
-                    "%s: instance %s is named %s, which Ansible reserves; host name %s used"
-                    % (PLUGIN, shown(record["id"]), shown(base), name)
-                )
+        for note in loaded[1]:
+            self.display.warning(note)
+        records, warnings = select_records(loaded[0], settings["statuses"], self.get_option("name_pattern"))
+        named, more = name_hosts(records, settings["group"])
+        for message in warnings + more:
+            self.display.warning(message)
 
         inventory = self.inventory
         group = inventory.add_group(settings["group"])
@@ -918,20 +453,13 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             clusters.setdefault(str(hvars["ray_cluster"]), []).append((name, display_name(record)))
 
         heads, warnings = choose_heads(clusters, self.get_option("head_selector"))
-        for message in warnings:
+        group_of, more = cluster_groups(clusters, settings["cluster_group_prefix"], inventory.add_group)
+        for message in warnings + more:
             self.display.warning(message)
-
-        prefix = settings["cluster_group_prefix"]
-        cluster_groups = {}
         for cluster in sorted(clusters):
-            gname = prefix + sanitize_group_part(cluster)
-            if gname in cluster_groups.values():
-                self.display.warning("%s: Ray clusters with similar names share the group %s" % (PLUGIN, gname))
-            cluster_groups[cluster] = inventory.add_group(gname)
-            head = heads[cluster]
             for name, _match in clusters[cluster]:
-                inventory.add_child(head_group if name == head else workers_group, name)
-                inventory.add_child(cluster_groups[cluster], name)
+                inventory.add_child(head_group if name == heads[cluster] else workers_group, name)
+                inventory.add_child(group_of[cluster], name)
 
         if groups or keyed_groups:
             for name, _record in named:
@@ -941,29 +469,9 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                     try:
                         self._add_host_to_keyed_groups([entry], {}, name, strict=strict)
                     except AnsibleParserError as exc:
-                        kind = re.search(r"got: <class '([\w.]+)'>", str(exc))
-                        if not kind:
+                        error = keyed_group_error(exc, index, entry, name)
+                        if error is None:
                             raise
                         for added, _dummy in named:  # a broken inventory adds no host, even for a moment
                             inventory.remove_host(inventory.get_host(added))
-                        word = kind.group(1).rsplit(".", 1)[-1].lower()
-                        word = (
-                            "a number"
-                            if "int" in word or "float" in word
-                            else "a boolean"
-                            if "bool" in word
-                            else "null"
-                            if "none" in word
-                            else "a value that is not text"
-                        )
-                        # Ansible's line names only a Python class: say which entry, what it gave, and the fix.
-                        raise HyperbolicError(
-                            "keyed_groups[%d] (key %s) gave %s for host %s, and a group name is made from text: "
-                            "end the key with | string (e.g. key: hyperbolic_gpu_count | string)"
-                            % (
-                                index,
-                                shown(entry.get("key") if isinstance(entry, dict) else entry, 60),
-                                word,
-                                shown(name, 60),
-                            )
-                        ) from None
+                        raise error from None

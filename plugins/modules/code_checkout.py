@@ -119,31 +119,7 @@ ARGUMENT_SPEC = code_checkout.ARGUMENT_SPEC
 
 
 def main():
-    module = ARGS.new_module(AnsibleModule)
-    p = module.params
-    code, errors = code_checkout.module_section(p)
-    if errors:
-        module.fail_json(msg=errors[0], errors=errors)
-    try:
-        with code_checkout.Git(code["repo"], p["token"], p["ssh_key"]) as git:
-            commit = p["commit"] or code_checkout.resolve(code, git)
-            if not code_checkout.COMMIT_RE.match(commit):
-                module.fail_json(msg="commit: %r is not a full 40-character commit" % commit)
-            changed, record = code_checkout.checkout(
-                code, commit, p["root"], git, check_mode=module.check_mode, lock_timeout=p["lock_timeout"]
-            )
-    except code_checkout.CodeError as e:
-        module.fail_json(msg=str(e))
-    except OSError as e:
-        module.fail_json(msg="code %s: %s" % (code["repo"], e))
-    module.exit_json(
-        changed=changed,
-        commit=commit,
-        dir=code_checkout.directory(p["root"], code, commit),
-        workdir=code_checkout.workdir(p["root"], code, commit),
-        submodules=record.get("submodules") or [],
-        line=code_checkout.report(code, commit, changed, record, module.check_mode),
-    )
+    code_checkout.run(ARGS.new_module(AnsibleModule))
 
 
 if __name__ == "__main__":

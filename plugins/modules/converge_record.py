@@ -220,15 +220,7 @@ ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
-    module = ARGS.new_module(AnsibleModule, required_if=[("state", "write", ["inputs"])])
-    p = module.params
-    module.exit_json(
-        **(
-            converge_record.write(p, module)
-            if p["state"] == "write"
-            else dict(changed=False, **converge_record.check(p, module))
-        )
-    )
+    converge_record.run(ARGS.new_module(AnsibleModule, required_if=[("state", "write", ["inputs"])]))
 
 
 if __name__ == "__main__":

@@ -57,15 +57,10 @@ since:
   type: str
 """
 
-import json
-import os
-import time
-
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import makedirs, write_atomic
-from ansible_collections.rlinfra.verl.plugins.module_utils.node.facts import local_fact
+from ansible_collections.rlinfra.verl.plugins.module_utils.node.fitness_exclude import exclude
 
 ARGS = vocabulary.Args(
     state=vocabulary.Choice(("excluded", "included"), required=True),
@@ -78,40 +73,8 @@ ARGS = vocabulary.Args(
 ARGUMENT_SPEC = ARGS.spec
 
 
-def read(path):
-    """The record as site.yml reads it (node_facts.local_fact): None when there is none, {} when it is not one."""
-    fact = local_fact(path)
-    return fact if fact is None or isinstance(fact, dict) else {}
-
-
 def main():
-    module = ARGS.new_module(AnsibleModule)
-    p = module.params
-    before = read(p["fact_path"])
-    if p["state"] == "included":
-        if before is not None and not module.check_mode:
-            os.unlink(p["fact_path"])
-        module.exit_json(changed=before is not None, since="")
-    since = (before or {}).get("since") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    record = dict(reason=p["reason"], since=since)
-    changed = before != record
-    systemctl = module.get_bin_path("systemctl")
-    active = False
-    if systemctl:
-        rc, out, dummy = module.run_command([systemctl, "is-active", p["service"]])
-        active = out.strip() in ("active", "activating", "reloading")
-        rc, out_enabled, dummy = module.run_command([systemctl, "is-enabled", p["service"]])
-        changed = changed or active or out_enabled.strip() == "enabled"
-    if changed and not module.check_mode:
-        makedirs(os.path.dirname(p["fact_path"]), 0o755)
-        write_atomic(p["fact_path"], json.dumps(record, sort_keys=True) + "\n", 0o644)
-        if systemctl:
-            rc, dummy, err = module.run_command([systemctl, "disable", "--now", p["service"]])
-            if rc != 0:
-                module.fail_json(msg="fitness_exclude: could not stop %s: %s" % (p["service"], err.strip()[-300:]))
-            # ray start --block exits 1 on a requested stop; the unit reads inactive, not failed, once left out.
-            module.run_command([systemctl, "reset-failed", p["service"]])
-    module.exit_json(changed=changed, since=since)
+    exclude(ARGS.new_module(AnsibleModule))
 
 
 if __name__ == "__main__":

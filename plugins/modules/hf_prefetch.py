@@ -145,36 +145,11 @@ lines:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import hf_prefetch
-
-
-def _repos(plural):
-    """The rule of an experiment's ``prefetch.<plural>`` (module_utils/verl/hf_prefetch.py), its lines naming the option."""
-
-    def problems(value):
-        errors = []
-        hf_prefetch.normalize({plural: value}, errors.append)
-        return [e[len("prefetch.") :] if e.startswith("prefetch.") else e for e in errors]
-
-    return problems
-
-
-def _repo_list(plural):
-    bad = [
-        ("path", ["../../etc"]),
-        ("url", ["https://huggingface.co/org/x"]),
-        ("revision", [{"repo": "org/x", "revision": "a..b"}]),
-        ("unknown_key", [{"repo": "org/x", "branch": "main"}]),
-        ("number", [5]),
-        ("twice", ["org/x", "org/x"]),
-        ("patterns", [{"repo": "org/x", "allow_patterns": []}]),
-    ]
-    return vocabulary.Custom("list", vocabulary.Custom.lines(_repos(plural)), bad, [], elements="raw", default=[])
-
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import hf_prefetch, hf_prefetch_module
 
 ARGS = vocabulary.Args(
-    models=_repo_list("models"),
-    datasets=_repo_list("datasets"),
+    models=hf_prefetch_module.repo_list("models"),
+    datasets=hf_prefetch_module.repo_list("datasets"),
     hf_home=vocabulary.AbsPath("writes", required=True),
     hub_cache=vocabulary.AbsPath("writes"),
     # Not file:// (it would read the node's own files), no credentials or query (the token has its own option).
@@ -189,33 +164,7 @@ ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
-    module = ARGS.new_module(AnsibleModule)
-    p = module.params
-    errors = []
-    items, dummy = hf_prefetch.normalize({"models": p["models"], "datasets": p["datasets"]}, errors.append)
-    if errors:  # the types checked each list already; kept for a rule of normalize the lists do not see
-        module.fail_json(msg=errors[0], errors=errors)
-    if p["shared_path"]:
-        problem = hf_prefetch.not_shared(p["hf_home"], p["shared_path"])
-        if problem:
-            module.fail_json(msg=problem)
-    try:
-        changed, results, lines = hf_prefetch.prefetch(
-            items,
-            p["hf_home"],
-            p["hub_cache"],
-            p["endpoint"],
-            p["token"],
-            p["timeout"],
-            p["retries"],
-            module.check_mode,
-            p["lock_timeout"],
-        )
-    except hf_prefetch.PrefetchError as e:
-        module.fail_json(msg="prefetch: %s" % e)
-    except OSError as e:
-        module.fail_json(msg="prefetch into %s: %s" % (p["hf_home"], e))
-    module.exit_json(changed=changed, items=results, lines=lines)
+    hf_prefetch_module.run(ARGS.new_module(AnsibleModule))
 
 
 if __name__ == "__main__":

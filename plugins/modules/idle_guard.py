@@ -98,19 +98,17 @@ files:
   elements: str
 """
 
-import json
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import owned, vocabulary
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import makedirs, write_if_changed
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.idle_guard_install import install
 
 ARGS = vocabulary.Args(
     state=vocabulary.Choice(("present", "absent"), default="present"),
-    # Needed with state=present (present() says which are missing): label, idle_release_after, api_key, dashboard_url.
+    # Needed with state=present (idle_guard_install.present says which are missing): label, idle_release_after,
+    # api_key, dashboard_url.
     label=vocabulary.Name(),
-    # 0 (off) is what a removal passes; with state=present the module asks for 1 or more (missing, below).
+    # 0 (off) is what a removal passes; with state=present the module asks for 1 or more (idle_guard_install.present).
     idle_release_after=vocabulary.Int(0, vocabulary.YEAR, unit="seconds"),
     check_every=vocabulary.Int(10, vocabulary.YEAR, unit="seconds", default=300),
     api_key=vocabulary.Secret(),
@@ -126,132 +124,10 @@ ARGS = vocabulary.Args(
     files=vocabulary.MapOf(vocabulary.RelPath(), vocabulary.Text(lines=True, max_len=1 << 22), default={}),
 )
 ARGUMENT_SPEC = ARGS.spec
-NAME = "rlinfra-idle-guard"
-SERVICE = """[Unit]
-Description=rlinfra.verl idle guard: release this cluster's Hyperbolic instances after %(after)ss without a Ray job
-After=network-online.target
-
-[Service]
-Type=oneshot
-Environment=PYTHONPATH=%(root)s
-ExecStart=%(python)s -m ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.idle_guard %(config)s
-"""
-TIMER = """[Unit]
-Description=rlinfra.verl idle guard, every %(every)ss
-
-[Timer]
-OnActiveSec=%(every)ss
-OnUnitActiveSec=%(every)ss
-
-[Install]
-WantedBy=timers.target
-"""
-
-
-def systemctl(module, *args):
-    rc, out, err = module.run_command([module.get_bin_path("systemctl", required=True)] + list(args))
-    if rc != 0:
-        module.fail_json(msg="systemctl %s failed: %s" % (" ".join(args), (err or out).strip().replace("\n", " | ")))
-
-
-def present(module, p):
-    missing = [n for n in ("label", "idle_release_after", "api_key", "dashboard_url", "files") if not p[n]]
-    if missing:  # their values are checked by their types (ARGS)
-        module.fail_json(
-            msg="idle_guard: needs label, idle_release_after (seconds, from 1), api_key, dashboard_url and "
-            "the code (files, from the action); missing: %s" % ", ".join(missing)
-        )
-    python = module.get_bin_path("python3", opt_dirs=["/usr/bin"])
-    if not python:
-        module.fail_json(msg="idle_guard: the head has no python3 to run the guard; install it (the OS package) first")
-    written = []
-    for rel, text in sorted(p["files"].items()):
-        path = os.path.join(p["root"], rel)
-        if not module.check_mode:
-            makedirs(os.path.dirname(path), 0o755)
-        if write_if_changed(path, text, 0o644, module.check_mode):
-            written.append(path)
-    config = dict(
-        label=p["label"],
-        idle_release_after=p["idle_release_after"],
-        api_key=p["api_key"],
-        api_url=p["api_url"],
-        dashboard_url=p["dashboard_url"],
-        token_path=p["token_path"],
-    )
-    if not module.check_mode:
-        makedirs(os.path.dirname(p["config_path"]), 0o755)
-    if write_if_changed(
-        p["config_path"], json.dumps(config, sort_keys=True, indent=1) + "\n", 0o600, module.check_mode
-    ):
-        written.append(p["config_path"])
-    values = dict(
-        after=p["idle_release_after"], root=p["root"], python=python, config=p["config_path"], every=p["check_every"]
-    )
-    units = [
-        (os.path.join(p["unit_dir"], NAME + ".service"), SERVICE % values),
-        (os.path.join(p["unit_dir"], NAME + ".timer"), TIMER % values),
-    ]
-    unit_changed = [path for path, text in units if write_if_changed(path, text, 0o644, module.check_mode)]
-    written += unit_changed
-    if module.check_mode:
-        return written
-    if unit_changed:
-        systemctl(module, "daemon-reload")
-    rc, out, dummy = module.run_command(
-        [module.get_bin_path("systemctl", required=True), "is-enabled", NAME + ".timer"]
-    )
-    if out.strip() != "enabled" or unit_changed:
-        systemctl(module, "enable", "--now", NAME + ".timer")
-        written.append(NAME + ".timer enabled")
-    return written
-
-
-# The guard's code directory holds the package tree the action sends (plugins/action/idle_guard.py's PACKAGE): what
-# marks it as this module's, so a root set to a directory of other things is refused, not emptied.
-ROOT_MARKER = "ansible_collections"
-
-
-def absent(module, p):
-    if os.path.isdir(p["root"]):
-        try:
-            owned.check(p["root"], (ROOT_MARKER,), what="idle guard's code directory", verb="remove")
-        except owned.NotOurs as e:
-            module.fail_json(msg=str(e), changed=False)
-    paths = [
-        os.path.join(p["unit_dir"], NAME + ".timer"),
-        os.path.join(p["unit_dir"], NAME + ".service"),
-        p["config_path"],
-    ]
-    there = [x for x in paths if os.path.exists(x)] + ([p["root"]] if os.path.isdir(p["root"]) else [])
-    config_dir = os.path.dirname(p["config_path"])
-    if not there and os.path.isdir(config_dir) and not os.listdir(config_dir):
-        # left empty without the guard (teardown.yml -e release=true removed the rentals' record from it): rmdir only
-        # ever removes an empty directory
-        if not module.check_mode:
-            os.rmdir(config_dir)
-        return [config_dir]
-    if module.check_mode or not there:
-        return there
-    if os.path.exists(paths[0]):
-        module.run_command([module.get_bin_path("systemctl", required=True), "disable", "--now", NAME + ".timer"])
-    for path in there:
-        if path == p["root"]:
-            owned.remove(path, (ROOT_MARKER,), what="idle guard's code directory")
-        else:
-            os.unlink(path)
-    config_dir = os.path.dirname(p["config_path"])
-    if os.path.isdir(config_dir) and not os.listdir(config_dir):
-        os.rmdir(config_dir)
-    systemctl(module, "daemon-reload")
-    return there
 
 
 def main():
-    module = ARGS.new_module(AnsibleModule)
-    p = module.params
-    files = present(module, p) if p["state"] == "present" else absent(module, p)
-    module.exit_json(changed=bool(files), files=files)
+    install(ARGS.new_module(AnsibleModule))
 
 
 if __name__ == "__main__":

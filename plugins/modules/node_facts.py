@@ -75,7 +75,8 @@ ansible_facts:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
-from ansible_collections.rlinfra.verl.plugins.module_utils.node.facts import ip_runner, node_facts
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import run_module
+from ansible_collections.rlinfra.verl.plugins.module_utils.node.facts import gather
 
 ARGS = vocabulary.Args(
     # Each names <fact_dir>/<name>.fact: a name, never a path.
@@ -86,10 +87,7 @@ ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
-    module = ARGS.new_module(AnsibleModule)
-    module.exit_json(
-        changed=False, ansible_facts=node_facts(ip_runner(module), module.params["fact_dir"], module.params["local"])
-    )
+    run_module(AnsibleModule, ARGS, gather)
 
 
 if __name__ == "__main__":

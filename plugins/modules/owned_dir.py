@@ -71,6 +71,7 @@ removed:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import owned, vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import run_module
 
 ARGS = vocabulary.Args(
     path=vocabulary.AbsPath("owns", required=True),
@@ -83,21 +84,7 @@ ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
-    module = ARGS.new_module(AnsibleModule)
-    p = module.params
-    inputs = [("the kept directory", k, "which a teardown never removes") for k in p["keep"]]
-    try:
-        if module.check_mode:
-            present = owned.check(p["path"], p["markers"], inputs, p["what"], verb="remove")
-        else:
-            present = owned.remove(p["path"], p["markers"], inputs, p["what"])
-    except owned.NotOurs as e:
-        module.fail_json(msg=str(e), removed=False)
-    except OSError as e:
-        module.fail_json(
-            msg="the %s %s could not be removed: %s" % (p["what"], p["path"], e.strerror or e), removed=False
-        )
-    module.exit_json(changed=bool(present), removed=bool(present))
+    run_module(AnsibleModule, ARGS, owned.remove_dir)
 
 
 if __name__ == "__main__":

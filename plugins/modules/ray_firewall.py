@@ -140,7 +140,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.firewall import PortsType
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.nft import Nft, absent, present
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.nft import firewall
 
 ARGS = vocabulary.Args(
     state=vocabulary.Choice(("present", "absent"), default="present"),
@@ -175,18 +175,7 @@ ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
-    module = ARGS.new_module(AnsibleModule)
-    if module.params["state"] == "present" and module.params["ports"] is None:
-        module.fail_json(
-            msg="ports must be given with state=present (Ray's ports, name -> port or low-high range)", changed=False
-        )
-    nft = Nft(module)
-    result = dict(changed=False, active=False, nft=nft.path)
-    if module.params["state"] == "present":
-        present(module, nft, module.params, result)
-    else:
-        absent(module, nft, module.params, result)
-    module.exit_json(**result)
+    firewall(ARGS.new_module(AnsibleModule))
 
 
 if __name__ == "__main__":

@@ -241,13 +241,12 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import run_module
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.secret_names import env_secret_values
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import (
     DASHBOARD_ARGS,
     MIN_POLL_INTERVAL,
     check_runtime_env,
 )
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.job_poll import poll
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.job_poll import concealed, poll
 
 ARGS = vocabulary.Args(
     submission_id=vocabulary.SubmissionId(required=True),
@@ -257,7 +256,7 @@ ARGS = vocabulary.Args(
     logs_tail_lines=vocabulary.Int(0, default=50, hint=" (0 does not read the log)"),
     # The job's runtime_env, by ray_job's rule. Not no_log: Ansible would then mask every value in it
     # (PYTHONUNBUFFERED's "1" too) wherever it appears in the result; the secret values are added to
-    # no_log_values by name (main below and module_utils/ray/job_poll.py).
+    # no_log_values by name (module_utils/ray/job_poll.py: concealed, poll).
     runtime_env=vocabulary.Custom(
         "dict",
         vocabulary.Custom.lines(lambda v: check_runtime_env(v)[1]),
@@ -278,11 +277,6 @@ ARGS = vocabulary.Args(
     **DASHBOARD_ARGS,
 )
 ARGUMENT_SPEC = ARGS.spec
-
-
-def concealed(params):
-    """A refusal's invocation shows the runtime_env: its secret values, masked before the fields are checked."""
-    return env_secret_values((params["runtime_env"] or {}).get("env_vars"), params["secret_names"] or ())
 
 
 def main():

@@ -100,8 +100,9 @@ restarting:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import run_module
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import client as ray_client
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.node_state import guard_result as decide
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.node_state import guard_module
 
 ARGS = vocabulary.Args(
     nodes=vocabulary.ListOf(
@@ -128,13 +129,7 @@ ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
-    module = ARGS.new_module(AnsibleModule)
-    result = decide(module.params)
-    for warning in result.pop("warnings", []):
-        module.warn(warning)
-    if result.pop("failed", False):
-        module.fail_json(**result)
-    module.exit_json(**result)
+    run_module(AnsibleModule, ARGS, guard_module)
 
 
 if __name__ == "__main__":

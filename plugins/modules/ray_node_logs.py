@@ -298,7 +298,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.room import free_space
-from ansible_collections.rlinfra.verl.plugins.module_utils.node import gpu_health
+from ansible_collections.rlinfra.verl.plugins.module_utils.node import kernel_log
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import node_logs
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import RayClient, RayError
 
@@ -416,11 +416,11 @@ def main():
     max_total = int(p["max_total_mib"] * node_logs.MIB)
     # What the failure line says of the node (module_utils/verl/failure_causes.py): its kernel's events (Xid, ECC, the OOM
     # killer, links down) and the free space of the run's volumes.
-    events = gpu_health.kernel_events(kernel_text.splitlines())[-50:] if kernel_text else []
+    events = kernel_log.kernel_events(kernel_text.splitlines())[-50:] if kernel_text else []
     # Placed on the clock here, where the log's time zone and boot time are the node's own (the run report's events).
     boot = node_logs.boot_time() if any(e.get("time") for e in events) else None
     for event in events:
-        event["epoch"] = gpu_health.event_epoch(event.get("time"), boot)
+        event["epoch"] = kernel_log.event_epoch(event.get("time"), boot)
     volumes = [dict(path=v, free_bytes=(free_space(v) or (None,))[0]) for v in p["volumes"]]
     result = dict(
         changed=False,

@@ -68,26 +68,12 @@ size:
   type: int
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import (
-    DASHBOARD_ARGS,
-    RayError,
-    client_from_module,
-)
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.package import (
-    RAY_PKG_PREFIX,
-    PackageError,
-    ensure_package,
-    package_name,
-    read_package,
-)
-
-# Uploads of up to Ray's 100 MiB limit over a slow link take longer than the client's default 30 s.
-UPLOAD_TIMEOUT = 300
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import DASHBOARD_ARGS
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.package import RAY_PKG_PREFIX
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.package_upload import upload
 
 ARGS = vocabulary.Args(
     uri=vocabulary.Text(
@@ -105,22 +91,7 @@ ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
-    module = ARGS.new_module(AnsibleModule)
-    p = module.params
-    try:
-        name = package_name(p["uri"])
-        if os.path.exists(p["src"]):
-            data = read_package(p["src"])  # a bad src is refused before any request
-        client = client_from_module(module, timeout=UPLOAD_TIMEOUT)
-        if module.check_mode or not os.path.isfile(p["src"]):
-            present = client.has_package(name)
-            if present or module.check_mode:
-                module.exit_json(changed=not present, uri=p["uri"], uploaded=False)
-            module.fail_json(msg="%s is not on the cluster and src %s does not exist" % (p["uri"], p["src"]))
-        uploaded = ensure_package(client, p["uri"], data)
-    except (PackageError, RayError) as e:
-        module.fail_json(msg=str(e), uri=p["uri"])
-    module.exit_json(changed=uploaded, uri=p["uri"], uploaded=uploaded, size=len(data))
+    upload(ARGS.new_module(AnsibleModule))
 
 
 if __name__ == "__main__":

@@ -78,23 +78,13 @@ existed:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
-from ansible_collections.rlinfra.verl.plugins.module_utils.node.storage_lv import apply
-
-
-def _lvm_name(**kw):
-    """A volume group's or logical volume's name, as the role's settings check it (module_utils/common/settings.py)."""
-    return vocabulary.Text(
-        empty=False,
-        max_len=128,
-        pattern=r"^(?!\.\.?$)[A-Za-z0-9+_.][A-Za-z0-9+_.-]{0,127}$",
-        what="an LVM name (letters, digits, + _ . -, not starting with -)",
-        **kw,
-    )
-
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import run_module
+from ansible_collections.rlinfra.verl.plugins.module_utils.node.storage_args import lvm_name
+from ansible_collections.rlinfra.verl.plugins.module_utils.node.storage_lv import lv_module
 
 ARGS = vocabulary.Args(
-    vg=_lvm_name(required=True),
-    lv=_lvm_name(required=True),
+    vg=lvm_name(required=True),
+    lv=lvm_name(required=True),
     layout=vocabulary.Choice(("striped", "linear"), default="striped"),
     stripe_size=vocabulary.Text(
         max_len=16, pattern=r"^[0-9]+[kKmM]?$", what="empty or a size such as 256k", default=""
@@ -107,12 +97,7 @@ ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
-    module = ARGS.new_module(AnsibleModule)
-    result = apply(module.params, module.check_mode)
-    error = result.pop("error", "")
-    if error:
-        module.fail_json(msg=error, **result)
-    module.exit_json(**result)
+    run_module(AnsibleModule, ARGS, lv_module)
 
 
 if __name__ == "__main__":

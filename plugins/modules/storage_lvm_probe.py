@@ -117,67 +117,23 @@ report:
   type: str
 """
 
-import os
-import re
-
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
-from ansible_collections.rlinfra.verl.plugins.module_utils.node.storage_probe import Probe
-
-DEFAULT_PATTERN = "^(nvme[0-9]+n[0-9]+|sd[a-z]+|vd[a-z]+|xvd[a-z]+)$"
-_DEVICE = re.compile(r"^/dev/[A-Za-z0-9/_.:-]+$")
-
-
-def _devices(value):
-    """auto, or a list of block devices under /dev (the role's storage_lvm_devices rule, module_utils/common/settings.py)."""
-    if value == "auto":
-        return value
-    if not isinstance(value, list):
-        raise vocabulary.Bad("be auto or a list of block devices (for example [/dev/nvme1n1])")
-    for item in value:
-        if not isinstance(item, str) or not _DEVICE.match(item) or ".." in item.split("/"):
-            raise vocabulary.Bad(
-                "be a list of block devices under /dev; %s is not one"
-                % (repr(item) if isinstance(item, str) else vocabulary.type_word(item))
-            )
-    return value
-
-
-def _pattern(value):
-    vocabulary.one_line(value, "a regular expression")
-    try:
-        re.compile(value)
-    except re.error as e:
-        raise vocabulary.Bad("be a regular expression (%s)" % e) from e
-    return value
-
-
-def _disk(value):
-    """A disk that discovery never takes: its kernel name (nvme0n1) or a path to its device node."""
-    if isinstance(value, str) and value.startswith("/"):
-        return vocabulary.AbsPath("reads").check(value)
-    try:
-        return vocabulary.Name(max_len=255).check(value)
-    except vocabulary.Bad:
-        raise vocabulary.Bad("be a disk's kernel name (nvme0n1) or the absolute path of its device node") from None
-
-
-def _lvm_name(**kw):
-    """A volume group's or logical volume's name, as the role's settings check it (module_utils/common/settings.py)."""
-    return vocabulary.Text(
-        empty=False,
-        max_len=128,
-        pattern=r"^(?!\.\.?$)[A-Za-z0-9+_.][A-Za-z0-9+_.-]{0,127}$",
-        what="an LVM name (letters, digits, + _ . -, not starting with -)",
-        **kw,
-    )
-
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import run_module
+from ansible_collections.rlinfra.verl.plugins.module_utils.node.storage_args import (
+    DEFAULT_PATTERN,
+    devices,
+    disk,
+    lvm_name,
+    pattern,
+)
+from ansible_collections.rlinfra.verl.plugins.module_utils.node.storage_probe import probe_module
 
 ARGS = vocabulary.Args(
     devices=vocabulary.Custom(
         "raw",
-        _devices,
+        devices,
         [
             ("word", "sdb"),
             ("not_dev", ["sdb"]),
@@ -191,15 +147,15 @@ ARGS = vocabulary.Args(
         required=True,
     ),
     layout=vocabulary.Choice(("striped", "linear", "plain"), default="striped"),
-    vg_name=_lvm_name(default="vg_scratch"),
-    lv_name=_lvm_name(default="lv_scratch"),
+    vg_name=lvm_name(default="vg_scratch"),
+    lv_name=lvm_name(default="lv_scratch"),
     mount_point=vocabulary.AbsPath("writes", default="/workspace"),
     force=vocabulary.Switch(default=False),
     stop_after=vocabulary.Choice(("", "discover", "vg"), default=""),
     fallback_plain=vocabulary.Switch(default=True),
     discover_pattern=vocabulary.Custom(
         "str",
-        _pattern,
+        pattern,
         [("unbalanced", "(nvme"), ("newline", "sd[a-z]+\nx"), ("repeat", "*sd")],
         DEFAULT_PATTERN,
         default=DEFAULT_PATTERN,
@@ -207,7 +163,7 @@ ARGS = vocabulary.Args(
     discover_exclude=vocabulary.ListOf(
         vocabulary.Custom(
             "str",
-            _disk,
+            disk,
             [
                 ("relative", "dev/sda"),
                 ("dotdot", "/dev/../etc"),
@@ -225,14 +181,7 @@ ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
-    module = ARGS.new_module(AnsibleModule)
-    if os.geteuid() != 0:
-        module.fail_json(msg="storage_lvm: the device probe needs root (become: true)")
-    out = Probe(module.params).decide()
-    error = out.pop("error", "")
-    if error:
-        module.fail_json(msg=error, **out)
-    module.exit_json(changed=False, **out)
+    run_module(AnsibleModule, ARGS, probe_module)
 
 
 if __name__ == "__main__":

@@ -100,15 +100,15 @@ incomplete:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl.checkpoint import inspect
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import run_module
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl.checkpoint import info
 
 ARGS = vocabulary.Args(path=vocabulary.AbsPath("reads", required=True))
 ARGUMENT_SPEC = ARGS.spec
 
 
 def main():
-    module = ARGS.new_module(AnsibleModule)
-    module.exit_json(changed=False, **inspect(module.params["path"]))
+    run_module(AnsibleModule, ARGS, info)
 
 
 if __name__ == "__main__":

@@ -87,8 +87,6 @@ removed:
   elements: str
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
@@ -98,7 +96,7 @@ ARGS = vocabulary.Args(
     secrets_dir=vocabulary.AbsPath("owns", required=True),
     path=vocabulary.AbsPath(
         "writes", required=True
-    ),  # and <secrets_dir>/<cluster>/<submission id>.env: bad_path, after the types
+    ),  # and <secrets_dir>/<cluster>/<submission id>.env: secrets_run.bad_path, after the types
     values=vocabulary.MapOf(
         vocabulary.EnvName(), vocabulary.Secret(multiline=True), default={}
     ),  # values may span lines (a key)
@@ -117,39 +115,8 @@ ARGS = vocabulary.Args(
 ARGUMENT_SPEC = ARGS.spec
 
 
-def bad_path(p):
-    """'' when ``path`` is a run's file, ``<secrets_dir>/<cluster>/<submission id>.env``; else the line. Its directory
-    is made 0700 and its other .env files of ended runs removed: never a directory outside secrets_dir."""
-    path, root = os.path.normpath(p["path"]), os.path.normpath(p["secrets_dir"])
-    parts = os.path.relpath(path, root).split(os.sep) if vocabulary.inside(path, root) else []
-    if len(parts) == 2 and parts[0] not in (".", "..") and parts[1].endswith(".env") and len(parts[1]) > len(".env"):
-        return ""
-    return (
-        "path must be a run's file <secrets_dir>/<cluster>/<submission id>.env, one directory inside secrets_dir "
-        "%s, got %r" % (p["secrets_dir"], p["path"])
-    )
-
-
 def main():
-    module = ARGS.new_module(AnsibleModule)
-    p = module.params
-    why = bad_path(p)
-    if why:
-        module.fail_json(msg=why, changed=False)
-    try:
-        result = secrets_run.converge(
-            p["secrets_dir"],
-            p["path"],
-            p["values"],
-            p["hook"],
-            p["jobs"],
-            p["write"],
-            p["state"],
-            check=module.check_mode,
-        )
-    except (OSError, ValueError) as e:
-        module.fail_json(msg="secrets file %s: %s" % (p["path"], getattr(e, "strerror", None) or e))
-    module.exit_json(**result)
+    secrets_run.secrets_file(ARGS.new_module(AnsibleModule))
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ STARTED = "RLINFRA-NODE-SCRIPT-STARTED"
 RAISED = "RLINFRA-NODE-SCRIPT-RAISED "
 LONGEST_SECRET = 65536
 # "from <package>[.sub[.module]] import a as A, b" on one line, or in parentheses over several: the dotted part after the
-# package (a module, or a sub-package whose names are modules) and the names.
+# package (a module, or a package whose names are its modules or its own code's) and the names.
 _FROM = re.compile(
     r"^[ \t]*from[ \t]+%s(?:\.([\w.]+))?[ \t]+import[ \t]+(?:\(([^)]*)\)|([^\n]*))" % re.escape(PACKAGE), re.M
 )
@@ -117,31 +117,54 @@ def _source(name: str, directory: str) -> str:
     return _SOURCES[key]
 
 
+def _exists(name: str, directory: str) -> bool:
+    """Whether module_utils ``name`` is a module or a package (rather than a name its package's code defines)."""
+    return os.path.isfile(_path(name, directory) + ".py") or os.path.isdir(_path(name, directory))
+
+
 def packages(names: Iterable[str]) -> list[str]:
     """The sub-packages of module_utils that modules ``names`` (dotted: ``ray.job_poll``) lie in: ``["ray"]``."""
     return sorted(set(name.rsplit(".", n)[0] for name in names for n in range(1, name.count(".") + 1)))
 
 
+def modules(sources: Mapping[str, str]) -> dict[str, str]:
+    """{dotted module name from ``ansible_collections``: source} of a :func:`closure` (``x.__init__`` is package ``x``)."""
+    return {
+        "%s.%s" % (PACKAGE, k[: -len(".__init__")] if k.endswith(".__init__") else k): v for k, v in sources.items()
+    }
+
+
 def closure(names: Iterable[str], directory: str = MODULE_UTILS, lazy_ansible: Container[str] = ()) -> dict[str, str]:
     """{module name: source} of ``names`` and every module_utils module they import, directly or not; names are
-    dotted below module_utils (``ray.job_poll``), their sub-packages in :func:`packages`. ``lazy_ansible``: modules
-    that import Ansible only inside a function their caller never reaches (hyperbolic.client's default opener)."""
+    dotted below module_utils (``ray.job_poll``), their sub-packages in :func:`packages`. A package below those
+    (``common.vocabulary``, a module split into files) comes as ``<package>.__init__``, its ``__init__.py``: wherever
+    it or one of its modules is imported, since importing ``common.vocabulary._text`` runs it first. The sub-packages'
+    own ``__init__.py`` (``common``, ``ray``: a docstring) stay behind; the loader makes them empty modules.
+    ``lazy_ansible``: modules that import Ansible only inside a function their caller never reaches
+    (hyperbolic.client's default opener)."""
     found, todo = {}, list(names)
     while todo:
         name = todo.pop()
+        if os.path.isdir(_path(name, directory)):
+            name += ".__init__"  # from <package>.common import vocabulary: the package's own code
         if name in found:
             continue
         text = found[name] = _source(name, directory)
         if name not in lazy_ansible and _ANSIBLE.search(text):
             raise NeedsModule("module_utils %s imports Ansible" % name)
+        parts = name.split(".")
+        todo += [".".join(parts[:n]) + ".__init__" for n in range(2, len(parts))]  # common.vocabulary.__init__
         for base, group, line in _FROM.findall(text):
             imported: str | list[str]
             imported = re.sub(r"#[^\n]*", "", group or line)
             imported = [part.split()[0] for part in imported.replace("\n", " ").split(",") if part.strip()]
             if base and not os.path.isdir(_path(base, directory)):
                 todo.append(base)  # from <package>.ray.client import RayClient
-            else:  # from <package>.ray import client, job_poll: modules of the sub-package
-                todo += [(base + "." if base else "") + part for part in imported]
+            else:  # from <package>.ray import client, job_poll: modules of the package; from <package>.common.vocabulary
+                # import Text: a name of the package's own code (its __init__.py)
+                for part in imported:
+                    module = (base + "." if base else "") + part
+                    todo.append(base if base and not _exists(module, directory) else module)
     return found
 
 
@@ -161,7 +184,7 @@ def script(
     names = [PACKAGE.rsplit(".", n)[0] for n in range(PACKAGE.count(".") + 1)]
     names += ["%s.%s" % (PACKAGE, name) for name in packages(sources)]
     return LOADER % dict(
-        sources=repr(json.dumps({"%s.%s" % (PACKAGE, k): v for k, v in sources.items()})),
+        sources=repr(json.dumps(modules(sources))),
         packages=names,
         package=PACKAGE,
         module=module,
@@ -196,7 +219,7 @@ def program(
     names = [PACKAGE.rsplit(".", n)[0] for n in range(PACKAGE.count(".") + 1)]
     names += ["%s.%s" % (PACKAGE, name) for name in packages(sources)]
     text = PROGRAM % dict(
-        sources=repr(json.dumps({"%s.%s" % (PACKAGE, k): v for k, v in sorted(sources.items())}, sort_keys=True)),
+        sources=repr(json.dumps(modules(sources), sort_keys=True)),
         packages=sorted(names),
         package=PACKAGE,
         module=module,

@@ -1,9 +1,9 @@
 """Bad input, generated from the declarations: every field of every module, action, experiment key, role variable and
-command-line switch is declared with a type of module_utils/common/vocabulary.py, and each type brings its own corpus of bad
-values. Each (field, bad value) pair is one case: the surface must refuse it in one line that names the field, never
-show a secret, and do nothing (no request to the stub server that every URL points at, no command started, no file
-written). A new module, action, key or variable is covered the day it is declared; one without a type fails
-``test_every_field_is_typed``.
+command-line switch is declared with a type of module_utils/common/vocabulary/, and each type has its own corpus of bad
+values (tests/unit/vocabulary_corpus.py). Each (field, bad value) pair is one case: the surface must refuse it in one
+line that names the field, never show a secret, and do nothing (no request to the stub server that every URL points at,
+no command started, no file written). A new module, action, key or variable is covered the day it is declared; one
+without a type fails ``test_every_field_is_typed``.
 
 The counts of fields and cases each surface ran are printed (``-s``) and written to ``tests/unit/.generated-counts``
 by the session's last test for the note in docs/SECURITY.md.
@@ -27,6 +27,7 @@ import pytest
 from ansible_collections.rlinfra.verl.plugins import modules as modules_pkg
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from tests.unit.conftest import run_module
+from tests.unit.vocabulary_corpus import corpus
 
 SECRET_MARKS = ("s3cr3t", "ghp_")
 COUNTS = {}
@@ -87,7 +88,7 @@ def _module_cases():
         if not isinstance(args, vocabulary.Args):
             continue
         for field, t in args:
-            for label, value, typed in t.corpus():
+            for label, value, typed in corpus(t):
                 # Ansible converts what it can to the option's type first (its own rules): a value of the wrong
                 # Python type is a case only when it must still be refused afterwards (null for a required field).
                 if typed and label != "null":
@@ -216,7 +217,7 @@ def _put(data, path, value):
 def _experiment_cases():
     seen, cases = set(), []
     for path, t, framework, parents in _keys(experiment_schema.SCHEMA, "", "custom"):
-        for label, value, _typed in t.corpus():
+        for label, value, _typed in corpus(t):
             if (path, framework, label) not in seen:
                 seen.add((path, framework, label))
                 cases.append((path, framework, label, value, parents))
@@ -270,12 +271,12 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.common import (
     settings,  # noqa: E402
 )
 
-ROLE_CASES = [(name, label, value) for name, t in sorted(settings.RULES.items()) for label, value, typed in t.corpus()]
+ROLE_CASES = [(name, label, value) for name, t in sorted(settings.RULES.items()) for label, value, typed in corpus(t)]
 # A key with no value (ray_metrics:) is null: refused for every variable whose kind has no word for it.
 ROLE_CASES += [
     (name, "null_value", None)
     for name, t in sorted(settings.RULES.items())
-    if not settings.null_ok(t) and ("null", None) not in [(l, v) for l, v, typed in t.corpus()]
+    if not settings.null_ok(t) and ("null", None) not in [(l, v) for l, v, typed in corpus(t)]
 ]
 
 
@@ -290,7 +291,7 @@ def _playbook_of(switch):
     return next(p for p, names in cli.PLAYBOOKS.items() if switch in names)
 
 
-SWITCH_CASES = [(name, label, value) for name, t in sorted(cli.SWITCHES.items()) for label, value, typed in t.corpus()]
+SWITCH_CASES = [(name, label, value) for name, t in sorted(cli.SWITCHES.items()) for label, value, typed in corpus(t)]
 
 
 @pytest.mark.parametrize("name,label,value", SWITCH_CASES, ids=["%s-%s" % (n, l) for n, l, v in SWITCH_CASES])
@@ -404,7 +405,7 @@ ACTION_CASES = [
     (name, field, label, value)
     for name, args in sorted(ACTIONS.items())
     for field, t in args
-    for label, value, typed in t.corpus()
+    for label, value, typed in corpus(t)
     if not typed or label == "null"
 ]
 # The same declaration through the action: the first bad value of every field is enough to show the action checks it
@@ -414,7 +415,7 @@ ACTION_CASES += [
     (name, field, label, value)
     for name, args in sorted(_shared().items())
     for field, t in args
-    for label, value, typed in [next((c for c in t.corpus() if not c[2]), (None, None, True))]
+    for label, value, typed in [next((c for c in corpus(t) if not c[2]), (None, None, True))]
     if label is not None
 ]
 

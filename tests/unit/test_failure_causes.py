@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import masking
-from ansible_collections.rlinfra.verl.plugins.module_utils.node import gpu_health
+from ansible_collections.rlinfra.verl.plugins.module_utils.node import kernel_log
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import failure_causes
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "gpu"
@@ -232,7 +232,7 @@ KERNEL_CAUSES = [
 
 
 def test_kernel_causes_of_the_real_lines():
-    events = gpu_health.kernel_events(log_lines("kernel_lines.txt"))
+    events = kernel_log.kernel_events(log_lines("kernel_lines.txt"))
     assert failure_causes.kernel_causes(events, "gpu-2") == KERNEL_CAUSES
     assert failure_causes.kernel_causes(events[:1], "") == [
         "Xid 13 (Graphics Engine Exception) on 0000:cb:00 at Fri Aug 30 11:43:09 2024"

@@ -372,7 +372,7 @@ def test_a_dead_run_names_its_causes_from_the_driver_log_and_the_kernel_logs(tmp
     """The driver log ends with torch.save's real ENOSPC line (tests/unit/fixtures/gpu/training_failures.txt); one node's
     kernel log holds a real Xid 79 line (kernel_lines.txt); the head reports its checkpoint volume's free space."""
     from ansible_collections.rlinfra.verl.plugins.filter.node_logs_report import run_causes
-    from ansible_collections.rlinfra.verl.plugins.module_utils.node.gpu_health import kernel_events
+    from ansible_collections.rlinfra.verl.plugins.module_utils.node.kernel_log import kernel_events
 
     lines = (FIXTURES / "training_failures.txt").read_text().splitlines()
     enospc = next(l for l in lines if l.startswith("OSError: [Errno 28] No space left on device"))

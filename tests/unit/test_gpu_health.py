@@ -1,7 +1,7 @@
 """GPU health (module_utils/node/gpu_health.py): reading ``nvidia-smi -q -x`` in every schema seen (drivers 460 to 595),
 the ``nvidia-smi`` banner (R610's ``CUDA UMD Version`` included), torch's ``version.py``, ``dcgmi diag`` as a table
-and as JSON, ``amd-smi metric --json`` and ``rocm-smi --json``, kernel log lines (Xid, EDAC/AER, OOM killer, link
-down), the severe-Xid rule against NVIDIA's catalog, and the judgement's exact lines.
+and as JSON, ``amd-smi metric --json`` and ``rocm-smi --json``, kernel log lines (module_utils/node/kernel_log.py: Xid,
+EDAC/AER, OOM killer, link down), the severe-Xid rule against NVIDIA's catalog, and the judgement's exact lines.
 
 Every fixture is a real output with its public source in tests/unit/fixtures/gpu/SOURCES.md; the bad cases are
 labelled VARIANTs of real ones (a few values edited, each edit listed there). Inputs built in this file say what
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.node import gpu_health
+from ansible_collections.rlinfra.verl.plugins.module_utils.node import gpu_health, kernel_log
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "gpu"
 
@@ -71,43 +71,43 @@ def test_xid_table_names_every_code_asked_for():
         145,
         149,
     ):
-        assert gpu_health.XID[code]
+        assert kernel_log.XID[code]
 
 
 @pytest.mark.parametrize("code", sorted(CATALOG))
 def test_xid_meanings_are_the_catalog_descriptions(code):
     if code == 61:  # "Unused" on Ampere and later: the older table's meaning is kept
-        assert gpu_health.XID[61] == "Internal micro-controller breakpoint/warning"
+        assert kernel_log.XID[61] == "Internal micro-controller breakpoint/warning"
         return
     description = CATALOG[code]["short"].split("\n")[0].split(" -- ")[0].strip()
-    assert gpu_health.XID[code] == description
+    assert kernel_log.XID[code] == description
 
 
 @pytest.mark.parametrize("code", sorted(set(CATALOG) - BY_MESSAGE))
 def test_severe_xids_follow_the_catalog_immediate_action(code):
-    assert (code in gpu_health.XID_SEVERE) == (CATALOG[code]["immediate_action"] in SEVERE_ACTIONS)
+    assert (code in kernel_log.XID_SEVERE) == (CATALOG[code]["immediate_action"] in SEVERE_ACTIONS)
 
 
 def test_severe_and_not_severe_xids():
-    assert {48, 62, 64, 74, 79, 95, 109, 119, 120, 140, 143} <= gpu_health.XID_SEVERE
+    assert {48, 62, 64, 74, 79, 95, 109, 119, 120, 140, 143} <= kernel_log.XID_SEVERE
     # application faults, cleanup after another Xid, a row marked for remapping, correctable errors, contained errors
-    assert not {13, 31, 43, 45, 63, 68, 69, 92, 94, 121, 154} & gpu_health.XID_SEVERE
-    assert not BY_MESSAGE & gpu_health.XID_SEVERE
+    assert not {13, 31, 43, 45, 63, 68, 69, 92, 94, 121, 154} & kernel_log.XID_SEVERE
+    assert not BY_MESSAGE & kernel_log.XID_SEVERE
 
 
 def test_nvlink5_xids_are_severe_when_fatal():
-    events = [e for e in gpu_health.kernel_events(log_lines("kernel_lines.txt")) if e["code"] in (145, 149)]
-    assert [(e["code"], gpu_health.xid_severe(e)) for e in events] == [(145, False), (149, True), (149, True)]
+    events = [e for e in kernel_log.kernel_events(log_lines("kernel_lines.txt")) if e["code"] in (145, 149)]
+    assert [(e["code"], kernel_log.xid_severe(e)) for e in events] == [(145, False), (149, True), (149, True)]
     assert "RLW_RXPIPE Nonfatal" in events[0]["line"]
     assert "NETIR Fatal" in events[1]["line"] and "NETIR_LINK_EVT Fatal" in events[2]["line"]
-    assert gpu_health.xid_severe({"code": 79, "line": ""}) and not gpu_health.xid_severe({"code": 13, "line": ""})
+    assert kernel_log.xid_severe({"code": 79, "line": ""}) and not kernel_log.xid_severe({"code": 13, "line": ""})
 
 
 def test_xid_154_is_severe_unless_no_action_is_required():
     # The Xid 154 message as NVIDIA's tooling tests write it (no capture with a source was found): built here.
     reset = "[Sat Jul 11 05:52:47 2026] NVRM: Xid (PCI:0000:2a:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"
     none = "NVRM: Xid (PCI:0000:2a:00): 154, GPU recovery action changed from 0x1 (GPU Reset Required) to 0x0 (None)"
-    events = gpu_health.kernel_events([reset, none])
+    events = kernel_log.kernel_events([reset, none])
     assert len(events) == 2
     first, second = events[0], events[1]
     assert (first["code"], first["meaning"], first["device"]) == (
@@ -116,7 +116,7 @@ def test_xid_154_is_severe_unless_no_action_is_required():
         "0000:2a:00",
     )
     assert second["meaning"] == "GPU recovery action changed to None"
-    assert gpu_health.xid_severe(first) and not gpu_health.xid_severe(second)
+    assert kernel_log.xid_severe(first) and not kernel_log.xid_severe(second)
     report = {"gpus": [{"index": 0, "bus_id": "00000000:2A:00.0", "persistence_mode": True}]}
     assert gpu_health.gpu_lines(report, xid_events=[first, second], node="gpu-2") == [
         "gpu-2 GPU 0 (00000000:2A:00.0): Xid 154 (GPU recovery action changed to GPU Reset Required) at Sat Jul 11 05:52:47 2026"
@@ -633,7 +633,7 @@ KERNEL_EVENTS = [
 
 
 def test_kernel_events_of_the_real_lines():
-    events = gpu_health.kernel_events(log_lines("kernel_lines.txt"))
+    events = kernel_log.kernel_events(log_lines("kernel_lines.txt"))
     assert [(e["kind"], e["time"], e["code"], e["device"]) for e in events] == KERNEL_EVENTS
     by_line = {e["line"]: e for e in events}
     assert (
@@ -667,13 +667,13 @@ def test_kernel_events_ignore_the_rest():
         "file-rss:3324kB, shmem-rss:0kB",
     ]
     assert all(line in fixture("kernel_lines.txt") for line in ignored)
-    assert not gpu_health.kernel_events(ignored)
+    assert not kernel_log.kernel_events(ignored)
 
 
 def test_kernel_events_journalctl_short_iso_and_a_text_block():
     # journalctl -k -o short-iso prefix on a real Xid line (no short-iso capture was found: the prefix is built here)
     line = "2026-11-26T12:03:44+0000 gpu-2 kernel: NVRM: Xid (PCI:0000:2b:00): 79, GPU has fallen off the bus."
-    assert gpu_health.kernel_events(line + "\n") == [
+    assert kernel_log.kernel_events(line + "\n") == [
         {
             "kind": "xid",
             "time": "2026-11-26T12:03:44+0000",
@@ -683,9 +683,9 @@ def test_kernel_events_journalctl_short_iso_and_a_text_block():
             "line": line,
         }
     ]
-    assert gpu_health.when("2026-11-26T12:03:44+0000") == "at 2026-11-26T12:03:44+0000"
-    assert gpu_health.when("74889.644138") == "74889 s after boot"
-    assert gpu_health.when(None) == ""
+    assert kernel_log.when("2026-11-26T12:03:44+0000") == "at 2026-11-26T12:03:44+0000"
+    assert kernel_log.when("74889.644138") == "74889 s after boot"
+    assert kernel_log.when(None) == ""
 
 
 # Judgement ----------------------------------------------------------------------------------------------------
@@ -702,7 +702,7 @@ def test_healthy_node_gives_no_lines():
     report = xml("nvidia_smi_q_x_rtx4000_sff_ada_drv595_TRIMMED.xml")  # persistence on, ECC off, no slowdown
     dcgm = gpu_health.parse_dcgmi_diag(fixture("dcgmi_diag_r2_pass_a100x8_dcgm3.3.3_awsome.txt"))
     # real Xid 13 / 31 lines (application faults, not severe) with the address changed to this GPU's
-    events = gpu_health.kernel_events(
+    events = kernel_log.kernel_events(
         [
             "[31609.615230] NVRM: Xid (PCI:0000:06:00): 13, Graphics Exception: Class 0x0 Subchannel 0x0 Mismatch",
             "[22859.081860] NVRM: Xid (PCI:0000:06:00): 31, pid=14292, name=python, Ch 00000030, intr 00000000. MMU Fault: ENGINE HOST0 "
@@ -746,7 +746,7 @@ def test_bad_v100s_node_every_line():
     dcgm = gpu_health.parse_dcgmi_diag(fixture("dcgmi_diag_r2_fail_gpu_memory_thermal_stas00_EXCERPT.txt"))
     torch = gpu_health.torch_cuda(fixture("torch_version_py_2.13.0_VARIANT_cu126.txt"))
     assert gpu_health.gpu_lines(
-        report, expected_count=8, xid_events=gpu_health.kernel_events(kernel), dcgm=dcgm, torch_cuda=torch, node="gpu-2"
+        report, expected_count=8, xid_events=kernel_log.kernel_events(kernel), dcgm=dcgm, torch_cuda=torch, node="gpu-2"
     ) == [
         "gpu-2: the driver supports CUDA 11.2, older than the CUDA 12.6 torch in the environment was built for: "
         "update the NVIDIA driver or install a torch built for CUDA 11",
@@ -803,7 +803,7 @@ def test_repeated_xids_on_one_gpu_make_one_line():
             }
         ],
     }
-    events = gpu_health.kernel_events(log_lines("kernel_lines.txt"))
+    events = kernel_log.kernel_events(log_lines("kernel_lines.txt"))
     assert gpu_health.gpu_lines(report, xid_events=events, node="gpu-2") == [
         "gpu-2 GPU 4 (00000000:9B:00.0): Xid 119 (GSP RPC Timeout) 2 times, first at Sun Feb 23 16:24:18 2025",
         "gpu-2 GPU 0000:07:00 (not listed by nvidia-smi): Xid 48 (Double Bit ECC Error) at Dec 2 11:38:47",
@@ -838,27 +838,27 @@ def test_dcgm_lines():
 
 def test_kernel_event_times_on_the_clock(monkeypatch):
     """Each format the kernel log comes in placed on the clock where it was written (the node's zone and boot)."""
-    assert gpu_health.event_epoch("2026-11-26T12:03:44+0000") == 1795694624.0
-    assert gpu_health.event_epoch("2026-11-26T12:03:44Z") == 1795694624.0
-    assert gpu_health.event_epoch("2026-11-26T17:33:44+05:30") == 1795694624.0
-    assert gpu_health.event_epoch("2026-11-26T07:03:44-05:00") == 1795694624.0
-    assert gpu_health.event_epoch("74889.644138", boot=1795600000.0) == pytest.approx(1795674889.644138)
-    assert gpu_health.event_epoch("74889.644138") is None  # seconds after a boot not known
+    assert kernel_log.event_epoch("2026-11-26T12:03:44+0000") == 1795694624.0
+    assert kernel_log.event_epoch("2026-11-26T12:03:44Z") == 1795694624.0
+    assert kernel_log.event_epoch("2026-11-26T17:33:44+05:30") == 1795694624.0
+    assert kernel_log.event_epoch("2026-11-26T07:03:44-05:00") == 1795694624.0
+    assert kernel_log.event_epoch("74889.644138", boot=1795600000.0) == pytest.approx(1795674889.644138)
+    assert kernel_log.event_epoch("74889.644138") is None  # seconds after a boot not known
     monkeypatch.setenv("TZ", "America/New_York")
     time.tzset()
     try:
         # dmesg -T and syslog print the node's local time (EST is UTC-5 in November)
-        assert gpu_health.event_epoch("Thu Nov 26 07:03:44 2026") == 1795694624.0
-        assert gpu_health.event_epoch("2026-11-26T07:03:44") == 1795694624.0
+        assert kernel_log.event_epoch("Thu Nov 26 07:03:44 2026") == 1795694624.0
+        assert kernel_log.event_epoch("2026-11-26T07:03:44") == 1795694624.0
         now = 1795694624.0 + 3600
-        assert gpu_health.event_epoch("Nov 26 07:03:44", now=now) == 1795694624.0
+        assert kernel_log.event_epoch("Nov 26 07:03:44", now=now) == 1795694624.0
         # syslog has no year: a date later than now is last year's
-        assert gpu_health.event_epoch("Dec 31 23:00:00", now=now) < now - 300 * 86400
+        assert kernel_log.event_epoch("Dec 31 23:00:00", now=now) < now - 300 * 86400
     finally:
         monkeypatch.delenv("TZ")
         time.tzset()
     for bad in (None, "", "yesterday", "Foo 31 23:00:00", "2026-13-40T99:00:00Z"):
-        assert gpu_health.event_epoch(bad, boot=0) is None
+        assert kernel_log.event_epoch(bad, boot=0) is None
     # The times kernel_events keeps are the ones this reads.
     line = "2026-11-26T12:03:44,000000+00:00 NVRM: Xid (PCI:0000:3b:00): 79, pid=0, GPU has fallen off the bus."
-    assert gpu_health.event_epoch(gpu_health.kernel_events([line])[0]["time"]) == 1795694624.0
+    assert kernel_log.event_epoch(kernel_log.kernel_events([line])[0]["time"]) == 1795694624.0

@@ -1,5 +1,6 @@
 """Host naming, clusters, heads, groups, unsafe marking and cache behaviour of the plugin,
-on the fixture payloads of both API shapes (plugins/inventory/hyperbolic.py)."""
+on the fixture payloads of both API shapes (plugins/inventory/hyperbolic.py; the pure helpers are in
+plugins/plugin_utils/hyperbolic_hosts.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from conftest_hyperbolic import Harness, fixture_answer, load_fixture, raw_answe
 
 from ansible_collections.rlinfra.verl.plugins.inventory import hyperbolic as plugin_mod
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import client as hb
+from ansible_collections.rlinfra.verl.plugins.plugin_utils import hyperbolic_hosts as hosts
 
 CLUSTER_RE = "^exp-(?P<cluster>[^-]+)-"
 
@@ -40,19 +42,19 @@ def _records():
     ],
 )
 def test_sanitize_host_name(value, name):
-    assert plugin_mod.sanitize_host_name(value) == name
+    assert hosts.sanitize_host_name(value) == name
 
 
 def test_host_names_unique_and_independent_of_api_order():
     records = _records()
-    first = plugin_mod.assign_host_names(records)
+    first = hosts.assign_host_names(records)
     names = [n for n, _ in first]
     assert len(names) == len(set(names))
     assert "dup" in names and "dup-vm-dup002" in names
     for seed in range(5):
         shuffled = list(records)
         random.Random(seed).shuffle(shuffled)
-        again = plugin_mod.assign_host_names(shuffled)
+        again = hosts.assign_host_names(shuffled)
         assert [(n, r["id"]) for n, r in again] == [(n, r["id"]) for n, r in first]
 
 
@@ -63,7 +65,7 @@ def test_host_name_falls_back_to_id_then_suffix():
         {"source": "on_demand", "id": "y", "label": "a-b"},
         {"source": "on_demand", "id": "???", "label": "!!!"},
     ]
-    names = dict((r["id"], n) for n, r in plugin_mod.assign_host_names(recs))
+    names = dict((r["id"], n) for n, r in hosts.assign_host_names(recs))
     assert sorted(names.values()) == sorted(set(names.values()))
     assert names["???"] == "instance"
     assert {names["a b"], names["x"], names["y"]} == {"a-b", "a-b-x", "a-b-y"}
@@ -71,21 +73,21 @@ def test_host_name_falls_back_to_id_then_suffix():
 
 def test_choose_heads_first_last_glob():
     clusters = {"a": [("n2", "exp-a-2"), ("n0", "exp-a-0"), ("n1", "exp-a-1")], "b": [("m1", "exp-b-1")]}
-    assert plugin_mod.choose_heads(clusters, "first")[0] == {"a": "n0", "b": "m1"}
-    assert plugin_mod.choose_heads(clusters, "last")[0] == {"a": "n2", "b": "m1"}
-    heads, warnings = plugin_mod.choose_heads(clusters, "*-1")
+    assert hosts.choose_heads(clusters, "first")[0] == {"a": "n0", "b": "m1"}
+    assert hosts.choose_heads(clusters, "last")[0] == {"a": "n2", "b": "m1"}
+    heads, warnings = hosts.choose_heads(clusters, "*-1")
     assert heads == {"a": "n1", "b": "m1"} and warnings == []
-    heads, warnings = plugin_mod.choose_heads(clusters, "*-9")
+    heads, warnings = hosts.choose_heads(clusters, "*-9")
     assert heads == {"a": "n0", "b": "m1"} and len(warnings) == 2
 
 
 def test_cluster_from_regex_groups():
     rec = {"label": "exp-a-0", "id": "x"}
-    assert plugin_mod.cluster_from_regex(re.compile(CLUSTER_RE), rec) == "a"
-    assert plugin_mod.cluster_from_regex(re.compile("^exp-([^-]+)"), rec) == "a"
-    assert plugin_mod.cluster_from_regex(re.compile("exp-a"), rec) == "exp-a"
-    assert plugin_mod.cluster_from_regex(re.compile("^zzz"), rec) is None
-    assert plugin_mod.cluster_from_regex(re.compile("^(o.)"), {"label": None, "id": "ox-1"}) == "ox"
+    assert hosts.cluster_from_regex(re.compile(CLUSTER_RE), rec) == "a"
+    assert hosts.cluster_from_regex(re.compile("^exp-([^-]+)"), rec) == "a"
+    assert hosts.cluster_from_regex(re.compile("exp-a"), rec) == "exp-a"
+    assert hosts.cluster_from_regex(re.compile("^zzz"), rec) is None
+    assert hosts.cluster_from_regex(re.compile("^(o.)"), {"label": None, "id": "ox-1"}) == "ox"
 
 
 # ----------------------------------------------------------------------------- the plugin

@@ -9,7 +9,7 @@ import pytest
 
 from ansible_collections.rlinfra.verl.plugins.filter.pick_attempt import pick_attempt
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import cli, numbers, settings
-from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import client as hyperbolic
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import _ssh as hyperbolic_ssh
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import firewall
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.cluster_shape import cluster_shape
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import preflight as verl_preflight
@@ -144,12 +144,14 @@ def test_firewall_ports():
 
 
 def test_hyperbolic_ports_and_counts():
-    assert hyperbolic._port(22.0) == 22 and hyperbolic._port(" 2222 ") == 2222 and hyperbolic._port("") is None
+    assert (
+        hyperbolic_ssh._port(22.0) == 22 and hyperbolic_ssh._port(" 2222 ") == 2222 and hyperbolic_ssh._port("") is None
+    )
     for bad in (True, 22.5, "22a", "\u0663"):
         with pytest.raises(ValueError, match="is not a number"):
-            hyperbolic._port(bad)
+            hyperbolic_ssh._port(bad)
     with pytest.raises(ValueError, match="out of range"):
-        hyperbolic._port(0)
+        hyperbolic_ssh._port(0)
 
 
 def test_cluster_shape_reads_resources_as_floats():

@@ -11,6 +11,7 @@ import pytest
 
 from ansible_collections.rlinfra.verl.plugins.filter.ray_firewall import ray_firewall_members
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import firewall
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import nft as ray_nft
 from ansible_collections.rlinfra.verl.plugins.modules import ray_firewall
 
 PORTS = {
@@ -196,7 +197,7 @@ def test_a_changed_shape_replaces_the_live_table(tmp_path):
 # --- the module, over a fake nft ------------------------------------------------------------------------
 
 
-class FakeNft(ray_firewall.Nft):
+class FakeNft(ray_nft.Nft):
     """nft as the module drives it: a live table that ``-f FILE`` replaces and ``delete table`` removes."""
 
     live = None
@@ -226,7 +227,7 @@ class FakeNft(ray_firewall.Nft):
 
 @pytest.fixture
 def fw_module(tmp_path, module_runner, monkeypatch):
-    monkeypatch.setattr(ray_firewall, "Nft", FakeNft)
+    monkeypatch.setattr(ray_nft, "Nft", FakeNft)
     FakeNft.live, FakeNft.works, FakeNft.calls = None, True, []
     path = tmp_path / "etc" / "rlinfra-firewall.nft"
 

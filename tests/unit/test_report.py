@@ -22,6 +22,7 @@ import pytest
 from ansible_collections.rlinfra.verl.plugins.action import ray_job_wait as W
 from ansible_collections.rlinfra.verl.plugins.module_utils.observe import report as R
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import metrics as verl_metrics
+from ansible_collections.rlinfra.verl.plugins.plugin_utils import log_copy
 
 SAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "verl_log_sample.txt")
 HOSTILE = "</script><img src=x onerror=alert(1)>"
@@ -433,7 +434,7 @@ def test_artifacts_the_wait_cannot_write_name_the_variable_and_the_job_goes_on(t
 
 
 def test_a_full_disk_under_the_driver_log_names_the_variable(tmp_path, monkeypatch):
-    monkeypatch.setattr(W.os, "open", _errno_raiser(os.open, errno.ENOSPC, "rlinfra-x-default.log"))
+    monkeypatch.setattr(log_copy.os, "open", _errno_raiser(os.open, errno.ENOSPC, "rlinfra-x-default.log"))
     w, result, said = _short_run(tmp_path, monkeypatch, str(tmp_path / "run"))
     line = (
         "verl_job_artifacts_dir %s: cannot write the driver log (No space left on device): free space or set "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from tests.unit.vocabulary_corpus import corpus
 
 TYPES = {
     "text": vocabulary.Text(),
@@ -58,7 +59,7 @@ def _fill(value):
     return value
 
 
-CASES = [(name, label, value) for name, t in sorted(TYPES.items()) for label, value, typed in t.corpus()]
+CASES = [(name, label, value) for name, t in sorted(TYPES.items()) for label, value, typed in corpus(t)]
 
 
 @pytest.mark.parametrize("name,label,value", CASES, ids=["%s-%s" % (n, l) for n, l, v in CASES])

@@ -32,7 +32,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.files import write_atomic
@@ -159,6 +159,26 @@ def remove(
         return False
     shutil.rmtree(normpath(path))
     return True
+
+
+def remove_dir(params: Mapping[str, Any], module: Any) -> dict[str, Any]:
+    """The ``owned_dir`` module's work (``state=absent``): the directory removed when it proves to be ours (checked
+    only, in check mode); ``failed`` and ``msg`` when it does not, or cannot be removed."""
+    inputs = [("the kept directory", k, "which a teardown never removes") for k in params["keep"]]
+    try:
+        if module.check_mode:
+            present = check(params["path"], params["markers"], inputs, params["what"], verb="remove")
+        else:
+            present = remove(params["path"], params["markers"], inputs, params["what"])
+    except NotOurs as e:
+        return dict(failed=True, msg=str(e), removed=False)
+    except OSError as e:
+        return dict(
+            failed=True,
+            msg="the %s %s could not be removed: %s" % (params["what"], params["path"], e.strerror or e),
+            removed=False,
+        )
+    return dict(changed=bool(present), removed=bool(present))
 
 
 def claim(path: str, mode: int = 0o755, check_mode: bool = False) -> bool:

@@ -1,6 +1,6 @@
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
-"""Renting and releasing Hyperbolic machines, through the collection's one client (hyperbolic.py), on either API.
+"""Renting and releasing Hyperbolic machines, through the collection's one client (client.py), on either API.
 
 ``api="on_demand"`` (the default of the module): the current on-demand rental API, as the clients written for it use
 it (claude-hyperbolic-guardrails ``server/index.ts``, lisa-rtm ``fast/hyperbolic.py``; docs/INVENTORY.md quotes them):
@@ -11,7 +11,7 @@ it (claude-hyperbolic-guardrails ``server/index.ts``, lisa-rtm ``fast/hyperbolic
   rental, ``Pending``; ``GET`` on the same path lists the account's rentals (a bare array: numeric ``id``, ``status``
   ``Pending``/``Running``/``Terminating``/``Terminated``, ``label``, ``currentTerm.costPerHourCents``,
   ``providerData.sshNetworking``). Rentals of the earlier ``/v2/marketplace`` shape (``meta.ssh_command``,
-  ``meta.userMetadata``, ``costPerHour``) are read too (hyperbolic.normalize_on_demand).
+  ``meta.userMetadata``, ``costPerHour``) are read too (client.normalize_on_demand).
 * ``POST /v2/on-demand/virtual-machine-rentals/terminate`` with ``{"rentalId": <the numeric id>}``.
 
 ``api="marketplace"``: the v1 marketplace of HyperbolicLabs' agent kit and MCP server (``POST /v1/marketplace``,
@@ -25,6 +25,9 @@ all there is) must cover ``min_hours`` of the whole request, and an optional dai
 whose answer is lost is never retried: the rentals are listed again and one that appeared with its name is adopted.
 
 Decisions are pure functions; ``Rent`` sequences the calls with an injectable clock, sleep and SSH probe.
+
+The parts live in private helpers of the package, and callers import their names from this file: ``_offers.py``
+(what can be rented, ``money``), ``_ours.py`` (which rentals are ours), ``_apis.py`` (``OnDemand``, ``Marketplace``).
 """
 
 from __future__ import annotations
@@ -33,38 +36,57 @@ import re
 import socket
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NoReturn
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic._apis import (
+    BACKENDS,
+    BALANCE_PATH,
+    CREATE_PATH,
+    INSTANCES_PATH,
+    LEGACY_BALANCE_PATH,
+    MACHINES_PATH,
+    OD_TERMINATE_PATH,
+    OPTIONS_PATH,
+    RENTALS_PATH,
+    TERMINATE_PATH,
+    Marketplace,
+    OnDemand,
+    created_id,
+)
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic._offers import (
+    choose,
+    choose_options,
+    dollars,
+    machine,
+    money,
+    option,
+)
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic._ours import (
+    GONE,
+    META_KEY,
+    listed_twice,
+    meta,
+    name_of,
+    names,
+    ours,
+    status_of,
+)
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.client import (
     HyperbolicError,
     HyperbolicNotFound,
-    extract_items,
-    normalize_marketplace,
-    normalize_on_demand,
     one_line,
 )
 
 if TYPE_CHECKING:
     from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.client import HyperbolicClient
 
-MACHINES_PATH = "/v1/marketplace"
-CREATE_PATH = "/v1/marketplace/instances/create"
-TERMINATE_PATH = "/v1/marketplace/instances/terminate"
-INSTANCES_PATH = "/v1/marketplace/instances"
-OPTIONS_PATH = "/v2/on-demand/rental-options"
-RENTALS_PATH = "/v2/on-demand/virtual-machine-rentals"
-OD_TERMINATE_PATH = "/v2/on-demand/virtual-machine-rentals/terminate"
-BALANCE_PATH = "/v2/customer/balance"
-LEGACY_BALANCE_PATH = "/billing/get_current_balance"
 APIS = ("on_demand", "marketplace")
-META_KEY = "rlinfra"
 LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
 # A rental's bounds, for provision.yml's switches (module_utils/common/cli.py) and hyperbolic_instance's arguments alike.
 MAX_INSTANCES = 256
 MAX_GPUS = 64
 # The highest max_price that still reads as a price (US dollars per GPU-hour): above it, a slip (2500 for 2.50).
 MAX_PRICE = 1000
-GONE = ("terminated", "terminating", "stopped", "deleted")
 FAILED = ("failed", "error")
 ONLINE = ("online", "running")
 POLL_FIRST, POLL_MAX = 2.0, 10.0
@@ -92,294 +114,6 @@ def check_label(label: object) -> str:
     return ""
 
 
-def _squash(text: object) -> str:
-    return re.sub(r"[^A-Z0-9]", "", str(text or "").upper())
-
-
-def dollars(cents: float) -> str:
-    return "$%.2f" % (cents / 100.0)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# What can be rented
-
-
-def machine(item: Any) -> dict[str, Any] | None:
-    """One machine of the marketplace listing, flattened; None when it is not an object with a node name."""
-    if not isinstance(item, dict) or not item.get("id"):
-        return None
-    hardware: Any = item.get("hardware") if isinstance(item.get("hardware"), dict) else {}
-    gpus = [g for g in hardware.get("gpus") or [] if isinstance(g, dict)]
-    price: Any = ((item.get("pricing") or {}).get("price") or {}) if isinstance(item.get("pricing"), dict) else {}
-    location: Any = item.get("location") if isinstance(item.get("location"), dict) else {}
-    try:
-        total = int(cast(Any, item.get("gpus_total")) if item.get("gpus_total") is not None else len(gpus))
-        free = total - int(item.get("gpus_reserved") or 0)
-        cents = float(price.get("amount")) if price.get("amount") is not None else None
-    except (TypeError, ValueError):
-        return None
-    return dict(
-        node=str(item["id"]),
-        cluster=str(item.get("cluster_name") or ""),
-        status=str(item.get("status") or ""),
-        reserved=bool(item.get("reserved")),
-        free=max(0, free),
-        model=str(gpus[0].get("model") or "") if gpus else "",
-        cents=cents,
-        region=str(location.get("region") or ""),
-    )
-
-
-def choose(
-    items: Iterable[Any] | None,
-    count: int,
-    gpu_model: str = "",
-    gpu_count: int = 8,
-    max_price: float | None = None,
-    region: str = "",
-) -> tuple[list[dict[str, Any]], str]:
-    """Pick marketplace machines for ``count`` instances of ``gpu_count`` GPUs, cheapest first (a machine with room for
-    two takes two). Returns ``(picks, why_not)``: picks are machine dicts, one per instance; why_not is '' when enough
-    were found, else one line counting what matched at each step."""
-    machines = [m for m in (machine(i) for i in items or []) if m]
-    ready = [m for m in machines if m["status"] == "node_ready" and not m["reserved"]]
-    model = [m for m in ready if not gpu_model or _squash(gpu_model) in _squash(m["model"])]
-    roomy = [m for m in model if m["free"] >= gpu_count]
-    placed = [m for m in roomy if not region or m["region"] == region]
-    cheap = [m for m in placed if max_price is None or (m["cents"] is not None and m["cents"] / 100.0 <= max_price)]
-    picks: list[dict[str, Any]] = []
-    for m in sorted(
-        cheap, key=lambda x: (x["cents"] if x["cents"] is not None else float("inf"), x["cluster"], x["node"])
-    ):
-        for _dummy in range(m["free"] // gpu_count):
-            if len(picks) < count:
-                picks.append(m)
-    if len(picks) >= count:
-        return picks, ""
-    steps = ["%d machine(s) ready and not reserved" % len(ready)]
-    if gpu_model:
-        steps.append("%d with %s GPUs" % (len(model), gpu_model))
-    steps.append("%d with %d GPUs free" % (len(roomy), gpu_count))
-    if region:
-        steps.append("%d in region %s" % (len(placed), region))
-    if max_price is not None:
-        steps.append("%d at or under $%.2f per GPU-hour" % (len(cheap), max_price))
-    return picks, _no_match("the marketplace has", count, gpu_count, gpu_model, region, steps, len(picks))
-
-
-def _no_match(
-    where: str, count: int, gpu_count: int, gpu_model: str, region: str, steps: Iterable[str], found: int
-) -> str:
-    what = "%d instance(s) of %d x %s GPU%s" % (
-        count,
-        gpu_count,
-        gpu_model or "any",
-        "" if region == "" else " in " + region,
-    )
-    return (
-        "no machine matches: %s needed, %s %s, room for %d; nothing was rented - try another gpu_model, region or "
-        "max_price, fewer nodes, or later" % (what, where, ", ".join(steps), found)
-    )
-
-
-def option(row: Any) -> dict[str, Any] | None:
-    """One on-demand rental option, flattened; None when it is not an object with a GPU type, count and price."""
-    if not isinstance(row, dict) or not isinstance(row.get("gpuType"), str):
-        return None
-    try:
-        count, cents = int(cast(Any, row.get("gpuCount"))), float(cast(Any, row.get("costPerHourCents")))
-        available = row.get("totalAvailable")
-        available = None if available is None else int(available)  # absent means unknown, never zero
-    except (TypeError, ValueError):
-        return None
-    return dict(
-        gpu_type=row["gpuType"],
-        gpu_count=count,
-        region=str(row.get("region") or ""),
-        cents=cents,
-        enabled=row.get("enabled") is True,
-        machine_type=str(row.get("machineType") or ""),
-        available=available,
-    )
-
-
-def choose_options(
-    rows: Iterable[Any] | None,
-    count: int,
-    gpu_model: str = "",
-    gpu_count: int = 8,
-    max_price: float | None = None,
-    region: str = "",
-    machine_type: str = "virtual-machine",
-) -> tuple[list[dict[str, Any]], str]:
-    """Pick on-demand options for ``count`` rentals of ``gpu_count`` GPUs, cheapest per GPU-hour first (an option with
-    ``totalAvailable`` N takes at most N). Returns ``(picks, why_not)`` as :func:`choose` does."""
-    options = [o for o in (option(r) for r in rows or []) if o]
-    enabled = [o for o in options if o["enabled"] and o["machine_type"] == machine_type]
-    model = [
-        o
-        for o in enabled
-        if not gpu_model or _squash(gpu_model) in _squash(o["gpu_type"]) or _squash(o["gpu_type"]) in _squash(gpu_model)
-    ]
-    sized = [o for o in model if o["gpu_count"] == gpu_count]
-    placed = [o for o in sized if not region or o["region"] == region]
-    cheap = [o for o in placed if max_price is None or o["cents"] / 100.0 / o["gpu_count"] <= max_price]
-    picks: list[dict[str, Any]] = []
-    for o in sorted(cheap, key=lambda x: (x["cents"], x["region"], x["gpu_type"])):
-        room = count if o["available"] is None else o["available"]
-        while room > 0 and len(picks) < count:
-            picks.append(o)
-            room -= 1
-    if len(picks) >= count:
-        return picks, ""
-    steps = ["%d enabled %s option(s)" % (len(enabled), machine_type)]
-    if gpu_model:
-        steps.append("%d with %s GPUs" % (len(model), gpu_model))
-    steps.append("%d with %d GPUs" % (len(sized), gpu_count))
-    if region:
-        steps.append("%d in region %s" % (len(placed), region))
-    if max_price is not None:
-        steps.append("%d at or under $%.2f per GPU-hour" % (len(cheap), max_price))
-    return picks, _no_match("the on-demand API offers", count, gpu_count, gpu_model, region, steps, len(picks))
-
-
-def money(
-    balance: Mapping[str, Any],
-    new_cents: float,
-    min_hours: float = 1.0,
-    existing_cents: float = 0.0,
-    daily_budget: float | None = None,
-    what: str = "",
-) -> str:
-    """'' when the account can pay for the request, else the one line that says why not. ``balance``: the balance
-    endpoint's answer; ``new_cents``: the request's cost per hour (cents), ``existing_cents`` the rest of the
-    cluster's; ``daily_budget``: dollars a day the whole cluster may cost."""
-    have = float(balance.get("balanceCents") or 0) + float(balance.get("maxOverdraftCents") or 0)
-    need = new_cents * float(min_hours)
-    if have < need:
-        return (
-            "the balance, %s%s, does not cover %g hour(s) of this request (%s at %s/h = %s): add credit, rent "
-            "fewer or cheaper machines, or lower hyperbolic_min_hours; nothing was rented"
-            % (
-                dollars(float(balance.get("balanceCents") or 0)),
-                " with %s overdraft" % dollars(float(balance["maxOverdraftCents"]))
-                if balance.get("maxOverdraftCents")
-                else " and no overdraft",
-                float(min_hours),
-                what,
-                dollars(new_cents),
-                dollars(need),
-            )
-        )
-    if daily_budget is not None and (new_cents + existing_cents) * 24 / 100.0 > daily_budget:
-        return (
-            "the cluster would cost %s a day (%s/h new%s), over daily_budget $%.2f: rent fewer or cheaper machines, "
-            "or raise the budget; nothing was rented"
-            % (
-                dollars((new_cents + existing_cents) * 24),
-                dollars(new_cents),
-                " + %s/h already rented" % dollars(existing_cents) if existing_cents else "",
-                daily_budget,
-            )
-        )
-    return ""
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# What is ours
-
-
-def meta(item: Any) -> dict[str, Any]:
-    """``userMetadata.rlinfra`` of a rental (top level as the v1 marketplace keeps it, or under ``meta`` in the earlier
-    v2 shape); {} when there is none."""
-    if not isinstance(item, dict):
-        return {}
-    holder: Any
-    holder = (
-        item
-        if isinstance(item.get("userMetadata"), dict)
-        else item.get("meta")
-        if isinstance(item.get("meta"), dict)
-        else {}
-    )
-    data: Any = holder.get("userMetadata") if isinstance(holder.get("userMetadata"), dict) else {}
-    return data.get(META_KEY) if isinstance(data.get(META_KEY), dict) else {}
-
-
-def name_of(item: Any, label: str) -> str:
-    """The name this collection gave a rental of ``label`` (``<label>-<n>``), '' when it is not one of them."""
-    tagged = meta(item)
-    if tagged.get("label") == label:
-        return str(tagged.get("name") or "")
-    text: Any = item.get("label") if isinstance(item, dict) and isinstance(item.get("label"), str) else ""
-    return text if re.match(r"^%s-[0-9]+$" % re.escape(label), text) else ""
-
-
-def status_of(item: Any) -> str:
-    inst = item.get("instance") if isinstance(item.get("instance"), dict) else {}
-    return str(inst.get("status") or item.get("status") or "").lower()
-
-
-def ours(items: Iterable[Any] | None, label: str, record_ids: Iterable[object] | None = ()) -> list[dict[str, Any]]:
-    """The rentals of ``label`` that are not gone, sorted by name: named ``<label>-<n>`` (or tagged), or listed in the
-    record by id. Others are never touched."""
-    record_ids = {str(i) for i in record_ids or ()}
-    found = [
-        i
-        for i in items or []
-        if isinstance(i, dict) and (name_of(i, label) or str(i.get("id")) in record_ids) and status_of(i) not in GONE
-    ]
-    return sorted(found, key=lambda i: (name_of(i, label), str(i.get("id") or "")))
-
-
-def listed_twice(items: Iterable[Mapping[str, Any]] | None, label: str) -> str:
-    """The line naming each id ``items`` (one listing) gives more than one rental; '' when every id is one rental's."""
-    by_id: dict[str, list[str]] = {}
-    for item in items or []:
-        by_id.setdefault(str(item.get("id")), []).append(name_of(item, label) or "no name")
-    twice = {i: n for i, n in by_id.items() if len(n) > 1}
-    if not twice:
-        return ""
-    return (
-        "the API lists %s: the provider's answer is contradictory (one id, several rentals), so which machine %s "
-        "cannot be known"
-        % (
-            "; ".join("rental %s %d times (as %s)" % (i, len(n), ", ".join(n)) for i, n in sorted(twice.items())),
-            "is which" if len(twice) > 1 else "%s is" % next(iter(twice)),
-        )
-    )
-
-
-def names(existing: Iterable[Any], label: str, count: int) -> list[str]:
-    """``count`` new names ``<label>-<n>`` with the smallest numbers no existing instance uses."""
-    used = {name_of(i, label) for i in existing}
-    out: list[str]
-    out, n = [], 0
-    while len(out) < count:
-        name = "%s-%d" % (label, n)
-        if name not in used:
-            out.append(name)
-        n += 1
-    return out
-
-
-def created_id(answer: Any) -> str:
-    """The new rental's id from the create answer, '' when it names none."""
-    if not isinstance(answer, dict):
-        return ""
-    inst: Any = answer.get("instance") if isinstance(answer.get("instance"), dict) else {}
-    for value in (
-        answer.get("instance_name"),
-        answer.get("instanceName"),
-        answer.get("instance_id"),
-        answer.get("id"),
-        inst.get("id"),
-    ):
-        if value not in (None, ""):
-            return str(value)
-    return ""
-
-
 def ssh_banner(host: str, port: int | str, timeout: float = 5.0) -> str:
     """'' when ``host:port`` answers with an SSH banner, else why not."""
     try:
@@ -391,143 +125,6 @@ def ssh_banner(host: str, port: int | str, timeout: float = 5.0) -> str:
     return (
         "" if banner.startswith(b"SSH-") else "SSH at %s:%s answered %r, not an SSH banner" % (host, port, banner[:40])
     )
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# The two APIs behind one sequence
-
-
-class Marketplace:
-    """The v1 marketplace: machines, instances on them, terminate by instance id."""
-
-    name = "marketplace"
-
-    def __init__(self, client: HyperbolicClient):
-        self.client = client
-
-    def listing(self) -> list[dict[str, Any]]:
-        data = self.client.request_json("GET", INSTANCES_PATH)
-        return extract_items("marketplace", data, self.client.api_url + INSTANCES_PATH)
-
-    def plan(
-        self, need: int, gpu_model: str, gpu_count: int, max_price: float | None, region: str, machine_type: str
-    ) -> tuple[list[dict[str, Any]], str]:
-        data = self.client.request_json("POST", MACHINES_PATH, {"filters": {}})
-        if not isinstance(data, dict) or not isinstance(data.get("instances"), list):
-            raise HyperbolicError('the marketplace listing (POST %s) is not {"instances": [...]}' % MACHINES_PATH)
-        picks, why = choose(data["instances"], need, gpu_model, gpu_count, max_price, region)
-        return [
-            dict(
-                where="%s/%s" % (m["cluster"], m["node"]),
-                cluster_name=m["cluster"],
-                node_name=m["node"],
-                gpu_type=m["model"],
-                gpu_count=gpu_count,
-                region=m["region"],
-                cents_per_hour=(m["cents"] or 0) * gpu_count,
-                price_per_gpu_hour=(m["cents"] or 0) / 100.0,
-            )
-            for m in picks
-        ], why
-
-    def create(self, offer: Mapping[str, Any], label: str, name: str, ssh_public_key: str) -> str:
-        body = {
-            "cluster_name": offer["cluster_name"],
-            "node_name": offer["node_name"],
-            "gpu_count": offer["gpu_count"],
-            "userMetadata": {META_KEY: {"label": label, "name": name}},
-        }
-        return created_id(self.client.request_json("POST", CREATE_PATH, body, retry=False))
-
-    def terminate(self, ident: str) -> None:
-        self.client.request_json("POST", TERMINATE_PATH, {"id": ident})
-
-    def view(self, item: Mapping[str, Any], label: str) -> dict[str, Any]:
-        return _view(normalize_marketplace(item), item, label)
-
-
-class OnDemand:
-    """The on-demand rental API: options, rentals labelled with their names, terminate by the numeric id."""
-
-    name = "on_demand"
-
-    def __init__(self, client: HyperbolicClient):
-        self.client = client
-
-    def listing(self) -> list[dict[str, Any]]:
-        data = self.client.request_json("GET", RENTALS_PATH)
-        return extract_items("on_demand", data, self.client.api_url + RENTALS_PATH)
-
-    def plan(
-        self, need: int, gpu_model: str, gpu_count: int, max_price: float | None, region: str, machine_type: str
-    ) -> tuple[list[dict[str, Any]], str]:
-        rows = self.client.request_json("GET", OPTIONS_PATH)
-        if not isinstance(rows, list):
-            raise HyperbolicError("the on-demand options (GET %s) are not a JSON array" % OPTIONS_PATH)
-        picks, why = choose_options(rows, need, gpu_model, gpu_count, max_price, region, machine_type)
-        if machine_type == "bare-metal" and not why:
-            # The options list bare-metal rows, but no public client rents them through this API (docs/INVENTORY.md):
-            # a guessed route could rent something unintended, so say what exists and how to use it instead.
-            return [], (
-                "the on-demand API lists %d matching bare-metal option(s) (cheapest %s at $%.2f/h) but no "
-                "public client documents a route to rent them: rent bare metal in Hyperbolic's console, then "
-                "list it with the inventory plugin (one host per node)"
-                % (
-                    len(picks),
-                    "%s x %s in %s" % (picks[0]["gpu_count"], picks[0]["gpu_type"], picks[0]["region"]),
-                    picks[0]["cents"] / 100.0,
-                )
-            )
-        return [
-            dict(
-                where="%s x %s in %s" % (o["gpu_count"], o["gpu_type"], o["region"]),
-                gpu_type=o["gpu_type"],
-                gpu_count=o["gpu_count"],
-                region=o["region"],
-                cents_per_hour=o["cents"],
-                price_per_gpu_hour=round(o["cents"] / 100.0 / o["gpu_count"], 4),
-            )
-            for o in picks
-        ], why
-
-    def create(self, offer: Mapping[str, Any], label: str, name: str, ssh_public_key: str) -> str:
-        # region always: left out, it defaults to a disabled one (lisa-rtm's REGION_DISABLED note).
-        body = {"gpuType": offer["gpu_type"], "gpuCount": offer["gpu_count"], "region": offer["region"], "label": name}
-        if ssh_public_key:
-            body["sshPublicKey"] = ssh_public_key.strip()
-        return created_id(self.client.request_json("POST", RENTALS_PATH, body, retry=False))
-
-    def terminate(self, ident: str) -> None:
-        # The numeric id, not the string rentalId field: the API refuses anything else ("expected number").
-        number = int(ident) if str(ident).isdigit() else ident
-        self.client.request_json("POST", OD_TERMINATE_PATH, {"rentalId": number})
-
-    def view(self, item: Mapping[str, Any], label: str) -> dict[str, Any]:
-        return _view(normalize_on_demand(item), item, label)
-
-
-def _view(record: Mapping[str, Any], item: Mapping[str, Any], label: str) -> dict[str, Any]:
-    """What a play needs of one rental: name, id, status, SSH address, GPUs, region, price (dollars an hour, when the
-    API says)."""
-    ssh = record.get("ssh") or {}
-    view = dict(
-        name=name_of(item, label) or record["id"],
-        id=record["id"],
-        status=status_of(item),
-        host=ssh.get("host") or "",
-        port=ssh.get("port") or 22,
-        user=ssh.get("user") or "",
-        gpu_model=record.get("gpu_type") or "",
-        gpu_count=record.get("gpu_count"),
-        region=record.get("region") or "",
-        cost_per_hour=record.get("cost_per_hour"),
-    )
-    if record.get("ssh_error"):  # SSH details given but refused (a loopback host): the wait's line says why
-        view["ssh_error"] = record["ssh_error"]
-    return view
-
-
-BACKENDS: dict[str, type[OnDemand] | type[Marketplace]] = {"on_demand": OnDemand, "marketplace": Marketplace}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -943,3 +540,50 @@ class Rent:
             self.sleep(pause)
             pause = min(POLL_MAX, pause * 1.5)
         return result
+
+
+__all__ = [
+    "APIS",
+    "LABEL",
+    "MAX_INSTANCES",
+    "MAX_GPUS",
+    "MAX_PRICE",
+    "FAILED",
+    "ONLINE",
+    "POLL_FIRST",
+    "POLL_MAX",
+    "RentError",
+    "Contradiction",
+    "CONSOLE",
+    "check_label",
+    "ssh_banner",
+    "Rent",
+    # from _apis.py, _offers.py and _ours.py
+    "MACHINES_PATH",
+    "CREATE_PATH",
+    "TERMINATE_PATH",
+    "INSTANCES_PATH",
+    "OPTIONS_PATH",
+    "RENTALS_PATH",
+    "OD_TERMINATE_PATH",
+    "BALANCE_PATH",
+    "LEGACY_BALANCE_PATH",
+    "META_KEY",
+    "GONE",
+    "BACKENDS",
+    "Marketplace",
+    "OnDemand",
+    "created_id",
+    "dollars",
+    "machine",
+    "choose",
+    "option",
+    "choose_options",
+    "money",
+    "meta",
+    "name_of",
+    "status_of",
+    "ours",
+    "listed_twice",
+    "names",
+]

@@ -222,7 +222,8 @@ def replace(
             # Rented again before this supervisor restarted (the API, or the kit's inventory, has the new machine under
             # the name): converged again, never rented twice.
             if moved:
-                assert view is not None  # moved only when it is
+                if view is None:  # never: moved only when it is (for the type checker)
+                    raise AssertionError("view is set here")
                 point_at(inventory, name, view, str(node.get("node_ip")))
                 write_private(inventory_path, inventory)
             current = inventory_hosts(inventory)[name]

@@ -246,3 +246,8 @@ def node_facts(
         ansible_rlinfra_net=network(run, sysfs, addresses, routes, netfs),
         ansible_local=local,
     )
+
+
+def gather(params: Mapping[str, Any], module: Any) -> dict[str, Any]:
+    """The ``node_facts`` module's result, for AnsibleModule or plain_module.PlainModule (``run_command``)."""
+    return dict(changed=False, ansible_facts=node_facts(ip_runner(module), params["fact_dir"], params["local"]))

@@ -13,7 +13,7 @@ import os
 from typing import Any, Mapping, Sequence
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import room
-from ansible_collections.rlinfra.verl.plugins.module_utils.node import gpu_health
+from ansible_collections.rlinfra.verl.plugins.module_utils.node import gpu_health, kernel_log
 from ansible_collections.rlinfra.verl.plugins.module_utils.node.fitness_net import start_agent
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.node import detect_gpus
 
@@ -67,7 +67,7 @@ def gpu_report(params: Mapping[str, Any], module: Any, node: str) -> dict[str, A
     if params.get("gpu") == "off":
         return out
     lines_kernel, source = kernel_lines(module)
-    events = gpu_health.kernel_events(lines_kernel)
+    events = kernel_log.kernel_events(lines_kernel)
     out["kernel_source"] = source
     out["kernel_events"] = events[-50:]
     torch_cuda, has_torch = torch_cuda_of(params.get("venv") or "")

@@ -88,7 +88,8 @@ def verdict(
             to_head[src] = link
     objects = (ray or {}).get("objects") or []
     if (ray or {}).get("error"):
-        assert ray is not None  # (ray or {}) has an error
+        if ray is None:  # never: (ray or {}) has an error (for the type checker)
+            raise AssertionError("ray is set here")
         lines.append("cluster %s: the check through Ray failed: %s" % (cluster, ray["error"]))
         unfit.setdefault(head, []).append(lines[-1])
     for o in objects:

@@ -145,3 +145,13 @@ def apply(params: Mapping[str, Any], check: bool) -> dict[str, Any]:
     except (RuntimeError, ValueError, KeyError) as exc:
         result["error"] = "storage_lvm: %s" % exc
     return result
+
+
+def lv_module(params: Mapping[str, Any], module: Any) -> dict[str, Any]:
+    """The ``storage_lvm_lv`` module's result (:func:`apply`), for plain_module.finish: ``failed`` and ``msg`` when it
+    failed."""
+    result = apply(params, module.check_mode)
+    error = result.pop("error", "")
+    if error:
+        return dict(result, failed=True, msg=error)
+    return result

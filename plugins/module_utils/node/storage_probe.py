@@ -616,3 +616,15 @@ class Probe:
         if selected and self.stop_after not in ("discover", "vg"):
             out["error"] = self.mount_check(effective, selected)
         return out
+
+
+def probe_module(params: Mapping[str, Any], module: Any) -> dict[str, Any]:
+    """The ``storage_lvm_probe`` module's result (:meth:`Probe.decide`; root only), for plain_module.finish:
+    ``failed`` and ``msg`` when it failed."""
+    if os.geteuid() != 0:
+        return dict(failed=True, msg="storage_lvm: the device probe needs root (become: true)")
+    out = Probe(params).decide()
+    error = out.pop("error", "")
+    if error:
+        return dict(out, failed=True, msg=error)
+    return dict(changed=False, **out)

@@ -83,7 +83,8 @@ def submit_args(
     )
     for key in ENTRYPOINT_RESOURCES:
         if (resources or {}).get(key) is not None:
-            assert resources is not None  # it holds the key
+            if resources is None:  # never: it holds the key (for the type checker)
+                raise AssertionError("resources is set here")
             args[key] = resources[key]
     return args
 

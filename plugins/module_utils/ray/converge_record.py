@@ -283,7 +283,8 @@ def check(params: Mapping[str, Any], module: Any) -> dict[str, Any]:
     elif not reason:
         reason = verdict(None, params["inputs"], {})
     if not reason:
-        assert record is not None  # without a record, verdict gives a reason
+        if record is None:  # never: without a record, verdict gives a reason (for the type checker)
+            raise AssertionError("record is set here")
         facts.update(record.get("facts") or {})
     facts["ansible_converge_record"] = dict(
         converged=not reason, reason=reason, inputs=params["inputs"] or "", members=(record or {}).get("members") or []
@@ -307,6 +308,13 @@ def write(params: Mapping[str, Any], module: Any) -> dict[str, Any]:
         makedirs(os.path.dirname(params["path"]) or ".", 0o755)
         write_atomic(params["path"], text, 0o600, prefix=".rlinfra-converged.")
     return dict(changed=False, recorded=recorded, reason="")
+
+
+def run(module: Any) -> None:
+    """The ``converge_record`` module's work, with its AnsibleModule: :func:`write` or :func:`check` by ``state``,
+    exits through ``module``."""
+    p = module.params
+    module.exit_json(**(write(p, module) if p["state"] == "write" else dict(changed=False, **check(p, module))))
 
 
 def content(

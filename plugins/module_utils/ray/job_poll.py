@@ -102,7 +102,8 @@ def log_since(
     path = local_log(client, sid)
     got = log_follow.read_new(path, offset, file_id, cap=cap, final=final) if path else None
     if got is not None:
-        assert path is not None  # got is read from it
+        if path is None:  # never: got is read from it (for the type checker)
+            raise AssertionError("path is set here")
         return got, log_follow.read_tail(path, tail)
     try:
         logs = client.get_logs(sid)
@@ -236,3 +237,9 @@ def poll(p: Mapping[str, Any], module: Any) -> dict[str, Any]:
         )
     except RayError as e:
         return dict(failed=True, msg=str(e), submission_id=p["submission_id"], **e.details())
+
+
+def concealed(params: Mapping[str, Any]) -> list[str]:
+    """A refusal's invocation shows the runtime_env: its secret values, masked before the fields are checked (the
+    module's ``concealed``, vocabulary.Args.new_module)."""
+    return env_secret_values((params["runtime_env"] or {}).get("env_vars"), params["secret_names"] or ())

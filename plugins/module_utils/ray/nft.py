@@ -190,3 +190,19 @@ def absent(module: Any, nft: Nft, p: Mapping[str, Any], result: dict[str, Any]) 
             )
     remove(path)
     remove(stamp)
+
+
+def firewall(module: Any) -> None:
+    """The ``ray_firewall`` module's work, with its AnsibleModule: :func:`present` or :func:`absent` by ``state``;
+    exits through ``module``."""
+    if module.params["state"] == "present" and module.params["ports"] is None:
+        module.fail_json(
+            msg="ports must be given with state=present (Ray's ports, name -> port or low-high range)", changed=False
+        )
+    nft = Nft(module)
+    result = dict(changed=False, active=False, nft=nft.path)
+    if module.params["state"] == "present":
+        present(module, nft, module.params, result)
+    else:
+        absent(module, nft, module.params, result)
+    module.exit_json(**result)

@@ -471,7 +471,7 @@ def unpack(data: bytes, dest: str) -> tuple[list[str], list[str]]:
             if os.path.islink(target):
                 os.unlink(target)
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
-            with os.fdopen(fd, "wb") as out, cast("IO[bytes]", tar.extractfile(member)) as src:  # a file: never None
+            with os.fdopen(fd, "wb") as out, cast(IO[bytes], tar.extractfile(member)) as src:  # a file: never None
                 while True:
                     chunk = src.read(1 << 20)
                     if not chunk:

@@ -71,7 +71,8 @@ def parse_flag(value: Any) -> bool:
     result, error = switch_value(value, FLAG)
     if error:
         raise ValueError(error + ": nothing was changed")
-    assert result is not None  # no error: a boolean
+    if result is None:  # never: no error: a boolean (for the type checker)
+        raise AssertionError("result is set here")
     return result
 
 
@@ -210,3 +211,14 @@ def guard_result(params: Mapping[str, Any]) -> dict[str, Any]:
     if errors:
         return dict(failed=True, msg=refusal(errors), running_jobs=running, restarting=restarting)
     return dict(changed=False, allow=allow, running_jobs=running, restarting=restarting, warnings=warnings)
+
+
+def guard_module(params: Mapping[str, Any], module: Any) -> dict[str, Any]:
+    """The ``ray_node_guard`` module's result (:func:`guard_result`, its warnings through ``module.warn``), for
+    plain_module.finish: ``failed`` only when it failed."""
+    result = guard_result(params)
+    for warning in result.pop("warnings", []):
+        module.warn(warning)
+    if result.pop("failed", False):
+        return dict(result, failed=True)
+    return result

@@ -220,7 +220,8 @@ def build_package(
                         out.write(chunk)
                 files += 1
         if part is not None:
-            assert dest is not None  # part is made from dest
+            if dest is None:  # never: part is made from dest (for the type checker)
+                raise AssertionError("dest is set here")
             with _writing(part):
                 sink.close()
                 os.chmod(part, 0o600)

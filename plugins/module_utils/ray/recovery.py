@@ -218,7 +218,8 @@ def shape_check(
     written = (ckpt or {}).get("world_size")
     if not written or written == now:
         return True, ""
-    assert ckpt is not None  # its world size was read
+    if ckpt is None:  # never: its world size was read (for the type checker)
+        raise AssertionError("ckpt is set here")
     line = (
         "checkpoint %s (step %s) was written by world size %d (model_world_size_%d_rank_*.pt) but the cluster "
         "now has %d node(s) x %d GPU(s) = world size %d"

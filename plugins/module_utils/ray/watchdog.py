@@ -24,8 +24,10 @@ controller's clock after it (any monotonic seconds). It returns ``(reason, line)
   (``recovery.replace``; the supervisor's, module_utils/hyperbolic/replace.py). Answer: ``{replaced: [{label, name,
   new_ip, rental, old_rental}], failed, msg, todo}``.
 
-The lower rules (which node left, which events are recoverable, checkpoint shapes, the summary) are in
-module_utils/ray/recovery.py; attempt names in module_utils/ray/attempts.py."""
+The recovery of an ended attempt (stop what is left, wait for the nodes or replace them, check the checkpoint,
+resubmit) is in module_utils/ray/_watchdog_recovery.py, the same machine's steps. The lower rules (which node left,
+which events are recoverable, checkpoint shapes, the summary) are in module_utils/ray/recovery.py; attempt names in
+module_utils/ray/attempts.py."""
 
 from __future__ import annotations
 
@@ -33,17 +35,16 @@ import math
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray import attempts, recovery
-from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_render
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import _watchdog_recovery, attempts, recovery
 
 if TYPE_CHECKING:
-    from typing import Generator, TypeVar
+    from typing import Generator, Optional, TypeVar
 
     _T = TypeVar("_T")
     # The watch's generators: they yield a request, receive (answer, now) and return _T.
     Steps = Generator[tuple[Any, ...], tuple[Any, float], _T]
     # The end of a watch: (reason, the line that says it; None when it succeeded).
-    End = tuple[str, str | None]
+    End = tuple[str, Optional[str]]
 
 # The result keys taken from the last poll of the job.
 RESULT_KEYS = (
@@ -71,13 +72,6 @@ OPTIONS = dict(
     recovery=None,
     job=None,
     checkpoint_dir="",
-)
-
-
-# What to do when a machine cannot be replaced from the head.
-REPLACE_BY_HAND = (
-    "bring the machine back by hand (provision.yml rents what the label lacks, then site.yml), then run "
-    "submit.yml again; it attaches to the newest attempt"
 )
 
 
@@ -291,26 +285,6 @@ class Watchdog:
             )
         )
 
-    def past_deadline(self) -> str | None:
-        """The line that ends a recovery the deadline leaves no time for, or None."""
-        if self.deadline is None:
-            return None
-        margin = self.settings.get("deadline_margin") or 0
-        if self.now < self.deadline - margin:
-            return None
-        self.events.append(dict(event="deadline", at_s=self.at_s()))
-        return (
-            "Ray job %s was not resubmitted: recovery.deadline %s is %s (recovery.deadline_margin %d s): an attempt "
-            "could not save before the machines end. On the next machines, run submit.yml -e exp=... again: it "
-            "resumes from the newest checkpoint"
-            % (
-                self.sid,
-                self.settings["deadline"],
-                "past" if self.now >= self.deadline else "%d s away" % (self.deadline - self.now),
-                margin,
-            )
-        )
-
     def check_resumed(self, res: Mapping[str, Any], status: str | None) -> Steps[End | None]:
         """A resubmitted attempt's first logged step proves its resume (the checkpoint's step + 1), or shows it started
         over: then it is stopped at once and the watch ends with one line, no further attempt (it would start over too).
@@ -325,6 +299,7 @@ class Watchdog:
         if first > expected:
             event["resume_proven"] = True
             yield from self.say(
+                # pylint: disable-next=bad-string-format-type  # expected is set here (check_resumed runs after a resubmit)
                 "attempt %d (%s) resumed from checkpoint step %d: its first step seen is %d"
                 % (self.attempt, self.sid, expected, first)
             )
@@ -340,6 +315,7 @@ class Watchdog:
         self.rows.append(recovery.attempt_row(self.attempt, self.sid, res, "not_resumed", stopped=stop))
         return (
             "not_resumed",
+            # pylint: disable-next=bad-string-format-type  # as above
             "attempt %d (%s) started over at step %d instead of resuming from checkpoint step %d%s; "
             "no further attempt (it would start over too): %s; then run submit.yml with -e run=NEW"
             % (
@@ -371,7 +347,8 @@ class Watchdog:
         if event == "succeeded":
             yield from self.end_attempt("succeeded", res)
             return ("succeeded", None)
-        assert event is not None  # end_event gives None only to a stop of ours
+        if event is None:  # never: end_event gives None only to a stop of ours (for the type checker)
+            raise AssertionError("event is set here")
         return (yield from self.end_attempt(event, res))
 
     def head_going_down(self) -> Steps[bool]:
@@ -486,10 +463,10 @@ class Watchdog:
         return (yield from self.recover_once(why, res))
 
     def recover_once(self, why: str, res: Mapping[str, Any]) -> Steps[End | None]:
-        """:meth:`recover`, marked as under way while it runs (``recovering``)."""
+        """The recovery (``_watchdog_recovery.recover``), marked as under way while it runs (``recovering``)."""
         self.recovering = why
         try:
-            return (yield from self.recover(why, res))
+            return (yield from _watchdog_recovery.recover(self, why, res))
         finally:
             self.recovering = None
 
@@ -520,242 +497,6 @@ class Watchdog:
             else "see the log"
         )
         return "Ray job %s %s%s; %s; %s" % (self.sid, what, lost, reason, todo)
-
-    def recover(self, why: str, res: Mapping[str, Any]) -> Steps[End | None]:
-        """Stop what is left of the run, wait for the nodes, check the checkpoint's shape, resubmit."""
-        self.restarts += 1
-        detected = self.at_s()
-        yield from self.say(
-            "attempt %d (%s) ended: %s, at step %s; recovery %d of %d"
-            % (
-                self.attempt,
-                self.sid,
-                recovery.WHY.get(why, why),
-                "-" if res.get("last_step") is None else res["last_step"],
-                self.restarts,
-                self.settings["max_restarts"],
-            )
-        )
-        late = self.past_deadline()
-        if late:
-            return ("deadline", late)
-        # Never two runs of one experiment at once: stop every attempt of this run that is still active.
-        info = yield from self.ask("cluster", dict(jobs=True, timeout=60, wait_for_nodes=1))
-        jobs = attempts.attempts_of(info.get("jobs") or [], self.base)
-        if any(job.get("submission_id") == self.sid and job.get("status") == "SUCCEEDED" for job in jobs):
-            # The end race: the attempt finished between the look that condemned it and the stop. Its run is complete;
-            # another attempt would train again from the last checkpoint.
-            self.restarts -= 1
-            self.rows[-1] = recovery.attempt_row(self.attempt, self.sid, dict(res, status="SUCCEEDED"), "succeeded")
-            yield from self.say(
-                "attempt %d (%s) had SUCCEEDED before it could be stopped: the run is complete, no new "
-                "attempt" % (self.attempt, self.sid)
-            )
-            return ("succeeded", None)
-        for job in jobs:
-            if job.get("status") in recovery.ACTIVE:
-                yield from self.say(
-                    "stopping %s (still %s) before the next attempt" % (job["submission_id"], job["status"])
-                )
-                yield from self.ask("stop", job["submission_id"])
-        if self.min_nodes is None:
-            first = self.res.get("metadata") or {}
-            try:
-                self.min_nodes = int(first.get("rlinfra_nodes") or 0) or len(self.known) or 1
-            except ValueError:
-                self.min_nodes = len(self.known) or 1
-        yield from self.ask("sleep", float(self.settings["backoff_s"]))
-        info = yield from self.wait_nodes()
-        if isinstance(info, tuple):
-            return info
-        if info.get("failed"):
-            return (
-                "no_nodes",
-                "Ray job %s was not resubmitted: %s%s. Bring the nodes back (site.yml), then run "
-                "submit.yml again; it attaches to the newest attempt"
-                % (
-                    self.sid,
-                    info.get("msg"),
-                    "; lost: %s" % ", ".join(n["label"] for n in self.lost) if self.lost else "",
-                ),
-            )
-        nodes = info.get("nodes") or []
-        yield from self.watch_nodes(nodes)
-        ckpt = {}
-        if self.opts["checkpoint_dir"]:
-            ckpt = yield from self.ask("checkpoint", self.opts["checkpoint_dir"])
-            if ckpt.get("failed"):
-                return (
-                    "checkpoint",
-                    "cannot read the checkpoint directory %s on the head: %s"
-                    % (self.opts["checkpoint_dir"], ckpt.get("msg")),
-                )
-        ok, line = recovery.shape_check(ckpt, nodes, self.settings["allow_reshard"])
-        if line:
-            yield from self.say(line)
-        if not ok:
-            return ("shape", "Ray job %s was not resubmitted: %s" % (self.sid, line))
-        if ckpt.get("incomplete"):  # the tracker's step lacks shards (a node lost mid-save): the newest whole one
-            yield from self.say(recovery.incomplete_line(ckpt))
-        return (yield from self.resubmit(why, nodes, ckpt, detected))
-
-    def wait_nodes(self) -> Steps[dict[str, Any] | End]:
-        """Wait for ``min_nodes`` alive nodes; with ``recovery.replace``, a machine still gone after ``replace_after`` is
-        replaced (the ``replace`` request: the supervisor rents and converges one) and the wait goes on. The cluster's
-        answer, or ``(reason, line)`` when a replacement failed."""
-        wait = int(self.settings["node_wait_timeout"])
-        left = self.settings["max_replacements"] - self.replaced
-        if not self.settings["replace"] or left <= 0:
-            yield from self.say(
-                "waiting up to %ss for %d alive node(s)%s"
-                % (
-                    wait,
-                    self.min_nodes,
-                    "; recovery.max_replacements (%d) used: no machine is replaced again"
-                    % self.settings["max_replacements"]
-                    if self.settings["replace"]
-                    else "",
-                )
-            )
-            return (yield from self.ask("cluster", dict(wait_for_nodes=self.min_nodes, timeout=wait)))
-        first = min(wait, int(self.settings["replace_after"]))
-        yield from self.say(
-            "waiting up to %ss for %d alive node(s); a machine still gone then is replaced "
-            "(recovery.replace, %d left)" % (first, self.min_nodes, left)
-        )
-        info = yield from self.ask("cluster", dict(wait_for_nodes=self.min_nodes, timeout=first))
-        if not info.get("failed"):
-            return info
-        look = yield from self.ask("cluster", dict(timeout=30))
-        here = set(n.get("node_ip") for n in recovery.alive(look.get("nodes") or []).values())
-        missing, seen = [], set()
-        for entry in self.lost:
-            if entry["node_ip"] and entry["node_ip"] not in here and entry["node_ip"] not in seen:
-                seen.add(entry["node_ip"])
-                missing.append(
-                    dict(
-                        label=entry["label"],
-                        node_ip=entry["node_ip"],
-                        head=entry["head"],
-                        name=self.names.get(entry["node_ip"]) or "",
-                    )
-                )
-        missing = missing[:left]
-        if not missing:  # back already: the rest of node_wait_timeout, as without replace
-            return (yield from self.ask("cluster", dict(wait_for_nodes=self.min_nodes, timeout=max(1, wait - first))))
-        detected = self.at_s()
-        yield from self.say(
-            "%s still gone after %ss: replacing %s (recovery.replace)"
-            % (", ".join(m["label"] for m in missing), first, "it" if len(missing) == 1 else "them")
-        )
-        done = yield from self.ask("replace", missing)
-        done = done or {}
-        replaced = done.get("replaced") or []
-        for item in replaced:
-            self.replaced += 1
-            if item.get("new_ip") and item.get("name"):
-                self.names[item["new_ip"]] = item["name"]
-            self.events.append(
-                dict(
-                    event="replaced",
-                    node=item.get("label"),
-                    new=item.get("name"),
-                    new_ip=item.get("new_ip"),
-                    rental=item.get("rental"),
-                    old_rental=item.get("old_rental"),
-                    detected_s=detected,
-                    done_s=self.at_s(),
-                )
-            )
-        if done.get("failed"):
-            return (
-                "replace",
-                "Ray job %s was not resubmitted: replacing %s failed: %s; %s"
-                % (
-                    self.sid,
-                    ", ".join(m["label"] for m in missing),
-                    done.get("msg"),
-                    done.get("todo") or REPLACE_BY_HAND,
-                ),
-            )
-        if replaced:
-            yield from self.say(
-                "replaced %s in %s; waiting up to %ss for %d alive node(s)"
-                % (
-                    ", ".join("%s by %s (%s)" % (i.get("label"), i.get("name"), i.get("new_ip")) for i in replaced),
-                    recovery.hms(self.at_s() - detected),
-                    wait,
-                    self.min_nodes,
-                )
-            )
-        else:
-            yield from self.say(
-                "nothing was replaced (%s); waiting up to %ss more for %d alive node(s)"
-                % (done.get("msg") or "no machine is gone for good", wait - first, self.min_nodes)
-            )
-            wait -= first
-        return (yield from self.ask("cluster", dict(wait_for_nodes=self.min_nodes, timeout=max(1, wait))))
-
-    def resubmit(
-        self, why: str, nodes: list[dict[str, Any]], ckpt: Mapping[str, Any] | None, detected: float
-    ) -> Steps[End | None]:
-        job = self.opts["job"] or {}
-        if not job.get("job_template"):
-            return (
-                why,
-                "Ray job %s %s; the wait has no job to resubmit (no job given)" % (self.sid, recovery.WHY[why]),
-            )
-        package = job.get("package") or None
-        if package:
-            up = yield from self.ask("upload", package)
-            if up.get("failed"):
-                return (
-                    "package",
-                    "the working_dir package %s could not be uploaded again: %s; run submit.yml "
-                    "again" % (package["uri"], up.get("msg")),
-                )
-        ckpt = ckpt or {}
-        resume_from = (ckpt.get("resume_dir") or "") if ckpt.get("incomplete") else None
-        entrypoint = experiment_render.reshape(job["job_template"], nodes, resume_from=resume_from)[0]
-        previous, self.attempt = self.sid, self.attempt + 1
-        self.sid = attempts.attempt_id(self.base, self.attempt)
-        metadata = dict(
-            job.get("metadata") or {},
-            rlinfra_attempt=str(self.attempt),
-            rlinfra_previous=previous,
-            rlinfra_recovered_from=why,
-        )
-        res = yield from self.ask("submit", self.sid, entrypoint, metadata, job.get("resources"))
-        if res.get("failed"):
-            return ("submit", "attempt %d (%s) could not be submitted: %s" % (self.attempt, self.sid, res.get("msg")))
-        step = ckpt.get("resume_step") if resume_from is not None else ckpt.get("latest_step")
-        self.expect_from = step
-        yield from self.say(
-            "attempt %d (%s) submitted at %s after %s; %s"
-            % (
-                self.attempt,
-                self.sid,
-                self.elapsed(),
-                why.replace("_", " "),
-                "resumes from checkpoint step %s" % step
-                if step is not None
-                else "no whole checkpoint: starts from scratch"
-                if resume_from == ""
-                else "no checkpoint yet: starts from scratch",
-            )
-        )
-        self.events.append(
-            dict(
-                event="resubmitted",
-                after=why,
-                detected_s=detected,
-                submitted_s=self.at_s(),
-                attempt=self.attempt,
-                resume_step=step,
-            )
-        )
-        self.new_attempt()
-        return None
 
     # --- the result ------------------------------------------------------------------------------
 

@@ -251,3 +251,8 @@ def merge_paths_seen(actor: str, target: str) -> list[tuple[str, str]]:
     while not os.path.isdir(tested) and os.path.dirname(tested) != tested:
         tested = os.path.dirname(tested)
     return [(actor, actor), (parent, tested)]
+
+
+def info(params: Mapping[str, Any], module: Any) -> dict[str, Any]:
+    """The ``verl_checkpoint_info`` module's result (it only reads)."""
+    return dict(changed=False, **inspect(params["path"]))

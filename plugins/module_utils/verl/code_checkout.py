@@ -382,3 +382,34 @@ def report(
     if not changed:
         return "code %s: already checked out, nothing fetched" % what
     return "code %s: %s" % (what, "would be checked out" if check_mode else "checked out")
+
+
+def run(module: Any) -> None:
+    """The ``code_checkout`` module's work, with its AnsibleModule (made from :data:`ARGS`): the section checked,
+    the ref resolved unless ``commit`` names it, the commit checked out; exits through ``module``."""
+    p = module.params
+    code, errors = module_section(p)
+    if errors:
+        module.fail_json(msg=errors[0], errors=errors)
+    if code is None:  # never: normalize gives the section when it found no error (for the type checker)
+        raise AssertionError("code is set here")
+    try:
+        with Git(code["repo"], p["token"], p["ssh_key"]) as git:
+            commit = p["commit"] or resolve(code, git)
+            if not COMMIT_RE.match(commit):
+                module.fail_json(msg="commit: %r is not a full 40-character commit" % commit)
+            changed, record = checkout(
+                code, commit, p["root"], git, check_mode=module.check_mode, lock_timeout=p["lock_timeout"]
+            )
+    except CodeError as e:
+        module.fail_json(msg=str(e))
+    except OSError as e:
+        module.fail_json(msg="code %s: %s" % (code["repo"], e))
+    module.exit_json(
+        changed=changed,
+        commit=commit,
+        dir=directory(p["root"], code, commit),
+        workdir=workdir(p["root"], code, commit),
+        submodules=record.get("submodules") or [],
+        line=report(code, commit, changed, record, module.check_mode),
+    )

@@ -4,14 +4,14 @@
 
 * :func:`driver_log_causes`: the common causes in a training driver's log (a full volume, CUDA out of memory, an
   NCCL collective that timed out, NCCL losing a connection between nodes), newest first, each once;
-* :func:`kernel_causes`: the kernel events of a node (:func:`gpu_health.kernel_events`: Xid errors, the OOM
+* :func:`kernel_causes`: the kernel events of a node (:func:`kernel_log.kernel_events`: Xid errors, the OOM
   killer, links going down, uncorrectable memory errors) as lines naming the node.
 
 A line echoes at most ~120 characters of the log, with anything that looks like a secret (``token=...``,
 ``HF_TOKEN=...``, ``Bearer ...``, a password in a URL) masked. The log lines these were written against are real,
 each with its public source in tests/unit/fixtures/gpu/SOURCES.md.
 
-Standard library only (and the collection's gpu_health.py and secret_names.py, which are too): this runs on the
+Standard library only (and the collection's kernel_log.py and secret_names.py, which are too): this runs on the
 nodes.
 """
 
@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import mask_patterns
-from ansible_collections.rlinfra.verl.plugins.module_utils.node.gpu_health import XID, occurrence
+from ansible_collections.rlinfra.verl.plugins.module_utils.node.kernel_log import XID, occurrence
 
 ECHO = 120  # the most characters of the log a line repeats
 NEARLY_FULL = 1 << 30  # a volume with less free space than this is the full one when the log names no path
@@ -198,7 +198,7 @@ def driver_log_causes(text: str | None, volumes: Iterable[Any] | None = None) ->
 
 
 def kernel_line(event: Mapping[str, Any]) -> str | None:
-    """What a kernel event (:func:`gpu_health.kernel_events`) says, without its node or time: ``Xid 79 (GPU has fallen
+    """What a kernel event (:func:`kernel_log.kernel_events`) says, without its node or time: ``Xid 79 (GPU has fallen
     off the bus) on 0000:2b:00``; None for a kind this does not know."""
     kind = event.get("kind")
     if kind == "xid":
@@ -218,7 +218,7 @@ def kernel_line(event: Mapping[str, Any]) -> str | None:
 
 
 def kernel_causes(events: Iterable[dict[str, Any]] | None, node: str | None) -> list[str]:
-    """One line per kernel event (:func:`gpu_health.kernel_events`), in log order (the first is often the cause of
+    """One line per kernel event (:func:`kernel_log.kernel_events`), in log order (the first is often the cause of
     the rest: "Xid 45 ... caused by previous Xid 145"): ``gpu-2: Xid 79 (GPU has fallen off the bus) on 0000:2b:00
     at ...``, ``gpu-2: the OOM killer killed python (pid 1234) at ...``, ``gpu-2: eth0 link down at ...``,
     ``gpu-2: uncorrectable memory error (EDAC MC3) at ...``. The same event again (a message repeated, or printed

@@ -158,3 +158,39 @@ def converge(
             os.unlink(old)
     written = bool(write) and write_if_changed(path, text, 0o600, check)
     return dict(changed=changed or bool(removed) or written, written=written, removed=removed)
+
+
+def bad_path(p: Mapping[str, Any]) -> str:
+    """'' when ``path`` is a run's file, ``<secrets_dir>/<cluster>/<submission id>.env``; else the line. Its directory
+    is made 0700 and its other .env files of ended runs removed: never a directory outside secrets_dir."""
+    path, root = os.path.normpath(p["path"]), os.path.normpath(p["secrets_dir"])
+    parts = os.path.relpath(path, root).split(os.sep) if vocabulary.inside(path, root) else []
+    if len(parts) == 2 and parts[0] not in (".", "..") and parts[1].endswith(".env") and len(parts[1]) > len(".env"):
+        return ""
+    return (
+        "path must be a run's file <secrets_dir>/<cluster>/<submission id>.env, one directory inside secrets_dir "
+        "%s, got %r" % (p["secrets_dir"], p["path"])
+    )
+
+
+def secrets_file(module: Any) -> None:
+    """The ``verl_secrets_file`` module's work, with its AnsibleModule: ``path`` checked (:func:`bad_path`), then
+    :func:`converge`; exits through ``module``."""
+    p = module.params
+    why = bad_path(p)
+    if why:
+        module.fail_json(msg=why, changed=False)
+    try:
+        result = converge(
+            p["secrets_dir"],
+            p["path"],
+            p["values"],
+            p["hook"],
+            p["jobs"],
+            p["write"],
+            p["state"],
+            check=module.check_mode,
+        )
+    except (OSError, ValueError) as e:
+        module.fail_json(msg="secrets file %s: %s" % (p["path"], getattr(e, "strerror", None) or e))
+    module.exit_json(**result)
