@@ -10,7 +10,13 @@ alternates between rounds so neither side always meets a warmer page cache.
 On the last converged 3-node cluster it then times what a user waits for beyond Ray's own work:
 ``submit.yml -e exp=smoke`` minus the job's runtime (Ray's start_time to end_time), and status.yml.
 Finally it brings up 12 nodes (one CPU and a 100 MB object store each, so they fit a 2-core machine),
-converges them, times the no-op re-run there, and leaves a 3-node sandbox converged behind it.
+converges them with the metrics stack on (site.yml's default), times the no-op re-run there, measures each node's
+idle CPU with the metrics stack on and then off (``ray_metrics=false`` removes it), and leaves a 3-node sandbox
+converged behind it.
+
+``--users root,ubuntu`` runs it all once per login user: root, then a non-root user with passwordless sudo, as
+Hyperbolic's machines are reached (sandbox.sh's SANDBOX_USER; the plays become root through sudo); the 12-node part
+runs for the first user only. The table has one column per user.
 
 Prints a table and rewrites the ``bench:site`` section of docs/BENCHMARKS.md. Every figure carries
 the 1-minute load average taken just before it; before each timed step the bench waits (60 s at most)
@@ -105,9 +111,35 @@ def changed_total(stdout: str) -> int:
     return sum(int(n) for n in re.findall(r"changed=(\d+)", stdout.split("PLAY RECAP")[-1]))
 
 
+USER = {"name": "root"}  # whom the sandbox's inventory logs in as (--users), read by fresh_sandbox
+
+
 def fresh_sandbox(nodes: int) -> None:
-    run(["sandbox/sandbox.sh", "down"])
-    run(["sandbox/sandbox.sh", "up", str(nodes)])
+    env = dict(os.environ, SANDBOX_USER=USER["name"])
+    run(["sandbox/sandbox.sh", "down"], env)
+    run(["sandbox/sandbox.sh", "up", str(nodes)], env)
+
+
+def container_cpu() -> dict:
+    """CPU seconds so far of each sandbox node's container (cgroup v1 cpuacct), by name."""
+    out = {}
+    for node in json.loads(STATE.read_text())["nodes"]:
+        cid = subprocess.run(
+            ["docker", "inspect", "-f", "{{.Id}}", node["name"]], text=True, capture_output=True, check=True
+        ).stdout.strip()
+        usage = DOCKER_CPU.parent / cid / "cpuacct.usage"
+        out[node["name"]] = int(usage.read_text()) / 1e9 if usage.exists() else float("nan")
+    return out
+
+
+def idle_cpu(seconds: float = 60.0) -> tuple:
+    """(median, max) % of one core each node's container used over ``seconds`` with nothing to do."""
+    time.sleep(20)  # what the last step started (a restart, Prometheus's first scrapes) settles first
+    before, t0 = container_cpu(), time.monotonic()
+    time.sleep(seconds)
+    after, took = container_cpu(), time.monotonic() - t0
+    used = [100.0 * (after[n] - before[n]) / took for n in before]
+    return med(used), max(used)
 
 
 def ansible_env() -> dict:
@@ -176,11 +208,44 @@ def main(argv=None) -> None:
     parser.add_argument("--repeat", type=int, default=3, help="submit/status/no-op repetitions")
     parser.add_argument("--big", type=int, default=12, help="nodes for the large no-op figure (0: skip)")
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/BENCHMARKS.md alone")
+    parser.add_argument("--users", default="root", help="login users, comma-separated (root,ubuntu)")
     args = parser.parse_args(argv)
+    tables, summary, baseline = [], {}, None
+    for i, user in enumerate(args.users.split(",")):
+        USER["name"] = user
+        text, figures, baseline = one_user(args, big=args.big if i == 0 else 0, baseline=baseline)
+        tables.append("### Logged in as %s%s\n\n%s" % (user, "" if user == "root" else " (sudo)", text))
+        summary[user] = figures
+    users = list(summary)
+    names = [name for name in summary[users[0]] if all(name in summary[u] for u in users)]
+    head = "| figure | %s | target |" % " | ".join("as %s (s)" % u for u in users)
+    lines = [head, "|---|%s---|" % ("---:|" * len(users))]
+    for name in names:
+        target = summary[users[0]][name][1]
+        lines.append("| %s | %s | %s |" % (name, " | ".join("%.1f" % summary[u][name][0] for u in users), target))
+    notes = (
+        "Rounds alternate which side runs first; each side starts from a fresh sandbox (containers + sshd, "
+        "cached image and wheelhouse, not timed). The seed-style script does less than site.yml (no systemd "
+        "units, auth token, firewall, fingerprints or checks). %d-node runs use one Ray CPU and a 100 MB object "
+        "store per node, the metrics stack on (the default). Idle CPU: each node container's CPU over 60 s with "
+        "nothing to do, %% of one core. Machine: %d cores, shared by the controller and every sandbox node: CPU is "
+        "what the controller's processes (ansible-playbook, ssh) and the sandbox's containers (the nodes' modules, "
+        "their idle Ray) used during the step." % (args.big, os.cpu_count() or 0)
+    )
+    body = "\n".join(lines) + "\n\n" + "\n\n".join(tables) + "\n\n" + notes
+    print(body)
+    if not args.no_write:
+        write_section("site", "## site.yml against the seeds' bring-up (3-node sandbox)\n\n%s" % body)
 
-    seed, cold, quiet = [], [], []
+
+def one_user(args, big, baseline=None):
+    """The whole sequence for USER: the table's text and {figure: (median, target)}. ``baseline``: the seed-style
+    bring-up of an earlier user (it logs in as root whoever site.yml logs in as), not run again."""
+
+    seed, cold, quiet = list(baseline or []), [], []
     for rnd in range(args.rounds):
         order = ("seed", "site") if rnd % 2 == 0 else ("site", "seed")
+        order = order if baseline is None else ("site",)
         for side in order:
             fresh_sandbox(3)
             if side == "seed":
@@ -215,12 +280,19 @@ def main(argv=None) -> None:
         for _ in range(args.repeat)
     ]
 
-    big_cold = big_quiet = None
-    if args.big:
-        fresh_sandbox(args.big)
+    big_cold = big_quiet = idle_on = idle_off = None
+    if big:
+        fresh_sandbox(big)
         big_cold = site(BIG_VARS, quiet=True)
         big_quiet = [noop(BIG_VARS) for _ in range(args.repeat)]
-        print("%d nodes: cold %.1f s, no-op %s" % (args.big, big_cold.secs, [round(t.secs, 1) for t in big_quiet]))
+        print("%d nodes: cold %.1f s, no-op %s" % (big, big_cold.secs, [round(t.secs, 1) for t in big_quiet]))
+        idle_on = idle_cpu()
+        site([*BIG_VARS, "-e", "ray_metrics=false"], quiet=True)
+        idle_off = idle_cpu()
+        print(
+            "%d nodes idle CPU per node (%% of a core, median/max): metrics on %.1f/%.1f, off %.1f/%.1f"
+            % (big, *idle_on, *idle_off)
+        )
         fresh_sandbox(3)
         site()
 
@@ -244,7 +316,7 @@ def main(argv=None) -> None:
         "| --- | ---: | ---: | ---: | --- | ---: | --- |",
         row("seed-style bring-up, 3 nodes (bench/seed_bringup.sh)", seed, "baseline"),
         row("site.yml cold converge, 3 nodes", cold, "<= 0.6x baseline: **%.2fx**" % ratio),
-        row("site.yml no-op re-run, 3 nodes (changed=0)", quiet, "<= 10 s"),
+        row("site.yml no-op re-run, 3 nodes (changed=0)", quiet, "<= 2 s"),
         row(
             "submit.yml -e exp=smoke: wall minus the job's own runtime (%.1f s wall, %.1f s job)"
             % (med([t.secs for t in submits]), med(runtimes)),
@@ -254,29 +326,28 @@ def main(argv=None) -> None:
         ),
         row("status.yml -e exp=smoke", status, "<= 3 s"),
     ]
+    figures = {
+        "seed-style bring-up, 3 nodes": (med(s_seed), "baseline"),
+        "site.yml cold converge, 3 nodes": (med(s_cold), "<= 0.6x baseline: **%.2fx**" % ratio),
+        "site.yml no-op re-run, 3 nodes": (med(s_quiet), "<= 2 s"),
+        "submit.yml overhead (wall minus the job)": (med(submit_over), "<= 5 s"),
+        "status.yml": (med([t.secs for t in status]), "<= 3 s"),
+    }
     if big_quiet:
         s_big = [t.secs for t in big_quiet]
         rows += [
-            row("site.yml cold converge, %d nodes" % args.big, [big_cold], ""),
+            row("site.yml cold converge, %d nodes, metrics on" % big, [big_cold], "converges"),
             row(
-                "site.yml no-op re-run, %d nodes (changed=0)" % args.big,
+                "site.yml no-op re-run, %d nodes (changed=0)" % big,
                 big_quiet,
                 "<= 2x 3-node: **%.2fx**" % (med(s_big) / med(s_quiet)),
             ),
+            "| idle CPU per node, %d nodes, metrics on (%% of a core) | %.1f | max %.1f | 1 |  |  |  |"
+            % (big, *idle_on),
+            "| idle CPU per node, %d nodes, metrics off (%% of a core) | %.1f | max %.1f | 1 |  |  |  |"
+            % (big, *idle_off),
         ]
-    text = "\n".join(rows)
-    notes = (
-        "Rounds alternate which side runs first; each side starts from a fresh sandbox (containers + sshd, "
-        "cached image and wheelhouse, not timed). The seed-style script does less than site.yml (no systemd "
-        "units, auth token, firewall, fingerprints or checks). %d-node runs use one Ray CPU and a 100 MB object "
-        "store per node. Machine: %d cores, shared by the controller and every sandbox node: CPU is what the "
-        "controller's processes (ansible-playbook, ssh) and the sandbox's containers (the nodes' modules, "
-        "their idle Ray) used during the step." % (args.big, os.cpu_count() or 0)
-    )
-    print(text)
-    print(notes)
-    if not args.no_write:
-        write_section("site", "## site.yml against the seeds' bring-up (3-node sandbox)\n\n%s\n\n%s" % (text, notes))
+    return "\n".join(rows), figures, seed
 
 
 if __name__ == "__main__":

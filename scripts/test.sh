@@ -70,12 +70,16 @@ if [ "${TEST_LANES:-2}" = 1 ] || [ ${#main[@]} = 0 ] || [ ${#side[@]} = 0 ]; the
 else
   # The side lane's output goes to its log, shown whole when it ends, so the two never interleave.
   # The VM gets one virtual CPU here: with two, qemu's TCG threads would take both cores from the cluster.
-  # It first builds the container test's images (sandbox/sandbox.sh image, cached, one builder at a time), which the
-  # integration lane would otherwise build in its own time when that test starts.
+  # It first builds the container test's images (sandbox/sandbox.sh image, cached, one builder at a time) and the
+  # execution environment the AWX test runs in (scripts/ee.sh, cached, locked), which the integration lane would
+  # otherwise build in its own time when those tests start (the AWX test runs last for that).
   ( export RLINFRA_VM_SMP=${RLINFRA_VM_SMP:-1}; nice -n 10 bash -c "$(declare -f run_stage run_lane); LOGS='$LOGS'
       t=\$(date +%s); if sandbox/sandbox.sh image > '$LOGS/images.log' 2>&1; then
         echo \"=== images for the container test built ahead in \$(( \$(date +%s) - t ))s\"
       else echo '=== building the images ahead failed (the container test builds them itself):'; tail -5 '$LOGS/images.log'; fi
+      t=\$(date +%s); if scripts/ee.sh > '$LOGS/ee.log' 2>&1; then
+        echo \"=== the execution environment for the AWX test built ahead in \$(( \$(date +%s) - t ))s: \$(tail -1 '$LOGS/ee.log')\"
+      else echo '=== building the execution environment ahead failed (the AWX test builds it itself):'; tail -5 '$LOGS/ee.log'; fi
       run_lane ${side[*]}" ) > "$LOGS/side.log" 2>&1 &
   side_pid=$!
   main_rc=0; run_lane "${main[@]}" || main_rc=$?

@@ -23,7 +23,6 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.verl.experiment_schem
 from ansible_collections.rlinfra.verl.plugins.plugin_utils import experiment_task
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import TypedAction
 
-COLLECTION_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TAIL_LINES = 12
 
 ARGS = vocabulary.Args(
@@ -72,16 +71,7 @@ class ActionModule(TypedAction):
         result.update(changed=False, rented=False)
         name = experiment_source.parse_ref(args["name"])[0]
         try:
-            located = experiment_source.locate(
-                args["name"],
-                explicit_dir=args["experiments_dir"],
-                environ=os.environ,
-                inventory_sources=task_vars.get("ansible_inventory_sources") or [],
-                playbook_dir=experiment_task.text(task_vars.get("playbook_dir")),
-                cwd=os.getcwd(),
-                collection_root=COLLECTION_ROOT,
-                artifacts_dir="",
-            )
+            located = experiment_task.locate(args["name"], args["experiments_dir"], "", task_vars)
             exp = experiment.load_experiment_file(name, located.path)
         except ExperimentError:
             return result  # the experiment's own lines come from its loading, next
@@ -147,7 +137,7 @@ class ActionModule(TypedAction):
         argv = [program]
         for source in task_vars.get("ansible_inventory_sources") or []:
             argv += ["-i", str(source)]
-        argv.append(os.path.join(COLLECTION_ROOT, "playbooks", "provision.yml"))
+        argv.append(os.path.join(experiment_task.COLLECTION_ROOT, "playbooks", "provision.yml"))
         for switch in again.provision_switches(cluster, wanted):
             argv += ["-e", switch]
         argv += extra_vars_without_submit_switches()

@@ -102,19 +102,5 @@ class ActionModule(TypedAction):
                 out["summary"][0] += " - " + path
             except ValueError as e:  # the verdict is still returned, with the one line of why it was not kept
                 result.update(failed=True, msg=str(e))
-        result.update(
-            changed=False,
-            table=out["table"],
-            lines=out["lines"],
-            unfit=out["unfit"],
-            fit=not out["failure"],
-            path=path,
-            document=out["document"],
-            record=out["record"],
-            summary=out["summary"],
-            exclude=out["exclude"],
-            readmit=out["readmit"],
-            reasons=out["reasons"],
-            failure=out["failure"],
-        )
+        result.update(out, changed=False, fit=not out["failure"], path=path)
         return result

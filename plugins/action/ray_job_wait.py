@@ -21,7 +21,7 @@ from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray import attempts
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import attempts, watchdog
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import DASHBOARD_ARGS
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.recovery import DEFAULT_METRICS
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_schema
@@ -94,7 +94,7 @@ class Watch(WatchSupervisor):
         try:
             request = next(steps)
             while True:
-                answer = self.do(request)
+                answer = watchdog.do(self, request)
                 request = steps.send((answer, self.clock()))
         except StopIteration as end:
             ended = end.value
@@ -104,40 +104,14 @@ class Watch(WatchSupervisor):
         if reason != "succeeded":
             raise Done(reason, line)
 
-    def do(self, request):
-        kind, params = request[0], request[1:]
-        if kind == "poll":
-            return self.poll(params[0], tail=params[1])
-        if kind == "say":
-            return self.say(params[0])
-        if kind == "progress":
-            self.say_progress(params[0])
-            return self.refresh_metrics(params[0])
-        if kind == "sleep":
-            return time.sleep(params[0])
-        if kind == "stop":
-            return self.stop(params[0])
-        if kind == "save_log":
-            return self.save_log(params[0])
-        if kind == "cluster":
-            return self.cluster(**params[0])
-        if kind == "checkpoint":
-            return self.module("rlinfra.verl.verl_checkpoint_info", dict(path=params[0]))
-        if kind == "upload":
-            return self.module("rlinfra.verl.ray_package", dict(self.dash, uri=params[0]["uri"], src=params[0]["src"]))
-        if kind == "submit":
-            sid, entrypoint, metadata, resources = params
-            return self.module(
-                "rlinfra.verl.ray_job",
-                dict(self.dash, **attempts.submit_args(sid, entrypoint, self.args["runtime_env"], metadata, resources)),
-            )
-        if kind == "replace":  # refused at submit (roles/verl_job/tasks/run.yml); a caller of the module alone
-            return dict(
-                failed=True,
-                msg="recovery.replace is done by the run's supervisor on the head (wait.supervise: "
-                "cluster), not by a wait on the controller",
-            )
-        raise ValueError("the watchdog asked for %r, which the wait does not do" % kind)
+    # --- the requests (module_utils/ray/watchdog.py's docstring), one method each ------------------------
+
+    def progress(self, res):
+        self.say_progress(res)
+        return self.refresh_metrics(res)
+
+    def sleep(self, seconds):
+        time.sleep(seconds)
 
     def stop(self, sid):
         res = self.module(
@@ -147,8 +121,28 @@ class Watch(WatchSupervisor):
         if res.get("failed"):
             self.say("could not stop %s: %s" % (sid, res.get("msg")))
 
-    def cluster(self, **kwargs):
-        return self.module("rlinfra.verl.ray_cluster_info", dict(self.dash, **kwargs))
+    def cluster(self, options):
+        return self.module("rlinfra.verl.ray_cluster_info", dict(self.dash, **options))
+
+    def checkpoint(self, path):
+        return self.module("rlinfra.verl.verl_checkpoint_info", dict(path=path))
+
+    def upload(self, package):
+        return self.module("rlinfra.verl.ray_package", dict(self.dash, uri=package["uri"], src=package["src"]))
+
+    def submit(self, sid, entrypoint, metadata, resources):
+        return self.module(
+            "rlinfra.verl.ray_job",
+            dict(self.dash, **attempts.submit_args(sid, entrypoint, self.args["runtime_env"], metadata, resources)),
+        )
+
+    def replace(self, nodes):
+        # Refused at submit (roles/verl_job/tasks/run.yml); this answers a caller of the module alone.
+        return dict(
+            failed=True,
+            msg="recovery.replace is done by the run's supervisor on the head (wait.supervise: "
+            "cluster), not by a wait on the controller",
+        )
 
 
 class ActionModule(ActionBase):

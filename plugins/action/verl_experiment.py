@@ -6,14 +6,10 @@ result is ``verl_experiment_render``'s. It never contacts a host nor the Ray clu
 
 from __future__ import annotations
 
-import os
-
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment, experiment_render, experiment_source
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl.experiment_schema import ExperimentError
 from ansible_collections.rlinfra.verl.plugins.plugin_utils import experiment_task
-
-COLLECTION_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 ARGS = vocabulary.Args(
     name=experiment_task.name_arg(),
@@ -78,16 +74,7 @@ class ActionModule(experiment_task.ExperimentAction):
             if args["loaded"].get("experiment", {}).get("name") != name:
                 raise ExperimentError("loaded is not experiment %s" % name)
             return dict(args["loaded"])
-        located = experiment_source.locate(
-            args["name"],
-            explicit_dir=args["experiments_dir"],
-            environ=os.environ,
-            inventory_sources=task_vars.get("ansible_inventory_sources") or [],
-            playbook_dir=experiment_task.text(task_vars.get("playbook_dir")),
-            cwd=os.getcwd(),
-            collection_root=COLLECTION_ROOT,
-            artifacts_dir=args["artifacts_dir"],
-        )
+        located = experiment_task.locate(args["name"], args["experiments_dir"], args["artifacts_dir"], task_vars)
         exp = experiment.load_experiment_file(name, located.path, extra_params=args["params"] or None)
         out, heads, clusters = validated(
             exp,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.node import container as ray_container
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import (
     experiment,
     experiment_render,
@@ -53,17 +54,7 @@ ARGS = vocabulary.Args(
     verl_config_check=vocabulary.Choice(("auto", "required", "skip"), default="auto"),
     # Container mode: the head's Ray container, as rlinfra.verl.ray_cluster_info returns it from the rlinfra_ray fact;
     # the verl config check then runs in it. Empty (a venv, a dry run): on the controller.
-    container=vocabulary.Options(
-        dict(
-            engine=vocabulary.Choice(("podman", "docker")),
-            engine_path=vocabulary.AbsPath("reads"),
-            name=vocabulary.Name(),
-            image=vocabulary.ImageRef(),
-            image_id=vocabulary.Text(empty=False, pattern=r"^[0-9a-f]{64}$", what="an image ID (64 hex characters)"),
-        ),
-        suboptions=False,
-        default={},
-    ),
+    container=ray_container.fact_arg(image_id_empty=False),
     package_dir=vocabulary.AbsPath("local", relative=True, empty=True, default="", ansible="str"),
     wait=vocabulary.Switch(),
     wait_timeout=role("wait_timeout", "verl_job_wait_timeout", vocabulary.Seconds(1, integer=True)),

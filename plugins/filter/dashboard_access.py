@@ -69,18 +69,33 @@ def _connection(hv, host, ssh_args, host_key_checking):
     return _ssh(hv, host, ssh_args, checking), hv.get("ray_node_ip") or hv.get("ansible_host") or host
 
 
+def _tunnel(what, host, hostvars, ssh_args, host_key_checking, port_var, port, secret_path):
+    """``(port, tunnel line, secret command)`` for the head's ``what``, listening on the host variable ``port_var`` (else
+    ``port``): the line giving the ssh command that forwards 127.0.0.1:<port> to it, and the shell command that prints
+    the root-only file ``secret_path`` on the head."""
+    hv = dict(hostvars or {})
+    port = int(hv.get(port_var) or port)
+    ssh, node_ip = _connection(hv, host, ssh_args, host_key_checking)
+    # ssh -L reads an IPv6 address only in brackets.
+    target = "[%s]" % node_ip if ":" in str(node_ip) else node_ip
+    tunnel = ssh[:1] + ["-N", "-L", "%d:%s:%d" % (port, target, port)] + ssh[1:]
+    secret = ssh + ["sudo", "cat", str(secret_path)]
+    return (
+        port,
+        "%s: %s   then open http://127.0.0.1:%d" % (what, " ".join(shlex.quote(a) for a in tunnel), port),
+        " ".join(shlex.quote(a) for a in secret),
+    )
+
+
 def dashboard_access(host, hostvars, token_path="/etc/ray/auth_token", ssh_args="", host_key_checking=True):
     """[tunnel line, token line, CLI line] for the head ``host`` with host variables ``hostvars``; ``ssh_args`` and
     ``host_key_checking`` are the ssh connection's settings, so that the commands connect the way Ansible did."""
-    hv = dict(hostvars or {})
-    port = int(hv.get("ray_dashboard_port") or 8265)
-    ssh, node_ip = _connection(hv, host, ssh_args, host_key_checking)
-    tunnel = ssh[:1] + ["-N", "-L", "%d:%s:%d" % (port, node_ip, port)] + ssh[1:]
-    token = ssh + ["sudo", "cat", str(token_path)]
+    port, tunnel, token = _tunnel(
+        "Dashboard", host, hostvars, ssh_args, host_key_checking, "ray_dashboard_port", 8265, token_path
+    )
     return [
-        "Dashboard: %s   then open http://127.0.0.1:%d" % (" ".join(shlex.quote(a) for a in tunnel), port),
-        "Dashboard token (it asks for it once; root-only in %s on %s): %s"
-        % (token_path, host, " ".join(shlex.quote(a) for a in token)),
+        tunnel,
+        "Dashboard token (it asks for it once; root-only in %s on %s): %s" % (token_path, host, token),
         "Ray CLI: put the token in a file of mode 0600, then export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=<that file> "
         "RAY_ADDRESS=http://127.0.0.1:%d" % port,
     ]
@@ -89,16 +104,12 @@ def dashboard_access(host, hostvars, token_path="/etc/ray/auth_token", ssh_args=
 def prometheus_access(host, hostvars, password_path="/etc/ray/metrics/password", ssh_args="", host_key_checking=True):
     """[tunnel line, password line] for the head's Prometheus (ray_metrics), beside the dashboard's: the same
     connection, and a command that prints the basic-auth password, never the password."""
-    hv = dict(hostvars or {})
-    port = int(hv.get("ray_metrics_prometheus_port") or 9090)
-    ssh, node_ip = _connection(hv, host, ssh_args, host_key_checking)
-    target = "[%s]" % node_ip if ":" in str(node_ip) else node_ip
-    tunnel = ssh[:1] + ["-N", "-L", "%d:%s:%d" % (port, target, port)] + ssh[1:]
-    password = ssh + ["sudo", "cat", str(password_path)]
+    dummy, tunnel, password = _tunnel(
+        "Prometheus", host, hostvars, ssh_args, host_key_checking, "ray_metrics_prometheus_port", 9090, password_path
+    )
     return [
-        "Prometheus: %s   then open http://127.0.0.1:%d" % (" ".join(shlex.quote(a) for a in tunnel), port),
-        "Prometheus login: user rlinfra, password (root-only in %s on %s): %s"
-        % (password_path, host, " ".join(shlex.quote(a) for a in password)),
+        tunnel,
+        "Prometheus login: user rlinfra, password (root-only in %s on %s): %s" % (password_path, host, password),
     ]
 
 

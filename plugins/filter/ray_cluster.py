@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.switches import switch_value
 from ansible_collections.rlinfra.verl.plugins.module_utils.node.python_env import mismatch
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray.converge_record import plan
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray.converge_record import plan, watched
 
 DEFAULT_CLUSTER = "default"
 
@@ -150,6 +150,30 @@ def not_whole(wait, dropped, cluster=DEFAULT_CLUSTER):
     return "; ".join(lines)
 
 
+def worker_join(worker, workers, hostvars, wave, wait="none"):
+    """How ``worker`` starts Ray among ``workers`` (the workers this play starts): ``{wait, throttle, wave}``.
+
+    Eleven workers calling one GCS at once on a loaded head time out together and systemd restarts them together
+    (a 12-node cluster never formed that way): where the worker's cluster starts more workers than ``wave``, they
+    start ``wave`` at a time (the task's throttle) and each waits until the head lists it alive, so the next wave
+    meets a GCS that is done with the last. Fewer: all at once, with the ``wait`` asked for. ``wave`` 0: all at once.
+    """
+    try:
+        wave = int(wave)
+    except (TypeError, ValueError) as e:
+        raise ValueError("ray_worker_join_wave must be a whole number of workers, got %r" % (wave,)) from e
+    peers = in_ray_cluster(workers or [], hostvars, cluster_of(worker, hostvars))
+    if wave <= 0 or len(peers) <= wave:
+        return dict(wait=wait, throttle=0, wave=0)
+    index = peers.index(worker) if worker in peers else 0
+    return dict(wait="alive", throttle=wave, wave=index // wave + 1)
+
+
+def ray_watch(role, config_dir, venv, container=False, metrics=False, firewall=False):
+    """What the converge record of a node of ``role`` watches (module_utils/ray/converge_record.py ``watched``)."""
+    return watched(str(role), str(config_dir), str(venv), bool(container), bool(metrics), bool(firewall))
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -157,7 +181,9 @@ class FilterModule:
             "ray_clusters": ray_clusters,
             "worker_head": worker_head,
             "converge_plan": converge_plan,
+            "ray_watch": ray_watch,
             "env_mismatch": env_mismatch,
             "ray_active": ray_active,
             "not_whole": not_whole,
+            "worker_join": worker_join,
         }

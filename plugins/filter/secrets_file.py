@@ -5,6 +5,7 @@
 {{ names | rlinfra.verl.secret_values(verl_job_secrets) }}   {name: value} from there, else the environment
 {{ names | rlinfra.verl.values_to_mask(verl_job_secrets) }}  those values and every value given there
 {{ waited | rlinfra.verl.secrets_file_done }}                remove it: the waited run has ended
+{{ code | rlinfra.verl.code_secrets(verl_job_secrets) }}     the credentials of an experiment's code, what is missing
 """
 
 from __future__ import annotations
@@ -27,10 +28,32 @@ def values_to_mask(names, given=None):
     return found + [str(v) for v in (given or {}).values() if v not in ("", None) and str(v) not in found]
 
 
+def code_secrets(code, given=None):
+    """The credentials of an experiment's ``code:`` section (its ``token_secret`` and ``ssh_key_secret`` name them), by
+    :func:`secret_values`' rule: ``{"token", "ssh_key"}`` ('' for none), ``missing`` (the names without a value) and
+    ``error`` (the line that refuses the run then, '' when none is missing)."""
+    code = code or {}
+    named = [n for n in (code.get("token_secret"), code.get("ssh_key_secret")) if n]
+    found = secret_values(named, given)
+    missing = [n for i, n in enumerate(named) if n not in found and n not in named[:i]]
+    return dict(
+        token=found.get(code.get("token_secret") or "", ""),
+        ssh_key=found.get(code.get("ssh_key_secret") or "", ""),
+        missing=missing,
+        error=(
+            "code: %s (named by code.token_secret / code.ssh_key_secret) has no value: set it in verl_job_secrets (e.g. "
+            "from Vault) or in the controller's environment." % ", ".join(missing)
+            if missing
+            else ""
+        ),
+    )
+
+
 class FilterModule:
     def filters(self):
         return {
             "secret_values": secret_values,
             "values_to_mask": values_to_mask,
             "secrets_file_done": secrets_file_done,
+            "code_secrets": code_secrets,
         }

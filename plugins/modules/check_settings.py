@@ -27,13 +27,8 @@ options:
     elements: str
     required: true
     choices: [storage_lvm, nfs_mount, python_env, ray, hyperbolic, fitness, rlinfra]
-attributes:
-  check_mode:
-    support: full
-    description: Only reads.
-  diff_mode:
-    support: none
-    description: Nothing to diff.
+extends_documentation_fragment:
+  - rlinfra.verl.attributes.read_only
 """
 
 EXAMPLES = r"""

@@ -36,13 +36,8 @@ options:
       - Whether the run needs a host in group C(ray_head); checked only when the switches are good.
       - Unset, the playbooks C(site), C(submit), C(status), C(stop), C(logs), C(merge) and C(fitness) need one.
     type: bool
-attributes:
-  check_mode:
-    support: full
-    description: Only reads.
-  diff_mode:
-    support: none
-    description: Nothing to diff.
+extends_documentation_fragment:
+  - rlinfra.verl.attributes.read_only
 """
 
 EXAMPLES = r"""

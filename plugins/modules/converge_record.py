@@ -85,15 +85,6 @@ options:
     elements: str
     default: []
     choices: [storage_lvm, nfs_mount, python_env, ray, fitness]
-  local:
-    description: Local facts to read from O(fact_dir), as M(rlinfra.verl.node_facts) does.
-    type: list
-    elements: str
-    default: [rlinfra_ray]
-  fact_dir:
-    description: Where local facts live.
-    type: path
-    default: /etc/ansible/facts.d
 attributes:
   action:
     support: full
@@ -109,6 +100,8 @@ attributes:
     description: Sets C(ansible_converge_record), the node's addresses and local facts, and with an unchanged node the recorded facts.
 seealso:
   - module: rlinfra.verl.node_facts
+extends_documentation_fragment:
+  - rlinfra.verl.local_facts
 """
 
 EXAMPLES = r"""

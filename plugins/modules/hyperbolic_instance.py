@@ -248,6 +248,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabul
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.instance import instance
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.rent import (
     APIS,
+    GPU_MODEL,
     LABEL,
     MAX_GPUS,
     MAX_INSTANCES,
@@ -270,7 +271,7 @@ ARGS = vocabulary.Args(
     # bad_input); "any" takes any model.
     gpu_model=vocabulary.Text(
         max_len=80,
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9 _.-]*$",
+        pattern=GPU_MODEL,
         what="a GPU model such as H100 (letters, digits, space, _ . -), or any",
         default="",
     ),

@@ -18,28 +18,15 @@ description:
   - C(ansible_local) holds only the facts named in O(local).
 author:
   - rlinfra maintainers (@rlinfra)
-options:
-  local:
-    description: Local facts to read from O(fact_dir) (C(<name>.fact), JSON), as C(ansible_local.<name>).
-    type: list
-    elements: str
-    default: [rlinfra_ray]
-  fact_dir:
-    description: Where local facts live.
-    type: path
-    default: /etc/ansible/facts.d
 attributes:
-  check_mode:
-    support: full
-    description: Only reads.
-  diff_mode:
-    support: none
-    description: Changes nothing.
   facts:
     support: full
     description: Sets the facts named above.
 seealso:
   - module: ansible.builtin.setup
+extends_documentation_fragment:
+  - rlinfra.verl.attributes.read_only
+  - rlinfra.verl.local_facts
 """
 
 EXAMPLES = r"""

@@ -13,21 +13,40 @@ description:
     user-visible directory follows) - an absolute path without C(..), not a system or top-level directory, not equal
     to, inside or containing any of O(keep) (written or with links resolved), not a symbolic link, not a mount point,
     and, when it holds anything, holding one of O(markers) (a file the collection writes there).
+  - With O(dirs), each of several directories the same way; every one is checked before any is removed.
   - A refusal is one line and changes nothing. In check mode it says what would be removed, or refuses the same way,
     so a playbook can check every directory before it removes any.
 author:
   - rlinfra maintainers (@rlinfra)
 options:
   path:
-    description: The directory to remove.
+    description: The directory to remove; O(path) (with O(markers)) or O(dirs) must be given.
     type: path
-    required: true
   markers:
     description: Names of files, one of which a directory the collection made holds (C(rlinfra-owned.txt), which the venv
       and Ray's temp dir get when the collection makes them).
     type: list
     elements: str
-    required: true
+  dirs:
+    description: Several directories to remove, each checked before any goes.
+    type: list
+    elements: dict
+    default: []
+    version_added: 0.14.0
+    suboptions:
+      path:
+        description: The directory.
+        type: path
+        required: true
+      markers:
+        description: As O(markers), for this directory.
+        type: list
+        elements: str
+        required: true
+      what:
+        description: How the messages name it.
+        type: str
+        default: directory
   keep:
     description: Directories that must survive whatever O(path) is (the shared volume); O(path) may not be, lie in
       or contain one.
@@ -63,9 +82,15 @@ EXAMPLES = r"""
 
 RETURN = r"""
 removed:
-  description: Whether the directory was removed (in check mode, whether it would be).
+  description: Whether a directory was removed (in check mode, whether one would be).
   returned: success
   type: bool
+paths:
+  description: The directories removed (in check mode, that would be).
+  returned: success
+  type: list
+  elements: str
+  version_added: 0.14.0
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -74,8 +99,18 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.common import owned, 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import run_module
 
 ARGS = vocabulary.Args(
-    path=vocabulary.AbsPath("owns", required=True),
-    markers=vocabulary.ListOf(vocabulary.Name(), required=True, empty=False),
+    path=vocabulary.AbsPath("owns"),
+    markers=vocabulary.ListOf(vocabulary.Name(), empty=False),
+    dirs=vocabulary.ListOf(
+        vocabulary.Options(
+            dict(
+                path=vocabulary.AbsPath("owns", required=True),
+                markers=vocabulary.ListOf(vocabulary.Name(), required=True, empty=False),
+                what=vocabulary.Text(empty=False, max_len=100, default="directory"),
+            )
+        ),
+        default=[],
+    ),
     keep=vocabulary.ListOf(vocabulary.AbsPath("reads"), default=[]),
     what=vocabulary.Text(empty=False, max_len=100, default="directory"),
     state=vocabulary.Choice(("absent",), default="absent"),

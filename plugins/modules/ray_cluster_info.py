@@ -40,17 +40,11 @@ options:
       - Also list the cluster's jobs (RV(jobs), RV(running_jobs)), e.g. to refuse a restart under a running job.
     type: bool
     default: false
-attributes:
-  check_mode:
-    support: full
-    description: The module only reads; it behaves the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing to diff; the module reports the job or cluster state instead.
 seealso:
   - module: rlinfra.verl.ray_job
 extends_documentation_fragment:
   - rlinfra.verl.ray_dashboard
+  - rlinfra.verl.attributes.read_only
 """
 
 EXAMPLES = r"""

@@ -78,18 +78,12 @@ options:
         the job submitted again) or shorter than O(log_offset), it is read from 0 again (RV(log_reset)).
     type: str
     default: ""
-attributes:
-  check_mode:
-    support: full
-    description: Only reads.
-  diff_mode:
-    support: none
-    description: Nothing to diff.
 seealso:
   - module: rlinfra.verl.ray_job_wait
   - module: rlinfra.verl.ray_job
 extends_documentation_fragment:
   - rlinfra.verl.ray_dashboard
+  - rlinfra.verl.attributes.read_only
 """
 
 EXAMPLES = r"""

@@ -220,15 +220,13 @@ attributes:
   diff_mode:
     support: none
     description: Nothing to diff.
-  action:
-    support: full
-    description: Runs as an action plugin on the controller, which calls modules on the target as needed.
 seealso:
   - module: rlinfra.verl.ray_job
   - module: rlinfra.verl.ray_job_poll
   - module: rlinfra.verl.verl_checkpoint_info
 extends_documentation_fragment:
   - rlinfra.verl.ray_dashboard
+  - rlinfra.verl.attributes.action
 """
 
 EXAMPLES = r"""

@@ -227,6 +227,7 @@ closed_logs:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
+from ansible_collections.rlinfra.verl.plugins.module_utils.node import container as ray_container
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import DASHBOARD_ARGS
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.firewall import PortsType
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.node_apply import check_num_gpus, converge
@@ -282,17 +283,7 @@ FACT = vocabulary.Options(
         temp_dir=vocabulary.AbsPath("reads", empty=True),
         idle_guard=vocabulary.Switch(),
         # Container mode: where the node's Ray runs (the engine, the container's name, the image and its ID).
-        container=vocabulary.Options(
-            dict(
-                engine=vocabulary.Choice(("podman", "docker")),
-                engine_path=vocabulary.AbsPath("reads"),
-                name=vocabulary.Name(),
-                image=vocabulary.ImageRef(),
-                image_id=vocabulary.Text(pattern=r"^[0-9a-f]{64}$", what="an image ID (64 hex characters)"),
-            ),
-            suboptions=False,
-            default={},
-        ),
+        container=ray_container.fact_arg(),
     ),
     suboptions=False,
     default={},

@@ -60,16 +60,11 @@ options:
     description: Restart anyway (the running jobs fail). Strictly a boolean, see above.
     type: raw
     default: false
-attributes:
-  check_mode:
-    support: full
-    description: The module only reads its arguments.
-  diff_mode:
-    support: none
-    description: Nothing to diff.
 seealso:
   - module: rlinfra.verl.ray_node_state
   - module: rlinfra.verl.ray_cluster_info
+extends_documentation_fragment:
+  - rlinfra.verl.attributes.read_only
 """
 
 EXAMPLES = r"""

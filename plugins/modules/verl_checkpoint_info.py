@@ -21,13 +21,8 @@ options:
     description: The checkpoint directory (verl's C(trainer.default_local_dir)).
     type: path
     required: true
-attributes:
-  check_mode:
-    support: full
-    description: Only reads.
-  diff_mode:
-    support: none
-    description: Nothing to diff.
+extends_documentation_fragment:
+  - rlinfra.verl.attributes.read_only
 """
 
 EXAMPLES = r"""

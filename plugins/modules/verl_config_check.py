@@ -50,16 +50,11 @@ options:
     description: Seconds the image's Python may take.
     type: int
     default: 300
-attributes:
-  check_mode:
-    support: full
-    description: The module only reads; it behaves the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing changes.
 seealso:
   - module: rlinfra.verl.verl_experiment_render
   - module: rlinfra.verl.ray_container
+extends_documentation_fragment:
+  - rlinfra.verl.attributes.read_only
 """
 
 EXAMPLES = r"""

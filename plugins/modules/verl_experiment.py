@@ -79,15 +79,13 @@ attributes:
   diff_mode:
     support: none
     description: Nothing to diff.
-  action:
-    support: full
-    description: Runs as an action plugin on the controller, which calls modules on the target as needed.
 seealso:
   - module: rlinfra.verl.verl_experiment_render
   - module: rlinfra.verl.ray_job
   - module: rlinfra.verl.ray_package
 extends_documentation_fragment:
   - rlinfra.verl.experiment_checkpoint
+  - rlinfra.verl.attributes.action
 """
 
 EXAMPLES = r"""

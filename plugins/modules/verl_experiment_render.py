@@ -119,9 +119,6 @@ attributes:
   diff_mode:
     support: none
     description: Nothing to diff.
-  action:
-    support: full
-    description: Runs as an action plugin on the controller, which calls modules on the target as needed.
 notes:
   - Secrets are listed by name in the experiment; their values are added to C(runtime_env.env_vars) by a
     C(no_log) task of the M(rlinfra.verl.verl_job) role, from C(verl_job_secrets) or the controller's environment.
@@ -131,6 +128,7 @@ seealso:
   - module: rlinfra.verl.ray_package
 extends_documentation_fragment:
   - rlinfra.verl.experiment_checkpoint
+  - rlinfra.verl.attributes.action
 """
 
 EXAMPLES = r"""

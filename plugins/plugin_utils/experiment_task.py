@@ -6,6 +6,7 @@ view of a cluster (its head, its hosts, their GPUs for a dry run) and the option
 
 from __future__ import annotations
 
+import os
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
@@ -15,6 +16,9 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabul
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.numbers import int_or_none
 from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment, experiment_schema, experiment_source
 from ansible_collections.rlinfra.verl.plugins.plugin_utils.task_vars import TypedAction
+
+# The collection's own directory: its bundled examples (experiments/) and its playbooks.
+COLLECTION_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
 def _ref(value):
@@ -64,6 +68,24 @@ def checkpoint_args() -> dict[str, vocabulary.Type]:
 
 def text(value: object) -> str:
     return "" if value is None else str(value)
+
+
+def locate(
+    ref: str, experiments_dir: str, artifacts_dir: str, task_vars: Mapping[str, Any]
+) -> experiment_source.Source:
+    """Where experiment ``ref`` is, by experiment_source.locate's rule, from where an action on the controller stands:
+    the controller's environment, the run's inventory and playbook directories, the current directory, the collection's
+    bundled examples."""
+    return experiment_source.locate(
+        ref,
+        explicit_dir=experiments_dir,
+        environ=os.environ,
+        inventory_sources=task_vars.get("ansible_inventory_sources") or [],
+        playbook_dir=text(task_vars.get("playbook_dir")),
+        cwd=os.getcwd(),
+        collection_root=COLLECTION_ROOT,
+        artifacts_dir=artifacts_dir,
+    )
 
 
 def hostvar(task_vars: Mapping[str, Any], host: str, name: str, default: Any = None) -> Any:

@@ -107,7 +107,7 @@ class WatchReport(WatchState):
             ),
             node_logs=self.node_logs(rows),
             watch_started=self.started,
-            checkpoint=self.checkpoint,
+            checkpoint=self.newest_checkpoint,
             generated_at=time.time(),
         )
 

@@ -68,7 +68,9 @@ class WatchState:
         # (submission id, its metrics Follow) of the attempts before the current one
         self.past: list[tuple[str, Any]] = []
         self.report = ""  # the run report's path once written (observe/report.py)
-        self.checkpoint: dict[str, Any] | None = None  # the newest checkpoint step the supervisor saw: {step, dir, at}
+        self.newest_checkpoint: dict[str, Any] | None = (
+            None  # the newest checkpoint step the supervisor saw: {step, dir, at}
+        )
         self.unit: str | None = None  # the run's supervisor on the head (supervise=cluster)
         self.given_back: dict[str, Any] = {}  # its end as it said it, with the machines given back (on_end)
 

@@ -149,7 +149,7 @@ class WatchSupervisor(WatchLog):
                 self.say(line)
                 seen = max(seen, number)
             state = st.get("state") or {}
-            self.checkpoint = state.get("checkpoint") or self.checkpoint
+            self.newest_checkpoint = state.get("checkpoint") or self.newest_checkpoint
             previous = self.dog.sid
             if state.get("dog"):
                 supervisor.restore(self.dog, state["dog"])

@@ -406,6 +406,7 @@ SCRIPTED = {
     "rlinfra.verl.ray_cluster_info": ("ray.cluster_info", "info"),
     "rlinfra.verl.ray_job": ("ray.job_run", "run_job"),
     "rlinfra.verl.ray_job_poll": ("ray.job_poll", "poll"),
+    "rlinfra.verl.ray_metrics_info": ("observe.metrics_info", "info"),
     "rlinfra.verl.ray_node_state": ("ray.node_state", "node_state"),
     "rlinfra.verl.ray_run_supervisor": ("ray.supervisor_unit", "manage"),
     "rlinfra.verl.verl_submit": ("ray.job_submit", "submit_job"),

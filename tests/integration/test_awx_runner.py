@@ -1,4 +1,6 @@
-"""site.yml and submit.yml (exp=smoke) on the sandbox through ansible-runner, the way AWX runs a job.
+"""site.yml and submit.yml (exp=smoke) on the sandbox through ansible-runner, the way AWX runs a job: inside the
+execution environment built from execution-environment.yml (scripts/ee.sh: ansible-builder on the project's own
+Debian base, no registry, no Galaxy), with runner's container mode, the private data directory mounted at /runner.
 
 The private data directory is laid out as AWX's RunJob lays it out (awx/main/tasks/jobs.py):
 
@@ -35,6 +37,7 @@ import configparser
 import hashlib
 import json
 import os
+import re
 import secrets
 import shutil
 import stat
@@ -186,10 +189,10 @@ def read_ansible_config(project_dir, keys):
     return {k: parser.get("defaults", k) for k in keys if parser.has_option("defaults", k)}
 
 
-def awx_job_env(pdd, job_id, inventory_id):
-    """RunJob.build_env, with the container root /runner replaced by the private data directory."""
+def awx_job_env(pdd, job_id, inventory_id, root="/runner"):
+    """RunJob.build_env: paths under the container's root (/runner), the private data directory mounted there."""
     env = {
-        "AWX_PRIVATE_DATA_DIR": str(pdd),
+        "AWX_PRIVATE_DATA_DIR": root,
         "JOB_ID": str(job_id),
         "INVENTORY_ID": str(inventory_id),
         "PROJECT_REVISION": subprocess.run(
@@ -198,7 +201,7 @@ def awx_job_env(pdd, job_id, inventory_id):
         "ANSIBLE_RETRY_FILES_ENABLED": "False",
         "MAX_EVENT_RES": "700000",
         "AWX_HOST": AWX_HOST,
-        "ANSIBLE_SSH_CONTROL_PATH_DIR": str(pdd / "cp"),
+        "ANSIBLE_SSH_CONTROL_PATH_DIR": root + "/cp",
     }
     (pdd / "cp").mkdir(mode=0o700, exist_ok=True)
     path_vars = [
@@ -228,7 +231,7 @@ def awx_job_env(pdd, job_id, inventory_id):
             for path in config[setting].split(":"):
                 if path not in paths:
                     paths = [config[setting]] + paths
-        env[env_key] = os.pathsep.join([str(pdd / folder)] + paths)
+        env[env_key] = os.pathsep.join([root + "/" + folder] + paths)
     return env
 
 
@@ -266,8 +269,11 @@ def _write(path, text, mode=0o600):
 class AwxJob:
     """One job of a job template: builds the private data directory, runs it, inspects the artifacts."""
 
-    def __init__(self, base, assets, inventory, key, job_id, answers, credentials, verbosity=None, launch_vars=None):
+    def __init__(
+        self, base, assets, inventory, key, job_id, answers, credentials, image, verbosity=None, launch_vars=None
+    ):
         self.jt = next(jt for jt in assets["job_templates"] if jt["key"] == key)
+        self.image = image
         self.assets = assets
         self.job_id = job_id
         self.pdd = base / ("job_%d" % job_id)
@@ -315,7 +321,7 @@ class AwxJob:
 
         args = ["-u", SSH_USER, "--forks=%d" % self.jt["forks"]]
         if cred_extra:
-            args += ["-e", "@%s" % (pdd / "env" / "cred_extravars")]
+            args += ["-e", "@/runner/env/cred_extravars"]
         verbosity = verbosity if verbosity is not None else self.jt["verbosity"]
         if verbosity:
             args.append("-" + "v" * min(5, verbosity))
@@ -344,6 +350,12 @@ class AwxJob:
             suppress_env_files=True,
             fact_cache_type="jsonfile" if self.jt["use_fact_cache"] else "",
             quiet=True,
+            # AWX's container group: the job's ansible-playbook runs in the EE. The host's network: the nodes'
+            # firewall admits the controller by the address they see, the same as for the other tests' runs.
+            process_isolation=True,
+            process_isolation_executable="docker",
+            container_image=self.image,
+            container_options=["--network=host"],
         )
         return self.result
 
@@ -402,7 +414,9 @@ def check_command_file(job):
     command_file = job.artifacts / "command"
     assert stat.S_IMODE(command_file.stat().st_mode) == 0o600
     data = json.loads(command_file.read_text())
-    assert data["cwd"] == str(job.pdd / "project"), "runner did not run from project/: %s" % data["cwd"]
+    assert data["cwd"] == "/runner/project", "runner did not run from project/: %s" % data["cwd"]
+    argv = data["command"]
+    assert argv[:2] == ["docker", "run"] and job.image in argv, "not run in the execution environment: %s" % argv
     assert not any(v in json.dumps(data["command"]) for v in SECRETS.values()), "a secret on the command line"
     leaked = {k: v for k, v in data["env"].items() if v in SECRETS.values()}
     assert leaked == job.injected, "secrets in runner's env record other than the injected variables: %s" % sorted(
@@ -414,10 +428,26 @@ def check_command_file(job):
     return data
 
 
+def check_env_list(job):
+    """runner's container mode hands the job's environment to `docker run --env-file env.list` (KEY=VALUE lines,
+    so no value is on docker's command line): secrets only as the values of the injected variables."""
+    env = dict(line.split("=", 1) for line in (job.artifacts / "env.list").read_text().splitlines() if "=" in line)
+    leaked = {k: v for k, v in env.items() if v in SECRETS.values()}
+    assert leaked == job.injected, "secrets in env.list other than the injected variables: %s" % sorted(
+        set(leaked) ^ set(job.injected)
+    )
+    for key, value in env.items():
+        if key not in job.injected:
+            assert not any(s in value for s in SECRETS.values()), "secret inside env var %s" % key
+    # Private to root, as AWX's private data directory is: the directory above is 0700.
+    assert stat.S_IMODE(job.pdd.stat().st_mode) == 0o700
+
+
 def assert_no_secret_in_artifacts(job):
-    hits = [h for h in find_secrets(job.artifacts) if h[0] != "command"]
+    hits = [h for h in find_secrets(job.artifacts) if h[0] not in ("command", "env.list")]
     assert not hits, "secret values in the runner's artifacts: %s" % hits
     check_command_file(job)
+    check_env_list(job)
 
 
 # --------------------------------------------------------------------------------------------
@@ -435,7 +465,19 @@ def _head_cluster(inventory):
     return head_vars.get("ray_cluster") or (all_.get("vars") or {}).get("ray_cluster") or "default"
 
 
-def test_site_then_submit_smoke_like_awx(tmp_path_factory, sandbox, assets, clean_env):
+@pytest.fixture(scope="module")
+def ee_image():
+    """The execution environment, built by scripts/ee.sh (cached; scripts/test.sh builds it ahead in its side lane)."""
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "ee.sh")], capture_output=True, text=True, timeout=1200, check=False
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    tag = re.search(r"^\[ee\] (?:built|have) (\S+)", proc.stdout, re.M)
+    assert tag, proc.stdout
+    return tag.group(1)
+
+
+def test_site_then_submit_smoke_like_awx(tmp_path_factory, sandbox, assets, clean_env, ee_image):
     base = tmp_path_factory.mktemp("awx")
     base.chmod(0o700)
     # The job gets the Hyperbolic and HF / W&B credentials (the templates attach the Hyperbolic one
@@ -445,7 +487,7 @@ def test_site_then_submit_smoke_like_awx(tmp_path_factory, sandbox, assets, clea
     all_types = list(CREDENTIAL_INPUTS)
 
     # --- site.yml, as the "site" job template launches it --------------------------------------
-    site = AwxJob(base, assets, sandbox, "site", job_id=4101, answers={}, credentials=all_types)
+    site = AwxJob(base, assets, sandbox, "site", job_id=4101, answers={}, credentials=all_types, image=ee_image)
     assert site.jt["playbook"] == "site.yml" and not site.jt["survey_enabled"]
     result = site.run()
     assert result.status == "successful" and result.rc == 0, site.explain()
@@ -470,6 +512,7 @@ def test_site_then_submit_smoke_like_awx(tmp_path_factory, sandbox, assets, clea
         job_id=4102,
         answers=answers,
         credentials=all_types,
+        image=ee_image,
         verbosity=1,
         launch_vars={"verl_job_checkpoint_root": "/data/checkpoints-awx-test"},
     )
@@ -478,7 +521,7 @@ def test_site_then_submit_smoke_like_awx(tmp_path_factory, sandbox, assets, clea
     assert result.status == "successful" and result.rc == 0, submit.explain()
     out = submit.stdout()
     # The repository's ansible.cfg applied (runner ran ansible-playbook from project/).
-    assert "Using %s/project/ansible.cfg as config file" % submit.pdd in out, out[:3000]
+    assert "Using /runner/project/ansible.cfg as config file" in out, out[:3000]
     sid = "rlinfra-smoke-%s-%s" % (cluster, run)
     assert "Submitted %s" % sid in out, out[-4000:]
     assert "SUCCEEDED" in out, out[-4000:]
@@ -494,7 +537,11 @@ def test_site_then_submit_smoke_like_awx(tmp_path_factory, sandbox, assets, clea
     assert "HF_TOKEN sha256:%s" % digest in log.read_text(), log.read_text()[-3000:]
     # ... and no secret is anywhere in the job's outputs outside env/ (what AWX wrote) and runner's
     # env record: not in the project copy (driver log, working_dir zips), not in the artifacts.
-    hits = [h for h in find_secrets(submit.pdd) if not h[0].startswith("env/") and h[0] != "artifacts/4102/command"]
+    hits = [
+        h
+        for h in find_secrets(submit.pdd)
+        if not h[0].startswith("env/") and h[0] not in ("artifacts/4102/command", "artifacts/4102/env.list")
+    ]
     assert not hits, hits
 
 

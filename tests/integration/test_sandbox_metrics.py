@@ -3,8 +3,12 @@ default): Prometheus on the head with every node's node_exporter and Ray's own m
 through its HTTP API, as the report and status.yml read it); a Ray metric with a series per node; nothing answers
 without the password, which is in no process's arguments on any node; Ray's dashboard finds Prometheus; status.yml
 prints one utilisation line per node; a smoke run's report holds every node's CPU and memory over the run.
-The opt-out (``ray_metrics: false`` on a cluster that has them) is molecule/cluster's side_effect.yml.
-Strangers reaching neither Prometheus nor an exporter is test_sandbox_firewall's (their ports are in its table).
+
+The role ray_metrics is templates and handlers: ``site.yml --check --diff`` with one metrics variable and one Ray
+variable changed shows exactly the files they change, each with its changed lines, no secret, and changes nothing;
+a full converge of an unchanged cluster changes nothing and restarts nothing. ``ray_metrics: false`` removing every
+exporter and Prometheus, and a second such run changing nothing, is molecule/cluster's side_effect.yml (in the side
+lane). Strangers reaching neither Prometheus nor an exporter is test_sandbox_firewall's (their ports are in its table).
 """
 
 from __future__ import annotations
@@ -22,10 +26,12 @@ import urllib.request
 from tests.integration.conftest import ROOT, report_of, sandbox_nodes, sandbox_playbook
 from tests.integration.test_sandbox_container import SHOTS, on_node
 from tests.integration.test_sandbox_dashboard import browser  # noqa: F401 pylint: disable=unused-import
+from tests.integration.test_sandbox_firewall import recap
 
 TAG = secrets.token_hex(4)
 CKPT_ROOT = "/data/checkpoints-metrics-" + TAG
 PORT = 9090
+RECORD = "/etc/ray/rlinfra-converged.json"
 
 
 def prometheus(head_ip, password, path, **params):
@@ -147,3 +153,119 @@ def test_prometheus_scrapes_every_node_and_the_report_shows_them(sandbox, browse
     finally:
         on_node(head["name"], "rm -rf " + CKPT_ROOT)
         shutil.rmtree(ROOT / "artifacts" / exp / ("rlinfra-%s-default-%s" % (exp, run)), ignore_errors=True)
+
+
+# ---- templates and handlers: --check --diff, a full converge of an unchanged cluster ---------------------------------
+
+
+def units_of(node):
+    return ["ray-%s.service" % node["role"], "rlinfra-node-exporter.service"] + (
+        ["rlinfra-prometheus.service"] if node["role"] == "head" else []
+    )
+
+
+def snapshot(nodes):
+    """Every node's files of the collection (checksums of /etc/ray, the units, the local facts) and each service's
+    process and start."""
+    out = {}
+    for n in nodes:
+        # The converge record is the run's cache (rewritten by a real run, never by --check): left out.
+        files = on_node(
+            n["name"],
+            "find /etc/ray /etc/ansible/facts.d /etc/systemd/system -maxdepth 2 \\( -type f -o -type l \\) "
+            "! -path %s | sort | xargs -r sha256sum" % RECORD,
+        )
+        services = on_node(
+            n["name"],
+            "systemctl show -p Id -p MainPID -p ActiveEnterTimestampMonotonic %s" % " ".join(units_of(n)),
+        )
+        out[n["name"]] = (files, services)
+    return out
+
+
+def diffs(output):
+    """``[(path, [changed lines])]`` of every file diff in a playbook's output, in order (the path as its ``before``
+    header names it)."""
+    found, current = [], None
+    for line in output.splitlines():
+        if line.startswith("--- before"):
+            current = (line.split(":", 1)[1].strip() if ":" in line else "", [])
+            found.append(current)
+        elif current is not None and line.startswith(("+++ ", "@@ ")):
+            continue
+        elif current is not None and line[:1] in ("+", "-"):
+            current[1].append(line)
+        elif current is not None and not line.startswith(" "):
+            current = None
+    return found
+
+
+def test_check_diff_shows_exactly_the_changed_files_and_changes_nothing(sandbox):
+    nodes = sandbox_nodes()
+    head = next(n for n in nodes if n["role"] == "head")
+    site = sandbox_playbook("site.yml")
+    assert site.returncode == 0, site.output[-4000:]
+    unit = on_node(head["name"], "cat /etc/systemd/system/ray-head.service")
+    nofile = re.search(r"^LimitNOFILE=(\d+)$", unit, re.M).group(1)
+    retention = re.search(
+        r"--storage.tsdb.retention.time=(\S+)",
+        on_node(head["name"], "cat /etc/systemd/system/rlinfra-prometheus.service"),
+    ).group(1)
+    new_nofile, new_retention = str(int(nofile) // 2), "31d" if retention != "31d" else "32d"
+    before = snapshot(nodes)
+
+    started = time.monotonic()
+    check = sandbox_playbook(
+        "site.yml", "--check", "--diff", "ray_metrics_retention=" + new_retention, "ray_limit_nofile=" + new_nofile
+    )
+    took = time.monotonic() - started
+    assert check.returncode == 0, check.output[-4000:]
+    print("\n[timing] site.yml --check --diff with two variables changed: %.1f s" % took)
+
+    # Exactly the files the two variables change: each node's Ray unit with its limit, the head's Prometheus unit with
+    # its retention, and the record of what each node's Ray was started with (root-only: that it changes, not how).
+    found = diffs(check.output)
+    hidden = ["-(a secret file: its content is not shown)", "+(a secret file: its new content is not shown)"]
+    want = sorted(
+        [
+            ("/etc/systemd/system/ray-%s.service" % n["role"], ["-LimitNOFILE=" + nofile, "+LimitNOFILE=" + new_nofile])
+            for n in nodes
+        ]
+        + [("/etc/ray/rlinfra-state.json", hidden)] * len(nodes)
+    )
+    prometheus = [d for d in found if d[0] == "/etc/systemd/system/rlinfra-prometheus.service"]
+    assert sorted(d for d in found if d[0] != "/etc/systemd/system/rlinfra-prometheus.service") == want, found
+    assert len(prometheus) == 1, found
+    [(dummy, lines)] = prometheus
+    assert len(lines) == 2 and lines[0].startswith("-ExecStart=") and lines[1].startswith("+ExecStart="), lines
+    assert lines[0].replace("retention.time=" + retention, "retention.time=" + new_retention)[1:] == lines[1][1:]
+
+    # No secret: the metrics password, the cluster token, a bcrypt hash of the password.
+    password = on_node(head["name"], "cat /etc/ray/metrics/password").strip()
+    token = on_node(head["name"], "cat /etc/ray/auth_token").strip()
+    assert password and token
+    for secret in (password, token, "$2b$", "$2y$"):
+        assert secret not in check.output
+    # Nothing changed on any node: files, and each service's process since its start.
+    assert snapshot(nodes) == before
+
+
+def test_a_full_converge_of_an_unchanged_cluster_changes_nothing(sandbox):
+    """Without its record every node is converged in full, the role ray_metrics's templates included: all the same,
+    so changed=0 everywhere, no handler runs, no service restarts."""
+    nodes = sandbox_nodes()
+    site = sandbox_playbook("site.yml")
+    assert site.returncode == 0, site.output[-4000:]
+    before = snapshot(nodes)
+    for n in nodes:
+        on_node(n["name"], "rm -f " + RECORD)
+    full = sandbox_playbook("site.yml")
+    assert full.returncode == 0, full.output[-4000:]
+    assert "TASK [rlinfra.verl.ray_metrics : Write node_exporter's unit]" in full.output  # walked through the role
+    assert set(recap(full.output).values()) == {0}, full.output[-4000:]
+    assert "RUNNING HANDLER" not in full.output
+    assert snapshot(nodes) == before
+
+
+# The opt-out (ray_metrics: false removes the stack, a second run changes nothing) is molecule/cluster's side_effect,
+# in scripts/test.sh's side lane: here it would restart the head's Ray twice, over three minutes of the critical lane.

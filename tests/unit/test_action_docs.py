@@ -32,7 +32,10 @@ def _doc(name):
         assert (namespace, collection) == ("rlinfra", "verl"), fragment
         frag_name, _, attr = rest.partition(".")
         frag = importlib.import_module("ansible_collections.rlinfra.verl.plugins.doc_fragments." + frag_name)
-        options.update(yaml.safe_load(getattr(frag.ModuleDocFragment, attr.upper() or "DOCUMENTATION"))["options"])
+        # A fragment may bring only attributes (rlinfra.verl.attributes), no option.
+        options.update(
+            yaml.safe_load(getattr(frag.ModuleDocFragment, attr.upper() or "DOCUMENTATION")).get("options") or {}
+        )
     return options
 
 

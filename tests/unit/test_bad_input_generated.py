@@ -327,8 +327,8 @@ def test_every_role_variable_of_a_checked_role_has_a_type():
         "storage_lvm_fstype",
         "storage_lvm_layout",
         "storage_lvm_stop_after",
-        "ray_node_idle_guard",
         "ray_node_role",
+        "ray_node_throttle",  # ray_worker's waves, from the filter worker_join over ray_worker_join_wave (typed)
         # Reach a module whose own ARGS type them (the generated module cases cover them there).
         "nfs_mount_fstype",
         "nfs_mount_packages",

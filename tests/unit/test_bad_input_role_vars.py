@@ -151,6 +151,11 @@ ROWS = [
         "ray_head_idle_release_after must be a whole number of seconds, 0 for off, at most 31622400 (a year), got '2h'",
     ),
     rule(
+        "join_wave_negative",
+        {"ray_worker_join_wave": -1},
+        "ray_worker_join_wave must be a whole number of workers, 0 to start them all at once, at most 1000, got -1",
+    ),
+    rule(
         "idle_check_too_often",
         {"ray_head_idle_check_every": 1},
         "ray_head_idle_check_every must be a whole number of seconds from 10 to 86400, got 1",
@@ -1043,7 +1048,7 @@ def test_table_is_large_enough():
 def test_good_defaults_pass():
     """The roles' own defaults are good values (a rule that refused them would break every run)."""
     values = {}
-    for role in ("ray", "nfs_mount", "storage_lvm", "python_env"):
+    for role in ("ray", "ray_metrics", "nfs_mount", "storage_lvm", "python_env"):
         with open(os.path.join(ROOT, "roles", role, "defaults", "main.yml")) as f:
             values.update({k: v for k, v in yaml.safe_load(f).items() if "{{" not in str(v)})
     values.update(ray_private_ip="10.0.0.5", nfs_mount_server="nfs-1.internal", storage_lvm_devices=["/dev/nvme1n1"])
@@ -1213,6 +1218,8 @@ def test_every_tasks_from_names_an_entry_point():
         ("roles/ray/tasks/node.yml", ["ray"]),
         ("roles/ray/tasks/preflight.yml", ["ray"]),
         ("roles/ray_head/tasks/main.yml", ["ray"]),
+        ("roles/ray_head/tasks/idle_guard.yml", ["ray"]),
+        ("roles/ray_metrics/tasks/main.yml", ["ray"]),
         ("roles/ray_worker/tasks/main.yml", ["ray"]),
         ("roles/nfs_mount/tasks/main.yml", ["nfs_mount"]),
         ("roles/storage_lvm/tasks/main.yml", ["storage_lvm"]),

@@ -78,3 +78,15 @@ def test_ansibles_own_ssh_settings_carry_over_once():
         ]
     )
     assert words == ["ssh", "-N", "-L", "8265:h:8265", "-o", "StrictHostKeyChecking=no", "h"]
+
+
+def test_an_ipv6_head_is_bracketed_in_the_tunnel():
+    # ssh -L reads "port:host:port"; an IPv6 host without brackets would be split at its colons.
+    hv = {"ansible_host": "203.0.113.7", "ray_node_ip": "fd00::5"}
+    tunnel = dashboard_access("gpu-0", hv)[0]
+    assert shlex.split(tunnel[len("Dashboard: ") :].split("   then open ")[0])[:4] == [
+        "ssh",
+        "-N",
+        "-L",
+        "8265:[fd00::5]:8265",
+    ]

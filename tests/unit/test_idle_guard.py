@@ -1,7 +1,8 @@
 """The idle guard's decision and one run of it against the fake Hyperbolic API and a real HTTP stand-in for the
 head's dashboard (Ray's /api/jobs/ shape): busy -> nothing; idle past the limit -> Ray stopped, exactly the
-label's instances released; jobs unreadable -> nothing released, said in one line. The code it runs on the node
-imports without Ansible (checked in a python3 without it)."""
+label's instances released; jobs unreadable -> nothing released, said in one line. The program the role ray_head
+copies to the head (filter node_program) runs without Ansible (checked in a python3 without it); the module removes
+only the guard's own directory."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ansible_collections.rlinfra.verl.plugins.action.idle_guard import guard_code
+from ansible_collections.rlinfra.verl.plugins.filter.node_program import node_program
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import idle_guard
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.client import HyperbolicClient
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.rent import Rent
@@ -173,24 +174,31 @@ def test_unreadable_jobs_release_nothing(cluster):
     assert lines[0].endswith("not releasing anything") and calls == [] and len(fake.rented) == 2
 
 
-def test_the_code_sent_to_the_head_runs_without_ansible(tmp_path):
-    for rel, text in guard_code().items():
-        path = tmp_path / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+def test_the_program_copied_to_the_head_runs_without_ansible(tmp_path):
+    """One file, as the head's rlinfra-idle-guard.service runs it: a check that cannot read Ray's jobs says so in one
+    line and releases nothing, in a python3 where Ansible cannot be imported."""
+    program = tmp_path / "idle-guard.py"
+    program.write_text(node_program("hyperbolic.idle_guard"))
+    config = tmp_path / "idle-guard.json"
+    config.write_text(
+        json.dumps(
+            dict(
+                label="exp-a",
+                idle_release_after=60,
+                api_key=HYPERBOLIC_TEST_KEY,
+                api_url="http://127.0.0.1:9",
+                dashboard_url="http://127.0.0.1:9",
+                token_path=str(tmp_path / "no-token"),
+            )
+        )
+    )
     python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-    probe = (
-        "import sys; sys.modules['ansible'] = None; "  # as on a node without Ansible
-        "from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic import idle_guard, rent, record; "
-        "from ansible_collections.rlinfra.verl.plugins.module_utils.ray import client; print('ok')"
-    )
-    proc = subprocess.run(
-        [python, "-I", "-c", "import sys; sys.path.insert(0, %r); %s" % (str(tmp_path), probe)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.stdout.strip() == "ok", proc.stderr[-2000:]
+    probe = "import sys; sys.modules['ansible'] = None; sys.argv = ['idle-guard.py', %r]; " % str(config)
+    probe += "exec(compile(open(%r).read(), 'idle-guard.py', 'exec'))" % str(program)
+    proc = subprocess.run([python, "-I", "-c", probe], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert proc.stdout.startswith("idle guard (exp-a): cannot read Ray's jobs at http://127.0.0.1:9"), proc.stdout
+    assert proc.stdout.rstrip().endswith("not releasing anything") and HYPERBOLIC_TEST_KEY not in proc.stdout
 
 
 # Removing the guard removes only its own code directory --------------------------------------------------------
@@ -201,7 +209,7 @@ def test_the_code_sent_to_the_head_runs_without_ansible(tmp_path):
     [
         (
             lambda root: (root / "notes.txt").write_text("mine"),
-            "it holds files but not ansible_collections, so it was not made by rlinfra",
+            "it holds files but not idle-guard.py or ansible_collections, so it was not made by rlinfra",
         ),
         (lambda root: os.symlink(root.parent / "elsewhere", root), "it is a symbolic link (to {t}/elsewhere)"),
     ],
@@ -234,3 +242,30 @@ def test_removing_the_guard_refuses_a_root_that_is_not_its_own(tmp_path, module_
     )
     assert sorted(str(p) for p in tmp_path.rglob("*")) == before
     assert (tmp_path / "elsewhere" / "data.bin").read_text() == "keep"
+
+
+def test_removing_the_guard_takes_its_program_units_and_config(tmp_path, module_runner, monkeypatch):
+    """What the role ray_head installs (the program in root, the root-only config, the units) and the package tree an
+    earlier version copied: all gone, the config's directory too once empty; again, nothing to do."""
+    from ansible_collections.rlinfra.verl.plugins.modules import idle_guard as module
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "systemctl").write_text('#!/bin/sh\necho "$@" >> %s\n' % (tmp_path / "systemctl.log"))
+    (bin_dir / "systemctl").chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (bin_dir, os.environ.get("PATH", "")))
+    root, units, etc = tmp_path / "guard", tmp_path / "units", tmp_path / "etc"
+    for d in (root / "ansible_collections" / "rlinfra", units, etc):
+        d.mkdir(parents=True)
+    (root / "idle-guard.py").write_text("print('guard')\n")
+    (etc / "idle-guard.json").write_text("{}\n")
+    for name in ("rlinfra-idle-guard.service", "rlinfra-idle-guard.timer"):
+        (units / name).write_text("[Unit]\n")
+    args = {"root": str(root), "unit_dir": str(units), "config_path": str(etc / "idle-guard.json")}
+    dry = module_runner(module.main, args, check_mode=True)
+    assert dry["changed"] and len(dry["files"]) == 4 and (root / "idle-guard.py").exists()
+    out = module_runner(module.main, args)
+    assert out["changed"] and sorted(os.listdir(tmp_path)) == ["bin", "systemctl.log", "units"]
+    assert os.listdir(units) == []
+    assert "disable --now rlinfra-idle-guard.timer" in (tmp_path / "systemctl.log").read_text()
+    assert module_runner(module.main, args)["changed"] is False

@@ -237,3 +237,22 @@ def test_the_firewall_switch_is_a_setting_read_strictly(value, bad):
     assert bool(errors) is bad, errors
     if bad:
         assert errors[0].startswith("ray_firewall must be true or false (also yes/no/1/0, any case), got ")
+
+
+def test_worker_join_starts_a_large_clusters_workers_in_waves_and_a_small_ones_at_once():
+    from ansible_collections.rlinfra.verl.plugins.filter.ray_cluster import worker_join
+
+    workers = ["w%02d" % i for i in range(11)] + ["other"]
+    hostvars = {w: {"ray_cluster": "big"} for w in workers[:11]}
+    hostvars["other"] = {"ray_cluster": "small"}
+    # Eleven workers of one cluster, waves of 4: each waits alive, four at a time, in waves 1, 1, 1, 1, 2, ... 3.
+    joins = [worker_join(w, workers, hostvars, 4, "none") for w in workers[:11]]
+    assert {j["wait"] for j in joins} == {"alive"} and {j["throttle"] for j in joins} == {4}
+    assert [j["wave"] for j in joins] == [1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3]
+    # The other cluster's one worker in the same play starts as asked, without waiting.
+    assert worker_join("other", workers, hostvars, 4, "none") == dict(wait="none", throttle=0, wave=0)
+    # As many workers as a wave, or waves off: all at once, the wait asked for.
+    assert worker_join("w00", workers[:4], hostvars, 4, "none") == dict(wait="none", throttle=0, wave=0)
+    assert worker_join("w00", workers, hostvars, 0, "alive") == dict(wait="alive", throttle=0, wave=0)
+    with pytest.raises(ValueError, match="ray_worker_join_wave must be a whole number"):
+        worker_join("w00", workers, hostvars, "four")

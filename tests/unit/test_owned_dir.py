@@ -224,3 +224,36 @@ def test_a_users_directory_the_collection_wrote_into_is_not_purged(tmp_path, mod
         "rlinfra-owned.txt, so it was not made by rlinfra" % home
     )
     assert (home / "thesis.tex").read_text() == "mine"
+
+
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_several_directories_are_all_checked_before_any_goes(tmp_path, module_runner, check_mode):
+    venv, temp = _venv(tmp_path / "venv"), _venv(tmp_path / "ray")
+    dirs = [
+        dict(path=str(venv), markers=[MARK], what="Python environment"),
+        dict(path=str(temp), markers=[MARK], what="Ray temp dir"),
+        dict(path=str(tmp_path / "never-made"), markers=[MARK]),
+    ]
+    out = module_runner(owned_dir.main, dict(dirs=dirs, keep=["/data"]), check_mode=check_mode)
+    assert out["changed"] and out["removed"] and out["paths"] == [str(venv), str(temp)]
+    assert venv.exists() == temp.exists() == check_mode
+    unmarked = _venv(tmp_path / "theirs", marked=False)
+    if not venv.exists():
+        _venv(venv)
+    refused = module_runner(
+        owned_dir.main,
+        dict(
+            dirs=[dict(path=str(venv), markers=[MARK]), dict(path=str(unmarked), markers=[MARK], what="Ray temp dir")]
+        ),
+    )
+    assert refused["failed"] and not refused["changed"] and refused["paths"] == []
+    assert refused["msg"].startswith("refusing to remove the Ray temp dir %s: it holds files but not" % unmarked)
+    assert venv.exists() and unmarked.exists()
+
+
+@pytest.mark.parametrize(
+    "args", [dict(), dict(path="/opt/x", dirs=[dict(path="/opt/y", markers=[MARK])]), dict(path="/opt/x")]
+)
+def test_path_with_markers_or_dirs(module_runner, args):
+    out = module_runner(owned_dir.main, args)
+    assert out["failed"] and out["msg"].startswith("owned_dir: ")

@@ -8,6 +8,7 @@ import pytest
 
 from ansible_collections.rlinfra.verl.plugins.action import ray_job_wait as W
 from ansible_collections.rlinfra.verl.plugins.action.ray_job_wait import DEFAULT_METRICS
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import watchdog
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.recovery import hms, progress_line
 
 
@@ -143,3 +144,11 @@ def test_no_address_on_the_target_ends_the_wait_with_the_modules_line():
         w.run()
     assert (done.value.reason, done.value.line) == ("error", NO_ADDRESS)
     assert w.result("error", NO_ADDRESS)["address"] == ""
+
+
+def test_the_wait_does_every_request_of_the_watchdog_and_refuses_another():
+    w, dummy = watch([])
+    for kind in watchdog.REQUESTS:
+        assert callable(getattr(w, kind, None)), kind
+    with pytest.raises(ValueError, match="'run', which is none of its requests"):
+        watchdog.do(w, ("run",))

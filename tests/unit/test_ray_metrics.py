@@ -1,23 +1,32 @@
-"""ray_metrics (module rlinfra.verl.ray_metrics, module_utils/observe/metrics.py, its I/O in metrics_node.py):
-node_exporter everywhere, Prometheus on the head, basic auth whose password never lands in argv, output or a readable
-file, and a re-run that changes nothing. The module runs in-process on files under tmp_path over a fake systemctl and
-stand-in binaries; the real services are the sandbox's (docs/OBSERVABILITY.md)."""
+"""ray_metrics (the role roles/ray_metrics, its decisions in module_utils/observe/metrics.py, what it reads of a node in
+module rlinfra.verl.ray_metrics_info, and module rlinfra.verl.ray_metrics's query and removal): basic auth whose
+password never lands in argv, output or a readable file, a bcrypt hash kept while it verifies (so that a re-run
+rewrites nothing), the scrape config's targets, and the role's templates as Ansible renders them. The services
+themselves are the sandbox's (tests/integration/test_sandbox_metrics.py, docs/OBSERVABILITY.md)."""
 
 from __future__ import annotations
 
 import json
 import os
 import pwd
+import subprocess
+import sys
 
 import pytest
+import yaml
 
 from ansible_collections.rlinfra.verl.plugins.filter.dashboard_access import prometheus_access
+from ansible_collections.rlinfra.verl.plugins.filter.prometheus_targets import prometheus_targets
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import owned, settings
-from ansible_collections.rlinfra.verl.plugins.module_utils.observe import metrics, metrics_node
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import PlainModule
+from ansible_collections.rlinfra.verl.plugins.module_utils.observe import metrics, metrics_info, metrics_node
 from ansible_collections.rlinfra.verl.plugins.modules import ray_metrics
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROLE = os.path.join(ROOT, "roles", "ray_metrics")
 PASSWORD = "s3cr3tMetricsPassw0rdXYZ"
 MEMBERS = [{"host": "worker-1", "address": "10.0.0.6"}, {"host": "head-1", "address": "10.0.0.5"}]
+ME = pwd.getpwuid(os.getuid()).pw_name
 
 
 # ---- pure decisions --------------------------------------------------------------------------------------------
@@ -37,17 +46,15 @@ def test_without_libcrypt_the_hash_is_one_line_not_a_crash():
     assert b.verify(PASSWORD, "$2b$04$" + "a" * 53) is False
 
 
-def test_web_config_round_trip_and_a_matching_hash_is_kept():
+def test_a_matching_hash_is_kept_a_new_password_gets_a_new_one():
     b = metrics.Bcrypt()
     hashed = b.hash(PASSWORD, cost=4)
-    text = metrics.web_config(hashed)
-    assert text.endswith('basic_auth_users:\n  "rlinfra": "%s"\n' % hashed) and PASSWORD not in text
+    text = 'basic_auth_users:\n  "rlinfra": "%s"\n' % hashed  # as the role's web-config.yml.j2 writes it
     assert metrics.hash_in(text) == hashed
     assert metrics.kept_hash(text, PASSWORD, b) == hashed  # a re-run writes nothing: bcrypt salts differ
     renewed = metrics.kept_hash(text, "another password", b)
     assert renewed != hashed and b.verify("another password", renewed)
-    with pytest.raises(metrics.MetricsError):
-        metrics.web_config("plain-text")
+    assert metrics.hash_in('basic_auth_users:\n  "someone": "x"\n') is None
 
 
 def test_prometheus_headers_are_what_rays_dashboard_parses():
@@ -58,73 +65,43 @@ def test_prometheus_headers_are_what_rays_dashboard_parses():
     assert base64.b64decode(headers["Authorization"][6:]).decode() == "rlinfra:" + PASSWORD
 
 
-def test_units_listen_on_the_private_address_behind_the_web_config():
-    unit = metrics.exporter_unit(
-        "/usr/bin/prometheus-node-exporter", "10.0.0.5", 9100, "/etc/ray/metrics/exporter-web.yml", "prometheus"
+def test_scrape_targets_every_member_sorted_dcgm_only_where_installed():
+    targets = metrics.scrape_targets(
+        [dict(MEMBERS[0], dcgm=True), dict(MEMBERS[1], dcgm=False), {"host": "w6", "address": "fd00::6"}], 9100, 9400
     )
-    assert (
-        "ExecStart=/usr/bin/prometheus-node-exporter --web.listen-address=10.0.0.5:9100 "
-        "--web.config.file=/etc/ray/metrics/exporter-web.yml\n"
-    ) in unit
-    assert "User=prometheus\n" in unit and "WantedBy=multi-user.target" in unit
-    v6 = metrics.exporter_unit("/usr/bin/x", "fd00::5", 9100, "/w.yml", "root")
-    assert "--web.listen-address=[fd00::5]:9100" in v6
-    prom = metrics.prometheus_unit(
-        "/usr/bin/prometheus",
-        "10.0.0.5",
-        9090,
-        "/etc/ray/metrics/prometheus.yml",
-        "/etc/ray/metrics/prometheus-web.yml",
-        "/workspace/prometheus",
-        "15d",
-        "root",
-    )
-    assert (
-        "ExecStart=/usr/bin/prometheus --config.file=/etc/ray/metrics/prometheus.yml "
-        "--storage.tsdb.path=/workspace/prometheus --storage.tsdb.retention.time=15d "
-        "--web.listen-address=10.0.0.5:9090 --web.config.file=/etc/ray/metrics/prometheus-web.yml\n"
-    ) in prom
-    assert "ExecReload=/bin/kill -HUP $MAINPID" in prom
+    assert targets == {
+        "node": [
+            {"target": "10.0.0.5:9100", "node": "head-1"},
+            {"target": "[fd00::6]:9100", "node": "w6"},
+            {"target": "10.0.0.6:9100", "node": "worker-1"},
+        ],
+        "dcgm": [{"target": "10.0.0.6:9400", "node": "worker-1"}],
+    }
 
 
-def test_scrape_config_names_every_member_ray_and_dcgm_only_where_installed():
-    members = [dict(MEMBERS[0], dcgm=True), dict(MEMBERS[1], dcgm=False)]
-    text = metrics.prometheus_config(
-        members, 9100, 9400, "/etc/ray/metrics/password", "/workspace/ray/prom_metrics_service_discovery.json"
-    )
-    import yaml
-
-    config = yaml.safe_load(text)
-    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
-    assert jobs["node"]["basic_auth"] == {"username": "rlinfra", "password_file": "/etc/ray/metrics/password"}
-    assert jobs["node"]["static_configs"] == [
-        {"targets": ["10.0.0.5:9100"], "labels": {"node": "head-1"}},
-        {"targets": ["10.0.0.6:9100"], "labels": {"node": "worker-1"}},
-    ]
-    assert jobs["ray"]["file_sd_configs"][0]["files"] == ["/workspace/ray/prom_metrics_service_discovery.json"]
-    assert jobs["dcgm"]["static_configs"] == [{"targets": ["10.0.0.6:9400"], "labels": {"node": "worker-1"}}]
-    assert "dcgm" not in metrics.prometheus_config(MEMBERS, 9100, 9400, "/p", "/sd.json").split("job_name: ray")[1]
-    assert metrics.members_in(text) == [("head-1", "10.0.0.5"), ("worker-1", "10.0.0.6")]
-
-
-def test_scrape_config_refuses_a_member_without_an_address():
+def test_scrape_targets_refuse_a_member_without_an_address_or_no_member():
     with pytest.raises(metrics.MetricsError, match="worker-9"):
-        metrics.prometheus_config(MEMBERS + [{"host": "worker-9", "address": ""}], 9100, 9400, "/p", "/sd.json")
+        metrics.scrape_targets(MEMBERS + [{"host": "worker-9", "address": ""}], 9100, 9400)
+    with pytest.raises(metrics.MetricsError, match="no cluster member"):
+        metrics.scrape_targets([], 9100, 9400)
 
 
-@pytest.mark.parametrize(
-    "active,enabled,unit,web,config,reloadable,expect",
-    [
-        (True, True, False, False, False, True, (False, "", False)),  # a re-run: nothing
-        (False, False, True, False, False, False, (True, "start", True)),  # first converge
-        (True, True, True, False, False, True, (True, "restart", False)),
-        (True, True, False, True, False, True, (False, "restart", False)),
-        (True, True, False, False, True, True, (False, "reload", False)),  # Prometheus: config alone reloads
-        (True, False, False, False, False, True, (False, "", True)),
-    ],
-)
-def test_what_a_change_means_for_the_service(active, enabled, unit, web, config, reloadable, expect):
-    assert metrics.service_action(active, enabled, unit, web, config, reloadable) == expect
+def test_the_filter_reads_dcgm_from_this_run_else_from_the_last_converge():
+    hostvars = {
+        "head-1": {"ray_node_ip": "10.0.0.5", "ray_metrics__info": {"dcgm": False}},
+        "worker-1": {"ray_node_ip": "10.0.0.6", "ray_metrics__info": {"dcgm": True}},
+        "worker-2": {"ray_node_ip": "10.0.0.7", "ansible_local": {"rlinfra_metrics": {"dcgm": True}}},
+        "worker-3": {"ray_node_ip": "10.0.0.8"},
+    }
+    groups = {"ray_head": ["head-1"], "ray_workers": ["worker-1", "worker-2", "worker-3"]}
+    targets = prometheus_targets(sorted(hostvars), hostvars, groups, "9100", 9400)
+    assert [t["node"] for t in targets["dcgm"]] == ["worker-1", "worker-2"]
+    assert [t["target"] for t in targets["node"]] == [
+        "10.0.0.5:9100",
+        "10.0.0.6:9100",
+        "10.0.0.7:9100",
+        "10.0.0.8:9100",
+    ]
 
 
 def test_one_utilisation_line_per_node_gpu_only_when_known():
@@ -156,201 +133,368 @@ def test_the_metrics_ports_are_checked_and_fenced_with_rays():
     assert {"ray_metrics_node_exporter_port", "ray_metrics_prometheus_port", "ray_metrics_dcgm_port"} <= set(
         settings.PORTS
     )
-    import yaml
-
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    with open(os.path.join(root, "roles", "ray", "vars", "main.yml")) as f:
-        text = f.read()
-    fenced = yaml.safe_load(text)
+    with open(os.path.join(ROOT, "roles", "ray", "vars", "main.yml")) as f:
+        fenced = yaml.safe_load(f)
     # Every port settings.PORTS checks is one the firewall table fences (Ray's, or the metrics' when they are on).
     named = str(fenced["ray__fixed_ports"]) + fenced["ray__metrics_ports"]
     assert [name for name in settings.PORTS if name not in named] == []
-    with open(os.path.join(root, "roles", "ray", "tasks", "node.yml")) as f:
+    with open(os.path.join(ROOT, "roles", "ray", "tasks", "node.yml")) as f:
         assert 'ports: "{{ ray__fixed_ports | combine(ray__metrics_ports) }}"' in f.read()
 
 
-# ---- the module over a fake systemctl ---------------------------------------------------------------------------
+def test_the_role_reads_the_ray_roles_variables_with_the_ray_roles_defaults():
+    """The switch, the ports and the data directory stay the ray role's (its firewall, environment and teardown read
+    them); the role ray_metrics falls back to the same defaults, and owns the rest."""
+    with open(os.path.join(ROOT, "roles", "ray", "defaults", "main.yml")) as f:
+        ray = yaml.safe_load(f)
+    with open(os.path.join(ROLE, "vars", "main.yml")) as f:
+        own = f.read()
+    for name in (
+        "ray_metrics",
+        "ray_metrics_node_exporter_port",
+        "ray_metrics_prometheus_port",
+        "ray_metrics_dcgm_port",
+        "ray_metrics_storage_dir",
+        "ray_config_dir",
+        "ray_user",
+        "ray_cluster",
+    ):
+        default = str(ray[name]).lower() if isinstance(ray[name], bool) else str(ray[name])
+        assert ("%s | default(%s)" % (name, default) in own) or ("%s | default('%s')" % (name, default) in own), name
+    with open(os.path.join(ROLE, "defaults", "main.yml")) as f:
+        assert sorted(yaml.safe_load(f)) == [
+            "ray_metrics_dashboards_dir",
+            "ray_metrics_retention",
+            "ray_metrics_scrape_interval",
+        ]
+    assert settings.check(dict(ray_metrics_retention="15d", ray_metrics_scrape_interval="15s")) == []
+
+
+# ---- what the role reads of a node (ray_metrics_info, a SCRIPTED function) --------------------------------------
+
+
+@pytest.fixture
+def node(tmp_path, monkeypatch):
+    """A node under tmp_path: its PATH holds only the stand-in programs given, its config and unit directories are
+    tmp_path's."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    monkeypatch.setenv("PATH", str(bin_dir))
+    monkeypatch.setattr("ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module.SBIN", ())
+    (tmp_path / "units").mkdir()
+
+    def read(programs=("prometheus-node-exporter", "prometheus"), **params):
+        for name in programs:
+            (bin_dir / name).write_text("#!/bin/sh\n")
+            (bin_dir / name).chmod(0o755)
+        args = dict(
+            password=PASSWORD,
+            config_dir=str(tmp_path / "etc"),
+            unit_dir=str(tmp_path / "units"),
+            exporter_user=ME,
+            prometheus=True,
+            prometheus_user=ME,
+            storage_dir=str(tmp_path / "prometheus"),
+        )
+        args.update(params)
+        module = PlainModule(args, [PASSWORD])
+        return module.reply(metrics_info.info(args, module))
+
+    read.tmp = tmp_path
+    return read
+
+
+def test_info_on_a_fresh_head_says_what_is_there_and_hashes_the_password(node):
+    got = node()
+    assert got["changed"] is False and got["missing"] == [] and got["apt"] is False and got["dcgm"] is False
+    assert got["binaries"] == {
+        "exporter": str(node.tmp / "bin" / "prometheus-node-exporter"),
+        "prometheus": str(node.tmp / "bin" / "prometheus"),
+    }
+    assert got["units"] == {"exporter": False, "prometheus": False} and got["storage_ours"] is True
+    assert got["running"] == {"exporter": False, "prometheus": False} and got["distro_masked"] == []
+    b = metrics.Bcrypt()
+    assert all(b.verify(PASSWORD, got["hashes"][kind]) for kind in ("exporter", "prometheus"))
+    assert PASSWORD not in json.dumps(got) and got["exporter_user"] == ME
+
+
+def test_info_keeps_the_hash_a_web_config_holds_while_it_verifies(node):
+    first = node()
+    web = node.tmp / "etc" / "metrics"
+    web.mkdir(parents=True)
+    (web / "exporter-web.yml").write_text('basic_auth_users:\n  "rlinfra": "%s"\n' % first["hashes"]["exporter"])
+    assert node()["hashes"]["exporter"] == first["hashes"]["exporter"]  # a re-run: the same file, no restart
+    renewed = node(password="an0therS3cret")["hashes"]["exporter"]
+    assert renewed != first["hashes"]["exporter"] and metrics.Bcrypt().verify("an0therS3cret", renewed)
+
+
+def test_info_on_a_worker_names_the_missing_package_and_falls_back_to_root(node):
+    got = node(programs=("dcgm-exporter",), prometheus=False, exporter_user="nobody-such-user")
+    assert got["missing"] == ["prometheus-node-exporter"] and got["dcgm"] is True
+    assert list(got["hashes"]) == ["exporter"] and got["exporter_user"] == "root"
+    (node.tmp / "units" / metrics.EXPORTER_UNIT).write_text("[Unit]\n")
+    assert node(prometheus=False)["units"] == {"exporter": True}
+
+
+def test_info_says_what_systemd_runs(node):
+    """The units as the role leaves them (running, enabled; the distribution's masked): their tasks are skipped."""
+    states = {
+        ("is-active", metrics.EXPORTER_UNIT): "active",
+        ("is-enabled", metrics.EXPORTER_UNIT): "enabled",
+        ("is-active", metrics.PROMETHEUS_UNIT): "active",
+        ("is-enabled", metrics.PROMETHEUS_UNIT): "disabled",
+        ("is-enabled", "prometheus-node-exporter.service"): "masked",
+        ("is-active", "prometheus.service"): "active",
+    }
+    script = '#!/bin/sh\ncase "$1 $2" in\n%s\nesac\n' % "\n".join(
+        "  '%s %s') echo %s ;;" % (verb, unit, out) for (verb, unit), out in states.items()
+    )
+    (node.tmp / "bin" / "systemctl").write_text(script)
+    (node.tmp / "bin" / "systemctl").chmod(0o755)
+    got = node()
+    assert got["running"] == {"exporter": True, "prometheus": False}
+    assert got["distro_masked"] == ["prometheus-node-exporter.service"] and got["distro_active"] == [
+        "prometheus.service"
+    ]
+
+
+def test_info_refuses_a_prometheus_user_the_node_does_not_have(node):
+    got = node(prometheus_user="nobody-such-user")
+    assert got == {"failed": True, "msg": "user nobody-such-user does not exist on this node"}
+
+
+def test_someone_elses_data_directory_is_not_the_collections(node):
+    theirs = node.tmp / "theirs"
+    theirs.mkdir()
+    (theirs / "data").write_text("x")
+    assert node(storage_dir=str(theirs))["storage_ours"] is False
+    owned.claim(str(node.tmp / "ours"))
+    (node.tmp / "ours" / "wal").mkdir()
+    assert node(storage_dir=str(node.tmp / "ours"))["storage_ours"] is True
+
+
+# ---- the role's templates, as Ansible renders them --------------------------------------------------------------
+
+PLAY = """
+- name: Render the role's templates as its tasks do
+  hosts: all
+  gather_facts: false
+  vars_files:
+    - %(role)s/defaults/main.yml
+    - %(role)s/vars/main.yml
+  tasks:
+    - name: Render
+      ansible.builtin.debug:
+        msg:
+          exporter_unit: "{{ lookup('ansible.builtin.template', '%(role)s/templates/rlinfra-node-exporter.service.j2') }}"
+          exporter_web: >-
+            {{ lookup('ansible.builtin.template', '%(role)s/templates/web-config.yml.j2',
+                      template_vars={'ray_metrics__hash': ray_metrics__node.hashes.exporter}) }}
+          prometheus_unit: >-
+            {{ lookup('ansible.builtin.template', '%(role)s/templates/rlinfra-prometheus.service.j2')
+               if ray_metrics__is_head else '' }}
+          prometheus_config: >-
+            {{ lookup('ansible.builtin.template', '%(role)s/templates/prometheus.yml.j2',
+                      template_vars={'ray_metrics__targets': ray_metrics__members
+                                     | rlinfra.verl.prometheus_targets(hostvars, groups, ray_metrics__exporter_port,
+                                                                       ray_metrics__dcgm_port)})
+               if ray_metrics__is_head else '' }}
+"""
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("ray_metrics_templates")
+    b = metrics.Bcrypt()
+    hashed = b.hash(PASSWORD, cost=4)
+
+    def info(dcgm, **more):
+        return dict(
+            binaries={"exporter": "/usr/bin/prometheus-node-exporter", "prometheus": "/usr/bin/prometheus"},
+            hashes={"exporter": hashed, "prometheus": hashed},
+            exporter_user="prometheus",
+            dcgm=dcgm,
+            **more,
+        )
+
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    inventory = {
+        "all": {
+            "vars": dict(local, ray_user="ray"),
+            "children": {
+                "ray_head": {"hosts": {"head-1": {"ray_node_ip": "10.0.0.5", "ray_metrics__info": info(False)}}},
+                "ray_workers": {
+                    "hosts": {
+                        "worker-1": {"ray_node_ip": "fd00::6", "ray_metrics__info": info(True)},
+                        "worker-2": {
+                            "ray_node_ip": "10.0.0.7",
+                            "ray_metrics__info": info(False),
+                            # a worker this run did not read: its last converge's record
+                            "ansible_local": {"rlinfra_metrics": {"dcgm": True}},
+                        },
+                    }
+                },
+            },
+        }
+    }
+    # worker-2 read in this run says no DCGM: this run's word wins over the record
+    (tmp / "inventory.yml").write_text(json.dumps(inventory))
+    (tmp / "play.yml").write_text(PLAY % {"role": ROLE})
+    env = dict(
+        os.environ,
+        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
+        ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
+    )
+    proc = subprocess.run(
+        [
+            os.path.join(os.path.dirname(sys.executable), "ansible-playbook"),
+            "-i",
+            str(tmp / "inventory.yml"),
+            "-e",
+            "ray_metrics_retention=30d",  # as a user gives it (the play reads the role's defaults as vars_files)
+            str(tmp / "play.yml"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+    hosts = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]
+    return {host: res["msg"] for host, res in hosts.items()}, hashed
+
+
+def test_the_units_listen_on_the_private_address_behind_the_web_config(rendered):
+    out, hashed = rendered
+    head, worker = out["head-1"], out["worker-1"]
+    assert (
+        "ExecStart=/usr/bin/prometheus-node-exporter --web.listen-address=10.0.0.5:9100 "
+        "--web.config.file=/etc/ray/metrics/exporter-web.yml\n"
+    ) in head["exporter_unit"]
+    assert "User=prometheus\n" in head["exporter_unit"] and head["exporter_unit"].endswith(
+        "WantedBy=multi-user.target\n"
+    )
+    assert "--web.listen-address=[fd00::6]:9100 " in worker["exporter_unit"] and worker["prometheus_unit"] == ""
+    assert (
+        "ExecStart=/usr/bin/prometheus --config.file=/etc/ray/metrics/prometheus.yml "
+        "--storage.tsdb.path=/workspace/prometheus --storage.tsdb.retention.time=30d "
+        "--web.listen-address=10.0.0.5:9090 --web.config.file=/etc/ray/metrics/prometheus-web.yml\n"
+    ) in head["prometheus_unit"]
+    assert "User=ray\n" in head["prometheus_unit"] and "ExecReload=/bin/kill -HUP $MAINPID\n" in head["prometheus_unit"]
+    for text in (head["exporter_unit"], head["prometheus_unit"], head["prometheus_config"]):
+        assert PASSWORD not in text and hashed not in text
+
+
+def test_the_web_config_holds_the_hash_the_node_reads_back(rendered):
+    out, hashed = rendered
+    web = out["head-1"]["exporter_web"]
+    assert yaml.safe_load(web) == {"basic_auth_users": {"rlinfra": hashed}} and PASSWORD not in web
+    # What ray_metrics_info reads on the next run: the same hash kept, so the template writes the same file.
+    assert metrics.hash_in(web) == hashed and metrics.kept_hash(web, PASSWORD, metrics.Bcrypt()) == hashed
+
+
+def test_the_scrape_config_names_every_member_ray_and_dcgm_only_where_installed(rendered):
+    out, dummy = rendered
+    text = out["head-1"]["prometheus_config"]
+    config = yaml.safe_load(text)
+    assert config["global"] == {"scrape_interval": "15s", "evaluation_interval": "15s"}
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    assert jobs["node"]["basic_auth"] == {"username": "rlinfra", "password_file": "/etc/ray/metrics/password"}
+    assert jobs["node"]["static_configs"] == [
+        {"targets": ["10.0.0.5:9100"], "labels": {"node": "head-1"}},
+        {"targets": ["[fd00::6]:9100"], "labels": {"node": "worker-1"}},
+        {"targets": ["10.0.0.7:9100"], "labels": {"node": "worker-2"}},
+    ]
+    assert jobs["ray"]["file_sd_configs"] == [
+        {"files": ["/workspace/ray/prom_metrics_service_discovery.json"], "refresh_interval": "30s"}
+    ]
+    assert jobs["dcgm"]["static_configs"] == [{"targets": ["[fd00::6]:9400"], "labels": {"node": "worker-1"}}]
+    # The head's queries name the nodes from it.
+    assert metrics.members_in(text) == [("head-1", "10.0.0.5"), ("worker-1", "fd00::6"), ("worker-2", "10.0.0.7")]
+
+
+# ---- module ray_metrics: removal and query ----------------------------------------------------------------------
 
 
 class FakeSystemd(metrics_node.Systemd):
-    active, enabled, masked, calls = set(), set(), set(), []
+    calls: list = []
 
     def __init__(self, module):
         self.module, self.path = module, "/bin/systemctl"
 
     def run(self, *args):
-        if self.module.check_mode:
-            return
-        FakeSystemd.calls.append(args)
-        verb, unit = args[0], args[-1]
-        if verb in ("start", "restart"):
-            FakeSystemd.active.add(unit)
-        elif verb == "enable":
-            FakeSystemd.enabled.add(unit)
-        elif verb == "mask":
-            FakeSystemd.masked.add(unit)
-        elif verb == "unmask":
-            FakeSystemd.masked.discard(unit)
-        elif verb == "disable":
-            FakeSystemd.active.discard(unit)
-            FakeSystemd.enabled.discard(unit)
-
-    def state(self, verb, unit):
-        if verb == "is-active":
-            return "active" if unit in FakeSystemd.active else "inactive"
-        return "masked" if unit in FakeSystemd.masked else "enabled" if unit in FakeSystemd.enabled else "disabled"
+        if not self.module.check_mode:
+            FakeSystemd.calls.append(args)
+            if args[0] == "unmask":  # as systemctl does: our mask is the link
+                os.unlink(os.path.join(self.module.params["unit_dir"], args[1]))
 
 
 @pytest.fixture
-def node(tmp_path, module_runner, monkeypatch):
+def installed(tmp_path, module_runner, monkeypatch):
+    """A head as the role leaves it (under tmp_path), and a runner of module ray_metrics over a fake systemctl."""
     monkeypatch.setattr(metrics_node, "Systemd", FakeSystemd)
-    FakeSystemd.active, FakeSystemd.enabled, FakeSystemd.masked, FakeSystemd.calls = set(), set(), set(), []
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for name in ("prometheus-node-exporter", "prometheus"):
-        (bin_dir / name).write_text("#!/bin/sh\n")
-        (bin_dir / name).chmod(0o755)
-    monkeypatch.setenv("PATH", "%s:%s" % (bin_dir, os.environ.get("PATH", "")))
-    (tmp_path / "units").mkdir()
-    me = pwd.getpwuid(os.getuid()).pw_name
-    base = dict(
-        address="10.0.0.5",
-        password=PASSWORD,
-        config_dir=str(tmp_path / "etc"),
-        unit_dir=str(tmp_path / "units"),
-        fact_path=str(tmp_path / "facts.d" / "rlinfra_metrics.fact"),
-        exporter_user=me,
-        install=False,
-    )
-    head = dict(
-        prometheus=dict(
-            user=me,
-            storage_dir=str(tmp_path / "prometheus"),
-            members=MEMBERS,
-            dcgm_hosts=["worker-1"],
-            ray_sd_file=str(tmp_path / "ray" / metrics.RAY_SD_FILE),
-        )
-    )
+    FakeSystemd.calls = []
+    units, etc, facts = tmp_path / "units", tmp_path / "etc" / "metrics", tmp_path / "facts.d"
+    for d in (units, etc, facts):
+        d.mkdir(parents=True)
+    for name in (metrics.EXPORTER_UNIT, metrics.PROMETHEUS_UNIT):
+        (units / name).write_text("[Unit]\n")
+    for name in ("prometheus-node-exporter.service", "prometheus.service"):
+        os.symlink("/dev/null", units / name)  # the role's masks
+    for name in (metrics.PASSWORD, metrics.EXPORTER_WEB, metrics.PROMETHEUS_WEB, metrics.PROMETHEUS_CONFIG):
+        (etc / name).write_text("x\n")
+    (facts / "rlinfra_metrics.fact").write_text("{}\n")
+    owned.claim(str(tmp_path / "prometheus"))
 
-    def run(check_mode=False, is_head=True, **options):
-        args = dict(base, **(head if is_head else {}))
+    def run(check_mode=False, **options):
+        args = dict(
+            state="absent",
+            config_dir=str(tmp_path / "etc"),
+            unit_dir=str(units),
+            fact_path=str(facts / "rlinfra_metrics.fact"),
+        )
         args.update(options)
         return module_runner(ray_metrics.main, args, check_mode=check_mode)
 
     run.tmp = tmp_path
-    run.bin = bin_dir
     return run
 
 
-def test_first_converge_writes_and_starts_then_a_rerun_changes_nothing(node):
-    dry = node(check_mode=True)
-    assert dry["changed"] is True and not (node.tmp / "etc").exists() and FakeSystemd.calls == []
-    first = node()
-    assert first["changed"] is True and PASSWORD not in json.dumps(first)
-    etc = node.tmp / "etc" / "metrics"
-    for name, mode in (
-        ("password", 0o600),
-        ("exporter-web.yml", 0o600),
-        ("prometheus-web.yml", 0o600),
-        ("prometheus.yml", 0o644),
-    ):
-        assert (etc / name).stat().st_mode & 0o777 == mode, name
-    assert (etc / "password").read_text() == PASSWORD
-    assert (
-        PASSWORD
-        not in (etc / "prometheus.yml").read_text() + (node.tmp / "units" / metrics.PROMETHEUS_UNIT).read_text()
-    )
-    assert '"10.0.0.6:9400"' in (etc / "prometheus.yml").read_text()  # dcgm_hosts
-    assert owned.claimed(str(node.tmp / "prometheus"))
-    assert ("mask", "prometheus-node-exporter.service") in FakeSystemd.calls and (
-        "mask",
-        "prometheus.service",
-    ) in FakeSystemd.calls
-    assert ("start", metrics.EXPORTER_UNIT) in FakeSystemd.calls and (
-        "start",
-        metrics.PROMETHEUS_UNIT,
-    ) in FakeSystemd.calls
-    assert json.loads((node.tmp / "facts.d" / "rlinfra_metrics.fact").read_text())["prometheus"] is True
-
-    FakeSystemd.calls = []
-    again = node()
-    assert again["changed"] is False and again["files"] == [] and again["services"] == {} and FakeSystemd.calls == []
-    assert node(check_mode=True)["changed"] is False
-
-
-def test_a_new_member_reloads_prometheus_and_leaves_the_exporter(node):
-    node()
-    FakeSystemd.calls = []
-    grown = node(
-        prometheus=dict(
-            user=pwd.getpwuid(os.getuid()).pw_name,
-            storage_dir=str(node.tmp / "prometheus"),
-            members=MEMBERS + [{"host": "worker-2", "address": "10.0.0.7"}],
-            ray_sd_file=str(node.tmp / "sd.json"),
-        )
-    )
-    assert grown["changed"] is True and FakeSystemd.calls == [("reload", metrics.PROMETHEUS_UNIT)]
-
-
-def test_a_new_password_restarts_both_and_shows_no_secret_in_the_diff(node, module_runner):
-    node()
-    FakeSystemd.calls = []
-    args = dict(
-        address="10.0.0.5",
-        password="an0therS3cret",
-        config_dir=str(node.tmp / "etc"),
-        unit_dir=str(node.tmp / "units"),
-        fact_path=str(node.tmp / "facts.d" / "rlinfra_metrics.fact"),
-        exporter_user=pwd.getpwuid(os.getuid()).pw_name,
-        install=False,
-        _ansible_diff=True,
-    )
-    changed = module_runner(ray_metrics.main, args)
-    assert ("restart", metrics.EXPORTER_UNIT) in FakeSystemd.calls
-    assert "an0therS3cret" not in json.dumps(changed) and "$2b$" not in json.dumps(changed)
-    # Not the head any more: its Prometheus and its files go.
-    assert (
-        not (node.tmp / "units" / metrics.PROMETHEUS_UNIT).exists()
-        and not (node.tmp / "etc" / "metrics" / "password").exists()
-    )
-
-
-def test_worker_gets_the_exporter_alone(node):
-    result = node(is_head=False)
-    assert result["changed"] is True
-    assert sorted(os.listdir(node.tmp / "etc" / "metrics")) == ["exporter-web.yml"]
-    assert not (node.tmp / "units" / metrics.PROMETHEUS_UNIT).exists()
-
-
-def test_a_missing_binary_without_install_is_one_line(node):
-    (node.bin / "prometheus-node-exporter").unlink()
-    if any(
-        os.path.exists(os.path.join(d, "prometheus-node-exporter")) for d in ("/usr/bin", "/usr/sbin", "/usr/local/bin")
-    ):
-        pytest.skip("this machine has node_exporter installed")
-    result = node(is_head=False)
-    assert (
-        result["failed"] is True and "prometheus-node-exporter package" in result["msg"] and "\n" not in result["msg"]
-    )
-
-
-def test_absent_removes_ours_keeps_the_data_and_a_purge_takes_only_what_it_made(node):
-    node()
-    (node.tmp / "prometheus" / "wal").mkdir()
-    gone = node(state="absent", storage_dir=str(node.tmp / "prometheus"))
-    assert gone["changed"] is True and not (node.tmp / "etc" / "metrics").exists()
-    assert not (node.tmp / "units" / metrics.EXPORTER_UNIT).exists() and (node.tmp / "prometheus" / "wal").is_dir()
-    assert not (node.tmp / "facts.d" / "rlinfra_metrics.fact").exists()
-    assert node(state="absent")["changed"] is False
-    purged = node(state="absent", storage_dir=str(node.tmp / "prometheus"), purge=True)
-    assert purged["changed"] is True and not (node.tmp / "prometheus").exists()
-    theirs = node.tmp / "theirs"
+def test_absent_removes_ours_keeps_the_data_and_a_purge_takes_only_what_it_made(installed):
+    tmp = installed.tmp
+    (tmp / "prometheus" / "wal").mkdir()
+    dry = installed(check_mode=True)
+    assert dry["changed"] is True and (tmp / "etc" / "metrics" / "password").exists() and FakeSystemd.calls == []
+    gone = installed(storage_dir=str(tmp / "prometheus"))
+    assert gone["changed"] is True and not (tmp / "etc" / "metrics").exists()
+    assert os.listdir(tmp / "units") == [] and (tmp / "prometheus" / "wal").is_dir()
+    assert not (tmp / "facts.d" / "rlinfra_metrics.fact").exists()
+    assert ("unmask", "prometheus.service") in FakeSystemd.calls and ("daemon-reload",) in FakeSystemd.calls
+    assert installed()["changed"] is False
+    purged = installed(storage_dir=str(tmp / "prometheus"), purge=True)
+    assert purged["changed"] is True and not (tmp / "prometheus").exists()
+    theirs = tmp / "theirs"
     theirs.mkdir()
     (theirs / "data").write_text("x")
-    refused = node(state="absent", storage_dir=str(theirs), purge=True)
+    refused = installed(storage_dir=str(theirs), purge=True)
     assert refused["failed"] is True and (theirs / "data").exists()
 
 
-def test_query_without_prometheus_says_so(node):
-    result = node(state="query")
+def test_a_node_no_longer_the_head_loses_only_its_prometheus(installed):
+    tmp = installed.tmp
+    out = installed(services=["prometheus"])
+    assert out["changed"] is True and sorted(os.listdir(tmp / "etc" / "metrics")) == [metrics.EXPORTER_WEB]
+    assert sorted(os.listdir(tmp / "units")) == ["prometheus-node-exporter.service", metrics.EXPORTER_UNIT]
+    assert FakeSystemd.calls == [
+        ("disable", "--now", metrics.PROMETHEUS_UNIT),
+        ("daemon-reload",),
+        ("unmask", "prometheus.service"),
+    ]
+    assert (tmp / "facts.d" / "rlinfra_metrics.fact").exists()  # the role rewrites it
+
+
+def test_query_without_prometheus_says_so(installed):
+    os.unlink(installed.tmp / "etc" / "metrics" / metrics.PROMETHEUS_CONFIG)
+    result = installed(state="query")
     assert result["failed"] is True and "run site.yml with ray_metrics on" in result["msg"]

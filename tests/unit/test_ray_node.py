@@ -445,3 +445,20 @@ def test_diff_shows_each_file_that_would_change_and_hides_the_secrets(node):
         "(a secret file: its new content is not shown)\n",
     )
     assert "another-token-value-0123456789" not in json.dumps(rotated) and TOKEN not in json.dumps(rotated)
+
+
+def test_diff_shows_the_firewall_rules_when_they_change_and_nothing_else_unchanged(node, monkeypatch):
+    """The rules file is written by the firewall's own code, not by put: --diff names it too when a member joins
+    (mode 0600: that it changes, not how), and a converged node with its table shows nothing."""
+    from tests.unit.test_ray_firewall import FakeNft
+
+    monkeypatch.setattr(node_apply, "Nft", FakeNft)
+    FakeNft.live, FakeNft.works, FakeNft.calls = None, True, []
+    fw = dict(ports={"gcs": 6379}, members=[{"host": "h", "address": "10.0.0.5"}], controller="10.0.0.1")
+    node(firewall=fw)
+    assert "diff" not in node(check_mode=True, _ansible_diff=True, firewall=fw)
+    grown = dict(fw, members=fw["members"] + [{"host": "w", "address": "10.0.0.6"}])
+    out = node(check_mode=True, _ansible_diff=True, firewall=grown)
+    assert [d["before_header"] for d in out["diff"]] == [str(node.tmp / "etc" / "rlinfra-firewall.nft")]
+    assert out["diff"][0]["after"] == "(a secret file: its new content is not shown)\n"
+    assert "10.0.0.6" not in json.dumps(out["diff"])

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.plain_module import PlainModule
-from ansible_collections.rlinfra.verl.plugins.module_utils.ray import supervisor, supervisor_unit
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import supervisor, supervisor_unit, watchdog
 from ansible_collections.rlinfra.verl.plugins.plugin_utils import node_script
 
 SID = "rlinfra-smoke-default"
@@ -553,3 +553,9 @@ def test_read_with_wait_returns_at_once_when_there_is_news_or_no_supervisor(tmp_
     supervisor_unit.write_private(str(directory / "state.json"), {"lines": [[1, 0, "a"], [2, 0, "b"]], "said": 2})
     assert manage(tmp_path, [], active=True, state="read", since=1, wait=3600)["lines"] == [[2, 0, "b"]]
     assert manage(tmp_path, [], active=False, state="read", since=2, wait=3600)["lines"] == []
+
+
+def test_the_supervisor_does_every_request_of_the_watchdog(tmp_path, run_dir):
+    sup, dummy = make(tmp_path, Head([job()]))
+    for kind in watchdog.REQUESTS:
+        assert callable(getattr(sup, kind, None)), kind

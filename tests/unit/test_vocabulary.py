@@ -3,6 +3,9 @@ shows a secret, accepts its own sample, and the lines read as the docs say."""
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
@@ -406,3 +409,28 @@ def test_where_a_secret_is_kept_is_no_secret():
         == []
     )
     assert vocabulary.credential_strings({"HF_TOKEN": "abc", "api_key": "k"}) == ["abc", "k"]
+
+
+def test_no_plugin_code_makes_bad_values():
+    """The bad values are the tests' (tests/unit/vocabulary_corpus.py, by class): a ``corpus`` method, a ``Corpus`` or a
+    ``CORPORA`` in plugins/ would go to every node in every scripted call, and a kind's method there would be passed
+    over by :func:`corpus`, which reads only what the tests register."""
+    plugins = Path(__file__).resolve().parents[2] / "plugins"
+    found = []
+    for path in sorted(plugins.rglob("*.py")):
+        if "vendor" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            name = getattr(node, "name", None) or getattr(node, "id", None) or getattr(node, "attr", None)
+            if isinstance(name, str) and ("corpus" in name.lower() or name == "CORPORA"):
+                found.append("%s:%d %s" % (path.relative_to(plugins), node.lineno, name))
+    assert not found, found
+
+
+def test_a_surfaces_own_kind_adds_to_its_parents_values():
+    """A kind of common/settings.py, verl/experiment_schema.py or ray/firewall.py gets its parent kind's values and then
+    its own, through the same dispatch as the vocabulary's."""
+    from ansible_collections.rlinfra.verl.plugins.module_utils.common import settings
+
+    either = [label for label, value, typed in corpus(settings.RULES["ray_num_gpus"])]  # _Either, a _Whole, a Type
+    assert either == ["word", "below", "above", "fraction", "boolean", "exponent", "upper"]

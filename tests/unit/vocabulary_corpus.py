@@ -1,13 +1,12 @@
-"""The bad values of each kind of module_utils/common/vocabulary (its corpus), from which
-tests/unit/test_bad_input_generated.py builds a case for every field of every surface and tests/unit/test_vocabulary.py
-checks each kind's own refusals. They live here, with the tests, rather than in the types: the types go to the nodes
-in every scripted call, these values never need to.
+"""The bad values of each kind of module_utils/common/vocabulary and of the surfaces' own kinds (their corpus), from
+which tests/unit/test_bad_input_generated.py builds a case for every field of every surface and
+tests/unit/test_vocabulary.py checks each kind's own refusals. They live here, with the tests, rather than in the types:
+the types go to the nodes in every scripted call, these values never need to, and nothing in plugins/ makes them.
 
 :func:`corpus` gives a type's values: the generator registered (:func:`generates`) for the nearest class of
 ``type(t).__mro__``, so a kind without a generator of its own has its parent's; a generator adds to its parent's with
-:func:`inherited` (what ``super().corpus()`` gave). Importing this module registers them in ``vocabulary.CORPORA``,
-where ``Type.corpus()`` finds them too: a surface's own kind (common/settings.py, verl/experiment_schema.py,
-ray/firewall.py) still adds its values to ``super().corpus()``.
+:func:`inherited`. The vocabulary's kinds come first, then the surfaces' own (common/settings.py,
+verl/experiment_schema.py, ray/firewall.py), each adding to the kind it is built on.
 """
 
 from __future__ import annotations
@@ -15,41 +14,66 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import paths, settings
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary as v
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.vocabulary import Corpus
+from ansible_collections.rlinfra.verl.plugins.module_utils.ray import firewall
+from ansible_collections.rlinfra.verl.plugins.module_utils.verl import experiment_schema
+
+
+class Corpus(list):
+    """Bad values of a type: ``(label, value, typed)``; ``typed`` marks a value of the wrong Python type, which only
+    surfaces without their own type conversion (experiment files, role variables, switches) see as such."""
+
+    def add(self, label: str, value: Any, typed: bool = False) -> Corpus:
+        self.append((label, value, typed))
+        return self
+
 
 Generator = Callable[[Any], Corpus]
+
+# The generator of each kind's bad values, by class (:func:`generates`).
+CORPORA: dict[type, Generator] = {}
 
 
 def generates(cls: type) -> Callable[[Generator], Generator]:
     """Registers the decorated function as the generator of ``cls``'s bad values."""
 
     def register(generator: Generator) -> Generator:
-        v.CORPORA[cls] = generator
+        CORPORA[cls] = generator
         return generator
 
     return register
 
 
 def corpus(t: v.Type) -> Corpus:
-    """``t``'s bad values, ``(label, value, typed)``: from the generator of the nearest class of ``type(t).__mro__``, or
-    from a surface's own kind's ``corpus`` method (which builds on its parent's through ``super().corpus()``)."""
+    """``t``'s bad values, ``(label, value, typed)``, from the generator of the nearest class of ``type(t).__mro__``."""
     for cls in type(t).__mro__:
-        if cls in v.CORPORA:
-            return v.CORPORA[cls](t)
-        if "corpus" in vars(cls):
-            return vars(cls)["corpus"](t)
+        if cls in CORPORA:
+            return CORPORA[cls](t)
     raise LookupError("no bad values for %s" % type(t).__name__)
 
 
 def inherited(cls: type, t: v.Type) -> Corpus:
-    """What ``super().corpus()`` gave in ``cls``'s generator: the generator of the nearest class after ``cls`` in
-    ``type(t).__mro__``."""
+    """What ``cls``'s parent kind gives ``t``: the generator of the nearest class after ``cls`` in ``type(t).__mro__``."""
     mro = type(t).__mro__
     for base in mro[mro.index(cls) + 1 :]:
-        if base in v.CORPORA:
-            return v.CORPORA[base](t)
+        if base in CORPORA:
+            return CORPORA[base](t)
     raise LookupError("no bad values above %s" % cls.__name__)
+
+
+def confined(c: Corpus, purpose: str | None) -> Corpus:
+    """``c`` with the places a path of ``purpose`` must never be, when it is written into: ``/``, a system directory
+    and something under one (``//etc`` too, which Linux reads as ``/etc``), a directory that holds others'."""
+    if purpose in paths.WRITTEN:
+        c.add("root", "/").add("system_tree", "/usr").add("under_system", "/proc/rlinfra").add(
+            "double_slash", "//usr/x"
+        ).add("shared_dir", "/opt").add("home_dir", "/home/ubuntu")
+        if purpose != "config":
+            c.add("under_etc", "/etc/rlinfra")
+        else:
+            c.add("etc", "/etc")
+    return c
 
 
 # -- base and text --------------------------------------------------------------------------------------------
@@ -200,7 +224,7 @@ def _abs_path(t: v.AbsPath) -> Corpus:
         c.add("empty", "")
     if t.under:
         c.add("outside", "/etc")
-    return v.confined_corpus(c, t.purpose)
+    return confined(c, t.purpose)
 
 
 @generates(v.RelPath)
@@ -483,3 +507,201 @@ def _custom(t: v.Custom) -> Corpus:
 @generates(v.Raw)
 def _raw(t: v.Raw) -> Corpus:
     return Corpus()
+
+
+# -- the roles' own kinds (common/settings.py) ------------------------------------------------------------------
+
+
+@generates(settings.PrivateIp)
+def _private_ip(t: settings.PrivateIp) -> Corpus:
+    return inherited(settings.PrivateIp, t).add("empty", "")
+
+
+@generates(settings._Pattern)
+def _pattern(t: settings._Pattern) -> Corpus:
+    c = inherited(settings._Pattern, t).add("newline", "a\nb")
+    for item in t.bad:
+        c.add(repr(item), item)
+    return c
+
+
+@generates(settings._Whole)
+def _whole(t: settings._Whole) -> Corpus:
+    return (
+        inherited(settings._Whole, t)
+        .add("word", "2h")
+        .add("below", t.low - 1)
+        .add("above", t.high + 1)
+        .add("fraction", 1.5)
+        .add("boolean", True, typed=True)
+        .add("exponent", "1e400")
+    )
+
+
+@generates(settings._Either)
+def _either(t: settings._Either) -> Corpus:
+    return inherited(settings._Either, t).add("upper", "AUTO")
+
+
+@generates(settings._Path)
+def _settings_path(t: settings._Path) -> Corpus:
+    c = (
+        inherited(settings._Path, t)
+        .add("relative", "ray")
+        .add("space", "/work space/ray")
+        .add("newline", "/x\ny")
+        .add("dotdot", "/data/../etc")
+        .add("specifier", "/data/%n")
+        .add("variable", "/data/$HOME")
+        .add("colon", "/data:/etc")
+        .add("backslash", "/data/a\\x")
+        .add("quote", "/data/a'b")
+    )
+    if t.max_len:
+        c.add("too_long", "/" + "x" * t.max_len)
+    return confined(c, t.purpose)
+
+
+@generates(settings._Umask)
+def _umask(t: settings._Umask) -> Corpus:
+    return (
+        inherited(settings._Umask, t)
+        .add("not_octal", "0999")
+        .add("word", "27a")
+        .add("world_writable", "0000")
+        .add("group_only", "0020")
+        .add("unquoted", 22, typed=True)
+    )
+
+
+@generates(settings._MountOptions)
+def _mount_options(t: settings._MountOptions) -> Corpus:
+    return (
+        inherited(settings._MountOptions, t)
+        .add("empty", "")
+        .add("space", "rw, hard")
+        .add("empty_word", "rw,,hard")
+        .add("newline", "rw\n/dev/sda / ext4 defaults 0 0")
+    )
+
+
+@generates(settings._Mode)
+def _mode(t: settings._Mode) -> Corpus:
+    return inherited(settings._Mode, t).add("unquoted", 755).add("not_octal", "0999").add("word", "rwx")
+
+
+@generates(settings._RayEnv)
+def _ray_env(t: settings._RayEnv) -> Corpus:
+    return inherited(settings._RayEnv, t).add("nested", {"X": {"y": 1}}).add("string", "A=1")
+
+
+@generates(settings._SecretPattern)
+def _secret_pattern(t: settings._SecretPattern) -> Corpus:
+    return inherited(settings._SecretPattern, t).add("unbalanced", "(TOKEN").add("newline", "a\nb")
+
+
+@generates(settings._Resources)
+def _resources(t: settings._Resources) -> Corpus:
+    return (
+        inherited(settings._Resources, t)
+        .add("gpu", {"GPU": 2})
+        .add("word", {"accel": "lots"})
+        .add("negative", {"accel": -1})
+        .add("list", ["x"])
+        .add("infinite", {"accel": float("inf")})
+        .add("nan", {"accel": float("nan")})
+    )
+
+
+@generates(settings._Devices)
+def _devices(t: settings._Devices) -> Corpus:
+    return (
+        inherited(settings._Devices, t)
+        .add("string", "/dev/sdb")
+        .add("no_dev", ["sdb"])
+        .add("dotdot", ["/dev/../etc/x"])
+    )
+
+
+@generates(settings._RayArg)
+def _ray_arg(t: settings._RayArg) -> Corpus:
+    return (
+        inherited(settings._RayArg, t)
+        .add("space", "--x y")
+        .add("specifier", "--x=%n")
+        .add("variable", "--x=$HOME")
+        .add("quote", '--system-config={"a":1}')
+        .add("dashboard_host", "--dashboard-host=0.0.0.0")
+        .add("node_ip_apart", "--node-ip-address")
+    )
+
+
+# -- the experiment file's own kinds (verl/experiment_schema.py) ------------------------------------------------
+
+
+@generates(experiment_schema._Params)
+def _params(t: experiment_schema._Params) -> Corpus:
+    return (
+        inherited(experiment_schema._Params, t)
+        .add("bad_key", {"a b": 1})
+        .add("nul", {"x": "a\x00b"})
+        .add("delete_value", {"~x": 1})
+        .add("inner_prefix", {"trainer": {"+x": 1}})
+        .add("secret", {"reward_model": {"api_key": "sk-s3cr3t-value"}})
+        .add("secret_token", {"hf_token": "hf_s3cr3t"})
+        .add("dict_key", {"x": {"a b": 1}})
+        .add("secret_camel", {"wandbApiKey": "s3cr3t"})
+        .add("secret_list", {"api_keys": ["sk-s3cr3t"]})
+        .add("secret_number", {"db": {"password": 123456}})
+        .add("secret_in_list_item", {"rm": [{"api_key": "s3cr3t"}]})
+        .add("secret_header", {"++headers": {"Authorization": "Bearer s3cr3t-value"}})
+        .add("url_credentials", {"data": {"train_files": "https://user:s3cr3t@example.org/x.parquet"}})
+        .add("url_token_user", {"model": {"path": ["https://s3cr3t@example.org/m"]}})
+        .add("list", ["trainer.total_epochs=1"], typed=True)
+    )
+
+
+@generates(experiment_schema._Env)
+def _experiment_env(t: experiment_schema._Env) -> Corpus:
+    return (
+        inherited(experiment_schema._Env, t)
+        .add("secret_name", {"WANDB_API_KEY": "s3cr3t"})
+        .add("secret_password", {"DB_PASSWORD": "s3cr3t"})
+        .add("secret_lowercase", {"wandb_api_key": "s3cr3t"})
+        .add("url_credentials", {"PIP_INDEX_URL": "https://__token__:s3cr3t@example.org/simple"})
+        .add("url_token_user", {"HF_ENDPOINT": "https://s3cr3t@example.org"})
+    )
+
+
+@generates(experiment_schema._Quantity)
+def _quantity(t: experiment_schema._Quantity) -> Corpus:
+    return inherited(experiment_schema._Quantity, t).add("below_precision", 0.00001)
+
+
+@generates(experiment_schema._ByFramework)
+def _by_framework(t: experiment_schema._ByFramework) -> Corpus:
+    return inherited(experiment_schema._ByFramework, t).add("list", ["x"], typed=True)
+
+
+@generates(experiment_schema._OnCommandLine)
+def _on_command_line(t: experiment_schema._OnCommandLine) -> Corpus:
+    return inherited(experiment_schema._OnCommandLine, t).add(
+        "url_credentials", "git clone https://s3cr3t@example.org/x.git && python3 x.py"
+    )
+
+
+# -- the firewall's own kind (ray/firewall.py) ------------------------------------------------------------------
+
+
+@generates(firewall.PortsType)
+def _ports(t: firewall.PortsType) -> Corpus:
+    return (
+        inherited(firewall.PortsType, t)
+        .add("empty", {})
+        .add("word", {"gcs": "soon"})
+        .add("reversed", {"workers": "20-10"})
+        .add("out_of_range", {"gcs": 70000})
+        .add("overlap", {"gcs": 6379, "workers": "6000-7000"})
+        .add("ssh", {"ssh": 22})
+        .add("boolean", {"gcs": True})
+    )

@@ -24,9 +24,20 @@ from collections.abc import Collection, Iterable
 from typing import Any
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import settings, vocabulary
-from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.rent import MAX_GPUS, MAX_INSTANCES, MAX_PRICE
+from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.rent import (
+    GPU_MODEL,
+    MAX_GPUS,
+    MAX_INSTANCES,
+    MAX_PRICE,
+)
 
-_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$"
+# An experiment's name (module_utils/verl/experiment_schema.py NAME_RE, without its anchors).
+_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,79}"
+
+
+def _word(pattern: str, max_len: int, what: str) -> vocabulary.Text:
+    """A word the switch must give: never empty, never null."""
+    return vocabulary.Text(empty=False, max_len=max_len, nullable=False, pattern=pattern, what=what)
 
 
 def _count(high: int) -> vocabulary.Int:
@@ -37,12 +48,10 @@ def _count(high: int) -> vocabulary.Int:
 
 # Each switch's type (module_utils/common/vocabulary.py). A switch given as null (from -e @file) is refused, never unset.
 SWITCHES = {
-    "exp": vocabulary.Text(
-        empty=False,
-        max_len=200,
-        nullable=False,
-        pattern=r"^(rlinfra\.verl:)?[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$",
-        what="an experiment name (letters, digits, _ . -), or rlinfra.verl:NAME for a bundled example",
+    "exp": _word(
+        r"^(rlinfra\.verl:)?%s$" % _NAME,
+        200,
+        "an experiment name (letters, digits, _ . -), or rlinfra.verl:NAME for a bundled example",
     ),
     # A scope (SCOPES): given, never empty - an unset shell variable (-e cluster=$CLUSTER) must not mean "all".
     "run": vocabulary.Name(nullable=False),
@@ -57,13 +66,7 @@ SWITCHES = {
     "ray_restart_running_jobs": vocabulary.Switch(nullable=False),
     "release": vocabulary.Switch(nullable=False),
     "nodes": _count(MAX_INSTANCES),
-    "gpu": vocabulary.Text(
-        empty=False,
-        max_len=64,
-        nullable=False,
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9 _.-]*$",
-        what="a GPU model such as H100 (or any, with max_price)",
-    ),
+    "gpu": _word(GPU_MODEL, 64, "a GPU model such as H100 (or any, with max_price)"),
     "gpu_count": _count(MAX_GPUS),
     "label": vocabulary.Name(nullable=False),
     "max_price": vocabulary.Number(0, MAX_PRICE, above=True, nullable=False, unit="US dollars per GPU-hour"),

@@ -162,23 +162,40 @@ def remove(
 
 
 def remove_dir(params: Mapping[str, Any], module: Any) -> dict[str, Any]:
-    """The ``owned_dir`` module's work (``state=absent``): the directory removed when it proves to be ours (checked
-    only, in check mode); ``failed`` and ``msg`` when it does not, or cannot be removed."""
+    """The ``owned_dir`` module's work (``state=absent``): the directory ``path``, or each of ``dirs``, removed when it
+    proves to be ours (checked only, in check mode); every one is checked before any goes. ``failed`` and ``msg`` when
+    one does not prove so, or cannot be removed."""
+    if (params.get("path") is None) == (not params.get("dirs")):
+        return dict(failed=True, msg="owned_dir: give either path (with markers) or dirs", removed=False)
+    if params.get("dirs"):
+        dirs = [dict(d, what=d.get("what") or "directory") for d in params["dirs"]]
+    elif not params.get("markers"):
+        return dict(failed=True, msg="owned_dir: markers must be given with path", removed=False)
+    else:
+        dirs = [dict(path=params["path"], markers=params["markers"], what=params["what"])]
     inputs = [("the kept directory", k, "which a teardown never removes") for k in params["keep"]]
+    gone: list[str] = []
+    d: dict[str, Any] = dirs[0]
     try:
-        if module.check_mode:
-            present = check(params["path"], params["markers"], inputs, params["what"], verb="remove")
-        else:
-            present = remove(params["path"], params["markers"], inputs, params["what"])
+        present = []
+        for d in dirs:
+            if check(d["path"], d["markers"], inputs, d["what"], verb="remove"):
+                present.append(d)
+        for d in present:
+            if not module.check_mode:
+                remove(d["path"], d["markers"], inputs, d["what"])
+            gone.append(d["path"])
     except NotOurs as e:
-        return dict(failed=True, msg=str(e), removed=False)
+        return dict(failed=True, msg=str(e), removed=bool(gone), paths=gone, changed=bool(gone))
     except OSError as e:
         return dict(
             failed=True,
-            msg="the %s %s could not be removed: %s" % (params["what"], params["path"], e.strerror or e),
-            removed=False,
+            msg="the %s %s could not be removed: %s" % (d["what"], d["path"], e.strerror or e),
+            removed=bool(gone),
+            paths=gone,
+            changed=bool(gone),
         )
-    return dict(changed=bool(present), removed=bool(present))
+    return dict(changed=bool(gone), removed=bool(gone), paths=gone)
 
 
 def claim(path: str, mode: int = 0o755, check_mode: bool = False) -> bool:

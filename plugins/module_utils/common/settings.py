@@ -9,9 +9,9 @@ character in anything that lands in a systemd unit, an environment file or fstab
 ``ray_private_ip`` would add an ``ExecStartPre=`` line to the unit).
 
 ``check(settings)`` -> one line per bad variable, each naming the variable, what it must be and the
-value it got. Rules are keyed by variable name, each a type of module_utils/common/vocabulary.py (or one of the roles' own
-kinds below, built the same way, with a corpus of bad values for tests/unit/test_bad_input_generated.py); the role a
-variable belongs to is its prefix.
+value it got. Rules are keyed by variable name, each a type of module_utils/common/vocabulary/ (or one of the roles' own
+kinds below, built the same way; their bad values for tests/unit/test_bad_input_generated.py are
+tests/unit/vocabulary_corpus.py's); the role a variable belongs to is its prefix.
 """
 
 from __future__ import annotations
@@ -75,9 +75,6 @@ class PrivateIp(vocabulary.Address):
         super().check(value)
         return value
 
-    def corpus(self) -> vocabulary.Corpus:
-        return super().corpus().add("empty", "")
-
 
 class _Pattern(vocabulary.Type):
     """Text of one line matching ``pattern``, else :class:`Bad` with ``words``."""
@@ -96,12 +93,6 @@ class _Pattern(vocabulary.Type):
             raise Bad(self.words_)
         return value
 
-    def corpus(self) -> vocabulary.Corpus:
-        c = super().corpus().add("newline", "a\nb")
-        for item in self.bad:
-            c.add(repr(item), item)
-        return c
-
 
 class _Whole(vocabulary.Type):
     """A whole number from ``low`` to ``high`` written as settings are (an int or digits), else ``must``. Every one
@@ -117,18 +108,6 @@ class _Whole(vocabulary.Type):
             raise Bad(self.must)
         return number
 
-    def corpus(self) -> vocabulary.Corpus:
-        return (
-            super()
-            .corpus()
-            .add("word", "2h")
-            .add("below", self.low - 1)
-            .add("above", self.high + 1)
-            .add("fraction", 1.5)
-            .add("boolean", True, typed=True)
-            .add("exponent", "1e400")
-        )
-
 
 class _Either(_Whole):
     """A word (``auto``, ``infinity``, empty) or a whole number from ``low`` to ``high``."""
@@ -139,9 +118,6 @@ class _Either(_Whole):
 
     def check(self, value: Any) -> Any:
         return value if value in self.words_ else super().check(value)
-
-    def corpus(self) -> vocabulary.Corpus:
-        return super().corpus().add("upper", "AUTO")
 
 
 class _Path(vocabulary.Type):
@@ -169,24 +145,6 @@ class _Path(vocabulary.Type):
             )
         return vocabulary.confine(text, self.purpose)
 
-    def corpus(self) -> vocabulary.Corpus:
-        c = (
-            super()
-            .corpus()
-            .add("relative", "ray")
-            .add("space", "/work space/ray")
-            .add("newline", "/x\ny")
-            .add("dotdot", "/data/../etc")
-            .add("specifier", "/data/%n")
-            .add("variable", "/data/$HOME")
-            .add("colon", "/data:/etc")
-            .add("backslash", "/data/a\\x")
-            .add("quote", "/data/a'b")
-        )
-        if self.max_len:
-            c.add("too_long", "/" + "x" * self.max_len)
-        return vocabulary.confined_corpus(c, self.purpose)
-
 
 class _Umask(vocabulary.Type):
     """The umask Ray's processes run with: octal, and never letting others write what they make (the checkpoints, the
@@ -202,17 +160,6 @@ class _Umask(vocabulary.Type):
             )
         return value
 
-    def corpus(self) -> vocabulary.Corpus:
-        return (
-            super()
-            .corpus()
-            .add("not_octal", "0999")
-            .add("word", "27a")
-            .add("world_writable", "0000")
-            .add("group_only", "0020")
-            .add("unquoted", 22, typed=True)
-        )
-
 
 class _MountOptions(vocabulary.Type):
     def check(self, value: Any) -> Any:
@@ -221,16 +168,6 @@ class _MountOptions(vocabulary.Type):
         if not text or any(not w or not _OPTION.match(w) for w in words):
             raise Bad("be comma-separated mount options without spaces, for example defaults,noatime")
         return text
-
-    def corpus(self) -> vocabulary.Corpus:
-        return (
-            super()
-            .corpus()
-            .add("empty", "")
-            .add("space", "rw, hard")
-            .add("empty_word", "rw,,hard")
-            .add("newline", "rw\n/dev/sda / ext4 defaults 0 0")
-        )
 
 
 class _Mode(vocabulary.Type):
@@ -241,15 +178,10 @@ class _Mode(vocabulary.Type):
             raise Bad("be an octal mode such as 0755, quoted")
         return value
 
-    def corpus(self) -> vocabulary.Corpus:
-        return super().corpus().add("unquoted", 755).add("not_octal", "0999").add("word", "rwx")
-
 
 class _RayEnv(vocabulary.EnvMap):
-    """ray_env: variable names to one-line text or numbers (they land in an environment file)."""
-
-    def corpus(self) -> vocabulary.Corpus:
-        return super().corpus().add("nested", {"X": {"y": 1}}).add("string", "A=1")
+    """ray_env: variable names to one-line text or numbers (they land in an environment file); a kind of its own so
+    that the generated tests feed it what an environment file must never get (tests/unit/vocabulary_corpus.py)."""
 
 
 class _SecretPattern(vocabulary.Type):
@@ -263,9 +195,6 @@ class _SecretPattern(vocabulary.Type):
         except re.error as e:
             raise Bad("be empty (the collection's rule for secret names) or a regular expression (%s)" % e) from e
         return value
-
-    def corpus(self) -> vocabulary.Corpus:
-        return super().corpus().add("unbalanced", "(TOKEN").add("newline", "a\nb")
 
 
 class _Resources(vocabulary.Type):
@@ -286,18 +215,6 @@ class _Resources(vocabulary.Type):
                 raise Bad("be a mapping to amounts of 0 or more; %s has %s" % (name, vocabulary._shown(amount)))
         return value
 
-    def corpus(self) -> vocabulary.Corpus:
-        return (
-            super()
-            .corpus()
-            .add("gpu", {"GPU": 2})
-            .add("word", {"accel": "lots"})
-            .add("negative", {"accel": -1})
-            .add("list", ["x"])
-            .add("infinite", {"accel": float("inf")})
-            .add("nan", {"accel": float("nan")})
-        )
-
 
 class _Devices(vocabulary.Type):
     def check(self, value: Any) -> Any:
@@ -309,9 +226,6 @@ class _Devices(vocabulary.Type):
             if not isinstance(item, str) or not re.match(r"^/dev/[A-Za-z0-9/_.:-]+$", item) or ".." in item.split("/"):
                 raise Bad("be a list of block devices under /dev; %s is not one" % vocabulary._shown(item))
         return value
-
-    def corpus(self) -> vocabulary.Corpus:
-        return super().corpus().add("string", "/dev/sdb").add("no_dev", ["sdb"]).add("dotdot", ["/dev/../etc/x"])
 
 
 # ray start's options the roles set themselves, each with the variable that sets it: given again in extra args, the
@@ -359,18 +273,6 @@ class _RayArg(vocabulary.Text):
         if option in ROLE_OPTIONS:
             raise Bad("not be %s, which the role sets itself (from %s)" % (option, ROLE_OPTIONS[option]))
         return value
-
-    def corpus(self) -> vocabulary.Corpus:
-        return (
-            super()
-            .corpus()
-            .add("space", "--x y")
-            .add("specifier", "--x=%n")
-            .add("variable", "--x=$HOME")
-            .add("quote", '--system-config={"a":1}')
-            .add("dashboard_host", "--dashboard-host=0.0.0.0")
-            .add("node_ip_apart", "--node-ip-address")
-        )
 
 
 # ---- the rules: every variable a role checks, with its type ----------------------------------------------------
@@ -423,6 +325,7 @@ RULES = {
     "ray_extra_args": vocabulary.ListOf(_RayArg()),
     "ray_head_extra_args": vocabulary.ListOf(_RayArg()),
     "ray_worker_extra_args": vocabulary.ListOf(_RayArg()),
+    "ray_worker_join_wave": _Whole(0, "be a whole number of workers, 0 to start them all at once, at most 1000", 1000),
     # Where the dashboard (and the Jobs API) binds; empty: ray_private_ip. Never every address (0.0.0.0).
     "ray_head_dashboard_host": vocabulary.Address(
         empty=True, hint=" (empty: the node's private address; reach the dashboard through an SSH tunnel)"

@@ -4,12 +4,12 @@
 (``listing``, ``plan``, ``create``, ``terminate``, ``view``): ``OnDemand`` (``/v2/on-demand``: options, rentals
 labelled with their names, terminate by the numeric id) and ``Marketplace`` (``/v1/marketplace``: machines, instances
 tagged ``userMetadata.rlinfra``, terminate by instance id); ``BACKENDS`` maps ``api`` to the class. A private helper of
-the ``hyperbolic`` package: callers import these names from ``hyperbolic/rent.py``.
+the ``hyperbolic`` package: callers import its classes from ``hyperbolic/rent.py``; the paths are this file's own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic._errors import HyperbolicError
@@ -72,17 +72,31 @@ def created_id(answer: Any) -> str:
 # The two APIs behind one sequence
 
 
-class Marketplace:
-    """The v1 marketplace: machines, instances on them, terminate by instance id."""
+class _Api:
+    """What the two APIs do alike: list the account's rentals (GET ``listing_path``) and view one of them (through
+    ``normalize``, the API's shape of a rental)."""
 
-    name = "marketplace"
+    name = ""
+    listing_path = ""
+    normalize: Callable[[Any], dict[str, Any]]
 
     def __init__(self, client: HyperbolicClient):
         self.client = client
 
     def listing(self) -> list[dict[str, Any]]:
-        data = self.client.request_json("GET", INSTANCES_PATH)
-        return extract_items("marketplace", data, self.client.api_url + INSTANCES_PATH)
+        data = self.client.request_json("GET", self.listing_path)
+        return extract_items(self.name, data, self.client.api_url + self.listing_path)
+
+    def view(self, item: Mapping[str, Any], label: str) -> dict[str, Any]:
+        return _view(self.normalize(item), item, label)
+
+
+class Marketplace(_Api):
+    """The v1 marketplace: machines, instances on them, terminate by instance id."""
+
+    name = "marketplace"
+    listing_path = INSTANCES_PATH
+    normalize = staticmethod(normalize_marketplace)
 
     def plan(
         self, need: int, gpu_model: str, gpu_count: int, max_price: float | None, region: str, machine_type: str
@@ -117,21 +131,13 @@ class Marketplace:
     def terminate(self, ident: str) -> None:
         self.client.request_json("POST", TERMINATE_PATH, {"id": ident})
 
-    def view(self, item: Mapping[str, Any], label: str) -> dict[str, Any]:
-        return _view(normalize_marketplace(item), item, label)
 
-
-class OnDemand:
+class OnDemand(_Api):
     """The on-demand rental API: options, rentals labelled with their names, terminate by the numeric id."""
 
     name = "on_demand"
-
-    def __init__(self, client: HyperbolicClient):
-        self.client = client
-
-    def listing(self) -> list[dict[str, Any]]:
-        data = self.client.request_json("GET", RENTALS_PATH)
-        return extract_items("on_demand", data, self.client.api_url + RENTALS_PATH)
+    listing_path = RENTALS_PATH
+    normalize = staticmethod(normalize_on_demand)
 
     def plan(
         self, need: int, gpu_model: str, gpu_count: int, max_price: float | None, region: str, machine_type: str
@@ -176,9 +182,6 @@ class OnDemand:
         # The numeric id, not the string rentalId field: the API refuses anything else ("expected number").
         number = int(ident) if str(ident).isdigit() else ident
         self.client.request_json("POST", OD_TERMINATE_PATH, {"rentalId": number})
-
-    def view(self, item: Mapping[str, Any], label: str) -> dict[str, Any]:
-        return _view(normalize_on_demand(item), item, label)
 
 
 def _view(record: Mapping[str, Any], item: Mapping[str, Any], label: str) -> dict[str, Any]:

@@ -75,22 +75,39 @@ def choose(
         for _dummy in range(m["free"] // gpu_count):
             if len(picks) < count:
                 picks.append(m)
-    if len(picks) >= count:
-        return picks, ""
-    steps = ["%d machine(s) ready and not reserved" % len(ready)]
-    if gpu_model:
-        steps.append("%d with %s GPUs" % (len(model), gpu_model))
-    steps.append("%d with %d GPUs free" % (len(roomy), gpu_count))
-    if region:
-        steps.append("%d in region %s" % (len(placed), region))
-    if max_price is not None:
-        steps.append("%d at or under $%.2f per GPU-hour" % (len(cheap), max_price))
-    return picks, _no_match("the marketplace has", count, gpu_count, gpu_model, region, steps, len(picks))
+    first = "%d machine(s) ready and not reserved" % len(ready)
+    left = (len(model), len(roomy), len(placed), len(cheap))
+    return picks, _why_not(
+        "the marketplace has", first, left, " free", len(picks), count, gpu_count, gpu_model, region, max_price
+    )
 
 
-def _no_match(
-    where: str, count: int, gpu_count: int, gpu_model: str, region: str, steps: Iterable[str], found: int
+def _why_not(
+    where: str,
+    first: str,
+    left: tuple[int, int, int, int],
+    free: str,
+    found: int,
+    count: int,
+    gpu_count: int,
+    gpu_model: str,
+    region: str,
+    max_price: float | None,
 ) -> str:
+    """'' when ``found`` covers ``count`` rentals; else one line counting what matched at each step: what ``where``
+    lists (``first`` counts it), then how many were ``left`` after each filter asked for - the GPU model, the GPU count
+    (``free``: how the listing counts them), the region and the price."""
+    if found >= count:
+        return ""
+    model, sized, placed, cheap = left
+    steps = [first]
+    if gpu_model:
+        steps.append("%d with %s GPUs" % (model, gpu_model))
+    steps.append("%d with %d GPUs%s" % (sized, gpu_count, free))
+    if region:
+        steps.append("%d in region %s" % (placed, region))
+    if max_price is not None:
+        steps.append("%d at or under $%.2f per GPU-hour" % (cheap, max_price))
     what = "%d instance(s) of %d x %s GPU%s" % (
         count,
         gpu_count,
@@ -151,17 +168,11 @@ def choose_options(
         while room > 0 and len(picks) < count:
             picks.append(o)
             room -= 1
-    if len(picks) >= count:
-        return picks, ""
-    steps = ["%d enabled %s option(s)" % (len(enabled), machine_type)]
-    if gpu_model:
-        steps.append("%d with %s GPUs" % (len(model), gpu_model))
-    steps.append("%d with %d GPUs" % (len(sized), gpu_count))
-    if region:
-        steps.append("%d in region %s" % (len(placed), region))
-    if max_price is not None:
-        steps.append("%d at or under $%.2f per GPU-hour" % (len(cheap), max_price))
-    return picks, _no_match("the on-demand API offers", count, gpu_count, gpu_model, region, steps, len(picks))
+    first = "%d enabled %s option(s)" % (len(enabled), machine_type)
+    left = (len(model), len(sized), len(placed), len(cheap))
+    return picks, _why_not(
+        "the on-demand API offers", first, left, "", len(picks), count, gpu_count, gpu_model, region, max_price
+    )
 
 
 def money(

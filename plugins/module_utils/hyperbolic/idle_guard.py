@@ -3,11 +3,12 @@
 """The idle guard: run by a systemd timer on a cluster's head, it stops Ray and releases the cluster's Hyperbolic
 instances once no Ray job has run for ``idle_release_after`` seconds.
 
-    PYTHONPATH=/opt/rlinfra/idle-guard python3 -m ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic.idle_guard CONFIG
+    python3 /opt/rlinfra/idle-guard/idle-guard.py CONFIG
 
-Standard library plus the collection's Hyperbolic and Ray clients (copied next to it by M(rlinfra.verl.idle_guard)); the
-node's own python3, not Ansible. CONFIG (root-only JSON) holds the label, the limit, the API URL and key, the head's
-dashboard URL and token path. Every run prints one line saying what it saw and did (the journal keeps it).
+Standard library plus the collection's Hyperbolic and Ray clients, all in that one file (:data:`PROGRAM`, which the
+role ray_head copies to the head through filter node_program); the node's own python3, not Ansible. CONFIG (root-only
+JSON) holds the label, the limit, the API URL and key, the head's dashboard URL and token path. Every run prints one
+line saying what it saw and did (the journal keeps it).
 
 Idle means: no job PENDING or RUNNING, and the later of the last job's end and Ray's start is longer ago than the
 limit. When Ray's jobs cannot be read, it does nothing but say so: a guard never releases on a guess.
@@ -28,6 +29,10 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.ray.client import Ray
 ACTIVE = ("PENDING", "RUNNING")
 UNIT = "ray-head.service"
 RECORD = "/etc/rlinfra/hyperbolic-%s.json"  # provision.yml's copy of the label's record
+# The program of the head's rlinfra-idle-guard.service (plugin_utils/node_script.py's program(), through filter
+# node_program): this module's main and the module_utils it imports; the Hyperbolic client imports Ansible only for an
+# opener it is never given here.
+PROGRAM = ("hyperbolic.idle_guard", "main", ("hyperbolic.client",))
 
 
 def since_ray_started(show_text: str, uptime_text: str) -> float | None:

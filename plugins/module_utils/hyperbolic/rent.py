@@ -35,20 +35,14 @@ from __future__ import annotations
 import re
 import socket
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.hyperbolic._apis import (
     BACKENDS,
     BALANCE_PATH,
-    CREATE_PATH,
-    INSTANCES_PATH,
     LEGACY_BALANCE_PATH,
-    MACHINES_PATH,
-    OD_TERMINATE_PATH,
-    OPTIONS_PATH,
-    RENTALS_PATH,
-    TERMINATE_PATH,
     Marketplace,
     OnDemand,
     created_id,
@@ -82,6 +76,8 @@ if TYPE_CHECKING:
 
 APIS = ("on_demand", "marketplace")
 LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
+# A GPU model as a caller names it (H100, "RTX 4090"), for provision.yml's switch and hyperbolic_instance's argument.
+GPU_MODEL = r"^[A-Za-z0-9][A-Za-z0-9 _.-]*$"
 # A rental's bounds, for provision.yml's switches (module_utils/common/cli.py) and hyperbolic_instance's arguments alike.
 MAX_INSTANCES = 256
 MAX_GPUS = 64
@@ -207,90 +203,57 @@ class Rent:
         result: dict[str, Any]
         result = dict(changed=False, rented=[], released=[], would_rent=[], extra=0, api=self.api.name, replaced=[])
         self._label, self._made = label, []  # the names this call asks the API to rent, whatever ids it answers
+        with self._given_up_on_contradiction(result, keep_partial):
+            have = self.ours(label)
+            replaced = []
+            if replace:
+                # Unfit machines given back first; what is rented then takes their names again (<label>-<n>, the lowest
+                # free number), so the inventory's hosts keep their names on new machines.
+                replaced = self._replace(label, have, [str(r) for r in replace], check_mode, timeout)
+                result["replaced"] = replaced
+                have = [i for i in have if str(i.get("id")) not in replaced] if check_mode else self.ours(label)
+            need = max(0, count - len(have))
+            result.update(changed=need > 0 or bool(replaced), released=list(replaced), extra=max(0, len(have) - count))
+            if need:
+                plan, why = self.api.plan(need, gpu_model, gpu_count, max_price, region, machine_type)
+                if why:
+                    raise RentError(why)
+                for name, item in zip(names(have, label, need), plan):
+                    item["name"] = name
+                new_cents = sum(p["cents_per_hour"] for p in plan)
+                existing = sum(v["cost_per_hour"] or 0 for v in self.views(have, label)) * 100
+                why = money(
+                    self.balance(),
+                    new_cents,
+                    min_hours,
+                    existing,
+                    daily_budget,
+                    "%d x %s" % (need, plan[0]["where"] if len(set(p["where"] for p in plan)) == 1 else "machines"),
+                )
+                if why:
+                    raise RentError(why)
+                result["cost_per_hour"] = round((new_cents + existing) / 100.0, 4)
+                if check_mode:
+                    result.update(would_rent=plan, instances=self.views(have, label))
+                    return result
+                self._create(label, plan, result, keep_partial, ssh_public_key, have)
+            if not wait or check_mode:
+                result["instances"] = self.views(self.ours(label), label)
+                return result
+            result["instances"] = self._wait(label, result, timeout, keep_partial)
+            return result
+
+    @contextmanager
+    def _given_up_on_contradiction(self, result: dict[str, Any], keep_partial: bool) -> Iterator[None]:
+        """Counted from an answer that contradicts itself, one rental would pass for two (or two for one): what this
+        call rented is released, and what it cannot tell apart is said."""
         try:
-            return self._present(
-                result,
-                label,
-                count,
-                gpu_model,
-                gpu_count,
-                max_price,
-                region,
-                wait,
-                timeout,
-                keep_partial,
-                check_mode,
-                min_hours,
-                daily_budget,
-                machine_type,
-                ssh_public_key,
-                replace,
-            )
+            yield
         except Contradiction as exc:
-            # Counted from such an answer, one rental would pass for two (or two for one): what this call rented is
-            # released, and what it cannot tell apart is said.
             why = str(exc) + (
                 "; released %s to replace them" % ", ".join(result["replaced"]) if result["replaced"] else ""
             )
             self._give_up(result, keep_partial, why, advice=CONSOLE)
-
-    def _present(
-        self,
-        result,
-        label,
-        count,
-        gpu_model,
-        gpu_count,
-        max_price,
-        region,
-        wait,
-        timeout,
-        keep_partial,
-        check_mode,
-        min_hours,
-        daily_budget,
-        machine_type,
-        ssh_public_key,
-        replace,
-    ):
-        have = self.ours(label)
-        replaced = []
-        if replace:
-            # Unfit machines given back first; what is rented then takes their names again (<label>-<n>, the lowest
-            # free number), so the inventory's hosts keep their names on new machines.
-            replaced = self._replace(label, have, [str(r) for r in replace], check_mode, timeout)
-            result["replaced"] = replaced
-            have = [i for i in have if str(i.get("id")) not in replaced] if check_mode else self.ours(label)
-        need = max(0, count - len(have))
-        result.update(changed=need > 0 or bool(replaced), released=list(replaced), extra=max(0, len(have) - count))
-        if need:
-            plan, why = self.api.plan(need, gpu_model, gpu_count, max_price, region, machine_type)
-            if why:
-                raise RentError(why)
-            for name, item in zip(names(have, label, need), plan):
-                item["name"] = name
-            new_cents = sum(p["cents_per_hour"] for p in plan)
-            existing = sum(v["cost_per_hour"] or 0 for v in self.views(have, label)) * 100
-            why = money(
-                self.balance(),
-                new_cents,
-                min_hours,
-                existing,
-                daily_budget,
-                "%d x %s" % (need, plan[0]["where"] if len(set(p["where"] for p in plan)) == 1 else "machines"),
-            )
-            if why:
-                raise RentError(why)
-            result["cost_per_hour"] = round((new_cents + existing) / 100.0, 4)
-            if check_mode:
-                result.update(would_rent=plan, instances=self.views(have, label))
-                return result
-            self._create(label, plan, result, keep_partial, ssh_public_key, have)
-        if not wait or check_mode:
-            result["instances"] = self.views(self.ours(label), label)
-            return result
-        result["instances"] = self._wait(label, result, timeout, keep_partial)
-        return result
 
     def _replace(self, label, have, ids, check_mode, timeout):
         """Release ``ids`` (rentals of ``label``) and wait until the API no longer lists them; the ids released."""
@@ -545,6 +508,7 @@ class Rent:
 __all__ = [
     "APIS",
     "LABEL",
+    "GPU_MODEL",
     "MAX_INSTANCES",
     "MAX_GPUS",
     "MAX_PRICE",
@@ -558,16 +522,7 @@ __all__ = [
     "check_label",
     "ssh_banner",
     "Rent",
-    # from _apis.py, _offers.py and _ours.py
-    "MACHINES_PATH",
-    "CREATE_PATH",
-    "TERMINATE_PATH",
-    "INSTANCES_PATH",
-    "OPTIONS_PATH",
-    "RENTALS_PATH",
-    "OD_TERMINATE_PATH",
-    "BALANCE_PATH",
-    "LEGACY_BALANCE_PATH",
+    # from _apis.py, _offers.py and _ours.py (the API paths stay _apis.py's own)
     "META_KEY",
     "GONE",
     "BACKENDS",

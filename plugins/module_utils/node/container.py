@@ -17,7 +17,7 @@ import tarfile
 import tempfile
 from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Mapping, cast
 
-from ansible_collections.rlinfra.verl.plugins.module_utils.common import files, owned
+from ansible_collections.rlinfra.verl.plugins.module_utils.common import files, owned, vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.vocabulary import normpath
 
 if TYPE_CHECKING:
@@ -29,6 +29,25 @@ ENGINES = ("podman", "docker")
 FINGERPRINT_PREFIX = "image:"
 _HEX64 = re.compile(r"^(?:sha256:)?([0-9a-f]{64})$")
 _MAX_MANIFEST = 16 * 1024 * 1024
+
+
+def fact_arg(image_id_empty: bool = True) -> vocabulary.Section:
+    """The node's Ray container as its rlinfra_ray local fact records it (ray_node writes it, ray_cluster_info returns
+    it): the engine and its path, the container's name, the image and its ID; ``image_id_empty`` false for a caller
+    that needs the image's ID."""
+    return vocabulary.Options(
+        dict(
+            engine=vocabulary.Choice(ENGINES),
+            engine_path=vocabulary.AbsPath("reads"),
+            name=vocabulary.Name(),
+            image=vocabulary.ImageRef(),
+            image_id=vocabulary.Text(
+                empty=image_id_empty, pattern=r"^[0-9a-f]{64}$", what="an image ID (64 hex characters)"
+            ),
+        ),
+        suboptions=False,
+        default={},
+    )
 
 
 class ContainerError(Exception):

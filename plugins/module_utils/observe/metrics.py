@@ -1,12 +1,13 @@
 # Copyright: rlinfra maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
-"""What ``rlinfra.verl.ray_metrics`` decides (ray_metrics, docs/OBSERVABILITY-metrics.md): the text of the node
-exporter's and Prometheus's units, their basic-auth web configs and Prometheus's scrape config, which service to
-restart or reload after which change, the bcrypt hash of the metrics password, and the one utilisation line per node
-status.yml prints. Pure functions but for the hash (the node's libcrypt); standard library only (it runs on the
-nodes).
+"""What the metrics on the cluster (role ray_metrics, docs/OBSERVABILITY.md) decide in Python: the names of their units,
+packages and files, the bcrypt hash of the metrics password (kept while it still verifies, so a re-run rewrites no web
+config), who Prometheus scrapes (:func:`scrape_targets`, which the role's prometheus.yml template lays out), the members
+a scrape config names (:func:`members_in`, for the head's queries) and the one utilisation line per node status.yml
+prints. The files themselves are the role's templates. Pure functions but for the hash (the node's libcrypt); standard
+library only (it runs on the nodes).
 
-The password never travels in argv: it reaches the module in its arguments (no_log), is hashed in this process
+The password never travels in argv: it reaches the node in a module's arguments (no_log), is hashed in that process
 through libcrypt (``crypt(3)``, libxcrypt on Debian and Ubuntu, which has bcrypt), and lands only in root-only files.
 """
 
@@ -36,9 +37,9 @@ PASSWORD = "password"
 EXPORTER_WEB = "exporter-web.yml"
 PROMETHEUS_WEB = "prometheus-web.yml"
 PROMETHEUS_CONFIG = "prometheus.yml"
+WEB_CONFIGS = {"exporter": EXPORTER_WEB, "prometheus": PROMETHEUS_WEB}
 RAY_SD_FILE = "prom_metrics_service_discovery.json"
 BCRYPT_COST = 10
-HEADER = "# Written by rlinfra.verl (role ray, ray_metrics). Do not edit: re-run site.yml.\n"
 
 
 class MetricsError(ValueError):
@@ -49,11 +50,6 @@ def host_port(address: object, port: int | str) -> str:
     """``10.0.0.5:9100``, ``[fd00::5]:9100``."""
     address = str(address)
     return "[%s]:%d" % (address, int(port)) if ":" in address else "%s:%d" % (address, int(port))
-
-
-def _q(value: object) -> str:
-    """A YAML scalar that reads back as exactly ``value`` (JSON is YAML)."""
-    return json.dumps(str(value))
 
 
 # ---- the basic auth -------------------------------------------------------------------------------------------
@@ -69,15 +65,9 @@ def prometheus_headers(password: str, user: str = USER) -> str:
     return json.dumps({"Authorization": authorization(password, user)}, sort_keys=True)
 
 
-def web_config(password_hash: str, user: str = USER) -> str:
-    """exporter-toolkit's web config file (node_exporter and Prometheus read the same format)."""
-    if not str(password_hash).startswith("$2"):
-        raise MetricsError("the metrics password's hash is not bcrypt (exporter-toolkit accepts only bcrypt)")
-    return HEADER + "basic_auth_users:\n  %s: %s\n" % (_q(user), _q(password_hash))
-
-
 def hash_in(text: str | None, user: str = USER) -> str | None:
-    """The bcrypt hash a web config (as :func:`web_config` writes it) holds for ``user``; None when it holds none."""
+    """The bcrypt hash a web config (exporter-toolkit's ``basic_auth_users``, as the role's template writes it: one
+    ``"user": "hash"`` line) holds for ``user``; None when it holds none."""
     for line in (text or "").splitlines():
         name, sep, value = line.strip().partition(":")
         if not sep:
@@ -149,100 +139,15 @@ def kept_hash(old_web: str | None, password: str, bcrypt: Bcrypt) -> str:
     return old if old and bcrypt.verify(password, old) else bcrypt.hash(password)
 
 
-# ---- the units ------------------------------------------------------------------------------------------------
-
-
-def _unit(description: str, user: str, exec_start: Iterable[str], extra: Iterable[str] = ()) -> str:
-    lines = (
-        [
-            HEADER.rstrip("\n"),
-            "[Unit]",
-            "Description=%s" % description,
-            "After=network-online.target",
-            "Wants=network-online.target",
-            "",
-            "[Service]",
-            "User=%s" % user,
-            "ExecStart=%s" % " ".join(exec_start),
-        ]
-        + list(extra)
-        + [
-            "Restart=on-failure",
-            "RestartSec=5",
-            "NoNewPrivileges=true",
-            "",
-            "[Install]",
-            "WantedBy=multi-user.target",
-            "",
-        ]
-    )
-    return "\n".join(lines)
-
-
-def exporter_unit(binary: str, address: str, port: int, web_config_path: str, user: str) -> str:
-    """node_exporter on the node's private address only, behind basic auth."""
-    return _unit(
-        "Prometheus node exporter of the Ray cluster (rlinfra.verl)",
-        user,
-        [binary, "--web.listen-address=%s" % host_port(address, port), "--web.config.file=%s" % web_config_path],
-    )
-
-
-def prometheus_unit(
-    binary: str,
-    address: str,
-    port: int,
-    config_path: str,
-    web_config_path: str,
-    storage_dir: str,
-    retention: str,
-    user: str,
-) -> str:
-    """Prometheus on the head's private address, behind basic auth; a config change is a reload (SIGHUP), not a
-    restart that would lose the head block being written."""
-    return _unit(
-        "Prometheus of the Ray cluster (rlinfra.verl)",
-        user,
-        [
-            binary,
-            "--config.file=%s" % config_path,
-            "--storage.tsdb.path=%s" % storage_dir,
-            "--storage.tsdb.retention.time=%s" % retention,
-            "--web.listen-address=%s" % host_port(address, port),
-            "--web.config.file=%s" % web_config_path,
-        ],
-        extra=["ExecReload=/bin/kill -HUP $MAINPID", "TimeoutStopSec=120"],
-    )
-
-
 # ---- Prometheus's scrape config -------------------------------------------------------------------------------
 
 
-def _targets(members, port, only=None):
-    out = []
-    for member in sorted(members, key=lambda m: str(m["host"])):
-        if only is not None and not member.get(only):
-            continue
-        out += [
-            "      - targets: [%s]" % _q(host_port(member["address"], port)),
-            "        labels:",
-            "          node: %s" % _q(member["host"]),
-        ]
-    return out
-
-
-def prometheus_config(
-    members: Sequence[Mapping[str, Any]],
-    exporter_port: int,
-    dcgm_port: int,
-    password_file: str,
-    ray_sd_file: str,
-    scrape_interval: str = "15s",
-    user: str = USER,
-) -> str:
-    """The scrape config: every member's node_exporter (basic auth, the password read from ``password_file`` at each
-    scrape, never written here), Ray's own metrics through the service-discovery file Ray writes, and NVIDIA's DCGM
-    exporter on the members where it is installed (``dcgm``). ``members``: ``[{host, address, dcgm}]``."""
+def scrape_targets(members: Sequence[Mapping[str, Any]], exporter_port: int, dcgm_port: int) -> dict[str, Any]:
+    """Who the head's Prometheus scrapes, for the role's prometheus.yml template: ``{"node": [{"target", "node"}],
+    "dcgm": [...]}`` - every member's node_exporter, and NVIDIA's DCGM exporter on the members where it is installed
+    (``dcgm``), each sorted by inventory name (the label ``node``). ``members``: ``[{host, address, dcgm}]``, the head
+    included. Raises MetricsError when there is none, or one whose private address is unknown (a run limited to part
+    of the cluster)."""
     if not members:
         raise MetricsError("no cluster member to scrape (the head is one): run site.yml over the whole cluster")
     missing = [str(m.get("host")) for m in members if not str(m.get("address") or "").strip()]
@@ -251,37 +156,19 @@ def prometheus_config(
             "the private address of cluster member(s) %s is unknown: run site.yml over the whole "
             "cluster (no --limit), or set ray_private_ip for them" % ", ".join(missing)
         )
-    lines = (
-        [
-            HEADER.rstrip("\n"),
-            "global:",
-            "  scrape_interval: %s" % scrape_interval,
-            "  evaluation_interval: %s" % scrape_interval,
-            "scrape_configs:",
-            "  - job_name: node",
-            "    basic_auth:",
-            "      username: %s" % _q(user),
-            "      password_file: %s" % _q(password_file),
-            "    static_configs:",
-        ]
-        + _targets(members, exporter_port)
-        + [
-            "  - job_name: ray",
-            "    file_sd_configs:",
-            "      - files: [%s]" % _q(ray_sd_file),
-            # Ray rewrites the file as nodes come and go; a link to the session's copy is not watched, so re-read it.
-            "        refresh_interval: 30s",
-        ]
-    )
-    dcgm = _targets(members, dcgm_port, only="dcgm")
-    if dcgm:
-        lines += ["  - job_name: dcgm", "    static_configs:"] + dcgm
-    return "\n".join(lines) + "\n"
+    ordered = sorted(members, key=lambda m: str(m["host"]))
+    return {
+        "node": [{"target": host_port(m["address"], exporter_port), "node": str(m["host"])} for m in ordered],
+        "dcgm": [
+            {"target": host_port(m["address"], dcgm_port), "node": str(m["host"])} for m in ordered if m.get("dcgm")
+        ],
+    }
 
 
 def members_in(config_text: str | None) -> list[tuple[str, str]]:
-    """``[(host, address)]`` of the node exporters a config :func:`prometheus_config` wrote scrapes, in its order: the
-    head's own record of the cluster's members, so that a query names each node as the inventory does."""
+    """``[(host, address)]`` of the node exporters a scrape config (the role's prometheus.yml template) scrapes, in
+    its order: the head's own record of the cluster's members, so that a query names each node as the inventory
+    does."""
     out, job, target = [], None, None
     for line in (config_text or "").splitlines():
         text = line.strip()
@@ -299,30 +186,6 @@ def members_in(config_text: str | None) -> list[tuple[str, str]]:
                 pass
             target = None
     return out
-
-
-# ---- what a change means --------------------------------------------------------------------------------------
-
-
-def service_action(
-    active: bool,
-    enabled: bool,
-    unit_changed: bool,
-    web_changed: bool,
-    config_changed: bool = False,
-    reloadable: bool = False,
-) -> tuple[bool, str, bool]:
-    """``(daemon_reload, action, enable)``: what systemd must do after the files were written. ``action`` is
-    ``restart``, ``reload``, ``start`` or ``""``; nothing at all on a re-run that changed nothing."""
-    if not active:
-        action = "start"
-    elif unit_changed or web_changed or (config_changed and not reloadable):
-        action = "restart"
-    elif config_changed:
-        action = "reload"
-    else:
-        action = ""
-    return unit_changed, action, not enabled
 
 
 # ---- status.yml's line per node -------------------------------------------------------------------------------

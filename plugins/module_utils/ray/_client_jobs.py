@@ -84,15 +84,20 @@ class JobsAPI(DashboardTransport):
         rows.sort(key=lambda r: r.pop("_start"))
         return rows
 
+    def lookup(self, method: str, path: str) -> tuple[bool, Any]:
+        """``(True, the answer)`` of :meth:`request`, or ``(False, None)`` where Ray answers HTTP 404: no such job or
+        package, which its callers answer themselves."""
+        try:
+            return True, self.request(method, path)
+        except RayHTTPError as e:
+            if e.status == 404:
+                return False, None
+            raise
+
     def get_job(self, submission_id: str) -> dict[str, Any] | None:
         """Job details dict, or None when Ray does not know the id."""
         check_submission_id(submission_id)
-        try:
-            return self.request("GET", "/api/jobs/" + quote(submission_id, safe=""))
-        except RayHTTPError as e:
-            if e.status == 404:
-                return None
-            raise
+        return self.lookup("GET", "/api/jobs/" + quote(submission_id, safe=""))[1]
 
     def submit_job(
         self,
@@ -128,12 +133,7 @@ class JobsAPI(DashboardTransport):
     def stop_job(self, submission_id: str) -> bool:
         """Ask Ray to stop the job; True if a stop was sent to a running job."""
         check_submission_id(submission_id)
-        try:
-            resp = self.request("POST", "/api/jobs/%s/stop" % quote(submission_id, safe=""))
-        except RayHTTPError as e:
-            if e.status == 404:
-                return False
-            raise
+        resp = self.lookup("POST", "/api/jobs/%s/stop" % quote(submission_id, safe=""))[1]
         return bool(isinstance(resp, dict) and resp.get("stopped"))
 
     def delete_job(self, submission_id: str, settle: float = 2.0, rounds: int = 4) -> bool:
@@ -146,12 +146,7 @@ class JobsAPI(DashboardTransport):
         check_submission_id(submission_id)
         deleted = False
         for _dummy in range(rounds):
-            try:
-                resp = self.request("DELETE", "/api/jobs/" + quote(submission_id, safe=""))
-            except RayHTTPError as e:
-                if e.status == 404:
-                    return deleted
-                raise
+            resp = self.lookup("DELETE", "/api/jobs/" + quote(submission_id, safe=""))[1]
             if not (isinstance(resp, dict) and resp.get("deleted")):
                 return deleted
             deleted = True
@@ -167,13 +162,7 @@ class JobsAPI(DashboardTransport):
     def has_package(self, name: str) -> bool:
         """True when the cluster holds ``gcs://<name>``; the GET also pins the package for a few
         minutes, which the Ray SDK relies on between upload and submission."""
-        try:
-            self.request("GET", "/api/packages/gcs/" + quote(name, safe=""))
-        except RayHTTPError as e:
-            if e.status == 404:
-                return False
-            raise
-        return True
+        return self.lookup("GET", "/api/packages/gcs/" + quote(name, safe=""))[0]
 
     def upload_package(self, name: str, data: bytes) -> None:
         self.request("PUT", "/api/packages/gcs/" + quote(name, safe=""), data)
@@ -181,12 +170,7 @@ class JobsAPI(DashboardTransport):
     def get_logs(self, submission_id: str) -> str:
         """The job's whole driver log ('' before it starts or when the job is unknown)."""
         check_submission_id(submission_id)
-        try:
-            resp = self.request("GET", "/api/jobs/%s/logs" % quote(submission_id, safe=""))
-        except RayHTTPError as e:
-            if e.status == 404:
-                return ""
-            raise
+        resp = self.lookup("GET", "/api/jobs/%s/logs" % quote(submission_id, safe=""))[1]
         if isinstance(resp, dict):
             return resp.get("logs") or ""
         return str(resp or "")

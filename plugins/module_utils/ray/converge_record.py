@@ -32,6 +32,37 @@ RECORD_NAME = "rlinfra-converged.json"
 SKIP_NAMES = (RECORD_NAME,)
 PACKAGE_SUFFIXES = (".dist-info", ".egg-info", ".egg-link", ".pth")
 FSTAB_SKIP_TYPES = ("swap", "none", "proc", "sysfs", "tmpfs", "devpts")
+UNIT_DIR = "/etc/systemd/system"
+# The files the roles manage besides the Ray unit: anything new they manage goes here (or in :func:`watched`), else
+# drift in it goes unseen.
+WATCHED_FILES = (
+    UNIT_DIR + "/rlinfra-ray-firewall.service",
+    "/etc/ansible/facts.d/rlinfra_ray.fact",
+    "/etc/fstab",
+    UNIT_DIR + "/rlinfra-idle-guard.timer",
+    "/etc/rlinfra/idle-guard.json",
+    UNIT_DIR + "/rlinfra-node-exporter.service",
+    UNIT_DIR + "/rlinfra-prometheus.service",
+    "/etc/ansible/facts.d/rlinfra_metrics.fact",
+)
+
+
+def watched(
+    role: str, config_dir: str, venv: str, container: bool = False, metrics: bool = False, firewall: bool = False
+) -> dict[str, list[str]]:
+    """What a record watches on a node of ``role`` (``head`` or ``worker``): the files the roles manage, the Ray
+    configuration (and the metrics' configs) and, unless Ray runs in a container, the venv and its packages; the Ray
+    unit and the metrics' services; the firewall's table (``watch`` of :func:`write`)."""
+    unit = "ray-%s.service" % role
+    return dict(
+        files=["%s/%s" % (UNIT_DIR, unit)] + list(WATCHED_FILES),
+        dirs=([config_dir] if container else [config_dir, venv]) + [config_dir + "/metrics"],
+        packages=[] if container else [venv + "/lib/python*/site-packages"],
+        units=[unit]
+        + (["rlinfra-node-exporter.service"] if metrics else [])
+        + (["rlinfra-prometheus.service"] if metrics and role == "head" else []),
+        nft_tables=["rlinfra_ray"] if firewall else [],
+    )
 
 
 def digest(value: Any) -> str:

@@ -228,16 +228,3 @@ class PortsType(vocabulary.Type):
         if str(bad).startswith("be "):
             return super().line(name, value, bad)
         return "%s: %s%s" % (self.label or name, bad, self.hint)  # firewall.py's own line names the port
-
-    def corpus(self) -> vocabulary.Corpus:
-        return (
-            super()
-            .corpus()
-            .add("empty", {})
-            .add("word", {"gcs": "soon"})
-            .add("reversed", {"workers": "20-10"})
-            .add("out_of_range", {"gcs": 70000})
-            .add("overlap", {"gcs": 6379, "workers": "6000-7000"})
-            .add("ssh", {"ssh": 22})
-            .add("boolean", {"gcs": True})
-        )

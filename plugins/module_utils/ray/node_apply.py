@@ -30,6 +30,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.ray.nft import (
     ancestor_env,
     install_nft,
     present,
+    read_text,
 )
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray.node import (
     NUM_GPUS_PLACEHOLDER,
@@ -39,6 +40,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.ray.node import (
     detect_gpus,
     ensure_dir,
     fact_text,
+    file_diff,
     open_logs,
     put,
     wait_for_port,
@@ -116,7 +118,12 @@ class Node:
                     result["install_error"] = why
         if not fw["controller"] and not fw["ssh_connection"]:
             fw["ssh_connection"] = ancestor_env("SSH_CONNECTION")
+        # --diff: the rules file is written by the firewall's own code (nft checks it first), not by put.
+        before = read_text(fw["path"]) if self.diff is not None else None
+        old_mode = os.stat(fw["path"]).st_mode & 0o7777 if before is not None else None
         present(self.module, nft, fw, result)
+        if self.diff is not None and result["active"] and result.get("rules") not in (None, before):
+            self.diff.append(file_diff(fw["path"], before, result["rules"], old_mode, 0o600))
         result["nft"] = nft.path
         unit_changed = False
         if result["active"]:

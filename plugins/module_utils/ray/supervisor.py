@@ -256,47 +256,42 @@ class Supervisor:
         return behind
 
     def do(self, request: Sequence[Any]) -> Any:
-        kind, params = request[0], request[1:]
-        if kind == "poll":
-            return self.poll(params[0], tail=params[1])
-        if kind == "say":
-            return self.say(params[0])
-        if kind == "progress":
-            self.state["progress"] = progress_line(
-                "", params[0], self.config.get("metrics") or [], self.config.get("max_metrics", 5), self.dog.attempt
-            )
-            return None
-        if kind == "sleep":
-            return self.sleep(params[0])
-        if kind == "stop":
-            res = self.call(
-                "job",
-                self.params("ray_job", submission_id=params[0], state="stopped", wait_timeout=120, logs_tail_lines=0),
-            )
-            if res.get("failed"):
-                self.say("could not stop %s: %s" % (params[0], res.get("msg")))
-            return None
-        if kind == "save_log":
-            self.follow.finish()
-            return None
-        if kind == "cluster":
-            return self.call("cluster", self.params("ray_cluster_info", **params[0]))
-        if kind == "checkpoint":
-            return self.call("checkpoint", dict(path=params[0]))
-        if kind == "upload":
-            return self.call("upload", self.params("ray_package", uri=params[0]["uri"], src=params[0]["src"]))
-        if kind == "submit":
-            sid, entrypoint, metadata, resources = params
-            return self.call(
-                "job",
-                self.params(
-                    "ray_job",
-                    **attempts.submit_args(sid, entrypoint, self.args.get("runtime_env"), metadata, resources),
-                ),
-            )
-        if kind == "replace":
-            return self.replace(params[0])
-        raise ValueError("the watchdog asked for %r, which the supervisor does not do" % kind)
+        return watchdog.do(self, request)
+
+    # The watchdog's requests are done by the method of each one's name (watchdog.do): poll and say above, replace
+    # below, sleep the injected one.
+
+    def progress(self, res: Mapping[str, Any]) -> None:
+        self.state["progress"] = progress_line(
+            "", res, self.config.get("metrics") or [], self.config.get("max_metrics", 5), self.dog.attempt
+        )
+
+    def stop(self, sid: str) -> None:
+        res = self.call(
+            "job", self.params("ray_job", submission_id=sid, state="stopped", wait_timeout=120, logs_tail_lines=0)
+        )
+        if res.get("failed"):
+            self.say("could not stop %s: %s" % (sid, res.get("msg")))
+
+    def save_log(self, sid: str) -> None:
+        self.follow.finish()
+
+    def cluster(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        return self.call("cluster", self.params("ray_cluster_info", **options))
+
+    def checkpoint(self, path: str) -> dict[str, Any]:
+        return self.call("checkpoint", dict(path=path))
+
+    def upload(self, package: Mapping[str, Any]) -> dict[str, Any]:
+        return self.call("upload", self.params("ray_package", uri=package["uri"], src=package["src"]))
+
+    def submit(self, sid: str, entrypoint: str, metadata: Any, resources: Any) -> dict[str, Any]:
+        return self.call(
+            "job",
+            self.params(
+                "ray_job", **attempts.submit_args(sid, entrypoint, self.args.get("runtime_env"), metadata, resources)
+            ),
+        )
 
     def replace(self, nodes: list[dict[str, Any]]) -> dict[str, Any]:
         """recovery.replace: machines gone for good rented again and converged from the head

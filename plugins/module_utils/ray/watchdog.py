@@ -24,6 +24,8 @@ controller's clock after it (any monotonic seconds). It returns ``(reason, line)
   (``recovery.replace``; the supervisor's, module_utils/hyperbolic/replace.py). Answer: ``{replaced: [{label, name,
   new_ip, rental, old_rental}], failed, msg, todo}``.
 
+The action and the supervisor each do a request with their method of its name (:func:`do`).
+
 The recovery of an ended attempt (stop what is left, wait for the nodes or replace them, check the checkpoint,
 resubmit) is in module_utils/ray/_watchdog_recovery.py, the same machine's steps. The lower rules (which node left,
 which events are recoverable, checkpoint shapes, the summary) are in module_utils/ray/recovery.py; attempt names in
@@ -32,7 +34,7 @@ module_utils/ray/attempts.py."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import vocabulary
 from ansible_collections.rlinfra.verl.plugins.module_utils.ray import _watchdog_recovery, attempts, recovery
@@ -46,6 +48,10 @@ if TYPE_CHECKING:
     # The end of a watch: (reason, the line that says it; None when it succeeded).
     End = tuple[str, Optional[str]]
 
+# The requests Watchdog.watch yields, by their first item (the module's docstring says what each carries).
+REQUESTS = frozenset(
+    ("poll", "say", "progress", "sleep", "stop", "save_log", "cluster", "checkpoint", "upload", "submit", "replace")
+)
 # The result keys taken from the last poll of the job.
 RESULT_KEYS = (
     "submission_id",
@@ -73,6 +79,16 @@ OPTIONS = dict(
     job=None,
     checkpoint_dir="",
 )
+
+
+def do(doer: Any, request: Sequence[Any]) -> Any:
+    """The answer to ``request``: ``doer``'s method of the request's name, given the request's other items. The wait on
+    the controller (action/ray_job_wait.py) and the run's supervisor on the head (ray/supervisor.py) each have one
+    method a request, so that what a request carries is unpacked in one place."""
+    kind = request[0]
+    if kind not in REQUESTS:
+        raise ValueError("the watchdog asked for %r, which is none of its requests" % (kind,))
+    return getattr(doer, kind)(*request[1:])
 
 
 class Watchdog:

@@ -220,27 +220,6 @@ class _Params(vocabulary.Type):
             raise found[0][3]
         return value
 
-    def corpus(self):
-        return (
-            super()
-            .corpus()
-            .add("bad_key", {"a b": 1})
-            .add("nul", {"x": "a\x00b"})
-            .add("delete_value", {"~x": 1})
-            .add("inner_prefix", {"trainer": {"+x": 1}})
-            .add("secret", {"reward_model": {"api_key": "sk-s3cr3t-value"}})
-            .add("secret_token", {"hf_token": "hf_s3cr3t"})
-            .add("dict_key", {"x": {"a b": 1}})
-            .add("secret_camel", {"wandbApiKey": "s3cr3t"})
-            .add("secret_list", {"api_keys": ["sk-s3cr3t"]})
-            .add("secret_number", {"db": {"password": 123456}})
-            .add("secret_in_list_item", {"rm": [{"api_key": "s3cr3t"}]})
-            .add("secret_header", {"++headers": {"Authorization": "Bearer s3cr3t-value"}})
-            .add("url_credentials", {"data": {"train_files": "https://user:s3cr3t@example.org/x.parquet"}})
-            .add("url_token_user", {"model": {"path": ["https://s3cr3t@example.org/m"]}})
-            .add("list", ["trainer.total_epochs=1"], typed=True)
-        )
-
 
 PARAMS = _Params()
 
@@ -279,17 +258,6 @@ class _Env(vocabulary.EnvMap):
     def check(self, value):
         return _env(super().check(value))
 
-    def corpus(self):
-        return (
-            super()
-            .corpus()
-            .add("secret_name", {"WANDB_API_KEY": "s3cr3t"})
-            .add("secret_password", {"DB_PASSWORD": "s3cr3t"})
-            .add("secret_lowercase", {"wandb_api_key": "s3cr3t"})
-            .add("url_credentials", {"PIP_INDEX_URL": "https://__token__:s3cr3t@example.org/simple"})
-            .add("url_token_user", {"HF_ENDPOINT": "https://s3cr3t@example.org"})
-        )
-
 
 # ------------------------------------------------------------------------------------------------------------
 # The sections
@@ -306,9 +274,6 @@ class _Quantity(vocabulary.Number):
         if 0 < value < RAY_RESOURCE_PRECISION:
             raise vocabulary.Bad("be 0 or at least %s (Ray's resource precision)" % RAY_RESOURCE_PRECISION)
         return value
-
-    def corpus(self):
-        return super().corpus().add("below_precision", 0.00001)
 
 
 def _custom_resources(value):
@@ -343,9 +308,6 @@ class _ByFramework(vocabulary.Type):
     def check_in(self, value, context):
         return self.section_for(context).check(value)
 
-    def corpus(self):
-        return super().corpus().add("list", ["x"], typed=True)
-
 
 class _OnCommandLine(vocabulary.Text):
     """Text that becomes part of the job's entrypoint, which every dashboard reader sees: never a credential."""
@@ -357,9 +319,6 @@ class _OnCommandLine(vocabulary.Text):
                 "the variable in secrets: and write $NAME" % masking.CREDENTIAL_WORDS
             )
         return value
-
-    def corpus(self):
-        return super().corpus().add("url_credentials", "git clone https://s3cr3t@example.org/x.git && python3 x.py")
 
 
 ENTRYPOINTS = {

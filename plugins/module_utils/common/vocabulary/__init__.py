@@ -10,9 +10,9 @@ A surface declares each of its fields with a type from here (``AbsPath()``, ``Ur
   :class:`Bad` with what the value *must* be);
 * how to show a bad value in an error line without leaking it (:meth:`Type.shown`: a secret is never shown, a URL
   only as scheme and host);
-* a corpus of bad values of its own kind (:meth:`Type.corpus`), from which ``tests/unit/test_bad_input_generated.py``
-  builds a case for every field of every surface, so a field is covered the day it is declared; the generators are
-  tests/unit/vocabulary_corpus.py's, so that no node carries them;
+* its class, by which tests/unit/vocabulary_corpus.py gives it a corpus of bad values of its own kind, from which
+  ``tests/unit/test_bad_input_generated.py`` builds a case for every field of every surface, so a field is covered the
+  day it is declared (the values live with the tests, so that no node carries them);
 * for module arguments, the Ansible argument-spec entry it stands for (:meth:`Type.ansible_spec`).
 
 :class:`Args` is a module's or action's whole argument declaration: ``Args(...).spec`` is the Ansible
@@ -31,10 +31,8 @@ from __future__ import annotations
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import MASK
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.vocabulary._base import (
     _CONTROL,
-    CORPORA,
     NOTSET,
     Bad,
-    Corpus,
     Inner,
     Line,
     Type,
@@ -89,7 +87,6 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.common.vocabulary._pa
     AbsPath,
     RelPath,
     confine,
-    confined_corpus,
     inside,
     leads_outside,
     normpath,
@@ -121,7 +118,6 @@ __all__ = [
     "_CONTROL",
     "_short",
     "_shown",
-    "CORPORA",
     "LOOPBACK_NAMES",
     "MASK",
     "MAX_GPUS",
@@ -134,7 +130,6 @@ __all__ = [
     "Bad",
     "Choice",
     "Cidr",
-    "Corpus",
     "Custom",
     "EnvMap",
     "EnvName",
@@ -172,7 +167,6 @@ __all__ = [
     "Unshown",
     "Url",
     "confine",
-    "confined_corpus",
     "credential_strings",
     "enforce",
     "epoch",

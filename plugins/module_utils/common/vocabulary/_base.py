@@ -6,7 +6,7 @@ errors :class:`Bad`, :class:`Line` and :class:`Inner`, and how a bad value is sh
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common.masking import holds_credentials, mask_patterns
@@ -30,20 +30,6 @@ class Inner(Bad):
     def __init__(self, where: str, t: Type, value: Any, bad: Bad):
         super().__init__(str(bad))
         self.where, self.t, self.value, self.bad = where, t, value, bad
-
-
-class Corpus(list):
-    """Bad values of a type: ``(label, value, typed)``; ``typed`` marks a value of the wrong Python type, which only
-    surfaces without their own type conversion (experiment files, role variables, switches) see as such."""
-
-    def add(self, label: str, value: Any, typed: bool = False) -> Corpus:
-        self.append((label, value, typed))
-        return self
-
-
-# The generators of each kind's bad values, by class (:meth:`Type.corpus`): tests/unit/vocabulary_corpus.py fills it.
-# They live with the tests, so that no node carries them.
-CORPORA: dict[type, Callable[[Any], Corpus]] = {}
 
 
 def _short(text: str, limit: int = 80) -> str:
@@ -214,15 +200,6 @@ class Type:
         return "%s must %s%s%s%s%s" % (name, bad, sep, shown, end, self.hint)
 
     # -- the generated bad-input cases ----------------------------------------------------------------
-    def corpus(self) -> Corpus:
-        """Bad values of this type for the generated tests, from the generator registered in :data:`CORPORA` for the
-        nearest class of ``type(self).__mro__`` (tests/unit/vocabulary_corpus.py). A surface's own kind (in
-        common/settings.py, verl/experiment_schema.py, ray/firewall.py) adds its own to ``super().corpus()``."""
-        for cls in type(self).__mro__:
-            if cls in CORPORA:
-                return CORPORA[cls](self)
-        raise LookupError("no bad values for %s: tests/unit/vocabulary_corpus.py makes them" % type(self).__name__)
-
     def sample(self) -> Any:
         """A good value (for the fields a generated case does not make bad); may hold ``{tmp}`` / ``{stub}``."""
         return self.sample_value

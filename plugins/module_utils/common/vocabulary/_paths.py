@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from ansible_collections.rlinfra.verl.plugins.module_utils.common import paths
-from ansible_collections.rlinfra.verl.plugins.module_utils.common.vocabulary._base import Bad, Corpus, Type, one_line
+from ansible_collections.rlinfra.verl.plugins.module_utils.common.vocabulary._base import Bad, Type, one_line
 
 
 class AbsPath(Type):
@@ -68,20 +68,6 @@ def confine(path: Any, purpose: str | None) -> Any:
     if why:
         raise Bad(why)
     return path
-
-
-def confined_corpus(c: Corpus, purpose: str | None) -> Corpus:
-    """``c`` with the places a path of ``purpose`` must never be, when it is written into: ``/``, a system directory
-    and something under one (``//etc`` too, which Linux reads as ``/etc``), a directory that holds others'."""
-    if purpose in paths.WRITTEN:
-        c.add("root", "/").add("system_tree", "/usr").add("under_system", "/proc/rlinfra").add(
-            "double_slash", "//usr/x"
-        ).add("shared_dir", "/opt").add("home_dir", "/home/ubuntu")
-        if purpose != "config":
-            c.add("under_etc", "/etc/rlinfra")
-        else:
-            c.add("etc", "/etc")
-    return c
 
 
 class RelPath(Type):
