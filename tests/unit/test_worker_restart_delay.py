@@ -1,6 +1,6 @@
 """The Ray worker unit's growing restart delay (roles/ray/templates/ray.service.j2): a worker that failed to join
-waits NRestarts x 10 s plus a per-node offset (its index among the workers mod 8, x 3 s), at most 60 s, and not at
-all on a start that was not an automatic restart. The line is rendered from the template with Jinja, unescaped as
+waits (NRestarts - 1) x 10 s plus a per-node offset (its index among the workers mod 8, x 3 s), at most 60 s: not at
+all on a start that was not an automatic restart, nor on its first restart (a lone failure rejoins at once). The line is rendered from the template with Jinja, unescaped as
 systemd does ($$ -> $, %n -> the unit's name) and run by /bin/sh with stand-ins for systemctl and sleep."""
 
 from __future__ import annotations
@@ -61,11 +61,12 @@ WORKERS = ["w%02d" % i for i in range(11)]
     "host, restarts, want",
     [
         ("w00", 0, []),  # a start that was not an automatic restart: no wait at all
-        ("w00", 1, [10]),
-        ("w01", 1, [13]),  # the per-node offset: index 1 x 3 s
-        ("w09", 2, [23]),  # index 9 mod 8 = 1
-        ("w07", 3, [51]),
-        ("w05", 5, [60]),  # at most a minute, within the unit's start timeout
+        ("w03", 1, []),  # the first restart: RestartSec alone (the head restarted; rejoin at once)
+        ("w00", 2, [10]),
+        ("w01", 2, [13]),  # the per-node offset: index 1 x 3 s
+        ("w09", 3, [23]),  # index 9 mod 8 = 1
+        ("w07", 4, [51]),
+        ("w05", 6, [60]),  # at most a minute, within the unit's start timeout
     ],
 )
 def test_a_worker_that_failed_to_join_waits_longer_at_each_restart(tmp_path, host, restarts, want):
@@ -73,7 +74,7 @@ def test_a_worker_that_failed_to_join_waits_longer_at_each_restart(tmp_path, hos
 
 
 def test_workers_that_failed_together_do_not_retry_in_step(tmp_path):
-    delays = {h: _run(_pre_line("worker", h, WORKERS), 1, tmp_path)[0] for h in WORKERS}
+    delays = {h: _run(_pre_line("worker", h, WORKERS), 2, tmp_path)[0] for h in WORKERS}
     assert len(set(delays.values())) == 8, delays  # eight offsets among eleven workers
 
 
