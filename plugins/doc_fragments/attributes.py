@@ -25,3 +25,17 @@ attributes:
     support: full
     description: Runs as an action plugin on the controller, which calls modules on the target as needed.
 """
+
+    # A module that only removes what the collection made (state=absent): what its check mode says is its own.
+    ABSENT = r"""
+options:
+  state:
+    description: Only C(absent); the module removes what it manages.
+    type: str
+    default: absent
+    choices: [absent]
+attributes:
+  diff_mode:
+    support: none
+    description: Nothing to diff.
+"""

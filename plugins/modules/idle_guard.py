@@ -18,11 +18,6 @@ description:
 author:
   - rlinfra maintainers (@rlinfra)
 options:
-  state:
-    description: Removed.
-    type: str
-    choices: [absent]
-    default: absent
   root:
     description: Where the guard's program lives.
     type: path
@@ -42,6 +37,8 @@ attributes:
   diff_mode:
     support: none
     description: RV(files) names what goes.
+extends_documentation_fragment:
+  - rlinfra.verl.attributes.ABSENT
 """
 
 EXAMPLES = r"""

@@ -57,18 +57,12 @@ options:
     description: How the messages name the directory.
     type: str
     default: directory
-  state:
-    description: Only C(absent).
-    type: str
-    default: absent
-    choices: [absent]
 attributes:
   check_mode:
     support: full
     description: Checks the directory and says whether it would be removed; removes nothing.
-  diff_mode:
-    support: none
-    description: Nothing to diff.
+extends_documentation_fragment:
+  - rlinfra.verl.attributes.ABSENT
 """
 
 EXAMPLES = r"""

@@ -26,18 +26,12 @@ options:
     type: list
     elements: path
     default: []
-  state:
-    description: Only C(absent).
-    type: str
-    default: absent
-    choices: [absent]
 attributes:
   check_mode:
     support: full
     description: Says what would be removed and kept; removes nothing.
-  diff_mode:
-    support: none
-    description: Nothing to diff.
+extends_documentation_fragment:
+  - rlinfra.verl.attributes.ABSENT
 """
 
 EXAMPLES = r"""

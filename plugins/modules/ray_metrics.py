@@ -28,14 +28,6 @@ options:
   address:
     description: O(state=query) - the head's private address; read from O(ray_fact_path) when not given.
     type: str
-  config_dir:
-    description: Ray's configuration directory; the metrics files are in its C(metrics) subdirectory.
-    type: path
-    default: /etc/ray
-  unit_dir:
-    description: Where the systemd units are.
-    type: path
-    default: /etc/systemd/system
   fact_path:
     description: The C(rlinfra_metrics) local fact (what this node runs), removed by O(state=absent).
     type: path
@@ -89,6 +81,8 @@ attributes:
     description: RV(files) names what goes.
 seealso:
   - module: rlinfra.verl.ray_metrics_info
+extends_documentation_fragment:
+  - rlinfra.verl.metrics
 """
 
 EXAMPLES = r"""

@@ -25,14 +25,6 @@ options:
     description: The metrics password (user C(rlinfra)).
     type: str
     required: true
-  config_dir:
-    description: Ray's configuration directory; the web configs are in its C(metrics) subdirectory.
-    type: path
-    default: /etc/ray
-  unit_dir:
-    description: Where the systemd units are.
-    type: path
-    default: /etc/systemd/system
   exporter_user:
     description: The user node_exporter runs as (Debian's package makes it); RV(exporter_user) is root without it.
     type: str
@@ -48,15 +40,16 @@ options:
   storage_dir:
     description: With O(prometheus), Prometheus's data directory (see RV(storage_ours)).
     type: path
-attributes:
-  check_mode:
-    support: full
-    description: Reads only.
-  diff_mode:
-    support: none
-    description: Reads only.
+  files:
+    description: Paths to report in RV(files) (the files and directories role ray_metrics writes), read only.
+    type: list
+    elements: path
+    default: []
 seealso:
   - module: rlinfra.verl.ray_metrics
+extends_documentation_fragment:
+  - rlinfra.verl.metrics
+  - rlinfra.verl.attributes.READ_ONLY
 """
 
 EXAMPLES = r"""
@@ -126,6 +119,13 @@ storage_ours:
   description: Whether O(storage_dir) is the collection's own, or would be when made (missing or empty).
   returned: success
   type: bool
+files:
+  description:
+    - For each path of O(files), what it is - C(type) (V(file) or V(directory)), C(mode) (such as V(0644)), C(owner),
+      C(group) and a file's C(sha1) - or null when it does not exist (or is a link or something else).
+  returned: success
+  type: dict
+  sample: {/etc/ray/metrics/prometheus.yml: {type: file, mode: "0644", owner: root, group: root, sha1: 3f786850e387550fdab836ed7e6dc881de23001b}}
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -149,6 +149,7 @@ ARGS = vocabulary.Args(
     prometheus=vocabulary.Switch(default=False),
     prometheus_user=vocabulary.Text(default="root", **USER),
     storage_dir=vocabulary.AbsPath("owns", spaces=False),
+    files=vocabulary.ListOf(vocabulary.AbsPath("reads"), default=[]),
 )
 ARGUMENT_SPEC = ARGS.spec
 

@@ -114,6 +114,9 @@ options:
         place of the unit's C(@CONTAINER_ARGS@) - every name of O(env) and O(secret_env) as C(--env NAME) (the values
         reach the engine through the unit's environment files, never as arguments) and its GPUs (NVIDIA through CDI or
         C(--gpus), AMD through C(/dev/kfd), C(/dev/dri) and the video group). Empty - the venv.
+      - After a start or restart the module waits (within O(timeout)) until the engine runs the container of
+        O(fact)'s C(container.name) from its C(container.image_id), and fails with one line when it does not (an old
+        container that outlived its stop would still answer on the GCS port).
     type: str
     choices: ["", podman, docker]
     default: ""
@@ -152,7 +155,8 @@ options:
     type: str
     default: ""
   timeout:
-    description: Seconds to wait (for the head's GCS before a worker starts, and for O(wait)).
+    description: Seconds to wait (for the head's GCS before a worker starts, for the container in container mode, and
+      for O(wait)).
     type: int
     default: 120
 extends_documentation_fragment:

@@ -27,18 +27,12 @@ options:
     description: The directory of the unit files.
     type: path
     default: /etc/systemd/system
-  state:
-    description: Only C(absent).
-    type: str
-    default: absent
-    choices: [absent]
 attributes:
   check_mode:
     support: full
     description: Says which units would be stopped, disabled and removed; changes nothing.
-  diff_mode:
-    support: none
-    description: Nothing to diff.
+extends_documentation_fragment:
+  - rlinfra.verl.attributes.ABSENT
 """
 
 EXAMPLES = r"""

@@ -70,3 +70,23 @@ def recap(output: str) -> dict:
     match = re.search(r"localhost\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", output)
     assert match, output[-3000:]
     return dict(zip(("ok", "changed", "unreachable", "failed"), map(int, match.groups())))
+
+
+def changed_tasks(output: str) -> list[str]:
+    """The tasks a playbook's text output reports as changed, ``TASK name: host, host`` (and a handler's ``RUNNING
+    HANDLER``): what an idempotence assertion prints, as the output's tail rarely holds the task that changed."""
+    found: list[str] = []
+    task = ""
+    for line in output.splitlines():
+        header = re.match(r"^(TASK|RUNNING HANDLER) \[(.*)\] \*+$", line)
+        if header:
+            task = header.group(2)
+            continue
+        hit = re.match(r"^changed: \[([^\]]+)\]", line)
+        if hit and task:
+            entry = "TASK %s: " % task
+            if found and found[-1].startswith(entry):
+                found[-1] += ", " + hit.group(1)
+            else:
+                found.append(entry + hit.group(1))
+    return found

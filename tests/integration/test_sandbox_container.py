@@ -25,6 +25,7 @@ import yaml
 
 from tests.fake_hyperbolic.testing import venv_bin
 from tests.integration.conftest import ROOT, SANDBOX_INVENTORY, SANDBOX_STATE, report_of, sandbox_nodes
+from tests.integration.localhost_play import changed_tasks
 from tests.integration.test_sandbox_amd import DEVICES, raylet_env
 from tests.integration.test_sandbox_dashboard import browser  # noqa: F401 pylint: disable=unused-import
 from tests.integration.test_sandbox_faults import BAD_SIGNS, SLOW, WAIT, Playbook
@@ -37,6 +38,7 @@ CKPT_ROOT = "/data/checkpoints-ctr-" + TAG
 IMAGE = "rlinfra/ray-node:sandbox"
 SANDBOX_IMAGE = os.environ.get("RLINFRA_IMAGE") or "rlinfra/debian-systemd:bookworm"
 ARCHIVE = "/data/images/rlinfra-ray.tar"
+RAY_TEMP = "/workspace/ray"  # the sandbox's ray_temp_dir
 MARKER = "rlinfra-sandbox-ray-image"
 CONTAINER = {"ray_container_image": IMAGE, "ray_container_image_archive": ARCHIVE, "ray_container_mounts": ["/data"]}
 EXP = "smoke-container-" + TAG
@@ -345,6 +347,14 @@ def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path, browser):  # no
                 "&& echo inside; done",
             ).split()
             assert raylet and set(raylet) == {"inside"}, raylet
+            # The unit's UMask reaches Ray inside: no log of its session is others' to read (the engine's own 0022
+            # made them so, and every later converge found and closed new ones: changed=1 on a converged node).
+            exposed = on_node(
+                n["name"], "find %s/session_latest/logs/ -type f -perm -o+r 2>/dev/null | head -3" % RAY_TEMP
+            ).split()
+            assert not exposed, (n["name"], exposed)
+            umask = on_node(n["name"], "grep -h '^Umask' /proc/$(pgrep -f raylet | head -1)/status").split()
+            assert umask == ["Umask:", "0027"], (n["name"], umask)
         # The AMD worker's GPUs pass into its container (ROCm's device nodes, the video group) and Ray counts them.
         unit = on_node(amd["name"], "cat /etc/systemd/system/ray-worker.service")
         assert "--device /dev/kfd --device /dev/dri --group-add video" in unit and "--num-gpus=2" in unit, unit
@@ -365,9 +375,10 @@ def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path, browser):  # no
 
         again = playbook("site.yml", CONTAINER)
         assert again.returncode == 0, again.output[-5000:]
-        assert all(changed == 0 and failed == 0 for changed, failed in recap(again.output).values()), again.output[
-            -3000:
-        ]
+        assert all(changed == 0 and failed == 0 for changed, failed in recap(again.output).values()), (
+            changed_tasks(again.output),
+            again.output[-2000:],
+        )
         assert set(names) <= set(recap(again.output)), again.output[-3000:]
 
         # The AMD devices go, so that the runs below see the cluster the other tests see (no GPUs).
@@ -456,18 +467,19 @@ def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path, browser):  # no
         while not all(v2_id.startswith(i) and i for i in after.values()) and time.monotonic() < deadline:
             time.sleep(3)
             after = running_images(nodes)
-        assert all(v2_id.startswith(image_id) and image_id for image_id in after.values()), (
-            v2_id,
-            after,
-            applied.output[-4000:],
-            {
-                n["name"]: on_node(
-                    n["name"],
-                    "podman ps -a --format '{{.Names}} {{.ImageID}} {{.Status}}'; journalctl "
-                    "-u ray-%s -n 15 --no-pager" % n["role"],
-                )
+        assert all(v2_id.startswith(image_id) and image_id for image_id in after.values()), "\n".join(
+            ["v2 is %s; running: %s" % (v2_id[:12], after)]
+            + [
+                "%s: %s" % (n["name"], line[:300])
                 for n in nodes
-            },
+                for line in on_node(
+                    n["name"],
+                    "podman ps -a --format '{{.Names}} {{.ImageID}} {{.Status}}'; journalctl -u ray-%s -n 25 "
+                    "--no-pager -o short-precise | grep -v ' ray\\[' " % n["role"],
+                ).splitlines()
+            ]
+            + ["site.yml's output ends:"]
+            + applied.output[-2500:].splitlines()
         )
         # Loaded once, into the shared store: every node lists it (its storage.conf, the collection's own) and runs
         # the image from it, read-only; no node holds a copy of its own (one row, read-only); a re-run changes nothing.
@@ -477,9 +489,10 @@ def test_ray_and_the_job_run_inside_the_image(sandbox, tmp_path, browser):  # no
         assert on_node(head, "test -d %s/overlay-images && echo store" % STORE).strip() == "store"
         again = playbook("site.yml", V2)
         assert again.returncode == 0, again.output[-5000:]
-        assert all(changed == 0 and failed == 0 for changed, failed in recap(again.output).values()), again.output[
-            -3000:
-        ]
+        assert all(changed == 0 and failed == 0 for changed, failed in recap(again.output).values()), (
+            changed_tasks(again.output),
+            again.output[-2000:],
+        )
 
         # A private registry (TLS from a test CA, htpasswd): an image pulled by reference with credentials.
         user, password = "rlinfra-bot", "pw-" + secrets.token_hex(12)

@@ -24,6 +24,7 @@ import urllib.parse
 import urllib.request
 
 from tests.integration.conftest import ROOT, report_of, sandbox_nodes, sandbox_playbook
+from tests.integration.localhost_play import changed_tasks
 from tests.integration.test_sandbox_container import SHOTS, on_node
 from tests.integration.test_sandbox_dashboard import browser  # noqa: F401 pylint: disable=unused-import
 from tests.integration.test_sandbox_firewall import recap
@@ -251,8 +252,10 @@ def test_check_diff_shows_exactly_the_changed_files_and_changes_nothing(sandbox)
 
 
 def test_a_full_converge_of_an_unchanged_cluster_changes_nothing(sandbox):
-    """Without its record every node is converged in full, the role ray_metrics's templates included: all the same,
-    so changed=0 everywhere, no handler runs, no service restarts."""
+    """Without its record every node is converged in full: role ray_metrics reads each node once, finds every file
+    as its templates would write it and both services running, and skips its file tasks - changed=0 everywhere, no
+    handler, no service restarted. Then one worker's web config made readable by hand: that node alone goes through
+    the templates, which put the mode back and restart its node_exporter; the others still skip them."""
     nodes = sandbox_nodes()
     site = sandbox_playbook("site.yml")
     assert site.returncode == 0, site.output[-4000:]
@@ -261,10 +264,28 @@ def test_a_full_converge_of_an_unchanged_cluster_changes_nothing(sandbox):
         on_node(n["name"], "rm -f " + RECORD)
     full = sandbox_playbook("site.yml")
     assert full.returncode == 0, full.output[-4000:]
-    assert "TASK [rlinfra.verl.ray_metrics : Write node_exporter's unit]" in full.output  # walked through the role
+    read = re.search(
+        r"TASK \[rlinfra\.verl\.ray_metrics : Read what this node has and needs for its metrics\]", full.output
+    )
+    assert read, full.output[-4000:]  # walked through the role in full
+    assert "TASK [rlinfra.verl.ray_metrics : Write node_exporter's unit]" not in full.output, full.output[-4000:]
     assert set(recap(full.output).values()) == {0}, full.output[-4000:]
     assert "RUNNING HANDLER" not in full.output
     assert snapshot(nodes) == before
+
+    worker = nodes[-1]["name"]
+    web = "/etc/ray/metrics/exporter-web.yml"
+    on_node(worker, "chmod 0644 " + web)
+    exporter = on_node(worker, "systemctl show -p MainPID --value rlinfra-node-exporter").strip()
+    fixed = sandbox_playbook("site.yml")
+    assert fixed.returncode == 0, fixed.output[-4000:]
+    assert changed_tasks(fixed.output) == [
+        "TASK rlinfra.verl.ray_metrics : Write node_exporter's web config (basic auth, the password's bcrypt hash): "
+        + worker,
+        "TASK rlinfra.verl.ray_metrics : Restart node_exporter: " + worker,
+    ], changed_tasks(fixed.output)
+    assert on_node(worker, "stat -c %a " + web).strip() == "600"
+    assert on_node(worker, "systemctl show -p MainPID --value rlinfra-node-exporter").strip() not in ("", "0", exporter)
 
 
 # The opt-out (ray_metrics: false removes the stack, a second run changes nothing) is molecule/cluster's side_effect,

@@ -195,6 +195,7 @@ def node(tmp_path, monkeypatch):
             prometheus=True,
             prometheus_user=ME,
             storage_dir=str(tmp_path / "prometheus"),
+            files=[],
         )
         args.update(params)
         module = PlainModule(args, [PASSWORD])
@@ -498,3 +499,50 @@ def test_query_without_prometheus_says_so(installed):
     os.unlink(installed.tmp / "etc" / "metrics" / metrics.PROMETHEUS_CONFIG)
     result = installed(state="query")
     assert result["failed"] is True and "run site.yml with ray_metrics on" in result["msg"]
+
+
+def test_info_reads_what_each_file_the_role_writes_holds(node):
+    etc = node.tmp / "etc"
+    (etc / "metrics").mkdir(parents=True)
+    (etc / "metrics" / "prometheus.yml").write_text("scrape_configs: []\n")
+    (etc / "metrics" / "prometheus.yml").chmod(0o640)
+    os.symlink(etc / "metrics" / "prometheus.yml", etc / "linked.yml")
+    paths = [str(etc / "metrics"), str(etc / "metrics" / "prometheus.yml"), str(etc / "linked.yml"), str(etc / "none")]
+    got = node(files=paths)["files"]
+    assert got[paths[0]] == {
+        "type": "directory",
+        "mode": "%04o" % (os.stat(paths[0]).st_mode & 0o7777),
+        "owner": ME,
+        "group": got[paths[0]]["group"],
+    }
+    assert got[paths[1]]["type"] == "file" and got[paths[1]]["mode"] == "0640" and got[paths[1]]["owner"] == ME
+    assert got[paths[1]]["sha1"] == "%s" % __import__("hashlib").sha1(b"scrape_configs: []\n").hexdigest()
+    assert got[paths[2]] is None and got[paths[3]] is None  # a link is not in place: the role's task replaces it
+
+
+def test_files_in_place_only_when_every_file_is_as_the_tasks_would_write_it():
+    from ansible.errors import AnsibleFilterError
+
+    from ansible_collections.rlinfra.verl.plugins.filter.files_in_place import files_in_place
+
+    sha = __import__("hashlib").sha1(b"x: 1\n").hexdigest()
+    found = {
+        "/d": {"type": "directory", "mode": "0755", "owner": "root", "group": "root"},
+        "/d/f": {"type": "file", "mode": "0600", "owner": "prometheus", "group": "root", "sha1": sha},
+    }
+    wanted = [
+        {"path": "/d", "state": "directory", "mode": "0755"},
+        {"path": "/d/f", "content": "x: 1\n", "mode": "0600", "owner": "prometheus"},
+    ]
+    assert files_in_place(wanted, found) is True
+    assert files_in_place([dict(wanted[1], content="x: 2\n")], found) is False
+    assert files_in_place([dict(wanted[1], mode="0644")], found) is False
+    assert files_in_place([dict(wanted[1], owner="root")], found) is False
+    assert files_in_place([dict(wanted[0], state="file")], found) is False
+    assert files_in_place([{"path": "/d/missing"}], found) is False
+    assert files_in_place([{"path": "/d", "state": "directory", "mode": ""}], found) is True  # a mode left alone
+    assert files_in_place([{"path": "/d/f"}], dict(found, **{"/d/f": None})) is False
+    with pytest.raises(AnsibleFilterError, match="mode must be octal"):
+        files_in_place([{"path": "/d", "state": "directory", "mode": "rwx"}], found)
+    with pytest.raises(AnsibleFilterError, match="list of dicts with a path"):
+        files_in_place([{"mode": "0644"}], found)

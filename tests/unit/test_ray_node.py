@@ -462,3 +462,46 @@ def test_diff_shows_the_firewall_rules_when_they_change_and_nothing_else_unchang
     assert [d["before_header"] for d in out["diff"]] == [str(node.tmp / "etc" / "rlinfra-firewall.nft")]
     assert out["diff"][0]["after"] == "(a secret file: its new content is not shown)\n"
     assert "10.0.0.6" not in json.dumps(out["diff"])
+
+
+def engine_stand_in(tmp_path, answer):
+    """A stand-in for ``podman container inspect --format '{{.Image}} {{.State.Running}}' NAME``: prints ``answer``'s
+    file (empty: the container does not exist, exit 125 as podman does)."""
+    said = tmp_path / "engine-answer"
+    said.write_text(answer)
+    engine = tmp_path / "podman"
+    engine.write_text(
+        '#!/bin/sh\ntest -s "%s" || { echo "no such container" >&2; exit 125; }\ncat "%s"\n' % (said, said)
+    )
+    engine.chmod(0o755)
+    return engine, said
+
+
+NEW_ID, OLD_ID = "ab" * 32, "cd" * 32
+
+
+def container_fact(engine):
+    box = {"engine": "podman", "engine_path": str(engine), "name": "rlinfra-ray-worker", "image_id": NEW_ID}
+    return {"role": "worker", "cluster": "c", "container": box}
+
+
+def test_container_mode_returns_once_the_engine_runs_the_units_image(node):
+    engine, dummy = engine_stand_in(node.tmp, "%s true\n" % NEW_ID)
+    res = node(container_engine="podman", fact=container_fact(engine), timeout=5)
+    assert res.get("failed") is not True and res["started"] is True, res
+
+
+def test_an_old_container_that_outlived_its_restart_fails_in_one_line(node):
+    engine, said = engine_stand_in(node.tmp, "%s true\n" % NEW_ID)
+    node(container_engine="podman", fact=container_fact(engine))
+    said.write_text("%s true\n" % OLD_ID)  # the restart's stop failed: the old container still runs
+    res = node(container_engine="podman", fact=container_fact(engine), token="another-token-" + "z" * 30, timeout=1)
+    assert res["failed"] is True and "\n" not in res["msg"], res
+    assert starts()[-1] == ("restart", "ray-worker.service")
+    assert (
+        "Ray's container rlinfra-ray-worker on this node is not running image %s 1s after its start (image %s, "
+        "running): see journalctl -u ray-worker" % (NEW_ID[:12], OLD_ID[:12])
+    ) in res["msg"], res["msg"]
+    said.write_text("")  # no container at all (its start failed)
+    res = node(container_engine="podman", fact=container_fact(engine), token="a-third-token-" + "w" * 30, timeout=1)
+    assert res["failed"] is True and "(no container of that name)" in res["msg"], res["msg"]

@@ -6,15 +6,18 @@ paths and the packages to install, whether apt-get and NVIDIA's DCGM exporter ar
 as, the bcrypt hash each web config gets (the one it holds while it still verifies: a hash is salted, so a new one
 each run would rewrite the file and restart the service every run), which of the collection's units exist (check mode
 on a fresh node: nothing to restart) and already run enabled, which of the distribution's services are masked or
-running, and whether Prometheus's data directory
-is (or would be made) the collection's own.
+running, whether Prometheus's data directory is (or would be made) the collection's own, and what each of the
+files the role writes holds (its digest, mode and owner: the role skips its templates when all are in place).
 
 A ``SCRIPTED`` function (plugin_utils/node_script.py): ``(params, module)`` in, a dict out; standard library only."""
 
 from __future__ import annotations
 
+import grp
+import hashlib
 import os
 import pwd
+import stat
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,6 +39,41 @@ def _user(name: str) -> bool:
     except KeyError:
         return False
     return True
+
+
+def _name(getter: Any, number: int) -> str:
+    try:
+        return str(getter(number)[0])
+    except KeyError:
+        return str(number)
+
+
+def file_state(path: str) -> dict[str, str] | None:
+    """What ``path`` is (``file`` or ``directory``), its mode (``0644``), owner and group, and a file's SHA-1 (what
+    Ansible's ``hash('sha1')`` gives of the content the role would write); None when it does not exist or is something
+    else (a link included: the role's file tasks would replace it)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+        return None
+    found = dict(
+        type="directory" if stat.S_ISDIR(st.st_mode) else "file",
+        mode="%04o" % stat.S_IMODE(st.st_mode),
+        owner=_name(pwd.getpwuid, st.st_uid),
+        group=_name(grp.getgrgid, st.st_gid),
+    )
+    if found["type"] == "file":
+        digest = hashlib.sha1()
+        try:
+            with open(path, "rb") as handle:
+                for block in iter(lambda: handle.read(1 << 16), b""):
+                    digest.update(block)
+        except OSError:
+            return None
+        found["sha1"] = digest.hexdigest()
+    return found
 
 
 def info(params: Mapping[str, Any], module: Any) -> dict[str, Any]:
@@ -81,4 +119,5 @@ def info(params: Mapping[str, Any], module: Any) -> dict[str, Any]:
         distro_active=[unit for unit in distro if state("is-active", unit) == "active"],
         # Made by the collection when missing or empty (and so removed by a purge); someone else's otherwise.
         storage_ours=bool(params["storage_dir"]) and owned.claim(params["storage_dir"], check_mode=True),
+        files={path: file_state(path) for path in params["files"]},
     )

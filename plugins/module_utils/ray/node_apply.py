@@ -169,6 +169,34 @@ class Node:
             reasons=reasons,
         )
 
+    def wait_container(self, started_at: float) -> None:
+        """Container mode: the engine runs the unit's container from the unit's image, within the timeout. Without it
+        a head whose old container outlived its stop (or a start that failed) still answers on the GCS port, and a run
+        would report a new image that no node runs."""
+        p, box = self.p, self.p["fact"].get("container") or {}
+        want = str(box.get("image_id") or "").rsplit(":", maxsplit=1)[-1]
+        if not want:
+            return
+        argv = [box["engine_path"], "container", "inspect", "--format", "{{.Image}} {{.State.Running}}", box["name"]]
+        deadline, delay, seen = started_at + p["timeout"], POLL_START, "no container of that name"
+        while True:
+            rc, out, dummy = self.module.run_command(argv)
+            words = out.split() if rc == 0 else []
+            if len(words) == 2:
+                image = words[0].rsplit(":", maxsplit=1)[-1]
+                if image.startswith(want[:12]) and words[1].lower() == "true":
+                    return
+                seen = "image %s, %s" % (image[:12], "running" if words[1].lower() == "true" else "not running")
+            if time.monotonic() >= deadline:
+                self.module.fail_json(
+                    msg="Ray's container %s on this node is not running image %s %ss after its start (%s): see "
+                    "journalctl -u ray-%s and %s ps -a, then run site.yml again"
+                    % (box["name"], want[:12], p["timeout"], seen, p["role"], box["engine_path"]),
+                    files=self.files,
+                )
+            time.sleep(delay)
+            delay = min(delay * 1.6, POLL_MAX)
+
     def wait_alive(self) -> None:
         p = self.p
         try:
@@ -263,7 +291,10 @@ def converge(module: Any) -> None:
                     files=node.files,
                 )
         if started:
+            started_at = time.monotonic()
             systemd.run("restart" if reasons else "start", service)
+            if p["container_engine"]:
+                node.wait_container(started_at)
 
     opened = [] if module.check_mode else open_logs(p["temp_dir"])
     close_logs(opened)
