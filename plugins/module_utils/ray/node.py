@@ -278,6 +278,26 @@ class Systemd:
         return self.query("is-enabled", unit) in ("enabled", "enabled-runtime", "static", "alias")
 
 
+def poll_until(
+    check: Callable[[], tuple[bool, str]],
+    deadline: float,
+    first: float = 0.1,
+    sleep: Callable[[float], Any] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> str:
+    """Call ``check`` (``(done, what it saw)``) until it is done or ``clock()`` passes ``deadline``, the pauses growing
+    from ``first`` to 1 s; '' when done, else what the last call saw."""
+    delay = first
+    while True:
+        done, seen = check()
+        if done:
+            return ""
+        if clock() >= deadline:
+            return seen
+        sleep(delay)
+        delay = min(delay * 1.6, 1.0)
+
+
 def wait_for_port(
     address: str,
     timeout: float,
@@ -287,15 +307,13 @@ def wait_for_port(
 ) -> str:
     """Wait until ``host:port`` accepts a TCP connection; '' when it does, else why not (one line)."""
     host, dummy, port = address.rpartition(":")
-    deadline = clock() + timeout
-    delay, last = 0.1, "no attempt"
-    while True:
+
+    def check() -> tuple[bool, str]:
         try:
             connect((host.strip("[]"), int(port)), timeout=2).close()
-            return ""
+            return True, ""
         except (OSError, ValueError) as exc:
-            last = str(exc)
-        if clock() >= deadline:
-            return "%s did not accept connections within %ss (%s)" % (address, timeout, last)
-        sleep(delay)
-        delay = min(delay * 1.6, 1.0)
+            return False, str(exc)
+
+    last = poll_until(check, clock() + timeout, sleep=sleep, clock=clock)
+    return "%s did not accept connections within %ss (%s)" % (address, timeout, last) if last else ""

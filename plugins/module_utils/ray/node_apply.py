@@ -42,6 +42,7 @@ from ansible_collections.rlinfra.verl.plugins.module_utils.ray.node import (
     fact_text,
     file_diff,
     open_logs,
+    poll_until,
     put,
     wait_for_port,
 )
@@ -56,7 +57,6 @@ FIREWALL_DEFAULTS = dict(
     controller="", ssh_connection="", allow=[], protected_ports=[22], table="rlinfra_ray", members=[]
 )
 POLL_START = 0.2
-POLL_MAX = 1.0
 
 
 def check_num_gpus(value: str) -> str:
@@ -178,24 +178,26 @@ class Node:
         if not want:
             return
         argv = [box["engine_path"], "container", "inspect", "--format", "{{.Image}} {{.State.Running}}", box["name"]]
-        deadline, delay, seen = started_at + p["timeout"], POLL_START, "no container of that name"
-        while True:
+
+        def check() -> tuple[bool, str]:
             rc, out, dummy = self.module.run_command(argv)
             words = out.split() if rc == 0 else []
-            if len(words) == 2:
-                image = words[0].rsplit(":", maxsplit=1)[-1]
-                if image.startswith(want[:12]) and words[1].lower() == "true":
-                    return
-                seen = "image %s, %s" % (image[:12], "running" if words[1].lower() == "true" else "not running")
-            if time.monotonic() >= deadline:
-                self.module.fail_json(
-                    msg="Ray's container %s on this node is not running image %s %ss after its start (%s): see "
-                    "journalctl -u ray-%s and %s ps -a, then run site.yml again"
-                    % (box["name"], want[:12], p["timeout"], seen, p["role"], box["engine_path"]),
-                    files=self.files,
-                )
-            time.sleep(delay)
-            delay = min(delay * 1.6, POLL_MAX)
+            if len(words) != 2:
+                return False, "no container of that name"
+            image, running = words[0].rsplit(":", maxsplit=1)[-1], words[1].lower() == "true"
+            return image.startswith(want[:12]) and running, "image %s, %s" % (
+                image[:12],
+                "running" if running else "not running",
+            )
+
+        seen = poll_until(check, started_at + p["timeout"], POLL_START)
+        if seen:
+            self.module.fail_json(
+                msg="Ray's container %s on this node is not running image %s %ss after its start (%s): see "
+                "journalctl -u ray-%s and %s ps -a, then run site.yml again"
+                % (box["name"], want[:12], p["timeout"], seen, p["role"], box["engine_path"]),
+                files=self.files,
+            )
 
     def wait_alive(self) -> None:
         p = self.p
@@ -203,26 +205,26 @@ class Node:
             client = client_from_module(self.module, retries=0)
         except RayError as exc:
             self.module.fail_json(msg=str(exc))
-        deadline, delay, last = time.monotonic() + p["timeout"], POLL_START, "no answer yet"
-        while True:
+
+        def check() -> tuple[bool, str]:
             try:
                 nodes = client.list_nodes()
-                if any(n.get("node_ip") == p["node_ip"] and n.get("state") == "ALIVE" for n in nodes):
-                    return
-                last = "the dashboard does not list %s alive" % p["node_ip"]
             except RayAuthError as exc:
                 self.module.fail_json(msg=str(exc))
             except RayError as exc:
-                last = str(exc)
-            if time.monotonic() >= deadline:
-                self.module.fail_json(
-                    msg="Ray on this node (%s) is not alive in its cluster after %ss: %s; see "
-                    "journalctl -u ray-%s and %s/session_latest/logs"
-                    % (p["node_ip"], p["timeout"], last, p["role"], p["temp_dir"]),
-                    files=self.files,
-                )
-            time.sleep(delay)
-            delay = min(delay * 1.6, POLL_MAX)
+                return False, str(exc)
+            if any(n.get("node_ip") == p["node_ip"] and n.get("state") == "ALIVE" for n in nodes):
+                return True, ""
+            return False, "the dashboard does not list %s alive" % p["node_ip"]
+
+        last = poll_until(check, time.monotonic() + p["timeout"], POLL_START)
+        if last:
+            self.module.fail_json(
+                msg="Ray on this node (%s) is not alive in its cluster after %ss: %s; see "
+                "journalctl -u ray-%s and %s/session_latest/logs"
+                % (p["node_ip"], p["timeout"], last, p["role"], p["temp_dir"]),
+                files=self.files,
+            )
 
 
 def rocm_smi(module: Any) -> Callable[[], str | None] | None:
