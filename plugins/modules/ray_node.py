@@ -75,6 +75,21 @@ options:
     description: The cluster token (C(<config_dir>/auth_token), mode 0600, owned by O(user)); empty writes none (authentication off).
     type: str
     default: ""
+  metrics_password:
+    description:
+      - The basic-auth password of the cluster's metrics (a head with C(ray_metrics) on), kept in
+        C(<config_dir>/metrics/password) (mode 0600, owned by O(user); the directory 0755), before the secret
+        environment that carries it is written. Empty writes none. Not a reason to restart Ray.
+    type: str
+    default: ""
+    version_added: 0.14.0
+  metrics_dir:
+    description:
+      - Make C(<config_dir>/metrics) (mode 0755), where role C(ray_metrics) writes the metrics stack's configs (C(ray_metrics)
+        on); O(metrics_password) makes it too.
+    type: bool
+    default: false
+    version_added: 0.14.0
   fact:
     description: The node's C(rlinfra_ray) local fact, written to O(fact_path) as JSON.
     type: dict
@@ -304,6 +319,8 @@ ARGS = vocabulary.Args(
     env=vocabulary.Text(lines=True, max_len=1 << 20, default=""),
     secret_env=vocabulary.Secret(multiline=True, max_len=1 << 20, default=""),
     token=vocabulary.Secret(default=""),
+    metrics_password=vocabulary.Secret(default=""),
+    metrics_dir=vocabulary.Switch(default=False),
     fact=FACT,
     fact_path=vocabulary.AbsPath("config", default="/etc/ansible/facts.d/rlinfra_ray.fact"),
     unit_dir=vocabulary.AbsPath("config", default="/etc/systemd/system"),

@@ -342,6 +342,7 @@ def test_every_role_variable_of_a_checked_role_has_a_type():
         "ray_node_gcs_address",
         "ray_node_start_args",
         "ray_node_token",
+        "ray_node_metrics_password",  # module ray_node's metrics_password (vocabulary.Secret)
         "ray_node_secret_env",
         "storage_lvm_discover_exclude",
         "storage_lvm_discover_pattern",

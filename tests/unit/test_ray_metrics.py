@@ -520,10 +520,10 @@ def test_info_reads_what_each_file_the_role_writes_holds(node):
     assert got[paths[2]] is None and got[paths[3]] is None  # a link is not in place: the role's task replaces it
 
 
-def test_files_in_place_only_when_every_file_is_as_the_tasks_would_write_it():
+def test_files_to_write_lists_each_path_not_as_the_tasks_would_write_it():
     from ansible.errors import AnsibleFilterError
 
-    from ansible_collections.rlinfra.verl.plugins.filter.files_in_place import files_in_place
+    from ansible_collections.rlinfra.verl.plugins.filter.files_to_write import files_to_write
 
     sha = __import__("hashlib").sha1(b"x: 1\n").hexdigest()
     found = {
@@ -534,15 +534,16 @@ def test_files_in_place_only_when_every_file_is_as_the_tasks_would_write_it():
         {"path": "/d", "state": "directory", "mode": "0755"},
         {"path": "/d/f", "content": "x: 1\n", "mode": "0600", "owner": "prometheus"},
     ]
-    assert files_in_place(wanted, found) is True
-    assert files_in_place([dict(wanted[1], content="x: 2\n")], found) is False
-    assert files_in_place([dict(wanted[1], mode="0644")], found) is False
-    assert files_in_place([dict(wanted[1], owner="root")], found) is False
-    assert files_in_place([dict(wanted[0], state="file")], found) is False
-    assert files_in_place([{"path": "/d/missing"}], found) is False
-    assert files_in_place([{"path": "/d", "state": "directory", "mode": ""}], found) is True  # a mode left alone
-    assert files_in_place([{"path": "/d/f"}], dict(found, **{"/d/f": None})) is False
+    assert files_to_write(wanted, found) == []
+    assert files_to_write([wanted[0], dict(wanted[1], content="x: 2\n")], found) == ["/d/f"]
+    assert files_to_write([dict(wanted[1], mode="0644")], found) == ["/d/f"]
+    assert files_to_write([dict(wanted[1], owner="root")], found) == ["/d/f"]
+    assert files_to_write([dict(wanted[0], state="file")], found) == ["/d"]
+    assert files_to_write([{"path": "/d/missing"}, wanted[1]], found) == ["/d/missing"]
+    assert files_to_write([{"path": "/d", "state": "directory", "mode": ""}], found) == []  # a mode left alone
+    assert files_to_write([{"path": "/d/f"}], dict(found, **{"/d/f": None})) == ["/d/f"]
+    assert files_to_write(list(reversed(wanted)), {}) == ["/d/f", "/d"]  # none there: all, in order
     with pytest.raises(AnsibleFilterError, match="mode must be octal"):
-        files_in_place([{"path": "/d", "state": "directory", "mode": "rwx"}], found)
+        files_to_write([{"path": "/d", "state": "directory", "mode": "rwx"}], found)
     with pytest.raises(AnsibleFilterError, match="list of dicts with a path"):
-        files_in_place([{"mode": "0644"}], found)
+        files_to_write([{"mode": "0644"}], found)

@@ -320,6 +320,29 @@ def test_what_ray_runs_changing_restarts_it_and_says_why(node):
     assert res["changed"] is True and res["reasons"] == [] and starts() == [("start", "ray-worker.service")]
 
 
+def test_the_metrics_password_is_kept_root_only_without_a_restart_and_never_shown(node):
+    """A head with ray_metrics on: ray_head's password goes to <config_dir>/metrics/password in the same call (mode
+    0600, the directory 0755), before the secret environment; writing or changing it restarts nothing."""
+    secret = "metrics-password-" + "m" * 31
+    node()
+    made = node(metrics_dir=True)  # a worker: the directory its exporter's web config goes in, no password
+    assert made["changed"] is True and made["reasons"] == [] and made["files"] == [str(node.tmp / "etc" / "metrics")]
+    assert not (node.tmp / "etc" / "metrics" / "password").exists()
+    (node.tmp / "etc" / "metrics").rmdir()
+    FakeSystemd.calls = []
+    dry = node(check_mode=True, _ansible_diff=True, metrics_password=secret)
+    [entry] = [d for d in dry["diff"] if d["after_header"].startswith(str(node.tmp / "etc" / "metrics" / "password"))]
+    assert entry["after"] == "(a secret file: its new content is not shown)\n" and secret not in json.dumps(dry)
+    assert not (node.tmp / "etc" / "metrics").exists()
+    res = node(metrics_password=secret)
+    kept = node.tmp / "etc" / "metrics" / "password"
+    assert res["changed"] is True and res["reasons"] == [] and starts() == [] and secret not in json.dumps(res)
+    assert kept.read_text() == secret and oct(kept.stat().st_mode & 0o777) == "0o600"
+    assert oct(kept.parent.stat().st_mode & 0o777) == "0o755"
+    assert node(metrics_password=secret)["changed"] is False
+    assert node()["changed"] is False and kept.read_text() == secret  # none given: the kept one is left alone
+
+
 def test_restart_under_a_running_job_is_refused_and_remembered(node):
     node()
     FakeSystemd.calls = []

@@ -265,6 +265,12 @@ def converge(module: Any) -> None:
     if not module.check_mode:
         owned.claim(p["temp_dir"], 0o700)  # a purge removes it only when made here (or empty): owned.claim
     token_changed = bool(p["token"]) and node.put(os.path.join(cfg, "auth_token"), p["token"], 0o600, node.uid)
+    if p["metrics_dir"] or p["metrics_password"]:
+        node.ensure_dir(os.path.join(cfg, "metrics"), 0o755)
+    if p["metrics_password"]:
+        # Before the environment that carries it (RAY_PROMETHEUS_HEADERS): a run that fails in between leaves the two
+        # in step. Not a reason to restart: Ray reads it from that environment.
+        node.put(os.path.join(cfg, "metrics", "password"), p["metrics_password"], 0o600, node.uid)
     env_changed = node.put(os.path.join(cfg, "ray.env"), env, 0o644)
     env_changed = node.put(os.path.join(cfg, "ray-secrets.env"), p["secret_env"], 0o600, node.uid) or env_changed
     firewall = node.firewall(systemd) if p["firewall"] is not None else {}
