@@ -289,3 +289,16 @@ def test_progress_line_names_the_attempt_and_prints_odd_numbers():
     assert (
         R.progress_line("gsm8k", res, [], 5, attempt=2) == "gsm8k: RUNNING (attempt 2), -, step:7 - x:inf - y:1.235e+05"
     )
+
+
+def test_a_list_that_knows_none_of_the_nodes_and_has_no_head_is_a_restart_registering():
+    def node(node_id, head=False, state="ALIVE"):
+        return {"node_id": node_id, "is_head": head, "state": state}
+
+    known = {"h1": node("h1", True), "w2": node("w2")}
+    assert R.registering(known, []) is True  # the new GCS has no node yet
+    assert R.registering(known, [node("w2b")]) is True  # a worker back under a new id, no head yet
+    assert R.registering(known, [node("h2", True)]) is False  # the new head: the restart is seen
+    assert R.registering(known, [node("w2")]) is False  # the same GCS, the head gone from it: lost
+    assert R.registering(known, [node("h1", True, "DEAD"), node("w2")]) is False  # the head's node died
+    assert R.registering({}, []) is False  # nothing was known: nothing to call lost anyway

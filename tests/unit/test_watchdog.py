@@ -317,6 +317,30 @@ ROWS = [
         check=lambda dog, polls: dog.rows[0]["status"] == "LOST" and dog.res["status"] is None,
     ),
     dict(
+        # A restarted head's dashboard answers before any node registered with its new GCS (the list is empty, or
+        # holds only workers under new ids): nothing is called lost, the restart is named by the job being gone.
+        name="head_restart_answered_before_its_nodes_registered",
+        script=[job(step=3), gone(())],
+        trace=[GONE % (SID, "0:00:20")],
+        end=("head_restart", HEAD_GONE_LINE % (SID, " at step 3", "", OFF)),
+        check=lambda dog, polls: dog.lost == [] and [e["event"] for e in dog.events] == ["head_restart"],
+    ),
+    dict(
+        name="head_restart_recovered_while_its_nodes_register_again",
+        opts=ON,
+        script=[job(step=3, metadata=M3), gone((W3_BACK,))]
+        + recovery_answers(RESTARTED, (), {"latest_step": 3})
+        + [job("SUCCEEDED", 6, RESTARTED)],
+        # The restart is named once the new head node is seen, by the wait for the nodes before the next attempt.
+        trace=[GONE % (SID, "0:00:20")]
+        + recovered("head_restart", 3, "0:00:30", resume=3, first=6)[:5]
+        + [HEAD_RESTARTED % "0:00:30"]
+        + recovered("head_restart", 3, "0:00:30", resume=3, first=6)[5:]
+        + ["save_log " + A2],
+        end=("succeeded", None),
+        check=lambda dog, polls: dog.lost == [] and [r["status"] for r in dog.rows] == ["LOST", "SUCCEEDED"],
+    ),
+    dict(
         name="job_gone_without_a_new_head_after_it_was_seen",
         script=[job(step=3), gone()],
         trace=[GONE % (SID, "0:00:20")],

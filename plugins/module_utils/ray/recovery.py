@@ -177,6 +177,15 @@ def head_id(nodes: Iterable[dict[str, Any]] | None) -> str | None:
     return next((i for i, n in alive(nodes).items() if n.get("is_head")), None)
 
 
+def registering(known: Mapping[str, dict[str, Any]], nodes: Iterable[dict[str, Any]] | None) -> bool:
+    """True when the cluster that answers has no alive head and lists none of ``known`` (node_id -> node, as last seen)
+    in any state: a head that restarted, whose dashboard answers before its own node (and the workers', under new ids)
+    registered with its new GCS. Nothing can be called lost from such a list; a GCS that lived on lists a node that
+    died as DEAD."""
+    listed = list(nodes or [])
+    return bool(known) and head_id(listed) is None and not any(n.get("node_id") in known for n in listed)
+
+
 def lost_nodes(known: Mapping[str, dict[str, Any]], nodes: Iterable[dict[str, Any]] | None) -> list[dict[str, Any]]:
     """Nodes of ``known`` (node_id -> node, alive when last seen) that are not alive in ``nodes``."""
     now = alive(nodes)

@@ -394,6 +394,9 @@ class Watchdog:
 
     def watch_nodes(self, nodes: list[dict[str, Any]]) -> Steps[bool]:
         """Name every node that left since the last look; True when the head restarted."""
+        if recovery.registering(self.known, nodes):
+            # A restarted head's nodes register again within seconds: the restart is named when its new node is seen.
+            return False
         head_now = recovery.head_id(nodes)
         restarted = bool(self.head and head_now and head_now != self.head)
         if restarted:
