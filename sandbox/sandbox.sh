@@ -98,11 +98,8 @@ up() {
   for i in $(seq 1 "$count"); do
     name=$PREFIX-$i
     if docker inspect "$name" >/dev/null 2>&1; then docker start "$name" >/dev/null; continue; fi
-    # --dns-opt: the internal network drops a lookup of an outside name (no answer for 10 s) where a real network
-    # answers at once; Ray's dashboard looks up the clouds' metadata hosts in its event loop at every head start
-    # (usage_stats_head, even with usage stats off), which stalled its API 12 s after each start here.
     docker run -d --name "$name" --hostname "$name" --label "rlinfra.sandbox=$PREFIX" \
-      --network "$NET" --dns-opt timeout:1 --dns-opt attempts:1 "${flags[@]}" --shm-size 1g \
+      --network "$NET" "${flags[@]}" --shm-size 1g \
       -v "$VOL:/data" -v "$WHEELHOUSE:/data/wheelhouse:ro" -v "$IMAGES:/data/images:ro" \
       -v /var/lib/containers "$IMAGE" /lib/systemd/systemd >/dev/null
   done
